@@ -1,0 +1,37 @@
+# The two commands: `make demo` (a local three-replica cluster doing work) and
+# `make test`. Each creates .venv and installs the project on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test cluster bench bench-etcd lint proto soak clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python scripts/demo.py
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q tests
+
+cluster: $(STAMP)
+	$(BIN)/xce cluster up
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy controller xce
+
+proto: $(STAMP)
+	$(BIN)/python scripts/gen_proto.py
+
+clean:
+	rm -rf $(VENV) xce-data .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,1 @@
+"""The controller: three Raft replicas owning the cluster state (see docs/ARCHITECTURE.md)."""

@@ -1,0 +1,148 @@
+"""Cluster configuration (TOML): replicas, data directory, queues, limits.
+
+Example:
+
+    cluster_id = "demo"
+    password_file = "secret"          # relative to this file; or password = "..."
+    data_dir = "data"                 # relative to this file
+    default_queue = "normal"
+    max_slots_per_job = 1024
+
+    [[replicas]]
+    id = 1
+    grpc = "127.0.0.1:7101"
+    raft = "127.0.0.1:7201"
+
+    [[queues]]
+    name = "normal"
+    priority = 30
+
+Every replica reads the same file; `--id` picks its own entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller.raft import RaftSettings
+from xce.v1 import api_pb2 as api
+
+
+class ConfigError(Exception):
+    """The configuration file is missing, malformed or inconsistent."""
+
+
+@dataclass(frozen=True)
+class Replica:
+    id: int
+    grpc: str
+    raft: str
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    path: Path
+    cluster_id: str
+    password: str
+    data_dir: Path
+    replicas: tuple[Replica, ...]
+    queues: tuple[api.Queue, ...]
+    default_queue: str = "normal"
+    max_slots_per_job: int = 1024
+    raft: RaftSettings = field(default_factory=RaftSettings)
+    group_commit_max_requests: int = 512
+    group_commit_max_bytes: int = 1 << 20
+    group_commit_max_in_flight: int = 2
+
+    def replica(self, replica_id: int) -> Replica:
+        for replica in self.replicas:
+            if replica.id == replica_id:
+                return replica
+        raise ConfigError(f"{self.path}: no replica with id {replica_id} "
+                          f"(ids: {', '.join(str(r.id) for r in self.replicas)})")
+
+    def replica_dir(self, replica_id: int) -> Path:
+        return self.data_dir / f"replica-{replica_id}"
+
+    def grpc_for_raft(self, raft_address: str | None) -> str | None:
+        for replica in self.replicas:
+            if replica.raft == raft_address:
+                return replica.grpc
+        return None
+
+    def digest(self) -> str:
+        """What the configuration push carries: changes when queues or limits do."""
+        h = hashlib.sha256()
+        h.update(f"{self.default_queue}\0{self.max_slots_per_job}\0".encode())
+        for queue in sorted(self.queues, key=lambda q: q.name):
+            h.update(queue.SerializeToString(deterministic=True))
+        return h.hexdigest()[:16]
+
+
+def load(path: Path) -> ClusterConfig:
+    path = Path(path).resolve()
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"no configuration file at {path}") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return parse(raw, path)
+
+
+def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
+    base = path.parent
+    cluster_id = _get(raw, "cluster_id", str, path)
+    if not cluster_id or not all(c.isalnum() or c in "_." for c in cluster_id):
+        raise ConfigError(f"{path}: cluster_id must be letters, digits, _ or . (no '-')")
+    password = raw.get("password")
+    if password is None and "password_file" in raw:
+        try:
+            password = (base / raw["password_file"]).read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read password_file: {exc}") from exc
+    if not password:
+        raise ConfigError(f"{path}: a password (or password_file) is mandatory")
+    replicas = tuple(_replica(r, path) for r in raw.get("replicas", []))
+    if not replicas:
+        raise ConfigError(f"{path}: no [[replicas]]")
+    if len({r.id for r in replicas}) != len(replicas):
+        raise ConfigError(f"{path}: duplicate replica ids")
+    queues = tuple(_queue(q, path) for q in raw.get("queues", [{"name": "normal", "priority": 30}]))
+    default_queue = raw.get("default_queue", queues[0].name if queues else "normal")
+    if default_queue not in {q.name for q in queues}:
+        raise ConfigError(f"{path}: default_queue {default_queue!r} is not among [[queues]]")
+    max_slots = raw.get("max_slots_per_job", 1024)
+    if not isinstance(max_slots, int) or max_slots < 1:
+        raise ConfigError(f"{path}: max_slots_per_job must be a positive integer")
+    raft_raw = raw.get("raft", {})
+    try:
+        raft = RaftSettings(**raft_raw)
+    except TypeError as exc:
+        raise ConfigError(f"{path}: [raft]: {exc}") from exc
+    return ClusterConfig(path=path, cluster_id=cluster_id, password=password,
+                         data_dir=base / raw.get("data_dir", "data"), replicas=replicas,
+                         queues=queues, default_queue=default_queue, max_slots_per_job=max_slots,
+                         raft=raft)
+
+
+def _get(raw: dict[str, Any], key: str, kind: type, path: Path) -> Any:
+    if key not in raw:
+        raise ConfigError(f"{path}: missing {key}")
+    if not isinstance(raw[key], kind):
+        raise ConfigError(f"{path}: {key} must be a {kind.__name__}")
+    return raw[key]
+
+
+def _replica(raw: dict[str, Any], path: Path) -> Replica:
+    replica_id = _get(raw, "id", int, path)
+    return Replica(id=replica_id, grpc=_get(raw, "grpc", str, path), raft=_get(raw, "raft", str, path))
+
+
+def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
+    return api.Queue(name=_get(raw, "name", str, path), priority=int(raw.get("priority", 30)),
+                     description=str(raw.get("description", "")), closed=bool(raw.get("closed", False)))

@@ -1,0 +1,490 @@
+"""The replicated state machine: apply(tables, index, entry) -> results.
+
+Theory of operation. Every state change is a Raft log entry (xce.v1.Entry,
+protobuf with a oneof type tag). Each replica applies the committed entries
+in index order through this module, inside one storage transaction that the
+driver commits; the applied index is written in that same transaction, so an
+entry replayed after a restart (pysyncobj re-applies its journal after the
+last dump) is recognised and skipped. Applying is a pure function of the
+stored state and the entry: the proposer stamped the time (`stamp_ms`) and
+its replica id into the entry; nothing here reads a clock, randomness or the
+environment.
+
+Applying never raises for bad input: a request that no longer validates
+(the state moved since the leader checked it) gets a Result with a code and
+a message, stored under its request id. An exception inside a pysyncobj
+apply would make it retry the same entry forever.
+
+Every applied entry sets the revision to its index and appends what it
+changed (jobs and queues) to the bounded `events` table, for the resync
+stream.
+
+Request ids make retries safe: a client keeps the id across retries, and a
+command that pysyncobj applies twice (a retried proposal after a lost
+callback) finds its first result in `requests` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from google.protobuf.message import DecodeError
+
+from controller.tables import Tables
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+# How many events the resync stream can replay; older ones are dropped and
+# the floor moves up (a scheduler further behind gets a full snapshot).
+EVENTS_KEPT = 100_000
+# Request ids are remembered this long (by proposer time) to dedupe retries.
+REQUEST_RETENTION_MS = 24 * 3600 * 1000
+# Bound on the clean-up work one apply does, so no entry is slow to apply.
+PRUNE_PER_APPLY = 256
+
+MAX_COMMAND_ARGS = 4096
+MAX_STRING = 4096
+DEFAULT_QUEUE = "normal"
+DEFAULT_MAX_SLOTS = 1024
+
+FINISHED = (api.DONE, api.EXIT)
+PENDING = (api.PEND, api.PSUSP)
+RUNNING = (api.RUN, api.USUSP, api.SSUSP, api.UNKWN)
+
+META_KEY = b"meta"
+
+
+class Rejected(Exception):
+    """A request that cannot be applied: a code from log.Code and a message."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def job_key(job_id: int) -> bytes:
+    return struct.pack(">Q", job_id)
+
+
+def revision_key(revision: int) -> bytes:
+    return struct.pack(">Q", revision)
+
+
+def read_meta(tables: Tables) -> log.Meta:
+    meta = log.Meta()
+    raw = tables.get("meta", META_KEY)
+    if raw is not None:
+        meta.ParseFromString(raw)
+    return meta
+
+
+def read_job(tables: Tables, job_id: int) -> api.Job | None:
+    raw = tables.get("jobs", job_key(job_id))
+    if raw is None:
+        return None
+    job = api.Job()
+    job.ParseFromString(raw)
+    return job
+
+
+def read_queue(tables: Tables, name: str) -> api.Queue | None:
+    raw = tables.get("queues", name.encode())
+    if raw is None:
+        return None
+    queue = api.Queue()
+    queue.ParseFromString(raw)
+    return queue
+
+
+def read_result(tables: Tables, request_id: str) -> log.Result | None:
+    raw = tables.get("requests", request_id.encode())
+    if raw is None:
+        return None
+    result = log.Result()
+    result.ParseFromString(raw)
+    return result
+
+
+def readable_id(cluster_id: str, proposer: int, stamp_ms: int, seq: int) -> str:
+    when = datetime.datetime.fromtimestamp(stamp_ms / 1000, tz=datetime.UTC)
+    return f"{cluster_id}-{proposer}-{when.strftime('%Y%m%d%H%M%S')}-{seq}"
+
+
+def parse_job_id(text: str) -> int:
+    """The numeric id inside either form; raises Rejected for neither."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    seq = text.rsplit("-", 1)[-1]
+    if "-" in text and seq.isdigit():
+        return int(seq)
+    raise Rejected(log.INVALID_ARGUMENT, f"not a job id: {text!r} (a number or cluster-replica-time-seq)")
+
+
+def find_job(tables: Tables, text: str) -> api.Job:
+    job = read_job(tables, parse_job_id(text))
+    if job is None or (not text.strip().isdigit() and job.readable_id != text.strip()):
+        raise Rejected(log.NOT_FOUND, f"no job {text}")
+    return job
+
+
+# ---------------------------------------------------------------- validation
+# Shared by the leader's pre-check (bad input never reaches the log) and by
+# apply (the state may have moved between the check and the commit).
+
+
+def _check_text(what: str, value: str) -> None:
+    if len(value) > MAX_STRING:
+        raise Rejected(log.INVALID_ARGUMENT, f"{what} longer than {MAX_STRING} characters")
+    if "\x00" in value:
+        raise Rejected(log.INVALID_ARGUMENT, f"{what} contains a NUL character")
+
+
+def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec) -> None:
+    if not spec.command or not spec.command[0].strip():
+        raise Rejected(log.INVALID_ARGUMENT, "empty command")
+    if len(spec.command) > MAX_COMMAND_ARGS:
+        raise Rejected(log.INVALID_ARGUMENT, f"more than {MAX_COMMAND_ARGS} command arguments")
+    for arg in spec.command:
+        _check_text("command argument", arg)
+    for what, value in (("name", spec.name), ("queue", spec.queue), ("stdout path", spec.stdout_path),
+                        ("stderr path", spec.stderr_path), ("cwd", spec.cwd), ("user", spec.user),
+                        ("resource requirement", spec.resource_req)):
+        _check_text(what, value)
+    for key, value in spec.env.items():
+        _check_text("environment name", key)
+        _check_text("environment value", value)
+    max_slots = meta.max_slots_per_job or DEFAULT_MAX_SLOTS
+    if spec.HasField("slots") and not 1 <= spec.slots <= max_slots:
+        raise Rejected(log.INVALID_ARGUMENT, f"slots must be between 1 and {max_slots}, got {spec.slots}")
+    check_queue_open(tables, spec.queue or meta.default_queue or DEFAULT_QUEUE)
+
+
+def check_queue_open(tables: Tables, name: str) -> None:
+    queue = read_queue(tables, name)
+    if queue is None:
+        known = ", ".join(k.decode() for k, _ in tables.scan("queues"))
+        raise Rejected(log.INVALID_ARGUMENT, f"unknown queue {name!r} (queues: {known or 'none'})")
+    if queue.closed:
+        raise Rejected(log.FAILED_PRECONDITION, f"queue {name!r} is closed")
+
+
+@dataclass(frozen=True)
+class Transition:
+    to: int
+    reason: str = ""
+    requeue: bool = False
+    kill_requested: bool = False
+
+
+def _transitions(action: int) -> dict[int, Transition]:
+    """The control action table: state -> what happens. Missing: refused."""
+    if action == api.KILL:
+        return {api.PEND: Transition(api.EXIT), api.PSUSP: Transition(api.EXIT),
+                **{s: Transition(s, kill_requested=True) for s in RUNNING}}
+    if action == api.STOP:
+        return {api.PEND: Transition(api.PSUSP, "stopped by user"), api.RUN: Transition(api.USUSP),
+                api.SSUSP: Transition(api.USUSP)}
+    if action == api.RESUME:
+        return {api.USUSP: Transition(api.RUN), api.PSUSP: Transition(api.PEND)}
+    if action == api.HOLD:
+        return {api.PEND: Transition(api.PSUSP, "held by user")}
+    if action == api.RELEASE:
+        return {api.PSUSP: Transition(api.PEND)}
+    if action == api.REQUEUE:
+        return {s: Transition(api.PEND, "requeued", requeue=True) for s in (*RUNNING, *FINISHED)}
+    raise Rejected(log.INVALID_ARGUMENT, f"unknown control action {action}")
+
+
+def check_control(job: api.Job, action: int) -> Transition:
+    table = _transitions(action)
+    if job.state not in table or (action == api.KILL and job.kill_requested):
+        raise Rejected(log.FAILED_PRECONDITION,
+                       f"cannot {api.ControlAction.Name(action).lower()} job {job.id} "
+                       f"in state {api.JobState.Name(job.state)}")
+    return table[job.state]
+
+
+def check_modify(tables: Tables, job: api.Job, request: api.ModifyJobRequest) -> None:
+    if not (request.HasField("priority") or request.HasField("queue")
+            or request.HasField("resource_req")):
+        raise Rejected(log.INVALID_ARGUMENT, "nothing to modify")
+    if job.state in FINISHED:
+        raise Rejected(log.FAILED_PRECONDITION, f"job {job.id} has finished")
+    if request.HasField("queue"):
+        if job.state not in PENDING:
+            raise Rejected(log.FAILED_PRECONDITION, "the queue can change only while the job is pending")
+        _check_text("queue", request.queue)
+        check_queue_open(tables, request.queue)
+    if request.HasField("resource_req"):
+        if job.state not in PENDING:
+            raise Rejected(log.FAILED_PRECONDITION,
+                           "the resource requirement can change only while the job is pending")
+        _check_text("resource requirement", request.resource_req)
+
+
+def check_queue(queue: api.Queue) -> None:
+    name = queue.name
+    if not name or len(name) > 64 or not all(c.isalnum() or c in "_-." for c in name):
+        raise Rejected(log.INVALID_ARGUMENT, f"bad queue name {name!r} (letters, digits, _ - . ; 1-64)")
+    _check_text("description", queue.description)
+
+
+# ---------------------------------------------------------------- apply
+
+
+@dataclass
+class Applier:
+    """One entry being applied: records changes for the events table."""
+
+    tables: Tables
+    index: int
+    entry: log.Entry
+    meta: log.Meta
+    changes: list[log.Change] = field(default_factory=list)
+
+    def put_job(self, job: api.Job) -> None:
+        self._put("jobs", job_key(job.id), job.SerializeToString(deterministic=True))
+
+    def put_queue(self, queue: api.Queue) -> None:
+        self._put("queues", queue.name.encode(), queue.SerializeToString(deterministic=True))
+
+    def _put(self, table: str, key: bytes, value: bytes) -> None:
+        self.tables.put(table, key, value)
+        self.changes.append(log.Change(table=table, key=key, value=value))
+
+    def remember(self, request_id: str, result: log.Result) -> None:
+        if not request_id:
+            return
+        result.revision = self.index
+        result.stamp_ms = self.entry.stamp_ms
+        self.tables.put("requests", request_id.encode(), result.SerializeToString(deterministic=True))
+        expiry = struct.pack(">q", self.entry.stamp_ms) + request_id.encode()
+        self.tables.put("request_expiry", expiry, b"")
+
+
+def decode_entry(data: bytes) -> log.Entry:
+    entry = log.Entry()
+    entry.ParseFromString(data)
+    return entry
+
+
+def apply(tables: Tables, index: int, data: bytes) -> list[log.Result] | None:
+    """Apply the entry at `index`; None when it was applied already."""
+    meta = read_meta(tables)
+    if index <= meta.applied_index:
+        return None
+    try:
+        entry = decode_entry(data)
+    except DecodeError as exc:
+        entry = log.Entry()
+        results = [log.Result(code=log.INVALID_ARGUMENT, message=f"undecodable entry: {exc}")]
+        _finish(Applier(tables, index, entry, meta), results, rejected=True)
+        return results
+    applier = Applier(tables, index, entry, meta)
+    handler = _HANDLERS.get(entry.WhichOneof("body") or "")
+    if handler is None:
+        results = [log.Result(code=log.INVALID_ARGUMENT, message="entry has no known body")]
+        _finish(applier, results, rejected=True)
+        return results
+    results = handler(applier)
+    _finish(applier, results, rejected=False)
+    return results
+
+
+def _finish(applier: Applier, results: list[log.Result], rejected: bool) -> None:
+    meta, tables, index = applier.meta, applier.tables, applier.index
+    meta.applied_index = index
+    event = log.Event(revision=index, changes=applier.changes)
+    if rejected:
+        event.rejected.CopyFrom(results[0])
+    tables.put("events", revision_key(index), event.SerializeToString(deterministic=True))
+    meta.events_floor = _prune_events(tables, index)
+    _prune_requests(tables, applier.entry.stamp_ms)
+    tables.put("meta", META_KEY, meta.SerializeToString(deterministic=True))
+
+
+def _prune_events(tables: Tables, index: int) -> int:
+    cutoff = index - EVENTS_KEPT
+    doomed: list[bytes] = []
+    floor = index
+    for key, _ in tables.scan("events"):
+        revision = struct.unpack(">Q", key)[0]
+        if revision > cutoff or len(doomed) >= PRUNE_PER_APPLY:
+            floor = revision
+            break
+        doomed.append(key)
+    for key in doomed:
+        tables.delete("events", key)
+    return floor
+
+
+def _prune_requests(tables: Tables, stamp_ms: int) -> None:
+    cutoff = stamp_ms - REQUEST_RETENTION_MS
+    doomed: list[bytes] = []
+    for key, _ in tables.scan("request_expiry"):
+        if struct.unpack(">q", key[:8])[0] >= cutoff or len(doomed) >= PRUNE_PER_APPLY:
+            break
+        doomed.append(key)
+    for key in doomed:
+        tables.delete("request_expiry", key)
+        request_id = key[8:]
+        raw = tables.get("requests", request_id)
+        if raw is not None:
+            result = log.Result()
+            result.ParseFromString(raw)
+            if result.stamp_ms < cutoff:
+                tables.delete("requests", request_id)
+
+
+def _guarded(request_id: str, applier: Applier, body: Callable[[], log.Result]) -> log.Result:
+    """Run one request once: a repeat returns the stored result unchanged."""
+    if request_id:
+        earlier = read_result(applier.tables, request_id)
+        if earlier is not None:
+            return earlier
+    try:
+        result = body()
+    except Rejected as exc:
+        result = log.Result(code=exc.code, message=exc.message)
+    applier.remember(request_id, result)
+    return result
+
+
+def _apply_submit(applier: Applier) -> list[log.Result]:
+    return [_guarded(request.request_id, applier, lambda r=request: _submit_one(applier, r))
+            for request in applier.entry.submit.requests]
+
+
+def _submit_one(applier: Applier, request: api.SubmitJobsRequest) -> log.Result:
+    meta, tables, entry = applier.meta, applier.tables, applier.entry
+    if not request.jobs:
+        raise Rejected(log.INVALID_ARGUMENT, "no jobs in the request")
+    for spec in request.jobs:  # all or nothing: check every spec first
+        check_spec(tables, meta, spec)
+    result = log.Result(code=log.OK)
+    for spec in request.jobs:
+        job_id = meta.next_job_id or 1
+        meta.next_job_id = job_id + 1
+        job = api.Job(id=job_id, spec=spec, state=api.PEND, submit_time_ms=entry.stamp_ms,
+                      modify_time_ms=entry.stamp_ms, request_id=request.request_id,
+                      readable_id=readable_id(meta.cluster_id, entry.proposer, entry.stamp_ms, job_id))
+        if not job.spec.queue:
+            job.spec.queue = meta.default_queue or DEFAULT_QUEUE
+        if not job.spec.HasField("slots"):
+            job.spec.slots = 1
+        applier.put_job(job)
+        result.job_ids.append(job_id)
+    return result
+
+
+def _apply_control(applier: Applier) -> list[log.Result]:
+    request = applier.entry.control
+
+    def body() -> log.Result:
+        job = find_job(applier.tables, request.job_id)
+        transition = check_control(job, request.action)
+        job.state = transition.to
+        job.modify_time_ms = applier.entry.stamp_ms
+        job.pending_reason = transition.reason if transition.to in PENDING else ""
+        if transition.kill_requested:
+            job.kill_requested = True
+        if transition.requeue:
+            job.attempt += 1
+            job.exit_code = 0
+            job.end_time_ms = 0
+            job.start_time_ms = 0
+            job.kill_requested = False
+        if transition.to == api.EXIT:
+            job.end_time_ms = applier.entry.stamp_ms
+            job.exit_code = 128 + 9  # like a job killed with SIGKILL before it ran
+        applier.put_job(job)
+        return log.Result(code=log.OK, job_ids=[job.id])
+
+    return [_guarded(request.request_id, applier, body)]
+
+
+def _apply_modify(applier: Applier) -> list[log.Result]:
+    request = applier.entry.modify
+
+    def body() -> log.Result:
+        job = find_job(applier.tables, request.job_id)
+        check_modify(applier.tables, job, request)
+        if request.HasField("priority"):
+            job.spec.priority = request.priority
+        if request.HasField("queue"):
+            job.spec.queue = request.queue
+        if request.HasField("resource_req"):
+            job.spec.resource_req = request.resource_req
+        job.modify_time_ms = applier.entry.stamp_ms
+        applier.put_job(job)
+        return log.Result(code=log.OK, job_ids=[job.id])
+
+    return [_guarded(request.request_id, applier, body)]
+
+
+def _apply_put_queue(applier: Applier) -> list[log.Result]:
+    put = applier.entry.put_queue
+
+    def body() -> log.Result:
+        check_queue(put.queue)
+        existing = read_queue(applier.tables, put.queue.name)
+        if put.create and existing is not None:
+            raise Rejected(log.ALREADY_EXISTS, f"queue {put.queue.name!r} exists")
+        if not put.create and existing is None:
+            raise Rejected(log.NOT_FOUND, f"no queue {put.queue.name!r}")
+        if existing != put.queue:  # re-pushing the same configuration changes nothing
+            applier.put_queue(put.queue)
+        return log.Result(code=log.OK)
+
+    return [_guarded(put.request_id, applier, body)]
+
+
+def _apply_init(applier: Applier) -> list[log.Result]:
+    init, meta = applier.entry.init, applier.meta
+    if meta.cluster_id and meta.cluster_id != init.cluster_id:
+        return [log.Result(code=log.FAILED_PRECONDITION,
+                           message=f"state belongs to cluster {meta.cluster_id}, not {init.cluster_id}")]
+    for queue in init.queues:
+        try:
+            check_queue(queue)
+        except Rejected as exc:
+            return [log.Result(code=exc.code, message=exc.message)]
+    meta.cluster_id = init.cluster_id
+    meta.default_queue = init.default_queue or DEFAULT_QUEUE
+    meta.max_slots_per_job = init.max_slots_per_job or DEFAULT_MAX_SLOTS
+    if init.config_digest != meta.config_digest:
+        for queue in init.queues:
+            if read_queue(applier.tables, queue.name) != queue:
+                applier.put_queue(queue)
+        meta.config_digest = init.config_digest
+    return [log.Result(code=log.OK)]
+
+
+_HANDLERS: dict[str, Callable[[Applier], list[log.Result]]] = {
+    "submit": _apply_submit,
+    "control": _apply_control,
+    "modify": _apply_modify,
+    "put_queue": _apply_put_queue,
+    "init": _apply_init,
+}
+
+
+# ---------------------------------------------------------------- dumps
+
+
+def canonical_dump(tables: Tables) -> Iterator[bytes]:
+    """Every table in key order, one length-prefixed record per item.
+
+    Two replicas that applied the same entries yield the same bytes.
+    """
+    from controller.tables import TABLES
+
+    for table in TABLES:
+        for key, value in tables.scan(table):
+            yield struct.pack(">HI", len(table), len(key)) + table.encode() + key
+            yield struct.pack(">I", len(value)) + value

@@ -1,0 +1,91 @@
+"""Group commit: many concurrent submit requests travel in one log entry.
+
+Theory of operation. Each SubmitJobs call queues its request and awaits a
+future. One flusher task takes whatever is queued (up to `max_requests` or
+`max_bytes`) and proposes it as one entry, keeping at most `max_in_flight`
+proposals outstanding; while they are in flight the next batch fills up.
+Under light load a batch holds one request and goes out at once (no timer);
+under load batches grow with the commit latency, which is what turns one
+Raft round trip into many jobs.
+
+The proposer returns, per request, either its Result or None (outcome
+unknown: the caller confirms through committed state).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+Proposer = Callable[[list[api.SubmitJobsRequest]], Awaitable[list[log.Result | None]]]
+
+
+@dataclass
+class _Pending:
+    request: api.SubmitJobsRequest
+    size: int
+    future: asyncio.Future[log.Result | None]
+
+
+class GroupCommit:
+    def __init__(self, propose: Proposer, max_requests: int = 512, max_bytes: int = 1 << 20,
+                 max_in_flight: int = 2) -> None:
+        self._propose = propose
+        self._max_requests = max_requests
+        self._max_bytes = max_bytes
+        self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._task: asyncio.Task[None] | None = None
+        self.batches = 0
+        self.requests = 0
+
+    async def submit(self, request: api.SubmitJobsRequest) -> log.Result | None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        future: asyncio.Future[log.Result | None] = asyncio.get_running_loop().create_future()
+        await self._queue.put(_Pending(request, request.ByteSize(), future))
+        return await future
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        while not self._queue.empty():
+            pending = self._queue.get_nowait()
+            if not pending.future.done():
+                pending.future.set_result(None)
+
+    async def _run(self) -> None:
+        while True:
+            first = await self._queue.get()
+            await self._slots.acquire()
+            batch, size = [first], first.size
+            while (len(batch) < self._max_requests and not self._queue.empty()
+                   and size + self._peek_size() <= self._max_bytes):
+                item = self._queue.get_nowait()
+                batch.append(item)
+                size += item.size
+            self.batches += 1
+            self.requests += len(batch)
+            asyncio.get_running_loop().create_task(self._flush(batch))
+
+    def _peek_size(self) -> int:
+        return self._queue._queue[0].size  # type: ignore[attr-defined]
+
+    async def _flush(self, batch: list[_Pending]) -> None:
+        try:
+            results = await self._propose([p.request for p in batch])
+        except Exception:  # noqa: BLE001 - every waiter must be released
+            results = [None] * len(batch)
+        finally:
+            self._slots.release()
+        for pending, result in zip(batch, results, strict=True):
+            if not pending.future.done():
+                pending.future.set_result(result)

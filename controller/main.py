@@ -1,0 +1,37 @@
+"""`xce controller --config FILE --id N`: run one replica until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from controller.config import ConfigError, load
+from controller.store import StoreError
+
+
+def run(config_path: Path, replica_id: int) -> int:
+    logging.basicConfig(level=logging.INFO,
+                        format=f"%(asctime)s replica-{replica_id} %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pysyncobj").setLevel(logging.WARNING)
+    try:
+        config = load(config_path)
+        config.replica(replica_id)
+        from controller.server import Replica
+
+        replica = Replica(config, replica_id)
+    except (ConfigError, StoreError) as exc:
+        print(f"xce controller: {exc}", file=sys.stderr)
+        return 2
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await replica.serve(stop)
+
+    asyncio.run(main())
+    return 0

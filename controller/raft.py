@@ -1,0 +1,244 @@
+"""The Raft adapter: the only module that imports pysyncobj.
+
+Theory of operation. `RaftNode` replicates opaque entry bytes (xce.v1.Entry)
+and hands each committed one, with its log index, to an `apply` function
+(the state store). pysyncobj frames our bytes in its own pickled tuple; that
+framing never leaves this module and its peer traffic is encrypted with the
+cluster password, which is mandatory.
+
+What we change about pysyncobj 0.3.17, and why:
+- The journal is raft_wal.LmdbJournal, made durable (flush) before any
+  message leaves this node and at the end of every tick. pysyncobj creates
+  its journal through a module-level factory; we replace that factory for
+  journal paths that carry our marker.
+- Snapshots are the state store's LMDB copy (store.write_snapshot), written
+  synchronously in the tick thread (no fork, no pickle of our state); a
+  snapshot restores only when it is newer than the local state.
+- A keepalive message every `keepalive_s` to every peer keeps the follower
+  to follower connections open: pysyncobj closes a connection silent for
+  `connectionTimeout`, and the first vote request after a leader dies would
+  otherwise be dropped.
+- `leaderFallbackTimeout` ~1 s so a cut-off leader steps down quickly.
+
+Everything pysyncobj calls back (apply, proposal callbacks, state changes)
+runs in its tick thread; callers hand results to their own threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pysyncobj.syncobj as _syncobj_module
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+from pysyncobj.monotonic import monotonic as _monotonic
+from pysyncobj.transport import TCPTransport
+
+from controller.raft_wal import LmdbJournal
+from controller.store import StateStore
+
+log = logging.getLogger(__name__)
+
+_WAL_MARKER = "xce-lmdb-wal:"
+_journals: dict[str, LmdbJournal] = {}
+_original_create_journal = _syncobj_module.createJournal
+
+
+def _create_journal(journal_file: str | None) -> Any:
+    if journal_file is not None and journal_file.startswith(_WAL_MARKER):
+        return _journals.pop(journal_file)
+    return _original_create_journal(journal_file)
+
+
+_syncobj_module.createJournal = _create_journal
+
+
+# The outcome of a proposal as pysyncobj reports it. Anything but SUCCESS is a
+# hint: the entry may still commit (LEADER_CHANGED, UNKNOWN_OUTCOME) or may
+# have committed with the callback lost. Committed state is the truth.
+SUCCESS = FAIL_REASON.SUCCESS
+FAIL_NAMES = {value: name for name, value in vars(FAIL_REASON).items() if name.isupper()}
+
+ProposalCallback = Callable[[Any, int], None]
+
+
+@dataclass(frozen=True)
+class RaftSettings:
+    compaction_min_entries: int = 200_000
+    compaction_min_time_s: float = 3600.0
+    election_min_s: float = 0.35
+    election_max_s: float = 0.7
+    leader_fallback_s: float = 1.0
+    heartbeat_s: float = 0.1
+    keepalive_s: float = 0.3
+    connection_timeout_s: float = 3.5
+    reconnect_s: float = 0.3
+
+
+@dataclass(frozen=True)
+class RaftStatus:
+    role: str
+    leader: str | None
+    term: int
+    commit_index: int
+    applied_index: int
+    log_length: int
+    has_quorum: bool
+
+
+class _Replica(SyncObj):  # type: ignore[misc]
+    def __init__(self, apply_fn: Callable[[int, bytes], Any], *args: Any, **kwargs: Any) -> None:
+        self._xce_apply = apply_fn
+        super().__init__(*args, **kwargs)
+
+    @replicated  # type: ignore[misc]
+    def apply_entry(self, data: bytes) -> Any:
+        # Inside an apply, raftLastApplied + 1 is this entry's index.
+        return self._xce_apply(self.raftLastApplied + 1, data)
+
+
+class RaftNode:
+    def __init__(self, self_address: str, peers: list[str], data_dir: Path, password: str,
+                 store: StateStore, settings: RaftSettings | None = None,
+                 on_role_change: Callable[[str], None] | None = None) -> None:
+        if not password:
+            raise ValueError("a cluster password is mandatory: pysyncobj's peer format is pickle")
+        self.settings = settings or RaftSettings()
+        self.store = store
+        self.self_address = self_address
+        self._on_role_change = on_role_change
+        data_dir = Path(data_dir)
+        self._snapshot_path = data_dir / "snapshot"
+        wal = LmdbJournal(data_dir / "wal", before_truncate=self._sync_snapshot_dir)
+        self._wal = wal
+        marker = f"{_WAL_MARKER}{data_dir}"
+        _journals[marker] = wal
+        s = self.settings
+        conf = SyncObjConf(
+            password=password,
+            journalFile=marker,
+            fullDumpFile=str(self._snapshot_path),
+            serializer=self._serialize,
+            deserializer=self._deserialize,
+            logCompactionMinEntries=s.compaction_min_entries,
+            logCompactionMinTime=s.compaction_min_time_s,
+            raftMinTimeout=s.election_min_s,
+            raftMaxTimeout=s.election_max_s,
+            leaderFallbackTimeout=s.leader_fallback_s,
+            appendEntriesPeriod=s.heartbeat_s,
+            appendEntriesUseBatch=False,
+            connectionTimeout=s.connection_timeout_s,
+            connectionRetryTime=s.reconnect_s,
+            dynamicMembershipChange=False,
+            onStateChanged=self._state_changed,
+            commandsQueueSize=100_000,
+        )
+        transport_class = _durable_transport(wal)
+        self._replica = _Replica(self._apply, self_address, [p for p in peers if p != self_address],
+                                 conf=conf, transportClass=transport_class)
+        self._last_keepalive = 0.0
+        self._replica.addOnTickCallback(self._on_tick)
+
+    # -------------------------------------------------------------- proposing
+
+    def propose(self, data: bytes, callback: ProposalCallback) -> None:
+        """Replicate `data`; callback(result, error) runs in the tick thread."""
+        self._replica.apply_entry(data, callback=callback)
+
+    # -------------------------------------------------------------- inspection
+
+    def status(self) -> RaftStatus:
+        raw = self._replica.getStatus()
+        role = {0: "follower", 1: "candidate", 2: "leader"}.get(raw["state"], str(raw["state"]))
+        leader = raw.get("leader")
+        return RaftStatus(role=role, leader=None if leader is None else str(leader),
+                          term=int(raw["raft_term"]), commit_index=int(raw["commit_idx"]),
+                          applied_index=int(raw["last_applied"]), log_length=int(raw["log_len"]),
+                          has_quorum=bool(self._replica.hasQuorum))
+
+    def is_leader(self) -> bool:
+        return bool(self._replica._isLeader())
+
+    def leader(self) -> str | None:
+        node = self._replica._getLeader()
+        return None if node is None else str(node.address)
+
+    def force_compaction(self) -> None:
+        self._replica.forceLogCompaction()
+
+    def close(self) -> None:
+        self._replica.destroy()
+        # destroy() stops the tick thread asynchronously; it closes the WAL.
+        deadline = 50
+        while self._replica.tick_thread_alive() and deadline:
+            threading.Event().wait(0.05)
+            deadline -= 1
+
+    # -------------------------------------------------------------- tick thread
+
+    def _apply(self, index: int, data: bytes) -> Any:
+        try:
+            return self.store.apply(index, data)
+        except Exception:
+            # A storage failure (disk full, I/O error) must not be retried
+            # forever by pysyncobj nor skipped: stop, the WAL has the entry.
+            log.critical("applying entry %d failed; stopping this replica", index, exc_info=True)
+            os._exit(70)
+
+    def _on_tick(self) -> None:
+        self._wal.flush()
+        now = _monotonic()
+        if now - self._last_keepalive >= self.settings.keepalive_s:
+            self._last_keepalive = now
+            transport = self._replica._SyncObj__transport
+            for node in self._replica.otherNodes:
+                transport.send(node, {"type": "xce_keepalive"})
+
+    def _state_changed(self, old: int, new: int) -> None:
+        if self._on_role_change is not None:
+            self._on_role_change({0: "follower", 1: "candidate", 2: "leader"}.get(new, "?"))
+
+    def _serialize(self, path: str, data: tuple[Any, ...]) -> None:
+        last, prev, cluster = data
+        header = {"last": _entry_json(last), "prev": _entry_json(prev),
+                  "cluster": sorted(str(getattr(n, "address", n)) for n in cluster)}
+        with open(path, "wb") as out:
+            self.store.write_snapshot(out, header)
+
+    def _deserialize(self, path: str) -> tuple[Any, ...]:
+        header, _ = StateStore.read_snapshot_header(Path(path))
+        replaced = self.store.restore_snapshot(Path(path))
+        log.info("snapshot at index %s %s", header["applied_index"],
+                 "installed" if replaced else "older than local state: kept local state")
+        return _entry_tuple(header["last"]), _entry_tuple(header["prev"]), header["cluster"]
+
+    def _sync_snapshot_dir(self) -> None:
+        fd = os.open(self._snapshot_path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _entry_json(entry: tuple[bytes, int, int]) -> list[Any]:
+    return [bytes(entry[0]).hex(), entry[1], entry[2]]
+
+
+def _entry_tuple(raw: list[Any]) -> tuple[bytes, int, int]:
+    return bytes.fromhex(raw[0]), int(raw[1]), int(raw[2])
+
+
+def _durable_transport(wal: LmdbJournal) -> type:
+    class DurableTransport(TCPTransport):  # type: ignore[misc]
+        """Flushes the WAL before any Raft message leaves this node."""
+
+        def send(self, node: Any, message: Any) -> bool:
+            wal.flush()
+            return bool(super().send(node, message))
+
+    return DurableTransport

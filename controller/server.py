@@ -1,0 +1,413 @@
+"""One controller replica: state store, Raft node and the gRPC services.
+
+Theory of operation. Writes are served by the leader only. A follower
+answers FAILED_PRECONDITION with trailing metadata `x-xce-leader: host:port`;
+with no leader known, UNAVAILABLE. The leader checks a request against its
+applied state first (bad input never reaches the log and changes nothing),
+stamps time and its replica id into an entry, proposes it and waits for it
+to be applied. Apply re-checks (the state may have moved) and records one
+Result per request id; when the proposal's callback is lost or ambiguous,
+the Result in the `requests` table is the answer, and if there is none the
+client is told UNAVAILABLE and retries with the same request id.
+
+A new leader serves writes only after its first entry (the configuration
+push) is applied, so every pre-check sees every earlier commit.
+
+Reads (GetJob, ListJobs, ListQueues, Status) are answered by any replica
+from its own applied state; the response carries the revision it reflects.
+
+Requests arrive as raw bytes and are parsed here, so a malformed message
+(bad protobuf, invalid UTF-8) is INVALID_ARGUMENT rather than gRPC's INTERNAL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError, Message
+
+from controller import fsm, job_filter
+from controller.config import ClusterConfig
+from controller.group_commit import GroupCommit
+from controller.raft import SUCCESS, RaftNode
+from controller.store import StateStore
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+logger = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 1 << 20
+PROPOSAL_TIMEOUT_S = 10.0
+LEADER_METADATA = "x-xce-leader"
+MAX_PAGE_SIZE = 5000
+DEFAULT_PAGE_SIZE = 500
+
+
+class ApiError(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str,
+                 metadata: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.metadata = metadata
+
+
+def _status_code(code: int) -> grpc.StatusCode:
+    for status in grpc.StatusCode:
+        if status.value[0] == code:
+            return status
+    return grpc.StatusCode.UNKNOWN
+
+
+def _rejected(exc: fsm.Rejected) -> ApiError:
+    return ApiError(_status_code(exc.code), exc.message)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Replica:
+    def __init__(self, config: ClusterConfig, replica_id: int) -> None:
+        self.config = config
+        self.me = config.replica(replica_id)
+        data_dir = config.replica_dir(replica_id)
+        self.store = StateStore(data_dir / "state", config.cluster_id)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._serving_term = -1  # the term whose configuration push has been applied
+        self._push_task: asyncio.Task[None] | None = None
+        self.raft = RaftNode(self.me.raft, [r.raft for r in config.replicas], data_dir,
+                             config.password, self.store, config.raft,
+                             on_role_change=self._role_changed)
+        self.batcher = GroupCommit(self._propose_submits, config.group_commit_max_requests,
+                                   config.group_commit_max_bytes, config.group_commit_max_in_flight)
+
+    # -------------------------------------------------------------- leadership
+
+    def _role_changed(self, role: str) -> None:  # tick thread
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._on_role, role)
+
+    def _on_role(self, role: str) -> None:
+        if role == "leader" and (self._push_task is None or self._push_task.done()):
+            self._push_task = asyncio.get_running_loop().create_task(self._push_config())
+
+    async def _push_config(self) -> None:
+        config = self.config
+        init = log.InitCluster(cluster_id=config.cluster_id, default_queue=config.default_queue,
+                               max_slots_per_job=config.max_slots_per_job,
+                               config_digest=config.digest(), queues=config.queues)
+        while self.raft.is_leader():
+            term = self.raft.status().term
+            results, err = await self.propose(log.Entry(init=init))
+            if err == SUCCESS and results and results[0].code == log.OK:
+                self._serving_term = term
+                logger.info("replica %d leads term %d", self.me.id, term)
+                return
+            if err == SUCCESS and results:
+                logger.error("configuration push rejected: %s", results[0].message)
+                return
+            await asyncio.sleep(0.05)
+
+    def require_leader(self) -> None:
+        if self.raft.is_leader():
+            if self._serving_term != self.raft.status().term:
+                raise ApiError(grpc.StatusCode.UNAVAILABLE, "leader is catching up; retry")
+            return
+        leader = self.config.grpc_for_raft(self.raft.leader())
+        if leader is None:
+            raise ApiError(grpc.StatusCode.UNAVAILABLE, "no leader elected; retry")
+        raise ApiError(grpc.StatusCode.FAILED_PRECONDITION, f"not the leader; the leader is {leader}",
+                       ((LEADER_METADATA, leader),))
+
+    # -------------------------------------------------------------- proposing
+
+    async def propose(self, entry: log.Entry) -> tuple[list[log.Result] | None, int]:
+        """Stamp, replicate, wait for apply: (results or None, pysyncobj error)."""
+        loop = asyncio.get_running_loop()
+        entry.stamp_ms = _now_ms()
+        entry.proposer = self.me.id
+        future: asyncio.Future[tuple[Any, int]] = loop.create_future()
+
+        def done(result: Any, error: int) -> None:  # tick thread
+            loop.call_soon_threadsafe(_resolve, future, (result, error))
+
+        self.raft.propose(entry.SerializeToString(), done)
+        try:
+            result, error = await asyncio.wait_for(future, PROPOSAL_TIMEOUT_S)
+        except TimeoutError:
+            return None, -1
+        return result, error
+
+    async def _propose_submits(self, requests: list[api.SubmitJobsRequest]) -> list[log.Result | None]:
+        results, err = await self.propose(log.Entry(submit=log.SubmitBatch(requests=requests)))
+        if err == SUCCESS and results is not None:
+            return list(results)
+        return [None] * len(requests)
+
+    def _settled(self, request_id: str, result: log.Result | None) -> log.Result:
+        """The result, or the committed one if the callback was lost or ambiguous."""
+        if result is None:
+            with self.store.read() as tables:
+                result = fsm.read_result(tables, request_id)
+        if result is None:
+            raise ApiError(grpc.StatusCode.UNAVAILABLE,
+                           "the outcome is not known yet (leader change?); retry with the same request id")
+        if result.code != log.OK:
+            raise ApiError(_status_code(result.code), result.message)
+        return result
+
+    async def _propose_one(self, entry: log.Entry, request_id: str) -> log.Result:
+        results, err = await self.propose(entry)
+        return self._settled(request_id, results[0] if err == SUCCESS and results else None)
+
+    # -------------------------------------------------------------- JobService
+
+    async def submit_jobs(self, request: api.SubmitJobsRequest) -> api.SubmitJobsResponse:
+        self.require_leader()
+        if not request.request_id:
+            request.request_id = uuid.uuid4().hex
+        with self.store.read() as tables:
+            earlier = fsm.read_result(tables, request.request_id)
+            if earlier is None:
+                if not request.jobs:
+                    raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, "no jobs in the request")
+                meta = fsm.read_meta(tables)
+                try:
+                    for spec in request.jobs:
+                        fsm.check_spec(tables, meta, spec)
+                except fsm.Rejected as exc:
+                    raise _rejected(exc) from None
+        if earlier is None:
+            earlier = await self.batcher.submit(request)
+        result = self._settled(request.request_id, earlier)
+        with self.store.read() as tables:
+            jobs = [fsm.read_job(tables, job_id) for job_id in result.job_ids]
+        return api.SubmitJobsResponse(jobs=[j for j in jobs if j is not None], revision=result.revision)
+
+    async def get_job(self, request: api.GetJobRequest) -> api.JobResponse:
+        with self.store.read() as tables:
+            try:
+                job = fsm.find_job(tables, request.job_id)
+            except fsm.Rejected as exc:
+                raise _rejected(exc) from None
+            return api.JobResponse(job=job, revision=fsm.read_meta(tables).applied_index)
+
+    async def list_jobs(self, request: api.ListJobsRequest) -> api.ListJobsResponse:
+        try:
+            filters = [job_filter.parse(f) for f in request.filters]
+        except job_filter.FilterError as exc:
+            raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+        if request.page_size < 0:
+            raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, "page_size must not be negative")
+        size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        if request.page_token and not request.page_token.isdigit():
+            raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, "bad page_token")
+        after = int(request.page_token or 0)
+        return await asyncio.to_thread(self._list_jobs, filters, size, after)
+
+    def _list_jobs(self, filters: list[job_filter.Filter], size: int, after: int) -> api.ListJobsResponse:
+        response = api.ListJobsResponse()
+        with self.store.read() as tables:
+            response.revision = fsm.read_meta(tables).applied_index
+            for _, raw in tables.scan("jobs", fsm.job_key(after + 1)):
+                job = api.Job.FromString(raw)
+                if not job_filter.matches_all(filters, job):
+                    continue
+                if len(response.jobs) == size:
+                    response.next_page_token = str(response.jobs[-1].id)
+                    break
+                response.jobs.append(job)
+        return response
+
+    async def control_job(self, request: api.ControlJobRequest) -> api.JobResponse:
+        self.require_leader()
+        if not request.request_id:
+            request.request_id = uuid.uuid4().hex
+        with self.store.read() as tables:
+            if fsm.read_result(tables, request.request_id) is None:
+                try:
+                    fsm.check_control(fsm.find_job(tables, request.job_id), request.action)
+                except fsm.Rejected as exc:
+                    raise _rejected(exc) from None
+        result = await self._propose_one(log.Entry(control=request), request.request_id)
+        return self._job_response(result)
+
+    async def modify_job(self, request: api.ModifyJobRequest) -> api.JobResponse:
+        self.require_leader()
+        if not request.request_id:
+            request.request_id = uuid.uuid4().hex
+        with self.store.read() as tables:
+            if fsm.read_result(tables, request.request_id) is None:
+                try:
+                    fsm.check_modify(tables, fsm.find_job(tables, request.job_id), request)
+                except fsm.Rejected as exc:
+                    raise _rejected(exc) from None
+        result = await self._propose_one(log.Entry(modify=request), request.request_id)
+        return self._job_response(result)
+
+    def _job_response(self, result: log.Result) -> api.JobResponse:
+        with self.store.read() as tables:
+            job = fsm.read_job(tables, result.job_ids[0])
+        return api.JobResponse(job=job, revision=result.revision)
+
+    # -------------------------------------------------------------- AdminService
+
+    async def create_queue(self, request: api.PutQueueRequest) -> api.QueueResponse:
+        return await self._put_queue(request, create=True)
+
+    async def update_queue(self, request: api.PutQueueRequest) -> api.QueueResponse:
+        return await self._put_queue(request, create=False)
+
+    async def _put_queue(self, request: api.PutQueueRequest, create: bool) -> api.QueueResponse:
+        self.require_leader()
+        if not request.request_id:
+            request.request_id = uuid.uuid4().hex
+        try:
+            fsm.check_queue(request.queue)
+        except fsm.Rejected as exc:
+            raise _rejected(exc) from None
+        with self.store.read() as tables:
+            exists = fsm.read_queue(tables, request.queue.name) is not None
+        if create and exists:
+            raise ApiError(grpc.StatusCode.ALREADY_EXISTS, f"queue {request.queue.name!r} exists")
+        if not create and not exists:
+            raise ApiError(grpc.StatusCode.NOT_FOUND, f"no queue {request.queue.name!r}")
+        entry = log.Entry(put_queue=log.PutQueueEntry(queue=request.queue, request_id=request.request_id,
+                                                      create=create))
+        result = await self._propose_one(entry, request.request_id)
+        return api.QueueResponse(queue=request.queue, revision=result.revision)
+
+    async def list_queues(self, request: api.ListQueuesRequest) -> api.ListQueuesResponse:
+        with self.store.read() as tables:
+            meta = fsm.read_meta(tables)
+            queues = [api.Queue.FromString(raw) for _, raw in tables.scan("queues")]
+        queues.sort(key=lambda q: (-q.priority, q.name))
+        return api.ListQueuesResponse(queues=queues, default_queue=meta.default_queue,
+                                      revision=meta.applied_index)
+
+    # -------------------------------------------------------------- ClusterService
+
+    def local_status(self) -> api.ReplicaStatus:
+        raft = self.raft.status()
+        meta = self.store.meta()
+        leader = self.config.grpc_for_raft(raft.leader) or ""
+        health = "ok" if leader else "no leader"
+        return api.ReplicaStatus(id=self.me.id, grpc_address=self.me.grpc, raft_address=self.me.raft,
+                                 role=raft.role, term=raft.term, commit_index=raft.commit_index,
+                                 applied_index=meta.applied_index, revision=meta.applied_index,
+                                 pid=os.getpid(), health=health, leader_grpc_address=leader,
+                                 log_length=raft.log_length)
+
+    async def status(self, request: api.StatusRequest) -> api.StatusResponse:
+        response = api.StatusResponse(cluster_id=self.config.cluster_id)
+        if request.local_only:
+            response.replicas.append(self.local_status())
+            return response
+        peers = [r for r in self.config.replicas if r.id != self.me.id]
+        answers = await asyncio.gather(*(_peer_status(r.grpc) for r in peers))
+        response.replicas.append(self.local_status())
+        for replica, answer in zip(peers, answers, strict=True):
+            if isinstance(answer, api.ReplicaStatus):
+                response.replicas.append(answer)
+            else:
+                response.replicas.append(api.ReplicaStatus(
+                    id=replica.id, grpc_address=replica.grpc, raft_address=replica.raft,
+                    role="unreachable", health=f"unreachable: {answer}"))
+        response.replicas.sort(key=lambda r: r.id)
+        return response
+
+    # -------------------------------------------------------------- serving
+
+    def handlers(self) -> list[grpc.GenericRpcHandler]:
+        return [
+            _service("xce.v1.JobService", {
+                "SubmitJobs": (self.submit_jobs, api.SubmitJobsRequest),
+                "GetJob": (self.get_job, api.GetJobRequest),
+                "ListJobs": (self.list_jobs, api.ListJobsRequest),
+                "ControlJob": (self.control_job, api.ControlJobRequest),
+                "ModifyJob": (self.modify_job, api.ModifyJobRequest),
+            }),
+            _service("xce.v1.ClusterService", {"Status": (self.status, api.StatusRequest)}),
+            _service("xce.v1.AdminService", {
+                "CreateQueue": (self.create_queue, api.PutQueueRequest),
+                "UpdateQueue": (self.update_queue, api.PutQueueRequest),
+                "ListQueues": (self.list_queues, api.ListQueuesRequest),
+            }),
+        ]
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        self._loop = asyncio.get_running_loop()
+        if self.raft.is_leader():
+            self._on_role("leader")
+        server = grpc.aio.server(options=server_options())
+        server.add_generic_rpc_handlers(self.handlers())
+        server.add_insecure_port(self.me.grpc)
+        await server.start()
+        logger.info("replica %d serving gRPC on %s, Raft on %s", self.me.id, self.me.grpc, self.me.raft)
+        await stop.wait()
+        await server.stop(grace=1.0)
+        await self.batcher.close()
+        self.raft.close()
+        self.store.close()
+
+
+def server_options() -> list[tuple[str, Any]]:
+    return [
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", 16 * MAX_MESSAGE_BYTES),
+        ("grpc.keepalive_time_ms", 10_000),
+        ("grpc.keepalive_timeout_ms", 5_000),
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+def _resolve(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+Handler = Callable[[Any], Awaitable[Message]]
+
+
+def _service(name: str, methods: dict[str, tuple[Handler, type[Message]]]) -> grpc.GenericRpcHandler:
+    return grpc.method_handlers_generic_handler(
+        name, {method: grpc.unary_unary_rpc_method_handler(_unary(fn, cls))
+               for method, (fn, cls) in methods.items()})
+
+
+def _unary(fn: Handler, request_class: type[Message]) -> Callable[..., Awaitable[bytes]]:
+    async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        try:
+            request = request_class.FromString(raw)
+        except DecodeError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"malformed {request_class.__name__} (bad protobuf or invalid UTF-8): {exc}")
+        try:
+            response = await fn(request)
+        except ApiError as exc:
+            await context.abort(exc.code, exc.message, trailing_metadata=exc.metadata)
+        return response.SerializeToString()
+
+    return handle
+
+
+async def _peer_status(address: str) -> api.ReplicaStatus | str:
+    try:
+        async with grpc.aio.insecure_channel(address) as channel:
+            call = channel.unary_unary("/xce.v1.ClusterService/Status",
+                                       request_serializer=api.StatusRequest.SerializeToString,
+                                       response_deserializer=api.StatusResponse.FromString)
+            response = await call(api.StatusRequest(local_only=True), timeout=1.0)
+            return response.replicas[0]  # type: ignore[no-any-return]
+    except grpc.aio.AioRpcError as exc:
+        return exc.code().name.lower()

@@ -1,0 +1,233 @@
+"""The state store: the state machine's tables in one LMDB environment.
+
+Theory of operation. `apply` opens one write transaction, runs fsm.apply in
+it and commits: the change and the applied index land together or not at
+all. Readers take read transactions; they never block the applier.
+
+Snapshots are a consistent copy of the environment (mdb_env_copyfd from one
+read transaction) behind a small header naming the Raft entries pysyncobj
+needs. Restoring replaces the environment only when the snapshot is newer
+than the local state; the swap is a directory rename, finished at the next
+open if a crash interrupts it.
+
+Durability: the Raft WAL (raft_wal.py) is the durable record. The state
+environment commits with MDB_NOMETASYNC (one fsync per transaction instead of
+two; a machine crash may undo the last transaction, which the WAL replays)
+and is synced fully before each snapshot, since a snapshot lets the WAL drop
+what it covers.
+
+The environment has an identity record (cluster id) written when it is
+created; opening it for another cluster, or opening a corrupt file, fails
+with StoreError and a message saying which.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import lmdb
+
+from controller import fsm
+from controller.tables import TABLES
+from xce.v1 import log_pb2 as log
+
+MAP_SIZE = 8 << 30  # address space only; the file grows with the data
+SNAPSHOT_MAGIC = b"XCESNAP1"
+IDENTITY_KEY = b"identity"
+
+
+class StoreError(Exception):
+    """The store cannot be opened or restored; the message says why."""
+
+
+class LmdbTables:
+    """fsm.Tables over one LMDB transaction."""
+
+    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any]) -> None:
+        self._txn = txn
+        self._dbs = dbs
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        value: bytes | None = self._txn.get(key, db=self._dbs[table])
+        return value
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self._txn.put(key, value, db=self._dbs[table])
+
+    def delete(self, table: str, key: bytes) -> None:
+        self._txn.delete(key, db=self._dbs[table])
+
+    def scan(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        cursor = self._txn.cursor(db=self._dbs[table])
+        if not cursor.set_range(start):
+            return
+        yield from cursor.iternext(keys=True, values=True)
+
+
+class _ReadWriteLock:
+    """Many readers or one swapper (snapshot restore)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writing = False
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        with self._cond:
+            while self._writing:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        with self._cond:
+            while self._writing or self._readers:
+                self._cond.wait()
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+
+
+class StateStore:
+    def __init__(self, path: Path, cluster_id: str) -> None:
+        self.path = Path(path)
+        self.cluster_id = cluster_id
+        self._lock = _ReadWriteLock()
+        self._finish_interrupted_swap()
+        self._env, self._dbs = self._open(self.path)
+
+    # -------------------------------------------------------------- opening
+
+    def _open(self, path: Path) -> tuple[lmdb.Environment, dict[str, Any]]:
+        fresh = not (path / "data.mdb").exists()
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            env = lmdb.open(str(path), map_size=MAP_SIZE, max_dbs=len(TABLES) + 1,
+                            metasync=False, sync=True, max_readers=512)
+            dbs = {t: env.open_db(t.encode()) for t in TABLES}
+        except lmdb.Error as exc:
+            raise StoreError(f"state store {path} is unreadable (corrupt LMDB file?): {exc}") from exc
+        with env.begin(write=True) as txn:
+            identity = txn.get(IDENTITY_KEY, db=dbs["meta"])
+            if identity is None:
+                if not fresh and txn.stat(dbs["jobs"])["entries"]:
+                    raise StoreError(f"state store {path} has jobs but no cluster identity")
+                txn.put(IDENTITY_KEY, self.cluster_id.encode(), db=dbs["meta"])
+            elif identity.decode() != self.cluster_id:
+                env.close()
+                raise StoreError(f"state store {path} belongs to cluster {identity.decode()!r}, "
+                                 f"not {self.cluster_id!r}; refusing to start")
+        return env, dbs
+
+    def _finish_interrupted_swap(self) -> None:
+        incoming = self.path.with_name(self.path.name + ".incoming")
+        if not self.path.exists() and incoming.exists():
+            incoming.rename(self.path)
+        elif incoming.exists():
+            shutil.rmtree(incoming)
+        old = self.path.with_name(self.path.name + ".old")
+        if old.exists():
+            shutil.rmtree(old)
+
+    def close(self) -> None:
+        with self._lock.write():
+            self._env.close()
+
+    # -------------------------------------------------------------- apply
+
+    def apply(self, index: int, data: bytes) -> list[log.Result] | None:
+        """Apply one committed entry in one write transaction."""
+        with self._env.begin(write=True) as txn:
+            return fsm.apply(LmdbTables(txn, self._dbs), index, data)
+
+    # -------------------------------------------------------------- reading
+
+    @contextmanager
+    def read(self) -> Iterator[LmdbTables]:
+        with self._lock.read(), self._env.begin() as txn:
+            yield LmdbTables(txn, self._dbs)
+
+    def meta(self) -> log.Meta:
+        with self.read() as tables:
+            return fsm.read_meta(tables)
+
+    def canonical_dump(self) -> bytes:
+        with self.read() as tables:
+            return b"".join(fsm.canonical_dump(tables))
+
+    # -------------------------------------------------------------- snapshots
+
+    def write_snapshot(self, out: BinaryIO, header: dict[str, Any]) -> None:
+        """Header, then a consistent copy of the environment."""
+        self._env.sync(True)
+        with self._lock.read():
+            header = {**header, "cluster_id": self.cluster_id,
+                      "applied_index": self.meta().applied_index}
+            raw = json.dumps(header, sort_keys=True).encode()
+            out.write(SNAPSHOT_MAGIC + struct.pack(">I", len(raw)) + raw)
+            out.flush()
+            self._env.copyfd(out.fileno())
+        os.fsync(out.fileno())
+
+    @staticmethod
+    def read_snapshot_header(path: Path) -> tuple[dict[str, Any], int]:
+        """The header and the offset where the LMDB copy starts."""
+        with open(path, "rb") as f:
+            magic = f.read(len(SNAPSHOT_MAGIC))
+            if magic != SNAPSHOT_MAGIC:
+                raise StoreError(f"{path} is not an XCE snapshot")
+            (size,) = struct.unpack(">I", f.read(4))
+            header: dict[str, Any] = json.loads(f.read(size))
+            return header, len(SNAPSHOT_MAGIC) + 4 + size
+
+    def restore_snapshot(self, path: Path) -> bool:
+        """Replace the state with the snapshot's if it is newer; True if replaced."""
+        header, offset = self.read_snapshot_header(path)
+        if header["cluster_id"] != self.cluster_id:
+            raise StoreError(f"snapshot of cluster {header['cluster_id']!r}, not {self.cluster_id!r}")
+        if header["applied_index"] <= self.meta().applied_index:
+            return False
+        incoming = self.path.with_name(self.path.name + ".incoming")
+        old = self.path.with_name(self.path.name + ".old")
+        shutil.rmtree(incoming, ignore_errors=True)
+        incoming.mkdir(parents=True)
+        with open(path, "rb") as src, open(incoming / "data.mdb", "wb") as dst:
+            src.seek(offset)
+            shutil.copyfileobj(src, dst, 1 << 20)
+            dst.flush()
+            os.fsync(dst.fileno())
+        with self._lock.write():
+            self._env.close()
+            self.path.rename(old)
+            incoming.rename(self.path)
+            _fsync_dir(self.path.parent)
+            shutil.rmtree(old)
+            self._env, self._dbs = self._open(self.path)
+        return True
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,50 @@
+"""The table interface the state machine writes through, and an in-memory one.
+
+The state machine (fsm.py) sees only `Tables`: named tables of byte keys to
+byte values, read and written inside one transaction that its driver opens
+and commits. store.py implements it over one LMDB write transaction; the
+in-memory `MemoryTables` here serves unit tests of the pure core.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from typing import Protocol
+
+TABLES = ("meta", "jobs", "queues", "requests", "request_expiry", "events")
+
+
+class Tables(Protocol):
+    def get(self, table: str, key: bytes) -> bytes | None: ...
+
+    def put(self, table: str, key: bytes, value: bytes) -> None: ...
+
+    def delete(self, table: str, key: bytes) -> None: ...
+
+    def scan(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """Items with key >= start in key order."""
+        ...
+
+
+class MemoryTables:
+    """Sorted dicts; what LMDB would hold, for pure tests."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, dict[bytes, bytes]] = {t: {} for t in TABLES}
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        return self._data[table].get(key)
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self._data[table][key] = value
+
+    def delete(self, table: str, key: bytes) -> None:
+        self._data[table].pop(key, None)
+
+    def scan(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        items = self._data[table]
+        keys = sorted(items)
+        for key in keys[bisect.bisect_left(keys, start):]:
+            if key in items:
+                yield key, items[key]

@@ -1,0 +1,1 @@
+"""The scheduler daemon; built by a later issue (see docs/ARCHITECTURE.md)."""

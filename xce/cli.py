@@ -1,0 +1,232 @@
+"""The `xce` command line: daemons, the local cluster, and job commands.
+
+Controllers come from `--controllers host:port,...`, else $XCE_CONTROLLERS,
+else the local cluster's configuration in the data directory ($XCE_DATA or
+./xce-data). Every read command takes --json. Errors print the gRPC status
+and the server's message and exit 1 (2 for usage and configuration errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+
+from xce.client import Client, XceError
+from xce.v1 import api_pb2 as api
+
+DEFAULT_DATA = "xce-data"
+ACTIONS = {"kill": api.KILL, "stop": api.STOP, "resume": api.RESUME, "hold": api.HOLD,
+           "release": api.RELEASE, "requeue": api.REQUEUE}
+
+
+def data_dir(explicit: str | None = None) -> Path:
+    return Path(explicit or os.environ.get("XCE_DATA") or DEFAULT_DATA).resolve()
+
+
+def controllers(args: argparse.Namespace) -> list[str]:
+    explicit = args.controllers or os.environ.get("XCE_CONTROLLERS")
+    if explicit:
+        return [a.strip() for a in explicit.split(",") if a.strip()]
+    config_path = data_dir() / "cluster.toml"
+    if not config_path.exists():
+        raise SystemExit(f"xce: no --controllers and no local cluster at {config_path} "
+                         "(start one with `xce cluster up`)")
+    from controller.config import load
+
+    return [r.grpc for r in load(config_path).replicas]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="xce", description="XCE batch workload manager")
+    parser.add_argument("--controllers", help="host:port,... of the controller replicas")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("controller", help="run one controller replica")
+    p.add_argument("--config", required=True, type=Path)
+    p.add_argument("--id", required=True, type=int)
+
+    p = sub.add_parser("cluster", help="a local cluster")
+    csub = p.add_subparsers(dest="cluster_command", required=True)
+    up = csub.add_parser("up", help="run a local cluster in the foreground (Ctrl-C stops it)")
+    up.add_argument("--data", help=f"data directory (default $XCE_DATA or ./{DEFAULT_DATA})")
+    up.add_argument("--replicas", type=int, default=3)
+    up.add_argument("--base-port", type=int, default=0, help="first port (default: free ports)")
+
+    p = sub.add_parser("submit", help="submit a job (like bsub)")
+    p.add_argument("-q", "--queue", default="")
+    p.add_argument("-n", "--slots", type=int)
+    p.add_argument("-J", "--name", default="")
+    p.add_argument("-o", "--stdout", default="")
+    p.add_argument("-e", "--stderr", default="")
+    p.add_argument("-R", "--resource-req", default="")
+    p.add_argument("--priority", type=int, default=0)
+    p.add_argument("--cwd", default=None, help="working directory (default: the current one)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
+
+    p = sub.add_parser("jobs", help="list jobs (like bjobs)")
+    p.add_argument("--state")
+    p.add_argument("--queue")
+    p.add_argument("--filter", action="append", default=[], help="field:op:value, repeatable")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("job", help="one job in full")
+    p.add_argument("id")
+    p.add_argument("--json", action="store_true")
+
+    for action in ACTIONS:
+        p = sub.add_parser(action, help=f"{action} a job")
+        p.add_argument("id")
+        p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("modify", help="change a job's priority, queue or resource requirement (like bmod)")
+    p.add_argument("id")
+    p.add_argument("--priority", type=int)
+    p.add_argument("-q", "--queue")
+    p.add_argument("-R", "--resource-req")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("queues", help="list queues (like bqueues)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("queue", help="create or update a queue")
+    qsub = p.add_subparsers(dest="queue_command", required=True)
+    for name in ("create", "update"):
+        q = qsub.add_parser(name)
+        q.add_argument("name")
+        q.add_argument("--priority", type=int, default=30)
+        q.add_argument("--description", default="")
+        q.add_argument("--closed", action="store_true")
+        q.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("status", help="every replica's role, term, indexes and health")
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "controller":
+        from controller.main import run
+
+        return run(args.config, args.id)
+    if args.command == "cluster":
+        from xce.local_cluster import up
+
+        return up(data_dir(args.data), args.replicas, args.base_port)
+    try:
+        with Client(controllers(args)) as client:
+            return _run(client, args)
+    except XceError as exc:
+        print(f"xce: {exc.code.name}: {exc.message}", file=sys.stderr)
+        return 1
+
+
+def _run(client: Client, args: argparse.Namespace) -> int:
+    command = args.command
+    if command == "submit":
+        return _submit(client, args)
+    if command == "jobs":
+        filters = list(args.filter)
+        if args.state:
+            filters.append(f"state:in:{args.state.upper()}")
+        if args.queue:
+            filters.append(f"queue:eq:{args.queue}")
+        jobs = client.list_jobs(filters)
+        return _emit(args, {"jobs": [_dict(j) for j in jobs]}, lambda: _job_table(jobs))
+    if command == "job":
+        job = client.get_job(args.id)
+        return _emit(args, _dict(job), lambda: _job_long(job))
+    if command in ACTIONS:
+        job = client.control(args.id, ACTIONS[command])
+        return _emit(args, _dict(job), lambda: print(f"Job <{job.id}> {command}: now "
+                                                      f"{api.JobState.Name(job.state)}"))
+    if command == "modify":
+        job = client.modify(args.id, args.priority, args.queue, args.resource_req)
+        return _emit(args, _dict(job), lambda: print(f"Job <{job.id}> modified"))
+    if command == "queues":
+        response = client.list_queues()
+        return _emit(args, _dict(response), lambda: _queue_table(response))
+    if command == "queue":
+        queue = api.Queue(name=args.name, priority=args.priority, description=args.description,
+                          closed=args.closed)
+        result = client.put_queue(queue, create=args.queue_command == "create")
+        return _emit(args, _dict(result), lambda: print(f"Queue <{args.name}> {args.queue_command}d"))
+    if command == "status":
+        status = client.status()
+        return _emit(args, _dict(status), lambda: _status_table(status))
+    raise AssertionError(command)
+
+
+def _submit(client: Client, args: argparse.Namespace) -> int:
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    spec = api.JobSpec(command=cmd, name=args.name, queue=args.queue, priority=args.priority,
+                       stdout_path=args.stdout, stderr_path=args.stderr, resource_req=args.resource_req,
+                       cwd=args.cwd if args.cwd is not None else os.getcwd(),
+                       user=os.environ.get("USER", ""))
+    if args.slots is not None:
+        spec.slots = args.slots
+    response = client.submit([spec])
+    job = response.jobs[0]
+    return _emit(args, _dict(job), lambda: print(
+        f"Job <{job.id}> ({job.readable_id}) is submitted to queue <{job.spec.queue}>."))
+
+
+def _dict(message: Any) -> dict[str, Any]:
+    return MessageToDict(message, preserving_proto_field_name=True)  # type: ignore[no-any-return]
+
+
+def _emit(args: argparse.Namespace, data: dict[str, Any], human: Any) -> int:
+    if getattr(args, "json", False):
+        print(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        human()
+    return 0
+
+
+def _job_table(jobs: list[api.Job]) -> None:
+    print(f"{'JOBID':>8}  {'STAT':<6}{'QUEUE':<12}{'SLOTS':>5}  {'NAME':<20}COMMAND")
+    for job in jobs:
+        print(f"{job.id:>8}  {api.JobState.Name(job.state):<6}{job.spec.queue:<12}{job.spec.slots:>5}  "
+              f"{(job.spec.name or '-')[:19]:<20}{' '.join(job.spec.command)[:60]}")
+
+
+def _job_long(job: api.Job) -> None:
+    print(f"Job <{job.id}> ({job.readable_id})")
+    print(f"  state      {api.JobState.Name(job.state)}{'  (' + job.pending_reason + ')' if job.pending_reason else ''}")
+    print(f"  queue      {job.spec.queue}   priority {job.spec.priority}   slots {job.spec.slots}")
+    print(f"  command    {' '.join(job.spec.command)}")
+    print(f"  cwd        {job.spec.cwd or '-'}   user {job.spec.user or '-'}")
+    print(f"  attempt    {job.attempt}   submitted {job.submit_time_ms} ms")
+    if job.spec.resource_req:
+        print(f"  resources  {job.spec.resource_req}")
+    if job.state in (api.DONE, api.EXIT):
+        print(f"  exit code  {job.exit_code}")
+
+
+def _queue_table(response: api.ListQueuesResponse) -> None:
+    print(f"{'QUEUE_NAME':<16}{'PRIO':>5}  STATUS")
+    for queue in response.queues:
+        default = "  (default)" if queue.name == response.default_queue else ""
+        print(f"{queue.name:<16}{queue.priority:>5}  {'Closed' if queue.closed else 'Open'}{default}")
+
+
+def _status_table(status: api.StatusResponse) -> None:
+    print(f"cluster {status.cluster_id}")
+    print(f"{'ID':>3}  {'ROLE':<12}{'TERM':>6}{'COMMIT':>9}{'APPLIED':>9}{'PID':>8}  {'GRPC':<22}HEALTH")
+    for r in status.replicas:
+        print(f"{r.id:>3}  {r.role:<12}{r.term:>6}{r.commit_index:>9}{r.applied_index:>9}{r.pid:>8}  "
+              f"{r.grpc_address:<22}{r.health}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""The client library: talks to any replica and follows the leader.
+
+Theory of operation. Every call goes to the replica believed to lead. A
+follower's FAILED_PRECONDITION with `x-xce-leader` moves the client there at
+once; UNAVAILABLE (no leader yet, leader catching up, outcome unknown) or a
+dead address moves it to the next replica after a jittered, capped backoff.
+The request, and so its request id, is the same on every retry: a submit
+retried across a failover creates exactly one job. Other errors are the
+caller's (INVALID_ARGUMENT, NOT_FOUND, ...) and raise XceError at once.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+
+from xce.v1 import api_pb2 as api
+
+LEADER_METADATA = "x-xce-leader"
+RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+
+
+class XceError(Exception):
+    """A call failed for good: the gRPC status code and the server's message."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Client:
+    def __init__(self, addresses: Sequence[str], deadline_s: float = 30.0, call_timeout_s: float = 5.0,
+                 rng: random.Random | None = None) -> None:
+        if not addresses:
+            raise ValueError("no controller addresses")
+        self.addresses = list(addresses)
+        self.deadline_s = deadline_s
+        self.call_timeout_s = call_timeout_s
+        self._rng = rng or random.Random()
+        self._target = self.addresses[0]
+        self._channels: dict[str, grpc.Channel] = {}
+        self.redirects = 0
+        self.retries = 0
+
+    def close(self) -> None:
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -------------------------------------------------------------- calls
+
+    def submit(self, specs: Sequence[api.JobSpec], request_id: str | None = None) -> api.SubmitJobsResponse:
+        request = api.SubmitJobsRequest(request_id=request_id or new_request_id(), jobs=specs)
+        return self.call("JobService", "SubmitJobs", request, api.SubmitJobsResponse)  # type: ignore[return-value]
+
+    def get_job(self, job_id: str | int) -> api.Job:
+        response = self.call("JobService", "GetJob", api.GetJobRequest(job_id=str(job_id)), api.JobResponse)
+        return response.job  # type: ignore[attr-defined,no-any-return]
+
+    def list_jobs(self, filters: Sequence[str] = (), page_size: int = 0) -> list[api.Job]:
+        jobs: list[api.Job] = []
+        token = ""
+        while True:
+            request = api.ListJobsRequest(filters=filters, page_size=page_size, page_token=token)
+            page: Any = self.call("JobService", "ListJobs", request, api.ListJobsResponse)
+            jobs.extend(page.jobs)
+            token = page.next_page_token
+            if not token:
+                return jobs
+
+    def control(self, job_id: str | int, action: int, request_id: str | None = None) -> api.Job:
+        request = api.ControlJobRequest(job_id=str(job_id), action=action,
+                                        request_id=request_id or new_request_id())
+        return self.call("JobService", "ControlJob", request, api.JobResponse).job  # type: ignore[attr-defined,no-any-return]
+
+    def modify(self, job_id: str | int, priority: int | None = None, queue: str | None = None,
+               resource_req: str | None = None) -> api.Job:
+        request = api.ModifyJobRequest(job_id=str(job_id), request_id=new_request_id())
+        if priority is not None:
+            request.priority = priority
+        if queue is not None:
+            request.queue = queue
+        if resource_req is not None:
+            request.resource_req = resource_req
+        return self.call("JobService", "ModifyJob", request, api.JobResponse).job  # type: ignore[attr-defined,no-any-return]
+
+    def status(self, local_only: bool = False) -> api.StatusResponse:
+        return self.call("ClusterService", "Status", api.StatusRequest(local_only=local_only),  # type: ignore[return-value]
+                         api.StatusResponse)
+
+    def list_queues(self) -> api.ListQueuesResponse:
+        return self.call("AdminService", "ListQueues", api.ListQueuesRequest(), api.ListQueuesResponse)  # type: ignore[return-value]
+
+    def put_queue(self, queue: api.Queue, create: bool) -> api.QueueResponse:
+        request = api.PutQueueRequest(queue=queue, request_id=new_request_id())
+        method = "CreateQueue" if create else "UpdateQueue"
+        return self.call("AdminService", method, request, api.QueueResponse)  # type: ignore[return-value]
+
+    # -------------------------------------------------------------- transport
+
+    def call(self, service: str, method: str, request: Message, response_class: type[Message]) -> Message:
+        deadline = time.monotonic() + self.deadline_s
+        backoff = 0.05
+        last = ""
+        while True:
+            target = self._target
+            stub = self._channel(target).unary_unary(
+                f"/xce.v1.{service}/{method}", request_serializer=_serialize,
+                response_deserializer=response_class.FromString)
+            try:
+                return stub(request, timeout=min(self.call_timeout_s, max(0.1, deadline - time.monotonic())))  # type: ignore[no-any-return]
+            except grpc.RpcError as exc:
+                code, details = exc.code(), exc.details() or ""
+                leader = _leader_hint(exc)
+                if code == grpc.StatusCode.FAILED_PRECONDITION and leader:
+                    self._target = leader
+                    self.redirects += 1
+                    if leader != target:
+                        continue
+                elif code not in RETRYABLE:
+                    raise XceError(code, details) from None
+                else:
+                    self._target = self._next(target)
+                last = f"{code.name}: {details}"
+            self.retries += 1
+            if time.monotonic() + backoff > deadline:
+                raise XceError(grpc.StatusCode.UNAVAILABLE, f"gave up after {self.deadline_s:.0f} s: {last}")
+            time.sleep(backoff * (0.5 + self._rng.random()))
+            backoff = min(backoff * 2, 1.0)
+
+    def _next(self, address: str) -> str:
+        if address not in self.addresses:
+            return self.addresses[0]
+        return self.addresses[(self.addresses.index(address) + 1) % len(self.addresses)]
+
+    def _channel(self, address: str) -> grpc.Channel:
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = grpc.insecure_channel(address, options=channel_options())
+            self._channels[address] = channel
+        return channel
+
+
+def channel_options() -> list[tuple[str, Any]]:
+    return [
+        ("grpc.max_send_message_length", 1 << 20),
+        ("grpc.max_receive_message_length", 16 << 20),
+        ("grpc.keepalive_time_ms", 10_000),
+        ("grpc.keepalive_timeout_ms", 5_000),
+        ("grpc.enable_retries", 0),
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 1000),
+    ]
+
+
+def _serialize(message: Message) -> bytes:
+    return message.SerializeToString()
+
+
+def _leader_hint(exc: grpc.RpcError) -> str | None:
+    for key, value in exc.trailing_metadata() or ():
+        if key == LEADER_METADATA:
+            return str(value)
+    return None

@@ -1,0 +1,191 @@
+"""A local cluster of controller processes: `xce cluster up`, tests, bench, soak.
+
+Each replica is a real `xce controller` process on loopback with its own
+LMDB files under the data directory. `LocalCluster` writes the configuration
+(free ports, a fresh random password, file mode 0600) once, starts, kills and
+restarts replicas, and always stops what it started.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from xce.client import Client, XceError
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def write_config(data: Path, replicas: int = 3, base_port: int = 0, cluster_id: str = "local",
+                 extra: str = "") -> Path:
+    """Write data/cluster.toml unless it exists; return its path."""
+    data.mkdir(parents=True, exist_ok=True)
+    path = data / "cluster.toml"
+    if path.exists():
+        return path
+    ports = ([base_port + i for i in range(2 * replicas)] if base_port else free_ports(2 * replicas))
+    secret = data / "secret"
+    secret.write_text(secrets.token_hex(24))
+    secret.chmod(0o600)
+    lines = [f'cluster_id = "{cluster_id}"', 'password_file = "secret"', 'data_dir = "."',
+             'default_queue = "normal"', "max_slots_per_job = 1024", ""]
+    for i in range(replicas):
+        lines += ["[[replicas]]", f"id = {i + 1}", f'grpc = "127.0.0.1:{ports[i]}"',
+                  f'raft = "127.0.0.1:{ports[replicas + i]}"', ""]
+    lines += ["[[queues]]", 'name = "normal"', "priority = 30", "",
+              "[[queues]]", 'name = "priority"', "priority = 43", "",
+              "[[queues]]", 'name = "idle"', "priority = 20", ""]
+    path.write_text("\n".join(lines) + extra)
+    path.chmod(0o600)
+    return path
+
+
+class LocalCluster:
+    def __init__(self, data: Path, replicas: int = 3, base_port: int = 0, extra_config: str = "",
+                 log_to_files: bool = True) -> None:
+        from controller.config import load
+
+        self.data = Path(data)
+        self.config_path = write_config(self.data, replicas, base_port, extra=extra_config)
+        self.config = load(self.config_path)
+        self.log_to_files = log_to_files
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+
+    @property
+    def addresses(self) -> list[str]:
+        return [r.grpc for r in self.config.replicas]
+
+    def address(self, replica_id: int) -> str:
+        return self.config.replica(replica_id).grpc
+
+    def start(self, ids: Sequence[int] | None = None) -> None:
+        for replica in self.config.replicas:
+            if ids is None or replica.id in ids:
+                self._spawn(replica.id)
+
+    def _spawn(self, replica_id: int) -> None:
+        cmd = [sys.executable, "-m", "xce.cli", "controller", "--config", str(self.config_path),
+               "--id", str(replica_id)]
+        if self.log_to_files:
+            out = open(self.data / f"replica-{replica_id}.log", "ab")  # noqa: SIM115
+        self.procs[replica_id] = subprocess.Popen(
+            cmd, stdout=out if self.log_to_files else None, stderr=subprocess.STDOUT if self.log_to_files else None,
+            stdin=subprocess.DEVNULL)
+        if self.log_to_files:
+            out.close()
+
+    def kill(self, replica_id: int, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs.pop(replica_id, None)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def restart(self, replica_id: int) -> None:
+        self.kill(replica_id)
+        self._spawn(replica_id)
+
+    def stop(self) -> None:
+        """SIGTERM everything, then SIGKILL what is left after 5 s."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        deadline = time.monotonic() + 5
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs.clear()
+
+    def client(self, **kwargs: float) -> Client:
+        return Client(self.addresses, **kwargs)  # type: ignore[arg-type]
+
+    def leader(self, timeout_s: float = 20.0, exclude: int | None = None) -> int:
+        """The id of a replica that leads and serves writes, waiting for one."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for replica in self.config.replicas:
+                if replica.id == exclude or replica.id not in self.procs:
+                    continue
+                try:
+                    with Client([replica.grpc], deadline_s=0.5, call_timeout_s=0.5) as client:
+                        status = client.status(local_only=True).replicas[0]
+                except XceError:
+                    continue
+                if status.role == "leader" and self._serving(replica.grpc):
+                    return replica.id
+            time.sleep(0.05)
+        raise TimeoutError(f"no leader within {timeout_s} s")
+
+    def _serving(self, address: str) -> bool:
+        # A write-free probe: a follower or a catching-up leader refuses
+        # ModifyJob before looking at the job; a serving leader says NOT_FOUND.
+        try:
+            with Client([address], deadline_s=0.3, call_timeout_s=0.3) as client:
+                client.modify(0, priority=0)
+        except XceError as exc:
+            return exc.code.name == "NOT_FOUND"
+        return True
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def up(data: Path, replicas: int, base_port: int) -> int:
+    """`xce cluster up`: start, wait for a leader, print status, run until Ctrl-C."""
+    cluster = LocalCluster(data, replicas, base_port)
+    stopping = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        cluster.start()
+        leader = cluster.leader(timeout_s=30)
+        print(f"xce: cluster {cluster.config.cluster_id} up: {replicas} replicas, leader {leader}")
+        print(f"xce: configuration {cluster.config_path}")
+        print(f"xce: controllers {','.join(cluster.addresses)}")
+        print(f"xce: try `XCE_DATA={data} xce submit -- sleep 1`; Ctrl-C stops the cluster", flush=True)
+        while not stopping:
+            for replica_id, proc in list(cluster.procs.items()):
+                if proc.poll() is not None:
+                    print(f"xce: replica {replica_id} exited with {proc.returncode}; restarting", flush=True)
+                    cluster.restart(replica_id)
+            time.sleep(0.2)
+    finally:
+        print("xce: stopping the cluster", flush=True)
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(up(Path(os.environ.get("XCE_DATA", "xce-data")), 3, 0))

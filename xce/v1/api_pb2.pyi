@@ -1,0 +1,267 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_STATE_UNSPECIFIED: _ClassVar[JobState]
+    PEND: _ClassVar[JobState]
+    PSUSP: _ClassVar[JobState]
+    RUN: _ClassVar[JobState]
+    USUSP: _ClassVar[JobState]
+    SSUSP: _ClassVar[JobState]
+    DONE: _ClassVar[JobState]
+    EXIT: _ClassVar[JobState]
+    UNKWN: _ClassVar[JobState]
+
+class ControlAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONTROL_ACTION_UNSPECIFIED: _ClassVar[ControlAction]
+    KILL: _ClassVar[ControlAction]
+    STOP: _ClassVar[ControlAction]
+    RESUME: _ClassVar[ControlAction]
+    HOLD: _ClassVar[ControlAction]
+    RELEASE: _ClassVar[ControlAction]
+    REQUEUE: _ClassVar[ControlAction]
+JOB_STATE_UNSPECIFIED: JobState
+PEND: JobState
+PSUSP: JobState
+RUN: JobState
+USUSP: JobState
+SSUSP: JobState
+DONE: JobState
+EXIT: JobState
+UNKWN: JobState
+CONTROL_ACTION_UNSPECIFIED: ControlAction
+KILL: ControlAction
+STOP: ControlAction
+RESUME: ControlAction
+HOLD: ControlAction
+RELEASE: ControlAction
+REQUEUE: ControlAction
+
+class JobSpec(_message.Message):
+    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_PATH_FIELD_NUMBER: _ClassVar[int]
+    STDERR_PATH_FIELD_NUMBER: _ClassVar[int]
+    CWD_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_REQ_FIELD_NUMBER: _ClassVar[int]
+    command: _containers.RepeatedScalarFieldContainer[str]
+    name: str
+    queue: str
+    slots: int
+    priority: int
+    stdout_path: str
+    stderr_path: str
+    cwd: str
+    user: str
+    env: _containers.ScalarMap[str, str]
+    resource_req: str
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ...) -> None: ...
+
+class Job(_message.Message):
+    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    READABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    MODIFY_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    PENDING_REASON_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    readable_id: str
+    spec: JobSpec
+    state: JobState
+    submit_time_ms: int
+    modify_time_ms: int
+    attempt: int
+    pending_reason: str
+    exit_code: int
+    start_time_ms: int
+    end_time_ms: int
+    kill_requested: bool
+    request_id: str
+    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class SubmitJobsRequest(_message.Message):
+    __slots__ = ("request_id", "jobs")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    jobs: _containers.RepeatedCompositeFieldContainer[JobSpec]
+    def __init__(self, request_id: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobSpec, _Mapping]]] = ...) -> None: ...
+
+class SubmitJobsResponse(_message.Message):
+    __slots__ = ("jobs", "revision")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[Job]
+    revision: int
+    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class GetJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ("filters", "page_size", "page_token")
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    filters: _containers.RepeatedScalarFieldContainer[str]
+    page_size: int
+    page_token: str
+    def __init__(self, filters: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs", "next_page_token", "revision")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[Job]
+    next_page_token: str
+    revision: int
+    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class ControlJobRequest(_message.Message):
+    __slots__ = ("job_id", "action", "request_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    action: ControlAction
+    request_id: str
+    def __init__(self, job_id: _Optional[str] = ..., action: _Optional[_Union[ControlAction, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ModifyJobRequest(_message.Message):
+    __slots__ = ("job_id", "priority", "queue", "resource_req", "request_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_REQ_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    priority: int
+    queue: str
+    resource_req: str
+    request_id: str
+    def __init__(self, job_id: _Optional[str] = ..., priority: _Optional[int] = ..., queue: _Optional[str] = ..., resource_req: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class JobResponse(_message.Message):
+    __slots__ = ("job", "revision")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    revision: int
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class ReplicaStatus(_message.Message):
+    __slots__ = ("id", "grpc_address", "raft_address", "role", "term", "commit_index", "applied_index", "revision", "pid", "health", "leader_grpc_address", "log_length")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    LOG_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    grpc_address: str
+    raft_address: str
+    role: str
+    term: int
+    commit_index: int
+    applied_index: int
+    revision: int
+    pid: int
+    health: str
+    leader_grpc_address: str
+    log_length: int
+    def __init__(self, id: _Optional[int] = ..., grpc_address: _Optional[str] = ..., raft_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., revision: _Optional[int] = ..., pid: _Optional[int] = ..., health: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., log_length: _Optional[int] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ("local_only",)
+    LOCAL_ONLY_FIELD_NUMBER: _ClassVar[int]
+    local_only: bool
+    def __init__(self, local_only: _Optional[bool] = ...) -> None: ...
+
+class StatusResponse(_message.Message):
+    __slots__ = ("cluster_id", "replicas")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    replicas: _containers.RepeatedCompositeFieldContainer[ReplicaStatus]
+    def __init__(self, cluster_id: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ...) -> None: ...
+
+class Queue(_message.Message):
+    __slots__ = ("name", "priority", "description", "closed")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    priority: int
+    description: str
+    closed: bool
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ...) -> None: ...
+
+class PutQueueRequest(_message.Message):
+    __slots__ = ("queue", "request_id")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    queue: Queue
+    request_id: str
+    def __init__(self, queue: _Optional[_Union[Queue, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class QueueResponse(_message.Message):
+    __slots__ = ("queue", "revision")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    queue: Queue
+    revision: int
+    def __init__(self, queue: _Optional[_Union[Queue, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class ListQueuesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListQueuesResponse(_message.Message):
+    __slots__ = ("queues", "default_queue", "revision")
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedCompositeFieldContainer[Queue]
+    default_queue: str
+    revision: int
+    def __init__(self, queues: _Optional[_Iterable[_Union[Queue, _Mapping]]] = ..., default_queue: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,124 @@
+from xce.v1 import api_pb2 as _api_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Code(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OK: _ClassVar[Code]
+    INVALID_ARGUMENT: _ClassVar[Code]
+    NOT_FOUND: _ClassVar[Code]
+    ALREADY_EXISTS: _ClassVar[Code]
+    FAILED_PRECONDITION: _ClassVar[Code]
+OK: Code
+INVALID_ARGUMENT: Code
+NOT_FOUND: Code
+ALREADY_EXISTS: Code
+FAILED_PRECONDITION: Code
+
+class Entry(_message.Message):
+    __slots__ = ("stamp_ms", "proposer", "submit", "control", "modify", "put_queue", "init")
+    STAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    PROPOSER_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_FIELD_NUMBER: _ClassVar[int]
+    CONTROL_FIELD_NUMBER: _ClassVar[int]
+    MODIFY_FIELD_NUMBER: _ClassVar[int]
+    PUT_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    INIT_FIELD_NUMBER: _ClassVar[int]
+    stamp_ms: int
+    proposer: int
+    submit: SubmitBatch
+    control: _api_pb2.ControlJobRequest
+    modify: _api_pb2.ModifyJobRequest
+    put_queue: PutQueueEntry
+    init: InitCluster
+    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ...) -> None: ...
+
+class SubmitBatch(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[_api_pb2.SubmitJobsRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[_api_pb2.SubmitJobsRequest, _Mapping]]] = ...) -> None: ...
+
+class PutQueueEntry(_message.Message):
+    __slots__ = ("queue", "request_id", "create")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATE_FIELD_NUMBER: _ClassVar[int]
+    queue: _api_pb2.Queue
+    request_id: str
+    create: bool
+    def __init__(self, queue: _Optional[_Union[_api_pb2.Queue, _Mapping]] = ..., request_id: _Optional[str] = ..., create: _Optional[bool] = ...) -> None: ...
+
+class InitCluster(_message.Message):
+    __slots__ = ("cluster_id", "default_queue", "max_slots_per_job", "config_digest", "queues")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    MAX_SLOTS_PER_JOB_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    default_queue: str
+    max_slots_per_job: int
+    config_digest: str
+    queues: _containers.RepeatedCompositeFieldContainer[_api_pb2.Queue]
+    def __init__(self, cluster_id: _Optional[str] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[_api_pb2.Queue, _Mapping]]] = ...) -> None: ...
+
+class Result(_message.Message):
+    __slots__ = ("code", "message", "job_ids", "revision", "stamp_ms")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    STAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    code: Code
+    message: str
+    job_ids: _containers.RepeatedScalarFieldContainer[int]
+    revision: int
+    stamp_ms: int
+    def __init__(self, code: _Optional[_Union[Code, str]] = ..., message: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., revision: _Optional[int] = ..., stamp_ms: _Optional[int] = ...) -> None: ...
+
+class Change(_message.Message):
+    __slots__ = ("table", "key", "value", "deleted")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    key: bytes
+    value: bytes
+    deleted: bool
+    def __init__(self, table: _Optional[str] = ..., key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., deleted: _Optional[bool] = ...) -> None: ...
+
+class Event(_message.Message):
+    __slots__ = ("revision", "changes", "rejected")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    changes: _containers.RepeatedCompositeFieldContainer[Change]
+    rejected: Result
+    def __init__(self, revision: _Optional[int] = ..., changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., rejected: _Optional[_Union[Result, _Mapping]] = ...) -> None: ...
+
+class Meta(_message.Message):
+    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest")
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FLOOR_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    MAX_SLOTS_PER_JOB_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    applied_index: int
+    cluster_id: str
+    next_job_id: int
+    events_floor: int
+    default_queue: str
+    max_slots_per_job: int
+    config_digest: str
+    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ...) -> None: ...
