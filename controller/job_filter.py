@@ -75,7 +75,7 @@ def _convert(field: str, kind: type, raw: str) -> Any:
             raise FilterError(f"filter on {field} needs a number, got {raw!r}") from None
     if field == "state":
         name = raw.upper()
-        if name not in api.JobState.keys() or name == "JOB_STATE_UNSPECIFIED":
+        if name not in api.JobState.keys() or name == "JOB_STATE_UNSPECIFIED":  # noqa: SIM118 (enum wrapper)
             raise FilterError(f"unknown state {raw!r}")
         return name
     return raw

@@ -164,6 +164,14 @@ class RaftNode:
     def is_leader(self) -> bool:
         return bool(self._replica._isLeader())
 
+    def ready_to_serve(self) -> bool:
+        """Leader with its own term's first entry applied, so every earlier
+        commit is applied too (a new leader learns the commit point only by
+        committing an entry of its own term)."""
+        replica = self._replica
+        noop = replica._SyncObj__noopIDx
+        return bool(replica._isLeader() and noop is not None and replica.raftLastApplied >= noop)
+
     def leader(self) -> str | None:
         node = self._replica._getLeader()
         return None if node is None else str(node.address)

@@ -10,8 +10,10 @@ Result per request id; when the proposal's callback is lost or ambiguous,
 the Result in the `requests` table is the answer, and if there is none the
 client is told UNAVAILABLE and retries with the same request id.
 
-A new leader serves writes only after its first entry (the configuration
-push) is applied, so every pre-check sees every earlier commit.
+A new leader serves writes only after the first entry of its term (Raft's
+no-op) is applied, so every pre-check sees every earlier commit; then it
+pushes the configuration file's queues and limits if they differ from the
+committed ones.
 
 Reads (GetJob, ListJobs, ListQueues, Status) are answered by any replica
 from its own applied state; the response carries the revision it reflects.
@@ -81,8 +83,8 @@ class Replica:
         data_dir = config.replica_dir(replica_id)
         self.store = StateStore(data_dir / "state", config.cluster_id)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._serving_term = -1  # the term whose configuration push has been applied
         self._push_task: asyncio.Task[None] | None = None
+        self._configured = False  # this leadership pushed (or matched) the configuration
         self.raft = RaftNode(self.me.raft, [r.raft for r in config.replicas], data_dir,
                              config.password, self.store, config.raft,
                              on_role_change=self._role_changed)
@@ -96,29 +98,41 @@ class Replica:
             self._loop.call_soon_threadsafe(self._on_role, role)
 
     def _on_role(self, role: str) -> None:
-        if role == "leader" and (self._push_task is None or self._push_task.done()):
+        if role != "leader":
+            self._configured = False
+        elif self._push_task is None or self._push_task.done():
             self._push_task = asyncio.get_running_loop().create_task(self._push_config())
 
     async def _push_config(self) -> None:
+        """Propose the configuration once this leader serves, if it changed.
+
+        Nothing is proposed when the committed state already matches, so a
+        restart of the whole cluster leaves the revision where it was.
+        """
         config = self.config
         init = log.InitCluster(cluster_id=config.cluster_id, default_queue=config.default_queue,
                                max_slots_per_job=config.max_slots_per_job,
                                config_digest=config.digest(), queues=config.queues)
         while self.raft.is_leader():
-            term = self.raft.status().term
-            results, err = await self.propose(log.Entry(init=init))
-            if err == SUCCESS and results and results[0].code == log.OK:
-                self._serving_term = term
-                logger.info("replica %d leads term %d", self.me.id, term)
+            if not self.raft.ready_to_serve():
+                await asyncio.sleep(0.01)
+                continue
+            meta = self.store.meta()
+            if (meta.cluster_id, meta.default_queue, meta.max_slots_per_job, meta.config_digest) == (
+                    init.cluster_id, init.default_queue, init.max_slots_per_job, init.config_digest):
+                self._configured = True
                 return
+            results, err = await self.propose(log.Entry(init=init))
             if err == SUCCESS and results:
-                logger.error("configuration push rejected: %s", results[0].message)
+                if results[0].code != log.OK:
+                    logger.error("configuration push rejected: %s", results[0].message)
+                self._configured = True
                 return
             await asyncio.sleep(0.05)
 
     def require_leader(self) -> None:
         if self.raft.is_leader():
-            if self._serving_term != self.raft.status().term:
+            if not (self.raft.ready_to_serve() and self._configured):
                 raise ApiError(grpc.StatusCode.UNAVAILABLE, "leader is catching up; retry")
             return
         leader = self.config.grpc_for_raft(self.raft.leader())

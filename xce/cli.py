@@ -202,7 +202,8 @@ def _job_table(jobs: list[api.Job]) -> None:
 
 def _job_long(job: api.Job) -> None:
     print(f"Job <{job.id}> ({job.readable_id})")
-    print(f"  state      {api.JobState.Name(job.state)}{'  (' + job.pending_reason + ')' if job.pending_reason else ''}")
+    reason = f"  ({job.pending_reason})" if job.pending_reason else ""
+    print(f"  state      {api.JobState.Name(job.state)}{reason}")
     print(f"  queue      {job.spec.queue}   priority {job.spec.priority}   slots {job.spec.slots}")
     print(f"  command    {' '.join(job.spec.command)}")
     print(f"  cwd        {job.spec.cwd or '-'}   user {job.spec.user or '-'}")

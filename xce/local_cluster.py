@@ -84,13 +84,12 @@ class LocalCluster:
     def _spawn(self, replica_id: int) -> None:
         cmd = [sys.executable, "-m", "xce.cli", "controller", "--config", str(self.config_path),
                "--id", str(replica_id)]
-        if self.log_to_files:
-            out = open(self.data / f"replica-{replica_id}.log", "ab")  # noqa: SIM115
-        self.procs[replica_id] = subprocess.Popen(
-            cmd, stdout=out if self.log_to_files else None, stderr=subprocess.STDOUT if self.log_to_files else None,
-            stdin=subprocess.DEVNULL)
-        if self.log_to_files:
-            out.close()
+        if not self.log_to_files:
+            self.procs[replica_id] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+            return
+        with open(self.data / f"replica-{replica_id}.log", "ab") as out:
+            self.procs[replica_id] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                                      stdin=subprocess.DEVNULL)
 
     def kill(self, replica_id: int, sig: int = signal.SIGKILL) -> None:
         proc = self.procs.pop(replica_id, None)
