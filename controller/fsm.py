@@ -27,6 +27,7 @@ callback) finds its first result in `requests` and changes nothing.
 from __future__ import annotations
 
 import datetime
+import functools
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -60,7 +61,7 @@ META_KEY = b"meta"
 class Rejected(Exception):
     """A request that cannot be applied: a code from log.Code and a message."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: log.Code, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -175,13 +176,13 @@ def check_queue_open(tables: Tables, name: str) -> None:
 
 @dataclass(frozen=True)
 class Transition:
-    to: int
+    to: api.JobState
     reason: str = ""
     requeue: bool = False
     kill_requested: bool = False
 
 
-def _transitions(action: int) -> dict[int, Transition]:
+def _transitions(action: api.ControlAction) -> dict[api.JobState, Transition]:
     """The control action table: state -> what happens. Missing: refused."""
     if action == api.KILL:
         return {api.PEND: Transition(api.EXIT), api.PSUSP: Transition(api.EXIT),
@@ -200,7 +201,7 @@ def _transitions(action: int) -> dict[int, Transition]:
     raise Rejected(log.INVALID_ARGUMENT, f"unknown control action {action}")
 
 
-def check_control(job: api.Job, action: int) -> Transition:
+def check_control(job: api.Job, action: api.ControlAction) -> Transition:
     table = _transitions(action)
     if job.state not in table or (action == api.KILL and job.kill_requested):
         raise Rejected(log.FAILED_PRECONDITION,
@@ -296,6 +297,26 @@ def apply(tables: Tables, index: int, data: bytes) -> list[log.Result] | None:
     return results
 
 
+def apply_failed(tables: Tables, index: int, data: bytes, message: str) -> list[log.Result]:
+    """Record entry `index` as rejected after apply itself failed.
+
+    The driver calls this in a fresh transaction when `apply` raised (a bug,
+    not bad input: that is rejected inside apply). Every replica fails the
+    same way on the same entry, so recording it keeps them identical, and the
+    log moves on instead of retrying the entry forever.
+    """
+    meta = read_meta(tables)
+    if index <= meta.applied_index:
+        return []
+    try:
+        entry = decode_entry(data)
+    except DecodeError:
+        entry = log.Entry()
+    results = [log.Result(code=log.FAILED_PRECONDITION, message=f"entry failed to apply: {message}")]
+    _finish(Applier(tables, index, log.Entry(stamp_ms=entry.stamp_ms), meta), results, rejected=True)
+    return results
+
+
 def _finish(applier: Applier, results: list[log.Result], rejected: bool) -> None:
     meta, tables, index = applier.meta, applier.tables, applier.index
     meta.applied_index = index
@@ -356,7 +377,7 @@ def _guarded(request_id: str, applier: Applier, body: Callable[[], log.Result]) 
 
 
 def _apply_submit(applier: Applier) -> list[log.Result]:
-    return [_guarded(request.request_id, applier, lambda r=request: _submit_one(applier, r))
+    return [_guarded(request.request_id, applier, functools.partial(_submit_one, applier, request))
             for request in applier.entry.submit.requests]
 
 

@@ -77,7 +77,8 @@ class GroupCommit:
             asyncio.get_running_loop().create_task(self._flush(batch))
 
     def _peek_size(self) -> int:
-        return self._queue._queue[0].size  # type: ignore[attr-defined]
+        head: _Pending = self._queue._queue[0]  # type: ignore[attr-defined]
+        return head.size
 
     async def _flush(self, batch: list[_Pending]) -> None:
         try:

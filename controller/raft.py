@@ -96,7 +96,7 @@ class _Replica(SyncObj):  # type: ignore[misc]
         self._xce_apply = apply_fn
         super().__init__(*args, **kwargs)
 
-    @replicated  # type: ignore[misc]
+    @replicated  # type: ignore[untyped-decorator]
     def apply_entry(self, data: bytes) -> Any:
         # Inside an apply, raftLastApplied + 1 is this entry's index.
         return self._xce_apply(self.raftLastApplied + 1, data)

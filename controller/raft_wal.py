@@ -142,7 +142,7 @@ class LmdbJournal:
                     pass
         else:  # "to": everything below idx
             if cursor.first():
-                while cursor.key() and cursor.key() < boundary:
+                while cursor.key() and bytes(cursor.key()) < boundary:
                     if not cursor.delete():
                         break
 

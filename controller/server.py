@@ -421,7 +421,7 @@ async def _peer_status(address: str) -> api.ReplicaStatus | str:
             call = channel.unary_unary("/xce.v1.ClusterService/Status",
                                        request_serializer=api.StatusRequest.SerializeToString,
                                        response_deserializer=api.StatusResponse.FromString)
-            response = await call(api.StatusRequest(local_only=True), timeout=1.0)
-            return response.replicas[0]  # type: ignore[no-any-return]
+            response: api.StatusResponse = await call(api.StatusRequest(local_only=True), timeout=1.0)
+            return response.replicas[0]
     except grpc.aio.AioRpcError as exc:
-        return exc.code().name.lower()
+        return str(exc.code().name).lower()

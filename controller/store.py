@@ -24,6 +24,7 @@ with StoreError and a message saying which.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import struct
@@ -38,6 +39,8 @@ import lmdb
 from controller import fsm
 from controller.tables import TABLES
 from xce.v1 import log_pb2 as log
+
+logger = logging.getLogger(__name__)
 
 MAP_SIZE = 8 << 30  # address space only; the file grows with the data
 SNAPSHOT_MAGIC = b"XCESNAP1"
@@ -56,8 +59,8 @@ class LmdbTables:
         self._dbs = dbs
 
     def get(self, table: str, key: bytes) -> bytes | None:
-        value: bytes | None = self._txn.get(key, db=self._dbs[table])
-        return value
+        value = self._txn.get(key, db=self._dbs[table])
+        return None if value is None else bytes(value)
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self._txn.put(key, value, db=self._dbs[table])
@@ -69,7 +72,8 @@ class LmdbTables:
         cursor = self._txn.cursor(db=self._dbs[table])
         if not cursor.set_range(start):
             return
-        yield from cursor.iternext(keys=True, values=True)
+        for key, value in cursor.iternext(keys=True, values=True):
+            yield bytes(key), bytes(value)
 
 
 class _ReadWriteLock:
@@ -156,8 +160,15 @@ class StateStore:
 
     def apply(self, index: int, data: bytes) -> list[log.Result] | None:
         """Apply one committed entry in one write transaction."""
-        with self._env.begin(write=True) as txn:
-            return fsm.apply(LmdbTables(txn, self._dbs), index, data)
+        try:
+            with self._env.begin(write=True) as txn:
+                return fsm.apply(LmdbTables(txn, self._dbs), index, data)
+        except lmdb.Error:
+            raise  # storage trouble: the caller stops the replica
+        except Exception as exc:  # noqa: BLE001 - a bug in apply; the transaction was aborted
+            logger.exception("entry %d failed to apply; recording it as rejected", index)
+            with self._env.begin(write=True) as txn:
+                return fsm.apply_failed(LmdbTables(txn, self._dbs), index, data, repr(exc))
 
     # -------------------------------------------------------------- reading
 

@@ -182,7 +182,7 @@ def _submit(client: Client, args: argparse.Namespace) -> int:
 
 
 def _dict(message: Any) -> dict[str, Any]:
-    return MessageToDict(message, preserving_proto_field_name=True)  # type: ignore[no-any-return]
+    return MessageToDict(message, preserving_proto_field_name=True)
 
 
 def _emit(args: argparse.Namespace, data: dict[str, Any], human: Any) -> int:

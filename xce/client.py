@@ -15,7 +15,7 @@ import random
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -23,6 +23,7 @@ from google.protobuf.message import Message
 from xce.v1 import api_pb2 as api
 
 LEADER_METADATA = "x-xce-leader"
+M = TypeVar("M", bound=Message)
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
 
@@ -41,12 +42,15 @@ def new_request_id() -> str:
 
 class Client:
     def __init__(self, addresses: Sequence[str], deadline_s: float = 30.0, call_timeout_s: float = 5.0,
-                 rng: random.Random | None = None) -> None:
+                 max_backoff_s: float = 0.25, rng: random.Random | None = None) -> None:
         if not addresses:
             raise ValueError("no controller addresses")
         self.addresses = list(addresses)
         self.deadline_s = deadline_s
         self.call_timeout_s = call_timeout_s
+        # Short: an election takes well under a second, and a client that
+        # backs off for seconds turns a 0.7 s failover into a 2 s one.
+        self.max_backoff_s = max_backoff_s
         self._rng = rng or random.Random()
         self._target = self.addresses[0]
         self._channels: dict[str, grpc.Channel] = {}
@@ -68,27 +72,28 @@ class Client:
 
     def submit(self, specs: Sequence[api.JobSpec], request_id: str | None = None) -> api.SubmitJobsResponse:
         request = api.SubmitJobsRequest(request_id=request_id or new_request_id(), jobs=specs)
-        return self.call("JobService", "SubmitJobs", request, api.SubmitJobsResponse)  # type: ignore[return-value]
+        return self.call("JobService", "SubmitJobs", request, api.SubmitJobsResponse)
 
     def get_job(self, job_id: str | int) -> api.Job:
         response = self.call("JobService", "GetJob", api.GetJobRequest(job_id=str(job_id)), api.JobResponse)
-        return response.job  # type: ignore[attr-defined,no-any-return]
+        return response.job
 
     def list_jobs(self, filters: Sequence[str] = (), page_size: int = 0) -> list[api.Job]:
         jobs: list[api.Job] = []
         token = ""
         while True:
             request = api.ListJobsRequest(filters=filters, page_size=page_size, page_token=token)
-            page: Any = self.call("JobService", "ListJobs", request, api.ListJobsResponse)
+            page = self.call("JobService", "ListJobs", request, api.ListJobsResponse)
             jobs.extend(page.jobs)
             token = page.next_page_token
             if not token:
                 return jobs
 
-    def control(self, job_id: str | int, action: int, request_id: str | None = None) -> api.Job:
+    def control(self, job_id: str | int, action: api.ControlAction,
+                request_id: str | None = None) -> api.Job:
         request = api.ControlJobRequest(job_id=str(job_id), action=action,
                                         request_id=request_id or new_request_id())
-        return self.call("JobService", "ControlJob", request, api.JobResponse).job  # type: ignore[attr-defined,no-any-return]
+        return self.call("JobService", "ControlJob", request, api.JobResponse).job
 
     def modify(self, job_id: str | int, priority: int | None = None, queue: str | None = None,
                resource_req: str | None = None) -> api.Job:
@@ -99,23 +104,23 @@ class Client:
             request.queue = queue
         if resource_req is not None:
             request.resource_req = resource_req
-        return self.call("JobService", "ModifyJob", request, api.JobResponse).job  # type: ignore[attr-defined,no-any-return]
+        return self.call("JobService", "ModifyJob", request, api.JobResponse).job
 
     def status(self, local_only: bool = False) -> api.StatusResponse:
-        return self.call("ClusterService", "Status", api.StatusRequest(local_only=local_only),  # type: ignore[return-value]
+        return self.call("ClusterService", "Status", api.StatusRequest(local_only=local_only),
                          api.StatusResponse)
 
     def list_queues(self) -> api.ListQueuesResponse:
-        return self.call("AdminService", "ListQueues", api.ListQueuesRequest(), api.ListQueuesResponse)  # type: ignore[return-value]
+        return self.call("AdminService", "ListQueues", api.ListQueuesRequest(), api.ListQueuesResponse)
 
     def put_queue(self, queue: api.Queue, create: bool) -> api.QueueResponse:
         request = api.PutQueueRequest(queue=queue, request_id=new_request_id())
         method = "CreateQueue" if create else "UpdateQueue"
-        return self.call("AdminService", method, request, api.QueueResponse)  # type: ignore[return-value]
+        return self.call("AdminService", method, request, api.QueueResponse)
 
     # -------------------------------------------------------------- transport
 
-    def call(self, service: str, method: str, request: Message, response_class: type[Message]) -> Message:
+    def call(self, service: str, method: str, request: Message, response_class: type[M]) -> M:
         deadline = time.monotonic() + self.deadline_s
         backoff = 0.05
         last = ""
@@ -125,7 +130,9 @@ class Client:
                 f"/xce.v1.{service}/{method}", request_serializer=_serialize,
                 response_deserializer=response_class.FromString)
             try:
-                return stub(request, timeout=min(self.call_timeout_s, max(0.1, deadline - time.monotonic())))  # type: ignore[no-any-return]
+                timeout = min(self.call_timeout_s, max(0.1, deadline - time.monotonic()))
+                response: M = stub(request, timeout=timeout)
+                return response
             except grpc.RpcError as exc:
                 code, details = exc.code(), exc.details() or ""
                 leader = _leader_hint(exc)
@@ -143,7 +150,7 @@ class Client:
             if time.monotonic() + backoff > deadline:
                 raise XceError(grpc.StatusCode.UNAVAILABLE, f"gave up after {self.deadline_s:.0f} s: {last}")
             time.sleep(backoff * (0.5 + self._rng.random()))
-            backoff = min(backoff * 2, 1.0)
+            backoff = min(backoff * 2, self.max_backoff_s)
 
     def _next(self, address: str) -> str:
         if address not in self.addresses:
@@ -171,7 +178,7 @@ def channel_options() -> list[tuple[str, Any]]:
 
 
 def _serialize(message: Message) -> bytes:
-    return message.SerializeToString()
+    return bytes(message.SerializeToString())
 
 
 def _leader_hint(exc: grpc.RpcError) -> str | None:

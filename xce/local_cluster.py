@@ -18,6 +18,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import grpc
+
 from xce.client import Client, XceError
 
 
@@ -119,8 +121,8 @@ class LocalCluster:
                 proc.wait()
         self.procs.clear()
 
-    def client(self, **kwargs: float) -> Client:
-        return Client(self.addresses, **kwargs)  # type: ignore[arg-type]
+    def client(self, deadline_s: float = 30.0) -> Client:
+        return Client(self.addresses, deadline_s=deadline_s)
 
     def leader(self, timeout_s: float = 20.0, exclude: int | None = None) -> int:
         """The id of a replica that leads and serves writes, waiting for one."""
@@ -146,7 +148,7 @@ class LocalCluster:
             with Client([address], deadline_s=0.3, call_timeout_s=0.3) as client:
                 client.modify(0, priority=0)
         except XceError as exc:
-            return exc.code.name == "NOT_FOUND"
+            return bool(exc.code == grpc.StatusCode.NOT_FOUND)
         return True
 
     def __enter__(self) -> LocalCluster:
