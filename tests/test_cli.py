@@ -1,0 +1,114 @@
+"""The `xce` command line against a live cluster, as an operator uses it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from xce.client import Client
+from xce.local_cluster import LocalCluster
+from xce.v1 import api_pb2 as api
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(tmp_path_factory.mktemp("cli") / "xce-data")
+    try:
+        cluster.start()
+        cluster.leader()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def xce(cluster: LocalCluster, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    # No --controllers: the CLI finds the cluster through $XCE_DATA.
+    env = {**os.environ, "XCE_DATA": str(cluster.data)}
+    env.pop("XCE_CONTROLLERS", None)
+    result = subprocess.run([sys.executable, "-m", "xce.cli", *args], capture_output=True, text=True,
+                            env=env, timeout=60)
+    if ok:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_submit_and_read_back(live: LocalCluster) -> None:
+    out = xce(live, "submit", "-q", "priority", "-n", "2", "-J", "build", "--priority", "7",
+              "--", "make", "-j2", "all").stdout
+    assert "is submitted to queue <priority>" in out
+    job_id = out.split("<", 1)[1].split(">", 1)[0]
+    job = json.loads(xce(live, "job", job_id, "--json").stdout)
+    assert job["spec"]["command"] == ["make", "-j2", "all"]
+    assert job["spec"]["slots"] == 2 and job["spec"]["priority"] == 7 and job["state"] == "PEND"
+    readable = job["readable_id"]
+    assert readable.startswith("local-") and readable.endswith(f"-{job_id}")
+    assert json.loads(xce(live, "job", readable, "--json").stdout)["id"] == job["id"]
+    listed = json.loads(xce(live, "jobs", "--queue", "priority", "--json").stdout)["jobs"]
+    assert [j["id"] for j in listed] == [job["id"]]
+    assert "build" in xce(live, "jobs").stdout
+
+
+def test_control_and_modify(live: LocalCluster) -> None:
+    out = xce(live, "submit", "--", "sleep", "9").stdout
+    job_id = out.split("<", 1)[1].split(">", 1)[0]
+    assert "now PSUSP" in xce(live, "hold", job_id).stdout
+    assert "now PEND" in xce(live, "release", job_id).stdout
+    xce(live, "modify", job_id, "--priority", "42", "-q", "idle")
+    job = json.loads(xce(live, "job", job_id, "--json").stdout)
+    assert (job["spec"]["priority"], job["spec"]["queue"]) == (42, "idle")
+    assert "now EXIT" in xce(live, "kill", job_id).stdout
+    assert json.loads(xce(live, "jobs", "--state", "exit", "--json").stdout)["jobs"][-1]["id"] == job["id"]
+
+
+def test_errors_exit_nonzero_with_the_reason(live: LocalCluster) -> None:
+    result = xce(live, "job", "424242", ok=False)
+    assert result.returncode == 1 and "NOT_FOUND" in result.stderr
+    result = xce(live, "submit", "-q", "nope", "--", "true", ok=False)
+    assert result.returncode == 1 and "unknown queue 'nope'" in result.stderr
+    result = xce(live, "submit", "-n", "0", "--", "true", ok=False)
+    assert result.returncode == 1 and "INVALID_ARGUMENT" in result.stderr
+    result = xce(live, "submit", "--", ok=False)
+    assert result.returncode == 1 and "empty command" in result.stderr
+
+
+def test_queues_and_status(live: LocalCluster) -> None:
+    xce(live, "queue", "create", "night", "--priority", "5")
+    queues = json.loads(xce(live, "queues", "--json").stdout)
+    assert {q["name"] for q in queues["queues"]} >= {"normal", "priority", "idle", "night"}
+    assert queues["default_queue"] == "normal"
+    xce(live, "queue", "update", "night", "--priority", "6", "--closed")
+    assert "Closed" in xce(live, "queues").stdout
+    status = json.loads(xce(live, "status", "--json").stdout)
+    assert sorted(r["role"] for r in status["replicas"]) == ["follower", "follower", "leader"]
+    assert len({r["applied_index"] for r in status["replicas"]}) <= 2  # a follower may trail by one
+
+
+def test_concurrent_submits_share_log_entries(live: LocalCluster) -> None:
+    """Group commit: many concurrent requests, fewer log entries than requests."""
+    leader = live.address(live.leader())
+    with Client([leader]) as client:
+        before = client.status(local_only=True).replicas[0].revision
+    threads, each = 16, 20
+
+    def submitter() -> None:
+        with Client(live.addresses) as client:
+            for _ in range(each):
+                client.submit([api.JobSpec(command=["true"], name="grouped")])
+
+    workers = [threading.Thread(target=submitter) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=60)
+    with Client([leader]) as client:
+        after = client.status(local_only=True).replicas[0].revision
+        assert len(client.list_jobs(["name:eq:grouped"])) == threads * each
+    assert after - before < threads * each
