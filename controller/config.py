@@ -144,5 +144,11 @@ def _replica(raw: dict[str, Any], path: Path) -> Replica:
 
 
 def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
-    return api.Queue(name=_get(raw, "name", str, path), priority=int(raw.get("priority", 30)),
-                     description=str(raw.get("description", "")), closed=bool(raw.get("closed", False)))
+    name = _get(raw, "name", str, path)
+    priority = raw.get("priority", 30)
+    if not isinstance(priority, int) or isinstance(priority, bool) or not -(2**31) <= priority < 2**31:
+        raise ConfigError(f"{path}: queue {name!r}: priority must be an integer (32-bit)")
+    closed = raw.get("closed", False)
+    if not isinstance(closed, bool):
+        raise ConfigError(f"{path}: queue {name!r}: closed must be true or false")
+    return api.Queue(name=name, priority=priority, description=str(raw.get("description", "")), closed=closed)

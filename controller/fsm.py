@@ -47,6 +47,11 @@ REQUEST_RETENTION_MS = 24 * 3600 * 1000
 PRUNE_PER_APPLY = 256
 
 MAX_COMMAND_ARGS = 4096
+MAX_REQUEST_ID_BYTES = 256
+MAX_QUEUE_NAME = 64
+MAX_JOB_ID = 1 << 63
+# datetime's range (years 1-9999), which readable ids need.
+MIN_STAMP_MS, MAX_STAMP_MS = -62135596800000, 253402300799999
 MAX_STRING = 4096
 DEFAULT_QUEUE = "normal"
 DEFAULT_MAX_SLOTS = 1024
@@ -115,15 +120,26 @@ def readable_id(cluster_id: str, proposer: int, stamp_ms: int, seq: int) -> str:
     return f"{cluster_id}-{proposer}-{when.strftime('%Y%m%d%H%M%S')}-{seq}"
 
 
+def _is_number(text: str) -> bool:
+    return text.isascii() and text.isdecimal() and len(text) <= 19 and int(text) < MAX_JOB_ID
+
+
 def parse_job_id(text: str) -> int:
     """The numeric id inside either form; raises Rejected for neither."""
     text = text.strip()
-    if text.isdigit():
+    if _is_number(text):
         return int(text)
     seq = text.rsplit("-", 1)[-1]
-    if "-" in text and seq.isdigit():
+    if "-" in text and _is_number(seq):
         return int(seq)
-    raise Rejected(log.INVALID_ARGUMENT, f"not a job id: {text!r} (a number or cluster-replica-time-seq)")
+    raise Rejected(log.INVALID_ARGUMENT,
+                   f"not a job id: {text[:80]!r} (a number or cluster-replica-time-seq)")
+
+
+def check_request_id(request_id: str) -> None:
+    # LMDB keys are at most 511 bytes; the expiry key adds 8.
+    if len(request_id.encode()) > MAX_REQUEST_ID_BYTES:
+        raise Rejected(log.INVALID_ARGUMENT, f"request id longer than {MAX_REQUEST_ID_BYTES} bytes")
 
 
 def find_job(tables: Tables, text: str) -> api.Job:
@@ -166,6 +182,8 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec) -> None:
 
 
 def check_queue_open(tables: Tables, name: str) -> None:
+    if not name or len(name.encode()) > MAX_QUEUE_NAME:
+        raise Rejected(log.INVALID_ARGUMENT, f"unknown queue {name[:80]!r}")
     queue = read_queue(tables, name)
     if queue is None:
         known = ", ".join(k.decode() for k, _ in tables.scan("queues"))
@@ -230,7 +248,7 @@ def check_modify(tables: Tables, job: api.Job, request: api.ModifyJobRequest) ->
 
 def check_queue(queue: api.Queue) -> None:
     name = queue.name
-    if not name or len(name) > 64 or not all(c.isalnum() or c in "_-." for c in name):
+    if not name or len(name) > MAX_QUEUE_NAME or not all(c.isalnum() or c in "_-." for c in name):
         raise Rejected(log.INVALID_ARGUMENT, f"bad queue name {name!r} (letters, digits, _ - . ; 1-64)")
     _check_text("description", queue.description)
 
@@ -288,6 +306,11 @@ def apply(tables: Tables, index: int, data: bytes) -> list[log.Result] | None:
         return results
     applier = Applier(tables, index, entry, meta)
     handler = _HANDLERS.get(entry.WhichOneof("body") or "")
+    if not MIN_STAMP_MS <= entry.stamp_ms <= MAX_STAMP_MS:
+        results = [log.Result(code=log.INVALID_ARGUMENT, message=f"stamp {entry.stamp_ms} out of range")]
+        applier.entry = log.Entry()
+        _finish(applier, results, rejected=True)
+        return results
     if handler is None:
         results = [log.Result(code=log.INVALID_ARGUMENT, message="entry has no known body")]
         _finish(applier, results, rejected=True)
@@ -364,6 +387,10 @@ def _prune_requests(tables: Tables, stamp_ms: int) -> None:
 
 def _guarded(request_id: str, applier: Applier, body: Callable[[], log.Result]) -> log.Result:
     """Run one request once: a repeat returns the stored result unchanged."""
+    try:
+        check_request_id(request_id)
+    except Rejected as exc:
+        return log.Result(code=exc.code, message=exc.message)
     if request_id:
         earlier = read_result(applier.tables, request_id)
         if earlier is not None:

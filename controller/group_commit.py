@@ -40,6 +40,7 @@ class GroupCommit:
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
         self._slots = asyncio.Semaphore(max_in_flight)
         self._task: asyncio.Task[None] | None = None
+        self._flushing: set[asyncio.Task[None]] = set()
         self.batches = 0
         self.requests = 0
 
@@ -63,9 +64,15 @@ class GroupCommit:
                 pending.future.set_result(None)
 
     async def _run(self) -> None:
+        # The slot is taken before a request leaves the queue, so a cancelled
+        # flusher never holds a request that close() cannot see.
         while True:
-            first = await self._queue.get()
             await self._slots.acquire()
+            try:
+                first = await self._queue.get()
+            except asyncio.CancelledError:
+                self._slots.release()
+                raise
             batch, size = [first], first.size
             while (len(batch) < self._max_requests and not self._queue.empty()
                    and size + self._peek_size() <= self._max_bytes):
@@ -74,19 +81,24 @@ class GroupCommit:
                 size += item.size
             self.batches += 1
             self.requests += len(batch)
-            asyncio.get_running_loop().create_task(self._flush(batch))
+            task = asyncio.get_running_loop().create_task(self._flush(batch))
+            self._flushing.add(task)
+            task.add_done_callback(self._flushing.discard)
 
     def _peek_size(self) -> int:
         head: _Pending = self._queue._queue[0]  # type: ignore[attr-defined]
         return head.size
 
     async def _flush(self, batch: list[_Pending]) -> None:
+        results: list[log.Result | None]
         try:
-            results = await self._propose([p.request for p in batch])
+            results = list(await self._propose([p.request for p in batch]))
         except Exception:  # noqa: BLE001 - every waiter must be released
-            results = [None] * len(batch)
+            results = []
         finally:
             self._slots.release()
+        if len(results) != len(batch):  # outcome unknown: callers confirm through committed state
+            results = [None] * len(batch)
         for pending, result in zip(batch, results, strict=True):
             if not pending.future.done():
                 pending.future.set_result(result)

@@ -186,8 +186,7 @@ class Replica:
 
     async def submit_jobs(self, request: api.SubmitJobsRequest) -> api.SubmitJobsResponse:
         self.require_leader()
-        if not request.request_id:
-            request.request_id = uuid.uuid4().hex
+        _ensure_request_id(request)
         with self.store.read() as tables:
             earlier = fsm.read_result(tables, request.request_id)
             if earlier is None:
@@ -243,8 +242,7 @@ class Replica:
 
     async def control_job(self, request: api.ControlJobRequest) -> api.JobResponse:
         self.require_leader()
-        if not request.request_id:
-            request.request_id = uuid.uuid4().hex
+        _ensure_request_id(request)
         with self.store.read() as tables:
             if fsm.read_result(tables, request.request_id) is None:
                 try:
@@ -256,8 +254,7 @@ class Replica:
 
     async def modify_job(self, request: api.ModifyJobRequest) -> api.JobResponse:
         self.require_leader()
-        if not request.request_id:
-            request.request_id = uuid.uuid4().hex
+        _ensure_request_id(request)
         with self.store.read() as tables:
             if fsm.read_result(tables, request.request_id) is None:
                 try:
@@ -282,8 +279,7 @@ class Replica:
 
     async def _put_queue(self, request: api.PutQueueRequest, create: bool) -> api.QueueResponse:
         self.require_leader()
-        if not request.request_id:
-            request.request_id = uuid.uuid4().hex
+        _ensure_request_id(request)
         try:
             fsm.check_queue(request.queue)
         except fsm.Rejected as exc:
@@ -383,6 +379,16 @@ def server_options() -> list[tuple[str, Any]]:
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.so_reuseport", 0),
     ]
+
+
+def _ensure_request_id(request: Any) -> None:
+    """Give a request without an id a fresh one; refuse one too long to store."""
+    if not request.request_id:
+        request.request_id = uuid.uuid4().hex
+    try:
+        fsm.check_request_id(request.request_id)
+    except fsm.Rejected as exc:
+        raise _rejected(exc) from None
 
 
 def _resolve(future: asyncio.Future[Any], value: Any) -> None:

@@ -206,9 +206,15 @@ class StateStore:
             magic = f.read(len(SNAPSHOT_MAGIC))
             if magic != SNAPSHOT_MAGIC:
                 raise StoreError(f"{path} is not an XCE snapshot")
-            (size,) = struct.unpack(">I", f.read(4))
-            header: dict[str, Any] = json.loads(f.read(size))
-            return header, len(SNAPSHOT_MAGIC) + 4 + size
+            try:
+                (size,) = struct.unpack(">I", f.read(4))
+                header = json.loads(f.read(size))
+            except (struct.error, ValueError) as exc:
+                raise StoreError(f"{path}: corrupt snapshot header: {exc}") from exc
+        if not isinstance(header, dict) or not isinstance(header.get("cluster_id"), str) \
+                or not isinstance(header.get("applied_index"), int):
+            raise StoreError(f"{path}: corrupt snapshot header: missing cluster_id or applied_index")
+        return header, len(SNAPSHOT_MAGIC) + 4 + size
 
     def restore_snapshot(self, path: Path) -> bool:
         """Replace the state with the snapshot's if it is newer; True if replaced."""
@@ -226,6 +232,7 @@ class StateStore:
             shutil.copyfileobj(src, dst, 1 << 20)
             dst.flush()
             os.fsync(dst.fileno())
+        self._check_incoming(incoming, header["applied_index"])
         with self._lock.write():
             self._env.close()
             self.path.rename(old)
@@ -234,6 +241,24 @@ class StateStore:
             shutil.rmtree(old)
             self._env, self._dbs = self._open(self.path)
         return True
+
+
+    def _check_incoming(self, incoming: Path, applied_index: int) -> None:
+        """Open the received copy before the local state is touched."""
+        try:
+            env, dbs = self._open(incoming)
+        except StoreError:
+            shutil.rmtree(incoming, ignore_errors=True)
+            raise
+        try:
+            with env.begin() as txn:
+                meta = fsm.read_meta(LmdbTables(txn, dbs))
+        finally:
+            env.close()
+        if meta.applied_index != applied_index:
+            shutil.rmtree(incoming, ignore_errors=True)
+            raise StoreError(f"snapshot body is at index {meta.applied_index}, "
+                             f"its header says {applied_index}")
 
 
 def _fsync_dir(path: Path) -> None:

@@ -1,0 +1,196 @@
+"""Unit tests of the cluster configuration loader (controller/config.py)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from controller import config
+from controller.config import ConfigError
+from xce.v1 import api_pb2 as api
+
+REPLICAS = """
+[[replicas]]
+id = 1
+grpc = "127.0.0.1:7101"
+raft = "127.0.0.1:7201"
+
+[[replicas]]
+id = 2
+grpc = "127.0.0.1:7102"
+raft = "127.0.0.1:7202"
+"""
+
+GOOD = """
+cluster_id = "demo"
+password = "s3cret"
+data_dir = "xce-data"
+default_queue = "low"
+max_slots_per_job = 64
+
+[raft]
+election_min_s = 0.5
+election_max_s = 0.9
+
+[[queues]]
+name = "normal"
+priority = 30
+
+[[queues]]
+name = "low"
+priority = 10
+description = "background"
+closed = true
+""" + REPLICAS
+
+
+def write(tmp_path: Path, text: str, name: str = "xce.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def load_error(tmp_path: Path, text: str) -> str:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        config.load(path)
+    message = str(caught.value)
+    assert str(path.resolve()) in message  # every message names the file
+    return message
+
+
+# ---------------------------------------------------------------- good files
+
+
+def test_good_file_loads_every_field(tmp_path: Path) -> None:
+    loaded = config.load(write(tmp_path, GOOD))
+    assert loaded.cluster_id == "demo"
+    assert loaded.password == "s3cret"
+    assert loaded.data_dir == tmp_path.resolve() / "xce-data"
+    assert loaded.default_queue == "low"
+    assert loaded.max_slots_per_job == 64
+    assert loaded.queues == (api.Queue(name="normal", priority=30),
+                             api.Queue(name="low", priority=10, description="background", closed=True))
+    assert [(r.id, r.grpc, r.raft) for r in loaded.replicas] == [
+        (1, "127.0.0.1:7101", "127.0.0.1:7201"), (2, "127.0.0.1:7102", "127.0.0.1:7202")]
+    assert (loaded.raft.election_min_s, loaded.raft.election_max_s) == (0.5, 0.9)
+    assert loaded.replica(2).grpc == "127.0.0.1:7102"
+    assert loaded.replica_dir(2) == tmp_path.resolve() / "xce-data" / "replica-2"
+    assert loaded.grpc_for_raft("127.0.0.1:7201") == "127.0.0.1:7101"
+    assert loaded.grpc_for_raft("127.0.0.1:9999") is None
+
+
+def test_minimal_file_gets_defaults(tmp_path: Path) -> None:
+    loaded = config.load(write(tmp_path, 'cluster_id = "c1"\npassword = "p"\n' + REPLICAS))
+    assert loaded.queues == (api.Queue(name="normal", priority=30),)
+    assert loaded.default_queue == "normal"
+    assert loaded.max_slots_per_job == 1024
+    assert loaded.data_dir == tmp_path.resolve() / "data"
+
+
+def test_default_queue_is_the_first_queue_when_not_given(tmp_path: Path) -> None:
+    text = 'cluster_id = "c1"\npassword = "p"\n[[queues]]\nname = "gpu"\n[[queues]]\nname = "cpu"\n'
+    assert config.load(write(tmp_path, text + REPLICAS)).default_queue == "gpu"
+
+
+def test_password_file_is_read_relative_to_the_config(tmp_path: Path) -> None:
+    (tmp_path / "secret").write_text("  from-file\n")
+    loaded = config.load(write(tmp_path, 'cluster_id = "c1"\npassword_file = "secret"\n' + REPLICAS))
+    assert loaded.password == "from-file"
+
+
+def test_digest_follows_queues_and_limits_only(tmp_path: Path) -> None:
+    base = config.load(write(tmp_path, GOOD))
+    same = config.load(write(tmp_path, GOOD.replace('"s3cret"', '"other"').replace(
+        "election_min_s = 0.5", "election_min_s = 0.4"), "b.toml"))
+    assert same.digest() == base.digest()
+    assert len(base.digest()) == 16
+    reordered = GOOD.replace('name = "normal"\npriority = 30', 'name = "normal"\npriority = 31')
+    assert config.load(write(tmp_path, reordered, "c.toml")).digest() != base.digest()
+    assert config.load(write(tmp_path, GOOD.replace("= 64", "= 65"), "d.toml")).digest() != base.digest()
+
+
+def test_unknown_replica_id_is_a_config_error(tmp_path: Path) -> None:
+    loaded = config.load(write(tmp_path, GOOD))
+    with pytest.raises(ConfigError, match=r"no replica with id 3 \(ids: 1, 2\)"):
+        loaded.replica(3)
+
+
+# ---------------------------------------------------------------- bad files
+
+
+def test_missing_password_is_refused(tmp_path: Path) -> None:
+    message = load_error(tmp_path, GOOD.replace('password = "s3cret"\n', ""))
+    assert "a password (or password_file) is mandatory" in message
+
+
+def test_empty_password_is_refused(tmp_path: Path) -> None:
+    assert "mandatory" in load_error(tmp_path, GOOD.replace('"s3cret"', '""'))
+
+
+def test_empty_password_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "secret").write_text("\n")
+    text = GOOD.replace('password = "s3cret"', 'password_file = "secret"')
+    assert "mandatory" in load_error(tmp_path, text)
+
+
+def test_unreadable_password_file_is_refused(tmp_path: Path) -> None:
+    text = GOOD.replace('password = "s3cret"', 'password_file = "no-such-file"')
+    assert "cannot read password_file" in load_error(tmp_path, text)
+
+
+def test_duplicate_replica_ids_are_refused(tmp_path: Path) -> None:
+    assert "duplicate replica ids" in load_error(tmp_path, GOOD.replace("id = 2", "id = 1"))
+
+
+def test_unknown_default_queue_is_refused(tmp_path: Path) -> None:
+    message = load_error(tmp_path, GOOD.replace('default_queue = "low"', 'default_queue = "gpu"'))
+    assert "default_queue 'gpu' is not among [[queues]]" in message
+
+
+def test_invalid_toml_is_refused(tmp_path: Path) -> None:
+    message = load_error(tmp_path, GOOD + "\nthis is = not [toml\n")
+    assert "not valid TOML" in message
+
+
+def test_non_utf8_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "xce.toml"
+    path.write_bytes(b'cluster_id = "\xff"\n')
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        config.load(path)
+
+
+def test_missing_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no configuration file at"):
+        config.load(tmp_path / "absent.toml")
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    (('cluster_id = "demo"\n', ""), "missing cluster_id"),
+    (('cluster_id = "demo"', "cluster_id = 5"), "cluster_id must be a str"),
+    (('cluster_id = "demo"', 'cluster_id = "my-cluster"'), "cluster_id must be letters, digits, _ or ."),
+    (('cluster_id = "demo"', 'cluster_id = ""'), "cluster_id must be"),
+    (("max_slots_per_job = 64", "max_slots_per_job = 0"), "max_slots_per_job must be a positive integer"),
+    (("max_slots_per_job = 64", 'max_slots_per_job = "64"'), "max_slots_per_job must be a positive"),
+    (("election_min_s = 0.5", "election_minimum = 0.5"), "[raft]"),
+    (('grpc = "127.0.0.1:7102"\n', ""), "missing grpc"),
+    (("id = 2", 'id = "2"'), "id must be a int"),
+    (('name = "normal"', "name = 3"), "name must be a str"),
+], ids=["no-cluster-id", "cluster-id-type", "cluster-id-dash", "cluster-id-empty", "slots-zero",
+        "slots-string", "raft-unknown", "replica-no-grpc", "replica-id-type", "queue-name-type"])
+def test_malformed_field_is_refused(tmp_path: Path, change: tuple[str, str], words: str) -> None:
+    old, new = change
+    assert old in GOOD
+    assert words in load_error(tmp_path, GOOD.replace(old, new, 1))
+
+
+def test_no_replicas_is_refused(tmp_path: Path) -> None:
+    assert "no [[replicas]]" in load_error(tmp_path, GOOD.replace(REPLICAS, ""))
+
+
+@pytest.mark.parametrize("priority", ['"high"', "3000000000", "[1]"], ids=["text", "too-big", "list"])
+def test_bad_queue_priority_is_a_config_error(tmp_path: Path, priority: str) -> None:
+    # ConfigError is what main() reports cleanly; anything else is a traceback.
+    assert "priority" in load_error(tmp_path, GOOD.replace("priority = 10", f"priority = {priority}"))

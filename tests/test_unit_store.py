@@ -1,0 +1,267 @@
+"""Unit tests of the LMDB state store (controller/store.py): snapshots,
+restore, identity and corruption checks."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from controller import fsm
+from controller.store import SNAPSHOT_MAGIC, StateStore, StoreError
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+CLUSTER = "demo"
+STAMP_MS = 1_700_000_000_000
+
+
+def init_entry(cluster_id: str = CLUSTER) -> bytes:
+    return log.Entry(stamp_ms=STAMP_MS, proposer=1, init=log.InitCluster(
+        cluster_id=cluster_id, config_digest="d1", queues=[api.Queue(name="normal")])).SerializeToString()
+
+
+def submit_entry(request_id: str, count: int = 2) -> bytes:
+    entry = log.Entry(stamp_ms=STAMP_MS, proposer=1)
+    entry.submit.requests.add(request_id=request_id, jobs=[api.JobSpec(command=["true"])] * count)
+    return entry.SerializeToString()
+
+
+def fill(store: StateStore, first_index: int, entries: int) -> None:
+    for offset in range(entries):
+        data = init_entry() if first_index + offset == 1 else submit_entry(f"r{first_index + offset}")
+        results = store.apply(first_index + offset, data)
+        assert results is not None and results[0].code == log.OK
+
+
+@pytest.fixture
+def stores(tmp_path: Path) -> Iterator[list[StateStore]]:
+    """Stores opened by a test; each is closed at the end."""
+    opened: list[StateStore] = []
+    yield opened
+    for store in opened:
+        store.close()
+
+
+def open_store(stores: list[StateStore], path: Path, cluster_id: str = CLUSTER) -> StateStore:
+    store = StateStore(path, cluster_id)
+    stores.append(store)
+    return store
+
+
+def snapshot(store: StateStore, path: Path, header: dict[str, object] | None = None) -> Path:
+    with open(path, "wb") as out:
+        store.write_snapshot(out, header or {"raft": "entries"})
+    return path
+
+
+# ---------------------------------------------------------------- snapshots
+
+
+def test_snapshot_restores_into_another_store_of_the_cluster(
+        tmp_path: Path, stores: list[StateStore]) -> None:
+    source = open_store(stores, tmp_path / "a" / "state")
+    fill(source, 1, 5)
+    file = snapshot(source, tmp_path / "snap", {"raft": "abc", "members": [1, 2, 3]})
+
+    header, offset = StateStore.read_snapshot_header(file)
+    assert header == {"raft": "abc", "members": [1, 2, 3], "cluster_id": CLUSTER, "applied_index": 5}
+    assert offset == len(SNAPSHOT_MAGIC) + 4 + len(json.dumps(header, sort_keys=True).encode())
+
+    target = open_store(stores, tmp_path / "b" / "state")
+    fill(target, 1, 2)
+    assert target.restore_snapshot(file) is True
+    assert target.canonical_dump() == source.canonical_dump()
+    assert target.meta().applied_index == 5
+    # The swap leaves no side directories behind, and the store goes on.
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["state"]
+    assert target.apply(5, submit_entry("late")) is None
+    fill(target, 6, 1)
+    fill(source, 6, 1)
+    assert target.canonical_dump() == source.canonical_dump()
+
+
+def test_restored_state_survives_reopen(tmp_path: Path, stores: list[StateStore]) -> None:
+    source = open_store(stores, tmp_path / "a" / "state")
+    fill(source, 1, 3)
+    file = snapshot(source, tmp_path / "snap")
+    target = StateStore(tmp_path / "b" / "state", CLUSTER)
+    assert target.restore_snapshot(file)
+    target.close()
+    again = open_store(stores, tmp_path / "b" / "state")
+    assert again.canonical_dump() == source.canonical_dump()
+
+
+@pytest.mark.parametrize("target_entries", [3, 4], ids=["same-index", "newer"])
+def test_restore_refused_when_snapshot_is_not_newer(
+        tmp_path: Path, stores: list[StateStore], target_entries: int) -> None:
+    source = open_store(stores, tmp_path / "a" / "state")
+    fill(source, 1, 3)
+    file = snapshot(source, tmp_path / "snap")
+    target = open_store(stores, tmp_path / "b" / "state")
+    fill(target, 1, 1)
+    target.apply(2, init_entry())  # different content: a restore would show
+    for index in range(3, target_entries + 1):
+        target.apply(index, submit_entry(f"t{index}", count=1))
+    before = target.canonical_dump()
+    assert target.restore_snapshot(file) is False
+    assert target.canonical_dump() == before
+
+
+def test_restore_of_another_clusters_snapshot_raises(tmp_path: Path, stores: list[StateStore]) -> None:
+    source = open_store(stores, tmp_path / "a" / "state", cluster_id="other")
+    fill_other = [init_entry("other"), submit_entry("r2")]
+    for index, data in enumerate(fill_other, start=1):
+        source.apply(index, data)
+    file = snapshot(source, tmp_path / "snap")
+    target = open_store(stores, tmp_path / "b" / "state")
+    before = target.canonical_dump()
+    with pytest.raises(StoreError, match="other"):
+        target.restore_snapshot(file)
+    assert target.canonical_dump() == before
+
+
+@pytest.mark.parametrize("content", [b"", b"XCESNAP", b"PK\x03\x04 a zip file", b"hello world\n" * 100],
+                         ids=["empty", "short-magic", "zip", "text"])
+def test_non_xce_file_as_snapshot_raises(tmp_path: Path, stores: list[StateStore], content: bytes) -> None:
+    target = open_store(stores, tmp_path / "state")
+    fill(target, 1, 1)
+    before = target.canonical_dump()
+    file = tmp_path / "not-a-snapshot"
+    file.write_bytes(content)
+    with pytest.raises(StoreError, match="not an XCE snapshot"):
+        target.restore_snapshot(file)
+    assert target.canonical_dump() == before
+
+
+def test_interrupted_restore_swap_finishes_at_next_open(tmp_path: Path, stores: list[StateStore]) -> None:
+    source = open_store(stores, tmp_path / "a" / "state")
+    fill(source, 1, 3)
+    file = snapshot(source, tmp_path / "snap")
+    _, offset = StateStore.read_snapshot_header(file)
+    # A crash between the two renames: the old state moved away, the new one
+    # still under .incoming.
+    incoming = tmp_path / "b" / "state.incoming"
+    incoming.mkdir(parents=True)
+    (incoming / "data.mdb").write_bytes(file.read_bytes()[offset:])
+    (tmp_path / "b" / "state.old").mkdir()
+    target = open_store(stores, tmp_path / "b" / "state")
+    assert target.canonical_dump() == source.canonical_dump()
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["state"]
+
+
+# ---------------------------------------------------------------- identity and corruption
+
+
+def test_fresh_store_holds_only_its_identity(tmp_path: Path, stores: list[StateStore]) -> None:
+    store = open_store(stores, tmp_path / "state")
+    identity = b"identity"
+    expected = struct.pack(">HI", len("meta"), len(identity)) + b"meta" + identity
+    expected += struct.pack(">I", len(CLUSTER)) + CLUSTER.encode()
+    assert store.canonical_dump() == expected
+    assert store.meta() == log.Meta()
+
+
+def test_store_of_another_cluster_refuses_to_open(tmp_path: Path) -> None:
+    StateStore(tmp_path / "state", "alpha").close()
+    with pytest.raises(StoreError, match=r"belongs to cluster 'alpha', not 'beta'"):
+        StateStore(tmp_path / "state", "beta")
+    # The refusal changed nothing: its own cluster still opens it.
+    StateStore(tmp_path / "state", "alpha").close()
+
+
+@pytest.mark.parametrize("size", [100, 4096, 3 * 4096 + 7])
+def test_garbage_data_file_raises_corrupt(tmp_path: Path, size: int) -> None:
+    path = tmp_path / "state"
+    path.mkdir()
+    (path / "data.mdb").write_bytes(bytes((i * 37 + 11) % 256 for i in range(size)))
+    with pytest.raises(StoreError, match="corrupt"):
+        StateStore(path, CLUSTER)
+
+
+def test_jobs_without_identity_refuse_to_open(tmp_path: Path) -> None:
+    path = tmp_path / "state"
+    env = lmdb.open(str(path), max_dbs=8)
+    jobs = env.open_db(b"jobs")
+    with env.begin(write=True) as txn:
+        txn.put(fsm.job_key(1), api.Job(id=1).SerializeToString(), db=jobs)
+    env.close()
+    with pytest.raises(StoreError, match="no cluster identity"):
+        StateStore(path, CLUSTER)
+
+
+@pytest.mark.parametrize("content", [
+    SNAPSHOT_MAGIC + b"\x00\x00",
+    SNAPSHOT_MAGIC + struct.pack(">I", 4) + b"{bad",
+    SNAPSHOT_MAGIC + struct.pack(">I", 2) + b"{}",
+    SNAPSHOT_MAGIC + struct.pack(">I", 2) + b"[]",
+], ids=["truncated-length", "bad-json", "no-fields", "not-an-object"])
+def test_corrupt_snapshot_header_raises_store_error(
+        tmp_path: Path, stores: list[StateStore], content: bytes) -> None:
+    target = open_store(stores, tmp_path / "state")
+    fill(target, 1, 1)
+    before = target.canonical_dump()
+    file = tmp_path / "bad-snapshot"
+    file.write_bytes(content)
+    with pytest.raises(StoreError):
+        target.restore_snapshot(file)
+    assert target.canonical_dump() == before
+
+
+def test_snapshot_with_corrupt_body_keeps_the_local_state(tmp_path: Path, stores: list[StateStore]) -> None:
+    # A newer header over a body that is not an LMDB environment (a damaged
+    # transfer): the restore must fail without destroying the state it had.
+    target = open_store(stores, tmp_path / "b" / "state")
+    fill(target, 1, 3)
+    before = target.canonical_dump()
+    raw = json.dumps({"cluster_id": CLUSTER, "applied_index": 100}).encode()
+    file = tmp_path / "snap"
+    file.write_bytes(SNAPSHOT_MAGIC + struct.pack(">I", len(raw)) + raw + bytes(range(256)) * 40)
+    with pytest.raises(StoreError):
+        target.restore_snapshot(file)
+    assert target.canonical_dump() == before
+    fill(target, 4, 1)
+
+
+# ---------------------------------------------------------------- apply failures
+
+
+def test_entry_whose_apply_raises_is_recorded_as_rejected_with_nothing_half_written(
+        tmp_path: Path, stores: list[StateStore], monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(stores, tmp_path / "state")
+    fill(store, 1, 1)
+
+    def half_then_crash(applier: fsm.Applier) -> list[log.Result]:
+        applier.put_job(api.Job(id=77))
+        raise RuntimeError("bug in a handler")
+
+    monkeypatch.setitem(fsm._HANDLERS, "submit", half_then_crash)
+    results = store.apply(2, submit_entry("r2"))
+    assert results is not None and len(results) == 1
+    assert results[0].code == log.FAILED_PRECONDITION and "bug in a handler" in results[0].message
+    with store.read() as tables:
+        assert fsm.read_job(tables, 77) is None
+        event = log.Event.FromString(tables.get("events", fsm.revision_key(2)) or b"")
+    assert event.rejected.code == log.FAILED_PRECONDITION and list(event.changes) == []
+    assert store.meta().applied_index == 2
+    assert store.apply(2, submit_entry("r2")) is None
+
+
+def test_storage_error_during_apply_propagates_and_commits_nothing(
+        tmp_path: Path, stores: list[StateStore], monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(stores, tmp_path / "state")
+    fill(store, 1, 1)
+    before = store.canonical_dump()
+
+    def disk_full(applier: fsm.Applier) -> list[log.Result]:
+        applier.put_job(api.Job(id=77))
+        raise lmdb.MapFullError("disk full")
+
+    monkeypatch.setitem(fsm._HANDLERS, "submit", disk_full)
+    with pytest.raises(lmdb.Error):
+        store.apply(2, submit_entry("r2"))
+    assert store.canonical_dump() == before
