@@ -199,7 +199,7 @@ class RaftNode:
             os._exit(70)
 
     def _on_tick(self) -> None:
-        self._wal.flush()
+        self._wal.flush(lazy_commit_index=True)
         now = _monotonic()
         if now - self._last_keepalive >= self.settings.keepalive_s:
             self._last_keepalive = now
@@ -246,7 +246,7 @@ def _durable_transport(wal: LmdbJournal) -> type:
         """Flushes the WAL before any Raft message leaves this node."""
 
         def send(self, node: Any, message: Any) -> bool:
-            wal.flush()
+            wal.flush(lazy_commit_index=True)
             return bool(super().send(node, message))
 
     return DurableTransport

@@ -42,6 +42,7 @@ class LmdbJournal:
         self._pending: list[tuple[str, int, int, bytes]] = []
         self._meta: dict[str, Any] = {"commit": 1, "term": 0, "vote": None}
         self._meta_dirty = False
+        self._vote_dirty = False
         with self._env.begin() as txn:
             raw = txn.get(b"state", db=self._meta_db)
             if raw is not None:
@@ -101,7 +102,7 @@ class LmdbJournal:
     def setCurrentTerm(self, term: int, votedForNodeId: Any) -> None:  # noqa: N802,N803
         self._meta["term"] = term
         self._meta["vote"] = None if votedForNodeId is None else str(votedForNodeId)
-        self._meta_dirty = True
+        self._meta_dirty = self._vote_dirty = True
         self.flush()
 
     def getCurrentTerm(self) -> int:  # noqa: N802
@@ -116,9 +117,14 @@ class LmdbJournal:
 
     # -------------------------------------------------------------- durability
 
-    def flush(self) -> None:
-        """Make every change so far durable, in one synced transaction."""
-        if not self._pending and not self._meta_dirty:
+    def flush(self, lazy_commit_index: bool = False) -> None:
+        """Make every change so far durable, in one synced transaction.
+
+        With `lazy_commit_index` a changed commit index alone is not worth an
+        fsync (Raft recovers it from the leader); it rides along with the next
+        entries or the once-a-second flush.
+        """
+        if not self._pending and not self._vote_dirty and (lazy_commit_index or not self._meta_dirty):
             return
         pending, self._pending = self._pending, []
         with self._env.begin(write=True) as txn:
@@ -131,7 +137,7 @@ class LmdbJournal:
                     self._delete_range(txn, idx, op)
             if self._meta_dirty:
                 txn.put(b"state", json.dumps(self._meta).encode(), db=self._meta_db)
-        self._meta_dirty = False
+        self._meta_dirty = self._vote_dirty = False
 
     def _delete_range(self, txn: lmdb.Transaction, idx: int, op: str) -> None:
         cursor = txn.cursor(db=self._log)
