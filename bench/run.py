@@ -1,0 +1,170 @@
+"""`make bench`: XCE's committed submit rate and failover time, beside etcd's.
+
+Prints a table and, last, one JSON line with every figure; the same JSON goes
+to bench/results/latest.json. It reports, it never asserts: a part that fails
+is reported as an error and the other figures are still printed.
+See bench/README.md for what is measured and how.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import etcd_bench
+import xce_bench
+
+RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=10.0, help="duration of each load level")
+    ap.add_argument("--clients", default="1,16", help="client process counts, comma separated")
+    ap.add_argument("--max-ops", type=int, default=100_000, help="cap on operations per client")
+    ap.add_argument("--kills", type=int, default=10, help="leader kills per system (0: none)")
+    ap.add_argument("--no-etcd", action="store_true", help="skip the etcd comparison")
+    ap.add_argument("--output", type=Path, default=RESULTS, help="where the JSON goes")
+    return ap.parse_args(argv)
+
+
+def code_version() -> str:
+    """HEAD, plus '+dirty' if code outside bench/ differs from it: the figures
+    belong to the code that was on disk, and replicas restarted mid-run load it anew."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True,
+                              capture_output=True, timeout=10).stdout.strip()
+        status = ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench"]
+        dirty = subprocess.run(status, cwd=REPO, text=True, capture_output=True,
+                               timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    return (head or "?") + ("+dirty" if dirty else "")
+
+
+def guarded(part: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run one part; an exception becomes {"error": ...} so the rest still reports."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - reported, never raised
+        traceback.print_exc(file=sys.stderr)
+        return {"error": f"{part} failed: {type(exc).__name__}: {exc}"}
+
+
+def ratios(xce: dict[str, Any], etcd: dict[str, Any], levels: Sequence[int]) -> dict[str, Any]:
+    """XCE/etcd: above 1 means XCE is faster for throughput, slower for failover."""
+    out: dict[str, Any] = {}
+    for clients in levels:
+        out[f"throughput_{clients}c"] = _ratio(_get(xce, "throughput", str(clients), "per_s"),
+                                                _get(etcd, "throughput", str(clients), "per_s"))
+    out["failover_p99"] = _ratio(_get(xce, "failover", "p99_ms"), _get(etcd, "failover", "p99_ms"))
+    return out
+
+
+def _get(tree: dict[str, Any], *keys: str) -> float | None:
+    node: Any = tree
+    for key in keys:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return float(node) if isinstance(node, int | float) else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def table(report: dict[str, Any], levels: Sequence[int]) -> str:
+    xce, etcd = report["xce"], report["etcd"]
+    rows = [row for c in levels for row in _load_rows(report, c)] + _failover_rows(report)
+    lines = [f"{'':38}{'XCE':>10}{'etcd':>10}{'XCE/etcd':>10}"]
+    lines += [f"{name:38}{_fmt(a):>10}{_fmt(b):>10}{_fmt(r, 2):>10}" for name, a, b, r in rows]
+    for part, tree in (("XCE", xce), ("etcd", etcd)):
+        for key in ("error", "skipped"):
+            if key in tree:
+                lines.append(f"{part} {key}: {tree[key]}")
+    return "\n".join(lines)
+
+
+Row = tuple[str, float | None, float | None, float | None]  # name, XCE, etcd, ratio
+
+
+def _load_rows(report: dict[str, Any], clients: int) -> list[Row]:
+    xce, etcd, n = report["xce"], report["etcd"], str(clients)
+    label = f"{clients} client{'s' if clients != 1 else ''}"
+    rows: list[Row] = [(f"writes/s, {label}", _get(xce, "throughput", n, "per_s"),
+                        _get(etcd, "throughput", n, "per_s"),
+                        report["ratios"].get(f"throughput_{clients}c"))]
+    for key, name in (("p50_ms", "p50 latency ms"), ("p99_ms", "p99 latency ms"),
+                      ("errors", "errors")):
+        rows.append((f"  {name}, {label}", _get(xce, "throughput", n, key),
+                     _get(etcd, "throughput", n, key), None))
+    return rows
+
+
+def _failover_rows(report: dict[str, Any]) -> list[Row]:
+    xce, etcd = report["xce"], report["etcd"]
+    kills = _get(xce, "failover", "kills") or _get(etcd, "failover", "kills") or 0
+    return [(f"failover {stat} ms ({kills:.0f} kills)", _get(xce, "failover", f"{stat}_ms"),
+             _get(etcd, "failover", f"{stat}_ms"),
+             report["ratios"].get("failover_p99") if stat == "p99" else None)
+            for stat in ("p50", "p99", "max")]
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    if digits == 1 and (value.is_integer() or value >= 100):  # counts, rates: decimals are noise
+        digits = 0
+    return f"{value:,.{digits}f}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # SIGTERM unwinds like Ctrl-C, so the finally blocks stop both clusters.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    args = parse_args(argv)
+    levels = [int(c) for c in args.clients.split(",")]
+    report: dict[str, Any] = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "code": code_version(),
+        "settings": {"seconds": args.seconds, "clients": levels, "max_ops_per_client": args.max_ops,
+                     "kills": args.kills},
+    }
+    print(f"# XCE bench: {levels} client processes, {args.seconds:g} s per level, "
+          f"{args.kills} leader kills, {os.cpu_count()} CPUs", file=sys.stderr, flush=True)
+    report["xce"] = guarded("XCE", lambda: xce_bench.run(levels, args.seconds, args.max_ops,
+                                                         args.kills))
+    if args.no_etcd:
+        report["etcd"] = {"skipped": "--no-etcd"}
+    else:
+        report["etcd"] = guarded("etcd", lambda: etcd_bench.run(levels, args.seconds, args.max_ops,
+                                                               args.kills))
+    report["ratios"] = ratios(report["xce"], report["etcd"], levels)
+    print(f"XCE code {report['code']}, {os.cpu_count()} CPUs, {args.seconds:g} s per level")
+    print(table(report, levels))
+    if code_version() != report["code"]:
+        report["code_after"] = code_version()
+        print(f"warning: the code changed during the run ({report['code']} -> "
+              f"{report['code_after']}); figures may mix versions")
+    line = json.dumps(report, separators=(",", ":"))
+    print(line, flush=True)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
