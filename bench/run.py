@@ -35,6 +35,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--clients", default="1,16", help="client process counts, comma separated")
     ap.add_argument("--max-ops", type=int, default=100_000, help="cap on operations per client")
     ap.add_argument("--kills", type=int, default=10, help="leader kills per system (0: none)")
+    ap.add_argument("--bulk", type=int, default=10,
+                    help="jobs per request of the extra bulk-submit level (1: skip it)")
     ap.add_argument("--no-etcd", action="store_true", help="skip the etcd comparison")
     ap.add_argument("--output", type=Path, default=RESULTS, help="where the JSON goes")
     return ap.parse_args(argv)
@@ -88,7 +90,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def table(report: dict[str, Any], levels: Sequence[int]) -> str:
     xce, etcd = report["xce"], report["etcd"]
-    rows = [row for c in levels for row in _load_rows(report, c)] + _failover_rows(report)
+    rows = [row for c in levels for row in _load_rows(report, c)]
+    rows += _bulk_rows(report) + _failover_rows(report)
     lines = [f"{'':38}{'XCE':>10}{'etcd':>10}{'XCE/etcd':>10}"]
     lines += [f"{name:38}{_fmt(a):>10}{_fmt(b):>10}{_fmt(r, 2):>10}" for name, a, b, r in rows]
     for part, tree in (("XCE", xce), ("etcd", etcd)):
@@ -112,6 +115,15 @@ def _load_rows(report: dict[str, Any], clients: int) -> list[Row]:
         rows.append((f"  {name}, {label}", _get(xce, "throughput", n, key),
                      _get(etcd, "throughput", n, key), None))
     return rows
+
+
+def _bulk_rows(report: dict[str, Any]) -> list[Row]:
+    bulk = report["xce"].get("bulk")
+    if not bulk:
+        return []
+    label = f"{bulk['clients']} clients x {bulk['jobs_per_request']} jobs/request"
+    return [(f"jobs/s, {label}", bulk["jobs_per_s"], None, None),
+            ("  p99 request latency ms", bulk.get("p99_ms"), None, None)]
 
 
 def _failover_rows(report: dict[str, Any]) -> list[Row]:
@@ -141,12 +153,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "code": code_version(),
         "settings": {"seconds": args.seconds, "clients": levels, "max_ops_per_client": args.max_ops,
-                     "kills": args.kills},
+                     "kills": args.kills, "bulk_jobs_per_request": args.bulk},
     }
     print(f"# XCE bench: {levels} client processes, {args.seconds:g} s per level, "
           f"{args.kills} leader kills, {os.cpu_count()} CPUs", file=sys.stderr, flush=True)
     report["xce"] = guarded("XCE", lambda: xce_bench.run(levels, args.seconds, args.max_ops,
-                                                         args.kills))
+                                                         args.kills, args.bulk))
     if args.no_etcd:
         report["etcd"] = {"skipped": "--no-etcd"}
     else:

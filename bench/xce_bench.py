@@ -53,21 +53,22 @@ def job_spec(size: int = SPEC_BYTES) -> api.JobSpec:
     return spec
 
 
-def make_submit_op(addresses: list[str]) -> Callable[[int], None]:
+def make_submit_op(addresses: list[str], jobs_per_request: int = 1) -> Callable[[int], None]:
     """Runs in a client process: its own Client, warmed up (leader found, channel open)."""
     client = Client(addresses, deadline_s=LOAD_DEADLINE_S)
-    spec = job_spec()
-    client.submit([spec])
+    specs = [job_spec()] * jobs_per_request
+    client.submit(specs)
 
     def submit(_: int) -> None:
-        client.submit([spec])  # one job per SubmitJobs, waits for commit + apply
+        client.submit(specs)  # one SubmitJobs call, waits for commit + apply
 
     return submit
 
 
-def throughput(cluster: LocalCluster, clients: int, seconds: float, max_ops: int) -> LoadResult:
+def throughput(cluster: LocalCluster, clients: int, seconds: float, max_ops: int,
+               jobs_per_request: int = 1) -> LoadResult:
     cluster.leader()  # do not start the clock before the cluster serves writes
-    return run_clients(make_submit_op, [(cluster.addresses,)] * clients, seconds, max_ops)
+    return run_clients(make_submit_op, [(cluster.addresses, jobs_per_request)] * clients, seconds, max_ops)
 
 
 def failover_once(cluster: LocalCluster, spec: api.JobSpec) -> FailoverSample:
@@ -127,7 +128,8 @@ def failover_summary(samples: Sequence[FailoverSample]) -> dict[str, Any]:
             "samples": [s.summary() for s in samples]}
 
 
-def run(client_levels: Sequence[int], seconds: float, max_ops: int, kills: int) -> dict[str, Any]:
+def run(client_levels: Sequence[int], seconds: float, max_ops: int, kills: int,
+        bulk: int = 10) -> dict[str, Any]:
     """The whole XCE part; the cluster is stopped whatever happens."""
     result: dict[str, Any] = {"spec_bytes": job_spec().ByteSize(), "throughput": {}}
     with tempfile.TemporaryDirectory(prefix="xce-bench-") as data:
@@ -138,6 +140,14 @@ def run(client_levels: Sequence[int], seconds: float, max_ops: int, kills: int) 
                 load = throughput(cluster, clients, seconds, max_ops)
                 result["throughput"][str(clients)] = load.summary()
                 log(f"xce {clients} client(s): {load.per_second:.0f} submits/s")
+            if bulk > 1:
+                # Not comparable to etcd's single puts: how far group commit
+                # goes when the per-RPC cost is shared (like bsub of job arrays).
+                clients = max(client_levels)
+                load = throughput(cluster, clients, seconds, max_ops, jobs_per_request=bulk)
+                result["bulk"] = {"clients": clients, "jobs_per_request": bulk,
+                                  "jobs_per_s": round(load.per_second * bulk, 1), **load.summary()}
+                log(f"xce {clients} client(s) x {bulk} jobs/request: {load.per_second * bulk:.0f} jobs/s")
             if kills:
                 result["failover"] = failover_summary(failover(cluster, kills))
         finally:

@@ -56,7 +56,7 @@ class ClusterConfig:
     raft: RaftSettings = field(default_factory=RaftSettings)
     group_commit_max_requests: int = 512
     group_commit_max_bytes: int = 1 << 20
-    group_commit_max_in_flight: int = 2
+    group_commit_max_in_flight: int = 1
 
     def replica(self, replica_id: int) -> Replica:
         for replica in self.replicas:
@@ -122,12 +122,16 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
     raft_raw = raw.get("raft", {})
     try:
         raft = RaftSettings(**raft_raw)
-    except TypeError as exc:
+        raft.check()
+    except (TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: [raft]: {exc}") from exc
+    group = raw.get("group_commit", {})
     return ClusterConfig(path=path, cluster_id=cluster_id, password=password,
                          data_dir=base / raw.get("data_dir", "data"), replicas=replicas,
                          queues=queues, default_queue=default_queue, max_slots_per_job=max_slots,
-                         raft=raft)
+                         raft=raft, group_commit_max_requests=int(group.get("max_requests", 512)),
+                         group_commit_max_bytes=int(group.get("max_bytes", 1 << 20)),
+                         group_commit_max_in_flight=int(group.get("max_in_flight", 1)))
 
 
 def _get(raw: dict[str, Any], key: str, kind: type, path: Path) -> Any:

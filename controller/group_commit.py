@@ -33,7 +33,7 @@ class _Pending:
 
 class GroupCommit:
     def __init__(self, propose: Proposer, max_requests: int = 512, max_bytes: int = 1 << 20,
-                 max_in_flight: int = 2) -> None:
+                 max_in_flight: int = 1) -> None:
         self._propose = propose
         self._max_requests = max_requests
         self._max_bytes = max_bytes

@@ -19,6 +19,9 @@ What we change about pysyncobj 0.3.17, and why:
   `connectionTimeout`, and the first vote request after a leader dies would
   otherwise be dropped.
 - `leaderFallbackTimeout` ~1 s so a cut-off leader steps down quickly.
+- Staggered election windows per replica and a 10 ms tick (pysyncobj only
+  looks at its election deadline once per tick), so that the survivors of a
+  leader kill do not split the vote.
 
 Everything pysyncobj calls back (apply, proposal callbacks, state changes)
 runs in its tick thread; callers hand results to their own threads.
@@ -71,13 +74,33 @@ ProposalCallback = Callable[[Any, int], None]
 class RaftSettings:
     compaction_min_entries: int = 200_000
     compaction_min_time_s: float = 3600.0
-    election_min_s: float = 0.35
-    election_max_s: float = 0.7
+    # Each replica draws its election timeout from its own window: the
+    # replica at position k (in address order) from [min + k*stagger,
+    # max + k*stagger]. Disjoint windows mean the two survivors of a leader
+    # kill never time out together, so the first election does not split
+    # (with one shared window about 1 kill in 5 split the vote; +0.6 s).
+    election_min_s: float = 0.3
+    election_max_s: float = 0.4
+    election_stagger_s: float = 0.15
     leader_fallback_s: float = 1.0
-    heartbeat_s: float = 0.1
+    heartbeat_s: float = 0.05
+    # pysyncobj checks election deadlines only once per tick; a coarse tick
+    # leaves few distinct moments for the survivors to time out, and two that
+    # time out together split the vote (one more election, ~0.6 s).
+    tick_s: float = 0.01
     keepalive_s: float = 0.3
     connection_timeout_s: float = 3.5
     reconnect_s: float = 0.3
+
+
+    def check(self) -> None:
+        """Raise ValueError for settings pysyncobj would refuse or that cannot work."""
+        if self.election_min_s <= 3 * self.heartbeat_s:
+            raise ValueError("election_min_s must be more than 3 heartbeats (heartbeat_s)")
+        if self.election_max_s <= self.election_min_s:
+            raise ValueError("election_max_s must be more than election_min_s")
+        if self.election_stagger_s < 0 or self.tick_s <= 0 or self.compaction_min_entries < 2:
+            raise ValueError("election_stagger_s, tick_s and compaction_min_entries must be positive")
 
 
 @dataclass(frozen=True)
@@ -119,6 +142,7 @@ class RaftNode:
         marker = f"{_WAL_MARKER}{data_dir}"
         _journals[marker] = wal
         s = self.settings
+        rank = sorted(set(peers) | {self_address}).index(self_address)
         conf = SyncObjConf(
             password=password,
             journalFile=marker,
@@ -127,10 +151,11 @@ class RaftNode:
             deserializer=self._deserialize,
             logCompactionMinEntries=s.compaction_min_entries,
             logCompactionMinTime=s.compaction_min_time_s,
-            raftMinTimeout=s.election_min_s,
-            raftMaxTimeout=s.election_max_s,
+            raftMinTimeout=s.election_min_s + rank * s.election_stagger_s,
+            raftMaxTimeout=s.election_max_s + rank * s.election_stagger_s,
             leaderFallbackTimeout=s.leader_fallback_s,
             appendEntriesPeriod=s.heartbeat_s,
+            autoTickPeriod=s.tick_s,
             appendEntriesUseBatch=False,
             connectionTimeout=s.connection_timeout_s,
             connectionRetryTime=s.reconnect_s,

@@ -42,7 +42,7 @@ def new_request_id() -> str:
 
 class Client:
     def __init__(self, addresses: Sequence[str], deadline_s: float = 30.0, call_timeout_s: float = 5.0,
-                 max_backoff_s: float = 0.25, rng: random.Random | None = None) -> None:
+                 max_backoff_s: float = 0.1, rng: random.Random | None = None) -> None:
         if not addresses:
             raise ValueError("no controller addresses")
         self.addresses = list(addresses)
@@ -54,6 +54,7 @@ class Client:
         self._rng = rng or random.Random()
         self._target = self.addresses[0]
         self._channels: dict[str, grpc.Channel] = {}
+        self._stubs: dict[tuple[str, str], Any] = {}
         self.redirects = 0
         self.retries = 0
 
@@ -61,6 +62,7 @@ class Client:
         for channel in self._channels.values():
             channel.close()
         self._channels.clear()
+        self._stubs.clear()
 
     def __enter__(self) -> Client:
         return self
@@ -122,13 +124,11 @@ class Client:
 
     def call(self, service: str, method: str, request: Message, response_class: type[M]) -> M:
         deadline = time.monotonic() + self.deadline_s
-        backoff = 0.05
+        backoff = 0.02
         last = ""
         while True:
             target = self._target
-            stub = self._channel(target).unary_unary(
-                f"/xce.v1.{service}/{method}", request_serializer=_serialize,
-                response_deserializer=response_class.FromString)
+            stub = self._stub(target, f"/xce.v1.{service}/{method}", response_class)
             try:
                 timeout = min(self.call_timeout_s, max(0.1, deadline - time.monotonic()))
                 response: M = stub(request, timeout=timeout)
@@ -156,6 +156,14 @@ class Client:
         if address not in self.addresses:
             return self.addresses[0]
         return self.addresses[(self.addresses.index(address) + 1) % len(self.addresses)]
+
+    def _stub(self, address: str, path: str, response_class: type[Message]) -> Any:
+        stub = self._stubs.get((address, path))
+        if stub is None:
+            stub = self._channel(address).unary_unary(path, request_serializer=_serialize,
+                                                      response_deserializer=response_class.FromString)
+            self._stubs[(address, path)] = stub
+        return stub
 
     def _channel(self, address: str) -> grpc.Channel:
         channel = self._channels.get(address)
