@@ -194,3 +194,13 @@ def test_no_replicas_is_refused(tmp_path: Path) -> None:
 def test_bad_queue_priority_is_a_config_error(tmp_path: Path, priority: str) -> None:
     # ConfigError is what main() reports cleanly; anything else is a traceback.
     assert "priority" in load_error(tmp_path, GOOD.replace("priority = 10", f"priority = {priority}"))
+
+
+def test_raft_settings_pysyncobj_would_refuse_are_a_config_error(tmp_path: Path) -> None:
+    # pysyncobj asserts election timeout > 3 heartbeats deep in its constructor;
+    # the replica must say so at load time instead of dying with a traceback.
+    path = tmp_path / "cluster.toml"
+    path.write_text('cluster_id = "c"\npassword = "p"\n[[replicas]]\nid = 1\ngrpc = "127.0.0.1:1"\n'
+                    'raft = "127.0.0.1:2"\n[raft]\nelection_min_s = 0.1\nheartbeat_s = 0.05\n')
+    with pytest.raises(ConfigError, match="3 heartbeats"):
+        config.load(path)
