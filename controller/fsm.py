@@ -41,6 +41,7 @@ from xce.v1 import log_pb2 as log
 # How many events the resync stream can replay; older ones are dropped and
 # the floor moves up (a scheduler further behind gets a full snapshot).
 EVENTS_KEPT = 100_000
+EVENTS_MAX_BYTES = 64 << 20  # whichever bound is hit first
 # Request ids are remembered this long (by proposer time) to dedupe retries.
 REQUEST_RETENTION_MS = 24 * 3600 * 1000
 # Bound on the clean-up work one apply does, so no entry is slow to apply.
@@ -346,22 +347,27 @@ def _finish(applier: Applier, results: list[log.Result], rejected: bool) -> None
     event = log.Event(revision=index, changes=applier.changes)
     if rejected:
         event.rejected.CopyFrom(results[0])
-    tables.put("events", revision_key(index), event.SerializeToString(deterministic=True))
-    meta.events_floor = _prune_events(tables, index)
+    raw_event = event.SerializeToString(deterministic=True)
+    tables.put("events", revision_key(index), raw_event)
+    meta.events_bytes += len(raw_event)
+    meta.events_floor = _prune_events(tables, index, meta)
     _prune_requests(tables, applier.entry.stamp_ms)
     tables.put("meta", META_KEY, meta.SerializeToString(deterministic=True))
 
 
-def _prune_events(tables: Tables, index: int) -> int:
+def _prune_events(tables: Tables, index: int, meta: log.Meta) -> int:
+    """Drop the oldest events past either bound; return the new floor."""
     cutoff = index - EVENTS_KEPT
     doomed: list[bytes] = []
     floor = index
-    for key, _ in tables.scan("events"):
+    for key, value in tables.scan("events"):
         revision = struct.unpack(">Q", key)[0]
-        if revision > cutoff or len(doomed) >= PRUNE_PER_APPLY:
+        too_old = revision <= cutoff or (meta.events_bytes > EVENTS_MAX_BYTES and revision < index)
+        if not too_old or len(doomed) >= PRUNE_PER_APPLY:
             floor = revision
             break
         doomed.append(key)
+        meta.events_bytes -= len(value)
     for key in doomed:
         tables.delete("events", key)
     return floor

@@ -73,6 +73,10 @@ ProposalCallback = Callable[[Any, int], None]
 @dataclass(frozen=True)
 class RaftSettings:
     compaction_min_entries: int = 200_000
+    # pysyncobj keeps the whole log in memory until a snapshot; large entries
+    # (group-committed batches) would exhaust memory long before the entry
+    # count bound, so past this many bytes we force a snapshot.
+    compaction_max_bytes: int = 256 << 20
     compaction_min_time_s: float = 3600.0
     # Each replica draws its election timeout from its own window: the
     # replica at position k (in address order) from [min + k*stagger,
@@ -225,6 +229,8 @@ class RaftNode:
 
     def _on_tick(self) -> None:
         self._wal.flush(lazy_commit_index=True)
+        if self._wal.size_bytes > self.settings.compaction_max_bytes:
+            self._replica.forceLogCompaction()
         now = _monotonic()
         if now - self._last_keepalive >= self.settings.keepalive_s:
             self._last_keepalive = now

@@ -39,6 +39,7 @@ class LmdbJournal:
         # snapshot is durable first (pysyncobj renames it without an fsync).
         self._before_truncate = before_truncate
         self._entries: list[Entry] = []
+        self.size_bytes = 0  # commands held in memory; the adapter compacts past a bound
         self._pending: list[tuple[str, int, int, bytes]] = []
         self._meta: dict[str, Any] = {"commit": 1, "term": 0, "vote": None}
         self._meta_dirty = False
@@ -51,22 +52,26 @@ class LmdbJournal:
                 index = struct.unpack(">Q", key)[0]
                 term = struct.unpack(">Q", value[:8])[0]
                 self._entries.append((bytes(value[8:]), index, term))
+                self.size_bytes += len(value) - 8
 
     # -------------------------------------------------------------- entries
 
     def add(self, command: bytes, idx: int, term: int) -> None:
         command = bytes(command)
         self._entries.append((command, idx, term))
+        self.size_bytes += len(command)
         self._pending.append(("put", idx, term, command))
 
     def clear(self) -> None:
         self._entries = []
+        self.size_bytes = 0
         self._pending.append(("clear", 0, 0, b""))
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:  # noqa: N802 (pysyncobj's name)
         if entryFrom >= len(self._entries):
             return
         first_gone = self._entries[entryFrom][1]
+        self.size_bytes -= sum(len(e[0]) for e in self._entries[entryFrom:])
         del self._entries[entryFrom:]
         self._pending.append(("from", first_gone, 0, b""))
 
@@ -76,6 +81,7 @@ class LmdbJournal:
         if self._before_truncate is not None:
             self._before_truncate()
         first_kept = self._entries[entryTo][1] if entryTo < len(self._entries) else None
+        self.size_bytes -= sum(len(e[0]) for e in self._entries[:entryTo])
         del self._entries[:entryTo]
         if first_kept is None:
             self._pending.append(("clear", 0, 0, b""))

@@ -20,13 +20,8 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(tmp_path_factory.mktemp("cli") / "xce-data")
-    try:
-        cluster.start()
-        cluster.leader()
+    with LocalCluster(tmp_path_factory.mktemp("cli") / "xce-data").running() as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def xce(cluster: LocalCluster, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:

@@ -24,15 +24,10 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(tmp_path_factory.mktemp("bad-input") / "cluster")
-    try:
-        cluster.start()
-        cluster.leader()
+    with LocalCluster(tmp_path_factory.mktemp("bad-input") / "cluster").running() as cluster:
         with cluster.client() as client:
             client.submit([api.JobSpec(command=["true"], name="existing")])
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def _revision(cluster: LocalCluster) -> int:

@@ -715,6 +715,29 @@ def test_events_older_than_the_window_are_pruned(backend: Backend) -> None:
     assert backend.meta().events_floor == fsm.EVENTS_KEPT + 1
 
 
+def test_events_past_the_byte_bound_are_pruned_oldest_first(
+        backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    ok(backend.one(init()))
+    for i in range(6):
+        ok(backend.one(submit(request(f"r{i}", spec("sleep", "1", name="x" * 200)))))
+    sizes = {}
+    with backend.read() as tables:
+        for key, value in tables.scan("events"):
+            sizes[key] = len(value)
+    assert backend.meta().events_bytes == sum(sizes.values())
+    # Room for about three events: the next apply drops the oldest ones.
+    monkeypatch.setattr(fsm, "EVENTS_MAX_BYTES", 3 * max(sizes.values()))
+    ok(backend.one(submit(request("last", spec("true")))))
+    kept = backend.keys("events")
+    assert kept[-1] == fsm.revision_key(backend.index)
+    assert len(kept) <= 4 and kept == sorted(kept)
+    meta = backend.meta()
+    with backend.read() as tables:
+        assert meta.events_bytes == sum(len(v) for _, v in tables.scan("events"))
+    assert meta.events_bytes <= fsm.EVENTS_MAX_BYTES
+    assert meta.events_floor == struct.unpack(">Q", kept[0])[0]
+
+
 def test_event_pruning_is_bounded_per_apply() -> None:
     backend = MemoryBackend()
     for _ in range(fsm.PRUNE_PER_APPLY + 50):

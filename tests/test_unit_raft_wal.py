@@ -230,3 +230,23 @@ def test_delete_entries_to_is_durable_immediately(wal_path: Path) -> None:
         j.deleteEntriesTo(2)
     """)
     assert reopened(wal_path)[0] == entries(2, first=3)
+
+
+def test_size_bytes_follows_adds_deletes_and_reopen(journal: LmdbJournal, wal_path: Path) -> None:
+    # The adapter forces a snapshot past a byte bound; the count must be right.
+    for entry in entries(10):
+        journal.add(*entry)
+    total = sum(len(e[0]) for e in entries(10))
+    assert journal.size_bytes == total
+    journal.deleteEntriesFrom(8)
+    journal.deleteEntriesTo(2)
+    assert journal.size_bytes == sum(len(e[0]) for e in entries(10)[2:8])
+    journal.flush()
+    journal.close()
+    again = LmdbJournal(wal_path)
+    try:
+        assert again.size_bytes == sum(len(e[0]) for e in entries(10)[2:8])
+        again.clear()
+        assert again.size_bytes == 0
+    finally:
+        again.close()

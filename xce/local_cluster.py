@@ -15,7 +15,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -150,6 +151,16 @@ class LocalCluster:
         except XceError as exc:
             return bool(exc.code == grpc.StatusCode.NOT_FOUND)
         return True
+
+    @contextmanager
+    def running(self) -> Iterator[LocalCluster]:
+        """Started, with a serving leader; stopped on the way out whatever happens."""
+        try:
+            self.start()
+            self.leader()
+            yield self
+        finally:
+            self.stop()
 
     def __enter__(self) -> LocalCluster:
         return self
