@@ -64,3 +64,5 @@ def test_cluster_up_serves_and_ctrl_c_stops_every_replica(tmp_path: Path) -> Non
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
