@@ -171,3 +171,49 @@ def test_wiped_replica_catches_up_through_snapshot(make_cluster) -> None:  # typ
     dumps = {r: _dump(cluster, r) for r in (1, 2, 3)}
     assert len({d for d, _ in dumps.values()}) == 1
     assert dumps[follower][1] == revision
+
+
+def test_three_leader_kills_under_load_lose_and_duplicate_nothing(cluster: LocalCluster) -> None:
+    acked: dict[str, bytes] = {}
+    lock = threading.Lock()
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def submitter(k: int) -> None:
+        with cluster.client(deadline_s=60) as client:
+            for i in range(100_000):  # bounded; stopped by the event long before
+                if stop.is_set():
+                    return
+                request_id = f"load-{k}-{i}"
+                try:
+                    job = client.submit([_spec(i)], request_id=request_id).jobs[0]
+                except XceError as exc:
+                    errors.append(str(exc))
+                    return
+                with lock:
+                    acked[request_id] = job.SerializeToString(deterministic=True)
+
+    workers = [threading.Thread(target=submitter, args=(k,)) for k in range(6)]
+    for w in workers:
+        w.start()
+    try:
+        for _ in range(3):
+            time.sleep(0.5)
+            leader = cluster.leader()
+            cluster.kill(leader)
+            cluster.leader(exclude=leader)
+            cluster.start([leader])
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(timeout=90)
+    assert not errors
+    _wait_converged(cluster, timeout_s=30)
+    with cluster.client() as client:
+        jobs = client.list_jobs()
+    by_request = {j.request_id: j.SerializeToString(deterministic=True) for j in jobs}
+    assert len(by_request) == len(jobs)  # no request id created two jobs
+    assert all(by_request.get(rid) == raw for rid, raw in acked.items())  # every ack, identical
+    assert sorted(j.id for j in jobs) == list(range(1, len(jobs) + 1))
+    assert len(jobs) == len(acked)  # every call returned, so every job was acknowledged
