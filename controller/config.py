@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller import fsm
 from controller.raft import RaftSettings
 from xce.v1 import api_pb2 as api
 
@@ -113,6 +114,8 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
     if len({r.id for r in replicas}) != len(replicas):
         raise ConfigError(f"{path}: duplicate replica ids")
     queues = tuple(_queue(q, path) for q in raw.get("queues", [{"name": "normal", "priority": 30}]))
+    if len({q.name for q in queues}) != len(queues):
+        raise ConfigError(f"{path}: duplicate queue names")
     default_queue = raw.get("default_queue", queues[0].name if queues else "normal")
     if default_queue not in {q.name for q in queues}:
         raise ConfigError(f"{path}: default_queue {default_queue!r} is not among [[queues]]")
@@ -126,6 +129,9 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: [raft]: {exc}") from exc
     group = raw.get("group_commit", {})
+    for key in ("max_requests", "max_bytes", "max_in_flight"):
+        if key in group and (not isinstance(group[key], int) or group[key] < 1):
+            raise ConfigError(f"{path}: [group_commit] {key} must be a positive integer")
     return ClusterConfig(path=path, cluster_id=cluster_id, password=password,
                          data_dir=base / raw.get("data_dir", "data"), replicas=replicas,
                          queues=queues, default_queue=default_queue, max_slots_per_job=max_slots,
@@ -155,4 +161,10 @@ def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
     closed = raw.get("closed", False)
     if not isinstance(closed, bool):
         raise ConfigError(f"{path}: queue {name!r}: closed must be true or false")
-    return api.Queue(name=name, priority=priority, description=str(raw.get("description", "")), closed=closed)
+    queue = api.Queue(name=name, priority=priority, description=str(raw.get("description", "")),
+                      closed=closed)
+    try:
+        fsm.check_queue(queue)
+    except fsm.Rejected as exc:
+        raise ConfigError(f"{path}: {exc.message}") from None
+    return queue

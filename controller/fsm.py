@@ -336,7 +336,9 @@ def apply_failed(tables: Tables, index: int, data: bytes, message: str) -> list[
         entry = decode_entry(data)
     except DecodeError:
         entry = log.Entry()
-    results = [log.Result(code=log.FAILED_PRECONDITION, message=f"entry failed to apply: {message}")]
+    count = len(entry.submit.requests) if entry.WhichOneof("body") == "submit" else 1
+    results = [log.Result(code=log.FAILED_PRECONDITION, message=f"entry failed to apply: {message}")
+               for _ in range(max(count, 1))]
     _finish(Applier(tables, index, log.Entry(stamp_ms=entry.stamp_ms), meta), results, rejected=True)
     return results
 

@@ -52,6 +52,8 @@ class GroupCommit:
         return await future
 
     async def close(self) -> None:
+        for task in list(self._flushing):
+            task.cancel()
         if self._task is not None:
             self._task.cancel()
             try:
@@ -90,15 +92,15 @@ class GroupCommit:
         return head.size
 
     async def _flush(self, batch: list[_Pending]) -> None:
-        results: list[log.Result | None]
+        results: list[log.Result | None] = []
         try:
             results = list(await self._propose([p.request for p in batch]))
-        except Exception:  # noqa: BLE001 - every waiter must be released
-            results = []
-        finally:
+        except Exception:  # noqa: BLE001 - the waiters learn below; outcome unknown
+            pass
+        finally:  # also when cancelled: every waiter is released
             self._slots.release()
-        if len(results) != len(batch):  # outcome unknown: callers confirm through committed state
-            results = [None] * len(batch)
-        for pending, result in zip(batch, results, strict=True):
-            if not pending.future.done():
-                pending.future.set_result(result)
+            if len(results) != len(batch):  # outcome unknown: callers confirm through committed state
+                results = [None] * len(batch)
+            for pending, result in zip(batch, results, strict=True):
+                if not pending.future.done():
+                    pending.future.set_result(result)

@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pysyncobj.syncobj as _syncobj_module
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
@@ -43,7 +43,7 @@ from pysyncobj.monotonic import monotonic as _monotonic
 from pysyncobj.transport import TCPTransport
 
 from controller.raft_wal import LmdbJournal
-from controller.store import StateStore
+from controller.store import StateStore, fsync_path
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,8 @@ class RaftNode:
         self._on_role_change = on_role_change
         data_dir = Path(data_dir)
         self._snapshot_path = data_dir / "snapshot"
-        wal = LmdbJournal(data_dir / "wal", before_truncate=self._sync_snapshot_dir)
+        wal = LmdbJournal(data_dir / "wal", before_truncate=self._sync_snapshot_dir,
+                          on_failure=_fail_stop)
         self._wal = wal
         marker = f"{_WAL_MARKER}{data_dir}"
         _journals[marker] = wal
@@ -182,7 +183,14 @@ class RaftNode:
     # -------------------------------------------------------------- inspection
 
     def status(self) -> RaftStatus:
-        raw = self._replica.getStatus()
+        for _ in range(10):
+            try:  # pysyncobj's dicts may change under us in its tick thread
+                raw = self._replica.getStatus()
+                break
+            except RuntimeError:
+                continue
+        else:
+            raw = self._replica.getStatus()
         role = {0: "follower", 1: "candidate", 2: "leader"}.get(raw["state"], str(raw["state"]))
         leader = raw.get("leader")
         return RaftStatus(role=role, leader=None if leader is None else str(leader),
@@ -221,11 +229,10 @@ class RaftNode:
     def _apply(self, index: int, data: bytes) -> Any:
         try:
             return self.store.apply(index, data)
-        except Exception:
+        except Exception as exc:
             # A storage failure (disk full, I/O error) must not be retried
             # forever by pysyncobj nor skipped: stop, the WAL has the entry.
-            log.critical("applying entry %d failed; stopping this replica", index, exc_info=True)
-            os._exit(70)
+            _fail_stop(exc, f"applying entry {index}")
 
     def _on_tick(self) -> None:
         self._wal.flush(lazy_commit_index=True)
@@ -250,18 +257,35 @@ class RaftNode:
             self.store.write_snapshot(out, header)
 
     def _deserialize(self, path: str) -> tuple[Any, ...]:
-        header, _ = StateStore.read_snapshot_header(Path(path))
-        replaced = self.store.restore_snapshot(Path(path))
+        # pysyncobj swallows any exception here and then never applies again
+        # (its log starts past index 2): fail loudly instead.
+        try:
+            fsync_path(Path(path))  # a received snapshot is written without fsync
+            header, _ = StateStore.read_snapshot_header(Path(path))
+            replaced = self.store.restore_snapshot(Path(path))
+            last, prev = _entry_tuple(header["last"]), _entry_tuple(header["prev"])
+        except Exception as exc:
+            _fail_stop(exc, f"loading snapshot {path}")
         log.info("snapshot at index %s %s", header["applied_index"],
                  "installed" if replaced else "older than local state: kept local state")
-        return _entry_tuple(header["last"]), _entry_tuple(header["prev"]), header["cluster"]
+        # If the log still holds the snapshot's last two entries (a restart
+        # after a snapshot, before pysyncobj dropped the entries it covers),
+        # drop what precedes them now: pysyncobj keeps the log only when it
+        # starts with exactly those two, and would otherwise clear entries
+        # this replica may already have acknowledged.
+        position = self._wal.position_of(prev)
+        if position is not None and self._wal.position_of(last) == position + 1:
+            self._wal.deleteEntriesTo(position)
+        return last, prev, header["cluster"]
 
     def _sync_snapshot_dir(self) -> None:
-        fd = os.open(self._snapshot_path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(self._snapshot_path.parent)
+
+
+def _fail_stop(exc: BaseException, doing: str = "writing the Raft log") -> NoReturn:
+    log.critical("%s failed; stopping this replica: %r", doing, exc, exc_info=exc)
+    logging.shutdown()
+    os._exit(70)
 
 
 def _entry_json(entry: tuple[bytes, int, int]) -> list[Any]:

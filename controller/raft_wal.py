@@ -30,7 +30,8 @@ Entry = tuple[bytes, int, int]  # pysyncobj's (command, index, term)
 
 
 class LmdbJournal:
-    def __init__(self, path: Path, before_truncate: Callable[[], None] | None = None) -> None:
+    def __init__(self, path: Path, before_truncate: Callable[[], None] | None = None,
+                 on_failure: Callable[[BaseException], None] | None = None) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
         self._env = lmdb.open(str(path), map_size=MAP_SIZE, max_dbs=2, sync=True, metasync=True)
         self._log = self._env.open_db(b"log")
@@ -38,6 +39,11 @@ class LmdbJournal:
         # Called before entries covered by a snapshot are dropped, so the
         # snapshot is durable first (pysyncobj renames it without an fsync).
         self._before_truncate = before_truncate
+        # A write that failed must not be skipped by the next flush (a later
+        # acknowledgement would cover entries that are not on disk): the ops
+        # go back in front, and `on_failure` decides; the adapter stops the
+        # replica, since pysyncobj would carry on after an exception.
+        self._on_failure = on_failure
         self._entries: list[Entry] = []
         self.size_bytes = 0  # commands held in memory; the adapter compacts past a bound
         self._pending: list[tuple[str, int, int, bytes]] = []
@@ -89,6 +95,15 @@ class LmdbJournal:
             self._pending.append(("to", first_kept, 0, b""))
         self.flush()
 
+    def position_of(self, entry: Entry) -> int | None:
+        """Where `entry` (command, index, term) stands in the log, if it does."""
+        if not self._entries:
+            return None
+        position = entry[1] - self._entries[0][1]
+        if 0 <= position < len(self._entries) and self._entries[position] == entry:
+            return position
+        return None
+
     def __getitem__(self, item: int | slice) -> Any:
         return self._entries[item]
 
@@ -133,16 +148,23 @@ class LmdbJournal:
         if not self._pending and not self._vote_dirty and (lazy_commit_index or not self._meta_dirty):
             return
         pending, self._pending = self._pending, []
-        with self._env.begin(write=True) as txn:
-            for op, idx, term, command in pending:
-                if op == "put":
-                    txn.put(struct.pack(">Q", idx), struct.pack(">Q", term) + command, db=self._log)
-                elif op == "clear":
-                    txn.drop(self._log, delete=False)
-                else:
-                    self._delete_range(txn, idx, op)
-            if self._meta_dirty:
-                txn.put(b"state", json.dumps(self._meta).encode(), db=self._meta_db)
+        try:
+            with self._env.begin(write=True) as txn:
+                for op, idx, term, command in pending:
+                    if op == "put":
+                        txn.put(struct.pack(">Q", idx), struct.pack(">Q", term) + command, db=self._log)
+                    elif op == "clear":
+                        txn.drop(self._log, delete=False)
+                    else:
+                        self._delete_range(txn, idx, op)
+                if self._meta_dirty:
+                    txn.put(b"state", json.dumps(self._meta).encode(), db=self._meta_db)
+        except Exception as exc:
+            self._pending[:0] = pending
+            if self._on_failure is None:
+                raise
+            self._on_failure(exc)
+            raise
         self._meta_dirty = self._vote_dirty = False
 
     def _delete_range(self, txn: lmdb.Transaction, idx: int, op: str) -> None:

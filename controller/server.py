@@ -221,7 +221,9 @@ class Replica:
         if request.page_size < 0:
             raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, "page_size must not be negative")
         size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-        if request.page_token and not request.page_token.isdigit():
+        token = request.page_token
+        if token and not (token.isascii() and token.isdecimal() and len(token) <= 19
+                          and int(token) < fsm.MAX_JOB_ID):
             raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, "bad page_token")
         after = int(request.page_token or 0)
         return await asyncio.to_thread(self._list_jobs, filters, size, after)
@@ -265,6 +267,8 @@ class Replica:
         return self._job_response(result)
 
     def _job_response(self, result: log.Result) -> api.JobResponse:
+        if len(result.job_ids) != 1:  # the id was first used by another kind of request
+            raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, "request id already used by another request")
         with self.store.read() as tables:
             job = fsm.read_job(tables, result.job_ids[0])
         return api.JobResponse(job=job, revision=result.revision)
@@ -364,6 +368,8 @@ class Replica:
         logger.info("replica %d serving gRPC on %s, Raft on %s", self.me.id, self.me.grpc, self.me.raft)
         await stop.wait()
         await server.stop(grace=1.0)
+        if self._push_task is not None:
+            self._push_task.cancel()
         await self.batcher.close()
         self.raft.close()
         self.store.close()

@@ -77,17 +77,19 @@ class LmdbTables:
 
 
 class _ReadWriteLock:
-    """Many readers or one swapper (snapshot restore)."""
+    """Many readers or one swapper (snapshot restore); a waiting swapper
+    holds back new readers, so a stream of reads cannot starve it."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._readers = 0
         self._writing = False
+        self._writers_waiting = 0
 
     @contextmanager
     def read(self) -> Iterator[None]:
         with self._cond:
-            while self._writing:
+            while self._writing or self._writers_waiting:
                 self._cond.wait()
             self._readers += 1
         try:
@@ -100,8 +102,10 @@ class _ReadWriteLock:
     @contextmanager
     def write(self) -> Iterator[None]:
         with self._cond:
+            self._writers_waiting += 1
             while self._writing or self._readers:
                 self._cond.wait()
+            self._writers_waiting -= 1
             self._writing = True
         try:
             yield
@@ -163,8 +167,8 @@ class StateStore:
         try:
             with self._env.begin(write=True) as txn:
                 return fsm.apply(LmdbTables(txn, self._dbs), index, data)
-        except lmdb.Error:
-            raise  # storage trouble: the caller stops the replica
+        except (lmdb.Error, MemoryError, OSError):
+            raise  # storage or machine trouble, not the entry: the caller stops the replica
         except Exception as exc:  # noqa: BLE001 - a bug in apply; the transaction was aborted
             logger.exception("entry %d failed to apply; recording it as rejected", index)
             with self._env.begin(write=True) as txn:
@@ -190,9 +194,9 @@ class StateStore:
     def write_snapshot(self, out: BinaryIO, header: dict[str, Any]) -> None:
         """Header, then a consistent copy of the environment."""
         self._env.sync(True)
-        with self._lock.read():
-            header = {**header, "cluster_id": self.cluster_id,
-                      "applied_index": self.meta().applied_index}
+        with self._lock.read(), self._env.begin() as txn:
+            applied = fsm.read_meta(LmdbTables(txn, self._dbs)).applied_index
+            header = {**header, "cluster_id": self.cluster_id, "applied_index": applied}
             raw = json.dumps(header, sort_keys=True).encode()
             out.write(SNAPSHOT_MAGIC + struct.pack(">I", len(raw)) + raw)
             out.flush()
@@ -237,7 +241,7 @@ class StateStore:
             self._env.close()
             self.path.rename(old)
             incoming.rename(self.path)
-            _fsync_dir(self.path.parent)
+            fsync_path(self.path.parent)
             shutil.rmtree(old)
             self._env, self._dbs = self._open(self.path)
         return True
@@ -261,7 +265,8 @@ class StateStore:
                              f"its header says {applied_index}")
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file, or a directory (to make a rename in it durable)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

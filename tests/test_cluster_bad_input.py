@@ -238,3 +238,21 @@ def test_unknown_replica_id_and_bad_config_are_clear(tmp_path: Path) -> None:
     bad.write_text("cluster_id = [unclosed")
     result = _start_replica(bad, 1)
     assert result.returncode == 2 and "not valid TOML" in result.stderr
+
+
+def test_corrupt_snapshot_stops_the_replica_with_a_message(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    # pysyncobj swallows snapshot load errors and would then never apply
+    # again; the replica must stop and say why instead.
+    cluster = make_cluster(extra_config="\n[raft]\ncompaction_min_entries = 20\n")
+    cluster.start()
+    cluster.leader()
+    with cluster.client() as client:
+        for i in range(60):
+            client.submit([_spec(name=f"snap-{i}")])
+    cluster.stop()
+    snapshot = cluster.config.replica_dir(1) / "snapshot"
+    assert snapshot.exists()
+    snapshot.write_bytes(b"garbage" * 100)
+    result = _start_replica(cluster.config_path, 1)
+    assert result.returncode == 70
+    assert "loading snapshot" in result.stderr and "not an XCE snapshot" in result.stderr

@@ -250,3 +250,30 @@ def test_size_bytes_follows_adds_deletes_and_reopen(journal: LmdbJournal, wal_pa
         assert again.size_bytes == 0
     finally:
         again.close()
+
+
+def test_failed_flush_keeps_its_ops_for_the_next_flush(journal: LmdbJournal, wal_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # A write that fails must not be skipped: the next flush writes it too,
+    # or a later acknowledgement would cover entries that are not on disk.
+    for entry in entries(3):
+        journal.add(*entry)
+    journal.flush()
+    for entry in entries(3, first=4):
+        journal.add(*entry)
+    failures: list[BaseException] = []
+    journal._on_failure = failures.append
+    real_begin = journal._env.begin
+
+    def broken(*args: object, **kwargs: object) -> object:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(journal, "_env", type("Env", (), {"begin": staticmethod(broken)})())
+    with pytest.raises(OSError):
+        journal.flush()
+    assert len(failures) == 1
+    monkeypatch.setattr(journal, "_env", real_begin.__self__)
+    journal.add(*entries(1, first=7)[0])
+    journal.flush()
+    journal.close()
+    assert reopened(wal_path)[0] == entries(7)

@@ -42,7 +42,8 @@ def new_request_id() -> str:
 
 class Client:
     def __init__(self, addresses: Sequence[str], deadline_s: float = 30.0, call_timeout_s: float = 5.0,
-                 max_backoff_s: float = 0.1, rng: random.Random | None = None) -> None:
+                 max_backoff_s: float = 0.1, rng: random.Random | None = None,
+                 follow_leader: bool = True) -> None:
         if not addresses:
             raise ValueError("no controller addresses")
         self.addresses = list(addresses)
@@ -51,6 +52,7 @@ class Client:
         # Short: an election takes well under a second, and a client that
         # backs off for seconds turns a 0.7 s failover into a 2 s one.
         self.max_backoff_s = max_backoff_s
+        self.follow_leader = follow_leader
         self._rng = rng or random.Random()
         self._target = self.addresses[0]
         self._channels: dict[str, grpc.Channel] = {}
@@ -126,6 +128,7 @@ class Client:
         deadline = time.monotonic() + self.deadline_s
         backoff = 0.02
         last = ""
+        hops = 0  # redirects followed without a pause; bounded in case two replicas point at each other
         while True:
             target = self._target
             stub = self._stub(target, f"/xce.v1.{service}/{method}", response_class)
@@ -136,11 +139,13 @@ class Client:
             except grpc.RpcError as exc:
                 code, details = exc.code(), exc.details() or ""
                 leader = _leader_hint(exc)
-                if code == grpc.StatusCode.FAILED_PRECONDITION and leader:
+                if code == grpc.StatusCode.FAILED_PRECONDITION and leader and self.follow_leader:
                     self._target = leader
                     self.redirects += 1
-                    if leader != target:
+                    hops += 1
+                    if leader != target and hops <= len(self.addresses):
                         continue
+                    hops = 0
                 elif code not in RETRYABLE:
                     raise XceError(code, details) from None
                 else:

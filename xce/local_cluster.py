@@ -45,9 +45,7 @@ def write_config(data: Path, replicas: int = 3, base_port: int = 0, cluster_id: 
     if path.exists():
         return path
     ports = ([base_port + i for i in range(2 * replicas)] if base_port else free_ports(2 * replicas))
-    secret = data / "secret"
-    secret.write_text(secrets.token_hex(24))
-    secret.chmod(0o600)
+    _write_private(data / "secret", secrets.token_hex(24))
     lines = [f'cluster_id = "{cluster_id}"', 'password_file = "secret"', 'data_dir = "."',
              'default_queue = "normal"', "max_slots_per_job = 1024", ""]
     for i in range(replicas):
@@ -56,9 +54,15 @@ def write_config(data: Path, replicas: int = 3, base_port: int = 0, cluster_id: 
     lines += ["[[queues]]", 'name = "normal"', "priority = 30", "",
               "[[queues]]", 'name = "priority"', "priority = 43", "",
               "[[queues]]", 'name = "idle"', "priority = 20", ""]
-    path.write_text("\n".join(lines) + extra)
-    path.chmod(0o600)
+    _write_private(path, "\n".join(lines) + extra)
     return path
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Create the file readable by its owner only from the first byte."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
 
 
 class LocalCluster:
@@ -146,7 +150,7 @@ class LocalCluster:
         # A write-free probe: a follower or a catching-up leader refuses
         # ModifyJob before looking at the job; a serving leader says NOT_FOUND.
         try:
-            with Client([address], deadline_s=0.3, call_timeout_s=0.3) as client:
+            with Client([address], deadline_s=0.3, call_timeout_s=0.3, follow_leader=False) as client:
                 client.modify(0, priority=0)
         except XceError as exc:
             return bool(exc.code == grpc.StatusCode.NOT_FOUND)
