@@ -50,6 +50,8 @@ PRUNE_PER_APPLY = 256
 MAX_COMMAND_ARGS = 4096
 MAX_REQUEST_ID_BYTES = 256
 MAX_QUEUE_NAME = 64
+MAX_HOST_NAME = 64
+MAX_HOST_SLOTS = 100_000
 MAX_JOB_ID = 1 << 63
 # datetime's range (years 1-9999), which readable ids need.
 MIN_STAMP_MS, MAX_STAMP_MS = -62135596800000, 253402300799999
@@ -107,7 +109,18 @@ def read_queue(tables: Tables, name: str) -> api.Queue | None:
     return queue
 
 
+def read_host(tables: Tables, name: str) -> api.Host | None:
+    raw = tables.get("hosts", name.encode()) if name and len(name) <= MAX_HOST_NAME else None
+    if raw is None:
+        return None
+    host = api.Host()
+    host.ParseFromString(raw)
+    return host
+
+
 def read_result(tables: Tables, request_id: str) -> log.Result | None:
+    if not request_id or len(request_id.encode()) > MAX_REQUEST_ID_BYTES:
+        return None
     raw = tables.get("requests", request_id.encode())
     if raw is None:
         return None
@@ -247,6 +260,24 @@ def check_modify(tables: Tables, job: api.Job, request: api.ModifyJobRequest) ->
         _check_text("resource requirement", request.resource_req)
 
 
+def check_host_spec(spec: api.HostSpec) -> None:
+    name = spec.name
+    if not name or len(name) > MAX_HOST_NAME or not all(c.isascii() and (c.isalnum() or c in "_-.")
+                                                         for c in name):
+        raise Rejected(log.INVALID_ARGUMENT, f"bad host name {name[:80]!r} (letters, digits, _ - . ; 1-64)")
+    if not 0 <= spec.slots <= MAX_HOST_SLOTS:
+        raise Rejected(log.INVALID_ARGUMENT, f"host slots must be between 0 and {MAX_HOST_SLOTS}, "
+                                             f"got {spec.slots}")
+    if spec.memory_mb < 0:
+        raise Rejected(log.INVALID_ARGUMENT, "host memory must not be negative")
+    for key, value in spec.resources.items():
+        _check_text("resource name", key)
+        if not key or not value >= 0 or value == float("inf"):
+            raise Rejected(log.INVALID_ARGUMENT, f"resource {key!r} must be a finite number >= 0")
+    for tag in spec.tags:
+        _check_text("tag", tag)
+
+
 def check_queue(queue: api.Queue) -> None:
     name = queue.name
     if not name or len(name) > MAX_QUEUE_NAME or not all(c.isalnum() or c in "_-." for c in name):
@@ -269,6 +300,9 @@ class Applier:
 
     def put_job(self, job: api.Job) -> None:
         self._put("jobs", job_key(job.id), job.SerializeToString(deterministic=True))
+
+    def put_host(self, host: api.Host) -> None:
+        self._put("hosts", host.spec.name.encode(), host.SerializeToString(deterministic=True))
 
     def put_queue(self, queue: api.Queue) -> None:
         self._put("queues", queue.name.encode(), queue.SerializeToString(deterministic=True))
@@ -521,12 +555,48 @@ def _apply_init(applier: Applier) -> list[log.Result]:
     return [log.Result(code=log.OK)]
 
 
+def _apply_join_host(applier: Applier) -> list[log.Result]:
+    """A worker joined: the record is updated in place, generation + 1 (M2)."""
+    spec = applier.entry.join_host
+    try:
+        check_host_spec(spec)
+    except Rejected as exc:
+        return [log.Result(code=exc.code, message=exc.message)]
+    host = read_host(applier.tables, spec.name) or api.Host()
+    host.spec.CopyFrom(spec)
+    host.generation += 1
+    host.status = api.HOST_OK
+    host.status_time_ms = applier.entry.stamp_ms
+    applier.put_host(host)
+    return [log.Result(code=log.OK, generation=host.generation)]
+
+
+def _apply_host_status(applier: Applier) -> list[log.Result]:
+    change = applier.entry.host_status
+    host = read_host(applier.tables, change.name)
+    if host is None:
+        return [log.Result(code=log.NOT_FOUND, message=f"no host {change.name[:80]!r}")]
+    if host.generation != change.generation:  # the host re-joined meanwhile: stale
+        return [log.Result(code=log.FAILED_PRECONDITION,
+                           message=f"host {change.name} is at generation {host.generation}, "
+                                   f"not {change.generation}")]
+    if change.status not in (api.HOST_OK, api.HOST_UNAVAIL):
+        return [log.Result(code=log.INVALID_ARGUMENT, message=f"bad host status {change.status}")]
+    if host.status != change.status:
+        host.status = change.status
+        host.status_time_ms = applier.entry.stamp_ms
+        applier.put_host(host)
+    return [log.Result(code=log.OK, generation=host.generation)]
+
+
 _HANDLERS: dict[str, Callable[[Applier], list[log.Result]]] = {
     "submit": _apply_submit,
     "control": _apply_control,
     "modify": _apply_modify,
     "put_queue": _apply_put_queue,
     "init": _apply_init,
+    "join_host": _apply_join_host,
+    "host_status": _apply_host_status,
 }
 
 

@@ -29,8 +29,8 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -38,6 +38,7 @@ from google.protobuf.message import DecodeError, Message
 from controller import fsm, job_filter
 from controller.config import ClusterConfig
 from controller.group_commit import GroupCommit
+from controller.host_liveness import Liveness
 from controller.raft import SUCCESS, RaftNode
 from controller.store import StateStore
 from xce.v1 import api_pb2 as api
@@ -50,6 +51,9 @@ PROPOSAL_TIMEOUT_S = 10.0
 LEADER_METADATA = "x-xce-leader"
 MAX_PAGE_SIZE = 5000
 DEFAULT_PAGE_SIZE = 500
+
+
+M = TypeVar("M", bound=Message)
 
 
 class ApiError(Exception):
@@ -85,6 +89,8 @@ class Replica:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._push_task: asyncio.Task[None] | None = None
         self._configured = False  # this leadership pushed (or matched) the configuration
+        self._liveness: Liveness | None = None  # this leadership's heartbeat bookkeeping
+        self._liveness_task: asyncio.Task[None] | None = None
         self.raft = RaftNode(self.me.raft, [r.raft for r in config.replicas], data_dir,
                              config.password, self.store, config.raft,
                              on_role_change=self._role_changed)
@@ -100,8 +106,30 @@ class Replica:
     def _on_role(self, role: str) -> None:
         if role != "leader":
             self._configured = False
-        elif self._push_task is None or self._push_task.done():
-            self._push_task = asyncio.get_running_loop().create_task(self._push_config())
+            self._liveness = None
+            if self._liveness_task is not None:
+                self._liveness_task.cancel()
+            return
+        loop = asyncio.get_running_loop()
+        if self._push_task is None or self._push_task.done():
+            self._push_task = loop.create_task(self._push_config())
+        if self._liveness is None:
+            self._liveness = Liveness(time.monotonic(), self.config.heartbeat_timeout_s)
+            self._liveness_task = loop.create_task(self._watch_heartbeats(self._liveness))
+
+    async def _watch_heartbeats(self, liveness: Liveness) -> None:
+        """Leader only: commit UNAVAIL for hosts whose heartbeats stopped."""
+        while self._liveness is liveness:
+            await asyncio.sleep(self.config.heartbeat_s / 2)
+            if not (self.raft.ready_to_serve() and self._configured):
+                continue
+            with self.store.read() as tables:
+                hosts = [api.Host.FromString(raw) for _, raw in tables.scan("hosts")]
+            for name, generation in liveness.overdue(hosts, time.monotonic()):
+                change = log.SetHostStatus(name=name, generation=generation, status=api.HOST_UNAVAIL)
+                results, err = await self.propose(log.Entry(host_status=change))
+                if err == SUCCESS and results and results[0].code == log.OK:
+                    logger.warning("host %s (generation %d) missed its heartbeats: UNAVAIL", name, generation)
 
     async def _push_config(self) -> None:
         """Propose the configuration once this leader serves, if it changed.
@@ -168,7 +196,7 @@ class Replica:
 
     def _settled(self, request_id: str, result: log.Result | None) -> log.Result:
         """The result, or the committed one if the callback was lost or ambiguous."""
-        if result is None:
+        if result is None and request_id:
             with self.store.read() as tables:
                 result = fsm.read_result(tables, request_id)
         if result is None:
@@ -338,6 +366,50 @@ class Replica:
         response.replicas.sort(key=lambda r: r.id)
         return response
 
+    async def list_hosts(self, request: api.ListHostsRequest) -> api.ListHostsResponse:
+        with self.store.read() as tables:
+            hosts = [api.Host.FromString(raw) for _, raw in tables.scan("hosts")]
+            revision = fsm.read_meta(tables).applied_index
+        return api.ListHostsResponse(hosts=hosts, revision=revision)
+
+    # -------------------------------------------------------------- WorkerService
+
+    async def worker_connect(self, requests: AsyncIterator[bytes],
+                             context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        """One worker's stream: join (committed), then heartbeats, leader only."""
+        try:
+            self.require_leader()
+            first = _parse(api.WorkerMessage, await anext(requests))
+            if first.WhichOneof("body") != "join":
+                raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be a join")
+            try:
+                fsm.check_host_spec(first.join)
+            except fsm.Rejected as exc:
+                raise _rejected(exc) from None
+            result = await self._propose_one(log.Entry(join_host=first.join), "")
+        except StopAsyncIteration:
+            return
+        except ApiError as exc:
+            await context.abort(exc.code, exc.message, trailing_metadata=exc.metadata)
+        name, generation = first.join.name, result.generation
+        liveness = self._liveness
+        if liveness is not None:
+            liveness.seen(name, generation, time.monotonic())
+        logger.info("host %s joined, generation %d", name, generation)
+        yield api.ControllerMessage(joined=api.Joined(generation=generation,
+                                                      heartbeat_s=self.config.heartbeat_s)).SerializeToString()
+        try:
+            async for raw in requests:
+                message = _parse(api.WorkerMessage, raw)
+                if not self.raft.is_leader() or self._liveness is not liveness:
+                    self.require_leader()  # raises with the new leader's address, if known
+                    raise ApiError(grpc.StatusCode.UNAVAILABLE, "leadership changed; reconnect")
+                if message.WhichOneof("body") == "heartbeat" and liveness is not None \
+                        and message.heartbeat.generation == generation:
+                    liveness.seen(name, generation, time.monotonic())
+        except ApiError as exc:
+            await context.abort(exc.code, exc.message, trailing_metadata=exc.metadata)
+
     # -------------------------------------------------------------- serving
 
     def handlers(self) -> list[grpc.GenericRpcHandler]:
@@ -349,7 +421,10 @@ class Replica:
                 "ControlJob": (self.control_job, api.ControlJobRequest),
                 "ModifyJob": (self.modify_job, api.ModifyJobRequest),
             }),
-            _service("xce.v1.ClusterService", {"Status": (self.status, api.StatusRequest)}),
+            _service("xce.v1.ClusterService", {"Status": (self.status, api.StatusRequest),
+                                                "ListHosts": (self.list_hosts, api.ListHostsRequest)}),
+            grpc.method_handlers_generic_handler("xce.v1.WorkerService", {
+                "Connect": grpc.stream_stream_rpc_method_handler(self.worker_connect)}),
             _service("xce.v1.AdminService", {
                 "CreateQueue": (self.create_queue, api.PutQueueRequest),
                 "UpdateQueue": (self.update_queue, api.PutQueueRequest),
@@ -368,8 +443,9 @@ class Replica:
         logger.info("replica %d serving gRPC on %s, Raft on %s", self.me.id, self.me.grpc, self.me.raft)
         await stop.wait()
         await server.stop(grace=1.0)
-        if self._push_task is not None:
-            self._push_task.cancel()
+        for task in (self._push_task, self._liveness_task):
+            if task is not None:
+                task.cancel()
         await self.batcher.close()
         self.raft.close()
         self.store.close()
@@ -397,6 +473,14 @@ def _ensure_request_id(request: Any) -> None:
         raise _rejected(exc) from None
 
 
+def _parse(message_class: type[M], raw: bytes) -> M:
+    try:
+        return message_class.FromString(raw)
+    except DecodeError as exc:
+        raise ApiError(grpc.StatusCode.INVALID_ARGUMENT,
+                       f"malformed {message_class.__name__} (bad protobuf or invalid UTF-8): {exc}") from None
+
+
 def _resolve(future: asyncio.Future[Any], value: Any) -> None:
     if not future.done():
         future.set_result(value)
@@ -414,12 +498,7 @@ def _service(name: str, methods: dict[str, tuple[Handler, type[Message]]]) -> gr
 def _unary(fn: Handler, request_class: type[Message]) -> Callable[..., Awaitable[bytes]]:
     async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
-            request = request_class.FromString(raw)
-        except DecodeError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"malformed {request_class.__name__} (bad protobuf or invalid UTF-8): {exc}")
-        try:
-            response = await fn(request)
+            response = await fn(_parse(request_class, raw))
         except ApiError as exc:
             await context.abort(exc.code, exc.message, trailing_metadata=exc.metadata)
         return response.SerializeToString()

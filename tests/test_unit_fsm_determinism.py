@@ -97,7 +97,8 @@ def submit_requests(draw: st.DrawFn) -> api.SubmitJobsRequest:
 
 @st.composite
 def bodies(draw: st.DrawFn) -> dict[str, object]:
-    kind = draw(st.sampled_from(["submit", "control", "modify", "put_queue", "init"]))
+    kind = draw(st.sampled_from(["submit", "control", "modify", "put_queue", "init", "join_host",
+                                 "host_status"]))
     if kind == "submit":
         return {"submit": log.SubmitBatch(requests=draw(st.lists(submit_requests(), min_size=1, max_size=3)))}
     if kind == "control":
@@ -115,7 +116,16 @@ def bodies(draw: st.DrawFn) -> dict[str, object]:
     if kind == "put_queue":
         return {"put_queue": log.PutQueueEntry(queue=draw(queues()), create=draw(st.booleans()),
                                                request_id=draw(request_ids))}
+    if kind == "join_host":
+        return {"join_host": api.HostSpec(name=draw(HOST_NAMES), slots=draw(st.integers(-1, 9)),
+                                          memory_mb=draw(st.integers(-1, 4096)))}
+    if kind == "host_status":
+        return {"host_status": log.SetHostStatus(name=draw(HOST_NAMES), generation=draw(st.integers(0, 3)),
+                                                 status=draw(st.integers(0, 3)))}
     return {"init": draw(init_bodies())}
+
+
+HOST_NAMES = st.sampled_from(["n1", "n2", "", "bad name"])
 
 
 @st.composite

@@ -52,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, type=Path)
     p.add_argument("--id", required=True, type=int)
 
+    p = sub.add_parser("worker", help="run the worker daemon of this host")
+    p.add_argument("--config", required=True, type=Path)
+    p.add_argument("--name", help="host name (default: from the config, else this machine's)")
+
     p = sub.add_parser("cluster", help="a local cluster")
     csub = p.add_subparsers(dest="cluster_command", required=True)
     up = csub.add_parser("up", help="run a local cluster in the foreground (Ctrl-C stops it)")
@@ -106,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--closed", action="store_true")
         q.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("hosts", help="list hosts (like bhosts)")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("status", help="every replica's role, term, indexes and health")
     p.add_argument("--json", action="store_true")
     return parser
@@ -117,6 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from controller.main import run
 
         return run(args.config, args.id)
+    if args.command == "worker":
+        from worker.daemon import run as run_worker
+
+        return run_worker(args.config, args.name)
     if args.command == "cluster":
         from xce.local_cluster import up
 
@@ -159,6 +170,9 @@ def _run(client: Client, args: argparse.Namespace) -> int:
                           closed=args.closed)
         result = client.put_queue(queue, create=args.queue_command == "create")
         return _emit(args, _dict(result), lambda: print(f"Queue <{args.name}> {args.queue_command}d"))
+    if command == "hosts":
+        hosts = client.list_hosts()
+        return _emit(args, _dict(hosts), lambda: _host_table(hosts))
     if command == "status":
         status = client.status()
         return _emit(args, _dict(status), lambda: _status_table(status))
@@ -219,6 +233,16 @@ def _queue_table(response: api.ListQueuesResponse) -> None:
     for queue in response.queues:
         default = "  (default)" if queue.name == response.default_queue else ""
         print(f"{queue.name:<16}{queue.priority:>5}  {'Closed' if queue.closed else 'Open'}{default}")
+
+
+def _host_table(response: api.ListHostsResponse) -> None:
+    print(f"{'HOST_NAME':<20}{'STATUS':<9}{'MAX':>5}{'USED':>6}{'RUN':>5}{'GEN':>6}  TAGS")
+    for host in response.hosts:
+        status = {api.HOST_OK: "ok", api.HOST_UNAVAIL: "unavail"}.get(host.status, "?")
+        if host.status == api.HOST_OK and host.spec.slots == 0:
+            status = "closed"
+        print(f"{host.spec.name:<20}{status:<9}{host.spec.slots:>5}{host.slots_used:>6}"
+              f"{host.running_jobs:>5}{host.generation:>6}  {','.join(host.spec.tags) or '-'}")
 
 
 def _status_table(status: api.StatusResponse) -> None:

@@ -114,6 +114,9 @@ class Client:
         return self.call("ClusterService", "Status", api.StatusRequest(local_only=local_only),
                          api.StatusResponse)
 
+    def list_hosts(self) -> api.ListHostsResponse:
+        return self.call("ClusterService", "ListHosts", api.ListHostsRequest(), api.ListHostsResponse)
+
     def list_queues(self) -> api.ListQueuesResponse:
         return self.call("AdminService", "ListQueues", api.ListQueuesRequest(), api.ListQueuesResponse)
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x10xce/v1/api.proto\x12\x06xce.v1\"\x95\x02\n\x07JobSpec\x12\x0f\n\x07\x63ommand\x18\x01 \x03(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05queue\x18\x03 \x01(\t\x12\x12\n\x05slots\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x10\n\x08priority\x18\x05 \x01(\x05\x12\x13\n\x0bstdout_path\x18\x06 \x01(\t\x12\x13\n\x0bstderr_path\x18\x07 \x01(\t\x12\x0b\n\x03\x63wd\x18\x08 \x01(\t\x12\x0c\n\x04user\x18\t \x01(\t\x12%\n\x03\x65nv\x18\n \x03(\x0b\x32\x18.xce.v1.JobSpec.EnvEntry\x12\x14\n\x0cresource_req\x18\x0b \x01(\t\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x08\n\x06_slots\"\xaa\x02\n\x03Job\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x13\n\x0breadable_id\x18\x02 \x01(\t\x12\x1d\n\x04spec\x18\x03 \x01(\x0b\x32\x0f.xce.v1.JobSpec\x12\x1f\n\x05state\x18\x04 \x01(\x0e\x32\x10.xce.v1.JobState\x12\x16\n\x0esubmit_time_ms\x18\x05 \x01(\x03\x12\x16\n\x0emodify_time_ms\x18\x06 \x01(\x03\x12\x0f\n\x07\x61ttempt\x18\x07 \x01(\x05\x12\x16\n\x0epending_reason\x18\x08 \x01(\t\x12\x11\n\texit_code\x18\t \x01(\x05\x12\x15\n\rstart_time_ms\x18\n \x01(\x03\x12\x13\n\x0b\x65nd_time_ms\x18\x0b \x01(\x03\x12\x16\n\x0ekill_requested\x18\x0c \x01(\x08\x12\x12\n\nrequest_id\x18\r \x01(\t\"F\n\x11SubmitJobsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x1d\n\x04jobs\x18\x02 \x03(\x0b\x32\x0f.xce.v1.JobSpec\"A\n\x12SubmitJobsResponse\x12\x19\n\x04jobs\x18\x01 \x03(\x0b\x32\x0b.xce.v1.Job\x12\x10\n\x08revision\x18\x02 \x01(\x04\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"I\n\x0fListJobsRequest\x12\x0f\n\x07\x66ilters\x18\x01 \x03(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"X\n\x10ListJobsResponse\x12\x19\n\x04jobs\x18\x01 \x03(\x0b\x32\x0b.xce.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x10\n\x08revision\x18\x03 \x01(\x04\"^\n\x11\x43ontrolJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12%\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\x15.xce.v1.ControlAction\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"\xa4\x01\n\x10ModifyJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x15\n\x08priority\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x12\n\x05queue\x18\x03 \x01(\tH\x01\x88\x01\x01\x12\x19\n\x0cresource_req\x18\x04 \x01(\tH\x02\x88\x01\x01\x12\x12\n\nrequest_id\x18\x05 \x01(\tB\x0b\n\t_priorityB\x08\n\x06_queueB\x0f\n\r_resource_req\"9\n\x0bJobResponse\x12\x18\n\x03job\x18\x01 \x01(\x0b\x32\x0b.xce.v1.Job\x12\x10\n\x08revision\x18\x02 \x01(\x04\"\xf0\x01\n\rReplicaStatus\x12\n\n\x02id\x18\x01 \x01(\x05\x12\x14\n\x0cgrpc_address\x18\x02 \x01(\t\x12\x14\n\x0craft_address\x18\x03 \x01(\t\x12\x0c\n\x04role\x18\x04 \x01(\t\x12\x0c\n\x04term\x18\x05 \x01(\x03\x12\x14\n\x0c\x63ommit_index\x18\x06 \x01(\x04\x12\x15\n\rapplied_index\x18\x07 \x01(\x04\x12\x10\n\x08revision\x18\x08 \x01(\x04\x12\x0b\n\x03pid\x18\t \x01(\x05\x12\x0e\n\x06health\x18\n \x01(\t\x12\x1b\n\x13leader_grpc_address\x18\x0b \x01(\t\x12\x12\n\nlog_length\x18\x0c \x01(\x04\"#\n\rStatusRequest\x12\x12\n\nlocal_only\x18\x01 \x01(\x08\"M\n\x0eStatusResponse\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\'\n\x08replicas\x18\x02 \x03(\x0b\x32\x15.xce.v1.ReplicaStatus\"L\n\x05Queue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08priority\x18\x02 \x01(\x05\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x0e\n\x06\x63losed\x18\x04 \x01(\x08\"C\n\x0fPutQueueRequest\x12\x1c\n\x05queue\x18\x01 \x01(\x0b\x32\r.xce.v1.Queue\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"?\n\rQueueResponse\x12\x1c\n\x05queue\x18\x01 \x01(\x0b\x32\r.xce.v1.Queue\x12\x10\n\x08revision\x18\x02 \x01(\x04\"\x13\n\x11ListQueuesRequest\"\\\n\x12ListQueuesResponse\x12\x1d\n\x06queues\x18\x01 \x03(\x0b\x32\r.xce.v1.Queue\x12\x15\n\rdefault_queue\x18\x02 \x01(\t\x12\x10\n\x08revision\x18\x03 \x01(\x04*x\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x08\n\x04PEND\x10\x01\x12\t\n\x05PSUSP\x10\x02\x12\x07\n\x03RUN\x10\x03\x12\t\n\x05USUSP\x10\x04\x12\t\n\x05SSUSP\x10\x05\x12\x08\n\x04\x44ONE\x10\x06\x12\x08\n\x04\x45XIT\x10\x07\x12\t\n\x05UNKWN\x10\x08*s\n\rControlAction\x12\x1e\n\x1a\x43ONTROL_ACTION_UNSPECIFIED\x10\x00\x12\x08\n\x04KILL\x10\x01\x12\x08\n\x04STOP\x10\x02\x12\n\n\x06RESUME\x10\x03\x12\x08\n\x04HOLD\x10\x04\x12\x0b\n\x07RELEASE\x10\x05\x12\x0b\n\x07REQUEUE\x10\x06\x32\xc0\x02\n\nJobService\x12\x43\n\nSubmitJobs\x12\x19.xce.v1.SubmitJobsRequest\x1a\x1a.xce.v1.SubmitJobsResponse\x12\x34\n\x06GetJob\x12\x15.xce.v1.GetJobRequest\x1a\x13.xce.v1.JobResponse\x12=\n\x08ListJobs\x12\x17.xce.v1.ListJobsRequest\x1a\x18.xce.v1.ListJobsResponse\x12<\n\nControlJob\x12\x19.xce.v1.ControlJobRequest\x1a\x13.xce.v1.JobResponse\x12:\n\tModifyJob\x12\x18.xce.v1.ModifyJobRequest\x1a\x13.xce.v1.JobResponse2I\n\x0e\x43lusterService\x12\x37\n\x06Status\x12\x15.xce.v1.StatusRequest\x1a\x16.xce.v1.StatusResponse2\xd1\x01\n\x0c\x41\x64minService\x12=\n\x0b\x43reateQueue\x12\x17.xce.v1.PutQueueRequest\x1a\x15.xce.v1.QueueResponse\x12=\n\x0bUpdateQueue\x12\x17.xce.v1.PutQueueRequest\x1a\x15.xce.v1.QueueResponse\x12\x43\n\nListQueues\x12\x19.xce.v1.ListQueuesRequest\x1a\x1a.xce.v1.ListQueuesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x10xce/v1/api.proto\x12\x06xce.v1\"\x95\x02\n\x07JobSpec\x12\x0f\n\x07\x63ommand\x18\x01 \x03(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05queue\x18\x03 \x01(\t\x12\x12\n\x05slots\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x10\n\x08priority\x18\x05 \x01(\x05\x12\x13\n\x0bstdout_path\x18\x06 \x01(\t\x12\x13\n\x0bstderr_path\x18\x07 \x01(\t\x12\x0b\n\x03\x63wd\x18\x08 \x01(\t\x12\x0c\n\x04user\x18\t \x01(\t\x12%\n\x03\x65nv\x18\n \x03(\x0b\x32\x18.xce.v1.JobSpec.EnvEntry\x12\x14\n\x0cresource_req\x18\x0b \x01(\t\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x08\n\x06_slots\"\xaa\x02\n\x03Job\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x13\n\x0breadable_id\x18\x02 \x01(\t\x12\x1d\n\x04spec\x18\x03 \x01(\x0b\x32\x0f.xce.v1.JobSpec\x12\x1f\n\x05state\x18\x04 \x01(\x0e\x32\x10.xce.v1.JobState\x12\x16\n\x0esubmit_time_ms\x18\x05 \x01(\x03\x12\x16\n\x0emodify_time_ms\x18\x06 \x01(\x03\x12\x0f\n\x07\x61ttempt\x18\x07 \x01(\x05\x12\x16\n\x0epending_reason\x18\x08 \x01(\t\x12\x11\n\texit_code\x18\t \x01(\x05\x12\x15\n\rstart_time_ms\x18\n \x01(\x03\x12\x13\n\x0b\x65nd_time_ms\x18\x0b \x01(\x03\x12\x16\n\x0ekill_requested\x18\x0c \x01(\x08\x12\x12\n\nrequest_id\x18\r \x01(\t\"F\n\x11SubmitJobsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x1d\n\x04jobs\x18\x02 \x03(\x0b\x32\x0f.xce.v1.JobSpec\"A\n\x12SubmitJobsResponse\x12\x19\n\x04jobs\x18\x01 \x03(\x0b\x32\x0b.xce.v1.Job\x12\x10\n\x08revision\x18\x02 \x01(\x04\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"I\n\x0fListJobsRequest\x12\x0f\n\x07\x66ilters\x18\x01 \x03(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"X\n\x10ListJobsResponse\x12\x19\n\x04jobs\x18\x01 \x03(\x0b\x32\x0b.xce.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x10\n\x08revision\x18\x03 \x01(\x04\"^\n\x11\x43ontrolJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12%\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\x15.xce.v1.ControlAction\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"\xa4\x01\n\x10ModifyJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x15\n\x08priority\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x12\n\x05queue\x18\x03 \x01(\tH\x01\x88\x01\x01\x12\x19\n\x0cresource_req\x18\x04 \x01(\tH\x02\x88\x01\x01\x12\x12\n\nrequest_id\x18\x05 \x01(\tB\x0b\n\t_priorityB\x08\n\x06_queueB\x0f\n\r_resource_req\"9\n\x0bJobResponse\x12\x18\n\x03job\x18\x01 \x01(\x0b\x32\x0b.xce.v1.Job\x12\x10\n\x08revision\x18\x02 \x01(\x04\"\xf0\x01\n\rReplicaStatus\x12\n\n\x02id\x18\x01 \x01(\x05\x12\x14\n\x0cgrpc_address\x18\x02 \x01(\t\x12\x14\n\x0craft_address\x18\x03 \x01(\t\x12\x0c\n\x04role\x18\x04 \x01(\t\x12\x0c\n\x04term\x18\x05 \x01(\x03\x12\x14\n\x0c\x63ommit_index\x18\x06 \x01(\x04\x12\x15\n\rapplied_index\x18\x07 \x01(\x04\x12\x10\n\x08revision\x18\x08 \x01(\x04\x12\x0b\n\x03pid\x18\t \x01(\x05\x12\x0e\n\x06health\x18\n \x01(\t\x12\x1b\n\x13leader_grpc_address\x18\x0b \x01(\t\x12\x12\n\nlog_length\x18\x0c \x01(\x04\"#\n\rStatusRequest\x12\x12\n\nlocal_only\x18\x01 \x01(\x08\"M\n\x0eStatusResponse\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\'\n\x08replicas\x18\x02 \x03(\x0b\x32\x15.xce.v1.ReplicaStatus\"\xae\x01\n\x08HostSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05slots\x18\x02 \x01(\x05\x12\x11\n\tmemory_mb\x18\x03 \x01(\x03\x12\x32\n\tresources\x18\x04 \x03(\x0b\x32\x1f.xce.v1.HostSpec.ResourcesEntry\x12\x0c\n\x04tags\x18\x05 \x03(\t\x1a\x30\n\x0eResourcesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xa0\x01\n\x04Host\x12\x1e\n\x04spec\x18\x01 \x01(\x0b\x32\x10.xce.v1.HostSpec\x12\"\n\x06status\x18\x02 \x01(\x0e\x32\x12.xce.v1.HostStatus\x12\x12\n\ngeneration\x18\x03 \x01(\x04\x12\x16\n\x0estatus_time_ms\x18\x04 \x01(\x03\x12\x12\n\nslots_used\x18\x05 \x01(\x05\x12\x14\n\x0crunning_jobs\x18\x06 \x01(\x05\"\x12\n\x10ListHostsRequest\"B\n\x11ListHostsResponse\x12\x1b\n\x05hosts\x18\x01 \x03(\x0b\x32\x0c.xce.v1.Host\x12\x10\n\x08revision\x18\x02 \x01(\x04\"a\n\rWorkerMessage\x12 \n\x04join\x18\x01 \x01(\x0b\x32\x10.xce.v1.HostSpecH\x00\x12&\n\theartbeat\x18\x02 \x01(\x0b\x32\x11.xce.v1.HeartbeatH\x00\x42\x06\n\x04\x62ody\"\x1f\n\tHeartbeat\x12\x12\n\ngeneration\x18\x01 \x01(\x04\"=\n\x11\x43ontrollerMessage\x12 \n\x06joined\x18\x01 \x01(\x0b\x32\x0e.xce.v1.JoinedH\x00\x42\x06\n\x04\x62ody\"1\n\x06Joined\x12\x12\n\ngeneration\x18\x01 \x01(\x04\x12\x13\n\x0bheartbeat_s\x18\x02 \x01(\x01\"L\n\x05Queue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08priority\x18\x02 \x01(\x05\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x0e\n\x06\x63losed\x18\x04 \x01(\x08\"C\n\x0fPutQueueRequest\x12\x1c\n\x05queue\x18\x01 \x01(\x0b\x32\r.xce.v1.Queue\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"?\n\rQueueResponse\x12\x1c\n\x05queue\x18\x01 \x01(\x0b\x32\r.xce.v1.Queue\x12\x10\n\x08revision\x18\x02 \x01(\x04\"\x13\n\x11ListQueuesRequest\"\\\n\x12ListQueuesResponse\x12\x1d\n\x06queues\x18\x01 \x03(\x0b\x32\r.xce.v1.Queue\x12\x15\n\rdefault_queue\x18\x02 \x01(\t\x12\x10\n\x08revision\x18\x03 \x01(\x04*x\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x08\n\x04PEND\x10\x01\x12\t\n\x05PSUSP\x10\x02\x12\x07\n\x03RUN\x10\x03\x12\t\n\x05USUSP\x10\x04\x12\t\n\x05SSUSP\x10\x05\x12\x08\n\x04\x44ONE\x10\x06\x12\x08\n\x04\x45XIT\x10\x07\x12\t\n\x05UNKWN\x10\x08*s\n\rControlAction\x12\x1e\n\x1a\x43ONTROL_ACTION_UNSPECIFIED\x10\x00\x12\x08\n\x04KILL\x10\x01\x12\x08\n\x04STOP\x10\x02\x12\n\n\x06RESUME\x10\x03\x12\x08\n\x04HOLD\x10\x04\x12\x0b\n\x07RELEASE\x10\x05\x12\x0b\n\x07REQUEUE\x10\x06*H\n\nHostStatus\x12\x1b\n\x17HOST_STATUS_UNSPECIFIED\x10\x00\x12\x0b\n\x07HOST_OK\x10\x01\x12\x10\n\x0cHOST_UNAVAIL\x10\x02\x32\xc0\x02\n\nJobService\x12\x43\n\nSubmitJobs\x12\x19.xce.v1.SubmitJobsRequest\x1a\x1a.xce.v1.SubmitJobsResponse\x12\x34\n\x06GetJob\x12\x15.xce.v1.GetJobRequest\x1a\x13.xce.v1.JobResponse\x12=\n\x08ListJobs\x12\x17.xce.v1.ListJobsRequest\x1a\x18.xce.v1.ListJobsResponse\x12<\n\nControlJob\x12\x19.xce.v1.ControlJobRequest\x1a\x13.xce.v1.JobResponse\x12:\n\tModifyJob\x12\x18.xce.v1.ModifyJobRequest\x1a\x13.xce.v1.JobResponse2\x8b\x01\n\x0e\x43lusterService\x12\x37\n\x06Status\x12\x15.xce.v1.StatusRequest\x1a\x16.xce.v1.StatusResponse\x12@\n\tListHosts\x12\x18.xce.v1.ListHostsRequest\x1a\x19.xce.v1.ListHostsResponse2P\n\rWorkerService\x12?\n\x07\x43onnect\x12\x15.xce.v1.WorkerMessage\x1a\x19.xce.v1.ControllerMessage(\x01\x30\x01\x32\xd1\x01\n\x0c\x41\x64minService\x12=\n\x0b\x43reateQueue\x12\x17.xce.v1.PutQueueRequest\x1a\x15.xce.v1.QueueResponse\x12=\n\x0bUpdateQueue\x12\x17.xce.v1.PutQueueRequest\x1a\x15.xce.v1.QueueResponse\x12\x43\n\nListQueues\x12\x19.xce.v1.ListQueuesRequest\x1a\x1a.xce.v1.ListQueuesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,10 +33,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_JOBSPEC_ENVENTRY']._loaded_options = None
   _globals['_JOBSPEC_ENVENTRY']._serialized_options = b'8\001'
-  _globals['_JOBSTATE']._serialized_start=1954
-  _globals['_JOBSTATE']._serialized_end=2074
-  _globals['_CONTROLACTION']._serialized_start=2076
-  _globals['_CONTROLACTION']._serialized_end=2191
+  _globals['_HOSTSPEC_RESOURCESENTRY']._loaded_options = None
+  _globals['_HOSTSPEC_RESOURCESENTRY']._serialized_options = b'8\001'
+  _globals['_JOBSTATE']._serialized_start=2628
+  _globals['_JOBSTATE']._serialized_end=2748
+  _globals['_CONTROLACTION']._serialized_start=2750
+  _globals['_CONTROLACTION']._serialized_end=2865
+  _globals['_HOSTSTATUS']._serialized_start=2867
+  _globals['_HOSTSTATUS']._serialized_end=2939
   _globals['_JOBSPEC']._serialized_start=29
   _globals['_JOBSPEC']._serialized_end=306
   _globals['_JOBSPEC_ENVENTRY']._serialized_start=254
@@ -65,20 +69,40 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STATUSREQUEST']._serialized_end=1546
   _globals['_STATUSRESPONSE']._serialized_start=1548
   _globals['_STATUSRESPONSE']._serialized_end=1625
-  _globals['_QUEUE']._serialized_start=1627
-  _globals['_QUEUE']._serialized_end=1703
-  _globals['_PUTQUEUEREQUEST']._serialized_start=1705
-  _globals['_PUTQUEUEREQUEST']._serialized_end=1772
-  _globals['_QUEUERESPONSE']._serialized_start=1774
-  _globals['_QUEUERESPONSE']._serialized_end=1837
-  _globals['_LISTQUEUESREQUEST']._serialized_start=1839
-  _globals['_LISTQUEUESREQUEST']._serialized_end=1858
-  _globals['_LISTQUEUESRESPONSE']._serialized_start=1860
-  _globals['_LISTQUEUESRESPONSE']._serialized_end=1952
-  _globals['_JOBSERVICE']._serialized_start=2194
-  _globals['_JOBSERVICE']._serialized_end=2514
-  _globals['_CLUSTERSERVICE']._serialized_start=2516
-  _globals['_CLUSTERSERVICE']._serialized_end=2589
-  _globals['_ADMINSERVICE']._serialized_start=2592
-  _globals['_ADMINSERVICE']._serialized_end=2801
+  _globals['_HOSTSPEC']._serialized_start=1628
+  _globals['_HOSTSPEC']._serialized_end=1802
+  _globals['_HOSTSPEC_RESOURCESENTRY']._serialized_start=1754
+  _globals['_HOSTSPEC_RESOURCESENTRY']._serialized_end=1802
+  _globals['_HOST']._serialized_start=1805
+  _globals['_HOST']._serialized_end=1965
+  _globals['_LISTHOSTSREQUEST']._serialized_start=1967
+  _globals['_LISTHOSTSREQUEST']._serialized_end=1985
+  _globals['_LISTHOSTSRESPONSE']._serialized_start=1987
+  _globals['_LISTHOSTSRESPONSE']._serialized_end=2053
+  _globals['_WORKERMESSAGE']._serialized_start=2055
+  _globals['_WORKERMESSAGE']._serialized_end=2152
+  _globals['_HEARTBEAT']._serialized_start=2154
+  _globals['_HEARTBEAT']._serialized_end=2185
+  _globals['_CONTROLLERMESSAGE']._serialized_start=2187
+  _globals['_CONTROLLERMESSAGE']._serialized_end=2248
+  _globals['_JOINED']._serialized_start=2250
+  _globals['_JOINED']._serialized_end=2299
+  _globals['_QUEUE']._serialized_start=2301
+  _globals['_QUEUE']._serialized_end=2377
+  _globals['_PUTQUEUEREQUEST']._serialized_start=2379
+  _globals['_PUTQUEUEREQUEST']._serialized_end=2446
+  _globals['_QUEUERESPONSE']._serialized_start=2448
+  _globals['_QUEUERESPONSE']._serialized_end=2511
+  _globals['_LISTQUEUESREQUEST']._serialized_start=2513
+  _globals['_LISTQUEUESREQUEST']._serialized_end=2532
+  _globals['_LISTQUEUESRESPONSE']._serialized_start=2534
+  _globals['_LISTQUEUESRESPONSE']._serialized_end=2626
+  _globals['_JOBSERVICE']._serialized_start=2942
+  _globals['_JOBSERVICE']._serialized_end=3262
+  _globals['_CLUSTERSERVICE']._serialized_start=3265
+  _globals['_CLUSTERSERVICE']._serialized_end=3404
+  _globals['_WORKERSERVICE']._serialized_start=3406
+  _globals['_WORKERSERVICE']._serialized_end=3486
+  _globals['_ADMINSERVICE']._serialized_start=3489
+  _globals['_ADMINSERVICE']._serialized_end=3698
 # @@protoc_insertion_point(module_scope)

@@ -28,6 +28,12 @@ class ControlAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     HOLD: _ClassVar[ControlAction]
     RELEASE: _ClassVar[ControlAction]
     REQUEUE: _ClassVar[ControlAction]
+
+class HostStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    HOST_STATUS_UNSPECIFIED: _ClassVar[HostStatus]
+    HOST_OK: _ClassVar[HostStatus]
+    HOST_UNAVAIL: _ClassVar[HostStatus]
 JOB_STATE_UNSPECIFIED: JobState
 PEND: JobState
 PSUSP: JobState
@@ -44,6 +50,9 @@ RESUME: ControlAction
 HOLD: ControlAction
 RELEASE: ControlAction
 REQUEUE: ControlAction
+HOST_STATUS_UNSPECIFIED: HostStatus
+HOST_OK: HostStatus
+HOST_UNAVAIL: HostStatus
 
 class JobSpec(_message.Message):
     __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req")
@@ -223,6 +232,83 @@ class StatusResponse(_message.Message):
     cluster_id: str
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaStatus]
     def __init__(self, cluster_id: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ...) -> None: ...
+
+class HostSpec(_message.Message):
+    __slots__ = ("name", "slots", "memory_mb", "resources", "tags")
+    class ResourcesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    slots: int
+    memory_mb: int
+    resources: _containers.ScalarMap[str, float]
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., memory_mb: _Optional[int] = ..., resources: _Optional[_Mapping[str, float]] = ..., tags: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Host(_message.Message):
+    __slots__ = ("spec", "status", "generation", "status_time_ms", "slots_used", "running_jobs")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_USED_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    spec: HostSpec
+    status: HostStatus
+    generation: int
+    status_time_ms: int
+    slots_used: int
+    running_jobs: int
+    def __init__(self, spec: _Optional[_Union[HostSpec, _Mapping]] = ..., status: _Optional[_Union[HostStatus, str]] = ..., generation: _Optional[int] = ..., status_time_ms: _Optional[int] = ..., slots_used: _Optional[int] = ..., running_jobs: _Optional[int] = ...) -> None: ...
+
+class ListHostsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListHostsResponse(_message.Message):
+    __slots__ = ("hosts", "revision")
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    hosts: _containers.RepeatedCompositeFieldContainer[Host]
+    revision: int
+    def __init__(self, hosts: _Optional[_Iterable[_Union[Host, _Mapping]]] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class WorkerMessage(_message.Message):
+    __slots__ = ("join", "heartbeat")
+    JOIN_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    join: HostSpec
+    heartbeat: Heartbeat
+    def __init__(self, join: _Optional[_Union[HostSpec, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("generation",)
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    def __init__(self, generation: _Optional[int] = ...) -> None: ...
+
+class ControllerMessage(_message.Message):
+    __slots__ = ("joined",)
+    JOINED_FIELD_NUMBER: _ClassVar[int]
+    joined: Joined
+    def __init__(self, joined: _Optional[_Union[Joined, _Mapping]] = ...) -> None: ...
+
+class Joined(_message.Message):
+    __slots__ = ("generation", "heartbeat_s")
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_S_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    heartbeat_s: float
+    def __init__(self, generation: _Optional[int] = ..., heartbeat_s: _Optional[float] = ...) -> None: ...
 
 class Queue(_message.Message):
     __slots__ = ("name", "priority", "description", "closed")

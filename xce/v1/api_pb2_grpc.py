@@ -283,12 +283,23 @@ class ClusterServiceStub:
                 request_serializer=xce_dot_v1_dot_api__pb2.StatusRequest.SerializeToString,
                 response_deserializer=xce_dot_v1_dot_api__pb2.StatusResponse.FromString,
                 _registered_method=True)
+        self.ListHosts = channel.unary_unary(
+                '/xce.v1.ClusterService/ListHosts',
+                request_serializer=xce_dot_v1_dot_api__pb2.ListHostsRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.ListHostsResponse.FromString,
+                _registered_method=True)
 
 
 class ClusterServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Status(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListHosts(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -301,6 +312,11 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=xce_dot_v1_dot_api__pb2.StatusRequest.FromString,
                     response_serializer=xce_dot_v1_dot_api__pb2.StatusResponse.SerializeToString,
+            ),
+            'ListHosts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListHosts,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.ListHostsRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.ListHostsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -330,6 +346,111 @@ class ClusterService:
             '/xce.v1.ClusterService/Status',
             xce_dot_v1_dot_api__pb2.StatusRequest.SerializeToString,
             xce_dot_v1_dot_api__pb2.StatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListHosts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.ClusterService/ListHosts',
+            xce_dot_v1_dot_api__pb2.ListHostsRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.ListHostsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class WorkerServiceStub:
+    """One stream per worker, served by the leader only (followers refuse it with
+    FAILED_PRECONDITION and the leader's address, like writes).
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Connect = channel.stream_stream(
+                '/xce.v1.WorkerService/Connect',
+                request_serializer=xce_dot_v1_dot_api__pb2.WorkerMessage.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.ControllerMessage.FromString,
+                _registered_method=True)
+
+
+class WorkerServiceServicer:
+    """One stream per worker, served by the leader only (followers refuse it with
+    FAILED_PRECONDITION and the leader's address, like writes).
+    """
+
+    def Connect(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_WorkerServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Connect': grpc.stream_stream_rpc_method_handler(
+                    servicer.Connect,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.WorkerMessage.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.ControllerMessage.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'xce.v1.WorkerService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('xce.v1.WorkerService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class WorkerService:
+    """One stream per worker, served by the leader only (followers refuse it with
+    FAILED_PRECONDITION and the leader's address, like writes).
+    """
+
+    @staticmethod
+    def Connect(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/xce.v1.WorkerService/Connect',
+            xce_dot_v1_dot_api__pb2.WorkerMessage.SerializeToString,
+            xce_dot_v1_dot_api__pb2.ControllerMessage.FromString,
             options,
             channel_credentials,
             insecure,

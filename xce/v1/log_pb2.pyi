@@ -22,7 +22,7 @@ ALREADY_EXISTS: Code
 FAILED_PRECONDITION: Code
 
 class Entry(_message.Message):
-    __slots__ = ("stamp_ms", "proposer", "submit", "control", "modify", "put_queue", "init")
+    __slots__ = ("stamp_ms", "proposer", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status")
     STAMP_MS_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_FIELD_NUMBER: _ClassVar[int]
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +30,8 @@ class Entry(_message.Message):
     MODIFY_FIELD_NUMBER: _ClassVar[int]
     PUT_QUEUE_FIELD_NUMBER: _ClassVar[int]
     INIT_FIELD_NUMBER: _ClassVar[int]
+    JOIN_HOST_FIELD_NUMBER: _ClassVar[int]
+    HOST_STATUS_FIELD_NUMBER: _ClassVar[int]
     stamp_ms: int
     proposer: int
     submit: SubmitBatch
@@ -37,7 +39,19 @@ class Entry(_message.Message):
     modify: _api_pb2.ModifyJobRequest
     put_queue: PutQueueEntry
     init: InitCluster
-    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ...) -> None: ...
+    join_host: _api_pb2.HostSpec
+    host_status: SetHostStatus
+    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ...) -> None: ...
+
+class SetHostStatus(_message.Message):
+    __slots__ = ("name", "generation", "status")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    generation: int
+    status: _api_pb2.HostStatus
+    def __init__(self, name: _Optional[str] = ..., generation: _Optional[int] = ..., status: _Optional[_Union[_api_pb2.HostStatus, str]] = ...) -> None: ...
 
 class SubmitBatch(_message.Message):
     __slots__ = ("requests",)
@@ -70,18 +84,20 @@ class InitCluster(_message.Message):
     def __init__(self, cluster_id: _Optional[str] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[_api_pb2.Queue, _Mapping]]] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("code", "message", "job_ids", "revision", "stamp_ms")
+    __slots__ = ("code", "message", "job_ids", "revision", "stamp_ms", "generation")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
     STAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     code: Code
     message: str
     job_ids: _containers.RepeatedScalarFieldContainer[int]
     revision: int
     stamp_ms: int
-    def __init__(self, code: _Optional[_Union[Code, str]] = ..., message: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., revision: _Optional[int] = ..., stamp_ms: _Optional[int] = ...) -> None: ...
+    generation: int
+    def __init__(self, code: _Optional[_Union[Code, str]] = ..., message: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., revision: _Optional[int] = ..., stamp_ms: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class Change(_message.Message):
     __slots__ = ("table", "key", "value", "deleted")

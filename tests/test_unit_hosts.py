@@ -1,0 +1,109 @@
+"""Hosts in the state machine (join, status) and the leader's heartbeat bookkeeping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controller import fsm
+from controller.host_liveness import Liveness
+from controller.store import StateStore
+from controller.tables import MemoryTables, Tables
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+STAMP = 1_700_000_000_000
+
+
+@pytest.fixture(params=["memory", "lmdb"])
+def apply(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """apply(entry) -> result at the next index, over either store."""
+    index = [0]
+    if request.param == "memory":
+        tables: Tables = MemoryTables()
+
+        def run(entry: log.Entry) -> log.Result:
+            index[0] += 1
+            results = fsm.apply(tables, index[0], entry.SerializeToString())
+            assert results is not None
+            return results[0]
+
+        run.read = lambda name: fsm.read_host(tables, name)  # type: ignore[attr-defined]
+        return run
+    store = StateStore(tmp_path / "state", "c")
+    request.addfinalizer(store.close)
+
+    def run_lmdb(entry: log.Entry) -> log.Result:
+        index[0] += 1
+        results = store.apply(index[0], entry.SerializeToString())
+        assert results is not None
+        return results[0]
+
+    def read(name: str) -> api.Host | None:
+        with store.read() as tables:
+            return fsm.read_host(tables, name)
+
+    run_lmdb.read = read  # type: ignore[attr-defined]
+    return run_lmdb
+
+
+def join(name: str, slots: int, stamp: int = STAMP) -> log.Entry:
+    return log.Entry(stamp_ms=stamp, join_host=api.HostSpec(name=name, slots=slots, tags=["t"]))
+
+
+def status(name: str, generation: int, value: int = api.HOST_UNAVAIL, stamp: int = STAMP) -> log.Entry:
+    return log.Entry(stamp_ms=stamp, host_status=log.SetHostStatus(name=name, generation=generation,
+                                                                   status=value))
+
+
+def test_join_creates_then_updates_in_place_with_generation_plus_one(apply) -> None:  # type: ignore[no-untyped-def]
+    assert apply(join("n1", 0)).generation == 1
+    assert apply(status("n1", 1, stamp=STAMP + 5)).code == log.OK
+    assert apply.read("n1").status == api.HOST_UNAVAIL
+    result = apply(join("n1", 8, stamp=STAMP + 9))
+    assert (result.code, result.generation) == (log.OK, 2)
+    got = apply.read("n1")
+    assert (got.spec.slots, got.status, got.generation, got.status_time_ms) == (8, api.HOST_OK, 2, STAMP + 9)
+
+
+def test_status_of_a_stale_generation_changes_nothing(apply) -> None:  # type: ignore[no-untyped-def]
+    apply(join("n1", 2))
+    apply(join("n1", 2))
+    result = apply(status("n1", 1))
+    assert result.code == log.FAILED_PRECONDITION and "generation 2" in result.message
+    assert apply.read("n1").status == api.HOST_OK
+
+
+@pytest.mark.parametrize("spec", [api.HostSpec(name="", slots=1), api.HostSpec(name="a b"),
+                                  api.HostSpec(name="n", slots=-1), api.HostSpec(name="n", memory_mb=-5),
+                                  api.HostSpec(name="n", resources={"gpu": -1.0}),
+                                  api.HostSpec(name="n", resources={"gpu": float("nan")})])
+def test_bad_host_spec_is_rejected_and_stores_nothing(apply, spec: api.HostSpec) -> None:  # type: ignore[no-untyped-def]
+    assert apply(log.Entry(stamp_ms=STAMP, join_host=spec)).code == log.INVALID_ARGUMENT
+    assert apply.read(spec.name) is None
+
+
+def test_status_of_unknown_host_is_not_found(apply) -> None:  # type: ignore[no-untyped-def]
+    assert apply(status("ghost", 1)).code == log.NOT_FOUND
+
+
+def host(name: str, generation: int, value: int = api.HOST_OK) -> api.Host:
+    return api.Host(spec=api.HostSpec(name=name), generation=generation, status=value)
+
+
+def test_liveness_gives_every_host_one_timeout_from_the_leaders_start() -> None:
+    liveness = Liveness(since_s=100.0, timeout_s=5.0)
+    hosts = [host("a", 1), host("b", 3), host("c", 1, api.HOST_UNAVAIL)]
+    assert liveness.overdue(hosts, 104.9) == []
+    liveness.seen("a", 1, 104.0)
+    assert liveness.overdue(hosts, 105.5) == [("b", 3)]  # never heard from: counted from 100
+    assert liveness.overdue(hosts, 109.5) == [("a", 1), ("b", 3)]
+
+
+def test_liveness_ignores_heartbeats_of_an_older_generation() -> None:
+    liveness = Liveness(since_s=0.0, timeout_s=5.0)
+    liveness.seen("a", 1, 50.0)  # the old connection's last heartbeat
+    assert liveness.overdue([host("a", 2)], 50.0) == [("a", 2)]
+    liveness.seen("a", 2, 50.0)
+    assert liveness.overdue([host("a", 2)], 54.0) == []

@@ -1,0 +1,100 @@
+"""Worker configuration (TOML).
+
+    controllers = ["127.0.0.1:7101", "127.0.0.1:7102", "127.0.0.1:7103"]
+    # or: cluster_config = "/etc/xce/cluster.toml"   (its replicas' gRPC addresses)
+    name = "node17"           # default: this machine's host name
+    slots = 8                 # default: the CPU count; 0 closes the host (like LSF MXJ=0)
+    memory_mb = 64000         # default: MemTotal from /proc/meminfo
+    tags = ["gpu", "ssd"]
+    [resources]
+    gpu = 2
+
+Relative paths are relative to the file. `--name` on the command line wins
+over `name`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from controller import fsm
+from xce.v1 import api_pb2 as api
+
+
+class WorkerConfigError(Exception):
+    """The worker configuration is missing, malformed or invalid."""
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    path: Path
+    controllers: tuple[str, ...]
+    host: api.HostSpec
+
+
+def load(path: Path, name: str | None = None) -> WorkerConfig:
+    path = Path(path).resolve()
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise WorkerConfigError(f"no worker configuration at {path}") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise WorkerConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return parse(raw, path, name)
+
+
+def parse(raw: dict[str, Any], path: Path, name: str | None = None) -> WorkerConfig:
+    controllers = _controllers(raw, path)
+    slots = raw.get("slots", os.cpu_count() or 1)
+    if not isinstance(slots, int) or isinstance(slots, bool):
+        raise WorkerConfigError(f"{path}: slots must be an integer")
+    memory_mb = raw.get("memory_mb", _memory_mb())
+    if not isinstance(memory_mb, int) or isinstance(memory_mb, bool):
+        raise WorkerConfigError(f"{path}: memory_mb must be an integer")
+    resources = raw.get("resources", {})
+    tags = raw.get("tags", [])
+    if not isinstance(resources, dict) or not all(isinstance(v, int | float) for v in resources.values()):
+        raise WorkerConfigError(f"{path}: [resources] maps names to numbers")
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise WorkerConfigError(f"{path}: tags must be a list of strings")
+    host = api.HostSpec(name=name or str(raw.get("name") or socket.gethostname()), slots=slots,
+                        memory_mb=memory_mb, resources={k: float(v) for k, v in resources.items()},
+                        tags=tags)
+    try:
+        fsm.check_host_spec(host)
+    except fsm.Rejected as exc:
+        raise WorkerConfigError(f"{path}: {exc.message}") from None
+    return WorkerConfig(path=path, controllers=controllers, host=host)
+
+
+def _controllers(raw: dict[str, Any], path: Path) -> tuple[str, ...]:
+    if "controllers" in raw:
+        controllers = raw["controllers"]
+        if not isinstance(controllers, list) or not controllers or \
+                not all(isinstance(c, str) and c for c in controllers):
+            raise WorkerConfigError(f"{path}: controllers must be a non-empty list of host:port")
+        return tuple(controllers)
+    if "cluster_config" in raw:
+        from controller.config import ConfigError
+        from controller.config import load as load_cluster
+
+        try:
+            return tuple(r.grpc for r in load_cluster(path.parent / raw["cluster_config"]).replicas)
+        except ConfigError as exc:
+            raise WorkerConfigError(f"{path}: cluster_config: {exc}") from exc
+    raise WorkerConfigError(f"{path}: needs controllers = [...] or cluster_config = PATH")
+
+
+def _memory_mb() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return 0

@@ -1,0 +1,147 @@
+"""`xce worker`: join the cluster through any replica, heartbeat, reconnect forever.
+
+Theory of operation. The worker opens the WorkerService.Connect stream to the
+replica it believes leads and sends `join` with its host (name, slots,
+memory, resources, tags). The leader commits the join, which sets the host
+OK and bumps its generation, and answers `joined` with that generation and
+the heartbeat period it wants; the worker then heartbeats with that
+generation until the stream ends. A follower refuses the stream with the
+leader's address, which the worker follows at once; any other failure (the
+leader died, no leader yet) moves it to the next replica after a capped,
+jittered exponential backoff. It never gives up (H1): every reconnect is a
+new join, so the leader knows the host is back and which connection is
+current.
+
+Running jobs over the same stream (RunJob, Signal, reports) is the next step
+of the worker issue; this module is its connection half.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+
+from worker.config import WorkerConfig, WorkerConfigError, load
+from xce.client import LEADER_METADATA, channel_options
+from xce.v1 import api_pb2 as api
+
+log = logging.getLogger("xce.worker")
+
+INITIAL_BACKOFF_S = 0.05
+MAX_BACKOFF_S = 5.0
+
+
+class Worker:
+    def __init__(self, config: WorkerConfig, rng: random.Random | None = None) -> None:
+        self.config = config
+        self.generation = 0
+        self._rng = rng or random.Random()
+        self._stop = threading.Event()
+        self._target = config.controllers[0]
+        self._call: grpc.Call | None = None
+
+    def stop(self) -> None:
+        self._stop.set()
+        call = self._call
+        if call is not None:
+            call.cancel()
+
+    def run(self) -> None:
+        backoff = INITIAL_BACKOFF_S
+        while not self._stop.is_set():
+            target = self._target
+            try:
+                if self._session(target):
+                    backoff = INITIAL_BACKOFF_S  # it had joined: try again promptly
+            except grpc.RpcError as exc:
+                leader = _leader_hint(exc)
+                if leader and leader != target:
+                    self._target = leader
+                    continue
+                self._target = self._next(target)
+                log.info("worker %s: %s from %s: %s", self.config.host.name, exc.code().name, target,
+                         exc.details())
+            self._stop.wait(backoff * (0.5 + self._rng.random()))
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    def _session(self, target: str) -> bool:
+        """One stream: join, heartbeat until it ends. True if it had joined."""
+        outgoing: queue.Queue[api.WorkerMessage | None] = queue.Queue()
+        outgoing.put(api.WorkerMessage(join=self.config.host))
+        ended = threading.Event()
+        joined = False
+        with grpc.insecure_channel(target, options=channel_options()) as channel:
+            connect = channel.stream_stream("/xce.v1.WorkerService/Connect",
+                                            request_serializer=api.WorkerMessage.SerializeToString,
+                                            response_deserializer=api.ControllerMessage.FromString)
+            call = connect(_drain(outgoing))
+            self._call = call
+            try:
+                if self._stop.is_set():
+                    return False
+                for message in call:
+                    if message.WhichOneof("body") == "joined" and not joined:
+                        joined = True
+                        self.generation = message.joined.generation
+                        log.info("worker %s: joined via %s, generation %d", self.config.host.name, target,
+                                 self.generation)
+                        threading.Thread(target=self._heartbeat, daemon=True,
+                                         args=(outgoing, ended, self.generation,
+                                               max(0.05, message.joined.heartbeat_s))).start()
+            finally:
+                ended.set()
+                outgoing.put(None)
+                call.cancel()
+                self._call = None
+        return joined
+
+    def _heartbeat(self, outgoing: queue.Queue[api.WorkerMessage | None], ended: threading.Event,
+                   generation: int, period_s: float) -> None:
+        while not ended.wait(period_s):
+            outgoing.put(api.WorkerMessage(heartbeat=api.Heartbeat(generation=generation)))
+
+    def _next(self, address: str) -> str:
+        addresses = self.config.controllers
+        if address not in addresses:
+            return addresses[0]
+        return addresses[(addresses.index(address) + 1) % len(addresses)]
+
+
+def _drain(outgoing: queue.Queue[api.WorkerMessage | None]) -> Iterator[api.WorkerMessage]:
+    while True:
+        message = outgoing.get()
+        if message is None:
+            return
+        yield message
+
+
+def _leader_hint(exc: grpc.RpcError) -> str | None:
+    trailing = exc.trailing_metadata() if isinstance(exc, grpc.Call) else None
+    for key, value in trailing or ():
+        if key == LEADER_METADATA and value:
+            return str(value)
+    return None
+
+
+def run(config_path: Path, name: str | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    try:
+        config = load(config_path, name)
+    except WorkerConfigError as exc:
+        print(f"xce worker: {exc}", file=sys.stderr)
+        return 2
+    worker = Worker(config)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: worker.stop())
+    log.info("worker %s: %d slots, controllers %s", config.host.name, config.host.slots,
+             ",".join(config.controllers))
+    worker.run()
+    return 0
