@@ -478,6 +478,8 @@ def _apply_control(applier: Applier) -> list[log.Result]:
     def body() -> log.Result:
         job = find_job(applier.tables, request.job_id)
         transition = check_control(job, request.action)
+        if transition.requeue and job.state in RUNNING:
+            _release(applier, job)  # the old attempt's slots; its worker gets a kill
         job.state = transition.to
         job.modify_time_ms = applier.entry.stamp_ms
         job.pending_reason = transition.reason if transition.to in PENDING else ""
@@ -485,10 +487,9 @@ def _apply_control(applier: Applier) -> list[log.Result]:
             job.kill_requested = True
         if transition.requeue:
             job.attempt += 1
-            job.exit_code = 0
-            job.end_time_ms = 0
-            job.start_time_ms = 0
-            job.kill_requested = False
+            for name in ("exit_code", "end_time_ms", "start_time_ms", "kill_requested", "pid",
+                         "term_signal", "exit_status_unknown", "usage", "host"):
+                job.ClearField(name)
         if transition.to == api.EXIT:
             job.end_time_ms = applier.entry.stamp_ms
             job.exit_code = 128 + 9  # like a job killed with SIGKILL before it ran
@@ -496,6 +497,120 @@ def _apply_control(applier: Applier) -> list[log.Result]:
         return log.Result(code=log.OK, job_ids=[job.id])
 
     return [_guarded(request.request_id, applier, body)]
+
+
+# ---------------------------------------------------------------- dispatch
+
+
+def host_job_key(host: str, job_id: int) -> bytes:
+    return host.encode() + b"\x00" + job_key(job_id)
+
+
+def host_job_ids(tables: Tables, host: str) -> list[int]:
+    """Jobs whose current attempt holds slots on `host`."""
+    prefix = host.encode() + b"\x00"
+    ids = []
+    for key, _ in tables.scan("host_jobs", prefix):
+        if not key.startswith(prefix):
+            break
+        ids.append(struct.unpack(">Q", key[len(prefix):])[0])
+    return ids
+
+
+def check_dispatch(tables: Tables, job: api.Job, host_name: str, attempt: int) -> api.Host:
+    """The checks a DISPATCH must pass, from the scheduler or an operator (brun)."""
+    if job.state != api.PEND:
+        raise Rejected(log.FAILED_PRECONDITION,
+                       f"job {job.id} is not pending (state {api.JobState.Name(job.state)})")
+    if attempt != job.attempt:
+        raise Rejected(log.FAILED_PRECONDITION, f"job {job.id} is at attempt {job.attempt}, not {attempt}")
+    host = read_host(tables, host_name)
+    if host is None:
+        raise Rejected(log.NOT_FOUND, f"no host {host_name[:80]!r}")
+    if host.status != api.HOST_OK:
+        raise Rejected(log.FAILED_PRECONDITION, f"host {host_name} is unavailable")
+    free = host.spec.slots - host.slots_used
+    if free < job.spec.slots:
+        raise Rejected(log.FAILED_PRECONDITION,
+                       f"host {host_name} has {free} free slots; job {job.id} needs {job.spec.slots}")
+    return host
+
+
+def _release(applier: Applier, job: api.Job) -> None:
+    """The job's current attempt gives its slots on its host back."""
+    host = read_host(applier.tables, job.host)
+    if host is not None:
+        host.slots_used = max(0, host.slots_used - job.spec.slots)
+        host.running_jobs = max(0, host.running_jobs - 1)
+        applier.put_host(host)
+    applier.tables.delete("host_jobs", host_job_key(job.host, job.id))
+
+
+def _apply_dispatch(applier: Applier) -> list[log.Result]:
+    dispatch = applier.entry.dispatch
+
+    def body() -> log.Result:
+        job = read_job(applier.tables, dispatch.job_id)
+        if job is None:
+            raise Rejected(log.NOT_FOUND, f"no job {dispatch.job_id}")
+        host = check_dispatch(applier.tables, job, dispatch.host, dispatch.attempt)
+        job.state = api.RUN
+        job.host = host.spec.name
+        job.pending_reason = ""
+        job.modify_time_ms = applier.entry.stamp_ms
+        host.slots_used += job.spec.slots
+        host.running_jobs += 1
+        applier.put_job(job)
+        applier.put_host(host)
+        applier.tables.put("host_jobs", host_job_key(host.spec.name, job.id), struct.pack(">i", job.attempt))
+        return log.Result(code=log.OK, job_ids=[job.id])
+
+    return [_guarded(dispatch.request_id, applier, body)]
+
+
+def _apply_report(applier: Applier) -> list[log.Result]:
+    """A worker's report about (job, attempt). Stale ones change nothing (M3)."""
+    relayed = applier.entry.report
+    report = relayed.report
+    host = read_host(applier.tables, relayed.host)
+    job = read_job(applier.tables, report.job_id)
+    if host is None or host.generation != relayed.generation:
+        return [log.Result(code=log.FAILED_PRECONDITION, message="report from a stale connection")]
+    if job is None or job.host != relayed.host or job.attempt != report.attempt or job.state not in RUNNING:
+        return [log.Result(code=log.FAILED_PRECONDITION, message="report about an instance not wanted")]
+    kind = report.WhichOneof("body")
+    stamp = applier.entry.stamp_ms
+    if kind == "started":
+        job.pid = report.started.pid
+        job.start_time_ms = report.started.time_ms or stamp
+    elif kind == "finished":
+        finished = report.finished
+        if finished.term_signal:
+            job.term_signal = finished.term_signal
+            job.exit_code = 128 + finished.term_signal
+        else:
+            job.exit_code = finished.exit_code
+        job.exit_status_unknown = finished.status_unknown
+        ok = job.exit_code == 0 and not finished.status_unknown
+        job.state = api.DONE if ok else api.EXIT
+        job.usage.CopyFrom(finished.usage)
+        job.end_time_ms = finished.time_ms or stamp
+        job.kill_requested = False
+        _release(applier, job)
+    elif kind == "dispatch_failed":
+        if report.dispatch_failed.code >= 0:  # M3: only a failure (negative code) requeues
+            return [log.Result(code=log.INVALID_ARGUMENT, message="dispatch failure codes are negative")]
+        _release(applier, job)
+        job.state = api.PEND
+        job.attempt += 1
+        job.pending_reason = f"dispatch to {relayed.host} failed: {report.dispatch_failed.reason[:200]}"
+        job.host = ""
+        job.pid = 0
+    else:
+        return [log.Result(code=log.INVALID_ARGUMENT, message="empty report")]
+    job.modify_time_ms = stamp
+    applier.put_job(job)
+    return [log.Result(code=log.OK, job_ids=[job.id])]
 
 
 def _apply_modify(applier: Applier) -> list[log.Result]:
@@ -597,6 +712,8 @@ _HANDLERS: dict[str, Callable[[Applier], list[log.Result]]] = {
     "init": _apply_init,
     "join_host": _apply_join_host,
     "host_status": _apply_host_status,
+    "dispatch": _apply_dispatch,
+    "report": _apply_report,
 }
 
 

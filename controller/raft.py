@@ -132,13 +132,15 @@ class _Replica(SyncObj):  # type: ignore[misc]
 class RaftNode:
     def __init__(self, self_address: str, peers: list[str], data_dir: Path, password: str,
                  store: StateStore, settings: RaftSettings | None = None,
-                 on_role_change: Callable[[str], None] | None = None) -> None:
+                 on_role_change: Callable[[str], None] | None = None,
+                 on_applied: Callable[[], None] | None = None) -> None:
         if not password:
             raise ValueError("a cluster password is mandatory: pysyncobj's peer format is pickle")
         self.settings = settings or RaftSettings()
         self.store = store
         self.self_address = self_address
         self._on_role_change = on_role_change
+        self._on_applied = on_applied
         data_dir = Path(data_dir)
         self._snapshot_path = data_dir / "snapshot"
         wal = LmdbJournal(data_dir / "wal", before_truncate=self._sync_snapshot_dir,
@@ -228,11 +230,14 @@ class RaftNode:
 
     def _apply(self, index: int, data: bytes) -> Any:
         try:
-            return self.store.apply(index, data)
+            result = self.store.apply(index, data)
         except Exception as exc:
             # A storage failure (disk full, I/O error) must not be retried
             # forever by pysyncobj nor skipped: stop, the WAL has the entry.
             _fail_stop(exc, f"applying entry {index}")
+        if self._on_applied is not None:
+            self._on_applied()
+        return result
 
     def _on_tick(self) -> None:
         self._wal.flush(lazy_commit_index=True)

@@ -41,6 +41,7 @@ from controller.group_commit import GroupCommit
 from controller.host_liveness import Liveness
 from controller.raft import SUCCESS, RaftNode
 from controller.store import StateStore
+from controller.worker_session import WorkerSession
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -91,13 +92,22 @@ class Replica:
         self._configured = False  # this leadership pushed (or matched) the configuration
         self._liveness: Liveness | None = None  # this leadership's heartbeat bookkeeping
         self._liveness_task: asyncio.Task[None] | None = None
+        self._applied = asyncio.Event()  # replaced and set after every applied entry
         self.raft = RaftNode(self.me.raft, [r.raft for r in config.replicas], data_dir,
                              config.password, self.store, config.raft,
-                             on_role_change=self._role_changed)
+                             on_role_change=self._role_changed, on_applied=self._entry_applied)
         self.batcher = GroupCommit(self._propose_submits, config.group_commit_max_requests,
                                    config.group_commit_max_bytes, config.group_commit_max_in_flight)
 
     # -------------------------------------------------------------- leadership
+
+    def _entry_applied(self) -> None:  # tick thread
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake_appliers)
+
+    def _wake_appliers(self) -> None:
+        event, self._applied = self._applied, asyncio.Event()
+        event.set()
 
     def _role_changed(self, role: str) -> None:  # tick thread
         if self._loop is not None:
@@ -376,7 +386,7 @@ class Replica:
 
     async def worker_connect(self, requests: AsyncIterator[bytes],
                              context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
-        """One worker's stream: join (committed), then heartbeats, leader only."""
+        """One worker's stream, leader only: join (committed), then worker_session."""
         try:
             self.require_leader()
             first = _parse(api.WorkerMessage, await anext(requests))
@@ -396,19 +406,46 @@ class Replica:
         if liveness is not None:
             liveness.seen(name, generation, time.monotonic())
         logger.info("host %s joined, generation %d", name, generation)
-        yield api.ControllerMessage(joined=api.Joined(generation=generation,
-                                                      heartbeat_s=self.config.heartbeat_s)).SerializeToString()
+        session = WorkerSession(self, self.propose, name, generation, liveness)
+        session.outbox.put_nowait(api.ControllerMessage(joined=api.Joined(
+            generation=generation, heartbeat_s=self.config.heartbeat_s)))
+        parsed = (_parse(api.WorkerMessage, raw) async for raw in requests)
+        reader = asyncio.get_running_loop().create_task(session.read(parsed, SUCCESS))
+        commander = asyncio.get_running_loop().create_task(session.command())
         try:
-            async for raw in requests:
-                message = _parse(api.WorkerMessage, raw)
-                if not self.raft.is_leader() or self._liveness is not liveness:
-                    self.require_leader()  # raises with the new leader's address, if known
-                    raise ApiError(grpc.StatusCode.UNAVAILABLE, "leadership changed; reconnect")
-                if message.WhichOneof("body") == "heartbeat" and liveness is not None \
-                        and message.heartbeat.generation == generation:
-                    liveness.seen(name, generation, time.monotonic())
-        except ApiError as exc:
-            await context.abort(exc.code, exc.message, trailing_metadata=exc.metadata)
+            while (message := await session.outbox.get()) is not None:
+                yield message.SerializeToString()
+            failure = reader.exception() if reader.done() and not reader.cancelled() else None
+        finally:
+            commander.cancel()
+            reader.cancel()
+        if isinstance(failure, ApiError):
+            await context.abort(failure.code, failure.message, trailing_metadata=failure.metadata)
+
+    def still_leading(self, liveness: Liveness | None) -> None:
+        if not self.raft.is_leader() or self._liveness is not liveness:
+            self.require_leader()  # raises with the new leader's address, if known
+            raise ApiError(grpc.StatusCode.UNAVAILABLE, "leadership changed; reconnect")
+
+    def applied_event(self) -> asyncio.Event:
+        return self._applied
+
+    # -------------------------------------------------------------- JobService: force-run
+
+    async def run_job(self, request: api.RunJobRequest) -> api.JobResponse:
+        """Like LSF brun: a DISPATCH through the committed path, with the scheduler's checks."""
+        self.require_leader()
+        _ensure_request_id(request)
+        with self.store.read() as tables:
+            try:
+                job = fsm.find_job(tables, request.job_id)
+                fsm.check_dispatch(tables, job, request.host, job.attempt)
+            except fsm.Rejected as exc:
+                raise _rejected(exc) from None
+        dispatch = log.Dispatch(job_id=job.id, host=request.host, attempt=job.attempt,
+                                request_id=request.request_id)
+        result = await self._propose_one(log.Entry(dispatch=dispatch), request.request_id)
+        return self._job_response(result)
 
     # -------------------------------------------------------------- serving
 
@@ -420,6 +457,7 @@ class Replica:
                 "ListJobs": (self.list_jobs, api.ListJobsRequest),
                 "ControlJob": (self.control_job, api.ControlJobRequest),
                 "ModifyJob": (self.modify_job, api.ModifyJobRequest),
+                "RunJob": (self.run_job, api.RunJobRequest),
             }),
             _service("xce.v1.ClusterService", {"Status": (self.status, api.StatusRequest),
                                                 "ListHosts": (self.list_hosts, api.ListHostsRequest)}),

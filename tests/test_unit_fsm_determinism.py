@@ -98,7 +98,7 @@ def submit_requests(draw: st.DrawFn) -> api.SubmitJobsRequest:
 @st.composite
 def bodies(draw: st.DrawFn) -> dict[str, object]:
     kind = draw(st.sampled_from(["submit", "control", "modify", "put_queue", "init", "join_host",
-                                 "host_status"]))
+                                 "host_status", "dispatch", "report"]))
     if kind == "submit":
         return {"submit": log.SubmitBatch(requests=draw(st.lists(submit_requests(), min_size=1, max_size=3)))}
     if kind == "control":
@@ -117,11 +117,26 @@ def bodies(draw: st.DrawFn) -> dict[str, object]:
         return {"put_queue": log.PutQueueEntry(queue=draw(queues()), create=draw(st.booleans()),
                                                request_id=draw(request_ids))}
     if kind == "join_host":
-        return {"join_host": api.HostSpec(name=draw(HOST_NAMES), slots=draw(st.integers(-1, 9)),
+        return {"join_host": api.HostSpec(name=draw(HOST_NAMES), slots=draw(st.integers(-1, 4)),
                                           memory_mb=draw(st.integers(-1, 4096)))}
     if kind == "host_status":
         return {"host_status": log.SetHostStatus(name=draw(HOST_NAMES), generation=draw(st.integers(0, 3)),
                                                  status=draw(st.integers(0, 3)))}
+    if kind == "dispatch":
+        return {"dispatch": log.Dispatch(job_id=draw(st.integers(0, 6)), host=draw(HOST_NAMES),
+                                         attempt=draw(st.integers(0, 2)), request_id=draw(request_ids))}
+    if kind == "report":
+        report = api.JobReport(job_id=draw(st.integers(0, 6)), attempt=draw(st.integers(0, 2)))
+        which = draw(st.sampled_from(["started", "finished", "dispatch_failed", "none"]))
+        if which == "started":
+            report.started.pid = draw(st.integers(1, 9))
+        elif which == "finished":
+            report.finished.exit_code = draw(st.integers(0, 2))
+            report.finished.term_signal = draw(st.sampled_from([0, 0, 9]))
+        elif which == "dispatch_failed":
+            report.dispatch_failed.code = draw(st.integers(-3, 1))
+        return {"report": log.HostReport(host=draw(HOST_NAMES), generation=draw(st.integers(0, 3)),
+                                         report=report)}
     return {"init": draw(init_bodies())}
 
 

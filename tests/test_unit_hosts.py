@@ -107,3 +107,70 @@ def test_liveness_ignores_heartbeats_of_an_older_generation() -> None:
     assert liveness.overdue([host("a", 2)], 50.0) == [("a", 2)]
     liveness.seen("a", 2, 50.0)
     assert liveness.overdue([host("a", 2)], 54.0) == []
+
+
+def _setup_job(apply, slots: int = 2) -> int:  # type: ignore[no-untyped-def]
+    apply(log.Entry(stamp_ms=STAMP, init=log.InitCluster(cluster_id="c", config_digest="d",
+                                                         queues=[api.Queue(name="normal")])))
+    apply(join("n1", 4))
+    spec = api.JobSpec(command=["true"], slots=slots)
+    result = apply(log.Entry(stamp_ms=STAMP, submit=log.SubmitBatch(requests=[
+        api.SubmitJobsRequest(request_id=f"s{slots}", jobs=[spec])])))
+    return int(result.job_ids[0])
+
+
+def dispatch(job_id: int, host_name: str = "n1", attempt: int = 0) -> log.Entry:
+    return log.Entry(stamp_ms=STAMP, dispatch=log.Dispatch(job_id=job_id, host=host_name, attempt=attempt))
+
+
+def report(job_id: int, attempt: int = 0, generation: int = 1, **body: object) -> log.Entry:
+    return log.Entry(stamp_ms=STAMP + 1, report=log.HostReport(host="n1", generation=generation,
+                                                               report=api.JobReport(job_id=job_id,
+                                                                                    attempt=attempt, **body)))
+
+
+def test_dispatch_takes_slots_and_finish_gives_them_back(apply) -> None:  # type: ignore[no-untyped-def]
+    job_id = _setup_job(apply)
+    assert apply(dispatch(job_id)).code == log.OK
+    assert (apply.read("n1").slots_used, apply.read("n1").running_jobs) == (2, 1)
+    assert apply(dispatch(job_id)).code == log.FAILED_PRECONDITION  # not pending any more
+    assert apply(report(job_id, started=api.JobStarted(pid=42, time_ms=5))).code == log.OK
+    finished = api.JobFinished(term_signal=9, usage=api.Usage(user_cpu_s=1.5), time_ms=9)
+    assert apply(report(job_id, finished=finished)).code == log.OK
+    assert apply.read("n1").slots_used == 0
+
+
+def test_dispatch_needs_free_slots_and_an_ok_host(apply) -> None:  # type: ignore[no-untyped-def]
+    job_id = _setup_job(apply, slots=3)
+    other = _setup_job(apply, slots=2)
+    assert apply(dispatch(job_id)).code == log.OK
+    result = apply(dispatch(other))
+    assert result.code == log.FAILED_PRECONDITION and "1 free slots" in result.message
+    assert apply(dispatch(other, "ghost")).code == log.NOT_FOUND
+    apply(status("n1", apply.read("n1").generation))
+    assert "unavailable" in apply(dispatch(other)).message
+
+
+def test_only_a_negative_dispatch_failure_requeues(apply) -> None:  # type: ignore[no-untyped-def]
+    job_id = _setup_job(apply)
+    apply(dispatch(job_id))
+    ok_code = api.DispatchFailed(code=0, reason="fine")
+    assert apply(report(job_id, dispatch_failed=ok_code)).code == log.INVALID_ARGUMENT  # M3
+    failed = api.DispatchFailed(code=-2, reason="working directory /x missing")
+    assert apply(report(job_id, dispatch_failed=failed)).code == log.OK
+    assert apply(dispatch(job_id, attempt=0)).code == log.FAILED_PRECONDITION  # stale attempt
+    assert apply(dispatch(job_id, attempt=1)).code == log.OK
+    assert apply.read("n1").slots_used == 2
+
+
+def test_reports_of_stale_attempts_or_connections_change_nothing(apply) -> None:  # type: ignore[no-untyped-def]
+    job_id = _setup_job(apply)
+    apply(dispatch(job_id))
+    apply(log.Entry(stamp_ms=STAMP, control=api.ControlJobRequest(job_id=str(job_id), action=api.REQUEUE)))
+    assert apply.read("n1").slots_used == 0  # the requeue gave the old attempt's slots back
+    done = api.JobFinished(exit_code=0)
+    assert apply(report(job_id, attempt=0, finished=done)).code == log.FAILED_PRECONDITION
+    apply(dispatch(job_id, attempt=1))
+    assert apply(report(job_id, attempt=1, generation=7, finished=done)).code == log.FAILED_PRECONDITION
+    assert apply(report(job_id, attempt=1, finished=done)).code == log.OK
+    assert apply.read("n1").slots_used == 0

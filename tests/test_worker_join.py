@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import grpc
 import pytest
 
 from xce.client import Client
-from xce.local_cluster import LocalCluster
+from xce.local_cluster import LocalCluster, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
@@ -23,40 +22,12 @@ pytestmark = pytest.mark.cluster
 FAST_HOSTS = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.5\n"
 
 
-class Workers:
-    """Worker processes of one test; every one is killed at the end."""
-
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.cluster = cluster
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-
-    def start(self, name: str, slots: int, extra: str = "") -> Path:
-        config = self.cluster.data / f"worker-{name}.toml"
-        config.write_text(f'cluster_config = "cluster.toml"\nname = "{name}"\nslots = {slots}\n{extra}')
-        with open(self.cluster.data / f"worker-{name}.log", "ab") as out:
-            self.procs[name] = subprocess.Popen([sys.executable, "-m", "xce.cli", "worker", "--config",
-                                                 str(config)], stdout=out, stderr=subprocess.STDOUT)
-        return config
-
-    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
-        proc = self.procs.pop(name)
-        proc.send_signal(sig)
-        proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-        self.procs.clear()
-
-
 @pytest.fixture
-def setup(make_cluster) -> Iterator[tuple[LocalCluster, Workers]]:  # type: ignore[no-untyped-def]
+def setup(make_cluster) -> Iterator[tuple[LocalCluster, LocalWorkers]]:  # type: ignore[no-untyped-def]
     cluster = make_cluster(extra_config=FAST_HOSTS)
     cluster.start()
     cluster.leader()
-    workers = Workers(cluster)
+    workers = LocalWorkers(cluster)
     try:
         yield cluster, workers
     finally:
@@ -87,7 +58,7 @@ def _ok(name: str, generation: int | None = None) -> Callable[[dict[str, api.Hos
     return check
 
 
-def test_worker_joins_with_its_config_and_shows_in_hosts(setup: tuple[LocalCluster, Workers]) -> None:
+def test_worker_joins_with_its_config_and_shows_in_hosts(setup: tuple[LocalCluster, LocalWorkers]) -> None:
     cluster, workers = setup
     workers.start("node1", 4, 'tags = ["gpu"]\nmemory_mb = 2048\n[resources]\ngpu = 2\n')
     workers.start("node2", 0)  # a closed host is valid (LSF MXJ=0)
@@ -104,7 +75,7 @@ def test_worker_joins_with_its_config_and_shows_in_hosts(setup: tuple[LocalClust
     assert {h["spec"]["name"] for h in listed["hosts"]} == {"node1", "node2"}
 
 
-def test_dead_worker_becomes_unavail_and_rejoins_in_place(setup: tuple[LocalCluster, Workers]) -> None:
+def test_dead_worker_becomes_unavail_and_rejoins_in_place(setup: tuple[LocalCluster, LocalWorkers]) -> None:
     cluster, workers = setup
     workers.start("node1", 0)
     _wait_for(cluster, _ok("node1", 1))
@@ -119,7 +90,7 @@ def test_dead_worker_becomes_unavail_and_rejoins_in_place(setup: tuple[LocalClus
     assert len(hosts) == 1  # updated in place, not a second record
 
 
-def test_worker_follows_a_new_leader_and_stays_ok(setup: tuple[LocalCluster, Workers]) -> None:
+def test_worker_follows_a_new_leader_and_stays_ok(setup: tuple[LocalCluster, LocalWorkers]) -> None:
     cluster, workers = setup
     workers.start("node1", 2)
     _wait_for(cluster, _ok("node1", 1))
@@ -143,7 +114,7 @@ def test_worker_config_with_negative_slots_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("spec", [api.HostSpec(name="", slots=1), api.HostSpec(name="bad name", slots=1),
                                   api.HostSpec(name="n", slots=-4), api.HostSpec(name="n", memory_mb=-1)])
-def test_bad_join_is_invalid_argument_and_changes_nothing(setup: tuple[LocalCluster, Workers],
+def test_bad_join_is_invalid_argument_and_changes_nothing(setup: tuple[LocalCluster, LocalWorkers],
                                                           spec: api.HostSpec) -> None:
     cluster, _ = setup
     leader = cluster.address(cluster.leader())
@@ -162,7 +133,7 @@ def test_bad_join_is_invalid_argument_and_changes_nothing(setup: tuple[LocalClus
 
 
 def test_follower_refuses_a_worker_stream_with_the_leader_address(
-        setup: tuple[LocalCluster, Workers]) -> None:
+        setup: tuple[LocalCluster, LocalWorkers]) -> None:
     cluster, _ = setup
     leader = cluster.leader()
     follower = next(r for r in (1, 2, 3) if r != leader)

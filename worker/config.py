@@ -6,6 +6,9 @@
     slots = 8                 # default: the CPU count; 0 closes the host (like LSF MXJ=0)
     memory_mb = 64000         # default: MemTotal from /proc/meminfo
     tags = ["gpu", "ssd"]
+    spool_dir = "spool"       # default: xce-spool-<name> beside this file; job output and state
+    kill_grace_s = 10         # SIGTERM, then SIGKILL after this long
+    draining = false          # true: refuse new jobs (they go back to PEND, attempt + 1)
     [resources]
     gpu = 2
 
@@ -35,6 +38,9 @@ class WorkerConfig:
     path: Path
     controllers: tuple[str, ...]
     host: api.HostSpec
+    spool_dir: Path
+    kill_grace_s: float = 10.0
+    draining: bool = False
 
 
 def load(path: Path, name: str | None = None) -> WorkerConfig:
@@ -69,7 +75,15 @@ def parse(raw: dict[str, Any], path: Path, name: str | None = None) -> WorkerCon
         fsm.check_host_spec(host)
     except fsm.Rejected as exc:
         raise WorkerConfigError(f"{path}: {exc.message}") from None
-    return WorkerConfig(path=path, controllers=controllers, host=host)
+    grace = raw.get("kill_grace_s", 10.0)
+    if not isinstance(grace, int | float) or isinstance(grace, bool) or grace < 0:
+        raise WorkerConfigError(f"{path}: kill_grace_s must be a number >= 0")
+    draining = raw.get("draining", False)
+    if not isinstance(draining, bool):
+        raise WorkerConfigError(f"{path}: draining must be true or false")
+    spool = path.parent / str(raw.get("spool_dir", f"xce-spool-{host.name}"))
+    return WorkerConfig(path=path, controllers=controllers, host=host, spool_dir=spool,
+                        kill_grace_s=float(grace), draining=draining)
 
 
 def _controllers(raw: dict[str, Any], path: Path) -> tuple[str, ...]:

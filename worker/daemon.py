@@ -12,8 +12,12 @@ jittered exponential backoff. It never gives up (H1): every reconnect is a
 new join, so the leader knows the host is back and which connection is
 current.
 
-Running jobs over the same stream (RunJob, Signal, reports) is the next step
-of the worker issue; this module is its connection half.
+Over the same stream the leader sends RunJob and SignalJob (only for
+committed state); the executor runs them and produces reports (started,
+finished, dispatch failed), which the worker keeps and re-sends on every
+connection until the leader acknowledges them (H4). After a reconnect it
+also re-reports every instance still running, so the new leader learns what
+runs here.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pathlib import Path
 import grpc
 
 from worker.config import WorkerConfig, WorkerConfigError, load
+from worker.executor import Executor
 from xce.client import LEADER_METADATA, channel_options
 from xce.v1 import api_pb2 as api
 
@@ -47,6 +52,39 @@ class Worker:
         self._stop = threading.Event()
         self._target = config.controllers[0]
         self._call: grpc.Call | None = None
+        self._lock = threading.Lock()
+        self._unacked: dict[tuple[int, int, str], api.JobReport] = {}
+        self._outgoing: queue.Queue[api.WorkerMessage | None] | None = None
+        self.executor = Executor(config.spool_dir, config.kill_grace_s, self._report,
+                                 lambda: config.draining)
+
+    def _report(self, report: api.JobReport) -> None:
+        """Keep it until acknowledged; send it now if connected (any thread)."""
+        with self._lock:
+            self._unacked[(report.job_id, report.attempt, report.WhichOneof("body") or "")] = report
+            outgoing = self._outgoing
+        if outgoing is not None:
+            outgoing.put(api.WorkerMessage(report=report))
+
+    def _on_message(self, message: api.ControllerMessage) -> None:
+        kind = message.WhichOneof("body")
+        if kind == "run":
+            self.executor.run(message.run.job)
+        elif kind == "signal":
+            self.executor.signal((message.signal.job_id, message.signal.attempt), message.signal.kind)
+        elif kind == "ack":
+            with self._lock:
+                self._unacked.pop((message.ack.job_id, message.ack.attempt, message.ack.kind), None)
+
+    def _resend(self, outgoing: queue.Queue[api.WorkerMessage | None]) -> None:
+        """After a join: everything unacknowledged, and what still runs here."""
+        for key in self.executor.running():
+            self.executor.rereport(key)
+        with self._lock:
+            self._outgoing = outgoing
+            pending = list(self._unacked.values())
+        for report in pending:
+            outgoing.put(api.WorkerMessage(report=report))
 
     def stop(self) -> None:
         self._stop.set()
@@ -93,10 +131,16 @@ class Worker:
                         self.generation = message.joined.generation
                         log.info("worker %s: joined via %s, generation %d", self.config.host.name, target,
                                  self.generation)
+                        self._resend(outgoing)
                         threading.Thread(target=self._heartbeat, daemon=True,
                                          args=(outgoing, ended, self.generation,
                                                max(0.05, message.joined.heartbeat_s))).start()
+                    elif joined:
+                        self._on_message(message)
             finally:
+                with self._lock:
+                    if self._outgoing is outgoing:
+                        self._outgoing = None
                 ended.set()
                 outgoing.put(None)
                 call.cancel()

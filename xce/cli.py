@@ -90,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("id")
         p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("run", help="force-run a pending job on a host (like brun)")
+    p.add_argument("id")
+    p.add_argument("--host", "-m", required=True)
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("modify", help="change a job's priority, queue or resource requirement (like bmod)")
     p.add_argument("id")
     p.add_argument("--priority", type=int)
@@ -159,6 +164,9 @@ def _run(client: Client, args: argparse.Namespace) -> int:
         job = client.control(args.id, ACTIONS[command])
         return _emit(args, _dict(job), lambda: print(f"Job <{job.id}> {command}: now "
                                                       f"{api.JobState.Name(job.state)}"))
+    if command == "run":
+        job = client.run(args.id, args.host)
+        return _emit(args, _dict(job), lambda: print(f"Job <{job.id}> is forced to run on <{job.host}>."))
     if command == "modify":
         job = client.modify(args.id, args.priority, args.queue, args.resource_req)
         return _emit(args, _dict(job), lambda: print(f"Job <{job.id}> modified"))

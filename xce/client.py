@@ -99,6 +99,10 @@ class Client:
                                         request_id=request_id or new_request_id())
         return self.call("JobService", "ControlJob", request, api.JobResponse).job
 
+    def run(self, job_id: str | int, host: str, request_id: str | None = None) -> api.Job:
+        request = api.RunJobRequest(job_id=str(job_id), host=host, request_id=request_id or new_request_id())
+        return self.call("JobService", "RunJob", request, api.JobResponse).job
+
     def modify(self, job_id: str | int, priority: int | None = None, queue: str | None = None,
                resource_req: str | None = None) -> api.Job:
         request = api.ModifyJobRequest(job_id=str(job_id), request_id=new_request_id())

@@ -173,6 +173,40 @@ class LocalCluster:
         self.stop()
 
 
+class LocalWorkers:
+    """`xce worker` processes joined to a LocalCluster; every one is killed at the end."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def config_path(self, name: str) -> Path:
+        return self.cluster.data / f"worker-{name}.toml"
+
+    def spool(self, name: str) -> Path:
+        return self.cluster.data / f"xce-spool-{name}"
+
+    def start(self, name: str, slots: int, extra: str = "") -> None:
+        path = self.config_path(name)
+        path.write_text(f'cluster_config = "cluster.toml"\nname = "{name}"\nslots = {slots}\n{extra}')
+        with open(self.cluster.data / f"worker-{name}.log", "ab") as out:
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "xce.cli", "worker", "--config", str(path)],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs.pop(name)
+        proc.send_signal(sig)
+        proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        self.procs.clear()
+
+
 def up(data: Path, replicas: int, base_port: int) -> int:
     """`xce cluster up`: start, wait for a leader, print status, run until Ctrl-C."""
     cluster = LocalCluster(data, replicas, base_port)

@@ -34,6 +34,13 @@ class HostStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     HOST_STATUS_UNSPECIFIED: _ClassVar[HostStatus]
     HOST_OK: _ClassVar[HostStatus]
     HOST_UNAVAIL: _ClassVar[HostStatus]
+
+class SignalKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SIGNAL_KIND_UNSPECIFIED: _ClassVar[SignalKind]
+    SIGNAL_STOP: _ClassVar[SignalKind]
+    SIGNAL_CONT: _ClassVar[SignalKind]
+    SIGNAL_KILL: _ClassVar[SignalKind]
 JOB_STATE_UNSPECIFIED: JobState
 PEND: JobState
 PSUSP: JobState
@@ -53,6 +60,10 @@ REQUEUE: ControlAction
 HOST_STATUS_UNSPECIFIED: HostStatus
 HOST_OK: HostStatus
 HOST_UNAVAIL: HostStatus
+SIGNAL_KIND_UNSPECIFIED: SignalKind
+SIGNAL_STOP: SignalKind
+SIGNAL_CONT: SignalKind
+SIGNAL_KILL: SignalKind
 
 class JobSpec(_message.Message):
     __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req")
@@ -88,7 +99,7 @@ class JobSpec(_message.Message):
     def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id")
+    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown")
     ID_FIELD_NUMBER: _ClassVar[int]
     READABLE_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +113,11 @@ class Job(_message.Message):
     END_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     KILL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    TERM_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_STATUS_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
     id: int
     readable_id: str
     spec: JobSpec
@@ -115,7 +131,34 @@ class Job(_message.Message):
     end_time_ms: int
     kill_requested: bool
     request_id: str
-    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+    host: str
+    pid: int
+    term_signal: int
+    usage: Usage
+    exit_status_unknown: bool
+    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ...) -> None: ...
+
+class Usage(_message.Message):
+    __slots__ = ("user_cpu_s", "system_cpu_s", "max_rss_kb", "wall_s")
+    USER_CPU_S_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_CPU_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_RSS_KB_FIELD_NUMBER: _ClassVar[int]
+    WALL_S_FIELD_NUMBER: _ClassVar[int]
+    user_cpu_s: float
+    system_cpu_s: float
+    max_rss_kb: int
+    wall_s: float
+    def __init__(self, user_cpu_s: _Optional[float] = ..., system_cpu_s: _Optional[float] = ..., max_rss_kb: _Optional[int] = ..., wall_s: _Optional[float] = ...) -> None: ...
+
+class RunJobRequest(_message.Message):
+    __slots__ = ("job_id", "host", "request_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    host: str
+    request_id: str
+    def __init__(self, job_id: _Optional[str] = ..., host: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class SubmitJobsRequest(_message.Message):
     __slots__ = ("request_id", "jobs")
@@ -283,12 +326,58 @@ class ListHostsResponse(_message.Message):
     def __init__(self, hosts: _Optional[_Iterable[_Union[Host, _Mapping]]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class WorkerMessage(_message.Message):
-    __slots__ = ("join", "heartbeat")
+    __slots__ = ("join", "heartbeat", "report")
     JOIN_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    REPORT_FIELD_NUMBER: _ClassVar[int]
     join: HostSpec
     heartbeat: Heartbeat
-    def __init__(self, join: _Optional[_Union[HostSpec, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+    report: JobReport
+    def __init__(self, join: _Optional[_Union[HostSpec, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., report: _Optional[_Union[JobReport, _Mapping]] = ...) -> None: ...
+
+class JobReport(_message.Message):
+    __slots__ = ("job_id", "attempt", "started", "finished", "dispatch_failed")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    DISPATCH_FAILED_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    attempt: int
+    started: JobStarted
+    finished: JobFinished
+    dispatch_failed: DispatchFailed
+    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., started: _Optional[_Union[JobStarted, _Mapping]] = ..., finished: _Optional[_Union[JobFinished, _Mapping]] = ..., dispatch_failed: _Optional[_Union[DispatchFailed, _Mapping]] = ...) -> None: ...
+
+class JobStarted(_message.Message):
+    __slots__ = ("pid", "time_ms")
+    PID_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    pid: int
+    time_ms: int
+    def __init__(self, pid: _Optional[int] = ..., time_ms: _Optional[int] = ...) -> None: ...
+
+class JobFinished(_message.Message):
+    __slots__ = ("exit_code", "term_signal", "status_unknown", "usage", "time_ms")
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    TERM_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    STATUS_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    exit_code: int
+    term_signal: int
+    status_unknown: bool
+    usage: Usage
+    time_ms: int
+    def __init__(self, exit_code: _Optional[int] = ..., term_signal: _Optional[int] = ..., status_unknown: _Optional[bool] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., time_ms: _Optional[int] = ...) -> None: ...
+
+class DispatchFailed(_message.Message):
+    __slots__ = ("code", "reason")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    reason: str
+    def __init__(self, code: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("generation",)
@@ -297,10 +386,42 @@ class Heartbeat(_message.Message):
     def __init__(self, generation: _Optional[int] = ...) -> None: ...
 
 class ControllerMessage(_message.Message):
-    __slots__ = ("joined",)
+    __slots__ = ("joined", "run", "signal", "ack")
     JOINED_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
     joined: Joined
-    def __init__(self, joined: _Optional[_Union[Joined, _Mapping]] = ...) -> None: ...
+    run: RunJob
+    signal: SignalJob
+    ack: ReportAck
+    def __init__(self, joined: _Optional[_Union[Joined, _Mapping]] = ..., run: _Optional[_Union[RunJob, _Mapping]] = ..., signal: _Optional[_Union[SignalJob, _Mapping]] = ..., ack: _Optional[_Union[ReportAck, _Mapping]] = ...) -> None: ...
+
+class RunJob(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
+class SignalJob(_message.Message):
+    __slots__ = ("job_id", "attempt", "kind")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    attempt: int
+    kind: SignalKind
+    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., kind: _Optional[_Union[SignalKind, str]] = ...) -> None: ...
+
+class ReportAck(_message.Message):
+    __slots__ = ("job_id", "attempt", "kind")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    attempt: int
+    kind: str
+    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class Joined(_message.Message):
     __slots__ = ("generation", "heartbeat_s")

@@ -59,6 +59,11 @@ class JobServiceStub:
                 request_serializer=xce_dot_v1_dot_api__pb2.ModifyJobRequest.SerializeToString,
                 response_deserializer=xce_dot_v1_dot_api__pb2.JobResponse.FromString,
                 _registered_method=True)
+        self.RunJob = channel.unary_unary(
+                '/xce.v1.JobService/RunJob',
+                request_serializer=xce_dot_v1_dot_api__pb2.RunJobRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.JobResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -94,6 +99,12 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RunJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -120,6 +131,11 @@ def add_JobServiceServicer_to_server(servicer, server):
             'ModifyJob': grpc.unary_unary_rpc_method_handler(
                     servicer.ModifyJob,
                     request_deserializer=xce_dot_v1_dot_api__pb2.ModifyJobRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.JobResponse.SerializeToString,
+            ),
+            'RunJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.RunJob,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.RunJobRequest.FromString,
                     response_serializer=xce_dot_v1_dot_api__pb2.JobResponse.SerializeToString,
             ),
     }
@@ -257,6 +273,33 @@ class JobService:
             target,
             '/xce.v1.JobService/ModifyJob',
             xce_dot_v1_dot_api__pb2.ModifyJobRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.JobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.JobService/RunJob',
+            xce_dot_v1_dot_api__pb2.RunJobRequest.SerializeToString,
             xce_dot_v1_dot_api__pb2.JobResponse.FromString,
             options,
             channel_credentials,

@@ -22,7 +22,7 @@ ALREADY_EXISTS: Code
 FAILED_PRECONDITION: Code
 
 class Entry(_message.Message):
-    __slots__ = ("stamp_ms", "proposer", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status")
+    __slots__ = ("stamp_ms", "proposer", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report")
     STAMP_MS_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_FIELD_NUMBER: _ClassVar[int]
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
@@ -32,6 +32,8 @@ class Entry(_message.Message):
     INIT_FIELD_NUMBER: _ClassVar[int]
     JOIN_HOST_FIELD_NUMBER: _ClassVar[int]
     HOST_STATUS_FIELD_NUMBER: _ClassVar[int]
+    DISPATCH_FIELD_NUMBER: _ClassVar[int]
+    REPORT_FIELD_NUMBER: _ClassVar[int]
     stamp_ms: int
     proposer: int
     submit: SubmitBatch
@@ -41,7 +43,31 @@ class Entry(_message.Message):
     init: InitCluster
     join_host: _api_pb2.HostSpec
     host_status: SetHostStatus
-    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ...) -> None: ...
+    dispatch: Dispatch
+    report: HostReport
+    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ...) -> None: ...
+
+class Dispatch(_message.Message):
+    __slots__ = ("job_id", "host", "attempt", "request_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    host: str
+    attempt: int
+    request_id: str
+    def __init__(self, job_id: _Optional[int] = ..., host: _Optional[str] = ..., attempt: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class HostReport(_message.Message):
+    __slots__ = ("host", "generation", "report")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    REPORT_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    generation: int
+    report: _api_pb2.JobReport
+    def __init__(self, host: _Optional[str] = ..., generation: _Optional[int] = ..., report: _Optional[_Union[_api_pb2.JobReport, _Mapping]] = ...) -> None: ...
 
 class SetHostStatus(_message.Message):
     __slots__ = ("name", "generation", "status")

@@ -1,0 +1,209 @@
+"""Jobs run by real workers after a committed DISPATCH (force-run, like brun)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from xce.client import Client, XceError
+from xce.local_cluster import LocalCluster, LocalWorkers
+from xce.v1 import api_pb2 as api
+
+pytestmark = pytest.mark.cluster
+
+FAST_HOSTS = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.5\n"
+
+
+@pytest.fixture
+def setup(make_cluster) -> Iterator[tuple[LocalCluster, LocalWorkers]]:  # type: ignore[no-untyped-def]
+    cluster = make_cluster(extra_config=FAST_HOSTS)
+    cluster.start()
+    cluster.leader()
+    workers = LocalWorkers(cluster)
+    try:
+        yield cluster, workers
+    finally:
+        workers.stop()
+
+
+def _wait_hosts(cluster: LocalCluster, names: set[str], timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with cluster.client() as client:
+            ok = {h.spec.name for h in client.list_hosts().hosts if h.status == api.HOST_OK}
+        if names <= ok:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"hosts {names} did not join")
+
+
+def _wait_jobs(cluster: LocalCluster, check: Callable[[list[api.Job]], bool],
+               timeout_s: float = 30.0) -> list[api.Job]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with cluster.client() as client:
+            jobs = client.list_jobs()
+        if check(jobs):
+            return jobs
+        time.sleep(0.1)
+    raise AssertionError(f"jobs did not get there: {[(j.id, api.JobState.Name(j.state)) for j in jobs]}")
+
+
+def _ledger_job(ledger: Path, seconds: float, cwd: Path) -> api.JobSpec:
+    # Each instance appends one line "job.attempt" when it starts: the ledger
+    # shows how many instances of each job ran, whoever reports what.
+    script = f'echo "$XCE_JOB_ID.$XCE_JOB_ATTEMPT" >> {ledger}; sleep {seconds}'
+    return api.JobSpec(command=["sh", "-c", script], cwd=str(cwd), name="ledger")
+
+
+def test_24_jobs_on_3_workers_survive_a_leader_kill_each_run_once(
+        setup: tuple[LocalCluster, LocalWorkers], tmp_path: Path) -> None:
+    cluster, workers = setup
+    for name in ("w1", "w2", "w3"):
+        workers.start(name, 8)
+    _wait_hosts(cluster, {"w1", "w2", "w3"})
+    ledger = tmp_path / "ledger"
+    with cluster.client() as client:
+        jobs = client.submit([_ledger_job(ledger, 2, tmp_path) for _ in range(24)]).jobs
+        for i, job in enumerate(jobs):
+            assert client.run(job.id, f"w{i % 3 + 1}").state == api.RUN
+        hosts = {h.spec.name: h for h in client.list_hosts().hosts}
+        assert {n: h.slots_used for n, h in hosts.items()} == {"w1": 8, "w2": 8, "w3": 8}
+    time.sleep(0.5)
+    old = cluster.leader()
+    cluster.kill(old)
+    done = _wait_jobs(cluster, lambda js: all(j.state == api.DONE for j in js), timeout_s=40)
+    assert len(done) == 24 and all(j.attempt == 0 and j.exit_code == 0 for j in done)
+    assert Counter(j.host for j in done) == {"w1": 8, "w2": 8, "w3": 8}
+    instances = Counter(ledger.read_text().split())
+    assert instances == {f"{j.id}.0": 1 for j in done}  # each exactly once, none lost
+    with cluster.client() as client:
+        assert all(h.slots_used == 0 and h.running_jobs == 0 for h in client.list_hosts().hosts)
+
+
+def test_dispatch_refused_by_the_worker_requeues_with_a_reason(
+        setup: tuple[LocalCluster, LocalWorkers], tmp_path: Path) -> None:
+    cluster, workers = setup
+    workers.start("w1", 2)
+    workers.start("drain", 2, "draining = true\n")
+    _wait_hosts(cluster, {"w1", "drain"})
+    with cluster.client() as client:
+        lost = client.submit([api.JobSpec(command=["true"], cwd=str(tmp_path / "gone"))]).jobs[0]
+        drained = client.submit([api.JobSpec(command=["true"], cwd=str(tmp_path))]).jobs[0]
+        missing = client.submit([api.JobSpec(command=["no-such-command-xce"], cwd=str(tmp_path))]).jobs[0]
+        client.run(lost.id, "w1")
+        client.run(drained.id, "drain")
+        client.run(missing.id, "w1")
+    jobs = _wait_jobs(cluster, lambda js: all(j.state == api.PEND and j.attempt == 1 for j in js))
+    reasons = {j.id: j.pending_reason for j in jobs}
+    assert "working directory" in reasons[lost.id] and "missing" in reasons[lost.id]
+    assert "draining" in reasons[drained.id]
+    assert "command not found" in reasons[missing.id]
+    with cluster.client() as client:
+        assert all(h.slots_used == 0 for h in client.list_hosts().hosts)
+        assert client.run(drained.id, "w1").attempt == 1  # and it can be dispatched again
+    _wait_jobs(cluster, lambda js: any(j.id == drained.id and j.state == api.DONE for j in js))
+
+
+def _proc_state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _wait(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert predicate()
+
+
+def test_stop_resume_kill_and_usage(setup: tuple[LocalCluster, LocalWorkers], tmp_path: Path) -> None:
+    cluster, workers = setup
+    workers.start("w1", 4, "kill_grace_s = 1\n")
+    _wait_hosts(cluster, {"w1"})
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n"
+    stubborn = "trap '' TERM; while true; do sleep 0.1; done"
+    with cluster.client() as client:
+        sleeper, burner, ignorer = client.submit([
+            api.JobSpec(command=["sleep", "30"], cwd=str(tmp_path)),
+            api.JobSpec(command=["python3", "-c", burn], cwd=str(tmp_path)),
+            api.JobSpec(command=["sh", "-c", stubborn], cwd=str(tmp_path))]).jobs
+        for job in (sleeper, burner, ignorer):
+            client.run(job.id, "w1")
+        _wait(lambda: client.get_job(sleeper.id).pid > 0)
+        pid = client.get_job(sleeper.id).pid
+        assert client.control(sleeper.id, api.STOP).state == api.USUSP
+        _wait(lambda: _proc_state(pid) == "T")
+        assert client.control(sleeper.id, api.RESUME).state == api.RUN
+        _wait(lambda: _proc_state(pid) != "T")
+        client.control(sleeper.id, api.KILL)
+        _wait(lambda: client.get_job(sleeper.id).state == api.EXIT)
+        killed = client.get_job(sleeper.id)
+        assert killed.term_signal == 15 and killed.exit_code == 128 + 15
+        _wait(lambda: client.get_job(ignorer.id).pid > 0)
+        started = time.monotonic()
+        client.control(ignorer.id, api.KILL)
+        _wait(lambda: client.get_job(ignorer.id).state == api.EXIT)
+        assert client.get_job(ignorer.id).term_signal == 9  # TERM ignored: KILL after the grace
+        assert time.monotonic() - started >= 0.9
+        _wait(lambda: client.get_job(burner.id).state == api.DONE)
+        usage = client.get_job(burner.id).usage
+        assert usage.user_cpu_s + usage.system_cpu_s >= 0.4 and usage.wall_s >= 0.4 and usage.max_rss_kb > 0
+
+
+def _revision(cluster: LocalCluster) -> int:
+    with Client([cluster.address(cluster.leader())]) as client:
+        return client.status(local_only=True).replicas[0].revision
+
+
+@pytest.mark.parametrize(("host", "slots", "state_first", "code", "needle"), [
+    ("nohost", 1, None, grpc.StatusCode.NOT_FOUND, "no host"),
+    ("w1", 3, None, grpc.StatusCode.FAILED_PRECONDITION, "free slots"),
+    ("w1", 1, api.HOLD, grpc.StatusCode.FAILED_PRECONDITION, "not pending"),
+])
+def test_bad_force_run_is_refused_and_changes_nothing(
+        setup: tuple[LocalCluster, LocalWorkers], host: str, slots: int, state_first: int | None,
+        code: grpc.StatusCode, needle: str) -> None:
+    cluster, workers = setup
+    workers.start("w1", 2)
+    _wait_hosts(cluster, {"w1"})
+    with cluster.client() as client:
+        job = client.submit([api.JobSpec(command=["true"], slots=slots)]).jobs[0]
+        if state_first is not None:
+            client.control(job.id, state_first)
+    before = _revision(cluster)
+    with cluster.client() as client, pytest.raises(XceError) as caught:
+        client.run(job.id, host)
+    assert caught.value.code == code and needle in caught.value.message
+    assert _revision(cluster) == before
+
+
+def test_concurrent_force_runs_never_overcommit_a_host(setup: tuple[LocalCluster, LocalWorkers]) -> None:
+    cluster, workers = setup
+    workers.start("w1", 3)
+    _wait_hosts(cluster, {"w1"})
+    with cluster.client() as client:
+        jobs = client.submit([api.JobSpec(command=["sleep", "5"]) for _ in range(8)]).jobs
+    accepted: list[int] = []
+
+    def force(job_id: int) -> None:
+        with cluster.client() as client:
+            try:
+                client.run(job_id, "w1")
+                accepted.append(job_id)
+            except XceError as exc:
+                assert exc.code == grpc.StatusCode.FAILED_PRECONDITION
+
+    threads = [threading.Thread(target=force, args=(j.id,)) for j in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(accepted) == 3
+    with cluster.client() as client:
+        assert client.list_hosts().hosts[0].slots_used == 3
