@@ -205,5 +205,32 @@ def test_concurrent_force_runs_never_overcommit_a_host(setup: tuple[LocalCluster
     for t in threads:
         t.join(timeout=60)
     assert len(accepted) == 3
-    with cluster.client() as client:
+    with Client([cluster.address(cluster.leader())]) as client:  # a follower may trail by a commit
         assert client.list_hosts().hosts[0].slots_used == 3
+
+
+def test_worker_killed_and_restarted_adopts_and_reports_nothing_runs_twice(
+        setup: tuple[LocalCluster, LocalWorkers], tmp_path: Path) -> None:
+    cluster, workers = setup
+    workers.start("w1", 4)
+    _wait_hosts(cluster, {"w1"})
+    ledger = tmp_path / "ledger"
+    with cluster.client() as client:
+        long, short, failing = client.submit([
+            _ledger_job(ledger, 4, tmp_path), _ledger_job(ledger, 0.3, tmp_path),
+            api.JobSpec(command=["sh", "-c", f'echo "$XCE_JOB_ID.$XCE_JOB_ATTEMPT" >> {ledger}; '
+                                             "sleep 0.3; exit 3"], cwd=str(tmp_path))]).jobs
+        for job in (long, short, failing):
+            client.run(job.id, "w1")
+        _wait(lambda: all(client.get_job(j.id).pid > 0 for j in (long, short, failing)))
+    workers.kill("w1")  # kill -9: its jobs keep running in their own sessions
+    time.sleep(1.0)  # the short ones end while no worker watches
+    workers.start("w1", 4)
+    jobs = _wait_jobs(cluster, lambda js: all(j.state in (api.DONE, api.EXIT) for j in js), timeout_s=30)
+    by_id = {j.id: j for j in jobs}
+    assert by_id[long.id].state == api.DONE and by_id[long.id].usage.wall_s >= 3.5  # adopted, ran out
+    assert by_id[short.id].state == api.DONE  # ended while the worker was down, reported after
+    assert (by_id[failing.id].state, by_id[failing.id].exit_code) == (api.EXIT, 3)
+    assert Counter(ledger.read_text().split()) == {f"{j.id}.0": 1 for j in jobs}  # nothing twice
+    log_text = (cluster.data / "worker-w1.log").read_text()
+    assert f"job {long.id}.0 re-adopted" in log_text

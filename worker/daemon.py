@@ -73,8 +73,10 @@ class Worker:
         elif kind == "signal":
             self.executor.signal((message.signal.job_id, message.signal.attempt), message.signal.kind)
         elif kind == "ack":
+            ack = message.ack
             with self._lock:
-                self._unacked.pop((message.ack.job_id, message.ack.attempt, message.ack.kind), None)
+                self._unacked.pop((ack.job_id, ack.attempt, ack.kind), None)
+            self.executor.acknowledged((ack.job_id, ack.attempt), ack.kind)
 
     def _resend(self, outgoing: queue.Queue[api.WorkerMessage | None]) -> None:
         """After a join: everything unacknowledged, and what still runs here."""
@@ -93,6 +95,13 @@ class Worker:
             call.cancel()
 
     def run(self) -> None:
+        self.executor.recover()
+        try:
+            self._connect_forever()
+        finally:
+            self.executor.close()
+
+    def _connect_forever(self) -> None:
         backoff = INITIAL_BACKOFF_S
         while not self._stop.is_set():
             target = self._target

@@ -1,32 +1,45 @@
-"""Running job instances on this host as process groups.
+"""Running job instances on this host as process groups, surviving worker restarts.
 
 Theory of operation. `run(job)` starts at most one instance per (job id,
-attempt): a repeat only repeats its reports. Each instance is its own
-session and process group (so signals reach the whole job), with its working
-directory, environment, and stdout/stderr files (default: the spool
-directory, `<job>.<attempt>.out|.err`, like LSF's -o/-e; relative paths are
-relative to the working directory). When the worker runs as root and the
-submitting user exists, the job runs as that user; otherwise as the worker's
-user. A thread per instance waits for it with wait4, so the report carries
-user and system CPU, max RSS and wall time (M6).
+attempt), ever: the journal (journal.py) records the instance before its
+process starts, and a repeat only repeats its reports. Each instance is its
+own session and process group, led by the shim (shim.py), which runs the
+command with its working directory, environment and stdout/stderr files
+(default: the spool directory, `<job>.<attempt>.out|.err`, like LSF's -o/-e;
+relative paths are relative to the working directory) and writes how the
+command ended, with its usage, to a status file. When the worker runs as root
+and the submitting user exists, the job runs as that user; otherwise as the
+worker's user.
 
-Every report goes to `report`; the daemon keeps it until the leader
-acknowledges it. Nothing here knows about gRPC.
+A started instance is watched by a thread: wait4 on the shim when this worker
+started it, otherwise (re-adopted after a worker restart: same pid and same
+process start time) polling /proc until it is gone. Either way the outcome is
+read from the status file; without one (the shim was killed with the job)
+the report says which signal ended it if known, or "exit status unknown".
+An instance that ended while the worker was down is reported the same way
+when the worker comes back (H4).
+
+Reports go to `report`; the daemon sends them until acknowledged and calls
+`acknowledged` then. Nothing here knows about gRPC.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import pwd
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from worker.journal import Journal
 from xce.v1 import api_pb2 as api
 
 log = logging.getLogger("xce.worker")
@@ -34,15 +47,7 @@ log = logging.getLogger("xce.worker")
 Key = tuple[int, int]
 
 COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, DRAINING, START_FAILED = -1, -2, -3, -4, -5
-
-
-@dataclass
-class Instance:
-    key: Key
-    pid: int
-    started_ms: int
-    started_mono: float
-    finished: api.JobReport | None = None
+POLL_S = 0.2
 
 
 class Executor:
@@ -54,91 +59,138 @@ class Executor:
         self._report = report
         self._draining = draining
         self._lock = threading.Lock()
-        self.instances: dict[Key, Instance] = {}
-        self.failed: dict[Key, api.JobReport] = {}
+        self.journal = Journal(self.spool / "journal")
+        self._running: dict[Key, int] = {}  # instance -> shim pid, while it runs
+
+    # -------------------------------------------------------------- restart
+
+    def recover(self) -> None:
+        """After a restart: re-adopt live instances, report the ended ones."""
+        for key, record in list(self.journal.items()):
+            state = record.get("state")
+            if state == "ended":
+                if not record.get("acked"):
+                    self._report(_report_from(record["final"]))
+                continue
+            pid = record.get("pid")
+            if pid:  # alive only if the pid still names the same process, not a reused pid
+                alive = _start_ticks(pid) is not None and _start_ticks(pid) == record.get("pid_start")
+            else:
+                pid = _find_by_env(key)
+                alive = bool(pid)
+            if alive:
+                record.update(pid=pid, pid_start=_start_ticks(pid), state="running")
+                self.journal.put(key, record)
+                with self._lock:
+                    self._running[key] = pid
+                log.info("job %d.%d re-adopted, pid %d", *key, pid)
+                threading.Thread(target=self._watch, args=(key, record, None), daemon=True).start()
+            elif state == "starting" and not Path(record["status_file"]).exists():
+                self._end(key, record, api.JobReport(job_id=key[0], attempt=key[1],
+                          dispatch_failed=api.DispatchFailed(code=START_FAILED,
+                                                             reason="worker died while starting it")))
+            else:
+                self._end(key, record, self._finished(key, record, None))
 
     # -------------------------------------------------------------- commands
 
     def run(self, job: api.Job) -> None:
         key = (job.id, job.attempt)
-        with self._lock:
-            instance = self.instances.get(key)
-            failed = self.failed.get(key)
-        if instance is not None or failed is not None:
+        if self.journal.get(key) is not None:
             self.rereport(key)
             return
-        try:
-            popen = self._start(job)
-        except _StartFailure as exc:
-            report = api.JobReport(job_id=job.id, attempt=job.attempt,
-                                   dispatch_failed=api.DispatchFailed(code=exc.code, reason=exc.reason))
-            with self._lock:
-                self.failed[key] = report
-            log.warning("job %d.%d not started: %s", job.id, job.attempt, exc.reason)
-            self._report(report)
+        failure = self._check(job)
+        status_file = self.spool / f"{job.id}.{job.attempt}.status"
+        record: dict[str, Any] = {"state": "starting", "status_file": str(status_file)}
+        if failure is not None:
+            log.warning("job %d.%d not started: %s", job.id, job.attempt, failure.dispatch_failed.reason)
+            self._end(key, record, failure)
             return
-        instance = Instance(key, popen.pid, int(time.time() * 1000), time.monotonic())
+        self.journal.put(key, record)
+        try:
+            popen = self._spawn(job, status_file)
+        except OSError as exc:
+            self._end(key, record, _failed(job, START_FAILED, f"start failed: {exc}"))
+            return
+        record.update(state="running", pid=popen.pid, pid_start=_start_ticks(popen.pid),
+                      started_ms=int(time.time() * 1000))
+        self.journal.put(key, record)
         with self._lock:
-            self.instances[key] = instance
+            self._running[key] = popen.pid
         log.info("job %d.%d started, pid %d", job.id, job.attempt, popen.pid)
-        self._report(self._started(instance))
-        threading.Thread(target=self._wait, args=(instance, popen), daemon=True).start()
+        self._report(self._started(key, record))
+        threading.Thread(target=self._watch, args=(key, record, popen), daemon=True).start()
 
     def signal(self, key: Key, kind: api.SignalKind) -> None:
         with self._lock:
-            instance = self.instances.get(key)
-        if instance is None or instance.finished is not None:
+            pid = self._running.get(key)
+        if pid is None:
             return
         if kind == api.SIGNAL_STOP:
-            _killpg(instance.pid, signal.SIGSTOP)
+            _killpg(pid, signal.SIGSTOP)
         elif kind == api.SIGNAL_CONT:
-            _killpg(instance.pid, signal.SIGCONT)
+            _killpg(pid, signal.SIGCONT)
         elif kind == api.SIGNAL_KILL:
-            _killpg(instance.pid, signal.SIGTERM)
-            _killpg(instance.pid, signal.SIGCONT)  # a stopped job must see the TERM
-            timer = threading.Timer(self.kill_grace_s, self._kill_hard, args=(instance,))
+            _killpg(pid, signal.SIGTERM)
+            _killpg(pid, signal.SIGCONT)  # a stopped job must see the TERM
+            timer = threading.Timer(self.kill_grace_s, self._kill_hard, args=(key, pid))
             timer.daemon = True
             timer.start()
 
     def rereport(self, key: Key) -> None:
-        """Repeat what is known about an instance (after a repeated RunJob)."""
-        with self._lock:
-            instance = self.instances.get(key)
-            failed = self.failed.get(key)
-        if failed is not None:
-            self._report(failed)
-        if instance is not None:
-            self._report(self._started(instance))
-            if instance.finished is not None:
-                self._report(instance.finished)
+        """Repeat what is known about an instance (after a reconnect or a repeated RunJob)."""
+        record = self.journal.get(key)
+        if record is None:
+            return
+        if record.get("state") == "running":
+            self._report(self._started(key, record))
+        elif record.get("state") == "ended" and not record.get("acked"):
+            if record.get("pid"):
+                self._report(self._started(key, record))
+            self._report(_report_from(record["final"]))
+
+    def acknowledged(self, key: Key, kind: str) -> None:
+        record = self.journal.get(key)
+        if record is not None and record.get("state") == "ended" and kind != "started":
+            record["acked"] = True
+            self.journal.put(key, record)
+            self.journal.prune_acked()
 
     def running(self) -> list[Key]:
         with self._lock:
-            return [k for k, i in self.instances.items() if i.finished is None]
+            return list(self._running)
 
-    # -------------------------------------------------------------- internals
+    def close(self) -> None:
+        self.journal.close()
 
-    def _start(self, job: api.Job) -> subprocess.Popen[bytes]:
+    # -------------------------------------------------------------- starting
+
+    def _check(self, job: api.Job) -> api.JobReport | None:
         if self._draining():
-            raise _StartFailure(DRAINING, "worker draining")
+            return _failed(job, DRAINING, "worker draining")
         cwd = Path(job.spec.cwd) if job.spec.cwd else self.spool
         if not cwd.is_dir():
-            raise _StartFailure(CWD_MISSING, f"working directory {cwd} missing")
-        user = self._user(job.spec.user)
+            return _failed(job, CWD_MISSING, f"working directory {cwd} missing")
+        program = job.spec.command[0] if job.spec.command else ""
+        path = {**os.environ, **job.spec.env}.get("PATH")
+        found = shutil.which(program, path=path) if "/" not in program else (
+            program if os.access(cwd / program, os.X_OK) else None)
+        if not found:
+            return _failed(job, COMMAND_NOT_FOUND, f"command not found: {program}")
+        return None
+
+    def _spawn(self, job: api.Job, status_file: Path) -> subprocess.Popen[bytes]:
+        cwd = Path(job.spec.cwd) if job.spec.cwd else self.spool
         out = self._output(cwd, job.spec.stdout_path, job, "out")
         err = self._output(cwd, job.spec.stderr_path, job, "err")
         env = {**os.environ, **job.spec.env, "XCE_JOB_ID": str(job.id), "XCE_JOB_ATTEMPT": str(job.attempt),
-               "XCE_JOB_READABLE_ID": job.readable_id}
-        try:
-            with open(out, "ab") as stdout, open(err, "ab") as stderr:
-                return subprocess.Popen(list(job.spec.command), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                        stdout=stdout, stderr=stderr, start_new_session=True, user=user)
-        except FileNotFoundError:
-            raise _StartFailure(COMMAND_NOT_FOUND, f"command not found: {job.spec.command[0]}") from None
-        except PermissionError as exc:
-            raise _StartFailure(COMMAND_NOT_FOUND, f"cannot execute {job.spec.command[0]}: {exc}") from None
-        except OSError as exc:
-            raise _StartFailure(START_FAILED, f"start failed: {exc}") from None
+               "XCE_JOB_READABLE_ID": job.readable_id, "XCE_SPOOL": str(self.spool)}
+        shim = [sys.executable, "-m", "worker.shim", str(status_file), "--", *job.spec.command]
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
+                                                          os.environ.get("PYTHONPATH")]))
+        with open(out, "ab") as stdout, open(err, "ab") as stderr:
+            return subprocess.Popen(shim, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
+                                    stderr=stderr, start_new_session=True, user=self._user(job.spec.user))
 
     def _user(self, name: str) -> str | None:
         if os.geteuid() != 0 or not name:
@@ -150,41 +202,102 @@ class Executor:
         return name if name != pwd.getpwuid(os.geteuid()).pw_name else None
 
     def _output(self, cwd: Path, path: str, job: api.Job, suffix: str) -> Path:
-        if path:
-            return cwd / path
-        return self.spool / f"{job.id}.{job.attempt}.{suffix}"
+        return cwd / path if path else self.spool / f"{job.id}.{job.attempt}.{suffix}"
 
-    def _started(self, instance: Instance) -> api.JobReport:
-        return api.JobReport(job_id=instance.key[0], attempt=instance.key[1],
-                             started=api.JobStarted(pid=instance.pid, time_ms=instance.started_ms))
+    # -------------------------------------------------------------- ending
 
-    def _wait(self, instance: Instance, popen: subprocess.Popen[bytes]) -> None:
-        _, status, rusage = os.wait4(instance.pid, 0)
-        popen.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-        finished = api.JobFinished(time_ms=int(time.time() * 1000), usage=api.Usage(
-            user_cpu_s=rusage.ru_utime, system_cpu_s=rusage.ru_stime, max_rss_kb=rusage.ru_maxrss,
-            wall_s=time.monotonic() - instance.started_mono))
-        if os.WIFSIGNALED(status):
-            finished.term_signal = os.WTERMSIG(status)
+    def _watch(self, key: Key, record: dict[str, Any], popen: subprocess.Popen[bytes] | None) -> None:
+        pid, start = record["pid"], record.get("pid_start")
+        shim_signal = 0
+        if popen is not None:
+            _, status, _ = os.wait4(pid, 0)
+            popen.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+            shim_signal = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
         else:
-            finished.exit_code = os.WEXITSTATUS(status)
-        report = api.JobReport(job_id=instance.key[0], attempt=instance.key[1], finished=finished)
+            while _start_ticks(pid) == start and start is not None:
+                time.sleep(POLL_S)
+        self._end(key, record, self._finished(key, record, shim_signal))
+
+    def _finished(self, key: Key, record: dict[str, Any], shim_signal: int | None) -> api.JobReport:
+        report = api.JobReport(job_id=key[0], attempt=key[1])
+        try:
+            status = json.loads(Path(record["status_file"]).read_text())
+        except (OSError, ValueError):
+            status = {}
+        if "start_error" in status:
+            report.dispatch_failed.code = COMMAND_NOT_FOUND
+            report.dispatch_failed.reason = str(status["start_error"])[:500]
+            return report
+        finished = report.finished
+        finished.time_ms = int(status.get("time_ms") or time.time() * 1000)
+        if "exit_code" in status:
+            finished.exit_code = int(status["exit_code"])
+            finished.term_signal = int(status["term_signal"])
+            finished.usage.CopyFrom(api.Usage(user_cpu_s=status["user_cpu_s"],
+                                              system_cpu_s=status["system_cpu_s"],
+                                              max_rss_kb=status["max_rss_kb"], wall_s=status["wall_s"]))
+        elif shim_signal:
+            finished.term_signal = shim_signal  # the whole group got it: SIGKILL after the grace
+        else:
+            finished.status_unknown = True  # it ended while no worker watched, and left no status
+        return report
+
+    def _end(self, key: Key, record: dict[str, Any], report: api.JobReport) -> None:
+        record.update(state="ended", final=report.SerializeToString().hex())
+        self.journal.put(key, record)
         with self._lock:
-            instance.finished = report
-        log.info("job %d.%d ended: exit %d signal %d", *instance.key, finished.exit_code,
-                 finished.term_signal)
+            self._running.pop(key, None)
+        if report.HasField("finished"):
+            f = report.finished
+            log.info("job %d.%d ended: exit %d signal %d%s", *key, f.exit_code, f.term_signal,
+                     " (status unknown)" if f.status_unknown else "")
         self._report(report)
 
-    def _kill_hard(self, instance: Instance) -> None:
-        if instance.finished is None:
-            _killpg(instance.pid, signal.SIGKILL)
+    def _started(self, key: Key, record: dict[str, Any]) -> api.JobReport:
+        return api.JobReport(job_id=key[0], attempt=key[1], started=api.JobStarted(
+            pid=int(record.get("pid", 0)), time_ms=int(record.get("started_ms", 0))))
+
+    def _kill_hard(self, key: Key, pid: int) -> None:
+        with self._lock:
+            still = self._running.get(key) == pid
+        if still:
+            _killpg(pid, signal.SIGKILL)
 
 
-class _StartFailure(Exception):
-    def __init__(self, code: int, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
+def _failed(job: api.Job, code: int, reason: str) -> api.JobReport:
+    return api.JobReport(job_id=job.id, attempt=job.attempt,
+                         dispatch_failed=api.DispatchFailed(code=code, reason=reason))
+
+
+def _report_from(hex_bytes: str) -> api.JobReport:
+    return api.JobReport.FromString(bytes.fromhex(hex_bytes))
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time (clock ticks since boot), or None if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+def _find_by_env(key: Key) -> int:
+    """A shim started just before the worker died, found by its job environment."""
+    wanted = {f"XCE_JOB_ID={key[0]}".encode(), f"XCE_JOB_ATTEMPT={key[1]}".encode()}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = set((entry / "environ").read_bytes().split(b"\0"))
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if wanted <= env and b"worker.shim" in cmdline:
+            return int(entry.name)
+    return 0
 
 
 def _killpg(pgid: int, sig: int) -> None:

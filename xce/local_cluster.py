@@ -200,11 +200,30 @@ class LocalWorkers:
         proc.wait(timeout=10)
 
     def stop(self) -> None:
+        """Kill the workers, and the jobs they left running (they outlive a worker on purpose)."""
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
         self.procs.clear()
+        kill_jobs_under(self.cluster.data)
+
+
+def kill_jobs_under(data: Path) -> None:
+    """SIGKILL every job process group whose worker spool lies under `data`."""
+    marker = f"XCE_SPOOL={Path(data).resolve()}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(item.startswith(marker) for item in env):
+            try:
+                os.killpg(int(entry.name), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def up(data: Path, replicas: int, base_port: int) -> int:

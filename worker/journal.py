@@ -1,0 +1,60 @@
+"""The worker's local journal: one durable record per job instance (LMDB, synced).
+
+Key `job.attempt`; value JSON: state (starting, running, ended), pid and its
+start time (clock ticks since boot, from /proc: a reused pid is never taken
+for the job), the status file the shim writes, the final report (hex of the
+protobuf) and whether the leader acknowledged it. Written before the process
+is started (`starting`), after (`running`), and when it ends; read back after
+a worker restart to re-adopt, report, or re-send.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+Key = tuple[int, int]
+KEEP_ACKED = 1000  # acknowledged records kept to recognise late repeats
+
+
+def _key(key: Key) -> bytes:
+    return f"{key[0]}.{key[1]}".encode()
+
+
+class Journal:
+    def __init__(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        self._env = lmdb.open(str(path), map_size=1 << 30, max_dbs=1, sync=True, metasync=True)
+        self._db = self._env.open_db(b"instances")
+
+    def put(self, key: Key, record: dict[str, Any]) -> None:
+        with self._env.begin(write=True) as txn:
+            txn.put(_key(key), json.dumps(record, sort_keys=True).encode(), db=self._db)
+
+    def get(self, key: Key) -> dict[str, Any] | None:
+        with self._env.begin() as txn:
+            raw = txn.get(_key(key), db=self._db)
+        return None if raw is None else dict(json.loads(bytes(raw)))
+
+    def items(self) -> Iterator[tuple[Key, dict[str, Any]]]:
+        with self._env.begin() as txn:
+            rows = [(bytes(k).decode(), bytes(v)) for k, v in txn.cursor(db=self._db)]
+        for key, raw in rows:
+            job, attempt = key.split(".")
+            yield (int(job), int(attempt)), dict(json.loads(raw))
+
+    def prune_acked(self) -> None:
+        acked = [key for key, record in self.items() if record.get("acked")]
+        if len(acked) <= KEEP_ACKED:
+            return
+        acked.sort()
+        with self._env.begin(write=True) as txn:
+            for key in acked[:len(acked) - KEEP_ACKED]:
+                txn.delete(_key(key), db=self._db)
+
+    def close(self) -> None:
+        self._env.close()
