@@ -60,6 +60,7 @@ class ClusterConfig:
     group_commit_max_in_flight: int = 1
     heartbeat_s: float = 2.0
     heartbeat_timeout_s: float = 10.0
+    unknown_timeout_s: float = 300.0
 
     def replica(self, replica_id: int) -> Replica:
         for replica in self.replicas:
@@ -132,10 +133,12 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
         raise ConfigError(f"{path}: [raft]: {exc}") from exc
     hosts = raw.get("hosts", {})
     heartbeat_s, heartbeat_timeout_s = hosts.get("heartbeat_s", 2.0), hosts.get("heartbeat_timeout_s", 10.0)
-    if not all(isinstance(v, int | float) and v > 0 for v in (heartbeat_s, heartbeat_timeout_s)) \
+    unknown_timeout_s = hosts.get("unknown_timeout_s", 300.0)
+    if not all(isinstance(v, int | float) and v > 0 for v in (heartbeat_s, heartbeat_timeout_s,
+                                                               unknown_timeout_s)) \
             or heartbeat_timeout_s <= heartbeat_s:
-        raise ConfigError(f"{path}: [hosts] heartbeat_s and heartbeat_timeout_s must be positive, "
-                          "the timeout longer than the heartbeat")
+        raise ConfigError(f"{path}: [hosts] heartbeat_s, heartbeat_timeout_s and unknown_timeout_s must be "
+                          "positive, the timeout longer than the heartbeat")
     group = raw.get("group_commit", {})
     for key in ("max_requests", "max_bytes", "max_in_flight"):
         if key in group and (not isinstance(group[key], int) or group[key] < 1):
@@ -146,7 +149,8 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
                          raft=raft, group_commit_max_requests=int(group.get("max_requests", 512)),
                          group_commit_max_bytes=int(group.get("max_bytes", 1 << 20)),
                          group_commit_max_in_flight=int(group.get("max_in_flight", 1)),
-                         heartbeat_s=float(heartbeat_s), heartbeat_timeout_s=float(heartbeat_timeout_s))
+                         heartbeat_s=float(heartbeat_s), heartbeat_timeout_s=float(heartbeat_timeout_s),
+                         unknown_timeout_s=float(unknown_timeout_s))
 
 
 def _get(raw: dict[str, Any], key: str, kind: type, path: Path) -> Any:

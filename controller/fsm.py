@@ -583,6 +583,12 @@ def _apply_report(applier: Applier) -> list[log.Result]:
     if kind == "started":
         job.pid = report.started.pid
         job.start_time_ms = report.started.time_ms or stamp
+        if job.state == api.UNKWN:  # its worker is back and still runs it
+            job.state = job.state_before_unknown or api.RUN
+            job.ClearField("state_before_unknown")
+    elif kind == "finished" and report.finished.status_unknown and job.spec.rerunnable:
+        _settle_lost(applier, job, f"job ended on {relayed.host} with unknown status")
+        return [log.Result(code=log.OK, job_ids=[job.id])]
     elif kind == "finished":
         finished = report.finished
         if finished.term_signal:
@@ -596,6 +602,7 @@ def _apply_report(applier: Applier) -> list[log.Result]:
         job.usage.CopyFrom(finished.usage)
         job.end_time_ms = finished.time_ms or stamp
         job.kill_requested = False
+        job.ClearField("state_before_unknown")
         _release(applier, job)
     elif kind == "dispatch_failed":
         if report.dispatch_failed.code >= 0:  # M3: only a failure (negative code) requeues
@@ -701,7 +708,56 @@ def _apply_host_status(applier: Applier) -> list[log.Result]:
         host.status = change.status
         host.status_time_ms = applier.entry.stamp_ms
         applier.put_host(host)
+        if change.status == api.HOST_UNAVAIL:
+            _mark_unknown(applier, host.spec.name)
     return [log.Result(code=log.OK, generation=host.generation)]
+
+
+def _mark_unknown(applier: Applier, host_name: str) -> None:
+    """The host stopped answering: what ran there is UNKWN until it reports again."""
+    for job_id in host_job_ids(applier.tables, host_name):
+        job = read_job(applier.tables, job_id)
+        if job is not None and job.state in (api.RUN, api.USUSP, api.SSUSP):
+            job.state_before_unknown = job.state
+            job.state = api.UNKWN
+            job.modify_time_ms = applier.entry.stamp_ms
+            applier.put_job(job)
+
+
+def _apply_resolve_host(applier: Applier) -> list[log.Result]:
+    """The host stayed unavailable past the second timeout: requeue its UNKWN
+    jobs marked rerunnable, EXIT the others (their outcome is unknown)."""
+    change = applier.entry.resolve_host
+    host = read_host(applier.tables, change.name)
+    if host is None or host.generation != change.generation or host.status != api.HOST_UNAVAIL:
+        return [log.Result(code=log.FAILED_PRECONDITION, message="the host is back or changed")]
+    settled = []
+    for job_id in host_job_ids(applier.tables, host.spec.name):
+        job = read_job(applier.tables, job_id)
+        if job is None or job.state != api.UNKWN:
+            continue
+        _settle_lost(applier, job, f"host {host.spec.name} lost")
+        settled.append(job.id)
+    return [log.Result(code=log.OK, job_ids=settled)]
+
+
+def _settle_lost(applier: Applier, job: api.Job, why: str) -> None:
+    """An instance whose end nobody knows: requeue if rerunnable, else EXIT."""
+    _release(applier, job)
+    stamp = applier.entry.stamp_ms
+    if job.spec.rerunnable:
+        job.attempt += 1
+        for name in ("host", "pid", "start_time_ms", "kill_requested", "state_before_unknown"):
+            job.ClearField(name)
+        job.state = api.PEND
+        job.pending_reason = f"{why}; requeued (rerunnable)"
+    else:
+        job.state = api.EXIT
+        job.exit_status_unknown = True
+        job.end_time_ms = stamp
+        job.pending_reason = ""
+    job.modify_time_ms = stamp
+    applier.put_job(job)
 
 
 _HANDLERS: dict[str, Callable[[Applier], list[log.Result]]] = {
@@ -714,6 +770,7 @@ _HANDLERS: dict[str, Callable[[Applier], list[log.Result]]] = {
     "host_status": _apply_host_status,
     "dispatch": _apply_dispatch,
     "report": _apply_report,
+    "resolve_host": _apply_resolve_host,
 }
 
 

@@ -140,6 +140,25 @@ class Replica:
                 results, err = await self.propose(log.Entry(host_status=change))
                 if err == SUCCESS and results and results[0].code == log.OK:
                     logger.warning("host %s (generation %d) missed its heartbeats: UNAVAIL", name, generation)
+            for host in self._lost_hosts(hosts):
+                change = log.SetHostStatus(name=host.spec.name, generation=host.generation)
+                results, err = await self.propose(log.Entry(resolve_host=change))
+                if err == SUCCESS and results and results[0].code == log.OK:
+                    logger.warning("host %s lost: jobs %s requeued or ended", host.spec.name,
+                                   list(results[0].job_ids))
+
+    def _lost_hosts(self, hosts: list[api.Host]) -> list[api.Host]:
+        """Unavailable past the second timeout, with UNKWN jobs still to settle."""
+        deadline_ms = int(time.time() * 1000) - int(self.config.unknown_timeout_s * 1000)
+        lost = []
+        with self.store.read() as tables:
+            for host in hosts:
+                if host.status != api.HOST_UNAVAIL or host.status_time_ms > deadline_ms:
+                    continue
+                jobs = (fsm.read_job(tables, i) for i in fsm.host_job_ids(tables, host.spec.name))
+                if any(j is not None and j.state == api.UNKWN for j in jobs):
+                    lost.append(host)
+        return lost
 
     async def _push_config(self) -> None:
         """Propose the configuration once this leader serves, if it changed.

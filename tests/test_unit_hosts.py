@@ -30,6 +30,7 @@ def apply(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-un
             return results[0]
 
         run.read = lambda name: fsm.read_host(tables, name)  # type: ignore[attr-defined]
+        run.job = lambda job_id: fsm.read_job(tables, job_id)  # type: ignore[attr-defined]
         return run
     store = StateStore(tmp_path / "state", "c")
     request.addfinalizer(store.close)
@@ -44,7 +45,12 @@ def apply(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-un
         with store.read() as tables:
             return fsm.read_host(tables, name)
 
+    def job(job_id: int) -> api.Job | None:
+        with store.read() as tables:
+            return fsm.read_job(tables, job_id)
+
     run_lmdb.read = read  # type: ignore[attr-defined]
+    run_lmdb.job = job  # type: ignore[attr-defined]
     return run_lmdb
 
 
@@ -174,3 +180,47 @@ def test_reports_of_stale_attempts_or_connections_change_nothing(apply) -> None:
     assert apply(report(job_id, attempt=1, generation=7, finished=done)).code == log.FAILED_PRECONDITION
     assert apply(report(job_id, attempt=1, finished=done)).code == log.OK
     assert apply.read("n1").slots_used == 0
+
+
+def test_unavailable_host_makes_its_jobs_unknown_and_a_report_brings_them_back(apply) -> None:  # type: ignore[no-untyped-def]
+    job_id = _setup_job(apply)
+    apply(dispatch(job_id))
+    apply(log.Entry(stamp_ms=STAMP, control=api.ControlJobRequest(job_id=str(job_id), action=api.STOP)))
+    apply(status("n1", 1))
+    assert apply.job(job_id).state == api.UNKWN
+    apply(join("n1", 4))
+    assert apply(report(job_id, started=api.JobStarted(pid=5))).code == log.FAILED_PRECONDITION  # old gen
+    assert apply.job(job_id).state == api.UNKWN  # until the worker says it still runs it
+    assert apply(report(job_id, generation=2, started=api.JobStarted(pid=5))).code == log.OK
+    assert apply.job(job_id).state == api.USUSP  # what it was before
+
+
+def test_lost_host_requeues_rerunnable_jobs_and_ends_the_others(tmp_path: Path) -> None:
+    tables = MemoryTables()
+    index = [0]
+
+    def run(entry: log.Entry) -> log.Result:
+        index[0] += 1
+        results = fsm.apply(tables, index[0], entry.SerializeToString())
+        assert results is not None
+        return results[0]
+
+    run(log.Entry(stamp_ms=STAMP, init=log.InitCluster(cluster_id="c", config_digest="d",
+                                                       queues=[api.Queue(name="normal")])))
+    run(join("n1", 4))
+    specs = [api.JobSpec(command=["a"], rerunnable=True), api.JobSpec(command=["b"])]
+    ids = list(run(log.Entry(stamp_ms=STAMP, submit=log.SubmitBatch(requests=[
+        api.SubmitJobsRequest(request_id="r", jobs=specs)]))).job_ids)
+    for job_id in ids:
+        run(dispatch(job_id))
+    assert run(log.Entry(stamp_ms=STAMP, resolve_host=log.SetHostStatus(name="n1", generation=1))).code \
+        == log.FAILED_PRECONDITION  # the host is still OK: nothing to settle
+    run(status("n1", 1))
+    assert [fsm.read_job(tables, i).state for i in ids] == [api.UNKWN, api.UNKWN]
+    result = run(log.Entry(stamp_ms=STAMP + 9, resolve_host=log.SetHostStatus(name="n1", generation=1)))
+    assert sorted(result.job_ids) == sorted(ids)
+    rerun, ended = (fsm.read_job(tables, i) for i in ids)
+    assert (rerun.state, rerun.attempt, rerun.host) == (api.PEND, 1, "")
+    assert "requeued" in rerun.pending_reason
+    assert (ended.state, ended.exit_status_unknown) == (api.EXIT, True)
+    assert fsm.read_host(tables, "n1").slots_used == 0

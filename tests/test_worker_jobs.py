@@ -234,3 +234,37 @@ def test_worker_killed_and_restarted_adopts_and_reports_nothing_runs_twice(
     assert Counter(ledger.read_text().split()) == {f"{j.id}.0": 1 for j in jobs}  # nothing twice
     log_text = (cluster.data / "worker-w1.log").read_text()
     assert f"job {long.id}.0 re-adopted" in log_text
+
+
+@pytest.mark.parametrize("comes_back", [False, True])
+def test_host_lost_unknown_then_requeue_or_exit_unless_it_returns(
+        make_cluster, tmp_path: Path, comes_back: bool) -> None:  # type: ignore[no-untyped-def]
+    hosts = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.0\nunknown_timeout_s = 2.5\n"
+    cluster = make_cluster(extra_config=hosts)
+    cluster.start()
+    cluster.leader()
+    workers = LocalWorkers(cluster)
+    try:
+        workers.start("w1", 4)
+        _wait_hosts(cluster, {"w1"})
+        with cluster.client() as client:
+            rerun, plain = client.submit([
+                api.JobSpec(command=["sleep", "3"], cwd=str(tmp_path), rerunnable=True),
+                api.JobSpec(command=["sleep", "3"], cwd=str(tmp_path))]).jobs
+            for job in (rerun, plain):
+                client.run(job.id, "w1")
+            _wait(lambda: all(client.get_job(j.id).pid > 0 for j in (rerun, plain)))
+        workers.kill("w1")
+        _wait_jobs(cluster, lambda js: all(j.state == api.UNKWN for j in js), timeout_s=10)
+        if comes_back:
+            workers.start("w1", 4)
+            jobs = _wait_jobs(cluster, lambda js: all(j.state == api.DONE for j in js), timeout_s=20)
+            assert all(j.attempt == 0 for j in jobs)  # the same instances ran out
+            return
+        jobs = _wait_jobs(cluster, lambda js: all(j.state in (api.PEND, api.EXIT) for j in js), timeout_s=20)
+        by_id = {j.id: j for j in jobs}
+        assert (by_id[rerun.id].state, by_id[rerun.id].attempt) == (api.PEND, 1)
+        assert "requeued" in by_id[rerun.id].pending_reason
+        assert (by_id[plain.id].state, by_id[plain.id].exit_status_unknown) == (api.EXIT, True)
+    finally:
+        workers.stop()

@@ -99,9 +99,14 @@ class Executor:
         if self.journal.get(key) is not None:
             self.rereport(key)
             return
+        if job.state == api.UNKWN:  # the leader asks after an instance this host never had
+            record: dict[str, Any] = {"state": "starting", "status_file": ""}
+            self._end(key, record, api.JobReport(job_id=job.id, attempt=job.attempt,
+                                                 finished=api.JobFinished(status_unknown=True)))
+            return
         failure = self._check(job)
         status_file = self.spool / f"{job.id}.{job.attempt}.status"
-        record: dict[str, Any] = {"state": "starting", "status_file": str(status_file)}
+        record = {"state": "starting", "status_file": str(status_file)}
         if failure is not None:
             log.warning("job %d.%d not started: %s", job.id, job.attempt, failure.dispatch_failed.reason)
             self._end(key, record, failure)

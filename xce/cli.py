@@ -71,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-e", "--stderr", default="")
     p.add_argument("-R", "--resource-req", default="")
     p.add_argument("--priority", type=int, default=0)
+    p.add_argument("-r", "--rerunnable", action="store_true", help="requeue if its host is lost")
     p.add_argument("--cwd", default=None, help="working directory (default: the current one)")
     p.add_argument("--json", action="store_true")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
@@ -194,7 +195,7 @@ def _submit(client: Client, args: argparse.Namespace) -> int:
     spec = api.JobSpec(command=cmd, name=args.name, queue=args.queue, priority=args.priority,
                        stdout_path=args.stdout, stderr_path=args.stderr, resource_req=args.resource_req,
                        cwd=args.cwd if args.cwd is not None else os.getcwd(),
-                       user=os.environ.get("USER", ""))
+                       user=os.environ.get("USER", ""), rerunnable=args.rerunnable)
     if args.slots is not None:
         spec.slots = args.slots
     response = client.submit([spec])

@@ -25,35 +25,35 @@ _sym_db = _symbol_database.Default()
 from xce.v1 import api_pb2 as xce_dot_v1_dot_api__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x10xce/v1/log.proto\x12\x06xce.v1\x1a\x10xce/v1/api.proto\"\xa6\x03\n\x05\x45ntry\x12\x10\n\x08stamp_ms\x18\x01 \x01(\x03\x12\x10\n\x08proposer\x18\x02 \x01(\x05\x12%\n\x06submit\x18\n \x01(\x0b\x32\x13.xce.v1.SubmitBatchH\x00\x12,\n\x07\x63ontrol\x18\x0b \x01(\x0b\x32\x19.xce.v1.ControlJobRequestH\x00\x12*\n\x06modify\x18\x0c \x01(\x0b\x32\x18.xce.v1.ModifyJobRequestH\x00\x12*\n\tput_queue\x18\r \x01(\x0b\x32\x15.xce.v1.PutQueueEntryH\x00\x12#\n\x04init\x18\x0e \x01(\x0b\x32\x13.xce.v1.InitClusterH\x00\x12%\n\tjoin_host\x18\x0f \x01(\x0b\x32\x10.xce.v1.HostSpecH\x00\x12,\n\x0bhost_status\x18\x10 \x01(\x0b\x32\x15.xce.v1.SetHostStatusH\x00\x12$\n\x08\x64ispatch\x18\x11 \x01(\x0b\x32\x10.xce.v1.DispatchH\x00\x12$\n\x06report\x18\x12 \x01(\x0b\x32\x12.xce.v1.HostReportH\x00\x42\x06\n\x04\x62ody\"M\n\x08\x44ispatch\x12\x0e\n\x06job_id\x18\x01 \x01(\x04\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x12\n\nrequest_id\x18\x04 \x01(\t\"Q\n\nHostReport\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12!\n\x06report\x18\x03 \x01(\x0b\x32\x11.xce.v1.JobReport\"U\n\rSetHostStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12\"\n\x06status\x18\x03 \x01(\x0e\x32\x12.xce.v1.HostStatus\":\n\x0bSubmitBatch\x12+\n\x08requests\x18\x01 \x03(\x0b\x32\x19.xce.v1.SubmitJobsRequest\"Q\n\rPutQueueEntry\x12\x1c\n\x05queue\x18\x01 \x01(\x0b\x32\r.xce.v1.Queue\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x0e\n\x06\x63reate\x18\x03 \x01(\x08\"\x89\x01\n\x0bInitCluster\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x15\n\rdefault_queue\x18\x02 \x01(\t\x12\x19\n\x11max_slots_per_job\x18\x03 \x01(\x05\x12\x15\n\rconfig_digest\x18\x04 \x01(\t\x12\x1d\n\x06queues\x18\x05 \x03(\x0b\x32\r.xce.v1.Queue\"~\n\x06Result\x12\x1a\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x0c.xce.v1.Code\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0f\n\x07job_ids\x18\x03 \x03(\x04\x12\x10\n\x08revision\x18\x04 \x01(\x04\x12\x10\n\x08stamp_ms\x18\x05 \x01(\x03\x12\x12\n\ngeneration\x18\x06 \x01(\x04\"D\n\x06\x43hange\x12\r\n\x05table\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12\r\n\x05value\x18\x03 \x01(\x0c\x12\x0f\n\x07\x64\x65leted\x18\x04 \x01(\x08\"\\\n\x05\x45vent\x12\x10\n\x08revision\x18\x01 \x01(\x04\x12\x1f\n\x07\x63hanges\x18\x02 \x03(\x0b\x32\x0e.xce.v1.Change\x12 \n\x08rejected\x18\x03 \x01(\x0b\x32\x0e.xce.v1.Result\"\xbb\x01\n\x04Meta\x12\x15\n\rapplied_index\x18\x01 \x01(\x04\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x13\n\x0bnext_job_id\x18\x03 \x01(\x04\x12\x14\n\x0c\x65vents_floor\x18\x04 \x01(\x04\x12\x15\n\rdefault_queue\x18\x05 \x01(\t\x12\x19\n\x11max_slots_per_job\x18\x06 \x01(\x05\x12\x15\n\rconfig_digest\x18\x07 \x01(\t\x12\x14\n\x0c\x65vents_bytes\x18\x08 \x01(\x04*`\n\x04\x43ode\x12\x06\n\x02OK\x10\x00\x12\x14\n\x10INVALID_ARGUMENT\x10\x03\x12\r\n\tNOT_FOUND\x10\x05\x12\x12\n\x0e\x41LREADY_EXISTS\x10\x06\x12\x17\n\x13\x46\x41ILED_PRECONDITION\x10\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x10xce/v1/log.proto\x12\x06xce.v1\x1a\x10xce/v1/api.proto\"\xd5\x03\n\x05\x45ntry\x12\x10\n\x08stamp_ms\x18\x01 \x01(\x03\x12\x10\n\x08proposer\x18\x02 \x01(\x05\x12%\n\x06submit\x18\n \x01(\x0b\x32\x13.xce.v1.SubmitBatchH\x00\x12,\n\x07\x63ontrol\x18\x0b \x01(\x0b\x32\x19.xce.v1.ControlJobRequestH\x00\x12*\n\x06modify\x18\x0c \x01(\x0b\x32\x18.xce.v1.ModifyJobRequestH\x00\x12*\n\tput_queue\x18\r \x01(\x0b\x32\x15.xce.v1.PutQueueEntryH\x00\x12#\n\x04init\x18\x0e \x01(\x0b\x32\x13.xce.v1.InitClusterH\x00\x12%\n\tjoin_host\x18\x0f \x01(\x0b\x32\x10.xce.v1.HostSpecH\x00\x12,\n\x0bhost_status\x18\x10 \x01(\x0b\x32\x15.xce.v1.SetHostStatusH\x00\x12$\n\x08\x64ispatch\x18\x11 \x01(\x0b\x32\x10.xce.v1.DispatchH\x00\x12$\n\x06report\x18\x12 \x01(\x0b\x32\x12.xce.v1.HostReportH\x00\x12-\n\x0cresolve_host\x18\x13 \x01(\x0b\x32\x15.xce.v1.SetHostStatusH\x00\x42\x06\n\x04\x62ody\"M\n\x08\x44ispatch\x12\x0e\n\x06job_id\x18\x01 \x01(\x04\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x12\n\nrequest_id\x18\x04 \x01(\t\"Q\n\nHostReport\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12!\n\x06report\x18\x03 \x01(\x0b\x32\x11.xce.v1.JobReport\"U\n\rSetHostStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12\"\n\x06status\x18\x03 \x01(\x0e\x32\x12.xce.v1.HostStatus\":\n\x0bSubmitBatch\x12+\n\x08requests\x18\x01 \x03(\x0b\x32\x19.xce.v1.SubmitJobsRequest\"Q\n\rPutQueueEntry\x12\x1c\n\x05queue\x18\x01 \x01(\x0b\x32\r.xce.v1.Queue\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x0e\n\x06\x63reate\x18\x03 \x01(\x08\"\x89\x01\n\x0bInitCluster\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x15\n\rdefault_queue\x18\x02 \x01(\t\x12\x19\n\x11max_slots_per_job\x18\x03 \x01(\x05\x12\x15\n\rconfig_digest\x18\x04 \x01(\t\x12\x1d\n\x06queues\x18\x05 \x03(\x0b\x32\r.xce.v1.Queue\"~\n\x06Result\x12\x1a\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x0c.xce.v1.Code\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0f\n\x07job_ids\x18\x03 \x03(\x04\x12\x10\n\x08revision\x18\x04 \x01(\x04\x12\x10\n\x08stamp_ms\x18\x05 \x01(\x03\x12\x12\n\ngeneration\x18\x06 \x01(\x04\"D\n\x06\x43hange\x12\r\n\x05table\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12\r\n\x05value\x18\x03 \x01(\x0c\x12\x0f\n\x07\x64\x65leted\x18\x04 \x01(\x08\"\\\n\x05\x45vent\x12\x10\n\x08revision\x18\x01 \x01(\x04\x12\x1f\n\x07\x63hanges\x18\x02 \x03(\x0b\x32\x0e.xce.v1.Change\x12 \n\x08rejected\x18\x03 \x01(\x0b\x32\x0e.xce.v1.Result\"\xbb\x01\n\x04Meta\x12\x15\n\rapplied_index\x18\x01 \x01(\x04\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x13\n\x0bnext_job_id\x18\x03 \x01(\x04\x12\x14\n\x0c\x65vents_floor\x18\x04 \x01(\x04\x12\x15\n\rdefault_queue\x18\x05 \x01(\t\x12\x19\n\x11max_slots_per_job\x18\x06 \x01(\x05\x12\x15\n\rconfig_digest\x18\x07 \x01(\t\x12\x14\n\x0c\x65vents_bytes\x18\x08 \x01(\x04*`\n\x04\x43ode\x12\x06\n\x02OK\x10\x00\x12\x14\n\x10INVALID_ARGUMENT\x10\x03\x12\r\n\tNOT_FOUND\x10\x05\x12\x12\n\x0e\x41LREADY_EXISTS\x10\x06\x12\x17\n\x13\x46\x41ILED_PRECONDITION\x10\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'xce.v1.log_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CODE']._serialized_start=1485
-  _globals['_CODE']._serialized_end=1581
+  _globals['_CODE']._serialized_start=1532
+  _globals['_CODE']._serialized_end=1628
   _globals['_ENTRY']._serialized_start=47
-  _globals['_ENTRY']._serialized_end=469
-  _globals['_DISPATCH']._serialized_start=471
-  _globals['_DISPATCH']._serialized_end=548
-  _globals['_HOSTREPORT']._serialized_start=550
-  _globals['_HOSTREPORT']._serialized_end=631
-  _globals['_SETHOSTSTATUS']._serialized_start=633
-  _globals['_SETHOSTSTATUS']._serialized_end=718
-  _globals['_SUBMITBATCH']._serialized_start=720
-  _globals['_SUBMITBATCH']._serialized_end=778
-  _globals['_PUTQUEUEENTRY']._serialized_start=780
-  _globals['_PUTQUEUEENTRY']._serialized_end=861
-  _globals['_INITCLUSTER']._serialized_start=864
-  _globals['_INITCLUSTER']._serialized_end=1001
-  _globals['_RESULT']._serialized_start=1003
-  _globals['_RESULT']._serialized_end=1129
-  _globals['_CHANGE']._serialized_start=1131
-  _globals['_CHANGE']._serialized_end=1199
-  _globals['_EVENT']._serialized_start=1201
-  _globals['_EVENT']._serialized_end=1293
-  _globals['_META']._serialized_start=1296
-  _globals['_META']._serialized_end=1483
+  _globals['_ENTRY']._serialized_end=516
+  _globals['_DISPATCH']._serialized_start=518
+  _globals['_DISPATCH']._serialized_end=595
+  _globals['_HOSTREPORT']._serialized_start=597
+  _globals['_HOSTREPORT']._serialized_end=678
+  _globals['_SETHOSTSTATUS']._serialized_start=680
+  _globals['_SETHOSTSTATUS']._serialized_end=765
+  _globals['_SUBMITBATCH']._serialized_start=767
+  _globals['_SUBMITBATCH']._serialized_end=825
+  _globals['_PUTQUEUEENTRY']._serialized_start=827
+  _globals['_PUTQUEUEENTRY']._serialized_end=908
+  _globals['_INITCLUSTER']._serialized_start=911
+  _globals['_INITCLUSTER']._serialized_end=1048
+  _globals['_RESULT']._serialized_start=1050
+  _globals['_RESULT']._serialized_end=1176
+  _globals['_CHANGE']._serialized_start=1178
+  _globals['_CHANGE']._serialized_end=1246
+  _globals['_EVENT']._serialized_start=1248
+  _globals['_EVENT']._serialized_end=1340
+  _globals['_META']._serialized_start=1343
+  _globals['_META']._serialized_end=1530
 # @@protoc_insertion_point(module_scope)

@@ -22,7 +22,7 @@ ALREADY_EXISTS: Code
 FAILED_PRECONDITION: Code
 
 class Entry(_message.Message):
-    __slots__ = ("stamp_ms", "proposer", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report")
+    __slots__ = ("stamp_ms", "proposer", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host")
     STAMP_MS_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_FIELD_NUMBER: _ClassVar[int]
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +34,7 @@ class Entry(_message.Message):
     HOST_STATUS_FIELD_NUMBER: _ClassVar[int]
     DISPATCH_FIELD_NUMBER: _ClassVar[int]
     REPORT_FIELD_NUMBER: _ClassVar[int]
+    RESOLVE_HOST_FIELD_NUMBER: _ClassVar[int]
     stamp_ms: int
     proposer: int
     submit: SubmitBatch
@@ -45,7 +46,8 @@ class Entry(_message.Message):
     host_status: SetHostStatus
     dispatch: Dispatch
     report: HostReport
-    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ...) -> None: ...
+    resolve_host: SetHostStatus
+    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ...) -> None: ...
 
 class Dispatch(_message.Message):
     __slots__ = ("job_id", "host", "attempt", "request_id")
