@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 import threading
 import time
 from collections import Counter
@@ -268,3 +270,23 @@ def test_host_lost_unknown_then_requeue_or_exit_unless_it_returns(
         assert (by_id[plain.id].state, by_id[plain.id].exit_status_unknown) == (api.EXIT, True)
     finally:
         workers.stop()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="running as another user needs a root worker")
+def test_root_worker_runs_the_job_as_its_submitting_user(
+        setup: tuple[LocalCluster, LocalWorkers], tmp_path: Path) -> None:
+    cluster, workers = setup
+    workers.start("w1", 2)
+    _wait_hosts(cluster, {"w1"})
+    out = tmp_path / "ids"
+    tmp_path.chmod(0o777)
+    with cluster.client() as client:
+        as_nobody, as_ghost = client.submit([
+            api.JobSpec(command=["id", "-u"], cwd=str(tmp_path), user="nobody", stdout_path="ids"),
+            api.JobSpec(command=["id", "-u"], cwd=str(tmp_path), user="no-such-user-xce",
+                        stdout_path="ghost")]).jobs
+        client.run(as_nobody.id, "w1")
+        client.run(as_ghost.id, "w1")
+    _wait_jobs(cluster, lambda js: all(j.state == api.DONE for j in js))
+    assert out.read_text().strip() == str(pwd.getpwnam("nobody").pw_uid)
+    assert (tmp_path / "ghost").read_text().strip() == "0"  # unknown user: the worker's own

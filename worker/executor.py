@@ -190,12 +190,14 @@ class Executor:
         err = self._output(cwd, job.spec.stderr_path, job, "err")
         env = {**os.environ, **job.spec.env, "XCE_JOB_ID": str(job.id), "XCE_JOB_ATTEMPT": str(job.attempt),
                "XCE_JOB_READABLE_ID": job.readable_id, "XCE_SPOOL": str(self.spool)}
-        shim = [sys.executable, "-m", "worker.shim", str(status_file), "--", *job.spec.command]
+        user = self._user(job.spec.user)
+        shim = [sys.executable, "-m", "worker.shim", str(status_file), *(["--user", user] if user else []),
+                "--", *job.spec.command]
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
                                                           os.environ.get("PYTHONPATH")]))
         with open(out, "ab") as stdout, open(err, "ab") as stderr:
             return subprocess.Popen(shim, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
-                                    stderr=stderr, start_new_session=True, user=self._user(job.spec.user))
+                                    stderr=stderr, start_new_session=True)
 
     def _user(self, name: str) -> str | None:
         if os.geteuid() != 0 or not name:

@@ -1,4 +1,4 @@
-"""`python -m worker.shim STATUS_FILE -- COMMAND ARGS...`: run one job, record how it ended.
+"""`python -m worker.shim STATUS_FILE [--user NAME] -- COMMAND ARGS...`: run one job, record how it ended.
 
 Each job runs under this shim, the leader of the job's process group. It
 waits for the command with wait4 and writes its exit status and usage to
@@ -7,7 +7,9 @@ that started it died meanwhile: a restarted worker cannot wait for processes
 that are not its children, but it can read this file. The shim ignores
 SIGTERM/SIGINT/SIGHUP (the command gets them, through the process group, with
 default handling restored at exec) so it outlives the command; only SIGKILL
-takes it down first, and then the status is unknown.
+takes it down first, and then the status is unknown. With --user the shim
+stays the worker's user and only the command runs as NAME (the interpreter
+running the shim need not be readable by NAME).
 """
 
 from __future__ import annotations
@@ -35,15 +37,18 @@ def write_status(path: Path, status: dict[str, object]) -> None:
 
 
 def main(argv: list[str]) -> int:
+    user = None
+    if len(argv) > 3 and argv[1] == "--user":
+        user, argv = argv[2], [argv[0], *argv[3:]]
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m worker.shim STATUS_FILE -- COMMAND ARGS...", file=sys.stderr)
+        print("usage: python -m worker.shim STATUS_FILE [--user NAME] -- COMMAND ARGS...", file=sys.stderr)
         return 2
     status_path, command = Path(argv[0]), argv[2:]
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _ignore)
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(command)
+        proc = subprocess.Popen(command, user=user)
     except OSError as exc:
         write_status(status_path, {"start_error": f"{command[0]}: {exc.strerror or exc}"})
         return 127
