@@ -104,9 +104,14 @@ class Executor:
             self._end(key, record, api.JobReport(job_id=job.id, attempt=job.attempt,
                                                  finished=api.JobFinished(status_unknown=True)))
             return
+        if job.kill_requested:  # killed before it reached this host: never start it
+            record = {"state": "starting", "status_file": ""}
+            self._end(key, record, api.JobReport(job_id=job.id, attempt=job.attempt, finished=api.JobFinished(
+                term_signal=signal.SIGKILL, time_ms=int(time.time() * 1000))))
+            return
         failure = self._check(job)
         status_file = self.spool / f"{job.id}.{job.attempt}.status"
-        record = {"state": "starting", "status_file": str(status_file)}
+        record = {"state": "starting", "status_file": str(status_file)}  # journaled before the start
         if failure is not None:
             log.warning("job %d.%d not started: %s", job.id, job.attempt, failure.dispatch_failed.reason)
             self._end(key, record, failure)

@@ -1,0 +1,79 @@
+"""The worker's executor on real processes, without a cluster."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from worker.executor import CWD_MISSING, Executor
+from xce.v1 import api_pb2 as api
+
+
+@pytest.fixture
+def executor(tmp_path: Path) -> Iterator[tuple[Executor, list[api.JobReport]]]:
+    reports: list[api.JobReport] = []
+    ex = Executor(tmp_path / "spool", kill_grace_s=0.5, report=reports.append)
+    try:
+        yield ex, reports
+    finally:
+        for key in ex.running():
+            ex.signal(key, api.SIGNAL_KILL)
+        ex.close()
+
+
+def _job(job_id: int, *command: str, cwd: Path, **fields: object) -> api.Job:
+    spec = api.JobSpec(command=command, cwd=str(cwd))
+    return api.Job(id=job_id, attempt=0, state=api.RUN, spec=spec, **fields)
+
+
+def _wait_final(reports: list[api.JobReport], job_id: int, timeout_s: float = 10) -> api.JobReport:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for report in reports:
+            if report.job_id == job_id and report.WhichOneof("body") in ("finished", "dispatch_failed"):
+                return report
+        time.sleep(0.02)
+    raise AssertionError(f"no final report for {job_id}: {reports}")
+
+
+def test_runs_once_and_reports_exit_code_and_usage(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ex, reports = executor
+    ledger = tmp_path / "ledger"
+    job = _job(1, "sh", "-c", f"echo x >> {ledger}; exit 4", cwd=tmp_path)
+    ex.run(job)
+    ex.run(job)  # a repeat: reports again, never a second instance
+    final = _wait_final(reports, 1)
+    assert final.finished.exit_code == 4 and final.finished.usage.wall_s > 0
+    ex.run(job)
+    assert ledger.read_text() == "x\n"
+    assert [r.WhichOneof("body") for r in reports].count("finished") == 2  # repeated, not re-run
+
+
+def test_start_failures_are_negative_codes(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ex, reports = executor
+    ex.run(_job(1, "true", cwd=tmp_path / "missing"))
+    ex.run(_job(2, "no-such-command-xce", cwd=tmp_path))
+    assert _wait_final(reports, 1).dispatch_failed.code == CWD_MISSING
+    assert _wait_final(reports, 2).dispatch_failed.code < 0
+
+
+def test_kill_escalates_to_sigkill_after_the_grace(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ex, reports = executor
+    ex.run(_job(1, "sh", "-c", "trap '' TERM; while true; do sleep 0.1; done", cwd=tmp_path))
+    time.sleep(0.3)
+    ex.signal((1, 0), api.SIGNAL_KILL)
+    assert _wait_final(reports, 1).finished.term_signal == signal.SIGKILL
+
+
+def test_a_killed_or_unknown_job_is_never_started(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ex, reports = executor
+    ledger = tmp_path / "ledger"
+    ex.run(_job(1, "sh", "-c", f"echo x >> {ledger}", cwd=tmp_path, kill_requested=True))
+    ex.run(api.Job(id=2, attempt=0, state=api.UNKWN, spec=api.JobSpec(command=["true"], cwd=str(tmp_path))))
+    assert _wait_final(reports, 1).finished.term_signal == signal.SIGKILL
+    assert _wait_final(reports, 2).finished.status_unknown
+    assert not ledger.exists()
