@@ -189,6 +189,8 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec) -> None:
     for key, value in spec.env.items():
         _check_text("environment name", key)
         _check_text("environment value", value)
+        if not key or "=" in key:
+            raise Rejected(log.INVALID_ARGUMENT, f"bad environment name {key[:80]!r}")
     max_slots = meta.max_slots_per_job or DEFAULT_MAX_SLOTS
     if spec.HasField("slots") and not 1 <= spec.slots <= max_slots:
         raise Rejected(log.INVALID_ARGUMENT, f"slots must be between 1 and {max_slots}, got {spec.slots}")
@@ -488,7 +490,7 @@ def _apply_control(applier: Applier) -> list[log.Result]:
         if transition.requeue:
             job.attempt += 1
             for name in ("exit_code", "end_time_ms", "start_time_ms", "kill_requested", "pid",
-                         "term_signal", "exit_status_unknown", "usage", "host"):
+                         "term_signal", "exit_status_unknown", "usage", "host", "state_before_unknown"):
                 job.ClearField(name)
         if transition.to == api.EXIT:
             job.end_time_ms = applier.entry.stamp_ms
@@ -608,11 +610,18 @@ def _apply_report(applier: Applier) -> list[log.Result]:
         if report.dispatch_failed.code >= 0:  # M3: only a failure (negative code) requeues
             return [log.Result(code=log.INVALID_ARGUMENT, message="dispatch failure codes are negative")]
         _release(applier, job)
-        job.state = api.PEND
-        job.attempt += 1
-        job.pending_reason = f"dispatch to {relayed.host} failed: {report.dispatch_failed.reason[:200]}"
-        job.host = ""
-        job.pid = 0
+        if job.kill_requested:  # it was being killed: it ends here, it is not requeued
+            job.state = api.EXIT
+            job.exit_code = 128 + 9
+            job.end_time_ms = stamp
+            job.kill_requested = False
+        else:
+            job.state = api.PEND
+            job.attempt += 1
+            job.pending_reason = f"dispatch to {relayed.host} failed: {report.dispatch_failed.reason[:200]}"
+            job.host = ""
+            job.pid = 0
+        job.ClearField("state_before_unknown")
     else:
         return [log.Result(code=log.INVALID_ARGUMENT, message="empty report")]
     job.modify_time_ms = stamp
@@ -742,10 +751,11 @@ def _apply_resolve_host(applier: Applier) -> list[log.Result]:
 
 
 def _settle_lost(applier: Applier, job: api.Job, why: str) -> None:
-    """An instance whose end nobody knows: requeue if rerunnable, else EXIT."""
+    """An instance whose end nobody knows: requeue if rerunnable (and not being
+    killed), else EXIT."""
     _release(applier, job)
     stamp = applier.entry.stamp_ms
-    if job.spec.rerunnable:
+    if job.spec.rerunnable and not job.kill_requested:
         job.attempt += 1
         for name in ("host", "pid", "start_time_ms", "kill_requested", "state_before_unknown"):
             job.ClearField(name)
@@ -753,9 +763,11 @@ def _settle_lost(applier: Applier, job: api.Job, why: str) -> None:
         job.pending_reason = f"{why}; requeued (rerunnable)"
     else:
         job.state = api.EXIT
-        job.exit_status_unknown = True
+        job.exit_status_unknown = not job.kill_requested
+        job.exit_code = 128 + 9 if job.kill_requested else job.exit_code
         job.end_time_ms = stamp
         job.pending_reason = ""
+        job.kill_requested = False
     job.modify_time_ms = stamp
     applier.put_job(job)
 

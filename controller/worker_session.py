@@ -50,6 +50,10 @@ class Leadership(Protocol):
         ...
 
 
+class SessionOver(Exception):
+    """This stream should end; the worker re-joins and everything is resent."""
+
+
 @dataclass
 class WorkerSession:
     replica: Leadership
@@ -60,7 +64,7 @@ class WorkerSession:
     outbox: asyncio.Queue[api.ControllerMessage | None] = field(default_factory=asyncio.Queue)
     run_sent: set[Key] = field(default_factory=set)
     live: set[Key] = field(default_factory=set)  # instances the worker runs, as far as we know
-    stopped: dict[Key, bool] = field(default_factory=dict)
+    stopped: dict[Key, bool | None] = field(default_factory=dict)
     kill_sent: set[Key] = field(default_factory=set)
 
     async def read(self, requests: AsyncIterator[api.WorkerMessage], success: int) -> None:
@@ -81,7 +85,9 @@ class WorkerSession:
         entry = log.Entry(report=log.HostReport(host=self.name, generation=self.generation, report=report))
         results, err = await self.propose(entry)
         if err != success or not results:
-            return  # not known to be committed: no ack, the worker sends it again
+            # Not known to be committed: end the stream; the worker re-joins
+            # and sends every unacknowledged report again.
+            raise SessionOver("a report could not be committed")
         key, kind = (report.job_id, report.attempt), report.WhichOneof("body") or ""
         if kind == "started":
             self.live.add(key)
@@ -93,10 +99,14 @@ class WorkerSession:
             job_id=report.job_id, attempt=report.attempt, kind=kind)))
 
     async def command(self) -> None:
-        """Send what committed state asks of this host, forever (cancelled at the end)."""
+        """Send what committed state asks of this host until the session is over."""
         while True:
             event = self.replica.applied_event()
-            self._derive()
+            try:
+                self._derive()
+            except SessionOver:
+                self.outbox.put_nowait(None)
+                return
             try:
                 await asyncio.wait_for(event.wait(), RESEND_S)
             except TimeoutError:
@@ -104,7 +114,12 @@ class WorkerSession:
 
     def _derive(self) -> None:
         with self.replica.store.read() as tables:
+            host = fsm.read_host(tables, self.name)
             jobs = [fsm.read_job(tables, job_id) for job_id in fsm.host_job_ids(tables, self.name)]
+        if host is None or host.generation != self.generation or host.status != api.HOST_OK:
+            # Marked UNAVAIL (or superseded) while this stream lives: end it so
+            # the worker re-joins, which sets the host OK and re-reports its jobs.
+            raise SessionOver(f"host {self.name} generation {self.generation} is no longer current")
         wanted = {(j.id, j.attempt): j for j in jobs
                   if j is not None and j.host == self.name and j.state in fsm.RUNNING}
         for key, job in wanted.items():
@@ -113,7 +128,7 @@ class WorkerSession:
                 self.live.add(key)
                 self.outbox.put_nowait(api.ControllerMessage(run=api.RunJob(job=job)))
             want_stopped = job.state in (api.USUSP, api.SSUSP)
-            if want_stopped != self.stopped.get(key, False):
+            if want_stopped != self.stopped.get(key):  # first look on a connection: always say it
                 self.stopped[key] = want_stopped
                 self._signal(key, api.SIGNAL_STOP if want_stopped else api.SIGNAL_CONT)
             if job.kill_requested:

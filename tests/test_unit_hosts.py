@@ -224,3 +224,31 @@ def test_lost_host_requeues_rerunnable_jobs_and_ends_the_others(tmp_path: Path) 
     assert "requeued" in rerun.pending_reason
     assert (ended.state, ended.exit_status_unknown) == (api.EXIT, True)
     assert fsm.read_host(tables, "n1").slots_used == 0
+
+
+def test_a_job_being_killed_is_never_requeued(apply) -> None:  # type: ignore[no-untyped-def]
+    apply(log.Entry(stamp_ms=STAMP, init=log.InitCluster(cluster_id="c", config_digest="d",
+                                                         queues=[api.Queue(name="normal")])))
+    apply(join("n1", 4))
+    specs = [api.JobSpec(command=["a"], rerunnable=True), api.JobSpec(command=["b"], rerunnable=True)]
+    ids = list(apply(log.Entry(stamp_ms=STAMP, submit=log.SubmitBatch(requests=[
+        api.SubmitJobsRequest(request_id="r", jobs=specs)]))).job_ids)
+    for job_id in ids:
+        apply(dispatch(job_id))
+        apply(log.Entry(stamp_ms=STAMP, control=api.ControlJobRequest(job_id=str(job_id), action=api.KILL)))
+    refused = api.DispatchFailed(code=-4, reason="draining")
+    assert apply(report(ids[0], dispatch_failed=refused)).code == log.OK
+    assert (apply.job(ids[0]).state, apply.job(ids[0]).kill_requested) == (api.EXIT, False)
+    apply(status("n1", 1))
+    apply(log.Entry(stamp_ms=STAMP, resolve_host=log.SetHostStatus(name="n1", generation=1)))
+    assert (apply.job(ids[1]).state, apply.job(ids[1]).exit_code) == (api.EXIT, 137)
+    assert apply.read("n1").slots_used == 0
+
+
+def test_environment_names_must_be_proper() -> None:
+    tables = MemoryTables()
+    tables.put("queues", b"normal", api.Queue(name="normal").SerializeToString())
+    meta = log.Meta()
+    for bad in ("", "A=B"):
+        with pytest.raises(fsm.Rejected, match="environment name"):
+            fsm.check_spec(tables, meta, api.JobSpec(command=["true"], env={bad: "x"}))

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
+import signal
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -273,20 +276,69 @@ def test_host_lost_unknown_then_requeue_or_exit_unless_it_returns(
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="running as another user needs a root worker")
-def test_root_worker_runs_the_job_as_its_submitting_user(
+def test_root_worker_runs_the_job_as_its_submitting_user(setup: tuple[LocalCluster, LocalWorkers]) -> None:
+    cluster, workers = setup
+    workers.start("w1", 2)
+    _wait_hosts(cluster, {"w1"})
+    nobody = pwd.getpwnam("nobody")
+    shared = Path(tempfile.mkdtemp(prefix="xce-user-test-", dir="/tmp"))  # reachable by nobody
+    try:
+        shared.chmod(0o777)
+        with cluster.client() as client:
+            as_nobody, as_ghost = client.submit([
+                api.JobSpec(command=["sh", "-c", "id -u; id -g"], cwd=str(shared), user="nobody",
+                            stdout_path="ids"),
+                api.JobSpec(command=["id", "-u"], cwd=str(shared), user="no-such-user-xce",
+                            stdout_path="ghost")]).jobs
+            client.run(as_nobody.id, "w1")
+            client.run(as_ghost.id, "w1")
+        _wait_jobs(cluster, lambda js: all(j.state == api.DONE for j in js))
+        assert (shared / "ids").read_text().split() == [str(nobody.pw_uid), str(nobody.pw_gid)]
+        assert (shared / "ids").stat().st_uid == nobody.pw_uid  # opened by the job's user, not root
+        assert (shared / "ghost").read_text().strip() == "0"  # unknown user: the worker's own
+    finally:
+        shutil.rmtree(shared)
+
+
+def test_a_stalled_worker_rejoins_and_its_job_runs_out(make_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # Its stream survives the stall, but the leader marked the host UNAVAIL:
+    # the leader must end that stream so the worker re-joins and re-reports.
+    hosts = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.0\nunknown_timeout_s = 6\n"
+    cluster = make_cluster(extra_config=hosts)
+    cluster.start()
+    cluster.leader()
+    workers = LocalWorkers(cluster)
+    try:
+        workers.start("w1", 2)
+        _wait_hosts(cluster, {"w1"})
+        with cluster.client() as client:
+            job = client.submit([api.JobSpec(command=["sleep", "4"], cwd=str(tmp_path))]).jobs[0]
+            client.run(job.id, "w1")
+            _wait(lambda: client.get_job(job.id).pid > 0)
+            workers.procs["w1"].send_signal(signal.SIGSTOP)
+            _wait(lambda: client.get_job(job.id).state == api.UNKWN)
+            workers.procs["w1"].send_signal(signal.SIGCONT)
+            _wait(lambda: client.get_job(job.id).state == api.RUN)
+            _wait(lambda: client.get_job(job.id).state == api.DONE, timeout_s=15)
+            assert client.get_job(job.id).attempt == 0
+            assert client.list_hosts().hosts[0].status == api.HOST_OK
+    finally:
+        workers.stop()
+
+
+def test_resume_while_the_worker_is_down_reaches_the_job(
         setup: tuple[LocalCluster, LocalWorkers], tmp_path: Path) -> None:
     cluster, workers = setup
     workers.start("w1", 2)
     _wait_hosts(cluster, {"w1"})
-    out = tmp_path / "ids"
-    tmp_path.chmod(0o777)
     with cluster.client() as client:
-        as_nobody, as_ghost = client.submit([
-            api.JobSpec(command=["id", "-u"], cwd=str(tmp_path), user="nobody", stdout_path="ids"),
-            api.JobSpec(command=["id", "-u"], cwd=str(tmp_path), user="no-such-user-xce",
-                        stdout_path="ghost")]).jobs
-        client.run(as_nobody.id, "w1")
-        client.run(as_ghost.id, "w1")
-    _wait_jobs(cluster, lambda js: all(j.state == api.DONE for j in js))
-    assert out.read_text().strip() == str(pwd.getpwnam("nobody").pw_uid)
-    assert (tmp_path / "ghost").read_text().strip() == "0"  # unknown user: the worker's own
+        job = client.submit([api.JobSpec(command=["sleep", "2"], cwd=str(tmp_path))]).jobs[0]
+        client.run(job.id, "w1")
+        _wait(lambda: client.get_job(job.id).pid > 0)
+        pid = client.get_job(job.id).pid
+        client.control(job.id, api.STOP)
+        _wait(lambda: _proc_state(pid) == "T")
+        workers.kill("w1")
+        client.control(job.id, api.RESUME)
+        workers.start("w1", 2)
+        _wait(lambda: client.get_job(job.id).state == api.DONE, timeout_s=15)

@@ -67,6 +67,12 @@ class Worker:
             outgoing.put(api.WorkerMessage(report=report))
 
     def _on_message(self, message: api.ControllerMessage) -> None:
+        try:
+            self._handle(message)
+        except Exception:  # noqa: BLE001 - one bad command must not take the worker down
+            log.exception("worker %s: command failed: %s", self.config.host.name, message)
+
+    def _handle(self, message: api.ControllerMessage) -> None:
         kind = message.WhichOneof("body")
         if kind == "run":
             self.executor.run(message.run.job)

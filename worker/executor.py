@@ -76,8 +76,9 @@ class Executor:
             if pid:  # alive only if the pid still names the same process, not a reused pid
                 alive = _start_ticks(pid) is not None and _start_ticks(pid) == record.get("pid_start")
             else:
-                pid = _find_by_env(key)
+                pid = _find_by_env(key, self.spool)
                 alive = bool(pid)
+                record.setdefault("started_ms", int(time.time() * 1000))
             if alive:
                 record.update(pid=pid, pid_start=_start_ticks(pid), state="running")
                 self.journal.put(key, record)
@@ -96,22 +97,23 @@ class Executor:
 
     def run(self, job: api.Job) -> None:
         key = (job.id, job.attempt)
-        if self.journal.get(key) is not None:
+        known = self.journal.get(key)
+        if known is not None and known.get("readable_id", job.readable_id) == job.readable_id:
             self.rereport(key)
-            return
+            return  # (a record of another cluster's job with the same numbers is replaced below)
         if job.state == api.UNKWN:  # the leader asks after an instance this host never had
-            record: dict[str, Any] = {"state": "starting", "status_file": ""}
-            self._end(key, record, api.JobReport(job_id=job.id, attempt=job.attempt,
-                                                 finished=api.JobFinished(status_unknown=True)))
+            record: dict[str, Any] = {"state": "starting", "status_file": "", "readable_id": job.readable_id}
+            self._end(key, record, _failed(job, START_FAILED, "this host has no record of the job"))
             return
         if job.kill_requested:  # killed before it reached this host: never start it
-            record = {"state": "starting", "status_file": ""}
+            record = {"state": "starting", "status_file": "", "readable_id": job.readable_id}
             self._end(key, record, api.JobReport(job_id=job.id, attempt=job.attempt, finished=api.JobFinished(
                 term_signal=signal.SIGKILL, time_ms=int(time.time() * 1000))))
             return
         failure = self._check(job)
         status_file = self.spool / f"{job.id}.{job.attempt}.status"
-        record = {"state": "starting", "status_file": str(status_file)}  # journaled before the start
+        record = {"state": "starting", "status_file": str(status_file),  # journaled before the start
+                  "readable_id": job.readable_id}
         if failure is not None:
             log.warning("job %d.%d not started: %s", job.id, job.attempt, failure.dispatch_failed.reason)
             self._end(key, record, failure)
@@ -119,7 +121,7 @@ class Executor:
         self.journal.put(key, record)
         try:
             popen = self._spawn(job, status_file)
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - one bad job must not take the worker down
             self._end(key, record, _failed(job, START_FAILED, f"start failed: {exc}"))
             return
         record.update(state="running", pid=popen.pid, pid_start=_start_ticks(popen.pid),
@@ -191,13 +193,20 @@ class Executor:
 
     def _spawn(self, job: api.Job, status_file: Path) -> subprocess.Popen[bytes]:
         cwd = Path(job.spec.cwd) if job.spec.cwd else self.spool
-        out = self._output(cwd, job.spec.stdout_path, job, "out")
-        err = self._output(cwd, job.spec.stderr_path, job, "err")
+        user = self._user(job.spec.user)
+        # Paths the submitter chose are opened as the job's user (by the shim),
+        # never as the worker's: a root worker must not append to any file.
+        own_paths = user is not None
+        out = self._output(cwd, "" if own_paths else job.spec.stdout_path, job, "out")
+        err = self._output(cwd, "" if own_paths else job.spec.stderr_path, job, "err")
         env = {**os.environ, **job.spec.env, "XCE_JOB_ID": str(job.id), "XCE_JOB_ATTEMPT": str(job.attempt),
                "XCE_JOB_READABLE_ID": job.readable_id, "XCE_SPOOL": str(self.spool)}
-        user = self._user(job.spec.user)
-        shim = [sys.executable, "-m", "worker.shim", str(status_file), *(["--user", user] if user else []),
-                "--", *job.spec.command]
+        options = ["--user", user] if user else []
+        if own_paths and job.spec.stdout_path:
+            options += ["--stdout", str(cwd / job.spec.stdout_path)]
+        if own_paths and job.spec.stderr_path:
+            options += ["--stderr", str(cwd / job.spec.stderr_path)]
+        shim = [sys.executable, "-m", "worker.shim", str(status_file), *options, "--", *job.spec.command]
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
                                                           os.environ.get("PYTHONPATH")]))
         with open(out, "ab") as stdout, open(err, "ab") as stderr:
@@ -296,9 +305,10 @@ def _start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
-def _find_by_env(key: Key) -> int:
+def _find_by_env(key: Key, spool: Path) -> int:
     """A shim started just before the worker died, found by its job environment."""
-    wanted = {f"XCE_JOB_ID={key[0]}".encode(), f"XCE_JOB_ATTEMPT={key[1]}".encode()}
+    wanted = {f"XCE_JOB_ID={key[0]}".encode(), f"XCE_JOB_ATTEMPT={key[1]}".encode(),
+              f"XCE_SPOOL={spool}".encode()}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
