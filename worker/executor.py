@@ -61,6 +61,7 @@ class Executor:
         self._lock = threading.Lock()
         self.journal = Journal(self.spool / "journal")
         self._running: dict[Key, int] = {}  # instance -> shim pid, while it runs
+        self._killed_hard: set[Key] = set()  # SIGKILLed by us: the end is known even without a status
 
     # -------------------------------------------------------------- restart
 
@@ -257,8 +258,8 @@ class Executor:
             finished.usage.CopyFrom(api.Usage(user_cpu_s=status["user_cpu_s"],
                                               system_cpu_s=status["system_cpu_s"],
                                               max_rss_kb=status["max_rss_kb"], wall_s=status["wall_s"]))
-        elif shim_signal:
-            finished.term_signal = shim_signal  # the whole group got it: SIGKILL after the grace
+        elif shim_signal or key in self._killed_hard:
+            finished.term_signal = shim_signal or signal.SIGKILL  # the group got it after the grace
         else:
             finished.status_unknown = True  # it ended while no worker watched, and left no status
         return report
@@ -282,6 +283,7 @@ class Executor:
         with self._lock:
             still = self._running.get(key) == pid
         if still:
+            self._killed_hard.add(key)
             _killpg(pid, signal.SIGKILL)
 
 
