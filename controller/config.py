@@ -61,6 +61,7 @@ class ClusterConfig:
     heartbeat_s: float = 2.0
     heartbeat_timeout_s: float = 10.0
     unknown_timeout_s: float = 300.0
+    events_kept: int = 100_000
 
     def replica(self, replica_id: int) -> Replica:
         for replica in self.replicas:
@@ -81,7 +82,7 @@ class ClusterConfig:
     def digest(self) -> str:
         """What the configuration push carries: changes when queues or limits do."""
         h = hashlib.sha256()
-        h.update(f"{self.default_queue}\0{self.max_slots_per_job}\0".encode())
+        h.update(f"{self.default_queue}\0{self.max_slots_per_job}\0{self.events_kept}\0".encode())
         for queue in sorted(self.queues, key=lambda q: q.name):
             h.update(queue.SerializeToString(deterministic=True))
         return h.hexdigest()[:16]
@@ -139,6 +140,9 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
             or heartbeat_timeout_s <= heartbeat_s:
         raise ConfigError(f"{path}: [hosts] heartbeat_s, heartbeat_timeout_s and unknown_timeout_s must be "
                           "positive, the timeout longer than the heartbeat")
+    events_kept = raw.get("state", {}).get("events_kept", 100_000)
+    if not isinstance(events_kept, int) or events_kept < 1:
+        raise ConfigError(f"{path}: [state] events_kept must be a positive integer")
     group = raw.get("group_commit", {})
     for key in ("max_requests", "max_bytes", "max_in_flight"):
         if key in group and (not isinstance(group[key], int) or group[key] < 1):
@@ -150,7 +154,7 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
                          group_commit_max_bytes=int(group.get("max_bytes", 1 << 20)),
                          group_commit_max_in_flight=int(group.get("max_in_flight", 1)),
                          heartbeat_s=float(heartbeat_s), heartbeat_timeout_s=float(heartbeat_timeout_s),
-                         unknown_timeout_s=float(unknown_timeout_s))
+                         unknown_timeout_s=float(unknown_timeout_s), events_kept=events_kept)
 
 
 def _get(raw: dict[str, Any], key: str, kind: type, path: Path) -> Any:

@@ -395,7 +395,7 @@ def _finish(applier: Applier, results: list[log.Result], rejected: bool) -> None
 
 def _prune_events(tables: Tables, index: int, meta: log.Meta) -> int:
     """Drop the oldest events past either bound; return the new floor."""
-    cutoff = index - EVENTS_KEPT
+    cutoff = index - (meta.events_kept or EVENTS_KEPT)
     doomed: list[bytes] = []
     floor = index
     for key, value in tables.scan("events"):
@@ -678,6 +678,7 @@ def _apply_init(applier: Applier) -> list[log.Result]:
     meta.cluster_id = init.cluster_id
     meta.default_queue = init.default_queue or DEFAULT_QUEUE
     meta.max_slots_per_job = init.max_slots_per_job or DEFAULT_MAX_SLOTS
+    meta.events_kept = init.events_kept
     if init.config_digest != meta.config_digest:
         for queue in init.queues:
             if read_queue(applier.tables, queue.name) != queue:

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from controller import fsm, job_filter
+from controller import fsm, job_filter, sync_stream
 from controller.config import ClusterConfig
 from controller.group_commit import GroupCommit
 from controller.host_liveness import Liveness
@@ -50,6 +50,7 @@ logger = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 1 << 20
 PROPOSAL_TIMEOUT_S = 10.0
 LEADER_METADATA = "x-xce-leader"
+PROGRESS_S = 1.0  # a progress mark at least this often on an idle Sync stream
 MAX_PAGE_SIZE = 5000
 DEFAULT_PAGE_SIZE = 500
 
@@ -169,7 +170,8 @@ class Replica:
         config = self.config
         init = log.InitCluster(cluster_id=config.cluster_id, default_queue=config.default_queue,
                                max_slots_per_job=config.max_slots_per_job,
-                               config_digest=config.digest(), queues=config.queues)
+                               config_digest=config.digest(), queues=config.queues,
+                               events_kept=config.events_kept)
         while self.raft.is_leader():
             if not self.raft.ready_to_serve():
                 await asyncio.sleep(0.01)
@@ -441,6 +443,50 @@ class Replica:
         if isinstance(failure, ApiError):
             await context.abort(failure.code, failure.message, trailing_metadata=failure.metadata)
 
+    # -------------------------------------------------------------- SyncService
+
+    async def sync(self, raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        """Leader only: snapshot or events from a revision, then a live tail (sync_stream.py)."""
+        try:
+            request = _parse(log.SyncRequest, raw)
+            self.require_leader()
+            leadership = self._liveness
+            revision = request.from_revision
+            with self.store.read() as tables:
+                meta = fsm.read_meta(tables)
+                resume = request.cluster_id == self.config.cluster_id and \
+                    sync_stream.events_available(meta, revision)
+                opening = [] if resume else list(sync_stream.snapshot(tables, self.config.cluster_id))
+            if opening:
+                revision = opening[-1].snapshot_end.revision
+            for message in opening:
+                yield message.SerializeToString()
+            last_progress = 0.0
+            while True:
+                self.still_leading(leadership)
+                applied = self._applied
+                with self.store.read() as tables:
+                    meta = fsm.read_meta(tables)
+                    if not sync_stream.events_available(meta, revision) and revision < meta.applied_index:
+                        raise ApiError(grpc.StatusCode.OUT_OF_RANGE,
+                                       f"resync required: events after {revision} were compacted "
+                                       f"(floor {meta.events_floor})")
+                    events = sync_stream.events_after(tables, revision)
+                for event in events:
+                    yield log.SyncMessage(event=event).SerializeToString()
+                    revision = event.revision
+                if len(events) == sync_stream.EVENTS_PER_READ:
+                    continue
+                if time.monotonic() - last_progress >= PROGRESS_S:
+                    last_progress = time.monotonic()
+                    yield log.SyncMessage(progress=meta.applied_index).SerializeToString()
+                try:
+                    await asyncio.wait_for(applied.wait(), PROGRESS_S)
+                except TimeoutError:
+                    pass
+        except ApiError as exc:
+            await context.abort(exc.code, exc.message, trailing_metadata=exc.metadata)
+
     def still_leading(self, liveness: Liveness | None) -> None:
         if not self.raft.is_leader() or self._liveness is not liveness:
             self.require_leader()  # raises with the new leader's address, if known
@@ -480,6 +526,8 @@ class Replica:
             }),
             _service("xce.v1.ClusterService", {"Status": (self.status, api.StatusRequest),
                                                 "ListHosts": (self.list_hosts, api.ListHostsRequest)}),
+            grpc.method_handlers_generic_handler("xce.v1.SyncService", {
+                "Sync": grpc.unary_stream_rpc_method_handler(self.sync)}),
             grpc.method_handlers_generic_handler("xce.v1.WorkerService", {
                 "Connect": grpc.stream_stream_rpc_method_handler(self.worker_connect)}),
             _service("xce.v1.AdminService", {

@@ -35,7 +35,7 @@ import grpc
 
 from worker.config import WorkerConfig, WorkerConfigError, load
 from worker.executor import Executor
-from xce.client import LEADER_METADATA, channel_options
+from xce.client import channel_options, leader_hint
 from xce.v1 import api_pb2 as api
 
 log = logging.getLogger("xce.worker")
@@ -115,7 +115,7 @@ class Worker:
                 if self._session(target):
                     backoff = INITIAL_BACKOFF_S  # it had joined: try again promptly
             except grpc.RpcError as exc:
-                leader = _leader_hint(exc)
+                leader = leader_hint(exc)
                 if leader and leader != target:
                     self._target = leader
                     continue
@@ -181,13 +181,6 @@ def _drain(outgoing: queue.Queue[api.WorkerMessage | None]) -> Iterator[api.Work
             return
         yield message
 
-
-def _leader_hint(exc: grpc.RpcError) -> str | None:
-    trailing = exc.trailing_metadata() if isinstance(exc, grpc.Call) else None
-    for key, value in trailing or ():
-        if key == LEADER_METADATA and value:
-            return str(value)
-    return None
 
 
 def run(config_path: Path, name: str | None = None) -> int:

@@ -145,7 +145,7 @@ class Client:
                 return response
             except grpc.RpcError as exc:
                 code, details = exc.code(), exc.details() or ""
-                leader = _leader_hint(exc)
+                leader = leader_hint(exc)
                 if code == grpc.StatusCode.FAILED_PRECONDITION and leader and self.follow_leader:
                     self._target = leader
                     self.redirects += 1
@@ -201,8 +201,10 @@ def _serialize(message: Message) -> bytes:
     return bytes(message.SerializeToString())
 
 
-def _leader_hint(exc: grpc.RpcError) -> str | None:
-    for key, value in exc.trailing_metadata() or ():
-        if key == LEADER_METADATA:
+def leader_hint(exc: grpc.RpcError) -> str | None:
+    """The leader's address a follower named in its refusal, if any."""
+    trailing = exc.trailing_metadata() if isinstance(exc, grpc.Call) else None
+    for key, value in trailing or ():
+        if key == LEADER_METADATA and value:
             return str(value)
     return None

@@ -98,18 +98,20 @@ class PutQueueEntry(_message.Message):
     def __init__(self, queue: _Optional[_Union[_api_pb2.Queue, _Mapping]] = ..., request_id: _Optional[str] = ..., create: _Optional[bool] = ...) -> None: ...
 
 class InitCluster(_message.Message):
-    __slots__ = ("cluster_id", "default_queue", "max_slots_per_job", "config_digest", "queues")
+    __slots__ = ("cluster_id", "default_queue", "max_slots_per_job", "config_digest", "queues", "events_kept")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_QUEUE_FIELD_NUMBER: _ClassVar[int]
     MAX_SLOTS_PER_JOB_FIELD_NUMBER: _ClassVar[int]
     CONFIG_DIGEST_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_KEPT_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     default_queue: str
     max_slots_per_job: int
     config_digest: str
     queues: _containers.RepeatedCompositeFieldContainer[_api_pb2.Queue]
-    def __init__(self, cluster_id: _Optional[str] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[_api_pb2.Queue, _Mapping]]] = ...) -> None: ...
+    events_kept: int
+    def __init__(self, cluster_id: _Optional[str] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[_api_pb2.Queue, _Mapping]]] = ..., events_kept: _Optional[int] = ...) -> None: ...
 
 class Result(_message.Message):
     __slots__ = ("code", "message", "job_ids", "revision", "stamp_ms", "generation")
@@ -150,7 +152,7 @@ class Event(_message.Message):
     def __init__(self, revision: _Optional[int] = ..., changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., rejected: _Optional[_Union[Result, _Mapping]] = ...) -> None: ...
 
 class Meta(_message.Message):
-    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes")
+    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept")
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     NEXT_JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -159,6 +161,7 @@ class Meta(_message.Message):
     MAX_SLOTS_PER_JOB_FIELD_NUMBER: _ClassVar[int]
     CONFIG_DIGEST_FIELD_NUMBER: _ClassVar[int]
     EVENTS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_KEPT_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
     cluster_id: str
     next_job_id: int
@@ -167,4 +170,47 @@ class Meta(_message.Message):
     max_slots_per_job: int
     config_digest: str
     events_bytes: int
-    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ...) -> None: ...
+    events_kept: int
+    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ...) -> None: ...
+
+class SyncRequest(_message.Message):
+    __slots__ = ("from_revision", "cluster_id")
+    FROM_REVISION_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    from_revision: int
+    cluster_id: str
+    def __init__(self, from_revision: _Optional[int] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+
+class SyncMessage(_message.Message):
+    __slots__ = ("snapshot_begin", "snapshot_chunk", "snapshot_end", "event", "progress")
+    SNAPSHOT_BEGIN_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_CHUNK_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_END_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    snapshot_begin: SnapshotBegin
+    snapshot_chunk: SnapshotChunk
+    snapshot_end: SnapshotEnd
+    event: Event
+    progress: int
+    def __init__(self, snapshot_begin: _Optional[_Union[SnapshotBegin, _Mapping]] = ..., snapshot_chunk: _Optional[_Union[SnapshotChunk, _Mapping]] = ..., snapshot_end: _Optional[_Union[SnapshotEnd, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., progress: _Optional[int] = ...) -> None: ...
+
+class SnapshotBegin(_message.Message):
+    __slots__ = ("revision", "cluster_id")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    cluster_id: str
+    def __init__(self, revision: _Optional[int] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+
+class SnapshotChunk(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[Change]
+    def __init__(self, records: _Optional[_Iterable[_Union[Change, _Mapping]]] = ...) -> None: ...
+
+class SnapshotEnd(_message.Message):
+    __slots__ = ("revision",)
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    def __init__(self, revision: _Optional[int] = ...) -> None: ...

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from xce.v1 import log_pb2 as xce_dot_v1_dot_log__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -22,3 +23,75 @@ if _version_not_supported:
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
+
+
+class SyncServiceStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Sync = channel.unary_stream(
+                '/xce.v1.SyncService/Sync',
+                request_serializer=xce_dot_v1_dot_log__pb2.SyncRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_log__pb2.SyncMessage.FromString,
+                _registered_method=True)
+
+
+class SyncServiceServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Sync(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_SyncServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Sync': grpc.unary_stream_rpc_method_handler(
+                    servicer.Sync,
+                    request_deserializer=xce_dot_v1_dot_log__pb2.SyncRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_log__pb2.SyncMessage.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'xce.v1.SyncService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('xce.v1.SyncService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class SyncService:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Sync(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/xce.v1.SyncService/Sync',
+            xce_dot_v1_dot_log__pb2.SyncRequest.SerializeToString,
+            xce_dot_v1_dot_log__pb2.SyncMessage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -1,0 +1,120 @@
+"""Keeps a View in step with the cluster: the Sync stream's driver (H3).
+
+Theory of operation. One thread holds a Sync stream to the replica it
+believes leads, asking for the events after the view's revision (a snapshot
+comes instead when that is too old or the view is empty). A follower's
+refusal names the leader, which it follows at once; a dead replica, no
+leader, or "resync required" (OUT_OF_RANGE: its revision was compacted)
+moves it on after a capped, jittered backoff, the last also clearing its
+revision so the next stream starts with a snapshot. A stream that stays
+silent for SILENCE_S (no event, no progress mark) is cancelled and
+reconnected. It never gives up until stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import grpc
+
+from scheduler.view import View
+from xce.client import channel_options, leader_hint
+from xce.v1 import log_pb2 as log
+
+log_ = logging.getLogger("xce.scheduler")
+
+SILENCE_S = 3.0
+INITIAL_BACKOFF_S = 0.05
+MAX_BACKOFF_S = 2.0
+
+
+class Follower:
+    def __init__(self, addresses: Sequence[str], view: View | None = None,
+                 on_change: Callable[[View], None] | None = None, rng: random.Random | None = None) -> None:
+        self.addresses = list(addresses)
+        self.view = view or View()
+        self.lock = threading.Lock()  # held while the view changes; readers take it too
+        self._on_change = on_change
+        self._rng = rng or random.Random()
+        self._target = self.addresses[0]
+        self._stop = threading.Event()
+        self._call: grpc.Call | None = None
+        self._last_heard = time.monotonic()
+        self.connections = 0
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, daemon=True, name="sync-follower")
+        self._thread.start()
+        threading.Thread(target=self._watchdog, daemon=True, name="sync-watchdog").start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        call = self._call
+        if call is not None:
+            call.cancel()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def run(self) -> None:
+        backoff = INITIAL_BACKOFF_S
+        while not self._stop.is_set():
+            target = self._target
+            try:
+                self._stream(target)
+                backoff = INITIAL_BACKOFF_S
+            except grpc.RpcError as exc:
+                code = exc.code()
+                leader = leader_hint(exc)
+                if leader and leader != target:
+                    self._target = leader
+                    continue
+                if code == grpc.StatusCode.OUT_OF_RANGE:
+                    with self.lock:
+                        self.view.revision = 0  # compacted past us: start over with a snapshot
+                    continue
+                self._target = self._next(target)
+                if not self._stop.is_set():
+                    log_.info("sync: %s from %s: %s", code.name, target, exc.details())
+            self._stop.wait(backoff * (0.5 + self._rng.random()))
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    def _stream(self, target: str) -> None:
+        with grpc.insecure_channel(target, options=channel_options()) as channel:
+            sync = channel.unary_stream("/xce.v1.SyncService/Sync",
+                                        request_serializer=log.SyncRequest.SerializeToString,
+                                        response_deserializer=log.SyncMessage.FromString)
+            with self.lock:
+                request = log.SyncRequest(from_revision=self.view.revision, cluster_id=self.view.cluster_id)
+            call = sync(request)
+            self._call = call
+            self._last_heard = time.monotonic()
+            self.connections += 1
+            try:
+                if self._stop.is_set():
+                    return
+                for message in call:
+                    self._last_heard = time.monotonic()
+                    with self.lock:
+                        self.view.apply(message)
+                    if self._on_change is not None and message.WhichOneof("body") != "progress":
+                        self._on_change(self.view)
+            finally:
+                self._call = None
+                call.cancel()
+
+    def _watchdog(self) -> None:
+        while not self._stop.wait(0.5):
+            call = self._call
+            if call is not None and time.monotonic() - self._last_heard > SILENCE_S:
+                log_.info("sync: %s silent for %.0f s; reconnecting", self._target, SILENCE_S)
+                call.cancel()
+
+    def _next(self, address: str) -> str:
+        if address not in self.addresses:
+            return self.addresses[0]
+        return self.addresses[(self.addresses.index(address) + 1) % len(self.addresses)]
