@@ -1,0 +1,92 @@
+"""The scheduling core: schedule(view, now_ms, config) -> decisions (F3).
+
+Theory of operation. A pass orders the pending jobs with the pickers
+(picker.py), then places each on one host with enough free slots, counting
+the slots it has already handed out in this pass, so one pass never
+over-commits a host. Host choice sits behind `choose_host` (most free slots
+first, then name), to be replaced by the allocation language later. Every job
+the pass does not dispatch gets a pending reason (G5), and a PEND decision is
+made only when that reason differs from the job's committed one, so a busy
+cluster does not churn the log. Pure: no I/O, no clock (the time is passed
+in), no threads; the same inputs give the same decisions.
+
+Decisions are proposals. The controller checks each against committed state
+when it applies the batch (the commit barrier) and rejects what no longer
+fits; the scheduler learns the outcome from its view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from scheduler.picker import Fcfs, Picker, ordered
+from xce.v1 import api_pb2 as api
+
+REASON_NO_HOSTS = "no hosts have joined"
+REASON_HOSTS_UNAVAILABLE = "all hosts are unavailable"
+REASON_NO_SLOTS = "no host with enough free slots"
+REASON_TOO_BIG = "no host has that many slots"
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    job_id: int
+    attempt: int
+    host: str
+
+
+@dataclass(frozen=True)
+class Pend:
+    job_id: int
+    reason: str
+
+
+Decision = Dispatch | Pend
+
+
+@dataclass
+class CoreConfig:
+    picker: Picker = field(default_factory=Fcfs)
+    queue_pickers: Mapping[str, Picker] = field(default_factory=dict)
+    max_dispatches: int = 1000  # per pass, so one batch stays small
+
+
+def schedule(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequence[api.Host],
+             now_ms: int, config: CoreConfig) -> list[Decision]:
+    queue_map = {q.name: q for q in queues}
+    free = {h.spec.name: h.spec.slots - h.slots_used for h in hosts if h.status == api.HOST_OK}
+    largest = max((h.spec.slots for h in hosts if h.status == api.HOST_OK), default=0)
+    pending = [j for j in jobs if j.state == api.PEND]
+    decisions: list[Decision] = []
+    dispatched = 0
+    for job in ordered(pending, queue_map, config.picker, config.queue_pickers):
+        reason = _blocker(job, hosts, largest)
+        host = None
+        if reason is None and dispatched < config.max_dispatches:
+            host = choose_host(free, job.spec.slots)
+            reason = None if host is not None else REASON_NO_SLOTS
+        if host is not None:
+            free[host] -= job.spec.slots
+            dispatched += 1
+            decisions.append(Dispatch(job.id, job.attempt, host))
+        elif reason is not None and reason != job.pending_reason:
+            decisions.append(Pend(job.id, reason))
+    return decisions
+
+
+def choose_host(free: Mapping[str, int], slots: int) -> str | None:
+    """The OK host with the most free slots that fit (ties by name)."""
+    fitting = [(-n, name) for name, n in free.items() if n >= slots]
+    return min(fitting)[1] if fitting else None
+
+
+def _blocker(job: api.Job, hosts: Sequence[api.Host], largest: int) -> str | None:
+    # A closed queue refuses new jobs but still dispatches its pending ones (LSF).
+    if not hosts:
+        return REASON_NO_HOSTS
+    if all(h.status != api.HOST_OK for h in hosts):
+        return REASON_HOSTS_UNAVAILABLE
+    if job.spec.slots > largest:
+        return REASON_TOO_BIG
+    return None
