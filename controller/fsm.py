@@ -555,19 +555,86 @@ def _apply_dispatch(applier: Applier) -> list[log.Result]:
         job = read_job(applier.tables, dispatch.job_id)
         if job is None:
             raise Rejected(log.NOT_FOUND, f"no job {dispatch.job_id}")
-        host = check_dispatch(applier.tables, job, dispatch.host, dispatch.attempt)
-        job.state = api.RUN
-        job.host = host.spec.name
-        job.pending_reason = ""
-        job.modify_time_ms = applier.entry.stamp_ms
-        host.slots_used += job.spec.slots
-        host.running_jobs += 1
-        applier.put_job(job)
-        applier.put_host(host)
-        applier.tables.put("host_jobs", host_job_key(host.spec.name, job.id), struct.pack(">i", job.attempt))
+        _place(applier, job, check_dispatch(applier.tables, job, dispatch.host, dispatch.attempt))
         return log.Result(code=log.OK, job_ids=[job.id])
 
     return [_guarded(dispatch.request_id, applier, body)]
+
+
+def _place(applier: Applier, job: api.Job, host: api.Host) -> None:
+    """DISPATCH accepted: the job runs on the host and holds its slots."""
+    job.state = api.RUN
+    job.host = host.spec.name
+    job.pending_reason = ""
+    job.modify_time_ms = applier.entry.stamp_ms
+    host.slots_used += job.spec.slots
+    host.running_jobs += 1
+    applier.put_job(job)
+    applier.put_host(host)
+    applier.tables.put("host_jobs", host_job_key(host.spec.name, job.id), struct.pack(">i", job.attempt))
+
+
+# ---------------------------------------------------------------- scheduler
+
+
+def _apply_lease(applier: Applier) -> list[log.Result]:
+    """Grant, renew or refuse the scheduler lease, by the proposer's clock.
+
+    The holder renews (same epoch); anyone takes it once it expired (epoch +
+    1), which fences the old holder's batches.
+    """
+    lease, meta, now = applier.entry.lease, applier.meta, applier.entry.stamp_ms
+    if not lease.scheduler_id or lease.duration_ms <= 0:
+        return [log.Result(code=log.INVALID_ARGUMENT, message="a lease needs a scheduler id and a duration")]
+    if meta.lease_holder and meta.lease_holder != lease.scheduler_id and now < meta.lease_expires_ms:
+        return [log.Result(code=log.FAILED_PRECONDITION, lease_epoch=meta.lease_epoch,
+                           lease_holder=meta.lease_holder, lease_expires_ms=meta.lease_expires_ms,
+                           message=f"the lease is held by {meta.lease_holder}")]
+    if meta.lease_holder != lease.scheduler_id or now >= meta.lease_expires_ms:
+        meta.lease_epoch += 1
+        meta.lease_holder = lease.scheduler_id
+    meta.lease_expires_ms = now + lease.duration_ms
+    return [log.Result(code=log.OK, lease_epoch=meta.lease_epoch, lease_holder=meta.lease_holder,
+                       lease_expires_ms=meta.lease_expires_ms)]
+
+
+def _apply_decisions(applier: Applier) -> list[log.Result]:
+    """The commit barrier: each decision checked against committed state."""
+    batch, meta, now = applier.entry.decisions, applier.meta, applier.entry.stamp_ms
+    if batch.lease_epoch != meta.lease_epoch or now >= meta.lease_expires_ms \
+            or batch.scheduler_id != meta.lease_holder:
+        why = (f"stale lease (epoch {batch.lease_epoch}; "
+               f"current {meta.lease_epoch} held by {meta.lease_holder or 'nobody'})")
+        return [log.Result(code=log.FAILED_PRECONDITION, message=why,
+                           rejections=[why] * len(batch.decisions))]
+    result = log.Result(code=log.OK)
+    for decision in batch.decisions:
+        try:
+            _decide(applier, decision)
+            result.rejections.append("")
+        except Rejected as exc:
+            result.rejections.append(exc.message or "rejected")
+    return [result]
+
+
+def _decide(applier: Applier, decision: api.Decision) -> None:
+    kind = decision.WhichOneof("body")
+    if kind == "dispatch":
+        job = read_job(applier.tables, decision.dispatch.job_id)
+        if job is None:
+            raise Rejected(log.NOT_FOUND, f"no job {decision.dispatch.job_id}")
+        _place(applier, job, check_dispatch(applier.tables, job, decision.dispatch.host,
+                                            decision.dispatch.attempt))
+    elif kind == "pend":
+        job = read_job(applier.tables, decision.pend.job_id)
+        if job is None or job.state != api.PEND:
+            raise Rejected(log.FAILED_PRECONDITION, "job is not pending")
+        reason = decision.pend.reason[:200]
+        if job.pending_reason != reason:
+            job.pending_reason = reason
+            applier.put_job(job)
+    else:
+        raise Rejected(log.INVALID_ARGUMENT, "empty decision")
 
 
 def _apply_report(applier: Applier) -> list[log.Result]:
@@ -784,6 +851,8 @@ _HANDLERS: dict[str, Callable[[Applier], list[log.Result]]] = {
     "dispatch": _apply_dispatch,
     "report": _apply_report,
     "resolve_host": _apply_resolve_host,
+    "lease": _apply_lease,
+    "decisions": _apply_decisions,
 }
 
 

@@ -51,6 +51,7 @@ MAX_MESSAGE_BYTES = 1 << 20
 PROPOSAL_TIMEOUT_S = 10.0
 LEADER_METADATA = "x-xce-leader"
 PROGRESS_S = 1.0  # a progress mark at least this often on an idle Sync stream
+MAX_DECISIONS = 10_000
 MAX_PAGE_SIZE = 5000
 DEFAULT_PAGE_SIZE = 500
 
@@ -380,7 +381,11 @@ class Replica:
                                  log_length=raft.log_length)
 
     async def status(self, request: api.StatusRequest) -> api.StatusResponse:
-        response = api.StatusResponse(cluster_id=self.config.cluster_id)
+        meta = self.store.meta()
+        response = api.StatusResponse(cluster_id=self.config.cluster_id,
+                                      scheduler_lease_holder=meta.lease_holder,
+                                      scheduler_lease_epoch=meta.lease_epoch,
+                                      scheduler_lease_expires_ms=meta.lease_expires_ms)
         if request.local_only:
             response.replicas.append(self.local_status())
             return response
@@ -442,6 +447,34 @@ class Replica:
             reader.cancel()
         if isinstance(failure, ApiError):
             await context.abort(failure.code, failure.message, trailing_metadata=failure.metadata)
+
+    # -------------------------------------------------------------- SchedulerService
+
+    async def acquire_lease(self, request: api.LeaseRequest) -> api.LeaseResponse:
+        self.require_leader()
+        if not request.scheduler_id or not 0 < request.duration_s <= 3600:
+            raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, "a scheduler id and 0 < duration_s <= 3600")
+        entry = log.Entry(lease=log.LeaseEntry(scheduler_id=request.scheduler_id[:128],
+                                               duration_ms=int(request.duration_s * 1000)))
+        results, err = await self.propose(entry)
+        if err != SUCCESS or not results:
+            raise ApiError(grpc.StatusCode.UNAVAILABLE, "the lease request's outcome is unknown; retry")
+        result = results[0]
+        if result.code not in (log.OK, log.FAILED_PRECONDITION):
+            raise ApiError(_status_code(result.code), result.message)
+        return api.LeaseResponse(granted=result.code == log.OK, epoch=result.lease_epoch,
+                                 holder=result.lease_holder, expires_ms=result.lease_expires_ms,
+                                 revision=result.revision)
+
+    async def submit_decisions(self, request: api.DecisionBatch) -> api.DecisionBatchResponse:
+        """One pass's decisions as one entry; outcomes are hints, the view is the truth."""
+        self.require_leader()
+        if len(request.decisions) > MAX_DECISIONS:
+            raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, f"at most {MAX_DECISIONS} decisions per batch")
+        results, err = await self.propose(log.Entry(decisions=request))
+        if err != SUCCESS or not results:
+            raise ApiError(grpc.StatusCode.UNAVAILABLE, "the batch's outcome is unknown; the view will tell")
+        return api.DecisionBatchResponse(rejections=results[0].rejections, revision=results[0].revision)
 
     # -------------------------------------------------------------- SyncService
 
@@ -530,6 +563,10 @@ class Replica:
                 "Sync": grpc.unary_stream_rpc_method_handler(self.sync)}),
             grpc.method_handlers_generic_handler("xce.v1.WorkerService", {
                 "Connect": grpc.stream_stream_rpc_method_handler(self.worker_connect)}),
+            _service("xce.v1.SchedulerService", {
+                "AcquireLease": (self.acquire_lease, api.LeaseRequest),
+                "SubmitDecisions": (self.submit_decisions, api.DecisionBatch),
+            }),
             _service("xce.v1.AdminService", {
                 "CreateQueue": (self.create_queue, api.PutQueueRequest),
                 "UpdateQueue": (self.update_queue, api.PutQueueRequest),

@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", required=True, type=Path)
     p.add_argument("--name", help="host name (default: from the config, else this machine's)")
 
+    p = sub.add_parser("scheduler", help="run a scheduler (one holds the lease; others stand by)")
+    p.add_argument("--id", help="scheduler id (default: random)")
+    p.add_argument("--lease-s", type=float, default=10.0, help="lease duration in seconds")
+
     p = sub.add_parser("cluster", help="a local cluster")
     csub = p.add_subparsers(dest="cluster_command", required=True)
     up = csub.add_parser("up", help="run a local cluster in the foreground (Ctrl-C stops it)")
@@ -134,6 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from worker.daemon import run as run_worker
 
         return run_worker(args.config, args.name)
+    if args.command == "scheduler":
+        from scheduler.daemon import run as run_scheduler
+
+        return run_scheduler(controllers(args), args.id, args.lease_s)
     if args.command == "cluster":
         from xce.local_cluster import up
 

@@ -173,6 +173,29 @@ class LocalCluster:
         self.stop()
 
 
+class LocalScheduler:
+    """An `xce scheduler` process for a LocalCluster; killed at the end."""
+
+    def __init__(self, cluster: LocalCluster, name: str = "sched-1", lease_s: float = 3.0) -> None:
+        self.cluster = cluster
+        self.name = name
+        self.lease_s = lease_s
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.cluster.data / f"{self.name}.log", "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "xce.cli", "--controllers", ",".join(self.cluster.addresses),
+                 "scheduler", "--id", self.name, "--lease-s", str(self.lease_s)],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+
 class LocalWorkers:
     """`xce worker` processes joined to a LocalCluster; every one is killed at the end."""
 

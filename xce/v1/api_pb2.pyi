@@ -273,12 +273,18 @@ class StatusRequest(_message.Message):
     def __init__(self, local_only: _Optional[bool] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("cluster_id", "replicas")
+    __slots__ = ("cluster_id", "replicas", "scheduler_lease_holder", "scheduler_lease_epoch", "scheduler_lease_expires_ms")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULER_LEASE_HOLDER_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULER_LEASE_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULER_LEASE_EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaStatus]
-    def __init__(self, cluster_id: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ...) -> None: ...
+    scheduler_lease_holder: str
+    scheduler_lease_epoch: int
+    scheduler_lease_expires_ms: int
+    def __init__(self, cluster_id: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., scheduler_lease_holder: _Optional[str] = ..., scheduler_lease_epoch: _Optional[int] = ..., scheduler_lease_expires_ms: _Optional[int] = ...) -> None: ...
 
 class HostSpec(_message.Message):
     __slots__ = ("name", "slots", "memory_mb", "resources", "tags")
@@ -328,6 +334,74 @@ class ListHostsResponse(_message.Message):
     hosts: _containers.RepeatedCompositeFieldContainer[Host]
     revision: int
     def __init__(self, hosts: _Optional[_Iterable[_Union[Host, _Mapping]]] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class LeaseRequest(_message.Message):
+    __slots__ = ("scheduler_id", "duration_s")
+    SCHEDULER_ID_FIELD_NUMBER: _ClassVar[int]
+    DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    scheduler_id: str
+    duration_s: float
+    def __init__(self, scheduler_id: _Optional[str] = ..., duration_s: _Optional[float] = ...) -> None: ...
+
+class LeaseResponse(_message.Message):
+    __slots__ = ("granted", "epoch", "holder", "expires_ms", "revision")
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    granted: bool
+    epoch: int
+    holder: str
+    expires_ms: int
+    revision: int
+    def __init__(self, granted: _Optional[bool] = ..., epoch: _Optional[int] = ..., holder: _Optional[str] = ..., expires_ms: _Optional[int] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class DispatchDecision(_message.Message):
+    __slots__ = ("job_id", "attempt", "host")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    attempt: int
+    host: str
+    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., host: _Optional[str] = ...) -> None: ...
+
+class PendDecision(_message.Message):
+    __slots__ = ("job_id", "reason")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    reason: str
+    def __init__(self, job_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class Decision(_message.Message):
+    __slots__ = ("dispatch", "pend")
+    DISPATCH_FIELD_NUMBER: _ClassVar[int]
+    PEND_FIELD_NUMBER: _ClassVar[int]
+    dispatch: DispatchDecision
+    pend: PendDecision
+    def __init__(self, dispatch: _Optional[_Union[DispatchDecision, _Mapping]] = ..., pend: _Optional[_Union[PendDecision, _Mapping]] = ...) -> None: ...
+
+class DecisionBatch(_message.Message):
+    __slots__ = ("lease_epoch", "base_revision", "decisions", "scheduler_id")
+    LEASE_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    BASE_REVISION_FIELD_NUMBER: _ClassVar[int]
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULER_ID_FIELD_NUMBER: _ClassVar[int]
+    lease_epoch: int
+    base_revision: int
+    decisions: _containers.RepeatedCompositeFieldContainer[Decision]
+    scheduler_id: str
+    def __init__(self, lease_epoch: _Optional[int] = ..., base_revision: _Optional[int] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., scheduler_id: _Optional[str] = ...) -> None: ...
+
+class DecisionBatchResponse(_message.Message):
+    __slots__ = ("rejections", "revision")
+    REJECTIONS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    rejections: _containers.RepeatedScalarFieldContainer[str]
+    revision: int
+    def __init__(self, rejections: _Optional[_Iterable[str]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class WorkerMessage(_message.Message):
     __slots__ = ("join", "heartbeat", "report")

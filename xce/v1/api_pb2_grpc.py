@@ -427,6 +427,121 @@ class ClusterService:
             _registered_method=True)
 
 
+class SchedulerServiceStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.AcquireLease = channel.unary_unary(
+                '/xce.v1.SchedulerService/AcquireLease',
+                request_serializer=xce_dot_v1_dot_api__pb2.LeaseRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.LeaseResponse.FromString,
+                _registered_method=True)
+        self.SubmitDecisions = channel.unary_unary(
+                '/xce.v1.SchedulerService/SubmitDecisions',
+                request_serializer=xce_dot_v1_dot_api__pb2.DecisionBatch.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.DecisionBatchResponse.FromString,
+                _registered_method=True)
+
+
+class SchedulerServiceServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def AcquireLease(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitDecisions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_SchedulerServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'AcquireLease': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcquireLease,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.LeaseRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.LeaseResponse.SerializeToString,
+            ),
+            'SubmitDecisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitDecisions,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.DecisionBatch.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.DecisionBatchResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'xce.v1.SchedulerService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('xce.v1.SchedulerService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class SchedulerService:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def AcquireLease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.SchedulerService/AcquireLease',
+            xce_dot_v1_dot_api__pb2.LeaseRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.LeaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitDecisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.SchedulerService/SubmitDecisions',
+            xce_dot_v1_dot_api__pb2.DecisionBatch.SerializeToString,
+            xce_dot_v1_dot_api__pb2.DecisionBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class WorkerServiceStub:
     """One stream per worker, served by the leader only (followers refuse it with
     FAILED_PRECONDITION and the leader's address, like writes).

@@ -25,47 +25,49 @@ _sym_db = _symbol_database.Default()
 from xce.v1 import api_pb2 as xce_dot_v1_dot_api__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x10xce/v1/log.proto\x12\x06xce.v1\x1a\x10xce/v1/api.proto\"\xd5\x03\n\x05\x45ntry\x12\x10\n\x08stamp_ms\x18\x01 \x01(\x03\x12\x10\n\x08proposer\x18\x02 \x01(\x05\x12%\n\x06submit\x18\n \x01(\x0b\x32\x13.xce.v1.SubmitBatchH\x00\x12,\n\x07\x63ontrol\x18\x0b \x01(\x0b\x32\x19.xce.v1.ControlJobRequestH\x00\x12*\n\x06modify\x18\x0c \x01(\x0b\x32\x18.xce.v1.ModifyJobRequestH\x00\x12*\n\tput_queue\x18\r \x01(\x0b\x32\x15.xce.v1.PutQueueEntryH\x00\x12#\n\x04init\x18\x0e \x01(\x0b\x32\x13.xce.v1.InitClusterH\x00\x12%\n\tjoin_host\x18\x0f \x01(\x0b\x32\x10.xce.v1.HostSpecH\x00\x12,\n\x0bhost_status\x18\x10 \x01(\x0b\x32\x15.xce.v1.SetHostStatusH\x00\x12$\n\x08\x64ispatch\x18\x11 \x01(\x0b\x32\x10.xce.v1.DispatchH\x00\x12$\n\x06report\x18\x12 \x01(\x0b\x32\x12.xce.v1.HostReportH\x00\x12-\n\x0cresolve_host\x18\x13 \x01(\x0b\x32\x15.xce.v1.SetHostStatusH\x00\x42\x06\n\x04\x62ody\"M\n\x08\x44ispatch\x12\x0e\n\x06job_id\x18\x01 \x01(\x04\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x12\n\nrequest_id\x18\x04 \x01(\t\"Q\n\nHostReport\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12!\n\x06report\x18\x03 \x01(\x0b\x32\x11.xce.v1.JobReport\"U\n\rSetHostStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12\"\n\x06status\x18\x03 \x01(\x0e\x32\x12.xce.v1.HostStatus\":\n\x0bSubmitBatch\x12+\n\x08requests\x18\x01 \x03(\x0b\x32\x19.xce.v1.SubmitJobsRequest\"Q\n\rPutQueueEntry\x12\x1c\n\x05queue\x18\x01 \x01(\x0b\x32\r.xce.v1.Queue\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x0e\n\x06\x63reate\x18\x03 \x01(\x08\"\x9e\x01\n\x0bInitCluster\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x15\n\rdefault_queue\x18\x02 \x01(\t\x12\x19\n\x11max_slots_per_job\x18\x03 \x01(\x05\x12\x15\n\rconfig_digest\x18\x04 \x01(\t\x12\x1d\n\x06queues\x18\x05 \x03(\x0b\x32\r.xce.v1.Queue\x12\x13\n\x0b\x65vents_kept\x18\x06 \x01(\x04\"~\n\x06Result\x12\x1a\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x0c.xce.v1.Code\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0f\n\x07job_ids\x18\x03 \x03(\x04\x12\x10\n\x08revision\x18\x04 \x01(\x04\x12\x10\n\x08stamp_ms\x18\x05 \x01(\x03\x12\x12\n\ngeneration\x18\x06 \x01(\x04\"D\n\x06\x43hange\x12\r\n\x05table\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12\r\n\x05value\x18\x03 \x01(\x0c\x12\x0f\n\x07\x64\x65leted\x18\x04 \x01(\x08\"\\\n\x05\x45vent\x12\x10\n\x08revision\x18\x01 \x01(\x04\x12\x1f\n\x07\x63hanges\x18\x02 \x03(\x0b\x32\x0e.xce.v1.Change\x12 \n\x08rejected\x18\x03 \x01(\x0b\x32\x0e.xce.v1.Result\"\xd0\x01\n\x04Meta\x12\x15\n\rapplied_index\x18\x01 \x01(\x04\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x13\n\x0bnext_job_id\x18\x03 \x01(\x04\x12\x14\n\x0c\x65vents_floor\x18\x04 \x01(\x04\x12\x15\n\rdefault_queue\x18\x05 \x01(\t\x12\x19\n\x11max_slots_per_job\x18\x06 \x01(\x05\x12\x15\n\rconfig_digest\x18\x07 \x01(\t\x12\x14\n\x0c\x65vents_bytes\x18\x08 \x01(\x04\x12\x13\n\x0b\x65vents_kept\x18\t \x01(\x04\"8\n\x0bSyncRequest\x12\x15\n\rfrom_revision\x18\x01 \x01(\x04\x12\x12\n\ncluster_id\x18\x02 \x01(\t\"\xd8\x01\n\x0bSyncMessage\x12/\n\x0esnapshot_begin\x18\x01 \x01(\x0b\x32\x15.xce.v1.SnapshotBeginH\x00\x12/\n\x0esnapshot_chunk\x18\x02 \x01(\x0b\x32\x15.xce.v1.SnapshotChunkH\x00\x12+\n\x0csnapshot_end\x18\x03 \x01(\x0b\x32\x13.xce.v1.SnapshotEndH\x00\x12\x1e\n\x05\x65vent\x18\x04 \x01(\x0b\x32\r.xce.v1.EventH\x00\x12\x12\n\x08progress\x18\x05 \x01(\x04H\x00\x42\x06\n\x04\x62ody\"5\n\rSnapshotBegin\x12\x10\n\x08revision\x18\x01 \x01(\x04\x12\x12\n\ncluster_id\x18\x02 \x01(\t\"0\n\rSnapshotChunk\x12\x1f\n\x07records\x18\x01 \x03(\x0b\x32\x0e.xce.v1.Change\"\x1f\n\x0bSnapshotEnd\x12\x10\n\x08revision\x18\x01 \x01(\x04*`\n\x04\x43ode\x12\x06\n\x02OK\x10\x00\x12\x14\n\x10INVALID_ARGUMENT\x10\x03\x12\r\n\tNOT_FOUND\x10\x05\x12\x12\n\x0e\x41LREADY_EXISTS\x10\x06\x12\x17\n\x13\x46\x41ILED_PRECONDITION\x10\t2A\n\x0bSyncService\x12\x32\n\x04Sync\x12\x13.xce.v1.SyncRequest\x1a\x13.xce.v1.SyncMessage0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x10xce/v1/log.proto\x12\x06xce.v1\x1a\x10xce/v1/api.proto\"\xa6\x04\n\x05\x45ntry\x12\x10\n\x08stamp_ms\x18\x01 \x01(\x03\x12\x10\n\x08proposer\x18\x02 \x01(\x05\x12%\n\x06submit\x18\n \x01(\x0b\x32\x13.xce.v1.SubmitBatchH\x00\x12,\n\x07\x63ontrol\x18\x0b \x01(\x0b\x32\x19.xce.v1.ControlJobRequestH\x00\x12*\n\x06modify\x18\x0c \x01(\x0b\x32\x18.xce.v1.ModifyJobRequestH\x00\x12*\n\tput_queue\x18\r \x01(\x0b\x32\x15.xce.v1.PutQueueEntryH\x00\x12#\n\x04init\x18\x0e \x01(\x0b\x32\x13.xce.v1.InitClusterH\x00\x12%\n\tjoin_host\x18\x0f \x01(\x0b\x32\x10.xce.v1.HostSpecH\x00\x12,\n\x0bhost_status\x18\x10 \x01(\x0b\x32\x15.xce.v1.SetHostStatusH\x00\x12$\n\x08\x64ispatch\x18\x11 \x01(\x0b\x32\x10.xce.v1.DispatchH\x00\x12$\n\x06report\x18\x12 \x01(\x0b\x32\x12.xce.v1.HostReportH\x00\x12-\n\x0cresolve_host\x18\x13 \x01(\x0b\x32\x15.xce.v1.SetHostStatusH\x00\x12#\n\x05lease\x18\x14 \x01(\x0b\x32\x12.xce.v1.LeaseEntryH\x00\x12*\n\tdecisions\x18\x15 \x01(\x0b\x32\x15.xce.v1.DecisionBatchH\x00\x42\x06\n\x04\x62ody\"7\n\nLeaseEntry\x12\x14\n\x0cscheduler_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64uration_ms\x18\x02 \x01(\x03\"M\n\x08\x44ispatch\x12\x0e\n\x06job_id\x18\x01 \x01(\x04\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x12\n\nrequest_id\x18\x04 \x01(\t\"Q\n\nHostReport\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12!\n\x06report\x18\x03 \x01(\x0b\x32\x11.xce.v1.JobReport\"U\n\rSetHostStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12\"\n\x06status\x18\x03 \x01(\x0e\x32\x12.xce.v1.HostStatus\":\n\x0bSubmitBatch\x12+\n\x08requests\x18\x01 \x03(\x0b\x32\x19.xce.v1.SubmitJobsRequest\"Q\n\rPutQueueEntry\x12\x1c\n\x05queue\x18\x01 \x01(\x0b\x32\r.xce.v1.Queue\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x0e\n\x06\x63reate\x18\x03 \x01(\x08\"\x9e\x01\n\x0bInitCluster\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x15\n\rdefault_queue\x18\x02 \x01(\t\x12\x19\n\x11max_slots_per_job\x18\x03 \x01(\x05\x12\x15\n\rconfig_digest\x18\x04 \x01(\t\x12\x1d\n\x06queues\x18\x05 \x03(\x0b\x32\r.xce.v1.Queue\x12\x13\n\x0b\x65vents_kept\x18\x06 \x01(\x04\"\xd7\x01\n\x06Result\x12\x1a\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x0c.xce.v1.Code\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0f\n\x07job_ids\x18\x03 \x03(\x04\x12\x10\n\x08revision\x18\x04 \x01(\x04\x12\x10\n\x08stamp_ms\x18\x05 \x01(\x03\x12\x12\n\ngeneration\x18\x06 \x01(\x04\x12\x13\n\x0blease_epoch\x18\x07 \x01(\x04\x12\x14\n\x0clease_holder\x18\x08 \x01(\t\x12\x18\n\x10lease_expires_ms\x18\t \x01(\x03\x12\x12\n\nrejections\x18\n \x03(\t\"D\n\x06\x43hange\x12\r\n\x05table\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12\r\n\x05value\x18\x03 \x01(\x0c\x12\x0f\n\x07\x64\x65leted\x18\x04 \x01(\x08\"\\\n\x05\x45vent\x12\x10\n\x08revision\x18\x01 \x01(\x04\x12\x1f\n\x07\x63hanges\x18\x02 \x03(\x0b\x32\x0e.xce.v1.Change\x12 \n\x08rejected\x18\x03 \x01(\x0b\x32\x0e.xce.v1.Result\"\x95\x02\n\x04Meta\x12\x15\n\rapplied_index\x18\x01 \x01(\x04\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x13\n\x0bnext_job_id\x18\x03 \x01(\x04\x12\x14\n\x0c\x65vents_floor\x18\x04 \x01(\x04\x12\x15\n\rdefault_queue\x18\x05 \x01(\t\x12\x19\n\x11max_slots_per_job\x18\x06 \x01(\x05\x12\x15\n\rconfig_digest\x18\x07 \x01(\t\x12\x14\n\x0c\x65vents_bytes\x18\x08 \x01(\x04\x12\x13\n\x0b\x65vents_kept\x18\t \x01(\x04\x12\x14\n\x0clease_holder\x18\n \x01(\t\x12\x13\n\x0blease_epoch\x18\x0b \x01(\x04\x12\x18\n\x10lease_expires_ms\x18\x0c \x01(\x03\"8\n\x0bSyncRequest\x12\x15\n\rfrom_revision\x18\x01 \x01(\x04\x12\x12\n\ncluster_id\x18\x02 \x01(\t\"\xd8\x01\n\x0bSyncMessage\x12/\n\x0esnapshot_begin\x18\x01 \x01(\x0b\x32\x15.xce.v1.SnapshotBeginH\x00\x12/\n\x0esnapshot_chunk\x18\x02 \x01(\x0b\x32\x15.xce.v1.SnapshotChunkH\x00\x12+\n\x0csnapshot_end\x18\x03 \x01(\x0b\x32\x13.xce.v1.SnapshotEndH\x00\x12\x1e\n\x05\x65vent\x18\x04 \x01(\x0b\x32\r.xce.v1.EventH\x00\x12\x12\n\x08progress\x18\x05 \x01(\x04H\x00\x42\x06\n\x04\x62ody\"5\n\rSnapshotBegin\x12\x10\n\x08revision\x18\x01 \x01(\x04\x12\x12\n\ncluster_id\x18\x02 \x01(\t\"0\n\rSnapshotChunk\x12\x1f\n\x07records\x18\x01 \x03(\x0b\x32\x0e.xce.v1.Change\"\x1f\n\x0bSnapshotEnd\x12\x10\n\x08revision\x18\x01 \x01(\x04*`\n\x04\x43ode\x12\x06\n\x02OK\x10\x00\x12\x14\n\x10INVALID_ARGUMENT\x10\x03\x12\r\n\tNOT_FOUND\x10\x05\x12\x12\n\x0e\x41LREADY_EXISTS\x10\x06\x12\x17\n\x13\x46\x41ILED_PRECONDITION\x10\t2A\n\x0bSyncService\x12\x32\n\x04Sync\x12\x13.xce.v1.SyncRequest\x1a\x13.xce.v1.SyncMessage0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'xce.v1.log_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CODE']._serialized_start=1989
-  _globals['_CODE']._serialized_end=2085
+  _globals['_CODE']._serialized_start=2286
+  _globals['_CODE']._serialized_end=2382
   _globals['_ENTRY']._serialized_start=47
-  _globals['_ENTRY']._serialized_end=516
-  _globals['_DISPATCH']._serialized_start=518
-  _globals['_DISPATCH']._serialized_end=595
-  _globals['_HOSTREPORT']._serialized_start=597
-  _globals['_HOSTREPORT']._serialized_end=678
-  _globals['_SETHOSTSTATUS']._serialized_start=680
-  _globals['_SETHOSTSTATUS']._serialized_end=765
-  _globals['_SUBMITBATCH']._serialized_start=767
-  _globals['_SUBMITBATCH']._serialized_end=825
-  _globals['_PUTQUEUEENTRY']._serialized_start=827
-  _globals['_PUTQUEUEENTRY']._serialized_end=908
-  _globals['_INITCLUSTER']._serialized_start=911
-  _globals['_INITCLUSTER']._serialized_end=1069
-  _globals['_RESULT']._serialized_start=1071
-  _globals['_RESULT']._serialized_end=1197
-  _globals['_CHANGE']._serialized_start=1199
-  _globals['_CHANGE']._serialized_end=1267
-  _globals['_EVENT']._serialized_start=1269
-  _globals['_EVENT']._serialized_end=1361
-  _globals['_META']._serialized_start=1364
-  _globals['_META']._serialized_end=1572
-  _globals['_SYNCREQUEST']._serialized_start=1574
-  _globals['_SYNCREQUEST']._serialized_end=1630
-  _globals['_SYNCMESSAGE']._serialized_start=1633
-  _globals['_SYNCMESSAGE']._serialized_end=1849
-  _globals['_SNAPSHOTBEGIN']._serialized_start=1851
-  _globals['_SNAPSHOTBEGIN']._serialized_end=1904
-  _globals['_SNAPSHOTCHUNK']._serialized_start=1906
-  _globals['_SNAPSHOTCHUNK']._serialized_end=1954
-  _globals['_SNAPSHOTEND']._serialized_start=1956
-  _globals['_SNAPSHOTEND']._serialized_end=1987
-  _globals['_SYNCSERVICE']._serialized_start=2087
-  _globals['_SYNCSERVICE']._serialized_end=2152
+  _globals['_ENTRY']._serialized_end=597
+  _globals['_LEASEENTRY']._serialized_start=599
+  _globals['_LEASEENTRY']._serialized_end=654
+  _globals['_DISPATCH']._serialized_start=656
+  _globals['_DISPATCH']._serialized_end=733
+  _globals['_HOSTREPORT']._serialized_start=735
+  _globals['_HOSTREPORT']._serialized_end=816
+  _globals['_SETHOSTSTATUS']._serialized_start=818
+  _globals['_SETHOSTSTATUS']._serialized_end=903
+  _globals['_SUBMITBATCH']._serialized_start=905
+  _globals['_SUBMITBATCH']._serialized_end=963
+  _globals['_PUTQUEUEENTRY']._serialized_start=965
+  _globals['_PUTQUEUEENTRY']._serialized_end=1046
+  _globals['_INITCLUSTER']._serialized_start=1049
+  _globals['_INITCLUSTER']._serialized_end=1207
+  _globals['_RESULT']._serialized_start=1210
+  _globals['_RESULT']._serialized_end=1425
+  _globals['_CHANGE']._serialized_start=1427
+  _globals['_CHANGE']._serialized_end=1495
+  _globals['_EVENT']._serialized_start=1497
+  _globals['_EVENT']._serialized_end=1589
+  _globals['_META']._serialized_start=1592
+  _globals['_META']._serialized_end=1869
+  _globals['_SYNCREQUEST']._serialized_start=1871
+  _globals['_SYNCREQUEST']._serialized_end=1927
+  _globals['_SYNCMESSAGE']._serialized_start=1930
+  _globals['_SYNCMESSAGE']._serialized_end=2146
+  _globals['_SNAPSHOTBEGIN']._serialized_start=2148
+  _globals['_SNAPSHOTBEGIN']._serialized_end=2201
+  _globals['_SNAPSHOTCHUNK']._serialized_start=2203
+  _globals['_SNAPSHOTCHUNK']._serialized_end=2251
+  _globals['_SNAPSHOTEND']._serialized_start=2253
+  _globals['_SNAPSHOTEND']._serialized_end=2284
+  _globals['_SYNCSERVICE']._serialized_start=2384
+  _globals['_SYNCSERVICE']._serialized_end=2449
 # @@protoc_insertion_point(module_scope)

@@ -22,7 +22,7 @@ ALREADY_EXISTS: Code
 FAILED_PRECONDITION: Code
 
 class Entry(_message.Message):
-    __slots__ = ("stamp_ms", "proposer", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host")
+    __slots__ = ("stamp_ms", "proposer", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions")
     STAMP_MS_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_FIELD_NUMBER: _ClassVar[int]
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,8 @@ class Entry(_message.Message):
     DISPATCH_FIELD_NUMBER: _ClassVar[int]
     REPORT_FIELD_NUMBER: _ClassVar[int]
     RESOLVE_HOST_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
     stamp_ms: int
     proposer: int
     submit: SubmitBatch
@@ -47,7 +49,17 @@ class Entry(_message.Message):
     dispatch: Dispatch
     report: HostReport
     resolve_host: SetHostStatus
-    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ...) -> None: ...
+    lease: LeaseEntry
+    decisions: _api_pb2.DecisionBatch
+    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ...) -> None: ...
+
+class LeaseEntry(_message.Message):
+    __slots__ = ("scheduler_id", "duration_ms")
+    SCHEDULER_ID_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    scheduler_id: str
+    duration_ms: int
+    def __init__(self, scheduler_id: _Optional[str] = ..., duration_ms: _Optional[int] = ...) -> None: ...
 
 class Dispatch(_message.Message):
     __slots__ = ("job_id", "host", "attempt", "request_id")
@@ -114,20 +126,28 @@ class InitCluster(_message.Message):
     def __init__(self, cluster_id: _Optional[str] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[_api_pb2.Queue, _Mapping]]] = ..., events_kept: _Optional[int] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("code", "message", "job_ids", "revision", "stamp_ms", "generation")
+    __slots__ = ("code", "message", "job_ids", "revision", "stamp_ms", "generation", "lease_epoch", "lease_holder", "lease_expires_ms", "rejections")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
     STAMP_MS_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEASE_HOLDER_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
+    REJECTIONS_FIELD_NUMBER: _ClassVar[int]
     code: Code
     message: str
     job_ids: _containers.RepeatedScalarFieldContainer[int]
     revision: int
     stamp_ms: int
     generation: int
-    def __init__(self, code: _Optional[_Union[Code, str]] = ..., message: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., revision: _Optional[int] = ..., stamp_ms: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
+    lease_epoch: int
+    lease_holder: str
+    lease_expires_ms: int
+    rejections: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, code: _Optional[_Union[Code, str]] = ..., message: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., revision: _Optional[int] = ..., stamp_ms: _Optional[int] = ..., generation: _Optional[int] = ..., lease_epoch: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_expires_ms: _Optional[int] = ..., rejections: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Change(_message.Message):
     __slots__ = ("table", "key", "value", "deleted")
@@ -152,7 +172,7 @@ class Event(_message.Message):
     def __init__(self, revision: _Optional[int] = ..., changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., rejected: _Optional[_Union[Result, _Mapping]] = ...) -> None: ...
 
 class Meta(_message.Message):
-    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept")
+    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms")
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     NEXT_JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -162,6 +182,9 @@ class Meta(_message.Message):
     CONFIG_DIGEST_FIELD_NUMBER: _ClassVar[int]
     EVENTS_BYTES_FIELD_NUMBER: _ClassVar[int]
     EVENTS_KEPT_FIELD_NUMBER: _ClassVar[int]
+    LEASE_HOLDER_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
     cluster_id: str
     next_job_id: int
@@ -171,7 +194,10 @@ class Meta(_message.Message):
     config_digest: str
     events_bytes: int
     events_kept: int
-    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ...) -> None: ...
+    lease_holder: str
+    lease_epoch: int
+    lease_expires_ms: int
+    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
     __slots__ = ("from_revision", "cluster_id")

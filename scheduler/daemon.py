@@ -1,0 +1,138 @@
+"""`xce scheduler`: follow the state, hold the lease, decide, send batches.
+
+Theory of operation. A Follower keeps the view in step with committed state
+(follower.py). The daemon takes the lease and renews it every third of its
+duration, one log entry each time; it stops deciding on its own once its
+lease would have run out by its own clock, and the controller rejects any
+batch of an older epoch anyway (fencing). A pass runs when the view changed
+(and at least once a second), no sooner than `min_interval_s` after the last:
+the pure core computes decisions, they go to the leader as one DecisionBatch,
+and their outcome is learned from the view, not from the reply. Decisions
+sent but not yet visible in the view are not sent again.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+
+from scheduler.core import CoreConfig, Dispatch, Pend, schedule
+from scheduler.follower import Follower
+from scheduler.view import View
+from xce.client import Client, XceError
+from xce.v1 import api_pb2 as api
+
+log = logging.getLogger("xce.scheduler")
+
+
+class Scheduler:
+    def __init__(self, addresses: Sequence[str], scheduler_id: str | None = None, lease_s: float = 10.0,
+                 min_interval_s: float = 0.05, config: CoreConfig | None = None) -> None:
+        self.id = scheduler_id or f"scheduler-{uuid.uuid4().hex[:8]}"
+        self.lease_s = lease_s
+        self.min_interval_s = min_interval_s
+        self.config = config or CoreConfig()
+        self._changed = threading.Event()
+        self.follower = Follower(addresses, View(), on_change=lambda _: self._changed.set())
+        self._client = Client(addresses, deadline_s=5.0)
+        self._stop = threading.Event()
+        self.epoch = 0
+        self._lease_until = 0.0  # local monotonic time until which we may decide
+        self._renew_at = 0.0
+        self._sent: dict[int, tuple[int, float]] = {}  # job -> (attempt, when), dispatched not yet seen
+        self.batches = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._changed.set()
+
+    def run(self) -> None:
+        self.follower.start()
+        try:
+            while not self._stop.is_set():
+                self._lease()
+                self._changed.wait(1.0)
+                self._changed.clear()
+                if self._stop.is_set():
+                    break
+                if time.monotonic() < self._lease_until:
+                    self._pass()
+                self._stop.wait(self.min_interval_s)
+        finally:
+            self.follower.stop()
+            self._client.close()
+
+    def holds_lease(self) -> bool:
+        return time.monotonic() < self._lease_until
+
+    def _lease(self) -> None:
+        now = time.monotonic()
+        if now < self._renew_at:
+            return
+        try:
+            lease = self._client.call("SchedulerService", "AcquireLease",
+                                      api.LeaseRequest(scheduler_id=self.id, duration_s=self.lease_s),
+                                      api.LeaseResponse)
+        except XceError as exc:
+            log.info("scheduler %s: lease request failed: %s", self.id, exc)
+            self._renew_at = now + min(1.0, self.lease_s / 3)
+            return
+        if lease.granted:
+            if lease.epoch != self.epoch:
+                log.info("scheduler %s holds the lease, epoch %d", self.id, lease.epoch)
+            self.epoch = lease.epoch
+            self._lease_until = now + self.lease_s * 0.8  # stop early: our clock is not the leader's
+            self._renew_at = now + self.lease_s / 3
+        else:
+            self._lease_until = 0.0
+            self._renew_at = now + min(1.0, self.lease_s / 3)
+
+    def _pass(self) -> None:
+        with self.follower.lock:
+            view = self.follower.view
+            jobs, queues, hosts, revision = view.jobs(), view.queues(), view.hosts(), view.revision
+        now = time.monotonic()
+        self._sent = {j: (a, t) for j, (a, t) in self._sent.items() if now - t < 5.0}
+        pending = [j for j in jobs if not (j.id in self._sent and self._sent[j.id][0] == j.attempt)]
+        decisions = schedule(pending, queues, hosts, int(time.time() * 1000), self.config)
+        if not decisions:
+            return
+        batch = api.DecisionBatch(lease_epoch=self.epoch, base_revision=revision, scheduler_id=self.id)
+        for decision in decisions:
+            if isinstance(decision, Dispatch):
+                batch.decisions.add(dispatch=api.DispatchDecision(
+                    job_id=decision.job_id, attempt=decision.attempt, host=decision.host))
+                self._sent[decision.job_id] = (decision.attempt, now)
+            elif isinstance(decision, Pend):
+                batch.decisions.add(pend=api.PendDecision(job_id=decision.job_id, reason=decision.reason))
+        try:
+            reply = self._client.call("SchedulerService", "SubmitDecisions", batch, api.DecisionBatchResponse)
+        except XceError as exc:
+            log.info("scheduler %s: batch not sent: %s", self.id, exc)
+            self._renew_at = 0.0  # maybe a new leader: confirm the lease
+            return
+        self.batches += 1
+        for sent, why in zip(batch.decisions, reply.rejections, strict=False):
+            if why and sent.HasField("dispatch"):
+                self._sent.pop(sent.dispatch.job_id, None)  # free to try again next pass
+        rejected = [r for r in reply.rejections if r]
+        if rejected:
+            log.info("scheduler %s: %d of %d decisions rejected (%s)", self.id, len(rejected),
+                     len(reply.rejections), rejected[0])
+            if any(r.startswith("stale lease") for r in rejected):
+                self._lease_until = 0.0
+                self._renew_at = 0.0
+
+
+def run(addresses: Sequence[str], scheduler_id: str | None, lease_s: float) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    scheduler = Scheduler(addresses, scheduler_id, lease_s)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: scheduler.stop())
+    log.info("scheduler %s: controllers %s", scheduler.id, ",".join(addresses))
+    scheduler.run()
+    return 0

@@ -1,0 +1,99 @@
+"""The scheduler daemon on real processes: decisions through the commit barrier, lease fencing."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from xce.client import Client
+from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from xce.v1 import api_pb2 as api
+
+pytestmark = pytest.mark.cluster
+
+HOSTS = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.5\n"
+
+
+@pytest.fixture
+def setup(make_cluster) -> Iterator[tuple[LocalCluster, LocalWorkers, list[LocalScheduler]]]:  # type: ignore[no-untyped-def]
+    cluster = make_cluster(extra_config=HOSTS)
+    cluster.start()
+    cluster.leader()
+    workers = LocalWorkers(cluster)
+    schedulers: list[LocalScheduler] = []
+    try:
+        yield cluster, workers, schedulers
+    finally:
+        for scheduler in schedulers:
+            scheduler.kill()
+        workers.stop()
+
+
+def _wait(predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert predicate()
+
+
+def _jobs(cluster: LocalCluster) -> list[api.Job]:
+    with cluster.client() as client:
+        return client.list_jobs()
+
+
+def test_24_jobs_on_3_workers_run_8_8_8_once_each(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster, workers, schedulers = setup
+    for name in ("w1", "w2", "w3"):
+        workers.start(name, 8)
+    scheduler = LocalScheduler(cluster)
+    schedulers.append(scheduler)
+    scheduler.start()
+    ledger = tmp_path / "ledger"
+    script = f'echo "$XCE_JOB_ID.$XCE_JOB_ATTEMPT" >> {ledger}; sleep 2'
+    with cluster.client() as client:
+        _wait(lambda: sum(h.status == api.HOST_OK for h in client.list_hosts().hosts) == 3)
+        client.submit([api.JobSpec(command=["sh", "-c", script], cwd=str(tmp_path)) for _ in range(24)])
+    _wait(lambda: all(j.state == api.DONE for j in _jobs(cluster)), timeout_s=60)
+    jobs = _jobs(cluster)
+    assert Counter(j.host for j in jobs) == {"w1": 8, "w2": 8, "w3": 8}  # M3
+    assert Counter(ledger.read_text().split()) == {f"{j.id}.0": 1 for j in jobs}  # zero duplicates
+
+
+def test_pending_reason_when_no_host_fits(setup) -> None:  # type: ignore[no-untyped-def]
+    cluster, workers, schedulers = setup
+    workers.start("w1", 2)
+    scheduler = LocalScheduler(cluster)
+    schedulers.append(scheduler)
+    scheduler.start()
+    with cluster.client() as client:
+        job = client.submit([api.JobSpec(command=["true"], slots=4)]).jobs[0]
+        _wait(lambda: client.get_job(job.id).pending_reason == "no host has that many slots")
+
+
+def test_only_the_lease_holder_decides_and_the_standby_takes_over(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster, workers, schedulers = setup
+    workers.start("w1", 4)
+    first, second = LocalScheduler(cluster, "sched-a", 2.0), LocalScheduler(cluster, "sched-b", 2.0)
+    schedulers.extend([first, second])
+    first.start()
+    with Client([cluster.address(cluster.leader())]) as client:
+        _wait(lambda: client.status(local_only=True).scheduler_lease_holder == "sched-a")
+        second.start()
+        lease = client.call("SchedulerService", "AcquireLease",
+                            api.LeaseRequest(scheduler_id="probe", duration_s=1), api.LeaseResponse)
+        assert not lease.granted and lease.holder == "sched-a"  # held: nobody else gets it
+        job = client.submit([api.JobSpec(command=["true"], cwd=str(tmp_path))]).jobs[0]
+        # A batch of an older epoch is rejected whole: fencing.
+        stale = api.DecisionBatch(lease_epoch=lease.epoch - 1, scheduler_id="sched-a", decisions=[
+            api.Decision(dispatch=api.DispatchDecision(job_id=job.id, attempt=0, host="w1"))])
+        reply = client.call("SchedulerService", "SubmitDecisions", stale, api.DecisionBatchResponse)
+        assert reply.rejections[0].startswith("stale lease")
+        _wait(lambda: client.get_job(job.id).state == api.DONE)
+        first.kill()
+        later = client.submit([api.JobSpec(command=["true"], cwd=str(tmp_path))]).jobs[0]
+        _wait(lambda: client.get_job(later.id).state == api.DONE, timeout_s=20)  # sched-b took over
+        assert client.status(local_only=True).scheduler_lease_holder == "sched-b"
