@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python scripts/demo.py
+	$(BIN)/xce demo
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -66,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--data", help=f"data directory (default $XCE_DATA or ./{DEFAULT_DATA})")
     up.add_argument("--replicas", type=int, default=3)
     up.add_argument("--base-port", type=int, default=0, help="first port (default: free ports)")
+    up.add_argument("--workers", type=int, default=2, help="local workers to start (default 2)")
+    up.add_argument("--slots", type=int, default=4, help="slots per local worker (default 4)")
+
+    p = sub.add_parser("demo", help="the whole story in a minute: jobs through a leader kill")
+    p.add_argument("--jobs", type=int, default=100)
+    p.add_argument("--data", help="data directory (default: a fresh temporary one)")
 
     p = sub.add_parser("submit", help="submit a job (like bsub)")
     p.add_argument("-q", "--queue", default="")
@@ -145,7 +151,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "cluster":
         from xce.local_cluster import up
 
-        return up(data_dir(args.data), args.replicas, args.base_port)
+        return up(data_dir(args.data), args.replicas, args.base_port, args.workers, args.slots)
+    if args.command == "demo":
+        from xce.demo import run as run_demo
+
+        return run_demo(args.jobs, Path(args.data) if args.data else None)
     try:
         with Client(controllers(args)) as client:
             return _run(client, args)

@@ -249,9 +249,11 @@ def kill_jobs_under(data: Path) -> None:
                 pass
 
 
-def up(data: Path, replicas: int, base_port: int) -> int:
-    """`xce cluster up`: start, wait for a leader, print status, run until Ctrl-C."""
+def up(data: Path, replicas: int, base_port: int, workers: int = 2, slots: int = 4) -> int:
+    """`xce cluster up`: replicas, a scheduler and workers; run until Ctrl-C."""
     cluster = LocalCluster(data, replicas, base_port)
+    fleet = LocalWorkers(cluster)
+    scheduler = LocalScheduler(cluster)
     stopping = False
 
     def on_signal(signum: int, frame: object) -> None:
@@ -263,7 +265,11 @@ def up(data: Path, replicas: int, base_port: int) -> int:
     try:
         cluster.start()
         leader = cluster.leader(timeout_s=30)
-        print(f"xce: cluster {cluster.config.cluster_id} up: {replicas} replicas, leader {leader}")
+        scheduler.start()
+        for i in range(workers):
+            fleet.start(f"node{i + 1}", slots)
+        print(f"xce: cluster {cluster.config.cluster_id} up: {replicas} replicas (leader {leader}), "
+              f"a scheduler, {workers} workers of {slots} slots")
         print(f"xce: configuration {cluster.config_path}")
         print(f"xce: controllers {','.join(cluster.addresses)}")
         print(f"xce: try `XCE_DATA={data} xce submit -- sleep 1`; Ctrl-C stops the cluster", flush=True)
@@ -275,6 +281,8 @@ def up(data: Path, replicas: int, base_port: int) -> int:
             time.sleep(0.2)
     finally:
         print("xce: stopping the cluster", flush=True)
+        scheduler.kill(signal.SIGTERM)
+        fleet.stop()
         cluster.stop()
     return 0
 
