@@ -28,6 +28,9 @@ from xce.v1 import api_pb2 as api
 
 log = logging.getLogger("xce.scheduler")
 
+REFUSED = "dispatch to "  # the prefix of the reason a worker's refusal leaves (fsm._apply_report)
+REFUSAL_COOLDOWN_S = 2.0
+
 
 class Scheduler:
     def __init__(self, addresses: Sequence[str], scheduler_id: str | None = None, lease_s: float = 10.0,
@@ -44,6 +47,8 @@ class Scheduler:
         self._lease_until = 0.0  # local monotonic time until which we may decide
         self._renew_at = 0.0
         self._sent: dict[int, tuple[int, float]] = {}  # job -> (attempt, when), dispatched not yet seen
+        self._cooldown: dict[str, float] = {}  # host -> until when it gets no dispatch (it refused one)
+        self._refusals_seen: set[tuple[int, int]] = set()
         self.batches = 0
 
     def stop(self) -> None:
@@ -97,8 +102,10 @@ class Scheduler:
             jobs, queues, hosts, revision = view.jobs(), view.queues(), view.hosts(), view.revision
         now = time.monotonic()
         self._sent = {j: (a, t) for j, (a, t) in self._sent.items() if now - t < 5.0}
+        self._note_refusals(jobs, now)
+        usable = [h for h in hosts if self._cooldown.get(h.spec.name, 0.0) <= now]
         pending = [j for j in jobs if not (j.id in self._sent and self._sent[j.id][0] == j.attempt)]
-        decisions = schedule(pending, queues, hosts, int(time.time() * 1000), self.config)
+        decisions = schedule(pending, queues, usable, int(time.time() * 1000), self.config)
         if not decisions:
             return
         batch = api.DecisionBatch(lease_epoch=self.epoch, base_revision=revision, scheduler_id=self.id)
@@ -126,6 +133,23 @@ class Scheduler:
             if any(r.startswith("stale lease") for r in rejected):
                 self._lease_until = 0.0
                 self._renew_at = 0.0
+
+
+    def _note_refusals(self, jobs: Sequence[api.Job], now: float) -> None:
+        """A worker that refused a dispatch (not ready, draining) gets none for a while (M1),
+        instead of one refusal, and one more attempt, every pass."""
+        pending = {(j.id, j.attempt) for j in jobs if j.state == api.PEND}
+        self._refusals_seen &= pending
+        for job in jobs:
+            if job.state != api.PEND or not job.pending_reason.startswith(REFUSED):
+                continue
+            if (job.id, job.attempt) in self._refusals_seen:
+                continue
+            self._refusals_seen.add((job.id, job.attempt))
+            host = job.pending_reason[len(REFUSED):].split(" failed", 1)[0]
+            self._cooldown[host] = now + REFUSAL_COOLDOWN_S
+            log.info("scheduler %s: %s refused job %d; no dispatch there for %.0f s", self.id, host,
+                     job.id, REFUSAL_COOLDOWN_S)
 
 
 def run(addresses: Sequence[str], scheduler_id: str | None, lease_s: float) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -97,3 +98,78 @@ def test_only_the_lease_holder_decides_and_the_standby_takes_over(setup, tmp_pat
         later = client.submit([api.JobSpec(command=["true"], cwd=str(tmp_path))]).jobs[0]
         _wait(lambda: client.get_job(later.id).state == api.DONE, timeout_s=20)  # sched-b took over
         assert client.status(local_only=True).scheduler_lease_holder == "sched-b"
+
+
+def _start_scheduler(cluster: LocalCluster, schedulers: list[LocalScheduler]) -> None:
+    scheduler = LocalScheduler(cluster)
+    schedulers.append(scheduler)
+    scheduler.start()
+
+
+def test_host_back_with_slots_gets_the_pending_jobs(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster, workers, schedulers = setup
+    workers.start("w1", 0)  # joined with no usable slots (bug-1494)
+    _start_scheduler(cluster, schedulers)
+    with cluster.client() as client:
+        jobs = client.submit([api.JobSpec(command=["true"], cwd=str(tmp_path)) for _ in range(4)]).jobs
+        _wait(lambda: all(client.get_job(j.id).pending_reason for j in jobs))
+        workers.kill("w1")
+        workers.start("w1", 8)  # re-joins with 8 slots: the scheduler's view updates in place (M2)
+        _wait(lambda: all(client.get_job(j.id).state == api.DONE for j in jobs))
+
+
+def test_refused_dispatch_goes_back_and_runs_once_the_worker_is_ready(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster, workers, schedulers = setup
+    workers.start("w1", 2, "draining = true\n")
+    _start_scheduler(cluster, schedulers)
+    with cluster.client() as client:
+        job = client.submit([api.JobSpec(command=["true"], cwd=str(tmp_path))]).jobs[0]
+        _wait(lambda: client.get_job(job.id).attempt >= 1)
+        refused = client.get_job(job.id)
+        assert refused.state == api.PEND and "draining" in refused.pending_reason  # M1
+        workers.kill("w1")
+        workers.start("w1", 2)  # ready now
+        _wait(lambda: client.get_job(job.id).state == api.DONE)
+        assert client.get_job(job.id).attempt < 10  # refusals were not retried every pass
+
+
+def test_a_modified_priority_changes_the_next_pass(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster, workers, schedulers = setup
+    workers.start("w1", 1)
+    _start_scheduler(cluster, schedulers)
+    with cluster.client() as client:
+        blocker = client.submit([api.JobSpec(command=["sleep", "1.5"], cwd=str(tmp_path))]).jobs[0]
+        _wait(lambda: client.get_job(blocker.id).state == api.RUN)
+        specs = [api.JobSpec(command=["true"], cwd=str(tmp_path)) for _ in range(2)]
+        first, second = client.submit(specs).jobs
+        client.modify(second.id, priority=50)  # M4: in place, and the next pass sees it
+        _wait(lambda: all(client.get_job(j.id).state == api.DONE for j in (first, second)))
+        assert client.get_job(second.id).start_time_ms < client.get_job(first.id).start_time_ms
+
+
+def test_no_decision_acts_before_commit(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster, workers, schedulers = setup
+    workers.start("w1", 2)
+    _start_scheduler(cluster, schedulers)
+    scheduler = schedulers[0]
+    ledger = tmp_path / "ledger"
+    with cluster.client() as client:
+        _wait(lambda: client.list_hosts().hosts and client.list_hosts().hosts[0].status == api.HOST_OK)
+        assert scheduler.proc is not None
+        scheduler.proc.send_signal(signal.SIGSTOP)
+        job = client.submit([api.JobSpec(command=["sh", "-c", f"echo ran >> {ledger}"],
+                                         cwd=str(tmp_path))]).jobs[0]
+    leader = cluster.leader()
+    followers = [r for r in (1, 2, 3) if r != leader]
+    for replica in followers:
+        cluster.procs[replica].send_signal(signal.SIGSTOP)
+    try:
+        scheduler.proc.send_signal(signal.SIGCONT)  # it decides, and sends its batch to the leader
+        time.sleep(3.0)
+        assert not ledger.exists()  # nothing ran: the DISPATCH could not commit
+    finally:
+        for replica in followers:
+            cluster.procs[replica].send_signal(signal.SIGCONT)
+    with cluster.client(deadline_s=60) as client:
+        _wait(lambda: client.get_job(job.id).state == api.DONE, timeout_s=60)
+    assert ledger.read_text() == "ran\n"
