@@ -179,7 +179,7 @@ def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
     if not isinstance(closed, bool):
         raise ConfigError(f"{path}: queue {name!r}: closed must be true or false")
     queue = api.Queue(name=name, priority=priority, description=str(raw.get("description", "")),
-                      closed=closed)
+                      closed=closed, job_pick_plugin=str(raw.get("job_pick_plugin", "")))
     try:
         fsm.check_queue(queue)
     except fsm.Rejected as exc:

@@ -285,6 +285,9 @@ def check_queue(queue: api.Queue) -> None:
     if not name or len(name) > MAX_QUEUE_NAME or not all(c.isalnum() or c in "_-." for c in name):
         raise Rejected(log.INVALID_ARGUMENT, f"bad queue name {name!r} (letters, digits, _ - . ; 1-64)")
     _check_text("description", queue.description)
+    plugin = queue.job_pick_plugin
+    if plugin and (len(plugin) > 64 or not all(c.isalnum() or c in "_-." for c in plugin)):
+        raise Rejected(log.INVALID_ARGUMENT, f"bad job_pick_plugin {plugin[:80]!r}")
 
 
 # ---------------------------------------------------------------- apply

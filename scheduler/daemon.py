@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Sequence
 
+from scheduler import picker as picker_module
 from scheduler.core import CoreConfig, Dispatch, Pend, schedule
 from scheduler.follower import Follower
+from scheduler.picker import Picker
 from scheduler.view import View
 from xce.client import Client, XceError
 from xce.v1 import api_pb2 as api
@@ -34,11 +37,13 @@ REFUSAL_COOLDOWN_S = 2.0
 
 class Scheduler:
     def __init__(self, addresses: Sequence[str], scheduler_id: str | None = None, lease_s: float = 10.0,
-                 min_interval_s: float = 0.05, config: CoreConfig | None = None) -> None:
+                 min_interval_s: float = 0.05, picker: str = "fcfs") -> None:
         self.id = scheduler_id or f"scheduler-{uuid.uuid4().hex[:8]}"
         self.lease_s = lease_s
         self.min_interval_s = min_interval_s
-        self.config = config or CoreConfig()
+        self.default_picker = picker
+        self._pickers: dict[str, Picker] = {}
+        self.config = CoreConfig(picker=self._picker(picker))
         self._changed = threading.Event()
         self.follower = Follower(addresses, View(), on_change=lambda _: self._changed.set())
         self._client = Client(addresses, deadline_s=5.0)
@@ -105,6 +110,8 @@ class Scheduler:
         self._note_refusals(jobs, now)
         usable = [h for h in hosts if self._cooldown.get(h.spec.name, 0.0) <= now]
         pending = [j for j in jobs if not (j.id in self._sent and self._sent[j.id][0] == j.attempt)]
+        self.config.queue_pickers = {q.name: self._picker(q.job_pick_plugin) for q in queues
+                                     if q.job_pick_plugin}
         decisions = schedule(pending, queues, usable, int(time.time() * 1000), self.config)
         if not decisions:
             return
@@ -135,6 +142,16 @@ class Scheduler:
                 self._renew_at = 0.0
 
 
+    def _picker(self, name: str) -> Picker:
+        """A loaded picker; an unknown name falls back to the default (and says so once)."""
+        if name not in self._pickers:
+            try:
+                self._pickers[name] = picker_module.load(name)
+            except picker_module.PickerError as exc:
+                log.error("scheduler %s: %s; using %s", self.id, exc, self.default_picker)
+                self._pickers[name] = self._pickers.get(self.default_picker) or picker_module.Fcfs()
+        return self._pickers[name]
+
     def _note_refusals(self, jobs: Sequence[api.Job], now: float) -> None:
         """A worker that refused a dispatch (not ready, draining) gets none for a while (M1),
         instead of one refusal, and one more attempt, every pass."""
@@ -152,9 +169,14 @@ class Scheduler:
                      job.id, REFUSAL_COOLDOWN_S)
 
 
-def run(addresses: Sequence[str], scheduler_id: str | None, lease_s: float) -> int:
+def run(addresses: Sequence[str], scheduler_id: str | None, lease_s: float, picker: str = "fcfs") -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
-    scheduler = Scheduler(addresses, scheduler_id, lease_s)
+    try:
+        picker_module.load(picker)
+    except picker_module.PickerError as exc:
+        print(f"xce scheduler: {exc}", file=sys.stderr)
+        return 2
+    scheduler = Scheduler(addresses, scheduler_id, lease_s, picker=picker)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: scheduler.stop())
     log.info("scheduler %s: controllers %s", scheduler.id, ",".join(addresses))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -173,3 +176,22 @@ def test_no_decision_acts_before_commit(setup, tmp_path: Path) -> None:  # type:
     with cluster.client(deadline_s=60) as client:
         _wait(lambda: client.get_job(job.id).state == api.DONE, timeout_s=60)
     assert ledger.read_text() == "ran\n"
+
+
+def test_jobs_p_shows_pending_reasons(setup) -> None:  # type: ignore[no-untyped-def]
+    cluster, workers, schedulers = setup
+    workers.start("w1", 2)
+    _start_scheduler(cluster, schedulers)
+    with cluster.client() as client:
+        job = client.submit([api.JobSpec(command=["true"], slots=4, name="too-big")]).jobs[0]
+        _wait(lambda: client.get_job(job.id).pending_reason != "")
+    env = {**os.environ, "XCE_CONTROLLERS": ",".join(cluster.addresses)}
+    out = subprocess.run([sys.executable, "-m", "xce.cli", "jobs", "-p"], env=env, capture_output=True,
+                         text=True, timeout=60).stdout
+    assert "too-big" in out and "no host has that many slots" in out
+
+
+def test_unknown_picker_is_refused_at_start() -> None:
+    result = subprocess.run([sys.executable, "-m", "xce.cli", "--controllers", "127.0.0.1:1", "scheduler",
+                             "--picker", "nope"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "unknown job picker 'nope'" in result.stderr

@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("scheduler", help="run a scheduler (one holds the lease; others stand by)")
     p.add_argument("--id", help="scheduler id (default: random)")
     p.add_argument("--lease-s", type=float, default=10.0, help="lease duration in seconds")
+    p.add_argument("--picker", default="fcfs", help="job_pick_plugin for queues without their own")
 
     p = sub.add_parser("cluster", help="a local cluster")
     csub = p.add_subparsers(dest="cluster_command", required=True)
@@ -90,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state")
     p.add_argument("--queue")
     p.add_argument("--filter", action="append", default=[], help="field:op:value, repeatable")
+    p.add_argument("-p", "--pending", action="store_true",
+                   help="pending jobs with their reasons (like bjobs -p)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("job", help="one job in full")
@@ -147,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "scheduler":
         from scheduler.daemon import run as run_scheduler
 
-        return run_scheduler(controllers(args), args.id, args.lease_s)
+        return run_scheduler(controllers(args), args.id, args.lease_s, args.picker)
     if args.command == "cluster":
         from xce.local_cluster import up
 
@@ -174,8 +177,11 @@ def _run(client: Client, args: argparse.Namespace) -> int:
             filters.append(f"state:in:{args.state.upper()}")
         if args.queue:
             filters.append(f"queue:eq:{args.queue}")
+        if args.pending:
+            filters.append("state:in:PEND,PSUSP")
         jobs = client.list_jobs(filters)
-        return _emit(args, {"jobs": [_dict(j) for j in jobs]}, lambda: _job_table(jobs))
+        table = _pending_table if args.pending else _job_table
+        return _emit(args, {"jobs": [_dict(j) for j in jobs]}, lambda: table(jobs))
     if command == "job":
         job = client.get_job(args.id)
         return _emit(args, _dict(job), lambda: _job_long(job))
@@ -239,6 +245,14 @@ def _job_table(jobs: list[api.Job]) -> None:
     for job in jobs:
         print(f"{job.id:>8}  {api.JobState.Name(job.state):<6}{job.spec.queue:<12}{job.spec.slots:>5}  "
               f"{(job.spec.name or '-')[:19]:<20}{' '.join(job.spec.command)[:60]}")
+
+
+def _pending_table(jobs: list[api.Job]) -> None:
+    print(f"{'JOBID':>8}  {'STAT':<6}{'QUEUE':<12}{'NAME':<20}PENDING REASON")
+    for job in jobs:
+        reason = job.pending_reason or "waiting for the scheduler"
+        print(f"{job.id:>8}  {api.JobState.Name(job.state):<6}{job.spec.queue:<12}"
+              f"{(job.spec.name or '-')[:19]:<20}{reason}")
 
 
 def _job_long(job: api.Job) -> None:

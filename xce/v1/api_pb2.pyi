@@ -510,16 +510,18 @@ class Joined(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., heartbeat_s: _Optional[float] = ...) -> None: ...
 
 class Queue(_message.Message):
-    __slots__ = ("name", "priority", "description", "closed")
+    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     CLOSED_FIELD_NUMBER: _ClassVar[int]
+    JOB_PICK_PLUGIN_FIELD_NUMBER: _ClassVar[int]
     name: str
     priority: int
     description: str
     closed: bool
-    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ...) -> None: ...
+    job_pick_plugin: str
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ...) -> None: ...
 
 class PutQueueRequest(_message.Message):
     __slots__ = ("queue", "request_id")
