@@ -90,13 +90,17 @@ class ClusterConfig:
 
 def load(path: Path) -> ClusterConfig:
     path = Path(path).resolve()
+    return parse(read_toml(path, ConfigError, "configuration file"), path)
+
+
+def read_toml(path: Path, error: type[Exception], what: str) -> dict[str, Any]:
+    """The file's TOML table, or `error` saying plainly what is wrong."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
-        raise ConfigError(f"no configuration file at {path}") from exc
+        raise error(f"no {what} at {path}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    return parse(raw, path)
+        raise error(f"{path}: not valid TOML: {exc}") from exc
 
 
 def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:

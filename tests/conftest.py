@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from xce.local_cluster import LocalCluster
+from xce.local_cluster import LocalCluster, LocalWorkers
+
+# Heartbeats fast enough for tests to see hosts come and go in seconds.
+FAST_HOSTS = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.5\n"
 
 
 @pytest.fixture
@@ -33,3 +36,16 @@ def cluster(make_cluster) -> LocalCluster:  # type: ignore[no-untyped-def]
     c.start()
     c.leader()
     return c
+
+
+@pytest.fixture
+def fleet(make_cluster) -> Iterator[tuple[LocalCluster, LocalWorkers]]:  # type: ignore[no-untyped-def]
+    """A serving cluster with fast heartbeats, and its workers (started by the test; all killed)."""
+    cluster = make_cluster(extra_config=FAST_HOSTS)
+    cluster.start()
+    cluster.leader()
+    workers = LocalWorkers(cluster)
+    try:
+        yield cluster, workers
+    finally:
+        workers.stop()

@@ -19,22 +19,18 @@ from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
 
-HOSTS = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.5\n"
 
 
 @pytest.fixture
-def setup(make_cluster) -> Iterator[tuple[LocalCluster, LocalWorkers, list[LocalScheduler]]]:  # type: ignore[no-untyped-def]
-    cluster = make_cluster(extra_config=HOSTS)
-    cluster.start()
-    cluster.leader()
-    workers = LocalWorkers(cluster)
+def setup(fleet: tuple[LocalCluster, LocalWorkers]) -> Iterator[tuple[LocalCluster, LocalWorkers,
+                                                                         list[LocalScheduler]]]:
+    cluster, workers = fleet
     schedulers: list[LocalScheduler] = []
     try:
         yield cluster, workers, schedulers
     finally:
         for scheduler in schedulers:
             scheduler.kill()
-        workers.stop()
 
 
 def _wait(predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -19,19 +19,11 @@ from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
 
-FAST_HOSTS = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.5\n"
 
 
 @pytest.fixture
-def setup(make_cluster) -> Iterator[tuple[LocalCluster, LocalWorkers]]:  # type: ignore[no-untyped-def]
-    cluster = make_cluster(extra_config=FAST_HOSTS)
-    cluster.start()
-    cluster.leader()
-    workers = LocalWorkers(cluster)
-    try:
-        yield cluster, workers
-    finally:
-        workers.stop()
+def setup(fleet: tuple[LocalCluster, LocalWorkers]) -> tuple[LocalCluster, LocalWorkers]:
+    return fleet
 
 
 def _hosts(cluster: LocalCluster) -> dict[str, api.Host]:

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import os
 import socket
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from controller import fsm
+from controller.config import read_toml
 from xce.v1 import api_pb2 as api
 
 
@@ -45,13 +45,7 @@ class WorkerConfig:
 
 def load(path: Path, name: str | None = None) -> WorkerConfig:
     path = Path(path).resolve()
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise WorkerConfigError(f"no worker configuration at {path}") from exc
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise WorkerConfigError(f"{path}: not valid TOML: {exc}") from exc
-    return parse(raw, path, name)
+    return parse(read_toml(path, WorkerConfigError, "worker configuration"), path, name)
 
 
 def parse(raw: dict[str, Any], path: Path, name: str | None = None) -> WorkerConfig:
