@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import etcd_bench
+import scheduler_pass
 import xce_bench
 
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
@@ -165,8 +166,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["etcd"] = guarded("etcd", lambda: etcd_bench.run(levels, args.seconds, args.max_ops,
                                                                args.kills))
     report["ratios"] = ratios(report["xce"], report["etcd"], levels)
+    report["scheduler_pass"] = guarded("scheduler pass", scheduler_pass.run)
     print(f"XCE code {report['code']}, {os.cpu_count()} CPUs, {args.seconds:g} s per level")
     print(table(report, levels))
+    sched = report["scheduler_pass"]
+    if "pass_s_median" in sched:
+        print(f"scheduler pass, {sched['jobs']:,} pending jobs on {sched['hosts']:,} hosts: "
+              f"{sched['pass_s_median']} s median (target <= 1 s)")
     if code_version() != report["code"]:
         report["code_after"] = code_version()
         print(f"warning: the code changed during the run ({report['code']} -> "

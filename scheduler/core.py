@@ -17,6 +17,7 @@ fits; the scheduler learns the outcome from its view.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -55,7 +56,7 @@ class CoreConfig:
 def schedule(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequence[api.Host],
              now_ms: int, config: CoreConfig) -> list[Decision]:
     queue_map = {q.name: q for q in queues}
-    free = {h.spec.name: h.spec.slots - h.slots_used for h in hosts if h.status == api.HOST_OK}
+    free = FreeSlots({h.spec.name: h.spec.slots - h.slots_used for h in hosts if h.status == api.HOST_OK})
     largest = max((h.spec.slots for h in hosts if h.status == api.HOST_OK), default=0)
     pending = [j for j in jobs if j.state == api.PEND]
     decisions: list[Decision] = []
@@ -64,10 +65,9 @@ def schedule(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
         reason = _blocker(job, hosts, largest)
         host = None
         if reason is None and dispatched < config.max_dispatches:
-            host = choose_host(free, job.spec.slots)
+            host = free.take(job.spec.slots)
             reason = None if host is not None else REASON_NO_SLOTS
         if host is not None:
-            free[host] -= job.spec.slots
             dispatched += 1
             decisions.append(Dispatch(job.id, job.attempt, host))
         elif reason is not None and reason != job.pending_reason:
@@ -75,10 +75,21 @@ def schedule(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
     return decisions
 
 
-def choose_host(free: Mapping[str, int], slots: int) -> str | None:
-    """The OK host with the most free slots that fit (ties by name)."""
-    fitting = [(-n, name) for name, n in free.items() if n >= slots]
-    return min(fitting)[1] if fitting else None
+class FreeSlots:
+    """Host choice for one-host jobs: the OK host with the most free slots
+    (ties by name), taken from a heap, so a pass is O(jobs log hosts)."""
+
+    def __init__(self, free: Mapping[str, int]) -> None:
+        self._heap = [(-n, name) for name, n in free.items()]
+        heapq.heapify(self._heap)
+
+    def take(self, slots: int) -> str | None:
+        """The chosen host, its slots now taken; None if no host has that many free."""
+        if not self._heap or -self._heap[0][0] < slots:
+            return None  # the top has the most free slots: if it cannot, none can
+        negative_free, name = heapq.heappop(self._heap)
+        heapq.heappush(self._heap, (negative_free + slots, name))
+        return name
 
 
 def _blocker(job: api.Job, hosts: Sequence[api.Host], largest: int) -> str | None:
