@@ -113,6 +113,9 @@ class Scheduler:
         self.config.queue_pickers = {q.name: self._picker(q.job_pick_plugin) for q in queues
                                      if q.job_pick_plugin}
         decisions = schedule(pending, queues, usable, int(time.time() * 1000), self.config)
+        refused = {j.id for j in pending if j.pending_reason.startswith(REFUSED)}
+        # A worker's refusal says more than what a pass without that host would say.
+        decisions = [d for d in decisions if not (isinstance(d, Pend) and d.job_id in refused)]
         if not decisions:
             return
         batch = api.DecisionBatch(lease_epoch=self.epoch, base_revision=revision, scheduler_id=self.id)
