@@ -57,7 +57,13 @@ def test_24_jobs_on_3_workers_run_8_8_8_once_each(setup, tmp_path: Path) -> None
     with cluster.client() as client:
         _wait(lambda: sum(h.status == api.HOST_OK for h in client.list_hosts().hosts) == 3)
         client.submit([api.JobSpec(command=["sh", "-c", script], cwd=str(tmp_path)) for _ in range(24)])
-    _wait(lambda: all(j.state == api.DONE for j in _jobs(cluster)), timeout_s=60)
+    try:
+        _wait(lambda: all(j.state == api.DONE for j in _jobs(cluster)), timeout_s=60)
+    except AssertionError:
+        states = [(j.id, api.JobState.Name(j.state), j.host, j.attempt, j.pending_reason)
+                  for j in _jobs(cluster) if j.state != api.DONE]
+        logs = {p.name: p.read_text()[-3000:] for p in cluster.data.glob("*.log")}
+        raise AssertionError(f"not DONE: {states}\n{logs}") from None
     jobs = _jobs(cluster)
     assert Counter(j.host for j in jobs) == {"w1": 8, "w2": 8, "w3": 8}  # M3
     assert Counter(ledger.read_text().split()) == {f"{j.id}.0": 1 for j in jobs}  # zero duplicates
