@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -39,13 +39,25 @@ def cluster(make_cluster) -> LocalCluster:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def fleet(make_cluster) -> Iterator[tuple[LocalCluster, LocalWorkers]]:  # type: ignore[no-untyped-def]
-    """A serving cluster with fast heartbeats, and its workers (started by the test; all killed)."""
-    cluster = make_cluster(extra_config=FAST_HOSTS)
-    cluster.start()
-    cluster.leader()
-    workers = LocalWorkers(cluster)
+def make_fleet(make_cluster) -> Iterator[Callable[[str], tuple[LocalCluster, LocalWorkers]]]:  # type: ignore[no-untyped-def]
+    """Serving clusters with their workers (started by the test); every worker is killed."""
+    fleets: list[LocalWorkers] = []
+
+    def build(extra_config: str = FAST_HOSTS) -> tuple[LocalCluster, LocalWorkers]:
+        cluster = make_cluster(extra_config=extra_config)
+        cluster.start()
+        cluster.leader()
+        fleets.append(LocalWorkers(cluster))
+        return cluster, fleets[-1]
+
     try:
-        yield cluster, workers
+        yield build
     finally:
-        workers.stop()
+        for workers in fleets:
+            workers.stop()
+
+
+@pytest.fixture
+def fleet(make_fleet) -> tuple[LocalCluster, LocalWorkers]:  # type: ignore[no-untyped-def]
+    """A serving cluster with fast heartbeats, and its workers."""
+    return make_fleet()  # type: ignore[no-any-return]

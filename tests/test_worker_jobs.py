@@ -235,36 +235,30 @@ def test_worker_killed_and_restarted_adopts_and_reports_nothing_runs_twice(
 
 @pytest.mark.parametrize("comes_back", [False, True])
 def test_host_lost_unknown_then_requeue_or_exit_unless_it_returns(
-        make_cluster, tmp_path: Path, comes_back: bool) -> None:  # type: ignore[no-untyped-def]
+        make_fleet, tmp_path: Path, comes_back: bool) -> None:  # type: ignore[no-untyped-def]
     hosts = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.0\nunknown_timeout_s = 2.5\n"
-    cluster = make_cluster(extra_config=hosts)
-    cluster.start()
-    cluster.leader()
-    workers = LocalWorkers(cluster)
-    try:
+    cluster, workers = make_fleet(hosts)
+    workers.start("w1", 4)
+    _wait_hosts(cluster, {"w1"})
+    with cluster.client() as client:
+        rerun, plain = client.submit([
+            api.JobSpec(command=["sleep", "3"], cwd=str(tmp_path), rerunnable=True),
+            api.JobSpec(command=["sleep", "3"], cwd=str(tmp_path))]).jobs
+        for job in (rerun, plain):
+            client.run(job.id, "w1")
+        _wait(lambda: all(client.get_job(j.id).pid > 0 for j in (rerun, plain)))
+    workers.kill("w1")
+    _wait_jobs(cluster, lambda js: all(j.state == api.UNKWN for j in js), timeout_s=10)
+    if comes_back:
         workers.start("w1", 4)
-        _wait_hosts(cluster, {"w1"})
-        with cluster.client() as client:
-            rerun, plain = client.submit([
-                api.JobSpec(command=["sleep", "3"], cwd=str(tmp_path), rerunnable=True),
-                api.JobSpec(command=["sleep", "3"], cwd=str(tmp_path))]).jobs
-            for job in (rerun, plain):
-                client.run(job.id, "w1")
-            _wait(lambda: all(client.get_job(j.id).pid > 0 for j in (rerun, plain)))
-        workers.kill("w1")
-        _wait_jobs(cluster, lambda js: all(j.state == api.UNKWN for j in js), timeout_s=10)
-        if comes_back:
-            workers.start("w1", 4)
-            jobs = _wait_jobs(cluster, lambda js: all(j.state == api.DONE for j in js), timeout_s=20)
-            assert all(j.attempt == 0 for j in jobs)  # the same instances ran out
-            return
-        jobs = _wait_jobs(cluster, lambda js: all(j.state in (api.PEND, api.EXIT) for j in js), timeout_s=20)
-        by_id = {j.id: j for j in jobs}
-        assert (by_id[rerun.id].state, by_id[rerun.id].attempt) == (api.PEND, 1)
-        assert "requeued" in by_id[rerun.id].pending_reason
-        assert (by_id[plain.id].state, by_id[plain.id].exit_status_unknown) == (api.EXIT, True)
-    finally:
-        workers.stop()
+        jobs = _wait_jobs(cluster, lambda js: all(j.state == api.DONE for j in js), timeout_s=20)
+        assert all(j.attempt == 0 for j in jobs)  # the same instances ran out
+        return
+    jobs = _wait_jobs(cluster, lambda js: all(j.state in (api.PEND, api.EXIT) for j in js), timeout_s=20)
+    by_id = {j.id: j for j in jobs}
+    assert (by_id[rerun.id].state, by_id[rerun.id].attempt) == (api.PEND, 1)
+    assert "requeued" in by_id[rerun.id].pending_reason
+    assert (by_id[plain.id].state, by_id[plain.id].exit_status_unknown) == (api.EXIT, True)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="running as another user needs a root worker")
@@ -292,30 +286,24 @@ def test_root_worker_runs_the_job_as_its_submitting_user(setup: tuple[LocalClust
         shutil.rmtree(shared)
 
 
-def test_a_stalled_worker_rejoins_and_its_job_runs_out(make_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_stalled_worker_rejoins_and_its_job_runs_out(make_fleet, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     # Its stream survives the stall, but the leader marked the host UNAVAIL:
     # the leader must end that stream so the worker re-joins and re-reports.
     hosts = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.0\nunknown_timeout_s = 6\n"
-    cluster = make_cluster(extra_config=hosts)
-    cluster.start()
-    cluster.leader()
-    workers = LocalWorkers(cluster)
-    try:
-        workers.start("w1", 2)
-        _wait_hosts(cluster, {"w1"})
-        with cluster.client() as client:
-            job = client.submit([api.JobSpec(command=["sleep", "4"], cwd=str(tmp_path))]).jobs[0]
-            client.run(job.id, "w1")
-            _wait(lambda: client.get_job(job.id).pid > 0)
-            workers.procs["w1"].send_signal(signal.SIGSTOP)
-            _wait(lambda: client.get_job(job.id).state == api.UNKWN)
-            workers.procs["w1"].send_signal(signal.SIGCONT)
-            _wait(lambda: client.get_job(job.id).state == api.RUN)
-            _wait(lambda: client.get_job(job.id).state == api.DONE, timeout_s=15)
-            assert client.get_job(job.id).attempt == 0
-            assert client.list_hosts().hosts[0].status == api.HOST_OK
-    finally:
-        workers.stop()
+    cluster, workers = make_fleet(hosts)
+    workers.start("w1", 2)
+    _wait_hosts(cluster, {"w1"})
+    with cluster.client() as client:
+        job = client.submit([api.JobSpec(command=["sleep", "4"], cwd=str(tmp_path))]).jobs[0]
+        client.run(job.id, "w1")
+        _wait(lambda: client.get_job(job.id).pid > 0)
+        workers.procs["w1"].send_signal(signal.SIGSTOP)
+        _wait(lambda: client.get_job(job.id).state == api.UNKWN)
+        workers.procs["w1"].send_signal(signal.SIGCONT)
+        _wait(lambda: client.get_job(job.id).state == api.RUN)
+        _wait(lambda: client.get_job(job.id).state == api.DONE, timeout_s=15)
+        assert client.get_job(job.id).attempt == 0
+        assert client.list_hosts().hosts[0].status == api.HOST_OK
 
 
 def test_resume_while_the_worker_is_down_reaches_the_job(

@@ -48,6 +48,7 @@ Key = tuple[int, int]
 
 COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, DRAINING, START_FAILED = -1, -2, -3, -4, -5
 POLL_S = 0.2
+PRUNE_EVERY_ACKS = 100
 
 
 class Executor:
@@ -61,7 +62,8 @@ class Executor:
         self._lock = threading.Lock()
         self.journal = Journal(self.spool / "journal")
         self._running: dict[Key, int] = {}  # instance -> shim pid, while it runs
-        self._killed_hard: set[Key] = set()  # SIGKILLed by us: the end is known even without a status
+        self._killed_hard: set[Key] = set()
+        self._acks = 0  # SIGKILLed by us: the end is known even without a status
 
     # -------------------------------------------------------------- restart
 
@@ -167,7 +169,9 @@ class Executor:
         if record is not None and record.get("state") == "ended" and kind != "started":
             record["acked"] = True
             self.journal.put(key, record)
-            self.journal.prune_acked()
+            self._acks += 1
+            if self._acks % PRUNE_EVERY_ACKS == 0:  # a full scan of the journal: not on every ack
+                self.journal.prune_acked()
 
     def running(self) -> list[Key]:
         with self._lock:
