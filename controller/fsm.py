@@ -375,7 +375,9 @@ def apply_failed(tables: Tables, index: int, data: bytes, message: str) -> list[
         entry = decode_entry(data)
     except DecodeError:
         entry = log.Entry()
-    count = len(entry.submit.requests) if entry.WhichOneof("body") == "submit" else 1
+    body = entry.WhichOneof("body")
+    count = len(entry.submit.requests) if body == "submit" else \
+        len(entry.reports.reports) if body == "reports" else 1
     results = [log.Result(code=log.FAILED_PRECONDITION, message=f"entry failed to apply: {message}")
                for _ in range(max(count, 1))]
     _finish(Applier(tables, index, log.Entry(stamp_ms=entry.stamp_ms), meta), results, rejected=True)
@@ -641,15 +643,24 @@ def _decide(applier: Applier, decision: api.Decision) -> None:
 
 
 def _apply_report(applier: Applier) -> list[log.Result]:
+    return [_report_one(applier, applier.entry.report)]
+
+
+def _apply_reports(applier: Applier) -> list[log.Result]:
+    if not applier.entry.reports.reports:
+        return [log.Result(code=log.INVALID_ARGUMENT, message="no reports")]
+    return [_report_one(applier, relayed) for relayed in applier.entry.reports.reports]
+
+
+def _report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
     """A worker's report about (job, attempt). Stale ones change nothing (M3)."""
-    relayed = applier.entry.report
     report = relayed.report
     host = read_host(applier.tables, relayed.host)
     job = read_job(applier.tables, report.job_id)
     if host is None or host.generation != relayed.generation:
-        return [log.Result(code=log.FAILED_PRECONDITION, message="report from a stale connection")]
+        return log.Result(code=log.FAILED_PRECONDITION, message="report from a stale connection")
     if job is None or job.host != relayed.host or job.attempt != report.attempt or job.state not in RUNNING:
-        return [log.Result(code=log.FAILED_PRECONDITION, message="report about an instance not wanted")]
+        return log.Result(code=log.FAILED_PRECONDITION, message="report about an instance not wanted")
     kind = report.WhichOneof("body")
     stamp = applier.entry.stamp_ms
     if kind == "started":
@@ -660,7 +671,7 @@ def _apply_report(applier: Applier) -> list[log.Result]:
             job.ClearField("state_before_unknown")
     elif kind == "finished" and report.finished.status_unknown and job.spec.rerunnable:
         _settle_lost(applier, job, f"job ended on {relayed.host} with unknown status")
-        return [log.Result(code=log.OK, job_ids=[job.id])]
+        return log.Result(code=log.OK, job_ids=[job.id])
     elif kind == "finished":
         finished = report.finished
         if finished.term_signal:
@@ -678,7 +689,7 @@ def _apply_report(applier: Applier) -> list[log.Result]:
         _release(applier, job)
     elif kind == "dispatch_failed":
         if report.dispatch_failed.code >= 0:  # M3: only a failure (negative code) requeues
-            return [log.Result(code=log.INVALID_ARGUMENT, message="dispatch failure codes are negative")]
+            return log.Result(code=log.INVALID_ARGUMENT, message="dispatch failure codes are negative")
         _release(applier, job)
         if job.kill_requested:  # it was being killed: it ends here, it is not requeued
             job.state = api.EXIT
@@ -693,10 +704,10 @@ def _apply_report(applier: Applier) -> list[log.Result]:
             job.pid = 0
         job.ClearField("state_before_unknown")
     else:
-        return [log.Result(code=log.INVALID_ARGUMENT, message="empty report")]
+        return log.Result(code=log.INVALID_ARGUMENT, message="empty report")
     job.modify_time_ms = stamp
     applier.put_job(job)
-    return [log.Result(code=log.OK, job_ids=[job.id])]
+    return log.Result(code=log.OK, job_ids=[job.id])
 
 
 def _apply_modify(applier: Applier) -> list[log.Result]:
@@ -853,6 +864,7 @@ _HANDLERS: dict[str, Callable[[Applier], list[log.Result]]] = {
     "host_status": _apply_host_status,
     "dispatch": _apply_dispatch,
     "report": _apply_report,
+    "reports": _apply_reports,
     "resolve_host": _apply_resolve_host,
     "lease": _apply_lease,
     "decisions": _apply_decisions,

@@ -1,7 +1,8 @@
-"""Group commit: many concurrent submit requests travel in one log entry.
+"""Group commit: many concurrent requests travel in one log entry.
 
-Theory of operation. Each SubmitJobs call queues its request and awaits a
-future. One flusher task takes whatever is queued (up to `max_requests` or
+Used for submits (one SubmitBatch entry) and for workers' reports (one
+HostReports entry). Theory of operation. Each caller queues its request and
+awaits a future. One flusher task takes whatever is queued (up to `max_requests` or
 `max_bytes`) and proposes it as one entry, keeping at most `max_in_flight`
 proposals outstanding; while they are in flight the next batch fills up.
 Under light load a batch holds one request and goes out at once (no timer);
@@ -17,34 +18,37 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-from xce.v1 import api_pb2 as api
+from google.protobuf.message import Message
+
 from xce.v1 import log_pb2 as log
 
-Proposer = Callable[[list[api.SubmitJobsRequest]], Awaitable[list[log.Result | None]]]
+R = TypeVar("R", bound=Message)
 
 
 @dataclass
-class _Pending:
-    request: api.SubmitJobsRequest
+class _Pending(Generic[R]):
+    request: R
     size: int
     future: asyncio.Future[log.Result | None]
 
 
-class GroupCommit:
-    def __init__(self, propose: Proposer, max_requests: int = 512, max_bytes: int = 1 << 20,
+class GroupCommit(Generic[R]):
+    def __init__(self, propose: Callable[[list[R]], Awaitable[list[log.Result | None]]],
+                 max_requests: int = 512, max_bytes: int = 1 << 20,
                  max_in_flight: int = 1) -> None:
         self._propose = propose
         self._max_requests = max_requests
         self._max_bytes = max_bytes
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        self._queue: asyncio.Queue[_Pending[R]] = asyncio.Queue()
         self._slots = asyncio.Semaphore(max_in_flight)
         self._task: asyncio.Task[None] | None = None
         self._flushing: set[asyncio.Task[None]] = set()
         self.batches = 0
         self.requests = 0
 
-    async def submit(self, request: api.SubmitJobsRequest) -> log.Result | None:
+    async def submit(self, request: R) -> log.Result | None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
         future: asyncio.Future[log.Result | None] = asyncio.get_running_loop().create_future()
@@ -88,10 +92,10 @@ class GroupCommit:
             task.add_done_callback(self._flushing.discard)
 
     def _peek_size(self) -> int:
-        head: _Pending = self._queue._queue[0]  # type: ignore[attr-defined]
+        head: _Pending[R] = self._queue._queue[0]  # type: ignore[attr-defined]
         return head.size
 
-    async def _flush(self, batch: list[_Pending]) -> None:
+    async def _flush(self, batch: list[_Pending[R]]) -> None:
         results: list[log.Result | None] = []
         try:
             results = list(await self._propose([p.request for p in batch]))

@@ -133,7 +133,7 @@ class RaftNode:
     def __init__(self, self_address: str, peers: list[str], data_dir: Path, password: str,
                  store: StateStore, settings: RaftSettings | None = None,
                  on_role_change: Callable[[str], None] | None = None,
-                 on_applied: Callable[[], None] | None = None) -> None:
+                 on_applied: Callable[[int], None] | None = None) -> None:
         if not password:
             raise ValueError("a cluster password is mandatory: pysyncobj's peer format is pickle")
         self.settings = settings or RaftSettings()
@@ -236,7 +236,7 @@ class RaftNode:
             # forever by pysyncobj nor skipped: stop, the WAL has the entry.
             _fail_stop(exc, f"applying entry {index}")
         if self._on_applied is not None:
-            self._on_applied()
+            self._on_applied(index)
         return result
 
     def _on_tick(self) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -41,7 +42,7 @@ from controller.group_commit import GroupCommit
 from controller.host_liveness import Liveness
 from controller.raft import SUCCESS, RaftNode
 from controller.store import StateStore
-from controller.worker_session import WorkerSession
+from controller.worker_session import WorkerSession, hosts_touched
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -52,6 +53,7 @@ PROPOSAL_TIMEOUT_S = 10.0
 LEADER_METADATA = "x-xce-leader"
 PROGRESS_S = 1.0  # a progress mark at least this often on an idle Sync stream
 MAX_DECISIONS = 10_000
+MAX_REPORTS_PER_ENTRY = 4096
 MAX_PAGE_SIZE = 5000
 DEFAULT_PAGE_SIZE = 500
 
@@ -95,21 +97,50 @@ class Replica:
         self._liveness: Liveness | None = None  # this leadership's heartbeat bookkeeping
         self._liveness_task: asyncio.Task[None] | None = None
         self._applied = asyncio.Event()  # replaced and set after every applied entry
+        self._host_events: dict[str, asyncio.Event] = {}  # per host, set after an entry touching it
+        self._applied_lock = threading.Lock()
+        self._applied_indices: list[int] = []  # applied, not yet woken for (tick thread -> loop)
         self.raft = RaftNode(self.me.raft, [r.raft for r in config.replicas], data_dir,
                              config.password, self.store, config.raft,
                              on_role_change=self._role_changed, on_applied=self._entry_applied)
-        self.batcher = GroupCommit(self._propose_submits, config.group_commit_max_requests,
-                                   config.group_commit_max_bytes, config.group_commit_max_in_flight)
+        self.batcher: GroupCommit[api.SubmitJobsRequest] = GroupCommit(
+            self._propose_submits, config.group_commit_max_requests, config.group_commit_max_bytes,
+            config.group_commit_max_in_flight)
+        self.reports: GroupCommit[log.HostReport] = GroupCommit(self._propose_reports, MAX_REPORTS_PER_ENTRY)
 
     # -------------------------------------------------------------- leadership
 
-    def _entry_applied(self) -> None:  # tick thread
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._wake_appliers)
+    def _entry_applied(self, index: int) -> None:  # tick thread
+        if self._loop is None:
+            return
+        with self._applied_lock:
+            self._applied_indices.append(index)
+            if len(self._applied_indices) > 1:
+                return  # a wake is scheduled already; it takes this index too
+        self._loop.call_soon_threadsafe(self._wake_appliers)
 
     def _wake_appliers(self) -> None:
+        with self._applied_lock:
+            indices, self._applied_indices = self._applied_indices, []
         event, self._applied = self._applied, asyncio.Event()
         event.set()
+        if not self._host_events:
+            return
+        touched = self._hosts_touched(indices)
+        names = list(self._host_events) if touched is None else touched & self._host_events.keys()
+        for name in names:
+            self._host_events.pop(name).set()
+
+    def _hosts_touched(self, indices: list[int]) -> set[str] | None:
+        """The hosts these entries changed; None (all) if an event is gone already."""
+        touched: set[str] = set()
+        with self.store.read() as tables:
+            for index in indices:
+                raw = tables.get("events", fsm.revision_key(index))
+                if raw is None:
+                    return None
+                touched |= hosts_touched(log.Event.FromString(raw))
+        return touched
 
     def _role_changed(self, role: str) -> None:  # tick thread
         if self._loop is not None:
@@ -219,6 +250,12 @@ class Replica:
         except TimeoutError:
             return None, -1
         return result, error
+
+    async def _propose_reports(self, reports: list[log.HostReport]) -> list[log.Result | None]:
+        results, err = await self.propose(log.Entry(reports=log.HostReports(reports=reports)))
+        if err == SUCCESS and results is not None and len(results) == len(reports):
+            return list(results)
+        return [None] * len(reports)
 
     async def _propose_submits(self, requests: list[api.SubmitJobsRequest]) -> list[log.Result | None]:
         results, err = await self.propose(log.Entry(submit=log.SubmitBatch(requests=requests)))
@@ -432,11 +469,11 @@ class Replica:
         if liveness is not None:
             liveness.seen(name, generation, time.monotonic())
         logger.info("host %s joined, generation %d", name, generation)
-        session = WorkerSession(self, self.propose, name, generation, liveness)
+        session = WorkerSession(self, self.reports.submit, name, generation, liveness)
         session.outbox.put_nowait(api.ControllerMessage(joined=api.Joined(
             generation=generation, heartbeat_s=self.config.heartbeat_s)))
         parsed = (_parse(api.WorkerMessage, raw) async for raw in requests)
-        reader = asyncio.get_running_loop().create_task(session.read(parsed, SUCCESS))
+        reader = asyncio.get_running_loop().create_task(session.read(parsed))
         commander = asyncio.get_running_loop().create_task(session.command())
         try:
             while (message := await session.outbox.get()) is not None:
@@ -445,6 +482,7 @@ class Replica:
         finally:
             commander.cancel()
             reader.cancel()
+            session.close()
         if isinstance(failure, ApiError):
             await context.abort(failure.code, failure.message, trailing_metadata=failure.metadata)
 
@@ -525,8 +563,8 @@ class Replica:
             self.require_leader()  # raises with the new leader's address, if known
             raise ApiError(grpc.StatusCode.UNAVAILABLE, "leadership changed; reconnect")
 
-    def applied_event(self) -> asyncio.Event:
-        return self._applied
+    def host_changed(self, name: str) -> asyncio.Event:
+        return self._host_events.setdefault(name, asyncio.Event())
 
     # -------------------------------------------------------------- JobService: force-run
 
@@ -589,6 +627,7 @@ class Replica:
             if task is not None:
                 task.cancel()
         await self.batcher.close()
+        await self.reports.close()
         self.raft.close()
         self.store.close()
 

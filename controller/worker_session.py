@@ -11,10 +11,14 @@ regardless), so a new leader re-derives it all on the worker's next join:
 - SIGNAL_KILL for a kill request, and for any instance the worker has that
   committed state no longer wants (requeued or killed meanwhile).
 
-Reports from the worker (started, finished, dispatch failed) are proposed as
-entries carrying this connection's generation; once applied (accepted, or
-recognised as stale) the worker gets an ack and may forget the report.
-Heartbeats feed the leader's liveness bookkeeping.
+A session re-derives when an applied entry touched its host (its record,
+or a job placed on it: `hosts_touched`), and every RESEND_S regardless.
+
+Reports from the worker (started, finished, dispatch failed) are relayed
+with this connection's generation through the leader's report group commit
+(many workers' reports in one entry), in the order they arrived; once
+applied (accepted, or recognised as stale) the worker gets an ack and may
+forget the report. Heartbeats feed the leader's liveness bookkeeping.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from controller.store import StateStore
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
-RESEND_S = 1.0
+RESEND_S = 5.0
 
 Key = tuple[int, int]  # (job id, attempt)
 
@@ -45,9 +49,24 @@ class Leadership(Protocol):
         """Raise the replica's ApiError once this leadership is over."""
         ...
 
-    def applied_event(self) -> asyncio.Event:
-        """Set after the next applied entry."""
+    def host_changed(self, name: str) -> asyncio.Event:
+        """Set after the next applied entry that touches this host."""
         ...
+
+
+def hosts_touched(event: log.Event) -> set[str]:
+    """The hosts whose sessions must re-derive after this event: a host
+    record changed (join, status, slots given or taken: every placement and
+    release writes it), or a job on the host changed (kill, stop, resume)."""
+    hosts: set[str] = set()
+    for change in event.changes:
+        if change.table == "hosts":
+            hosts.add(change.key.decode())
+        elif change.table == "jobs":
+            job = api.Job.FromString(change.value)
+            if job.host:
+                hosts.add(job.host)
+    return hosts
 
 
 class SessionOver(Exception):
@@ -57,7 +76,7 @@ class SessionOver(Exception):
 @dataclass
 class WorkerSession:
     replica: Leadership
-    propose: Callable[[log.Entry], Awaitable[tuple[list[log.Result] | None, int]]]
+    relay: Callable[[log.HostReport], Awaitable[log.Result | None]]
     name: str
     generation: int
     liveness: Liveness | None
@@ -66,8 +85,9 @@ class WorkerSession:
     live: set[Key] = field(default_factory=set)  # instances the worker runs, as far as we know
     stopped: dict[Key, bool | None] = field(default_factory=dict)
     kill_sent: set[Key] = field(default_factory=set)
+    relaying: set[asyncio.Task[None]] = field(default_factory=set)
 
-    async def read(self, requests: AsyncIterator[api.WorkerMessage], success: int) -> None:
+    async def read(self, requests: AsyncIterator[api.WorkerMessage]) -> None:
         """Heartbeats and reports until the worker hangs up; then end the outbox."""
         try:
             async for message in requests:
@@ -77,21 +97,29 @@ class WorkerSession:
                         and message.heartbeat.generation == self.generation:
                     self.liveness.seen(self.name, self.generation, time.monotonic())
                 elif kind == "report":
-                    await self._relay(message.report, success)
+                    # Not awaited here: a worker's many reports share commits.
+                    # Tasks start in creation order, so they queue in arrival order.
+                    task = asyncio.get_running_loop().create_task(self._relay(message.report))
+                    self.relaying.add(task)
+                    task.add_done_callback(self.relaying.discard)
         finally:
             self.outbox.put_nowait(None)
 
-    async def _relay(self, report: api.JobReport, success: int) -> None:
-        entry = log.Entry(report=log.HostReport(host=self.name, generation=self.generation, report=report))
-        results, err = await self.propose(entry)
-        if err != success or not results:
+    def close(self) -> None:
+        for task in list(self.relaying):
+            task.cancel()
+
+    async def _relay(self, report: api.JobReport) -> None:
+        result = await self.relay(log.HostReport(host=self.name, generation=self.generation, report=report))
+        if result is None:
             # Not known to be committed: end the stream; the worker re-joins
             # and sends every unacknowledged report again.
-            raise SessionOver("a report could not be committed")
+            self.outbox.put_nowait(None)
+            return
         key, kind = (report.job_id, report.attempt), report.WhichOneof("body") or ""
         if kind == "started":
             self.live.add(key)
-            if results[0].code != log.OK:  # an instance committed state does not want
+            if result.code != log.OK:  # an instance committed state does not want
                 self._kill(key)
         else:
             self.live.discard(key)
@@ -101,7 +129,7 @@ class WorkerSession:
     async def command(self) -> None:
         """Send what committed state asks of this host until the session is over."""
         while True:
-            event = self.replica.applied_event()
+            event = self.replica.host_changed(self.name)
             try:
                 self._derive()
             except SessionOver:

@@ -98,7 +98,8 @@ def submit_requests(draw: st.DrawFn) -> api.SubmitJobsRequest:
 @st.composite
 def bodies(draw: st.DrawFn) -> dict[str, object]:
     kind = draw(st.sampled_from(["submit", "control", "modify", "put_queue", "init", "join_host",
-                                 "host_status", "dispatch", "report"]))
+                                 "host_status", "dispatch", "report", "reports", "resolve_host",
+                                 "lease", "decisions"]))
     if kind == "submit":
         return {"submit": log.SubmitBatch(requests=draw(st.lists(submit_requests(), min_size=1, max_size=3)))}
     if kind == "control":
@@ -126,18 +127,41 @@ def bodies(draw: st.DrawFn) -> dict[str, object]:
         return {"dispatch": log.Dispatch(job_id=draw(st.integers(0, 6)), host=draw(HOST_NAMES),
                                          attempt=draw(st.integers(0, 2)), request_id=draw(request_ids))}
     if kind == "report":
-        report = api.JobReport(job_id=draw(st.integers(0, 6)), attempt=draw(st.integers(0, 2)))
-        which = draw(st.sampled_from(["started", "finished", "dispatch_failed", "none"]))
-        if which == "started":
-            report.started.pid = draw(st.integers(1, 9))
-        elif which == "finished":
-            report.finished.exit_code = draw(st.integers(0, 2))
-            report.finished.term_signal = draw(st.sampled_from([0, 0, 9]))
-        elif which == "dispatch_failed":
-            report.dispatch_failed.code = draw(st.integers(-3, 1))
-        return {"report": log.HostReport(host=draw(HOST_NAMES), generation=draw(st.integers(0, 3)),
-                                         report=report)}
+        return {"report": draw(host_reports())}
+    if kind == "reports":
+        return {"reports": log.HostReports(reports=draw(st.lists(host_reports(), max_size=3)))}
+    if kind == "resolve_host":
+        return {"resolve_host": log.SetHostStatus(name=draw(HOST_NAMES), generation=draw(st.integers(0, 3)),
+                                                  status=draw(st.integers(0, 3)))}
+    if kind == "lease":
+        return {"lease": log.LeaseEntry(scheduler_id=draw(st.sampled_from(["s1", "s2", ""])),
+                                        duration_ms=draw(st.sampled_from([0, 10, 100_000])))}
+    if kind == "decisions":
+        batch = api.DecisionBatch(lease_epoch=draw(st.integers(0, 3)),
+                                  scheduler_id=draw(st.sampled_from(["s1", "s2"])))
+        for _ in range(draw(st.integers(0, 3))):
+            if draw(st.booleans()):
+                batch.decisions.add(dispatch=api.DispatchDecision(
+                    job_id=draw(st.integers(0, 6)), attempt=draw(st.integers(0, 2)), host=draw(HOST_NAMES)))
+            else:
+                batch.decisions.add(pend=api.PendDecision(job_id=draw(st.integers(0, 6)),
+                                                          reason=draw(st.sampled_from(["", "busy"]))))
+        return {"decisions": batch}
     return {"init": draw(init_bodies())}
+
+
+@st.composite
+def host_reports(draw: st.DrawFn) -> log.HostReport:
+    report = api.JobReport(job_id=draw(st.integers(0, 6)), attempt=draw(st.integers(0, 2)))
+    which = draw(st.sampled_from(["started", "finished", "dispatch_failed", "none"]))
+    if which == "started":
+        report.started.pid = draw(st.integers(1, 9))
+    elif which == "finished":
+        report.finished.exit_code = draw(st.integers(0, 2))
+        report.finished.term_signal = draw(st.sampled_from([0, 0, 9]))
+    elif which == "dispatch_failed":
+        report.dispatch_failed.code = draw(st.integers(-3, 1))
+    return log.HostReport(host=draw(HOST_NAMES), generation=draw(st.integers(0, 3)), report=report)
 
 
 HOST_NAMES = st.sampled_from(["n1", "n2", "", "bad name"])

@@ -252,3 +252,61 @@ def test_environment_names_must_be_proper() -> None:
     for bad in ("", "A=B"):
         with pytest.raises(fsm.Rejected, match="environment name"):
             fsm.check_spec(tables, meta, api.JobSpec(command=["true"], env={bad: "x"}))
+
+
+def test_reports_of_many_connections_in_one_entry_apply_in_order_each_with_its_result() -> None:
+    tables = MemoryTables()
+    index = [0]
+
+    def run(entry: log.Entry) -> list[log.Result]:
+        index[0] += 1
+        results = fsm.apply(tables, index[0], entry.SerializeToString())
+        assert results is not None
+        return results
+
+    run(log.Entry(stamp_ms=STAMP, init=log.InitCluster(cluster_id="c", config_digest="d",
+                                                       queues=[api.Queue(name="normal")])))
+    run(join("n1", 4))
+    run(log.Entry(stamp_ms=STAMP, submit=log.SubmitBatch(requests=[
+        api.SubmitJobsRequest(request_id="s", jobs=[api.JobSpec(command=["true"], slots=2)])])))
+    run(dispatch(1))
+
+    def relayed(generation: int, **body: object) -> log.HostReport:
+        return log.HostReport(host="n1", generation=generation, report=api.JobReport(job_id=1, **body))
+
+    results = run(log.Entry(stamp_ms=STAMP + 1, reports=log.HostReports(reports=[
+        relayed(1, started=api.JobStarted(pid=7)),
+        relayed(1, finished=api.JobFinished(exit_code=0)),
+        relayed(9, finished=api.JobFinished(exit_code=1)),  # a stale connection: changes nothing
+    ])))
+    assert [r.code for r in results] == [log.OK, log.OK, log.FAILED_PRECONDITION]
+    job = fsm.read_job(tables, 1)
+    assert job is not None and (job.state, job.pid, job.exit_code) == (api.DONE, 7, 0)
+    host = fsm.read_host(tables, "n1")
+    assert host is not None and host.slots_used == 0
+    assert run(log.Entry(stamp_ms=STAMP, reports=log.HostReports()))[0].code == log.INVALID_ARGUMENT
+
+
+def test_sessions_are_woken_for_the_hosts_an_entry_touched() -> None:
+    from controller.worker_session import hosts_touched
+
+    tables = MemoryTables()
+    entries = [
+        log.Entry(stamp_ms=STAMP, init=log.InitCluster(cluster_id="c", config_digest="d",
+                                                       queues=[api.Queue(name="normal")])),
+        join("n1", 4), join("n2", 4),
+        log.Entry(stamp_ms=STAMP, submit=log.SubmitBatch(requests=[
+            api.SubmitJobsRequest(request_id="s", jobs=[api.JobSpec(command=["true"])])])),
+        dispatch(1, "n2"),
+        log.Entry(stamp_ms=STAMP, control=api.ControlJobRequest(job_id="1", action=api.STOP)),
+        log.Entry(stamp_ms=STAMP, control=api.ControlJobRequest(job_id="1", action=api.REQUEUE)),
+    ]
+    touched = []
+    for index, entry in enumerate(entries, start=1):
+        fsm.apply(tables, index, entry.SerializeToString())
+        raw = tables.get("events", fsm.revision_key(index))
+        assert raw is not None
+        touched.append(hosts_touched(log.Event.FromString(raw)))
+    # init: none; joins: their host; submit: none (not placed); dispatch, stop and
+    # requeue (the job leaves n2, which gets its slots back): n2.
+    assert touched == [set(), {"n1"}, {"n2"}, set(), {"n2"}, {"n2"}, {"n2"}]

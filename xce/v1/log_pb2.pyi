@@ -22,7 +22,7 @@ ALREADY_EXISTS: Code
 FAILED_PRECONDITION: Code
 
 class Entry(_message.Message):
-    __slots__ = ("stamp_ms", "proposer", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions")
+    __slots__ = ("stamp_ms", "proposer", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports")
     STAMP_MS_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_FIELD_NUMBER: _ClassVar[int]
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +37,7 @@ class Entry(_message.Message):
     RESOLVE_HOST_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
     stamp_ms: int
     proposer: int
     submit: SubmitBatch
@@ -51,7 +52,8 @@ class Entry(_message.Message):
     resolve_host: SetHostStatus
     lease: LeaseEntry
     decisions: _api_pb2.DecisionBatch
-    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ...) -> None: ...
+    reports: HostReports
+    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ...) -> None: ...
 
 class LeaseEntry(_message.Message):
     __slots__ = ("scheduler_id", "duration_ms")
@@ -82,6 +84,12 @@ class HostReport(_message.Message):
     generation: int
     report: _api_pb2.JobReport
     def __init__(self, host: _Optional[str] = ..., generation: _Optional[int] = ..., report: _Optional[_Union[_api_pb2.JobReport, _Mapping]] = ...) -> None: ...
+
+class HostReports(_message.Message):
+    __slots__ = ("reports",)
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    reports: _containers.RepeatedCompositeFieldContainer[HostReport]
+    def __init__(self, reports: _Optional[_Iterable[_Union[HostReport, _Mapping]]] = ...) -> None: ...
 
 class SetHostStatus(_message.Message):
     __slots__ = ("name", "generation", "status")
