@@ -42,7 +42,8 @@ from controller.group_commit import GroupCommit
 from controller.host_liveness import Liveness
 from controller.raft import SUCCESS, RaftNode
 from controller.store import StateStore
-from controller.worker_session import WorkerSession, hosts_touched
+from controller.worker_session import WorkerSession, route
+from xce import worker_wire
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -97,7 +98,7 @@ class Replica:
         self._liveness: Liveness | None = None  # this leadership's heartbeat bookkeeping
         self._liveness_task: asyncio.Task[None] | None = None
         self._applied = asyncio.Event()  # replaced and set after every applied entry
-        self._host_events: dict[str, asyncio.Event] = {}  # per host, set after an entry touching it
+        self._sessions: dict[str, WorkerSession] = {}  # this leader's worker streams, by host
         self._applied_lock = threading.Lock()
         self._applied_indices: list[int] = []  # applied, not yet woken for (tick thread -> loop)
         self.raft = RaftNode(self.me.raft, [r.raft for r in config.replicas], data_dir,
@@ -124,23 +125,27 @@ class Replica:
             indices, self._applied_indices = self._applied_indices, []
         event, self._applied = self._applied, asyncio.Event()
         event.set()
-        if not self._host_events:
-            return
-        touched = self._hosts_touched(indices)
-        names = list(self._host_events) if touched is None else touched & self._host_events.keys()
-        for name in names:
-            self._host_events.pop(name).set()
+        if self._sessions:
+            self._route_to_sessions(indices)
 
-    def _hosts_touched(self, indices: list[int]) -> set[str] | None:
-        """The hosts these entries changed; None (all) if an event is gone already."""
-        touched: set[str] = set()
+    def _route_to_sessions(self, indices: list[int]) -> None:
+        """Each session hears of the jobs the entries changed on its host (worker_session.py)."""
         with self.store.read() as tables:
-            for index in indices:
-                raw = tables.get("events", fsm.revision_key(index))
-                if raw is None:
-                    return None
-                touched |= hosts_touched(log.Event.FromString(raw))
-        return touched
+            raws = [tables.get("events", fsm.revision_key(index)) for index in indices]
+        if any(raw is None for raw in raws):  # pruned already: everyone derives from the state
+            for each in self._sessions.values():
+                each.changed_unknown()
+            return
+        for raw in raws:
+            assert raw is not None
+            routed = route(log.Event.FromString(raw))
+            for name in routed.jobs.keys() | routed.hosts:
+                session = self._sessions.get(name)
+                if session is None:
+                    continue
+                # Jobs with no host may just have left this one (a release writes its record).
+                jobs = routed.jobs.get(name, []) + (routed.homeless if name in routed.hosts else [])
+                session.changed(jobs, host_record=name in routed.hosts)
 
     def _role_changed(self, role: str) -> None:  # tick thread
         if self._loop is not None:
@@ -470,19 +475,29 @@ class Replica:
             liveness.seen(name, generation, time.monotonic())
         logger.info("host %s joined, generation %d", name, generation)
         session = WorkerSession(self, self.reports.submit, name, generation, liveness)
+        self._sessions[name] = session
         session.outbox.put_nowait(api.ControllerMessage(joined=api.Joined(
             generation=generation, heartbeat_s=self.config.heartbeat_s)))
         parsed = (_parse(api.WorkerMessage, raw) async for raw in requests)
         reader = asyncio.get_running_loop().create_task(session.read(parsed))
         commander = asyncio.get_running_loop().create_task(session.command())
         try:
-            while (message := await session.outbox.get()) is not None:
-                yield message.SerializeToString()
+            ended = False
+            while not ended and (message := await session.outbox.get()) is not None:
+                frame = [message]
+                while not session.outbox.empty() and len(frame) < worker_wire.MAX_PER_FRAME:
+                    if (queued := session.outbox.get_nowait()) is None:
+                        ended = True
+                        break
+                    frame.append(queued)
+                yield worker_wire.controller_frame(frame).SerializeToString()
             failure = reader.exception() if reader.done() and not reader.cancelled() else None
         finally:
             commander.cancel()
             reader.cancel()
             session.close()
+            if self._sessions.get(name) is session:
+                del self._sessions[name]
         if isinstance(failure, ApiError):
             await context.abort(failure.code, failure.message, trailing_metadata=failure.metadata)
 
@@ -562,9 +577,6 @@ class Replica:
         if not self.raft.is_leader() or self._liveness is not liveness:
             self.require_leader()  # raises with the new leader's address, if known
             raise ApiError(grpc.StatusCode.UNAVAILABLE, "leadership changed; reconnect")
-
-    def host_changed(self, name: str) -> asyncio.Event:
-        return self._host_events.setdefault(name, asyncio.Event())
 
     # -------------------------------------------------------------- JobService: force-run
 

@@ -1,8 +1,8 @@
 """One worker's stream on the leader, after its join is committed.
 
 Theory of operation: commit before send. Everything sent to a worker is
-derived from committed state, after every applied entry (and once a second
-regardless), so a new leader re-derives it all on the worker's next join:
+derived from committed state, after applied entries, so a new leader
+re-derives it all on the worker's next join:
 - RunJob for every job whose current attempt holds slots on this host
   (the `host_jobs` index) and that this connection has not sent yet; the
   worker runs at most one instance per (job, attempt) and answers a repeat
@@ -11,8 +11,12 @@ regardless), so a new leader re-derives it all on the worker's next join:
 - SIGNAL_KILL for a kill request, and for any instance the worker has that
   committed state no longer wants (requeued or killed meanwhile).
 
-A session re-derives when an applied entry touched its host (its record,
-or a job placed on it: `hosts_touched`), and every RESEND_S regardless.
+The whole derivation (every job on the host, read from the state) runs when
+the session starts, every RESEND_S, and when the leader cannot tell what an
+entry changed. Otherwise the leader routes each applied entry's changed jobs
+(`route`) to the session of the host they are on, and the jobs that left a
+host (requeued: no host any more) to the sessions whose host record changed
+in that entry (a release always writes it); the session looks at just those.
 
 Reports from the worker (started, finished, dispatch failed) are relayed
 with this connection's generation through the leader's report group commit
@@ -32,6 +36,7 @@ from typing import Protocol
 from controller import fsm
 from controller.host_liveness import Liveness
 from controller.store import StateStore
+from xce import worker_wire
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -49,24 +54,29 @@ class Leadership(Protocol):
         """Raise the replica's ApiError once this leadership is over."""
         ...
 
-    def host_changed(self, name: str) -> asyncio.Event:
-        """Set after the next applied entry that touches this host."""
-        ...
 
 
-def hosts_touched(event: log.Event) -> set[str]:
-    """The hosts whose sessions must re-derive after this event: a host
-    record changed (join, status, slots given or taken: every placement and
-    release writes it), or a job on the host changed (kill, stop, resume)."""
-    hosts: set[str] = set()
+@dataclass
+class Routed:
+    """What one applied entry changed, for the worker sessions."""
+
+    jobs: dict[str, list[api.Job]] = field(default_factory=dict)  # by the host they are on
+    hosts: set[str] = field(default_factory=set)  # host records written (join, status, slots)
+    homeless: list[api.Job] = field(default_factory=list)  # jobs on no host: maybe just left one
+
+
+def route(event: log.Event) -> Routed:
+    routed = Routed()
     for change in event.changes:
         if change.table == "hosts":
-            hosts.add(change.key.decode())
+            routed.hosts.add(change.key.decode())
         elif change.table == "jobs":
             job = api.Job.FromString(change.value)
             if job.host:
-                hosts.add(job.host)
-    return hosts
+                routed.jobs.setdefault(job.host, []).append(job)
+            else:
+                routed.homeless.append(job)
+    return routed
 
 
 class SessionOver(Exception):
@@ -86,6 +96,19 @@ class WorkerSession:
     stopped: dict[Key, bool | None] = field(default_factory=dict)
     kill_sent: set[Key] = field(default_factory=set)
     relaying: set[asyncio.Task[None]] = field(default_factory=set)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    inbox: list[api.Job] = field(default_factory=list)  # changed jobs to look at
+    recheck: bool = False  # the host record changed: is this connection still current?
+    full: bool = True  # derive everything from the state next time
+
+    def changed(self, jobs: list[api.Job], host_record: bool) -> None:
+        self.inbox += jobs
+        self.recheck = self.recheck or host_record
+        self.wake.set()
+
+    def changed_unknown(self) -> None:
+        self.full = True
+        self.wake.set()
 
     async def read(self, requests: AsyncIterator[api.WorkerMessage]) -> None:
         """Heartbeats and reports until the worker hangs up; then end the outbox."""
@@ -96,10 +119,10 @@ class WorkerSession:
                 if kind == "heartbeat" and self.liveness is not None \
                         and message.heartbeat.generation == self.generation:
                     self.liveness.seen(self.name, self.generation, time.monotonic())
-                elif kind == "report":
+                for report in worker_wire.worker_reports(message):
                     # Not awaited here: a worker's many reports share commits.
                     # Tasks start in creation order, so they queue in arrival order.
-                    task = asyncio.get_running_loop().create_task(self._relay(message.report))
+                    task = asyncio.get_running_loop().create_task(self._relay(report))
                     self.relaying.add(task)
                     task.add_done_callback(self.relaying.discard)
         finally:
@@ -129,39 +152,71 @@ class WorkerSession:
     async def command(self) -> None:
         """Send what committed state asks of this host until the session is over."""
         while True:
-            event = self.replica.host_changed(self.name)
             try:
-                self._derive()
+                if self.full:
+                    self.full, self.inbox, self.recheck = False, [], False
+                    self._derive()
+                else:
+                    jobs, self.inbox = self.inbox, []
+                    if self.recheck:
+                        self.recheck = False
+                        with self.replica.store.read() as tables:
+                            self._check_host(fsm.read_host(tables, self.name))
+                    for job in jobs:
+                        self._consider(job)
             except SessionOver:
                 self.outbox.put_nowait(None)
                 return
+            self.wake.clear()  # no await since the inbox was taken: nothing is missed
             try:
-                await asyncio.wait_for(event.wait(), RESEND_S)
+                await asyncio.wait_for(self.wake.wait(), RESEND_S)
             except TimeoutError:
-                pass
+                self.full = True
 
     def _derive(self) -> None:
         with self.replica.store.read() as tables:
             host = fsm.read_host(tables, self.name)
             jobs = [fsm.read_job(tables, job_id) for job_id in fsm.host_job_ids(tables, self.name)]
+        self._check_host(host)
+        wanted = {(j.id, j.attempt): j for j in jobs
+                  if j is not None and j.host == self.name and j.state in fsm.RUNNING}
+        for job in wanted.values():
+            self._want(job)
+        for key in self.live - wanted.keys():
+            self._kill(key)
+
+    def _check_host(self, host: api.Host | None) -> None:
         if host is None or host.generation != self.generation or host.status != api.HOST_OK:
             # Marked UNAVAIL (or superseded) while this stream lives: end it so
             # the worker re-joins, which sets the host OK and re-reports its jobs.
             raise SessionOver(f"host {self.name} generation {self.generation} is no longer current")
-        wanted = {(j.id, j.attempt): j for j in jobs
-                  if j is not None and j.host == self.name and j.state in fsm.RUNNING}
-        for key, job in wanted.items():
-            if key not in self.run_sent:
-                self.run_sent.add(key)
-                self.live.add(key)
-                self.outbox.put_nowait(api.ControllerMessage(run=api.RunJob(job=job)))
-            want_stopped = job.state in (api.USUSP, api.SSUSP)
-            if want_stopped != self.stopped.get(key):  # first look on a connection: always say it
-                self.stopped[key] = want_stopped
-                self._signal(key, api.SIGNAL_STOP if want_stopped else api.SIGNAL_CONT)
-            if job.kill_requested:
+
+    def _consider(self, job: api.Job) -> None:
+        """One changed job: run it, signal it, or kill an instance no longer wanted."""
+        here = job.host == self.name
+        wanted = (job.id, job.attempt) if here and job.state in fsm.RUNNING else None
+        if wanted is not None:
+            self._want(job)
+        for key in [k for k in self.live if k[0] == job.id and k != wanted]:
+            if here and key == (job.id, job.attempt) and job.state in fsm.FINISHED:
+                self.live.discard(key)  # it ended here: its finished report made it so
+            else:
                 self._kill(key)
-        for key in self.live - wanted.keys():
+
+    def _want(self, job: api.Job) -> None:
+        key = (job.id, job.attempt)
+        want_stopped = job.state in (api.USUSP, api.SSUSP)
+        if key not in self.run_sent:
+            # The worker stops or continues an instance as the RunJob's state says
+            # (also one it runs already: a RunJob on a new connection restates it).
+            self.run_sent.add(key)
+            self.live.add(key)
+            self.stopped[key] = want_stopped
+            self.outbox.put_nowait(api.ControllerMessage(run=api.RunJob(job=job)))
+        if want_stopped != self.stopped.get(key):
+            self.stopped[key] = want_stopped
+            self._signal(key, api.SIGNAL_STOP if want_stopped else api.SIGNAL_CONT)
+        if job.kill_requested:
             self._kill(key)
 
     def _kill(self, key: Key) -> None:

@@ -287,8 +287,8 @@ def test_reports_of_many_connections_in_one_entry_apply_in_order_each_with_its_r
     assert run(log.Entry(stamp_ms=STAMP, reports=log.HostReports()))[0].code == log.INVALID_ARGUMENT
 
 
-def test_sessions_are_woken_for_the_hosts_an_entry_touched() -> None:
-    from controller.worker_session import hosts_touched
+def test_an_entry_s_changes_are_routed_to_the_sessions_of_the_hosts_they_touch() -> None:
+    from controller.worker_session import route
 
     tables = MemoryTables()
     entries = [
@@ -301,12 +301,19 @@ def test_sessions_are_woken_for_the_hosts_an_entry_touched() -> None:
         log.Entry(stamp_ms=STAMP, control=api.ControlJobRequest(job_id="1", action=api.STOP)),
         log.Entry(stamp_ms=STAMP, control=api.ControlJobRequest(job_id="1", action=api.REQUEUE)),
     ]
-    touched = []
+    seen = []
     for index, entry in enumerate(entries, start=1):
         fsm.apply(tables, index, entry.SerializeToString())
         raw = tables.get("events", fsm.revision_key(index))
         assert raw is not None
-        touched.append(hosts_touched(log.Event.FromString(raw)))
-    # init: none; joins: their host; submit: none (not placed); dispatch, stop and
-    # requeue (the job leaves n2, which gets its slots back): n2.
-    assert touched == [set(), {"n1"}, {"n2"}, set(), {"n2"}, {"n2"}, {"n2"}]
+        routed = route(log.Event.FromString(raw))
+        seen.append(({h: [j.id for j in jobs] for h, jobs in routed.jobs.items()}, routed.hosts,
+                     [j.id for j in routed.homeless]))
+    assert seen == [
+        ({}, set(), []),  # init
+        ({}, {"n1"}, []), ({}, {"n2"}, []),  # joins write their host
+        ({}, set(), [1]),  # submitted: on no host
+        ({"n2": [1]}, {"n2"}, []),  # dispatched: the job and the host's slots
+        ({"n2": [1]}, set(), []),  # stopped: the job only
+        ({}, {"n2"}, [1]),  # requeued: it left n2 (which gets its slots back) for no host
+    ]

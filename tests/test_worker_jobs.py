@@ -112,6 +112,13 @@ def _proc_state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
+def _gone(pid: int) -> bool:
+    try:
+        return _proc_state(pid) == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def _wait(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate() and time.monotonic() < deadline:
@@ -322,3 +329,26 @@ def test_resume_while_the_worker_is_down_reaches_the_job(
         client.control(job.id, api.RESUME)
         workers.start("w1", 2)
         _wait(lambda: client.get_job(job.id).state == api.DONE, timeout_s=15)
+
+
+def test_requeue_of_a_running_job_kills_its_instance_and_the_next_attempt_runs(
+        setup: tuple[LocalCluster, LocalWorkers], tmp_path: Path) -> None:
+    # The requeue leaves the job on no host: the leader must still tell the
+    # worker it ran on (through the host's released slots) to kill it.
+    cluster, workers = setup
+    workers.start("w1", 2)
+    _wait_hosts(cluster, {"w1"})
+    with cluster.client() as client:
+        job = client.submit([api.JobSpec(command=["sleep", "60"], cwd=str(tmp_path))]).jobs[0]
+        client.run(job.id, "w1")
+        _wait(lambda: client.get_job(job.id).pid > 0)
+        pid = client.get_job(job.id).pid
+        assert client.control(job.id, api.REQUEUE).state == api.PEND
+        # Killed on the requeue's commit, not only by the leader's periodic full look (5 s).
+        _wait(lambda: _gone(pid), timeout_s=3.0)
+        assert _gone(pid), "the old attempt still runs"
+        client.run(job.id, "w1")
+        _wait(lambda: client.get_job(job.id).pid not in (0, pid))
+        assert client.get_job(job.id).attempt == 1
+        client.control(job.id, api.KILL)
+        _wait(lambda: client.get_job(job.id).state == api.EXIT)

@@ -35,6 +35,7 @@ import grpc
 
 from worker.config import WorkerConfig, WorkerConfigError, load
 from worker.executor import Executor
+from xce import worker_wire
 from xce.client import channel_options, leader_hint
 from xce.v1 import api_pb2 as api
 
@@ -140,7 +141,7 @@ class Worker:
             try:
                 if self._stop.is_set():
                     return False
-                for message in call:
+                for message in (m for frame in call for m in worker_wire.controller_messages(frame)):
                     if message.WhichOneof("body") == "joined" and not joined:
                         joined = True
                         self.generation = message.joined.generation
@@ -175,11 +176,22 @@ class Worker:
 
 
 def _drain(outgoing: queue.Queue[api.WorkerMessage | None]) -> Iterator[api.WorkerMessage]:
+    """What is queued, reports that queued up together sent as one message."""
     while True:
         message = outgoing.get()
         if message is None:
             return
-        yield message
+        batch = [message]
+        while len(batch) < worker_wire.MAX_PER_FRAME:
+            try:
+                queued = outgoing.get_nowait()
+            except queue.Empty:
+                break
+            if queued is None:
+                yield from worker_wire.worker_frames(batch)
+                return
+            batch.append(queued)
+        yield from worker_wire.worker_frames(batch)
 
 
 

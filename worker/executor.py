@@ -51,6 +51,9 @@ POLL_S = 0.2
 PRUNE_EVERY_ACKS = 100
 
 
+STOPPED = (api.USUSP, api.SSUSP)
+
+
 class Executor:
     def __init__(self, spool: Path, kill_grace_s: float, report: Callable[[api.JobReport], None],
                  draining: Callable[[], bool] = lambda: False) -> None:
@@ -103,6 +106,7 @@ class Executor:
         known = self.journal.get(key)
         if known is not None and known.get("readable_id", job.readable_id) == job.readable_id:
             self.rereport(key)
+            self._hold(key, job)  # a RunJob states whether the job should be stopped
             return  # (a record of another cluster's job with the same numbers is replaced below)
         if job.state == api.UNKWN:  # the leader asks after an instance this host never had
             record: dict[str, Any] = {"state": "starting", "status_file": "", "readable_id": job.readable_id}
@@ -134,7 +138,12 @@ class Executor:
             self._running[key] = popen.pid
         log.info("job %d.%d started, pid %d", job.id, job.attempt, popen.pid)
         self._report(self._started(key, record))
+        if job.state in STOPPED:  # stopped before it reached this host
+            self._hold(key, job)
         threading.Thread(target=self._watch, args=(key, record, popen), daemon=True).start()
+
+    def _hold(self, key: Key, job: api.Job) -> None:
+        self.signal(key, api.SIGNAL_STOP if job.state in STOPPED else api.SIGNAL_CONT)
 
     def signal(self, key: Key, kind: api.SignalKind) -> None:
         with self._lock:

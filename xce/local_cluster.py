@@ -189,6 +189,10 @@ class LocalScheduler:
                  "scheduler", "--id", self.name, "--lease-s", str(self.lease_s)],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
+    def pid(self) -> int:
+        assert self.proc is not None, "not started"
+        return self.proc.pid
+
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(sig)

@@ -404,14 +404,22 @@ class DecisionBatchResponse(_message.Message):
     def __init__(self, rejections: _Optional[_Iterable[str]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class WorkerMessage(_message.Message):
-    __slots__ = ("join", "heartbeat", "report")
+    __slots__ = ("join", "heartbeat", "report", "reports")
     JOIN_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     REPORT_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
     join: HostSpec
     heartbeat: Heartbeat
     report: JobReport
-    def __init__(self, join: _Optional[_Union[HostSpec, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., report: _Optional[_Union[JobReport, _Mapping]] = ...) -> None: ...
+    reports: Reports
+    def __init__(self, join: _Optional[_Union[HostSpec, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., report: _Optional[_Union[JobReport, _Mapping]] = ..., reports: _Optional[_Union[Reports, _Mapping]] = ...) -> None: ...
+
+class Reports(_message.Message):
+    __slots__ = ("reports",)
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    reports: _containers.RepeatedCompositeFieldContainer[JobReport]
+    def __init__(self, reports: _Optional[_Iterable[_Union[JobReport, _Mapping]]] = ...) -> None: ...
 
 class JobReport(_message.Message):
     __slots__ = ("job_id", "attempt", "started", "finished", "dispatch_failed")
@@ -464,16 +472,24 @@ class Heartbeat(_message.Message):
     def __init__(self, generation: _Optional[int] = ...) -> None: ...
 
 class ControllerMessage(_message.Message):
-    __slots__ = ("joined", "run", "signal", "ack")
+    __slots__ = ("joined", "run", "signal", "ack", "commands")
     JOINED_FIELD_NUMBER: _ClassVar[int]
     RUN_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
+    COMMANDS_FIELD_NUMBER: _ClassVar[int]
     joined: Joined
     run: RunJob
     signal: SignalJob
     ack: ReportAck
-    def __init__(self, joined: _Optional[_Union[Joined, _Mapping]] = ..., run: _Optional[_Union[RunJob, _Mapping]] = ..., signal: _Optional[_Union[SignalJob, _Mapping]] = ..., ack: _Optional[_Union[ReportAck, _Mapping]] = ...) -> None: ...
+    commands: Commands
+    def __init__(self, joined: _Optional[_Union[Joined, _Mapping]] = ..., run: _Optional[_Union[RunJob, _Mapping]] = ..., signal: _Optional[_Union[SignalJob, _Mapping]] = ..., ack: _Optional[_Union[ReportAck, _Mapping]] = ..., commands: _Optional[_Union[Commands, _Mapping]] = ...) -> None: ...
+
+class Commands(_message.Message):
+    __slots__ = ("commands",)
+    COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    commands: _containers.RepeatedCompositeFieldContainer[ControllerMessage]
+    def __init__(self, commands: _Optional[_Iterable[_Union[ControllerMessage, _Mapping]]] = ...) -> None: ...
 
 class RunJob(_message.Message):
     __slots__ = ("job",)

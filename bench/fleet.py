@@ -1,0 +1,239 @@
+"""Fleet benchmark: committed placements per second, and failover under that load.
+
+A real three-replica LocalCluster and a real `xce scheduler`; the hosts are
+simulated (bench/fleet_sim.py: the real worker protocol over gRPC, jobs that
+"run" for their declared duration without forking), 500 x 40 slots by
+default, spread over two processes.
+
+1. Placements: 20,000 one-slot jobs are submitted while no scheduler runs,
+   then the scheduler starts. Measured: from the first RunJob any host
+   receives (the leader sends it only after the DISPATCH is committed) to the
+   last of the 20,000: committed placements per second. Also from the
+   scheduler's start (it first reads the whole state).
+2. Failover under load: the jobs end after 2-30 s and as many again wait,
+   so dispatches go on; the leader is killed with SIGKILL `kills` times.
+   Measured: kill -> the first RunJob of a (job, attempt) no host had seen
+   before, i.e. a new committed dispatch delivered by the new leader.
+
+Part of `make bench`; alone: .venv/bin/python bench/fleet.py [--hosts N ...].
+Prints figures, asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from loadgen import ms, percentile  # noqa: E402
+
+from xce.client import Client  # noqa: E402
+from xce.local_cluster import LocalCluster, LocalScheduler  # noqa: E402
+from xce.v1 import api_pb2 as api  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+JOBS_PER_REQUEST = 1000
+SIM_PROCESSES = 2
+
+
+class SimFleet:
+    """The fleet_sim processes; their records are read after they stop."""
+
+    def __init__(self, data: Path, addresses: list[str], hosts: int, slots: int) -> None:
+        self.data = data
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.outs: list[Path] = []
+        share = -(-hosts // SIM_PROCESSES)
+        for first in range(0, hosts, share):
+            out = data / f"fleet-{first}.json"
+            count = min(share, hosts - first)
+            with open(data / f"fleet-{first}.log", "ab") as log:
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, str(HERE / "fleet_sim.py"), str(out), ",".join(addresses), str(first),
+                     str(count), str(slots)], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+            self.outs.append(out)
+
+    def progress(self) -> tuple[int, int]:
+        """(RunJobs of new instances seen, hosts joined), from the progress files."""
+        runs = joined = 0
+        for out in self.outs:
+            try:
+                state = json.loads(out.with_suffix(".progress").read_text())
+            except (OSError, ValueError):
+                continue
+            runs += state["runs"]
+            joined += state["joined"]
+        return runs, joined
+
+    def stop(self) -> list[tuple[float, str]]:
+        """Stop them; (first RunJob time, sending replica) of every instance, sorted."""
+        if not self.procs:
+            return []
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        times: list[tuple[float, str]] = []
+        for proc, out in zip(self.procs, self.outs, strict=True):
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if out.exists():
+                times += [(row[0], row[1]) for row in json.loads(out.read_text())["first_seen"]]
+        self.procs.clear()
+        return sorted(times)
+
+
+def wait_for(what: str, check: Any, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout_s:.0f} s")
+        time.sleep(0.1)
+
+
+def submit(client: Client, count: int, seconds: tuple[int, int], rng: random.Random) -> None:
+    for start in range(0, count, JOBS_PER_REQUEST):
+        specs = [api.JobSpec(command=["sleep", str(rng.randint(*seconds))])
+                 for _ in range(min(JOBS_PER_REQUEST, count - start))]
+        client.submit(specs)
+
+
+def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
+        seed: int = 1, profile: Path | None = None) -> dict[str, Any]:
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory(prefix="xce-fleet-") as tmp:
+        data = Path(tmp)
+        cluster = LocalCluster(data, extra_config="[hosts]\nheartbeat_s = 2.0\nheartbeat_timeout_s = 10.0\n")
+        scheduler = LocalScheduler(cluster, "fleet-sched", lease_s=5.0)
+        fleet: SimFleet | None = None
+        try:
+            cluster.start()
+            cluster.leader(timeout_s=60)
+            fleet = SimFleet(data, cluster.addresses, hosts, slots)
+            started = time.monotonic()
+            wait_for(f"{hosts} hosts joined", lambda: fleet is not None and fleet.progress()[1] >= hosts, 120)
+            joined_s = time.monotonic() - started
+            with Client(cluster.addresses, deadline_s=60.0) as client:
+                submit(client, jobs, (2, 30), rng)
+                scheduler_start = time.time()
+                scheduler.start()
+                roles = _roles(cluster, scheduler, fleet)
+                cpu_before = {role: _cpu_s(pid) for role, pid in roles.items()}
+                if profile is not None:  # from the first placement on
+                    wait_for("a first placement", lambda: fleet is not None and fleet.progress()[0] > 0, 120)
+                profilers = _profile(profile, {"leader": cluster.procs[cluster.leader()].pid,
+                                               "scheduler": scheduler.pid()})
+                wait_for(f"{jobs} placements", lambda: fleet is not None and fleet.progress()[0] >= jobs, 600)
+                cpu = {role: round(_cpu_s(pid) - cpu_before[role], 1) for role, pid in roles.items()}
+                submit(client, jobs, (2, 30), rng)  # the next wave, dispatched as slots free up
+                for profiler in profilers:
+                    profiler.wait(timeout=60)
+                kill_times = _kill_leaders(cluster, fleet, kills)
+                time.sleep(2.0)  # the last kill's first new dispatch reaches the records
+            times = fleet.stop()
+        finally:
+            try:
+                scheduler.kill()
+                if fleet is not None:
+                    fleet.stop()
+            finally:
+                cluster.stop()
+    wave = [t for t, _ in times[:jobs]]
+    span = wave[-1] - wave[0] if len(wave) == jobs else float("nan")
+    # A RunJob the dead leader sent just before the kill may land just after it: not a failover.
+    gaps = [next((t for t, source in times if t > kill and source != killed), float("nan")) - kill
+            for kill, killed in kill_times]
+    missing = sum(1 for g in gaps if g != g)
+    gaps = [g for g in gaps if g == g]
+    return {
+        "hosts": hosts, "slots_per_host": slots, "jobs": jobs, "join_s": round(joined_s, 2),
+        "placements_per_s": round(jobs / span, 1) if span > 0 else None,
+        "first_to_last_s": round(span, 2),
+        "scheduler_start_to_last_s": round(wave[-1] - scheduler_start, 2) if wave else None,
+        "target_placements_per_s": 5000,
+        "cpu_s_during_placement": cpu,
+        "failover": {"kills": len(kill_times), "no_new_dispatch_seen": missing,
+                     "samples_ms": [ms(g) for g in gaps],
+                     "p50_ms": ms(percentile(gaps, 50)) if gaps else None,
+                     "p99_ms": ms(percentile(gaps, 99)) if gaps else None,
+                     "max_ms": ms(max(gaps)) if gaps else None},
+    }
+
+
+def _roles(cluster: LocalCluster, scheduler: LocalScheduler, fleet: SimFleet) -> dict[str, int]:
+    leader = cluster.leader()
+    roles = {("leader" if rid == leader else f"follower-{rid}"): p.pid for rid, p in cluster.procs.items()}
+    roles["scheduler"] = scheduler.pid()
+    roles |= {f"fleet-{i}": p.pid for i, p in enumerate(fleet.procs)}
+    return roles
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _profile(into: Path | None, pids: dict[str, int]) -> list[subprocess.Popen[bytes]]:
+    """py-spy (if installed) on these processes for the placement phase: raw stacks into `into`."""
+    spy = Path(sys.executable).parent / "py-spy"
+    if into is None or not spy.exists():
+        return []
+    into.mkdir(parents=True, exist_ok=True)
+    return [subprocess.Popen([str(spy), "record", "-p", str(pid), "-d", "8", "-f", "raw", "-o",
+                              str(into / f"{name}.txt")], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+            for name, pid in pids.items()]
+
+
+def _kill_leaders(cluster: LocalCluster, fleet: SimFleet, kills: int) -> list[tuple[float, str]]:
+    """kill -9 the leader `kills` times while dispatches go on: (kill time, its address) each."""
+    kill_times = []
+    for _ in range(kills):
+        time.sleep(3.0)  # dispatches flowing before the kill
+        leader = cluster.leader(timeout_s=60)
+        before = fleet.progress()[0]
+        kill_times.append((time.time(), cluster.address(leader)))
+        cluster.kill(leader)
+        wait_for("a new dispatch after the kill", lambda b=before: fleet.progress()[0] > b, 60)
+        cluster.restart(leader)
+        cluster.leader(timeout_s=60)
+    return kill_times
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--hosts", type=int, default=500)
+    ap.add_argument("--slots", type=int, default=40)
+    ap.add_argument("--jobs", type=int, default=20_000)
+    ap.add_argument("--kills", type=int, default=5)
+    ap.add_argument("--profile", type=Path, help="py-spy the leader and scheduler into this directory")
+    args = ap.parse_args()
+    result = run(args.hosts, args.slots, args.jobs, args.kills, profile=args.profile)
+    print(f"fleet: {result['hosts']} hosts x {result['slots_per_host']} slots, {result['jobs']:,} jobs: "
+          f"{result['placements_per_s']} committed placements/s "
+          f"(first to last RunJob {result['first_to_last_s']} s; target >= 5,000/s)")
+    failover = result["failover"]
+    print(f"failover under load ({failover['kills']} kills): kill -> first new dispatch p50 "
+          f"{failover['p50_ms']} ms, p99 {failover['p99_ms']} ms, max {failover['max_ms']} ms")
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""Framing on the worker stream: many messages in one, order kept."""
+
+from __future__ import annotations
+
+from xce import worker_wire
+from xce.v1 import api_pb2 as api
+
+
+def _report(job_id: int) -> api.WorkerMessage:
+    return api.WorkerMessage(report=api.JobReport(job_id=job_id, started=api.JobStarted(pid=job_id)))
+
+
+def test_runs_of_reports_share_a_frame_and_other_messages_keep_their_place() -> None:
+    heartbeat = api.WorkerMessage(heartbeat=api.Heartbeat(generation=3))
+    frames = worker_wire.worker_frames([_report(1), _report(2), heartbeat, _report(3)])
+    assert [f.WhichOneof("body") for f in frames] == ["reports", "heartbeat", "report"]
+    unpacked = [r.job_id for f in frames for r in worker_wire.worker_reports(f)]
+    assert unpacked == [1, 2, 3]
+    assert worker_wire.worker_reports(heartbeat) == []
+
+
+def test_commands_frame_unpacks_in_order_and_a_lone_message_goes_as_itself() -> None:
+    runs = [api.ControllerMessage(run=api.RunJob(job=api.Job(id=i))) for i in (5, 6, 7)]
+    frame = worker_wire.controller_frame(runs)
+    assert frame.WhichOneof("body") == "commands"
+    assert [m.run.job.id for m in worker_wire.controller_messages(frame)] == [5, 6, 7]
+    assert worker_wire.controller_frame(runs[:1]) is runs[0]
+    assert list(worker_wire.controller_messages(runs[0])) == [runs[0]]

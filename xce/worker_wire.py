@@ -1,0 +1,55 @@
+"""Many messages in one frame on the worker stream.
+
+A dispatch batch puts tens of jobs on one host at once, and their reports
+come back together; one gRPC message each would cost the leader more than
+the work itself. Both sides therefore send what is queued as one message
+(`Commands` from the leader, `Reports` from the worker), in order, and
+unpack what they receive. A lone message goes as itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xce.v1 import api_pb2 as api
+
+MAX_PER_FRAME = 1000
+
+
+def controller_frame(messages: Sequence[api.ControllerMessage]) -> api.ControllerMessage:
+    if len(messages) == 1:
+        return messages[0]
+    return api.ControllerMessage(commands=api.Commands(commands=messages))
+
+
+def controller_messages(frame: api.ControllerMessage) -> Sequence[api.ControllerMessage]:
+    return frame.commands.commands if frame.WhichOneof("body") == "commands" else [frame]
+
+
+def worker_frames(messages: Sequence[api.WorkerMessage]) -> list[api.WorkerMessage]:
+    """Runs of reports become one `reports` message each; the order is kept."""
+    frames: list[api.WorkerMessage] = []
+    run: list[api.JobReport] = []
+    for message in messages:
+        if message.WhichOneof("body") == "report":
+            run.append(message.report)
+            continue
+        frames += _reports_frame(run)
+        run = []
+        frames.append(message)
+    return frames + _reports_frame(run)
+
+
+def _reports_frame(run: list[api.JobReport]) -> list[api.WorkerMessage]:
+    if not run:
+        return []
+    if len(run) == 1:
+        return [api.WorkerMessage(report=run[0])]
+    return [api.WorkerMessage(reports=api.Reports(reports=run))]
+
+
+def worker_reports(frame: api.WorkerMessage) -> Sequence[api.JobReport]:
+    kind = frame.WhichOneof("body")
+    if kind == "reports":
+        return frame.reports.reports
+    return [frame.report] if kind == "report" else []
