@@ -179,11 +179,11 @@ def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
     priority = raw.get("priority", 30)
     if not isinstance(priority, int) or isinstance(priority, bool) or not -(2**31) <= priority < 2**31:
         raise ConfigError(f"{path}: queue {name!r}: priority must be an integer (32-bit)")
-    closed = raw.get("closed", False)
-    if not isinstance(closed, bool):
-        raise ConfigError(f"{path}: queue {name!r}: closed must be true or false")
+    closed, inactive = raw.get("closed", False), raw.get("inactive", False)
+    if not isinstance(closed, bool) or not isinstance(inactive, bool):
+        raise ConfigError(f"{path}: queue {name!r}: closed and inactive must be true or false")
     queue = api.Queue(name=name, priority=priority, description=str(raw.get("description", "")),
-                      closed=closed, job_pick_plugin=str(raw.get("job_pick_plugin", "")))
+                      closed=closed, inactive=inactive, job_pick_plugin=str(raw.get("job_pick_plugin", "")))
     try:
         fsm.check_queue(queue)
     except fsm.Rejected as exc:

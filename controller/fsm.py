@@ -214,6 +214,7 @@ class Transition:
     reason: str = ""
     requeue: bool = False
     kill_requested: bool = False
+    code: api.PendingReason = api.PENDING_REASON_UNSPECIFIED
 
 
 def _transitions(action: api.ControlAction) -> dict[api.JobState, Transition]:
@@ -222,16 +223,17 @@ def _transitions(action: api.ControlAction) -> dict[api.JobState, Transition]:
         return {api.PEND: Transition(api.EXIT), api.PSUSP: Transition(api.EXIT),
                 **{s: Transition(s, kill_requested=True) for s in RUNNING}}
     if action == api.STOP:
-        return {api.PEND: Transition(api.PSUSP, "stopped by user"), api.RUN: Transition(api.USUSP),
-                api.SSUSP: Transition(api.USUSP)}
+        return {api.PEND: Transition(api.PSUSP, "stopped by user", code=api.PEND_JOB_HELD),
+                api.RUN: Transition(api.USUSP), api.SSUSP: Transition(api.USUSP)}
     if action == api.RESUME:
         return {api.USUSP: Transition(api.RUN), api.PSUSP: Transition(api.PEND)}
     if action == api.HOLD:
-        return {api.PEND: Transition(api.PSUSP, "held by user")}
+        return {api.PEND: Transition(api.PSUSP, "held by user", code=api.PEND_JOB_HELD)}
     if action == api.RELEASE:
         return {api.PSUSP: Transition(api.PEND)}
     if action == api.REQUEUE:
-        return {s: Transition(api.PEND, "requeued", requeue=True) for s in (*RUNNING, *FINISHED)}
+        requeued = Transition(api.PEND, "requeued", requeue=True, code=api.PEND_REQUEUED)
+        return {s: requeued for s in (*RUNNING, *FINISHED)}
     raise Rejected(log.INVALID_ARGUMENT, f"unknown control action {action}")
 
 
@@ -490,6 +492,7 @@ def _apply_control(applier: Applier) -> list[log.Result]:
         job.state = transition.to
         job.modify_time_ms = applier.entry.stamp_ms
         job.pending_reason = transition.reason if transition.to in PENDING else ""
+        job.pending_code = transition.code if transition.to in PENDING else api.PENDING_REASON_UNSPECIFIED
         if transition.kill_requested:
             job.kill_requested = True
         if transition.requeue:
@@ -571,6 +574,7 @@ def _place(applier: Applier, job: api.Job, host: api.Host) -> None:
     job.state = api.RUN
     job.host = host.spec.name
     job.pending_reason = ""
+    job.ClearField("pending_code")
     job.modify_time_ms = applier.entry.stamp_ms
     host.slots_used += job.spec.slots
     host.running_jobs += 1
@@ -635,8 +639,9 @@ def _decide(applier: Applier, decision: api.Decision) -> None:
         if job is None or job.state != api.PEND:
             raise Rejected(log.FAILED_PRECONDITION, "job is not pending")
         reason = decision.pend.reason[:200]
-        if job.pending_reason != reason:
+        if (job.pending_reason, job.pending_code) != (reason, decision.pend.code):
             job.pending_reason = reason
+            job.pending_code = decision.pend.code
             applier.put_job(job)
     else:
         raise Rejected(log.INVALID_ARGUMENT, "empty decision")
@@ -700,6 +705,7 @@ def _report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
             job.state = api.PEND
             job.attempt += 1
             job.pending_reason = f"dispatch to {relayed.host} failed: {report.dispatch_failed.reason[:200]}"
+            job.pending_code = api.PEND_DISPATCH_REFUSED
             job.host = ""
             job.pid = 0
         job.ClearField("state_before_unknown")
@@ -843,6 +849,7 @@ def _settle_lost(applier: Applier, job: api.Job, why: str) -> None:
             job.ClearField(name)
         job.state = api.PEND
         job.pending_reason = f"{why}; requeued (rerunnable)"
+        job.pending_code = api.PEND_REQUEUED
     else:
         job.state = api.EXIT
         job.exit_status_unknown = not job.kill_requested

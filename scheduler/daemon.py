@@ -113,7 +113,7 @@ class Scheduler:
         self.config.queue_pickers = {q.name: self._picker(q.job_pick_plugin) for q in queues
                                      if q.job_pick_plugin}
         decisions = schedule(pending, queues, usable, int(time.time() * 1000), self.config)
-        refused = {j.id for j in pending if j.pending_reason.startswith(REFUSED)}
+        refused = {j.id for j in pending if j.pending_code == api.PEND_DISPATCH_REFUSED}
         # A worker's refusal says more than what a pass without that host would say.
         decisions = [d for d in decisions if not (isinstance(d, Pend) and d.job_id in refused)]
         if not decisions:
@@ -125,7 +125,8 @@ class Scheduler:
                     job_id=decision.job_id, attempt=decision.attempt, host=decision.host))
                 self._sent[decision.job_id] = (decision.attempt, now)
             elif isinstance(decision, Pend):
-                batch.decisions.add(pend=api.PendDecision(job_id=decision.job_id, reason=decision.reason))
+                batch.decisions.add(pend=api.PendDecision(job_id=decision.job_id, reason=decision.reason,
+                                                          code=decision.code))
         try:
             reply = self._client.call("SchedulerService", "SubmitDecisions", batch, api.DecisionBatchResponse)
         except XceError as exc:
@@ -161,7 +162,8 @@ class Scheduler:
         pending = {(j.id, j.attempt) for j in jobs if j.state == api.PEND}
         self._refusals_seen &= pending
         for job in jobs:
-            if job.state != api.PEND or not job.pending_reason.startswith(REFUSED):
+            if job.state != api.PEND or job.pending_code != api.PEND_DISPATCH_REFUSED \
+                    or not job.pending_reason.startswith(REFUSED):
                 continue
             if (job.id, job.attempt) in self._refusals_seen:
                 continue

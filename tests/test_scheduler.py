@@ -183,14 +183,35 @@ def test_no_decision_acts_before_commit(setup, tmp_path: Path) -> None:  # type:
 def test_jobs_p_shows_pending_reasons(setup) -> None:  # type: ignore[no-untyped-def]
     cluster, workers, schedulers = setup
     workers.start("w1", 2)
-    _start_scheduler(cluster, schedulers)
-    with cluster.client() as client:
-        job = client.submit([api.JobSpec(command=["true"], slots=4, name="too-big")]).jobs[0]
-        _wait(lambda: client.get_job(job.id).pending_reason != "")
     env = {**os.environ, "XCE_CONTROLLERS": ",".join(cluster.addresses)}
-    out = subprocess.run([sys.executable, "-m", "xce.cli", "jobs", "-p"], env=env, capture_output=True,
-                         text=True, timeout=60).stdout
-    assert "too-big" in out and "no host has that many slots" in out
+
+    def xce(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "xce.cli", *args], env=env, capture_output=True,
+                              text=True, timeout=60)
+
+    def reasons() -> dict[str, str]:
+        lines = xce("jobs", "-p").stdout.splitlines()[1:]
+        return {line.split()[3]: line.split(None, 4)[4] for line in lines}
+
+    with cluster.client() as client:
+        client.submit([api.JobSpec(command=["true"], name="early")])
+        held = client.submit([api.JobSpec(command=["true"], name="held")]).jobs[0]
+        client.control(held.id, api.HOLD)
+        assert reasons()["early"] == "WAITING_FOR_SCHEDULER: no scheduler holds the lease"
+        assert xce("queue", "create", "slow", "--inactive", "--priority", "7").returncode == 0
+        _start_scheduler(cluster, schedulers)
+        big = client.submit([api.JobSpec(command=["true"], slots=4, name="too-big")]).jobs[0]
+        slow = client.submit([api.JobSpec(command=["true"], queue="slow", name="in-slow")]).jobs[0]
+        _wait(lambda: all(client.get_job(j.id).pending_code for j in (big, slow)))
+        assert client.get_job(big.id).pending_code == api.PEND_NO_HOST_MATCHES
+    assert reasons() == {"held": "JOB_HELD: held by user",
+                         "too-big": "NO_HOST_MATCHES: no host has that many slots",
+                         "in-slow": "QUEUE_INACTIVE: the queue is inactive"}  # "early" ran
+    assert "Open:Inact" in xce("queues").stdout
+    assert xce("queue", "update", "slow", "--active").returncode == 0  # keeps the rest of the queue
+    with cluster.client() as client:
+        _wait(lambda: client.get_job(slow.id).state == api.DONE)
+        assert [q.priority for q in client.list_queues().queues if q.name == "slow"] == [7]
 
 
 def test_unknown_picker_is_refused_at_start() -> None:

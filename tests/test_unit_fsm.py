@@ -477,19 +477,20 @@ def test_requeue_resets_run_fields_and_counts_the_attempt(backend: Backend) -> N
     assert job.pending_reason == "requeued"
 
 
-@pytest.mark.parametrize(("state", "action", "reason"), [
-    (api.PEND, api.STOP, "stopped by user"),
-    (api.PEND, api.HOLD, "held by user"),
-    (api.PSUSP, api.RELEASE, ""),
-    (api.PSUSP, api.RESUME, ""),
-    (api.RUN, api.STOP, ""),
+@pytest.mark.parametrize(("state", "action", "reason", "code"), [
+    (api.PEND, api.STOP, "stopped by user", api.PEND_JOB_HELD),
+    (api.PEND, api.HOLD, "held by user", api.PEND_JOB_HELD),
+    (api.PSUSP, api.RELEASE, "", api.PENDING_REASON_UNSPECIFIED),
+    (api.PSUSP, api.RESUME, "", api.PENDING_REASON_UNSPECIFIED),
+    (api.RUN, api.STOP, "", api.PENDING_REASON_UNSPECIFIED),
+    (api.RUN, api.REQUEUE, "requeued", api.PEND_REQUEUED),
 ])
 def test_control_sets_pending_reason_only_while_pending(
-        backend: Backend, state: int, action: int, reason: str) -> None:
-    seed_job(backend, state, pending_reason="old reason")
+        backend: Backend, state: int, action: int, reason: str, code: int) -> None:
+    seed_job(backend, state, pending_reason="old reason", pending_code=api.PEND_NO_FREE_SLOTS)
     ok(backend.one(control(1, action)))
     job = backend.job(1)
-    assert job is not None and job.pending_reason == reason
+    assert job is not None and (job.pending_reason, job.pending_code) == (reason, code)
 
 
 @pytest.mark.parametrize("action", [api.CONTROL_ACTION_UNSPECIFIED, 42])

@@ -13,9 +13,14 @@ QUEUES = [api.Queue(name="night", priority=20), api.Queue(name="normal", priorit
 
 
 def job(job_id: int, queue: str, priority: int = 0, submit: int = 1000, slots: int = 1,
-        reason: str = "") -> api.Job:
-    return api.Job(id=job_id, state=api.PEND, submit_time_ms=submit, pending_reason=reason,
+        reason: core.Reason = (api.PENDING_REASON_UNSPECIFIED, "")) -> api.Job:
+    return api.Job(id=job_id, state=api.PEND, submit_time_ms=submit, pending_code=reason[0],
+                   pending_reason=reason[1],
                    spec=api.JobSpec(command=["true"], queue=queue, priority=priority, slots=slots))
+
+
+def pend(job_id: int, reason: core.Reason) -> Pend:
+    return Pend(job_id, reason[1], reason[0])
 
 
 def host(name: str, slots: int, used: int = 0, ok: bool = True) -> api.Host:
@@ -59,16 +64,25 @@ def test_placement_never_overcommits_and_spreads_by_free_slots() -> None:
                          CoreConfig())
     placed = [d for d in decisions if isinstance(d, Dispatch)]
     assert [(d.job_id, d.host) for d in placed] == [(1, "a"), (2, "b"), (3, "a"), (4, "b")]
-    assert [(d.job_id, d.reason) for d in decisions if isinstance(d, Pend)] == \
-        [(i, core.REASON_NO_SLOTS) for i in (5, 6, 7)]
+    assert [d for d in decisions if isinstance(d, Pend)] == [pend(i, core.REASON_NO_SLOTS) for i in (5, 6, 7)]
 
 
 def test_a_reason_is_proposed_only_when_it_changes() -> None:
     jobs = [job(1, "normal", slots=9, reason=core.REASON_TOO_BIG), job(2, "normal", slots=9)]
-    assert schedule(jobs, QUEUES, [host("a", 4)], 0, CoreConfig()) == [Pend(2, core.REASON_TOO_BIG)]
-    assert schedule([job(3, "normal")], QUEUES, [], 0, CoreConfig()) == [Pend(3, core.REASON_NO_HOSTS)]
+    assert schedule(jobs, QUEUES, [host("a", 4)], 0, CoreConfig()) == [pend(2, core.REASON_TOO_BIG)]
+    assert schedule([job(3, "normal")], QUEUES, [], 0, CoreConfig()) == [pend(3, core.REASON_NO_HOSTS)]
     assert schedule([job(3, "normal")], QUEUES, [host("a", 4, ok=False)], 0, CoreConfig()) == \
-        [Pend(3, core.REASON_HOSTS_UNAVAILABLE)]
+        [pend(3, core.REASON_HOSTS_UNAVAILABLE)]
+    # The same words under another code (say, set before codes existed) are proposed again.
+    stale = job(4, "normal", slots=9, reason=(api.PENDING_REASON_UNSPECIFIED, core.REASON_TOO_BIG[1]))
+    assert schedule([stale], QUEUES, [host("a", 4)], 0, CoreConfig()) == [pend(4, core.REASON_TOO_BIG)]
+
+
+def test_an_inactive_queue_dispatches_nothing_and_says_why() -> None:
+    queues = [api.Queue(name="normal", priority=30, inactive=True), api.Queue(name="night", closed=True)]
+    decisions = schedule([job(1, "normal"), job(2, "night")], queues, [host("a", 4)], 0, CoreConfig())
+    # A closed queue still dispatches what it holds (LSF qclose); an inactive one does not (qinact).
+    assert decisions == [pend(1, core.REASON_QUEUE_INACTIVE), Dispatch(2, 0, "a")]
 
 
 def test_schedule_is_deterministic() -> None:

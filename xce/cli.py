@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -121,12 +122,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("queue", help="create or update a queue")
     qsub = p.add_subparsers(dest="queue_command", required=True)
-    for name in ("create", "update"):
+    for name in ("create", "update"):  # update changes only what is given
         q = qsub.add_parser(name)
         q.add_argument("name")
-        q.add_argument("--priority", type=int, default=30)
-        q.add_argument("--description", default="")
-        q.add_argument("--closed", action="store_true")
+        q.add_argument("--priority", type=int)
+        q.add_argument("--description")
+        q.add_argument("--closed", action="store_true", default=None,
+                       help="refuse new submits (badmin qclose)")
+        q.add_argument("--open", dest="closed", action="store_false", help="take submits again")
+        q.add_argument("--inactive", action="store_true", default=None,
+                       help="dispatch nothing (badmin qinact)")
+        q.add_argument("--active", dest="inactive", action="store_false", help="dispatch again")
+        q.add_argument("--picker", dest="job_pick_plugin",
+                       help="this queue's job_pick_plugin ('' for the default)")
         q.add_argument("--json", action="store_true")
 
     p = sub.add_parser("hosts", help="list hosts (like bhosts)")
@@ -180,8 +188,11 @@ def _run(client: Client, args: argparse.Namespace) -> int:
         if args.pending:
             filters.append("state:in:PEND,PSUSP")
         jobs = client.list_jobs(filters)
-        table = _pending_table if args.pending else _job_table
-        return _emit(args, {"jobs": [_dict(j) for j in jobs]}, lambda: table(jobs))
+        if args.pending:
+            waiting = _no_scheduler(client.status())
+            return _emit(args, {"jobs": [_dict(j) for j in jobs], "no_scheduler": waiting},
+                         lambda: _pending_table(jobs, waiting))
+        return _emit(args, {"jobs": [_dict(j) for j in jobs]}, lambda: _job_table(jobs))
     if command == "job":
         job = client.get_job(args.id)
         return _emit(args, _dict(job), lambda: _job_long(job))
@@ -199,8 +210,14 @@ def _run(client: Client, args: argparse.Namespace) -> int:
         response = client.list_queues()
         return _emit(args, _dict(response), lambda: _queue_table(response))
     if command == "queue":
-        queue = api.Queue(name=args.name, priority=args.priority, description=args.description,
-                          closed=args.closed)
+        queue = api.Queue(name=args.name, priority=30)
+        if args.queue_command == "update":
+            current = [q for q in client.list_queues().queues if q.name == args.name]
+            if current:
+                queue.CopyFrom(current[0])
+        for field in ("priority", "description", "closed", "inactive", "job_pick_plugin"):
+            if getattr(args, field) is not None:
+                setattr(queue, field, getattr(args, field))
         result = client.put_queue(queue, create=args.queue_command == "create")
         return _emit(args, _dict(result), lambda: print(f"Queue <{args.name}> {args.queue_command}d"))
     if command == "hosts":
@@ -247,17 +264,40 @@ def _job_table(jobs: list[api.Job]) -> None:
               f"{(job.spec.name or '-')[:19]:<20}{' '.join(job.spec.command)[:60]}")
 
 
-def _pending_table(jobs: list[api.Job]) -> None:
+def _no_scheduler(status: api.StatusResponse) -> str:
+    """Why no pass runs at all (G5: waiting for the lease), or "" if a scheduler holds it."""
+    if not status.scheduler_lease_holder:
+        return "no scheduler holds the lease"
+    if status.scheduler_lease_expires_ms < time.time() * 1000:  # the leader's clock against ours
+        return f"the lease of {status.scheduler_lease_holder} expired"
+    return ""
+
+
+def pending_reason(job: api.Job, no_scheduler: str = "") -> str:
+    """What `xce jobs -p` says: the committed reason, with the code, unless nothing decides at all."""
+    held = job.pending_code == api.PEND_JOB_HELD or job.state == api.PSUSP
+    if no_scheduler and not held:
+        code, words = api.PEND_WAITING_FOR_SCHEDULER, no_scheduler
+        if job.pending_reason:
+            words += f" (last: {job.pending_reason})"
+    elif job.pending_code == api.PENDING_REASON_UNSPECIFIED and not job.pending_reason:
+        code, words = api.PEND_WAITING_FOR_SCHEDULER, "waiting for the scheduler's next pass"
+    else:
+        code, words = job.pending_code, job.pending_reason
+    name = api.PendingReason.Name(code).removeprefix("PEND_") if code else "-"
+    return f"{name}: {words}"
+
+
+def _pending_table(jobs: list[api.Job], no_scheduler: str) -> None:
     print(f"{'JOBID':>8}  {'STAT':<6}{'QUEUE':<12}{'NAME':<20}PENDING REASON")
     for job in jobs:
-        reason = job.pending_reason or "waiting for the scheduler"
         print(f"{job.id:>8}  {api.JobState.Name(job.state):<6}{job.spec.queue:<12}"
-              f"{(job.spec.name or '-')[:19]:<20}{reason}")
+              f"{(job.spec.name or '-')[:19]:<20}{pending_reason(job, no_scheduler)}")
 
 
 def _job_long(job: api.Job) -> None:
     print(f"Job <{job.id}> ({job.readable_id})")
-    reason = f"  ({job.pending_reason})" if job.pending_reason else ""
+    reason = f"  ({pending_reason(job)})" if job.state in (api.PEND, api.PSUSP) else ""
     print(f"  state      {api.JobState.Name(job.state)}{reason}")
     print(f"  queue      {job.spec.queue}   priority {job.spec.priority}   slots {job.spec.slots}")
     print(f"  command    {' '.join(job.spec.command)}")
@@ -270,10 +310,11 @@ def _job_long(job: api.Job) -> None:
 
 
 def _queue_table(response: api.ListQueuesResponse) -> None:
-    print(f"{'QUEUE_NAME':<16}{'PRIO':>5}  STATUS")
+    print(f"{'QUEUE_NAME':<16}{'PRIO':>5}  {'STATUS':<15}PICKER")
     for queue in response.queues:
         default = "  (default)" if queue.name == response.default_queue else ""
-        print(f"{queue.name:<16}{queue.priority:>5}  {'Closed' if queue.closed else 'Open'}{default}")
+        status = f"{'Closed' if queue.closed else 'Open'}:{'Inact' if queue.inactive else 'Active'}"
+        print(f"{queue.name:<16}{queue.priority:>5}  {status:<15}{queue.job_pick_plugin or '-'}{default}")
 
 
 def _host_table(response: api.ListHostsResponse) -> None:

@@ -19,6 +19,19 @@ class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EXIT: _ClassVar[JobState]
     UNKWN: _ClassVar[JobState]
 
+class PendingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PENDING_REASON_UNSPECIFIED: _ClassVar[PendingReason]
+    PEND_QUEUE_INACTIVE: _ClassVar[PendingReason]
+    PEND_JOB_HELD: _ClassVar[PendingReason]
+    PEND_NO_FREE_SLOTS: _ClassVar[PendingReason]
+    PEND_NO_HOST_MATCHES: _ClassVar[PendingReason]
+    PEND_HOSTS_UNAVAILABLE: _ClassVar[PendingReason]
+    PEND_NO_HOSTS: _ClassVar[PendingReason]
+    PEND_WAITING_FOR_SCHEDULER: _ClassVar[PendingReason]
+    PEND_DISPATCH_REFUSED: _ClassVar[PendingReason]
+    PEND_REQUEUED: _ClassVar[PendingReason]
+
 class ControlAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CONTROL_ACTION_UNSPECIFIED: _ClassVar[ControlAction]
@@ -50,6 +63,16 @@ SSUSP: JobState
 DONE: JobState
 EXIT: JobState
 UNKWN: JobState
+PENDING_REASON_UNSPECIFIED: PendingReason
+PEND_QUEUE_INACTIVE: PendingReason
+PEND_JOB_HELD: PendingReason
+PEND_NO_FREE_SLOTS: PendingReason
+PEND_NO_HOST_MATCHES: PendingReason
+PEND_HOSTS_UNAVAILABLE: PendingReason
+PEND_NO_HOSTS: PendingReason
+PEND_WAITING_FOR_SCHEDULER: PendingReason
+PEND_DISPATCH_REFUSED: PendingReason
+PEND_REQUEUED: PendingReason
 CONTROL_ACTION_UNSPECIFIED: ControlAction
 KILL: ControlAction
 STOP: ControlAction
@@ -101,7 +124,7 @@ class JobSpec(_message.Message):
     def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown")
+    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code")
     ID_FIELD_NUMBER: _ClassVar[int]
     READABLE_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +144,7 @@ class Job(_message.Message):
     USAGE_FIELD_NUMBER: _ClassVar[int]
     EXIT_STATUS_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
     STATE_BEFORE_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
+    PENDING_CODE_FIELD_NUMBER: _ClassVar[int]
     id: int
     readable_id: str
     spec: JobSpec
@@ -140,7 +164,8 @@ class Job(_message.Message):
     usage: Usage
     exit_status_unknown: bool
     state_before_unknown: JobState
-    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ...) -> None: ...
+    pending_code: PendingReason
+    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ("user_cpu_s", "system_cpu_s", "max_rss_kb", "wall_s")
@@ -368,12 +393,14 @@ class DispatchDecision(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., host: _Optional[str] = ...) -> None: ...
 
 class PendDecision(_message.Message):
-    __slots__ = ("job_id", "reason")
+    __slots__ = ("job_id", "reason", "code")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     reason: str
-    def __init__(self, job_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    code: PendingReason
+    def __init__(self, job_id: _Optional[int] = ..., reason: _Optional[str] = ..., code: _Optional[_Union[PendingReason, str]] = ...) -> None: ...
 
 class Decision(_message.Message):
     __slots__ = ("dispatch", "pend")
@@ -526,18 +553,20 @@ class Joined(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., heartbeat_s: _Optional[float] = ...) -> None: ...
 
 class Queue(_message.Message):
-    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin")
+    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     CLOSED_FIELD_NUMBER: _ClassVar[int]
     JOB_PICK_PLUGIN_FIELD_NUMBER: _ClassVar[int]
+    INACTIVE_FIELD_NUMBER: _ClassVar[int]
     name: str
     priority: int
     description: str
     closed: bool
     job_pick_plugin: str
-    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ...) -> None: ...
+    inactive: bool
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ...) -> None: ...
 
 class PutQueueRequest(_message.Message):
     __slots__ = ("queue", "request_id")
