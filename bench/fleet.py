@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -111,7 +112,7 @@ def submit(client: Client, count: int, seconds: tuple[int, int], rng: random.Ran
 
 
 def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
-        seed: int = 1, profile: Path | None = None) -> dict[str, Any]:
+        seed: int = 1, profile: Path | None = None, logs: Path | None = None) -> dict[str, Any]:
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="xce-fleet-") as tmp:
         data = Path(tmp)
@@ -150,6 +151,10 @@ def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
                     fleet.stop()
             finally:
                 cluster.stop()
+                if logs is not None:
+                    logs.mkdir(parents=True, exist_ok=True)
+                    for path in data.glob("*.log"):
+                        shutil.copy(path, logs / path.name)
     wave = [t for t, _ in times[:jobs]]
     span = wave[-1] - wave[0] if len(wave) == jobs else float("nan")
     # A RunJob the dead leader sent just before the kill may land just after it: not a failover.
@@ -223,16 +228,21 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=20_000)
     ap.add_argument("--kills", type=int, default=5)
     ap.add_argument("--profile", type=Path, help="py-spy the leader and scheduler into this directory")
+    ap.add_argument("--logs", type=Path, help="copy the daemons' logs into this directory")
     args = ap.parse_args()
-    result = run(args.hosts, args.slots, args.jobs, args.kills, profile=args.profile)
-    print(f"fleet: {result['hosts']} hosts x {result['slots_per_host']} slots, {result['jobs']:,} jobs: "
-          f"{result['placements_per_s']} committed placements/s "
-          f"(first to last RunJob {result['first_to_last_s']} s; target >= 5,000/s)")
-    failover = result["failover"]
-    print(f"failover under load ({failover['kills']} kills): kill -> first new dispatch p50 "
-          f"{failover['p50_ms']} ms, p99 {failover['p99_ms']} ms, max {failover['max_ms']} ms")
+    result = run(args.hosts, args.slots, args.jobs, args.kills, profile=args.profile, logs=args.logs)
+    print(summary(result))
     print(json.dumps(result))
     return 0
+
+
+def summary(result: dict[str, Any]) -> str:
+    failover = result["failover"]
+    return (f"fleet: {result['hosts']} hosts x {result['slots_per_host']} slots, {result['jobs']:,} jobs: "
+            f"{result['placements_per_s']:,} committed placements/s "
+            f"(first to last RunJob {result['first_to_last_s']} s; target >= 5,000/s)\n"
+            f"failover under that load ({failover['kills']} kills): kill -> first new dispatch p50 "
+            f"{failover['p50_ms']} ms, p99 {failover['p99_ms']} ms, max {failover['max_ms']} ms")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import etcd_bench
+import fleet
 import scheduler_pass
 import xce_bench
 
@@ -39,6 +40,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--bulk", type=int, default=10,
                     help="jobs per request of the extra bulk-submit level (1: skip it)")
     ap.add_argument("--no-etcd", action="store_true", help="skip the etcd comparison")
+    ap.add_argument("--fleet", default="500x40:20000",
+                    help="simulated fleet HOSTSxSLOTS:JOBS for the placement benchmark ('' to skip)")
+    ap.add_argument("--fleet-kills", type=int, default=5, help="leader kills under the fleet's load")
     ap.add_argument("--output", type=Path, default=RESULTS, help="where the JSON goes")
     return ap.parse_args(argv)
 
@@ -167,12 +171,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                                args.kills))
     report["ratios"] = ratios(report["xce"], report["etcd"], levels)
     report["scheduler_pass"] = guarded("scheduler pass", scheduler_pass.run)
+    if args.fleet:
+        shape, jobs = args.fleet.split(":")
+        hosts, slots = shape.split("x")
+        report["fleet"] = guarded("fleet", lambda: fleet.run(int(hosts), int(slots), int(jobs),
+                                                             args.fleet_kills))
     print(f"XCE code {report['code']}, {os.cpu_count()} CPUs, {args.seconds:g} s per level")
     print(table(report, levels))
     sched = report["scheduler_pass"]
     if "pass_s_median" in sched:
         print(f"scheduler pass, {sched['jobs']:,} pending jobs on {sched['hosts']:,} hosts: "
               f"{sched['pass_s_median']} s median (target <= 1 s)")
+    if "placements_per_s" in report.get("fleet", {}):
+        print(fleet.summary(report["fleet"]))
     if code_version() != report["code"]:
         report["code_after"] = code_version()
         print(f"warning: the code changed during the run ({report['code']} -> "

@@ -379,7 +379,8 @@ def apply_failed(tables: Tables, index: int, data: bytes, message: str) -> list[
         entry = log.Entry()
     body = entry.WhichOneof("body")
     count = len(entry.submit.requests) if body == "submit" else \
-        len(entry.reports.reports) if body == "reports" else 1
+        len(entry.reports.reports) if body == "reports" else \
+        len(entry.joins.joins) if body == "joins" else 1
     results = [log.Result(code=log.FAILED_PRECONDITION, message=f"entry failed to apply: {message}")
                for _ in range(max(count, 1))]
     _finish(Applier(tables, index, log.Entry(stamp_ms=entry.stamp_ms), meta), results, rejected=True)
@@ -614,9 +615,10 @@ def _apply_decisions(applier: Applier) -> list[log.Result]:
             or batch.scheduler_id != meta.lease_holder:
         why = (f"stale lease (epoch {batch.lease_epoch}; "
                f"current {meta.lease_epoch} held by {meta.lease_holder or 'nobody'})")
-        return [log.Result(code=log.FAILED_PRECONDITION, message=why,
+        return [log.Result(code=log.FAILED_PRECONDITION, message=why, revision=applier.index,
                            rejections=[why] * len(batch.decisions))]
-    result = log.Result(code=log.OK)
+    # The revision tells the scheduler when its view holds this batch's outcome.
+    result = log.Result(code=log.OK, revision=applier.index)
     for decision in batch.decisions:
         try:
             _decide(applier, decision)
@@ -775,19 +777,28 @@ def _apply_init(applier: Applier) -> list[log.Result]:
 
 
 def _apply_join_host(applier: Applier) -> list[log.Result]:
+    return [_join_one(applier, applier.entry.join_host)]
+
+
+def _apply_joins(applier: Applier) -> list[log.Result]:
+    if not applier.entry.joins.joins:
+        return [log.Result(code=log.INVALID_ARGUMENT, message="no joins")]
+    return [_join_one(applier, spec) for spec in applier.entry.joins.joins]
+
+
+def _join_one(applier: Applier, spec: api.HostSpec) -> log.Result:
     """A worker joined: the record is updated in place, generation + 1 (M2)."""
-    spec = applier.entry.join_host
     try:
         check_host_spec(spec)
     except Rejected as exc:
-        return [log.Result(code=exc.code, message=exc.message)]
+        return log.Result(code=exc.code, message=exc.message)
     host = read_host(applier.tables, spec.name) or api.Host()
     host.spec.CopyFrom(spec)
     host.generation += 1
     host.status = api.HOST_OK
     host.status_time_ms = applier.entry.stamp_ms
     applier.put_host(host)
-    return [log.Result(code=log.OK, generation=host.generation)]
+    return log.Result(code=log.OK, generation=host.generation)
 
 
 def _apply_host_status(applier: Applier) -> list[log.Result]:
@@ -872,6 +883,7 @@ _HANDLERS: dict[str, Callable[[Applier], list[log.Result]]] = {
     "dispatch": _apply_dispatch,
     "report": _apply_report,
     "reports": _apply_reports,
+    "joins": _apply_joins,
     "resolve_host": _apply_resolve_host,
     "lease": _apply_lease,
     "decisions": _apply_decisions,

@@ -16,7 +16,7 @@ unknown: the caller confirms through committed state).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -49,11 +49,18 @@ class GroupCommit(Generic[R]):
         self.requests = 0
 
     async def submit(self, request: R) -> log.Result | None:
+        return (await self.submit_many([request]))[0]
+
+    async def submit_many(self, requests: Sequence[R]) -> list[log.Result | None]:
+        """Queue these in order (now, before any await) and wait for all their results."""
+        loop = asyncio.get_running_loop()
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
-        future: asyncio.Future[log.Result | None] = asyncio.get_running_loop().create_future()
-        await self._queue.put(_Pending(request, request.ByteSize(), future))
-        return await future
+            self._task = loop.create_task(self._run())
+        futures: list[asyncio.Future[log.Result | None]] = []
+        for request in requests:
+            futures.append(loop.create_future())
+            self._queue.put_nowait(_Pending(request, request.ByteSize(), futures[-1]))
+        return [await future for future in futures]
 
     async def close(self) -> None:
         for task in list(self._flushing):

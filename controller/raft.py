@@ -65,6 +65,14 @@ _syncobj_module.createJournal = _create_journal
 # hint: the entry may still commit (LEADER_CHANGED, UNKNOWN_OUTCOME) or may
 # have committed with the callback lost. Committed state is the truth.
 SUCCESS = FAIL_REASON.SUCCESS
+# Larger than any entry (group commits and gRPC requests stop at 1 MiB; the
+# config caps group_commit max_bytes at MAX_ENTRY_BYTES). pysyncobj sends a
+# single entry of at least this size in chunks, and its chunking marks the
+# last chunk by the entry's length instead of the pickled length, so some
+# sizes arrive truncated, every time: that follower could never get past the
+# entry. Below this size an entry goes whole, in one message.
+APPEND_ENTRIES_BYTES = 8 << 20
+MAX_ENTRY_BYTES = 4 << 20
 FAIL_NAMES = {value: name for name, value in vars(FAIL_REASON).items() if name.isupper()}
 
 ProposalCallback = Callable[[Any, int], None]
@@ -164,6 +172,7 @@ class RaftNode:
             appendEntriesPeriod=s.heartbeat_s,
             autoTickPeriod=s.tick_s,
             appendEntriesUseBatch=False,
+            appendEntriesBatchSizeBytes=APPEND_ENTRIES_BYTES,
             connectionTimeout=s.connection_timeout_s,
             connectionRetryTime=s.reconnect_s,
             dynamicMembershipChange=False,
@@ -180,6 +189,8 @@ class RaftNode:
 
     def propose(self, data: bytes, callback: ProposalCallback) -> None:
         """Replicate `data`; callback(result, error) runs in the tick thread."""
+        if len(data) > MAX_ENTRY_BYTES:
+            raise ValueError(f"a log entry of {len(data)} bytes (at most {MAX_ENTRY_BYTES})")
         self._replica.apply_entry(data, callback=callback)
 
     # -------------------------------------------------------------- inspection

@@ -51,6 +51,7 @@ logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 1 << 20
 PROPOSAL_TIMEOUT_S = 10.0
+SLOW_COMMIT_S = 1.0  # worth a warning in the log
 LEADER_METADATA = "x-xce-leader"
 PROGRESS_S = 1.0  # a progress mark at least this often on an idle Sync stream
 MAX_DECISIONS = 10_000
@@ -108,6 +109,7 @@ class Replica:
             self._propose_submits, config.group_commit_max_requests, config.group_commit_max_bytes,
             config.group_commit_max_in_flight)
         self.reports: GroupCommit[log.HostReport] = GroupCommit(self._propose_reports, MAX_REPORTS_PER_ENTRY)
+        self.joins: GroupCommit[api.HostSpec] = GroupCommit(self._propose_joins, MAX_REPORTS_PER_ENTRY)
 
     # -------------------------------------------------------------- leadership
 
@@ -249,11 +251,16 @@ class Replica:
         def done(result: Any, error: int) -> None:  # tick thread
             loop.call_soon_threadsafe(_resolve, future, (result, error))
 
+        started = time.monotonic()
         self.raft.propose(entry.SerializeToString(), done)
         try:
             result, error = await asyncio.wait_for(future, PROPOSAL_TIMEOUT_S)
         except TimeoutError:
+            logger.warning("a %s entry was not applied within %.0f s", entry.WhichOneof("body"),
+                           PROPOSAL_TIMEOUT_S)
             return None, -1
+        if (took := time.monotonic() - started) > SLOW_COMMIT_S:
+            logger.warning("slow commit: a %s entry took %.1f s to apply", entry.WhichOneof("body"), took)
         return result, error
 
     async def _propose_reports(self, reports: list[log.HostReport]) -> list[log.Result | None]:
@@ -261,6 +268,12 @@ class Replica:
         if err == SUCCESS and results is not None and len(results) == len(reports):
             return list(results)
         return [None] * len(reports)
+
+    async def _propose_joins(self, joins: list[api.HostSpec]) -> list[log.Result | None]:
+        results, err = await self.propose(log.Entry(joins=log.HostJoins(joins=joins)))
+        if err == SUCCESS and results is not None and len(results) == len(joins):
+            return list(results)
+        return [None] * len(joins)
 
     async def _propose_submits(self, requests: list[api.SubmitJobsRequest]) -> list[log.Result | None]:
         results, err = await self.propose(log.Entry(submit=log.SubmitBatch(requests=requests)))
@@ -464,7 +477,7 @@ class Replica:
                 fsm.check_host_spec(first.join)
             except fsm.Rejected as exc:
                 raise _rejected(exc) from None
-            result = await self._propose_one(log.Entry(join_host=first.join), "")
+            result = self._settled("", await self.joins.submit(first.join))
         except StopAsyncIteration:
             return
         except ApiError as exc:
@@ -474,7 +487,7 @@ class Replica:
         if liveness is not None:
             liveness.seen(name, generation, time.monotonic())
         logger.info("host %s joined, generation %d", name, generation)
-        session = WorkerSession(self, self.reports.submit, name, generation, liveness)
+        session = WorkerSession(self, self.reports.submit_many, name, generation, liveness)
         self._sessions[name] = session
         session.outbox.put_nowait(api.ControllerMessage(joined=api.Joined(
             generation=generation, heartbeat_s=self.config.heartbeat_s)))
@@ -640,6 +653,7 @@ class Replica:
                 task.cancel()
         await self.batcher.close()
         await self.reports.close()
+        await self.joins.close()
         self.raft.close()
         self.store.close()
 

@@ -14,9 +14,11 @@ re-derives it all on the worker's next join:
 The whole derivation (every job on the host, read from the state) runs when
 the session starts, every RESEND_S, and when the leader cannot tell what an
 entry changed. Otherwise the leader routes each applied entry's changed jobs
-(`route`) to the session of the host they are on, and the jobs that left a
-host (requeued: no host any more) to the sessions whose host record changed
-in that entry (a release always writes it); the session looks at just those.
+(`route`) to the session of the host they are on, and the jobs that may have
+left a host (no host any more, attempt > 0) to the sessions whose host record
+changed in that entry (a release always writes it); the session looks at
+just those. What a session remembers of an instance is dropped once its end
+is committed, so a long-lived connection does not grow.
 
 Reports from the worker (started, finished, dispatch failed) are relayed
 with this connection's generation through the leader's report group commit
@@ -62,7 +64,7 @@ class Routed:
 
     jobs: dict[str, list[api.Job]] = field(default_factory=dict)  # by the host they are on
     hosts: set[str] = field(default_factory=set)  # host records written (join, status, slots)
-    homeless: list[api.Job] = field(default_factory=list)  # jobs on no host: maybe just left one
+    homeless: list[api.Job] = field(default_factory=list)  # jobs that may just have left a host
 
 
 def route(event: log.Event) -> Routed:
@@ -74,7 +76,10 @@ def route(event: log.Event) -> Routed:
             job = api.Job.FromString(change.value)
             if job.host:
                 routed.jobs.setdefault(job.host, []).append(job)
-            else:
+            elif job.attempt > 0:
+                # Leaving a host (requeue, refused dispatch, lost host) always
+                # counts an attempt, so a job still at attempt 0 never left one:
+                # not sent to every session (a pass's PEND reasons are many).
                 routed.homeless.append(job)
     return routed
 
@@ -86,7 +91,7 @@ class SessionOver(Exception):
 @dataclass
 class WorkerSession:
     replica: Leadership
-    relay: Callable[[log.HostReport], Awaitable[log.Result | None]]
+    relay: Callable[[list[log.HostReport]], Awaitable[list[log.Result | None]]]
     name: str
     generation: int
     liveness: Liveness | None
@@ -119,10 +124,11 @@ class WorkerSession:
                 if kind == "heartbeat" and self.liveness is not None \
                         and message.heartbeat.generation == self.generation:
                     self.liveness.seen(self.name, self.generation, time.monotonic())
-                for report in worker_wire.worker_reports(message):
-                    # Not awaited here: a worker's many reports share commits.
-                    # Tasks start in creation order, so they queue in arrival order.
-                    task = asyncio.get_running_loop().create_task(self._relay(report))
+                if reports := worker_wire.worker_reports(message):
+                    # Not awaited here: many workers' reports share commits. The
+                    # reports queue synchronously when the relay starts, and tasks
+                    # start in creation order: they are committed in arrival order.
+                    task = asyncio.get_running_loop().create_task(self._relay(list(reports)))
                     self.relaying.add(task)
                     task.add_done_callback(self.relaying.discard)
         finally:
@@ -132,22 +138,24 @@ class WorkerSession:
         for task in list(self.relaying):
             task.cancel()
 
-    async def _relay(self, report: api.JobReport) -> None:
-        result = await self.relay(log.HostReport(host=self.name, generation=self.generation, report=report))
-        if result is None:
-            # Not known to be committed: end the stream; the worker re-joins
-            # and sends every unacknowledged report again.
-            self.outbox.put_nowait(None)
-            return
-        key, kind = (report.job_id, report.attempt), report.WhichOneof("body") or ""
-        if kind == "started":
-            self.live.add(key)
-            if result.code != log.OK:  # an instance committed state does not want
-                self._kill(key)
-        else:
-            self.live.discard(key)
-        self.outbox.put_nowait(api.ControllerMessage(ack=api.ReportAck(
-            job_id=report.job_id, attempt=report.attempt, kind=kind)))
+    async def _relay(self, reports: list[api.JobReport]) -> None:
+        results = await self.relay([log.HostReport(host=self.name, generation=self.generation, report=r)
+                                    for r in reports])
+        for report, result in zip(reports, results, strict=True):
+            if result is None:
+                # Not known to be committed: end the stream; the worker re-joins
+                # and sends every unacknowledged report again.
+                self.outbox.put_nowait(None)
+                return
+            key, kind = (report.job_id, report.attempt), report.WhichOneof("body") or ""
+            if kind == "started":
+                self.live.add(key)
+                if result.code != log.OK:  # an instance committed state does not want
+                    self._kill(key)
+            else:
+                self._forget(key)
+            self.outbox.put_nowait(api.ControllerMessage(ack=api.ReportAck(
+                job_id=report.job_id, attempt=report.attempt, kind=kind)))
 
     async def command(self) -> None:
         """Send what committed state asks of this host until the session is over."""
@@ -197,11 +205,23 @@ class WorkerSession:
         wanted = (job.id, job.attempt) if here and job.state in fsm.RUNNING else None
         if wanted is not None:
             self._want(job)
-        for key in [k for k in self.live if k[0] == job.id and k != wanted]:
+        # Instances of this job, oldest attempt first; whichever is cheaper to look through.
+        keys = [(job.id, a) for a in range(job.attempt + 1)] if job.attempt < len(self.live) \
+            else sorted(k for k in self.live if k[0] == job.id)
+        for key in keys:
+            if key not in self.live or key == wanted:
+                continue
             if here and key == (job.id, job.attempt) and job.state in fsm.FINISHED:
-                self.live.discard(key)  # it ended here: its finished report made it so
+                self._forget(key)  # it ended here: its finished report made it so
             else:
                 self._kill(key)
+
+    def _forget(self, key: Key) -> None:
+        """The instance ended and committed state knows it: nothing more to send about it."""
+        self.live.discard(key)
+        self.run_sent.discard(key)
+        self.stopped.pop(key, None)
+        self.kill_sent.discard(key)
 
     def _want(self, job: api.Job) -> None:
         key = (job.id, job.attempt)

@@ -1,14 +1,16 @@
 """`xce scheduler`: follow the state, hold the lease, decide, send batches.
 
 Theory of operation. A Follower keeps the view in step with committed state
-(follower.py). The daemon takes the lease and renews it every third of its
-duration, one log entry each time; it stops deciding on its own once its
-lease would have run out by its own clock, and the controller rejects any
-batch of an older epoch anyway (fencing). A pass runs when the view changed
-(and at least once a second), no sooner than `min_interval_s` after the last:
-the pure core computes decisions, they go to the leader as one DecisionBatch,
-and their outcome is learned from the view, not from the reply. Decisions
-sent but not yet visible in the view are not sent again.
+(follower.py). A thread of its own takes the lease and renews it every third
+of its duration, one log entry each time, so no pass can delay a renewal;
+the daemon stops deciding once its lease would have run out by its own
+clock, and the controller rejects any batch of an older epoch anyway
+(fencing). A pass runs when the view changed (and at least once a second),
+no sooner than `min_interval_s` after the last, and only once the view holds
+the previous batch's outcome (the reply's revision): the pure core computes
+decisions, they go to the leader as one DecisionBatch, and their outcome is
+learned from the view, not from the reply. Decisions sent but not yet
+visible in the view are not sent again.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ log = logging.getLogger("xce.scheduler")
 
 REFUSED = "dispatch to "  # the prefix of the reason a worker's refusal leaves (fsm._apply_report)
 REFUSAL_COOLDOWN_S = 2.0
+AWAIT_VIEW_S = 2.0
 
 
 class Scheduler:
@@ -47,10 +50,17 @@ class Scheduler:
         self._changed = threading.Event()
         self.follower = Follower(addresses, View(), on_change=lambda _: self._changed.set())
         self._client = Client(addresses, deadline_s=5.0)
+        # The lease has its own thread and client: a slow pass or batch must
+        # never delay a renewal past the lease (a holder that loses its lease
+        # under load stalls every decision until it takes it again).
+        self._lease_client = Client(addresses, deadline_s=lease_s / 3, call_timeout_s=max(0.2, lease_s / 6))
         self._stop = threading.Event()
+        self._renew_now = threading.Event()
         self.epoch = 0
         self._lease_until = 0.0  # local monotonic time until which we may decide
         self._renew_at = 0.0
+        self._await_revision = 0  # the last batch's revision: the next pass waits for the view to reach it
+        self._await_until = 0.0
         self._sent: dict[int, tuple[int, float]] = {}  # job -> (attempt, when), dispatched not yet seen
         self._cooldown: dict[str, float] = {}  # host -> until when it gets no dispatch (it refused one)
         self._refusals_seen: set[tuple[int, int]] = set()
@@ -59,32 +69,47 @@ class Scheduler:
     def stop(self) -> None:
         self._stop.set()
         self._changed.set()
+        self._renew_now.set()
 
     def run(self) -> None:
         self.follower.start()
+        leasing = threading.Thread(target=self._lease_loop, name="lease", daemon=True)
+        leasing.start()
         try:
             while not self._stop.is_set():
-                self._lease()
                 self._changed.wait(1.0)
                 self._changed.clear()
                 if self._stop.is_set():
                     break
-                if time.monotonic() < self._lease_until:
+                if self.holds_lease() and self._view_caught_up():
                     self._pass()
                 self._stop.wait(self.min_interval_s)
         finally:
+            self._stop.set()
+            self._renew_now.set()
+            leasing.join(timeout=self.lease_s)
             self.follower.stop()
             self._client.close()
+            self._lease_client.close()
 
     def holds_lease(self) -> bool:
         return time.monotonic() < self._lease_until
 
+    def _view_caught_up(self) -> bool:
+        """The last batch's outcome is in the view (or it is overdue): a pass on
+        an older view would hand out the slots that batch took, to be rejected."""
+        return self.follower.view.revision >= self._await_revision or time.monotonic() > self._await_until
+
+    def _lease_loop(self) -> None:
+        while not self._stop.is_set():
+            self._lease()
+            self._renew_now.wait(max(0.0, self._renew_at - time.monotonic()))
+            self._renew_now.clear()
+
     def _lease(self) -> None:
         now = time.monotonic()
-        if now < self._renew_at:
-            return
         try:
-            lease = self._client.call("SchedulerService", "AcquireLease",
+            lease = self._lease_client.call("SchedulerService", "AcquireLease",
                                       api.LeaseRequest(scheduler_id=self.id, duration_s=self.lease_s),
                                       api.LeaseResponse)
         except XceError as exc:
@@ -131,9 +156,10 @@ class Scheduler:
             reply = self._client.call("SchedulerService", "SubmitDecisions", batch, api.DecisionBatchResponse)
         except XceError as exc:
             log.info("scheduler %s: batch not sent: %s", self.id, exc)
-            self._renew_at = 0.0  # maybe a new leader: confirm the lease
+            self._renew_now.set()  # maybe a new leader: confirm the lease
             return
         self.batches += 1
+        self._await_revision, self._await_until = reply.revision, time.monotonic() + AWAIT_VIEW_S
         for sent, why in zip(batch.decisions, reply.rejections, strict=False):
             if why and sent.HasField("dispatch"):
                 self._sent.pop(sent.dispatch.job_id, None)  # free to try again next pass
@@ -143,7 +169,7 @@ class Scheduler:
                      len(reply.rejections), rejected[0])
             if any(r.startswith("stale lease") for r in rejected):
                 self._lease_until = 0.0
-                self._renew_at = 0.0
+                self._renew_now.set()
 
 
     def _picker(self, name: str) -> Picker:

@@ -99,7 +99,7 @@ def submit_requests(draw: st.DrawFn) -> api.SubmitJobsRequest:
 def bodies(draw: st.DrawFn) -> dict[str, object]:
     kind = draw(st.sampled_from(["submit", "control", "modify", "put_queue", "init", "join_host",
                                  "host_status", "dispatch", "report", "reports", "resolve_host",
-                                 "lease", "decisions"]))
+                                 "lease", "decisions", "joins"]))
     if kind == "submit":
         return {"submit": log.SubmitBatch(requests=draw(st.lists(submit_requests(), min_size=1, max_size=3)))}
     if kind == "control":
@@ -130,6 +130,10 @@ def bodies(draw: st.DrawFn) -> dict[str, object]:
         return {"report": draw(host_reports())}
     if kind == "reports":
         return {"reports": log.HostReports(reports=draw(st.lists(host_reports(), max_size=3)))}
+    if kind == "joins":
+        specs = [api.HostSpec(name=draw(HOST_NAMES), slots=draw(st.integers(-1, 4)))
+                 for _ in range(draw(st.integers(0, 3)))]
+        return {"joins": log.HostJoins(joins=specs)}
     if kind == "resolve_host":
         return {"resolve_host": log.SetHostStatus(name=draw(HOST_NAMES), generation=draw(st.integers(0, 3)),
                                                   status=draw(st.integers(0, 3)))}

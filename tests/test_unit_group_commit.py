@@ -221,3 +221,24 @@ def test_proposer_answering_fewer_results_than_requests_releases_every_waiter() 
     results = run(body)
     assert len(results) == 5
     assert all(r is None or r.code == log.FAILED_PRECONDITION for r in results)
+
+
+def test_submit_many_queues_in_order_and_answers_each() -> None:
+    async def body() -> tuple[list[list[str]], list[str]]:
+        gate = asyncio.Event()
+        proposer = FakeProposer(gate=gate)
+        commit = GroupCommit(proposer, max_requests=100)
+        first = asyncio.ensure_future(commit.submit(request(0)))
+        await asyncio.sleep(0)  # the first batch (one request) is in flight
+        many = asyncio.ensure_future(commit.submit_many([request(1), request(2), request(3)]))
+        later = asyncio.ensure_future(commit.submit(request(4)))
+        await asyncio.sleep(0.01)
+        gate.set()
+        results = await many
+        await asyncio.gather(first, later)
+        await commit.close()
+        return proposer.batches, [r.message for r in results if r is not None]
+
+    batches, answers = run(body)
+    assert batches == [["r0"], ["r1", "r2", "r3", "r4"]]
+    assert answers == ["r1", "r2", "r3"]

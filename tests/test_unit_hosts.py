@@ -73,6 +73,18 @@ def test_join_creates_then_updates_in_place_with_generation_plus_one(apply) -> N
     assert (got.spec.slots, got.status, got.generation, got.status_time_ms) == (8, api.HOST_OK, 2, STAMP + 9)
 
 
+def test_joins_of_many_workers_in_one_entry_each_get_their_generation() -> None:
+    tables = MemoryTables()
+    fsm.apply(tables, 1, join("n1", 4).SerializeToString())
+    entry = log.Entry(stamp_ms=STAMP, joins=log.HostJoins(joins=[
+        api.HostSpec(name="n1", slots=8), api.HostSpec(name="n2", slots=2), api.HostSpec(name="bad name")]))
+    results = fsm.apply(tables, 2, entry.SerializeToString())
+    assert results is not None
+    assert [(r.code, r.generation) for r in results] == [(log.OK, 2), (log.OK, 1), (log.INVALID_ARGUMENT, 0)]
+    n1 = fsm.read_host(tables, "n1")
+    assert n1 is not None and n1.spec.slots == 8 and fsm.read_host(tables, "bad name") is None
+
+
 def test_status_of_a_stale_generation_changes_nothing(apply) -> None:  # type: ignore[no-untyped-def]
     apply(join("n1", 2))
     apply(join("n1", 2))
@@ -312,8 +324,48 @@ def test_an_entry_s_changes_are_routed_to_the_sessions_of_the_hosts_they_touch()
     assert seen == [
         ({}, set(), []),  # init
         ({}, {"n1"}, []), ({}, {"n2"}, []),  # joins write their host
-        ({}, set(), [1]),  # submitted: on no host
+        ({}, set(), []),  # submitted: on no host, never was (attempt 0): nobody needs it
         ({"n2": [1]}, {"n2"}, []),  # dispatched: the job and the host's slots
         ({"n2": [1]}, set(), []),  # stopped: the job only
-        ({}, {"n2"}, [1]),  # requeued: it left n2 (which gets its slots back) for no host
+        ({}, {"n2"}, [1]),  # requeued: it left n2 (which gets its slots back): attempt 1, no host
     ]
+
+
+def test_a_decision_batch_is_checked_against_committed_state_and_fenced_by_the_lease() -> None:
+    tables = MemoryTables()
+    index = [0]
+
+    def run(entry: log.Entry) -> log.Result:
+        index[0] += 1
+        results = fsm.apply(tables, index[0], entry.SerializeToString())
+        assert results is not None
+        return results[0]
+
+    run(log.Entry(stamp_ms=STAMP, init=log.InitCluster(cluster_id="c", config_digest="d",
+                                                       queues=[api.Queue(name="normal")])))
+    run(join("n1", 1))
+    run(log.Entry(stamp_ms=STAMP, submit=log.SubmitBatch(requests=[
+        api.SubmitJobsRequest(request_id="s", jobs=[api.JobSpec(command=["true"])] * 3)])))
+    lease = run(log.Entry(stamp_ms=STAMP, lease=log.LeaseEntry(scheduler_id="s1", duration_ms=10_000)))
+    batch = api.DecisionBatch(lease_epoch=lease.lease_epoch, scheduler_id="s1")
+    batch.decisions.add(dispatch=api.DispatchDecision(job_id=1, attempt=0, host="n1"))
+    batch.decisions.add(dispatch=api.DispatchDecision(job_id=2, attempt=0, host="n1"))  # n1 is full now
+    batch.decisions.add(pend=api.PendDecision(job_id=3, reason="no host with enough free slots",
+                                              code=api.PEND_NO_FREE_SLOTS))
+    result = run(log.Entry(stamp_ms=STAMP + 1, decisions=batch))
+    assert result.code == log.OK and result.revision == index[0]  # the scheduler's view waits for it
+    assert result.rejections[0] == result.rejections[2] == "" and "0 free slots" in result.rejections[1]
+    jobs = {j: fsm.read_job(tables, j) for j in (1, 2, 3)}
+    assert [jobs[j].state for j in (1, 2, 3)] == [api.RUN, api.PEND, api.PEND]  # type: ignore[union-attr]
+    assert jobs[3].pending_code == api.PEND_NO_FREE_SLOTS  # type: ignore[union-attr]
+    # A batch of another epoch, or after the lease ran out, changes nothing.
+    def visible() -> list[tuple[str, bytes, bytes]]:
+        return [(t, k, v) for t in ("jobs", "hosts") for k, v in tables.scan(t)]
+
+    before = visible()
+    stale = api.DecisionBatch(lease_epoch=lease.lease_epoch + 1, scheduler_id="s1",
+                              decisions=batch.decisions[2:])
+    assert run(log.Entry(stamp_ms=STAMP + 2, decisions=stale)).rejections[0].startswith("stale lease")
+    late = api.DecisionBatch(lease_epoch=lease.lease_epoch, scheduler_id="s1", decisions=batch.decisions[2:])
+    assert run(log.Entry(stamp_ms=STAMP + 20_000, decisions=late)).code == log.FAILED_PRECONDITION
+    assert visible() == before
