@@ -69,6 +69,30 @@ def test_24_jobs_on_3_workers_run_8_8_8_once_each(setup, tmp_path: Path) -> None
     assert Counter(ledger.read_text().split()) == {f"{j.id}.0": 1 for j in jobs}  # zero duplicates
 
 
+def test_leader_killed_while_batches_flow_no_job_runs_twice_or_sticks(  # type: ignore[no-untyped-def]
+        setup, tmp_path: Path) -> None:
+    cluster, workers, schedulers = setup
+    for name in ("w1", "w2", "w3"):
+        workers.start(name, 4)
+    scheduler = LocalScheduler(cluster)
+    schedulers.append(scheduler)
+    scheduler.start()
+    ledger = tmp_path / "ledger"
+    script = f'echo "$XCE_JOB_ID.$XCE_JOB_ATTEMPT" >> {ledger}; sleep 0.5'
+    with cluster.client() as client:
+        _wait(lambda: sum(h.status == api.HOST_OK for h in client.list_hosts().hosts) == 3)
+        client.submit([api.JobSpec(command=["sh", "-c", script], cwd=str(tmp_path)) for _ in range(60)])
+        # 12 slots for 60 jobs: dispatch batches follow one another as jobs end.
+        _wait(lambda: any(j.state == api.RUN for j in client.list_jobs()))
+    cluster.kill(cluster.leader())
+    _wait(lambda: all(j.state == api.DONE for j in _jobs(cluster)), timeout_s=90)
+    assert scheduler.proc is not None and scheduler.proc.poll() is None  # it followed the new leader
+    jobs = _jobs(cluster)
+    assert Counter(ledger.read_text().split()) == {f"{j.id}.{j.attempt}": 1 for j in jobs}  # once each
+    with cluster.client() as client:
+        assert all(h.slots_used == 0 for h in client.list_hosts().hosts)
+
+
 def test_pending_reason_when_no_host_fits(setup) -> None:  # type: ignore[no-untyped-def]
     cluster, workers, schedulers = setup
     workers.start("w1", 2)
