@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
 
+from controller import faults
 from controller.config import ConfigError, load
 from controller.store import StoreError
 
@@ -17,12 +19,13 @@ def run(config_path: Path, replica_id: int) -> int:
                         format=f"%(asctime)s replica-{replica_id} %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pysyncobj").setLevel(logging.WARNING)
     try:
+        faults.install(os.environ.get("XCE_FAULT", ""))
         config = load(config_path)
         config.replica(replica_id)
         from controller.server import Replica
 
         replica = Replica(config, replica_id)
-    except (ConfigError, StoreError) as exc:
+    except (ConfigError, StoreError, ValueError) as exc:
         print(f"xce controller: {exc}", file=sys.stderr)
         return 2
 

@@ -124,6 +124,9 @@ class WorkerSession:
                 if kind == "heartbeat" and self.liveness is not None \
                         and message.heartbeat.generation == self.generation:
                     self.liveness.seen(self.name, self.generation, time.monotonic())
+                    # Answered, so a worker cut off from a leader that cannot tell it
+                    # so (a partition) notices the silence and looks for the new one.
+                    self.outbox.put_nowait(api.ControllerMessage(heartbeat=message.heartbeat))
                 if reports := worker_wire.worker_reports(message):
                     # Not awaited here: many workers' reports share commits. The
                     # reports queue synchronously when the relay starts, and tasks

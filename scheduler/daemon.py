@@ -49,7 +49,9 @@ class Scheduler:
         self.config = CoreConfig(picker=self._picker(picker))
         self._changed = threading.Event()
         self.follower = Follower(addresses, View(), on_change=lambda _: self._changed.set())
-        self._client = Client(addresses, deadline_s=5.0)
+        # Short calls: a batch sent to a leader that was just cut off must not
+        # hold up the passes for long (its outcome is learned from the view anyway).
+        self._client = Client(addresses, deadline_s=5.0, call_timeout_s=1.5)
         # The lease has its own thread and client: a slow pass or batch must
         # never delay a renewal past the lease (a holder that loses its lease
         # under load stalls every decision until it takes it again).

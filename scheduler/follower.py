@@ -27,9 +27,9 @@ from xce.v1 import log_pb2 as log
 
 log_ = logging.getLogger("xce.scheduler")
 
-SILENCE_S = 3.0
+SILENCE_S = 2.0  # progress marks come every second
 INITIAL_BACKOFF_S = 0.05
-MAX_BACKOFF_S = 2.0
+MAX_BACKOFF_S = 0.5  # one stream: retrying fast after a failover costs little
 
 
 class Follower:
@@ -45,6 +45,8 @@ class Follower:
         self._call: grpc.Call | None = None
         self._last_heard = time.monotonic()
         self.connections = 0
+        self.snapshots = 0  # resyncs by snapshot
+        self.resumes = 0    # resyncs by events
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -97,10 +99,20 @@ class Follower:
             try:
                 if self._stop.is_set():
                     return
+                first = True
                 for message in call:
                     self._last_heard = time.monotonic()
                     with self.lock:
                         self.view.apply(message)
+                    kind = message.WhichOneof("body")
+                    if kind == "snapshot_end":
+                        self.snapshots += 1
+                        log_.info("sync: snapshot of revision %d from %s", self.view.revision, target)
+                    elif first and kind == "event":
+                        self.resumes += 1
+                        log_.info("sync: resumed from %s with events after revision %d", target,
+                                  request.from_revision)
+                    first = first and kind == "progress"
                     if self._on_change is not None and message.WhichOneof("body") != "progress":
                         self._on_change(self.view)
             finally:

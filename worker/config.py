@@ -9,6 +9,7 @@
     spool_dir = "spool"       # default: xce-spool-<name> beside this file; job output and state
     kill_grace_s = 10         # SIGTERM, then SIGKILL after this long
     draining = false          # true: refuse new jobs (they go back to PEND, attempt + 1)
+    journal_keep = 1000       # finished instances kept in the journal (the soak keeps them all)
     [resources]
     gpu = 2
 
@@ -26,6 +27,7 @@ from typing import Any
 
 from controller import fsm
 from controller.config import read_toml
+from worker.journal import KEEP_ACKED
 from xce.v1 import api_pb2 as api
 
 
@@ -41,6 +43,7 @@ class WorkerConfig:
     spool_dir: Path
     kill_grace_s: float = 10.0
     draining: bool = False
+    journal_keep: int = KEEP_ACKED
 
 
 def load(path: Path, name: str | None = None) -> WorkerConfig:
@@ -75,9 +78,12 @@ def parse(raw: dict[str, Any], path: Path, name: str | None = None) -> WorkerCon
     draining = raw.get("draining", False)
     if not isinstance(draining, bool):
         raise WorkerConfigError(f"{path}: draining must be true or false")
+    keep = raw.get("journal_keep", KEEP_ACKED)
+    if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
+        raise WorkerConfigError(f"{path}: journal_keep must be an integer >= 0")
     spool = path.parent / str(raw.get("spool_dir", f"xce-spool-{host.name}"))
     return WorkerConfig(path=path, controllers=controllers, host=host, spool_dir=spool,
-                        kill_grace_s=float(grace), draining=draining)
+                        kill_grace_s=float(grace), draining=draining, journal_keep=keep)
 
 
 def _controllers(raw: dict[str, Any], path: Path) -> tuple[str, ...]:

@@ -28,6 +28,7 @@ import random
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,7 +43,11 @@ from xce.v1 import api_pb2 as api
 log = logging.getLogger("xce.worker")
 
 INITIAL_BACKOFF_S = 0.05
-MAX_BACKOFF_S = 5.0
+# Heartbeat periods without a word from the leader (it answers each one): the
+# stream is dead. Not less than MIN_SILENCE_S, so a busy leader is not taken for a dead one.
+SILENT_PERIODS = 3
+MIN_SILENCE_S = 2.0
+MAX_BACKOFF_S = 2.0  # a failover takes about a second: do not sleep through it
 
 
 class Worker:
@@ -56,8 +61,9 @@ class Worker:
         self._lock = threading.Lock()
         self._unacked: dict[tuple[int, int, str], api.JobReport] = {}
         self._outgoing: queue.Queue[api.WorkerMessage | None] | None = None
+        self._heard = 0.0  # when the leader last said anything on the current stream
         self.executor = Executor(config.spool_dir, config.kill_grace_s, self._report,
-                                 lambda: config.draining)
+                                 lambda: config.draining, config.journal_keep)
 
     def _report(self, report: api.JobReport) -> None:
         """Keep it until acknowledged; send it now if connected (any thread)."""
@@ -138,10 +144,12 @@ class Worker:
                                             response_deserializer=api.ControllerMessage.FromString)
             call = connect(_drain(outgoing))
             self._call = call
+            self._heard = time.monotonic()
             try:
                 if self._stop.is_set():
                     return False
                 for message in (m for frame in call for m in worker_wire.controller_messages(frame)):
+                    self._heard = time.monotonic()
                     if message.WhichOneof("body") == "joined" and not joined:
                         joined = True
                         self.generation = message.joined.generation
@@ -150,7 +158,7 @@ class Worker:
                         self._resend(outgoing)
                         threading.Thread(target=self._heartbeat, daemon=True,
                                          args=(outgoing, ended, self.generation,
-                                               max(0.05, message.joined.heartbeat_s))).start()
+                                               max(0.05, message.joined.heartbeat_s), call)).start()
                     elif joined:
                         self._on_message(message)
             finally:
@@ -164,8 +172,15 @@ class Worker:
         return joined
 
     def _heartbeat(self, outgoing: queue.Queue[api.WorkerMessage | None], ended: threading.Event,
-                   generation: int, period_s: float) -> None:
+                   generation: int, period_s: float, call: grpc.Call) -> None:
         while not ended.wait(period_s):
+            if time.monotonic() - self._heard > max(SILENT_PERIODS * period_s, MIN_SILENCE_S):
+                # The leader answers every heartbeat: this one is cut off or gone
+                # without closing the stream (a partition). Find the current one.
+                log.info("worker %s: no word from the leader for %.1f s; reconnecting", self.config.host.name,
+                         time.monotonic() - self._heard)
+                call.cancel()
+                return
             outgoing.put(api.WorkerMessage(heartbeat=api.Heartbeat(generation=generation)))
 
     def _next(self, address: str) -> str:

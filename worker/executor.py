@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from worker.journal import Journal
+from worker.journal import KEEP_ACKED, Journal
 from xce.v1 import api_pb2 as api
 
 log = logging.getLogger("xce.worker")
@@ -56,14 +56,14 @@ STOPPED = (api.USUSP, api.SSUSP)
 
 class Executor:
     def __init__(self, spool: Path, kill_grace_s: float, report: Callable[[api.JobReport], None],
-                 draining: Callable[[], bool] = lambda: False) -> None:
+                 draining: Callable[[], bool] = lambda: False, keep_acked: int = KEEP_ACKED) -> None:
         self.spool = Path(spool)
         self.spool.mkdir(parents=True, exist_ok=True)
         self.kill_grace_s = kill_grace_s
         self._report = report
         self._draining = draining
         self._lock = threading.Lock()
-        self.journal = Journal(self.spool / "journal")
+        self.journal = Journal(self.spool / "journal", keep_acked)
         self._running: dict[Key, int] = {}  # instance -> shim pid, while it runs
         self._killed_hard: set[Key] = set()
         self._acks = 0  # SIGKILLed by us: the end is known even without a status

@@ -26,7 +26,8 @@ def _key(key: Key) -> bytes:
 
 
 class Journal:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, keep_acked: int = KEEP_ACKED) -> None:
+        self.keep_acked = keep_acked
         path.mkdir(parents=True, exist_ok=True)
         self._env = lmdb.open(str(path), map_size=1 << 30, max_dbs=1, sync=True, metasync=True)
         self._db = self._env.open_db(b"instances")
@@ -49,11 +50,11 @@ class Journal:
 
     def prune_acked(self) -> None:
         acked = [key for key, record in self.items() if record.get("acked")]
-        if len(acked) <= KEEP_ACKED:
+        if len(acked) <= self.keep_acked:
             return
         acked.sort()
         with self._env.begin(write=True) as txn:
-            for key in acked[:len(acked) - KEEP_ACKED]:
+            for key in acked[:len(acked) - self.keep_acked]:
                 txn.delete(_key(key), db=self._db)
 
     def close(self) -> None:

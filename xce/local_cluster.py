@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -38,8 +38,9 @@ def free_ports(count: int) -> list[int]:
 
 
 def write_config(data: Path, replicas: int = 3, base_port: int = 0, cluster_id: str = "local",
-                 extra: str = "") -> Path:
-    """Write data/cluster.toml unless it exists; return its path."""
+                 extra: str = "", hosts: Sequence[str] | None = None) -> Path:
+    """Write data/cluster.toml unless it exists; return its path. `hosts`: each
+    replica's address (default 127.0.0.1 for all)."""
     data.mkdir(parents=True, exist_ok=True)
     path = data / "cluster.toml"
     if path.exists():
@@ -49,8 +50,9 @@ def write_config(data: Path, replicas: int = 3, base_port: int = 0, cluster_id: 
     lines = [f'cluster_id = "{cluster_id}"', 'password_file = "secret"', 'data_dir = "."',
              'default_queue = "normal"', "max_slots_per_job = 1024", ""]
     for i in range(replicas):
-        lines += ["[[replicas]]", f"id = {i + 1}", f'grpc = "127.0.0.1:{ports[i]}"',
-                  f'raft = "127.0.0.1:{ports[replicas + i]}"', ""]
+        host = hosts[i] if hosts else "127.0.0.1"
+        lines += ["[[replicas]]", f"id = {i + 1}", f'grpc = "{host}:{ports[i]}"',
+                  f'raft = "{host}:{ports[replicas + i]}"', ""]
     lines += ["[[queues]]", 'name = "normal"', "priority = 30", "",
               "[[queues]]", 'name = "priority"', "priority = 43", "",
               "[[queues]]", 'name = "idle"', "priority = 20", ""]
@@ -67,11 +69,15 @@ def _write_private(path: Path, text: str) -> None:
 
 class LocalCluster:
     def __init__(self, data: Path, replicas: int = 3, base_port: int = 0, extra_config: str = "",
-                 log_to_files: bool = True) -> None:
+                 log_to_files: bool = True, hosts: Sequence[str] | None = None,
+                 prefix: Callable[[int], Sequence[str]] | None = None) -> None:
+        """`hosts` and `prefix`: each replica's address, and what to run it under
+        (soak/netns.py puts each replica in a network namespace of its own)."""
         from controller.config import load
 
         self.data = Path(data)
-        self.config_path = write_config(self.data, replicas, base_port, extra=extra_config)
+        self.prefix = prefix
+        self.config_path = write_config(self.data, replicas, base_port, extra=extra_config, hosts=hosts)
         self.config = load(self.config_path)
         self.log_to_files = log_to_files
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
@@ -89,8 +95,8 @@ class LocalCluster:
                 self._spawn(replica.id)
 
     def _spawn(self, replica_id: int) -> None:
-        cmd = [sys.executable, "-m", "xce.cli", "controller", "--config", str(self.config_path),
-               "--id", str(replica_id)]
+        cmd = [*(self.prefix(replica_id) if self.prefix else []), sys.executable, "-m", "xce.cli",
+               "controller", "--config", str(self.config_path), "--id", str(replica_id)]
         if not self.log_to_files:
             self.procs[replica_id] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
             return

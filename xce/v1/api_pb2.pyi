@@ -499,18 +499,20 @@ class Heartbeat(_message.Message):
     def __init__(self, generation: _Optional[int] = ...) -> None: ...
 
 class ControllerMessage(_message.Message):
-    __slots__ = ("joined", "run", "signal", "ack", "commands")
+    __slots__ = ("joined", "run", "signal", "ack", "commands", "heartbeat")
     JOINED_FIELD_NUMBER: _ClassVar[int]
     RUN_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     joined: Joined
     run: RunJob
     signal: SignalJob
     ack: ReportAck
     commands: Commands
-    def __init__(self, joined: _Optional[_Union[Joined, _Mapping]] = ..., run: _Optional[_Union[RunJob, _Mapping]] = ..., signal: _Optional[_Union[SignalJob, _Mapping]] = ..., ack: _Optional[_Union[ReportAck, _Mapping]] = ..., commands: _Optional[_Union[Commands, _Mapping]] = ...) -> None: ...
+    heartbeat: Heartbeat
+    def __init__(self, joined: _Optional[_Union[Joined, _Mapping]] = ..., run: _Optional[_Union[RunJob, _Mapping]] = ..., signal: _Optional[_Union[SignalJob, _Mapping]] = ..., ack: _Optional[_Union[ReportAck, _Mapping]] = ..., commands: _Optional[_Union[Commands, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
 
 class Commands(_message.Message):
     __slots__ = ("commands",)

@@ -1,0 +1,217 @@
+"""The soak's chaos loop: SIGKILL the leader every K seconds, and now and then
+the lease-holding scheduler, a worker or a follower; cut the leader off the
+network (replicas in network namespaces) at planned rounds. Every victim is
+restarted after a random delay. Seeded: the same seed makes the same choices.
+
+Each leader kill or partition is timed two ways: to the first write the
+cluster commits afterwards (a probe submit), and to the first new committed
+dispatch (the soak's own Sync follower). For a partition, also how long the
+cut-off leader took to step down, asked from inside its own namespace.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from soak.load import LoadRecord
+from soak.netns import Net
+from soak.observe import DispatchWatch
+from xce.client import Client, XceError
+from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from xce.v1 import api_pb2 as api
+
+PARTITION_S = 5.0
+
+
+@dataclass
+class Failover:
+    kind: str            # "kill" or "partition"
+    leader: int
+    at: float            # wall time of the kill or cut
+    revision: int        # the dispatch watch's revision just before
+    write_s: float | None = None
+    dispatch_s: float | None = None
+    step_down_s: float | None = None  # partition: the old leader no longer leads
+
+
+@dataclass
+class ChaosRecord:
+    failovers: list[Failover] = field(default_factory=list)
+    kills: dict[str, int] = field(default_factory=dict)  # victim kind -> count
+    errors: list[str] = field(default_factory=list)
+
+
+class Chaos:
+    def __init__(self, cluster: LocalCluster, schedulers: list[LocalScheduler], workers: LocalWorkers,
+                 worker_slots: dict[str, int], worker_extra: str, net: Net | None, watch: DispatchWatch,
+                 load: LoadRecord, kill_every_s: float, partition_rounds: set[int], seed: int) -> None:
+        self.cluster, self.schedulers, self.workers = cluster, schedulers, workers
+        self.worker_slots, self.worker_extra = worker_slots, worker_extra
+        self.net, self.watch, self.load = net, watch, load
+        self.kill_every_s = kill_every_s
+        self.partition_rounds = partition_rounds if net is not None else set()
+        self.rng = random.Random(seed)
+        self.record = ChaosRecord()
+        self._stop = threading.Event()
+        self._timers: list[threading.Timer] = []
+        self._lock = threading.Lock()  # restarts (timers) against the loop and the final stop
+        self._cut: int | None = None
+        self._thread = threading.Thread(target=self._run, name="chaos", daemon=True)
+        self._probe = Client(cluster.addresses, deadline_s=60.0, call_timeout_s=1.0)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """No more faults: heal, restart whatever is down now."""
+        self._stop.set()
+        self._thread.join(timeout=120)
+        with self._lock:
+            for timer in self._timers:
+                timer.cancel()
+            if self._cut is not None and self.net is not None:
+                self.net.heal(self._cut - 1)
+                self._cut = None
+            self._restart_all()
+        self._probe.close()
+
+    # -------------------------------------------------------------- the loop
+
+    def _run(self) -> None:
+        round_ = 0
+        while not self._stop.wait(self.kill_every_s):
+            round_ += 1
+            try:
+                if round_ in self.partition_rounds:
+                    self._partition()
+                else:
+                    self._kill_leader()
+                if self.rng.random() < 0.3:
+                    self._kill_scheduler()
+                if self.rng.random() < 0.25:
+                    self._kill_worker()
+                if self.rng.random() < 0.15:
+                    self._kill_follower()
+            except Exception as exc:  # noqa: BLE001 - reported; the soak goes on
+                self.record.errors.append(f"round {round_}: {type(exc).__name__}: {exc}"[:300])
+
+    def _kill_leader(self) -> None:
+        leader = self.cluster.leader(timeout_s=30)
+        failover = Failover("kill", leader, time.time(), self.watch.revision)
+        with self._lock:
+            self.cluster.kill(leader)
+        self._count("leader")
+        self._later(self.rng.uniform(0.5, 3.0), lambda: self._restart_replica(leader))
+        self._measure(failover)
+
+    def _partition(self) -> None:
+        assert self.net is not None
+        leader = self.cluster.leader(timeout_s=30)
+        failover = Failover("partition", leader, time.time(), self.watch.revision)
+        with self._lock:
+            self.net.cut(leader - 1)
+            self._cut = leader
+        self._count("partition")
+        stepped = threading.Thread(target=self._step_down, args=(failover,), daemon=True)
+        stepped.start()
+        self._measure(failover)
+        self._stop.wait(max(0.0, failover.at + PARTITION_S - time.time()))
+        stepped.join(timeout=10)
+        with self._lock:
+            if self._cut == leader:
+                self.net.heal(leader - 1)
+                self._cut = None
+
+    def _measure(self, failover: Failover) -> None:
+        try:
+            job = self._probe.submit([api.JobSpec(command=["true"], queue="idle", name="soak-probe")]).jobs[0]
+            failover.write_s = time.time() - failover.at
+            self.load.acknowledged[job.id] = int(time.time() * 1000)
+        except XceError as exc:
+            self.record.errors.append(f"probe after {failover.kind}: {exc}"[:300])
+        self.record.failovers.append(failover)
+
+    def _step_down(self, failover: Failover) -> None:
+        """Ask the cut-off replica, from inside its namespace, until it no longer leads."""
+        assert self.net is not None
+        address = self.cluster.address(failover.leader)
+        probe = ("import sys; from xce.client import Client; "
+                 f"c = Client(['{address}'], deadline_s=0.3, call_timeout_s=0.3, follow_leader=False); "
+                 "print(c.status(local_only=True).replicas[0].role)")
+        deadline = failover.at + PARTITION_S
+        while time.time() < deadline:
+            done = subprocess.run([*self.net.prefix(failover.leader - 1), sys.executable, "-c", probe],
+                                  capture_output=True, text=True, timeout=10)
+            if done.returncode == 0 and done.stdout.strip() not in ("leader", ""):
+                failover.step_down_s = time.time() - failover.at
+                return
+
+    def _kill_scheduler(self) -> None:
+        with Client(self.cluster.addresses, deadline_s=5.0) as client:
+            holder = client.status().scheduler_lease_holder
+        for scheduler in self.schedulers:
+            if scheduler.name == holder and scheduler.proc is not None:
+                with self._lock:
+                    scheduler.kill()
+                self._count("scheduler")
+                self._later(self.rng.uniform(1.0, 4.0), lambda s=scheduler: self._restart_scheduler(s))
+
+    def _kill_worker(self) -> None:
+        name = self.rng.choice(sorted(self.workers.procs))
+        with self._lock:
+            self.workers.kill(name)
+        self._count("worker")
+        self._later(self.rng.uniform(1.0, 5.0), lambda: self._restart_worker(name))
+
+    def _kill_follower(self) -> None:
+        leader = self.cluster.leader(timeout_s=30)
+        followers = sorted(r for r in self.cluster.procs if r != leader)
+        if not followers:
+            return
+        victim = self.rng.choice(followers)
+        with self._lock:
+            self.cluster.kill(victim)
+        self._count("follower")
+        self._later(self.rng.uniform(0.5, 3.0), lambda: self._restart_replica(victim))
+
+    # -------------------------------------------------------------- restarts
+
+    def _count(self, kind: str) -> None:
+        self.record.kills[kind] = self.record.kills.get(kind, 0) + 1
+
+    def _later(self, delay_s: float, action: object) -> None:
+        timer = threading.Timer(delay_s, action)  # type: ignore[arg-type]
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+
+    def _restart_replica(self, replica_id: int) -> None:
+        with self._lock:
+            if not self._stop.is_set() and replica_id not in self.cluster.procs:
+                self.cluster.restart(replica_id)
+
+    def _restart_scheduler(self, scheduler: LocalScheduler) -> None:
+        with self._lock:
+            if not self._stop.is_set() and scheduler.proc is None:
+                scheduler.start()
+
+    def _restart_worker(self, name: str) -> None:
+        with self._lock:
+            if not self._stop.is_set() and name not in self.workers.procs:
+                self.workers.start(name, self.worker_slots[name], self.worker_extra)
+
+    def _restart_all(self) -> None:
+        for replica in self.cluster.config.replicas:
+            if replica.id not in self.cluster.procs:
+                self.cluster.restart(replica.id)
+        for scheduler in self.schedulers:
+            if scheduler.proc is None:
+                scheduler.start()
+        for name, slots in self.worker_slots.items():
+            if name not in self.workers.procs:
+                self.workers.start(name, slots, self.worker_extra)

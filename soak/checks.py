@@ -1,0 +1,186 @@
+"""The soak's verdict, from what it recorded (pure: no I/O, no clock).
+
+Evidence comes from three places, so the controller is not trusted alone:
+the load generator's own record of what was acknowledged (submits, kills,
+stops), the workers' journals (every instance a worker started, with its
+start and end times, from the shim's status file), and the controller's
+final state after the drain. The checks:
+- lost: an acknowledged job missing from the final state, or not finished;
+- duplicated: a job with more than one instance that started (the soak
+  never requeues, and restarts workers well within the unknown timeout, so
+  one job ran at most once), or two of its instances alive at once;
+- over-committed: a host that ran more slots at once than it has;
+- kills: a killed job that ended DONE after the kill was acknowledged, or
+  started after it;
+- stops: a stopped job whose ticks show no pause;
+- memory: a daemon whose resident memory grew past the bound.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+FINISHED = ("DONE", "EXIT")
+KILL_SLACK_MS = 1000  # a job may finish on its own while the kill is on its way
+STOP_GAP_S = 1.5      # a stopped job shows at least this long a pause (it is held for 3 s)
+STOP_BOUND_S = 10.0   # ... which starts within this long of the stop, failovers included
+TICKS = 60            # what a tick job writes in all
+RSS_GROWTH_MB = 40.0  # beyond both bounds, a daemon's memory grew
+RSS_GROWTH_RATIO = 0.25
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One (job, attempt) a worker started, from its journal."""
+
+    host: str
+    job: int
+    attempt: int
+    start_ms: int
+    end_ms: int | None  # None: still running when the journal was read
+
+
+@dataclass(frozen=True)
+class FinalJob:
+    job: int
+    state: str
+    slots: int
+    end_ms: int
+
+
+@dataclass
+class Verdict:
+    lost: list[int] = field(default_factory=list)
+    duplicated: list[int] = field(default_factory=list)
+    over_committed: list[str] = field(default_factory=list)
+    kills_not_effective: list[int] = field(default_factory=list)
+    stops_not_effective: list[int] = field(default_factory=list)
+    memory_growth: list[str] = field(default_factory=list)
+    stop_gaps_s: dict[int, float] = field(default_factory=dict)  # each stopped job's longest pause
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.duplicated or self.over_committed or self.kills_not_effective
+                    or self.stops_not_effective or self.memory_growth)
+
+    def summary(self) -> dict[str, object]:
+        return {"ok": self.ok, "lost": len(self.lost), "duplicated": len(self.duplicated),
+                "over_committed_hosts": len(self.over_committed),
+                "kills_not_effective": len(self.kills_not_effective),
+                "stops_not_effective": len(self.stops_not_effective),
+                "memory_growth": self.memory_growth,
+                "examples": {"lost": self.lost[:10], "duplicated": self.duplicated[:10],
+                             "over_committed": self.over_committed[:10],
+                             "kills": self.kills_not_effective[:10],
+                             "stops": {j: self.stop_gaps_s.get(j) for j in self.stops_not_effective[:10]}}}
+
+
+def lost(acknowledged: Iterable[int], final: Mapping[int, FinalJob]) -> list[int]:
+    return sorted(j for j in set(acknowledged) if j not in final or final[j].state not in FINISHED)
+
+
+def duplicated(instances: Iterable[Instance]) -> list[int]:
+    by_job: dict[int, list[Instance]] = defaultdict(list)
+    for instance in instances:
+        by_job[instance.job].append(instance)
+    return sorted(job for job, runs in by_job.items() if len(runs) > 1)
+
+
+def overlapping(instances: Iterable[Instance], now_ms: int) -> list[int]:
+    """Jobs with two instances alive at the same time (a subset of duplicated)."""
+    by_job: dict[int, list[Instance]] = defaultdict(list)
+    for instance in instances:
+        by_job[instance.job].append(instance)
+    bad = []
+    for job, runs in by_job.items():
+        spans = sorted((r.start_ms, r.end_ms if r.end_ms is not None else now_ms) for r in runs)
+        if any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:], strict=False)):
+            bad.append(job)
+    return sorted(bad)
+
+
+def over_committed(instances: Iterable[Instance], slots_of_job: Mapping[int, int],
+                   host_slots: Mapping[str, int], now_ms: int) -> list[str]:
+    """Hosts whose running instances needed more slots at some moment than the host has."""
+    changes: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for instance in instances:
+        slots = slots_of_job.get(instance.job, 1)
+        end = instance.end_ms if instance.end_ms is not None else now_ms
+        changes[instance.host] += [(instance.start_ms, slots), (end, -slots)]
+    bad = []
+    for host, events in changes.items():
+        used = peak = 0
+        for _, delta in sorted(events, key=lambda e: (e[0], e[1])):  # ends before starts at a tie
+            used += delta
+            peak = max(peak, used)
+        if peak > host_slots.get(host, 0):
+            bad.append(f"{host}: {peak} > {host_slots.get(host, 0)}")
+    return sorted(bad)
+
+
+def kills_not_effective(kills: Mapping[int, int], final: Mapping[int, FinalJob],
+                        instances: Iterable[Instance]) -> list[int]:
+    """kills: job -> when the kill was acknowledged (ms)."""
+    started = defaultdict(list)
+    for instance in instances:
+        started[instance.job].append(instance.start_ms)
+    def effective(job: int, acked_ms: int) -> bool:
+        end = final.get(job)
+        if end is None or end.state not in FINISHED:
+            return False
+        if end.state == "DONE" and end.end_ms > acked_ms + KILL_SLACK_MS:
+            return False  # it ran on to a normal end long after the kill
+        return all(start <= acked_ms + KILL_SLACK_MS for start in started[job])
+
+    return sorted(job for job, acked_ms in kills.items() if not effective(job, acked_ms))
+
+
+def longest_pause(ticks: Sequence[float]) -> float:
+    return max((b - a for a, b in zip(ticks, ticks[1:], strict=False)), default=0.0)
+
+
+def stops_not_effective(stops: Mapping[int, tuple[int, Sequence[float]]]) -> list[int]:
+    """stops: job -> (when the stop was acknowledged, ms; the tick times, s, it wrote).
+    A stop took effect if the ticks pause within STOP_BOUND_S of it, or if the
+    job had written all its ticks by then (it ended before the stop reached it)."""
+    def effective(acked_ms: int, ticks: Sequence[float]) -> bool:
+        acked, bound = acked_ms / 1000, acked_ms / 1000 + STOP_BOUND_S
+        pauses = [(a, b) for a, b in zip(ticks, ticks[1:], strict=False) if b - a >= STOP_GAP_S]
+        if any(acked - 1.0 <= a <= bound for a, _ in pauses):
+            return True
+        return len(ticks) >= TICKS and ticks[-1] <= bound
+
+    return sorted(job for job, (acked_ms, ticks) in stops.items() if not effective(acked_ms, ticks))
+
+
+def memory_growth(samples: Mapping[str, Sequence[tuple[float, float]]],
+                  min_span_s: float = 60.0) -> list[str]:
+    """samples: daemon incarnation -> (time s, RSS MB). The second quarter of its
+    life (after warm-up) against its last quarter."""
+    bad = []
+    for name, series in samples.items():
+        if len(series) < 8 or series[-1][0] - series[0][0] < min_span_s:
+            continue
+        quarter = len(series) // 4
+        early = sorted(rss for _, rss in series[quarter:2 * quarter])[quarter // 2]
+        late = sorted(rss for _, rss in series[-quarter:])[quarter // 2]
+        if late - early > RSS_GROWTH_MB and late > early * (1 + RSS_GROWTH_RATIO):
+            bad.append(f"{name}: {early:.0f} -> {late:.0f} MB")
+    return bad
+
+
+def verdict(acknowledged: Iterable[int], final: Mapping[int, FinalJob], instances: Sequence[Instance],
+            host_slots: Mapping[str, int], kills: Mapping[int, int],
+            stops: Mapping[int, tuple[int, Sequence[float]]],
+            rss: Mapping[str, Sequence[tuple[float, float]]], now_ms: int) -> Verdict:
+    slots = {job: f.slots for job, f in final.items()}
+    return Verdict(
+        lost=lost(acknowledged, final),
+        duplicated=sorted(set(duplicated(instances)) | set(overlapping(instances, now_ms))),
+        over_committed=over_committed(instances, slots, host_slots, now_ms),
+        kills_not_effective=kills_not_effective(kills, final, instances),
+        stops_not_effective=stops_not_effective(stops),
+        stop_gaps_s={job: round(longest_pause(ticks), 2) for job, (_, ticks) in stops.items()},
+        memory_growth=memory_growth(rss))

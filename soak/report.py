@@ -1,0 +1,129 @@
+"""The soak's figures: failovers, throughput, resyncs, memory; a summary and a timeline PNG."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from soak import checks
+from soak.chaos import ChaosRecord
+from soak.load import LoadRecord
+from soak.observe import DispatchWatch
+
+if TYPE_CHECKING:
+    from soak.run import SoakConfig
+
+
+def _stats(values: Sequence[float]) -> dict[str, Any]:
+    if not values:
+        return {"n": 0}
+    ordered = sorted(values)
+
+    def rank(p: float) -> float:
+        return round(ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)] * 1000, 1)
+
+    return {"n": len(ordered), "p50_ms": rank(50), "p99_ms": rank(99), "max_ms": round(ordered[-1] * 1000, 1)}
+
+
+def figures(config: SoakConfig, started: float, load_end: float, drain_s: float, drained: bool,
+            load: LoadRecord, chaos: ChaosRecord, watch: DispatchWatch, final: dict[int, checks.FinalJob],
+            instances: Sequence[checks.Instance], data: Path) -> dict[str, Any]:
+    for failover in chaos.failovers:
+        if failover.dispatch_s is None:
+            seen = watch.first_after(failover.at, failover.revision)
+            failover.dispatch_s = None if seen is None else seen - failover.at
+    kills = [f for f in chaos.failovers if f.kind == "kill"]
+    cuts = [f for f in chaos.failovers if f.kind == "partition"]
+    finished = sum(1 for j in final.values() if j.state in checks.FINISHED)
+    span = load_end - started
+    resyncs = {"snapshot": 0, "events": 0}
+    for path in data.glob("sched-*.log"):
+        text = path.read_text(errors="replace")
+        resyncs["snapshot"] += len(re.findall(r"sync: snapshot of revision", text))
+        resyncs["events"] += len(re.findall(r"sync: resumed from", text))
+    return {
+        "duration_s": round(span, 1), "drain_s": round(drain_s, 1), "drained": drained,
+        "submits_acknowledged": len(load.acknowledged), "submits_unacknowledged": load.failed_submits,
+        "jobs_finished": finished, "throughput_jobs_per_s": round(finished / span, 2) if span else None,
+        "instances": len(instances), "kills_acknowledged": len(load.kills), "stops": len(load.stops),
+        "holds": load.holds, "faults": chaos.kills,
+        "failover_kill": {"write": _stats([f.write_s for f in kills if f.write_s is not None]),
+                          "dispatch": _stats([f.dispatch_s for f in kills if f.dispatch_s is not None]),
+                          "no_dispatch_seen": sum(1 for f in kills if f.dispatch_s is None)},
+        "failover_partition": {"write": _stats([f.write_s for f in cuts if f.write_s is not None]),
+                               "dispatch": _stats([f.dispatch_s for f in cuts if f.dispatch_s is not None]),
+                               "step_down": _stats([f.step_down_s for f in cuts
+                                                    if f.step_down_s is not None]),
+                               "no_step_down_seen": sum(1 for f in cuts if f.step_down_s is None)},
+        "resyncs": resyncs,
+        "chaos_errors": chaos.errors[:20], "load_errors": len(load.errors),
+    }
+
+
+def summary(result: dict[str, Any]) -> str:
+    v = result["verdict"]
+    fk, fp = result["failover_kill"], result["failover_partition"]
+
+    def line(name: str, stats: dict[str, Any]) -> str:
+        if not stats.get("n"):
+            return f"  {name}: none measured"
+        return (f"  {name}: p50 {stats['p50_ms']} ms, p99 {stats['p99_ms']} ms, max {stats['max_ms']} ms "
+                f"(n={stats['n']})")
+
+    drain = f"+{result['drain_s']} s drain" + ("" if result["drained"] else ", NOT drained")
+    resyncs = result["resyncs"]
+    lines = [
+        f"soak: {'PASS' if v['ok'] else 'FAIL'} -- {v['lost']} lost, {v['duplicated']} duplicated, "
+        f"{v['over_committed_hosts']} over-committed hosts, {v['kills_not_effective']} kills and "
+        f"{v['stops_not_effective']} stops without effect, memory growth: {v['memory_growth'] or 'none'}",
+        f"ran {result['duration_s']} s ({drain}): "
+        f"{result['submits_acknowledged']} submits acknowledged, {result['jobs_finished']} jobs finished "
+        f"({result['throughput_jobs_per_s']}/s), {result['instances']} instances, "
+        f"{result['kills_acknowledged']} kills, {result['stops']} stops, {result['holds']} holds",
+        f"faults: {result['faults']}",
+        "leader kill -> first committed write / first new dispatch:",
+        line("write", fk["write"]), line("dispatch", fk["dispatch"]),
+        "partition of the leader -> write / dispatch / old leader steps down:",
+        line("write", fp["write"]), line("dispatch", fp["dispatch"]), line("step down", fp["step_down"]),
+        f"scheduler resyncs: {resyncs['snapshot']} by snapshot, {resyncs['events']} by events",
+    ]
+    if v["examples"] and not v["ok"]:
+        lines.append(f"examples: {v['examples']}")
+    return "\n".join(lines)
+
+
+def timeline(path: Path, started: float, instances: Sequence[checks.Instance],
+             leaders: Sequence[tuple[float, int]], chaos: ChaosRecord) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    changes = sorted([(i.start_ms / 1000 - started, 1) for i in instances]
+                     + [(i.end_ms / 1000 - started, -1) for i in instances if i.end_ms is not None])
+    xs, ys, running = [0.0], [0], 0
+    for t, delta in changes:
+        running += delta
+        xs.append(t)
+        ys.append(running)
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(12, 6), height_ratios=(3, 1))
+    top.step(xs, ys, where="post", linewidth=0.8, label="running instances")
+    for failover in chaos.failovers:
+        at = failover.at - started
+        colour = "red" if failover.kind == "kill" else "purple"
+        top.axvline(at, color=colour, linewidth=0.6, alpha=0.7)
+        if failover.write_s is not None:
+            top.axvspan(at, at + failover.write_s, color=colour, alpha=0.15)
+    top.set_ylabel("running instances")
+    top.set_title("XCE soak: running instances; leader kills (red), partitions (purple), shaded until "
+                  "the first committed write")
+    bottom.step([t - started for t, _ in leaders], [leader for _, leader in leaders], where="post")
+    bottom.set_yticks([0, 1, 2, 3], ["none", "1", "2", "3"])
+    bottom.set_ylabel("leader")
+    bottom.set_xlabel("seconds")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

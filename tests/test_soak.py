@@ -1,0 +1,61 @@
+"""The HA soak in CI: a short run passes, and a deliberately broken build fails it.
+
+`python -m soak` runs as a child process with its own cleanup; on a timeout
+it gets SIGTERM (it unwinds: daemons, jobs, namespaces), then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from soak.netns import available
+
+pytestmark = pytest.mark.cluster
+
+
+def _soak(out: Path, *args: str, timeout_s: float) -> tuple[int, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "soak", "--out", str(out), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            output, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
+        raise AssertionError(f"the soak did not end in {timeout_s:.0f} s:\n{output[-5000:]}") from None
+    return proc.returncode, output
+
+
+def test_short_soak_with_leader_kills_and_a_partition_loses_nothing(tmp_path: Path) -> None:
+    partitions = 1 if available() is None else 0
+    code, output = _soak(tmp_path, "--duration", "100", "--kill-every", "12", "--seed", "11",
+                         "--partitions", str(partitions), timeout_s=480)
+    assert code == 0, output[-5000:]
+    result = json.loads((tmp_path / "soak.json").read_text())
+    verdict = result["verdict"]
+    assert verdict["ok"] and verdict["lost"] == verdict["duplicated"] == 0
+    assert result["faults"].get("leader", 0) >= 5 and result["faults"].get("partition", 0) == partitions
+    assert result["failover_kill"]["write"]["n"] >= 5
+    assert result["drained"] and result["submits_acknowledged"] > 300
+    assert result["stops"] > 0 and result["kills_acknowledged"] > 0
+    if partitions:
+        assert result["failover_partition"]["step_down"]["n"] == 1  # the cut-off leader stepped down
+    assert (tmp_path / "timeline.png").stat().st_size > 10_000
+
+
+def test_soak_fails_a_build_that_requeues_on_success(tmp_path: Path) -> None:
+    code, output = _soak(tmp_path, "--duration", "20", "--kill-every", "0", "--partitions", "0",
+                         "--drain", "15", "--fault", "requeue-on-success", timeout_s=240)
+    assert code == 1, output[-3000:]
+    verdict = json.loads((tmp_path / "soak.json").read_text())["verdict"]
+    assert not verdict["ok"] and verdict["duplicated"] > 0

@@ -1,0 +1,73 @@
+"""The soak's checks (soak/checks.py) on made-up records: each catches what it is for."""
+
+from __future__ import annotations
+
+from soak import checks
+from soak.checks import FinalJob, Instance
+
+S = 1_700_000_000_000  # ms
+
+
+def done(job: int, slots: int = 1, end_ms: int = S + 5000, state: str = "DONE") -> FinalJob:
+    return FinalJob(job, state, slots, end_ms)
+
+
+def test_an_acknowledged_job_missing_or_unfinished_is_lost() -> None:
+    final = {1: done(1), 2: done(2, state="RUN")}
+    assert checks.lost([1, 2, 3], final) == [2, 3]
+    assert checks.lost([1], final) == []
+
+
+def test_two_instances_of_a_job_are_duplicated_and_overlap_is_found() -> None:
+    once = [Instance("w1", 1, 0, S, S + 100)]
+    sequential = [Instance("w1", 2, 0, S, S + 100), Instance("w2", 2, 1, S + 200, S + 300)]
+    together = [Instance("w1", 3, 0, S, S + 500), Instance("w2", 3, 1, S + 200, None)]
+    instances = once + sequential + together
+    assert checks.duplicated(instances) == [2, 3]  # requeue-on-success: ran again, one after the other
+    assert checks.overlapping(instances, now_ms=S + 1000) == [3]
+
+
+def test_a_host_running_more_slots_than_it_has_is_over_committed() -> None:
+    instances = [Instance("w1", 1, 0, S, S + 100), Instance("w1", 2, 0, S + 50, S + 150),
+                 Instance("w2", 3, 0, S, S + 100), Instance("w2", 4, 0, S + 100, S + 200)]
+    slots = {1: 2, 2: 1, 3: 2, 4: 2}
+    # w1: 2 + 1 at once on 2 slots; w2: one ends as the other starts (fine)
+    assert checks.over_committed(instances, slots, {"w1": 2, "w2": 2}, now_ms=S + 1000) == ["w1: 3 > 2"]
+
+
+def test_a_kill_must_end_the_job_unless_it_finished_first() -> None:
+    kill_at = S + 1000
+    final = {1: done(1, state="EXIT"), 2: done(2, end_ms=kill_at + 500), 3: done(3, end_ms=kill_at + 9000),
+             4: done(4, state="EXIT"), 5: done(5, state="RUN")}
+    started_late = [Instance("w1", 4, 0, kill_at + 5000, kill_at + 6000)]
+    kills = {job: kill_at for job in (1, 2, 3, 4, 5)}
+    assert checks.kills_not_effective(kills, final, started_late) == [3, 4, 5]
+
+
+def test_a_stop_must_pause_the_job_soon_unless_it_had_ended() -> None:
+    at = S / 1000
+    steady = [at - 1 + 0.1 * i for i in range(60)]  # never paused, but all its ticks were written by 5 s
+    paused = [at + 0.1 * i for i in range(10)] + [at + 5 + 0.1 * i for i in range(50)]
+    late_pause = [at + 0.2 * i for i in range(55)] + [at + 14 + 0.1 * i for i in range(5)]  # from 10.8 s
+    never = [at + 0.2 * i for i in range(80)]  # slow ticks, no pause, still going after the bound
+    stops = {1: (int(S), steady), 2: (int(S), paused), 3: (int(S), late_pause), 4: (int(S), never)}
+    # 1 ended (all 60 ticks) before the bound: the stop came too late to matter
+    assert checks.stops_not_effective(stops) == [3, 4]
+
+
+def test_memory_that_keeps_growing_is_reported() -> None:
+    flat = [(float(t), 100.0 + (t % 3)) for t in range(120)]
+    growing = [(float(t), 100.0 + t) for t in range(120)]
+    short = [(float(t), 100.0 + 10 * t) for t in range(20)]  # too short a life to judge
+    assert checks.memory_growth({"flat#1": flat, "grow#2": growing, "short#3": short}) == \
+        ["grow#2: 145 -> 205 MB"]
+
+
+def test_verdict_passes_a_clean_run_and_fails_a_broken_one() -> None:
+    final = {1: done(1), 2: done(2)}
+    instances = [Instance("w1", 1, 0, S, S + 100), Instance("w1", 2, 0, S + 200, S + 300)]
+    clean = checks.verdict([1, 2], final, instances, {"w1": 1}, {}, {}, {}, now_ms=S + 1000)
+    assert clean.ok and clean.summary()["lost"] == 0
+    rerun = instances + [Instance("w1", 2, 1, S + 400, S + 500)]
+    broken = checks.verdict([1, 2], final, rerun, {"w1": 1}, {}, {}, {}, now_ms=S + 1000)
+    assert not broken.ok and broken.duplicated == [2]
