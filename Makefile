@@ -25,12 +25,15 @@ cluster: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
+soak: $(STAMP)
+	$(BIN)/python -m soak $(SOAK_ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy controller xce
+	$(BIN)/mypy controller xce worker scheduler soak
 
 proto: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py
 
 clean:
-	rm -rf $(VENV) xce-data .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) xce-data soak-out .pytest_cache .ruff_cache .mypy_cache
