@@ -37,6 +37,7 @@ class Failover:
     write_s: float | None = None
     dispatch_s: float | None = None
     step_down_s: float | None = None  # partition: the old leader no longer leads
+    minority_write: str = ""          # partition: what a submit to the cut-off leader got
 
 
 @dataclass
@@ -83,20 +84,25 @@ class Chaos:
     # -------------------------------------------------------------- the loop
 
     def _run(self) -> None:
+        # Half-way through each round the other faults; at its end the leader's.
+        # Apart, so a leader kill does not fall on a follower still restarting
+        # (two replicas down is a loss of quorum, not a failover to time).
         round_ = 0
-        while not self._stop.wait(self.kill_every_s):
+        while not self._stop.wait(self.kill_every_s / 2):
             round_ += 1
             try:
-                if round_ in self.partition_rounds:
-                    self._partition()
-                else:
-                    self._kill_leader()
                 if self.rng.random() < 0.3:
                     self._kill_scheduler()
                 if self.rng.random() < 0.25:
                     self._kill_worker()
                 if self.rng.random() < 0.15:
                     self._kill_follower()
+                if self._stop.wait(self.kill_every_s / 2):
+                    break
+                if round_ in self.partition_rounds:
+                    self._partition()
+                else:
+                    self._kill_leader()
             except Exception as exc:  # noqa: BLE001 - reported; the soak goes on
                 self.record.errors.append(f"round {round_}: {type(exc).__name__}: {exc}"[:300])
 
@@ -113,15 +119,26 @@ class Chaos:
         assert self.net is not None
         leader = self.cluster.leader(timeout_s=30)
         failover = Failover("partition", leader, time.time(), self.watch.revision)
+        probe = subprocess.Popen([*self.net.prefix(leader - 1), sys.executable, "-m", "soak.minority",
+                                  self.cluster.address(leader), str(PARTITION_S)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert probe.stdin is not None and probe.stdout is not None
+        probe.stdout.readline()  # "ready": it runs, and the replica answers it
         with self._lock:
+            failover.at = time.time()
             self.net.cut(leader - 1)
             self._cut = leader
+        probe.stdin.write("go\n")
+        probe.stdin.flush()
         self._count("partition")
-        stepped = threading.Thread(target=self._step_down, args=(failover,), daemon=True)
+        stepped = threading.Thread(target=self._step_down, args=(failover, probe), daemon=True)
         stepped.start()
         self._measure(failover)
         self._stop.wait(max(0.0, failover.at + PARTITION_S - time.time()))
         stepped.join(timeout=10)
+        if probe.poll() is None:
+            probe.kill()
+        probe.wait()
         with self._lock:
             if self._cut == leader:
                 self.net.heal(leader - 1)
@@ -136,20 +153,15 @@ class Chaos:
             self.record.errors.append(f"probe after {failover.kind}: {exc}"[:300])
         self.record.failovers.append(failover)
 
-    def _step_down(self, failover: Failover) -> None:
-        """Ask the cut-off replica, from inside its namespace, until it no longer leads."""
-        assert self.net is not None
-        address = self.cluster.address(failover.leader)
-        probe = ("import sys; from xce.client import Client; "
-                 f"c = Client(['{address}'], deadline_s=0.3, call_timeout_s=0.3, follow_leader=False); "
-                 "print(c.status(local_only=True).replicas[0].role)")
-        deadline = failover.at + PARTITION_S
-        while time.time() < deadline:
-            done = subprocess.run([*self.net.prefix(failover.leader - 1), sys.executable, "-c", probe],
-                                  capture_output=True, text=True, timeout=10)
-            if done.returncode == 0 and done.stdout.strip() not in ("leader", ""):
-                failover.step_down_s = time.time() - failover.at
-                return
+    def _step_down(self, failover: Failover, probe: subprocess.Popen[str]) -> None:
+        """Read what the probe inside the cut-off namespace saw (soak/minority.py)."""
+        assert probe.stdout is not None
+        for line in probe.stdout:
+            words = line.split()
+            if words and words[0] == "stepped":
+                failover.step_down_s = float(words[1]) - failover.at
+            elif words and words[0].startswith("minority-"):
+                failover.minority_write = words[0].removeprefix("minority-")
 
     def _kill_scheduler(self) -> None:
         with Client(self.cluster.addresses, deadline_s=5.0) as client:

@@ -13,7 +13,9 @@ final state after the drain. The checks:
 - kills: a killed job that ended DONE after the kill was acknowledged, or
   started after it;
 - stops: a stopped job whose ticks show no pause;
-- memory: a daemon whose resident memory grew past the bound.
+- memory: a daemon whose resident memory grew past the bound;
+- minority: a write that a leader cut off from the majority acknowledged,
+  or that is in the state after the heal.
 """
 
 from __future__ import annotations
@@ -59,18 +61,19 @@ class Verdict:
     stops_not_effective: list[int] = field(default_factory=list)
     memory_growth: list[str] = field(default_factory=list)
     stop_gaps_s: dict[int, float] = field(default_factory=dict)  # each stopped job's longest pause
+    minority_commits: int = 0  # writes a cut-off leader acknowledged, or that survived the heal
 
     @property
     def ok(self) -> bool:
         return not (self.lost or self.duplicated or self.over_committed or self.kills_not_effective
-                    or self.stops_not_effective or self.memory_growth)
+                    or self.stops_not_effective or self.memory_growth or self.minority_commits)
 
     def summary(self) -> dict[str, object]:
         return {"ok": self.ok, "lost": len(self.lost), "duplicated": len(self.duplicated),
                 "over_committed_hosts": len(self.over_committed),
                 "kills_not_effective": len(self.kills_not_effective),
                 "stops_not_effective": len(self.stops_not_effective),
-                "memory_growth": self.memory_growth,
+                "memory_growth": self.memory_growth, "minority_commits": self.minority_commits,
                 "examples": {"lost": self.lost[:10], "duplicated": self.duplicated[:10],
                              "over_committed": self.over_committed[:10],
                              "kills": self.kills_not_effective[:10],

@@ -57,7 +57,8 @@ def figures(config: SoakConfig, started: float, load_end: float, drain_s: float,
                                "dispatch": _stats([f.dispatch_s for f in cuts if f.dispatch_s is not None]),
                                "step_down": _stats([f.step_down_s for f in cuts
                                                     if f.step_down_s is not None]),
-                               "no_step_down_seen": sum(1 for f in cuts if f.step_down_s is None)},
+                               "no_step_down_seen": sum(1 for f in cuts if f.step_down_s is None),
+                               "minority_writes": [f.minority_write or "?" for f in cuts]},
         "resyncs": resyncs,
         "chaos_errors": chaos.errors[:20], "load_errors": len(load.errors),
     }
@@ -88,6 +89,8 @@ def summary(result: dict[str, Any]) -> str:
         line("write", fk["write"]), line("dispatch", fk["dispatch"]),
         "partition of the leader -> write / dispatch / old leader steps down:",
         line("write", fp["write"]), line("dispatch", fp["dispatch"]), line("step down", fp["step_down"]),
+        f"  a submit to the cut-off leader: {', '.join(fp['minority_writes']) or '-'}; "
+        f"minority writes committed: {v['minority_commits']}",
         f"scheduler resyncs: {resyncs['snapshot']} by snapshot, {resyncs['events']} by events",
     ]
     if v["examples"] and not v["ok"]:

@@ -121,8 +121,11 @@ def _run(config: SoakConfig, data: Path, net: Net | None, partitions: int) -> di
         drained = _drain(cluster, set(load.record.acknowledged), config.drain_s)
         drain_s = time.time() - load_end
         with Client(cluster.addresses, deadline_s=60.0) as client:
-            final = {j.id: checks.FinalJob(j.id, api.JobState.Name(j.state), j.spec.slots, j.end_time_ms)
-                     for j in client.list_jobs()}
+            jobs = client.list_jobs()
+        final = {j.id: checks.FinalJob(j.id, api.JobState.Name(j.state), j.spec.slots, j.end_time_ms)
+                 for j in jobs}
+        minority = sum(1 for j in jobs if j.spec.name == "soak-minority") \
+            + sum(1 for f in chaos.record.failovers if f.minority_write == "ack")
         ended = time.time()
     finally:
         for part in (watch, leaders, memory):
@@ -135,6 +138,7 @@ def _run(config: SoakConfig, data: Path, net: Net | None, partitions: int) -> di
     stops = {job: (acked, _ticks(data / "ticks" / str(job))) for job, acked in load.record.stops.items()}
     verdict = checks.verdict(load.record.acknowledged, final, instances, WORKER_SLOTS, load.record.kills,
                              stops, memory.samples, int(ended * 1000))
+    verdict.minority_commits = minority
     figures = report.figures(config, started, load_end, drain_s, drained, load.record, chaos.record,
                              watch, final, instances, data)
     result = {"config": {k: str(v) for k, v in asdict(config).items()}, "verdict": verdict.summary(),
