@@ -150,6 +150,8 @@ def stops_not_effective(stops: Mapping[int, tuple[int, Sequence[float]]]) -> lis
     job had written all its ticks by then (it ended before the stop reached it)."""
     def effective(acked_ms: int, ticks: Sequence[float]) -> bool:
         acked, bound = acked_ms / 1000, acked_ms / 1000 + STOP_BOUND_S
+        if not ticks or ticks[0] > acked:  # stopped before its first tick: the pause starts at the stop
+            ticks = [acked, *ticks]
         pauses = [(a, b) for a, b in zip(ticks, ticks[1:], strict=False) if b - a >= STOP_GAP_S]
         if any(acked - 1.0 <= a <= bound for a, _ in pauses):
             return True

@@ -40,6 +40,7 @@ class LoadRecord:
     acknowledged: dict[int, int] = field(default_factory=dict)  # job -> when its submit was acknowledged
     kills: dict[int, int] = field(default_factory=dict)         # job -> when its kill was acknowledged
     stops: dict[int, int] = field(default_factory=dict)         # job -> when its stop was acknowledged
+    stop_log: dict[int, list[str]] = field(default_factory=dict)  # job -> what the generator saw
     holds: int = 0
     failed_submits: int = 0  # not acknowledged (the outcome is unknown to us; not counted as lost)
     errors: list[str] = field(default_factory=list)
@@ -137,14 +138,18 @@ class LoadGenerator:
 
     def _resume_when_paused(self, job_id: int, deadline: float) -> None:
         try:
-            quiet = time.time() - (self.ticks_dir / str(job_id)).stat().st_mtime
+            last = (self.ticks_dir / str(job_id)).stat().st_mtime
         except OSError:
-            quiet = 0.0
+            last = 0.0  # stopped before its first tick
+        quiet = time.time() - max(last, self.record.stops[job_id] / 1000)
+        log = self.record.stop_log.setdefault(job_id, [])
         if quiet >= 1.0:
+            log.append(f"{time.time():.2f} paused (quiet {quiet:.1f} s); resume in 2 s")
             self._later_do(2.0, lambda: self._do_control(job_id, api.RESUME))
         elif time.monotonic() < deadline:
             self._later_do(0.2, lambda: self._resume_when_paused(job_id, deadline))
         else:
+            log.append(f"{time.time():.2f} no pause seen; resume")
             self._do_control(job_id, api.RESUME)
 
     def _do_control(self, job_id: int, action: api.ControlAction) -> None:

@@ -139,6 +139,11 @@ def _run(config: SoakConfig, data: Path, net: Net | None, partitions: int) -> di
     verdict = checks.verdict(load.record.acknowledged, final, instances, WORKER_SLOTS, load.record.kills,
                              stops, memory.samples, int(ended * 1000))
     verdict.minority_commits = minority
+    for job in verdict.stops_not_effective:  # the evidence, for whoever reads the report
+        acked, ticks = stops[job]
+        (config.out / f"stop-{job}.txt").write_text(
+            f"stop acknowledged at {acked / 1000:.2f}\n" + "\n".join(load.record.stop_log.get(job, []))
+            + "\nticks:\n" + "\n".join(f"{t:.3f}" for t in ticks) + "\n")
     figures = report.figures(config, started, load_end, drain_s, drained, load.record, chaos.record,
                              watch, final, instances, data)
     result = {"config": {k: str(v) for k, v in asdict(config).items()}, "verdict": verdict.summary(),

@@ -50,7 +50,9 @@ def test_a_stop_must_pause_the_job_soon_unless_it_had_ended() -> None:
     paused = [at + 0.1 * i for i in range(10)] + [at + 5 + 0.1 * i for i in range(50)]
     late_pause = [at + 0.2 * i for i in range(55)] + [at + 14 + 0.1 * i for i in range(5)]  # from 10.8 s
     never = [at + 0.2 * i for i in range(80)]  # slow ticks, no pause, still going after the bound
-    stops = {1: (int(S), steady), 2: (int(S), paused), 3: (int(S), late_pause), 4: (int(S), never)}
+    stopped_at_once = [at + 3 + 0.1 * i for i in range(60)]  # the stop came before its first tick
+    stops = {1: (int(S), steady), 2: (int(S), paused), 3: (int(S), late_pause), 4: (int(S), never),
+             5: (int(S), stopped_at_once)}
     # 1 ended (all 60 ticks) before the bound: the stop came too late to matter
     assert checks.stops_not_effective(stops) == [3, 4]
 
