@@ -1,0 +1,826 @@
+"""The whole cluster in one process: `Sim`, stepped one named action at a time.
+
+Theory of operation. Every step is one action of tla/XceBarrier.tla (same
+name), or one of a few simulation-only steps (time passing, follower
+crashes, network faults); `step(name, pick)` runs it, with `pick` (an
+integer from a seeded generator or from hypothesis) choosing among what the
+action could do: which replica, which stream, which message. An action with
+nothing to do returns None and changes nothing. The interleaving of steps is
+the simulated network's delay and reordering; the same picks give the same
+run, byte for byte (no wall clock, no threads, no unordered iteration).
+
+Ghost state for the checks (invariants.py) is recorded as entries apply for
+the first time on any replica (applied implies committed): the state hash
+after each index (replicas must agree), the view a scheduler at that revision
+must hold, the placements committed so far, and which join of a host each
+proposal's generation stood for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import shutil
+import tempfile
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from controller import fsm, sync_stream
+from controller.host_liveness import Liveness
+from scheduler.view import View
+from xce import worker_wire
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+from . import worker_node
+from .leader import CLUSTER, HEARTBEAT_TIMEOUT_S, QUEUE, Leadership, SessionLink
+from .network import Call, Reply, Stream
+from .raft import LogEntry, RaftCluster, Replica
+from .scheduler_node import SchedulerNode
+from .simloop import SimLoop
+from .worker_node import SimOS, WorkerNode
+
+STAMP0_MS = 1_700_000_000_000
+CALL_TIMEOUT_MS = 5_000
+
+# The actions of tla/XceBarrier.tla, in its order; the simulation-only steps after them.
+SPEC_ACTIONS = (
+    "Submit", "LeaderCrash", "ElectLeader", "CommitApply", "SchedulerPass", "ProposeBatch",
+    "LeaseTakeover", "LeaseReply", "SendRun", "SendKill", "WorkerStart", "WorkerSignal", "WorkerFinish",
+    "RelayReport", "AckReport", "WorkerCrash", "WorkerRejoin", "Joined", "HeartbeatTimeout",
+    "ResolveHost", "StreamBreak", "Resync", "SyncTail", "SyncDeliver", "SyncRepeat", "SchedulerCrash",
+    "Compact",
+)
+SIM_ACTIONS = ("Tick", "Deliver", "DeliverCall", "ClientRetry", "ReplicaCrash", "ReplicaRestart", "Duplicate",
+               "DropCall",
+               "Drain", "SchedulerPause")
+# Controller-to-worker message kinds with a delivery step of their own; WorkerSignal takes the rest.
+DELIVERED_BY_KIND = {"run", "ack", "joined"}
+FAULTS = ("LeaderCrash", "ElectLeader", "WorkerCrash", "StreamBreak", "SchedulerCrash", "ReplicaCrash",
+          "Duplicate", "DropCall", "Drain", "SyncRepeat", "Compact", "HeartbeatTimeout", "SchedulerPause")
+
+
+@dataclass
+class Options:
+    hosts: int = 3
+    slots: int = 2
+    schedulers: int = 2
+    max_jobs: int = 10
+    events_kept: int = 4  # small, so Sync streams fall behind the events floor and resync by snapshot
+    run_before_commit: bool = False  # injected bug: sessions read proposed, not committed, state
+    # The timing assumption of the spec's ResolveHost: a host unavailable past
+    # unknown_timeout_s is down, its instances dead. False lets the leader give
+    # up on a host that is only cut off (see tla/README.md, findings).
+    resolve_needs_dead_host: bool = True
+
+
+@dataclass
+class Client:
+    pending: dict[str, api.SubmitJobsRequest] = field(default_factory=dict)
+    acked: dict[int, int] = field(default_factory=dict)  # job id -> revision of its commit
+    submitted: int = 0
+
+
+T = TypeVar("T")
+
+
+def _pick(items: list[T], pick: int) -> T | None:
+    return items[pick % len(items)] if items else None
+
+
+def _hash(chunks: object) -> bytes:
+    digest = hashlib.sha256()
+    for chunk in chunks:  # type: ignore[attr-defined]
+        digest.update(chunk)
+    return digest.digest()
+
+
+class Sim:
+    def __init__(self, seed: int, options: Options | None = None) -> None:
+        self.seed = seed
+        self.options = options or Options()
+        self.rng = random.Random(seed)
+        self.now_ms: int = STAMP0_MS
+        self.root = Path(tempfile.mkdtemp(prefix="xce-sim-"))
+        self.os = SimOS(self)
+        worker_node.enter(self.os)
+        self.loop = SimLoop(self.now_s)
+        self.raft = RaftCluster(3, self._on_apply)
+        self.leaderships: dict[int, Leadership] = {}
+        self.streams: dict[int, Stream] = {}
+        self.calls: list[Call] = []
+        self.replies: list[Reply] = []
+        self.delayed: list[tuple[int, Call]] = []  # calls held by a stalled sender until then
+        self._ids = 0
+        self.workers = {f"h{i}": WorkerNode(self, f"h{i}", self.options.slots)
+                        for i in range(1, self.options.hosts + 1)}
+        self.schedulers = {f"s{i}": SchedulerNode(f"s{i}") for i in range(1, self.options.schedulers + 1)}
+        self.client = Client()
+        # ghost state for the invariants
+        self.ghosts: dict[tuple[int, int], list[tuple[str, int]]] = {}
+        self.max_applied = 0
+        self.state_hashes: dict[int, bytes] = {}
+        self.view_hashes: dict[int, bytes] = {0: View().dump()}
+        self.placements: set[tuple[int, int, str]] = set()
+        self.join_indices: dict[str, list[int]] = {name: [] for name in self.workers}
+        self.join_generations: dict[str, list[int]] = {name: [] for name in self.workers}
+        self.violations: list[str] = []
+        self.entries_checked: dict[int, int] = {}  # replica -> committed entries compared so far
+        self.stats: Counter[str] = Counter()  # how often the interesting cases happened
+        self.trace: list[str] = []
+        self.steps = 0
+        self.liveness = False
+        self.check: Callable[[Sim], None] | None = None  # the invariants, set by the runner
+        self.actions: dict[str, Callable[[int], str | None]] = {
+            name: getattr(self, name) for name in (*SPEC_ACTIONS, *SIM_ACTIONS)}
+        for node in self.workers.values():
+            node.boot()
+
+    def close(self) -> None:
+        self.loop.shutdown()
+        worker_node.leave(self.os)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def now_s(self) -> float:
+        return (self.now_ms - STAMP0_MS) / 1000
+
+    def next_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    # -------------------------------------------------------------- stepping
+
+    def step(self, name: str, pick: int) -> str | None:
+        done = self.actions[name](pick)
+        for leadership in list(self.leaderships.values()):
+            replica = leadership.replica
+            if not (replica.up and replica.leading and replica.term == leadership.term):
+                self._depose(replica)  # it heard of a higher term (a vote, an append) or crashed
+        for leadership in list(self.leaderships.values()):
+            leadership.settle()
+        self._reap()
+        for node in self.workers.values():
+            node.pump()
+        self.steps += 1
+        if done is not None:
+            self.trace.append(f"{self.steps:5d} t={self.now_s():7.2f}s {name}: {done}")
+            if self.check is not None:
+                self.check(self)  # after every step that did something: a failure names its step
+        return done
+
+    def enabled(self, name: str) -> bool:
+        """A cheap over-approximation of whether `name` could do anything now (for
+        hypothesis' preconditions: fewer wasted steps). True when unsure."""
+        streams = [s for s in self.streams.values() if s.open]
+        heads = {m.WhichOneof("body") for s in streams if s.kind == "worker" and s.down
+                 for m in worker_wire.controller_messages(s.down[0])}
+        checks: dict[str, Callable[[], bool]] = {
+            "WorkerStart": lambda: "run" in heads,
+            "WorkerSignal": lambda: bool(heads - DELIVERED_BY_KIND),
+            "AckReport": lambda: "ack" in heads,
+            "Joined": lambda: "joined" in heads,
+            "RelayReport": lambda: any(s.kind == "worker" and s.up for s in streams),
+            "SyncDeliver": lambda: any(s.kind == "sync" and s.down for s in streams),
+            "ProposeBatch": lambda: any(c.kind == "batch" for c in self.calls),
+            "DeliverCall": lambda: bool(self.calls),
+            "LeaseReply": lambda: bool(self.replies),
+            "WorkerFinish": lambda: bool(self.os.live()),
+            "CommitApply": lambda: bool(self.raft.leaders()),
+            "LeaderCrash": lambda: bool(self.raft.leaders()),
+            "ReplicaRestart": lambda: any(not r.up for r in self.raft.replicas),
+            "SendRun": lambda: any(self._unsent(leadership, link) for leadership, link in self._sessions()),
+            "Resync": lambda: bool(self.serving_leaders()) and any(s.stream is None for s in self._awake()),
+            "WorkerRejoin": lambda: any(n.daemon is None or (n.stream is None and self.raft.leaders())
+                                        for n in self.workers.values()),
+            "SchedulerPass": lambda: any(s.lease_until_ms > self.now_ms and s.view.revision > 0
+                                         for s in self._awake()),
+            "SyncTail": lambda: any(link.revision < leadership.replica.applied for leadership in
+                                    self.leaderships.values() for link in leadership.syncs.values()),
+            "SyncRepeat": lambda: any(leadership.syncs for leadership in self.leaderships.values()),
+            "HeartbeatTimeout": lambda: any(leadership.overdue() for leadership in self.serving_leaders()),
+            "ResolveHost": lambda: any(leadership.lost_hosts() for leadership in self.serving_leaders()),
+            "ClientRetry": lambda: bool(self.client.pending) and bool(self.raft.leaders()),
+            "ElectLeader": lambda: any(len(self.raft.eligible_voters(r)) + 1 >= self.raft.majority()
+                                       for r in self.raft.replicas if r.up and not r.leading),
+        }
+        check = checks.get(name)
+        return check() if check is not None else True
+
+    def _reap(self) -> None:
+        """Endpoints notice streams that ended (the gRPC call raises)."""
+        for node in self.workers.values():
+            if node.stream is not None and not node.stream.open:
+                node.disconnect()
+        for scheduler in self.schedulers.values():
+            if scheduler.stream is not None and not scheduler.stream.open:
+                scheduler.stream_ended()
+        self.streams = {sid: s for sid, s in self.streams.items() if s.open}
+
+    def serving_leaders(self) -> list[Leadership]:
+        return [self.leaderships[r.rid] for r in self.raft.leaders()
+                if r.rid in self.leaderships and self.leaderships[r.rid].serving()]
+
+    def _target(self, pick: int) -> Replica | None:
+        """Where a client, worker or scheduler goes: a replica that says it leads
+        (following leader hints); with two (one deposed, not knowing it), either."""
+        return _pick(self.raft.leaders(), pick)
+
+    def _open(self, kind: str, endpoint: str, replica: Replica) -> Stream:
+        stream = Stream(self.next_id(), kind, endpoint, replica.rid)
+        self.streams[stream.sid] = stream
+        return stream
+
+    def _depose(self, replica: Replica) -> None:
+        leadership = self.leaderships.pop(replica.rid, None)
+        if leadership is not None:
+            leadership.step_down()
+
+    # -------------------------------------------------------------- apply hook and ghost state
+
+    def _on_apply(self, replica: Replica, index: int, entry: LogEntry,
+                  results: list[log.Result] | None) -> None:
+        if results is not None:
+            digest = _hash(fsm.canonical_dump(replica.tables))
+            expected = self.state_hashes.setdefault(index, digest)
+            if expected != digest:
+                self.violations.append(f"TypeOK: replica {replica.rid} state after {index} differs")
+        if index > self.max_applied and entry.data is not None and results is not None:
+            self.max_applied = index
+            self._first_apply(replica, index, entry, results)
+        leadership = self.leaderships.get(replica.rid)
+        if leadership is not None and replica.leading:
+            leadership.on_applied(index, entry, results)
+
+    def _first_apply(self, replica: Replica, index: int, entry: LogEntry, results: list[log.Result]) -> None:
+        tables = replica.tables
+        view = View()
+        for message in sync_stream.snapshot(tables, CLUSTER):
+            view.apply(message)
+        self.view_hashes[index] = view.dump()
+        decoded = log.Entry.FromString(entry.data or b"")
+        event = log.Event.FromString(tables.get("events", fsm.revision_key(index)) or b"")
+        changed = [c for c in event.changes if c.table in ("jobs", "hosts")]
+        for change in changed:
+            if change.table == "jobs":
+                job = api.Job.FromString(change.value)
+                if job.host and job.state in fsm.RUNNING:
+                    self.placements.add((job.id, job.attempt, job.host))
+        kind = decoded.WhichOneof("body")
+        joins = [decoded.join_host] if kind == "join_host" else \
+            list(decoded.joins.joins) if kind == "joins" else []
+        for spec, result in zip(joins, results if joins else [], strict=True):
+            if result.code != log.OK:
+                continue
+            name = spec.name
+            self.join_indices[name].append(index)
+            previous = self.join_generations[name][-1] if self.join_generations[name] else 0
+            self.join_generations[name].append(result.generation)
+            if result.generation <= previous:
+                self.violations.append(f"FreshGeneration: join of {name} at entry {index} got generation "
+                                       f"{result.generation}, not above the last one ({previous})")
+        if kind == "decisions":
+            meta = fsm.read_meta(tables)  # a decisions entry leaves the lease as it found it
+            batch = decoded.decisions
+            stale = (batch.lease_epoch != meta.lease_epoch or batch.scheduler_id != meta.lease_holder
+                     or decoded.stamp_ms >= meta.lease_expires_ms)
+            self.stats["stale batches"] += stale
+            if stale and changed:
+                self.violations.append(f"StaleLeaseNoEffect: entry {index}, a batch of {batch.scheduler_id} "
+                                       f"epoch {batch.lease_epoch} (current {meta.lease_epoch} held by "
+                                       f"{meta.lease_holder}) changed {len(changed)} records")
+        for position, (host, ordinal) in enumerate(self.ghosts.pop((index, entry.term), [])):
+            current = self.join_ordinal_at(host, index - 1)
+            took = results[position].code == log.OK if kind == "reports" else bool(changed)
+            self.stats["stale generations"] += ordinal < current
+            if ordinal < current and took:
+                self.violations.append(f"StaleConnectionNoEffect: entry {index} ({kind}) carries join "
+                                       f"#{ordinal} of {host}, which joined #{current} since, "
+                                       "and took effect")
+
+    def join_ordinal(self, host: str) -> int:
+        return len(self.join_indices[host])
+
+    def join_ordinal_at(self, host: str, index: int) -> int:
+        return sum(1 for i in self.join_indices[host] if i <= index)
+
+    def placement_committed(self, job_id: int, attempt: int, host: str) -> bool:
+        return (job_id, attempt, host) in self.placements
+
+    # -------------------------------------------------------------- the spec's actions
+
+    def Submit(self, pick: int) -> str | None:
+        """The client submits a new job, or a submit call in flight reaches its replica."""
+        client = self.client
+        if pick % 2 == 0 and client.submitted < self.options.max_jobs:
+            client.submitted += 1
+            request_id = f"req-{client.submitted}"
+            spec = api.JobSpec(command=["true"], slots=1 + (pick >> 2) % 2, rerunnable=bool((pick >> 3) & 1))
+            client.pending[request_id] = api.SubmitJobsRequest(request_id=request_id, jobs=[spec])
+            return self._send("submit", "client", client.pending[request_id], pick >> 4, None)
+        return self._deliver_call("submit", pick >> 1)
+
+    def _send(self, kind: str, caller: str, request: object, pick: int, context: object,
+              retry: bool = False) -> str | None:
+        replica = self._target(pick)
+        if replica is None:
+            return None
+        call = Call(self.next_id(), kind, caller, replica.rid, request, context)
+        self.calls.append(call)
+        return f"{'retry ' if retry else ''}{kind} call {call.cid} from {caller} to r{replica.rid}"
+
+    def _deliver_call(self, kind: str, pick: int) -> str | None:
+        call = _pick([c for c in self.calls if c.kind == kind], pick)
+        return None if call is None else self._deliver(call)
+
+    def _deliver(self, call: Call) -> str:
+        kind = call.kind
+        self.calls.remove(call)
+        replica = self.raft.replicas[call.replica - 1]
+        leadership = self.leaderships.get(call.replica)
+        if not replica.up:
+            return f"{kind} call {call.cid} to r{call.replica}: replica down, lost"
+        if leadership is None:
+            self.replies.append(Reply(call, None))
+            return f"{kind} call {call.cid} to r{call.replica}: not the leader"
+        return f"call {call.cid}: {leadership.on_call(call)}"
+
+    def LeaderCrash(self, pick: int) -> str | None:
+        leader = _pick(self.raft.leaders(), pick)
+        if leader is None:
+            return None
+        self._depose(leader)
+        self.raft.crash(leader)
+        lost = leader.last_index() - leader.commit
+        return f"r{leader.rid} (term {leader.term}) crashed with {lost} entries past its commit index"
+
+    def ElectLeader(self, pick: int) -> str | None:
+        candidate = _pick([r for r in self.raft.replicas if r.up and not r.leading], pick)
+        if candidate is None:
+            return None
+        eligible = self.raft.eligible_voters(candidate)
+        needed = self.raft.majority() - 1
+        if len(eligible) < needed:
+            return None
+        rotate = (pick >> 3) % len(eligible) if eligible else 0
+        eligible = eligible[rotate:] + eligible[:rotate]
+        voters = eligible[:needed + (pick >> 6) % (len(eligible) - needed + 1)]
+        return self._elect(candidate, voters)
+
+    def _elect(self, candidate: Replica, voters: list[Replica]) -> str:
+        self._depose(candidate)
+        for voter in voters:
+            if voter.leading:
+                self._depose(voter)
+        assert self.raft.elect(candidate, voters)
+        self.leaderships[candidate.rid] = Leadership(
+            self, candidate, candidate.term, candidate.last_index(),
+            Liveness(self.now_s(), HEARTBEAT_TIMEOUT_S))
+        return f"r{candidate.rid} leads term {candidate.term} (votes of {[v.rid for v in voters]})"
+
+    def elect_most_up_to_date(self) -> None:
+        """The liveness phase's election: the best log wins, every eligible replica votes."""
+        up = [r for r in self.raft.replicas if r.up and not r.leading]
+        best = max(up, key=lambda r: (r.last_term(), r.last_index(), -r.rid))
+        voters = self.raft.eligible_voters(best)
+        if len(voters) + 1 >= self.raft.majority():
+            self.steps += 1
+            done = self._elect(best, voters)
+            self.trace.append(f"{self.steps:5d} t={self.now_s():7.2f}s ElectLeader: {done}")
+
+    def CommitApply(self, pick: int) -> str | None:
+        full = self.liveness  # the liveness phase: every follower takes everything
+        leader = _pick(self.raft.leaders(), pick)
+        if leader is None:
+            return None
+        followers = [r for r in self.raft.replicas if r.up and r is not leader]
+        targets = followers if full else [f for f in [_pick(followers, pick >> 3)] if f is not None]
+        parts = []
+        for follower in targets:
+            count = 10**9 if full or (pick >> 6) & 1 else 1 + (pick >> 7) % 3
+            if self.raft.replicate(leader, follower, count) == "stale":
+                self._depose(leader)
+                return f"r{leader.rid} learned of term {leader.term} from r{follower.rid}: steps down"
+            parts.append(f"r{follower.rid} has {follower.last_index()}")
+        commit = self.raft.advance_commit(leader)
+        applied = self.raft.apply(leader, commit)
+        for follower in targets:
+            if full or (pick >> 10) & 1:
+                self.raft.apply(follower, follower.commit)
+        return f"r{leader.rid} commit {commit}, applied {applied}; {', '.join(parts) or 'alone'}"
+
+    def SchedulerPass(self, pick: int) -> str | None:
+        scheduler = _pick(self._awake(), pick)
+        if scheduler is None:
+            return None
+        # Sometimes the lease ran out during a pause before the send (a fault: never while settling).
+        paused = (pick >> 20) % 6 == 5 and not self.liveness
+        batch = scheduler.decide(self.now_ms, paused)
+        if batch is None:
+            return None
+        sent = self._send("batch", scheduler.name, batch, pick >> 3, batch)
+        return f"{scheduler.id}{' (paused)' if paused else ''} epoch {batch.lease_epoch} " \
+               f"at revision {batch.base_revision}: " \
+               f"{_decisions_text(batch)}; {sent or 'no leader known: dropped'}"
+
+    def ProposeBatch(self, pick: int) -> str | None:
+        return self._deliver_call("batch", pick)
+
+    def _awake(self) -> list[SchedulerNode]:
+        return [s for s in sorted(self.schedulers.values(), key=lambda s: s.name)
+                if s.frozen_until_ms <= self.now_ms]
+
+    def LeaseTakeover(self, pick: int) -> str | None:
+        scheduler = _pick(self._awake(), pick)
+        if (pick >> 3) & 1 or scheduler is None or scheduler.lease_call_out:
+            return self._deliver_call("lease", pick >> 4)
+        return self._send("lease", scheduler.name, scheduler.lease_request(), pick >> 4, self.now_ms)
+
+    def LeaseReply(self, pick: int) -> str | None:
+        awake = {s.name for s in self._awake()}
+        reply = _pick([r for r in self.replies if r.call.caller in awake or r.call.caller == "client"], pick)
+        if reply is None:
+            return None
+        self.replies.remove(reply)
+        call = reply.call
+        if call.kind == "submit":
+            return self._submit_reply(call, reply.response)
+        scheduler = self.schedulers[call.caller]
+        if call.kind == "lease":
+            if call.request.scheduler_id != scheduler.id:
+                return f"lease reply for {call.request.scheduler_id}: that scheduler is gone"
+            scheduler.on_lease_reply(reply.response, call.context, self.now_ms)
+            return f"{scheduler.id} lease: {_lease_text(reply.response)}"
+        scheduler.on_batch_reply(call.context, reply.response, self.now_ms)
+        rejected = [r for r in reply.response.rejections if r] if reply.response is not None else []
+        return f"{scheduler.id} batch reply: {len(rejected)} rejected {rejected[:1]}"
+
+    def _submit_reply(self, call: Call, response: log.Result | None) -> str:
+        request_id = call.request.request_id
+        if response is None:
+            return f"submit {request_id} refused; will retry"
+        self.client.pending.pop(request_id, None)
+        if response.code == log.OK:
+            for job_id in response.job_ids:
+                self.client.acked[job_id] = response.revision
+        return f"submit {request_id} acknowledged: jobs {list(response.job_ids)} at {response.revision}"
+
+    def _sessions(self) -> list[tuple[Leadership, SessionLink]]:
+        return [(leadership, link) for leadership in self.leaderships.values()
+                for link in sorted(leadership.links.values(), key=lambda link: link.stream.sid)]
+
+    def _unsent(self, leadership: Leadership, link: SessionLink) -> bool:
+        """Committed state places a job on this host that the session has not sent."""
+        tables = leadership.replica.tables
+        placed = {(i, j.attempt) for i in fsm.host_job_ids(tables, link.session.name)
+                  if (j := fsm.read_job(tables, i)) is not None}
+        return bool(placed - link.session.run_sent)
+
+    def SendRun(self, pick: int) -> str | None:
+        """A session's full re-derive (its RESEND_S timer): RunJob for what it has not sent."""
+        chosen = _pick(self._sessions(), pick)
+        if chosen is None:
+            return None
+        leadership, link = chosen
+        before = len(link.stream.down)
+        link.session.changed_unknown()
+        leadership.settle()
+        sent = len(link.stream.down) - before
+        return f"r{leadership.replica.rid} re-derived {link.session.name}: {sent} frames"
+
+    def SendKill(self, pick: int) -> str | None:
+        """A re-derive of a session that holds an instance committed state no longer wants."""
+        candidates = []
+        for leadership, link in self._sessions():
+            wanted = set(fsm.host_job_ids(leadership.replica.tables, link.session.name))
+            if any(key[0] not in wanted for key in link.session.live - link.session.kill_sent):
+                candidates.append((leadership, link))
+        chosen = _pick(candidates, pick)
+        if chosen is None:
+            return None
+        chosen[1].session.changed_unknown()
+        chosen[0].settle()
+        return f"r{chosen[0].replica.rid} kills what {chosen[1].session.name} should no longer run"
+
+    def _deliver_down(self, pick: int, kinds: tuple[str, ...]) -> str | None:
+        """The next frame of a worker stream that holds a message of one of `kinds`
+        ("*": any kind the other delivery steps do not take, e.g. a heartbeat answer)."""
+        def wanted(kind: str | None) -> bool:
+            return kind in kinds or ("*" in kinds and kind not in DELIVERED_BY_KIND)
+
+        streams = [s for s in self.streams.values() if s.kind == "worker" and s.open and s.down
+                   and any(wanted(m.WhichOneof("body")) for m in worker_wire.controller_messages(s.down[0]))]
+        stream = _pick(sorted(streams, key=lambda s: s.sid), pick)
+        if stream is None:
+            return None
+        node = self.workers[stream.endpoint]
+        assert node.stream is stream and node.daemon is not None
+        return node.deliver(stream.down.popleft())
+
+    def WorkerStart(self, pick: int) -> str | None:
+        return self._deliver_down(pick, ("run",))
+
+    def WorkerSignal(self, pick: int) -> str | None:
+        return self._deliver_down(pick, ("signal", "*"))
+
+    def AckReport(self, pick: int) -> str | None:
+        return self._deliver_down(pick, ("ack",))
+
+    def Joined(self, pick: int) -> str | None:
+        return self._deliver_down(pick, ("joined",))
+
+    def WorkerFinish(self, pick: int, due_only: bool = False) -> str | None:
+        live = [p for p in self.os.live() if not p.stopped and (not due_only or p.ends_at_ms <= self.now_ms)]
+        process = _pick(sorted(live, key=lambda p: p.pid), pick)
+        if process is None:
+            return None
+        term_signal = 15 if process.terminating else 0
+        exit_code = 0 if term_signal or (pick >> 5) % 4 else 1
+        self.os.end(process, exit_code, term_signal, status=True)
+        job, attempt = process.key
+        return f"{job}.{attempt} on {process.host} ended: exit {exit_code} signal {term_signal}"
+
+    def RelayReport(self, pick: int) -> str | None:
+        streams = sorted((s for s in self.streams.values() if s.kind == "worker" and s.open and s.up),
+                         key=lambda s: s.sid)
+        for offset in range(len(streams)):
+            stream = streams[(pick + offset) % len(streams)]
+            leadership = self.leaderships.get(stream.replica)
+            if leadership is None:
+                stream.close()
+                return f"stream {stream.sid} of {stream.endpoint}: r{stream.replica} no longer leads"
+            done = leadership.on_worker_message(stream)
+            if done is not None:
+                return f"r{stream.replica}: {done}"
+        return None
+
+    def WorkerCrash(self, pick: int) -> str | None:
+        node = _pick([n for n in self.workers.values() if n.daemon is not None], pick)
+        if node is None:
+            return None
+        machine = (pick >> 4) % 4 == 0
+        node.crash(machine)
+        return f"{node.name} {'machine' if machine else 'worker daemon'} crashed"
+
+    def WorkerRejoin(self, pick: int) -> str | None:
+        node = _pick(list(self.workers.values()), pick)
+        if node is None:
+            return None
+        if node.daemon is None:
+            node.boot()
+            return f"{node.name} restarted (boot {node.boots}), recovered from its journal"
+        if node.stream is not None:
+            return None
+        replica = self._target(pick >> 4)
+        if replica is None:
+            return None
+        node.connect(self._open("worker", node.name, replica))
+        return f"{node.name} connects to r{replica.rid} and sends join"
+
+    def HeartbeatTimeout(self, pick: int) -> str | None:
+        late = [(leadership, name, generation) for leadership in self.serving_leaders()
+                for name, generation in leadership.overdue()]
+        chosen = _pick(late, pick)
+        if chosen is None:
+            return None
+        leadership, name, generation = chosen
+        leadership.mark_unavailable(name, generation)
+        return f"r{leadership.replica.rid} proposes {name} generation {generation} UNAVAIL"
+
+    def ResolveHost(self, pick: int) -> str | None:
+        lost = []
+        for leadership in self.serving_leaders():
+            for host in leadership.lost_hosts():
+                alive = any(p.host == host.spec.name for p in self.os.live())
+                if not alive or not self.options.resolve_needs_dead_host:
+                    lost.append((leadership, host))
+        chosen = _pick(lost, pick)
+        if chosen is None:
+            return None
+        chosen[0].resolve(chosen[1])
+        return f"r{chosen[0].replica.rid} gives up on {chosen[1].spec.name} generation {chosen[1].generation}"
+
+    def StreamBreak(self, pick: int) -> str | None:
+        stream = _pick(sorted(self.streams.values(), key=lambda s: s.sid), pick)
+        if stream is None:
+            return None
+        stream.close()
+        return f"{stream.kind} stream {stream.sid} of {stream.endpoint} to r{stream.replica} broke"
+
+    def Resync(self, pick: int) -> str | None:
+        scheduler = _pick([s for s in sorted(self.schedulers.values(), key=lambda s: s.name)
+                           if s.stream is None], pick)
+        replica = self._target(pick >> 3)
+        if scheduler is None or replica is None:
+            return None
+        stream = self._open("sync", scheduler.name, replica)
+        scheduler.stream = stream
+        request = scheduler.sync_request()
+        leadership = self.leaderships[replica.rid]
+        return f"{scheduler.id} syncs from {request.from_revision} at r{replica.rid}: " \
+               f"{leadership.open_sync(stream, request)}"
+
+    def SyncTail(self, pick: int) -> str | None:
+        link = _pick([(leadership, link) for leadership in self.leaderships.values()
+                      for link in leadership.syncs.values()], pick)
+        if link is None:
+            return None
+        before = link[1].revision
+        link[0].tail(link[1])
+        return f"r{link[0].replica.rid} tail to {link[1].stream.endpoint}: {before} -> {link[1].revision}"
+
+    def SyncDeliver(self, pick: int) -> str | None:
+        streams = sorted((s for s in self.streams.values() if s.kind == "sync" and s.open and s.down),
+                         key=lambda s: s.sid)
+        stream = _pick(streams, pick)
+        if stream is None:
+            return None
+        scheduler = self.schedulers[stream.endpoint]
+        message = stream.down.popleft()
+        before = scheduler.view.revision
+        scheduler.view.apply(message)
+        self.stats["snapshots installed"] += message.WhichOneof("body") == "snapshot_end"
+        return f"{scheduler.id} view {before} -> {scheduler.view.revision} ({message.WhichOneof('body')})"
+
+    def SyncRepeat(self, pick: int) -> str | None:
+        link = _pick([(leadership, link) for leadership in self.leaderships.values()
+                      for link in leadership.syncs.values()], pick)
+        if link is None:
+            return None
+        revision = link[0].repeat_event(link[1], (pick >> 4) % 3)
+        return None if revision is None else f"event {revision} sent again to {link[1].stream.endpoint}"
+
+    def SchedulerCrash(self, pick: int) -> str | None:
+        scheduler = _pick(sorted(self.schedulers.values(), key=lambda s: s.name), pick)
+        if scheduler is None:
+            return None
+        old = scheduler.id
+        scheduler.restart()
+        return f"{old} crashed; {scheduler.id} starts with an empty view"
+
+    def Compact(self, pick: int) -> str | None:
+        replica = _pick([r for r in self.raft.replicas if r.up], pick)
+        if replica is None:
+            return None
+        dropped = self.raft.compact(replica)
+        return f"r{replica.rid} compacted {dropped} entries up to {replica.base_index}" if dropped else None
+
+    # -------------------------------------------------------------- simulation-only steps
+
+    def Tick(self, pick: int) -> str | None:
+        self.now_ms += 20 + pick % 400
+        fired = self.os.fire_timers()
+        for node in self.workers.values():
+            node.heartbeat()
+        for leadership in self.serving_leaders():  # server._watch_heartbeats, every heartbeat_s / 2
+            for name, generation in leadership.overdue():
+                if (name, generation) not in leadership.unavailable_proposed:
+                    leadership.unavailable_proposed.add((name, generation))
+                    leadership.mark_unavailable(name, generation)
+        due = [call for when, call in self.delayed if when <= self.now_ms]
+        self.delayed = [(when, call) for when, call in self.delayed if when > self.now_ms]
+        self.calls += due
+        for scheduler in self._awake():
+            outstanding = [c for c in self.calls if c.kind == "lease" and c.caller == scheduler.name]
+            if scheduler.lease_call_out and not outstanding and not any(
+                    r.call.kind == "lease" and r.call.caller == scheduler.name for r in self.replies):
+                scheduler.lease_call_out = False  # the call's deadline passed: lost
+            if not scheduler.lease_call_out and self.now_ms >= scheduler.renew_at_ms:
+                self._send("lease", scheduler.name, scheduler.lease_request(), pick >> 11, self.now_ms)
+        return f"now {self.now_s():.2f}s; {fired} timers fired"
+
+    def Deliver(self, pick: int) -> str | None:
+        """The network catches up: every stream message and call in flight is delivered,
+        the leaders commit and apply, until nothing moves (a calm moment)."""
+        before = self.steps
+        for _ in range(1 + pick % 20):
+            moved = False
+            for name in ("CommitApply", "Joined", "WorkerStart", "WorkerSignal", "AckReport", "RelayReport",
+                         "SyncDeliver", "DeliverCall", "LeaseReply"):
+                for sub in range(len(self.raft.leaders()) if name == "CommitApply" else 4):
+                    moved |= self.step(name, sub) is not None
+            if not moved:
+                break
+        return f"delivered everything in flight ({self.steps - before} steps)"
+
+    def DeliverCall(self, pick: int) -> str | None:
+        call = _pick(self.calls, pick)
+        return None if call is None else self._deliver(call)
+
+    def ClientRetry(self, pick: int) -> str | None:
+        """The client retries a request it has no answer for, with the same request id."""
+        waiting = {c.request.request_id for c in self.calls if c.kind == "submit"}
+        waiting |= {r.call.request.request_id for r in self.replies if r.call.kind == "submit"}
+        request_id = _pick([r for r in sorted(self.client.pending) if r not in waiting], pick)
+        if request_id is None:
+            return None
+        return self._send("submit", "client", self.client.pending[request_id], pick >> 4, None, retry=True)
+
+    def SchedulerPause(self, pick: int) -> str | None:
+        """A scheduler stalls for 2-5 s right after deciding a pass; the batch goes out
+        when it wakes, maybe after its lease passed to another scheduler."""
+        scheduler = _pick(self._awake(), pick)
+        if scheduler is None:
+            return None
+        scheduler.frozen_until_ms = self.now_ms + 2000 + (pick >> 4) % 3000
+        batch = scheduler.decide(self.now_ms)
+        replica = self._target(pick >> 16)
+        if batch is not None and replica is not None:
+            call = Call(self.next_id(), "batch", scheduler.name, replica.rid, batch, batch)
+            self.delayed.append((scheduler.frozen_until_ms, call))
+        return f"{scheduler.id} stalls until {(scheduler.frozen_until_ms - STAMP0_MS) / 1000:.2f}s" + (
+            f" holding a batch of epoch {batch.lease_epoch}: {_decisions_text(batch)}" if batch else "")
+
+    def ReplicaCrash(self, pick: int) -> str | None:
+        replica = _pick([r for r in self.raft.replicas if r.up and not r.leading], pick)
+        if replica is None:
+            return None
+        self.raft.crash(replica)
+        return f"follower r{replica.rid} crashed"
+
+    def ReplicaRestart(self, pick: int) -> str | None:
+        replica = _pick([r for r in self.raft.replicas if not r.up], pick)
+        if replica is None:
+            return None
+        self.raft.restart(replica)
+        self.raft.apply(replica, replica.commit)  # it re-applies its log; apply skips what it holds
+        return f"r{replica.rid} restarted, applied {replica.applied}"
+
+    def Duplicate(self, pick: int) -> str | None:
+        """A message delivered twice: a retried call, or a resend overlapping on a stream."""
+        queues: list[tuple[str, deque[Any] | None]] = []
+        for stream in sorted(self.streams.values(), key=lambda s: s.sid):
+            if stream.down and (stream.kind == "sync" or "joined" not in {
+                    m.WhichOneof("body") for m in worker_wire.controller_messages(stream.down[0])}):
+                queues.append((f"{stream.kind} stream {stream.sid} down", stream.down))
+            if stream.up and stream.up[0].WhichOneof("body") in ("report", "reports"):
+                queues.append((f"{stream.kind} stream {stream.sid} up", stream.up))
+        if self.calls:
+            queues.append(("calls", None))
+        chosen = _pick(queues, pick)
+        if chosen is None:
+            return None
+        where, queue = chosen
+        if queue is None:
+            call = _pick(self.calls, pick >> 3)
+            assert call is not None
+            self.calls.append(Call(self.next_id(), call.kind, call.caller, call.replica, call.request,
+                                   call.context))
+        else:
+            queue.appendleft(queue[0])
+        return f"duplicated the next message of {where}"
+
+    def DropCall(self, pick: int) -> str | None:
+        bag: list[object] = [*self.calls, *self.replies]
+        chosen = _pick(bag, pick)
+        if chosen is None:
+            return None
+        if isinstance(chosen, Call):
+            self.calls.remove(chosen)
+            return f"{chosen.kind} call {chosen.cid} lost"
+        assert isinstance(chosen, Reply)
+        self.replies.remove(chosen)
+        return f"reply to {chosen.call.kind} call {chosen.call.cid} lost"
+
+    def Drain(self, pick: int) -> str | None:
+        node = _pick(list(self.workers.values()), pick)
+        if node is None:
+            return None
+        node.draining = not node.draining
+        return f"{node.name} {'drains (refuses new jobs)' if node.draining else 'accepts jobs again'}"
+
+    # -------------------------------------------------------------- reading the state
+
+    def committed_tables(self) -> Replica | None:
+        """The replica that applied the most (its state is the committed state at its index)."""
+        up = [r for r in self.raft.replicas if r.applied > 0]
+        return max(up, key=lambda r: fsm.read_meta(r.tables).applied_index) if up else None
+
+    def unfinished_jobs(self) -> list[api.Job]:
+        replica = self.committed_tables()
+        if replica is None:
+            return []
+        jobs = [api.Job.FromString(raw) for _, raw in replica.tables.scan("jobs")]
+        return [j for j in jobs if j.state not in fsm.FINISHED]
+
+
+def _decisions_text(batch: api.DecisionBatch) -> str:
+    parts = []
+    for decision in batch.decisions:
+        if decision.HasField("dispatch"):
+            d = decision.dispatch
+            parts.append(f"run {d.job_id}.{d.attempt}@{d.host}")
+        else:
+            parts.append(f"pend {decision.pend.job_id}")
+    return ", ".join(parts)
+
+
+def _lease_text(reply: api.LeaseResponse | None) -> str:
+    if reply is None:
+        return "refused (no serving leader)"
+    return f"{'granted' if reply.granted else 'held by ' + reply.holder}, epoch {reply.epoch}"
+
+
+__all__ = ["FAULTS", "QUEUE", "SIM_ACTIONS", "SPEC_ACTIONS", "Options", "Sim"]

@@ -1,0 +1,127 @@
+"""The invariants of tla/XceBarrier.tla, checked on the simulation's real state.
+
+Each function has the name of the spec's invariant and raises
+AssertionError (with what it saw) when it does not hold. Ghost facts recorded
+while entries apply (cluster.Sim._first_apply) stand in for the spec's
+history variable: the state hash and the view after every index, the
+placements committed so far, and violations noticed at apply time
+(StaleLeaseNoEffect, StaleConnectionNoEffect, replica divergence).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+from controller import fsm
+from xce.v1 import api_pb2 as api
+
+from .cluster import Sim
+
+
+def _noticed(sim: Sim, name: str) -> None:
+    seen = [v for v in sim.violations if v.startswith(name + ":")]
+    assert not seen, seen[0]
+
+
+def TypeOK(sim: Sim) -> None:
+    """Replicas agree: the same committed entries, the same state after each index."""
+    _noticed(sim, "TypeOK")
+    assert not sim.loop.failures, f"a leader coroutine failed: {sim.loop.failures[0]}"
+    for replica in sim.raft.replicas:
+        assert replica.base_index <= replica.applied <= replica.commit <= replica.last_index(), \
+            f"r{replica.rid}: base {replica.base_index} applied {replica.applied} commit {replica.commit}"
+        # Each committed index is compared once per replica: Raft never rewrites one (replicate
+        # asserts it), so what was equal stays equal.
+        checked = max(sim.entries_checked.get(replica.rid, 0), replica.base_index)
+        for index in range(checked + 1, replica.commit + 1):
+            committed = sim.raft.committed.get(index)
+            assert committed is None or replica.entry(index) == committed, \
+                f"r{replica.rid} holds a different entry {index} than the one committed"
+        sim.entries_checked[replica.rid] = max(checked, replica.commit)
+
+
+def NoDoubleRun(sim: Sim) -> None:
+    """Never two live instances of one job (any attempts, any hosts)."""
+    live = Counter(p.key[0] for p in sim.os.live())
+    doubled = sorted(job for job, n in live.items() if n > 1)
+    twice = [(p.key, p.host, p.pid) for p in sim.os.live() if doubled and p.key[0] == doubled[0]][:4]
+    assert not doubled, f"job {doubled[0] if doubled else 0} runs twice: {twice}"
+
+
+def CapacitySafe(sim: Sim) -> None:
+    """Running slots per host never exceed its slots, on the hosts and in committed state."""
+    for name, node in sim.workers.items():
+        used = sum(p.slots for p in sim.os.live() if p.host == name)
+        assert used <= node.spec.slots, f"{name} runs {used} slots of {node.spec.slots}"
+    for replica in sim.raft.replicas:
+        tables = replica.tables
+        for _, raw in tables.scan("hosts"):
+            host = api.Host.FromString(raw)
+            held = [fsm.read_job(tables, i) for i in fsm.host_job_ids(tables, host.spec.name)]
+            slots = sum(j.spec.slots for j in held if j is not None)
+            assert host.slots_used == slots <= host.spec.slots, \
+                f"r{replica.rid} {host.spec.name}: slots_used {host.slots_used}, jobs hold {slots}, " \
+                f"has {host.spec.slots}"
+
+
+def DispatchAfterCommit(sim: Sim) -> None:
+    """Every instance was started for a DISPATCH of that attempt already committed."""
+    early = [p for p in sim.os.processes.values() if not p.committed_at_spawn]
+    assert not early, f"instance {early[0].key} on {early[0].host} started before its dispatch committed"
+
+
+def NoLostJob(sim: Sim) -> None:
+    """An acknowledged job is in the committed state of every replica that applied its
+    index, and every leader's log holds the entry that created it."""
+    applied = {r.rid: fsm.read_meta(r.tables).applied_index for r in sim.raft.replicas}
+    for job_id, revision in sorted(sim.client.acked.items()):
+        committed = sim.raft.committed.get(revision)
+        for replica in sim.raft.replicas:
+            if applied[replica.rid] >= revision:
+                assert fsm.read_job(replica.tables, job_id) is not None, \
+                    f"acknowledged job {job_id} (revision {revision}) missing on r{replica.rid}"
+            if replica.leading and committed is not None:
+                assert replica.has(revision, committed.term), \
+                    f"leader r{replica.rid} lacks entry {revision} of acknowledged job {job_id}"
+
+
+def ViewConsistent(sim: Sim) -> None:
+    """A scheduler's view at revision r equals the committed state at r."""
+    for scheduler in sim.schedulers.values():
+        view = scheduler.view
+        if view.revision == 0:
+            continue
+        expected = sim.view_hashes.get(view.revision)
+        assert expected is not None, f"{scheduler.id} at revision {view.revision}, never committed"
+        assert view.dump() == expected, \
+            f"{scheduler.id}'s view at revision {view.revision} differs from the committed state there"
+
+
+def StaleLeaseNoEffect(sim: Sim) -> None:
+    """A batch whose lease epoch (or holder) is not current changes nothing."""
+    _noticed(sim, "StaleLeaseNoEffect")
+
+
+def StaleConnectionNoEffect(sim: Sim) -> None:
+    """A report or host status of a connection superseded by a later join changes nothing."""
+    _noticed(sim, "StaleConnectionNoEffect")
+
+
+def FreshGeneration(sim: Sim) -> None:
+    """Each join of a host gets a generation above every earlier one, so a re-joined
+    connection is never taken for an older one."""
+    _noticed(sim, "FreshGeneration")
+
+
+INVARIANTS: dict[str, Callable[[Sim], None]] = {
+    f.__name__: f for f in (TypeOK, NoDoubleRun, CapacitySafe, DispatchAfterCommit, NoLostJob,
+                            ViewConsistent, StaleLeaseNoEffect, FreshGeneration, StaleConnectionNoEffect)}
+
+
+def check_all(sim: Sim) -> None:
+    for name, invariant in INVARIANTS.items():
+        try:
+            invariant(sim)
+        except AssertionError as exc:
+            raise AssertionError(f"{name} violated: {exc}") from None
