@@ -212,9 +212,10 @@ def check_queue_open(tables: Tables, name: str) -> None:
 class Transition:
     to: api.JobState
     reason: str = ""
-    requeue: bool = False
+    requeue: bool = False          # back to PEND now, attempt + 1
     kill_requested: bool = False
     code: api.PendingReason = api.PENDING_REASON_UNSPECIFIED
+    requeue_requested: bool = False  # back to PEND once the running instance has ended
 
 
 def _transitions(action: api.ControlAction) -> dict[api.JobState, Transition]:
@@ -232,14 +233,21 @@ def _transitions(action: api.ControlAction) -> dict[api.JobState, Transition]:
     if action == api.RELEASE:
         return {api.PSUSP: Transition(api.PEND)}
     if action == api.REQUEUE:
+        # Like LSF's brequeue: a running instance is killed first, and the job
+        # is pending again only once that instance has ended (its slots held
+        # until then), so the next attempt can never run beside it.
         requeued = Transition(api.PEND, "requeued", requeue=True, code=api.PEND_REQUEUED)
-        return {s: requeued for s in (*RUNNING, *FINISHED)}
+        return {**{s: requeued for s in FINISHED},
+                **{s: Transition(s, kill_requested=True, requeue_requested=True) for s in RUNNING}}
     raise Rejected(log.INVALID_ARGUMENT, f"unknown control action {action}")
 
 
 def check_control(job: api.Job, action: api.ControlAction) -> Transition:
     table = _transitions(action)
-    if job.state not in table or (action == api.KILL and job.kill_requested):
+    # A kill asked twice is refused; a kill after a requeue turns it into a kill.
+    being_killed = job.state in RUNNING and job.kill_requested \
+        and (action == api.REQUEUE or not job.requeue_requested)
+    if job.state not in table or (action in (api.KILL, api.REQUEUE) and being_killed):
         raise Rejected(log.FAILED_PRECONDITION,
                        f"cannot {api.ControlAction.Name(action).lower()} job {job.id} "
                        f"in state {api.JobState.Name(job.state)}")
@@ -488,14 +496,13 @@ def _apply_control(applier: Applier) -> list[log.Result]:
     def body() -> log.Result:
         job = find_job(applier.tables, request.job_id)
         transition = check_control(job, request.action)
-        if transition.requeue and job.state in RUNNING:
-            _release(applier, job)  # the old attempt's slots; its worker gets a kill
         job.state = transition.to
         job.modify_time_ms = applier.entry.stamp_ms
         job.pending_reason = transition.reason if transition.to in PENDING else ""
         job.pending_code = transition.code if transition.to in PENDING else api.PENDING_REASON_UNSPECIFIED
         if transition.kill_requested:
             job.kill_requested = True
+            job.requeue_requested = transition.requeue_requested
         if transition.requeue:
             job.attempt += 1
             for name in ("exit_code", "end_time_ms", "start_time_ms", "kill_requested", "pid",
@@ -676,6 +683,9 @@ def _report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
         if job.state == api.UNKWN:  # its worker is back and still runs it
             job.state = job.state_before_unknown or api.RUN
             job.ClearField("state_before_unknown")
+    elif kind in ("finished", "dispatch_failed") and job.requeue_requested:
+        _requeue_ended(applier, job, "requeued")
+        return log.Result(code=log.OK, job_ids=[job.id])
     elif kind == "finished" and report.finished.status_unknown and job.spec.rerunnable:
         _settle_lost(applier, job, f"job ended on {relayed.host} with unknown status")
         return log.Result(code=log.OK, job_ids=[job.id])
@@ -849,25 +859,35 @@ def _apply_resolve_host(applier: Applier) -> list[log.Result]:
     return [log.Result(code=log.OK, job_ids=settled)]
 
 
+def _requeue_ended(applier: Applier, job: api.Job, why: str) -> None:
+    """The job's instance has ended (or is given up): its slots come back, and
+    the job is pending again at the next attempt."""
+    _release(applier, job)
+    job.attempt += 1
+    for name in ("exit_code", "end_time_ms", "start_time_ms", "kill_requested", "requeue_requested", "pid",
+                 "term_signal", "exit_status_unknown", "usage", "host", "state_before_unknown"):
+        job.ClearField(name)
+    job.state = api.PEND
+    job.pending_reason = why
+    job.pending_code = api.PEND_REQUEUED
+    job.modify_time_ms = applier.entry.stamp_ms
+    applier.put_job(job)
+
+
 def _settle_lost(applier: Applier, job: api.Job, why: str) -> None:
     """An instance whose end nobody knows: requeue if rerunnable (and not being
-    killed), else EXIT."""
+    killed) or if a requeue was asked, else EXIT."""
+    if job.requeue_requested or (job.spec.rerunnable and not job.kill_requested):
+        _requeue_ended(applier, job, f"{why}; requeued" + ("" if job.requeue_requested else " (rerunnable)"))
+        return
     _release(applier, job)
     stamp = applier.entry.stamp_ms
-    if job.spec.rerunnable and not job.kill_requested:
-        job.attempt += 1
-        for name in ("host", "pid", "start_time_ms", "kill_requested", "state_before_unknown"):
-            job.ClearField(name)
-        job.state = api.PEND
-        job.pending_reason = f"{why}; requeued (rerunnable)"
-        job.pending_code = api.PEND_REQUEUED
-    else:
-        job.state = api.EXIT
-        job.exit_status_unknown = not job.kill_requested
-        job.exit_code = 128 + 9 if job.kill_requested else job.exit_code
-        job.end_time_ms = stamp
-        job.pending_reason = ""
-        job.kill_requested = False
+    job.state = api.EXIT
+    job.exit_status_unknown = not job.kill_requested
+    job.exit_code = 128 + 9 if job.kill_requested else job.exit_code
+    job.end_time_ms = stamp
+    job.pending_reason = ""
+    job.kill_requested = False
     job.modify_time_ms = stamp
     applier.put_job(job)
 

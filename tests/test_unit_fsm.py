@@ -49,8 +49,9 @@ EXPECTED_TRANSITIONS: dict[tuple[int, int], int] = {
     (api.RESUME, api.PSUSP): api.PEND,
     (api.HOLD, api.PEND): api.PSUSP,
     (api.RELEASE, api.PSUSP): api.PEND,
-    **{(api.REQUEUE, s): api.PEND
-       for s in (api.RUN, api.USUSP, api.SSUSP, api.UNKWN, api.DONE, api.EXIT)},
+    **{(api.REQUEUE, s): api.PEND for s in (api.DONE, api.EXIT)},
+    # a running instance is killed first; the job is pending once it ended (test_unit_hosts)
+    **{(api.REQUEUE, s): s for s in (api.RUN, api.USUSP, api.SSUSP, api.UNKWN)},
 }
 ACTIONS = (api.KILL, api.STOP, api.RESUME, api.HOLD, api.RELEASE, api.REQUEUE)
 
@@ -483,7 +484,8 @@ def test_requeue_resets_run_fields_and_counts_the_attempt(backend: Backend) -> N
     (api.PSUSP, api.RELEASE, "", api.PENDING_REASON_UNSPECIFIED),
     (api.PSUSP, api.RESUME, "", api.PENDING_REASON_UNSPECIFIED),
     (api.RUN, api.STOP, "", api.PENDING_REASON_UNSPECIFIED),
-    (api.RUN, api.REQUEUE, "requeued", api.PEND_REQUEUED),
+    (api.EXIT, api.REQUEUE, "requeued", api.PEND_REQUEUED),
+    (api.RUN, api.REQUEUE, "", api.PENDING_REASON_UNSPECIFIED),  # not pending until its instance ended
 ])
 def test_control_sets_pending_reason_only_while_pending(
         backend: Backend, state: int, action: int, reason: str, code: int) -> None:

@@ -185,13 +185,51 @@ def test_reports_of_stale_attempts_or_connections_change_nothing(apply) -> None:
     job_id = _setup_job(apply)
     apply(dispatch(job_id))
     apply(log.Entry(stamp_ms=STAMP, control=api.ControlJobRequest(job_id=str(job_id), action=api.REQUEUE)))
-    assert apply.read("n1").slots_used == 0  # the requeue gave the old attempt's slots back
+    killed = api.JobFinished(term_signal=15)
+    assert apply(report(job_id, attempt=0, generation=7, finished=killed)).code == log.FAILED_PRECONDITION
+    assert apply.read("n1").slots_used == 2  # held until the old instance is known to have ended
+    assert apply(report(job_id, attempt=0, finished=killed)).code == log.OK
+    assert apply.read("n1").slots_used == 0  # now the requeue gave them back
     done = api.JobFinished(exit_code=0)
     assert apply(report(job_id, attempt=0, finished=done)).code == log.FAILED_PRECONDITION
     apply(dispatch(job_id, attempt=1))
     assert apply(report(job_id, attempt=1, generation=7, finished=done)).code == log.FAILED_PRECONDITION
     assert apply(report(job_id, attempt=1, finished=done)).code == log.OK
     assert apply.read("n1").slots_used == 0
+
+
+def control(job_id: int, action: api.ControlAction) -> log.Entry:
+    return log.Entry(stamp_ms=STAMP, control=api.ControlJobRequest(job_id=str(job_id), action=action))
+
+
+def test_requeue_of_a_running_job_waits_for_its_instance_to_end(apply) -> None:  # type: ignore[no-untyped-def]
+    # Otherwise the next attempt could be dispatched beside the old instance,
+    # on slots that instance still uses (found by the protocol simulation).
+    job_id = _setup_job(apply)
+    apply(dispatch(job_id))
+    assert apply(control(job_id, api.REQUEUE)).code == log.OK
+    job = apply.job(job_id)
+    assert (job.state, job.kill_requested, job.requeue_requested) == (api.RUN, True, True)
+    assert apply.read("n1").slots_used == 2
+    assert apply(dispatch(job_id, attempt=1)).code == log.FAILED_PRECONDITION  # not pending yet
+    assert apply(control(job_id, api.REQUEUE)).code == log.FAILED_PRECONDITION  # asked already
+    assert apply(report(job_id, finished=api.JobFinished(term_signal=15))).code == log.OK
+    job = apply.job(job_id)
+    assert (job.state, job.attempt, job.host, job.pending_code) == (api.PEND, 1, "", api.PEND_REQUEUED)
+    assert not (job.kill_requested or job.requeue_requested or job.term_signal)
+    assert apply.read("n1").slots_used == 0
+    assert apply(dispatch(job_id, attempt=1)).code == log.OK
+
+
+def test_a_kill_after_a_requeue_ends_the_job(apply) -> None:  # type: ignore[no-untyped-def]
+    job_id = _setup_job(apply)
+    apply(dispatch(job_id))
+    apply(control(job_id, api.REQUEUE))
+    assert apply(control(job_id, api.KILL)).code == log.OK
+    assert apply(control(job_id, api.KILL)).code == log.FAILED_PRECONDITION  # being killed
+    apply(report(job_id, finished=api.JobFinished(term_signal=15)))
+    job = apply.job(job_id)
+    assert (job.state, job.attempt, job.term_signal) == (api.EXIT, 0, 15)
 
 
 def test_unavailable_host_makes_its_jobs_unknown_and_a_report_brings_them_back(apply) -> None:  # type: ignore[no-untyped-def]
@@ -312,6 +350,8 @@ def test_an_entry_s_changes_are_routed_to_the_sessions_of_the_hosts_they_touch()
         dispatch(1, "n2"),
         log.Entry(stamp_ms=STAMP, control=api.ControlJobRequest(job_id="1", action=api.STOP)),
         log.Entry(stamp_ms=STAMP, control=api.ControlJobRequest(job_id="1", action=api.REQUEUE)),
+        log.Entry(stamp_ms=STAMP, report=log.HostReport(host="n2", generation=1, report=api.JobReport(
+            job_id=1, finished=api.JobFinished(term_signal=15)))),
     ]
     seen = []
     for index, entry in enumerate(entries, start=1):
@@ -327,7 +367,8 @@ def test_an_entry_s_changes_are_routed_to_the_sessions_of_the_hosts_they_touch()
         ({}, set(), []),  # submitted: on no host, never was (attempt 0): nobody needs it
         ({"n2": [1]}, {"n2"}, []),  # dispatched: the job and the host's slots
         ({"n2": [1]}, set(), []),  # stopped: the job only
-        ({}, {"n2"}, [1]),  # requeued: it left n2 (which gets its slots back): attempt 1, no host
+        ({"n2": [1]}, set(), []),  # requeue asked: the job, still on n2, is to be killed
+        ({}, {"n2"}, [1]),  # its instance ended: it left n2 (which gets its slots back): attempt 1
     ]
 
 

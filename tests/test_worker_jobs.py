@@ -333,8 +333,8 @@ def test_resume_while_the_worker_is_down_reaches_the_job(
 
 def test_requeue_of_a_running_job_kills_its_instance_and_the_next_attempt_runs(
         setup: tuple[LocalCluster, LocalWorkers], tmp_path: Path) -> None:
-    # The requeue leaves the job on no host: the leader must still tell the
-    # worker it ran on (through the host's released slots) to kill it.
+    # The requeue kills the running instance at once, and the job is pending
+    # again only once that instance has ended: never two at a time.
     cluster, workers = setup
     workers.start("w1", 2)
     _wait_hosts(cluster, {"w1"})
@@ -343,10 +343,12 @@ def test_requeue_of_a_running_job_kills_its_instance_and_the_next_attempt_runs(
         client.run(job.id, "w1")
         _wait(lambda: client.get_job(job.id).pid > 0)
         pid = client.get_job(job.id).pid
-        assert client.control(job.id, api.REQUEUE).state == api.PEND
+        requeued = client.control(job.id, api.REQUEUE)
+        assert requeued.state == api.RUN and requeued.requeue_requested
         # Killed on the requeue's commit, not only by the leader's periodic full look (5 s).
         _wait(lambda: _gone(pid), timeout_s=3.0)
         assert _gone(pid), "the old attempt still runs"
+        _wait(lambda: client.get_job(job.id).state == api.PEND)
         client.run(job.id, "w1")
         _wait(lambda: client.get_job(job.id).pid not in (0, pid))
         assert client.get_job(job.id).attempt == 1

@@ -198,8 +198,10 @@ def _run(client: Client, args: argparse.Namespace) -> int:
         return _emit(args, _dict(job), lambda: _job_long(job))
     if command in ACTIONS:
         job = client.control(args.id, ACTIONS[command])
+        pending = " (being killed; pending again once it has ended)" if job.requeue_requested else \
+            " (being killed)" if job.kill_requested else ""
         return _emit(args, _dict(job), lambda: print(f"Job <{job.id}> {command}: now "
-                                                      f"{api.JobState.Name(job.state)}"))
+                                                      f"{api.JobState.Name(job.state)}{pending}"))
     if command == "run":
         job = client.run(args.id, args.host)
         return _emit(args, _dict(job), lambda: print(f"Job <{job.id}> is forced to run on <{job.host}>."))

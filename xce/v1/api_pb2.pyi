@@ -124,7 +124,7 @@ class JobSpec(_message.Message):
     def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code")
+    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested")
     ID_FIELD_NUMBER: _ClassVar[int]
     READABLE_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -145,6 +145,7 @@ class Job(_message.Message):
     EXIT_STATUS_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
     STATE_BEFORE_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
     PENDING_CODE_FIELD_NUMBER: _ClassVar[int]
+    REQUEUE_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     id: int
     readable_id: str
     spec: JobSpec
@@ -165,7 +166,8 @@ class Job(_message.Message):
     exit_status_unknown: bool
     state_before_unknown: JobState
     pending_code: PendingReason
-    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ...) -> None: ...
+    requeue_requested: bool
+    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ("user_cpu_s", "system_cpu_s", "max_rss_kb", "wall_s")
