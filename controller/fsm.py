@@ -326,6 +326,10 @@ class Applier:
         self.tables.put(table, key, value)
         self.changes.append(log.Change(table=table, key=key, value=value))
 
+    def delete(self, table: str, key: bytes) -> None:
+        self.tables.delete(table, key)
+        self.changes.append(log.Change(table=table, key=key, deleted=True))
+
     def remember(self, request_id: str, result: log.Result) -> None:
         if not request_id:
             return
@@ -389,7 +393,7 @@ def apply_failed(tables: Tables, index: int, data: bytes, message: str) -> list[
     count = len(entry.submit.requests) if body == "submit" else \
         len(entry.reports.reports) if body == "reports" else \
         len(entry.joins.joins) if body == "joins" else 1
-    results = [log.Result(code=log.FAILED_PRECONDITION, message=f"entry failed to apply: {message}")
+    results = [log.Result(code=log.INTERNAL, message=f"entry failed to apply: {message}")
                for _ in range(max(count, 1))]
     _finish(Applier(tables, index, log.Entry(stamp_ms=entry.stamp_ms), meta), results, rejected=True)
     return results
@@ -561,7 +565,9 @@ def _release(applier: Applier, job: api.Job) -> None:
         host.slots_used = max(0, host.slots_used - job.spec.slots)
         host.running_jobs = max(0, host.running_jobs - 1)
         applier.put_host(host)
-    applier.tables.delete("host_jobs", host_job_key(job.host, job.id))
+    # In the event too: it tells the leader which host's worker to look at
+    # (worker_session.route) when the job itself no longer names a host.
+    applier.delete("host_jobs", host_job_key(job.host, job.id))
 
 
 def _apply_dispatch(applier: Applier) -> list[log.Result]:
@@ -683,6 +689,8 @@ def _report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
         if job.state == api.UNKWN:  # its worker is back and still runs it
             job.state = job.state_before_unknown or api.RUN
             job.ClearField("state_before_unknown")
+    elif kind == "dispatch_failed" and report.dispatch_failed.code >= 0:  # M3: only a failure requeues
+        return log.Result(code=log.INVALID_ARGUMENT, message="dispatch failure codes are negative")
     elif kind in ("finished", "dispatch_failed") and job.requeue_requested:
         _requeue_ended(applier, job, "requeued")
         return log.Result(code=log.OK, job_ids=[job.id])
@@ -705,8 +713,6 @@ def _report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
         job.ClearField("state_before_unknown")
         _release(applier, job)
     elif kind == "dispatch_failed":
-        if report.dispatch_failed.code >= 0:  # M3: only a failure (negative code) requeues
-            return log.Result(code=log.INVALID_ARGUMENT, message="dispatch failure codes are negative")
         _release(applier, job)
         if job.kill_requested:  # it was being killed: it ends here, it is not requeued
             job.state = api.EXIT

@@ -66,13 +66,14 @@ _syncobj_module.createJournal = _create_journal
 # have committed with the callback lost. Committed state is the truth.
 SUCCESS = FAIL_REASON.SUCCESS
 # Larger than any entry (group commits and gRPC requests stop at 1 MiB; the
-# config caps group_commit max_bytes at MAX_ENTRY_BYTES). pysyncobj sends a
-# single entry of at least this size in chunks, and its chunking marks the
-# last chunk by the entry's length instead of the pickled length, so some
-# sizes arrive truncated, every time: that follower could never get past the
-# entry. Below this size an entry goes whole, in one message.
-APPEND_ENTRIES_BYTES = 8 << 20
-MAX_ENTRY_BYTES = 4 << 20
+# config caps group_commit max_bytes there too). pysyncobj sends a single
+# entry of at least this size in chunks, and its chunking marks the last
+# chunk by the entry's length instead of the pickled length, so some sizes
+# arrive truncated, every time: that follower could never get past the
+# entry. Below this size an entry goes whole, in one message. Not larger:
+# the same figure bounds a catch-up message, compressed in the tick thread.
+APPEND_ENTRIES_BYTES = 2 << 20
+MAX_ENTRY_BYTES = 3 << 19  # 1.5 MiB
 FAIL_NAMES = {value: name for name, value in vars(FAIL_REASON).items() if name.isupper()}
 
 ProposalCallback = Callable[[Any, int], None]

@@ -25,6 +25,7 @@ Requests arrive as raw bytes and are parsed here, so a malformed message
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import threading
@@ -138,16 +139,13 @@ class Replica:
             for each in self._sessions.values():
                 each.changed_unknown()
             return
-        for raw in raws:
+        for index, raw in zip(indices, raws, strict=True):
             assert raw is not None
             routed = route(log.Event.FromString(raw))
             for name in routed.jobs.keys() | routed.hosts:
                 session = self._sessions.get(name)
-                if session is None:
-                    continue
-                # Jobs with no host may just have left this one (a release writes its record).
-                jobs = routed.jobs.get(name, []) + (routed.homeless if name in routed.hosts else [])
-                session.changed(jobs, host_record=name in routed.hosts)
+                if session is not None:
+                    session.changed(index, routed.jobs.get(name, []), host_record=name in routed.hosts)
 
     def _role_changed(self, role: str) -> None:  # tick thread
         if self._loop is not None:
@@ -494,15 +492,18 @@ class Replica:
         parsed = (_parse(api.WorkerMessage, raw) async for raw in requests)
         reader = asyncio.get_running_loop().create_task(session.read(parsed))
         commander = asyncio.get_running_loop().create_task(session.command())
+        commander.add_done_callback(functools.partial(_session_task_ended, session))
         try:
             ended = False
             while not ended and (message := await session.outbox.get()) is not None:
-                frame = [message]
-                while not session.outbox.empty() and len(frame) < worker_wire.MAX_PER_FRAME:
+                frame, size = [message], message.ByteSize()
+                while not session.outbox.empty() and len(frame) < worker_wire.MAX_PER_FRAME \
+                        and size < worker_wire.MAX_FRAME_BYTES:
                     if (queued := session.outbox.get_nowait()) is None:
                         ended = True
                         break
                     frame.append(queued)
+                    size += queued.ByteSize()
                 yield worker_wire.controller_frame(frame).SerializeToString()
             failure = reader.exception() if reader.done() and not reader.cancelled() else None
         finally:
@@ -551,11 +552,14 @@ class Replica:
             self.require_leader()
             leadership = self._liveness
             revision = request.from_revision
-            with self.store.read() as tables:
-                meta = fsm.read_meta(tables)
-                resume = request.cluster_id == self.config.cluster_id and \
-                    sync_stream.events_available(meta, revision)
-                opening = [] if resume else list(sync_stream.snapshot(tables, self.config.cluster_id))
+            # Out of the event loop: a snapshot of a large state takes a while to read;
+            # progress marks meanwhile keep the watcher from taking the stream for dead.
+            reading = asyncio.ensure_future(asyncio.to_thread(self._sync_opening, request))
+            await asyncio.wait([reading], timeout=PROGRESS_S / 2)
+            while not reading.done():
+                yield log.SyncMessage(progress=self.store.meta().applied_index).SerializeToString()
+                await asyncio.wait([reading], timeout=PROGRESS_S)
+            opening = reading.result()
             if opening:
                 revision = opening[-1].snapshot_end.revision
             for message in opening:
@@ -585,6 +589,15 @@ class Replica:
                     pass
         except ApiError as exc:
             await context.abort(exc.code, exc.message, trailing_metadata=exc.metadata)
+
+    def _sync_opening(self, request: log.SyncRequest) -> list[log.SyncMessage]:
+        """Nothing if the events after the request's revision are all there; else a snapshot."""
+        with self.store.read() as tables:
+            meta = fsm.read_meta(tables)
+            if request.cluster_id == self.config.cluster_id and \
+                    sync_stream.events_available(meta, request.from_revision):
+                return []
+            return list(sync_stream.snapshot(tables, self.config.cluster_id))
 
     def still_leading(self, liveness: Liveness | None) -> None:
         if not self.raft.is_leader() or self._liveness is not liveness:
@@ -656,6 +669,14 @@ class Replica:
         await self.joins.close()
         self.raft.close()
         self.store.close()
+
+
+def _session_task_ended(session: WorkerSession, task: asyncio.Task[None]) -> None:
+    """A session's command task that died of a bug ends the stream (the worker
+    re-joins) instead of leaving it attached and deaf."""
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("worker session %s failed", session.name, exc_info=task.exception())
+        session.outbox.put_nowait(None)
 
 
 def server_options() -> list[tuple[str, Any]]:

@@ -62,25 +62,26 @@ class Leadership(Protocol):
 class Routed:
     """What one applied entry changed, for the worker sessions."""
 
-    jobs: dict[str, list[api.Job]] = field(default_factory=dict)  # by the host they are on
+    jobs: dict[str, list[api.Job]] = field(default_factory=dict)  # by the host each is on, or just left
     hosts: set[str] = field(default_factory=set)  # host records written (join, status, slots)
-    homeless: list[api.Job] = field(default_factory=list)  # jobs that may just have left a host
 
 
 def route(event: log.Event) -> Routed:
     routed = Routed()
+    left: dict[bytes, str] = {}  # job key -> the host it left (its host_jobs row was deleted)
     for change in event.changes:
         if change.table == "hosts":
             routed.hosts.add(change.key.decode())
-        elif change.table == "jobs":
+        elif change.table == "host_jobs" and change.deleted:
+            host, _, job_key = change.key.partition(b"\x00")  # host names hold no NUL
+            left[job_key] = host.decode()
+    for change in event.changes:
+        if change.table == "jobs":
             job = api.Job.FromString(change.value)
             if job.host:
                 routed.jobs.setdefault(job.host, []).append(job)
-            elif job.attempt > 0:
-                # Leaving a host (requeue, refused dispatch, lost host) always
-                # counts an attempt, so a job still at attempt 0 never left one:
-                # not sent to every session (a pass's PEND reasons are many).
-                routed.homeless.append(job)
+            if (gone := left.get(change.key)) is not None and gone != job.host:
+                routed.jobs.setdefault(gone, []).append(job)
     return routed
 
 
@@ -102,12 +103,14 @@ class WorkerSession:
     kill_sent: set[Key] = field(default_factory=set)
     relaying: set[asyncio.Task[None]] = field(default_factory=set)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    inbox: list[api.Job] = field(default_factory=list)  # changed jobs to look at
+    inbox: list[tuple[int, api.Job]] = field(default_factory=list)  # (revision, changed job) to look at
     recheck: bool = False  # the host record changed: is this connection still current?
     full: bool = True  # derive everything from the state next time
+    derived_at: int = 0  # the revision the last full derivation read: older changes say nothing new
+    last_full: float = 0.0
 
-    def changed(self, jobs: list[api.Job], host_record: bool) -> None:
-        self.inbox += jobs
+    def changed(self, revision: int, jobs: list[api.Job], host_record: bool) -> None:
+        self.inbox += [(revision, job) for job in jobs]
         self.recheck = self.recheck or host_record
         self.wake.set()
 
@@ -145,9 +148,9 @@ class WorkerSession:
         results = await self.relay([log.HostReport(host=self.name, generation=self.generation, report=r)
                                     for r in reports])
         for report, result in zip(reports, results, strict=True):
-            if result is None:
-                # Not known to be committed: end the stream; the worker re-joins
-                # and sends every unacknowledged report again.
+            if result is None or result.code == log.INTERNAL:
+                # Not known to be committed (or apply failed: no answer at all): end
+                # the stream; the worker re-joins and sends every unacknowledged report again.
                 self.outbox.put_nowait(None)
                 return
             key, kind = (report.job_id, report.attempt), report.WhichOneof("body") or ""
@@ -164,30 +167,40 @@ class WorkerSession:
         """Send what committed state asks of this host until the session is over."""
         while True:
             try:
-                if self.full:
-                    self.full, self.inbox, self.recheck = False, [], False
-                    self._derive()
-                else:
-                    jobs, self.inbox = self.inbox, []
-                    if self.recheck:
-                        self.recheck = False
-                        with self.replica.store.read() as tables:
-                            self._check_host(fsm.read_host(tables, self.name))
-                    for job in jobs:
-                        self._consider(job)
+                self.step()
             except SessionOver:
                 self.outbox.put_nowait(None)
                 return
             self.wake.clear()  # no await since the inbox was taken: nothing is missed
             try:
-                await asyncio.wait_for(self.wake.wait(), RESEND_S)
+                next_full = self.last_full + RESEND_S - time.monotonic()
+                await asyncio.wait_for(self.wake.wait(), max(0.0, next_full))
             except TimeoutError:
-                self.full = True
+                pass
+
+    def step(self) -> None:
+        """One look: at everything (at first, and every RESEND_S in any case, a
+        safety net that a busy host's wakes must not put off), else at the
+        changes routed since the last look."""
+        if self.full or time.monotonic() - self.last_full >= RESEND_S:
+            self.full, self.inbox, self.recheck = False, [], False
+            self._derive()
+            return
+        items, self.inbox = self.inbox, []
+        if self.recheck:
+            self.recheck = False
+            with self.replica.store.read() as tables:
+                self._check_host(fsm.read_host(tables, self.name))
+        for revision, job in items:
+            if revision > self.derived_at:  # else the derivation saw this or newer
+                self._consider(job)
 
     def _derive(self) -> None:
         with self.replica.store.read() as tables:
+            self.derived_at = fsm.read_meta(tables).applied_index
             host = fsm.read_host(tables, self.name)
             jobs = [fsm.read_job(tables, job_id) for job_id in fsm.host_job_ids(tables, self.name)]
+        self.last_full = time.monotonic()
         self._check_host(host)
         wanted = {(j.id, j.attempt): j for j in jobs
                   if j is not None and j.host == self.name and j.state in fsm.RUNNING}
@@ -228,7 +241,10 @@ class WorkerSession:
 
     def _want(self, job: api.Job) -> None:
         key = (job.id, job.attempt)
-        want_stopped = job.state in (api.USUSP, api.SSUSP)
+        # UNKWN: what it was before its host went away (the worker's RunJob keeps UNKWN,
+        # which tells it to report an instance it has, never to start one).
+        state = job.state_before_unknown if job.state == api.UNKWN else job.state
+        want_stopped = state in (api.USUSP, api.SSUSP)
         if key not in self.run_sent:
             # The worker stops or continues an instance as the RunJob's state says
             # (also one it runs already: a RunJob on a new connection restates it).

@@ -104,9 +104,9 @@ class Scheduler:
 
     def _lease_loop(self) -> None:
         while not self._stop.is_set():
+            self._renew_now.clear()  # before the call: an ask that comes during it is not lost
             self._lease()
             self._renew_now.wait(max(0.0, self._renew_at - time.monotonic()))
-            self._renew_now.clear()
 
     def _lease(self) -> None:
         now = time.monotonic()

@@ -68,6 +68,16 @@ class Chaos:
     def start(self) -> None:
         self._thread.start()
 
+    def abort(self) -> None:
+        """Stop at once, restarting nothing (the run is being torn down)."""
+        self._stop.set()
+        with self._lock:
+            for timer in self._timers:
+                timer.cancel()
+            if self._cut is not None and self.net is not None:
+                self.net.heal(self._cut - 1)
+                self._cut = None
+
     def stop(self) -> None:
         """No more faults: heal, restart whatever is down now."""
         self._stop.set()
@@ -128,21 +138,23 @@ class Chaos:
             failover.at = time.time()
             self.net.cut(leader - 1)
             self._cut = leader
-        probe.stdin.write("go\n")
-        probe.stdin.flush()
-        self._count("partition")
-        stepped = threading.Thread(target=self._step_down, args=(failover, probe), daemon=True)
-        stepped.start()
-        self._measure(failover)
-        self._stop.wait(max(0.0, failover.at + PARTITION_S - time.time()))
-        stepped.join(timeout=10)
-        if probe.poll() is None:
-            probe.kill()
-        probe.wait()
-        with self._lock:
-            if self._cut == leader:
-                self.net.heal(leader - 1)
-                self._cut = None
+        try:
+            probe.stdin.write("go\n")
+            probe.stdin.flush()
+            self._count("partition")
+            stepped = threading.Thread(target=self._step_down, args=(failover, probe), daemon=True)
+            stepped.start()
+            self._measure(failover)
+            self._stop.wait(max(0.0, failover.at + PARTITION_S - time.time()))
+            stepped.join(timeout=10)
+        finally:
+            if probe.poll() is None:
+                probe.kill()
+            probe.wait()
+            with self._lock:
+                if self._cut == leader:
+                    self.net.heal(leader - 1)
+                    self._cut = None
 
     def _measure(self, failover: Failover) -> None:
         try:

@@ -10,8 +10,9 @@ final state after the drain. The checks:
   never requeues, and restarts workers well within the unknown timeout, so
   one job ran at most once), or two of its instances alive at once;
 - over-committed: a host that ran more slots at once than it has;
-- kills: a killed job that ended DONE after the kill was acknowledged, or
-  started after it;
+- kills: a killed job whose instance ran on for more than KILL_BOUND_S after
+  the kill was acknowledged (it may end DONE on its own before the kill
+  reaches it), or that started an instance after it;
 - stops: a stopped job whose ticks show no pause;
 - memory: a daemon whose resident memory grew past the bound;
 - minority: a write that a leader cut off from the majority acknowledged,
@@ -25,7 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 FINISHED = ("DONE", "EXIT")
-KILL_SLACK_MS = 1000  # a job may finish on its own while the kill is on its way
+KILL_SLACK_MS = 1000  # a start this soon after the kill was already on its way
+KILL_BOUND_S = 10.0   # a kill ends the instance within this, failovers included
 STOP_GAP_S = 1.5      # a stopped job shows at least this long a pause (it is held for 3 s)
 STOP_BOUND_S = 10.0   # ... which starts within this long of the stop, failovers included
 TICKS = 60            # what a tick job writes in all
@@ -129,12 +131,17 @@ def kills_not_effective(kills: Mapping[int, int], final: Mapping[int, FinalJob],
     started = defaultdict(list)
     for instance in instances:
         started[instance.job].append(instance.start_ms)
+    ended: dict[int, list[int | None]] = defaultdict(list)
+    for instance in instances:
+        ended[instance.job].append(instance.end_ms)
+
     def effective(job: int, acked_ms: int) -> bool:
         end = final.get(job)
         if end is None or end.state not in FINISHED:
             return False
-        if end.state == "DONE" and end.end_ms > acked_ms + KILL_SLACK_MS:
-            return False  # it ran on to a normal end long after the kill
+        bound = acked_ms + KILL_BOUND_S * 1000
+        if any(e is None or e > bound for e in ended[job]):
+            return False  # it ran on long after the kill (failovers included)
         return all(start <= acked_ms + KILL_SLACK_MS for start in started[job])
 
     return sorted(job for job, acked_ms in kills.items() if not effective(job, acked_ms))

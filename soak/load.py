@@ -62,6 +62,11 @@ class LoadGenerator:
     def start(self) -> None:
         self._thread.start()
 
+    def abort(self) -> None:
+        """Stop submitting and forget what was planned (the run is being torn down)."""
+        self._stop.set()
+        self._later.clear()
+
     def stop(self) -> None:
         """Stop submitting; actions already planned (releases, resumes) are still done."""
         self._stop.set()

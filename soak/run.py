@@ -128,6 +128,8 @@ def _run(config: SoakConfig, data: Path, net: Net | None, partitions: int) -> di
             + sum(1 for f in chaos.record.failovers if f.minority_write == "ack")
         ended = time.time()
     finally:
+        chaos.abort()  # no-ops after a normal end; after an error, no restart may race the teardown
+        load.abort()
         for part in (watch, leaders, memory):
             part.stop()
         for scheduler in schedulers:

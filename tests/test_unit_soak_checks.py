@@ -37,11 +37,14 @@ def test_a_host_running_more_slots_than_it_has_is_over_committed() -> None:
 
 def test_a_kill_must_end_the_job_unless_it_finished_first() -> None:
     kill_at = S + 1000
-    final = {1: done(1, state="EXIT"), 2: done(2, end_ms=kill_at + 500), 3: done(3, end_ms=kill_at + 9000),
-             4: done(4, state="EXIT"), 5: done(5, state="RUN")}
-    started_late = [Instance("w1", 4, 0, kill_at + 5000, kill_at + 6000)]
+    final = {1: done(1, state="EXIT"), 2: done(2), 3: done(3), 4: done(4, state="EXIT"),
+             5: done(5, state="RUN")}
+    instances = [Instance("w1", 1, 0, S, kill_at + 3000),   # killed, after a failover: fine
+                 Instance("w1", 2, 0, S, kill_at + 500),    # ended DONE on its own meanwhile: fine
+                 Instance("w1", 3, 0, S, kill_at + 15000),  # ran on to DONE long after the kill
+                 Instance("w1", 4, 0, kill_at + 5000, kill_at + 6000)]  # started after the kill
     kills = {job: kill_at for job in (1, 2, 3, 4, 5)}
-    assert checks.kills_not_effective(kills, final, started_late) == [3, 4, 5]
+    assert checks.kills_not_effective(kills, final, instances) == [3, 4, 5]
 
 
 def test_a_stop_must_pause_the_job_soon_unless_it_had_ended() -> None:

@@ -47,6 +47,7 @@ INITIAL_BACKOFF_S = 0.05
 # stream is dead. Not less than MIN_SILENCE_S, so a busy leader is not taken for a dead one.
 SILENT_PERIODS = 3
 MIN_SILENCE_S = 2.0
+JOIN_TIMEOUT_S = 5.0  # a join is one commit: far less than this unless the replica is unreachable
 MAX_BACKOFF_S = 2.0  # a failover takes about a second: do not sleep through it
 
 
@@ -138,6 +139,7 @@ class Worker:
         outgoing.put(api.WorkerMessage(join=self.config.host))
         ended = threading.Event()
         joined = False
+        joined_event = threading.Event()
         with grpc.insecure_channel(target, options=channel_options()) as channel:
             connect = channel.stream_stream("/xce.v1.WorkerService/Connect",
                                             request_serializer=api.WorkerMessage.SerializeToString,
@@ -145,6 +147,11 @@ class Worker:
             call = connect(_drain(outgoing))
             self._call = call
             self._heard = time.monotonic()
+            # Not joined within JOIN_TIMEOUT_S (say, a replica cut off by a partition,
+            # where connecting alone can hang for 20 s): give up on it, try the next.
+            join_timer = threading.Timer(JOIN_TIMEOUT_S, lambda: joined_event.is_set() or call.cancel())
+            join_timer.daemon = True
+            join_timer.start()
             try:
                 if self._stop.is_set():
                     return False
@@ -152,6 +159,7 @@ class Worker:
                     self._heard = time.monotonic()
                     if message.WhichOneof("body") == "joined" and not joined:
                         joined = True
+                        joined_event.set()
                         self.generation = message.joined.generation
                         log.info("worker %s: joined via %s, generation %d", self.config.host.name, target,
                                  self.generation)
@@ -165,6 +173,7 @@ class Worker:
                 with self._lock:
                     if self._outgoing is outgoing:
                         self._outgoing = None
+                join_timer.cancel()
                 ended.set()
                 outgoing.put(None)
                 call.cancel()

@@ -143,7 +143,11 @@ class Executor:
         threading.Thread(target=self._watch, args=(key, record, popen), daemon=True).start()
 
     def _hold(self, key: Key, job: api.Job) -> None:
-        self.signal(key, api.SIGNAL_STOP if job.state in STOPPED else api.SIGNAL_CONT)
+        state = job.state_before_unknown if job.state == api.UNKWN else job.state
+        if state in STOPPED:
+            self.signal(key, api.SIGNAL_STOP)
+        elif state == api.RUN:
+            self.signal(key, api.SIGNAL_CONT)
 
     def signal(self, key: Key, kind: api.SignalKind) -> None:
         with self._lock:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from xce.v1 import api_pb2 as api
 
 MAX_PER_FRAME = 1000
+MAX_FRAME_BYTES = 4 << 20  # a frame stops growing past this (the receive limit is 16 MiB)
 
 
 def controller_frame(messages: Sequence[api.ControllerMessage]) -> api.ControllerMessage:

@@ -199,10 +199,8 @@ class Leadership:
         routed = route(log.Event.FromString(raw))
         for name in sorted(routed.jobs.keys() | routed.hosts):
             listener = self.by_host.get(name)
-            if listener is None:
-                continue
-            jobs = routed.jobs.get(name, []) + (routed.homeless if name in routed.hosts else [])
-            listener.changed(jobs, host_record=name in routed.hosts)
+            if listener is not None:
+                listener.changed(index, routed.jobs.get(name, []), host_record=name in routed.hosts)
 
     def maybe_configure(self) -> None:
         """server._push_config: propose InitCluster once the no-op applied, if it differs."""

@@ -15,11 +15,13 @@ class Code(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NOT_FOUND: _ClassVar[Code]
     ALREADY_EXISTS: _ClassVar[Code]
     FAILED_PRECONDITION: _ClassVar[Code]
+    INTERNAL: _ClassVar[Code]
 OK: Code
 INVALID_ARGUMENT: Code
 NOT_FOUND: Code
 ALREADY_EXISTS: Code
 FAILED_PRECONDITION: Code
+INTERNAL: Code
 
 class Entry(_message.Message):
     __slots__ = ("stamp_ms", "proposer", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins")

@@ -1,0 +1,108 @@
+"""The leader's worker session (controller/worker_session.py) over the real
+state machine in memory: what it sends a worker after which committed change."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from controller import fsm
+from controller.tables import MemoryTables
+from controller.worker_session import WorkerSession, route
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+S = 1_700_000_000_000
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.tables = MemoryTables()
+        self.index = 0
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[MemoryTables]:
+        yield self.tables
+
+    def apply(self, entry: log.Entry) -> log.Result:
+        self.index += 1
+        results = fsm.apply(self.tables, self.index, entry.SerializeToString())
+        assert results is not None
+        return results[0]
+
+
+class _Replica:
+    def __init__(self) -> None:
+        self.store = _Store()
+
+    def still_leading(self, liveness: object) -> None:
+        pass
+
+
+def _cluster() -> tuple[_Replica, int]:
+    replica = _Replica()
+    apply = replica.store.apply
+    apply(log.Entry(stamp_ms=S, init=log.InitCluster(cluster_id="c", config_digest="d",
+                                                     queues=[api.Queue(name="normal")])))
+    apply(log.Entry(stamp_ms=S, join_host=api.HostSpec(name="n1", slots=4)))
+    job = apply(log.Entry(stamp_ms=S, submit=log.SubmitBatch(requests=[
+        api.SubmitJobsRequest(request_id="x", jobs=[api.JobSpec(command=["true"])])]))).job_ids[0]
+    return replica, job
+
+
+def _sent(session: WorkerSession) -> list[tuple[str, int, int, str]]:
+    out = []
+    while not session.outbox.empty():
+        message = session.outbox.get_nowait()
+        assert message is not None
+        if message.HasField("run"):
+            job = message.run.job
+            out.append(("run", job.id, job.attempt, api.JobState.Name(job.state)))
+        elif message.HasField("signal"):
+            sig = message.signal
+            out.append(("signal", sig.job_id, sig.attempt, api.SignalKind.Name(sig.kind)))
+    return out
+
+
+def _control(job: int, action: api.ControlAction) -> log.Entry:
+    return log.Entry(stamp_ms=S, control=api.ControlJobRequest(job_id=str(job), action=action))
+
+
+def test_a_stopped_job_stays_stopped_when_its_host_comes_back_from_unavail() -> None:
+    replica, job = _cluster()
+    apply = replica.store.apply
+    apply(log.Entry(stamp_ms=S, dispatch=log.Dispatch(job_id=job, host="n1", attempt=0)))
+    apply(_control(job, api.STOP))
+    apply(log.Entry(stamp_ms=S, host_status=log.SetHostStatus(name="n1", generation=1,
+                                                              status=api.HOST_UNAVAIL)))
+    apply(log.Entry(stamp_ms=S, join_host=api.HostSpec(name="n1", slots=4)))  # generation 2
+    session = WorkerSession(replica, None, "n1", 2, None)  # type: ignore[arg-type]
+    session.step()
+    # RunJob keeps UNKWN (the worker must not start one); no CONT may follow it.
+    assert _sent(session) == [("run", job, 0, "UNKWN")]
+    assert session.stopped[(job, 0)] is True
+
+
+def test_changes_older_than_a_full_derivation_are_not_acted_on() -> None:
+    replica, job = _cluster()
+    apply = replica.store.apply
+    apply(log.Entry(stamp_ms=S, dispatch=log.Dispatch(job_id=job, host="n1", attempt=0)))
+    session = WorkerSession(replica, None, "n1", 1, None)  # type: ignore[arg-type]
+    session.step()
+    assert _sent(session) == [("run", job, 0, "RUN")]
+    first = replica.store.index + 1
+    apply(_control(job, api.REQUEUE))
+    apply(log.Entry(stamp_ms=S + 1, report=log.HostReport(host="n1", generation=1, report=api.JobReport(
+        job_id=job, attempt=0, finished=api.JobFinished(term_signal=15)))))
+    session._forget((job, 0))  # what the relay does once that report is committed
+    apply(log.Entry(stamp_ms=S, dispatch=log.Dispatch(job_id=job, host="n1", attempt=1)))
+    session.full = True
+    session.step()  # a full look (the periodic one), before the loop routed those entries
+    assert _sent(session) == [("run", job, 1, "RUN")]
+    for index in range(first, replica.store.index + 1):
+        raw = replica.store.tables.get("events", fsm.revision_key(index))
+        assert raw is not None
+        routed = route(log.Event.FromString(raw))
+        session.changed(index, routed.jobs.get("n1", []), "n1" in routed.hosts)
+    session.step()
+    assert _sent(session) == []  # not RunJob (1, 0) again, and never a KILL of (1, 1)
