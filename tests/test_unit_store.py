@@ -242,11 +242,11 @@ def test_entry_whose_apply_raises_is_recorded_as_rejected_with_nothing_half_writ
     monkeypatch.setitem(fsm._HANDLERS, "submit", half_then_crash)
     results = store.apply(2, submit_entry("r2"))
     assert results is not None and len(results) == 1
-    assert results[0].code == log.FAILED_PRECONDITION and "bug in a handler" in results[0].message
+    assert results[0].code == log.INTERNAL and "bug in a handler" in results[0].message
     with store.read() as tables:
         assert fsm.read_job(tables, 77) is None
         event = log.Event.FromString(tables.get("events", fsm.revision_key(2)) or b"")
-    assert event.rejected.code == log.FAILED_PRECONDITION and list(event.changes) == []
+    assert event.rejected.code == log.INTERNAL and list(event.changes) == []
     assert store.meta().applied_index == 2
     assert store.apply(2, submit_entry("r2")) is None
 
