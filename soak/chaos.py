@@ -72,24 +72,23 @@ class Chaos:
         """Stop at once, restarting nothing (the run is being torn down)."""
         self._stop.set()
         with self._lock:
-            for timer in self._timers:
-                timer.cancel()
-            if self._cut is not None and self.net is not None:
-                self.net.heal(self._cut - 1)
-                self._cut = None
+            self._halt()
 
     def stop(self) -> None:
         """No more faults: heal, restart whatever is down now."""
         self._stop.set()
         self._thread.join(timeout=120)
         with self._lock:
-            for timer in self._timers:
-                timer.cancel()
-            if self._cut is not None and self.net is not None:
-                self.net.heal(self._cut - 1)
-                self._cut = None
+            self._halt()
             self._restart_all()
         self._probe.close()
+
+    def _halt(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        if self._cut is not None and self.net is not None:
+            self.net.heal(self._cut - 1)
+            self._cut = None
 
     # -------------------------------------------------------------- the loop
 

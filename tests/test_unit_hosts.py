@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,20 @@ def apply(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-un
     run_lmdb.read = read  # type: ignore[attr-defined]
     run_lmdb.job = job  # type: ignore[attr-defined]
     return run_lmdb
+
+
+def _memory_apply() -> tuple[MemoryTables, Callable[[log.Entry], log.Result]]:
+    """A fresh in-memory state and apply(entry) -> its first result, at the next index."""
+    tables = MemoryTables()
+    index = [0]
+
+    def run(entry: log.Entry) -> log.Result:
+        index[0] += 1
+        results = fsm.apply(tables, index[0], entry.SerializeToString())
+        assert results is not None
+        return results[0]
+
+    return tables, run
 
 
 def join(name: str, slots: int, stamp: int = STAMP) -> log.Entry:
@@ -246,14 +261,7 @@ def test_unavailable_host_makes_its_jobs_unknown_and_a_report_brings_them_back(a
 
 
 def test_lost_host_requeues_rerunnable_jobs_and_ends_the_others(tmp_path: Path) -> None:
-    tables = MemoryTables()
-    index = [0]
-
-    def run(entry: log.Entry) -> log.Result:
-        index[0] += 1
-        results = fsm.apply(tables, index[0], entry.SerializeToString())
-        assert results is not None
-        return results[0]
+    tables, run = _memory_apply()
 
     run(log.Entry(stamp_ms=STAMP, init=log.InitCluster(cluster_id="c", config_digest="d",
                                                        queues=[api.Queue(name="normal")])))
@@ -372,14 +380,7 @@ def test_an_entry_s_changes_are_routed_to_the_sessions_of_the_hosts_they_touch()
 
 
 def test_a_decision_batch_is_checked_against_committed_state_and_fenced_by_the_lease() -> None:
-    tables = MemoryTables()
-    index = [0]
-
-    def run(entry: log.Entry) -> log.Result:
-        index[0] += 1
-        results = fsm.apply(tables, index[0], entry.SerializeToString())
-        assert results is not None
-        return results[0]
+    tables, run = _memory_apply()
 
     run(log.Entry(stamp_ms=STAMP, init=log.InitCluster(cluster_id="c", config_digest="d",
                                                        queues=[api.Queue(name="normal")])))
@@ -393,7 +394,8 @@ def test_a_decision_batch_is_checked_against_committed_state_and_fenced_by_the_l
     batch.decisions.add(pend=api.PendDecision(job_id=3, reason="no host with enough free slots",
                                               code=api.PEND_NO_FREE_SLOTS))
     result = run(log.Entry(stamp_ms=STAMP + 1, decisions=batch))
-    assert result.code == log.OK and result.revision == index[0]  # the scheduler's view waits for it
+    applied = fsm.read_meta(tables).applied_index
+    assert result.code == log.OK and result.revision == applied  # the scheduler's view waits for it
     assert result.rejections[0] == result.rejections[2] == "" and "0 free slots" in result.rejections[1]
     jobs = {j: fsm.read_job(tables, j) for j in (1, 2, 3)}
     assert [jobs[j].state for j in (1, 2, 3)] == [api.RUN, api.PEND, api.PEND]  # type: ignore[union-attr]
