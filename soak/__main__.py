@@ -17,8 +17,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kill-every", type=float, default=15.0, help="seconds between leader kills (0: none)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--partitions", type=int, default=1, help="leader partitions (needs root and iproute2)")
-    ap.add_argument("--rate", type=float, default=6.0, help="submits per second")
-    ap.add_argument("--drain", type=float, default=180.0, help="seconds allowed for the drain")
+    ap.add_argument("--rate", type=float, default=4.0,
+                    help="submits per second (4: about two thirds of the workers' 26 slots busy)")
+    ap.add_argument("--drain", type=float, default=300.0, help="seconds allowed for the drain")
     ap.add_argument("--out", type=Path, default=Path("soak-out"), help="soak.json, summary.txt, timeline.png")
     ap.add_argument("--fault", default="", help=argparse.SUPPRESS)  # tests: a deliberately broken build
     args = ap.parse_args(argv)

@@ -5,7 +5,8 @@ the load generator's own record of what was acknowledged (submits, kills,
 stops), the workers' journals (every instance a worker started, with its
 start and end times, from the shim's status file), and the controller's
 final state after the drain. The checks:
-- lost: an acknowledged job missing from the final state, or not finished;
+- lost: an acknowledged job missing from the final state; unfinished: one
+  there but not finished after the drain;
 - duplicated: a job with more than one instance that started (the soak
   never requeues, and restarts workers well within the unknown timeout, so
   one job ran at most once), or two of its instances alive at once;
@@ -57,6 +58,8 @@ class FinalJob:
 @dataclass
 class Verdict:
     lost: list[int] = field(default_factory=list)
+    unfinished: list[int] = field(default_factory=list)
+    unfinished_states: dict[str, int] = field(default_factory=dict)
     duplicated: list[int] = field(default_factory=list)
     over_committed: list[str] = field(default_factory=list)
     kills_not_effective: list[int] = field(default_factory=list)
@@ -67,23 +70,32 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicated or self.over_committed or self.kills_not_effective
+        return not (self.lost or self.unfinished or self.duplicated or self.over_committed
+                    or self.kills_not_effective
                     or self.stops_not_effective or self.memory_growth or self.minority_commits)
 
     def summary(self) -> dict[str, object]:
-        return {"ok": self.ok, "lost": len(self.lost), "duplicated": len(self.duplicated),
+        return {"ok": self.ok, "lost": len(self.lost), "unfinished": len(self.unfinished),
+                "unfinished_states": self.unfinished_states, "duplicated": len(self.duplicated),
                 "over_committed_hosts": len(self.over_committed),
                 "kills_not_effective": len(self.kills_not_effective),
                 "stops_not_effective": len(self.stops_not_effective),
                 "memory_growth": self.memory_growth, "minority_commits": self.minority_commits,
-                "examples": {"lost": self.lost[:10], "duplicated": self.duplicated[:10],
+                "examples": {"lost": self.lost[:10], "unfinished": self.unfinished[:10],
+                             "duplicated": self.duplicated[:10],
                              "over_committed": self.over_committed[:10],
                              "kills": self.kills_not_effective[:10],
                              "stops": {j: self.stop_gaps_s.get(j) for j in self.stops_not_effective[:10]}}}
 
 
 def lost(acknowledged: Iterable[int], final: Mapping[int, FinalJob]) -> list[int]:
-    return sorted(j for j in set(acknowledged) if j not in final or final[j].state not in FINISHED)
+    """Acknowledged, and not in the final state at all."""
+    return sorted(j for j in set(acknowledged) if j not in final)
+
+
+def unfinished(acknowledged: Iterable[int], final: Mapping[int, FinalJob]) -> list[int]:
+    """Acknowledged and known, but not finished after the drain (stuck, or a backlog too long)."""
+    return sorted(j for j in set(acknowledged) if j in final and final[j].state not in FINISHED)
 
 
 def duplicated(instances: Iterable[Instance]) -> list[int]:
@@ -188,8 +200,13 @@ def verdict(acknowledged: Iterable[int], final: Mapping[int, FinalJob], instance
             stops: Mapping[int, tuple[int, Sequence[float]]],
             rss: Mapping[str, Sequence[tuple[float, float]]], now_ms: int) -> Verdict:
     slots = {job: f.slots for job, f in final.items()}
+    waiting = unfinished(acknowledged, final)
+    states: dict[str, int] = defaultdict(int)
+    for job in waiting:
+        states[final[job].state] += 1
     return Verdict(
         lost=lost(acknowledged, final),
+        unfinished=waiting, unfinished_states=dict(states),
         duplicated=sorted(set(duplicated(instances)) | set(overlapping(instances, now_ms))),
         over_committed=over_committed(instances, slots, host_slots, now_ms),
         kills_not_effective=kills_not_effective(kills, final, instances),

@@ -77,7 +77,8 @@ def summary(result: dict[str, Any]) -> str:
     drain = f"+{result['drain_s']} s drain" + ("" if result["drained"] else ", NOT drained")
     resyncs = result["resyncs"]
     lines = [
-        f"soak: {'PASS' if v['ok'] else 'FAIL'} -- {v['lost']} lost, {v['duplicated']} duplicated, "
+        f"soak: {'PASS' if v['ok'] else 'FAIL'} -- {v['lost']} lost, {v['unfinished']} unfinished "
+        f"{v['unfinished_states'] or ''}, {v['duplicated']} duplicated, "
         f"{v['over_committed_hosts']} over-committed hosts, {v['kills_not_effective']} kills and "
         f"{v['stops_not_effective']} stops without effect, memory growth: {v['memory_growth'] or 'none'}",
         f"ran {result['duration_s']} s ({drain}): "

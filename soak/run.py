@@ -47,8 +47,8 @@ class SoakConfig:
     kill_every_s: float = 15.0
     seed: int = 1
     partitions: int = 1
-    rate: float = 6.0
-    drain_s: float = 180.0
+    rate: float = 4.0
+    drain_s: float = 300.0
     out: Path = Path("soak-out")
     fault: str = ""  # XCE_FAULT for the controllers: a deliberately broken build (tests)
 

@@ -12,10 +12,11 @@ def done(job: int, slots: int = 1, end_ms: int = S + 5000, state: str = "DONE") 
     return FinalJob(job, state, slots, end_ms)
 
 
-def test_an_acknowledged_job_missing_or_unfinished_is_lost() -> None:
+def test_an_acknowledged_job_missing_is_lost_and_one_not_finished_is_unfinished() -> None:
     final = {1: done(1), 2: done(2, state="RUN")}
-    assert checks.lost([1, 2, 3], final) == [2, 3]
-    assert checks.lost([1], final) == []
+    assert checks.lost([1, 2, 3], final) == [3]
+    assert checks.unfinished([1, 2, 3], final) == [2]
+    assert checks.lost([1], final) == checks.unfinished([1], final) == []
 
 
 def test_two_instances_of_a_job_are_duplicated_and_overlap_is_found() -> None:
