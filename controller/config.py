@@ -30,6 +30,7 @@ from typing import Any
 
 from controller import fsm
 from controller.raft import RaftSettings
+from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
 
 
@@ -184,10 +185,14 @@ def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
     closed, inactive = raw.get("closed", False), raw.get("inactive", False)
     if not isinstance(closed, bool) or not isinstance(inactive, bool):
         raise ConfigError(f"{path}: queue {name!r}: closed and inactive must be true or false")
+    slot_limit = raw.get("slot_limit", 0)
+    if not isinstance(slot_limit, int) or isinstance(slot_limit, bool) or not 0 <= slot_limit < 2**31:
+        raise ConfigError(f"{path}: queue {name!r}: slot_limit must be an integer >= 0 (0: no limit)")
     queue = api.Queue(name=name, priority=priority, description=str(raw.get("description", "")),
-                      closed=closed, inactive=inactive, job_pick_plugin=str(raw.get("job_pick_plugin", "")))
+                      closed=closed, inactive=inactive, job_pick_plugin=str(raw.get("job_pick_plugin", "")),
+                      slot_limit=slot_limit)
     try:
         fsm.check_queue(queue)
-    except fsm.Rejected as exc:
+    except ServiceError as exc:
         raise ConfigError(f"{path}: {exc.message}") from None
     return queue

@@ -1,42 +1,75 @@
-"""Deliberate bugs, for tests that must show the soak catching them.
+"""Deliberate faults, for tests that must show the checks catching them.
 
-`XCE_FAULT=<name>` in a controller's environment installs one at start (read
-once, in main, never while applying: every replica of a test cluster gets the
-same environment, so they stay identical). Never set in production; the
-replica logs a warning when one is on.
+`XCE_FAULT=<fault>[,<fault>...]` in one controller's environment builds that
+replica's entry handler table (read once, in main, never while applying).
+Never set in production; the replica logs a warning when one is on.
 
 - requeue-on-success: a job that finished with exit 0 goes back to PEND
   (attempt + 1), as the seed's duplicate-dispatch bug did: it runs again.
+  Set on every replica (the soak's broken build).
+- raise-on-entry=KIND: applying an entry of KIND raises, as a bug in apply
+  would. Set on one replica, it stops at the first such entry (fail-stop)
+  while the others carry on; restarted without the fault it catches up.
+- lacks-entry=KIND: this replica's code has no handler for KIND, as a build
+  older than KIND would: it does not announce KIND, and it stops if it ever
+  meets one (the rolling-upgrade test).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from controller import fsm
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 logger = logging.getLogger(__name__)
-FAULTS = ("requeue-on-success",)
+FAULTS = ("requeue-on-success", "raise-on-entry=KIND", "lacks-entry=KIND")
 
 
-def install(name: str) -> None:
-    if not name:
-        return
-    if name not in FAULTS:
-        raise ValueError(f"unknown XCE_FAULT {name!r} (known: {', '.join(FAULTS)})")
-    logger.warning("XCE_FAULT=%s: this replica is deliberately broken (tests only)", name)
-    original = fsm._report_one
+class FaultError(ValueError):
+    pass
 
-    def requeue_on_success(applier: fsm.Applier, relayed: log.HostReport) -> log.Result:
-        result = original(applier, relayed)
-        job = fsm.read_job(applier.tables, relayed.report.job_id)
-        if result.code == log.OK and job is not None and job.state == api.DONE:
-            job.state = api.PEND
-            job.attempt += 1
-            job.ClearField("host")
-            applier.put_job(job)
-        return result
 
-    fsm._report_one = requeue_on_success
+def handlers(spec: str) -> Mapping[str, fsm.Handler]:
+    """The handler table with the faults of `spec` (XCE_FAULT's value) installed."""
+    table = dict(fsm.HANDLERS)
+    for fault in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, kind = fault.partition("=")
+        if name == "requeue-on-success" and not kind:
+            for body in ("report", "reports"):
+                table[body] = _requeue_on_success(table[body])
+        elif name == "raise-on-entry" and kind in table:
+            table[kind] = _raiser(fault)
+        elif name == "lacks-entry" and kind in table:
+            del table[kind]
+        else:
+            raise FaultError(f"unknown XCE_FAULT {fault!r} (known: {', '.join(FAULTS)}; KIND one of "
+                             f"{', '.join(sorted(fsm.HANDLERS))})")
+        logger.warning("XCE_FAULT %s: this replica is deliberately broken (tests only)", fault)
+    return table
+
+
+def _raiser(fault: str) -> fsm.Handler:
+    def handler(applier: fsm.Applier) -> list[log.Result]:
+        raise RuntimeError(f"XCE_FAULT {fault}: a deliberate failure inside apply")
+
+    return handler
+
+
+def _requeue_on_success(handler: fsm.Handler) -> fsm.Handler:
+    def requeue_on_success(applier: fsm.Applier) -> list[log.Result]:
+        results = handler(applier)
+        entry = applier.entry
+        relayed = [entry.report] if entry.WhichOneof("body") == "report" else list(entry.reports.reports)
+        for report, result in zip(relayed, results, strict=False):
+            job = fsm.read_job(applier.tables, report.report.job_id)
+            if result.code == log.OK and job is not None and job.state == api.DONE:
+                job.state = api.PEND
+                job.attempt += 1
+                job.ClearField("host")
+                applier.put_job(job)
+        return results
+
+    return requeue_on_success

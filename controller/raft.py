@@ -39,11 +39,12 @@ from typing import Any, NoReturn
 
 import pysyncobj.syncobj as _syncobj_module
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
-from pysyncobj.monotonic import monotonic as _monotonic
 from pysyncobj.transport import TCPTransport
 
+from controller import fsm
 from controller.raft_wal import LmdbJournal
 from controller.store import StateStore, fsync_path
+from xce.clock import REAL_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ SUCCESS = FAIL_REASON.SUCCESS
 # the same figure bounds a catch-up message, compressed in the tick thread.
 APPEND_ENTRIES_BYTES = 2 << 20
 MAX_ENTRY_BYTES = 3 << 19  # 1.5 MiB
+FAIL_STOP_EXIT = 70  # EX_SOFTWARE: an entry it cannot apply, a bug in apply, or storage failing
 FAIL_NAMES = {value: name for name, value in vars(FAIL_REASON).items() if name.isupper()}
 
 ProposalCallback = Callable[[Any, int], None]
@@ -142,11 +144,12 @@ class RaftNode:
     def __init__(self, self_address: str, peers: list[str], data_dir: Path, password: str,
                  store: StateStore, settings: RaftSettings | None = None,
                  on_role_change: Callable[[str], None] | None = None,
-                 on_applied: Callable[[int], None] | None = None) -> None:
+                 on_applied: Callable[[int], None] | None = None, clock: Clock = REAL_CLOCK) -> None:
         if not password:
             raise ValueError("a cluster password is mandatory: pysyncobj's peer format is pickle")
         self.settings = settings or RaftSettings()
         self.store = store
+        self._clock = clock
         self.self_address = self_address
         self._on_role_change = on_role_change
         self._on_applied = on_applied
@@ -215,6 +218,13 @@ class RaftNode:
     def is_leader(self) -> bool:
         return bool(self._replica._isLeader())
 
+    def leader_term(self) -> int | None:
+        """The term this node leads in, or None. Read from the tick thread's
+        fields without a lock: a change between the two reads is seen at the
+        next call."""
+        replica = self._replica
+        return int(replica.raftCurrentTerm) if replica._isLeader() else None
+
     def ready_to_serve(self) -> bool:
         """Leader with its own term's first entry applied, so every earlier
         commit is applied too (a new leader learns the commit point only by
@@ -244,9 +254,12 @@ class RaftNode:
         try:
             result = self.store.apply(index, data)
         except Exception as exc:
-            # A storage failure (disk full, I/O error) must not be retried
-            # forever by pysyncobj nor skipped: stop, the WAL has the entry.
-            _fail_stop(exc, f"applying entry {index}")
+            # An entry this code cannot apply, a bug in apply, or a storage
+            # failure: never retried forever by pysyncobj nor skipped, and never
+            # recorded as a rejection (replicas on different code would diverge).
+            # Stop before applying anything else; the WAL keeps the entry.
+            kind, format_ = fsm.describe(data)
+            _fail_stop(exc, f"applying entry {index} (kind {kind}, format {format_})")
         if self._on_applied is not None:
             self._on_applied(index)
         return result
@@ -255,7 +268,7 @@ class RaftNode:
         self._wal.flush(lazy_commit_index=True)
         if self._wal.size_bytes > self.settings.compaction_max_bytes:
             self._replica.forceLogCompaction()
-        now = _monotonic()
+        now = self._clock.monotonic_s()
         if now - self._last_keepalive >= self.settings.keepalive_s:
             self._last_keepalive = now
             transport = self._replica._SyncObj__transport
@@ -300,9 +313,10 @@ class RaftNode:
 
 
 def _fail_stop(exc: BaseException, doing: str = "writing the Raft log") -> NoReturn:
-    log.critical("%s failed; stopping this replica: %r", doing, exc, exc_info=exc)
+    log.critical("FATAL: %s failed; stopping this replica (exit %d): %r", doing, FAIL_STOP_EXIT, exc,
+                 exc_info=exc)
     logging.shutdown()
-    os._exit(70)
+    os._exit(FAIL_STOP_EXIT)
 
 
 def _entry_json(entry: tuple[bytes, int, int]) -> list[Any]:

@@ -29,7 +29,7 @@ import os
 import shutil
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -116,9 +116,12 @@ class _ReadWriteLock:
 
 
 class StateStore:
-    def __init__(self, path: Path, cluster_id: str) -> None:
+    def __init__(self, path: Path, cluster_id: str,
+                 handlers: Mapping[str, fsm.Handler] = fsm.HANDLERS) -> None:
         self.path = Path(path)
         self.cluster_id = cluster_id
+        # The entry kinds this replica applies (controller/faults.py may change them).
+        self.handlers = handlers
         self._lock = _ReadWriteLock()
         self._finish_interrupted_swap()
         self._env, self._dbs = self._open(self.path)
@@ -163,16 +166,14 @@ class StateStore:
     # -------------------------------------------------------------- apply
 
     def apply(self, index: int, data: bytes) -> list[log.Result] | None:
-        """Apply one committed entry in one write transaction."""
-        try:
-            with self._env.begin(write=True) as txn:
-                return fsm.apply(LmdbTables(txn, self._dbs), index, data)
-        except (lmdb.Error, MemoryError, OSError):
-            raise  # storage or machine trouble, not the entry: the caller stops the replica
-        except Exception as exc:  # noqa: BLE001 - a bug in apply; the transaction was aborted
-            logger.exception("entry %d failed to apply; recording it as rejected", index)
-            with self._env.begin(write=True) as txn:
-                return fsm.apply_failed(LmdbTables(txn, self._dbs), index, data, repr(exc))
+        """Apply one committed entry in one write transaction.
+
+        Anything apply raises (an entry this code cannot apply, a bug, a
+        storage failure) aborts the transaction and reaches the caller, which
+        stops the replica: nothing of the entry is written.
+        """
+        with self._env.begin(write=True) as txn:
+            return fsm.apply(LmdbTables(txn, self._dbs), index, data, self.handlers)
 
     # -------------------------------------------------------------- reading
 

@@ -14,13 +14,14 @@ import re
 import struct
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from controller import fsm
+from controller.fsm import retention
 from controller.store import LmdbTables, StateStore
 from controller.tables import MemoryTables, Tables
 from xce.v1 import api_pb2 as api
@@ -65,7 +66,8 @@ class Backend:
     def __init__(self) -> None:
         self.index = 0
 
-    def apply(self, index: int, data: bytes) -> list[log.Result] | None:
+    def apply(self, index: int, data: bytes,
+              handlers: Mapping[str, fsm.Handler] = fsm.HANDLERS) -> list[log.Result] | None:
         raise NotImplementedError
 
     def read(self) -> Iterator[Tables]:
@@ -82,6 +84,10 @@ class Backend:
         self.index += 1
         data = entry if isinstance(entry, bytes) else entry.SerializeToString()
         return self.apply(self.index, data)
+
+    def step_with(self, entry: log.Entry, handlers: Mapping[str, fsm.Handler]) -> list[log.Result] | None:
+        self.index += 1
+        return self.apply(self.index, entry.SerializeToString(), handlers)
 
     def one(self, entry: log.Entry | bytes) -> log.Result:
         results = self.step(entry)
@@ -115,8 +121,14 @@ class MemoryBackend(Backend):
         super().__init__()
         self.tables = MemoryTables()
 
-    def apply(self, index: int, data: bytes) -> list[log.Result] | None:
-        return fsm.apply(self.tables, index, data)
+    def apply(self, index: int, data: bytes,
+              handlers: Mapping[str, fsm.Handler] = fsm.HANDLERS) -> list[log.Result] | None:
+        # One transaction, as the store's: apply to a copy, keep it only if apply returns.
+        scratch = MemoryTables()
+        scratch._data = {table: dict(rows) for table, rows in self.tables._data.items()}
+        results = fsm.apply(scratch, index, data, handlers)
+        self.tables = scratch
+        return results
 
     @contextmanager
     def read(self) -> Iterator[Tables]:
@@ -135,8 +147,13 @@ class LmdbBackend(Backend):
         super().__init__()
         self.store = StateStore(path, CLUSTER)
 
-    def apply(self, index: int, data: bytes) -> list[log.Result] | None:
-        return self.store.apply(index, data)
+    def apply(self, index: int, data: bytes,
+              handlers: Mapping[str, fsm.Handler] = fsm.HANDLERS) -> list[log.Result] | None:
+        self.store.handlers = handlers
+        try:
+            return self.store.apply(index, data)
+        finally:
+            self.store.handlers = fsm.HANDLERS
 
     def read(self) -> Iterator[Tables]:
         return self.store.read()
@@ -647,26 +664,57 @@ def test_put_queue_same_definition_records_no_change(backend: Backend) -> None:
 # ---------------------------------------------------------------- bad entries
 
 
-@pytest.mark.parametrize(("data", "words"), [
-    (b"\xff\xff\xff\xff", "undecodable entry"),
-    (b"\x0a\x05ab", "undecodable entry"),  # a field longer than the data
-    (b"", "no known body"),
-    (log.Entry(stamp_ms=STAMP_MS, proposer=1).SerializeToString(), "no known body"),
-    (b"\x98\x06\x01", "no known body"),  # field 99: a body type from a newer build
-], ids=["garbage", "truncated", "empty", "no-body", "unknown-body"])
-def test_bad_entry_is_recorded_as_rejected_and_index_advances(
-        backend: Backend, data: bytes, words: str) -> None:
+@pytest.mark.parametrize(("data", "kind", "words"), [
+    (b"\xff\xff\xff\xff", "undecodable", "undecodable"),
+    (b"\x0a\x05ab", "undecodable", "undecodable"),  # a field longer than the data
+    (b"", "none", "no handler"),
+    (log.Entry(stamp_ms=STAMP_MS, proposer=1).SerializeToString(), "none", "no handler"),
+    (b"\x98\x06\x01", "unknown (field 99)", "no handler"),  # a body type from a newer build
+    (log.Entry(stamp_ms=STAMP_MS, format=fsm.ENTRY_FORMAT + 1,
+               lease=log.LeaseEntry(scheduler_id="s", duration_ms=1)).SerializeToString(),
+     "lease", "is newer than this code's"),
+], ids=["garbage", "truncated", "empty", "no-body", "unknown-body", "newer-format"])
+def test_an_entry_this_code_cannot_apply_stops_apply_and_changes_nothing(
+        backend: Backend, data: bytes, kind: str, words: str) -> None:
     ok(backend.one(init()))
-    results = backend.step(data)
-    assert results is not None and len(results) == 1
-    assert results[0].code == log.INVALID_ARGUMENT and words in results[0].message
-    assert backend.meta().applied_index == 2
-    event = backend.event(2)
-    assert event is not None
-    assert event.HasField("rejected") and event.rejected.code == log.INVALID_ARGUMENT
-    assert list(event.changes) == []
-    # The machine carries on.
-    assert list(ok(backend.one(submit(request("r1")))).job_ids) == [1]
+    before = backend.dump()
+    with pytest.raises(fsm.EntryNotUnderstood, match=words) as raised:
+        backend.step(data)
+    assert (raised.value.index, raised.value.kind) == (2, kind)
+    assert backend.meta().applied_index == 1  # nothing applied: the driver stops the replica here
+    assert backend.dump() == before
+
+
+def test_a_bug_inside_a_handler_raises_and_writes_nothing(backend: Backend) -> None:
+    ok(backend.one(init()))
+    before = backend.dump()
+
+    def broken(applier: fsm.Applier) -> list[log.Result]:
+        applier.put_job(api.Job(id=99))  # a write before the bug: must not survive
+        raise RuntimeError("a bug")
+
+    handlers = {**fsm.HANDLERS, "submit": broken}
+    with pytest.raises(RuntimeError, match="a bug"):
+        backend.step_with(submit(request("r1")), handlers)
+    assert backend.dump() == before and backend.meta().applied_index == 1
+
+
+def test_slot_accounting_that_would_go_negative_is_a_broken_invariant(backend: Backend) -> None:
+    ok(backend.one(init()))
+    ok(backend.one(log.Entry(stamp_ms=STAMP_MS, join_host=api.HostSpec(name="n1", slots=2))))
+    ok(backend.one(submit(request("r1"))))
+    ok(backend.one(log.Entry(stamp_ms=STAMP_MS, dispatch=log.Dispatch(job_id=1, host="n1", attempt=0))))
+    with backend.write() as tables:  # a bug elsewhere left the host with fewer slots in use
+        host = fsm.read_host(tables, "n1")
+        assert host is not None
+        host.slots_used = 0
+        tables.put("hosts", b"n1", host.SerializeToString())
+    before = backend.dump()
+    finished = log.HostReport(host="n1", generation=1, report=api.JobReport(
+        job_id=1, attempt=0, finished=api.JobFinished(exit_code=0)))
+    with pytest.raises(AssertionError, match="gives back 1 slots on n1"):
+        backend.step(log.Entry(stamp_ms=STAMP_MS, report=finished))
+    assert backend.dump() == before
 
 
 # ---------------------------------------------------------------- events
@@ -678,7 +726,7 @@ def test_every_applied_entry_has_one_event_with_its_changes(backend: Backend) ->
     submitted = [job_bytes(backend, 1), job_bytes(backend, 2)]
     ok(backend.one(control(2, api.HOLD)))
     backend.one(control(2, api.RESUME + 100))
-    backend.step(b"\xff")
+    backend.step(submit(request("r9"), stamp_ms=fsm.MAX_STAMP_MS + 1))  # rejected as a whole
     assert backend.keys("events") == [fsm.revision_key(i) for i in range(1, 6)]
 
     init_event = backend.event(1)
@@ -690,7 +738,7 @@ def test_every_applied_entry_has_one_event_with_its_changes(backend: Backend) ->
     assert submit_event is not None and submit_event.revision == 2
     assert [(c.table, c.key, c.value) for c in submit_event.changes] == [
         ("jobs", fsm.job_key(1), submitted[0]), ("jobs", fsm.job_key(2), submitted[1])]
-    assert not submit_event.HasField("rejected")
+    assert not submit_event.HasField("rejected") and submit_event.kind == "submit"
 
     control_event = backend.event(3)
     assert control_event is not None
@@ -699,6 +747,9 @@ def test_every_applied_entry_has_one_event_with_its_changes(backend: Backend) ->
 
     refused_event = backend.event(4)
     assert refused_event is not None and list(refused_event.changes) == []
+    whole = backend.event(5)
+    assert whole is not None and whole.HasField("rejected") and whole.rejected.code == log.INVALID_ARGUMENT
+    assert list(whole.changes) == []
     assert backend.meta().events_floor == 1
 
 
@@ -729,7 +780,7 @@ def test_events_past_the_byte_bound_are_pruned_oldest_first(
             sizes[key] = len(value)
     assert backend.meta().events_bytes == sum(sizes.values())
     # Room for about three events: the next apply drops the oldest ones.
-    monkeypatch.setattr(fsm, "EVENTS_MAX_BYTES", 3 * max(sizes.values()))
+    monkeypatch.setattr(retention, "EVENTS_MAX_BYTES", 3 * max(sizes.values()))
     ok(backend.one(submit(request("last", spec("true")))))
     kept = backend.keys("events")
     assert kept[-1] == fsm.revision_key(backend.index)
@@ -743,10 +794,11 @@ def test_events_past_the_byte_bound_are_pruned_oldest_first(
 
 def test_event_pruning_is_bounded_per_apply() -> None:
     backend = MemoryBackend()
+    rejected = submit(request("x"), stamp_ms=fsm.MAX_STAMP_MS + 1)  # an entry that changes nothing
     for _ in range(fsm.PRUNE_PER_APPLY + 50):
-        backend.step(b"")
+        backend.step(rejected)
     backend.index = 10 * fsm.EVENTS_KEPT
-    backend.step(b"")
+    backend.step(rejected)
     remaining = backend.keys("events")
     assert len(remaining) == 50 + 1
     assert remaining[0] == fsm.revision_key(fsm.PRUNE_PER_APPLY + 1)
@@ -781,7 +833,9 @@ def test_apply_never_reads_clock_or_randomness(backend: Backend, monkeypatch: py
     ok(backend.one(control(1, api.HOLD, request_id="c1")))
     ok(backend.one(modify(2, priority=3)))
     ok(backend.one(put_queue(api.Queue(name="gpu"), create=True)))
-    backend.step(b"\xff")
+    backend.step(submit(request("r2"), stamp_ms=fsm.MAX_STAMP_MS + 1))
+    with pytest.raises(fsm.EntryNotUnderstood):
+        backend.step(b"\xff")
     monkeypatch.undo()
     job = backend.job(1)
     assert job is not None and job.readable_id == f"{CLUSTER}-1-{STAMP_TEXT}-1"

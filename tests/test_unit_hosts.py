@@ -11,6 +11,7 @@ from controller import fsm
 from controller.host_liveness import Liveness
 from controller.store import StateStore
 from controller.tables import MemoryTables, Tables
+from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -308,7 +309,7 @@ def test_environment_names_must_be_proper() -> None:
     tables.put("queues", b"normal", api.Queue(name="normal").SerializeToString())
     meta = log.Meta()
     for bad in ("", "A=B"):
-        with pytest.raises(fsm.Rejected, match="environment name"):
+        with pytest.raises(ServiceError, match="environment name"):
             fsm.check_spec(tables, meta, api.JobSpec(command=["true"], env={bad: "x"}))
 
 

@@ -230,29 +230,29 @@ def test_snapshot_with_corrupt_body_keeps_the_local_state(tmp_path: Path, stores
 # ---------------------------------------------------------------- apply failures
 
 
-def test_entry_whose_apply_raises_is_recorded_as_rejected_with_nothing_half_written(
-        tmp_path: Path, stores: list[StateStore], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_entry_whose_apply_raises_propagates_with_nothing_half_written(
+        tmp_path: Path, stores: list[StateStore]) -> None:
     store = open_store(stores, tmp_path / "state")
     fill(store, 1, 1)
+    before = store.canonical_dump()
 
     def half_then_crash(applier: fsm.Applier) -> list[log.Result]:
         applier.put_job(api.Job(id=77))
         raise RuntimeError("bug in a handler")
 
-    monkeypatch.setitem(fsm._HANDLERS, "submit", half_then_crash)
+    store.handlers = {**fsm.HANDLERS, "submit": half_then_crash}
+    with pytest.raises(RuntimeError, match="bug in a handler"):
+        store.apply(2, submit_entry("r2"))
+    # Nothing of the entry is written, the index does not move: the replica
+    # stops here (controller/raft.py), and a fixed build applies it afresh.
+    assert store.canonical_dump() == before and store.meta().applied_index == 1
+    store.handlers = fsm.HANDLERS
     results = store.apply(2, submit_entry("r2"))
-    assert results is not None and len(results) == 1
-    assert results[0].code == log.INTERNAL and "bug in a handler" in results[0].message
-    with store.read() as tables:
-        assert fsm.read_job(tables, 77) is None
-        event = log.Event.FromString(tables.get("events", fsm.revision_key(2)) or b"")
-    assert event.rejected.code == log.INTERNAL and list(event.changes) == []
-    assert store.meta().applied_index == 2
-    assert store.apply(2, submit_entry("r2")) is None
+    assert results is not None and results[0].code == log.OK
 
 
 def test_storage_error_during_apply_propagates_and_commits_nothing(
-        tmp_path: Path, stores: list[StateStore], monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, stores: list[StateStore]) -> None:
     store = open_store(stores, tmp_path / "state")
     fill(store, 1, 1)
     before = store.canonical_dump()
@@ -261,7 +261,7 @@ def test_storage_error_during_apply_propagates_and_commits_nothing(
         applier.put_job(api.Job(id=77))
         raise lmdb.MapFullError("disk full")
 
-    monkeypatch.setitem(fsm._HANDLERS, "submit", disk_full)
+    store.handlers = {**fsm.HANDLERS, "submit": disk_full}
     with pytest.raises(lmdb.Error):
         store.apply(2, submit_entry("r2"))
     assert store.canonical_dump() == before

@@ -28,6 +28,7 @@ from typing import Any
 from controller import fsm
 from controller.config import read_toml
 from worker.journal import KEEP_ACKED
+from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
 
 
@@ -70,7 +71,7 @@ def parse(raw: dict[str, Any], path: Path, name: str | None = None) -> WorkerCon
                         tags=tags)
     try:
         fsm.check_host_spec(host)
-    except fsm.Rejected as exc:
+    except ServiceError as exc:
         raise WorkerConfigError(f"{path}: {exc.message}") from None
     grace = raw.get("kill_grace_s", 10.0)
     if not isinstance(grace, int | float) or isinstance(grace, bool) or grace < 0:

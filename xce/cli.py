@@ -135,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--active", dest="inactive", action="store_false", help="dispatch again")
         q.add_argument("--picker", dest="job_pick_plugin",
                        help="this queue's job_pick_plugin ('' for the default)")
+        q.add_argument("--slot-limit", dest="slot_limit", type=int,
+                       help="at most this many slots of its jobs run at once (QJOB_LIMIT; 0: none)")
         q.add_argument("--json", action="store_true")
 
     p = sub.add_parser("hosts", help="list hosts (like bhosts)")
@@ -217,7 +219,7 @@ def _run(client: Client, args: argparse.Namespace) -> int:
             current = [q for q in client.list_queues().queues if q.name == args.name]
             if current:
                 queue.CopyFrom(current[0])
-        for field in ("priority", "description", "closed", "inactive", "job_pick_plugin"):
+        for field in ("priority", "description", "closed", "inactive", "job_pick_plugin", "slot_limit"):
             if getattr(args, field) is not None:
                 setattr(queue, field, getattr(args, field))
         result = client.put_queue(queue, create=args.queue_command == "create")
@@ -312,11 +314,13 @@ def _job_long(job: api.Job) -> None:
 
 
 def _queue_table(response: api.ListQueuesResponse) -> None:
-    print(f"{'QUEUE_NAME':<16}{'PRIO':>5}  {'STATUS':<15}PICKER")
+    print(f"{'QUEUE_NAME':<16}{'PRIO':>5}  {'STATUS':<15}{'MAX':>6}  PICKER")
     for queue in response.queues:
         default = "  (default)" if queue.name == response.default_queue else ""
         status = f"{'Closed' if queue.closed else 'Open'}:{'Inact' if queue.inactive else 'Active'}"
-        print(f"{queue.name:<16}{queue.priority:>5}  {status:<15}{queue.job_pick_plugin or '-'}{default}")
+        limit = str(queue.slot_limit) if queue.slot_limit else "-"
+        print(f"{queue.name:<16}{queue.priority:>5}  {status:<15}{limit:>6}  "
+              f"{queue.job_pick_plugin or '-'}{default}")
 
 
 def _host_table(response: api.ListHostsResponse) -> None:

@@ -31,6 +31,7 @@ class PendingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PEND_WAITING_FOR_SCHEDULER: _ClassVar[PendingReason]
     PEND_DISPATCH_REFUSED: _ClassVar[PendingReason]
     PEND_REQUEUED: _ClassVar[PendingReason]
+    PEND_LIMIT_REACHED: _ClassVar[PendingReason]
 
 class ControlAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -47,6 +48,16 @@ class HostStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     HOST_STATUS_UNSPECIFIED: _ClassVar[HostStatus]
     HOST_OK: _ClassVar[HostStatus]
     HOST_UNAVAIL: _ClassVar[HostStatus]
+
+class DecisionRejection(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DECISION_ACCEPTED: _ClassVar[DecisionRejection]
+    REJECT_STALE_LEASE: _ClassVar[DecisionRejection]
+    REJECT_NO_JOB: _ClassVar[DecisionRejection]
+    REJECT_NOT_PENDING: _ClassVar[DecisionRejection]
+    REJECT_WRONG_ATTEMPT: _ClassVar[DecisionRejection]
+    REJECT_INFEASIBLE: _ClassVar[DecisionRejection]
+    REJECT_MALFORMED: _ClassVar[DecisionRejection]
 
 class SignalKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -73,6 +84,7 @@ PEND_NO_HOSTS: PendingReason
 PEND_WAITING_FOR_SCHEDULER: PendingReason
 PEND_DISPATCH_REFUSED: PendingReason
 PEND_REQUEUED: PendingReason
+PEND_LIMIT_REACHED: PendingReason
 CONTROL_ACTION_UNSPECIFIED: ControlAction
 KILL: ControlAction
 STOP: ControlAction
@@ -83,6 +95,13 @@ REQUEUE: ControlAction
 HOST_STATUS_UNSPECIFIED: HostStatus
 HOST_OK: HostStatus
 HOST_UNAVAIL: HostStatus
+DECISION_ACCEPTED: DecisionRejection
+REJECT_STALE_LEASE: DecisionRejection
+REJECT_NO_JOB: DecisionRejection
+REJECT_NOT_PENDING: DecisionRejection
+REJECT_WRONG_ATTEMPT: DecisionRejection
+REJECT_INFEASIBLE: DecisionRejection
+REJECT_MALFORMED: DecisionRejection
 SIGNAL_KIND_UNSPECIFIED: SignalKind
 SIGNAL_STOP: SignalKind
 SIGNAL_CONT: SignalKind
@@ -124,7 +143,14 @@ class JobSpec(_message.Message):
     def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested")
+    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds")
+    class HoldsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     ID_FIELD_NUMBER: _ClassVar[int]
     READABLE_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -146,6 +172,8 @@ class Job(_message.Message):
     STATE_BEFORE_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
     PENDING_CODE_FIELD_NUMBER: _ClassVar[int]
     REQUEUE_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_HOST_FIELD_NUMBER: _ClassVar[int]
+    HOLDS_FIELD_NUMBER: _ClassVar[int]
     id: int
     readable_id: str
     spec: JobSpec
@@ -167,7 +195,9 @@ class Job(_message.Message):
     state_before_unknown: JobState
     pending_code: PendingReason
     requeue_requested: bool
-    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ...) -> None: ...
+    refused_host: str
+    holds: _containers.ScalarMap[str, int]
+    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ("user_cpu_s", "system_cpu_s", "max_rss_kb", "wall_s")
@@ -266,7 +296,7 @@ class JobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class ReplicaStatus(_message.Message):
-    __slots__ = ("id", "grpc_address", "raft_address", "role", "term", "commit_index", "applied_index", "revision", "pid", "health", "leader_grpc_address", "log_length")
+    __slots__ = ("id", "grpc_address", "raft_address", "role", "term", "commit_index", "applied_index", "revision", "pid", "health", "leader_grpc_address", "log_length", "entry_kinds", "entry_format")
     ID_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -279,6 +309,8 @@ class ReplicaStatus(_message.Message):
     HEALTH_FIELD_NUMBER: _ClassVar[int]
     LEADER_GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     LOG_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_KINDS_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_FORMAT_FIELD_NUMBER: _ClassVar[int]
     id: int
     grpc_address: str
     raft_address: str
@@ -291,7 +323,9 @@ class ReplicaStatus(_message.Message):
     health: str
     leader_grpc_address: str
     log_length: int
-    def __init__(self, id: _Optional[int] = ..., grpc_address: _Optional[str] = ..., raft_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., revision: _Optional[int] = ..., pid: _Optional[int] = ..., health: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., log_length: _Optional[int] = ...) -> None: ...
+    entry_kinds: _containers.RepeatedScalarFieldContainer[str]
+    entry_format: int
+    def __init__(self, id: _Optional[int] = ..., grpc_address: _Optional[str] = ..., raft_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., revision: _Optional[int] = ..., pid: _Optional[int] = ..., health: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., log_length: _Optional[int] = ..., entry_kinds: _Optional[_Iterable[str]] = ..., entry_format: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ("local_only",)
@@ -300,18 +334,22 @@ class StatusRequest(_message.Message):
     def __init__(self, local_only: _Optional[bool] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("cluster_id", "replicas", "scheduler_lease_holder", "scheduler_lease_epoch", "scheduler_lease_expires_ms")
+    __slots__ = ("cluster_id", "replicas", "scheduler_lease_holder", "scheduler_lease_epoch", "scheduler_lease_expires_ms", "enabled_entry_kinds", "announced_members")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULER_LEASE_HOLDER_FIELD_NUMBER: _ClassVar[int]
     SCHEDULER_LEASE_EPOCH_FIELD_NUMBER: _ClassVar[int]
     SCHEDULER_LEASE_EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_ENTRY_KINDS_FIELD_NUMBER: _ClassVar[int]
+    ANNOUNCED_MEMBERS_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaStatus]
     scheduler_lease_holder: str
     scheduler_lease_epoch: int
     scheduler_lease_expires_ms: int
-    def __init__(self, cluster_id: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., scheduler_lease_holder: _Optional[str] = ..., scheduler_lease_epoch: _Optional[int] = ..., scheduler_lease_expires_ms: _Optional[int] = ...) -> None: ...
+    enabled_entry_kinds: _containers.RepeatedScalarFieldContainer[str]
+    announced_members: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, cluster_id: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., scheduler_lease_holder: _Optional[str] = ..., scheduler_lease_epoch: _Optional[int] = ..., scheduler_lease_expires_ms: _Optional[int] = ..., enabled_entry_kinds: _Optional[_Iterable[str]] = ..., announced_members: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class HostSpec(_message.Message):
     __slots__ = ("name", "slots", "memory_mb", "resources", "tags")
@@ -413,24 +451,40 @@ class Decision(_message.Message):
     def __init__(self, dispatch: _Optional[_Union[DispatchDecision, _Mapping]] = ..., pend: _Optional[_Union[PendDecision, _Mapping]] = ...) -> None: ...
 
 class DecisionBatch(_message.Message):
-    __slots__ = ("lease_epoch", "base_revision", "decisions", "scheduler_id")
+    __slots__ = ("lease_epoch", "base_revision", "decisions", "scheduler_id", "now_ms", "planner_digest")
     LEASE_EPOCH_FIELD_NUMBER: _ClassVar[int]
     BASE_REVISION_FIELD_NUMBER: _ClassVar[int]
     DECISIONS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULER_ID_FIELD_NUMBER: _ClassVar[int]
+    NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    PLANNER_DIGEST_FIELD_NUMBER: _ClassVar[int]
     lease_epoch: int
     base_revision: int
     decisions: _containers.RepeatedCompositeFieldContainer[Decision]
     scheduler_id: str
-    def __init__(self, lease_epoch: _Optional[int] = ..., base_revision: _Optional[int] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., scheduler_id: _Optional[str] = ...) -> None: ...
+    now_ms: int
+    planner_digest: str
+    def __init__(self, lease_epoch: _Optional[int] = ..., base_revision: _Optional[int] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., scheduler_id: _Optional[str] = ..., now_ms: _Optional[int] = ..., planner_digest: _Optional[str] = ...) -> None: ...
+
+class DecisionOutcome(_message.Message):
+    __slots__ = ("code", "reason", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: DecisionRejection
+    reason: PendingReason
+    message: str
+    def __init__(self, code: _Optional[_Union[DecisionRejection, str]] = ..., reason: _Optional[_Union[PendingReason, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class DecisionBatchResponse(_message.Message):
-    __slots__ = ("rejections", "revision")
+    __slots__ = ("rejections", "revision", "outcomes")
     REJECTIONS_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
     rejections: _containers.RepeatedScalarFieldContainer[str]
     revision: int
-    def __init__(self, rejections: _Optional[_Iterable[str]] = ..., revision: _Optional[int] = ...) -> None: ...
+    outcomes: _containers.RepeatedCompositeFieldContainer[DecisionOutcome]
+    def __init__(self, rejections: _Optional[_Iterable[str]] = ..., revision: _Optional[int] = ..., outcomes: _Optional[_Iterable[_Union[DecisionOutcome, _Mapping]]] = ...) -> None: ...
 
 class WorkerMessage(_message.Message):
     __slots__ = ("join", "heartbeat", "report", "reports")
@@ -557,20 +611,22 @@ class Joined(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., heartbeat_s: _Optional[float] = ...) -> None: ...
 
 class Queue(_message.Message):
-    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive")
+    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive", "slot_limit")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     CLOSED_FIELD_NUMBER: _ClassVar[int]
     JOB_PICK_PLUGIN_FIELD_NUMBER: _ClassVar[int]
     INACTIVE_FIELD_NUMBER: _ClassVar[int]
+    SLOT_LIMIT_FIELD_NUMBER: _ClassVar[int]
     name: str
     priority: int
     description: str
     closed: bool
     job_pick_plugin: str
     inactive: bool
-    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ...) -> None: ...
+    slot_limit: int
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ..., slot_limit: _Optional[int] = ...) -> None: ...
 
 class PutQueueRequest(_message.Message):
     __slots__ = ("queue", "request_id")

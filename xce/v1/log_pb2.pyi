@@ -14,19 +14,26 @@ class Code(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_ARGUMENT: _ClassVar[Code]
     NOT_FOUND: _ClassVar[Code]
     ALREADY_EXISTS: _ClassVar[Code]
+    RESOURCE_EXHAUSTED: _ClassVar[Code]
     FAILED_PRECONDITION: _ClassVar[Code]
+    OUT_OF_RANGE: _ClassVar[Code]
     INTERNAL: _ClassVar[Code]
+    UNAVAILABLE: _ClassVar[Code]
 OK: Code
 INVALID_ARGUMENT: Code
 NOT_FOUND: Code
 ALREADY_EXISTS: Code
+RESOURCE_EXHAUSTED: Code
 FAILED_PRECONDITION: Code
+OUT_OF_RANGE: Code
 INTERNAL: Code
+UNAVAILABLE: Code
 
 class Entry(_message.Message):
-    __slots__ = ("stamp_ms", "proposer", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins")
+    __slots__ = ("stamp_ms", "proposer", "format", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins", "announce", "host_statuses")
     STAMP_MS_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
     CONTROL_FIELD_NUMBER: _ClassVar[int]
     MODIFY_FIELD_NUMBER: _ClassVar[int]
@@ -41,8 +48,11 @@ class Entry(_message.Message):
     DECISIONS_FIELD_NUMBER: _ClassVar[int]
     REPORTS_FIELD_NUMBER: _ClassVar[int]
     JOINS_FIELD_NUMBER: _ClassVar[int]
+    ANNOUNCE_FIELD_NUMBER: _ClassVar[int]
+    HOST_STATUSES_FIELD_NUMBER: _ClassVar[int]
     stamp_ms: int
     proposer: int
+    format: int
     submit: SubmitBatch
     control: _api_pb2.ControlJobRequest
     modify: _api_pb2.ModifyJobRequest
@@ -57,7 +67,25 @@ class Entry(_message.Message):
     decisions: _api_pb2.DecisionBatch
     reports: HostReports
     joins: HostJoins
-    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ..., joins: _Optional[_Union[HostJoins, _Mapping]] = ...) -> None: ...
+    announce: Announce
+    host_statuses: HostStatuses
+    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., format: _Optional[int] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ..., joins: _Optional[_Union[HostJoins, _Mapping]] = ..., announce: _Optional[_Union[Announce, _Mapping]] = ..., host_statuses: _Optional[_Union[HostStatuses, _Mapping]] = ...) -> None: ...
+
+class Announce(_message.Message):
+    __slots__ = ("replica_id", "kinds", "format")
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    replica_id: int
+    kinds: _containers.RepeatedScalarFieldContainer[str]
+    format: int
+    def __init__(self, replica_id: _Optional[int] = ..., kinds: _Optional[_Iterable[str]] = ..., format: _Optional[int] = ...) -> None: ...
+
+class HostStatuses(_message.Message):
+    __slots__ = ("changes",)
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    changes: _containers.RepeatedCompositeFieldContainer[SetHostStatus]
+    def __init__(self, changes: _Optional[_Iterable[_Union[SetHostStatus, _Mapping]]] = ...) -> None: ...
 
 class LeaseEntry(_message.Message):
     __slots__ = ("scheduler_id", "duration_ms")
@@ -144,7 +172,7 @@ class InitCluster(_message.Message):
     def __init__(self, cluster_id: _Optional[str] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[_api_pb2.Queue, _Mapping]]] = ..., events_kept: _Optional[int] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("code", "message", "job_ids", "revision", "stamp_ms", "generation", "lease_epoch", "lease_holder", "lease_expires_ms", "rejections")
+    __slots__ = ("code", "message", "job_ids", "revision", "stamp_ms", "generation", "lease_epoch", "lease_holder", "lease_expires_ms", "rejections", "outcomes")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     JOB_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -155,6 +183,7 @@ class Result(_message.Message):
     LEASE_HOLDER_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
     REJECTIONS_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
     code: Code
     message: str
     job_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -165,7 +194,8 @@ class Result(_message.Message):
     lease_holder: str
     lease_expires_ms: int
     rejections: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, code: _Optional[_Union[Code, str]] = ..., message: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., revision: _Optional[int] = ..., stamp_ms: _Optional[int] = ..., generation: _Optional[int] = ..., lease_epoch: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_expires_ms: _Optional[int] = ..., rejections: _Optional[_Iterable[str]] = ...) -> None: ...
+    outcomes: _containers.RepeatedCompositeFieldContainer[_api_pb2.DecisionOutcome]
+    def __init__(self, code: _Optional[_Union[Code, str]] = ..., message: _Optional[str] = ..., job_ids: _Optional[_Iterable[int]] = ..., revision: _Optional[int] = ..., stamp_ms: _Optional[int] = ..., generation: _Optional[int] = ..., lease_epoch: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_expires_ms: _Optional[int] = ..., rejections: _Optional[_Iterable[str]] = ..., outcomes: _Optional[_Iterable[_Union[_api_pb2.DecisionOutcome, _Mapping]]] = ...) -> None: ...
 
 class Change(_message.Message):
     __slots__ = ("table", "key", "value", "deleted")
@@ -180,17 +210,34 @@ class Change(_message.Message):
     def __init__(self, table: _Optional[str] = ..., key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., deleted: _Optional[bool] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("revision", "changes", "rejected")
+    __slots__ = ("revision", "changes", "rejected", "kind")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     CHANGES_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     revision: int
     changes: _containers.RepeatedCompositeFieldContainer[Change]
     rejected: Result
-    def __init__(self, revision: _Optional[int] = ..., changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., rejected: _Optional[_Union[Result, _Mapping]] = ...) -> None: ...
+    kind: str
+    def __init__(self, revision: _Optional[int] = ..., changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., rejected: _Optional[_Union[Result, _Mapping]] = ..., kind: _Optional[str] = ...) -> None: ...
+
+class Capabilities(_message.Message):
+    __slots__ = ("kinds", "format")
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    kinds: _containers.RepeatedScalarFieldContainer[str]
+    format: int
+    def __init__(self, kinds: _Optional[_Iterable[str]] = ..., format: _Optional[int] = ...) -> None: ...
 
 class Meta(_message.Message):
-    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms")
+    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members")
+    class MembersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: Capabilities
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[_Union[Capabilities, _Mapping]] = ...) -> None: ...
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     NEXT_JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -203,6 +250,7 @@ class Meta(_message.Message):
     LEASE_HOLDER_FIELD_NUMBER: _ClassVar[int]
     LEASE_EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
     cluster_id: str
     next_job_id: int
@@ -215,7 +263,8 @@ class Meta(_message.Message):
     lease_holder: str
     lease_epoch: int
     lease_expires_ms: int
-    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ...) -> None: ...
+    members: _containers.MessageMap[int, Capabilities]
+    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
     __slots__ = ("from_revision", "cluster_id")

@@ -1,0 +1,159 @@
+"""The replicated state machine: apply(tables, index, entry) -> results.
+
+Theory of operation. Every state change is a Raft log entry (xce.v1.Entry,
+protobuf with a oneof type tag). Each replica applies the committed entries
+in index order through `apply`, inside one storage transaction that the
+driver commits; the applied index is written in that same transaction, so an
+entry replayed after a restart (pysyncobj re-applies its journal after the
+last dump) is recognised and skipped. Applying is a pure function of the
+stored state and the entry: the proposer stamped the time (`stamp_ms`) and
+its replica id into the entry; nothing here reads a clock, randomness or the
+environment.
+
+Two kinds of failure, kept apart:
+- a request that does not validate (bad input, or the state moved since the
+  leader checked it; a stale lease) is a deterministic rejection: a Result
+  with a code and words, stored under its request id, identical on every
+  replica;
+- an entry this code cannot apply (undecodable, a kind it has no handler
+  for, a format above ENTRY_FORMAT: EntryNotUnderstood) or a bug inside a
+  handler (an exception, a broken invariant) raises. The driver then stops
+  the replica before it applies anything else (fail-stop, as etcd panics):
+  replicas running different code must never diverge silently.
+
+Every applied entry sets the revision to its index and appends what it
+changed to the bounded `events` table, for the resync stream.
+
+The package, by concept: records (keys, readers, job ids), validation
+(checks shared with the leader's pre-check), applier (writes and the event),
+requests (dedupe by request id), jobs (submit, control table, modify, the end
+of an instance), holdings (slots and counters a running attempt holds),
+decisions (dispatch, the commit barrier, the lease), reports, hosts, cluster
+(init, queues, announcements), retention, versions, dump.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from google.protobuf.message import DecodeError
+
+from controller.fsm import cluster, decisions, hosts, jobs, reports
+from controller.fsm.applier import Applier, finish
+from controller.fsm.dump import canonical_dump
+from controller.fsm.holdings import CommittedUsage
+from controller.fsm.records import (
+    FINISHED,
+    MAX_HOST_NAME,
+    MAX_JOB_ID,
+    MAX_REQUEST_ID_BYTES,
+    META_KEY,
+    PENDING,
+    RUNNING,
+    find_job,
+    host_job_ids,
+    host_job_key,
+    job_key,
+    parse_job_id,
+    read_counter,
+    read_host,
+    read_job,
+    read_meta,
+    read_queue,
+    read_result,
+    readable_id,
+    revision_key,
+)
+from controller.fsm.retention import EVENTS_KEPT, EVENTS_MAX_BYTES, PRUNE_PER_APPLY, REQUEST_RETENTION_MS
+from controller.fsm.validation import (
+    DEFAULT_MAX_SLOTS,
+    DEFAULT_QUEUE,
+    MAX_COMMAND_ARGS,
+    MAX_QUEUE_NAME,
+    MAX_STAMP_MS,
+    MAX_STRING,
+    MIN_STAMP_MS,
+    check_host_spec,
+    check_modify,
+    check_queue,
+    check_queue_open,
+    check_request_id,
+    check_spec,
+)
+from controller.fsm.versions import ENTRY_FORMAT, EntryNotUnderstood, describe
+from controller.tables import Tables
+from xce.invariant import invariant
+from xce.v1 import log_pb2 as log
+
+Handler = Callable[[Applier], list[log.Result]]
+
+# The entry kinds this code applies: the oneof field of Entry -> its handler.
+HANDLERS: Mapping[str, Handler] = {
+    "submit": jobs.apply_submit,
+    "control": jobs.apply_control,
+    "modify": jobs.apply_modify,
+    "put_queue": cluster.apply_put_queue,
+    "init": cluster.apply_init,
+    "announce": cluster.apply_announce,
+    "join_host": hosts.apply_join_host,
+    "joins": hosts.apply_joins,
+    "host_status": hosts.apply_host_status,
+    "host_statuses": hosts.apply_host_statuses,
+    "resolve_host": hosts.apply_resolve_host,
+    "dispatch": decisions.apply_dispatch,
+    "lease": decisions.apply_lease,
+    "decisions": decisions.apply_decisions,
+    "report": reports.apply_report,
+    "reports": reports.apply_reports,
+}
+
+
+def apply(tables: Tables, index: int, data: bytes,
+          handlers: Mapping[str, Handler] = HANDLERS) -> list[log.Result] | None:
+    """Apply the entry at `index`; None when it was applied already.
+
+    Raises EntryNotUnderstood (or whatever a handler's bug raises): the
+    caller stops the replica, and the transaction is not committed.
+    """
+    meta = read_meta(tables)
+    if index <= meta.applied_index:
+        return None
+    entry = decode(index, data, handlers)
+    kind = entry.WhichOneof("body") or ""
+    applier = Applier(tables, index, entry, meta, kind)
+    if not MIN_STAMP_MS <= entry.stamp_ms <= MAX_STAMP_MS:
+        results = [log.Result(code=log.INVALID_ARGUMENT, message=f"stamp {entry.stamp_ms} out of range")]
+        applier.entry = log.Entry()
+        finish(applier, results, rejected=True)
+        return results
+    results = handlers[kind](applier)
+    invariant(len(results) >= 1, f"entry {index} ({kind}) applied without a result")
+    finish(applier, results, rejected=False)
+    return results
+
+
+def decode(index: int, data: bytes, handlers: Mapping[str, Handler] = HANDLERS) -> log.Entry:
+    """The entry, if this code can apply it; else EntryNotUnderstood."""
+    try:
+        entry = log.Entry.FromString(data)
+    except DecodeError as exc:
+        raise EntryNotUnderstood(index, "undecodable", 0, f"undecodable: {exc}") from None
+    kind, format_ = describe(data)
+    if entry.format > ENTRY_FORMAT:
+        raise EntryNotUnderstood(index, kind, format_, f"format {entry.format} is newer than this "
+                                                       f"code's ({ENTRY_FORMAT})")
+    if kind not in handlers:
+        raise EntryNotUnderstood(index, kind, format_, "this code has no handler for the entry's kind")
+    return entry
+
+
+__all__ = [
+    "DEFAULT_MAX_SLOTS", "DEFAULT_QUEUE", "ENTRY_FORMAT", "EVENTS_KEPT", "EVENTS_MAX_BYTES", "FINISHED",
+    "HANDLERS", "MAX_COMMAND_ARGS", "MAX_HOST_NAME", "MAX_JOB_ID", "MAX_QUEUE_NAME", "MAX_REQUEST_ID_BYTES",
+    "MAX_STAMP_MS", "MAX_STRING", "META_KEY", "MIN_STAMP_MS", "PENDING", "PRUNE_PER_APPLY",
+    "REQUEST_RETENTION_MS", "RUNNING", "Applier", "CommittedUsage", "EntryNotUnderstood", "Handler", "Tables",
+    "apply", "canonical_dump", "check_host_spec", "check_modify", "check_queue", "check_queue_open",
+    "check_request_id", "check_spec", "decode", "describe", "find_job", "host_job_ids", "host_job_key",
+    "job_key", "parse_job_id", "read_counter", "read_host", "read_job", "read_meta", "read_queue",
+    "read_result", "readable_id", "revision_key",
+]

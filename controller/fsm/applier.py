@@ -1,0 +1,97 @@
+"""One entry being applied: its writes, recorded as the entry's event.
+
+Every write goes through the Applier, which records it as a Change; `finish`
+stores the changes as the entry's Event (what the Sync stream replays), moves
+the applied index in the same transaction, and prunes old events and request
+ids a bounded amount. Counter updates are summed per entry and written once.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from controller.fsm import retention
+from controller.fsm.records import META_KEY, counter_value, read_counter, revision_key
+from controller.tables import Tables
+from xce.invariant import invariant
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+
+@dataclass
+class Applier:
+    tables: Tables
+    index: int
+    entry: log.Entry
+    meta: log.Meta
+    kind: str = ""
+    changes: list[log.Change] = field(default_factory=list)
+    counter_deltas: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def stamp_ms(self) -> int:
+        return self.entry.stamp_ms
+
+    def put_job(self, job: api.Job) -> None:
+        self._put("jobs", struct.pack(">Q", job.id), job.SerializeToString(deterministic=True))
+
+    def put_host(self, host: api.Host) -> None:
+        self._put("hosts", host.spec.name.encode(), host.SerializeToString(deterministic=True))
+
+    def put_queue(self, queue: api.Queue) -> None:
+        self._put("queues", queue.name.encode(), queue.SerializeToString(deterministic=True))
+
+    def _put(self, table: str, key: bytes, value: bytes) -> None:
+        self.tables.put(table, key, value)
+        self.changes.append(log.Change(table=table, key=key, value=value))
+
+    def delete(self, table: str, key: bytes) -> None:
+        self.tables.delete(table, key)
+        self.changes.append(log.Change(table=table, key=key, deleted=True))
+
+    def counter(self, name: str) -> int:
+        """A cluster-wide counter as this entry has left it so far."""
+        return read_counter(self.tables, name) + self.counter_deltas.get(name, 0)
+
+    def add_counter(self, name: str, amount: int) -> None:
+        self.counter_deltas[name] = self.counter_deltas.get(name, 0) + amount
+
+    def remember(self, request_id: str, result: log.Result) -> None:
+        if not request_id:
+            return
+        result.revision = self.index
+        result.stamp_ms = self.entry.stamp_ms
+        self.tables.put("requests", request_id.encode(), result.SerializeToString(deterministic=True))
+        expiry = struct.pack(">q", self.entry.stamp_ms) + request_id.encode()
+        self.tables.put("request_expiry", expiry, b"")
+
+
+def finish(applier: Applier, results: list[log.Result], rejected: bool) -> None:
+    """Counters, the event, the applied index: the end of every applied entry."""
+    meta, tables, index = applier.meta, applier.tables, applier.index
+    _write_counters(applier)
+    meta.applied_index = index
+    event = log.Event(revision=index, changes=applier.changes, kind=applier.kind)
+    if rejected:
+        event.rejected.CopyFrom(results[0])
+    raw_event = event.SerializeToString(deterministic=True)
+    tables.put("events", revision_key(index), raw_event)
+    meta.events_bytes += len(raw_event)
+    meta.events_floor = retention.prune_events(tables, index, meta)
+    retention.prune_requests(tables, applier.entry.stamp_ms)
+    tables.put("meta", META_KEY, meta.SerializeToString(deterministic=True))
+
+
+def _write_counters(applier: Applier) -> None:
+    for name in sorted(applier.counter_deltas):
+        delta = applier.counter_deltas[name]
+        if delta == 0:
+            continue
+        value = read_counter(applier.tables, name) + delta
+        invariant(value >= 0, f"counter {name} would go below zero ({value}) at entry {applier.index}")
+        if value == 0:
+            applier.delete("counters", name.encode())
+        else:
+            applier._put("counters", name.encode(), counter_value(value))
+    applier.counter_deltas.clear()

@@ -1,0 +1,70 @@
+"""The cluster's configuration and membership: init, queues, capability announcements.
+
+InitCluster is the configuration push every new leader makes when the file
+differs from what is committed: the cluster id is set once and must agree
+afterwards; queues are upserted only when the digest changed, so a restart
+does not undo an operator's queue updates (like LSF's badmin reconfig).
+An announcement records what one replica's code understands (versions.py).
+"""
+
+from __future__ import annotations
+
+from controller.fsm.applier import Applier
+from controller.fsm.records import read_queue
+from controller.fsm.requests import guarded
+from controller.fsm.validation import DEFAULT_MAX_SLOTS, DEFAULT_QUEUE, check_queue
+from xce.errors import ServiceError
+from xce.v1 import log_pb2 as log
+
+MAX_ANNOUNCED_KINDS = 256
+
+
+def apply_put_queue(applier: Applier) -> list[log.Result]:
+    put = applier.entry.put_queue
+
+    def body() -> log.Result:
+        check_queue(put.queue)
+        existing = read_queue(applier.tables, put.queue.name)
+        if put.create and existing is not None:
+            raise ServiceError(log.ALREADY_EXISTS, f"queue {put.queue.name!r} exists")
+        if not put.create and existing is None:
+            raise ServiceError(log.NOT_FOUND, f"no queue {put.queue.name!r}")
+        if existing != put.queue:  # re-pushing the same configuration changes nothing
+            applier.put_queue(put.queue)
+        return log.Result(code=log.OK)
+
+    return [guarded(put.request_id, applier, body)]
+
+
+def apply_init(applier: Applier) -> list[log.Result]:
+    init, meta = applier.entry.init, applier.meta
+    if meta.cluster_id and meta.cluster_id != init.cluster_id:
+        return [log.Result(code=log.FAILED_PRECONDITION,
+                           message=f"state belongs to cluster {meta.cluster_id}, not {init.cluster_id}")]
+    for queue in init.queues:
+        try:
+            check_queue(queue)
+        except ServiceError as exc:
+            return [exc.to_result()]
+    meta.cluster_id = init.cluster_id
+    meta.default_queue = init.default_queue or DEFAULT_QUEUE
+    meta.max_slots_per_job = init.max_slots_per_job or DEFAULT_MAX_SLOTS
+    meta.events_kept = init.events_kept
+    if init.config_digest != meta.config_digest:
+        for queue in init.queues:
+            if read_queue(applier.tables, queue.name) != queue:
+                applier.put_queue(queue)
+        meta.config_digest = init.config_digest
+    return [log.Result(code=log.OK)]
+
+
+def apply_announce(applier: Applier) -> list[log.Result]:
+    announce, meta = applier.entry.announce, applier.meta
+    kinds = sorted(set(announce.kinds))
+    if announce.replica_id <= 0 or len(kinds) > MAX_ANNOUNCED_KINDS or any(len(k) > 64 for k in kinds):
+        return [log.Result(code=log.INVALID_ARGUMENT, message="a replica id and at most 256 short kinds")]
+    capabilities = meta.members[announce.replica_id]
+    capabilities.Clear()
+    capabilities.kinds.extend(kinds)
+    capabilities.format = announce.format
+    return [log.Result(code=log.OK)]

@@ -1,0 +1,135 @@
+"""The commit barrier: DISPATCH and PEND decisions, checked against committed state; the lease.
+
+A scheduler's batch is one entry. Apply checks its lease first (fencing: a
+batch of an epoch or holder that is not current changes nothing, and every
+decision is answered REJECT_STALE_LEASE), then each decision on its own,
+against the state as the earlier decisions of the same batch left it: a
+DISPATCH needs the job pending at that attempt and the allocation to pass
+xce/feasibility.py, exactly the checks the planner made on its view
+(Nomad's plan applier). Each decision gets a typed outcome; a rejection is
+normal optimistic concurrency, not an error. An operator's forced run
+(`dispatch`, like brun) passes the same host checks but not the policy ones.
+
+The lease is granted by the proposer's clock (the entry's stamp): the holder
+renews at the same epoch; anyone may take an expired lease, which bumps
+the epoch and so fences the old holder's batches.
+"""
+
+from __future__ import annotations
+
+from controller.fsm.applier import Applier
+from controller.fsm.holdings import CommittedUsage, place
+from controller.fsm.records import read_job
+from controller.fsm.requests import guarded
+from xce import feasibility
+from xce.errors import ServiceError
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+
+def dispatch_refusal(usage: CommittedUsage, job: api.Job, host: str, attempt: int,
+                     forced: bool = False) -> api.DecisionOutcome | None:
+    """Why this DISPATCH cannot be taken now, or None."""
+    if job.state != api.PEND:
+        return api.DecisionOutcome(code=api.REJECT_NOT_PENDING, message=f"job {job.id} is not pending "
+                                   f"(state {api.JobState.Name(job.state)})")
+    if attempt != job.attempt:
+        return api.DecisionOutcome(code=api.REJECT_WRONG_ATTEMPT,
+                                   message=f"job {job.id} is at attempt {job.attempt}, not {attempt}")
+    reason = feasibility.check(job, feasibility.Allocation(host, job.spec.slots), usage, forced)
+    if reason is not None:
+        return api.DecisionOutcome(code=api.REJECT_INFEASIBLE, reason=reason.code,
+                                   message=f"job {job.id}: {reason.words}")
+    return None
+
+
+def check_dispatch(usage: CommittedUsage, job: api.Job, host: str, attempt: int) -> None:
+    """An operator's forced run (brun): the same checks, as a ServiceError."""
+    outcome = dispatch_refusal(usage, job, host, attempt, forced=True)
+    if outcome is not None:
+        missing = outcome.code == api.REJECT_INFEASIBLE and usage.host(host) is None
+        raise ServiceError(log.NOT_FOUND if missing else log.FAILED_PRECONDITION, outcome.message)
+
+
+def apply_dispatch(applier: Applier) -> list[log.Result]:
+    dispatch = applier.entry.dispatch
+
+    def body() -> log.Result:
+        job = read_job(applier.tables, dispatch.job_id)
+        if job is None:
+            raise ServiceError(log.NOT_FOUND, f"no job {dispatch.job_id}")
+        usage = CommittedUsage(applier.tables, applier)
+        check_dispatch(usage, job, dispatch.host, dispatch.attempt)
+        record = usage.host_record(dispatch.host)
+        assert record is not None  # check_dispatch found it
+        place(applier, job, record)
+        return log.Result(code=log.OK, job_ids=[job.id])
+
+    return [guarded(dispatch.request_id, applier, body)]
+
+
+def apply_lease(applier: Applier) -> list[log.Result]:
+    lease, meta, now = applier.entry.lease, applier.meta, applier.stamp_ms
+    if not lease.scheduler_id or lease.duration_ms <= 0:
+        return [log.Result(code=log.INVALID_ARGUMENT, message="a lease needs a scheduler id and a duration")]
+    if meta.lease_holder and meta.lease_holder != lease.scheduler_id and now < meta.lease_expires_ms:
+        return [log.Result(code=log.FAILED_PRECONDITION, lease_epoch=meta.lease_epoch,
+                           lease_holder=meta.lease_holder, lease_expires_ms=meta.lease_expires_ms,
+                           message=f"the lease is held by {meta.lease_holder}")]
+    if meta.lease_holder != lease.scheduler_id or now >= meta.lease_expires_ms:
+        meta.lease_epoch += 1
+        meta.lease_holder = lease.scheduler_id
+    meta.lease_expires_ms = now + lease.duration_ms
+    return [log.Result(code=log.OK, lease_epoch=meta.lease_epoch, lease_holder=meta.lease_holder,
+                       lease_expires_ms=meta.lease_expires_ms)]
+
+
+def lease_current(batch: api.DecisionBatch, meta: log.Meta, now_ms: int) -> bool:
+    return batch.lease_epoch == meta.lease_epoch and now_ms < meta.lease_expires_ms \
+        and batch.scheduler_id == meta.lease_holder
+
+
+def apply_decisions(applier: Applier) -> list[log.Result]:
+    batch, meta = applier.entry.decisions, applier.meta
+    if not lease_current(batch, meta, applier.stamp_ms):
+        why = (f"stale lease (epoch {batch.lease_epoch}; "
+               f"current {meta.lease_epoch} held by {meta.lease_holder or 'nobody'})")
+        stale = api.DecisionOutcome(code=api.REJECT_STALE_LEASE, message=why)
+        return [log.Result(code=log.FAILED_PRECONDITION, message=why, revision=applier.index,
+                           rejections=[why] * len(batch.decisions),
+                           outcomes=[stale] * len(batch.decisions))]
+    # The revision tells the scheduler when its view holds this batch's outcome.
+    result = log.Result(code=log.OK, revision=applier.index)
+    usage = CommittedUsage(applier.tables, applier)
+    accepted = api.DecisionOutcome()
+    for decision in batch.decisions:
+        outcome = _decide(applier, usage, decision)
+        result.outcomes.append(outcome or accepted)
+        result.rejections.append(outcome.message or "rejected" if outcome is not None else "")
+    return [result]
+
+
+def _decide(applier: Applier, usage: CommittedUsage, decision: api.Decision) -> api.DecisionOutcome | None:
+    kind = decision.WhichOneof("body")
+    if kind == "dispatch":
+        dispatch = decision.dispatch
+        job = read_job(applier.tables, dispatch.job_id)
+        if job is None:
+            return api.DecisionOutcome(code=api.REJECT_NO_JOB, message=f"no job {dispatch.job_id}")
+        outcome = dispatch_refusal(usage, job, dispatch.host, dispatch.attempt)
+        if outcome is None:
+            record = usage.host_record(dispatch.host)
+            assert record is not None  # feasibility found it
+            place(applier, job, record)
+        return outcome
+    if kind == "pend":
+        job = read_job(applier.tables, decision.pend.job_id)
+        if job is None or job.state != api.PEND:
+            return api.DecisionOutcome(code=api.REJECT_NOT_PENDING, message="job is not pending")
+        reason = decision.pend.reason[:200]
+        if (job.pending_reason, job.pending_code) != (reason, decision.pend.code):
+            job.pending_reason = reason
+            job.pending_code = decision.pend.code
+            applier.put_job(job)
+        return None
+    return api.DecisionOutcome(code=api.REJECT_MALFORMED, message="empty decision")

@@ -1,0 +1,99 @@
+"""What a running attempt holds: slots on its host and amounts of cluster-wide counters.
+
+`place` takes them when a DISPATCH is accepted; `release` gives back exactly
+what `place` took (the host's slots, the counters recorded in the job's
+`holds`) when the attempt ends or is given up. Accounting errors are bugs:
+an invariant stops the replica rather than clamp a count at zero.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+
+from controller.fsm.applier import Applier
+from controller.fsm.records import host_job_key, read_counter, read_host, read_queue
+from controller.tables import Tables
+from xce import feasibility
+from xce.invariant import invariant
+from xce.v1 import api_pb2 as api
+
+
+class CommittedUsage:
+    """feasibility.Usage over the state tables, with the counters as this entry left them."""
+
+    def __init__(self, tables: Tables, applier: Applier | None = None) -> None:
+        self._tables = tables
+        self._applier = applier
+        self._hosts: dict[str, api.Host | None] = {}
+        self._queues: dict[str, api.Queue | None] = {}
+        self._limits: dict[str, int] | None = None
+
+    def host_record(self, name: str) -> api.Host | None:
+        """The host record, read once per entry; `place` updates this same object."""
+        if name not in self._hosts:
+            self._hosts[name] = read_host(self._tables, name)
+        return self._hosts[name]
+
+    def host(self, name: str) -> feasibility.HostState | None:
+        record = self.host_record(name)
+        return None if record is None else feasibility.host_state(record)
+
+    def hosts(self) -> Iterable[tuple[str, feasibility.HostState]]:
+        for _, raw in self._tables.scan("hosts"):
+            record = api.Host.FromString(raw)
+            yield record.spec.name, feasibility.host_state(record)
+
+    def queue(self, name: str) -> api.Queue | None:
+        if name not in self._queues:
+            self._queues[name] = read_queue(self._tables, name)
+        return self._queues[name]
+
+    def counter(self, name: str) -> int:
+        return self._applier.counter(name) if self._applier is not None else read_counter(self._tables, name)
+
+    def limits(self) -> dict[str, int]:
+        if self._limits is None:
+            queues = (api.Queue.FromString(raw) for _, raw in self._tables.scan("queues"))
+            self._limits = feasibility.limits_of(queues)
+        return self._limits
+
+
+def place(applier: Applier, job: api.Job, host: api.Host) -> None:
+    """DISPATCH accepted: the job runs on the host and holds its slots and counters."""
+    job.state = api.RUN
+    job.host = host.spec.name
+    job.pending_reason = ""
+    job.ClearField("pending_code")
+    job.ClearField("refused_host")
+    job.modify_time_ms = applier.stamp_ms
+    job.holds.clear()
+    for name, amount in feasibility.demands(job).items():
+        job.holds[name] = amount
+        applier.add_counter(name, amount)
+    host.slots_used += job.spec.slots
+    host.running_jobs += 1
+    invariant(host.slots_used <= host.spec.slots,
+              f"host {host.spec.name} over its slots: {host.slots_used} of {host.spec.slots}")
+    applier.put_job(job)
+    applier.put_host(host)
+    applier.tables.put("host_jobs", host_job_key(host.spec.name, job.id), struct.pack(">i", job.attempt))
+
+
+def release(applier: Applier, job: api.Job) -> None:
+    """The job's current attempt gives back what it holds."""
+    host = read_host(applier.tables, job.host)
+    invariant(host is not None, f"job {job.id} holds slots on {job.host!r}, which has no record")
+    assert host is not None
+    invariant(host.slots_used >= job.spec.slots and host.running_jobs >= 1,
+              f"job {job.id} gives back {job.spec.slots} slots on {job.host}, which has "
+              f"{host.slots_used} in use by {host.running_jobs} jobs")
+    host.slots_used -= job.spec.slots
+    host.running_jobs -= 1
+    applier.put_host(host)
+    for name, amount in sorted(job.holds.items()):
+        applier.add_counter(name, -amount)
+    job.holds.clear()
+    # In the event too: it tells the leader which host's worker to look at
+    # (worker_session.route) when the job itself no longer names a host.
+    applier.delete("host_jobs", host_job_key(job.host, job.id))

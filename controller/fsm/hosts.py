@@ -1,0 +1,100 @@
+"""Hosts: joins, status changes by the leader's heartbeat watchdog, hosts given up.
+
+A join updates the host record in place with generation + 1 (M2); every
+later status change carries the generation it is about, and one about a
+generation that re-joined meanwhile changes nothing. An UNAVAIL host's
+running jobs become UNKWN (the state before is kept, restored when its
+worker reports again); a host given up (`resolve_host`, after the second
+timeout) settles its UNKWN jobs: requeued if rerunnable, else EXIT.
+"""
+
+from __future__ import annotations
+
+from controller.fsm.applier import Applier
+from controller.fsm.jobs import settle_lost
+from controller.fsm.records import host_job_ids, read_host, read_job
+from controller.fsm.validation import check_host_spec
+from xce.errors import ServiceError
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+
+def apply_join_host(applier: Applier) -> list[log.Result]:
+    return [join_one(applier, applier.entry.join_host)]
+
+
+def apply_joins(applier: Applier) -> list[log.Result]:
+    if not applier.entry.joins.joins:
+        return [log.Result(code=log.INVALID_ARGUMENT, message="no joins")]
+    return [join_one(applier, spec) for spec in applier.entry.joins.joins]
+
+
+def join_one(applier: Applier, spec: api.HostSpec) -> log.Result:
+    try:
+        check_host_spec(spec)
+    except ServiceError as exc:
+        return exc.to_result()
+    host = read_host(applier.tables, spec.name) or api.Host()
+    host.spec.CopyFrom(spec)
+    host.generation += 1
+    host.status = api.HOST_OK
+    host.status_time_ms = applier.stamp_ms
+    applier.put_host(host)
+    return log.Result(code=log.OK, generation=host.generation)
+
+
+def apply_host_status(applier: Applier) -> list[log.Result]:
+    return [status_one(applier, applier.entry.host_status)]
+
+
+def apply_host_statuses(applier: Applier) -> list[log.Result]:
+    if not applier.entry.host_statuses.changes:
+        return [log.Result(code=log.INVALID_ARGUMENT, message="no host status changes")]
+    return [status_one(applier, change) for change in applier.entry.host_statuses.changes]
+
+
+def status_one(applier: Applier, change: log.SetHostStatus) -> log.Result:
+    host = read_host(applier.tables, change.name)
+    if host is None:
+        return log.Result(code=log.NOT_FOUND, message=f"no host {change.name[:80]!r}")
+    if host.generation != change.generation:  # the host re-joined meanwhile: stale
+        return log.Result(code=log.FAILED_PRECONDITION,
+                          message=f"host {change.name} is at generation {host.generation}, "
+                                  f"not {change.generation}")
+    if change.status not in (api.HOST_OK, api.HOST_UNAVAIL):
+        return log.Result(code=log.INVALID_ARGUMENT, message=f"bad host status {change.status}")
+    if host.status != change.status:
+        host.status = change.status
+        host.status_time_ms = applier.stamp_ms
+        applier.put_host(host)
+        if change.status == api.HOST_UNAVAIL:
+            _mark_unknown(applier, host.spec.name)
+    return log.Result(code=log.OK, generation=host.generation)
+
+
+def _mark_unknown(applier: Applier, host_name: str) -> None:
+    """The host stopped answering: what ran there is UNKWN until it reports again."""
+    for job_id in host_job_ids(applier.tables, host_name):
+        job = read_job(applier.tables, job_id)
+        if job is not None and job.state in (api.RUN, api.USUSP, api.SSUSP):
+            job.state_before_unknown = job.state
+            job.state = api.UNKWN
+            job.modify_time_ms = applier.stamp_ms
+            applier.put_job(job)
+
+
+def apply_resolve_host(applier: Applier) -> list[log.Result]:
+    """The host stayed unavailable past the second timeout: requeue its UNKWN
+    jobs marked rerunnable, EXIT the others (their outcome is unknown)."""
+    change = applier.entry.resolve_host
+    host = read_host(applier.tables, change.name)
+    if host is None or host.generation != change.generation or host.status != api.HOST_UNAVAIL:
+        return [log.Result(code=log.FAILED_PRECONDITION, message="the host is back or changed")]
+    settled = []
+    for job_id in host_job_ids(applier.tables, host.spec.name):
+        job = read_job(applier.tables, job_id)
+        if job is None or job.state != api.UNKWN:
+            continue
+        settle_lost(applier, job, f"host {host.spec.name} lost")
+        settled.append(job.id)
+    return [log.Result(code=log.OK, job_ids=settled)]

@@ -1,0 +1,182 @@
+"""Jobs: submit, the control actions (a table), modify, and the end of an instance.
+
+Control actions follow one table, `CONTROL`: for each action, the states it
+is allowed from and what it does there (docs/ARCHITECTURE.md, "Job
+actions"). A running job cannot be ended by a table lookup alone: kill and
+requeue set flags, the worker ends the process group, and its report (or
+the loss of its host) ends the attempt (reports.py, hosts.py), through
+`requeue_ended` and `settle_lost` here.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from controller.fsm.applier import Applier
+from controller.fsm.holdings import release
+from controller.fsm.records import FINISHED, PENDING, RUNNING, find_job, readable_id
+from controller.fsm.requests import guarded
+from controller.fsm.validation import DEFAULT_QUEUE, check_modify, check_spec
+from xce.errors import ServiceError, invalid
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+SIGKILL = 9
+# The exit code of a job killed with SIGKILL (a shell's 128 + signal), also
+# given to a job killed before it ran.
+EXIT_KILLED = 128 + SIGKILL
+# What an attempt leaves on the job; cleared when the job goes back to PEND.
+INSTANCE_FIELDS = ("exit_code", "end_time_ms", "start_time_ms", "kill_requested", "requeue_requested", "pid",
+                   "term_signal", "exit_status_unknown", "usage", "host", "state_before_unknown", "holds")
+
+
+@dataclass(frozen=True)
+class Transition:
+    to: api.JobState
+    reason: str = ""
+    requeue: bool = False          # back to PEND now, attempt + 1
+    kill_requested: bool = False
+    code: api.PendingReason = api.PENDING_REASON_UNSPECIFIED
+    requeue_requested: bool = False  # back to PEND once the running instance has ended
+
+
+_REQUEUED = Transition(api.PEND, "requeued", requeue=True, code=api.PEND_REQUEUED)
+
+# action -> state -> transition; a state missing from an action's row is refused.
+CONTROL: dict[int, dict[int, Transition]] = {
+    api.KILL: {api.PEND: Transition(api.EXIT), api.PSUSP: Transition(api.EXIT),
+               **{s: Transition(s, kill_requested=True) for s in RUNNING}},
+    api.STOP: {api.PEND: Transition(api.PSUSP, "stopped by user", code=api.PEND_JOB_HELD),
+               api.RUN: Transition(api.USUSP), api.SSUSP: Transition(api.USUSP)},
+    api.RESUME: {api.USUSP: Transition(api.RUN), api.PSUSP: Transition(api.PEND)},
+    api.HOLD: {api.PEND: Transition(api.PSUSP, "held by user", code=api.PEND_JOB_HELD)},
+    api.RELEASE: {api.PSUSP: Transition(api.PEND)},
+    # Like LSF's brequeue: a running instance is killed first, and the job is
+    # pending again only once that instance has ended (its slots held until
+    # then), so the next attempt can never run beside it.
+    api.REQUEUE: {**{s: _REQUEUED for s in FINISHED},
+                  **{s: Transition(s, kill_requested=True, requeue_requested=True) for s in RUNNING}},
+}
+
+
+def check_control(job: api.Job, action: api.ControlAction) -> Transition:
+    table = CONTROL.get(action)
+    if table is None:
+        raise invalid(f"unknown control action {action}")
+    # A kill asked twice is refused; a kill after a requeue turns it into a kill.
+    being_killed = job.state in RUNNING and job.kill_requested \
+        and (action == api.REQUEUE or not job.requeue_requested)
+    if job.state not in table or (action in (api.KILL, api.REQUEUE) and being_killed):
+        raise ServiceError(log.FAILED_PRECONDITION,
+                           f"cannot {api.ControlAction.Name(action).lower()} job {job.id} "
+                           f"in state {api.JobState.Name(job.state)}")
+    return table[job.state]
+
+
+def clear_instance(job: api.Job) -> None:
+    for name in INSTANCE_FIELDS:
+        job.ClearField(name)
+
+
+def apply_submit(applier: Applier) -> list[log.Result]:
+    return [guarded(request.request_id, applier, functools.partial(_submit_one, applier, request))
+            for request in applier.entry.submit.requests]
+
+
+def _submit_one(applier: Applier, request: api.SubmitJobsRequest) -> log.Result:
+    meta, tables, entry = applier.meta, applier.tables, applier.entry
+    if not request.jobs:
+        raise invalid("no jobs in the request")
+    for spec in request.jobs:  # all or nothing: check every spec first
+        check_spec(tables, meta, spec)
+    result = log.Result(code=log.OK)
+    for spec in request.jobs:
+        job_id = meta.next_job_id or 1
+        meta.next_job_id = job_id + 1
+        job = api.Job(id=job_id, spec=spec, state=api.PEND, submit_time_ms=entry.stamp_ms,
+                      modify_time_ms=entry.stamp_ms, request_id=request.request_id,
+                      readable_id=readable_id(meta.cluster_id, entry.proposer, entry.stamp_ms, job_id))
+        if not job.spec.queue:
+            job.spec.queue = meta.default_queue or DEFAULT_QUEUE
+        if not job.spec.HasField("slots"):
+            job.spec.slots = 1
+        applier.put_job(job)
+        result.job_ids.append(job_id)
+    return result
+
+
+def apply_control(applier: Applier) -> list[log.Result]:
+    request = applier.entry.control
+
+    def body() -> log.Result:
+        job = find_job(applier.tables, request.job_id)
+        transition = check_control(job, request.action)
+        job.state = transition.to
+        job.modify_time_ms = applier.stamp_ms
+        job.pending_reason = transition.reason if transition.to in PENDING else ""
+        job.pending_code = transition.code if transition.to in PENDING else api.PENDING_REASON_UNSPECIFIED
+        job.ClearField("refused_host")
+        if transition.kill_requested:
+            job.kill_requested = True
+            job.requeue_requested = transition.requeue_requested
+        if transition.requeue:
+            job.attempt += 1
+            clear_instance(job)
+        if transition.to == api.EXIT:
+            job.end_time_ms = applier.stamp_ms
+            job.exit_code = EXIT_KILLED  # like a job killed with SIGKILL before it ran
+        applier.put_job(job)
+        return log.Result(code=log.OK, job_ids=[job.id])
+
+    return [guarded(request.request_id, applier, body)]
+
+
+def apply_modify(applier: Applier) -> list[log.Result]:
+    request = applier.entry.modify
+
+    def body() -> log.Result:
+        job = find_job(applier.tables, request.job_id)
+        check_modify(applier.tables, job, request)
+        if request.HasField("priority"):
+            job.spec.priority = request.priority
+        if request.HasField("queue"):
+            job.spec.queue = request.queue
+        if request.HasField("resource_req"):
+            job.spec.resource_req = request.resource_req
+        job.modify_time_ms = applier.stamp_ms
+        applier.put_job(job)
+        return log.Result(code=log.OK, job_ids=[job.id])
+
+    return [guarded(request.request_id, applier, body)]
+
+
+def requeue_ended(applier: Applier, job: api.Job, why: str) -> None:
+    """The job's instance has ended (or is given up): what it held comes back,
+    and the job is pending again at the next attempt."""
+    release(applier, job)
+    job.attempt += 1
+    clear_instance(job)
+    job.state = api.PEND
+    job.pending_reason = why
+    job.pending_code = api.PEND_REQUEUED
+    job.modify_time_ms = applier.stamp_ms
+    applier.put_job(job)
+
+
+def settle_lost(applier: Applier, job: api.Job, why: str) -> None:
+    """An instance whose end nobody knows: requeue if rerunnable (and not being
+    killed) or if a requeue was asked, else EXIT."""
+    if job.requeue_requested or (job.spec.rerunnable and not job.kill_requested):
+        requeue_ended(applier, job, f"{why}; requeued" + ("" if job.requeue_requested else " (rerunnable)"))
+        return
+    release(applier, job)
+    stamp = applier.stamp_ms
+    job.state = api.EXIT
+    job.exit_status_unknown = not job.kill_requested
+    job.exit_code = EXIT_KILLED if job.kill_requested else job.exit_code
+    job.end_time_ms = stamp
+    job.pending_reason = ""
+    job.kill_requested = False
+    job.modify_time_ms = stamp
+    applier.put_job(job)

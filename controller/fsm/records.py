@@ -1,0 +1,117 @@
+"""Keys and record readers of the state tables, and job ids.
+
+Tables (controller/tables.py names them): `meta` (one Meta under META_KEY),
+`jobs` (id as 8 bytes big-endian -> Job), `queues` and `hosts` (name ->
+record), `host_jobs` (host NUL job key -> attempt: jobs whose current attempt
+holds slots there), `counters` (name -> used amount, 8 bytes signed),
+`requests` and `request_expiry` (dedupe), `events` (revision -> Event).
+"""
+
+from __future__ import annotations
+
+import datetime
+import struct
+
+from controller.tables import Tables
+from xce.errors import ServiceError
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+META_KEY = b"meta"
+MAX_JOB_ID = 1 << 63
+MAX_HOST_NAME = 64
+MAX_REQUEST_ID_BYTES = 256
+
+FINISHED = (api.DONE, api.EXIT)
+PENDING = (api.PEND, api.PSUSP)
+RUNNING = (api.RUN, api.USUSP, api.SSUSP, api.UNKWN)
+
+
+def job_key(job_id: int) -> bytes:
+    return struct.pack(">Q", job_id)
+
+
+def revision_key(revision: int) -> bytes:
+    return struct.pack(">Q", revision)
+
+
+def host_job_key(host: str, job_id: int) -> bytes:
+    return host.encode() + b"\x00" + job_key(job_id)
+
+
+def read_meta(tables: Tables) -> log.Meta:
+    meta = log.Meta()
+    raw = tables.get("meta", META_KEY)
+    if raw is not None:
+        meta.ParseFromString(raw)
+    return meta
+
+
+def read_job(tables: Tables, job_id: int) -> api.Job | None:
+    raw = tables.get("jobs", job_key(job_id))
+    return None if raw is None else api.Job.FromString(raw)
+
+
+def read_queue(tables: Tables, name: str) -> api.Queue | None:
+    raw = tables.get("queues", name.encode())
+    return None if raw is None else api.Queue.FromString(raw)
+
+
+def read_host(tables: Tables, name: str) -> api.Host | None:
+    raw = tables.get("hosts", name.encode()) if name and len(name) <= MAX_HOST_NAME else None
+    return None if raw is None else api.Host.FromString(raw)
+
+
+def read_counter(tables: Tables, name: str) -> int:
+    raw = tables.get("counters", name.encode())
+    return 0 if raw is None else int(struct.unpack(">q", raw)[0])
+
+
+def counter_value(amount: int) -> bytes:
+    return struct.pack(">q", amount)
+
+
+def read_result(tables: Tables, request_id: str) -> log.Result | None:
+    if not request_id or len(request_id.encode()) > MAX_REQUEST_ID_BYTES:
+        return None
+    raw = tables.get("requests", request_id.encode())
+    return None if raw is None else log.Result.FromString(raw)
+
+
+def readable_id(cluster_id: str, proposer: int, stamp_ms: int, seq: int) -> str:
+    when = datetime.datetime.fromtimestamp(stamp_ms / 1000, tz=datetime.UTC)
+    return f"{cluster_id}-{proposer}-{when.strftime('%Y%m%d%H%M%S')}-{seq}"
+
+
+def _is_number(text: str) -> bool:
+    return text.isascii() and text.isdecimal() and len(text) <= 19 and int(text) < MAX_JOB_ID
+
+
+def parse_job_id(text: str) -> int:
+    """The numeric id inside either form; raises ServiceError for neither."""
+    text = text.strip()
+    if _is_number(text):
+        return int(text)
+    seq = text.rsplit("-", 1)[-1]
+    if "-" in text and _is_number(seq):
+        return int(seq)
+    raise ServiceError(log.INVALID_ARGUMENT,
+                       f"not a job id: {text[:80]!r} (a number or cluster-replica-time-seq)")
+
+
+def find_job(tables: Tables, text: str) -> api.Job:
+    job = read_job(tables, parse_job_id(text))
+    if job is None or (not text.strip().isdigit() and job.readable_id != text.strip()):
+        raise ServiceError(log.NOT_FOUND, f"no job {text}")
+    return job
+
+
+def host_job_ids(tables: Tables, host: str) -> list[int]:
+    """Jobs whose current attempt holds slots on `host`."""
+    prefix = host.encode() + b"\x00"
+    ids = []
+    for key, _ in tables.scan("host_jobs", prefix):
+        if not key.startswith(prefix):
+            break
+        ids.append(struct.unpack(">Q", key[len(prefix):])[0])
+    return ids

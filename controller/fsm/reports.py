@@ -1,0 +1,98 @@
+"""Workers' reports about (job, attempt): started, finished, dispatch failed.
+
+A report is relayed by the leader with the connection's generation; one from
+a connection that is no longer current, or about an attempt committed state
+no longer runs there, changes nothing (M3). Only a failed dispatch (a
+negative code) sends a job back to PEND; a success never does.
+"""
+
+from __future__ import annotations
+
+from controller.fsm.applier import Applier
+from controller.fsm.holdings import release
+from controller.fsm.jobs import EXIT_KILLED, requeue_ended, settle_lost
+from controller.fsm.records import RUNNING, read_host, read_job
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+
+def apply_report(applier: Applier) -> list[log.Result]:
+    return [report_one(applier, applier.entry.report)]
+
+
+def apply_reports(applier: Applier) -> list[log.Result]:
+    if not applier.entry.reports.reports:
+        return [log.Result(code=log.INVALID_ARGUMENT, message="no reports")]
+    return [report_one(applier, relayed) for relayed in applier.entry.reports.reports]
+
+
+def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
+    report = relayed.report
+    host = read_host(applier.tables, relayed.host)
+    job = read_job(applier.tables, report.job_id)
+    if host is None or host.generation != relayed.generation:
+        return log.Result(code=log.FAILED_PRECONDITION, message="report from a stale connection")
+    if job is None or job.host != relayed.host or job.attempt != report.attempt or job.state not in RUNNING:
+        return log.Result(code=log.FAILED_PRECONDITION, message="report about an instance not wanted")
+    kind = report.WhichOneof("body")
+    if kind == "dispatch_failed" and report.dispatch_failed.code >= 0:  # M3: only a failure requeues
+        return log.Result(code=log.INVALID_ARGUMENT, message="dispatch failure codes are negative")
+    if kind == "started":
+        _started(applier, job, report.started)
+    elif kind in ("finished", "dispatch_failed") and job.requeue_requested:
+        requeue_ended(applier, job, "requeued")
+        return log.Result(code=log.OK, job_ids=[job.id])
+    elif kind == "finished" and report.finished.status_unknown and job.spec.rerunnable:
+        settle_lost(applier, job, f"job ended on {relayed.host} with unknown status")
+        return log.Result(code=log.OK, job_ids=[job.id])
+    elif kind == "finished":
+        _finished(applier, job, report.finished)
+    elif kind == "dispatch_failed":
+        _dispatch_failed(applier, job, relayed.host, report.dispatch_failed)
+    else:
+        return log.Result(code=log.INVALID_ARGUMENT, message="empty report")
+    job.modify_time_ms = applier.stamp_ms
+    applier.put_job(job)
+    return log.Result(code=log.OK, job_ids=[job.id])
+
+
+def _started(applier: Applier, job: api.Job, started: api.JobStarted) -> None:
+    job.pid = started.pid
+    job.start_time_ms = started.time_ms or applier.stamp_ms
+    if job.state == api.UNKWN:  # its worker is back and still runs it
+        job.state = job.state_before_unknown or api.RUN
+        job.ClearField("state_before_unknown")
+
+
+def _finished(applier: Applier, job: api.Job, finished: api.JobFinished) -> None:
+    if finished.term_signal:
+        job.term_signal = finished.term_signal
+        job.exit_code = 128 + finished.term_signal
+    else:
+        job.exit_code = finished.exit_code
+    job.exit_status_unknown = finished.status_unknown
+    ok = job.exit_code == 0 and not finished.status_unknown
+    job.state = api.DONE if ok else api.EXIT
+    job.usage.CopyFrom(finished.usage)
+    job.end_time_ms = finished.time_ms or applier.stamp_ms
+    job.kill_requested = False
+    job.ClearField("state_before_unknown")
+    release(applier, job)
+
+
+def _dispatch_failed(applier: Applier, job: api.Job, host: str, failed: api.DispatchFailed) -> None:
+    release(applier, job)
+    if job.kill_requested:  # it was being killed: it ends here, it is not requeued
+        job.state = api.EXIT
+        job.exit_code = EXIT_KILLED
+        job.end_time_ms = applier.stamp_ms
+        job.kill_requested = False
+    else:
+        job.state = api.PEND
+        job.attempt += 1
+        job.pending_reason = f"dispatch to {host} failed: {failed.reason[:200]}"
+        job.pending_code = api.PEND_DISPATCH_REFUSED
+        job.refused_host = host
+        job.host = ""
+        job.pid = 0
+    job.ClearField("state_before_unknown")

@@ -1,0 +1,56 @@
+"""Bounded history: old events and remembered request ids are pruned as entries apply.
+
+The events table keeps the last `events_kept` events (default EVENTS_KEPT),
+and at most EVENTS_MAX_BYTES; request ids are remembered for
+REQUEST_RETENTION_MS of proposer time. Each apply prunes at most
+PRUNE_PER_APPLY of each, so no entry is slow to apply.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from controller.tables import Tables
+from xce.v1 import log_pb2 as log
+
+# How many events the resync stream can replay; older ones are dropped and
+# the floor moves up (a scheduler further behind gets a full snapshot).
+EVENTS_KEPT = 100_000
+EVENTS_MAX_BYTES = 64 << 20  # whichever bound is hit first
+# Request ids are remembered this long (by proposer time) to dedupe retries.
+REQUEST_RETENTION_MS = 24 * 3600 * 1000
+# Bound on the clean-up work one apply does, so no entry is slow to apply.
+PRUNE_PER_APPLY = 256
+
+
+def prune_events(tables: Tables, index: int, meta: log.Meta) -> int:
+    """Drop the oldest events past either bound; return the new floor."""
+    cutoff = index - (meta.events_kept or EVENTS_KEPT)
+    doomed: list[bytes] = []
+    floor = index
+    for key, value in tables.scan("events"):
+        revision = struct.unpack(">Q", key)[0]
+        too_old = revision <= cutoff or (meta.events_bytes > EVENTS_MAX_BYTES and revision < index)
+        if not too_old or len(doomed) >= PRUNE_PER_APPLY:
+            floor = revision
+            break
+        doomed.append(key)
+        meta.events_bytes -= len(value)
+    for key in doomed:
+        tables.delete("events", key)
+    return floor
+
+
+def prune_requests(tables: Tables, stamp_ms: int) -> None:
+    cutoff = stamp_ms - REQUEST_RETENTION_MS
+    doomed: list[bytes] = []
+    for key, _ in tables.scan("request_expiry"):
+        if struct.unpack(">q", key[:8])[0] >= cutoff or len(doomed) >= PRUNE_PER_APPLY:
+            break
+        doomed.append(key)
+    for key in doomed:
+        tables.delete("request_expiry", key)
+        request_id = key[8:]
+        raw = tables.get("requests", request_id)
+        if raw is not None and log.Result.FromString(raw).stamp_ms < cutoff:
+            tables.delete("requests", request_id)

@@ -1,0 +1,116 @@
+"""Validation shared by the leader's pre-check and by apply.
+
+The leader checks a request against its applied state before proposing it
+(bad input never reaches the log, so nothing changes); apply checks again,
+since the state may have moved between the check and the commit. Both call
+these functions, which raise ServiceError with a code and words.
+"""
+
+from __future__ import annotations
+
+from controller.fsm.records import FINISHED, MAX_HOST_NAME, MAX_REQUEST_ID_BYTES, PENDING, read_queue
+from controller.tables import Tables
+from xce.errors import ServiceError, invalid
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+MAX_COMMAND_ARGS = 4096
+MAX_QUEUE_NAME = 64
+MAX_HOST_SLOTS = 100_000
+MAX_STRING = 4096
+# datetime's range (years 1-9999), which readable ids need.
+MIN_STAMP_MS, MAX_STAMP_MS = -62135596800000, 253402300799999
+DEFAULT_QUEUE = "normal"
+DEFAULT_MAX_SLOTS = 1024
+
+
+def check_text(what: str, value: str) -> None:
+    if len(value) > MAX_STRING:
+        raise invalid(f"{what} longer than {MAX_STRING} characters")
+    if "\x00" in value:
+        raise invalid(f"{what} contains a NUL character")
+
+
+def check_request_id(request_id: str) -> None:
+    # LMDB keys are at most 511 bytes; the expiry key adds 8.
+    if len(request_id.encode()) > MAX_REQUEST_ID_BYTES:
+        raise invalid(f"request id longer than {MAX_REQUEST_ID_BYTES} bytes")
+
+
+def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec) -> None:
+    if not spec.command or not spec.command[0].strip():
+        raise invalid("empty command")
+    if len(spec.command) > MAX_COMMAND_ARGS:
+        raise invalid(f"more than {MAX_COMMAND_ARGS} command arguments")
+    for arg in spec.command:
+        check_text("command argument", arg)
+    for what, value in (("name", spec.name), ("queue", spec.queue), ("stdout path", spec.stdout_path),
+                        ("stderr path", spec.stderr_path), ("cwd", spec.cwd), ("user", spec.user),
+                        ("resource requirement", spec.resource_req)):
+        check_text(what, value)
+    for key, value in spec.env.items():
+        check_text("environment name", key)
+        check_text("environment value", value)
+        if not key or "=" in key:
+            raise invalid(f"bad environment name {key[:80]!r}")
+    max_slots = meta.max_slots_per_job or DEFAULT_MAX_SLOTS
+    if spec.HasField("slots") and not 1 <= spec.slots <= max_slots:
+        raise invalid(f"slots must be between 1 and {max_slots}, got {spec.slots}")
+    check_queue_open(tables, spec.queue or meta.default_queue or DEFAULT_QUEUE)
+
+
+def check_queue_open(tables: Tables, name: str) -> None:
+    if not name or len(name.encode()) > MAX_QUEUE_NAME:
+        raise invalid(f"unknown queue {name[:80]!r}")
+    queue = read_queue(tables, name)
+    if queue is None:
+        known = ", ".join(k.decode() for k, _ in tables.scan("queues"))
+        raise invalid(f"unknown queue {name!r} (queues: {known or 'none'})")
+    if queue.closed:
+        raise ServiceError(log.FAILED_PRECONDITION, f"queue {name!r} is closed")
+
+
+def check_modify(tables: Tables, job: api.Job, request: api.ModifyJobRequest) -> None:
+    if not (request.HasField("priority") or request.HasField("queue") or request.HasField("resource_req")):
+        raise invalid("nothing to modify")
+    if job.state in FINISHED:
+        raise ServiceError(log.FAILED_PRECONDITION, f"job {job.id} has finished")
+    if request.HasField("queue"):
+        if job.state not in PENDING:
+            raise ServiceError(log.FAILED_PRECONDITION, "the queue can change only while the job is pending")
+        check_text("queue", request.queue)
+        check_queue_open(tables, request.queue)
+    if request.HasField("resource_req"):
+        if job.state not in PENDING:
+            raise ServiceError(log.FAILED_PRECONDITION,
+                               "the resource requirement can change only while the job is pending")
+        check_text("resource requirement", request.resource_req)
+
+
+def check_host_spec(spec: api.HostSpec) -> None:
+    name = spec.name
+    if not name or len(name) > MAX_HOST_NAME or not all(c.isascii() and (c.isalnum() or c in "_-.")
+                                                         for c in name):
+        raise invalid(f"bad host name {name[:80]!r} (letters, digits, _ - . ; 1-64)")
+    if not 0 <= spec.slots <= MAX_HOST_SLOTS:
+        raise invalid(f"host slots must be between 0 and {MAX_HOST_SLOTS}, got {spec.slots}")
+    if spec.memory_mb < 0:
+        raise invalid("host memory must not be negative")
+    for key, value in spec.resources.items():
+        check_text("resource name", key)
+        if not key or not value >= 0 or value == float("inf"):
+            raise invalid(f"resource {key!r} must be a finite number >= 0")
+    for tag in spec.tags:
+        check_text("tag", tag)
+
+
+def check_queue(queue: api.Queue) -> None:
+    name = queue.name
+    if not name or len(name) > MAX_QUEUE_NAME or not all(c.isalnum() or c in "_-." for c in name):
+        raise invalid(f"bad queue name {name!r} (letters, digits, _ - . ; 1-64)")
+    check_text("description", queue.description)
+    plugin = queue.job_pick_plugin
+    if plugin and (len(plugin) > 64 or not all(c.isalnum() or c in "_-." for c in plugin)):
+        raise invalid(f"bad job_pick_plugin {plugin[:80]!r}")
+    if queue.slot_limit < 0:
+        raise invalid(f"slot_limit must not be negative, got {queue.slot_limit}")

@@ -1,0 +1,82 @@
+"""Which entries a replica understands, and which the leader may propose.
+
+Theory of operation (etcd's cluster version). A replica applies the entry
+kinds of its handler table and entry formats up to ENTRY_FORMAT; an entry of
+any other kind or a higher format stops it (fail-stop: it never guesses).
+So a new kind must not be proposed while any replica would not understand
+it: each replica reports what its code understands in its Status (kinds and
+format), the leader commits that as an `announce` entry per replica, and
+proposes a kind past BASELINE_KINDS only once every member of the
+committed membership has announced it (`enabled`). During a rolling
+upgrade the old replicas keep the new kinds off; once the last replica runs
+the new code, the leader turns them on.
+
+The baseline is what every replica of this format understood from the start
+(the kinds before versioning, and `announce` itself); it is never gated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from google.protobuf.message import DecodeError
+
+from xce.v1 import log_pb2 as log
+
+ENTRY_FORMAT = 1
+BASELINE_KINDS = frozenset({
+    "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
+    "resolve_host", "lease", "decisions", "reports", "joins", "announce",
+})
+
+
+def enabled(meta: log.Meta, members: Iterable[int]) -> frozenset[str]:
+    """The kinds past the baseline that every member has announced."""
+    common: set[str] | None = None
+    for member in members:
+        capabilities = meta.members.get(member)
+        if capabilities is None:
+            return frozenset()
+        kinds = set(capabilities.kinds) - BASELINE_KINDS
+        common = kinds if common is None else common & kinds
+    return frozenset(common or ())
+
+
+def proposal_format(meta: log.Meta, members: Iterable[int]) -> int:
+    """The highest format every member understands (at least the first)."""
+    formats = [meta.members[m].format if m in meta.members else 1 for m in members]
+    return max(1, min(formats, default=1))
+
+
+class EntryNotUnderstood(Exception):
+    """This replica's code cannot apply the entry: stop rather than guess."""
+
+    def __init__(self, index: int, kind: str, format_: int, why: str) -> None:
+        super().__init__(f"entry {index} (kind {kind}, format {format_}): {why}")
+        self.index = index
+        self.kind = kind
+        self.format = format_
+
+
+def describe(data: bytes) -> tuple[str, int]:
+    """(kind, format) of an entry for a log line: 'undecodable', or 'unknown (field N)'."""
+    entry = log.Entry()
+    try:
+        entry.ParseFromString(data)
+    except DecodeError:
+        return "undecodable", 0
+    kind = entry.WhichOneof("body")
+    if kind is None:
+        fields = _unknown_field_numbers(entry)
+        kind = f"unknown (field {', '.join(map(str, fields))})" if fields else "none"
+    return kind, entry.format or 1
+
+
+def _unknown_field_numbers(entry: log.Entry) -> list[int]:
+    try:
+        from google.protobuf.unknown_fields import UnknownFieldSet
+
+        unknown = UnknownFieldSet(entry)
+        return sorted({unknown[i].field_number for i in range(len(unknown))})
+    except (ImportError, TypeError):  # older protobuf: the number is not known
+        return []
