@@ -1,35 +1,41 @@
-"""The scheduling core: schedule(view, now_ms, config) -> decisions (F3).
+"""The scheduling core: one pass over a view -> decisions (F3).
 
 Theory of operation. A pass orders the pending jobs with the pickers
-(picker.py), then places each on one host with enough free slots, counting
-the slots it has already handed out in this pass, so one pass never
-over-commits a host. Host choice sits behind `choose_host` (most free slots
-first, then name), to be replaced by the allocation language later. Every job
-the pass does not dispatch gets a pending reason (G5), and a PEND decision is
-made only when that reason differs from the job's committed one, so a busy
-cluster does not churn the log. Pure: no I/O, no clock (the time is passed
-in), no threads; the same inputs give the same decisions.
+(picker.py), then places each on one host, counting what it has already
+handed out in this pass (slots and cluster-wide counters), so one pass never
+over-commits a host or passes a limit. What "fits" means is
+xce/feasibility.py, the same module apply re-checks every DISPATCH with:
+the job-level checks (queue active, limits) run first; the host comes from
+an index (`FreeSlots`: the available host with most free slots, then name)
+and is verified with the host checks; a job no host takes is explained by
+running the host checks on every host (per-reason counts, cached per job
+size for the pass). Every job the pass does not dispatch gets a pending
+reason (G5), and a PEND decision is made only when that reason differs from
+the job's committed one, so a busy cluster does not churn the log.
 
-Decisions are proposals. The controller checks each against committed state
-when it applies the batch (the commit barrier) and rejects what no longer
-fits; the scheduler learns the outcome from its view.
+Pure: no I/O, no clock, no threads; the same inputs give the same decisions.
+What happens across passes (decisions in flight, hosts cooling down after a
+refusal) is the planner's (planner.py).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.picker import Fcfs, Picker, ordered
+from xce import feasibility
+from xce.invariant import invariant
 from xce.v1 import api_pb2 as api
 
-Reason = tuple["api.PendingReason", str]  # (code, words), as `bjobs -p` shows them
+Reason = tuple[int, str]  # (code: api.PendingReason, words), as `bjobs -p` shows them
 
-REASON_NO_HOSTS: Reason = (api.PEND_NO_HOSTS, "no hosts have joined")
-REASON_HOSTS_UNAVAILABLE: Reason = (api.PEND_HOSTS_UNAVAILABLE, "all hosts are unavailable")
-REASON_NO_SLOTS: Reason = (api.PEND_NO_FREE_SLOTS, "no host with enough free slots")
-REASON_TOO_BIG: Reason = (api.PEND_NO_HOST_MATCHES, "no host has that many slots")
+REASON_NO_HOSTS: Reason = feasibility.REASON_NO_HOSTS.key()
+REASON_HOSTS_UNAVAILABLE: Reason = feasibility.REASON_HOSTS_UNAVAILABLE.key()
+REASON_NO_SLOTS: Reason = feasibility.REASON_NO_SLOTS.key()
+REASON_TOO_BIG: Reason = feasibility.REASON_TOO_BIG.key()
 REASON_QUEUE_INACTIVE: Reason = (api.PEND_QUEUE_INACTIVE, "the queue is inactive")
 
 
@@ -57,54 +63,109 @@ class CoreConfig:
     max_dispatches: int = 4000  # per pass: one entry of ~100 KB, applied in ~0.05 s
 
 
+@dataclass
+class PassResult:
+    decisions: list[Decision]
+    waiting: Counter[int] = field(default_factory=Counter)  # jobs not dispatched, per pending reason code
+    refusals: Counter[str] = field(default_factory=Counter)  # hosts refused, per check, over explanations
+
+
 def schedule(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequence[api.Host],
-             now_ms: int, config: CoreConfig) -> list[Decision]:
+             now_ms: int, config: CoreConfig, counters: Mapping[str, int] | None = None) -> list[Decision]:
+    return run_pass(jobs, queues, hosts, config, counters or {}).decisions
+
+
+def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequence[api.Host],
+             config: CoreConfig, counters: Mapping[str, int]) -> PassResult:
     queue_map = {q.name: q for q in queues}
+    usage = PassUsage(hosts, queue_map, counters)
     free = FreeSlots({h.spec.name: h.spec.slots - h.slots_used for h in hosts if h.status == api.HOST_OK})
-    largest = max((h.spec.slots for h in hosts if h.status == api.HOST_OK), default=0)
-    pending = [j for j in jobs if j.state == api.PEND]
-    decisions: list[Decision] = []
+    explained: dict[int, feasibility.Explanation] = {}  # by job size: free slots only shrink in a pass
+    result = PassResult([])
     dispatched = 0
-    for job in ordered(pending, queue_map, config.picker, config.queue_pickers):
-        reason = _blocker(job, queue_map.get(job.spec.queue), hosts, largest)
-        host = None
+    for job in ordered([j for j in jobs if j.state == api.PEND], queue_map, config.picker,
+                       config.queue_pickers):
+        slots = job.spec.slots
+        reason = job_refusal(job, usage)
         if reason is None and dispatched < config.max_dispatches:
-            host = free.take(job.spec.slots)
-            reason = None if host is not None else REASON_NO_SLOTS
-        if host is not None:
-            dispatched += 1
-            decisions.append(Dispatch(job.id, job.attempt, host))
-        elif reason is not None and reason != (job.pending_code, job.pending_reason):
-            decisions.append(Pend(job.id, reason[1], reason[0]))
-    return decisions
+            host = free.best(slots)
+            if host is not None:
+                refusal = feasibility.host_refusal(host, usage.host(host), slots)
+                invariant(refusal is None, f"the host index chose {host} for job {job.id}, which does not "
+                                           f"fit there: {refusal}")
+                free.take(host, slots)
+                usage.take(host, slots, job)
+                dispatched += 1
+                result.decisions.append(Dispatch(job.id, job.attempt, host))
+                continue
+            explanation = explained.get(slots)
+            if explanation is None:
+                explanation = explained[slots] = feasibility.explain(job, usage)
+                result.refusals.update(explanation.counts)
+            reason = explanation.reason
+        if reason is None:
+            continue  # past this pass's dispatch limit: the next pass looks again
+        result.waiting[reason.code] += 1
+        if reason.key() != (job.pending_code, job.pending_reason):
+            result.decisions.append(Pend(job.id, reason.words, reason.code))
+    return result
+
+
+def job_refusal(job: api.Job, usage: feasibility.Usage) -> feasibility.Reason | None:
+    for job_check in feasibility.JOB_CHECKS:
+        if (reason := job_check(job, usage)) is not None:
+            return reason
+    return None
+
+
+class PassUsage:
+    """feasibility.Usage as the view shows it, plus this pass's own placements."""
+
+    def __init__(self, hosts: Sequence[api.Host], queues: Mapping[str, api.Queue],
+                 counters: Mapping[str, int]) -> None:
+        self._hosts = {h.spec.name: feasibility.host_state(h) for h in hosts}
+        self._queues = queues
+        self._counters = dict(counters)
+        self._limits = feasibility.limits_of(queues.values())
+
+    def host(self, name: str) -> feasibility.HostState | None:
+        return self._hosts.get(name)
+
+    def hosts(self) -> Iterable[tuple[str, feasibility.HostState]]:
+        return sorted(self._hosts.items())
+
+    def queue(self, name: str) -> api.Queue | None:
+        return self._queues.get(name)
+
+    def counter(self, name: str) -> int:
+        return self._counters.get(name, 0)
+
+    def limits(self) -> Mapping[str, int]:
+        return self._limits
+
+    def take(self, host: str, slots: int, job: api.Job) -> None:
+        total, available, used = self._hosts[host]
+        self._hosts[host] = feasibility.HostState(total, available, used + slots)
+        if self._limits:  # counters matter to this pass only where some bound exists
+            for name, amount in feasibility.demands(job).items():
+                self._counters[name] = self._counters.get(name, 0) + amount
 
 
 class FreeSlots:
-    """Host choice for one-host jobs: the OK host with the most free slots
-    (ties by name), taken from a heap, so a pass is O(jobs log hosts)."""
+    """The host index for one-host jobs: the available host with the most free
+    slots (ties by name), from a heap, so a pass is O(jobs log hosts)."""
 
     def __init__(self, free: Mapping[str, int]) -> None:
         self._heap = [(-n, name) for name, n in free.items()]
         heapq.heapify(self._heap)
 
-    def take(self, slots: int) -> str | None:
-        """The chosen host, its slots now taken; None if no host has that many free."""
+    def best(self, slots: int) -> str | None:
+        """The host to try; None if no host has that many free (the top has the most)."""
         if not self._heap or -self._heap[0][0] < slots:
-            return None  # the top has the most free slots: if it cannot, none can
-        negative_free, name = heapq.heappop(self._heap)
-        heapq.heappush(self._heap, (negative_free + slots, name))
-        return name
+            return None
+        return self._heap[0][1]
 
-
-def _blocker(job: api.Job, queue: api.Queue | None, hosts: Sequence[api.Host], largest: int) -> Reason | None:
-    # A closed queue refuses new jobs but still dispatches its pending ones;
-    # an inactive one dispatches nothing (LSF's qclose and qinact).
-    if queue is not None and queue.inactive:
-        return REASON_QUEUE_INACTIVE
-    if not hosts:
-        return REASON_NO_HOSTS
-    if all(h.status != api.HOST_OK for h in hosts):
-        return REASON_HOSTS_UNAVAILABLE
-    if job.spec.slots > largest:
-        return REASON_TOO_BIG
-    return None
+    def take(self, host: str, slots: int) -> None:
+        invariant(bool(self._heap) and self._heap[0][1] == host, f"{host} is not the index's best host")
+        negative_free, name = self._heap[0]
+        heapq.heapreplace(self._heap, (negative_free + slots, name))

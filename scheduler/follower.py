@@ -16,13 +16,13 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 import grpc
 
 from scheduler.view import View
 from xce.client import channel_options, leader_hint
+from xce.clock import REAL_CLOCK, Clock
 from xce.v1 import log_pb2 as log
 
 log_ = logging.getLogger("xce.scheduler")
@@ -34,16 +34,18 @@ MAX_BACKOFF_S = 0.5  # one stream: retrying fast after a failover costs little
 
 class Follower:
     def __init__(self, addresses: Sequence[str], view: View | None = None,
-                 on_change: Callable[[View], None] | None = None, rng: random.Random | None = None) -> None:
+                 on_change: Callable[[View], None] | None = None, rng: random.Random | None = None,
+                 clock: Clock = REAL_CLOCK) -> None:
         self.addresses = list(addresses)
         self.view = view or View()
         self.lock = threading.Lock()  # held while the view changes; readers take it too
         self._on_change = on_change
         self._rng = rng or random.Random()
+        self._clock = clock
         self._target = self.addresses[0]
         self._stop = threading.Event()
         self._call: grpc.Call | None = None
-        self._last_heard = time.monotonic()
+        self._last_heard = clock.monotonic_s()
         self.connections = 0
         self.snapshots = 0  # resyncs by snapshot
         self.resumes = 0    # resyncs by events
@@ -77,7 +79,7 @@ class Follower:
                     continue
                 if code == grpc.StatusCode.OUT_OF_RANGE:
                     with self.lock:
-                        self.view.revision = 0  # compacted past us: start over with a snapshot
+                        self.view.compacted()
                     continue
                 self._target = self._next(target)
                 if not self._stop.is_set():
@@ -91,17 +93,17 @@ class Follower:
                                         request_serializer=log.SyncRequest.SerializeToString,
                                         response_deserializer=log.SyncMessage.FromString)
             with self.lock:
-                request = log.SyncRequest(from_revision=self.view.revision, cluster_id=self.view.cluster_id)
+                request = self.view.sync_request()
             call = sync(request)
             self._call = call
-            self._last_heard = time.monotonic()
+            self._last_heard = self._clock.monotonic_s()
             self.connections += 1
             try:
                 if self._stop.is_set():
                     return
                 first = True
                 for message in call:
-                    self._last_heard = time.monotonic()
+                    self._last_heard = self._clock.monotonic_s()
                     with self.lock:
                         self.view.apply(message)
                     kind = message.WhichOneof("body")
@@ -122,7 +124,7 @@ class Follower:
     def _watchdog(self) -> None:
         while not self._stop.wait(0.5):
             call = self._call
-            if call is not None and time.monotonic() - self._last_heard > SILENCE_S:
+            if call is not None and self._clock.monotonic_s() - self._last_heard > SILENCE_S:
                 log_.info("sync: %s silent for %.0f s; reconnecting", self._target, SILENCE_S)
                 call.cancel()
 

@@ -16,7 +16,7 @@ import struct
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
-TABLES = ("jobs", "queues", "hosts")
+TABLES = ("jobs", "queues", "hosts", "counters")
 
 
 class View:
@@ -27,6 +27,15 @@ class View:
         self._building: dict[str, dict[bytes, bytes]] | None = None
         self.snapshots = 0  # how many snapshots were swapped in
         self.events = 0     # how many events were applied (skips not counted)
+
+    def sync_request(self) -> log.SyncRequest:
+        """Where a (re)connected Sync stream resumes: after this revision, of this cluster."""
+        return log.SyncRequest(from_revision=self.revision, cluster_id=self.cluster_id)
+
+    def compacted(self) -> None:
+        """The events after the view's revision are gone (OUT_OF_RANGE): start over
+        with a snapshot; the old contents stay until it is complete."""
+        self.revision = 0
 
     def apply(self, message: log.SyncMessage) -> None:
         kind = message.WhichOneof("body")
@@ -72,6 +81,10 @@ class View:
 
     def hosts(self) -> list[api.Host]:
         return [api.Host.FromString(v) for _, v in sorted(self.tables["hosts"].items())]
+
+    def counters(self) -> dict[str, int]:
+        """Cluster-wide counters in use (xce/feasibility.py), by name."""
+        return {k.decode(): struct.unpack(">q", v)[0] for k, v in sorted(self.tables["counters"].items())}
 
     def dump(self) -> bytes:
         """Canonical bytes of the view: equal views, equal bytes."""

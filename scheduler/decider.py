@@ -1,0 +1,88 @@
+"""What a scheduler decides and when: the lease, the planner and the pickers, without I/O.
+
+Theory of operation. The daemon (daemon.py) and the protocol simulation
+(tests/protocol_sim) drive the same `Decider`: they hand it the time, the
+view and the answers of the controller, and send what it returns.
+- `lease_request(now)`: a LeaseRequest when a renewal is due; the answer
+  goes to `lease_answered`;
+- `decide(view, now)`: one pass when the lease holds and the view holds the
+  previous batch's outcome: a DecisionBatch to send, or None;
+- `batch_answered(batch, reply, now)`: the outcome (None: unknown; the view
+  will tell); a stale-lease rejection drops the lease at once.
+Pickers are resolved by name (a queue's `job_pick_plugin`, else the default)
+through the function it is given.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scheduler import planner
+from scheduler.core import CoreConfig
+from scheduler.lease import Lease
+from scheduler.picker import Picker
+from xce.v1 import api_pb2 as api
+
+log = logging.getLogger("xce.scheduler")
+
+
+@dataclass
+class Decider:
+    lease: Lease
+    pickers: Callable[[str], Picker]
+    default_picker: str = "fcfs"
+    config: planner.PlannerConfig = field(default_factory=planner.PlannerConfig)
+    state: planner.PlannerState = field(default_factory=planner.PlannerState)
+    batches: int = 0
+    last: planner.Plan | None = None  # the last pass, for logs and tests
+
+    @property
+    def scheduler_id(self) -> str:
+        return self.lease.scheduler_id
+
+    def lease_request(self, now_s: float) -> api.LeaseRequest | None:
+        return self.lease.request() if self.lease.due(now_s) else None
+
+    def lease_answered(self, reply: api.LeaseResponse | None, sent_at_s: float, now_s: float) -> None:
+        if self.lease.answered(reply, sent_at_s, now_s):
+            log.info("scheduler %s holds the lease, epoch %d", self.scheduler_id, self.lease.epoch)
+
+    def holds_lease(self, now_s: float) -> bool:
+        return self.lease.holds(now_s)
+
+    def decide(self, view: planner.PassView, now_s: float, now_ms: int) -> api.DecisionBatch | None:
+        if not self.lease.holds(now_s) or not planner.ready(self.state, view.revision, now_ms):
+            return None
+        core = CoreConfig(picker=self.pickers(self.default_picker),
+                          queue_pickers={q.name: self.pickers(q.job_pick_plugin) for q in view.queues
+                                         if q.job_pick_plugin},
+                          max_dispatches=self.config.core.max_dispatches)
+        config = planner.PlannerConfig(core, self.config.in_flight_ms, self.config.refusal_cooldown_ms,
+                                       self.config.await_view_ms)
+        started = self.state
+        plan = planner.plan(view, started, now_ms, config)
+        self.state, self.last = plan.state, plan
+        for host, job in plan.cooled:
+            log.info("scheduler %s: %s refused job %d; no dispatch there for %.0f s", self.scheduler_id, host,
+                     job, self.config.refusal_cooldown_ms / 1000)
+        if not plan.decisions:
+            return None
+        self.batches += 1
+        return planner.to_batch(plan, started, self.lease.epoch, self.scheduler_id, view.revision, now_ms)
+
+    def batch_answered(self, batch: api.DecisionBatch, reply: api.DecisionBatchResponse | None,
+                       now_ms: int) -> None:
+        if reply is None:  # outcome unknown (maybe a new leader): confirm the lease
+            self.lease.renew_at_s = 0.0
+            return
+        self.state, stale = planner.after_reply(self.state, batch, reply, now_ms, self.config)
+        rejected = [(o, d) for o, d in zip(reply.outcomes, batch.decisions, strict=False)
+                    if o.code != api.DECISION_ACCEPTED]
+        if rejected:
+            log.info("scheduler %s: %d of %d decisions rejected (%s: %s)", self.scheduler_id, len(rejected),
+                     len(batch.decisions), api.DecisionRejection.Name(rejected[0][0].code),
+                     rejected[0][0].message)
+        if stale:
+            self.lease.lost()

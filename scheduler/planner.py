@@ -1,0 +1,141 @@
+"""The planner: passes over time. (view, planner state, now_ms, config) -> (decisions, planner state).
+
+Theory of operation. One pass (core.py) decides on one view; the planner
+carries what a pass must know of the passes before it, as an immutable
+`PlannerState`, and applies the rules that span passes:
+- decisions in flight: a DISPATCH sent but not yet visible in the view is
+  not made again (for `in_flight_ms`, or until its batch says it was
+  rejected), since the view would still show the job pending;
+- refusal cool-down: a host whose worker refused a dispatch (draining, not
+  ready; the job comes back with PEND_DISPATCH_REFUSED and `refused_host`)
+  gets no dispatch for `refusal_cooldown_ms` after the planner first sees
+  the refusal, instead of one refusal, and one more attempt, every pass (M1);
+- a worker's refusal is the better pending reason: no PEND decision
+  overwrites it;
+- a pass waits until the view holds the previous batch's outcome (`ready`),
+  or `await_view_ms` passed: a pass on an older view would hand out again
+  the slots that batch took.
+
+Each batch records its pass's inputs (base revision, now_ms, and the digest
+of the planner state the pass started from), so a committed pass can be
+re-run exactly. Pure: no I/O, no clock (the time is passed in), no threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from scheduler.core import CoreConfig, Dispatch, PassResult, Pend, run_pass
+from xce.v1 import api_pb2 as api
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    core: CoreConfig = field(default_factory=CoreConfig)
+    in_flight_ms: int = 5_000
+    refusal_cooldown_ms: int = 2_000
+    await_view_ms: int = 2_000
+
+
+@dataclass(frozen=True)
+class PlannerState:
+    """What the planner remembers between passes; never changed in place."""
+
+    in_flight: Mapping[int, tuple[int, int]] = field(default_factory=dict)  # job -> (attempt, sent ms)
+    cooldown: Mapping[str, int] = field(default_factory=dict)  # host -> no dispatch before (ms)
+    refusals_seen: frozenset[tuple[int, int]] = frozenset()  # (job, attempt) refusals already counted
+    await_revision: int = 0  # the last batch's revision: the next pass waits for the view to reach it
+    await_until_ms: int = 0
+
+    def digest(self) -> str:
+        canonical = json.dumps({
+            "in_flight": sorted((j, a, t) for j, (a, t) in self.in_flight.items()),
+            "cooldown": sorted(self.cooldown.items()),
+            "refusals_seen": sorted(self.refusals_seen),
+            "await": [self.await_revision, self.await_until_ms],
+        }, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class PassView:
+    """What a pass reads of the scheduler's view."""
+
+    jobs: Sequence[api.Job]
+    queues: Sequence[api.Queue]
+    hosts: Sequence[api.Host]
+    counters: Mapping[str, int]
+    revision: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    decisions: list[Dispatch | Pend]
+    state: PlannerState
+    result: PassResult
+    cooled: list[tuple[str, int]]  # (host, job) refusals first seen in this pass
+
+
+def ready(state: PlannerState, revision: int, now_ms: int) -> bool:
+    """The view holds the previous batch's outcome, or that is overdue."""
+    return revision >= state.await_revision or now_ms > state.await_until_ms
+
+
+def plan(view: PassView, state: PlannerState, now_ms: int, config: PlannerConfig) -> Plan:
+    in_flight = {j: (a, t) for j, (a, t) in state.in_flight.items() if now_ms - t < config.in_flight_ms}
+    cooldown, seen, cooled = _note_refusals(view.jobs, state, now_ms, config)
+    usable = [h for h in view.hosts if cooldown.get(h.spec.name, 0) <= now_ms]
+    pending = [j for j in view.jobs if not (j.id in in_flight and in_flight[j.id][0] == j.attempt)]
+    result = run_pass(pending, view.queues, usable, config.core, view.counters)
+    refused = {j.id for j in pending if j.pending_code == api.PEND_DISPATCH_REFUSED}
+    # A worker's refusal says more than what a pass without that host would say.
+    decisions = [d for d in result.decisions if not (isinstance(d, Pend) and d.job_id in refused)]
+    for decision in decisions:
+        if isinstance(decision, Dispatch):
+            in_flight[decision.job_id] = (decision.attempt, now_ms)
+    next_state = PlannerState(in_flight, cooldown, seen, state.await_revision, state.await_until_ms)
+    return Plan(decisions, next_state, result, cooled)
+
+
+def _note_refusals(jobs: Sequence[api.Job], state: PlannerState, now_ms: int, config: PlannerConfig,
+                   ) -> tuple[dict[str, int], frozenset[tuple[int, int]], list[tuple[str, int]]]:
+    cooldown = {h: until for h, until in state.cooldown.items() if until > now_ms}
+    refused = {(j.id, j.attempt): j.refused_host for j in jobs
+               if j.state == api.PEND and j.pending_code == api.PEND_DISPATCH_REFUSED and j.refused_host}
+    cooled = []
+    for key in sorted(refused.keys() - state.refusals_seen):
+        host = refused[key]
+        cooldown[host] = max(cooldown.get(host, 0), now_ms + config.refusal_cooldown_ms)
+        cooled.append((host, key[0]))
+    return cooldown, frozenset(refused), cooled
+
+
+def to_batch(plan_: Plan, started: PlannerState, epoch: int, scheduler_id: str, revision: int,
+             now_ms: int) -> api.DecisionBatch:
+    """The pass as one DecisionBatch, with the inputs that let it be re-run."""
+    batch = api.DecisionBatch(lease_epoch=epoch, base_revision=revision, scheduler_id=scheduler_id,
+                              now_ms=now_ms, planner_digest=started.digest())
+    for decision in plan_.decisions:
+        if isinstance(decision, Dispatch):
+            batch.decisions.add(dispatch=api.DispatchDecision(
+                job_id=decision.job_id, attempt=decision.attempt, host=decision.host))
+        else:
+            batch.decisions.add(pend=api.PendDecision(job_id=decision.job_id, reason=decision.reason,
+                                                      code=decision.code))
+    return batch
+
+
+def after_reply(state: PlannerState, batch: api.DecisionBatch, reply: api.DecisionBatchResponse,
+                now_ms: int, config: PlannerConfig) -> tuple[PlannerState, bool]:
+    """The batch's outcome: wait for the view to hold it; rejected dispatches may be
+    tried again at once. True when the lease was stale (the batch changed nothing)."""
+    in_flight = dict(state.in_flight)
+    for decision, outcome in zip(batch.decisions, reply.outcomes, strict=False):
+        if outcome.code != api.DECISION_ACCEPTED and decision.HasField("dispatch"):
+            in_flight.pop(decision.dispatch.job_id, None)
+    stale = any(o.code == api.REJECT_STALE_LEASE for o in reply.outcomes)
+    return PlannerState(in_flight, state.cooldown, state.refusals_seen, reply.revision,
+                        now_ms + config.await_view_ms), stale
