@@ -1,117 +1,65 @@
 """Group commit: many concurrent requests travel in one log entry.
 
-Used for submits (one SubmitBatch entry) and for workers' reports (one
-HostReports entry). Theory of operation. Each caller queues its request and
-awaits a future. One flusher task takes whatever is queued (up to `max_requests` or
-`max_bytes`) and proposes it as one entry, keeping at most `max_in_flight`
-proposals outstanding; while they are in flight the next batch fills up.
-Under light load a batch holds one request and goes out at once (no timer);
-under load batches grow with the commit latency, which is what turns one
-Raft round trip into many jobs.
+Used by the leader core (leader.py) for submits (one SubmitBatch entry),
+workers' reports (one HostReports entry) and joins (one HostJoins entry).
+Theory of operation. Requests queue in arrival order (`add`); `take` hands
+out the next batch to propose, whatever is queued up to `max_requests` or
+`max_bytes` (a request larger than that goes alone), as long as fewer than
+`max_in_flight` proposals are outstanding; `done` says one settled, which
+lets the next batch go. Under light load a batch holds one request and goes
+out at once (no timer); under load batches grow with the commit latency,
+which is what turns one Raft round trip into many jobs.
 
-The proposer returns, per request, either its Result or None (outcome
-unknown: the caller confirms through committed state).
+Pure bookkeeping: the caller proposes and learns the outcomes.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections import deque
 from typing import Generic, TypeVar
 
-from google.protobuf.message import Message
-
-from xce.v1 import log_pb2 as log
-
-R = TypeVar("R", bound=Message)
+T = TypeVar("T")
 
 
-@dataclass
-class _Pending(Generic[R]):
-    request: R
-    size: int
-    future: asyncio.Future[log.Result | None]
-
-
-class GroupCommit(Generic[R]):
-    def __init__(self, propose: Callable[[list[R]], Awaitable[list[log.Result | None]]],
-                 max_requests: int = 512, max_bytes: int = 1 << 20,
-                 max_in_flight: int = 1) -> None:
-        self._propose = propose
-        self._max_requests = max_requests
-        self._max_bytes = max_bytes
-        self._queue: asyncio.Queue[_Pending[R]] = asyncio.Queue()
-        self._slots = asyncio.Semaphore(max_in_flight)
-        self._task: asyncio.Task[None] | None = None
-        self._flushing: set[asyncio.Task[None]] = set()
+class GroupCommit(Generic[T]):
+    def __init__(self, max_requests: int = 512, max_bytes: int = 1 << 20, max_in_flight: int = 1) -> None:
+        if max_requests < 1 or max_bytes < 1 or max_in_flight < 1:
+            raise ValueError("group commit bounds must be at least 1")
+        self.max_requests = max_requests
+        self.max_bytes = max_bytes
+        self.max_in_flight = max_in_flight
+        self._queue: deque[tuple[T, int]] = deque()
+        self.in_flight = 0
         self.batches = 0
         self.requests = 0
 
-    async def submit(self, request: R) -> log.Result | None:
-        return (await self.submit_many([request]))[0]
+    def __len__(self) -> int:
+        return len(self._queue)
 
-    async def submit_many(self, requests: Sequence[R]) -> list[log.Result | None]:
-        """Queue these in order (now, before any await) and wait for all their results."""
-        loop = asyncio.get_running_loop()
-        if self._task is None:
-            self._task = loop.create_task(self._run())
-        futures: list[asyncio.Future[log.Result | None]] = []
-        for request in requests:
-            futures.append(loop.create_future())
-            self._queue.put_nowait(_Pending(request, request.ByteSize(), futures[-1]))
-        return [await future for future in futures]
+    def add(self, item: T, size: int) -> None:
+        self._queue.append((item, size))
 
-    async def close(self) -> None:
-        for task in list(self._flushing):
-            task.cancel()
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-        while not self._queue.empty():
-            pending = self._queue.get_nowait()
-            if not pending.future.done():
-                pending.future.set_result(None)
+    def take(self) -> list[T] | None:
+        """The next batch to propose now, or None (nothing queued, or enough in flight)."""
+        if not self._queue or self.in_flight >= self.max_in_flight:
+            return None
+        first, size = self._queue.popleft()
+        batch = [first]
+        while self._queue and len(batch) < self.max_requests and size + self._queue[0][1] <= self.max_bytes:
+            item, item_size = self._queue.popleft()
+            batch.append(item)
+            size += item_size
+        self.in_flight += 1
+        self.batches += 1
+        self.requests += len(batch)
+        return batch
 
-    async def _run(self) -> None:
-        # The slot is taken before a request leaves the queue, so a cancelled
-        # flusher never holds a request that close() cannot see.
-        while True:
-            await self._slots.acquire()
-            try:
-                first = await self._queue.get()
-            except asyncio.CancelledError:
-                self._slots.release()
-                raise
-            batch, size = [first], first.size
-            while (len(batch) < self._max_requests and not self._queue.empty()
-                   and size + self._peek_size() <= self._max_bytes):
-                item = self._queue.get_nowait()
-                batch.append(item)
-                size += item.size
-            self.batches += 1
-            self.requests += len(batch)
-            task = asyncio.get_running_loop().create_task(self._flush(batch))
-            self._flushing.add(task)
-            task.add_done_callback(self._flushing.discard)
+    def done(self) -> None:
+        """A batch taken earlier settled (committed, failed or unknown)."""
+        self.in_flight = max(0, self.in_flight - 1)
 
-    def _peek_size(self) -> int:
-        head: _Pending[R] = self._queue._queue[0]  # type: ignore[attr-defined]
-        return head.size
-
-    async def _flush(self, batch: list[_Pending[R]]) -> None:
-        results: list[log.Result | None] = []
-        try:
-            results = list(await self._propose([p.request for p in batch]))
-        except Exception:  # noqa: BLE001 - the waiters learn below; outcome unknown
-            pass
-        finally:  # also when cancelled: every waiter is released
-            self._slots.release()
-            if len(results) != len(batch):  # outcome unknown: callers confirm through committed state
-                results = [None] * len(batch)
-            for pending, result in zip(batch, results, strict=True):
-                if not pending.future.done():
-                    pending.future.set_result(result)
+    def drain(self) -> list[T]:
+        """Everything still queued, in order (when the leadership ends)."""
+        items = [item for item, _ in self._queue]
+        self._queue.clear()
+        return items

@@ -19,12 +19,12 @@ def run(config_path: Path, replica_id: int) -> int:
                         format=f"%(asctime)s replica-{replica_id} %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pysyncobj").setLevel(logging.WARNING)
     try:
-        faults.install(os.environ.get("XCE_FAULT", ""))
+        handlers = faults.handlers(os.environ.get("XCE_FAULT", ""))
         config = load(config_path)
         config.replica(replica_id)
-        from controller.server import Replica
+        from controller.replica import Replica
 
-        replica = Replica(config, replica_id)
+        replica = Replica(config, replica_id, handlers)
     except (ConfigError, StoreError, ValueError) as exc:
         print(f"xce controller: {exc}", file=sys.stderr)
         return 2

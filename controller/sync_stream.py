@@ -4,7 +4,7 @@ Theory of operation: the list-watch model of Kubernetes and etcd. A caller
 that knows revision R gets the events after R when the events table still
 holds all of them (R + 1 >= the events floor) and it speaks of the same
 cluster; otherwise a snapshot of the jobs, queues and hosts tables read in
-one read transaction at revision S, in chunks of at most CHUNK_BYTES, and
+one read transaction at revision S (and the counters), in chunks of at most CHUNK_BYTES, and
 then the events after S. The events table is the buffer: a watcher that
 falls behind is never buffered in memory; once the events it needs are
 pruned, its stream ends with "resync required" and it asks for a snapshot.
@@ -16,9 +16,10 @@ from collections.abc import Iterator
 
 from controller import fsm
 from controller.tables import Tables
+from xce.errors import ServiceError
 from xce.v1 import log_pb2 as log
 
-SNAPSHOT_TABLES = ("jobs", "queues", "hosts")
+SNAPSHOT_TABLES = ("jobs", "queues", "hosts", "counters")
 CHUNK_BYTES = 900_000  # under the 1 MiB message limit, with room for framing
 EVENTS_PER_READ = 1000
 
@@ -55,3 +56,37 @@ def events_after(tables: Tables, revision: int, limit: int = EVENTS_PER_READ) ->
         if len(events) >= limit:
             break
     return events
+
+
+class SyncFeed:
+    """One Sync stream's sequence: nothing or a snapshot first, then the events after.
+
+    `opening` is read once (in one read transaction); `next` is read as the
+    log moves and raises OUT_OF_RANGE ("resync required") once an event the
+    watcher needs was compacted. The caller sends what they return, and
+    progress marks between them.
+    """
+
+    def __init__(self, request: log.SyncRequest, cluster_id: str) -> None:
+        self.request = request
+        self.cluster_id = cluster_id
+        self.revision = request.from_revision
+
+    def opening(self, tables: Tables) -> list[log.SyncMessage]:
+        meta = fsm.read_meta(tables)
+        if self.request.cluster_id == self.cluster_id and events_available(meta, self.request.from_revision):
+            return []
+        messages = list(snapshot(tables, self.cluster_id))
+        self.revision = messages[-1].snapshot_end.revision
+        return messages
+
+    def next(self, tables: Tables) -> tuple[list[log.SyncMessage], bool, int]:
+        """(messages, whether more are ready at once, the applied revision)."""
+        meta = fsm.read_meta(tables)
+        if not events_available(meta, self.revision) and self.revision < meta.applied_index:
+            raise ServiceError(log.OUT_OF_RANGE, f"resync required: events after {self.revision} were "
+                                                 f"compacted (floor {meta.events_floor})")
+        events = events_after(tables, self.revision)
+        if events:
+            self.revision = events[-1].revision
+        return [log.SyncMessage(event=e) for e in events], len(events) == EVENTS_PER_READ, meta.applied_index

@@ -12,33 +12,32 @@ re-derives it all on the worker's next join:
   committed state no longer wants (requeued or killed meanwhile).
 
 The whole derivation (every job on the host, read from the state) runs when
-the session starts, every RESEND_S, and when the leader cannot tell what an
-entry changed. Otherwise the leader routes each applied entry's changed jobs
+the session starts, every `full_look_s` (RESEND_S), and when the leader
+cannot tell what an entry changed. Otherwise the leader routes each applied entry's changed jobs
 (`route`) to the session of the host they are on, and the jobs that may have
 left a host (no host any more, attempt > 0) to the sessions whose host record
 changed in that entry (a release always writes it); the session looks at
 just those. What a session remembers of an instance is dropped once its end
 is committed, so a long-lived connection does not grow.
 
-Reports from the worker (started, finished, dispatch failed) are relayed
-with this connection's generation through the leader's report group commit
-(many workers' reports in one entry), in the order they arrived; once
-applied (accepted, or recognised as stale) the worker gets an ack and may
-forget the report. Heartbeats feed the leader's liveness bookkeeping.
+Reports from the worker (started, finished, dispatch failed) are relayed by
+the leader core (leader.py) with this connection's generation through its
+report group commit (many workers' reports in one entry), in the order they
+arrived; once applied (accepted, or recognised as stale) `relayed` acks them
+and the worker may forget them.
+
+Pure: no I/O, no clock (the time is passed in), no asyncio; what to send is
+queued in `outbox` and taken by the leader core.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from controller import fsm
-from controller.host_liveness import Liveness
-from controller.store import StateStore
-from xce import worker_wire
+from controller.tables import Tables
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -47,15 +46,10 @@ RESEND_S = 5.0
 Key = tuple[int, int]  # (job id, attempt)
 
 
-class Leadership(Protocol):
-    """What a session needs of its replica."""
+class StateReader(Protocol):
+    """Committed state, read in one transaction (StateStore.read)."""
 
-    store: StateStore
-
-    def still_leading(self, liveness: Liveness | None) -> None:
-        """Raise the replica's ApiError once this leadership is over."""
-        ...
-
+    def read(self) -> AbstractContextManager[Tables]: ...
 
 
 @dataclass
@@ -91,68 +85,58 @@ class SessionOver(Exception):
 
 @dataclass
 class WorkerSession:
-    replica: Leadership
-    relay: Callable[[list[log.HostReport]], Awaitable[list[log.Result | None]]]
+    state: StateReader
     name: str
     generation: int
-    liveness: Liveness | None
-    outbox: asyncio.Queue[api.ControllerMessage | None] = field(default_factory=asyncio.Queue)
+    full_look_s: float = RESEND_S
+    outbox: list[api.ControllerMessage] = field(default_factory=list)
     run_sent: set[Key] = field(default_factory=set)
     live: set[Key] = field(default_factory=set)  # instances the worker runs, as far as we know
     stopped: dict[Key, bool | None] = field(default_factory=dict)
     kill_sent: set[Key] = field(default_factory=set)
-    relaying: set[asyncio.Task[None]] = field(default_factory=set)
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
     inbox: list[tuple[int, api.Job]] = field(default_factory=list)  # (revision, changed job) to look at
     recheck: bool = False  # the host record changed: is this connection still current?
     full: bool = True  # derive everything from the state next time
     derived_at: int = 0  # the revision the last full derivation read: older changes say nothing new
-    last_full: float = 0.0
+    last_full_s: float = float("-inf")
 
     def changed(self, revision: int, jobs: list[api.Job], host_record: bool) -> None:
         self.inbox += [(revision, job) for job in jobs]
         self.recheck = self.recheck or host_record
-        self.wake.set()
 
     def changed_unknown(self) -> None:
         self.full = True
-        self.wake.set()
 
-    async def read(self, requests: AsyncIterator[api.WorkerMessage]) -> None:
-        """Heartbeats and reports until the worker hangs up; then end the outbox."""
-        try:
-            async for message in requests:
-                self.replica.still_leading(self.liveness)
-                kind = message.WhichOneof("body")
-                if kind == "heartbeat" and self.liveness is not None \
-                        and message.heartbeat.generation == self.generation:
-                    self.liveness.seen(self.name, self.generation, time.monotonic())
-                    # Answered, so a worker cut off from a leader that cannot tell it
-                    # so (a partition) notices the silence and looks for the new one.
-                    self.outbox.put_nowait(api.ControllerMessage(heartbeat=message.heartbeat))
-                if reports := worker_wire.worker_reports(message):
-                    # Not awaited here: many workers' reports share commits. The
-                    # reports queue synchronously when the relay starts, and tasks
-                    # start in creation order: they are committed in arrival order.
-                    task = asyncio.get_running_loop().create_task(self._relay(list(reports)))
-                    self.relaying.add(task)
-                    task.add_done_callback(self.relaying.discard)
-        finally:
-            self.outbox.put_nowait(None)
+    def due(self, now_s: float) -> bool:
+        return self.full or bool(self.inbox) or self.recheck or now_s - self.last_full_s >= self.full_look_s
 
-    def close(self) -> None:
-        for task in list(self.relaying):
-            task.cancel()
+    def take(self) -> list[api.ControllerMessage]:
+        out, self.outbox = self.outbox, []
+        return out
 
-    async def _relay(self, reports: list[api.JobReport]) -> None:
-        results = await self.relay([log.HostReport(host=self.name, generation=self.generation, report=r)
-                                    for r in reports])
+    def step(self, now_s: float) -> None:
+        """One look: at everything (at first, and every full_look_s in any case, a
+        safety net that a busy host's changes must not put off), else at the
+        changes routed since the last look. Raises SessionOver."""
+        if self.full or now_s - self.last_full_s >= self.full_look_s:
+            self.full, self.inbox, self.recheck = False, [], False
+            self._derive(now_s)
+            return
+        items, self.inbox = self.inbox, []
+        if self.recheck:
+            self.recheck = False
+            with self.state.read() as tables:
+                self._check_host(fsm.read_host(tables, self.name))
+        for revision, job in items:
+            if revision > self.derived_at:  # else the derivation saw this or newer
+                self._consider(job)
+
+    def relayed(self, reports: list[api.JobReport], results: list[log.Result | None]) -> bool:
+        """The outcome of this connection's reports; False: end the stream (outcome unknown:
+        the worker re-joins and sends every unacknowledged report again)."""
         for report, result in zip(reports, results, strict=True):
-            if result is None or result.code == log.INTERNAL:
-                # Not known to be committed (or apply failed: no answer at all): end
-                # the stream; the worker re-joins and sends every unacknowledged report again.
-                self.outbox.put_nowait(None)
-                return
+            if result is None:
+                return False
             key, kind = (report.job_id, report.attempt), report.WhichOneof("body") or ""
             if kind == "started":
                 self.live.add(key)
@@ -160,53 +144,22 @@ class WorkerSession:
                     self._kill(key)
             else:
                 self._forget(key)
-            self.outbox.put_nowait(api.ControllerMessage(ack=api.ReportAck(
+            self.outbox.append(api.ControllerMessage(ack=api.ReportAck(
                 job_id=report.job_id, attempt=report.attempt, kind=kind)))
+        return True
 
-    async def command(self) -> None:
-        """Send what committed state asks of this host until the session is over."""
-        while True:
-            try:
-                self.step()
-            except SessionOver:
-                self.outbox.put_nowait(None)
-                return
-            self.wake.clear()  # no await since the inbox was taken: nothing is missed
-            try:
-                next_full = self.last_full + RESEND_S - time.monotonic()
-                await asyncio.wait_for(self.wake.wait(), max(0.0, next_full))
-            except TimeoutError:
-                pass
-
-    def step(self) -> None:
-        """One look: at everything (at first, and every RESEND_S in any case, a
-        safety net that a busy host's wakes must not put off), else at the
-        changes routed since the last look."""
-        if self.full or time.monotonic() - self.last_full >= RESEND_S:
-            self.full, self.inbox, self.recheck = False, [], False
-            self._derive()
-            return
-        items, self.inbox = self.inbox, []
-        if self.recheck:
-            self.recheck = False
-            with self.replica.store.read() as tables:
-                self._check_host(fsm.read_host(tables, self.name))
-        for revision, job in items:
-            if revision > self.derived_at:  # else the derivation saw this or newer
-                self._consider(job)
-
-    def _derive(self) -> None:
-        with self.replica.store.read() as tables:
+    def _derive(self, now_s: float) -> None:
+        with self.state.read() as tables:
             self.derived_at = fsm.read_meta(tables).applied_index
             host = fsm.read_host(tables, self.name)
             jobs = [fsm.read_job(tables, job_id) for job_id in fsm.host_job_ids(tables, self.name)]
-        self.last_full = time.monotonic()
+        self.last_full_s = now_s
         self._check_host(host)
         wanted = {(j.id, j.attempt): j for j in jobs
                   if j is not None and j.host == self.name and j.state in fsm.RUNNING}
         for job in wanted.values():
             self._want(job)
-        for key in self.live - wanted.keys():
+        for key in sorted(self.live - wanted.keys()):
             self._kill(key)
 
     def _check_host(self, host: api.Host | None) -> None:
@@ -251,7 +204,7 @@ class WorkerSession:
             self.run_sent.add(key)
             self.live.add(key)
             self.stopped[key] = want_stopped
-            self.outbox.put_nowait(api.ControllerMessage(run=api.RunJob(job=job)))
+            self.outbox.append(api.ControllerMessage(run=api.RunJob(job=job)))
         if want_stopped != self.stopped.get(key):
             self.stopped[key] = want_stopped
             self._signal(key, api.SIGNAL_STOP if want_stopped else api.SIGNAL_CONT)
@@ -264,5 +217,5 @@ class WorkerSession:
             self._signal(key, api.SIGNAL_KILL)
 
     def _signal(self, key: Key, kind: api.SignalKind) -> None:
-        self.outbox.put_nowait(api.ControllerMessage(signal=api.SignalJob(job_id=key[0], attempt=key[1],
-                                                                          kind=kind)))
+        self.outbox.append(api.ControllerMessage(signal=api.SignalJob(job_id=key[0], attempt=key[1],
+                                                                      kind=kind)))

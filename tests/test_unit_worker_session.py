@@ -35,9 +35,6 @@ class _Replica:
     def __init__(self) -> None:
         self.store = _Store()
 
-    def still_leading(self, liveness: object) -> None:
-        pass
-
 
 def _cluster() -> tuple[_Replica, int]:
     replica = _Replica()
@@ -52,9 +49,7 @@ def _cluster() -> tuple[_Replica, int]:
 
 def _sent(session: WorkerSession) -> list[tuple[str, int, int, str]]:
     out = []
-    while not session.outbox.empty():
-        message = session.outbox.get_nowait()
-        assert message is not None
+    for message in session.take():
         if message.HasField("run"):
             job = message.run.job
             out.append(("run", job.id, job.attempt, api.JobState.Name(job.state)))
@@ -76,8 +71,8 @@ def test_a_stopped_job_stays_stopped_when_its_host_comes_back_from_unavail() -> 
     apply(log.Entry(stamp_ms=S, host_status=log.SetHostStatus(name="n1", generation=1,
                                                               status=api.HOST_UNAVAIL)))
     apply(log.Entry(stamp_ms=S, join_host=api.HostSpec(name="n1", slots=4)))  # generation 2
-    session = WorkerSession(replica, None, "n1", 2, None)  # type: ignore[arg-type]
-    session.step()
+    session = WorkerSession(replica.store, "n1", 2)
+    session.step(0.0)
     # RunJob keeps UNKWN (the worker must not start one); no CONT may follow it.
     assert _sent(session) == [("run", job, 0, "UNKWN")]
     assert session.stopped[(job, 0)] is True
@@ -87,8 +82,8 @@ def test_changes_older_than_a_full_derivation_are_not_acted_on() -> None:
     replica, job = _cluster()
     apply = replica.store.apply
     apply(log.Entry(stamp_ms=S, dispatch=log.Dispatch(job_id=job, host="n1", attempt=0)))
-    session = WorkerSession(replica, None, "n1", 1, None)  # type: ignore[arg-type]
-    session.step()
+    session = WorkerSession(replica.store, "n1", 1)
+    session.step(0.0)
     assert _sent(session) == [("run", job, 0, "RUN")]
     first = replica.store.index + 1
     apply(_control(job, api.REQUEUE))
@@ -97,12 +92,12 @@ def test_changes_older_than_a_full_derivation_are_not_acted_on() -> None:
     session._forget((job, 0))  # what the relay does once that report is committed
     apply(log.Entry(stamp_ms=S, dispatch=log.Dispatch(job_id=job, host="n1", attempt=1)))
     session.full = True
-    session.step()  # a full look (the periodic one), before the loop routed those entries
+    session.step(1.0)  # a full look (the periodic one), before the loop routed those entries
     assert _sent(session) == [("run", job, 1, "RUN")]
     for index in range(first, replica.store.index + 1):
         raw = replica.store.tables.get("events", fsm.revision_key(index))
         assert raw is not None
         routed = route(log.Event.FromString(raw))
         session.changed(index, routed.jobs.get("n1", []), "n1" in routed.hosts)
-    session.step()
+    session.step(2.0)
     assert _sent(session) == []  # not RunJob (1, 0) again, and never a KILL of (1, 1)

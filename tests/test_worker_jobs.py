@@ -167,7 +167,7 @@ def _revision(cluster: LocalCluster) -> int:
 
 @pytest.mark.parametrize(("host", "slots", "state_first", "code", "needle"), [
     ("nohost", 1, None, grpc.StatusCode.NOT_FOUND, "no host"),
-    ("w1", 3, None, grpc.StatusCode.FAILED_PRECONDITION, "free slots"),
+    ("w1", 3, None, grpc.StatusCode.FAILED_PRECONDITION, "host w1 has 2 slots; the job needs 3"),
     ("w1", 1, api.HOLD, grpc.StatusCode.FAILED_PRECONDITION, "not pending"),
 ])
 def test_bad_force_run_is_refused_and_changes_nothing(

@@ -81,6 +81,7 @@ class LocalCluster:
         self.config = load(self.config_path)
         self.log_to_files = log_to_files
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.env: dict[int, dict[str, str]] = {}  # per replica, over this process's environment
 
     @property
     def addresses(self) -> list[str]:
@@ -97,12 +98,13 @@ class LocalCluster:
     def _spawn(self, replica_id: int) -> None:
         cmd = [*(self.prefix(replica_id) if self.prefix else []), sys.executable, "-m", "xce.cli",
                "controller", "--config", str(self.config_path), "--id", str(replica_id)]
+        env = {**os.environ, **self.env.get(replica_id, {})}
         if not self.log_to_files:
-            self.procs[replica_id] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+            self.procs[replica_id] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env)
             return
         with open(self.data / f"replica-{replica_id}.log", "ab") as out:
             self.procs[replica_id] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                                      stdin=subprocess.DEVNULL)
+                                                      stdin=subprocess.DEVNULL, env=env)
 
     def kill(self, replica_id: int, sig: int = signal.SIGKILL) -> None:
         proc = self.procs.pop(replica_id, None)
@@ -147,10 +149,20 @@ class LocalCluster:
                         status = client.status(local_only=True).replicas[0]
                 except XceError:
                     continue
-                if status.role == "leader" and self._serving(replica.grpc):
+                if status.role == "leader" and self._serving(replica.grpc) and self._announced(replica.grpc):
                     return replica.id
             time.sleep(0.05)
         raise TimeoutError(f"no leader within {timeout_s} s")
+
+    def _announced(self, address: str) -> bool:
+        """Every running replica's capabilities are committed: the leader proposes no more
+        announcements unless one restarts with other code (tests compare revisions)."""
+        try:
+            with Client([address], deadline_s=0.3, call_timeout_s=0.3, follow_leader=False) as client:
+                announced = set(client.status(local_only=True).announced_members)
+        except XceError:
+            return False
+        return {rid for rid, proc in self.procs.items() if proc.poll() is None} <= announced
 
     def _serving(self, address: str) -> bool:
         # A write-free probe: a follower or a catching-up leader refuses

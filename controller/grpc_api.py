@@ -1,0 +1,242 @@
+"""The gRPC services of a replica: a thin adapter, and the one place errors become gRPC status.
+
+Theory of operation. Requests arrive as raw bytes and are parsed here, so a
+malformed message (bad protobuf, invalid UTF-8) is INVALID_ARGUMENT rather
+than gRPC's INTERNAL. Writes go to the leader core through the replica
+(`Replica.call`); reads are answered from the replica's own applied state
+(reads.py); the Sync stream follows sync_stream.SyncFeed; a worker's
+Connect stream feeds the core its messages and sends what the core queues
+for it, framed (xce/worker_wire.py). A ServiceError, wherever it was
+raised, is mapped to its gRPC status by `abort`, with the leader's address
+in the `x-xce-leader` trailing metadata when it names one.
+
+Conventions (DESIGN.md): not the leader -> FAILED_PRECONDITION with
+`x-xce-leader`; no leader -> UNAVAILABLE; an oversized request is refused
+by gRPC itself with RESOURCE_EXHAUSTED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, NoReturn, TypeVar
+
+import grpc
+from google.protobuf.message import DecodeError, Message
+
+from controller import reads, sync_stream
+from controller.replica import Ended, Replica
+from xce import worker_wire
+from xce.errors import ServiceError, invalid, unavailable
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+MAX_MESSAGE_BYTES = 1 << 20
+LEADER_METADATA = "x-xce-leader"
+PROGRESS_S = 1.0  # a progress mark at least this often on an idle Sync stream
+
+GRPC_STATUS: dict[int, grpc.StatusCode] = {
+    log.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
+    log.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    log.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
+    log.RESOURCE_EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    log.FAILED_PRECONDITION: grpc.StatusCode.FAILED_PRECONDITION,
+    log.OUT_OF_RANGE: grpc.StatusCode.OUT_OF_RANGE,
+    log.INTERNAL: grpc.StatusCode.INTERNAL,
+    log.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+}
+
+M = TypeVar("M", bound=Message)
+R = TypeVar("R")
+
+
+async def abort(context: grpc.aio.ServicerContext, error: ServiceError) -> NoReturn:
+    metadata = ((LEADER_METADATA, error.leader),) if error.leader else ()
+    await context.abort(GRPC_STATUS.get(error.code, grpc.StatusCode.UNKNOWN), error.message,
+                        trailing_metadata=metadata)
+    raise AssertionError("context.abort returned")  # it raises
+
+
+def parse(message_class: type[M], raw: bytes) -> M:
+    try:
+        return message_class.FromString(raw)
+    except DecodeError as exc:
+        raise invalid(f"malformed {message_class.__name__} (bad protobuf or invalid UTF-8): {exc}") from None
+
+
+def handlers(replica: Replica) -> list[grpc.GenericRpcHandler]:
+    services = _Services(replica)
+
+    def write(method: str) -> Callable[[Message], Awaitable[Message]]:
+        return lambda request: replica.call(method, request)
+
+    return [
+        _unary_service("xce.v1.JobService", {
+            "SubmitJobs": (write("SubmitJobs"), api.SubmitJobsRequest),
+            "GetJob": (services.get_job, api.GetJobRequest),
+            "ListJobs": (services.list_jobs, api.ListJobsRequest),
+            "ControlJob": (write("ControlJob"), api.ControlJobRequest),
+            "ModifyJob": (write("ModifyJob"), api.ModifyJobRequest),
+            "RunJob": (write("RunJob"), api.RunJobRequest),
+        }),
+        _unary_service("xce.v1.ClusterService", {"Status": (replica.status, api.StatusRequest),
+                                                  "ListHosts": (services.list_hosts, api.ListHostsRequest)}),
+        grpc.method_handlers_generic_handler("xce.v1.SyncService", {
+            "Sync": grpc.unary_stream_rpc_method_handler(services.sync)}),
+        grpc.method_handlers_generic_handler("xce.v1.WorkerService", {
+            "Connect": grpc.stream_stream_rpc_method_handler(services.worker_connect)}),
+        _unary_service("xce.v1.SchedulerService", {
+            "AcquireLease": (write("AcquireLease"), api.LeaseRequest),
+            "SubmitDecisions": (write("SubmitDecisions"), api.DecisionBatch),
+        }),
+        _unary_service("xce.v1.AdminService", {
+            "CreateQueue": (write("CreateQueue"), api.PutQueueRequest),
+            "UpdateQueue": (write("UpdateQueue"), api.PutQueueRequest),
+            "ListQueues": (services.list_queues, api.ListQueuesRequest),
+        }),
+    ]
+
+
+class _Services:
+    def __init__(self, replica: Replica) -> None:
+        self.replica = replica
+
+    # -------------------------------------------------------------- reads
+
+    async def get_job(self, request: api.GetJobRequest) -> api.JobResponse:
+        with self.replica.store.read() as tables:
+            return reads.get_job(tables, request)
+
+    async def list_jobs(self, request: api.ListJobsRequest) -> api.ListJobsResponse:
+        listing = reads.JobListing(request)
+        return await asyncio.to_thread(self._read, listing.read)
+
+    async def list_queues(self, request: api.ListQueuesRequest) -> api.ListQueuesResponse:
+        return self._read(reads.list_queues)
+
+    async def list_hosts(self, request: api.ListHostsRequest) -> api.ListHostsResponse:
+        return self._read(reads.list_hosts)
+
+    def _read(self, read: Callable[[Any], R]) -> R:
+        with self.replica.store.read() as tables:
+            return read(tables)
+
+    # -------------------------------------------------------------- Sync
+
+    async def sync(self, raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        """Leader only: snapshot or events from a revision, then a live tail (sync_stream.py)."""
+        replica, clock = self.replica, self.replica.clock
+        try:
+            request = parse(log.SyncRequest, raw)
+            term = replica.core.serving_term()
+            if term is None:
+                raise replica.core.refusal()
+            feed = sync_stream.SyncFeed(request, replica.config.cluster_id)
+            # Out of the event loop: a snapshot of a large state takes a while to read;
+            # progress marks meanwhile keep the watcher from taking the stream for dead.
+            reading = asyncio.ensure_future(asyncio.to_thread(self._read, feed.opening))
+            await asyncio.wait([reading], timeout=PROGRESS_S / 2)
+            while not reading.done():
+                yield log.SyncMessage(progress=replica.store.meta().applied_index).SerializeToString()
+                await asyncio.wait([reading], timeout=PROGRESS_S)
+            for message in reading.result():
+                yield message.SerializeToString()
+            last_progress = float("-inf")
+            while True:
+                if replica.core.serving_term() != term:
+                    refusal = replica.core.refusal()
+                    raise refusal if refusal.leader else unavailable("leadership changed; reconnect")
+                applied = replica.applied
+                messages, more, revision = self._read(feed.next)
+                for message in messages:
+                    yield message.SerializeToString()
+                if more:
+                    continue
+                if clock.monotonic_s() - last_progress >= PROGRESS_S:
+                    last_progress = clock.monotonic_s()
+                    yield log.SyncMessage(progress=revision).SerializeToString()
+                try:
+                    await asyncio.wait_for(applied.wait(), PROGRESS_S)
+                except TimeoutError:
+                    pass
+        except ServiceError as exc:
+            await abort(context, exc)
+
+    # -------------------------------------------------------------- workers
+
+    async def worker_connect(self, requests: AsyncIterator[bytes],
+                             context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        """One worker's stream: its messages to the leader core, the core's to it, framed."""
+        replica = self.replica
+        stream, outgoing = replica.worker_opened()
+        reader = asyncio.get_running_loop().create_task(self._read_worker(stream, requests))
+        error: ServiceError | None = None
+        try:
+            while True:
+                item = await outgoing.get()
+                if isinstance(item, Ended):
+                    error = item.error
+                    break
+                frame, size, ended = list(item), sum(m.ByteSize() for m in item), None
+                while not outgoing.empty() and len(frame) < worker_wire.MAX_PER_FRAME \
+                        and size < worker_wire.MAX_FRAME_BYTES:
+                    queued = outgoing.get_nowait()
+                    if isinstance(queued, Ended):
+                        ended = queued
+                        break
+                    frame += queued
+                    size += sum(m.ByteSize() for m in queued)
+                for start in range(0, len(frame), worker_wire.MAX_PER_FRAME):
+                    part = frame[start:start + worker_wire.MAX_PER_FRAME]
+                    yield worker_wire.controller_frame(part).SerializeToString()
+                if ended is not None:
+                    error = ended.error
+                    break
+        finally:
+            reader.cancel()
+            replica.worker_closed(stream)
+        if error is not None:
+            await abort(context, error)
+
+    async def _read_worker(self, stream: int, requests: AsyncIterator[bytes]) -> None:
+        try:
+            async for raw in requests:
+                self.replica.worker_message(stream, parse(api.WorkerMessage, raw))
+        except ServiceError as exc:  # a malformed message ends the stream with that error
+            self.replica.end_worker_stream(stream, exc)
+            return
+        except (asyncio.CancelledError, grpc.aio.AioRpcError):
+            raise
+        self.replica.end_worker_stream(stream, None)  # the worker hung up
+
+
+Handler = Callable[[Any], Awaitable[Message]]
+
+
+def _unary_service(name: str, methods: dict[str, tuple[Handler, type[Message]]]) -> grpc.GenericRpcHandler:
+    return grpc.method_handlers_generic_handler(
+        name, {method: grpc.unary_unary_rpc_method_handler(_unary(fn, cls))
+               for method, (fn, cls) in methods.items()})
+
+
+def _unary(fn: Handler, request_class: type[Message]) -> Callable[..., Awaitable[bytes]]:
+    async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        try:
+            response = await fn(parse(request_class, raw))
+        except ServiceError as exc:
+            await abort(context, exc)
+        return response.SerializeToString()
+
+    return handle
+
+
+def server_options() -> list[tuple[str, Any]]:
+    return [
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", 16 * MAX_MESSAGE_BYTES),
+        ("grpc.keepalive_time_ms", 10_000),
+        ("grpc.keepalive_timeout_ms", 5_000),
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.so_reuseport", 0),
+    ]

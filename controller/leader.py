@@ -1,0 +1,725 @@
+"""The leader's logic without I/O: inputs in, effects out (etcd-raft's Ready, h11).
+
+Theory of operation. One `LeaderCore` per replica. Its driver (replica.py
+on the gRPC event loop; tests/protocol_sim on a simulated network) feeds it
+inputs, each a method call:
+- `tick()`: time passed (the core reads its injected clock); also notices a
+  change of role (the consensus is asked);
+- `applied(indices)`: entries were applied to the state;
+- `proposal_done(token, results)`: the outcome of a Propose (None: unknown);
+- `call(token, method, request)`: a client's write (SubmitJobs, ControlJob,
+  ModifyJob, RunJob, CreateQueue, UpdateQueue, AcquireLease, SubmitDecisions);
+- `worker_opened / worker_message / worker_closed`: a worker's stream;
+- `peer_answered(replica, kinds, format)`: what a peer's code understands;
+and takes the effects with `take()`, to be performed in order:
+- `Propose(token, entry)`: replicate the entry (already stamped with the
+  leader's time, its replica id and the entry format);
+- `Send(stream, messages)`: to a worker, in order (framing is the driver's);
+- `EndStream(stream, error)`: close a worker stream (error None: cleanly);
+- `Reply(token, response_or_error)`: answer a client call;
+- `AskPeers()`: fetch every peer's Status and report it with peer_answered.
+`next_wakeup_s()` says when to tick next if nothing else happens.
+
+Commit before send: nothing reaches a worker before the entry that decided
+it applied (worker_session.py derives everything from committed state).
+Serving: a leader answers writes only once the first entry of its term
+applied (the consensus says `caught_up`), so every pre-check sees every
+earlier commit, and once its configuration push is done.
+
+What a leadership keeps (`Term`) is dropped whole when the consensus says
+this replica no longer leads: its worker streams end, its waiters are told
+UNAVAILABLE (their outcome is settled from committed state if it is there),
+and the next leadership starts afresh; workers re-join, and everything is
+derived again.
+
+Pure: no sockets, threads, asyncio or wall clock; the state is read through
+an injected reader, time through an injected clock, request ids come from an
+injected random generator.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from google.protobuf.message import Message
+
+from controller import fsm, proposals
+from controller.fsm import versions
+from controller.group_commit import GroupCommit
+from controller.host_liveness import Liveness
+from controller.tables import Tables
+from controller.watchdog import Change, Watchdog
+from controller.worker_session import RESEND_S, SessionOver, WorkerSession, route
+from xce.clock import Clock
+from xce.errors import ServiceError, failed_precondition, invalid, unavailable
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+logger = logging.getLogger(__name__)
+
+MAX_DECISIONS = 10_000
+MAX_REPORTS_PER_ENTRY = 4096
+CATCH_UP_POLL_S = 0.01  # a new leader looks this often whether its term's first entry applied
+CONFIG_RETRY_S = 0.05
+SESSION_SWEEP_S = 0.25  # how often sessions are checked for their periodic full look
+CAPABILITY_POLL_S = 5.0
+
+
+# ---------------------------------------------------------------- what the core needs
+
+
+class Consensus(Protocol):
+    def leader_term(self) -> int | None:
+        """The Raft term this replica believes it leads in; None when it does not lead."""
+        ...
+
+    def caught_up(self) -> bool:
+        """It leads and the first entry of its term applied (all earlier commits are applied)."""
+        ...
+
+    def leader_address(self) -> str | None:
+        """The gRPC address of the leader this replica knows of, if any."""
+        ...
+
+
+class StateReader(Protocol):
+    def read(self) -> AbstractContextManager[Tables]: ...
+
+
+@dataclass(frozen=True)
+class LeaderSettings:
+    replica_id: int
+    members: tuple[int, ...]
+    init: log.InitCluster  # the configuration push
+    kinds: frozenset[str]  # the entry kinds this replica's code applies
+    heartbeat_s: float = 2.0
+    heartbeat_timeout_s: float = 10.0
+    unknown_timeout_s: float = 300.0
+    submit_max_requests: int = 512
+    submit_max_bytes: int = 1 << 20
+    submit_max_in_flight: int = 1
+    session_full_look_s: float = RESEND_S
+    capability_poll_s: float = CAPABILITY_POLL_S
+
+
+# ---------------------------------------------------------------- effects
+
+
+@dataclass(frozen=True)
+class Propose:
+    token: int
+    entry: log.Entry
+
+
+@dataclass(frozen=True)
+class Send:
+    stream: int
+    messages: tuple[api.ControllerMessage, ...]
+
+
+@dataclass(frozen=True)
+class EndStream:
+    stream: int
+    error: ServiceError | None
+
+
+@dataclass(frozen=True)
+class Reply:
+    token: int
+    response: Message | ServiceError
+
+
+@dataclass(frozen=True)
+class AskPeers:
+    pass
+
+
+Effect = Propose | Send | EndStream | Reply | AskPeers
+
+
+# ---------------------------------------------------------------- one leadership
+
+
+@dataclass
+class _Stream:
+    phase: str = "join"  # join -> joining -> session
+    session: WorkerSession | None = None
+    early: list[api.WorkerMessage] = field(default_factory=list)  # arrived while the join commits
+
+
+@dataclass
+class Term:
+    number: int
+    raft_term: int
+    liveness: Liveness
+    watchdog: Watchdog
+    submits: GroupCommit[tuple[int, api.SubmitJobsRequest]]
+    reports: GroupCommit[tuple[int, log.HostReport]] = field(
+        default_factory=lambda: GroupCommit(MAX_REPORTS_PER_ENTRY))
+    joins: GroupCommit[tuple[int, api.HostSpec]] = field(
+        default_factory=lambda: GroupCommit(MAX_REPORTS_PER_ENTRY))
+    configured: bool = False
+    config_in_flight: bool = False
+    config_retry_s: float = 0.0
+    streams: dict[int, _Stream] = field(default_factory=dict)
+    sessions: dict[str, int] = field(default_factory=dict)  # host -> its current stream
+    next_sweep_s: float = 0.0
+    next_poll_s: float = 0.0
+    announcing: set[int] = field(default_factory=set)
+
+
+class LeaderCore:
+    def __init__(self, settings: LeaderSettings, state: StateReader, consensus: Consensus, clock: Clock,
+                 rng: random.Random) -> None:
+        self.settings = settings
+        self.state = state
+        self.consensus = consensus
+        self.clock = clock
+        self.rng = rng
+        self.term: Term | None = None
+        self._terms = 0
+        self._effects: list[Effect] = []
+        self._proposals = proposals.Proposals(clock)
+        self._peers: dict[int, tuple[frozenset[str], int]] = {}
+        self._format: int | None = None  # cached entry format to propose; None: read it again
+
+    # ------------------------------------------------------------ effects
+
+    def take(self) -> list[Effect]:
+        effects, self._effects = self._effects, []
+        return effects
+
+    def next_wakeup_s(self) -> float:
+        now = self.clock.monotonic_s()
+        times = [now + 1.0]
+        if (deadline := self._proposals.next_deadline_s()) is not None:
+            times.append(deadline)
+        term = self.term
+        if term is not None:
+            if not term.configured:
+                times.append(now + CATCH_UP_POLL_S)
+            else:
+                times += [term.watchdog.next_s, term.next_poll_s]
+                if term.sessions:
+                    times.append(term.next_sweep_s)
+        return min(times)
+
+    def serving_term(self) -> int | None:
+        """The number of the leadership that serves now, or None: streams served under
+        another number must end (the Sync stream checks it)."""
+        term = self.term
+        return term.number if term is not None and term.configured and self.consensus.caught_up() else None
+
+    def refusal(self) -> ServiceError:
+        """Why this replica does not serve writes now (FAILED_PRECONDITION names the leader)."""
+        if self.consensus.leader_term() is not None:
+            return unavailable("leader is catching up; retry")
+        leader = self.consensus.leader_address()
+        if leader is None:
+            return unavailable("no leader elected; retry")
+        return failed_precondition(f"not the leader; the leader is {leader}", leader)
+
+    # ------------------------------------------------------------ inputs: time and role
+
+    def tick(self) -> None:
+        self._track_role()
+        term = self.term
+        if term is None:
+            return
+        self._proposals.expire()
+        now = self.clock.monotonic_s()
+        if not term.configured:
+            self._configure(term, now)
+            return
+        if not self.consensus.caught_up():
+            return
+        if term.watchdog.due(now):
+            self._watch(term, now)
+        if now >= term.next_poll_s:
+            term.next_poll_s = now + self.settings.capability_poll_s
+            self._effects.append(AskPeers())
+            self._announce(term, self.settings.replica_id, self.settings.kinds, versions.ENTRY_FORMAT)
+        if now >= term.next_sweep_s:
+            term.next_sweep_s = now + SESSION_SWEEP_S
+            self._step_sessions(term, [s for s, st in term.streams.items()
+                                       if st.session is not None and st.session.due(now)])
+
+    def role_changed(self) -> None:
+        self.tick()
+
+    def _track_role(self) -> None:
+        """Start a leadership when the consensus says this replica leads, end it when it
+        no longer does or leads in another term (a step down and back up in between)."""
+        raft_term = self.consensus.leader_term()
+        if self.term is not None and raft_term != self.term.raft_term:
+            self._step_down(self.term)
+        if raft_term is not None and self.term is None:
+            self._terms += 1
+            now = self.clock.monotonic_s()
+            s = self.settings
+            liveness = Liveness(now, s.heartbeat_timeout_s)
+            self.term = Term(self._terms, raft_term, liveness,
+                             Watchdog(liveness, s.heartbeat_s / 2, int(s.unknown_timeout_s * 1000)),
+                             GroupCommit(s.submit_max_requests, s.submit_max_bytes, s.submit_max_in_flight))
+            logger.info("leading in term %d (leadership %d); serving once caught up and configured",
+                        raft_term, self._terms)
+
+    def _step_down(self, term: Term) -> None:
+        self.term = None
+        error = self.refusal()
+        for stream in list(term.streams):
+            self._effects.append(EndStream(stream, error))
+        for token, _ in term.submits.drain():
+            self._reply(token, unavailable("leadership changed; retry with the same request id"))
+        term.reports.drain()
+        term.joins.drain()
+        self._proposals.fail_all()
+        logger.info("leadership %d over", term.number)
+
+    # ------------------------------------------------------------ inputs: the log
+
+    def proposal_done(self, token: int, results: list[log.Result] | None) -> None:
+        self._proposals.done(token, results)
+
+    def applied(self, indices: Iterable[int]) -> None:
+        """Entries applied: each session hears of the jobs they changed on its host."""
+        self._format = None
+        term = self.term
+        if term is None or not term.sessions:
+            return
+        with self.state.read() as tables:
+            raws = [(index, tables.get("events", fsm.revision_key(index))) for index in indices]
+        woken: set[int] = set()
+        if any(raw is None for _, raw in raws):  # pruned already: everyone derives from the state
+            for stream in term.sessions.values():
+                self._session(term, stream).changed_unknown()
+                woken.add(stream)
+        else:
+            for index, raw in raws:
+                assert raw is not None
+                routed = route(log.Event.FromString(raw))
+                for name in routed.jobs.keys() | routed.hosts:
+                    listener = term.sessions.get(name)
+                    if listener is not None:
+                        self._session(term, listener).changed(index, routed.jobs.get(name, []),
+                                                              host_record=name in routed.hosts)
+                        woken.add(listener)
+        self._step_sessions(term, sorted(woken))
+
+    # ------------------------------------------------------------ inputs: clients
+
+    def call(self, token: int, method: str, request: Any) -> None:
+        handler = self._CALLS.get(method)
+        if handler is None:
+            self._reply(token, invalid(f"unknown method {method}"))
+            return
+        term = self.term
+        try:
+            if term is None or not term.configured or not self.consensus.caught_up():
+                raise self.refusal()
+            handler(self, term, token, request)
+        except ServiceError as exc:
+            self._reply(token, exc)
+
+    def _submit(self, term: Term, token: int, request: api.SubmitJobsRequest) -> None:
+        self._ensure_request_id(request)
+        with self.state.read() as tables:
+            earlier = fsm.read_result(tables, request.request_id)
+            if earlier is not None:
+                self._reply(token, self._submitted(tables, request.request_id, earlier))
+                return
+            if not request.jobs:
+                raise invalid("no jobs in the request")
+            meta = fsm.read_meta(tables)
+            for spec in request.jobs:
+                fsm.check_spec(tables, meta, spec)
+        term.submits.add((token, request), request.ByteSize())
+        self._flush_submits(term)
+
+    def _flush_submits(self, term: Term) -> None:
+        while (batch := term.submits.take()) is not None:
+            entry = log.Entry(submit=log.SubmitBatch(requests=[request for _, request in batch]))
+            self._propose(entry, functools.partial(self._submits_done, term, batch))
+
+    def _submits_done(self, term: Term, batch: list[tuple[int, api.SubmitJobsRequest]],
+                      results: list[log.Result] | None) -> None:
+        term.submits.done()
+        answers: list[log.Result | None] = list(results) if results and len(results) == len(batch) \
+            else [None] * len(batch)
+        with self.state.read() as tables:
+            for (token, request), result in zip(batch, answers, strict=True):
+                try:
+                    self._reply(token, self._submitted(tables, request.request_id, result))
+                except ServiceError as exc:
+                    self._reply(token, exc)
+        if self.term is term:
+            self._flush_submits(term)
+
+    @staticmethod
+    def _submitted(tables: Tables, request_id: str, result: log.Result | None) -> api.SubmitJobsResponse:
+        settled = proposals.settle(tables, request_id, result)
+        jobs = [fsm.read_job(tables, job_id) for job_id in settled.job_ids]
+        return api.SubmitJobsResponse(jobs=[j for j in jobs if j is not None], revision=settled.revision)
+
+    def _control(self, term: Term, token: int, request: api.ControlJobRequest) -> None:
+        self._ensure_request_id(request)
+        with self.state.read() as tables:
+            if fsm.read_result(tables, request.request_id) is None:
+                fsm.jobs.check_control(fsm.find_job(tables, request.job_id), request.action)
+        self._propose_request(token, log.Entry(control=request), request.request_id, self._job_response)
+
+    def _modify(self, term: Term, token: int, request: api.ModifyJobRequest) -> None:
+        self._ensure_request_id(request)
+        with self.state.read() as tables:
+            if fsm.read_result(tables, request.request_id) is None:
+                fsm.check_modify(tables, fsm.find_job(tables, request.job_id), request)
+        self._propose_request(token, log.Entry(modify=request), request.request_id, self._job_response)
+
+    def _run(self, term: Term, token: int, request: api.RunJobRequest) -> None:
+        """Like LSF brun: a DISPATCH through the committed path, with the same host checks."""
+        self._ensure_request_id(request)
+        with self.state.read() as tables:
+            job = fsm.find_job(tables, request.job_id)
+            fsm.decisions.check_dispatch(fsm.CommittedUsage(tables), job, request.host, job.attempt)
+        dispatch = log.Dispatch(job_id=job.id, host=request.host, attempt=job.attempt,
+                                request_id=request.request_id)
+        self._propose_request(token, log.Entry(dispatch=dispatch), request.request_id, self._job_response)
+
+    def _put_queue(self, term: Term, token: int, request: api.PutQueueRequest, create: bool) -> None:
+        self._ensure_request_id(request)
+        fsm.check_queue(request.queue)
+        with self.state.read() as tables:
+            exists = fsm.read_queue(tables, request.queue.name) is not None
+        if create and exists:
+            raise ServiceError(log.ALREADY_EXISTS, f"queue {request.queue.name!r} exists")
+        if not create and not exists:
+            raise ServiceError(log.NOT_FOUND, f"no queue {request.queue.name!r}")
+        entry = log.Entry(put_queue=log.PutQueueEntry(queue=request.queue, request_id=request.request_id,
+                                                      create=create))
+        self._propose_request(token, entry, request.request_id,
+                              lambda _, settled: api.QueueResponse(queue=request.queue,
+                                                                   revision=settled.revision))
+
+    def _lease(self, term: Term, token: int, request: api.LeaseRequest) -> None:
+        if not request.scheduler_id or not 0 < request.duration_s <= 3600:
+            raise invalid("a scheduler id and 0 < duration_s <= 3600")
+        entry = log.Entry(lease=log.LeaseEntry(scheduler_id=request.scheduler_id[:128],
+                                               duration_ms=int(request.duration_s * 1000)))
+
+        def done(results: list[log.Result] | None) -> None:
+            if not results:
+                self._reply(token, unavailable("the lease request's outcome is unknown; retry"))
+                return
+            result = results[0]
+            if result.code not in (log.OK, log.FAILED_PRECONDITION):
+                self._reply(token, ServiceError(result.code, result.message))
+                return
+            self._reply(token, api.LeaseResponse(
+                granted=result.code == log.OK, epoch=result.lease_epoch, holder=result.lease_holder,
+                expires_ms=result.lease_expires_ms, revision=result.revision))
+
+        self._propose(entry, done)
+
+    def _decisions(self, term: Term, token: int, batch: api.DecisionBatch) -> None:
+        """One pass's decisions as one entry; outcomes are hints, the view is the truth."""
+        if len(batch.decisions) > MAX_DECISIONS:
+            raise invalid(f"at most {MAX_DECISIONS} decisions per batch")
+
+        def done(results: list[log.Result] | None) -> None:
+            if not results:
+                self._reply(token, unavailable("the batch's outcome is unknown; the view will tell"))
+                return
+            result = results[0]
+            self._reply(token, api.DecisionBatchResponse(
+                rejections=result.rejections, revision=result.revision, outcomes=result.outcomes))
+
+        self._propose(log.Entry(decisions=batch), done)
+
+    _CALLS: dict[str, Callable[[LeaderCore, Term, int, Any], None]] = {
+        "SubmitJobs": _submit,
+        "ControlJob": _control,
+        "ModifyJob": _modify,
+        "RunJob": _run,
+        "CreateQueue": lambda self, term, token, request: self._put_queue(term, token, request, True),
+        "UpdateQueue": lambda self, term, token, request: self._put_queue(term, token, request, False),
+        "AcquireLease": _lease,
+        "SubmitDecisions": _decisions,
+    }
+
+    def _propose_request(self, token: int, entry: log.Entry, request_id: str,
+                         respond: Callable[[Tables, log.Result], Message]) -> None:
+        def done(results: list[log.Result] | None) -> None:
+            with self.state.read() as tables:
+                try:
+                    settled = proposals.settle(tables, request_id, results[0] if results else None)
+                    self._reply(token, respond(tables, settled))
+                except ServiceError as exc:
+                    self._reply(token, exc)
+
+        self._propose(entry, done)
+
+    @staticmethod
+    def _job_response(tables: Tables, result: log.Result) -> api.JobResponse:
+        if len(result.job_ids) != 1:  # the id was first used by another kind of request
+            raise invalid("request id already used by another request")
+        return api.JobResponse(job=fsm.read_job(tables, result.job_ids[0]), revision=result.revision)
+
+    def _ensure_request_id(self, request: Any) -> None:
+        """Give a request without an id a fresh one; refuse one too long to store."""
+        if not request.request_id:
+            request.request_id = f"{self.rng.getrandbits(128):032x}"
+        fsm.check_request_id(request.request_id)
+
+    def _reply(self, token: int, response: Message | ServiceError) -> None:
+        self._effects.append(Reply(token, response))
+
+    # ------------------------------------------------------------ inputs: workers
+
+    def worker_opened(self, stream: int) -> None:
+        term = self.term
+        if term is None or not term.configured or not self.consensus.caught_up():
+            self._effects.append(EndStream(stream, self.refusal()))
+            return
+        term.streams[stream] = _Stream()
+
+    def worker_message(self, stream: int, message: api.WorkerMessage) -> None:
+        term = self.term
+        state = term.streams.get(stream) if term is not None else None
+        if term is None or state is None:
+            return
+        if state.phase == "join":
+            self._join(term, stream, state, message)
+        elif state.phase == "joining":
+            state.early.append(message)
+        else:
+            assert state.session is not None
+            self._session_message(term, stream, state.session, message)
+            self._send(term, stream)
+
+    def worker_closed(self, stream: int) -> None:
+        term = self.term
+        if term is None:
+            return
+        state = term.streams.pop(stream, None)
+        session = state.session if state is not None else None
+        if session is not None and term.sessions.get(session.name) == stream:
+            del term.sessions[session.name]
+
+    def _join(self, term: Term, stream: int, state: _Stream, message: api.WorkerMessage) -> None:
+        if message.WhichOneof("body") != "join":
+            self._end(term, stream, invalid("the first message must be a join"))
+            return
+        try:
+            fsm.check_host_spec(message.join)
+        except ServiceError as exc:
+            self._end(term, stream, exc)
+            return
+        state.phase = "joining"
+        term.joins.add((stream, message.join), message.join.ByteSize())
+        self._flush_joins(term)
+
+    def _flush_joins(self, term: Term) -> None:
+        while (batch := term.joins.take()) is not None:
+            entry = log.Entry(joins=log.HostJoins(joins=[spec for _, spec in batch]))
+            self._propose(entry, functools.partial(self._joins_done, term, batch))
+
+    def _joins_done(self, term: Term, batch: list[tuple[int, api.HostSpec]],
+                    results: list[log.Result] | None) -> None:
+        term.joins.done()
+        if self.term is not term:
+            return
+        answers: list[log.Result | None] = list(results) if results and len(results) == len(batch) \
+            else [None] * len(batch)
+        for (stream, spec), result in zip(batch, answers, strict=True):
+            if stream not in term.streams:
+                continue  # the worker hung up meanwhile
+            if result is None or result.code != log.OK:
+                error = unavailable("the join's outcome is not known; join again") if result is None \
+                    else ServiceError(result.code, result.message)
+                self._end(term, stream, error)
+                continue
+            self._joined(term, stream, spec, result.generation)
+        self._flush_joins(term)
+
+    def _joined(self, term: Term, stream: int, spec: api.HostSpec, generation: int) -> None:
+        now = self.clock.monotonic_s()
+        term.liveness.seen(spec.name, generation, now)
+        logger.info("host %s joined, generation %d", spec.name, generation)
+        state = term.streams[stream]
+        session = WorkerSession(self.state, spec.name, generation, self.settings.session_full_look_s)
+        state.phase, state.session = "session", session
+        term.sessions[spec.name] = stream
+        session.outbox.append(api.ControllerMessage(joined=api.Joined(
+            generation=generation, heartbeat_s=self.settings.heartbeat_s)))
+        early, state.early = state.early, []
+        for message in early:
+            self._session_message(term, stream, session, message)
+        self._step_sessions(term, [stream])
+
+    def _session_message(self, term: Term, stream: int, session: WorkerSession,
+                         message: api.WorkerMessage) -> None:
+        kind = message.WhichOneof("body")
+        if kind == "heartbeat" and message.heartbeat.generation == session.generation:
+            term.liveness.seen(session.name, session.generation, self.clock.monotonic_s())
+            # Answered, so a worker cut off from a leader that cannot tell it
+            # so (a partition) notices the silence and looks for the new one.
+            session.outbox.append(api.ControllerMessage(heartbeat=message.heartbeat))
+        reports = list(message.reports.reports) if kind == "reports" else [message.report] \
+            if kind == "report" else []
+        for report in reports:
+            relayed = log.HostReport(host=session.name, generation=session.generation, report=report)
+            term.reports.add((stream, relayed), relayed.ByteSize())
+        if reports:
+            self._flush_reports(term)
+
+    def _flush_reports(self, term: Term) -> None:
+        while (batch := term.reports.take()) is not None:
+            entry = log.Entry(reports=log.HostReports(reports=[report for _, report in batch]))
+            self._propose(entry, functools.partial(self._reports_done, term, batch))
+
+    def _reports_done(self, term: Term, batch: list[tuple[int, log.HostReport]],
+                      results: list[log.Result] | None) -> None:
+        term.reports.done()
+        if self.term is not term:
+            return
+        answers: list[log.Result | None] = list(results) if results and len(results) == len(batch) \
+            else [None] * len(batch)
+        by_stream: dict[int, tuple[list[api.JobReport], list[log.Result | None]]] = {}
+        for (stream, relayed), result in zip(batch, answers, strict=True):
+            reports, outcomes = by_stream.setdefault(stream, ([], []))
+            reports.append(relayed.report)
+            outcomes.append(result)
+        for stream, (reports, outcomes) in by_stream.items():
+            state = term.streams.get(stream)
+            if state is None or state.session is None:
+                continue
+            if state.session.relayed(reports, outcomes):
+                self._send(term, stream)
+            else:
+                self._send(term, stream)
+                self._end(term, stream, None)
+        self._flush_reports(term)
+
+    def _step_sessions(self, term: Term, streams: Iterable[int]) -> None:
+        now = self.clock.monotonic_s()
+        for stream in streams:
+            state = term.streams.get(stream)
+            if state is None or state.session is None:
+                continue
+            try:
+                state.session.step(now)
+            except SessionOver as exc:
+                logger.info("worker stream of %s ends: %s", state.session.name, exc)
+                self._send(term, stream)
+                self._end(term, stream, None)
+                continue
+            self._send(term, stream)
+
+    def _session(self, term: Term, stream: int) -> WorkerSession:
+        session = term.streams[stream].session
+        assert session is not None
+        return session
+
+    def _send(self, term: Term, stream: int) -> None:
+        state = term.streams.get(stream)
+        if state is not None and state.session is not None and state.session.outbox:
+            self._effects.append(Send(stream, tuple(state.session.take())))
+
+    def _end(self, term: Term, stream: int, error: ServiceError | None) -> None:
+        self.worker_closed(stream)
+        self._effects.append(EndStream(stream, error))
+
+    # ------------------------------------------------------------ timers: configuration, watchdog, peers
+
+    def _configure(self, term: Term, now: float) -> None:
+        """Propose the configuration once this leader is caught up, if it changed.
+
+        Nothing is proposed when the committed state already matches, so a
+        restart of the whole cluster leaves the revision where it was.
+        """
+        if not self.consensus.caught_up() or term.config_in_flight or now < term.config_retry_s:
+            return
+        init = self.settings.init
+        with self.state.read() as tables:
+            meta = fsm.read_meta(tables)
+        if (meta.cluster_id, meta.default_queue, meta.max_slots_per_job, meta.config_digest) == (
+                init.cluster_id, init.default_queue, init.max_slots_per_job, init.config_digest):
+            self._configured(term)
+            return
+        term.config_in_flight = True
+
+        def done(results: list[log.Result] | None) -> None:
+            term.config_in_flight = False
+            if results is None:
+                term.config_retry_s = self.clock.monotonic_s() + CONFIG_RETRY_S
+                return
+            if results[0].code != log.OK:
+                logger.error("configuration push rejected: %s", results[0].message)
+            self._configured(term)
+
+        self._propose(log.Entry(init=init), done)
+
+    def _configured(self, term: Term) -> None:
+        if not term.configured:
+            term.configured = True
+            logger.info("serving (leadership %d)", term.number)
+
+    def _watch(self, term: Term, now: float) -> None:
+        with self.state.read() as tables:
+            batched = "host_statuses" in versions.enabled(fsm.read_meta(tables), self.settings.members)
+            changes = term.watchdog.proposals(tables, now, self.clock.now_ms(), batched)
+        for change in changes:
+            self._propose(change.entry, functools.partial(self._watched, term, change))
+
+    def _watched(self, term: Term, change: Change, results: list[log.Result] | None) -> None:
+        term.watchdog.settled(change)
+        for (name, generation), result in zip(change.hosts, results or [], strict=False):
+            if result.code != log.OK:
+                continue
+            if change.what == "unavailable":
+                logger.warning("host %s (generation %d) missed its heartbeats: UNAVAIL", name, generation)
+            else:
+                logger.warning("host %s lost: jobs %s requeued or ended", name, list(result.job_ids))
+
+    def peer_answered(self, replica_id: int, kinds: Iterable[str], format_: int) -> None:
+        term = self.term
+        if term is None or replica_id not in self.settings.members:
+            return
+        self._announce(term, replica_id, frozenset(kinds), format_)
+
+    def _announce(self, term: Term, replica_id: int, kinds: frozenset[str], format_: int) -> None:
+        """Commit what a replica's code understands, if the committed record differs."""
+        if replica_id in term.announcing or not term.configured:
+            return
+        with self.state.read() as tables:
+            committed = fsm.read_meta(tables).members.get(replica_id)
+        if committed is not None and (frozenset(committed.kinds), committed.format) == (kinds, format_):
+            return
+        term.announcing.add(replica_id)
+        entry = log.Entry(announce=log.Announce(replica_id=replica_id, kinds=sorted(kinds), format=format_))
+
+        def done(results: list[log.Result] | None) -> None:
+            term.announcing.discard(replica_id)
+            if results and results[0].code == log.OK:
+                logger.info("replica %d announced entry format %d and kinds %s", replica_id, format_,
+                            ", ".join(sorted(kinds - versions.BASELINE_KINDS)) or "(baseline)")
+
+        self._propose(entry, done)
+
+    # ------------------------------------------------------------ proposing
+
+    def _propose(self, entry: log.Entry, on_done: Callable[[list[log.Result] | None], None]) -> None:
+        if self._format is None:
+            with self.state.read() as tables:
+                self._format = versions.proposal_format(fsm.read_meta(tables), self.settings.members)
+        entry.stamp_ms = self.clock.now_ms()
+        entry.proposer = self.settings.replica_id
+        entry.format = self._format
+        token = self._proposals.new(entry.WhichOneof("body") or "?", on_done)
+        self._effects.append(Propose(token, entry))

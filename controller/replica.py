@@ -1,0 +1,320 @@
+"""One controller replica: the state store, the Raft node, and the leader core's driver.
+
+Theory of operation. Three threads of control meet here. pysyncobj's tick
+thread applies committed entries (RaftNode -> StateStore.apply) and calls
+back with proposal outcomes and role changes; the asyncio event loop serves
+gRPC (grpc_api.py) and drives the leader core (leader.py). Everything from
+the tick thread is handed to the loop with `call_soon_threadsafe` (a
+synchronous call into pysyncobj from its own thread would deadlock), so the
+core only ever runs on the loop, one input at a time.
+
+The driver's whole job: turn events into the core's inputs (role changed,
+entries applied, a proposal's outcome, a client call, a worker's message,
+time passing), and perform the effects the core returns, in order: propose
+through Raft, answer a call, queue messages for a worker stream, end a
+stream, ask the peers what their code understands. Commit before send holds
+because the core decides what to send only from applied state.
+
+Reads (grpc_api.py, reads.py) are served by any replica from its own state;
+`applied` is a fresh asyncio.Event per batch of applied entries, which the
+Sync streams wait on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import random
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+
+from controller import fsm
+from controller.config import ClusterConfig
+from controller.fsm import versions
+from controller.leader import AskPeers, EndStream, LeaderCore, LeaderSettings, Propose, Reply, Send
+from controller.raft import SUCCESS, RaftNode
+from controller.store import StateStore
+from xce.clock import REAL_CLOCK, Clock
+from xce.errors import ServiceError
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+logger = logging.getLogger(__name__)
+
+PEER_STATUS_TIMEOUT_S = 1.0
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The end of a worker stream's outgoing queue; error None: a clean end."""
+
+    error: ServiceError | None
+
+
+Outgoing = tuple[api.ControllerMessage, ...] | Ended
+
+
+class RaftConsensus:
+    """leader.Consensus over the Raft node."""
+
+    def __init__(self, raft: RaftNode, config: ClusterConfig) -> None:
+        self._raft = raft
+        self._config = config
+
+    def leader_term(self) -> int | None:
+        return self._raft.leader_term()
+
+    def caught_up(self) -> bool:
+        return self._raft.ready_to_serve()
+
+    def leader_address(self) -> str | None:
+        return self._config.grpc_for_raft(self._raft.leader())
+
+
+def leader_settings(config: ClusterConfig, replica_id: int, kinds: frozenset[str]) -> LeaderSettings:
+    init = log.InitCluster(cluster_id=config.cluster_id, default_queue=config.default_queue,
+                           max_slots_per_job=config.max_slots_per_job, config_digest=config.digest(),
+                           queues=config.queues, events_kept=config.events_kept)
+    return LeaderSettings(
+        replica_id=replica_id, members=tuple(r.id for r in config.replicas), init=init, kinds=kinds,
+        heartbeat_s=config.heartbeat_s, heartbeat_timeout_s=config.heartbeat_timeout_s,
+        unknown_timeout_s=config.unknown_timeout_s, submit_max_requests=config.group_commit_max_requests,
+        submit_max_bytes=config.group_commit_max_bytes,
+        submit_max_in_flight=config.group_commit_max_in_flight)
+
+
+class Replica:
+    def __init__(self, config: ClusterConfig, replica_id: int,
+                 handlers: Mapping[str, fsm.Handler] = fsm.HANDLERS, clock: Clock = REAL_CLOCK,
+                 rng: random.Random | None = None) -> None:
+        self.config = config
+        self.me = config.replica(replica_id)
+        self.clock = clock
+        self.kinds = frozenset(handlers)
+        data_dir = config.replica_dir(replica_id)
+        self.store = StateStore(data_dir / "state", config.cluster_id, handlers)
+        self.applied = asyncio.Event()  # replaced and set after every batch of applied entries
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._applied_lock = threading.Lock()
+        self._applied_indices: list[int] = []  # applied, not yet handed to the loop
+        self.raft = RaftNode(self.me.raft, [r.raft for r in config.replicas], data_dir,
+                             config.password, self.store, config.raft,
+                             on_role_change=self._role_changed, on_applied=self._entry_applied, clock=clock)
+        self.core = LeaderCore(leader_settings(config, replica_id, self.kinds), self.store,
+                               RaftConsensus(self.raft, config), clock, rng or random.Random())
+        self._ids = itertools.count(1)
+        self._calls: dict[int, asyncio.Future[Message]] = {}
+        self._streams: dict[int, asyncio.Queue[Outgoing]] = {}
+        self._wake = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -------------------------------------------------------------- from the tick thread
+
+    def _entry_applied(self, index: int) -> None:  # tick thread
+        if self._loop is None:
+            return
+        with self._applied_lock:
+            self._applied_indices.append(index)
+            if len(self._applied_indices) > 1:
+                return  # a hand-over is scheduled already; it takes this index too
+        self._loop.call_soon_threadsafe(self._hand_over_applied)
+
+    def _hand_over_applied(self) -> None:
+        with self._applied_lock:
+            indices, self._applied_indices = self._applied_indices, []
+        event, self.applied = self.applied, asyncio.Event()
+        event.set()
+        self.core.applied(indices)
+        self._perform()
+
+    def _role_changed(self, role: str) -> None:  # tick thread
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._on_role)
+
+    def _on_role(self) -> None:
+        self.core.role_changed()
+        self._perform()
+        self._wake.set()
+
+    def _proposal_done(self, token: int, results: list[log.Result] | None) -> None:
+        self.core.proposal_done(token, results)
+        self._perform()
+
+    # -------------------------------------------------------------- inputs from gRPC
+
+    async def call(self, method: str, request: Message) -> Message:
+        """A client's write, answered by the leader core (raises ServiceError)."""
+        token = next(self._ids)
+        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self._calls[token] = future
+        self.core.call(token, method, request)
+        self._perform()
+        try:
+            return await future
+        finally:
+            self._calls.pop(token, None)
+
+    def worker_opened(self) -> tuple[int, asyncio.Queue[Outgoing]]:
+        stream = next(self._ids)
+        queue: asyncio.Queue[Outgoing] = asyncio.Queue()
+        self._streams[stream] = queue
+        self.core.worker_opened(stream)
+        self._perform()
+        return stream, queue
+
+    def worker_message(self, stream: int, message: api.WorkerMessage) -> None:
+        self.core.worker_message(stream, message)
+        self._perform()
+
+    def worker_closed(self, stream: int) -> None:
+        if self._streams.pop(stream, None) is not None:
+            self.core.worker_closed(stream)
+            self._perform()
+
+    def end_worker_stream(self, stream: int, error: ServiceError | None) -> None:
+        """The worker hung up (None) or sent what cannot be read: end the outgoing side too."""
+        queue = self._streams.pop(stream, None)
+        if queue is not None:
+            queue.put_nowait(Ended(error))
+            self.core.worker_closed(stream)
+            self._perform()
+
+    # -------------------------------------------------------------- effects
+
+    def _perform(self) -> None:
+        for effect in self.core.take():
+            if isinstance(effect, Propose):
+                self._propose(effect)
+            elif isinstance(effect, Reply):
+                future = self._calls.pop(effect.token, None)
+                if future is not None and not future.done():
+                    if isinstance(effect.response, ServiceError):
+                        future.set_exception(effect.response)
+                    else:
+                        future.set_result(effect.response)
+            elif isinstance(effect, Send):
+                queue = self._streams.get(effect.stream)
+                if queue is not None:
+                    queue.put_nowait(effect.messages)
+            elif isinstance(effect, EndStream):
+                queue = self._streams.pop(effect.stream, None)
+                if queue is not None:
+                    queue.put_nowait(Ended(effect.error))
+            elif isinstance(effect, AskPeers):
+                self._spawn(self._ask_peers())
+
+    def _propose(self, effect: Propose) -> None:
+        loop = self._loop
+        assert loop is not None
+        token = effect.token
+
+        def done(result: Any, error: int) -> None:  # tick thread
+            loop.call_soon_threadsafe(self._proposal_done, token, result if error == SUCCESS else None)
+
+        try:
+            self.raft.propose(effect.entry.SerializeToString(), done)
+        except ValueError as exc:  # larger than any entry may be: never proposed
+            logger.error("a %s entry was not proposed: %s", effect.entry.WhichOneof("body"), exc)
+            loop.call_soon(self._proposal_done, token, None)
+
+    async def _ask_peers(self) -> None:
+        peers = [r for r in self.config.replicas if r.id != self.me.id]
+        answers = await asyncio.gather(*(peer_status(r.grpc) for r in peers))
+        for replica, answer in zip(peers, answers, strict=True):
+            if isinstance(answer, api.ReplicaStatus):
+                self.core.peer_answered(replica.id, answer.entry_kinds, max(1, answer.entry_format))
+        self._perform()
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_timer(self) -> None:
+        while True:
+            self._wake.clear()
+            delay = max(0.0, self.core.next_wakeup_s() - self.clock.monotonic_s())
+            try:
+                await asyncio.wait_for(self._wake.wait(), delay)
+            except TimeoutError:
+                pass
+            self.core.tick()
+            self._perform()
+
+    # -------------------------------------------------------------- status
+
+    def local_status(self) -> api.ReplicaStatus:
+        raft = self.raft.status()
+        meta = self.store.meta()
+        leader = self.config.grpc_for_raft(raft.leader) or ""
+        return api.ReplicaStatus(id=self.me.id, grpc_address=self.me.grpc, raft_address=self.me.raft,
+                                 role=raft.role, term=raft.term, commit_index=raft.commit_index,
+                                 applied_index=meta.applied_index, revision=meta.applied_index,
+                                 pid=os.getpid(), health="ok" if leader else "no leader",
+                                 leader_grpc_address=leader, log_length=raft.log_length,
+                                 entry_kinds=sorted(self.kinds), entry_format=versions.ENTRY_FORMAT)
+
+    async def status(self, request: api.StatusRequest) -> api.StatusResponse:
+        meta = self.store.meta()
+        members = [r.id for r in self.config.replicas]
+        response = api.StatusResponse(cluster_id=self.config.cluster_id,
+                                      scheduler_lease_holder=meta.lease_holder,
+                                      scheduler_lease_epoch=meta.lease_epoch,
+                                      scheduler_lease_expires_ms=meta.lease_expires_ms,
+                                      enabled_entry_kinds=sorted(versions.enabled(meta, members)),
+                                      announced_members=sorted(meta.members))
+        response.replicas.append(self.local_status())
+        if request.local_only:
+            return response
+        peers = [r for r in self.config.replicas if r.id != self.me.id]
+        answers = await asyncio.gather(*(peer_status(r.grpc) for r in peers))
+        for replica, answer in zip(peers, answers, strict=True):
+            if isinstance(answer, api.ReplicaStatus):
+                response.replicas.append(answer)
+            else:
+                response.replicas.append(api.ReplicaStatus(
+                    id=replica.id, grpc_address=replica.grpc, raft_address=replica.raft,
+                    role="unreachable", health=f"unreachable: {answer}"))
+        response.replicas.sort(key=lambda r: r.id)
+        return response
+
+    # -------------------------------------------------------------- serving
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        from controller import grpc_api
+
+        self._loop = asyncio.get_running_loop()
+        self._on_role()
+        timer = self._loop.create_task(self._run_timer())
+        server = grpc.aio.server(options=grpc_api.server_options())
+        server.add_generic_rpc_handlers(grpc_api.handlers(self))
+        server.add_insecure_port(self.me.grpc)
+        await server.start()
+        logger.info("replica %d serving gRPC on %s, Raft on %s", self.me.id, self.me.grpc, self.me.raft)
+        await stop.wait()
+        await server.stop(grace=1.0)
+        timer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        self.raft.close()
+        self.store.close()
+
+
+async def peer_status(address: str) -> api.ReplicaStatus | str:
+    try:
+        async with grpc.aio.insecure_channel(address) as channel:
+            call = channel.unary_unary("/xce.v1.ClusterService/Status",
+                                       request_serializer=api.StatusRequest.SerializeToString,
+                                       response_deserializer=api.StatusResponse.FromString)
+            response: api.StatusResponse = await call(api.StatusRequest(local_only=True),
+                                                      timeout=PEER_STATUS_TIMEOUT_S)
+            return response.replicas[0]
+    except grpc.aio.AioRpcError as exc:
+        return str(exc.code().name).lower()

@@ -1,0 +1,89 @@
+"""The leader's heartbeat watchdog: which hosts to mark UNAVAIL, which to give up on.
+
+Theory of operation. Every `period_s` (half the heartbeat period) while the
+leader serves, `proposals` looks at the hosts: one whose current generation
+missed its heartbeats for `heartbeat_timeout_s` (host_liveness.Liveness) is
+proposed UNAVAIL; one UNAVAIL for `unknown_timeout_s` by the proposer's
+clock that still has UNKWN jobs is given up (`resolve_host`: its rerunnable
+jobs are requeued, the others end). Each change carries the generation it is
+about, so a host that re-joined meanwhile is left alone by apply. The hosts
+found late together go as one `host_statuses` entry once every replica
+understands that kind (fsm/versions.py), else as one `host_status` entry
+each. A change
+is not proposed again while it is in flight.
+
+Pure: the time is passed in; the caller proposes and reports back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from controller import fsm
+from controller.host_liveness import Liveness
+from controller.tables import Tables
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+HostGeneration = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One proposal: the entry, and the (host, generation) pairs it is about."""
+
+    entry: log.Entry
+    hosts: tuple[HostGeneration, ...]
+    what: str  # "unavailable" or "lost"
+
+
+@dataclass
+class Watchdog:
+    liveness: Liveness
+    period_s: float
+    unknown_timeout_ms: int
+    next_s: float = 0.0
+    in_flight: set[HostGeneration] = field(default_factory=set)
+
+    def due(self, now_s: float) -> bool:
+        return now_s >= self.next_s
+
+    def proposals(self, tables: Tables, now_s: float, now_ms: int, batched: bool) -> list[Change]:
+        self.next_s = now_s + self.period_s
+        hosts = [api.Host.FromString(raw) for _, raw in tables.scan("hosts")]
+        late = [pair for pair in self.liveness.overdue(hosts, now_s) if pair not in self.in_flight]
+        changes = _unavailable(late, batched)
+        lost = [(h.spec.name, h.generation) for h in _lost(tables, hosts, now_ms - self.unknown_timeout_ms)]
+        for name, generation in lost:
+            if (name, generation) not in self.in_flight:
+                entry = log.Entry(resolve_host=log.SetHostStatus(name=name, generation=generation))
+                changes.append(Change(entry, ((name, generation),), "lost"))
+        for change in changes:
+            self.in_flight.update(change.hosts)
+        return changes
+
+    def settled(self, change: Change) -> None:
+        self.in_flight.difference_update(change.hosts)
+
+
+def _unavailable(late: list[HostGeneration], batched: bool) -> list[Change]:
+    statuses = [log.SetHostStatus(name=name, generation=generation, status=api.HOST_UNAVAIL)
+                for name, generation in late]
+    if batched and statuses:
+        entry = log.Entry(host_statuses=log.HostStatuses(changes=statuses))
+        return [Change(entry, tuple(late), "unavailable")]
+    return [Change(log.Entry(host_status=status), (pair,), "unavailable")
+            for status, pair in zip(statuses, late, strict=True)]
+
+
+def _lost(tables: Tables, hosts: Iterable[api.Host], deadline_ms: int) -> list[api.Host]:
+    """Unavailable since before the deadline, with UNKWN jobs still to settle."""
+    lost = []
+    for host in hosts:
+        if host.status != api.HOST_UNAVAIL or host.status_time_ms > deadline_ms:
+            continue
+        jobs = (fsm.read_job(tables, i) for i in fsm.host_job_ids(tables, host.spec.name))
+        if any(j is not None and j.state == api.UNKWN for j in jobs):
+            lost.append(host)
+    return lost

@@ -1,0 +1,387 @@
+"""The leader core (controller/leader.py) driven by hand: inputs in, effects out.
+
+The state is the real state machine over MemoryTables; the consensus and the
+clock are stand-ins the tests move. Commit happens only when a test says so,
+so "commit before send" and "unknown outcome" can be seen step by step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from controller import fsm
+from controller.leader import (
+    AskPeers,
+    Effect,
+    EndStream,
+    LeaderCore,
+    LeaderSettings,
+    Propose,
+    Reply,
+    Send,
+)
+from controller.tables import MemoryTables
+from xce.clock import ManualClock
+from xce.errors import ServiceError
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+INIT = log.InitCluster(cluster_id="c", default_queue="normal", max_slots_per_job=8, config_digest="d1",
+                       queues=[api.Queue(name="normal", priority=30)])
+MEMBERS = (1, 2, 3)
+
+
+class Store:
+    def __init__(self) -> None:
+        self.tables = MemoryTables()
+        self.index = 0
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[MemoryTables]:
+        yield self.tables
+
+    def apply(self, entry: log.Entry) -> list[log.Result]:
+        self.index += 1
+        results = fsm.apply(self.tables, self.index, entry.SerializeToString())
+        assert results is not None
+        return results
+
+
+@dataclass
+class Consensus:
+    lead: bool = True
+    caught: bool = True
+    leader: str | None = None
+    term: int = 1
+
+    def leader_term(self) -> int | None:
+        return self.term if self.lead else None
+
+    def caught_up(self) -> bool:
+        return self.lead and self.caught
+
+    def leader_address(self) -> str | None:
+        return self.leader
+
+
+@dataclass
+class Harness:
+    store: Store = field(default_factory=Store)
+    consensus: Consensus = field(default_factory=Consensus)
+    clock: ManualClock = field(default_factory=ManualClock)
+    kinds: frozenset[str] = frozenset(fsm.HANDLERS)
+    proposed: list[Propose] = field(default_factory=list)  # not yet committed
+    replies: dict[int, object] = field(default_factory=dict)
+    sent: dict[int, list[api.ControllerMessage]] = field(default_factory=dict)
+    ended: dict[int, ServiceError | None] = field(default_factory=dict)
+    asked: int = 0
+
+    def __post_init__(self) -> None:
+        settings = LeaderSettings(replica_id=1, members=MEMBERS, init=INIT, kinds=self.kinds,
+                                  heartbeat_s=1.0, heartbeat_timeout_s=3.0, unknown_timeout_s=10.0)
+        self.core = LeaderCore(settings, self.store, self.consensus, self.clock, random.Random(7))
+
+    def effects(self) -> list[Effect]:
+        effects = self.core.take()
+        for effect in effects:
+            if isinstance(effect, Propose):
+                self.proposed.append(effect)
+            elif isinstance(effect, Reply):
+                self.replies[effect.token] = effect.response
+            elif isinstance(effect, Send):
+                self.sent.setdefault(effect.stream, []).extend(effect.messages)
+            elif isinstance(effect, EndStream):
+                self.ended[effect.stream] = effect.error
+            elif isinstance(effect, AskPeers):
+                self.asked += 1
+        return effects
+
+    def commit(self, count: int | None = None, answer: bool = True) -> list[log.Entry]:
+        """Apply the oldest proposals; tell the core (answer=False: the callback is lost)."""
+        done = self.proposed[:count] if count is not None else list(self.proposed)
+        del self.proposed[:len(done)]
+        for proposal in done:
+            results = self.store.apply(proposal.entry)
+            self.core.applied([self.store.index])
+            if answer:
+                self.core.proposal_done(proposal.token, results)
+            self.effects()
+        return [p.entry for p in done]
+
+    def serve(self) -> None:
+        """Become leader, push the configuration, announce: a serving leader with no backlog."""
+        self.core.tick()
+        self.effects()
+        self.commit()  # the configuration push
+        self.core.tick()
+        self.effects()
+        for replica in (2, 3):
+            self.core.peer_answered(replica, self.kinds, 1)
+        self.effects()
+        self.commit()  # the announcements
+        assert self.core.serving_term() is not None
+
+    def call(self, token: int, method: str, request: object) -> None:
+        self.core.call(token, method, request)
+        self.effects()
+
+
+def submit(request_id: str, jobs: int = 1) -> api.SubmitJobsRequest:
+    return api.SubmitJobsRequest(request_id=request_id, jobs=[api.JobSpec(command=["true"])] * jobs)
+
+
+def kinds(entries: list[log.Entry]) -> list[str]:
+    return [e.WhichOneof("body") or "" for e in entries]
+
+
+def test_a_new_leader_serves_only_once_caught_up_and_configured() -> None:
+    h = Harness()
+    h.consensus.caught = False
+    h.core.tick()
+    h.effects()
+    h.call(1, "SubmitJobs", submit("r1"))
+    assert isinstance(h.replies[1], ServiceError) and h.replies[1].code == log.UNAVAILABLE
+    assert h.proposed == []
+    h.consensus.caught = True
+    h.core.tick()
+    h.effects()
+    assert kinds(h.commit()) == ["init"]
+    assert h.core.serving_term() is not None
+
+
+def test_a_configuration_already_committed_is_not_proposed_again() -> None:
+    h = Harness()
+    h.serve()
+    revision = h.store.index
+    h.consensus.lead = False
+    h.core.tick()
+    h.consensus.lead, h.consensus.term = True, 2  # leads again (a new term): nothing to push
+    h.core.tick()
+    h.effects()
+    h.core.tick()
+    h.effects()
+    assert h.proposed == [] and h.store.index == revision and h.core.serving_term() is not None
+
+
+def test_submits_arriving_together_share_one_entry_each_answered_with_its_jobs() -> None:
+    h = Harness()
+    h.serve()
+    h.call(1, "SubmitJobs", submit("a"))  # proposed at once: nothing in flight
+    h.call(2, "SubmitJobs", submit("b", jobs=2))
+    h.call(3, "SubmitJobs", submit("c"))
+    assert [len(p.entry.submit.requests) for p in h.proposed] == [1]
+    h.commit()
+    assert [len(p.entry.submit.requests) for p in h.proposed] == [2]  # b and c waited, together
+    h.commit()
+    answers = [h.replies[t] for t in (1, 2, 3)]
+    assert all(isinstance(a, api.SubmitJobsResponse) for a in answers)
+    assert [[j.id for j in a.jobs] for a in answers] == [[1], [2, 3], [4]]  # type: ignore[attr-defined]
+
+
+def test_entries_are_stamped_with_the_leader_s_clock_id_and_format() -> None:
+    h = Harness()
+    h.serve()
+    h.clock.advance(1234)
+    h.call(1, "SubmitJobs", submit("a"))
+    entry = h.proposed[0].entry
+    assert (entry.stamp_ms, entry.proposer, entry.format) == (h.clock.now_ms(), 1, fsm.ENTRY_FORMAT)
+
+
+def test_a_lost_callback_is_settled_from_the_committed_result() -> None:
+    h = Harness()
+    h.serve()
+    h.call(1, "SubmitJobs", submit("a"))
+    token = h.proposed[0].token
+    h.commit(answer=False)
+    assert 1 not in h.replies
+    h.core.proposal_done(token, None)  # LEADER_CHANGED: the entry committed anyway
+    h.effects()
+    reply = h.replies[1]
+    assert isinstance(reply, api.SubmitJobsResponse) and [j.id for j in reply.jobs] == [1]
+
+
+def test_an_unknown_outcome_without_a_committed_result_asks_for_a_retry() -> None:
+    h = Harness()
+    h.serve()
+    h.call(1, "SubmitJobs", submit("a"))
+    token = h.proposed.pop().token
+    h.core.proposal_done(token, None)
+    h.effects()
+    reply = h.replies[1]
+    assert isinstance(reply, ServiceError) and reply.code == log.UNAVAILABLE
+    assert "same request id" in reply.message
+
+
+def test_a_proposal_that_never_settles_times_out_into_an_unknown_outcome() -> None:
+    h = Harness()
+    h.serve()
+    h.call(1, "ControlJob", api.ControlJobRequest(job_id="1", action=api.KILL, request_id="k"))
+    assert isinstance(h.replies[1], ServiceError) and h.replies[1].code == log.NOT_FOUND  # pre-check
+    h.call(2, "SubmitJobs", submit("a"))
+    h.proposed.clear()  # lost with a dead connection: no callback will ever come
+    h.clock.advance(9_000)
+    h.core.tick()
+    h.effects()
+    assert 2 not in h.replies
+    h.clock.advance(1_500)
+    h.core.tick()
+    h.effects()
+    assert isinstance(h.replies[2], ServiceError) and h.replies[2].code == log.UNAVAILABLE
+
+
+def test_a_step_down_and_back_up_unseen_between_two_ticks_still_ends_the_old_leadership() -> None:
+    h = Harness()
+    h.serve()
+    h.core.worker_opened(5)
+    h.effects()
+    first = h.core.serving_term()
+    h.consensus.term = 2  # deposed and elected again, in another term
+    h.core.tick()
+    h.effects()
+    assert 5 in h.ended and h.core.serving_term() != first
+
+
+def test_a_follower_refuses_writes_naming_the_leader() -> None:
+    h = Harness(consensus=Consensus(lead=False, leader="10.0.0.2:7101"))
+    h.core.tick()
+    h.call(1, "SubmitJobs", submit("a"))
+    reply = h.replies[1]
+    assert isinstance(reply, ServiceError)
+    assert (reply.code, reply.leader) == (log.FAILED_PRECONDITION, "10.0.0.2:7101")
+    h.consensus.leader = None
+    h.call(2, "SubmitJobs", submit("a"))
+    assert isinstance(h.replies[2], ServiceError) and h.replies[2].code == log.UNAVAILABLE
+
+
+def test_stepping_down_answers_every_waiter_and_ends_every_worker_stream() -> None:
+    h = Harness()
+    h.serve()
+    h.call(1, "SubmitJobs", submit("a"))
+    h.call(2, "SubmitJobs", submit("b"))  # queued behind the first
+    h.core.worker_opened(77)
+    h.effects()
+    h.consensus.lead, h.consensus.leader = False, "10.0.0.3:7101"
+    h.core.tick()
+    h.effects()
+    assert all(isinstance(h.replies[t], ServiceError) for t in (1, 2))
+    assert h.ended[77] is not None and h.ended[77].leader == "10.0.0.3:7101"
+    assert h.core.serving_term() is None
+
+
+def join(h: Harness, stream: int, name: str = "n1", slots: int = 4) -> int:
+    h.core.worker_opened(stream)
+    h.core.worker_message(stream, api.WorkerMessage(join=api.HostSpec(name=name, slots=slots)))
+    h.effects()
+    h.commit()
+    joined = [m for m in h.sent.get(stream, []) if m.HasField("joined")]
+    assert joined, h.ended.get(stream)
+    return joined[0].joined.generation
+
+
+def test_a_worker_gets_joined_then_only_committed_dispatches() -> None:
+    h = Harness()
+    h.serve()
+    assert join(h, 5) == 1
+    h.call(1, "SubmitJobs", submit("a"))
+    h.commit()
+    h.call(2, "RunJob", api.RunJobRequest(job_id="1", host="n1", request_id="run-1"))
+    assert kinds([p.entry for p in h.proposed]) == ["dispatch"]
+    assert not any(m.HasField("run") for m in h.sent[5])  # proposed, not committed: nothing sent
+    h.commit()
+    runs = [m.run.job for m in h.sent[5] if m.HasField("run")]
+    assert [(j.id, j.attempt, j.host) for j in runs] == [(1, 0, "n1")]
+    assert isinstance(h.replies[2], api.JobResponse) and h.replies[2].job.state == api.RUN
+
+
+def test_reports_are_relayed_with_the_connection_s_generation_and_acked_after_commit() -> None:
+    h = Harness()
+    h.serve()
+    join(h, 5)
+    h.call(1, "SubmitJobs", submit("a"))
+    h.commit()
+    h.call(2, "RunJob", api.RunJobRequest(job_id="1", host="n1", request_id="run-1"))
+    h.commit()
+    finished = api.JobReport(job_id=1, attempt=0, finished=api.JobFinished(exit_code=0))
+    h.core.worker_message(5, api.WorkerMessage(reports=api.Reports(reports=[
+        api.JobReport(job_id=1, attempt=0, started=api.JobStarted(pid=9)), finished])))
+    h.effects()
+    [proposal] = h.proposed
+    assert [(r.host, r.generation) for r in proposal.entry.reports.reports] == [("n1", 1), ("n1", 1)]
+    assert not any(m.HasField("ack") for m in h.sent[5])
+    h.commit()
+    assert [m.ack.kind for m in h.sent[5] if m.HasField("ack")] == ["started", "finished"]
+    with h.store.read() as tables:
+        job = fsm.read_job(tables, 1)
+    assert job is not None and job.state == api.DONE
+
+
+def test_a_malformed_first_message_ends_the_stream_with_invalid_argument() -> None:
+    h = Harness()
+    h.serve()
+    h.core.worker_opened(5)
+    h.core.worker_message(5, api.WorkerMessage(heartbeat=api.Heartbeat(generation=1)))
+    h.effects()
+    assert h.ended[5] is not None and h.ended[5].code == log.INVALID_ARGUMENT
+    h.core.worker_opened(6)
+    h.core.worker_message(6, api.WorkerMessage(join=api.HostSpec(name="bad name", slots=1)))
+    h.effects()
+    assert h.ended[6] is not None and h.ended[6].code == log.INVALID_ARGUMENT and h.proposed == []
+
+
+def test_silent_hosts_go_unavailable_one_entry_each_until_every_member_knows_host_statuses() -> None:
+    h = Harness(kinds=frozenset(fsm.HANDLERS) - {"host_statuses"})
+    h.serve()
+    join(h, 5, "n1")
+    join(h, 6, "n2")
+    h.clock.advance(3_500)  # past the heartbeat timeout (3 s) with no heartbeat
+    h.core.tick()
+    h.effects()
+    assert sorted(kinds([p.entry for p in h.proposed])) == ["host_status", "host_status"]
+    h.commit()
+    with h.store.read() as tables:
+        assert {fsm.read_host(tables, n).status for n in ("n1", "n2")} == {api.HOST_UNAVAIL}  # type: ignore[union-attr]
+
+
+def test_silent_hosts_go_unavailable_in_one_entry_once_host_statuses_is_enabled() -> None:
+    h = Harness()
+    h.serve()
+    with h.store.read() as tables:
+        assert "host_statuses" in fsm.versions.enabled(fsm.read_meta(tables), MEMBERS)
+    join(h, 5, "n1")
+    join(h, 6, "n2")
+    h.clock.advance(3_500)
+    h.core.tick()
+    h.effects()
+    [proposal] = h.proposed
+    assert sorted(c.name for c in proposal.entry.host_statuses.changes) == ["n1", "n2"]
+    h.core.tick()
+    h.effects()
+    assert len(h.proposed) == 1  # in flight: not proposed again
+
+
+def test_a_peer_that_does_not_know_a_kind_keeps_it_off() -> None:
+    h = Harness()
+    h.core.tick()
+    h.effects()
+    h.commit()
+    h.core.tick()
+    h.effects()
+    assert h.asked == 1
+    h.core.peer_answered(2, frozenset(fsm.HANDLERS), 1)
+    h.core.peer_answered(3, frozenset(fsm.HANDLERS) - {"host_statuses"}, 1)
+    h.effects()
+    h.commit()
+    with h.store.read() as tables:
+        meta = fsm.read_meta(tables)
+    assert sorted(meta.members) == [1, 2, 3] and fsm.versions.enabled(meta, MEMBERS) == frozenset()
+    h.core.peer_answered(3, frozenset(fsm.HANDLERS), 1)  # upgraded
+    h.effects()
+    h.commit()
+    with h.store.read() as tables:
+        assert fsm.versions.enabled(fsm.read_meta(tables), MEMBERS) == {"host_statuses"}
+    h.core.peer_answered(3, frozenset(fsm.HANDLERS), 1)  # the same again: nothing to commit
+    h.effects()
+    assert h.proposed == []
