@@ -18,6 +18,10 @@ finished, dispatch failed), which the worker keeps and re-sends on every
 connection until the leader acknowledges them (H4). After a reconnect it
 also re-reports every instance still running, so the new leader learns what
 runs here.
+
+What one connection means (`opening`, `receive`, `heartbeat`, `closed`) is
+kept apart from the gRPC loop that drives it, so the protocol simulation
+drives the same methods over its simulated network.
 """
 
 from __future__ import annotations
@@ -28,16 +32,18 @@ import random
 import signal
 import sys
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
 
 from worker.config import WorkerConfig, WorkerConfigError, load
 from worker.executor import Executor
+from worker.journal import JournalStore
+from worker.process_host import ProcessHost
 from xce import worker_wire
 from xce.client import channel_options, leader_hint
+from xce.clock import REAL_CLOCK, Clock
 from xce.v1 import api_pb2 as api
 
 log = logging.getLogger("xce.worker")
@@ -49,36 +55,81 @@ SILENT_PERIODS = 3
 MIN_SILENCE_S = 2.0
 JOIN_TIMEOUT_S = 5.0  # a join is one commit: far less than this unless the replica is unreachable
 MAX_BACKOFF_S = 2.0  # a failover takes about a second: do not sleep through it
+MAX_FAILURES_KEPT = 100
+
+Send = Callable[[api.WorkerMessage], None]
 
 
 class Worker:
-    def __init__(self, config: WorkerConfig, rng: random.Random | None = None) -> None:
+    def __init__(self, config: WorkerConfig, rng: random.Random | None = None, clock: Clock = REAL_CLOCK,
+                 host: ProcessHost | None = None, journal: JournalStore | None = None,
+                 draining: Callable[[], bool] | None = None) -> None:
         self.config = config
         self.generation = 0
+        self.joined = False
+        self.clock = clock
         self._rng = rng or random.Random()
         self._stop = threading.Event()
         self._target = config.controllers[0]
         self._call: grpc.Call | None = None
         self._lock = threading.Lock()
         self._unacked: dict[tuple[int, int, str], api.JobReport] = {}
-        self._outgoing: queue.Queue[api.WorkerMessage | None] | None = None
+        self._send: Send | None = None  # the joined connection's, while there is one
         self._heard = 0.0  # when the leader last said anything on the current stream
+        self.failures: list[str] = []  # commands that raised (the last MAX_FAILURES_KEPT)
         self.executor = Executor(config.spool_dir, config.kill_grace_s, self._report,
-                                 lambda: config.draining, config.journal_keep)
+                                 draining or (lambda: config.draining), config.journal_keep, host=host,
+                                 clock=clock, journal=journal)
+
+    # -------------------------------------------------------------- one connection, without I/O
+
+    def opening(self) -> api.WorkerMessage:
+        """The first message of a new stream."""
+        self.joined = False
+        return api.WorkerMessage(join=self.config.host)
+
+    def receive(self, frame: api.ControllerMessage, send: Send) -> bool:
+        """A frame from the leader; True when it made this stream joined (start heartbeats)."""
+        self._heard = self.clock.monotonic_s()
+        joined_now = False
+        for message in worker_wire.controller_messages(frame):
+            if message.WhichOneof("body") == "joined" and not self.joined:
+                self.joined = joined_now = True
+                self.generation = message.joined.generation
+                log.info("worker %s: joined, generation %d", self.config.host.name, self.generation)
+                self._resend(send)
+            elif self.joined:
+                self._on_message(message)
+        return joined_now
+
+    def heartbeat(self) -> api.WorkerMessage:
+        return api.WorkerMessage(heartbeat=api.Heartbeat(generation=self.generation))
+
+    def silent_s(self) -> float:
+        """How long the leader has said nothing on the current stream."""
+        return self.clock.monotonic_s() - self._heard
+
+    def closed(self, send: Send | None) -> None:
+        """The stream ended: no connection to send reports on until the next join."""
+        with self._lock:
+            if send is None or self._send == send:  # bound methods are equal, not identical
+                self._send = None
+        self.joined = False
 
     def _report(self, report: api.JobReport) -> None:
         """Keep it until acknowledged; send it now if connected (any thread)."""
         with self._lock:
             self._unacked[(report.job_id, report.attempt, report.WhichOneof("body") or "")] = report
-            outgoing = self._outgoing
-        if outgoing is not None:
-            outgoing.put(api.WorkerMessage(report=report))
+            send = self._send
+        if send is not None:
+            send(api.WorkerMessage(report=report))
 
     def _on_message(self, message: api.ControllerMessage) -> None:
         try:
             self._handle(message)
-        except Exception:  # noqa: BLE001 - one bad command must not take the worker down
+        except Exception as exc:  # noqa: BLE001 - one bad command must not take the worker down
             log.exception("worker %s: command failed: %s", self.config.host.name, message)
+            self.failures = [*self.failures[-(MAX_FAILURES_KEPT - 1):], f"{message}: {exc!r}"]
 
     def _handle(self, message: api.ControllerMessage) -> None:
         kind = message.WhichOneof("body")
@@ -92,15 +143,17 @@ class Worker:
                 self._unacked.pop((ack.job_id, ack.attempt, ack.kind), None)
             self.executor.acknowledged((ack.job_id, ack.attempt), ack.kind)
 
-    def _resend(self, outgoing: queue.Queue[api.WorkerMessage | None]) -> None:
+    def _resend(self, send: Send) -> None:
         """After a join: everything unacknowledged, and what still runs here."""
         for key in self.executor.running():
             self.executor.rereport(key)
         with self._lock:
-            self._outgoing = outgoing
+            self._send = send
             pending = list(self._unacked.values())
         for report in pending:
-            outgoing.put(api.WorkerMessage(report=report))
+            send(api.WorkerMessage(report=report))
+
+    # -------------------------------------------------------------- the gRPC loop
 
     def stop(self) -> None:
         self._stop.set()
@@ -136,9 +189,8 @@ class Worker:
     def _session(self, target: str) -> bool:
         """One stream: join, heartbeat until it ends. True if it had joined."""
         outgoing: queue.Queue[api.WorkerMessage | None] = queue.Queue()
-        outgoing.put(api.WorkerMessage(join=self.config.host))
+        outgoing.put(self.opening())
         ended = threading.Event()
-        joined = False
         joined_event = threading.Event()
         with grpc.insecure_channel(target, options=channel_options()) as channel:
             connect = channel.stream_stream("/xce.v1.WorkerService/Connect",
@@ -146,7 +198,7 @@ class Worker:
                                             response_deserializer=api.ControllerMessage.FromString)
             call = connect(_drain(outgoing))
             self._call = call
-            self._heard = time.monotonic()
+            self._heard = self.clock.monotonic_s()
             # Not joined within JOIN_TIMEOUT_S (say, a replica cut off by a partition,
             # where connecting alone can hang for 20 s): give up on it, try the next.
             join_timer = threading.Timer(JOIN_TIMEOUT_S, lambda: joined_event.is_set() or call.cancel())
@@ -155,42 +207,38 @@ class Worker:
             try:
                 if self._stop.is_set():
                     return False
-                for message in (m for frame in call for m in worker_wire.controller_messages(frame)):
-                    self._heard = time.monotonic()
-                    if message.WhichOneof("body") == "joined" and not joined:
-                        joined = True
+                for frame in call:
+                    if self.receive(frame, outgoing.put):
                         joined_event.set()
-                        self.generation = message.joined.generation
-                        log.info("worker %s: joined via %s, generation %d", self.config.host.name, target,
-                                 self.generation)
-                        self._resend(outgoing)
+                        log.info("worker %s: joined via %s", self.config.host.name, target)
                         threading.Thread(target=self._heartbeat, daemon=True,
-                                         args=(outgoing, ended, self.generation,
-                                               max(0.05, message.joined.heartbeat_s), call)).start()
-                    elif joined:
-                        self._on_message(message)
+                                         args=(outgoing, ended, max(0.05, self._heartbeat_s(frame)),
+                                               call)).start()
             finally:
-                with self._lock:
-                    if self._outgoing is outgoing:
-                        self._outgoing = None
+                self.closed(outgoing.put)
                 join_timer.cancel()
                 ended.set()
                 outgoing.put(None)
                 call.cancel()
                 self._call = None
-        return joined
+        return joined_event.is_set()
+
+    @staticmethod
+    def _heartbeat_s(frame: api.ControllerMessage) -> float:
+        joined = [m.joined for m in worker_wire.controller_messages(frame) if m.HasField("joined")]
+        return joined[0].heartbeat_s if joined else 2.0
 
     def _heartbeat(self, outgoing: queue.Queue[api.WorkerMessage | None], ended: threading.Event,
-                   generation: int, period_s: float, call: grpc.Call) -> None:
+                   period_s: float, call: grpc.Call) -> None:
         while not ended.wait(period_s):
-            if time.monotonic() - self._heard > max(SILENT_PERIODS * period_s, MIN_SILENCE_S):
+            if self.silent_s() > max(SILENT_PERIODS * period_s, MIN_SILENCE_S):
                 # The leader answers every heartbeat: this one is cut off or gone
                 # without closing the stream (a partition). Find the current one.
                 log.info("worker %s: no word from the leader for %.1f s; reconnecting", self.config.host.name,
-                         time.monotonic() - self._heard)
+                         self.silent_s())
                 call.cancel()
                 return
-            outgoing.put(api.WorkerMessage(heartbeat=api.Heartbeat(generation=generation)))
+            outgoing.put(self.heartbeat())
 
     def _next(self, address: str) -> str:
         addresses = self.config.controllers

@@ -11,16 +11,19 @@ command ended, with its usage, to a status file. When the worker runs as root
 and the submitting user exists, the job runs as that user; otherwise as the
 worker's user.
 
-A started instance is watched by a thread: wait4 on the shim when this worker
-started it, otherwise (re-adopted after a worker restart: same pid and same
-process start time) polling /proc until it is gone. Either way the outcome is
+A started instance is watched by the process host (process_host.py): wait4
+on the shim when this worker started it, otherwise (re-adopted after a worker
+restart: same pid and same process start time) polling /proc until it is
+gone. Either way the outcome is
 read from the status file; without one (the shim was killed with the job)
 the report says which signal ended it if known, or "exit status unknown".
 An instance that ended while the worker was down is reported the same way
 when the worker comes back (H4).
 
 Reports go to `report`; the daemon sends them until acknowledged and calls
-`acknowledged` then. Nothing here knows about gRPC.
+`acknowledged` then. Nothing here knows about gRPC; processes, time and the
+journal are injected (a ProcessHost, a Clock, a journal), so the protocol
+simulation runs this very code on a simulated host.
 """
 
 from __future__ import annotations
@@ -31,15 +34,15 @@ import os
 import pwd
 import shutil
 import signal
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from worker.journal import KEEP_ACKED, Journal
+from worker.journal import KEEP_ACKED, Journal, JournalStore
+from worker.process_host import ProcessHost, RealProcessHost
+from xce.clock import REAL_CLOCK, Clock
 from xce.v1 import api_pb2 as api
 
 log = logging.getLogger("xce.worker")
@@ -47,7 +50,6 @@ log = logging.getLogger("xce.worker")
 Key = tuple[int, int]
 
 COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, DRAINING, START_FAILED = -1, -2, -3, -4, -5
-POLL_S = 0.2
 PRUNE_EVERY_ACKS = 100
 
 
@@ -56,14 +58,18 @@ STOPPED = (api.USUSP, api.SSUSP)
 
 class Executor:
     def __init__(self, spool: Path, kill_grace_s: float, report: Callable[[api.JobReport], None],
-                 draining: Callable[[], bool] = lambda: False, keep_acked: int = KEEP_ACKED) -> None:
+                 draining: Callable[[], bool] = lambda: False, keep_acked: int = KEEP_ACKED,
+                 host: ProcessHost | None = None, clock: Clock = REAL_CLOCK,
+                 journal: JournalStore | None = None) -> None:
         self.spool = Path(spool)
         self.spool.mkdir(parents=True, exist_ok=True)
         self.kill_grace_s = kill_grace_s
         self._report = report
         self._draining = draining
-        self._lock = threading.Lock()
-        self.journal = Journal(self.spool / "journal", keep_acked)
+        self.host = host or RealProcessHost()
+        self.clock = clock
+        self._lock = threading.Lock()  # reports come from the host's watch threads too
+        self.journal: JournalStore = journal or Journal(self.spool / "journal", keep_acked)
         self._running: dict[Key, int] = {}  # instance -> shim pid, while it runs
         self._killed_hard: set[Key] = set()
         self._acks = 0  # SIGKILLed by us: the end is known even without a status
@@ -79,19 +85,21 @@ class Executor:
                     self._report(_report_from(record["final"]))
                 continue
             pid = record.get("pid")
+            ticks = self.host.start_ticks(pid) if pid else None
             if pid:  # alive only if the pid still names the same process, not a reused pid
-                alive = _start_ticks(pid) is not None and _start_ticks(pid) == record.get("pid_start")
+                alive = ticks is not None and ticks == record.get("pid_start")
             else:
-                pid = _find_by_env(key, self.spool)
+                pid = self.host.find_by_env(key, self.spool)
                 alive = bool(pid)
-                record.setdefault("started_ms", int(time.time() * 1000))
+                ticks = self.host.start_ticks(pid) if pid else None
+                record.setdefault("started_ms", self.clock.now_ms())
             if alive:
-                record.update(pid=pid, pid_start=_start_ticks(pid), state="running")
+                record.update(pid=pid, pid_start=ticks, state="running")
                 self.journal.put(key, record)
                 with self._lock:
                     self._running[key] = pid
                 log.info("job %d.%d re-adopted, pid %d", *key, pid)
-                threading.Thread(target=self._watch, args=(key, record, None), daemon=True).start()
+                self._watch(key, record, started_here=False)
             elif state == "starting" and not Path(record["status_file"]).exists():
                 self._end(key, record, api.JobReport(job_id=key[0], attempt=key[1],
                           dispatch_failed=api.DispatchFailed(code=START_FAILED,
@@ -115,7 +123,7 @@ class Executor:
         if job.kill_requested:  # killed before it reached this host: never start it
             record = {"state": "starting", "status_file": "", "readable_id": job.readable_id}
             self._end(key, record, api.JobReport(job_id=job.id, attempt=job.attempt, finished=api.JobFinished(
-                term_signal=signal.SIGKILL, time_ms=int(time.time() * 1000))))
+                term_signal=signal.SIGKILL, time_ms=self.clock.now_ms())))
             return
         failure = self._check(job)
         status_file = self.spool / f"{job.id}.{job.attempt}.status"
@@ -127,20 +135,20 @@ class Executor:
             return
         self.journal.put(key, record)
         try:
-            popen = self._spawn(job, status_file)
+            pid = self._spawn(job, status_file)
         except Exception as exc:  # noqa: BLE001 - one bad job must not take the worker down
             self._end(key, record, _failed(job, START_FAILED, f"start failed: {exc}"))
             return
-        record.update(state="running", pid=popen.pid, pid_start=_start_ticks(popen.pid),
-                      started_ms=int(time.time() * 1000))
+        record.update(state="running", pid=pid, pid_start=self.host.start_ticks(pid),
+                      started_ms=self.clock.now_ms())
         self.journal.put(key, record)
         with self._lock:
-            self._running[key] = popen.pid
-        log.info("job %d.%d started, pid %d", job.id, job.attempt, popen.pid)
+            self._running[key] = pid
+        log.info("job %d.%d started, pid %d", job.id, job.attempt, pid)
         self._report(self._started(key, record))
         if job.state in STOPPED:  # stopped before it reached this host
             self._hold(key, job)
-        threading.Thread(target=self._watch, args=(key, record, popen), daemon=True).start()
+        self._watch(key, record, started_here=True)
 
     def _hold(self, key: Key, job: api.Job) -> None:
         state = job.state_before_unknown if job.state == api.UNKWN else job.state
@@ -155,15 +163,13 @@ class Executor:
         if pid is None:
             return
         if kind == api.SIGNAL_STOP:
-            _killpg(pid, signal.SIGSTOP)
+            self.host.killpg(pid, signal.SIGSTOP)
         elif kind == api.SIGNAL_CONT:
-            _killpg(pid, signal.SIGCONT)
+            self.host.killpg(pid, signal.SIGCONT)
         elif kind == api.SIGNAL_KILL:
-            _killpg(pid, signal.SIGTERM)
-            _killpg(pid, signal.SIGCONT)  # a stopped job must see the TERM
-            timer = threading.Timer(self.kill_grace_s, self._kill_hard, args=(key, pid))
-            timer.daemon = True
-            timer.start()
+            self.host.killpg(pid, signal.SIGTERM)
+            self.host.killpg(pid, signal.SIGCONT)  # a stopped job must see the TERM
+            self.host.call_later(self.kill_grace_s, lambda: self._kill_hard(key, pid))
 
     def rereport(self, key: Key) -> None:
         """Repeat what is known about an instance (after a reconnect or a repeated RunJob)."""
@@ -209,7 +215,7 @@ class Executor:
             return _failed(job, COMMAND_NOT_FOUND, f"command not found: {program}")
         return None
 
-    def _spawn(self, job: api.Job, status_file: Path) -> subprocess.Popen[bytes]:
+    def _spawn(self, job: api.Job, status_file: Path) -> int:
         cwd = Path(job.spec.cwd) if job.spec.cwd else self.spool
         user = self._user(job.spec.user)
         # Paths the submitter chose are opened as the job's user (by the shim),
@@ -227,9 +233,7 @@ class Executor:
         shim = [sys.executable, "-m", "worker.shim", str(status_file), *options, "--", *job.spec.command]
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
                                                           os.environ.get("PYTHONPATH")]))
-        with open(out, "ab") as stdout, open(err, "ab") as stderr:
-            return subprocess.Popen(shim, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
-                                    stderr=stderr, start_new_session=True)
+        return self.host.spawn(shim, cwd, env, out, err)
 
     def _user(self, name: str) -> str | None:
         if os.geteuid() != 0 or not name:
@@ -245,17 +249,11 @@ class Executor:
 
     # -------------------------------------------------------------- ending
 
-    def _watch(self, key: Key, record: dict[str, Any], popen: subprocess.Popen[bytes] | None) -> None:
-        pid, start = record["pid"], record.get("pid_start")
-        shim_signal = 0
-        if popen is not None:
-            _, status, _ = os.wait4(pid, 0)
-            popen.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-            shim_signal = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
-        else:
-            while _start_ticks(pid) == start and start is not None:
-                time.sleep(POLL_S)
-        self._end(key, record, self._finished(key, record, shim_signal))
+    def _watch(self, key: Key, record: dict[str, Any], started_here: bool) -> None:
+        def ended(shim_signal: int) -> None:
+            self._end(key, record, self._finished(key, record, shim_signal))
+
+        self.host.watch(record["pid"], started_here, record.get("pid_start"), ended)
 
     def _finished(self, key: Key, record: dict[str, Any], shim_signal: int | None) -> api.JobReport:
         report = api.JobReport(job_id=key[0], attempt=key[1])
@@ -268,7 +266,7 @@ class Executor:
             report.dispatch_failed.reason = str(status["start_error"])[:500]
             return report
         finished = report.finished
-        finished.time_ms = int(status.get("time_ms") or time.time() * 1000)
+        finished.time_ms = int(status.get("time_ms") or self.clock.now_ms())
         if "exit_code" in status:
             finished.exit_code = int(status["exit_code"])
             finished.term_signal = int(status["term_signal"])
@@ -301,7 +299,7 @@ class Executor:
             still = self._running.get(key) == pid
         if still:
             self._killed_hard.add(key)
-            _killpg(pid, signal.SIGKILL)
+            self.host.killpg(pid, signal.SIGKILL)
 
 
 def _failed(job: api.Job, code: int, reason: str) -> api.JobReport:
@@ -311,38 +309,3 @@ def _failed(job: api.Job, code: int, reason: str) -> api.JobReport:
 
 def _report_from(hex_bytes: str) -> api.JobReport:
     return api.JobReport.FromString(bytes.fromhex(hex_bytes))
-
-
-def _start_ticks(pid: int) -> int | None:
-    """The process's start time (clock ticks since boot), or None if it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    if fields[0] == "Z":
-        return None
-    return int(fields[19])
-
-
-def _find_by_env(key: Key, spool: Path) -> int:
-    """A shim started just before the worker died, found by its job environment."""
-    wanted = {f"XCE_JOB_ID={key[0]}".encode(), f"XCE_JOB_ATTEMPT={key[1]}".encode(),
-              f"XCE_SPOOL={spool}".encode()}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            env = set((entry / "environ").read_bytes().split(b"\0"))
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if wanted <= env and b"worker.shim" in cmdline:
-            return int(entry.name)
-    return 0
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass

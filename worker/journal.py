@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import lmdb
 
@@ -59,3 +59,49 @@ class Journal:
 
     def close(self) -> None:
         self._env.close()
+
+
+class JournalStore(Protocol):
+    """What the executor needs of a journal: the LMDB one, or MemoryJournal."""
+
+    def put(self, key: Key, record: dict[str, Any]) -> None: ...
+
+    def get(self, key: Key) -> dict[str, Any] | None: ...
+
+    def items(self) -> Iterator[tuple[Key, dict[str, Any]]]: ...
+
+    def prune_acked(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class MemoryJournal:
+    """The journal without LMDB, for simulations: records as JSON, in key order.
+
+    Records are kept as JSON text, as the LMDB journal keeps them, so what
+    a record can hold is the same in both.
+    """
+
+    def __init__(self, keep_acked: int = KEEP_ACKED) -> None:
+        self._rows: dict[bytes, str] = {}
+        self.keep_acked = keep_acked
+
+    def put(self, key: Key, record: dict[str, Any]) -> None:
+        self._rows[_key(key)] = json.dumps(record, sort_keys=True)
+
+    def get(self, key: Key) -> dict[str, Any] | None:
+        raw = self._rows.get(_key(key))
+        return None if raw is None else dict(json.loads(raw))
+
+    def items(self) -> Iterator[tuple[Key, dict[str, Any]]]:
+        for raw_key in sorted(self._rows):
+            job, attempt = raw_key.decode().split(".")
+            yield (int(job), int(attempt)), dict(json.loads(self._rows[raw_key]))
+
+    def prune_acked(self) -> None:
+        acked = sorted(key for key, record in self.items() if record.get("acked"))
+        for key in acked[:max(0, len(acked) - self.keep_acked)]:
+            del self._rows[_key(key)]
+
+    def close(self) -> None:
+        pass
