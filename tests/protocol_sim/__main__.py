@@ -18,7 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=1500, help="safety-phase steps per seed (CI: 1500)")
     parser.add_argument("--minutes", type=float, default=0.0, help="stop starting new seeds after this long")
     args = parser.parse_args(argv)
-    logging.getLogger("xce").setLevel(logging.ERROR)  # refused dispatches are expected here
+    for name in ("xce", "controller", "scheduler", "worker"):  # refusals, stale reports: expected here
+        logging.getLogger(name).setLevel(logging.ERROR)
     totals: Counter[str] = Counter()
     started = time.perf_counter()
     total_steps = total_jobs = runs = 0

@@ -1,20 +1,21 @@
-"""Deliberately injected bugs, to show the checks can fail (issue 5, item 5).
+"""Deliberately injected bugs, to show the checks can fail.
 
-Each is switched on through a monkeypatch (pytest's `MonkeyPatch`, also
-usable as `MonkeyPatch.context()` outside pytest) on the real function it
-breaks, except `run_before_commit`, which lives in the simulated leader
-(leader.py) because the leader's send loop is what the simulation replicates.
+Each bug is a variant of the `Options` a simulation runs with: a handler
+table for apply with one handler wrapped (as controller/faults.py builds
+its broken tables), a View subclass, a planner configuration, or the leader
+reading proposed rather than committed state. Nothing is monkeypatched: the
+production modules are untouched, and each simulated process is built with
+the broken part, as a broken build would be.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
-
-import pytest
 
 from controller import fsm
+from controller.fsm.holdings import release
+from scheduler.planner import PlannerConfig
 from scheduler.view import View
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -22,65 +23,67 @@ from xce.v1 import log_pb2 as log
 from .cluster import Options
 
 
-def run_before_commit(mp: pytest.MonkeyPatch, options: Options) -> Options:
-    """The leader sends RunJob for a batch as soon as it proposes it (no commit barrier)."""
+def run_before_commit(options: Options) -> Options:
+    """The leader reads proposed state as committed: it sends RunJob for a batch as soon as it
+    proposes it (no commit barrier), and answers from state that may never commit."""
     return replace(options, run_before_commit=True)
 
 
-def requeue_on_success(mp: pytest.MonkeyPatch, options: Options) -> Options:
+def requeue_on_success(options: Options) -> Options:
     """The seed's bug-1512: a success ack (a `started` report) puts the job back to PEND."""
-    original: Callable[[fsm.Applier, log.HostReport], log.Result] = fsm._report_one
+    original = options.handlers["reports"]
 
-    def buggy(applier: fsm.Applier, relayed: log.HostReport) -> log.Result:
-        result = original(applier, relayed)
-        if result.code == log.OK and relayed.report.WhichOneof("body") == "started":
-            job = fsm.read_job(applier.tables, relayed.report.job_id)
-            assert job is not None
-            fsm._release(applier, job)
-            job.state, job.host, job.pending_reason = api.PEND, "", "requeued on a success ack"
-            job.attempt += 1
-            applier.put_job(job)
-        return result
+    def buggy(applier: fsm.Applier) -> list[log.Result]:
+        results = original(applier)
+        for relayed, result in zip(applier.entry.reports.reports, results, strict=False):
+            if result.code == log.OK and relayed.report.WhichOneof("body") == "started":
+                job = fsm.read_job(applier.tables, relayed.report.job_id)
+                assert job is not None
+                if job.state in fsm.RUNNING:
+                    release(applier, job)
+                    job.state, job.host, job.pending_reason = api.PEND, "", "requeued on a success ack"
+                    job.attempt += 1
+                    applier.put_job(job)
+        return results
 
-    mp.setattr(fsm, "_report_one", buggy)
-    return options
+    return replace(options, handlers={**options.handlers, "reports": buggy})
 
 
-def join_without_generation_bump(mp: pytest.MonkeyPatch, options: Options) -> Options:
+def join_without_generation_bump(options: Options) -> Options:
     """A re-join is accepted but the host keeps its generation."""
-    original: Callable[[fsm.Applier, api.HostSpec], log.Result] = fsm._join_one
+    original = options.handlers["joins"]
 
-    def buggy(applier: fsm.Applier, spec: api.HostSpec) -> log.Result:
-        before = fsm.read_host(applier.tables, spec.name)
-        result = original(applier, spec)
-        if before is not None and before.generation > 0 and result.code == log.OK:
-            host = fsm.read_host(applier.tables, spec.name)
-            assert host is not None
-            host.generation = before.generation
-            applier.put_host(host)
-            result.generation = before.generation
-        return result
+    def buggy(applier: fsm.Applier) -> list[log.Result]:
+        before = {spec.name: fsm.read_host(applier.tables, spec.name) for spec in applier.entry.joins.joins}
+        results = original(applier)
+        for spec, result in zip(applier.entry.joins.joins, results, strict=False):
+            old = before[spec.name]
+            if old is not None and old.generation > 0 and result.code == log.OK:
+                host = fsm.read_host(applier.tables, spec.name)
+                assert host is not None
+                host.generation = old.generation
+                applier.put_host(host)
+                result.generation = old.generation
+        return results
 
-    mp.setattr(fsm, "_join_one", buggy)
-    return options
+    return replace(options, handlers={**options.handlers, "joins": buggy})
 
 
-def view_accepts_old_events(mp: pytest.MonkeyPatch, options: Options) -> Options:
-    """The scheduler's view applies an event whose revision is not newer than its own."""
-    original = View._apply_event
-
-    def buggy(self: View, event: log.Event) -> None:
+class _ViewAcceptingOldEvents(View):
+    def _apply_event(self, event: log.Event) -> None:
         if event.revision <= self.revision:
             self.revision = event.revision - 1  # so the real check lets the repeat through
-        original(self, event)
-
-    mp.setattr(View, "_apply_event", buggy)
-    return options
+        super()._apply_event(event)
 
 
-def stale_lease_accepted(mp: pytest.MonkeyPatch, options: Options) -> Options:
+def view_accepts_old_events(options: Options) -> Options:
+    """The scheduler's view applies an event whose revision is not newer than its own."""
+    return replace(options, view_factory=_ViewAcceptingOldEvents)
+
+
+def stale_lease_accepted(options: Options) -> Options:
     """Apply takes a decision batch without checking its lease epoch and holder."""
-    original = fsm._HANDLERS["decisions"]
+    original = options.handlers["decisions"]
 
     def buggy(applier: fsm.Applier) -> list[log.Result]:
         meta, batch = applier.meta, applier.entry.decisions
@@ -92,18 +95,22 @@ def stale_lease_accepted(mp: pytest.MonkeyPatch, options: Options) -> Options:
         finally:  # the lease itself is left as it was: only the check is skipped
             meta.lease_epoch, meta.lease_holder, meta.lease_expires_ms = saved
 
-    mp.setitem(fsm._HANDLERS, "decisions", buggy)
-    return options
+    return replace(options, handlers={**options.handlers, "decisions": buggy})
 
 
-BUGS: dict[str, Callable[[pytest.MonkeyPatch, Options], Options]] = {
+def planner_ignores_refusal_cooldown(options: Options) -> Options:
+    """The planner forgets a worker's refusal at once: a draining host costs an attempt
+    every pass (a bug only the real planner can show: the old simulation had no cool-down)."""
+    return replace(options, planner=replace(PlannerConfig(), refusal_cooldown_ms=0))
+
+
+BUGS: dict[str, Callable[[Options], Options]] = {
     f.__name__: f for f in (run_before_commit, requeue_on_success, join_without_generation_bump,
-                            view_accepts_old_events, stale_lease_accepted)}
+                            view_accepts_old_events, stale_lease_accepted, planner_ignores_refusal_cooldown)}
 
 
-def inject(name: str, mp: pytest.MonkeyPatch, options: Options | None = None) -> Options:
-    return BUGS[name](mp, options or Options())
+def inject(name: str, options: Options | None = None) -> Options:
+    return BUGS[name](options or Options())
 
 
 __all__ = ["BUGS", "inject"]
-_ = Any

@@ -9,6 +9,14 @@ nothing to do returns None and changes nothing. The interleaving of steps is
 the simulated network's delay and reordering; the same picks give the same
 run, byte for byte (no wall clock, no threads, no unordered iteration).
 
+The processes are the real code: each replica's `LeaderCore` (leader.py
+drives it), each scheduler's `Decider` (scheduler_node.py), each host's
+`Worker` and `Executor` (worker_node.py), on the simulated clock. What is
+simulated is only what is around them: Raft (raft.py), the network
+(network.py), the operating system under the executor, and time. Injected
+bugs come in through `Options` (bugs.py); nothing here changes a
+production module.
+
 Ghost state for the checks (invariants.py) is recorded as entries apply for
 the first time on any replica (applied implies committed): the state hash
 after each index (replicas must agree), the view a scheduler at that revision
@@ -23,28 +31,31 @@ import random
 import shutil
 import tempfile
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from controller import fsm, sync_stream
-from controller.host_liveness import Liveness
+from scheduler.planner import PlannerConfig
 from scheduler.view import View
 from xce import worker_wire
+from xce.clock import ManualClock
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
-from . import worker_node
-from .leader import CLUSTER, HEARTBEAT_TIMEOUT_S, QUEUE, Leadership, SessionLink
+from .leader import CLUSTER, QUEUE, UNKNOWN_TIMEOUT_S, ReplicaDriver
 from .network import Call, Reply, Stream
 from .raft import LogEntry, RaftCluster, Replica
 from .scheduler_node import SchedulerNode
-from .simloop import SimLoop
 from .worker_node import SimOS, WorkerNode
 
 STAMP0_MS = 1_700_000_000_000
 CALL_TIMEOUT_MS = 5_000
+# The timing assumption of ResolveHost, made physical: a host unavailable this
+# long before the leader gives up on it is down (its processes are dead).
+HOST_DEAD_AFTER_MS = int(UNKNOWN_TIMEOUT_S * 1000) - 1_000
+REFUSAL_COOLDOWN_MS = PlannerConfig().refusal_cooldown_ms  # what RefusalRespected holds a pass to
 
 # The actions of tla/XceBarrier.tla, in its order; the simulation-only steps after them.
 SPEC_ACTIONS = (
@@ -70,11 +81,15 @@ class Options:
     schedulers: int = 2
     max_jobs: int = 10
     events_kept: int = 4  # small, so Sync streams fall behind the events floor and resync by snapshot
-    run_before_commit: bool = False  # injected bug: sessions read proposed, not committed, state
     # The timing assumption of the spec's ResolveHost: a host unavailable past
     # unknown_timeout_s is down, its instances dead. False lets the leader give
     # up on a host that is only cut off (see tla/README.md, findings).
     resolve_needs_dead_host: bool = True
+    # Injected bugs (bugs.py) come in here, never by changing a production module:
+    run_before_commit: bool = False  # sessions read proposed, not committed, state
+    handlers: Mapping[str, fsm.Handler] = field(default_factory=lambda: dict(fsm.HANDLERS))  # apply's table
+    view_factory: Callable[[], View] = View  # the schedulers' view
+    planner: PlannerConfig = field(default_factory=PlannerConfig)  # the schedulers' planner
 
 
 @dataclass
@@ -102,14 +117,14 @@ class Sim:
     def __init__(self, seed: int, options: Options | None = None) -> None:
         self.seed = seed
         self.options = options or Options()
+        self.handlers = self.options.handlers
         self.rng = random.Random(seed)
-        self.now_ms: int = STAMP0_MS
+        self.clock = ManualClock(STAMP0_MS)
         self.root = Path(tempfile.mkdtemp(prefix="xce-sim-"))
         self.os = SimOS(self)
-        worker_node.enter(self.os)
-        self.loop = SimLoop(self.now_s)
-        self.raft = RaftCluster(3, self._on_apply)
-        self.leaderships: dict[int, Leadership] = {}
+        self.raft = RaftCluster(3, self._on_apply, self.handlers)
+        self.drivers: dict[int, ReplicaDriver] = {}
+        self.roles: dict[int, tuple[bool, int]] = {}  # what each driver was last told: (leading, term)
         self.streams: dict[int, Stream] = {}
         self.calls: list[Call] = []
         self.replies: list[Reply] = []
@@ -117,7 +132,9 @@ class Sim:
         self._ids = 0
         self.workers = {f"h{i}": WorkerNode(self, f"h{i}", self.options.slots)
                         for i in range(1, self.options.hosts + 1)}
-        self.schedulers = {f"s{i}": SchedulerNode(f"s{i}") for i in range(1, self.options.schedulers + 1)}
+        self.schedulers = {f"s{i}": SchedulerNode(f"s{i}", self.clock, self.options.view_factory,
+                                                  self.options.planner)
+                           for i in range(1, self.options.schedulers + 1)}
         self.client = Client()
         # ghost state for the invariants
         self.ghosts: dict[tuple[int, int], list[tuple[str, int]]] = {}
@@ -127,6 +144,8 @@ class Sim:
         self.placements: set[tuple[int, int, str]] = set()
         self.join_indices: dict[str, list[int]] = {name: [] for name in self.workers}
         self.join_generations: dict[str, list[int]] = {name: [] for name in self.workers}
+        self.refused_now: dict[tuple[int, int], tuple[str, int]] = {}  # pending refusals: (host, stamp)
+        self.refused_at: dict[int, dict[tuple[int, int], tuple[str, int]]] = {}  # ... after each index
         self.violations: list[str] = []
         self.entries_checked: dict[int, int] = {}  # replica -> committed entries compared so far
         self.stats: Counter[str] = Counter()  # how often the interesting cases happened
@@ -136,16 +155,20 @@ class Sim:
         self.check: Callable[[Sim], None] | None = None  # the invariants, set by the runner
         self.actions: dict[str, Callable[[int], str | None]] = {
             name: getattr(self, name) for name in (*SPEC_ACTIONS, *SIM_ACTIONS)}
+        for replica in self.raft.replicas:
+            self.drivers[replica.rid] = ReplicaDriver(self, replica)
         for node in self.workers.values():
             node.boot()
 
     def close(self) -> None:
-        self.loop.shutdown()
-        worker_node.leave(self.os)
         shutil.rmtree(self.root, ignore_errors=True)
 
+    @property
+    def now_ms(self) -> int:
+        return self.clock.now_ms()
+
     def now_s(self) -> float:
-        return (self.now_ms - STAMP0_MS) / 1000
+        return self.clock.monotonic_s()
 
     def next_id(self) -> int:
         self._ids += 1
@@ -155,12 +178,7 @@ class Sim:
 
     def step(self, name: str, pick: int) -> str | None:
         done = self.actions[name](pick)
-        for leadership in list(self.leaderships.values()):
-            replica = leadership.replica
-            if not (replica.up and replica.leading and replica.term == leadership.term):
-                self._depose(replica)  # it heard of a higher term (a vote, an append) or crashed
-        for leadership in list(self.leaderships.values()):
-            leadership.settle()
+        self._settle_drivers()
         self._reap()
         for node in self.workers.values():
             node.pump()
@@ -170,6 +188,19 @@ class Sim:
             if self.check is not None:
                 self.check(self)  # after every step that did something: a failure names its step
         return done
+
+    def _settle_drivers(self) -> None:
+        """What each replica's driver does between events: tell the core of a role change,
+        of streams its workers closed, and poll while a new leader is catching up."""
+        for rid, driver in sorted(self.drivers.items()):
+            replica = driver.replica
+            role = (replica.up and replica.leading, replica.term)
+            if self.roles.get(rid) != role:
+                self.roles[rid] = role
+                driver.poll()
+            driver.notice_closed_streams()
+            if driver.core.term is not None and not driver.serving():
+                driver.poll()
 
     def enabled(self, name: str) -> bool:
         """A cheap over-approximation of whether `name` could do anything now (for
@@ -191,17 +222,17 @@ class Sim:
             "CommitApply": lambda: bool(self.raft.leaders()),
             "LeaderCrash": lambda: bool(self.raft.leaders()),
             "ReplicaRestart": lambda: any(not r.up for r in self.raft.replicas),
-            "SendRun": lambda: any(self._unsent(leadership, link) for leadership, link in self._sessions()),
-            "Resync": lambda: bool(self.serving_leaders()) and any(s.stream is None for s in self._awake()),
+            "SendRun": lambda: bool(self.serving_drivers()),
+            "SendKill": lambda: bool(self.serving_drivers()),
+            "HeartbeatTimeout": lambda: bool(self.serving_drivers()),
+            "ResolveHost": lambda: bool(self.serving_drivers()),
+            "Resync": lambda: bool(self.serving_drivers()) and any(s.stream is None for s in self._awake()),
             "WorkerRejoin": lambda: any(n.daemon is None or (n.stream is None and self.raft.leaders())
                                         for n in self.workers.values()),
-            "SchedulerPass": lambda: any(s.lease_until_ms > self.now_ms and s.view.revision > 0
-                                         for s in self._awake()),
-            "SyncTail": lambda: any(link.revision < leadership.replica.applied for leadership in
-                                    self.leaderships.values() for link in leadership.syncs.values()),
-            "SyncRepeat": lambda: any(leadership.syncs for leadership in self.leaderships.values()),
-            "HeartbeatTimeout": lambda: any(leadership.overdue() for leadership in self.serving_leaders()),
-            "ResolveHost": lambda: any(leadership.lost_hosts() for leadership in self.serving_leaders()),
+            "SchedulerPass": lambda: any(s.holds_lease() and s.view.revision > 0 for s in self._awake()),
+            "SyncTail": lambda: any(link.feed.revision < driver.replica.applied for driver in
+                                    self.drivers.values() for link in driver.syncs.values()),
+            "SyncRepeat": lambda: any(driver.syncs for driver in self.drivers.values()),
             "ClientRetry": lambda: bool(self.client.pending) and bool(self.raft.leaders()),
             "ElectLeader": lambda: any(len(self.raft.eligible_voters(r)) + 1 >= self.raft.majority()
                                        for r in self.raft.replicas if r.up and not r.leading),
@@ -219,9 +250,9 @@ class Sim:
                 scheduler.stream_ended()
         self.streams = {sid: s for sid, s in self.streams.items() if s.open}
 
-    def serving_leaders(self) -> list[Leadership]:
-        return [self.leaderships[r.rid] for r in self.raft.leaders()
-                if r.rid in self.leaderships and self.leaderships[r.rid].serving()]
+    def serving_drivers(self) -> list[ReplicaDriver]:
+        return [self.drivers[r.rid] for r in self.raft.leaders()
+                if r.rid in self.drivers and self.drivers[r.rid].serving()]
 
     def _target(self, pick: int) -> Replica | None:
         """Where a client, worker or scheduler goes: a replica that says it leads
@@ -232,11 +263,6 @@ class Sim:
         stream = Stream(self.next_id(), kind, endpoint, replica.rid)
         self.streams[stream.sid] = stream
         return stream
-
-    def _depose(self, replica: Replica) -> None:
-        leadership = self.leaderships.pop(replica.rid, None)
-        if leadership is not None:
-            leadership.step_down()
 
     # -------------------------------------------------------------- apply hook and ghost state
 
@@ -250,9 +276,9 @@ class Sim:
         if index > self.max_applied and entry.data is not None and results is not None:
             self.max_applied = index
             self._first_apply(replica, index, entry, results)
-        leadership = self.leaderships.get(replica.rid)
-        if leadership is not None and replica.leading:
-            leadership.on_applied(index, entry, results)
+        driver = self.drivers.get(replica.rid)
+        if driver is not None:
+            driver.on_applied(index, entry, results)
 
     def _first_apply(self, replica: Replica, index: int, entry: LogEntry, results: list[log.Result]) -> None:
         tables = replica.tables
@@ -268,6 +294,11 @@ class Sim:
                 job = api.Job.FromString(change.value)
                 if job.host and job.state in fsm.RUNNING:
                     self.placements.add((job.id, job.attempt, job.host))
+                for key in [k for k in self.refused_now if k[0] == job.id]:
+                    del self.refused_now[key]
+                if job.state == api.PEND and job.pending_code == api.PEND_DISPATCH_REFUSED:
+                    self.refused_now[(job.id, job.attempt)] = (job.refused_host, decoded.stamp_ms)
+        self.refused_at[index] = dict(self.refused_now)
         kind = decoded.WhichOneof("body")
         joins = [decoded.join_host] if kind == "join_host" else \
             list(decoded.joins.joins) if kind == "joins" else []
@@ -282,23 +313,60 @@ class Sim:
                 self.violations.append(f"FreshGeneration: join of {name} at entry {index} got generation "
                                        f"{result.generation}, not above the last one ({previous})")
         if kind == "decisions":
-            meta = fsm.read_meta(tables)  # a decisions entry leaves the lease as it found it
-            batch = decoded.decisions
-            stale = (batch.lease_epoch != meta.lease_epoch or batch.scheduler_id != meta.lease_holder
-                     or decoded.stamp_ms >= meta.lease_expires_ms)
-            self.stats["stale batches"] += stale
-            if stale and changed:
-                self.violations.append(f"StaleLeaseNoEffect: entry {index}, a batch of {batch.scheduler_id} "
-                                       f"epoch {batch.lease_epoch} (current {meta.lease_epoch} held by "
-                                       f"{meta.lease_holder}) changed {len(changed)} records")
+            self._check_batch(tables, index, decoded, changed)
         for position, (host, ordinal) in enumerate(self.ghosts.pop((index, entry.term), [])):
             current = self.join_ordinal_at(host, index - 1)
-            took = results[position].code == log.OK if kind == "reports" else bool(changed)
+            took = position < len(results) and results[position].code == log.OK
             self.stats["stale generations"] += ordinal < current
             if ordinal < current and took:
                 self.violations.append(f"StaleConnectionNoEffect: entry {index} ({kind}) carries join "
                                        f"#{ordinal} of {host}, which joined #{current} since, "
                                        "and took effect")
+
+    def _check_batch(self, tables: fsm.Tables, index: int, decoded: log.Entry,
+                     changed: list[log.Change]) -> None:
+        batch = decoded.decisions
+        meta = fsm.read_meta(tables)  # a decisions entry leaves the lease as it found it
+        stale = (batch.lease_epoch != meta.lease_epoch or batch.scheduler_id != meta.lease_holder
+                 or decoded.stamp_ms >= meta.lease_expires_ms)
+        self.stats["stale batches"] += stale
+        if stale and changed:
+            self.violations.append(f"StaleLeaseNoEffect: entry {index}, a batch of {batch.scheduler_id} "
+                                   f"epoch {batch.lease_epoch} (current {meta.lease_epoch} held by "
+                                   f"{meta.lease_holder}) changed {len(changed)} records")
+        # The pass recorded its inputs: the view it saw (at base_revision) and its clock.
+        refused = self.refused_at.get(batch.base_revision, {})
+        cooldown = REFUSAL_COOLDOWN_MS
+        for decision in batch.decisions:
+            if not decision.HasField("dispatch"):
+                continue
+            for (job, attempt), (host, stamp) in sorted(refused.items()):
+                if host == decision.dispatch.host and batch.now_ms < stamp + cooldown:
+                    self.violations.append(
+                        f"RefusalRespected: entry {index}, a pass at {batch.now_ms} on the view at revision "
+                        f"{batch.base_revision} dispatches job {decision.dispatch.job_id} to {host}, whose "
+                        f"worker refused job {job}.{attempt} at {stamp} (cool-down {cooldown} ms)")
+                    return
+
+    def ghosts_of(self, entry: log.Entry) -> list[tuple[str, int]]:
+        """Which join of its host each report or status change of a proposal stands for."""
+        kind = entry.WhichOneof("body")
+        if kind == "reports":
+            return [(r.host, self.ordinal_of(r.host, r.generation)) for r in entry.reports.reports]
+        if kind in ("host_status", "resolve_host"):
+            change = getattr(entry, kind)
+            return [(change.name, self.ordinal_of(change.name, change.generation))]
+        if kind == "host_statuses":
+            return [(c.name, self.ordinal_of(c.name, c.generation)) for c in entry.host_statuses.changes]
+        return []
+
+    def ordinal_of(self, host: str, generation: int) -> int:
+        """The join (1, 2, ...) that gave `host` this generation; 0: none did."""
+        generations = self.join_generations.get(host, [])
+        for position in range(len(generations) - 1, -1, -1):
+            if generations[position] == generation:
+                return position + 1
+        return 0
 
     def join_ordinal(self, host: str) -> int:
         return len(self.join_indices[host])
@@ -308,6 +376,11 @@ class Sim:
 
     def placement_committed(self, job_id: int, attempt: int, host: str) -> bool:
         return (job_id, attempt, host) in self.placements
+
+    def job_slots(self, job_id: int) -> int:
+        replica = self.committed_tables()
+        job = fsm.read_job(replica.tables, job_id) if replica is not None else None
+        return job.spec.slots if job is not None else 1
 
     # -------------------------------------------------------------- the spec's actions
 
@@ -338,23 +411,25 @@ class Sim:
     def _deliver(self, call: Call) -> str:
         kind = call.kind
         self.calls.remove(call)
-        replica = self.raft.replicas[call.replica - 1]
-        leadership = self.leaderships.get(call.replica)
-        if not replica.up:
+        driver = self.drivers.get(call.replica)
+        if driver is None:
             return f"{kind} call {call.cid} to r{call.replica}: replica down, lost"
-        if leadership is None:
-            self.replies.append(Reply(call, None))
-            return f"{kind} call {call.cid} to r{call.replica}: not the leader"
-        return f"call {call.cid}: {leadership.on_call(call)}"
+        return f"call {call.cid}: r{call.replica} {driver.on_call(call)}"
 
     def LeaderCrash(self, pick: int) -> str | None:
         leader = _pick(self.raft.leaders(), pick)
         if leader is None:
             return None
-        self._depose(leader)
-        self.raft.crash(leader)
+        self._crash(leader)
         lost = leader.last_index() - leader.commit
         return f"r{leader.rid} (term {leader.term}) crashed with {lost} entries past its commit index"
+
+    def _crash(self, replica: Replica) -> None:
+        driver = self.drivers.pop(replica.rid, None)
+        if driver is not None:
+            driver.crash()
+        self.roles.pop(replica.rid, None)
+        self.raft.crash(replica)
 
     def ElectLeader(self, pick: int) -> str | None:
         candidate = _pick([r for r in self.raft.replicas if r.up and not r.leading], pick)
@@ -370,14 +445,8 @@ class Sim:
         return self._elect(candidate, voters)
 
     def _elect(self, candidate: Replica, voters: list[Replica]) -> str:
-        self._depose(candidate)
-        for voter in voters:
-            if voter.leading:
-                self._depose(voter)
         assert self.raft.elect(candidate, voters)
-        self.leaderships[candidate.rid] = Leadership(
-            self, candidate, candidate.term, candidate.last_index(),
-            Liveness(self.now_s(), HEARTBEAT_TIMEOUT_S))
+        self.drivers[candidate.rid].elected()
         return f"r{candidate.rid} leads term {candidate.term} (votes of {[v.rid for v in voters]})"
 
     def elect_most_up_to_date(self) -> None:
@@ -401,7 +470,6 @@ class Sim:
         for follower in targets:
             count = 10**9 if full or (pick >> 6) & 1 else 1 + (pick >> 7) % 3
             if self.raft.replicate(leader, follower, count) == "stale":
-                self._depose(leader)
                 return f"r{leader.rid} learned of term {leader.term} from r{follower.rid}: steps down"
             parts.append(f"r{follower.rid} has {follower.last_index()}")
         commit = self.raft.advance_commit(leader)
@@ -415,14 +483,11 @@ class Sim:
         scheduler = _pick(self._awake(), pick)
         if scheduler is None:
             return None
-        # Sometimes the lease ran out during a pause before the send (a fault: never while settling).
-        paused = (pick >> 20) % 6 == 5 and not self.liveness
-        batch = scheduler.decide(self.now_ms, paused)
+        batch = scheduler.decide()
         if batch is None:
             return None
         sent = self._send("batch", scheduler.name, batch, pick >> 3, batch)
-        return f"{scheduler.id}{' (paused)' if paused else ''} epoch {batch.lease_epoch} " \
-               f"at revision {batch.base_revision}: " \
+        return f"{scheduler.id} epoch {batch.lease_epoch} at revision {batch.base_revision}: " \
                f"{_decisions_text(batch)}; {sent or 'no leader known: dropped'}"
 
     def ProposeBatch(self, pick: int) -> str | None:
@@ -436,7 +501,10 @@ class Sim:
         scheduler = _pick(self._awake(), pick)
         if (pick >> 3) & 1 or scheduler is None or scheduler.lease_call_out:
             return self._deliver_call("lease", pick >> 4)
-        return self._send("lease", scheduler.name, scheduler.lease_request(), pick >> 4, self.now_ms)
+        request = scheduler.lease_request()
+        if request is None:
+            return self._deliver_call("lease", pick >> 4)
+        return self._send("lease", scheduler.name, request, pick >> 4, self.now_s())
 
     def LeaseReply(self, pick: int) -> str | None:
         awake = {s.name for s in self._awake()}
@@ -451,58 +519,41 @@ class Sim:
         if call.kind == "lease":
             if call.request.scheduler_id != scheduler.id:
                 return f"lease reply for {call.request.scheduler_id}: that scheduler is gone"
-            scheduler.on_lease_reply(reply.response, call.context, self.now_ms)
+            scheduler.on_lease_reply(reply.response, call.context)
             return f"{scheduler.id} lease: {_lease_text(reply.response)}"
-        scheduler.on_batch_reply(call.context, reply.response, self.now_ms)
-        rejected = [r for r in reply.response.rejections if r] if reply.response is not None else []
+        scheduler.on_batch_reply(call.context, reply.response)
+        outcomes = list(reply.response.outcomes) if reply.response is not None else []
+        rejected = [api.DecisionRejection.Name(o.code) for o in outcomes if o.code != api.DECISION_ACCEPTED]
         return f"{scheduler.id} batch reply: {len(rejected)} rejected {rejected[:1]}"
 
-    def _submit_reply(self, call: Call, response: log.Result | None) -> str:
+    def _submit_reply(self, call: Call, response: api.SubmitJobsResponse | None) -> str:
         request_id = call.request.request_id
         if response is None:
             return f"submit {request_id} refused; will retry"
         self.client.pending.pop(request_id, None)
-        if response.code == log.OK:
-            for job_id in response.job_ids:
-                self.client.acked[job_id] = response.revision
-        return f"submit {request_id} acknowledged: jobs {list(response.job_ids)} at {response.revision}"
+        for job in response.jobs:
+            self.client.acked[job.id] = response.revision
+        jobs = [j.id for j in response.jobs]
+        return f"submit {request_id} acknowledged: jobs {jobs} at {response.revision}"
 
-    def _sessions(self) -> list[tuple[Leadership, SessionLink]]:
-        return [(leadership, link) for leadership in self.leaderships.values()
-                for link in sorted(leadership.links.values(), key=lambda link: link.stream.sid)]
-
-    def _unsent(self, leadership: Leadership, link: SessionLink) -> bool:
-        """Committed state places a job on this host that the session has not sent."""
-        tables = leadership.replica.tables
-        placed = {(i, j.attempt) for i in fsm.host_job_ids(tables, link.session.name)
-                  if (j := fsm.read_job(tables, i)) is not None}
-        return bool(placed - link.session.run_sent)
+    def _leader_timers(self, pick: int, what: str) -> str | None:
+        """A serving leader's timers fire (the driver's tick): its session sweeps and full
+        looks, heartbeat watchdog, lost hosts, capability polls, expired proposals."""
+        driver = _pick(self.serving_drivers(), pick)
+        if driver is None:
+            return None
+        before = (driver.replica.last_index(), sum(len(s.down) for s in driver.streams.values()))
+        driver.poll()
+        after = (driver.replica.last_index(), sum(len(s.down) for s in driver.streams.values()))
+        if after == before:
+            return None
+        return f"r{driver.replica.rid} {what}: {after[0] - before[0]} proposed, {after[1] - before[1]} frames"
 
     def SendRun(self, pick: int) -> str | None:
-        """A session's full re-derive (its RESEND_S timer): RunJob for what it has not sent."""
-        chosen = _pick(self._sessions(), pick)
-        if chosen is None:
-            return None
-        leadership, link = chosen
-        before = len(link.stream.down)
-        link.session.changed_unknown()
-        leadership.settle()
-        sent = len(link.stream.down) - before
-        return f"r{leadership.replica.rid} re-derived {link.session.name}: {sent} frames"
+        return self._leader_timers(pick, "full looks of its worker sessions")
 
     def SendKill(self, pick: int) -> str | None:
-        """A re-derive of a session that holds an instance committed state no longer wants."""
-        candidates = []
-        for leadership, link in self._sessions():
-            wanted = set(fsm.host_job_ids(leadership.replica.tables, link.session.name))
-            if any(key[0] not in wanted for key in link.session.live - link.session.kill_sent):
-                candidates.append((leadership, link))
-        chosen = _pick(candidates, pick)
-        if chosen is None:
-            return None
-        chosen[1].session.changed_unknown()
-        chosen[0].settle()
-        return f"r{chosen[0].replica.rid} kills what {chosen[1].session.name} should no longer run"
+        return self._leader_timers(pick, "full looks of its worker sessions (kills)")
 
     def _deliver_down(self, pick: int, kinds: tuple[str, ...]) -> str | None:
         """The next frame of a worker stream that holds a message of one of `kinds`
@@ -545,16 +596,14 @@ class Sim:
     def RelayReport(self, pick: int) -> str | None:
         streams = sorted((s for s in self.streams.values() if s.kind == "worker" and s.open and s.up),
                          key=lambda s: s.sid)
-        for offset in range(len(streams)):
-            stream = streams[(pick + offset) % len(streams)]
-            leadership = self.leaderships.get(stream.replica)
-            if leadership is None:
-                stream.close()
-                return f"stream {stream.sid} of {stream.endpoint}: r{stream.replica} no longer leads"
-            done = leadership.on_worker_message(stream)
-            if done is not None:
-                return f"r{stream.replica}: {done}"
-        return None
+        stream = _pick(streams, pick)
+        if stream is None:
+            return None
+        driver = self.drivers.get(stream.replica)
+        if driver is None:
+            stream.close()
+            return f"stream {stream.sid} of {stream.endpoint}: r{stream.replica} is down"
+        return f"r{stream.replica}: {driver.on_worker_message(stream)}"
 
     def WorkerCrash(self, pick: int) -> str | None:
         node = _pick([n for n in self.workers.values() if n.daemon is not None], pick)
@@ -580,27 +629,10 @@ class Sim:
         return f"{node.name} connects to r{replica.rid} and sends join"
 
     def HeartbeatTimeout(self, pick: int) -> str | None:
-        late = [(leadership, name, generation) for leadership in self.serving_leaders()
-                for name, generation in leadership.overdue()]
-        chosen = _pick(late, pick)
-        if chosen is None:
-            return None
-        leadership, name, generation = chosen
-        leadership.mark_unavailable(name, generation)
-        return f"r{leadership.replica.rid} proposes {name} generation {generation} UNAVAIL"
+        return self._leader_timers(pick, "heartbeat watchdog")
 
     def ResolveHost(self, pick: int) -> str | None:
-        lost = []
-        for leadership in self.serving_leaders():
-            for host in leadership.lost_hosts():
-                alive = any(p.host == host.spec.name for p in self.os.live())
-                if not alive or not self.options.resolve_needs_dead_host:
-                    lost.append((leadership, host))
-        chosen = _pick(lost, pick)
-        if chosen is None:
-            return None
-        chosen[0].resolve(chosen[1])
-        return f"r{chosen[0].replica.rid} gives up on {chosen[1].spec.name} generation {chosen[1].generation}"
+        return self._leader_timers(pick, "lost hosts")
 
     def StreamBreak(self, pick: int) -> str | None:
         stream = _pick(sorted(self.streams.values(), key=lambda s: s.sid), pick)
@@ -618,18 +650,22 @@ class Sim:
         stream = self._open("sync", scheduler.name, replica)
         scheduler.stream = stream
         request = scheduler.sync_request()
-        leadership = self.leaderships[replica.rid]
+        driver = self.drivers[replica.rid]
         return f"{scheduler.id} syncs from {request.from_revision} at r{replica.rid}: " \
-               f"{leadership.open_sync(stream, request)}"
+               f"{driver.open_sync(stream, request)}"
+
+    def _sync_links(self) -> list[tuple[ReplicaDriver, Any]]:
+        return [(driver, link) for _, driver in sorted(self.drivers.items())
+                for _, link in sorted(driver.syncs.items())]
 
     def SyncTail(self, pick: int) -> str | None:
-        link = _pick([(leadership, link) for leadership in self.leaderships.values()
-                      for link in leadership.syncs.values()], pick)
-        if link is None:
+        chosen = _pick(self._sync_links(), pick)
+        if chosen is None:
             return None
-        before = link[1].revision
-        link[0].tail(link[1])
-        return f"r{link[0].replica.rid} tail to {link[1].stream.endpoint}: {before} -> {link[1].revision}"
+        driver, link = chosen
+        before = link.feed.revision
+        driver.tail(link)
+        return f"r{driver.replica.rid} tail to {link.stream.endpoint}: {before} -> {link.feed.revision}"
 
     def SyncDeliver(self, pick: int) -> str | None:
         streams = sorted((s for s in self.streams.values() if s.kind == "sync" and s.open and s.down),
@@ -645,12 +681,12 @@ class Sim:
         return f"{scheduler.id} view {before} -> {scheduler.view.revision} ({message.WhichOneof('body')})"
 
     def SyncRepeat(self, pick: int) -> str | None:
-        link = _pick([(leadership, link) for leadership in self.leaderships.values()
-                      for link in leadership.syncs.values()], pick)
-        if link is None:
+        chosen = _pick(self._sync_links(), pick)
+        if chosen is None:
             return None
-        revision = link[0].repeat_event(link[1], (pick >> 4) % 3)
-        return None if revision is None else f"event {revision} sent again to {link[1].stream.endpoint}"
+        driver, link = chosen
+        revision = driver.repeat_event(link, (pick >> 4) % 3)
+        return None if revision is None else f"event {revision} sent again to {link.stream.endpoint}"
 
     def SchedulerCrash(self, pick: int) -> str | None:
         scheduler = _pick(sorted(self.schedulers.values(), key=lambda s: s.name), pick)
@@ -670,15 +706,13 @@ class Sim:
     # -------------------------------------------------------------- simulation-only steps
 
     def Tick(self, pick: int) -> str | None:
-        self.now_ms += 20 + pick % 400
+        self.clock.advance(20 + pick % 400)
         fired = self.os.fire_timers()
+        killed = self._dead_hosts() if self.options.resolve_needs_dead_host else 0
         for node in self.workers.values():
             node.heartbeat()
-        for leadership in self.serving_leaders():  # server._watch_heartbeats, every heartbeat_s / 2
-            for name, generation in leadership.overdue():
-                if (name, generation) not in leadership.unavailable_proposed:
-                    leadership.unavailable_proposed.add((name, generation))
-                    leadership.mark_unavailable(name, generation)
+        for _, driver in sorted(self.drivers.items()):
+            driver.poll()  # the drivers' timers: watchdog, session full looks, expired proposals
         due = [call for when, call in self.delayed if when <= self.now_ms]
         self.delayed = [(when, call) for when, call in self.delayed if when > self.now_ms]
         self.calls += due
@@ -687,9 +721,29 @@ class Sim:
             if scheduler.lease_call_out and not outstanding and not any(
                     r.call.kind == "lease" and r.call.caller == scheduler.name for r in self.replies):
                 scheduler.lease_call_out = False  # the call's deadline passed: lost
-            if not scheduler.lease_call_out and self.now_ms >= scheduler.renew_at_ms:
-                self._send("lease", scheduler.name, scheduler.lease_request(), pick >> 11, self.now_ms)
-        return f"now {self.now_s():.2f}s; {fired} timers fired"
+            if not scheduler.lease_call_out:
+                request = scheduler.lease_request()
+                if request is not None:
+                    self._send("lease", scheduler.name, request, pick >> 11, self.now_s())
+        dead = f"; {killed} processes of dead hosts" if killed else ""
+        return f"now {self.now_s():.2f}s; {fired} timers fired{dead}"
+
+    def _dead_hosts(self) -> int:
+        """ResolveHost's timing assumption: a host unavailable for nearly unknown_timeout_s
+        is down by then; its processes die (a machine gone, or a worker that fenced itself)."""
+        replica = self.committed_tables()
+        if replica is None:
+            return 0
+        killed = 0
+        for _, raw in replica.tables.scan("hosts"):
+            host = api.Host.FromString(raw)
+            if host.status == api.HOST_UNAVAIL and self.now_ms - host.status_time_ms >= HOST_DEAD_AFTER_MS:
+                for process in self.os.live():
+                    if process.host == host.spec.name:
+                        self.os.end(process, 0, 9, status=False)
+                        killed += 1
+        self.stats["processes of dead hosts"] += killed
+        return killed
 
     def Deliver(self, pick: int) -> str | None:
         """The network catches up: every stream message and call in flight is delivered,
@@ -725,7 +779,7 @@ class Sim:
         if scheduler is None:
             return None
         scheduler.frozen_until_ms = self.now_ms + 2000 + (pick >> 4) % 3000
-        batch = scheduler.decide(self.now_ms)
+        batch = scheduler.decide()
         replica = self._target(pick >> 16)
         if batch is not None and replica is not None:
             call = Call(self.next_id(), "batch", scheduler.name, replica.rid, batch, batch)
@@ -737,7 +791,7 @@ class Sim:
         replica = _pick([r for r in self.raft.replicas if r.up and not r.leading], pick)
         if replica is None:
             return None
-        self.raft.crash(replica)
+        self._crash(replica)
         return f"follower r{replica.rid} crashed"
 
     def ReplicaRestart(self, pick: int) -> str | None:
@@ -745,6 +799,7 @@ class Sim:
         if replica is None:
             return None
         self.raft.restart(replica)
+        self.drivers[replica.rid] = ReplicaDriver(self, replica)
         self.raft.apply(replica, replica.commit)  # it re-applies its log; apply skips what it holds
         return f"r{replica.rid} restarted, applied {replica.applied}"
 

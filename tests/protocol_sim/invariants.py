@@ -27,7 +27,9 @@ def _noticed(sim: Sim, name: str) -> None:
 def TypeOK(sim: Sim) -> None:
     """Replicas agree: the same committed entries, the same state after each index."""
     _noticed(sim, "TypeOK")
-    assert not sim.loop.failures, f"a leader coroutine failed: {sim.loop.failures[0]}"
+    for node in sim.workers.values():
+        assert node.daemon is None or not node.daemon.failures, \
+            f"a command failed on {node.name}: {node.daemon.failures[0] if node.daemon else ''}"
     for replica in sim.raft.replicas:
         assert replica.base_index <= replica.applied <= replica.commit <= replica.last_index(), \
             f"r{replica.rid}: base {replica.base_index} applied {replica.applied} commit {replica.commit}"
@@ -114,9 +116,17 @@ def FreshGeneration(sim: Sim) -> None:
     _noticed(sim, "FreshGeneration")
 
 
+def RefusalRespected(sim: Sim) -> None:
+    """No pass dispatches to a host whose worker refused a dispatch that the pass's view
+    held, within the refusal cool-down of that refusal (checked on every committed batch,
+    from the inputs it records: its view's revision and its clock)."""
+    _noticed(sim, "RefusalRespected")
+
+
 INVARIANTS: dict[str, Callable[[Sim], None]] = {
     f.__name__: f for f in (TypeOK, NoDoubleRun, CapacitySafe, DispatchAfterCommit, NoLostJob,
-                            ViewConsistent, StaleLeaseNoEffect, FreshGeneration, StaleConnectionNoEffect)}
+                            ViewConsistent, StaleLeaseNoEffect, FreshGeneration, StaleConnectionNoEffect,
+                            RefusalRespected)}
 
 
 def check_all(sim: Sim) -> None:

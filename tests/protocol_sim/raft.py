@@ -30,7 +30,7 @@ protocol depends on, and what the invariants check it against.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from controller import fsm
@@ -83,9 +83,11 @@ Applied = Callable[[Replica, int, LogEntry, list[log.Result] | None], None]
 
 
 class RaftCluster:
-    def __init__(self, size: int, on_apply: Applied) -> None:
+    def __init__(self, size: int, on_apply: Applied,
+                 handlers: Mapping[str, fsm.Handler] = fsm.HANDLERS) -> None:
         self.replicas = [Replica(rid) for rid in range(1, size + 1)]
         self.on_apply = on_apply
+        self.handlers = handlers  # apply's table: the real one, or one with an injected bug
         # Ground truth for the checks: index -> entry, recorded when first committed.
         self.committed: dict[int, LogEntry] = {}
 
@@ -175,7 +177,8 @@ class RaftCluster:
         while replica.applied < min(replica.commit, upto):
             index = replica.applied + 1
             entry = replica.entry(index)
-            results = fsm.apply(replica.tables, index, entry.data) if entry.data is not None else None
+            results = fsm.apply(replica.tables, index, entry.data, self.handlers) if entry.data is not None \
+                else None
             replica.applied = index
             done += 1
             self.on_apply(replica, index, entry, results)

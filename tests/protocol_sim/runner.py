@@ -139,8 +139,8 @@ def start(sim: Sim, jobs: int = WARM_JOBS) -> None:
 
 def bootstrapped(sim: Sim) -> bool:
     """A serving leader, every worker joined, a scheduler holding the lease with a view."""
-    return bool(sim.serving_leaders()) and all(n.joined for n in sim.workers.values()) and any(
-        s.lease_until_ms > sim.now_ms and s.view.revision > 0 for s in sim.schedulers.values())
+    return bool(sim.serving_drivers()) and all(n.joined for n in sim.workers.values()) and any(
+        s.holds_lease() and s.view.revision > 0 for s in sim.schedulers.values())
 
 
 def _finish_due(sim: Sim) -> None:
