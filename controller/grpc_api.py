@@ -199,15 +199,17 @@ class _Services:
             await abort(context, error)
 
     async def _read_worker(self, stream: int, requests: AsyncIterator[bytes]) -> None:
+        error: ServiceError | None = None
         try:
             async for raw in requests:
                 self.replica.worker_message(stream, parse(api.WorkerMessage, raw))
         except ServiceError as exc:  # a malformed message ends the stream with that error
-            self.replica.end_worker_stream(stream, exc)
-            return
-        except (asyncio.CancelledError, grpc.aio.AioRpcError):
+            error = exc
+        except asyncio.CancelledError:
             raise
-        self.replica.end_worker_stream(stream, None)  # the worker hung up
+        except Exception:  # noqa: BLE001 - the call broke (the worker went away): the stream ends
+            pass
+        self.replica.end_worker_stream(stream, error)  # None: the worker hung up
 
 
 Handler = Callable[[Any], Awaitable[Message]]

@@ -68,6 +68,11 @@ MAX_REPORTS_PER_ENTRY = 4096
 CATCH_UP_POLL_S = 0.01  # a new leader looks this often whether its term's first entry applied
 CONFIG_RETRY_S = 0.05
 SESSION_SWEEP_S = 0.25  # how often sessions are checked for their periodic full look
+# Sessions stepped per input or tick: after a failover every worker re-joins at
+# once, and deriving every host's jobs in one go (RunJob for each) would hold
+# the driver's event loop for seconds; the rest wait for the next turn, which
+# the driver takes at once (next_wakeup_s), letting other events in between.
+SESSION_STEPS_PER_TURN = 32
 CAPABILITY_POLL_S = 5.0
 
 
@@ -169,6 +174,7 @@ class Term:
     config_retry_s: float = 0.0
     streams: dict[int, _Stream] = field(default_factory=dict)
     sessions: dict[str, int] = field(default_factory=dict)  # host -> its current stream
+    to_step: dict[int, None] = field(default_factory=dict)  # streams whose sessions have work, in order
     next_sweep_s: float = 0.0
     next_poll_s: float = 0.0
     announcing: set[int] = field(default_factory=set)
@@ -208,7 +214,13 @@ class LeaderCore:
                 times += [term.watchdog.next_s, term.next_poll_s]
                 if term.sessions:
                     times.append(term.next_sweep_s)
+                if term.to_step:
+                    times.append(now)
         return min(times)
+
+    def busy(self) -> bool:
+        """Work is waiting for the next turn (the driver should tick again at once)."""
+        return self.term is not None and bool(self.term.to_step)
 
     def serving_term(self) -> int | None:
         """The number of the leadership that serves now, or None: streams served under
@@ -249,6 +261,8 @@ class LeaderCore:
             term.next_sweep_s = now + SESSION_SWEEP_S
             self._step_sessions(term, [s for s, st in term.streams.items()
                                        if st.session is not None and st.session.due(now)])
+        else:
+            self._step_sessions(term, ())
 
     def role_changed(self) -> None:
         self.tick()
@@ -350,8 +364,7 @@ class LeaderCore:
     def _submits_done(self, term: Term, batch: list[tuple[int, api.SubmitJobsRequest]],
                       results: list[log.Result] | None) -> None:
         term.submits.done()
-        answers: list[log.Result | None] = list(results) if results and len(results) == len(batch) \
-            else [None] * len(batch)
+        answers = _per_request(results, len(batch))
         with self.state.read() as tables:
             for (token, request), result in zip(batch, answers, strict=True):
                 try:
@@ -534,8 +547,7 @@ class LeaderCore:
         term.joins.done()
         if self.term is not term:
             return
-        answers: list[log.Result | None] = list(results) if results and len(results) == len(batch) \
-            else [None] * len(batch)
+        answers = _per_request(results, len(batch))
         for (stream, spec), result in zip(batch, answers, strict=True):
             if stream not in term.streams:
                 continue  # the worker hung up meanwhile
@@ -545,6 +557,7 @@ class LeaderCore:
                 self._end(term, stream, error)
                 continue
             self._joined(term, stream, spec, result.generation)
+        self._step_sessions(term, ())
         self._flush_joins(term)
 
     def _joined(self, term: Term, stream: int, spec: api.HostSpec, generation: int) -> None:
@@ -560,7 +573,8 @@ class LeaderCore:
         early, state.early = state.early, []
         for message in early:
             self._session_message(term, stream, session, message)
-        self._step_sessions(term, [stream])
+        self._send(term, stream)  # joined at once; the derivation may wait for its turn
+        term.to_step[stream] = None
 
     def _session_message(self, term: Term, stream: int, session: WorkerSession,
                          message: api.WorkerMessage) -> None:
@@ -588,8 +602,7 @@ class LeaderCore:
         term.reports.done()
         if self.term is not term:
             return
-        answers: list[log.Result | None] = list(results) if results and len(results) == len(batch) \
-            else [None] * len(batch)
+        answers = _per_request(results, len(batch))
         by_stream: dict[int, tuple[list[api.JobReport], list[log.Result | None]]] = {}
         for (stream, relayed), result in zip(batch, answers, strict=True):
             reports, outcomes = by_stream.setdefault(stream, ([], []))
@@ -607,8 +620,13 @@ class LeaderCore:
         self._flush_reports(term)
 
     def _step_sessions(self, term: Term, streams: Iterable[int]) -> None:
-        now = self.clock.monotonic_s()
+        """Queue these sessions for a step, then step up to SESSION_STEPS_PER_TURN of the queue."""
         for stream in streams:
+            term.to_step[stream] = None
+        now = self.clock.monotonic_s()
+        for _ in range(min(SESSION_STEPS_PER_TURN, len(term.to_step))):
+            stream = next(iter(term.to_step))
+            del term.to_step[stream]
             state = term.streams.get(stream)
             if state is None or state.session is None:
                 continue
@@ -723,3 +741,10 @@ class LeaderCore:
         entry.format = self._format
         token = self._proposals.new(entry.WhichOneof("body") or "?", on_done)
         self._effects.append(Propose(token, entry))
+
+
+def _per_request(results: list[log.Result] | None, count: int) -> list[log.Result | None]:
+    """One result per request of a group-committed entry; all unknown unless each has one."""
+    if results is not None and len(results) == count:
+        return list(results)
+    return [None] * count

@@ -209,6 +209,8 @@ class Replica:
                     queue.put_nowait(Ended(effect.error))
             elif isinstance(effect, AskPeers):
                 self._spawn(self._ask_peers())
+        if self.core.busy():
+            self._wake.set()  # more sessions to step: the timer takes the next turn at once
 
     def _propose(self, effect: Propose) -> None:
         loop = self._loop
@@ -242,10 +244,13 @@ class Replica:
             self._wake.clear()
             delay = max(0.0, self.core.next_wakeup_s() - self.clock.monotonic_s())
             try:
-                await asyncio.wait_for(self._wake.wait(), delay)
+                await asyncio.wait_for(self._wake.wait(), delay)  # yields to the loop even at 0
             except TimeoutError:
                 pass
-            self.core.tick()
+            try:
+                self.core.tick()
+            except Exception:  # a bug in the core: say so, and keep the timer alive
+                logger.exception("the leader core failed on a tick")
             self._perform()
 
     # -------------------------------------------------------------- status

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from scheduler.picker import Fcfs, Picker, ordered
 from xce import feasibility
-from xce.invariant import invariant
+from xce.invariant import InvariantViolated
 from xce.v1 import api_pb2 as api
 
 Reason = tuple[int, str]  # (code: api.PendingReason, words), as `bjobs -p` shows them
@@ -63,6 +63,9 @@ class CoreConfig:
     max_dispatches: int = 4000  # per pass: one entry of ~100 KB, applied in ~0.05 s
 
 
+_UNSEEN = feasibility.Reason(api.PENDING_REASON_UNSPECIFIED, "", "unseen")  # a cache miss
+
+
 @dataclass
 class PassResult:
     decisions: list[Decision]
@@ -80,23 +83,38 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
     queue_map = {q.name: q for q in queues}
     usage = PassUsage(hosts, queue_map, counters)
     free = FreeSlots({h.spec.name: h.spec.slots - h.slots_used for h in hosts if h.status == api.HOST_OK})
+    by_queue: dict[str, feasibility.Reason | None] = {}  # the queue checks, once per queue (A4)
     explained: dict[int, feasibility.Explanation] = {}  # by job size: free slots only shrink in a pass
+    limited = bool(usage.limits())
+    host_refusal, limit_refusal = feasibility.host_refusal, feasibility.limit_refusal
+    state = feasibility.HostState
+    hosts_now = usage.states  # the pass updates it in place as it places jobs
     result = PassResult([])
+    decisions = result.decisions
     dispatched = 0
     for job in ordered([j for j in jobs if j.state == api.PEND], queue_map, config.picker,
                        config.queue_pickers):
-        slots = job.spec.slots
-        reason = job_refusal(job, usage)
+        spec = job.spec
+        slots = spec.slots
+        queue = spec.queue
+        reason = by_queue.get(queue, _UNSEEN)
+        if reason is _UNSEEN:
+            reason = by_queue[queue] = feasibility.queue_refusal(queue, usage)
+        if reason is None and limited:
+            reason = limit_refusal(job, usage)
         if reason is None and dispatched < config.max_dispatches:
-            host = free.best(slots)
+            host = free.take(slots)
             if host is not None:
-                refusal = feasibility.host_refusal(host, usage.host(host), slots)
-                invariant(refusal is None, f"the host index chose {host} for job {job.id}, which does not "
-                                           f"fit there: {refusal}")
-                free.take(host, slots)
-                usage.take(host, slots, job)
+                total, available, used = now = hosts_now[host]
+                refusal = host_refusal(host, now, slots)
+                if refusal is not None:  # the index and the definition disagree: a bug
+                    raise InvariantViolated(f"the host index chose {host} for job {job.id}, which does "
+                                            f"not fit there: {refusal}")
+                hosts_now[host] = state(total, available, used + slots)
+                if limited:
+                    usage.hold(job)
                 dispatched += 1
-                result.decisions.append(Dispatch(job.id, job.attempt, host))
+                decisions.append(Dispatch(job.id, job.attempt, host))
                 continue
             explanation = explained.get(slots)
             if explanation is None:
@@ -106,16 +124,9 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
         if reason is None:
             continue  # past this pass's dispatch limit: the next pass looks again
         result.waiting[reason.code] += 1
-        if reason.key() != (job.pending_code, job.pending_reason):
-            result.decisions.append(Pend(job.id, reason.words, reason.code))
+        if reason.code != job.pending_code or reason.words != job.pending_reason:
+            decisions.append(Pend(job.id, reason.words, reason.code))
     return result
-
-
-def job_refusal(job: api.Job, usage: feasibility.Usage) -> feasibility.Reason | None:
-    for job_check in feasibility.JOB_CHECKS:
-        if (reason := job_check(job, usage)) is not None:
-            return reason
-    return None
 
 
 class PassUsage:
@@ -123,16 +134,16 @@ class PassUsage:
 
     def __init__(self, hosts: Sequence[api.Host], queues: Mapping[str, api.Queue],
                  counters: Mapping[str, int]) -> None:
-        self._hosts = {h.spec.name: feasibility.host_state(h) for h in hosts}
+        self.states = {h.spec.name: feasibility.host_state(h) for h in hosts}
         self._queues = queues
         self._counters = dict(counters)
         self._limits = feasibility.limits_of(queues.values())
 
     def host(self, name: str) -> feasibility.HostState | None:
-        return self._hosts.get(name)
+        return self.states.get(name)
 
     def hosts(self) -> Iterable[tuple[str, feasibility.HostState]]:
-        return sorted(self._hosts.items())
+        return sorted(self.states.items())
 
     def queue(self, name: str) -> api.Queue | None:
         return self._queues.get(name)
@@ -143,12 +154,11 @@ class PassUsage:
     def limits(self) -> Mapping[str, int]:
         return self._limits
 
-    def take(self, host: str, slots: int, job: api.Job) -> None:
-        total, available, used = self._hosts[host]
-        self._hosts[host] = feasibility.HostState(total, available, used + slots)
-        if self._limits:  # counters matter to this pass only where some bound exists
-            for name, amount in feasibility.demands(job).items():
-                self._counters[name] = self._counters.get(name, 0) + amount
+    def hold(self, job: api.Job) -> None:
+        """The counters a placed job holds, counted for the rest of the pass (needed only
+        where some bound exists)."""
+        for name, amount in feasibility.demands(job).items():
+            self._counters[name] = self._counters.get(name, 0) + amount
 
 
 class FreeSlots:
@@ -159,13 +169,12 @@ class FreeSlots:
         self._heap = [(-n, name) for name, n in free.items()]
         heapq.heapify(self._heap)
 
-    def best(self, slots: int) -> str | None:
-        """The host to try; None if no host has that many free (the top has the most)."""
-        if not self._heap or -self._heap[0][0] < slots:
+    def take(self, slots: int) -> str | None:
+        """The host with the most free slots, its slots now taken; None if no host has
+        that many free (the top has the most). The caller verifies the pick."""
+        heap = self._heap
+        if not heap or -heap[0][0] < slots:
             return None
-        return self._heap[0][1]
-
-    def take(self, host: str, slots: int) -> None:
-        invariant(bool(self._heap) and self._heap[0][1] == host, f"{host} is not the index's best host")
-        negative_free, name = self._heap[0]
-        heapq.heapreplace(self._heap, (negative_free + slots, name))
+        negative_free, name = heap[0]
+        heapq.heapreplace(heap, (negative_free + slots, name))
+        return name

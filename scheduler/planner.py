@@ -87,7 +87,8 @@ def ready(state: PlannerState, revision: int, now_ms: int) -> bool:
 def plan(view: PassView, state: PlannerState, now_ms: int, config: PlannerConfig) -> Plan:
     in_flight = {j: (a, t) for j, (a, t) in state.in_flight.items() if now_ms - t < config.in_flight_ms}
     cooldown, seen, cooled = _note_refusals(view.jobs, state, now_ms, config)
-    usable = [h for h in view.hosts if cooldown.get(h.spec.name, 0) <= now_ms]
+    # A cooling host is in the pass as unavailable: jobs that only it could take say so.
+    usable = [h if cooldown.get(h.spec.name, 0) <= now_ms else _unavailable(h) for h in view.hosts]
     pending = [j for j in view.jobs if not (j.id in in_flight and in_flight[j.id][0] == j.attempt)]
     result = run_pass(pending, view.queues, usable, config.core, view.counters)
     refused = {j.id for j in pending if j.pending_code == api.PEND_DISPATCH_REFUSED}
@@ -98,6 +99,13 @@ def plan(view: PassView, state: PlannerState, now_ms: int, config: PlannerConfig
             in_flight[decision.job_id] = (decision.attempt, now_ms)
     next_state = PlannerState(in_flight, cooldown, seen, state.await_revision, state.await_until_ms)
     return Plan(decisions, next_state, result, cooled)
+
+
+def _unavailable(host: api.Host) -> api.Host:
+    copy = api.Host()
+    copy.CopyFrom(host)
+    copy.status = api.HOST_UNAVAIL
+    return copy
 
 
 def _note_refusals(jobs: Sequence[api.Job], state: PlannerState, now_ms: int, config: PlannerConfig,

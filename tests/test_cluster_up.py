@@ -50,7 +50,8 @@ def test_cluster_up_serves_and_ctrl_c_stops_every_replica(tmp_path: Path) -> Non
                              text=True, timeout=60)
         assert out.returncode == 0 and "is submitted" in out.stdout, out.stderr
         status = subprocess.run([*cli, "status"], env=xce_env, capture_output=True, text=True, timeout=60)
-        pids = [int(row.split()[5]) for row in status.stdout.splitlines()[2:]]
+        rows = [row.split() for row in status.stdout.splitlines()[2:]]
+        pids = [int(row[5]) for row in rows if row and row[0].isdigit()]  # the replica rows
         assert len(pids) == 3 and all(_pids_alive([p]) for p in pids)
 
         proc.send_signal(signal.SIGINT)

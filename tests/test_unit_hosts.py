@@ -398,6 +398,9 @@ def test_a_decision_batch_is_checked_against_committed_state_and_fenced_by_the_l
     applied = fsm.read_meta(tables).applied_index
     assert result.code == log.OK and result.revision == applied  # the scheduler's view waits for it
     assert result.rejections[0] == result.rejections[2] == "" and "0 free slots" in result.rejections[1]
+    assert [(o.code, o.reason) for o in result.outcomes] == [(api.DECISION_ACCEPTED, 0),
+                                                             (api.REJECT_INFEASIBLE, api.PEND_NO_FREE_SLOTS),
+                                                             (api.DECISION_ACCEPTED, 0)]
     jobs = {j: fsm.read_job(tables, j) for j in (1, 2, 3)}
     assert [jobs[j].state for j in (1, 2, 3)] == [api.RUN, api.PEND, api.PEND]  # type: ignore[union-attr]
     assert jobs[3].pending_code == api.PEND_NO_FREE_SLOTS  # type: ignore[union-attr]
@@ -408,7 +411,64 @@ def test_a_decision_batch_is_checked_against_committed_state_and_fenced_by_the_l
     before = visible()
     stale = api.DecisionBatch(lease_epoch=lease.lease_epoch + 1, scheduler_id="s1",
                               decisions=batch.decisions[2:])
-    assert run(log.Entry(stamp_ms=STAMP + 2, decisions=stale)).rejections[0].startswith("stale lease")
+    stale_result = run(log.Entry(stamp_ms=STAMP + 2, decisions=stale))
+    assert [o.code for o in stale_result.outcomes] == [api.REJECT_STALE_LEASE]
     late = api.DecisionBatch(lease_epoch=lease.lease_epoch, scheduler_id="s1", decisions=batch.decisions[2:])
     assert run(log.Entry(stamp_ms=STAMP + 20_000, decisions=late)).code == log.FAILED_PRECONDITION
     assert visible() == before
+
+
+def test_a_running_attempt_holds_its_queue_s_slots_and_gives_back_exactly_those() -> None:
+    tables, run = _memory_apply()
+    run(log.Entry(stamp_ms=STAMP, init=log.InitCluster(cluster_id="c", config_digest="d",
+                                                       queues=[api.Queue(name="normal", slot_limit=3)])))
+    run(join("n1", 8))
+    two = api.JobSpec(command=["true"], slots=2)
+    run(log.Entry(stamp_ms=STAMP, submit=log.SubmitBatch(requests=[api.SubmitJobsRequest(
+        request_id="s", jobs=[two, two])])))
+    counter = "queue/normal/slots"
+    assert run(dispatch(1)).code == log.OK
+    assert fsm.read_counter(tables, counter) == 2 and dict(fsm.read_job(tables, 1).holds) == {counter: 2}  # type: ignore[union-attr]
+    lease = run(log.Entry(stamp_ms=STAMP, lease=log.LeaseEntry(scheduler_id="s1", duration_ms=10_000)))
+    batch = api.DecisionBatch(lease_epoch=lease.lease_epoch, scheduler_id="s1")
+    batch.decisions.add(dispatch=api.DispatchDecision(job_id=2, attempt=0, host="n1"))
+    result = run(log.Entry(stamp_ms=STAMP + 1, decisions=batch))
+    assert [(o.code, o.reason) for o in result.outcomes] == [(api.REJECT_INFEASIBLE, api.PEND_LIMIT_REACHED)]
+    # An operator's forced run (brun) passes the host checks only, not the queue's limit.
+    assert run(dispatch(2)).code == log.OK and fsm.read_counter(tables, counter) == 4
+    # The limit is lowered while both run; each end gives back exactly what it held.
+    run(report(1, started=api.JobStarted(pid=5)))
+    assert run(report(1, finished=api.JobFinished(exit_code=0))).code == log.OK
+    assert fsm.read_counter(tables, counter) == 2
+    assert run(report(2, finished=api.JobFinished(exit_code=0))).code == log.OK
+    assert fsm.read_counter(tables, counter) == 0 and list(tables.scan("counters")) == []
+
+
+def test_an_inactive_queue_refuses_a_scheduler_s_dispatch_at_apply_but_not_a_forced_run() -> None:
+    tables, run = _memory_apply()
+    run(log.Entry(stamp_ms=STAMP, init=log.InitCluster(cluster_id="c", config_digest="d",
+                                                       queues=[api.Queue(name="normal", inactive=True)])))
+    run(join("n1", 8))
+    run(log.Entry(stamp_ms=STAMP, submit=log.SubmitBatch(requests=[api.SubmitJobsRequest(
+        request_id="s", jobs=[api.JobSpec(command=["true"])])])))
+    lease = run(log.Entry(stamp_ms=STAMP, lease=log.LeaseEntry(scheduler_id="s1", duration_ms=10_000)))
+    batch = api.DecisionBatch(lease_epoch=lease.lease_epoch, scheduler_id="s1")
+    batch.decisions.add(dispatch=api.DispatchDecision(job_id=1, attempt=0, host="n1"))
+    outcome = run(log.Entry(stamp_ms=STAMP + 1, decisions=batch)).outcomes[0]
+    assert (outcome.code, outcome.reason) == (api.REJECT_INFEASIBLE, api.PEND_QUEUE_INACTIVE)
+    assert run(dispatch(1)).code == log.OK
+
+
+def test_explain_counts_the_hosts_each_check_refused() -> None:
+    from scheduler.core import PassUsage
+    from xce import feasibility
+
+    shapes = (("a", 2, True, 0), ("b", 8, True, 7), ("c", 8, False, 0))
+    hosts = [api.Host(spec=api.HostSpec(name=n, slots=s), status=api.HOST_OK if ok else api.HOST_UNAVAIL,
+                      slots_used=u) for n, s, ok, u in shapes]
+    usage = PassUsage(hosts, {"normal": api.Queue(name="normal")}, {})
+    job = api.Job(id=1, state=api.PEND, spec=api.JobSpec(command=["true"], queue="normal", slots=4))
+    explanation = feasibility.explain(job, usage)
+    assert explanation.reason == feasibility.REASON_NO_SLOTS
+    assert dict(explanation.counts) == {"host_large_enough": 1, "host_has_free_slots": 1, "host_available": 1}
+    assert feasibility.explain(job, PassUsage([], {}, {})).reason == feasibility.REASON_NO_HOSTS

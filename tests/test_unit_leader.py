@@ -7,10 +7,10 @@ so "commit before send" and "unknown outcome" can be seen step by step.
 
 from __future__ import annotations
 
-import contextlib
 import random
-from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+from memory_state import MemoryState
 
 from controller import fsm
 from controller.leader import (
@@ -23,7 +23,6 @@ from controller.leader import (
     Reply,
     Send,
 )
-from controller.tables import MemoryTables
 from xce.clock import ManualClock
 from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
@@ -32,22 +31,6 @@ from xce.v1 import log_pb2 as log
 INIT = log.InitCluster(cluster_id="c", default_queue="normal", max_slots_per_job=8, config_digest="d1",
                        queues=[api.Queue(name="normal", priority=30)])
 MEMBERS = (1, 2, 3)
-
-
-class Store:
-    def __init__(self) -> None:
-        self.tables = MemoryTables()
-        self.index = 0
-
-    @contextlib.contextmanager
-    def read(self) -> Iterator[MemoryTables]:
-        yield self.tables
-
-    def apply(self, entry: log.Entry) -> list[log.Result]:
-        self.index += 1
-        results = fsm.apply(self.tables, self.index, entry.SerializeToString())
-        assert results is not None
-        return results
 
 
 @dataclass
@@ -69,7 +52,7 @@ class Consensus:
 
 @dataclass
 class Harness:
-    store: Store = field(default_factory=Store)
+    store: MemoryState = field(default_factory=MemoryState)
     consensus: Consensus = field(default_factory=Consensus)
     clock: ManualClock = field(default_factory=ManualClock)
     kinds: frozenset[str] = frozenset(fsm.HANDLERS)
@@ -104,7 +87,7 @@ class Harness:
         done = self.proposed[:count] if count is not None else list(self.proposed)
         del self.proposed[:len(done)]
         for proposal in done:
-            results = self.store.apply(proposal.entry)
+            results = self.store.apply_all(proposal.entry)
             self.core.applied([self.store.index])
             if answer:
                 self.core.proposal_done(proposal.token, results)
@@ -385,3 +368,25 @@ def test_a_peer_that_does_not_know_a_kind_keeps_it_off() -> None:
     h.core.peer_answered(3, frozenset(fsm.HANDLERS), 1)  # the same again: nothing to commit
     h.effects()
     assert h.proposed == []
+
+
+def test_many_joins_at_once_are_derived_a_turn_at_a_time_each_joined_at_once() -> None:
+    from controller.leader import SESSION_STEPS_PER_TURN
+
+    h = Harness()
+    h.serve()
+    hosts = SESSION_STEPS_PER_TURN + 8
+    for stream in range(100, 100 + hosts):  # after a failover every worker re-joins together
+        h.core.worker_opened(stream)
+        h.core.worker_message(stream, api.WorkerMessage(join=api.HostSpec(name=f"n{stream}", slots=1)))
+    h.effects()
+    h.commit()  # the first join alone (nothing was in flight), then one entry for the others
+    assert [len(p.entry.joins.joins) for p in h.proposed] == [hosts - 1]
+    h.commit()
+    assert all(any(m.HasField("joined") for m in h.sent[s]) for s in range(100, 100 + hosts))
+    assert h.core.busy() and h.core.next_wakeup_s() <= h.clock.monotonic_s()
+    waiting = [s for s in range(100, 100 + hosts) if h.core.term and s in h.core.term.to_step]
+    assert len(waiting) == hosts - 1 - SESSION_STEPS_PER_TURN  # the rest wait for the next turn
+    h.core.tick()
+    h.effects()
+    assert not h.core.busy()

@@ -3,11 +3,9 @@ state machine in memory: what it sends a worker after which committed change."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from memory_state import MemoryState
 
 from controller import fsm
-from controller.tables import MemoryTables
 from controller.worker_session import WorkerSession, route
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -15,25 +13,9 @@ from xce.v1 import log_pb2 as log
 S = 1_700_000_000_000
 
 
-class _Store:
-    def __init__(self) -> None:
-        self.tables = MemoryTables()
-        self.index = 0
-
-    @contextlib.contextmanager
-    def read(self) -> Iterator[MemoryTables]:
-        yield self.tables
-
-    def apply(self, entry: log.Entry) -> log.Result:
-        self.index += 1
-        results = fsm.apply(self.tables, self.index, entry.SerializeToString())
-        assert results is not None
-        return results[0]
-
-
 class _Replica:
     def __init__(self) -> None:
-        self.store = _Store()
+        self.store = MemoryState()
 
 
 def _cluster() -> tuple[_Replica, int]:

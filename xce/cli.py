@@ -335,10 +335,19 @@ def _host_table(response: api.ListHostsResponse) -> None:
 
 def _status_table(status: api.StatusResponse) -> None:
     print(f"cluster {status.cluster_id}")
-    print(f"{'ID':>3}  {'ROLE':<12}{'TERM':>6}{'COMMIT':>9}{'APPLIED':>9}{'PID':>8}  {'GRPC':<22}HEALTH")
+    print(f"{'ID':>3}  {'ROLE':<12}{'TERM':>6}{'COMMIT':>9}{'APPLIED':>9}{'PID':>8}  {'GRPC':<22}{'FMT':>4}  "
+          "HEALTH")
     for r in status.replicas:
         print(f"{r.id:>3}  {r.role:<12}{r.term:>6}{r.commit_index:>9}{r.applied_index:>9}{r.pid:>8}  "
-              f"{r.grpc_address:<22}{r.health}")
+              f"{r.grpc_address:<22}{r.entry_format or '-':>4}  {r.health}")
+    print(f"entry kinds in use past the baseline: {', '.join(status.enabled_entry_kinds) or 'none'}")
+    # During a rolling upgrade: which replicas' code still lacks what others understand.
+    known = [set(r.entry_kinds) for r in status.replicas if r.entry_kinds]
+    every = set().union(*known) if known else set()
+    for r in status.replicas:
+        missing = sorted(every - set(r.entry_kinds)) if r.entry_kinds else []
+        if missing:
+            print(f"replica {r.id} does not understand: {', '.join(missing)}")
 
 
 if __name__ == "__main__":

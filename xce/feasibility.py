@@ -33,7 +33,7 @@ Pure: no I/O, no clock; records in, a reason out.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
@@ -93,17 +93,22 @@ def limits_of(queues: Iterable[api.Queue]) -> dict[str, int]:
 
 # ---------------------------------------------------------------- job-level checks (policy)
 
+REASON_QUEUE_INACTIVE = Reason(api.PEND_QUEUE_INACTIVE, "the queue is inactive", "queue_active")
 
-def queue_active(job: api.Job, usage: Usage) -> Reason | None:
+
+def queue_refusal(queue_name: str, usage: Usage) -> Reason | None:
+    """The checks that depend on the job's queue record alone (a pass may keep the
+    answer per queue: A4's per-pass cache)."""
     # A closed queue refuses new jobs but still dispatches its pending ones;
     # an inactive one dispatches nothing (LSF's qclose and qinact).
-    queue = usage.queue(job.spec.queue)
+    queue = usage.queue(queue_name)
     if queue is not None and queue.inactive:
-        return Reason(api.PEND_QUEUE_INACTIVE, "the queue is inactive", "queue_active")
+        return REASON_QUEUE_INACTIVE
     return None
 
 
-def within_limits(job: api.Job, usage: Usage) -> Reason | None:
+def limit_refusal(job: api.Job, usage: Usage) -> Reason | None:
+    """The checks that depend on the cluster-wide counters (they move as jobs are placed)."""
     bounds = usage.limits()
     if not bounds:
         return None
@@ -115,8 +120,8 @@ def within_limits(job: api.Job, usage: Usage) -> Reason | None:
     return None
 
 
-JobCheck = Callable[[api.Job, Usage], Reason | None]
-JOB_CHECKS: tuple[JobCheck, ...] = (queue_active, within_limits)
+def job_refusal(job: api.Job, usage: Usage) -> Reason | None:
+    return queue_refusal(job.spec.queue, usage) or limit_refusal(job, usage)
 
 
 # ---------------------------------------------------------------- host-level checks
@@ -142,10 +147,8 @@ def host_refusal(name: str, host: HostState | None, slots: int) -> Reason | None
 def check(job: api.Job, allocation: Allocation, usage: Usage, forced: bool = False) -> Reason | None:
     """None if `job` may run with `allocation` now; else why not. `forced`: an
     operator's run (brun), which skips the job-level (policy) checks."""
-    if not forced:
-        for job_check in JOB_CHECKS:
-            if (reason := job_check(job, usage)) is not None:
-                return reason
+    if not forced and (reason := job_refusal(job, usage)) is not None:
+        return reason
     return host_refusal(allocation.host, usage.host(allocation.host), allocation.slots)
 
 
@@ -166,9 +169,8 @@ class Explanation:
 
 
 def explain(job: api.Job, usage: Usage) -> Explanation:
-    for job_check in JOB_CHECKS:
-        if (reason := job_check(job, usage)) is not None:
-            return Explanation(reason)
+    if (reason := job_refusal(job, usage)) is not None:
+        return Explanation(reason)
     counts: Counter[str] = Counter()
     hosts = 0
     for name, host in usage.hosts():

@@ -9,7 +9,9 @@ ids a bounded amount. Counter updates are summed per entry and written once.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from controller.fsm import retention
 from controller.fsm.records import META_KEY, counter_value, read_counter, revision_key
@@ -17,6 +19,8 @@ from controller.tables import Tables
 from xce.invariant import invariant
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -65,6 +69,14 @@ class Applier:
         self.tables.put("requests", request_id.encode(), result.SerializeToString(deterministic=True))
         expiry = struct.pack(">q", self.entry.stamp_ms) + request_id.encode()
         self.tables.put("request_expiry", expiry, b"")
+
+
+def each(applier: Applier, items: Sequence[T], one: Callable[[Applier, T], log.Result],
+         what: str) -> list[log.Result]:
+    """A group-committed entry: each item applies on its own, with a result each."""
+    if not items:
+        return [log.Result(code=log.INVALID_ARGUMENT, message=f"no {what}")]
+    return [one(applier, item) for item in items]
 
 
 def finish(applier: Applier, results: list[log.Result], rejected: bool) -> None:

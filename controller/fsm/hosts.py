@@ -10,7 +10,7 @@ timeout) settles its UNKWN jobs: requeued if rerunnable, else EXIT.
 
 from __future__ import annotations
 
-from controller.fsm.applier import Applier
+from controller.fsm.applier import Applier, each
 from controller.fsm.jobs import settle_lost
 from controller.fsm.records import host_job_ids, read_host, read_job
 from controller.fsm.validation import check_host_spec
@@ -24,9 +24,7 @@ def apply_join_host(applier: Applier) -> list[log.Result]:
 
 
 def apply_joins(applier: Applier) -> list[log.Result]:
-    if not applier.entry.joins.joins:
-        return [log.Result(code=log.INVALID_ARGUMENT, message="no joins")]
-    return [join_one(applier, spec) for spec in applier.entry.joins.joins]
+    return each(applier, applier.entry.joins.joins, join_one, "joins")
 
 
 def join_one(applier: Applier, spec: api.HostSpec) -> log.Result:
@@ -48,9 +46,7 @@ def apply_host_status(applier: Applier) -> list[log.Result]:
 
 
 def apply_host_statuses(applier: Applier) -> list[log.Result]:
-    if not applier.entry.host_statuses.changes:
-        return [log.Result(code=log.INVALID_ARGUMENT, message="no host status changes")]
-    return [status_one(applier, change) for change in applier.entry.host_statuses.changes]
+    return each(applier, applier.entry.host_statuses.changes, status_one, "host status changes")
 
 
 def status_one(applier: Applier, change: log.SetHostStatus) -> log.Result:

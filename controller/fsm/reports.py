@@ -8,7 +8,7 @@ negative code) sends a job back to PEND; a success never does.
 
 from __future__ import annotations
 
-from controller.fsm.applier import Applier
+from controller.fsm.applier import Applier, each
 from controller.fsm.holdings import release
 from controller.fsm.jobs import EXIT_KILLED, requeue_ended, settle_lost
 from controller.fsm.records import RUNNING, read_host, read_job
@@ -21,9 +21,7 @@ def apply_report(applier: Applier) -> list[log.Result]:
 
 
 def apply_reports(applier: Applier) -> list[log.Result]:
-    if not applier.entry.reports.reports:
-        return [log.Result(code=log.INVALID_ARGUMENT, message="no reports")]
-    return [report_one(applier, relayed) for relayed in applier.entry.reports.reports]
+    return each(applier, applier.entry.reports.reports, report_one, "reports")
 
 
 def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:

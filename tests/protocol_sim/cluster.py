@@ -201,6 +201,10 @@ class Sim:
             driver.notice_closed_streams()
             if driver.core.term is not None and not driver.serving():
                 driver.poll()
+            for _ in range(1000):  # the driver takes the next turn at once while work waits
+                if not driver.core.busy():
+                    break
+                driver.poll()
 
     def enabled(self, name: str) -> bool:
         """A cheap over-approximation of whether `name` could do anything now (for

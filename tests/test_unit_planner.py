@@ -1,0 +1,115 @@
+"""The planner (scheduler/planner.py): what spans passes, on plain records and a given clock."""
+
+from __future__ import annotations
+
+from scheduler import planner
+from scheduler.core import Dispatch, Pend
+from scheduler.planner import PassView, PlannerConfig, PlannerState
+from xce import feasibility
+from xce.v1 import api_pb2 as api
+
+CONFIG = PlannerConfig()
+QUEUES = [api.Queue(name="normal", priority=30)]
+
+
+def job(job_id: int, attempt: int = 0, refused_host: str = "", queue: str = "normal") -> api.Job:
+    refused = api.PEND_DISPATCH_REFUSED if refused_host else api.PENDING_REASON_UNSPECIFIED
+    words = f"dispatch to {refused_host} failed" if refused_host else ""
+    return api.Job(id=job_id, attempt=attempt, state=api.PEND, submit_time_ms=job_id, pending_code=refused,
+                   pending_reason=words, refused_host=refused_host,
+                   spec=api.JobSpec(command=["true"], queue=queue, slots=1))
+
+
+def host(name: str, slots: int, used: int = 0) -> api.Host:
+    return api.Host(spec=api.HostSpec(name=name, slots=slots), status=api.HOST_OK, slots_used=used)
+
+
+def view(jobs: list[api.Job], hosts: list[api.Host], revision: int = 10,
+         queues: list[api.Queue] | None = None, counters: dict[str, int] | None = None) -> PassView:
+    return PassView(jobs, queues or QUEUES, hosts, counters or {}, revision)
+
+
+def dispatches(plan: planner.Plan) -> list[tuple[int, str]]:
+    return [(d.job_id, d.host) for d in plan.decisions if isinstance(d, Dispatch)]
+
+
+def test_a_dispatch_in_flight_is_not_made_again_until_it_expires() -> None:
+    world = view([job(1)], [host("a", 4)])
+    first = planner.plan(world, PlannerState(), 1_000, CONFIG)
+    assert dispatches(first) == [(1, "a")]
+    again = planner.plan(world, first.state, 2_000, CONFIG)  # the view does not show it yet
+    assert dispatches(again) == []
+    later = planner.plan(world, again.state, 1_000 + CONFIG.in_flight_ms, CONFIG)
+    assert dispatches(later) == [(1, "a")]
+
+
+def test_a_rejected_dispatch_may_be_made_again_at_once() -> None:
+    world = view([job(1)], [host("a", 4)])
+    first = planner.plan(world, PlannerState(), 1_000, CONFIG)
+    batch = planner.to_batch(first, PlannerState(), 3, "s", world.revision, 1_000)
+    reply = api.DecisionBatchResponse(revision=11, outcomes=[api.DecisionOutcome(
+        code=api.REJECT_INFEASIBLE, reason=api.PEND_NO_FREE_SLOTS)])
+    state, stale = planner.after_reply(first.state, batch, reply, 1_100, CONFIG)
+    assert not stale and planner.ready(state, 11, 1_100) and not planner.ready(state, 10, 1_100)
+    assert dispatches(planner.plan(world, state, 1_200, CONFIG)) == [(1, "a")]
+
+
+def test_a_refusing_host_gets_no_dispatch_for_the_cool_down() -> None:
+    hosts = [host("a", 8), host("b", 2)]  # a has the most free slots: it would be chosen
+    refused = view([job(1, attempt=1, refused_host="a")], hosts)
+    first = planner.plan(refused, PlannerState(), 5_000, CONFIG)
+    assert dispatches(first) == [(1, "b")] and first.cooled == [("a", 1)]
+    other = view([job(2)], hosts)  # the refusal is no longer in view; the cool-down stays
+    assert dispatches(planner.plan(other, first.state, 5_000 + CONFIG.refusal_cooldown_ms - 1, CONFIG)) == \
+        [(2, "b")]
+    assert dispatches(planner.plan(other, first.state, 5_000 + CONFIG.refusal_cooldown_ms, CONFIG)) == \
+        [(2, "a")]
+
+
+def test_a_refusal_counts_once_and_a_new_one_starts_a_new_cool_down() -> None:
+    hosts = [host("a", 8)]
+    refused = view([job(1, attempt=1, refused_host="a")], hosts)
+    first = planner.plan(refused, PlannerState(), 5_000, CONFIG)
+    second = planner.plan(refused, first.state, 6_500, CONFIG)  # the same refusal seen again
+    assert second.cooled == [] and second.state.cooldown["a"] == 5_000 + CONFIG.refusal_cooldown_ms
+    third = planner.plan(view([job(1, attempt=2, refused_host="a")], hosts), second.state, 6_600, CONFIG)
+    assert third.cooled == [("a", 1)] and third.state.cooldown["a"] == 6_600 + CONFIG.refusal_cooldown_ms
+
+
+def test_a_worker_s_refusal_is_not_overwritten_and_others_see_the_host_unavailable() -> None:
+    world = view([job(1, attempt=1, refused_host="a"), job(2)], [host("a", 1)])
+    plan = planner.plan(world, PlannerState(), 1_000, CONFIG)
+    # Job 1 keeps its refusal as its reason; job 2 is told the only host is unavailable for now.
+    assert plan.decisions == [Pend(2, "all hosts are unavailable", api.PEND_HOSTS_UNAVAILABLE)]
+
+
+def test_a_stale_lease_answer_is_a_code() -> None:
+    world = view([job(1)], [host("a", 4)])
+    first = planner.plan(world, PlannerState(), 1_000, CONFIG)
+    batch = planner.to_batch(first, PlannerState(), 3, "s", world.revision, 1_000)
+    stale_outcome = api.DecisionOutcome(code=api.REJECT_STALE_LEASE, message="any words")
+    _, stale = planner.after_reply(first.state, batch, api.DecisionBatchResponse(outcomes=[stale_outcome]),
+                                   1_100, CONFIG)
+    assert stale
+
+
+def test_a_batch_records_the_pass_inputs_and_the_digest_is_the_state_s() -> None:
+    world = view([job(1), job(2)], [host("a", 4)], revision=42)
+    started = PlannerState(cooldown={"x": 9_999})
+    plan = planner.plan(world, started, 1_234, CONFIG)
+    batch = planner.to_batch(plan, started, 7, "s1", world.revision, 1_234)
+    assert (batch.base_revision, batch.now_ms, batch.lease_epoch, batch.scheduler_id) == (42, 1_234, 7, "s1")
+    assert batch.planner_digest == PlannerState(cooldown={"x": 9_999}).digest() != PlannerState().digest()
+    # Re-run from the recorded inputs: the same decisions.
+    replay = planner.plan(world, PlannerState(cooldown={"x": 9_999}), batch.now_ms, CONFIG)
+    assert planner.to_batch(replay, started, 7, "s1", 42, 1_234) == batch
+
+
+def test_a_queue_slot_limit_counts_the_pass_s_own_placements() -> None:
+    queues = [api.Queue(name="normal", priority=30, slot_limit=3)]
+    counters = {feasibility.queue_slots_counter("normal"): 1}
+    world = view([job(i) for i in (1, 2, 3, 4)], [host("a", 8)], queues=queues, counters=counters)
+    plan = planner.plan(world, PlannerState(), 1_000, CONFIG)
+    assert dispatches(plan) == [(1, "a"), (2, "a")]
+    limit = [d for d in plan.decisions if isinstance(d, Pend)]
+    assert [(d.job_id, d.code) for d in limit] == [(3, api.PEND_LIMIT_REACHED), (4, api.PEND_LIMIT_REACHED)]
