@@ -18,6 +18,7 @@ by gRPC itself with RESOURCE_EXHAUSTED.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -30,6 +31,8 @@ from xce import worker_wire
 from xce.errors import ServiceError, invalid, unavailable
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
+
+logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 1 << 20
 LEADER_METADATA = "x-xce-leader"
@@ -186,8 +189,7 @@ class _Services:
                         break
                     frame += queued
                     size += sum(m.ByteSize() for m in queued)
-                for start in range(0, len(frame), worker_wire.MAX_PER_FRAME):
-                    part = frame[start:start + worker_wire.MAX_PER_FRAME]
+                for part in worker_wire.split(frame):
                     yield worker_wire.controller_frame(part).SerializeToString()
                 if ended is not None:
                     error = ended.error
@@ -207,8 +209,10 @@ class _Services:
             error = exc
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - the call broke (the worker went away): the stream ends
-            pass
+        except (grpc.aio.AioRpcError, ConnectionError):
+            pass  # the call broke (the worker went away): the stream ends
+        except Exception:  # a bug handling the message: say so; the worker re-joins
+            logger.exception("a worker stream failed")
         self.replica.end_worker_stream(stream, error)  # None: the worker hung up
 
 

@@ -580,7 +580,8 @@ class LeaderCore:
                          message: api.WorkerMessage) -> None:
         kind = message.WhichOneof("body")
         if kind == "heartbeat" and message.heartbeat.generation == session.generation:
-            term.liveness.seen(session.name, session.generation, self.clock.monotonic_s())
+            if term.sessions.get(session.name) == stream:  # a superseded stream's do not count
+                term.liveness.seen(session.name, session.generation, self.clock.monotonic_s())
             # Answered, so a worker cut off from a leader that cannot tell it
             # so (a partition) notices the silence and looks for the new one.
             session.outbox.append(api.ControllerMessage(heartbeat=message.heartbeat))
@@ -635,6 +636,10 @@ class LeaderCore:
             except SessionOver as exc:
                 logger.info("worker stream of %s ends: %s", state.session.name, exc)
                 self._send(term, stream)
+                self._end(term, stream, None)
+                continue
+            except Exception:  # a bug: end the stream, so the worker re-joins and all is derived anew
+                logger.exception("the session of %s failed; ending its stream", state.session.name)
                 self._end(term, stream, None)
                 continue
             self._send(term, stream)

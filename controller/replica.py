@@ -39,7 +39,7 @@ from controller import fsm
 from controller.config import ClusterConfig
 from controller.fsm import versions
 from controller.leader import AskPeers, EndStream, LeaderCore, LeaderSettings, Propose, Reply, Send
-from controller.raft import SUCCESS, RaftNode
+from controller.raft import FAIL_STOP_EXIT, SUCCESS, RaftNode
 from controller.store import StateStore
 from xce.clock import REAL_CLOCK, Clock
 from xce.errors import ServiceError
@@ -190,27 +190,33 @@ class Replica:
 
     def _perform(self) -> None:
         for effect in self.core.take():
-            if isinstance(effect, Propose):
-                self._propose(effect)
-            elif isinstance(effect, Reply):
-                future = self._calls.pop(effect.token, None)
-                if future is not None and not future.done():
-                    if isinstance(effect.response, ServiceError):
-                        future.set_exception(effect.response)
-                    else:
-                        future.set_result(effect.response)
-            elif isinstance(effect, Send):
-                queue = self._streams.get(effect.stream)
-                if queue is not None:
-                    queue.put_nowait(effect.messages)
-            elif isinstance(effect, EndStream):
-                queue = self._streams.pop(effect.stream, None)
-                if queue is not None:
-                    queue.put_nowait(Ended(effect.error))
-            elif isinstance(effect, AskPeers):
-                self._spawn(self._ask_peers())
+            try:
+                self._perform_one(effect)
+            except Exception:  # a bug in one effect must not drop the ones after it
+                logger.exception("performing %s failed", type(effect).__name__)
         if self.core.busy():
             self._wake.set()  # more sessions to step: the timer takes the next turn at once
+
+    def _perform_one(self, effect: object) -> None:
+        if isinstance(effect, Propose):
+            self._propose(effect)
+        elif isinstance(effect, Reply):
+            future = self._calls.pop(effect.token, None)
+            if future is not None and not future.done():
+                if isinstance(effect.response, ServiceError):
+                    future.set_exception(effect.response)
+                else:
+                    future.set_result(effect.response)
+        elif isinstance(effect, Send):
+            queue = self._streams.get(effect.stream)
+            if queue is not None:
+                queue.put_nowait(effect.messages)
+        elif isinstance(effect, EndStream):
+            queue = self._streams.pop(effect.stream, None)
+            if queue is not None:
+                queue.put_nowait(Ended(effect.error))
+        elif isinstance(effect, AskPeers):
+            self._spawn(self._ask_peers())
 
     def _propose(self, effect: Propose) -> None:
         loop = self._loop
@@ -298,6 +304,7 @@ class Replica:
         self._loop = asyncio.get_running_loop()
         self._on_role()
         timer = self._loop.create_task(self._run_timer())
+        timer.add_done_callback(_timer_ended)
         server = grpc.aio.server(options=grpc_api.server_options())
         server.add_generic_rpc_handlers(grpc_api.handlers(self))
         server.add_insecure_port(self.me.grpc)
@@ -310,6 +317,14 @@ class Replica:
             task.cancel()
         self.raft.close()
         self.store.close()
+
+
+def _timer_ended(task: asyncio.Task[None]) -> None:
+    """Without its timer a leader never serves and proposals never expire: stop loudly."""
+    if not task.cancelled() and task.exception() is not None:
+        logger.critical("the leader core's timer died; stopping this replica", exc_info=task.exception())
+        logging.shutdown()
+        os._exit(FAIL_STOP_EXIT)
 
 
 async def peer_status(address: str) -> api.ReplicaStatus | str:

@@ -47,7 +47,7 @@ class Scheduler:
         self._pickers: dict[str, Picker] = {}
         self.default_picker = picker
         self.decider = Decider(Lease(self.id, lease_s), self._picker, picker)
-        self._lock = threading.Lock()  # the decider is shared by the pass loop and the lease thread
+        self._lock = threading.Lock()  # the lease is shared by the pass loop and the lease thread
         self._changed = threading.Event()
         self.follower = Follower(addresses, View(), on_change=lambda _: self._changed.set(), clock=clock)
         # Short calls: a batch sent to a leader that was just cut off must not
@@ -123,8 +123,9 @@ class Scheduler:
         with self.follower.lock:
             view = self.follower.view
             snapshot = PassView(view.jobs(), view.queues(), view.hosts(), view.counters(), view.revision)
-        with self._lock:
-            batch = self.decider.decide(snapshot, self.clock.monotonic_s(), self.clock.now_ms())
+        # Not under the lock: a pass may take a while, and the lease thread must never
+        # wait for one (decide reads the lease once, at its start).
+        batch = self.decider.decide(snapshot, self.clock.monotonic_s(), self.clock.now_ms())
         if batch is None:
             return
         try:
@@ -134,7 +135,7 @@ class Scheduler:
             log.info("scheduler %s: batch not sent: %s", self.id, exc)
             reply = None
         with self._lock:
-            self.decider.batch_answered(batch, reply, self.clock.now_ms())
+            self.decider.batch_answered(batch, reply, self.clock.monotonic_s())
             renew = self.decider.lease.due(self.clock.monotonic_s())
         if renew:
             self._renew_now.set()  # maybe a new leader, or a stale lease: confirm it now

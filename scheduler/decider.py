@@ -5,10 +5,15 @@ Theory of operation. The daemon (daemon.py) and the protocol simulation
 view and the answers of the controller, and send what it returns.
 - `lease_request(now)`: a LeaseRequest when a renewal is due; the answer
   goes to `lease_answered`;
-- `decide(view, now)`: one pass when the lease holds and the view holds the
-  previous batch's outcome: a DecisionBatch to send, or None;
-- `batch_answered(batch, reply, now)`: the outcome (None: unknown; the view
+- `decide(view, now_s, now_ms)`: one pass when the lease holds and the view
+  holds the previous batch's outcome: a DecisionBatch to send, or None. The
+  planner keeps its time on `now_s` (monotonic); `now_ms` (wall) is only
+  recorded in the batch;
+- `batch_answered(batch, reply, now_s)`: the outcome (None: unknown; the view
   will tell); a stale-lease rejection drops the lease at once.
+
+The lease is the only part two threads touch (the daemon renews it in a
+thread of its own): `decide` reads it once, at its start.
 Pickers are resolved by name (a queue's `job_pick_plugin`, else the default)
 through the function it is given.
 """
@@ -53,7 +58,9 @@ class Decider:
         return self.lease.holds(now_s)
 
     def decide(self, view: planner.PassView, now_s: float, now_ms: int) -> api.DecisionBatch | None:
-        if not self.lease.holds(now_s) or not planner.ready(self.state, view.revision, now_ms):
+        clock_ms = int(now_s * 1000)
+        epoch = self.lease.epoch
+        if not self.lease.holds(now_s) or not planner.ready(self.state, view.revision, clock_ms):
             return None
         core = CoreConfig(picker=self.pickers(self.default_picker),
                           queue_pickers={q.name: self.pickers(q.job_pick_plugin) for q in view.queues
@@ -62,7 +69,7 @@ class Decider:
         config = planner.PlannerConfig(core, self.config.in_flight_ms, self.config.refusal_cooldown_ms,
                                        self.config.await_view_ms)
         started = self.state
-        plan = planner.plan(view, started, now_ms, config)
+        plan = planner.plan(view, started, clock_ms, config)
         self.state, self.last = plan.state, plan
         for host, job in plan.cooled:
             log.info("scheduler %s: %s refused job %d; no dispatch there for %.0f s", self.scheduler_id, host,
@@ -70,14 +77,14 @@ class Decider:
         if not plan.decisions:
             return None
         self.batches += 1
-        return planner.to_batch(plan, started, self.lease.epoch, self.scheduler_id, view.revision, now_ms)
+        return planner.to_batch(plan, started, epoch, self.scheduler_id, view.revision, clock_ms, now_ms)
 
     def batch_answered(self, batch: api.DecisionBatch, reply: api.DecisionBatchResponse | None,
-                       now_ms: int) -> None:
+                       now_s: float) -> None:
         if reply is None:  # outcome unknown (maybe a new leader): confirm the lease
             self.lease.renew_at_s = 0.0
             return
-        self.state, stale = planner.after_reply(self.state, batch, reply, now_ms, self.config)
+        self.state, stale = planner.after_reply(self.state, batch, reply, int(now_s * 1000), self.config)
         rejected = [(o, d) for o, d in zip(reply.outcomes, batch.decisions, strict=False)
                     if o.code != api.DECISION_ACCEPTED]
         if rejected:

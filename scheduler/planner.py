@@ -16,9 +16,14 @@ carries what a pass must know of the passes before it, as an immutable
   or `await_view_ms` passed: a pass on an older view would hand out again
   the slots that batch took.
 
-Each batch records its pass's inputs (base revision, now_ms, and the digest
-of the planner state the pass started from), so a committed pass can be
-re-run exactly. Pure: no I/O, no clock (the time is passed in), no threads.
+The planner's time (`clock_ms`) is the scheduler's monotonic clock, so a
+step of the wall clock (NTP) neither keeps a dispatch "in flight" for an
+hour nor cools a host that long. Each batch records its pass's inputs: the
+view's revision, the planner's clock, the wall clock, and the digest of the
+planner state the pass started from. A re-run from a recorded planner state
+(the record/replay of the simulation issue keeps them; the state also moves
+in passes that make no batch) is checked against that digest and gives the
+same decisions. Pure: no I/O, no clock (the time is passed in), no threads.
 """
 
 from __future__ import annotations
@@ -79,12 +84,13 @@ class Plan:
     cooled: list[tuple[str, int]]  # (host, job) refusals first seen in this pass
 
 
-def ready(state: PlannerState, revision: int, now_ms: int) -> bool:
+def ready(state: PlannerState, revision: int, clock_ms: int) -> bool:
     """The view holds the previous batch's outcome, or that is overdue."""
-    return revision >= state.await_revision or now_ms > state.await_until_ms
+    return revision >= state.await_revision or clock_ms > state.await_until_ms
 
 
-def plan(view: PassView, state: PlannerState, now_ms: int, config: PlannerConfig) -> Plan:
+def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConfig) -> Plan:
+    now_ms = clock_ms  # every time the planner keeps is on this clock
     in_flight = {j: (a, t) for j, (a, t) in state.in_flight.items() if now_ms - t < config.in_flight_ms}
     cooldown, seen, cooled = _note_refusals(view.jobs, state, now_ms, config)
     # A cooling host is in the pass as unavailable: jobs that only it could take say so.
@@ -122,10 +128,10 @@ def _note_refusals(jobs: Sequence[api.Job], state: PlannerState, now_ms: int, co
 
 
 def to_batch(plan_: Plan, started: PlannerState, epoch: int, scheduler_id: str, revision: int,
-             now_ms: int) -> api.DecisionBatch:
+             clock_ms: int, now_ms: int) -> api.DecisionBatch:
     """The pass as one DecisionBatch, with the inputs that let it be re-run."""
     batch = api.DecisionBatch(lease_epoch=epoch, base_revision=revision, scheduler_id=scheduler_id,
-                              now_ms=now_ms, planner_digest=started.digest())
+                              clock_ms=clock_ms, now_ms=now_ms, planner_digest=started.digest())
     for decision in plan_.decisions:
         if isinstance(decision, Dispatch):
             batch.decisions.add(dispatch=api.DispatchDecision(
@@ -137,7 +143,7 @@ def to_batch(plan_: Plan, started: PlannerState, epoch: int, scheduler_id: str, 
 
 
 def after_reply(state: PlannerState, batch: api.DecisionBatch, reply: api.DecisionBatchResponse,
-                now_ms: int, config: PlannerConfig) -> tuple[PlannerState, bool]:
+                clock_ms: int, config: PlannerConfig) -> tuple[PlannerState, bool]:
     """The batch's outcome: wait for the view to hold it; rejected dispatches may be
     tried again at once. True when the lease was stale (the batch changed nothing)."""
     in_flight = dict(state.in_flight)
@@ -146,4 +152,4 @@ def after_reply(state: PlannerState, batch: api.DecisionBatch, reply: api.Decisi
             in_flight.pop(decision.dispatch.job_id, None)
     stale = any(o.code == api.REJECT_STALE_LEASE for o in reply.outcomes)
     return PlannerState(in_flight, state.cooldown, state.refusals_seen, reply.revision,
-                        now_ms + config.await_view_ms), stale
+                        clock_ms + config.await_view_ms), stale

@@ -46,7 +46,7 @@ def test_a_dispatch_in_flight_is_not_made_again_until_it_expires() -> None:
 def test_a_rejected_dispatch_may_be_made_again_at_once() -> None:
     world = view([job(1)], [host("a", 4)])
     first = planner.plan(world, PlannerState(), 1_000, CONFIG)
-    batch = planner.to_batch(first, PlannerState(), 3, "s", world.revision, 1_000)
+    batch = planner.to_batch(first, PlannerState(), 3, "s", world.revision, 1_000, 1_700_000_001_000)
     reply = api.DecisionBatchResponse(revision=11, outcomes=[api.DecisionOutcome(
         code=api.REJECT_INFEASIBLE, reason=api.PEND_NO_FREE_SLOTS)])
     state, stale = planner.after_reply(first.state, batch, reply, 1_100, CONFIG)
@@ -86,7 +86,7 @@ def test_a_worker_s_refusal_is_not_overwritten_and_others_see_the_host_unavailab
 def test_a_stale_lease_answer_is_a_code() -> None:
     world = view([job(1)], [host("a", 4)])
     first = planner.plan(world, PlannerState(), 1_000, CONFIG)
-    batch = planner.to_batch(first, PlannerState(), 3, "s", world.revision, 1_000)
+    batch = planner.to_batch(first, PlannerState(), 3, "s", world.revision, 1_000, 1_700_000_001_000)
     stale_outcome = api.DecisionOutcome(code=api.REJECT_STALE_LEASE, message="any words")
     _, stale = planner.after_reply(first.state, batch, api.DecisionBatchResponse(outcomes=[stale_outcome]),
                                    1_100, CONFIG)
@@ -97,12 +97,15 @@ def test_a_batch_records_the_pass_inputs_and_the_digest_is_the_state_s() -> None
     world = view([job(1), job(2)], [host("a", 4)], revision=42)
     started = PlannerState(cooldown={"x": 9_999})
     plan = planner.plan(world, started, 1_234, CONFIG)
-    batch = planner.to_batch(plan, started, 7, "s1", world.revision, 1_234)
-    assert (batch.base_revision, batch.now_ms, batch.lease_epoch, batch.scheduler_id) == (42, 1_234, 7, "s1")
+    batch = planner.to_batch(plan, started, 7, "s1", world.revision, 1_234, 1_700_000_001_234)
+    assert (batch.base_revision, batch.clock_ms, batch.now_ms, batch.lease_epoch, batch.scheduler_id) == \
+        (42, 1_234, 1_700_000_001_234, 7, "s1")
     assert batch.planner_digest == PlannerState(cooldown={"x": 9_999}).digest() != PlannerState().digest()
-    # Re-run from the recorded inputs: the same decisions.
-    replay = planner.plan(world, PlannerState(cooldown={"x": 9_999}), batch.now_ms, CONFIG)
-    assert planner.to_batch(replay, started, 7, "s1", 42, 1_234) == batch
+    # Re-run from the recorded inputs (a recorded state is checked against the digest): the same decisions.
+    recorded = PlannerState(cooldown={"x": 9_999})
+    assert recorded.digest() == batch.planner_digest
+    replay = planner.plan(world, recorded, batch.clock_ms, CONFIG)
+    assert planner.to_batch(replay, recorded, 7, "s1", 42, batch.clock_ms, batch.now_ms) == batch
 
 
 def test_a_queue_slot_limit_counts_the_pass_s_own_placements() -> None:

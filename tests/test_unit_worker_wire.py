@@ -26,3 +26,16 @@ def test_commands_frame_unpacks_in_order_and_a_lone_message_goes_as_itself() -> 
     assert [m.run.job.id for m in worker_wire.controller_messages(frame)] == [5, 6, 7]
     assert worker_wire.controller_frame(runs[:1]) is runs[0]
     assert list(worker_wire.controller_messages(runs[0])) == [runs[0]]
+
+
+def test_frames_are_bounded_in_count_and_in_bytes_and_keep_the_order() -> None:
+    small = [api.ControllerMessage(ack=api.ReportAck(job_id=i, attempt=0, kind="started"))
+             for i in range(worker_wire.MAX_PER_FRAME + 5)]
+    parts = worker_wire.split(small)
+    assert [len(p) for p in parts] == [worker_wire.MAX_PER_FRAME, 5]
+    big_spec = api.JobSpec(command=["x" * 1000], env={f"K{i}": "v" * 1000 for i in range(400)})  # ~400 kB
+    big = [api.ControllerMessage(run=api.RunJob(job=api.Job(id=i, spec=big_spec))) for i in range(30)]
+    parts = worker_wire.split(big)
+    assert len(parts) > 1 and all(sum(m.ByteSize() for m in p[:-1]) < worker_wire.MAX_FRAME_BYTES
+                                  for p in parts)
+    assert [m.run.job.id for p in parts for m in p] == list(range(30))

@@ -17,6 +17,23 @@ MAX_PER_FRAME = 1000
 MAX_FRAME_BYTES = 4 << 20  # a frame stops growing past this (the receive limit is 16 MiB)
 
 
+def split(messages: Sequence[api.ControllerMessage]) -> list[list[api.ControllerMessage]]:
+    """Consecutive runs of at most MAX_PER_FRAME messages and about MAX_FRAME_BYTES each (a
+    frame stops growing once past it), in order: each becomes one frame."""
+    parts: list[list[api.ControllerMessage]] = []
+    part: list[api.ControllerMessage] = []
+    size = 0
+    for message in messages:
+        if part and (len(part) >= MAX_PER_FRAME or size >= MAX_FRAME_BYTES):
+            parts.append(part)
+            part, size = [], 0
+        part.append(message)
+        size += message.ByteSize()
+    if part:
+        parts.append(part)
+    return parts
+
+
 def controller_frame(messages: Sequence[api.ControllerMessage]) -> api.ControllerMessage:
     if len(messages) == 1:
         return messages[0]

@@ -138,12 +138,13 @@ def decode(index: int, data: bytes, handlers: Mapping[str, Handler] = HANDLERS) 
         entry = log.Entry.FromString(data)
     except DecodeError as exc:
         raise EntryNotUnderstood(index, "undecodable", 0, f"undecodable: {exc}") from None
-    kind, format_ = describe(data)
+    kind = entry.WhichOneof("body")
     if entry.format > ENTRY_FORMAT:
-        raise EntryNotUnderstood(index, kind, format_, f"format {entry.format} is newer than this "
-                                                       f"code's ({ENTRY_FORMAT})")
-    if kind not in handlers:
-        raise EntryNotUnderstood(index, kind, format_, "this code has no handler for the entry's kind")
+        raise EntryNotUnderstood(index, describe(data)[0], entry.format,
+                                 f"format {entry.format} is newer than this code's ({ENTRY_FORMAT})")
+    if kind is None or kind not in handlers:
+        raise EntryNotUnderstood(index, describe(data)[0], entry.format or 1,
+                                 "this code has no handler for the entry's kind")
     return entry
 
 

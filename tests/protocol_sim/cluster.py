@@ -345,11 +345,14 @@ class Sim:
             if not decision.HasField("dispatch"):
                 continue
             for (job, attempt), (host, stamp) in sorted(refused.items()):
-                if host == decision.dispatch.host and batch.now_ms < stamp + cooldown:
+                # The planner's clock is the scheduler's monotonic one; here it runs with the
+                # leader's stamps, STAMP0_MS apart.
+                if host == decision.dispatch.host and batch.clock_ms < stamp - STAMP0_MS + cooldown:
                     self.violations.append(
-                        f"RefusalRespected: entry {index}, a pass at {batch.now_ms} on the view at revision "
-                        f"{batch.base_revision} dispatches job {decision.dispatch.job_id} to {host}, whose "
-                        f"worker refused job {job}.{attempt} at {stamp} (cool-down {cooldown} ms)")
+                        f"RefusalRespected: entry {index}, a pass at {batch.clock_ms} on the view at "
+                        f"revision {batch.base_revision} dispatches job {decision.dispatch.job_id} to "
+                        f"{host}, whose worker refused job {job}.{attempt} at {stamp - STAMP0_MS} "
+                        f"(cool-down {cooldown} ms)")
                     return
 
     def ghosts_of(self, entry: log.Entry) -> list[tuple[str, int]]:

@@ -200,9 +200,7 @@ class ReplicaDriver:
             elif isinstance(effect, Send):
                 stream = self.streams.get(effect.stream)
                 if stream is not None:
-                    messages = list(effect.messages)
-                    for start in range(0, len(messages), worker_wire.MAX_PER_FRAME):
-                        frame = messages[start:start + worker_wire.MAX_PER_FRAME]
+                    for frame in worker_wire.split(effect.messages):
                         stream.send_down(worker_wire.controller_frame(frame))
             elif isinstance(effect, EndStream):
                 stream = self.streams.pop(effect.stream, None)

@@ -88,7 +88,7 @@ class SchedulerNode:
 
     def on_batch_reply(self, batch: api.DecisionBatch, reply: api.DecisionBatchResponse | None) -> None:
         if batch.scheduler_id == self.id:
-            self.core.batch_answered(batch, reply, self.clock.now_ms())
+            self.core.batch_answered(batch, reply, self.clock.monotonic_s())
 
     # -------------------------------------------------------------- the Sync stream
 

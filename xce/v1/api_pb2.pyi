@@ -451,20 +451,22 @@ class Decision(_message.Message):
     def __init__(self, dispatch: _Optional[_Union[DispatchDecision, _Mapping]] = ..., pend: _Optional[_Union[PendDecision, _Mapping]] = ...) -> None: ...
 
 class DecisionBatch(_message.Message):
-    __slots__ = ("lease_epoch", "base_revision", "decisions", "scheduler_id", "now_ms", "planner_digest")
+    __slots__ = ("lease_epoch", "base_revision", "decisions", "scheduler_id", "now_ms", "planner_digest", "clock_ms")
     LEASE_EPOCH_FIELD_NUMBER: _ClassVar[int]
     BASE_REVISION_FIELD_NUMBER: _ClassVar[int]
     DECISIONS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULER_ID_FIELD_NUMBER: _ClassVar[int]
     NOW_MS_FIELD_NUMBER: _ClassVar[int]
     PLANNER_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_MS_FIELD_NUMBER: _ClassVar[int]
     lease_epoch: int
     base_revision: int
     decisions: _containers.RepeatedCompositeFieldContainer[Decision]
     scheduler_id: str
     now_ms: int
     planner_digest: str
-    def __init__(self, lease_epoch: _Optional[int] = ..., base_revision: _Optional[int] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., scheduler_id: _Optional[str] = ..., now_ms: _Optional[int] = ..., planner_digest: _Optional[str] = ...) -> None: ...
+    clock_ms: int
+    def __init__(self, lease_epoch: _Optional[int] = ..., base_revision: _Optional[int] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., scheduler_id: _Optional[str] = ..., now_ms: _Optional[int] = ..., planner_digest: _Optional[str] = ..., clock_ms: _Optional[int] = ...) -> None: ...
 
 class DecisionOutcome(_message.Message):
     __slots__ = ("code", "reason", "message")
