@@ -390,3 +390,42 @@ def test_many_joins_at_once_are_derived_a_turn_at_a_time_each_joined_at_once() -
     h.core.tick()
     h.effects()
     assert not h.core.busy()
+
+
+def test_a_session_that_fails_ends_its_stream_so_the_worker_re_joins() -> None:
+    h = Harness()
+    h.serve()
+    join(h, 5)
+    term = h.core.term
+    assert term is not None
+    session = term.streams[5].session
+    assert session is not None
+
+    def broken(now_s: float) -> None:
+        raise KeyError("a bug")
+
+    session.step = broken  # type: ignore[method-assign]
+    h.clock.advance(6_000)  # its periodic full look is due
+    h.core.tick()
+    h.effects()
+    assert 5 in h.ended and h.ended[5] is None and 5 not in term.streams
+
+
+def test_a_heartbeat_on_a_superseded_stream_does_not_make_the_current_one_look_silent() -> None:
+    h = Harness()
+    h.serve()
+    join(h, 5)  # generation 1
+    term = h.core.term
+    assert term is not None
+    old_stream = term.streams[5]
+    h.clock.advance(3_500)  # the leadership is older than the heartbeat timeout (3 s)
+    assert join(h, 6) == 2  # the host re-joins on another stream
+    # The old stream ends at its session's next step; with many sessions to step that can
+    # be a turn later, and a heartbeat may still arrive on it meanwhile.
+    term.streams[5] = old_stream
+    h.clock.advance(500)
+    h.core.worker_message(5, api.WorkerMessage(heartbeat=api.Heartbeat(generation=1)))  # late, old stream
+    h.core.tick()
+    h.effects()
+    statuses = [p.entry for p in h.proposed if p.entry.WhichOneof("body") in ("host_status", "host_statuses")]
+    assert statuses == []  # generation 2 was heard 0.5 s ago: not late
