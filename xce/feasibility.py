@@ -22,10 +22,15 @@ An operator's forced run (`xce run`, like brun) skips the job-level checks
 (policy), never the host-level ones.
 
 Cluster-wide counters: a running attempt holds amounts of named counters
-(`demands`): today the slots of its queue (`queue/<name>/slots`, bounded by
+(`demands`): today only the slots of its queue (`queue/<name>/slots`, bounded by
 the queue's `slot_limit`, LSF's QJOB_LIMIT); later licenses, per-user limits
 and an array's running cap. Apply adds them at dispatch and gives exactly
-those amounts back when the attempt ends (the job's `holds`).
+those amounts back when the attempt ends: its queue's slots, which its own
+fields say (queue and slots cannot change while it runs), and whatever the
+job's `holds` map records beyond them (`extra_demands`; nothing yet). The
+base is not recorded on every job because a running job's record travels in
+every event, snapshot, Sync message and RunJob: the map would add a fifth to
+a small job's bytes.
 
 Pure: no I/O, no clock; records in, a reason out.
 """
@@ -83,7 +88,19 @@ def queue_slots_counter(queue: str) -> str:
 
 def demands(job: api.Job) -> dict[str, int]:
     """The cluster-wide counters a running attempt of `job` holds, and how much of each."""
+    return {**base_demands(job), **extra_demands(job)}
+
+
+def base_demands(job: api.Job) -> dict[str, int]:
+    """What every running attempt holds, by a fixed rule on fields that cannot change while
+    it runs: never recorded on the job, given back by the same rule."""
     return {queue_slots_counter(job.spec.queue): job.spec.slots}
+
+
+def extra_demands(job: api.Job) -> dict[str, int]:
+    """Counters beyond the base (licenses, a user's or an array's running cap, later):
+    recorded in the job's `holds` when it is placed, so exactly those come back."""
+    return {}
 
 
 def limits_of(queues: Iterable[api.Queue]) -> dict[str, int]:

@@ -1,8 +1,9 @@
 """What a running attempt holds: slots on its host and amounts of cluster-wide counters.
 
 `place` takes them when a DISPATCH is accepted; `release` gives back exactly
-what `place` took (the host's slots, the counters recorded in the job's
-`holds`) when the attempt ends or is given up. Accounting errors are bugs:
+what `place` took (the host's slots, the base counters by the same rule on
+fields that cannot change while the job runs, and the extra ones recorded in
+its `holds`) when the attempt ends or is given up. Accounting errors are bugs:
 an invariant stops the replica rather than clamp a count at zero.
 """
 
@@ -68,8 +69,8 @@ def place(applier: Applier, job: api.Job, host: api.Host) -> None:
     job.ClearField("refused_host")
     job.modify_time_ms = applier.stamp_ms
     job.holds.clear()
+    job.holds.update(feasibility.extra_demands(job))
     for name, amount in feasibility.demands(job).items():
-        job.holds[name] = amount
         applier.add_counter(name, amount)
     host.slots_used += job.spec.slots
     host.running_jobs += 1
@@ -91,7 +92,7 @@ def release(applier: Applier, job: api.Job) -> None:
     host.slots_used -= job.spec.slots
     host.running_jobs -= 1
     applier.put_host(host)
-    for name, amount in sorted(job.holds.items()):
+    for name, amount in sorted({**feasibility.base_demands(job), **job.holds}.items()):
         applier.add_counter(name, -amount)
     job.holds.clear()
     # In the event too: it tells the leader which host's worker to look at
