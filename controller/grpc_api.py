@@ -180,16 +180,14 @@ class _Services:
                 if isinstance(item, Ended):
                     error = item.error
                     break
-                frame, size, ended = list(item), sum(m.ByteSize() for m in item), None
-                while not outgoing.empty() and len(frame) < worker_wire.MAX_PER_FRAME \
-                        and size < worker_wire.MAX_FRAME_BYTES:
+                frame, ended = list(item), None
+                while not outgoing.empty() and len(frame) < worker_wire.MAX_PER_FRAME:
                     queued = outgoing.get_nowait()
                     if isinstance(queued, Ended):
                         ended = queued
                         break
                     frame += queued
-                    size += sum(m.ByteSize() for m in queued)
-                for part in worker_wire.split(frame):
+                for part in worker_wire.split(frame):  # by count and by bytes
                     yield worker_wire.controller_frame(part).SerializeToString()
                 if ended is not None:
                     error = ended.error
