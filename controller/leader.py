@@ -180,6 +180,11 @@ class Term:
     announcing: set[int] = field(default_factory=set)
 
 
+Group = GroupCommit[tuple[int, Any]]  # (stream or call token, request)
+EntryOf = Callable[[list[Any]], log.Entry]  # the entry a batch of requests goes in
+Settle = Callable[[Term, list[tuple[int, Any]], list[log.Result | None]], None]  # results, one each
+
+
 class LeaderCore:
     def __init__(self, settings: LeaderSettings, state: StateReader, consensus: Consensus, clock: Clock,
                  rng: random.Random) -> None:
@@ -193,7 +198,9 @@ class LeaderCore:
         self._effects: list[Effect] = []
         self._proposals = proposals.Proposals(clock)
         self._peers: dict[int, tuple[frozenset[str], int]] = {}
-        self._format: int | None = None  # cached entry format to propose; None: read it again
+        # The entry format to propose; None: read it again. It moves only with an announcement,
+        # which only a leader proposes: read at a leadership's start and after each one.
+        self._format: int | None = None
 
     # ------------------------------------------------------------ effects
 
@@ -278,6 +285,7 @@ class LeaderCore:
             now = self.clock.monotonic_s()
             s = self.settings
             liveness = Liveness(now, s.heartbeat_timeout_s)
+            self._format = None
             self.term = Term(self._terms, raft_term, liveness,
                              Watchdog(liveness, s.heartbeat_s / 2, int(s.unknown_timeout_s * 1000)),
                              GroupCommit(s.submit_max_requests, s.submit_max_bytes, s.submit_max_in_flight))
@@ -303,7 +311,6 @@ class LeaderCore:
 
     def applied(self, indices: Iterable[int]) -> None:
         """Entries applied: each session hears of the jobs they changed on its host."""
-        self._format = None
         term = self.term
         if term is None or not term.sessions:
             return
@@ -354,25 +361,17 @@ class LeaderCore:
             for spec in request.jobs:
                 fsm.check_spec(tables, meta, spec)
         term.submits.add((token, request), request.ByteSize())
-        self._flush_submits(term)
+        self._flush(term, term.submits, _submit_entry, self._submits_settled)
 
-    def _flush_submits(self, term: Term) -> None:
-        while (batch := term.submits.take()) is not None:
-            entry = log.Entry(submit=log.SubmitBatch(requests=[request for _, request in batch]))
-            self._propose(entry, functools.partial(self._submits_done, term, batch))
-
-    def _submits_done(self, term: Term, batch: list[tuple[int, api.SubmitJobsRequest]],
-                      results: list[log.Result] | None) -> None:
-        term.submits.done()
-        answers = _per_request(results, len(batch))
+    def _submits_settled(self, term: Term, batch: list[tuple[int, api.SubmitJobsRequest]],
+                         answers: list[log.Result | None]) -> None:
+        # Answered even when the leadership ended meanwhile: the callers are waiting.
         with self.state.read() as tables:
             for (token, request), result in zip(batch, answers, strict=True):
                 try:
                     self._reply(token, self._submitted(tables, request.request_id, result))
                 except ServiceError as exc:
                     self._reply(token, exc)
-        if self.term is term:
-            self._flush_submits(term)
 
     @staticmethod
     def _submitted(tables: Tables, request_id: str, result: log.Result | None) -> api.SubmitJobsResponse:
@@ -535,19 +534,12 @@ class LeaderCore:
             return
         state.phase = "joining"
         term.joins.add((stream, message.join), message.join.ByteSize())
-        self._flush_joins(term)
+        self._flush(term, term.joins, _joins_entry, self._joins_settled)
 
-    def _flush_joins(self, term: Term) -> None:
-        while (batch := term.joins.take()) is not None:
-            entry = log.Entry(joins=log.HostJoins(joins=[spec for _, spec in batch]))
-            self._propose(entry, functools.partial(self._joins_done, term, batch))
-
-    def _joins_done(self, term: Term, batch: list[tuple[int, api.HostSpec]],
-                    results: list[log.Result] | None) -> None:
-        term.joins.done()
+    def _joins_settled(self, term: Term, batch: list[tuple[int, api.HostSpec]],
+                       answers: list[log.Result | None]) -> None:
         if self.term is not term:
             return
-        answers = _per_request(results, len(batch))
         for (stream, spec), result in zip(batch, answers, strict=True):
             if stream not in term.streams:
                 continue  # the worker hung up meanwhile
@@ -558,7 +550,6 @@ class LeaderCore:
                 continue
             self._joined(term, stream, spec, result.generation)
         self._step_sessions(term, ())
-        self._flush_joins(term)
 
     def _joined(self, term: Term, stream: int, spec: api.HostSpec, generation: int) -> None:
         now = self.clock.monotonic_s()
@@ -591,19 +582,12 @@ class LeaderCore:
             relayed = log.HostReport(host=session.name, generation=session.generation, report=report)
             term.reports.add((stream, relayed), relayed.ByteSize())
         if reports:
-            self._flush_reports(term)
+            self._flush(term, term.reports, _reports_entry, self._reports_settled)
 
-    def _flush_reports(self, term: Term) -> None:
-        while (batch := term.reports.take()) is not None:
-            entry = log.Entry(reports=log.HostReports(reports=[report for _, report in batch]))
-            self._propose(entry, functools.partial(self._reports_done, term, batch))
-
-    def _reports_done(self, term: Term, batch: list[tuple[int, log.HostReport]],
-                      results: list[log.Result] | None) -> None:
-        term.reports.done()
+    def _reports_settled(self, term: Term, batch: list[tuple[int, log.HostReport]],
+                         answers: list[log.Result | None]) -> None:
         if self.term is not term:
             return
-        answers = _per_request(results, len(batch))
         by_stream: dict[int, tuple[list[api.JobReport], list[log.Result | None]]] = {}
         for (stream, relayed), result in zip(batch, answers, strict=True):
             reports, outcomes = by_stream.setdefault(stream, ([], []))
@@ -618,7 +602,20 @@ class LeaderCore:
             else:
                 self._send(term, stream)
                 self._end(term, stream, None)
-        self._flush_reports(term)
+
+    def _flush(self, term: Term, group: Group, entry_of: EntryOf, settle: Settle) -> None:
+        """Propose what a group commit holds, one entry a batch, while it lets more go; when a
+        batch settles, each of its items gets its own result (None: outcome unknown)."""
+        while (batch := group.take()) is not None:
+            entry = entry_of([item for _, item in batch])
+            self._propose(entry, functools.partial(self._batch_done, term, group, entry_of, settle, batch))
+
+    def _batch_done(self, term: Term, group: Group, entry_of: EntryOf, settle: Settle,
+                    batch: list[tuple[int, Any]], results: list[log.Result] | None) -> None:
+        group.done()
+        settle(term, batch, _per_request(results, len(batch)))
+        if self.term is term:
+            self._flush(term, group, entry_of, settle)
 
     def _step_sessions(self, term: Term, streams: Iterable[int]) -> None:
         """Queue these sessions for a step, then step up to SESSION_STEPS_PER_TURN of the queue."""
@@ -729,6 +726,7 @@ class LeaderCore:
 
         def done(results: list[log.Result] | None) -> None:
             term.announcing.discard(replica_id)
+            self._format = None
             if results and results[0].code == log.OK:
                 logger.info("replica %d announced entry format %d and kinds %s", replica_id, format_,
                             ", ".join(sorted(kinds - versions.BASELINE_KINDS)) or "(baseline)")
@@ -746,6 +744,18 @@ class LeaderCore:
         entry.format = self._format
         token = self._proposals.new(entry.WhichOneof("body") or "?", on_done)
         self._effects.append(Propose(token, entry))
+
+
+def _submit_entry(requests: list[api.SubmitJobsRequest]) -> log.Entry:
+    return log.Entry(submit=log.SubmitBatch(requests=requests))
+
+
+def _joins_entry(joins: list[api.HostSpec]) -> log.Entry:
+    return log.Entry(joins=log.HostJoins(joins=joins))
+
+
+def _reports_entry(reports: list[log.HostReport]) -> log.Entry:
+    return log.Entry(reports=log.HostReports(reports=reports))
 
 
 def _per_request(results: list[log.Result] | None, count: int) -> list[log.Result | None]:

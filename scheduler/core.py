@@ -36,7 +36,7 @@ REASON_NO_HOSTS: Reason = feasibility.REASON_NO_HOSTS.key()
 REASON_HOSTS_UNAVAILABLE: Reason = feasibility.REASON_HOSTS_UNAVAILABLE.key()
 REASON_NO_SLOTS: Reason = feasibility.REASON_NO_SLOTS.key()
 REASON_TOO_BIG: Reason = feasibility.REASON_TOO_BIG.key()
-REASON_QUEUE_INACTIVE: Reason = (api.PEND_QUEUE_INACTIVE, "the queue is inactive")
+REASON_QUEUE_INACTIVE: Reason = feasibility.REASON_QUEUE_INACTIVE.key()
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,6 @@ class Decider:
     config: planner.PlannerConfig = field(default_factory=planner.PlannerConfig)
     state: planner.PlannerState = field(default_factory=planner.PlannerState)
     batches: int = 0
-    last: planner.Plan | None = None  # the last pass, for logs and tests
 
     @property
     def scheduler_id(self) -> str:
@@ -70,7 +69,12 @@ class Decider:
                                        self.config.await_view_ms)
         started = self.state
         plan = planner.plan(view, started, clock_ms, config)
-        self.state, self.last = plan.state, plan
+        self.state = plan.state
+        if log.isEnabledFor(logging.DEBUG):
+            waiting = {api.PendingReason.Name(code): n for code, n in plan.result.waiting.items()}
+            log.debug("scheduler %s: pass at revision %d: %d decisions; waiting %s; hosts refused %s",
+                      self.scheduler_id, view.revision, len(plan.decisions), waiting,
+                      dict(plan.result.refusals))
         for host, job in plan.cooled:
             log.info("scheduler %s: %s refused job %d; no dispatch there for %.0f s", self.scheduler_id, host,
                      job, self.config.refusal_cooldown_ms / 1000)

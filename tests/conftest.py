@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.store import StateStore
 from xce.local_cluster import LocalCluster, LocalWorkers
 
 # Heartbeats fast enough for tests to see hosts come and go in seconds.
@@ -61,3 +62,12 @@ def make_fleet(make_cluster) -> Iterator[Callable[[str], tuple[LocalCluster, Loc
 def fleet(make_fleet) -> tuple[LocalCluster, LocalWorkers]:  # type: ignore[no-untyped-def]
     """A serving cluster with fast heartbeats, and its workers."""
     return make_fleet()  # type: ignore[no-any-return]
+
+
+def replica_dump(cluster: LocalCluster, replica_id: int) -> tuple[bytes, int]:
+    """A stopped replica's canonical dump and applied index, read from its LMDB files."""
+    store = StateStore(cluster.config.replica_dir(replica_id) / "state", cluster.config.cluster_id)
+    try:
+        return store.canonical_dump(), store.meta().applied_index
+    finally:
+        store.close()

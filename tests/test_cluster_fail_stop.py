@@ -24,10 +24,9 @@ from pathlib import Path
 
 import lmdb
 import pytest
-from conftest import FAST_HOSTS
+from conftest import FAST_HOSTS, replica_dump
 
 from controller.raft import FAIL_STOP_EXIT
-from controller.store import StateStore
 from xce.client import Client, XceError
 from xce.local_cluster import LocalCluster, LocalWorkers
 from xce.v1 import api_pb2 as api
@@ -63,14 +62,6 @@ def status(cluster: LocalCluster, replica_id: int) -> api.ReplicaStatus | None:
         return None
 
 
-def dump(cluster: LocalCluster, replica_id: int) -> tuple[bytes, int]:
-    store = StateStore(cluster.config.replica_dir(replica_id) / "state", cluster.config.cluster_id)
-    try:
-        return store.canonical_dump(), store.meta().applied_index
-    finally:
-        store.close()
-
-
 def submit_and_modify(client: Client, request_id: str = "") -> int:
     job = client.submit([api.JobSpec(command=["true"])]).jobs[0]
     request = api.ModifyJobRequest(job_id=str(job.id), priority=7, request_id=request_id or f"m-{job.id}")
@@ -95,7 +86,7 @@ def test_a_replica_that_cannot_apply_an_entry_stops_there_and_catches_up_once_fi
         fatal = re.search(r"FATAL: applying entry (\d+) \(kind modify, format 1\) failed", text)
         assert fatal, text[-3000:]
         index = int(fatal.group(1))
-        _, applied = dump(cluster, victim)
+        _, applied = replica_dump(cluster, victim)
         assert applied < index  # stopped before the entry: nothing of it or after it applied
         # The other two carry on, writes included.
         job = submit_and_modify(client)
@@ -107,7 +98,7 @@ def test_a_replica_that_cannot_apply_an_entry_stops_there_and_catches_up_once_fi
     wait_for(lambda: (s := status(cluster, victim)) is not None and s.applied_index >= final,
              "the fixed replica to catch up", cluster)
     cluster.stop()
-    dumps = {rid: dump(cluster, rid) for rid in (1, 2, 3)}
+    dumps = {rid: replica_dump(cluster, rid) for rid in (1, 2, 3)}
     assert len({d for d, _ in dumps.values()}) == 1, {rid: a for rid, (_, a) in dumps.items()}
 
 
@@ -135,7 +126,7 @@ def test_with_the_bug_on_every_replica_all_stop_at_the_same_entry_and_recover_wi
             survivor = status(cluster, rid)
             assert survivor is None or survivor.applied_index == before  # alive: still at that index
     cluster.stop()
-    applied = {rid: dump(cluster, rid)[1] for rid in (1, 2, 3)}
+    applied = {rid: replica_dump(cluster, rid)[1] for rid in (1, 2, 3)}
     assert set(applied.values()) == {before}, applied  # the same index everywhere, nothing past it
     # Recovery: the same data with code that applies the entry (docs/ARCHITECTURE.md, fail-stop).
     cluster.env.clear()

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import replica_dump
 
-from controller.store import StateStore
 from xce.client import Client, XceError
 from xce.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
@@ -24,14 +24,6 @@ pytestmark = pytest.mark.cluster
 def _spec(i: int) -> api.JobSpec:
     return api.JobSpec(command=["sleep", str(i % 7)], name=f"job-{i}", priority=i % 5,
                        env={"INDEX": str(i)}, cwd="/tmp")
-
-
-def _dump(cluster: LocalCluster, replica_id: int) -> tuple[bytes, int]:
-    store = StateStore(cluster.config.replica_dir(replica_id) / "state", cluster.config.cluster_id)
-    try:
-        return store.canonical_dump(), store.meta().applied_index
-    finally:
-        store.close()
 
 
 def _wait_converged(cluster: LocalCluster, timeout_s: float = 20.0) -> int:
@@ -129,7 +121,7 @@ def test_kill_all_replicas_and_restart_changes_nothing(cluster: LocalCluster) ->
     revision = _wait_converged(cluster)
     for replica_id in list(cluster.procs):
         cluster.kill(replica_id)
-    before = {r: _dump(cluster, r) for r in (1, 2, 3)}
+    before = {r: replica_dump(cluster, r) for r in (1, 2, 3)}
     assert len({dump for dump, _ in before.values()}) == 1
     assert {applied for _, applied in before.values()} == {revision}
 
@@ -140,7 +132,7 @@ def test_kill_all_replicas_and_restart_changes_nothing(cluster: LocalCluster) ->
     assert _wait_converged(cluster) == revision  # nothing re-applied, no new entry
     for replica_id in list(cluster.procs):
         cluster.kill(replica_id)
-    after = {r: _dump(cluster, r) for r in (1, 2, 3)}
+    after = {r: replica_dump(cluster, r) for r in (1, 2, 3)}
     assert after == before
 
 
@@ -168,7 +160,7 @@ def test_wiped_replica_catches_up_through_snapshot(make_cluster) -> None:  # typ
         assert len(client.list_jobs()) == 200
     for replica_id in list(cluster.procs):
         cluster.kill(replica_id)
-    dumps = {r: _dump(cluster, r) for r in (1, 2, 3)}
+    dumps = {r: replica_dump(cluster, r) for r in (1, 2, 3)}
     assert len({d for d, _ in dumps.values()}) == 1
     assert dumps[follower][1] == revision
 

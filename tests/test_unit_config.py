@@ -204,3 +204,16 @@ def test_raft_settings_pysyncobj_would_refuse_are_a_config_error(tmp_path: Path)
                     'raft = "127.0.0.1:2"\n[raft]\nelection_min_s = 0.1\nheartbeat_s = 0.05\n')
     with pytest.raises(ConfigError, match="3 heartbeats"):
         config.load(path)
+
+
+@pytest.mark.parametrize("limit", ["-1", '"8"', "true", "3000000000"],
+                         ids=["negative", "text", "bool", "too-big"])
+def test_bad_queue_slot_limit_is_a_config_error(tmp_path: Path, limit: str) -> None:
+    text = GOOD.replace("priority = 10", f"priority = 10\nslot_limit = {limit}")
+    assert "slot_limit" in load_error(tmp_path, text)
+
+
+def test_a_queue_slot_limit_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "cluster.toml"
+    path.write_text(GOOD.replace("priority = 10", "priority = 10\nslot_limit = 8"))
+    assert [q.slot_limit for q in config.load(path).queues if q.slot_limit] == [8]

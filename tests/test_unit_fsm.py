@@ -653,6 +653,24 @@ def test_put_queue_bad_name_is_invalid(backend: Backend, name: str) -> None:
     assert backend.keys("queues") == []
 
 
+def test_put_queue_negative_slot_limit_is_invalid_and_stores_nothing(backend: Backend) -> None:
+    result = backend.one(put_queue(api.Queue(name="gpu", slot_limit=-1), create=True))
+    assert result.code == log.INVALID_ARGUMENT and "slot_limit" in result.message
+    assert backend.keys("queues") == []
+
+
+@pytest.mark.parametrize("announce", [
+    log.Announce(replica_id=0, kinds=["submit"], format=1),
+    log.Announce(replica_id=1, kinds=["k" * 65], format=1),
+    log.Announce(replica_id=1, kinds=[f"k{i}" for i in range(300)], format=1),
+], ids=["no-replica", "long-kind", "too-many"])
+def test_a_bad_announcement_is_rejected_and_changes_nothing(backend: Backend, announce: log.Announce) -> None:
+    ok(backend.one(init()))
+    result = backend.one(log.Entry(stamp_ms=STAMP_MS, announce=announce))
+    assert result.code == log.INVALID_ARGUMENT
+    assert not backend.meta().members
+
+
 def test_put_queue_same_definition_records_no_change(backend: Backend) -> None:
     gpu = api.Queue(name="gpu", priority=50)
     ok(backend.one(put_queue(gpu, create=True)))
@@ -928,3 +946,14 @@ def test_submit_with_out_of_range_stamp_is_rejected_not_raised(backend: Backend,
     results = backend.step(submit(request("r1"), stamp_ms=stamp_ms))
     assert results is not None and len(results) == 1
     assert backend.meta().applied_index == 2
+
+
+@pytest.mark.parametrize("spec", ["nonsense", "raise-on-entry=nokind", "lacks-entry=",
+                                  "requeue-on-success=x"])
+def test_an_unknown_fault_is_refused_at_start(spec: str) -> None:
+    from controller import faults
+
+    with pytest.raises(faults.FaultError, match="unknown XCE_FAULT"):
+        faults.handlers(spec)
+    assert faults.handlers("") == fsm.HANDLERS
+    assert "modify" not in faults.handlers("lacks-entry=modify")

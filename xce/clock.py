@@ -32,9 +32,6 @@ class RealClock:
     def monotonic_s(self) -> float:
         return time.monotonic()
 
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
 
 class ManualClock:
     """A clock that moves only when `advance` is called; both readings move together."""

@@ -37,10 +37,6 @@ def invalid(message: str) -> ServiceError:
     return ServiceError(log.INVALID_ARGUMENT, message)
 
 
-def not_found(message: str) -> ServiceError:
-    return ServiceError(log.NOT_FOUND, message)
-
-
 def failed_precondition(message: str, leader: str = "") -> ServiceError:
     return ServiceError(log.FAILED_PRECONDITION, message, leader)
 

@@ -375,9 +375,6 @@ class Sim:
                 return position + 1
         return 0
 
-    def join_ordinal(self, host: str) -> int:
-        return len(self.join_indices[host])
-
     def join_ordinal_at(self, host: str, index: int) -> int:
         return sum(1 for i in self.join_indices[host] if i <= index)
 
