@@ -99,6 +99,10 @@ class Replica:
         self.clock = clock
         self.kinds = frozenset(handlers)
         data_dir = config.replica_dir(replica_id)
+        # The state holds every job's environment and command: this replica's files are
+        # its own (the Raft log, the state, snapshots), whatever the umask or an older build left.
+        data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        data_dir.chmod(0o700)
         self.store = StateStore(data_dir / "state", config.cluster_id, handlers)
         self.applied = asyncio.Event()  # replaced and set after every batch of applied entries
         self._loop: asyncio.AbstractEventLoop | None = None
