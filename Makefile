@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test cluster bench bench-etcd lint proto soak clean
+.PHONY: demo test cluster bench bench-etcd lint proto soak tlc clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ cluster: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# The larger TLC models of tla/README.md (tens of minutes each on 2 cores).
+tlc: $(STAMP)
+	$(BIN)/python -m tests.tlc MCTwoSchedulers MCTwoFaults MCInit
 
 soak: $(STAMP)
 	$(BIN)/python -m soak $(SOAK_ARGS)

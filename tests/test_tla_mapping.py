@@ -1,9 +1,9 @@
 """tla/XceBarrier.tla is parsed, checked as far as a parser can, and mapped to tests.
 
-TLC is not installable here, so the spec is held to what this machine can
-check: it parses (the `tla` package from PyPI); every name it uses is
-defined, bound or standard; every action of `Next` assigns every variable;
-the names its .cfg checks are its operators. And it is tied to the code:
+TLC model-checks the spec (tests/test_tlc.py); these checks are the fast
+ones, with no JVM: it parses (the `tla` package from PyPI); every name it
+uses is defined, bound or standard; every action of `Next` assigns every
+variable; the names its .cfg checks are its operators. And it is tied to the code:
 tla/README.md has a table row for every action of `Next` and every
 invariant and property of the .cfg, naming the test rule or check that
 implements it (`path::Qualified.name`), and each named thing must exist.

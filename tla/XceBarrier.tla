@@ -38,7 +38,7 @@ VARIABLES
     commit,     \* the committed prefix: log[1..commit]; also the revision of `st`
     term,       \* the current term
     leaderUp,   \* a leader is elected and alive
-    ready,      \* the index of the no-op of the leader's term (it serves once that commits)
+    ready,      \* the index of the no-op of the leader's term (it serves once that commits); 0: none
     st,         \* the committed state: jobs, hosts, scheduler lease
     hist,       \* history: hist[i] is the committed state after entry i
     acked,      \* jobs whose submission the client saw acknowledged
@@ -219,6 +219,7 @@ LeaderCrash ==         \* entries past the commit index may be lost; every strea
     /\ leaderUp
     /\ \E k \in commit..Len(log) : log' = SubSeq(log, 1, k)
     /\ leaderUp' = FALSE
+    /\ ready' = 0                \* the leader's own: the next one sets it at election
     /\ conn' = [h \in Hosts |-> 0]
     /\ down' = [h \in Hosts |-> << >>]
     /\ upq' = [h \in Hosts |-> {}]
@@ -226,7 +227,7 @@ LeaderCrash ==         \* entries past the commit index may be lost; every strea
     /\ joining' = [h \in Hosts |-> 0]
     /\ sync' = [s \in Schedulers |-> << >>]
     /\ syncPos' = [s \in Schedulers |-> -1]
-    /\ UNCHANGED <<commit, term, ready, stateVars, floor, view, belief, rpc, inst, journal, up, unacked>>
+    /\ UNCHANGED <<commit, term, stateVars, floor, view, belief, rpc, inst, journal, up, unacked>>
 
 ElectLeader ==         \* a new term; the leader appends a no-op and serves once it commits
     /\ ~leaderUp /\ term < MaxTerm /\ Room
@@ -502,7 +503,7 @@ LiveSpec == Spec /\ Fairness
 TypeOK ==
     /\ commit \in 0..Len(log)
     /\ Len(hist) = commit
-    /\ ready \in 0..Len(log)
+    /\ ready \in 0..Len(log) /\ (leaderUp <=> ready > 0)
     /\ floor \in 1..(commit + 1)
     /\ acked \subseteq Jobs
     /\ \A j \in Jobs : st.jobs[j].state \in JobStates
@@ -551,15 +552,22 @@ StaleConnectionNoEffect == \* a report or status of a superseded generation chan
 
 -----------------------------------------------------------------------------
 (* Liveness, in the stable case: a leader that stays, a worker that stays  *)
-(* connected and a scheduler that keeps the lease; then a pending job that *)
-(* fits is eventually dispatched.  (Bounded by MaxLog, the premise fails   *)
-(* once the log is full: the simulation's liveness phase is the unbounded  *)
-(* evidence.)                                                              *)
+(* connected, and a scheduler that keeps the lease and its Sync stream;   *)
+(* then a pending job that fits is eventually dispatched.                 *)
+(*                                                                         *)
+(* The stream is part of the premise, as a Raft liveness proof assumes a  *)
+(* stable leader: a stream that breaks and is re-opened forever starves   *)
+(* the scheduler of its view, and no fairness can help, since each break  *)
+(* disables SyncDeliver (TLC's counterexample: Resync, StreamBreak,       *)
+(* forever).  StreamBreak and Resync stay in Next; the premise only says  *)
+(* that, from some point on, the holder's stream is up.  (Bounded by      *)
+(* MaxLog, the premise fails once the log is full: the simulation's       *)
+(* liveness phase is the unbounded evidence.)                             *)
 
 Stable ==
     /\ Serving /\ Room
     /\ \E h \in Hosts : up[h] /\ SessionCurrent(h)
-    /\ \E s \in Schedulers : belief[s] = st.lease.epoch /\ st.lease.holder = s
+    /\ \E s \in Schedulers : belief[s] = st.lease.epoch /\ st.lease.holder = s /\ syncPos[s] # -1
 
 EventuallyDispatched ==
     \A j \in Jobs :

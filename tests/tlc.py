@@ -1,0 +1,218 @@
+"""TLC, the TLA+ model checker, run on tla/: the jar, one run, and what its output says.
+
+The jar is built from source by ../shared/tools/tlc/build-tlc.sh (once per
+machine; it caches), or taken from $XCE_TLC_JAR. Each run works on a copy of
+tla/ in a temporary directory, since TLC writes its state files and trace
+modules beside the spec. A counterexample is given one line per step: the
+spec action taken (by name, not TLC's source location) and the variables it
+changed.
+
+    .venv/bin/python -m tests.tlc MCLarge             # one model of tla/, figures printed
+    .venv/bin/python -m tests.tlc MCci --coverage
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TLA = ROOT / "tla"
+BUILD = ROOT.parent / "shared" / "tools" / "tlc" / "build-tlc.sh"
+
+# TLC's exit codes (its README): what each means for a check.
+EXIT_OK, EXIT_INVARIANT, EXIT_PROPERTY = 0, 12, 13
+
+_STEP = re.compile(r"^(State (\d+)|Back to state (\d+)): <(.*)>$")
+_LOCATION = re.compile(r"line (\d+), col (\d+) to line (\d+), col (\d+) of module (\w+)")
+_COVERAGE = re.compile(r"^<(\w+) line .* of module \w+ \((\d+) (\d+) (\d+) (\d+)\)>: (\d+):(\d+)$")
+_APPLIED = re.compile(r"^(?:Step|Fault)\((\w+)\)$")
+
+
+class TLCUnavailable(RuntimeError):
+    pass
+
+
+@cache
+def jar() -> Path:
+    """tla2tools.jar: $XCE_TLC_JAR, else built from the source kept in ../shared (~10 s once)."""
+    if given := os.environ.get("XCE_TLC_JAR"):
+        return Path(given)
+    if not BUILD.is_file():
+        raise TLCUnavailable(f"no {BUILD} (and no $XCE_TLC_JAR): TLC cannot be built")
+    built = subprocess.run(["bash", str(BUILD)], capture_output=True, text=True, timeout=900)
+    if built.returncode != 0:
+        raise TLCUnavailable(f"build-tlc.sh failed:\n{built.stderr[-4000:]}")
+    return Path(built.stdout.strip().splitlines()[-1])
+
+
+@dataclass
+class Run:
+    model: str
+    code: int
+    output: str
+    seconds: float
+    sources: dict[str, list[str]] = field(repr=False)
+
+    @property
+    def passed(self) -> bool:
+        return self.code == EXIT_OK and "Model checking completed. No error has been found." in self.output
+
+    def figure(self, pattern: str) -> int | None:
+        found = re.findall(pattern, self.output)
+        return int(found[-1].replace(",", "")) if found else None
+
+    @property
+    def distinct(self) -> int | None:
+        return self.figure(r"([\d,]+) distinct states found, 0 states left on queue")
+
+    @property
+    def depth(self) -> int | None:
+        return self.figure(r"depth of the complete state graph search is (\d+)")
+
+    def violated(self) -> str | None:
+        """The invariant or property TLC reports violated, if any."""
+        found = re.search(r"(?:Invariant|Temporal property) (\w+) (?:is|was) violated", self.output)
+        return found.group(1) if found else None
+
+    def summary(self) -> str:
+        return (f"{self.model}: exit {self.code}, {self.distinct} distinct states, depth {self.depth}, "
+                f"{self.seconds:.0f} s")
+
+    def _source(self, module: str, line: int, col: int, end_line: int, end_col: int) -> str:
+        lines = self.sources.get(module, [])
+        if not (0 < line <= len(lines)):
+            return f"{module}:{line}"
+        if line == end_line:
+            return lines[line - 1][col - 1:end_col]
+        return lines[line - 1][col - 1:]
+
+    def action_name(self, label: str) -> str:
+        """A step's action: the spec action a `Step(A)`/`Fault(A)` of the model names."""
+        found = _LOCATION.search(label)
+        if not found:
+            return label
+        line, col, end_line, end_col = (int(x) for x in found.groups()[:4])
+        text = self._source(found.group(5), line, col, end_line, end_col).strip()
+        applied = _APPLIED.match(text)
+        return applied.group(1) if applied else label.split(" ", 1)[0]
+
+    def coverage(self) -> dict[str, int]:
+        """Distinct states each action of the model's next-state relation reached (-coverage)."""
+        taken: dict[str, int] = {}
+        for line in self.output.splitlines():
+            if found := _COVERAGE.match(line):
+                location = (int(found.group(i)) for i in range(2, 6))
+                text = self._source("MCXceBarrier", *location).strip()
+                if applied := _APPLIED.match(text):
+                    name = applied.group(1)
+                    taken[name] = taken.get(name, 0) + int(found.group(7))
+        return taken
+
+    def trace(self) -> list[str]:
+        """The counterexample, one line per step: number, action, the variables it changed."""
+        steps: list[tuple[str, dict[str, str]]] = []
+        current: dict[str, str] | None = None
+        variable = ""
+        for line in self.output.splitlines():
+            if found := _STEP.match(line):
+                if found.group(3):
+                    steps.append((f"back to state {found.group(3)}: {self.action_name(found.group(4))}", {}))
+                    current = None
+                    continue
+                current = {}
+                steps.append((f"{found.group(2)}: {self.action_name(found.group(4))}", current))
+            elif current is not None and line.startswith("/\\ ") and " = " in line:
+                variable, value = line[3:].split(" = ", 1)
+                current[variable] = value.strip()
+            elif current is not None and line.strip() and variable:
+                current[variable] += " " + line.strip()
+            elif not line.strip():
+                current, variable = None, ""
+        lines, before = [], {}
+        for label, state in steps:
+            changed = {k: v for k, v in state.items() if before.get(k) != v and k not in _DERIVED}
+            shown = ", ".join(_shown(k, v) for k, v in sorted(changed.items())) if before else \
+                "(the initial state)"
+            lines.append(f"{label}  {shown}" if state else label)
+            before = {**before, **state}
+        return lines
+
+
+_DERIVED = {"hist"}  # the states after each committed entry: follows from log and commit
+_ENTRY = re.compile(r"\[ ?term \|-> \d+, op \|-> \[[^\]]*\] ?\]")
+
+
+def _shown(variable: str, value: str) -> str:
+    if variable == "log":  # the log only grows at its end or is cut back: its length and last entry
+        entries = _ENTRY.findall(re.sub(r"\s+", " ", value))
+        return f"log = <<{len(entries)} entries, last {entries[-1] if entries else 'none'}>>"
+    return f"{variable} = {_squash(value)}"
+
+
+def _squash(value: str, limit: int = 240) -> str:
+    value = re.sub(r"\s+", " ", value)
+    return value if len(value) <= limit else value[:limit] + " ..."
+
+
+def config(model: str, overrides: tuple[str, ...] = ()) -> str:
+    """tla/<model>.cfg, with `A <- B` overrides added to its CONSTANTS (the injected bugs)."""
+    text = (TLA / f"{model}.cfg").read_text()
+    if overrides:
+        added = "".join(f"\n    {o}" for o in overrides)
+        text, n = re.subn(r"^CONSTANTS$", lambda m: m.group(0) + added, text, count=1, flags=re.M)
+        assert n == 1, f"{model}.cfg has no CONSTANTS section"
+    return text
+
+
+def run(model: str, overrides: tuple[str, ...] = (), *, coverage: bool = False, workers: int = 2,
+        timeout: float = 1800, module: str = "MCXceBarrier") -> Run:
+    """TLC on a copy of tla/ with the model's configuration; output kept whatever the result."""
+    with tempfile.TemporaryDirectory(prefix="xce-tlc-") as work:
+        directory = Path(work)
+        for spec in TLA.glob("*.tla"):
+            shutil.copy(spec, directory)
+        (directory / f"{model}.run.cfg").write_text(config(model, overrides))
+        command = ["java", "-XX:+UseParallelGC", "-cp", str(jar()), "tlc2.TLC", "-workers", str(workers),
+                   "-metadir", str(directory / "states"), "-config", f"{model}.run.cfg", "-noGenerateSpecTE"]
+        if coverage:
+            command += ["-coverage", "1000"]  # minutes: reported once, at the end
+        start = time.monotonic()
+        done = subprocess.run([*command, f"{module}.tla"], cwd=directory, capture_output=True, text=True,
+                              timeout=timeout)
+        sources = {p.stem: p.read_text().splitlines() for p in TLA.glob("*.tla")}
+        return Run(model, done.returncode, done.stdout + done.stderr, time.monotonic() - start, sources)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="+", help="configurations of tla/ (without .cfg)")
+    parser.add_argument("--coverage", action="store_true", help="report the distinct states of each action")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    failed = False
+    for model in args.models:
+        result = run(model, coverage=args.coverage, workers=args.workers, timeout=24 * 3600)
+        print(result.summary(), flush=True)
+        if args.coverage:
+            for name, states in sorted(result.coverage().items()):
+                print(f"  {name}: {states} distinct states")
+        if not result.passed:
+            failed = True
+            print(f"  violated: {result.violated()}" if result.violated() else result.output[-3000:])
+            print("\n".join("  " + line for line in result.trace()))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

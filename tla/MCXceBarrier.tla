@@ -1,0 +1,199 @@
+---------------------------- MODULE MCXceBarrier ----------------------------
+(***************************************************************************)
+(* Finite models of XceBarrier for TLC (tla/README.md: constants, figures, *)
+(* how to run).  The spec stays as written; what only makes the state     *)
+(* space finite and small lives here:                                      *)
+(*   - a fault budget: the environment's faults (crashes, stream breaks,  *)
+(*     repeats, wrong timeouts, compaction) are each an ordinary action of *)
+(*     the spec, taken at most MaxFaults times in one behaviour;           *)
+(*   - a started cluster as the initial state (SetupInit), as the         *)
+(*     protocol simulation starts: the log's first entries are not spent  *)
+(*     on every order of joins and the first lease;                        *)
+(*   - state constraints on queues that only repeat themselves, and on how *)
+(*     many entries of each kind the log may hold;                         *)
+(*   - symmetry of jobs and hosts (safety models only);                    *)
+(*   - the five injected protocol bugs of tests/protocol_sim/bugs.py, as  *)
+(*     variants of the spec's operators that a .cfg swaps in (`A <- MutA`).*)
+(***************************************************************************)
+EXTENDS XceBarrier, TLC
+
+CONSTANTS
+    MaxFaults,     \* faults in one behaviour
+    Submitted,     \* the jobs submitted (and acknowledged) in the started cluster
+    MaxSyncQueue,  \* messages in flight on a Sync stream
+    MaxBatches,    \* decision batches ever sent (`rpc` only grows)
+    MaxDown,       \* commands in flight to a worker
+    EntryBound     \* [entry type |-> the most entries of that type the log may hold]
+
+VARIABLE faults    \* faults taken so far
+mcVars == <<vars, faults>>
+
+Fault(A) == A /\ faults < MaxFaults /\ faults' = faults + 1
+Step(A)  == A /\ UNCHANGED faults
+
+\* Next, each action classed as the protocol's own step or a fault of its environment.
+\* (Written out twice, not through an operator argument: TLC names an action in a
+\* trace and in its coverage report by where it is written.)
+MCNext ==
+    \/ Step(Submit) \/ Fault(LeaderCrash) \/ Step(ElectLeader) \/ Step(CommitApply)
+    \/ Step(SchedulerPass) \/ Step(ProposeBatch) \/ Step(LeaseTakeover) \/ Step(LeaseReply)
+    \/ Step(SendRun) \/ Step(SendKill) \/ Step(WorkerStart) \/ Step(WorkerSignal)
+    \/ Step(WorkerFinish) \/ Step(RelayReport) \/ Step(AckReport) \/ Fault(WorkerCrash)
+    \/ Step(WorkerRejoin) \/ Step(Joined) \/ Fault(HeartbeatTimeout) \/ Step(ResolveHost)
+    \/ Fault(StreamBreak) \/ Step(Resync) \/ Step(SyncTail) \/ Step(SyncDeliver)
+    \/ Fault(SyncRepeat) \/ Fault(SchedulerCrash) \/ Fault(Compact)
+
+\* Next with no budget, for liveness: faults as often as they like.
+LiveNext ==
+    \/ Step(Submit) \/ Step(LeaderCrash) \/ Step(ElectLeader) \/ Step(CommitApply)
+    \/ Step(SchedulerPass) \/ Step(ProposeBatch) \/ Step(LeaseTakeover) \/ Step(LeaseReply)
+    \/ Step(SendRun) \/ Step(SendKill) \/ Step(WorkerStart) \/ Step(WorkerSignal)
+    \/ Step(WorkerFinish) \/ Step(RelayReport) \/ Step(AckReport) \/ Step(WorkerCrash)
+    \/ Step(WorkerRejoin) \/ Step(Joined) \/ Step(HeartbeatTimeout) \/ Step(ResolveHost)
+    \/ Step(StreamBreak) \/ Step(Resync) \/ Step(SyncTail) \/ Step(SyncDeliver)
+    \/ Step(SyncRepeat) \/ Step(SchedulerCrash) \/ Step(Compact)
+
+-----------------------------------------------------------------------------
+(* A started cluster: a leader of term 1 serving, every worker joined, one *)
+(* scheduler holding the lease with a view at the last revision and its   *)
+(* Sync stream open, the jobs of `Submitted` pending.                      *)
+
+RECURSIVE SeqOf(_)
+SeqOf(S) == IF S = {} THEN << >> ELSE LET x == CHOOSE x \in S : TRUE IN <<x>> \o SeqOf(S \ {x})
+
+RECURSIVE States(_, _)     \* the state after each op of ops, applied in order from S
+States(S, ops) == IF ops = << >> THEN << >>
+                  ELSE LET next == ApplyOp(S, Head(ops)) IN <<next>> \o States(next, Tail(ops))
+
+TheScheduler == CHOOSE s \in Schedulers : TRUE
+SetupOps ==
+    <<[type |-> "noop"]>>
+    \o [i \in 1..Cardinality(Hosts) |-> [type |-> "join", host |-> SeqOf(Hosts)[i]]]
+    \o <<[type |-> "lease", sched |-> TheScheduler, expired |-> FALSE]>>
+    \o [i \in 1..Cardinality(Submitted) |-> [type |-> "submit", job |-> SeqOf(Submitted)[i]]]
+SetupHist == States(Init0, SetupOps)
+SetupLen == Len(SetupOps)
+
+SetupInit ==
+    /\ log = [i \in 1..SetupLen |-> [term |-> 1, op |-> SetupOps[i]]]
+    /\ commit = SetupLen
+    /\ term = 1
+    /\ leaderUp = TRUE
+    /\ ready = 1
+    /\ st = SetupHist[SetupLen]
+    /\ hist = SetupHist
+    /\ acked = Submitted
+    /\ floor = 1
+    /\ view = [s \in Schedulers |->
+                  IF s = TheScheduler
+                  THEN [rev |-> SetupLen, jobs |-> SetupHist[SetupLen].jobs,
+                        hosts |-> SetupHist[SetupLen].hosts]
+                  ELSE EmptyView]
+    /\ sync = [s \in Schedulers |-> << >>]
+    /\ syncPos = [s \in Schedulers |-> IF s = TheScheduler THEN SetupLen ELSE -1]
+    /\ belief = [s \in Schedulers |-> IF s = TheScheduler THEN 1 ELSE 0]
+    /\ rpc = {}
+    /\ inst = {}
+    /\ journal = [h \in Hosts |-> {}]
+    /\ up = [h \in Hosts |-> TRUE]
+    /\ conn = [h \in Hosts |-> 1]
+    /\ joining = [h \in Hosts |-> 0]
+    /\ down = [h \in Hosts |-> << >>]
+    /\ upq = [h \in Hosts |-> {}]
+    /\ unacked = [h \in Hosts |-> {}]
+    /\ known = [h \in Hosts |-> {}]
+
+\* Safety from the spec's own Init, or from a started cluster.
+MCSpec      == Init /\ faults = 0 /\ [][MCNext]_mcVars
+MCSetupSpec == SetupInit /\ faults = 0 /\ [][MCNext]_mcVars
+\* Liveness: every action of Next, faults without a budget, the spec's fairness.
+MCLiveSpec  == SetupInit /\ faults = 0 /\ [][LiveNext]_mcVars /\ Fairness
+
+-----------------------------------------------------------------------------
+\* EntryBound of each model (a .cfg cannot write a record): on top of the started
+\* cluster's noop, joins, lease and submits, room for one more of most kinds.
+CIEntries    == [noop |-> 2, submit |-> 2, join |-> 3, lease |-> 2, batch |-> 2, report |-> 2,
+                 unavail |-> 1, resolve |-> 1]
+LiveEntries  == [noop |-> 1, submit |-> 1, join |-> 2, lease |-> 1, batch |-> 1, report |-> 1,
+                 unavail |-> 1, resolve |-> 1]
+LargeEntries == [noop |-> 3, submit |-> 3, join |-> 4, lease |-> 3, batch |-> 3, report |-> 3,
+                 unavail |-> 2, resolve |-> 1]
+
+Entries(t) == Cardinality({i \in 1..Len(log) : log[i].op.type = t})
+
+Constraint ==
+    /\ \A t \in DOMAIN EntryBound : Entries(t) <= EntryBound[t]
+    /\ \A s \in Schedulers : Len(sync[s]) <= MaxSyncQueue
+    /\ Cardinality(rpc) <= MaxBatches
+    /\ \A h \in Hosts : Len(down[h]) <= MaxDown
+
+\* Compaction drops every event up to the commit index: the snapshot path, and the
+\* "resync required" of a stream behind the floor, without one state per floor in between.
+CompactToCommit == floor' # floor => floor' = commit
+
+\* st and hist follow from log[1..commit]: leaving them out of a state's identity loses nothing.
+MCView == <<log, commit, term, leaderUp, ready, acked, syncVars, rpc, workerVars, faults>>
+
+Symmetry == Permutations(Jobs) \cup Permutations(Hosts)
+
+-----------------------------------------------------------------------------
+(* The injected bugs of tests/protocol_sim/bugs.py, one variant each.     *)
+
+\* run_before_commit: the leader reads proposed state as committed and sends RunJob for it.
+Proposed == LET F[i \in 0..Len(log)] == IF i = 0 THEN Init0 ELSE ApplyOp(F[i - 1], log[i].op)
+            IN F[Len(log)]
+MutSendRun ==
+    /\ \E h \in Hosts, j \in Jobs :
+          /\ SessionCurrent(h)
+          /\ j \in Running(Proposed, h)
+          /\ <<j, Proposed.jobs[j].attempt>> \notin known[h]
+          /\ down' = [down EXCEPT ![h] = Append(@, [type |-> "run", job |-> j,
+                                                    attempt |-> Proposed.jobs[j].attempt])]
+          /\ known' = [known EXCEPT ![h] = @ \cup {<<j, Proposed.jobs[j].attempt>>}]
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, conn, joining, upq, unacked>>
+
+\* requeue_on_success: a `started` report puts the job back to PEND (the seed's bug-1512).
+\* (Written out whole: ApplyReport is the operator it replaces.)
+MutApplyReport(S, op) ==
+    IF ~Wanted(S, op) THEN S
+    ELSE CASE op.kind = "finished" -> [S EXCEPT !.jobs[op.job] = [state |-> "DONE", attempt |-> op.attempt,
+                                                                 host |-> None],
+                                                !.hosts[op.host].used = @ - 1]
+         []   op.kind \in {"started", "failed"} ->
+                  [S EXCEPT !.jobs[op.job] = [state |-> "PEND", attempt |-> op.attempt + 1, host |-> None],
+                            !.hosts[op.host].used = @ - 1]
+
+\* join_without_generation_bump: a re-join keeps the host's generation.
+MutApplyJoin(S, op) ==
+    [S EXCEPT !.hosts[op.host] = [status |-> "OK", gen |-> IF @.gen = 0 THEN 1 ELSE @.gen,
+                                  used |-> @.used, slots |-> Cap]]
+
+\* view_accepts_old_events: the view applies an event not newer than its revision.
+MutSyncDeliver ==
+    /\ \E s \in Schedulers :
+          /\ sync[s] # << >>
+          /\ LET m == Head(sync[s]) IN
+                view' = [view EXCEPT ![s] =
+                            IF m.kind = "snapshot"
+                            THEN [rev |-> m.rev, jobs |-> Hist(m.rev).jobs, hosts |-> Hist(m.rev).hosts]
+                            ELSE ApplyEvent(@, m.rev)]
+          /\ sync' = [sync EXCEPT ![s] = Tail(@)]
+    /\ UNCHANGED <<raftVars, stateVars, floor, syncPos, belief, rpc, workerVars>>
+
+\* The liveness premise as it stood before (tla/README.md): a stream that breaks forever
+\* starves the scheduler; EventuallyDispatched fails with it (tests/test_tlc.py).
+StableAnyStream ==
+    /\ Serving /\ Room
+    /\ \E h \in Hosts : up[h] /\ SessionCurrent(h)
+    /\ \E s \in Schedulers : belief[s] = st.lease.epoch /\ st.lease.holder = s
+
+\* stale_lease_accepted: the barrier does not check the batch's lease.
+MutApplyBatch(S, op) ==
+    IF /\ S.jobs[op.job].state = "PEND"
+       /\ S.jobs[op.job].attempt = op.attempt
+       /\ S.hosts[op.host].status = "OK"
+       /\ S.hosts[op.host].used < S.hosts[op.host].slots
+    THEN [S EXCEPT !.jobs[op.job] = [state |-> "RUN", attempt |-> op.attempt, host |-> op.host],
+                   !.hosts[op.host].used = @ + 1]
+    ELSE S
+=============================================================================
