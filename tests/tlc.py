@@ -175,13 +175,18 @@ def config(model: str, overrides: tuple[str, ...] = ()) -> str:
 
 
 def run(model: str, overrides: tuple[str, ...] = (), *, coverage: bool = False, workers: int = 2,
-        timeout: float = 1800, module: str = "MCXceBarrier") -> Run:
-    """TLC on a copy of tla/ with the model's configuration; output kept whatever the result."""
+        timeout: float = 1800, module: str = "MCXceBarrier", files: dict[str, str] | None = None) -> Run:
+    """TLC on a copy of tla/ with the model's configuration (tla/<model>.cfg, or `files` may
+    hold `<model>.cfg` and generated modules); output kept whatever the result."""
+    files = files or {}
     with tempfile.TemporaryDirectory(prefix="xce-tlc-") as work:
         directory = Path(work)
         for spec in TLA.glob("*.tla"):
             shutil.copy(spec, directory)
-        (directory / f"{model}.run.cfg").write_text(config(model, overrides))
+        for name, text in files.items():
+            (directory / name).write_text(text)
+        cfg = files.get(f"{model}.cfg") or config(model, overrides)
+        (directory / f"{model}.run.cfg").write_text(cfg)
         command = ["java", "-XX:+UseParallelGC", "-cp", str(jar()), "tlc2.TLC", "-workers", str(workers),
                    "-metadir", str(directory / "states"), "-config", f"{model}.run.cfg", "-noGenerateSpecTE"]
         if coverage:
@@ -189,7 +194,7 @@ def run(model: str, overrides: tuple[str, ...] = (), *, coverage: bool = False, 
         start = time.monotonic()
         done = subprocess.run([*command, f"{module}.tla"], cwd=directory, capture_output=True, text=True,
                               timeout=timeout)
-        sources = {p.stem: p.read_text().splitlines() for p in TLA.glob("*.tla")}
+        sources = {p.stem: p.read_text().splitlines() for p in directory.glob("*.tla")}
         return Run(model, done.returncode, done.stdout + done.stderr, time.monotonic() - start, sources)
 
 

@@ -1,0 +1,120 @@
+"""Trace validation: a recorded run, written as a TLA+ module, checked by TLC against the spec.
+
+A recording is a start (MCXceBarrier's started cluster, or a full state) and a
+list of steps, each a spec action and the variables observed after it. TLC
+runs tla/TraceXceBarrier.tla over it: the run is accepted when some
+behaviour of the spec matches every step, and otherwise the first step that
+no behaviour matches is named.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tlc import Run, run
+
+IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class ModelValue:
+    """A constant of the spec by name (None), written bare."""
+    name: str
+
+
+NONE = ModelValue("None")
+
+
+@dataclass(frozen=True)
+class SetOf:
+    """A TLA+ set of values Python cannot hash (records)."""
+    items: tuple[Any, ...]
+
+
+def tla(value: Any) -> str:
+    """A Python value as a TLA+ expression: dicts with identifier keys are records, other
+    dicts functions (`k :> v @@ ...`), lists and tuples sequences, sets sets."""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, ModelValue):
+        return value.name
+    if isinstance(value, Mapping):
+        if value and all(isinstance(k, str) and IDENTIFIER.match(k) for k in value):
+            return "[" + ", ".join(f"{k} |-> {tla(v)}" for k, v in value.items()) + "]"
+        if not value:
+            return "<< >>"
+        return "(" + " @@ ".join(f"{tla(k)} :> {tla(v)}" for k, v in value.items()) + ")"
+    if isinstance(value, list | tuple):
+        return "<<" + ", ".join(tla(v) for v in value) + ">>"
+    if isinstance(value, set | frozenset | SetOf):
+        items = value.items if isinstance(value, SetOf) else value
+        return "{" + ", ".join(sorted(tla(v) for v in items)) + "}"
+    raise TypeError(f"no TLA+ form for {value!r}")
+
+
+@dataclass
+class Step:
+    action: str
+    observed: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Verdict:
+    accepted: bool
+    first_rejected: int | None  # 1-based index into the steps
+    action: str | None
+    run: Run
+
+    def explain(self, steps: list[Step]) -> str:
+        if self.accepted:
+            return f"accepted: {len(steps)} steps"
+        if self.first_rejected is None:
+            return "TLC failed:\n" + self.run.output[-3000:]
+        shown = steps[self.first_rejected - 1]
+        return (f"step {self.first_rejected} ({shown.action}) is not a step of the spec from where "
+                f"the {self.first_rejected - 1} before it lead; observed: {shown.observed}")
+
+
+def trace_module(steps: list[Step], start: Mapping[str, Any] | None) -> str:
+    rows = ",\n    ".join(f'[action |-> "{s.action}", vars |-> {tla(s.observed) if s.observed else "<< >>"}]'
+                           for s in steps)
+    lines = ["---- MODULE TraceData ----", "EXTENDS XceBarrier",
+             f"TraceFromSetup == {tla(start is None)}",
+             f"TraceStart == {tla(start) if start is not None else tla({'none': 0})}",
+             f"Trace == <<\n    {rows}\n>>", "===="]
+    return "\n".join(lines) + "\n"
+
+
+def trace_config(constants: Mapping[str, str]) -> str:
+    defined = "\n".join(f"    {k} = {v}" for k, v in constants.items())
+    return (f"SPECIFICATION TraceSpec\nCONSTANTS\n{defined}\n    EntryBound <- CIEntries\n"
+            "POSTCONDITION TraceAccepted\nCHECK_DEADLOCK FALSE\n")
+
+
+# The started cluster of MCci.cfg: the constants a recording from SetupInit is checked with.
+# Jobs, hosts and schedulers are strings (model values of a .cfg cannot be named in the data).
+SETUP_CONSTANTS = {
+    "Jobs": '{"j1", "j2"}', "Hosts": '{"h1", "h2"}', "Schedulers": '{"s1"}', "Cap": "1",
+    "None": "None", "MaxTerm": "3", "MaxLog": "100", "MaxFaults": "0", "Submitted": '{"j1"}',
+    "MaxSyncQueue": "100", "MaxBatches": "100", "MaxDown": "100",
+}
+
+
+def validate(steps: list[Step], start: Mapping[str, Any] | None = None,
+             constants: Mapping[str, str] = SETUP_CONSTANTS) -> Verdict:
+    result = run("TraceXceBarrier", module="TraceXceBarrier", workers=1, files={
+        "TraceData.tla": trace_module(steps, start),
+        "TraceXceBarrier.cfg": trace_config(constants),
+    })
+    rejected = re.search(r'<<"TRACE REJECTED at step", (\d+), "(\w+)">>', result.output)
+    accepted = result.code == 0 and rejected is None and "Error" not in result.output
+    if rejected:
+        return Verdict(False, int(rejected.group(1)), rejected.group(2), result)
+    return Verdict(accepted, None, None, result)
