@@ -56,8 +56,12 @@ HEARTBEAT_TIMEOUT_S = 2.0
 UNKNOWN_TIMEOUT_S = 6.0
 SESSION_FULL_LOOK_S = 1.0  # short, so the periodic full derivation meets the routed changes often
 
-INIT = log.InitCluster(cluster_id=CLUSTER, default_queue=QUEUE, max_slots_per_job=4, config_digest="sim-1",
-                       queues=[api.Queue(name=QUEUE, priority=30)])
+
+def init_entry(events_kept: int) -> log.InitCluster:
+    """The cluster's first entry; few events kept, so Sync streams fall behind the floor."""
+    return log.InitCluster(cluster_id=CLUSTER, default_queue=QUEUE, max_slots_per_job=4,
+                           config_digest="sim-1", queues=[api.Queue(name=QUEUE, priority=30)],
+                           events_kept=events_kept)
 
 
 class SimState:
@@ -108,7 +112,8 @@ class ReplicaDriver:
 
     def __post_init__(self) -> None:
         settings = LeaderSettings(
-            replica_id=self.replica.rid, members=tuple(r.rid for r in self.sim.raft.replicas), init=INIT,
+            replica_id=self.replica.rid, members=tuple(r.rid for r in self.sim.raft.replicas),
+            init=init_entry(self.sim.options.events_kept),
             kinds=frozenset(self.sim.handlers), heartbeat_s=HEARTBEAT_S,
             heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S, unknown_timeout_s=UNKNOWN_TIMEOUT_S,
             submit_max_requests=4, session_full_look_s=SESSION_FULL_LOOK_S)
