@@ -3,8 +3,11 @@ that the spec allows is accepted, and one it does not is rejected at its first w
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from tla_trace import SetOf, Step, tla, validate
+from tla_trace import OBSERVABLE, SetOf, Step, tla, validate
+from tlc import TLA
 
 pytestmark = pytest.mark.tlc
 
@@ -48,3 +51,13 @@ def test_a_start_on_another_host_is_rejected() -> None:
     steps[4] = Step("WorkerStart", {"inst": SetOf(({"job": "j1", "attempt": 1, "host": "h2"},))})
     verdict = validate(steps)
     assert not verdict.accepted and verdict.first_rejected == 5, verdict.explain(steps)
+
+
+def test_an_observation_the_module_would_not_compare_is_refused() -> None:
+    with pytest.raises(ValueError, match="syncpos"):
+        validate([Step("Resync", {"syncpos": {"s1": 5}})])
+
+
+def test_the_module_compares_exactly_the_observable_variables() -> None:
+    compared = set(re.findall(r'Seen\(e, "(\w+)"\)', (TLA / "TraceXceBarrier.tla").read_text()))
+    assert compared == OBSERVABLE

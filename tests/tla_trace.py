@@ -107,8 +107,19 @@ SETUP_CONSTANTS = {
 }
 
 
+# The variables tla/TraceXceBarrier.tla's Agrees compares: an observation of any other name
+# would be silently unchecked, so it is refused here.
+OBSERVABLE = frozenset({
+    "log", "commit", "term", "leaderUp", "ready", "st", "acked", "floor", "view", "sync", "syncPos",
+    "belief", "rpc", "inst", "journal", "up", "conn", "joining", "down", "upq", "unacked", "known",
+})
+
+
 def validate(steps: list[Step], start: Mapping[str, Any] | None = None,
              constants: Mapping[str, str] = SETUP_CONSTANTS) -> Verdict:
+    unknown = sorted({k for step in steps for k in step.observed} - OBSERVABLE)
+    if unknown:
+        raise ValueError(f"observations TraceXceBarrier does not compare: {unknown}")
     result = run("TraceXceBarrier", module="TraceXceBarrier", workers=1, files={
         "TraceData.tla": trace_module(steps, start),
         "TraceXceBarrier.cfg": trace_config(constants),

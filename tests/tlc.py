@@ -7,7 +7,7 @@ modules beside the spec. A counterexample is given one line per step: the
 spec action taken (by name, not TLC's source location) and the variables it
 changed.
 
-    .venv/bin/python -m tests.tlc MCLarge             # one model of tla/, figures printed
+    .venv/bin/python -m tests.tlc MCTwoSchedulers     # one model of tla/, figures printed
     .venv/bin/python -m tests.tlc MCci --coverage
 """
 
@@ -50,9 +50,10 @@ def jar() -> Path:
     if not BUILD.is_file():
         raise TLCUnavailable(f"no {BUILD} (and no $XCE_TLC_JAR): TLC cannot be built")
     built = subprocess.run(["bash", str(BUILD)], capture_output=True, text=True, timeout=900)
-    if built.returncode != 0:
-        raise TLCUnavailable(f"build-tlc.sh failed:\n{built.stderr[-4000:]}")
-    return Path(built.stdout.strip().splitlines()[-1])
+    printed = built.stdout.strip().splitlines()
+    if built.returncode != 0 or not printed or not Path(printed[-1]).is_file():
+        raise TLCUnavailable(f"build-tlc.sh failed:\n{built.stdout[-2000:]}\n{built.stderr[-4000:]}")
+    return Path(printed[-1])
 
 
 @dataclass
@@ -81,7 +82,8 @@ class Run:
 
     def violated(self) -> str | None:
         """The invariant or property TLC reports violated, if any."""
-        found = re.search(r"(?:Invariant|Temporal property) (\w+) (?:is|was) violated", self.output)
+        found = re.search(r"(?:Invariant|Temporal propert(?:y|ies)) (\w+)[\w ]* (?:is|was|were) violated",
+                          self.output)
         return found.group(1) if found else None
 
     def summary(self) -> str:
@@ -115,7 +117,7 @@ class Run:
                 text = self._source("MCXceBarrier", *location).strip()
                 if applied := _APPLIED.match(text):
                     name = applied.group(1)
-                    taken[name] = taken.get(name, 0) + int(found.group(7))
+                    taken[name] = taken.get(name, 0) + int(found.group(6))
         return taken
 
     def trace(self) -> list[str]:

@@ -468,14 +468,19 @@ ResolveHost ==         \* past unknown_timeout_s: requeue its UNKWN jobs.  Timin
           /\ Propose([type |-> "resolve", host |-> h, gen |-> st.hosts[h].gen])
     /\ UNCHANGED <<commit, term, leaderUp, ready, stateVars, syncVars, rpc, workerVars>>
 
+WorkerStreamBreak ==
+    /\ \E h \in Hosts : conn[h] # 0 /\ CloseStream(h)
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, joining, unacked>>
+
+SyncStreamBreak ==
+    /\ \E s \in Schedulers :
+          /\ syncPos[s] # -1
+          /\ sync' = [sync EXCEPT ![s] = << >>]
+          /\ syncPos' = [syncPos EXCEPT ![s] = -1]
+    /\ UNCHANGED <<raftVars, stateVars, floor, view, belief, rpc, workerVars>>
+
 StreamBreak ==         \* a worker stream or a Sync stream breaks
-    \/ /\ \E h \in Hosts : conn[h] # 0 /\ CloseStream(h)
-       /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, joining, unacked>>
-    \/ /\ \E s \in Schedulers :
-             /\ syncPos[s] # -1
-             /\ sync' = [sync EXCEPT ![s] = << >>]
-             /\ syncPos' = [syncPos EXCEPT ![s] = -1]
-       /\ UNCHANGED <<raftVars, stateVars, floor, view, belief, rpc, workerVars>>
+    WorkerStreamBreak \/ SyncStreamBreak
 
 -----------------------------------------------------------------------------
 Next ==
@@ -552,25 +557,27 @@ StaleConnectionNoEffect == \* a report or status of a superseded generation chan
 
 -----------------------------------------------------------------------------
 (* Liveness, in the stable case: a leader that stays, a worker that stays  *)
-(* connected, and a scheduler that keeps the lease and its Sync stream;   *)
-(* then a pending job that fits is eventually dispatched.                 *)
+(* connected and a scheduler that keeps the lease, and Sync streams that   *)
+(* stop breaking; then a pending job that fits is eventually dispatched.   *)
 (*                                                                         *)
-(* The stream is part of the premise, as a Raft liveness proof assumes a  *)
-(* stable leader: a stream that breaks and is re-opened forever starves   *)
-(* the scheduler of its view, and no fairness can help, since each break  *)
-(* disables SyncDeliver (TLC's counterexample: Resync, StreamBreak,       *)
-(* forever).  StreamBreak and Resync stay in Next; the premise only says  *)
-(* that, from some point on, the holder's stream is up.  (Bounded by      *)
-(* MaxLog, the premise fails once the log is full: the simulation's       *)
-(* liveness phase is the unbounded evidence.)                             *)
+(* The last clause is an assumption about the environment, as a Raft      *)
+(* liveness proof assumes a stable leader: a stream that breaks and is    *)
+(* re-opened forever starves the scheduler of its view, and no fairness   *)
+(* can help, since each break disables SyncDeliver (TLC's counterexample: *)
+(* Resync, SyncStreamBreak, forever).  It is about the breaks only: the   *)
+(* protocol must still re-open the stream itself (Resync, and the resync  *)
+(* that SyncTail asks for behind the events floor).  (Bounded by MaxLog,  *)
+(* the premise fails once the log is full: the simulation's liveness      *)
+(* phase is the unbounded evidence.)                                      *)
 
 Stable ==
     /\ Serving /\ Room
     /\ \E h \in Hosts : up[h] /\ SessionCurrent(h)
-    /\ \E s \in Schedulers : belief[s] = st.lease.epoch /\ st.lease.holder = s /\ syncPos[s] # -1
+    /\ \E s \in Schedulers : belief[s] = st.lease.epoch /\ st.lease.holder = s
 
 EventuallyDispatched ==
     \A j \in Jobs :
-        (<>[]Stable) => [](st.jobs[j].state = "PEND" => <>(st.jobs[j].state # "PEND"))
+        (<>[]Stable /\ <>[][~SyncStreamBreak]_vars)
+            => [](st.jobs[j].state = "PEND" => <>(st.jobs[j].state # "PEND"))
 
 =============================================================================
