@@ -11,15 +11,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from test_tla_mapping import next_actions
 from tlc import EXIT_INVARIANT, EXIT_PROPERTY, TLA, Run, run
 
 pytestmark = pytest.mark.tlc
-
-
-def _next_actions() -> list[str]:
-    text = (TLA / "XceBarrier.tla").read_text()
-    body = text[text.index("\nNext ==") + len("\nNext =="):text.index("\nSpec ==")]
-    return re.findall(r"\\/\s*(\w+)", body)
 
 
 def _explain(result: Run) -> str:
@@ -30,7 +25,7 @@ def test_the_model_lists_every_action_of_next_once_per_relation() -> None:
     text = (TLA / "MCXceBarrier.tla").read_text()
     for relation in ("MCNext", "LiveNext"):
         body = text[text.index(f"\n{relation} ==") + 1:].split("\n\n", 1)[0]
-        assert sorted(re.findall(r"(?:Step|Fault)\((\w+)\)", body)) == sorted(_next_actions()), relation
+        assert sorted(re.findall(r"(?:Step|Fault)\((\w+)\)", body)) == sorted(next_actions()), relation
 
 
 def test_ci_model_is_checked_exhaustively_and_takes_every_action() -> None:
@@ -38,7 +33,7 @@ def test_ci_model_is_checked_exhaustively_and_takes_every_action() -> None:
     print(result.summary())
     assert result.passed, _explain(result)
     taken = result.coverage()
-    assert sorted(a for a in _next_actions() if taken.get(a, 0) == 0) == [], taken
+    assert sorted(a for a in next_actions() if taken.get(a, 0) == 0) == [], taken
     assert result.distinct and result.distinct > 100_000, result.summary()
 
 
