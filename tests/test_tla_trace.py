@@ -1,11 +1,15 @@
-"""Trace validation's machinery (tla/TraceXceBarrier.tla, tests/tla_trace.py): a recorded run
-that the spec allows is accepted, and one it does not is rejected at its first wrong step."""
+"""Trace validation (issue 11, item 4): tla/TraceXceBarrier.tla checks that a recorded run is a
+behaviour of tla/XceBarrier.tla. Hand-written runs test the machinery; the protocol
+simulation's runs of the real code (tests/protocol_sim/trace.py records them) are accepted,
+and each injected bug gives a run that TLC rejects, naming its first wrong step."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
+from protocol_sim import bugs
+from protocol_sim.runner import trace_seed
 from tla_trace import OBSERVABLE, SetOf, Step, tla, validate
 from tlc import TLA
 
@@ -61,3 +65,56 @@ def test_an_observation_the_module_would_not_compare_is_refused() -> None:
 def test_the_module_compares_exactly_the_observable_variables() -> None:
     compared = set(re.findall(r'Seen\(e, "(\w+)"\)', (TLA / "TraceXceBarrier.tla").read_text()))
     assert compared == OBSERVABLE
+
+
+# ---------------------------------------------------------------- the simulation's runs (issue 11, item 4)
+
+CI_SEEDS = (1, 2, 3)  # `python -m tests.protocol_sim --trace --seeds N` validates many more
+STEPS = 1500
+BUG_SEEDS = 12  # seeds tried per bug, until one gives a trace TLC rejects
+# bug -> the spec actions at which its first wrong step can show
+REJECTED_AT = {
+    "run_before_commit": {"SendRun"},  # a RunJob for a placement not committed
+    "requeue_on_success": {"CommitApply"},  # the `started` report's state
+    "join_without_generation_bump": {"CommitApply"},  # the re-join's generation
+    "view_accepts_old_events": {"SyncDeliver", "Stutter"},  # the view after a repeated event
+    "stale_lease_accepted": {"CommitApply"},  # the stale batch's effect
+}
+
+
+@pytest.mark.parametrize("seed", CI_SEEDS)
+def test_a_simulated_run_is_a_behaviour_of_the_spec(seed: int) -> None:
+    run = trace_seed(seed, STEPS)
+    assert not run.failure and not run.truncated, (run.failure, run.truncated)
+    verdict = validate(run.steps, "init", run.constants)
+    print(f"seed {seed}: {len(run.steps)} spec steps, {run.stats}")
+    assert verdict.accepted, verdict.explain(run.steps)
+    taken = {step.action for step in run.steps}
+    # the run reached the protocol's interesting parts, not only its start
+    assert {"ElectLeader", "Submit", "SchedulerPass", "ProposeBatch", "CommitApply", "SendRun", "WorkerStart",
+            "WorkerFinish", "RelayReport", "Joined", "Resync", "SyncTail", "SyncDeliver", "LeaseReply",
+            "Compact"} <= taken, sorted(taken)
+    faults = {"StreamBreak", "WorkerCrash", "SchedulerCrash", "SyncRepeat", "HeartbeatTimeout"}
+    assert len(taken & faults) >= 3, sorted(taken)
+
+
+def test_every_simulated_bug_with_a_spec_mutation_is_expected_here() -> None:
+    assert set(REJECTED_AT) == set(bugs.BUGS) - {"planner_ignores_refusal_cooldown"}  # a planner bug
+
+
+@pytest.mark.parametrize("bug", sorted(REJECTED_AT))
+def test_a_simulated_bug_gives_a_trace_tlc_rejects_at_its_first_wrong_step(bug: str) -> None:
+    for seed in range(1, BUG_SEEDS + 1):
+        run = trace_seed(seed, STEPS, bugs.inject(bug))
+        verdict = validate(run.steps, "init", run.constants)
+        if verdict.accepted:
+            # TLC may only accept what the simulation's own invariants accepted too
+            assert not run.failure, f"seed {seed}: the simulation caught {run.failure}, TLC did not"
+            continue
+        explained = verdict.explain(run.steps)
+        print(f"seed {seed}: {explained}")
+        assert verdict.first_rejected is not None, explained
+        assert verdict.action in REJECTED_AT[bug], explained
+        assert run.steps[verdict.first_rejected - 1].note.startswith("sim step"), explained
+        return
+    pytest.fail(f"{bug}: every trace of {BUG_SEEDS} seeds was accepted")

@@ -63,6 +63,7 @@ def tla(value: Any) -> str:
 class Step:
     action: str
     observed: dict[str, Any] = field(default_factory=dict)
+    note: str = ""  # where it came from (the simulation's step), for the reader of a rejection
 
 
 @dataclass
@@ -78,16 +79,26 @@ class Verdict:
         if self.first_rejected is None:
             return "TLC failed:\n" + self.run.output[-3000:]
         shown = steps[self.first_rejected - 1]
-        return (f"step {self.first_rejected} ({shown.action}) is not a step of the spec from where "
-                f"the {self.first_rejected - 1} before it lead; observed: {shown.observed}")
+        before = [f"  {n}: {s.action} {s.note}" for n, s in
+                  enumerate(steps[max(0, self.first_rejected - 8):self.first_rejected - 1],
+                            start=max(1, self.first_rejected - 7))]
+        where = f", {shown.note}" if shown.note else ""
+        return "\n".join([f"step {self.first_rejected} ({shown.action}{where}) is not a step of the spec "
+                          f"from where the {self.first_rejected - 1} before it lead; "
+                          f"observed: {shown.observed}",
+                          "the steps before it:", *before])
 
 
-def trace_module(steps: list[Step], start: Mapping[str, Any] | None) -> str:
+Start = Mapping[str, Any] | str | None  # a full state; "init" (the spec's Init); None: the started cluster
+
+
+def trace_module(steps: list[Step], start: Start) -> str:
     rows = ",\n    ".join(f'[action |-> "{s.action}", vars |-> {tla(s.observed) if s.observed else "<< >>"}]'
                            for s in steps)
-    lines = ["---- MODULE TraceData ----", "EXTENDS XceBarrier",
-             f"TraceFromSetup == {tla(start is None)}",
-             f"TraceStart == {tla(start) if start is not None else tla({'none': 0})}",
+    origin = "setup" if start is None else "init" if start == "init" else "recorded"
+    lines = ["---- MODULE TraceData ----", "EXTENDS XceBarrier, TLC",
+             f"TraceFrom == {tla(origin)}",
+             f"TraceStart == {tla(start) if isinstance(start, Mapping) else tla({'none': 0})}",
              f"Trace == <<\n    {rows}\n>>", "===="]
     return "\n".join(lines) + "\n"
 
@@ -112,10 +123,11 @@ SETUP_CONSTANTS = {
 OBSERVABLE = frozenset({
     "log", "commit", "term", "leaderUp", "ready", "st", "acked", "floor", "view", "sync", "syncPos",
     "belief", "rpc", "inst", "journal", "up", "conn", "joining", "down", "upq", "unacked", "known",
+    "op", "logLen", "batch", "viewOf",
 })
 
 
-def validate(steps: list[Step], start: Mapping[str, Any] | None = None,
+def validate(steps: list[Step], start: Start = None,
              constants: Mapping[str, str] = SETUP_CONSTANTS) -> Verdict:
     unknown = sorted({k for step in steps for k in step.observed} - OBSERVABLE)
     if unknown:

@@ -140,7 +140,8 @@ class Run:
                 current[variable] += " " + line.strip()
             elif not line.strip():
                 current, variable = None, ""
-        lines, before = [], {}
+        lines: list[str] = []
+        before: dict[str, str] = {}
         for label, state in steps:
             changed = {k: v for k, v in state.items() if before.get(k) != v and k not in _DERIVED}
             shown = ", ".join(_shown(k, v) for k, v in sorted(changed.items())) if before else \

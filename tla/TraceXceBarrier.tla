@@ -3,9 +3,9 @@
 (* Trace validation: is a recorded run a behaviour of XceBarrier?          *)
 (*                                                                         *)
 (* TraceData (a module written by tests/tla_trace.py for each run) defines *)
-(*   TraceFromSetup: TRUE if the run starts from MCXceBarrier's started    *)
-(*          cluster (SetupInit), else TraceStart is its initial state, a  *)
-(*          record of every variable;                                      *)
+(*   TraceFrom: where the run starts: "init" (the spec's Init), "setup"    *)
+(*          (MCXceBarrier's started cluster) or "recorded" (TraceStart, a *)
+(*          record of every variable);                                     *)
 (*   Trace: << [action |-> "Name", vars |-> [var |-> value, ...]], ... >>, *)
 (*          one element per spec action, `vars` holding the variables the *)
 (*          recorder observed after it (the others are TLC's to choose).   *)
@@ -20,6 +20,9 @@ VARIABLE i          \* how many recorded steps have been matched
 traceVars == <<vars, faults, i>>
 
 Seen(e, name) == name \in DOMAIN e.vars
+
+\* A partial observation of a function: the keys the recorder saw.
+Part(f, g) == \A k \in DOMAIN g : f[k] = g[k]
 
 \* The state after the step agrees with every variable the recorder observed.
 Agrees(e) ==
@@ -45,6 +48,23 @@ Agrees(e) ==
     /\ Seen(e, "upq") => upq' = e.vars.upq
     /\ Seen(e, "unacked") => unacked' = e.vars.unacked
     /\ Seen(e, "known") => known' = e.vars.known
+    \* partial observations: what one step of the code shows
+    /\ Seen(e, "op") => Len(log') = Len(log) + 1 /\ log'[Len(log')].op = e.vars.op
+    /\ Seen(e, "logLen") => Len(log') = e.vars.logLen
+    /\ Seen(e, "batch") => rpc' = rpc \cup {e.vars.batch}
+    /\ Seen(e, "viewOf") => Part(view', e.vars.viewOf)
+
+\* An entry the spec does not model (configuration, a replica's announcement, a batch of
+\* PEND decisions only or past its lease, a submit or report already in the log): the real
+\* log holds it, so the spec's log holds a no-op there, and indices stay aligned.  This
+\* widens the spec only by entries that change nothing.
+OtherEntry ==
+    /\ Serving /\ Room
+    /\ Propose([type |-> "noop"])
+    /\ UNCHANGED <<commit, term, leaderUp, ready, stateVars, syncVars, rpc, workerVars>>
+
+\* A step of the code the spec does not see; its observations must not have changed.
+Stutter == UNCHANGED vars
 
 Action(name) ==
     CASE name = "Submit" -> Submit
@@ -74,6 +94,8 @@ Action(name) ==
     []   name = "SyncRepeat" -> SyncRepeat
     []   name = "SchedulerCrash" -> SchedulerCrash
     []   name = "Compact" -> Compact
+    []   name = "OtherEntry" -> OtherEntry
+    []   name = "Stutter" -> Stutter
 
 Recorded ==
     /\ log = TraceStart.log /\ commit = TraceStart.commit /\ term = TraceStart.term
@@ -88,7 +110,9 @@ Recorded ==
 TraceInit ==
     /\ i = 0
     /\ faults = 0
-    /\ IF TraceFromSetup THEN SetupInit ELSE Recorded
+    /\ CASE TraceFrom = "init" -> Init
+         []   TraceFrom = "setup" -> SetupInit
+         []   OTHER -> Recorded
 
 TraceNext ==
     /\ i < Len(Trace)

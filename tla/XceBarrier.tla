@@ -104,13 +104,15 @@ Wanted(S, op) ==      \* a report about the current attempt, over the current co
     /\ S.jobs[op.job].attempt = op.attempt
     /\ S.jobs[op.job].state \in {"RUN", "UNKWN"}
 
-ApplyReport(S, op) == \* only a failed dispatch re-queues (M3); a success never does
+ApplyReport(S, op) == \* only a failed dispatch or a lost instance re-queues (M3); a success never does
     IF ~Wanted(S, op) THEN S
     ELSE CASE op.kind = "started"  -> [S EXCEPT !.jobs[op.job].state = "RUN"]
          []   op.kind = "finished" -> [S EXCEPT !.jobs[op.job] = [state |-> "DONE", attempt |-> op.attempt,
                                                                   host |-> None],
                                              !.hosts[op.host].used = @ - 1]
-         []   op.kind = "failed"   -> [S EXCEPT !.jobs[op.job] = [state |-> "PEND", attempt |-> op.attempt + 1,
+         []   op.kind \in {"failed", "lost"} ->   \* "lost": it ended with no status (every job here
+                                                   \* is rerunnable; fsm's settle_lost)
+                                      [S EXCEPT !.jobs[op.job] = [state |-> "PEND", attempt |-> op.attempt + 1,
                                                                   host |-> None],
                                              !.hosts[op.host].used = @ - 1]
 
@@ -158,6 +160,7 @@ Room    == Len(log) < MaxLog
 Propose(op) == log' = Append(log, [term |-> term, op |-> op])
 
 Key(x) == <<x.job, x.attempt>>
+EndKinds == {"finished", "lost"}   \* how an instance's end is reported (WorkerFinish)
 Report(x, kind) == [job |-> x.job, attempt |-> x.attempt, kind |-> kind]
 
 SessionCurrent(h) ==   \* worker_session._check_host: this stream is the host's current one
@@ -407,12 +410,13 @@ WorkerSignal ==        \* a KILL ends the instance; its end is reported like any
                    ELSE UNCHANGED <<inst, unacked, upq>>
     /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, journal, up, conn, joining, known>>
 
-WorkerFinish ==        \* an instance ends (its daemon may be down: the report waits in the journal)
-    /\ \E x \in inst :
+WorkerFinish ==        \* an instance ends (its daemon may be down: the report waits in the journal);
+                       \* "lost": no status was left and no daemon that started it saw the end
+    /\ \E x \in inst, kind \in EndKinds :
           /\ inst' = inst \ {x}
-          /\ unacked' = [unacked EXCEPT ![x.host] = @ \cup {Report(x, "finished")}]
+          /\ unacked' = [unacked EXCEPT ![x.host] = @ \cup {Report(x, kind)}]
           /\ upq' = IF up[x.host] /\ conn[x.host] # 0
-                    THEN [upq EXCEPT ![x.host] = @ \cup {Report(x, "finished")}]
+                    THEN [upq EXCEPT ![x.host] = @ \cup {Report(x, kind)}]
                     ELSE upq
     /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, journal, up, conn, joining, down, known>>
 
@@ -446,7 +450,7 @@ WorkerCrash ==         \* the daemon dies (its jobs live on, in their own sessio
           /\ joining' = [joining EXCEPT ![h] = 0]
           /\ IF machine
              THEN /\ inst' = {x \in inst : x.host # h}
-                  /\ unacked' = [unacked EXCEPT ![h] = @ \cup {Report(x, "finished") : x \in {y \in inst : y.host = h}}]
+                  /\ unacked' = [unacked EXCEPT ![h] = @ \cup {Report(x, "lost") : x \in {y \in inst : y.host = h}}]
              ELSE UNCHANGED <<inst, unacked>>
     /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, journal>>
 

@@ -48,6 +48,7 @@ from .leader import CLUSTER, QUEUE, UNKNOWN_TIMEOUT_S, ReplicaDriver
 from .network import Call, Reply, Stream
 from .raft import LogEntry, RaftCluster, Replica
 from .scheduler_node import SchedulerNode
+from .trace import TraceRecorder
 from .worker_node import SimOS, WorkerNode
 
 STAMP0_MS = 1_700_000_000_000
@@ -90,6 +91,13 @@ class Options:
     handlers: Mapping[str, fsm.Handler] = field(default_factory=lambda: dict(fsm.HANDLERS))  # apply's table
     view_factory: Callable[[], View] = View  # the schedulers' view
     planner: PlannerConfig = field(default_factory=PlannerConfig)  # the schedulers' planner
+    # Traceable runs (trace.py): the run is recorded as spec actions, and kept within what the
+    # spec can follow: one leader for the whole run, jobs of one slot that are rerunnable.
+    trace: bool = False
+    job_slots: int | None = None  # None: 1 or 2 at random
+    rerunnable: bool | None = None  # None: at random
+    single_leader: bool = False  # no election while a leader is up
+    machine_crashes: bool = True  # False: a worker crash is its daemon's only
 
 
 @dataclass
@@ -136,6 +144,7 @@ class Sim:
                                                   self.options.planner)
                            for i in range(1, self.options.schedulers + 1)}
         self.client = Client()
+        self.recorder = TraceRecorder(self) if self.options.trace else None
         # ghost state for the invariants
         self.ghosts: dict[tuple[int, int], list[tuple[str, int]]] = {}
         self.max_applied = 0
@@ -265,6 +274,8 @@ class Sim:
 
     def _open(self, kind: str, endpoint: str, replica: Replica) -> Stream:
         stream = Stream(self.next_id(), kind, endpoint, replica.rid)
+        if self.recorder is not None:
+            stream.on_close = self.recorder.on_close
         self.streams[stream.sid] = stream
         return stream
 
@@ -272,6 +283,8 @@ class Sim:
 
     def _on_apply(self, replica: Replica, index: int, entry: LogEntry,
                   results: list[log.Result] | None) -> None:
+        if self.recorder is not None:
+            self.recorder.on_apply(replica, index, entry)
         if results is not None:
             digest = _hash(fsm.canonical_dump(replica.tables))
             expected = self.state_hashes.setdefault(index, digest)
@@ -394,7 +407,10 @@ class Sim:
         if pick % 2 == 0 and client.submitted < self.options.max_jobs:
             client.submitted += 1
             request_id = f"req-{client.submitted}"
-            spec = api.JobSpec(command=["true"], slots=1 + (pick >> 2) % 2, rerunnable=bool((pick >> 3) & 1))
+            options = self.options
+            slots = options.job_slots if options.job_slots is not None else 1 + (pick >> 2) % 2
+            rerunnable = options.rerunnable if options.rerunnable is not None else bool((pick >> 3) & 1)
+            spec = api.JobSpec(command=["true"], slots=slots, rerunnable=rerunnable)
             client.pending[request_id] = api.SubmitJobsRequest(request_id=request_id, jobs=[spec])
             return self._send("submit", "client", client.pending[request_id], pick >> 4, None)
         return self._deliver_call("submit", pick >> 1)
@@ -429,6 +445,8 @@ class Sim:
         return f"r{leader.rid} (term {leader.term}) crashed with {lost} entries past its commit index"
 
     def _crash(self, replica: Replica) -> None:
+        if self.recorder is not None and replica.leading:
+            self.recorder.on_leader_crash()
         driver = self.drivers.pop(replica.rid, None)
         if driver is not None:
             driver.crash()
@@ -437,7 +455,7 @@ class Sim:
 
     def ElectLeader(self, pick: int) -> str | None:
         candidate = _pick([r for r in self.raft.replicas if r.up and not r.leading], pick)
-        if candidate is None:
+        if candidate is None or (self.options.single_leader and self.raft.leaders()):
             return None
         eligible = self.raft.eligible_voters(candidate)
         needed = self.raft.majority() - 1
@@ -450,6 +468,8 @@ class Sim:
 
     def _elect(self, candidate: Replica, voters: list[Replica]) -> str:
         assert self.raft.elect(candidate, voters)
+        if self.recorder is not None:
+            self.recorder.on_elect(candidate)
         self.drivers[candidate.rid].elected()
         return f"r{candidate.rid} leads term {candidate.term} (votes of {[v.rid for v in voters]})"
 
@@ -488,6 +508,8 @@ class Sim:
         if scheduler is None:
             return None
         batch = scheduler.decide()
+        if self.recorder is not None:
+            self.recorder.on_decide(scheduler, batch)
         if batch is None:
             return None
         sent = self._send("batch", scheduler.name, batch, pick >> 3, batch)
@@ -613,7 +635,7 @@ class Sim:
         node = _pick([n for n in self.workers.values() if n.daemon is not None], pick)
         if node is None:
             return None
-        machine = (pick >> 4) % 4 == 0
+        machine = (pick >> 4) % 4 == 0 and self.options.machine_crashes
         node.crash(machine)
         return f"{node.name} {'machine' if machine else 'worker daemon'} crashed"
 
@@ -681,6 +703,8 @@ class Sim:
         message = stream.down.popleft()
         before = scheduler.view.revision
         scheduler.view.apply(message)
+        if self.recorder is not None:
+            self.recorder.on_sync_deliver(scheduler, stream, message)
         self.stats["snapshots installed"] += message.WhichOneof("body") == "snapshot_end"
         return f"{scheduler.id} view {before} -> {scheduler.view.revision} ({message.WhichOneof('body')})"
 
@@ -697,7 +721,11 @@ class Sim:
         if scheduler is None:
             return None
         old = scheduler.id
+        if self.recorder is not None:
+            self.recorder.on_scheduler_crash(scheduler)
         scheduler.restart()
+        if self.recorder is not None:
+            self.recorder.scheduler_seen(scheduler.id)
         return f"{old} crashed; {scheduler.id} starts with an empty view"
 
     def Compact(self, pick: int) -> str | None:
@@ -784,6 +812,8 @@ class Sim:
             return None
         scheduler.frozen_until_ms = self.now_ms + 2000 + (pick >> 4) % 3000
         batch = scheduler.decide()
+        if self.recorder is not None:
+            self.recorder.on_decide(scheduler, batch)
         replica = self._target(pick >> 16)
         if batch is not None and replica is not None:
             call = Call(self.next_id(), "batch", scheduler.name, replica.rid, batch, batch)
@@ -809,19 +839,21 @@ class Sim:
 
     def Duplicate(self, pick: int) -> str | None:
         """A message delivered twice: a retried call, or a resend overlapping on a stream."""
-        queues: list[tuple[str, deque[Any] | None]] = []
+        queues: list[tuple[str, deque[Any] | None, Stream | None]] = []
         for stream in sorted(self.streams.values(), key=lambda s: s.sid):
             if stream.down and (stream.kind == "sync" or "joined" not in {
                     m.WhichOneof("body") for m in worker_wire.controller_messages(stream.down[0])}):
-                queues.append((f"{stream.kind} stream {stream.sid} down", stream.down))
+                queues.append((f"{stream.kind} stream {stream.sid} down", stream.down, stream))
             if stream.up and stream.up[0].WhichOneof("body") in ("report", "reports"):
-                queues.append((f"{stream.kind} stream {stream.sid} up", stream.up))
+                queues.append((f"{stream.kind} stream {stream.sid} up", stream.up, None))
         if self.calls:
-            queues.append(("calls", None))
+            queues.append(("calls", None, None))
         chosen = _pick(queues, pick)
         if chosen is None:
             return None
-        where, queue = chosen
+        where, queue, down_of = chosen
+        if down_of is not None and self.recorder is not None:
+            self.recorder.on_duplicate(down_of)
         if queue is None:
             call = _pick(self.calls, pick >> 3)
             assert call is not None

@@ -168,11 +168,16 @@ class ReplicaDriver:
 
     def on_worker_message(self, stream: Stream) -> str:
         message: api.WorkerMessage = stream.up.popleft()
+        recorder = self.sim.recorder
+        if recorder is not None:
+            recorder.on_worker_message(stream, message)
         if stream.sid not in self.streams:
             self.streams[stream.sid] = stream
             self.core.worker_opened(stream.sid)
         self.core.worker_message(stream.sid, message)
         self.perform()
+        if recorder is not None:
+            recorder.join_dropped(self, stream)
         reports = [f"{r.WhichOneof('body')} {r.job_id}.{r.attempt}"
                    for r in worker_wire.worker_reports(message)]
         return f"{stream.endpoint} {message.WhichOneof('body')} {', '.join(reports)}".rstrip()
@@ -201,11 +206,15 @@ class ReplicaDriver:
                 call = self.calls.pop(effect.token, None)
                 if call is not None:
                     response = None if isinstance(effect.response, ServiceError) else effect.response
+                    if self.sim.recorder is not None and isinstance(response, api.LeaseResponse):
+                        self.sim.recorder.on_lease_reply(call.request, response)
                     self.sim.replies.append(CallReply(call, response))
             elif isinstance(effect, Send):
                 stream = self.streams.get(effect.stream)
                 if stream is not None:
                     for frame in worker_wire.split(effect.messages):
+                        if self.sim.recorder is not None:
+                            self.sim.recorder.on_frame(stream, frame)
                         stream.send_down(worker_wire.controller_frame(frame))
             elif isinstance(effect, EndStream):
                 stream = self.streams.pop(effect.stream, None)
@@ -223,6 +232,8 @@ class ReplicaDriver:
             return
         replica.entries.append(LogEntry(replica.term, effect.entry.SerializeToString()))
         index = replica.last_index()
+        if self.sim.recorder is not None:
+            self.sim.recorder.on_propose(self, index, effect.entry)
         self.proposals[index] = (effect.token, replica.term)
         self.sim.ghosts[(index, replica.term)] = self.sim.ghosts_of(effect.entry)
         if self.sim.options.run_before_commit:
@@ -251,6 +262,9 @@ class ReplicaDriver:
         opening = feed.opening(self.replica.tables)
         for message in opening:
             stream.send_down(message)
+        if self.sim.recorder is not None:
+            scheduler = self.sim.schedulers[stream.endpoint]
+            self.sim.recorder.on_resync(stream, scheduler.id, opening, feed.revision)
         link = SyncLink(stream, feed, term)
         self.syncs[stream.sid] = link
         self.tail(link)
@@ -268,10 +282,14 @@ class ReplicaDriver:
             try:
                 messages, more, _ = link.feed.next(self.replica.tables)
             except ServiceError as exc:  # resync required: the events it needs were compacted
+                if self.sim.recorder is not None:
+                    self.sim.recorder.on_sync_out_of_range(link)
                 link.stream.close(log.Code.Name(exc.code))
                 self.syncs.pop(link.stream.sid, None)
                 return
             for message in messages:
+                if self.sim.recorder is not None:
+                    self.sim.recorder.on_sync_event(link, message)
                 link.stream.send_down(message)
             if not more:
                 return
@@ -282,5 +300,7 @@ class ReplicaDriver:
         raw = self.replica.tables.get("events", fsm.revision_key(revision)) if revision > 0 else None
         if raw is None or not link.stream.open:
             return None
+        if self.sim.recorder is not None:
+            self.sim.recorder.on_sync_repeat(link, revision)
         link.stream.send_down(log.SyncMessage(event=log.Event.FromString(raw)))
         return revision

@@ -22,6 +22,7 @@ repeating calls.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ class Stream:
     down: deque[Any] = field(default_factory=deque)
     open: bool = True
     status: str = ""  # why it ended, as the endpoint sees it ("OUT_OF_RANGE", ...)
+    on_close: Callable[[Stream], None] | None = None  # the trace recorder's, when it records
 
     def close(self, status: str = "UNAVAILABLE") -> None:
         if self.open:
@@ -43,6 +45,8 @@ class Stream:
             self.status = status
             self.up.clear()
             self.down.clear()
+            if self.on_close is not None:
+                self.on_close(self)
 
     def send_up(self, message: Any) -> None:
         if self.open:

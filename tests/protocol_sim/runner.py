@@ -17,7 +17,9 @@ import hashlib
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from tla_trace import Step
 
 from controller import fsm
 from xce.v1 import api_pb2 as api
@@ -44,6 +46,12 @@ QUIESCE_ROUNDS = 200
 # What the liveness phase drives in every round (faults are not among them).
 PROGRESS = ("Joined", "WorkerStart", "WorkerSignal", "AckReport", "RelayReport", "SyncDeliver", "DeliverCall",
             "LeaseReply", "WorkerRejoin", "Resync", "ClientRetry")
+
+
+# Traceable runs (trace.py, tests/test_tla_trace.py): one leader for the whole run, so no
+# leader crash and no election after the first.
+TRACE_WEIGHTS = {**WEIGHTS, "LeaderCrash": 0.0, "ElectLeader": 0.0}
+TRACE_JOBS = 15
 
 
 class SimFailure(AssertionError):
@@ -88,14 +96,52 @@ def run_seed(seed: int, steps: int = 400, options: Options | None = None,
         sim.close()
 
 
-def safety_phase(sim: Sim, steps: int, rng: random.Random) -> None:
+@dataclass
+class TracedRun:
+    seed: int
+    steps: list[Step]
+    constants: dict[str, str]
+    truncated: str  # why the recording stopped early ("": it did not)
+    stats: dict[str, int]  # how often the recorder met each case it maps specially
+    failure: str  # the simulation's own invariant failure, if any ("": none)
+
+
+def traceable(options: Options | None = None, max_jobs: int = TRACE_JOBS) -> Options:
+    """The configuration a run is recorded in: the spec's jobs take one slot and are
+    rerunnable, and one leader serves the whole run."""
+    return replace(options or Options(), hosts=2, slots=2, schedulers=2, max_jobs=max_jobs, trace=True,
+                   job_slots=1, rerunnable=True, single_leader=True)
+
+
+def trace_seed(seed: int, steps: int = 1500, options: Options | None = None) -> TracedRun:
+    """A traceable run of `seed`, recorded as spec actions; the simulation's own invariant
+    failure (an injected bug) ends it early, its trace up to there kept."""
+    sim = Sim(seed, traceable(options))
+    sim.check = check_all
+    failure = ""
+    try:
+        try:
+            start(sim)
+            safety_phase(sim, steps, random.Random(seed), TRACE_WEIGHTS)
+            settle(sim)
+        except AssertionError as exc:
+            failure = str(exc).splitlines()[0]
+        assert sim.recorder is not None
+        trace, constants = sim.recorder.finish()
+        return TracedRun(seed, trace, constants, sim.recorder.truncated, dict(sim.recorder.stats), failure)
+    finally:
+        sim.close()
+
+
+def safety_phase(sim: Sim, steps: int, rng: random.Random, base: dict[str, float] | None = None) -> None:
     """Weighted random steps; faults come in storms (every fault three times as likely)
     between calm stretches (a tenth as likely), so work gets far enough to be hit."""
-    names = list(WEIGHTS)
+    base = base or WEIGHTS
+    names = list(base)
     for step in range(steps):
         if step % STRETCH == 0:
             scale = 3.0 if rng.random() < 0.4 else 0.1
-            weights = [WEIGHTS[n] * (scale if n in FAULTS else 1.0) for n in names]
+            weights = [base[n] * (scale if n in FAULTS else 1.0) for n in names]
         sim.step(rng.choices(names, weights)[0], rng.getrandbits(30))
 
 
@@ -186,4 +232,5 @@ def _converged(sim: Sim) -> bool:
     return not sim.client.pending and not sim.unfinished_jobs() and not sim.os.live()
 
 
-__all__ = ["FAULTS", "RunResult", "SimFailure", "bootstrapped", "run_seed", "safety_phase", "settle", "start"]
+__all__ = ["FAULTS", "TRACE_WEIGHTS", "RunResult", "SimFailure", "TracedRun", "bootstrapped", "run_seed",
+           "safety_phase", "settle", "start", "trace_seed", "traceable"]

@@ -85,6 +85,8 @@ class SimOS:
     def end(self, process: SimProcess, exit_code: int, term_signal: int, status: bool) -> None:
         """The process group ends; the shim writes the status file unless it died too."""
         process.alive = False
+        if self.sim.recorder is not None:
+            self.sim.recorder.on_process_end(process)
         if status:
             process.status_file.write_text(json.dumps({
                 "exit_code": exit_code, "term_signal": term_signal, "user_cpu_s": 0.0, "system_cpu_s": 0.0,
@@ -191,6 +193,8 @@ class WorkerNode:
         self.daemon.executor.recover()
 
     def crash(self, machine: bool) -> None:
+        if self.sim.recorder is not None:
+            self.sim.recorder.on_worker_crash(self, machine)
         self.disconnect()
         self.daemon = None
         # The daemon's threads die with it: its watches, and its SIGKILL-after-grace timers.
@@ -221,6 +225,8 @@ class WorkerNode:
         was_joined = self.daemon.joined
         done = [_command_text(m) for m in worker_wire.controller_messages(frame)]
         self.daemon.receive(frame, self.outgoing.append)
+        if self.sim.recorder is not None and self.stream is not None:
+            self.sim.recorder.on_deliver(self, self.stream)
         if not was_joined and not self.daemon.joined:
             return f"{self.name}: ignored before joined"
         return f"{self.name}: {', '.join(done)}"

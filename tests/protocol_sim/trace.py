@@ -1,0 +1,634 @@
+"""The simulation's run as a behaviour of tla/XceBarrier.tla, for TLC to validate (issue 11).
+
+Theory of operation (tla/TRACE-PLAN.md has the whole mapping). The simulated
+processes run the real code; hooks in cluster.py, leader.py and
+worker_node.py call this recorder where an effect of the protocol happens: an
+entry proposed or first applied, a frame sent to a worker or delivered, a
+process ended, a stream opened or closed, a Sync message sent or applied, a
+pass decided, a lease answered. Each becomes zero or more spec actions with
+what the code shows of the variables they change, as `tests.tla_trace.Step`s.
+
+The recorder keeps a mirror of the few spec variables that decide the
+mapping (the spec log's length per real index, conn, joining, up, known,
+down, syncPos, sync), never the real processes' state. Names: job `req-N` is
+"jN", hosts keep theirs, a scheduler is its incarnation ("s1-2"); attempts
+are the real ones + 1.
+
+Every real entry is at least one spec entry, so revisions map one to one
+onto spec indices (`end[R]`, the spec index of real entry R's last op): an
+entry the spec does not model (configuration, PEND-only batches, a batch past
+its lease's expiry, a report or submit already in the log) is an
+`OtherEntry`, a no-op the trace module adds to the spec.
+
+Where the code and the spec's granularity cannot be matched (the known gaps
+of TRACE-PLAN.md), the recording stops there and says why (`truncated`):
+TLC validates what came before. A leader change is one (single-leader runs
+only, for now).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tla_trace import NONE, SetOf, Step
+
+from controller import fsm
+from scheduler.view import View
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+from .raft import LogEntry, Replica, copy_tables
+
+if TYPE_CHECKING:
+    from .cluster import Sim
+    from .leader import ReplicaDriver, SyncLink
+    from .network import Stream
+    from .scheduler_node import SchedulerNode
+    from .worker_node import SimProcess, WorkerNode
+
+NO_JOB = {"state": "none", "attempt": 0, "host": NONE}
+NO_HOST = {"status": "none", "gen": 0, "used": 0, "slots": 0}
+JOB_STATES = {api.PEND: "PEND", api.RUN: "RUN", api.USUSP: "RUN", api.SSUSP: "RUN", api.UNKWN: "UNKWN",
+              api.DONE: "DONE", api.EXIT: "DONE"}
+HOST_STATUS = {api.HOST_OK: "OK", api.HOST_UNAVAIL: "UNAVAIL"}
+Item = tuple[str, str, int] | None  # a spec message of a worker frame: ("run" | "kill", job, attempt)
+
+
+def job_name(request_id: str) -> str:
+    return "j" + request_id.removeprefix("req-")
+
+
+def abstract_job(job: api.Job) -> dict[str, Any]:
+    state = JOB_STATES[job.state]
+    return {"state": state, "attempt": job.attempt + 1,
+            "host": job.host if state in ("RUN", "UNKWN") else NONE}
+
+
+def abstract_host(host: api.Host) -> dict[str, Any]:
+    return {"status": HOST_STATUS[host.status], "gen": host.generation, "used": host.slots_used,
+            "slots": host.spec.slots}
+
+
+@dataclass
+class Deferred:
+    """A close the spec must take later: the leader still holds reports received on the
+    stream, which it will propose with the stream's generation (TRACE-PLAN G1)."""
+    action: str  # "StreamBreak" or "WorkerCrash"
+    host: str
+    sid: int
+
+
+@dataclass
+class TraceRecorder:
+    sim: Sim
+    steps: list[Step] = field(default_factory=list)
+    truncated: str = ""
+    jobs: dict[int, str] = field(default_factory=dict)  # real job id -> name
+    names: set[str] = field(default_factory=set)
+    schedulers: list[str] = field(default_factory=list)
+    # the spec log: real index -> its spec ops, and the spec index of its last op
+    ops: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    end: dict[int, int] = field(default_factory=lambda: {0: 0})
+    length: int = 0
+    applied: int = 0
+    commit: int = 0
+    floor: int = 1
+    acked: set[str] = field(default_factory=set)
+    relayed: set[tuple[str, int, str, int, str]] = field(default_factory=set)
+    elections: int = 0
+    # workers
+    up: dict[str, bool] = field(default_factory=dict)
+    conn: dict[str, int] = field(default_factory=dict)
+    conn_sid: dict[str, int] = field(default_factory=dict)
+    joining: dict[str, int] = field(default_factory=dict)
+    join_sid: dict[str, int] = field(default_factory=dict)
+    known: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
+    down: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    frames: dict[int, deque[list[Item]]] = field(default_factory=dict)  # worker stream -> frames in flight
+    joins_received: dict[str, list[int]] = field(default_factory=dict)  # host -> streams, join not proposed
+    accounted: set[int] = field(default_factory=set)  # streams whose close a crash already took
+    deferred: list[Deferred] = field(default_factory=list)
+    killed: set[tuple[str, int, str]] = field(default_factory=set)
+    inst: frozenset[tuple[str, int, str]] = frozenset()
+    # schedulers
+    pos: dict[str, int] = field(default_factory=dict)
+    belief: dict[str, int] = field(default_factory=dict)
+    sync: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    sync_sid: dict[str, int] = field(default_factory=dict)
+    counts: dict[int, deque[int]] = field(default_factory=dict)  # sync stream -> spec messages per real one
+    stats: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in self.sim.workers:
+            self.up[name], self.conn[name], self.joining[name] = True, 0, 0
+            self.known[name], self.down[name], self.joins_received[name] = set(), [], []
+        for scheduler in self.sim.schedulers.values():
+            self.scheduler_seen(scheduler.id)
+
+    # -------------------------------------------------------------- output
+
+    @property
+    def active(self) -> bool:
+        return not self.truncated
+
+    def stop(self, why: str) -> None:
+        if not self.truncated:
+            self.truncated = f"step {self.sim.steps}: {why}"
+
+    def emit(self, action: str, note: str = "", **observed: Any) -> None:
+        self.steps.append(Step(action, observed, note=f"sim step {self.sim.steps}: {note}".rstrip(": ")))
+
+    def count(self, what: str) -> None:
+        self.stats[what] = self.stats.get(what, 0) + 1
+
+    # Whole variables where the mirror is exact: a partial one would let TLC take the
+    # action for another host or scheduler whose part nobody looked at.
+    def connections(self) -> dict[str, Any]:
+        return {"conn": dict(self.conn), "up": dict(self.up), "joining": dict(self.joining),
+                "down": {h: list(q) for h, q in self.down.items()}}
+
+    def downs(self) -> dict[str, Any]:
+        return {"down": {h: list(q) for h, q in self.down.items()}}
+
+    def syncs(self) -> dict[str, Any]:
+        return {"syncPos": dict(self.pos), "sync": {s: list(q) for s, q in self.sync.items()}}
+
+    def finish(self) -> tuple[list[Step], dict[str, str]]:
+        """The steps (observed jobs completed with the ones not yet submitted) and the
+        constants of the trace module."""
+        defaults = {"syncPos": -1, "sync": [], "belief": 0}
+        for step in self.steps:
+            for key, default in defaults.items():
+                if key in step.observed:
+                    step.observed[key] = {s: step.observed[key].get(s, default) for s in self.schedulers}
+            for key in ("st", "viewOf"):
+                value = step.observed.get(key)
+                records = [] if value is None else [value] if key == "st" else list(value.values())
+                for record in records:
+                    record["jobs"] = {name: record["jobs"].get(name, NO_JOB) for name in sorted(self.names)}
+        quoted = ", ".join(f'"{n}"' for n in sorted(self.names)) or '"j0"'
+        constants = {
+            "Jobs": "{" + quoted + "}",
+            "Hosts": "{" + ", ".join(f'"{h}"' for h in sorted(self.sim.workers)) + "}",
+            "Schedulers": "{" + ", ".join(f'"{s}"' for s in self.schedulers) + "}",
+            "Cap": str(self.sim.options.slots), "None": "None", "MaxTerm": str(self.elections + 1),
+            "MaxLog": str(self.length + 1), "MaxFaults": "0", "Submitted": "{}",
+            "MaxSyncQueue": "1000", "MaxBatches": "1000", "MaxDown": "1000",
+        }
+        return self.steps, constants
+
+    # -------------------------------------------------------------- names and abstractions
+
+    def scheduler_seen(self, sid: str) -> None:
+        if sid not in self.schedulers:
+            self.schedulers.append(sid)
+            self.pos[sid], self.sync[sid], self.belief[sid] = -1, [], 0
+
+    def name_of(self, job_id: int) -> str:
+        if job_id not in self.jobs:
+            replica = self.sim.committed_tables()
+            job = fsm.read_job(replica.tables, job_id) if replica is not None else None
+            assert job is not None, f"job {job_id} is in no committed state"
+            self.jobs[job_id] = job_name(job.request_id)
+            self.names.add(self.jobs[job_id])
+        return self.jobs[job_id]
+
+    def state_of(self, tables: fsm.Tables) -> dict[str, Any]:
+        jobs = {}
+        for _, raw in tables.scan("jobs"):
+            job = api.Job.FromString(raw)
+            name = job_name(job.request_id)
+            self.jobs[job.id] = name
+            self.names.add(name)
+            jobs[name] = abstract_job(job)
+        hosts = {h: NO_HOST for h in self.sim.workers}
+        for _, raw in tables.scan("hosts"):
+            host = api.Host.FromString(raw)
+            hosts[host.spec.name] = abstract_host(host)
+        meta = fsm.read_meta(tables)
+        return {"jobs": jobs, "hosts": hosts,
+                "lease": {"epoch": meta.lease_epoch, "holder": meta.lease_holder or NONE}}
+
+    def view_of(self, view: View) -> dict[str, Any]:
+        jobs = {}
+        for job in view.jobs():
+            jobs[job_name(job.request_id)] = abstract_job(job)
+            self.names.add(job_name(job.request_id))
+        hosts = {h: NO_HOST for h in self.sim.workers}
+        for host in view.hosts():
+            hosts[host.spec.name] = abstract_host(host)
+        return {"rev": self.end[view.revision], "jobs": jobs, "hosts": hosts}
+
+    def instances(self) -> frozenset[tuple[str, int, str]]:
+        return frozenset((self.name_of(p.key[0]), p.key[1] + 1, p.host)
+                         for p in self.sim.os.live() if not p.terminating)
+
+    def observe_inst(self) -> SetOf:
+        self.inst = self.instances()
+        return SetOf(tuple({"job": j, "attempt": a, "host": h} for j, a, h in sorted(self.inst)))
+
+    # -------------------------------------------------------------- the log
+
+    def on_elect(self, replica: Replica) -> None:
+        if not self.active:
+            return
+        self.elections += 1
+        if self.elections > 1:
+            self.stop("a second election (traces follow one leader)")
+            return
+        self.length += 1
+        self.ops[replica.last_index()] = [{"type": "noop"}]
+        self.end[replica.last_index()] = self.length
+        self.emit("ElectLeader", f"r{replica.rid} leads term {replica.term}", logLen=self.length)
+
+    def on_leader_crash(self) -> None:
+        self.stop("the leader crashed (traces follow one leader)")
+
+    def on_propose(self, driver: ReplicaDriver, index: int, entry: log.Entry) -> None:
+        if not self.active:
+            return
+        kind = entry.WhichOneof("body")
+        where = f"r{driver.replica.rid} proposes {kind} at {index}"
+        ops: list[dict[str, Any]] = []
+
+        def propose(action: str, op: dict[str, Any], **observed: Any) -> None:
+            self.length += 1
+            ops.append(op)
+            self.emit(action, where, op=op, **observed)
+
+        if kind == "submit":
+            for request in entry.submit.requests:
+                name = job_name(request.request_id)
+                self.names.add(name)
+                if name not in self.acked:
+                    propose("Submit", {"type": "submit", "job": name})
+        elif kind == "decisions":
+            batch = entry.decisions
+            meta = self.meta_before(driver.replica, index)
+            current = batch.lease_epoch == meta.lease_epoch and batch.scheduler_id == meta.lease_holder
+            if current and entry.stamp_ms >= meta.lease_expires_ms:
+                self.count("batches past their lease's expiry")  # the spec has no time: a no-op
+            else:
+                for decision in batch.decisions:
+                    if decision.HasField("dispatch"):
+                        propose("ProposeBatch", self.batch_op(batch, decision.dispatch))
+        elif kind == "lease":
+            meta = self.meta_before(driver.replica, index)
+            propose("LeaseTakeover", {"type": "lease", "sched": entry.lease.scheduler_id,
+                                      "expired": entry.stamp_ms >= meta.lease_expires_ms})
+        elif kind == "joins":
+            for spec in entry.joins.joins:
+                if not self.propose_join(spec.name, propose):
+                    return
+        elif kind == "reports":
+            for relayed in entry.reports.reports:
+                op = self.report_op(relayed)
+                key = (op["host"], op["gen"], op["job"], op["attempt"], op["kind"])
+                if key in self.relayed:
+                    self.count("reports relayed again on one connection")
+                    continue
+                if self.conn[op["host"]] != op["gen"]:
+                    self.stop(f"a report of {op['host']} relayed with generation {op['gen']}, the spec's "
+                              f"connection is {self.conn[op['host']]} (G1)")
+                    return
+                self.relayed.add(key)
+                if op["kind"] == "started":
+                    self.known[op["host"]].add((op["job"], op["attempt"]))
+                propose("RelayReport", op)
+        elif kind in ("host_status", "host_statuses"):
+            changes = [entry.host_status] if kind == "host_status" else list(entry.host_statuses.changes)
+            for change in changes:
+                if change.status == api.HOST_UNAVAIL:
+                    propose("HeartbeatTimeout",
+                            {"type": "unavail", "host": change.name, "gen": change.generation})
+        elif kind == "resolve_host":
+            change = entry.resolve_host
+            propose("ResolveHost", {"type": "resolve", "host": change.name, "gen": change.generation})
+        if not ops:
+            propose("OtherEntry", {"type": "noop"})
+        self.ops[index] = ops
+        self.end[index] = self.length
+        self.flush_deferred()
+
+    def propose_join(self, host: str, propose: Any) -> bool:
+        """WorkerRejoin for the oldest join received from `host`; if its stream closed before
+        the join was proposed, the spec's worker connects and crashes at once (that stream can
+        do nothing more)."""
+        received = self.joins_received[host]
+        sid = received.pop(0) if received else None
+        if self.conn[host] != 0 or self.joining[host] != 0:
+            self.stop(f"join of {host} proposed while the spec's connection of {host} is still open "
+                      f"(a close deferred for reports not yet relayed, G1)")
+            return False
+        self.up[host], self.joining[host] = True, self.length + 1
+        self.join_sid[host] = sid if sid is not None else -1
+        propose("WorkerRejoin", {"type": "join", "host": host}, **self.connections())
+        stream = self.sim.streams.get(sid) if sid is not None else None
+        if stream is None or not stream.open:
+            self.up[host], self.joining[host] = False, 0
+            self.join_sid.pop(host, None)
+            self.emit("WorkerCrash", f"the stream of {host}'s join had closed", **self.connections())
+        return True
+
+    def batch_op(self, batch: api.DecisionBatch, dispatch: api.DispatchDecision) -> dict[str, Any]:
+        return {"type": "batch", "epoch": batch.lease_epoch, "sched": batch.scheduler_id,
+                "job": self.name_of(dispatch.job_id), "attempt": dispatch.attempt + 1, "host": dispatch.host}
+
+    def report_op(self, relayed: log.HostReport) -> dict[str, Any]:
+        report = relayed.report
+        name, attempt = self.name_of(report.job_id), report.attempt + 1
+        body = report.WhichOneof("body")
+        if body == "started":
+            kind = "started"
+        elif body == "dispatch_failed":
+            kind = "failed"
+        elif report.finished.status_unknown and (name, attempt, relayed.host) not in self.killed:
+            kind = "lost"
+        else:
+            kind = "finished"
+        return {"type": "report", "host": relayed.host, "gen": relayed.generation, "job": name,
+                "attempt": attempt, "kind": kind}
+
+    def meta_before(self, replica: Replica, index: int) -> log.Meta:
+        """The lease as entry `index` will find it: every entry before it applied (one leader:
+        each entry it proposed applies, in order)."""
+        tables = copy_tables(replica.tables)
+        for i in range(replica.applied + 1, index):
+            data = replica.entry(i).data
+            if data is not None:
+                fsm.apply(tables, i, data, self.sim.handlers)
+        return fsm.read_meta(tables)
+
+    def on_apply(self, replica: Replica, index: int, entry: LogEntry) -> None:
+        if not self.active or index <= self.applied:
+            return
+        if not replica.leading or index not in self.ops:
+            self.stop(f"entry {index} first applied by r{replica.rid}, not by the leader that proposed it")
+            return
+        self.applied = index
+        ops = self.ops[index]
+        st = self.state_of(replica.tables)
+        for n, op in enumerate(ops):
+            self.commit += 1
+            if op["type"] == "submit":
+                self.acked.add(op["job"])
+            last = n == len(ops) - 1
+            self.emit("CommitApply", f"entry {index} applies", commit=self.commit,
+                      **({"st": st} if last else {}))
+        floor = fsm.read_meta(replica.tables).events_floor
+        if floor > 1 and floor - 1 in self.end:
+            spec_floor = self.end[floor - 1] + 1
+            if self.floor < spec_floor <= self.commit:
+                self.floor = spec_floor
+                self.emit("Compact", f"events floor {floor}", floor=spec_floor)
+
+    # -------------------------------------------------------------- the scheduler, its lease and Sync
+
+    def on_decide(self, scheduler: SchedulerNode, batch: api.DecisionBatch | None) -> None:
+        if not self.active or batch is None:
+            return
+        for decision in batch.decisions:
+            if decision.HasField("dispatch"):
+                self.emit("SchedulerPass", f"{scheduler.id} decides",
+                          batch=self.batch_op(batch, decision.dispatch))
+
+    def on_lease_reply(self, request: api.LeaseRequest, response: api.LeaseResponse) -> None:
+        if not self.active:
+            return
+        self.scheduler_seen(request.scheduler_id)
+        self.belief[request.scheduler_id] = response.epoch if response.granted else 0
+        self.emit("LeaseReply", f"lease of {request.scheduler_id}", belief=dict(self.belief))
+
+    def on_scheduler_crash(self, scheduler: SchedulerNode) -> None:
+        if scheduler.stream is not None:
+            self.accounted.add(scheduler.stream.sid)
+        if not self.active:
+            return
+        old = scheduler.id
+        self.pos[old], self.sync[old], self.belief[old] = -1, [], 0
+        self.emit("SchedulerCrash", old, viewOf={old: self.view_of(View())}, belief=dict(self.belief),
+                  **self.syncs())
+
+    def on_resync(self, stream: Stream, scheduler_id: str, opening: list[log.SyncMessage],
+                  revision: int) -> None:
+        if not self.active:
+            return
+        self.scheduler_seen(scheduler_id)
+        self.sync_sid[scheduler_id] = stream.sid
+        counts: deque[int] = deque()
+        if opening:
+            counts.extend(1 if m.WhichOneof("body") == "snapshot_end" else 0 for m in opening)
+            self.sync[scheduler_id] = [{"kind": "snapshot", "rev": self.end[revision]}]
+        self.counts[stream.sid] = counts
+        self.pos[scheduler_id] = self.end[revision]
+        self.emit("Resync", f"{scheduler_id} from {revision}", **self.syncs())
+
+    def scheduler_of(self, stream: Stream) -> str | None:
+        found = [s for s, sid in self.sync_sid.items() if sid == stream.sid]
+        return found[0] if found and self.pos[found[0]] != -1 else None
+
+    def on_sync_event(self, link: SyncLink, message: log.SyncMessage) -> None:
+        sched = self.scheduler_of(link.stream) if self.active else None
+        if sched is None:
+            return
+        target = self.end[message.event.revision]
+        n = target - self.pos[sched]
+        for r in range(self.pos[sched] + 1, target + 1):
+            self.sync[sched].append({"kind": "event", "rev": r})
+            self.pos[sched] = r
+            self.emit("SyncTail", f"event {message.event.revision} to {sched}", **self.syncs())
+        self.counts[link.stream.sid].append(max(n, 0))
+
+    def on_sync_out_of_range(self, link: SyncLink) -> None:
+        self.accounted.add(link.stream.sid)
+        sched = self.scheduler_of(link.stream) if self.active else None
+        if sched is None:
+            return
+        self.pos[sched], self.sync[sched] = -1, []
+        self.emit("SyncTail", f"resync required for {sched}", **self.syncs())
+
+    def on_sync_repeat(self, link: SyncLink, revision: int) -> None:
+        sched = self.scheduler_of(link.stream) if self.active else None
+        if sched is None:
+            return
+        first, last = self.end[revision - 1] + 1, self.end[revision]
+        for r in range(first, last + 1):
+            self.sync[sched].append({"kind": "event", "rev": r})
+            self.emit("SyncRepeat", f"event {revision} again to {sched}", **self.syncs())
+        self.counts[link.stream.sid].append(last - first + 1)
+
+    def on_sync_deliver(self, scheduler: SchedulerNode, stream: Stream, message: log.SyncMessage) -> None:
+        counts = self.counts.get(stream.sid)
+        if not self.active or counts is None or not counts:
+            return
+        n = counts.popleft()
+        sched = scheduler.id
+        kind = message.WhichOneof("body")
+        if n == 0 and kind != "event":
+            return
+        view = self.view_of(scheduler.view)
+        for i in range(n):
+            del self.sync[sched][0]
+            self.emit("SyncDeliver", f"{kind} to {sched}",
+                      **({"viewOf": {sched: view}} if i == n - 1 else {}), **self.syncs())
+        if n == 0:
+            self.emit("Stutter", f"{kind} to {sched} again", viewOf={sched: view})
+
+    def on_duplicate(self, stream: Stream) -> None:
+        """The head of a stream is delivered twice: the first delivery is the spec's message,
+        the second nothing."""
+        if stream.kind == "sync" and self.counts.get(stream.sid):
+            self.counts[stream.sid].insert(1, 0)
+        elif stream.kind == "worker" and self.frames.get(stream.sid):
+            self.frames[stream.sid].insert(1, [None] * len(self.frames[stream.sid][0]))
+
+    # -------------------------------------------------------------- workers
+
+    def on_worker_message(self, stream: Stream, message: api.WorkerMessage) -> None:
+        if message.WhichOneof("body") == "join":
+            self.joins_received[stream.endpoint].append(stream.sid)
+
+    def join_dropped(self, driver: ReplicaDriver, stream: Stream) -> None:
+        """After the core took a join: if it neither proposed nor queued it (refused), forget it."""
+        received = self.joins_received[stream.endpoint]
+        if stream.sid in received and stream.sid not in self.queued(driver, "joins"):
+            received.remove(stream.sid)
+
+    def queued(self, driver: ReplicaDriver, group: str) -> set[int]:
+        term = driver.core.term
+        if term is None:
+            return set()
+        return {sid for (sid, _), _ in getattr(term, group)._queue}
+
+    def holds_reports(self, sid: int) -> bool:
+        return any(sid in self.queued(driver, "reports") for driver in self.sim.drivers.values())
+
+    def on_frame(self, stream: Stream, messages: list[api.ControllerMessage]) -> None:
+        if not self.active or not stream.open:
+            return
+        host = stream.endpoint
+        items: list[Item] = []
+        for message in messages:
+            current = self.conn_sid.get(host) == stream.sid and self.conn[host] != 0
+            kind = message.WhichOneof("body")
+            item: Item = None
+            if kind == "joined" and self.join_sid.get(host) == stream.sid and self.joining[host]:
+                generation = message.joined.generation
+                self.conn[host], self.conn_sid[host], self.joining[host] = generation, stream.sid, 0
+                self.known[host] = set()
+                self.emit("Joined", f"{host} gen {generation}", **self.connections())
+            elif kind == "run" and current:
+                key = (self.name_of(message.run.job.id), message.run.job.attempt + 1)
+                if key not in self.known[host]:
+                    self.known[host].add(key)
+                    item = ("run", *key)
+                    self.down[host].append({"type": "run", "job": key[0], "attempt": key[1]})
+                    self.emit("SendRun", f"run {key} to {host}", **self.downs())
+                else:
+                    self.count("RunJob sent again on one connection")
+            elif kind == "signal" and message.signal.kind == api.SIGNAL_KILL and current:
+                key = (self.name_of(message.signal.job_id), message.signal.attempt + 1)
+                if key in self.known[host]:
+                    self.known[host].discard(key)
+                    item = ("kill", *key)
+                    self.down[host].append({"type": "kill", "job": key[0], "attempt": key[1]})
+                    self.emit("SendKill", f"kill {key} on {host}", **self.downs())
+                else:
+                    self.count("KILL of an instance the session did not know")
+            items.append(item)
+        self.frames.setdefault(stream.sid, deque()).append(items)
+
+    def on_deliver(self, node: WorkerNode, stream: Stream) -> None:
+        frames = self.frames.get(stream.sid)
+        if not self.active or not frames:
+            return
+        items = [i for i in frames.popleft() if i is not None]
+        host = node.name
+        for n, (kind, job, attempt) in enumerate(items):
+            self.down[host].pop(0)
+            if kind == "kill":
+                self.killed.add((job, attempt, host))
+            last = n == len(items) - 1
+            observed: dict[str, Any] = self.downs()
+            if last:
+                observed["inst"] = self.observe_inst()
+            self.emit("WorkerStart" if kind == "run" else "WorkerSignal", f"{kind} {job}.{attempt} on {host}",
+                      **observed)
+
+    def on_process_end(self, process: SimProcess) -> None:
+        if not self.active:
+            return
+        key = (self.name_of(process.key[0]), process.key[1] + 1, process.host)
+        if key in self.inst:
+            self.emit("WorkerFinish", f"{key} ended", inst=self.observe_inst())
+
+    def on_worker_crash(self, node: WorkerNode, machine: bool) -> None:
+        """Recorded before anything of the crash happens (its processes die after)."""
+        host = node.name
+        if node.stream is not None:
+            self.accounted.add(node.stream.sid)
+        if not self.active:
+            return
+        sid = node.stream.sid if node.stream is not None else -1
+        if not machine:
+            if self.up[host]:
+                self.close_spec(Deferred("WorkerCrash", host, sid))
+            return
+        if not self.up[host]:
+            return  # the spec knows no daemon there: each process's end is a WorkerFinish, "lost"
+        if self.holds_reports(sid):
+            self.stop(f"machine crash of {host} while the leader still holds its reports (G1)")
+            return
+        self.up[host], self.conn[host], self.joining[host] = False, 0, 0
+        self.conn_sid.pop(host, None)
+        self.join_sid.pop(host, None)
+        self.known[host], self.down[host] = set(), []
+        self.inst = frozenset(x for x in self.instances() if x[2] != host)
+        shown = SetOf(tuple({"job": j, "attempt": a, "host": h} for j, a, h in sorted(self.inst)))
+        self.emit("WorkerCrash", f"machine {host}", inst=shown, **self.connections())
+
+    def on_close(self, stream: Stream) -> None:
+        if stream.sid in self.accounted:
+            return
+        if stream.kind == "sync":
+            sched = self.scheduler_of(stream) if self.active else None
+            if sched is not None:
+                self.pos[sched], self.sync[sched] = -1, []
+                self.emit("StreamBreak", f"Sync stream of {sched}", **self.syncs())
+            return
+        host = stream.endpoint
+        received = self.joins_received.get(host, [])
+        queued = any(stream.sid in self.queued(d, "joins") for d in self.sim.drivers.values())
+        if stream.sid in received and not queued:
+            received.remove(stream.sid)  # refused, never to be proposed
+        if not self.active:
+            return
+        if self.conn_sid.get(host) == stream.sid and self.conn[host]:
+            self.close_spec(Deferred("StreamBreak", host, stream.sid))
+        elif self.join_sid.get(host) == stream.sid and self.joining[host]:
+            self.close_spec(Deferred("WorkerCrash", host, stream.sid))
+
+    def close_spec(self, close: Deferred) -> None:
+        if self.holds_reports(close.sid) or any(d.host == close.host for d in self.deferred):
+            self.count("closes deferred for reports still to relay")
+            self.deferred.append(close)
+            return
+        host = close.host
+        if close.action == "WorkerCrash":
+            self.up[host] = False
+        self.conn[host], self.joining[host] = 0, 0
+        self.conn_sid.pop(host, None)
+        self.join_sid.pop(host, None)
+        self.known[host], self.down[host] = set(), []
+        self.emit(close.action, f"{host}'s stream {close.sid}", **self.connections())
+
+    def flush_deferred(self) -> None:
+        """Take the deferred closes whose reports went out, in order, each host's in turn."""
+        waiting, self.deferred = self.deferred, []
+        for close in waiting:
+            self.close_spec(close)
+
+
+__all__ = ["TraceRecorder", "abstract_host", "abstract_job", "job_name"]
