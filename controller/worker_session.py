@@ -17,7 +17,8 @@ cannot tell what an entry changed. Otherwise the leader routes each applied entr
 (`route`) to the session of the host they are on, and the jobs that may have
 left a host (no host any more, attempt > 0) to the sessions whose host record
 changed in that entry (a release always writes it); the session looks at
-just those. What a session remembers of an instance is dropped once its end
+just those, as they are committed when it looks (not the routed copies).
+What a session remembers of an instance is dropped once its end
 is committed, so a long-lived connection does not grow.
 
 Reports from the worker (started, finished, dispatch failed) are relayed by
@@ -123,12 +124,20 @@ class WorkerSession:
             self._derive(now_s)
             return
         items, self.inbox = self.inbox, []
-        if self.recheck:
-            self.recheck = False
-            with self.state.read() as tables:
+        # The jobs that changed since the derivation (which saw the older changes), each
+        # as committed now: a routed record may be older than what happened since (an
+        # instance's end relayed meanwhile), and a RunJob from it would restate an attempt
+        # that ended or was requeued.
+        fresh = list(dict.fromkeys(job.id for revision, job in items if revision > self.derived_at))
+        if not (self.recheck or fresh):
+            return
+        with self.state.read() as tables:
+            if self.recheck:
+                self.recheck = False
                 self._check_host(fsm.read_host(tables, self.name))
-        for revision, job in items:
-            if revision > self.derived_at:  # else the derivation saw this or newer
+            jobs = [fsm.read_job(tables, job_id) for job_id in fresh]
+        for job in jobs:
+            if job is not None:
                 self._consider(job)
 
     def relayed(self, reports: list[api.JobReport], results: list[log.Result | None]) -> bool:

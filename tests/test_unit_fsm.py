@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from controller import fsm
+from controller import fsm, sync_stream
 from controller.fsm import retention
 from controller.store import LmdbTables, StateStore
 from controller.tables import MemoryTables, Tables
@@ -768,7 +768,7 @@ def test_every_applied_entry_has_one_event_with_its_changes(backend: Backend) ->
     whole = backend.event(5)
     assert whole is not None and whole.HasField("rejected") and whole.rejected.code == log.INVALID_ARGUMENT
     assert list(whole.changes) == []
-    assert backend.meta().events_floor == 1
+    assert backend.meta().events_floor == 0  # none dropped
 
 
 def test_replay_adds_no_event(backend: Backend) -> None:
@@ -782,9 +782,28 @@ def test_events_older_than_the_window_are_pruned(backend: Backend) -> None:
     ok(backend.one(init()))
     backend.index = fsm.EVENTS_KEPT
     ok(backend.one(submit(request("r1"))))
-    # Index EVENTS_KEPT + 1 keeps revisions > 1.
+    # Index EVENTS_KEPT + 1 keeps revisions > 1: revision 1's event is dropped.
     assert backend.keys("events") == [fsm.revision_key(fsm.EVENTS_KEPT + 1)]
-    assert backend.meta().events_floor == fsm.EVENTS_KEPT + 1
+    assert backend.meta().events_floor == 2
+
+
+def test_the_events_floor_passes_over_revisions_without_events(backend: Backend) -> None:
+    """Revisions 3..EVENTS_KEPT + 1 have no event (Raft no-ops, as at each election). Once
+    the events of 1 and 2 are dropped, a watcher at revision 2 has lost nothing and resumes;
+    one at 1 lost 2's and resyncs. (Trace validation found the floor set at the oldest
+    event kept, past the no-ops, which sent the first to a full snapshot too.)"""
+    ok(backend.one(init()))
+    ok(backend.one(submit(request("r1"))))
+    backend.index = fsm.EVENTS_KEPT + 1
+    ok(backend.one(submit(request("r2"))))
+    meta = backend.meta()
+    assert meta.events_floor == 3
+    assert sync_stream.events_available(meta, 2) and not sync_stream.events_available(meta, 1)
+    with backend.read() as tables:
+        feed = sync_stream.SyncFeed(log.SyncRequest(from_revision=2, cluster_id=CLUSTER), CLUSTER)
+        assert feed.opening(tables) == []
+        messages, _, _ = feed.next(tables)
+    assert [m.event.revision for m in messages] == [fsm.EVENTS_KEPT + 2]
 
 
 def test_events_past_the_byte_bound_are_pruned_oldest_first(

@@ -83,3 +83,29 @@ def test_changes_older_than_a_full_derivation_are_not_acted_on() -> None:
         session.changed(index, routed.jobs.get("n1", []), "n1" in routed.hosts)
     session.step(2.0)
     assert _sent(session) == []  # not RunJob (1, 0) again, and never a KILL of (1, 1)
+
+
+def test_a_change_routed_before_its_instance_ended_does_not_restate_it() -> None:
+    """The session looks at routed changes after the instance's end was relayed: the older
+    record in them (RUN) must not send RunJob (0) again, only the worker's journal would
+    stop it running twice. (Trace validation against the spec found it: SendRun for a job
+    committed state had finished.)"""
+    replica, job = _cluster()
+    apply = replica.store.apply
+    apply(log.Entry(stamp_ms=S, dispatch=log.Dispatch(job_id=job, host="n1", attempt=0)))
+    session = WorkerSession(replica.store, "n1", 1)
+    session.step(0.0)
+    assert _sent(session) == [("run", job, 0, "RUN")]
+    first = replica.store.index + 1
+    started = api.JobReport(job_id=job, attempt=0, started=api.JobStarted(pid=7))
+    finished = api.JobReport(job_id=job, attempt=0, finished=api.JobFinished(exit_code=0))
+    for report in (started, finished):
+        apply(log.Entry(stamp_ms=S + 1, report=log.HostReport(host="n1", generation=1, report=report)))
+    assert session.relayed([started, finished], [log.Result(code=log.OK)] * 2)
+    for index in range(first, replica.store.index + 1):
+        raw = replica.store.tables.get("events", fsm.revision_key(index))
+        assert raw is not None
+        routed = route(log.Event.FromString(raw))
+        session.changed(index, routed.jobs.get("n1", []), "n1" in routed.hosts)
+    session.step(1.0)
+    assert _sent(session) == []  # neither RunJob (0) again nor a KILL of it

@@ -24,17 +24,20 @@ PRUNE_PER_APPLY = 256
 
 
 def prune_events(tables: Tables, index: int, meta: log.Meta) -> int:
-    """Drop the oldest events past either bound; return the new floor."""
+    """Drop the oldest events past either bound; return the new floor: the revision after
+    the newest event ever dropped (0: none yet), so every event at or above it is kept.
+    Not the oldest revision kept: a revision with no event (a Raft no-op, at each
+    election) lies between them, and a watcher right before it has lost nothing."""
     cutoff = index - (meta.events_kept or EVENTS_KEPT)
     doomed: list[bytes] = []
-    floor = index
+    floor = meta.events_floor
     for key, value in tables.scan("events"):
         revision = struct.unpack(">Q", key)[0]
         too_old = revision <= cutoff or (meta.events_bytes > EVENTS_MAX_BYTES and revision < index)
         if not too_old or len(doomed) >= PRUNE_PER_APPLY:
-            floor = revision
             break
         doomed.append(key)
+        floor = revision + 1
         meta.events_bytes -= len(value)
     for key in doomed:
         tables.delete("events", key)

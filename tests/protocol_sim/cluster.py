@@ -446,7 +446,7 @@ class Sim:
 
     def _crash(self, replica: Replica) -> None:
         if self.recorder is not None and replica.leading:
-            self.recorder.on_leader_crash()
+            self.recorder.on_leader_crash(self.drivers.get(replica.rid))
         driver = self.drivers.pop(replica.rid, None)
         if driver is not None:
             driver.crash()

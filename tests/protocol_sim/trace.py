@@ -98,6 +98,8 @@ class TraceRecorder:
     acked: set[str] = field(default_factory=set)
     relayed: set[tuple[str, int, str, int, str]] = field(default_factory=set)
     elections: int = 0
+    terms: dict[int, int] = field(default_factory=dict)  # real index -> the term it was proposed in
+    crash: Step | None = None  # the LeaderCrash whose cut the next election tells
     # workers
     up: dict[str, bool] = field(default_factory=dict)
     conn: dict[str, int] = field(default_factory=dict)
@@ -115,6 +117,9 @@ class TraceRecorder:
     # schedulers
     pos: dict[str, int] = field(default_factory=dict)
     belief: dict[str, int] = field(default_factory=dict)
+    # A view's spec revision: a real revision is the last entry with data applied, and noops
+    # after it (an election's) are spec entries too, so a snapshot's revision is the spec's commit.
+    view_rev: dict[str, int] = field(default_factory=dict)
     sync: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     sync_sid: dict[str, int] = field(default_factory=dict)
     counts: dict[int, deque[int]] = field(default_factory=dict)  # sync stream -> spec messages per real one
@@ -184,7 +189,7 @@ class TraceRecorder:
     def scheduler_seen(self, sid: str) -> None:
         if sid not in self.schedulers:
             self.schedulers.append(sid)
-            self.pos[sid], self.sync[sid], self.belief[sid] = -1, [], 0
+            self.pos[sid], self.sync[sid], self.belief[sid], self.view_rev[sid] = -1, [], 0, 0
 
     def name_of(self, job_id: int) -> str:
         if job_id not in self.jobs:
@@ -211,7 +216,7 @@ class TraceRecorder:
         return {"jobs": jobs, "hosts": hosts,
                 "lease": {"epoch": meta.lease_epoch, "holder": meta.lease_holder or NONE}}
 
-    def view_of(self, view: View) -> dict[str, Any]:
+    def view_of(self, view: View, rev: int) -> dict[str, Any]:
         jobs = {}
         for job in view.jobs():
             jobs[job_name(job.request_id)] = abstract_job(job)
@@ -219,7 +224,7 @@ class TraceRecorder:
         hosts = {h: NO_HOST for h in self.sim.workers}
         for host in view.hosts():
             hosts[host.spec.name] = abstract_host(host)
-        return {"rev": self.end[view.revision], "jobs": jobs, "hosts": hosts}
+        return {"rev": rev, "jobs": jobs, "hosts": hosts}
 
     def instances(self) -> frozenset[tuple[str, int, str]]:
         return frozenset((self.name_of(p.key[0]), p.key[1] + 1, p.host)
@@ -232,19 +237,56 @@ class TraceRecorder:
     # -------------------------------------------------------------- the log
 
     def on_elect(self, replica: Replica) -> None:
+        """ElectLeader; after a leader crash, the crash's cut of the log is the new leader's
+        log, which must be a prefix of the spec's (Raft may keep an older term's entry that
+        the crashed leader never had: the spec cannot restore it, TRACE-PLAN G5)."""
         if not self.active:
             return
         self.elections += 1
-        if self.elections > 1:
-            self.stop("a second election (traces follow one leader)")
+        last = replica.last_index() - 1  # before its noop
+        if self.crash is not None:
+            for index in range(self.applied + 1, last + 1):
+                if self.terms.get(index) != replica.term_at(index):
+                    self.stop(f"r{replica.rid} is elected holding entry {index} of term "
+                              f"{replica.term_at(index)}, which the spec's log does not hold (G5)")
+                    return
+            for index in [i for i in self.ops if i > last]:
+                del self.ops[index], self.end[index]
+                self.terms.pop(index, None)
+            self.length = self.end[last]
+            self.crash.observed["logLen"] = self.length
+            self.crash = None
+        elif self.elections > 1:
+            self.stop("an election while a leader is up (G4)")
             return
         self.length += 1
-        self.ops[replica.last_index()] = [{"type": "noop"}]
-        self.end[replica.last_index()] = self.length
-        self.emit("ElectLeader", f"r{replica.rid} leads term {replica.term}", logLen=self.length)
+        self.ops[last + 1] = [{"type": "noop"}]
+        self.end[last + 1] = self.length
+        self.terms[last + 1] = replica.term
+        self.emit("ElectLeader", f"r{replica.rid} leads term {replica.term}", logLen=self.length,
+                  term=replica.term)
 
-    def on_leader_crash(self) -> None:
-        self.stop("the leader crashed (traces follow one leader)")
+    def on_leader_crash(self, driver: ReplicaDriver | None) -> None:
+        """LeaderCrash: every stream it served ends with it; how much of its log survives is
+        known at the next election (logLen is filled in then)."""
+        if driver is not None:
+            self.accounted.update(driver.streams)
+            self.accounted.update(driver.syncs)
+        if not self.active:
+            return
+        for host in self.conn:
+            self.conn[host], self.joining[host] = 0, 0
+            self.known[host], self.down[host], self.joins_received[host] = set(), [], []
+        self.conn_sid.clear()
+        self.join_sid.clear()
+        self.deferred.clear()
+        self.frames.clear()
+        self.counts.clear()
+        for sched in self.pos:
+            self.pos[sched], self.sync[sched] = -1, []
+        self.emit("LeaderCrash", f"r{driver.replica.rid if driver else '?'} crashed", **self.connections(),
+                  **self.syncs())
+        self.crash = self.steps[-1]
 
     def on_propose(self, driver: ReplicaDriver, index: int, entry: log.Entry) -> None:
         if not self.active:
@@ -310,6 +352,7 @@ class TraceRecorder:
             propose("OtherEntry", {"type": "noop"})
         self.ops[index] = ops
         self.end[index] = self.length
+        self.terms[index] = driver.replica.term
         self.flush_deferred()
 
     def propose_join(self, host: str, propose: Any) -> bool:
@@ -407,8 +450,8 @@ class TraceRecorder:
         if not self.active:
             return
         old = scheduler.id
-        self.pos[old], self.sync[old], self.belief[old] = -1, [], 0
-        self.emit("SchedulerCrash", old, viewOf={old: self.view_of(View())}, belief=dict(self.belief),
+        self.pos[old], self.sync[old], self.belief[old], self.view_rev[old] = -1, [], 0, 0
+        self.emit("SchedulerCrash", old, viewOf={old: self.view_of(View(), 0)}, belief=dict(self.belief),
                   **self.syncs())
 
     def on_resync(self, stream: Stream, scheduler_id: str, opening: list[log.SyncMessage],
@@ -420,9 +463,9 @@ class TraceRecorder:
         counts: deque[int] = deque()
         if opening:
             counts.extend(1 if m.WhichOneof("body") == "snapshot_end" else 0 for m in opening)
-            self.sync[scheduler_id] = [{"kind": "snapshot", "rev": self.end[revision]}]
+            self.sync[scheduler_id] = [{"kind": "snapshot", "rev": self.commit}]
         self.counts[stream.sid] = counts
-        self.pos[scheduler_id] = self.end[revision]
+        self.pos[scheduler_id] = self.commit if opening else self.view_rev[scheduler_id]
         self.emit("Resync", f"{scheduler_id} from {revision}", **self.syncs())
 
     def scheduler_of(self, stream: Stream) -> str | None:
@@ -446,7 +489,7 @@ class TraceRecorder:
         sched = self.scheduler_of(link.stream) if self.active else None
         if sched is None:
             return
-        self.pos[sched], self.sync[sched] = -1, []
+        self.pos[sched], self.sync[sched], self.view_rev[sched] = -1, [], 0
         self.emit("SyncTail", f"resync required for {sched}", **self.syncs())
 
     def on_sync_repeat(self, link: SyncLink, revision: int) -> None:
@@ -468,12 +511,15 @@ class TraceRecorder:
         kind = message.WhichOneof("body")
         if n == 0 and kind != "event":
             return
-        view = self.view_of(scheduler.view)
         for i in range(n):
-            del self.sync[sched][0]
-            self.emit("SyncDeliver", f"{kind} to {sched}",
-                      **({"viewOf": {sched: view}} if i == n - 1 else {}), **self.syncs())
+            spec_message = self.sync[sched].pop(0)
+            if spec_message["kind"] == "snapshot" or spec_message["rev"] > self.view_rev[sched]:
+                self.view_rev[sched] = spec_message["rev"]
+            view = self.view_of(scheduler.view, self.view_rev[sched])
+            shown = {"viewOf": {sched: view}} if i == n - 1 else {}
+            self.emit("SyncDeliver", f"{kind} to {sched}", **shown, **self.syncs())
         if n == 0:
+            view = self.view_of(scheduler.view, self.view_rev[sched])
             self.emit("Stutter", f"{kind} to {sched} again", viewOf={sched: view})
 
     def on_duplicate(self, stream: Stream) -> None:
