@@ -58,6 +58,10 @@ class GroupCommit(Generic[T]):
         """A batch taken earlier settled (committed, failed or unknown)."""
         self.in_flight = max(0, self.in_flight - 1)
 
+    def queued(self) -> list[T]:
+        """What waits to be proposed, in order (left in place)."""
+        return [item for item, _ in self._queue]
+
     def drain(self) -> list[T]:
         """Everything still queued, in order (when the leadership ends)."""
         items = [item for item, _ in self._queue]

@@ -94,8 +94,8 @@ def test_a_simulated_run_is_a_behaviour_of_the_spec(seed: int) -> None:
     assert {"ElectLeader", "Submit", "SchedulerPass", "ProposeBatch", "CommitApply", "SendRun", "WorkerStart",
             "WorkerFinish", "RelayReport", "Joined", "Resync", "SyncTail", "SyncDeliver", "LeaseReply",
             "Compact"} <= taken, sorted(taken)
-    faults = {"StreamBreak", "WorkerCrash", "SchedulerCrash", "SyncRepeat", "HeartbeatTimeout"}
-    assert len(taken & faults) >= 3, sorted(taken)
+    faults = {"LeaderCrash", "StreamBreak", "WorkerCrash", "SchedulerCrash", "SyncRepeat", "HeartbeatTimeout"}
+    assert "LeaderCrash" in taken and len(taken & faults) >= 4, sorted(taken)
 
 
 def test_every_simulated_bug_with_a_spec_mutation_is_expected_here() -> None:

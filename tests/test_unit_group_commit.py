@@ -82,6 +82,7 @@ def test_drain_hands_back_what_is_still_queued() -> None:
     for i in range(4):
         commit.add(i, 1)
     assert commit.take() == [0]
+    assert commit.queued() == [1, 2, 3] and len(commit) == 3  # looked at, left in place
     assert commit.drain() == [1, 2, 3] and commit.take() is None
 
 

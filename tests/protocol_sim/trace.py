@@ -20,10 +20,13 @@ entry the spec does not model (configuration, PEND-only batches, a batch past
 its lease's expiry, a report or submit already in the log) is an
 `OtherEntry`, a no-op the trace module adds to the spec.
 
+Whole variables are observed where the mirror is exact, so TLC cannot take
+an action for another host or scheduler than the one the code acted for.
 Where the code and the spec's granularity cannot be matched (the known gaps
-of TRACE-PLAN.md), the recording stops there and says why (`truncated`):
-TLC validates what came before. A leader change is one (single-leader runs
-only, for now).
+of TRACE-PLAN.md: G1, a report relayed after a new join of its host; G5, a
+new leader holding an entry the spec's log lost), the recording stops there
+and says why (`truncated`): TLC validates what came before. Runs elect a
+leader only while none is up (`Options.single_leader`): the spec has one.
 """
 
 from __future__ import annotations
@@ -546,7 +549,7 @@ class TraceRecorder:
         term = driver.core.term
         if term is None:
             return set()
-        return {sid for (sid, _), _ in getattr(term, group)._queue}
+        return {sid for sid, _ in getattr(term, group).queued()}
 
     def holds_reports(self, sid: int) -> bool:
         return any(sid in self.queued(driver, "reports") for driver in self.sim.drivers.values())
