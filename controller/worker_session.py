@@ -39,6 +39,7 @@ from typing import Protocol
 
 from controller import fsm
 from controller.tables import Tables
+from xce.invariant import InvariantViolated
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -95,14 +96,14 @@ class WorkerSession:
     live: set[Key] = field(default_factory=set)  # instances the worker runs, as far as we know
     stopped: dict[Key, bool | None] = field(default_factory=dict)
     kill_sent: set[Key] = field(default_factory=set)
-    inbox: list[tuple[int, api.Job]] = field(default_factory=list)  # (revision, changed job) to look at
+    inbox: list[tuple[int, int]] = field(default_factory=list)  # (revision, id of a job it changed)
     recheck: bool = False  # the host record changed: is this connection still current?
     full: bool = True  # derive everything from the state next time
     derived_at: int = 0  # the revision the last full derivation read: older changes say nothing new
     last_full_s: float = float("-inf")
 
     def changed(self, revision: int, jobs: list[api.Job], host_record: bool) -> None:
-        self.inbox += [(revision, job) for job in jobs]
+        self.inbox += [(revision, job.id) for job in jobs]
         self.recheck = self.recheck or host_record
 
     def changed_unknown(self) -> None:
@@ -128,7 +129,7 @@ class WorkerSession:
         # as committed now: a routed record may be older than what happened since (an
         # instance's end relayed meanwhile), and a RunJob from it would restate an attempt
         # that ended or was requeued.
-        fresh = list(dict.fromkeys(job.id for revision, job in items if revision > self.derived_at))
+        fresh = list(dict.fromkeys(job_id for revision, job_id in items if revision > self.derived_at))
         if not (self.recheck or fresh):
             return
         with self.state.read() as tables:
@@ -136,9 +137,10 @@ class WorkerSession:
                 self.recheck = False
                 self._check_host(fsm.read_host(tables, self.name))
             jobs = [fsm.read_job(tables, job_id) for job_id in fresh]
-        for job in jobs:
-            if job is not None:
-                self._consider(job)
+        for job_id, job in zip(fresh, jobs, strict=True):
+            if job is None:  # jobs are never deleted
+                raise InvariantViolated(f"job {job_id} changed and is gone")
+            self._consider(job)
 
     def relayed(self, reports: list[api.JobReport], results: list[log.Result | None]) -> bool:
         """The outcome of this connection's reports; False: end the stream (outcome unknown:

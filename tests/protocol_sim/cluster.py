@@ -92,12 +92,11 @@ class Options:
     view_factory: Callable[[], View] = View  # the schedulers' view
     planner: PlannerConfig = field(default_factory=PlannerConfig)  # the schedulers' planner
     # Traceable runs (trace.py): the run is recorded as spec actions, and kept within what the
-    # spec can follow: one leader for the whole run, jobs of one slot that are rerunnable.
+    # spec can follow: one leader at a time, jobs of one slot that are rerunnable.
     trace: bool = False
     job_slots: int | None = None  # None: 1 or 2 at random
     rerunnable: bool | None = None  # None: at random
-    single_leader: bool = False  # no election while a leader is up
-    machine_crashes: bool = True  # False: a worker crash is its daemon's only
+    single_leader: bool = False  # no election while a leader is up (not even one deposed unawares)
 
 
 @dataclass
@@ -635,7 +634,7 @@ class Sim:
         node = _pick([n for n in self.workers.values() if n.daemon is not None], pick)
         if node is None:
             return None
-        machine = (pick >> 4) % 4 == 0 and self.options.machine_crashes
+        machine = (pick >> 4) % 4 == 0
         node.crash(machine)
         return f"{node.name} {'machine' if machine else 'worker daemon'} crashed"
 

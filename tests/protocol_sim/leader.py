@@ -177,7 +177,7 @@ class ReplicaDriver:
         self.core.worker_message(stream.sid, message)
         self.perform()
         if recorder is not None:
-            recorder.join_dropped(self, stream)
+            recorder.join_dropped(stream)
         reports = [f"{r.WhichOneof('body')} {r.job_id}.{r.attempt}"
                    for r in worker_wire.worker_reports(message)]
         return f"{stream.endpoint} {message.WhichOneof('body')} {', '.join(reports)}".rstrip()

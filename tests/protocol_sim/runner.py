@@ -48,9 +48,6 @@ PROGRESS = ("Joined", "WorkerStart", "WorkerSignal", "AckReport", "RelayReport",
             "LeaseReply", "WorkerRejoin", "Resync", "ClientRetry")
 
 
-# Traceable runs (trace.py, tests/test_tla_trace.py): as the others (`traceable` elects a
-# leader only while none is up).
-TRACE_WEIGHTS = dict(WEIGHTS)
 TRACE_JOBS = 15
 
 
@@ -108,7 +105,7 @@ class TracedRun:
 
 def traceable(options: Options | None = None, max_jobs: int = TRACE_JOBS) -> Options:
     """The configuration a run is recorded in: the spec's jobs take one slot and are
-    rerunnable, and one leader serves the whole run."""
+    rerunnable, and a leader is elected only while none is up."""
     return replace(options or Options(), hosts=2, slots=2, schedulers=2, max_jobs=max_jobs, trace=True,
                    job_slots=1, rerunnable=True, single_leader=True)
 
@@ -122,7 +119,7 @@ def trace_seed(seed: int, steps: int = 1500, options: Options | None = None) -> 
     try:
         try:
             start(sim)
-            safety_phase(sim, steps, random.Random(seed), TRACE_WEIGHTS)
+            safety_phase(sim, steps, random.Random(seed))
             settle(sim)
         except AssertionError as exc:
             failure = str(exc).splitlines()[0]
@@ -133,15 +130,14 @@ def trace_seed(seed: int, steps: int = 1500, options: Options | None = None) -> 
         sim.close()
 
 
-def safety_phase(sim: Sim, steps: int, rng: random.Random, base: dict[str, float] | None = None) -> None:
+def safety_phase(sim: Sim, steps: int, rng: random.Random) -> None:
     """Weighted random steps; faults come in storms (every fault three times as likely)
     between calm stretches (a tenth as likely), so work gets far enough to be hit."""
-    base = base or WEIGHTS
-    names = list(base)
+    names = list(WEIGHTS)
     for step in range(steps):
         if step % STRETCH == 0:
             scale = 3.0 if rng.random() < 0.4 else 0.1
-            weights = [base[n] * (scale if n in FAULTS else 1.0) for n in names]
+            weights = [WEIGHTS[n] * (scale if n in FAULTS else 1.0) for n in names]
         sim.step(rng.choices(names, weights)[0], rng.getrandbits(30))
 
 
@@ -232,5 +228,5 @@ def _converged(sim: Sim) -> bool:
     return not sim.client.pending and not sim.unfinished_jobs() and not sim.os.live()
 
 
-__all__ = ["FAULTS", "TRACE_WEIGHTS", "RunResult", "SimFailure", "TracedRun", "bootstrapped", "run_seed",
+__all__ = ["FAULTS", "RunResult", "SimFailure", "TracedRun", "bootstrapped", "run_seed",
            "safety_phase", "settle", "start", "trace_seed", "traceable"]

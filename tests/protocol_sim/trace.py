@@ -32,12 +32,14 @@ leader only while none is up (`Options.single_leader`): the spec has one.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tla_trace import NONE, SetOf, Step
 
 from controller import fsm
+from controller.leader import Term
 from scheduler.view import View
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -74,6 +76,20 @@ def abstract_host(host: api.Host) -> dict[str, Any]:
             "slots": host.spec.slots}
 
 
+class Queued(Protocol):
+    """A leader's group commit, as far as the recorder looks: (stream, item) pairs in wait."""
+
+    def queued(self) -> list[tuple[int, Any]]: ...
+
+
+@dataclass
+class Frame:
+    """A frame in flight to a worker: its spec messages (None for each the spec does not
+    model), and whether it holds commands at all (a run or a signal)."""
+    items: list[Item]
+    commands: bool
+
+
 @dataclass
 class Deferred:
     """A close the spec must take later: the leader still holds reports received on the
@@ -103,6 +119,7 @@ class TraceRecorder:
     elections: int = 0
     terms: dict[int, int] = field(default_factory=dict)  # real index -> the term it was proposed in
     crash: Step | None = None  # the LeaderCrash whose cut the next election tells
+    noops: set[int] = field(default_factory=set)  # real indices of the elections' no-ops (no event)
     # workers
     up: dict[str, bool] = field(default_factory=dict)
     conn: dict[str, int] = field(default_factory=dict)
@@ -111,12 +128,13 @@ class TraceRecorder:
     join_sid: dict[str, int] = field(default_factory=dict)
     known: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
     down: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    frames: dict[int, deque[list[Item]]] = field(default_factory=dict)  # worker stream -> frames in flight
+    frames: dict[int, deque[Frame]] = field(default_factory=dict)  # worker stream -> frames in flight
     joins_received: dict[str, list[int]] = field(default_factory=dict)  # host -> streams, join not proposed
     accounted: set[int] = field(default_factory=set)  # streams whose close a crash already took
     deferred: list[Deferred] = field(default_factory=list)
     killed: set[tuple[str, int, str]] = field(default_factory=set)
     inst: frozenset[tuple[str, int, str]] = frozenset()
+    dying: set[int] = field(default_factory=set)  # pids a machine crash kills (its WorkerCrash took them)
     # schedulers
     pos: dict[str, int] = field(default_factory=dict)
     belief: dict[str, int] = field(default_factory=dict)
@@ -147,6 +165,12 @@ class TraceRecorder:
 
     def emit(self, action: str, note: str = "", **observed: Any) -> None:
         self.steps.append(Step(action, observed, note=f"sim step {self.sim.steps}: {note}".rstrip(": ")))
+
+    def reject(self, why: str) -> None:
+        """The code did what no spec action does and no observation would show: a step
+        TLC must reject (no state has commit -1), named by `why`."""
+        self.emit("Stutter", f"the code diverged: {why}", commit=-1)
+        self.count("divergences the recorder saw")
 
     def count(self, what: str) -> None:
         self.stats[what] = self.stats.get(what, 0) + 1
@@ -256,6 +280,7 @@ class TraceRecorder:
             for index in [i for i in self.ops if i > last]:
                 del self.ops[index], self.end[index]
                 self.terms.pop(index, None)
+                self.noops.discard(index)
             self.length = self.end[last]
             self.crash.observed["logLen"] = self.length
             self.crash = None
@@ -265,6 +290,7 @@ class TraceRecorder:
         self.length += 1
         self.ops[last + 1] = [{"type": "noop"}]
         self.end[last + 1] = self.length
+        self.noops.add(last + 1)
         self.terms[last + 1] = replica.term
         self.emit("ElectLeader", f"r{replica.rid} leads term {replica.term}", logLen=self.length,
                   term=replica.term)
@@ -329,19 +355,8 @@ class TraceRecorder:
                     return
         elif kind == "reports":
             for relayed in entry.reports.reports:
-                op = self.report_op(relayed)
-                key = (op["host"], op["gen"], op["job"], op["attempt"], op["kind"])
-                if key in self.relayed:
-                    self.count("reports relayed again on one connection")
-                    continue
-                if self.conn[op["host"]] != op["gen"]:
-                    self.stop(f"a report of {op['host']} relayed with generation {op['gen']}, the spec's "
-                              f"connection is {self.conn[op['host']]} (G1)")
+                if not self.propose_report(relayed, propose):
                     return
-                self.relayed.add(key)
-                if op["kind"] == "started":
-                    self.known[op["host"]].add((op["job"], op["attempt"]))
-                propose("RelayReport", op)
         elif kind in ("host_status", "host_statuses"):
             changes = [entry.host_status] if kind == "host_status" else list(entry.host_statuses.changes)
             for change in changes:
@@ -358,7 +373,25 @@ class TraceRecorder:
         self.terms[index] = driver.replica.term
         self.flush_deferred()
 
-    def propose_join(self, host: str, propose: Any) -> bool:
+    def propose_report(self, relayed: log.HostReport, propose: Callable[..., None]) -> bool:
+        """RelayReport, unless this connection relayed it already (the worker re-sends until
+        acknowledged, and a frame may arrive twice): then the entry's state shows any effect."""
+        op = self.report_op(relayed)
+        key = (op["host"], op["gen"], op["job"], op["attempt"], op["kind"])
+        if key in self.relayed:
+            self.count("reports relayed again on one connection")
+            return True
+        if self.conn[op["host"]] != op["gen"]:
+            self.stop(f"a report of {op['host']} relayed with generation {op['gen']}, the spec's "
+                      f"connection is {self.conn[op['host']]} (G1)")
+            return False
+        self.relayed.add(key)
+        if op["kind"] == "started":
+            self.known[op["host"]].add((op["job"], op["attempt"]))
+        propose("RelayReport", op)
+        return True
+
+    def propose_join(self, host: str, propose: Callable[..., None]) -> bool:
         """WorkerRejoin for the oldest join received from `host`; if its stream closed before
         the join was proposed, the spec's worker connects and crashes at once (that stream can
         do nothing more)."""
@@ -398,8 +431,8 @@ class TraceRecorder:
                 "attempt": attempt, "kind": kind}
 
     def meta_before(self, replica: Replica, index: int) -> log.Meta:
-        """The lease as entry `index` will find it: every entry before it applied (one leader:
-        each entry it proposed applies, in order)."""
+        """The lease as entry `index` will find it: the entries before it in this leader's log
+        applied (if it ever applies, they did, in order)."""
         tables = copy_tables(replica.tables)
         for i in range(replica.applied + 1, index):
             data = replica.entry(i).data
@@ -469,7 +502,16 @@ class TraceRecorder:
             self.sync[scheduler_id] = [{"kind": "snapshot", "rev": self.commit}]
         self.counts[stream.sid] = counts
         self.pos[scheduler_id] = self.commit if opening else self.view_rev[scheduler_id]
+        if revision != self.real_of(self.pos[scheduler_id]):
+            self.reject(f"{scheduler_id}'s stream starts after revision {revision}, the spec's after "
+                        f"{self.real_of(self.pos[scheduler_id])}")
         self.emit("Resync", f"{scheduler_id} from {revision}", **self.syncs())
+
+    def real_of(self, spec_index: int) -> int:
+        """The real revision of a spec index at an entry's end: the last entry with data
+        (an event) at or before it; 0: none."""
+        return max((r for r, e in self.end.items() if r > 0 and r not in self.noops and e <= spec_index),
+                   default=0)
 
     def scheduler_of(self, stream: Stream) -> str | None:
         found = [s for s, sid in self.sync_sid.items() if sid == stream.sid]
@@ -479,7 +521,11 @@ class TraceRecorder:
         sched = self.scheduler_of(link.stream) if self.active else None
         if sched is None:
             return
-        target = self.end[message.event.revision]
+        revision = message.event.revision
+        skipped = [r for r in range(self.real_of(self.pos[sched]) + 1, revision) if r not in self.noops]
+        if skipped:  # the spec sends every event: only an election's no-op has none
+            self.reject(f"events {skipped} never sent to {sched}")
+        target = self.end[revision]
         n = target - self.pos[sched]
         for r in range(self.pos[sched] + 1, target + 1):
             self.sync[sched].append({"kind": "event", "rev": r})
@@ -514,16 +560,18 @@ class TraceRecorder:
         kind = message.WhichOneof("body")
         if n == 0 and kind != "event":
             return
-        for i in range(n):
-            spec_message = self.sync[sched].pop(0)
+        for spec_message in self.sync[sched][:n]:
             if spec_message["kind"] == "snapshot" or spec_message["rev"] > self.view_rev[sched]:
                 self.view_rev[sched] = spec_message["rev"]
-            view = self.view_of(scheduler.view, self.view_rev[sched])
-            shown = {"viewOf": {sched: view}} if i == n - 1 else {}
-            self.emit("SyncDeliver", f"{kind} to {sched}", **shown, **self.syncs())
+        if scheduler.view.revision != self.real_of(self.view_rev[sched]):
+            self.reject(f"{sched}'s view is at revision {scheduler.view.revision}, the spec's at "
+                        f"{self.real_of(self.view_rev[sched])}")
+        view = {"viewOf": {sched: self.view_of(scheduler.view, self.view_rev[sched])}}
+        for i in range(n):
+            del self.sync[sched][0]
+            self.emit("SyncDeliver", f"{kind} to {sched}", **(view if i == n - 1 else {}), **self.syncs())
         if n == 0:
-            view = self.view_of(scheduler.view, self.view_rev[sched])
-            self.emit("Stutter", f"{kind} to {sched} again", viewOf={sched: view})
+            self.emit("Stutter", f"{kind} to {sched} again", **view)
 
     def on_duplicate(self, stream: Stream) -> None:
         """The head of a stream is delivered twice: the first delivery is the spec's message,
@@ -531,7 +579,8 @@ class TraceRecorder:
         if stream.kind == "sync" and self.counts.get(stream.sid):
             self.counts[stream.sid].insert(1, 0)
         elif stream.kind == "worker" and self.frames.get(stream.sid):
-            self.frames[stream.sid].insert(1, [None] * len(self.frames[stream.sid][0]))
+            head = self.frames[stream.sid][0]
+            self.frames[stream.sid].insert(1, Frame([None] * len(head.items), head.commands))
 
     # -------------------------------------------------------------- workers
 
@@ -539,20 +588,19 @@ class TraceRecorder:
         if message.WhichOneof("body") == "join":
             self.joins_received[stream.endpoint].append(stream.sid)
 
-    def join_dropped(self, driver: ReplicaDriver, stream: Stream) -> None:
+    def join_dropped(self, stream: Stream) -> None:
         """After the core took a join: if it neither proposed nor queued it (refused), forget it."""
         received = self.joins_received[stream.endpoint]
-        if stream.sid in received and stream.sid not in self.queued(driver, "joins"):
+        if stream.sid in received and stream.sid not in self.queued(lambda term: term.joins):
             received.remove(stream.sid)
 
-    def queued(self, driver: ReplicaDriver, group: str) -> set[int]:
-        term = driver.core.term
-        if term is None:
-            return set()
-        return {sid for sid, _ in getattr(term, group).queued()}
+    def queued(self, group: Callable[[Term], Queued]) -> set[int]:
+        """The streams whose items wait in one of the leaders' group commits."""
+        terms = [driver.core.term for driver in self.sim.drivers.values()]
+        return {sid for term in terms if term is not None for sid, _ in group(term).queued()}
 
     def holds_reports(self, sid: int) -> bool:
-        return any(sid in self.queued(driver, "reports") for driver in self.sim.drivers.values())
+        return sid in self.queued(lambda term: term.reports)
 
     def on_frame(self, stream: Stream, messages: list[api.ControllerMessage]) -> None:
         if not self.active or not stream.open:
@@ -569,31 +617,38 @@ class TraceRecorder:
                 self.known[host] = set()
                 self.emit("Joined", f"{host} gen {generation}", **self.connections())
             elif kind == "run" and current:
-                key = (self.name_of(message.run.job.id), message.run.job.attempt + 1)
-                if key not in self.known[host]:
+                job = message.run.job
+                key = (self.name_of(job.id), job.attempt + 1)
+                if key in self.known[host] and self.runs_there(job.id, job.attempt, host):
+                    # the session restates an instance the worker reported (the spec's leader
+                    # knows it from the relayed `started`): the journal answers with reports
+                    self.count("RunJob restating a running instance")
+                else:  # a first RunJob, or one the spec cannot send: TLC judges
                     self.known[host].add(key)
                     item = ("run", *key)
                     self.down[host].append({"type": "run", "job": key[0], "attempt": key[1]})
                     self.emit("SendRun", f"run {key} to {host}", **self.downs())
-                else:
-                    self.count("RunJob sent again on one connection")
             elif kind == "signal" and message.signal.kind == api.SIGNAL_KILL and current:
                 key = (self.name_of(message.signal.job_id), message.signal.attempt + 1)
-                if key in self.known[host]:
-                    self.known[host].discard(key)
-                    item = ("kill", *key)
-                    self.down[host].append({"type": "kill", "job": key[0], "attempt": key[1]})
-                    self.emit("SendKill", f"kill {key} on {host}", **self.downs())
-                else:
-                    self.count("KILL of an instance the session did not know")
+                self.known[host].discard(key)
+                item = ("kill", *key)
+                self.down[host].append({"type": "kill", "job": key[0], "attempt": key[1]})
+                self.emit("SendKill", f"kill {key} on {host}", **self.downs())
             items.append(item)
-        self.frames.setdefault(stream.sid, deque()).append(items)
+        commands = any(m.WhichOneof("body") in ("run", "signal") for m in messages)
+        self.frames.setdefault(stream.sid, deque()).append(Frame(items, commands))
+
+    def runs_there(self, job_id: int, attempt: int, host: str) -> bool:
+        replica = self.sim.committed_tables()
+        job = fsm.read_job(replica.tables, job_id) if replica is not None else None
+        return job is not None and job.host == host and job.attempt == attempt and job.state in fsm.RUNNING
 
     def on_deliver(self, node: WorkerNode, stream: Stream) -> None:
         frames = self.frames.get(stream.sid)
         if not self.active or not frames:
             return
-        items = [i for i in frames.popleft() if i is not None]
+        frame = frames.popleft()
+        items = [i for i in frame.items if i is not None]
         host = node.name
         for n, (kind, job, attempt) in enumerate(items):
             self.down[host].pop(0)
@@ -605,13 +660,17 @@ class TraceRecorder:
                 observed["inst"] = self.observe_inst()
             self.emit("WorkerStart" if kind == "run" else "WorkerSignal", f"{kind} {job}.{attempt} on {host}",
                       **observed)
+        if not items and frame.commands:  # a repeated RunJob or signal: the instances must not change
+            self.emit("Stutter", f"commands to {host} the spec does not see", inst=self.observe_inst())
 
     def on_process_end(self, process: SimProcess) -> None:
-        if not self.active:
+        if not self.active or process.pid in self.dying:
             return
         key = (self.name_of(process.key[0]), process.key[1] + 1, process.host)
         if key in self.inst:
             self.emit("WorkerFinish", f"{key} ended", inst=self.observe_inst())
+        elif not process.terminating:
+            self.reject(f"{key} ended, an instance the spec never started")
 
     def on_worker_crash(self, node: WorkerNode, machine: bool) -> None:
         """Recorded before anything of the crash happens (its processes die after)."""
@@ -627,13 +686,14 @@ class TraceRecorder:
             return
         if not self.up[host]:
             return  # the spec knows no daemon there: each process's end is a WorkerFinish, "lost"
-        if self.holds_reports(sid):
+        if self.holds_reports(sid) or any(d.host == host for d in self.deferred):
             self.stop(f"machine crash of {host} while the leader still holds its reports (G1)")
             return
         self.up[host], self.conn[host], self.joining[host] = False, 0, 0
         self.conn_sid.pop(host, None)
         self.join_sid.pop(host, None)
         self.known[host], self.down[host] = set(), []
+        self.dying = {p.pid for p in self.sim.os.live() if p.host == host}
         self.inst = frozenset(x for x in self.instances() if x[2] != host)
         shown = SetOf(tuple({"job": j, "attempt": a, "host": h} for j, a, h in sorted(self.inst)))
         self.emit("WorkerCrash", f"machine {host}", inst=shown, **self.connections())
@@ -649,8 +709,7 @@ class TraceRecorder:
             return
         host = stream.endpoint
         received = self.joins_received.get(host, [])
-        queued = any(stream.sid in self.queued(d, "joins") for d in self.sim.drivers.values())
-        if stream.sid in received and not queued:
+        if stream.sid in received and stream.sid not in self.queued(lambda term: term.joins):
             received.remove(stream.sid)  # refused, never to be proposed
         if not self.active:
             return
