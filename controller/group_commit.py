@@ -64,6 +64,6 @@ class GroupCommit(Generic[T]):
 
     def drain(self) -> list[T]:
         """Everything still queued, in order (when the leadership ends)."""
-        items = [item for item, _ in self._queue]
+        items = self.queued()
         self._queue.clear()
         return items

@@ -45,6 +45,25 @@ def _control(job: int, action: api.ControlAction) -> log.Entry:
     return log.Entry(stamp_ms=S, control=api.ControlJobRequest(job_id=str(job), action=action))
 
 
+def _running() -> tuple[_Replica, int, WorkerSession]:
+    """A job dispatched to n1, and n1's session, which has sent its RunJob."""
+    replica, job = _cluster()
+    replica.store.apply(log.Entry(stamp_ms=S, dispatch=log.Dispatch(job_id=job, host="n1", attempt=0)))
+    session = WorkerSession(replica.store, "n1", 1)
+    session.step(0.0)
+    assert _sent(session) == [("run", job, 0, "RUN")]
+    return replica, job, session
+
+
+def _route(replica: _Replica, session: WorkerSession, first: int) -> None:
+    """What the leader core routes to n1's session for entries first..last, as it applies them."""
+    for index in range(first, replica.store.index + 1):
+        raw = replica.store.tables.get("events", fsm.revision_key(index))
+        assert raw is not None
+        routed = route(log.Event.FromString(raw))
+        session.changed(index, routed.jobs.get("n1", []), "n1" in routed.hosts)
+
+
 def test_a_stopped_job_stays_stopped_when_its_host_comes_back_from_unavail() -> None:
     replica, job = _cluster()
     apply = replica.store.apply
@@ -61,12 +80,8 @@ def test_a_stopped_job_stays_stopped_when_its_host_comes_back_from_unavail() -> 
 
 
 def test_changes_older_than_a_full_derivation_are_not_acted_on() -> None:
-    replica, job = _cluster()
+    replica, job, session = _running()
     apply = replica.store.apply
-    apply(log.Entry(stamp_ms=S, dispatch=log.Dispatch(job_id=job, host="n1", attempt=0)))
-    session = WorkerSession(replica.store, "n1", 1)
-    session.step(0.0)
-    assert _sent(session) == [("run", job, 0, "RUN")]
     first = replica.store.index + 1
     apply(_control(job, api.REQUEUE))
     apply(log.Entry(stamp_ms=S + 1, report=log.HostReport(host="n1", generation=1, report=api.JobReport(
@@ -76,11 +91,7 @@ def test_changes_older_than_a_full_derivation_are_not_acted_on() -> None:
     session.full = True
     session.step(1.0)  # a full look (the periodic one), before the loop routed those entries
     assert _sent(session) == [("run", job, 1, "RUN")]
-    for index in range(first, replica.store.index + 1):
-        raw = replica.store.tables.get("events", fsm.revision_key(index))
-        assert raw is not None
-        routed = route(log.Event.FromString(raw))
-        session.changed(index, routed.jobs.get("n1", []), "n1" in routed.hosts)
+    _route(replica, session, first)
     session.step(2.0)
     assert _sent(session) == []  # not RunJob (1, 0) again, and never a KILL of (1, 1)
 
@@ -90,22 +101,14 @@ def test_a_change_routed_before_its_instance_ended_does_not_restate_it() -> None
     record in them (RUN) must not send RunJob (0) again, only the worker's journal would
     stop it running twice. (Trace validation against the spec found it: SendRun for a job
     committed state had finished.)"""
-    replica, job = _cluster()
+    replica, job, session = _running()
     apply = replica.store.apply
-    apply(log.Entry(stamp_ms=S, dispatch=log.Dispatch(job_id=job, host="n1", attempt=0)))
-    session = WorkerSession(replica.store, "n1", 1)
-    session.step(0.0)
-    assert _sent(session) == [("run", job, 0, "RUN")]
     first = replica.store.index + 1
     started = api.JobReport(job_id=job, attempt=0, started=api.JobStarted(pid=7))
     finished = api.JobReport(job_id=job, attempt=0, finished=api.JobFinished(exit_code=0))
     for report in (started, finished):
         apply(log.Entry(stamp_ms=S + 1, report=log.HostReport(host="n1", generation=1, report=report)))
     assert session.relayed([started, finished], [log.Result(code=log.OK)] * 2)
-    for index in range(first, replica.store.index + 1):
-        raw = replica.store.tables.get("events", fsm.revision_key(index))
-        assert raw is not None
-        routed = route(log.Event.FromString(raw))
-        session.changed(index, routed.jobs.get("n1", []), "n1" in routed.hosts)
+    _route(replica, session, first)
     session.step(1.0)
     assert _sent(session) == []  # neither RunJob (0) again nor a KILL of it
