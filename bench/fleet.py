@@ -126,7 +126,7 @@ def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
             started = time.monotonic()
             wait_for(f"{hosts} hosts joined", lambda: fleet is not None and fleet.progress()[1] >= hosts, 120)
             joined_s = time.monotonic() - started
-            with Client(cluster.addresses, deadline_s=60.0) as client:
+            with Client(cluster.addresses, cluster.credentials, deadline_s=60.0) as client:
                 submit(client, jobs, (2, 30), rng)
                 scheduler_start = time.time()
                 scheduler.start()

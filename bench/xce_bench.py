@@ -17,6 +17,7 @@ from typing import Any
 from loadgen import LoadResult, ms, percentile, run_clients
 
 from xce.client import Client, XceError
+from xce.credentials import Credentials
 from xce.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
 
@@ -53,9 +54,10 @@ def job_spec(size: int = SPEC_BYTES) -> api.JobSpec:
     return spec
 
 
-def make_submit_op(addresses: list[str], jobs_per_request: int = 1) -> Callable[[int], None]:
+def make_submit_op(addresses: list[str], credentials: Credentials,
+                   jobs_per_request: int = 1) -> Callable[[int], None]:
     """Runs in a client process: its own Client, warmed up (leader found, channel open)."""
-    client = Client(addresses, deadline_s=LOAD_DEADLINE_S)
+    client = Client(addresses, credentials, deadline_s=LOAD_DEADLINE_S)
     specs = [job_spec()] * jobs_per_request
     client.submit(specs)
 
@@ -68,13 +70,14 @@ def make_submit_op(addresses: list[str], jobs_per_request: int = 1) -> Callable[
 def throughput(cluster: LocalCluster, clients: int, seconds: float, max_ops: int,
                jobs_per_request: int = 1) -> LoadResult:
     cluster.leader()  # do not start the clock before the cluster serves writes
-    return run_clients(make_submit_op, [(cluster.addresses, jobs_per_request)] * clients, seconds, max_ops)
+    return run_clients(make_submit_op, [(cluster.addresses, cluster.credentials, jobs_per_request)] * clients,
+                       seconds, max_ops)
 
 
 def failover_once(cluster: LocalCluster, spec: api.JobSpec) -> FailoverSample:
     """kill -9 the serving leader; time until a submit through the library commits."""
     leader = cluster.leader()
-    with Client(cluster.addresses, deadline_s=60.0) as client:
+    with Client(cluster.addresses, cluster.credentials, deadline_s=60.0) as client:
         client.submit([spec])  # the client now targets the leader, as a busy client would
         client.retries = client.redirects = 0
         start = time.monotonic()
@@ -106,7 +109,8 @@ def wait_caught_up(cluster: LocalCluster, replica_id: int) -> None:
 
 
 def _local_status(cluster: LocalCluster, replica_id: int) -> api.ReplicaStatus:
-    with Client([cluster.address(replica_id)], deadline_s=1.0, call_timeout_s=1.0) as client:
+    with Client([cluster.address(replica_id)], cluster.credentials, deadline_s=1.0,
+                call_timeout_s=1.0) as client:
         return client.status(local_only=True).replicas[0]
 
 

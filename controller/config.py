@@ -16,6 +16,29 @@ Example:
     [[queues]]
     name = "normal"
     priority = 30
+    users = ["all"]                   # who may submit: names, "@group"s (LSF USERS); default everyone
+    admins = ["alice"]                # queue administrators
+    max_user_priority = 50            # users may not set a job priority above this
+
+    [tls]                             # mutual TLS on every gRPC connection (xce/pki.py)
+    ca = "tls/ca.crt"                 # the defaults; each replica's cert and key default to
+    client_cert = "tls/client-xce.crt"  # tls/replica-<id>.crt|.key
+    client_key = "tls/client-xce.key"
+    # insecure = true                 # plaintext: never by default; tokens are still required
+
+    [auth]
+    private_jobs = false              # true: users see only their own jobs (Slurm PrivateData=jobs)
+    max_jobs_per_request = 10000
+    max_sync_streams = 4              # concurrent Sync streams per principal
+    munge = false                     # accept MUNGE credentials (uid and gid from the local munged)
+    munge_roles = { root = "cluster_admin" }   # role by user name for MUNGE callers; default user
+    [[auth.tokens]]                   # bootstrap tokens (by SHA-256); more with `xce token create`
+    sha256 = "..."
+    user = "root"
+    role = "cluster_admin"
+
+    [roles.operator]                  # replace a role's permissions (controller/authz.py), or add a role
+    permissions = ["jobs.read", "jobs.read.all", "jobs.control.all", "queues.state", "cluster.read"]
 
 Every replica reads the same file; `--id` picks its own entry.
 """
@@ -28,8 +51,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller import fsm
+from controller import authz, fsm
 from controller.raft import RaftSettings
+from xce.credentials import CredentialsError, TlsFiles, tls_files
 from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
 
@@ -43,6 +67,8 @@ class Replica:
     id: int
     grpc: str
     raft: str
+    cert: Path | None = None      # its TLS certificate and key (None: insecure)
+    key: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +89,12 @@ class ClusterConfig:
     heartbeat_timeout_s: float = 10.0
     unknown_timeout_s: float = 300.0
     events_kept: int = 100_000
+    tls: TlsFiles = field(default_factory=lambda: TlsFiles(None, None, None, insecure=True))
+    policy: authz.Policy = field(default_factory=authz.Policy)
+    static_tokens: dict[str, authz.StaticToken] = field(default_factory=dict)
+    munge: bool = False
+    munge_roles: dict[str, str] = field(default_factory=dict)
+    max_sync_streams: int = 4
 
     def replica(self, replica_id: int) -> Replica:
         for replica in self.replicas:
@@ -117,7 +149,11 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
             raise ConfigError(f"{path}: cannot read password_file: {exc}") from exc
     if not password:
         raise ConfigError(f"{path}: a password (or password_file) is mandatory")
-    replicas = tuple(_replica(r, path) for r in raw.get("replicas", []))
+    try:
+        tls = tls_files(raw, base)
+    except CredentialsError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    replicas = tuple(_replica(r, path, None if tls.insecure else base) for r in raw.get("replicas", []))
     if not replicas:
         raise ConfigError(f"{path}: no [[replicas]]")
     if len({r.id for r in replicas}) != len(replicas):
@@ -161,7 +197,47 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
                          group_commit_max_bytes=int(group.get("max_bytes", 1 << 20)),
                          group_commit_max_in_flight=int(group.get("max_in_flight", 1)),
                          heartbeat_s=float(heartbeat_s), heartbeat_timeout_s=float(heartbeat_timeout_s),
-                         unknown_timeout_s=float(unknown_timeout_s), events_kept=events_kept)
+                         unknown_timeout_s=float(unknown_timeout_s), events_kept=events_kept,
+                         tls=tls, **_auth(raw, path))
+
+
+def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    auth = raw.get("auth", {})
+    if not isinstance(auth, dict):
+        raise ConfigError(f"{path}: [auth] must be a table")
+    try:
+        roles = authz.roles_from_config(raw.get("roles", {}))
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    ints = {}
+    for key, default, least in (("max_jobs_per_request", 10_000, 1), ("max_sync_streams", 4, 1),
+                                ("max_pend_jobs_per_user", 0, 0)):
+        value = auth.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ConfigError(f"{path}: [auth] {key} must be a positive integer")
+        ints[key] = value
+    for key in ("private_jobs", "munge"):
+        if not isinstance(auth.get(key, False), bool):
+            raise ConfigError(f"{path}: [auth] {key} must be true or false")
+    static: dict[str, authz.StaticToken] = {}
+    for item in auth.get("tokens", []):
+        sha, user, role = item.get("sha256"), item.get("user"), item.get("role")
+        if not (isinstance(sha, str) and len(sha) == 64 and isinstance(user, str) and user
+                and isinstance(role, str)):
+            raise ConfigError(f"{path}: [[auth.tokens]] needs sha256 (64 hex digits), user and role")
+        if role not in roles:
+            raise ConfigError(f"{path}: [[auth.tokens]] role {role!r} is not a role "
+                              f"({', '.join(sorted(roles))})")
+        static[sha.lower()] = authz.StaticToken(user, role)
+    munge_roles = auth.get("munge_roles", {})
+    if not isinstance(munge_roles, dict) or \
+            not all(isinstance(v, str) and v in roles for v in munge_roles.values()):
+        raise ConfigError(f"{path}: [auth] munge_roles maps user names to roles")
+    policy = authz.Policy(roles=roles, private_jobs=bool(auth.get("private_jobs", False)),
+                          max_jobs_per_request=ints["max_jobs_per_request"],
+                          max_pend_jobs_per_user=ints["max_pend_jobs_per_user"])
+    return {"policy": policy, "static_tokens": static, "munge": bool(auth.get("munge", False)),
+            "munge_roles": dict(munge_roles), "max_sync_streams": ints["max_sync_streams"]}
 
 
 def _get(raw: dict[str, Any], key: str, kind: type, path: Path) -> Any:
@@ -172,9 +248,14 @@ def _get(raw: dict[str, Any], key: str, kind: type, path: Path) -> Any:
     return raw[key]
 
 
-def _replica(raw: dict[str, Any], path: Path) -> Replica:
+def _replica(raw: dict[str, Any], path: Path, tls_base: Path | None) -> Replica:
     replica_id = _get(raw, "id", int, path)
-    return Replica(id=replica_id, grpc=_get(raw, "grpc", str, path), raft=_get(raw, "raft", str, path))
+    cert = key = None
+    if tls_base is not None:
+        cert = tls_base / str(raw.get("cert", f"tls/replica-{replica_id}.crt"))
+        key = tls_base / str(raw.get("key", f"tls/replica-{replica_id}.key"))
+    return Replica(id=replica_id, grpc=_get(raw, "grpc", str, path), raft=_get(raw, "raft", str, path),
+                   cert=cert, key=key)
 
 
 def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
@@ -188,9 +269,17 @@ def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
     slot_limit = raw.get("slot_limit", 0)
     if not isinstance(slot_limit, int) or isinstance(slot_limit, bool) or not 0 <= slot_limit < 2**31:
         raise ConfigError(f"{path}: queue {name!r}: slot_limit must be an integer >= 0 (0: no limit)")
+    users, admins = raw.get("users", []), raw.get("admins", [])
+    if not all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in (users, admins)):
+        raise ConfigError(f"{path}: queue {name!r}: users and admins are lists of names and @groups")
     queue = api.Queue(name=name, priority=priority, description=str(raw.get("description", "")),
                       closed=closed, inactive=inactive, job_pick_plugin=str(raw.get("job_pick_plugin", "")),
-                      slot_limit=slot_limit)
+                      slot_limit=slot_limit, users=users, admins=admins)
+    if "max_user_priority" in raw:
+        cap = raw["max_user_priority"]
+        if not isinstance(cap, int) or isinstance(cap, bool) or not -(2**31) <= cap < 2**31:
+            raise ConfigError(f"{path}: queue {name!r}: max_user_priority must be an integer (32-bit)")
+        queue.max_user_priority = cap
     try:
         fsm.check_queue(queue)
     except ServiceError as exc:

@@ -10,6 +10,12 @@ for it, framed (xce/worker_wire.py). A ServiceError, wherever it was
 raised, is mapped to its gRPC status by `abort`, with the leader's address
 in the `x-xce-leader` trailing metadata when it names one.
 
+Every call is authenticated first (authn.py: no credential, or a bad one,
+UNAUTHENTICATED) and must hold the permission its method needs
+(authz.METHOD_PERMISSION; else PERMISSION_DENIED naming it), before its
+request is even parsed. Reads show each caller what it may see
+(authz.visible, authz.redact); the leader checks the rest of a write.
+
 Conventions (DESIGN.md): not the leader -> FAILED_PRECONDITION with
 `x-xce-leader`; no leader -> UNAVAILABLE; an oversized request is refused
 by gRPC itself with RESOURCE_EXHAUSTED.
@@ -18,6 +24,7 @@ by gRPC itself with RESOURCE_EXHAUSTED.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
@@ -25,7 +32,10 @@ from typing import Any, NoReturn, TypeVar
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from controller import reads, sync_stream
+from controller import authz, reads, sync_stream
+from controller.authn import Authenticator
+from controller.authz import Principal
+from controller.fsm import tokens
 from controller.replica import Ended, Replica
 from xce import worker_wire
 from xce.errors import ServiceError, invalid, unavailable
@@ -47,6 +57,8 @@ GRPC_STATUS: dict[int, grpc.StatusCode] = {
     log.OUT_OF_RANGE: grpc.StatusCode.OUT_OF_RANGE,
     log.INTERNAL: grpc.StatusCode.INTERNAL,
     log.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    log.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
+    log.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
 }
 
 M = TypeVar("M", bound=Message)
@@ -67,14 +79,15 @@ def parse(message_class: type[M], raw: bytes) -> M:
         raise invalid(f"malformed {message_class.__name__} (bad protobuf or invalid UTF-8): {exc}") from None
 
 
-def handlers(replica: Replica) -> list[grpc.GenericRpcHandler]:
-    services = _Services(replica)
+def handlers(replica: Replica, authenticator: Authenticator) -> list[grpc.GenericRpcHandler]:
+    services = _Services(replica, authenticator)
+    unary = functools.partial(_unary_service, authenticator, replica.config.policy)
 
-    def write(method: str) -> Callable[[Message], Awaitable[Message]]:
-        return lambda request: replica.call(method, request)
+    def write(method: str) -> Handler:
+        return lambda request, caller: replica.call(method, request, caller)
 
     return [
-        _unary_service("xce.v1.JobService", {
+        unary("xce.v1.JobService", {
             "SubmitJobs": (write("SubmitJobs"), api.SubmitJobsRequest),
             "GetJob": (services.get_job, api.GetJobRequest),
             "ListJobs": (services.list_jobs, api.ListJobsRequest),
@@ -82,43 +95,74 @@ def handlers(replica: Replica) -> list[grpc.GenericRpcHandler]:
             "ModifyJob": (write("ModifyJob"), api.ModifyJobRequest),
             "RunJob": (write("RunJob"), api.RunJobRequest),
         }),
-        _unary_service("xce.v1.ClusterService", {"Status": (replica.status, api.StatusRequest),
-                                                  "ListHosts": (services.list_hosts, api.ListHostsRequest)}),
+        unary("xce.v1.ClusterService", {
+            "Status": (lambda request, caller: replica.status(request), api.StatusRequest),
+            "ListHosts": (services.list_hosts, api.ListHostsRequest)}),
         grpc.method_handlers_generic_handler("xce.v1.SyncService", {
             "Sync": grpc.unary_stream_rpc_method_handler(services.sync)}),
         grpc.method_handlers_generic_handler("xce.v1.WorkerService", {
             "Connect": grpc.stream_stream_rpc_method_handler(services.worker_connect)}),
-        _unary_service("xce.v1.SchedulerService", {
+        unary("xce.v1.SchedulerService", {
             "AcquireLease": (write("AcquireLease"), api.LeaseRequest),
             "SubmitDecisions": (write("SubmitDecisions"), api.DecisionBatch),
         }),
-        _unary_service("xce.v1.AdminService", {
+        unary("xce.v1.AdminService", {
             "CreateQueue": (write("CreateQueue"), api.PutQueueRequest),
             "UpdateQueue": (write("UpdateQueue"), api.PutQueueRequest),
             "ListQueues": (services.list_queues, api.ListQueuesRequest),
+            "CreateToken": (write("CreateToken"), api.CreateTokenRequest),
+            "RevokeToken": (write("RevokeToken"), api.RevokeTokenRequest),
+            "ListTokens": (services.list_tokens, api.ListTokensRequest),
+            "WhoAmI": (services.who_am_i, api.WhoAmIRequest),
         }),
     ]
 
 
 class _Services:
-    def __init__(self, replica: Replica) -> None:
+    def __init__(self, replica: Replica, authenticator: Authenticator) -> None:
         self.replica = replica
+        self.authenticator = authenticator
+        self.policy = replica.config.policy
+        self._sync_streams: dict[str, int] = {}  # per principal: open Sync streams
+
+    async def _caller(self, context: grpc.aio.ServicerContext, permission: str) -> Principal:
+        caller = await self.authenticator.principal(context)
+        self.policy.require(caller, permission)
+        return caller
 
     # -------------------------------------------------------------- reads
 
-    async def get_job(self, request: api.GetJobRequest) -> api.JobResponse:
-        with self.replica.store.read() as tables:
-            return reads.get_job(tables, request)
+    def _viewer(self, caller: Principal) -> reads.Viewer:
+        policy = self.policy
 
-    async def list_jobs(self, request: api.ListJobsRequest) -> api.ListJobsResponse:
-        listing = reads.JobListing(request)
+        def view(job: api.Job) -> api.Job | None:
+            return authz.redact(policy, caller, job) if authz.visible(policy, caller, job) else None
+
+        return view
+
+    async def get_job(self, request: api.GetJobRequest, caller: Principal) -> api.JobResponse:
+        with self.replica.store.read() as tables:
+            return reads.get_job(tables, request, self._viewer(caller))
+
+    async def list_jobs(self, request: api.ListJobsRequest, caller: Principal) -> api.ListJobsResponse:
+        listing = reads.JobListing(request, self._viewer(caller))
         return await asyncio.to_thread(self._read, listing.read)
 
-    async def list_queues(self, request: api.ListQueuesRequest) -> api.ListQueuesResponse:
+    async def list_queues(self, request: api.ListQueuesRequest, caller: Principal) -> api.ListQueuesResponse:
         return self._read(reads.list_queues)
 
-    async def list_hosts(self, request: api.ListHostsRequest) -> api.ListHostsResponse:
+    async def list_hosts(self, request: api.ListHostsRequest, caller: Principal) -> api.ListHostsResponse:
         return self._read(reads.list_hosts)
+
+    async def list_tokens(self, request: api.ListTokensRequest, caller: Principal) -> api.ListTokensResponse:
+        with self.replica.store.read() as tables:
+            return api.ListTokensResponse(tokens=tokens.list_tokens(tables),
+                                          revision=self.replica.store.meta().applied_index)
+
+    async def who_am_i(self, request: api.WhoAmIRequest, caller: Principal) -> api.WhoAmIResponse:
+        return api.WhoAmIResponse(name=caller.name, role=caller.role, via=caller.via,
+                                  kind=caller.role if caller.role in ("worker", "scheduler", "replica")
+                                  else "user", permissions=sorted(self.policy.permissions(caller)))
 
     def _read(self, read: Callable[[Any], R]) -> R:
         with self.replica.store.read() as tables:
@@ -129,7 +173,14 @@ class _Services:
     async def sync(self, raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
         """Leader only: snapshot or events from a revision, then a live tail (sync_stream.py)."""
         replica, clock = self.replica, self.replica.clock
+        caller: Principal | None = None
         try:
+            caller = await self._caller(context, "state.sync")
+            if self._sync_streams.get(caller.name, 0) >= replica.config.max_sync_streams:
+                raise ServiceError(log.RESOURCE_EXHAUSTED,
+                                   f"{caller.name} has {replica.config.max_sync_streams} Sync streams open "
+                                   "already ([auth] max_sync_streams)")
+            self._sync_streams[caller.name] = self._sync_streams.get(caller.name, 0) + 1
             request = parse(log.SyncRequest, raw)
             term = replica.core.serving_term()
             if term is None:
@@ -164,6 +215,13 @@ class _Services:
                     pass
         except ServiceError as exc:
             await abort(context, exc)
+        finally:
+            if caller is not None:
+                left = self._sync_streams.get(caller.name, 1) - 1
+                if left > 0:
+                    self._sync_streams[caller.name] = left
+                else:
+                    self._sync_streams.pop(caller.name, None)
 
     # -------------------------------------------------------------- workers
 
@@ -171,7 +229,11 @@ class _Services:
                              context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
         """One worker's stream: its messages to the leader core, the core's to it, framed."""
         replica = self.replica
-        stream, outgoing = replica.worker_opened()
+        try:
+            caller = await self._caller(context, "worker.connect")
+        except ServiceError as exc:
+            await abort(context, exc)
+        stream, outgoing = replica.worker_opened(caller.name)
         reader = asyncio.get_running_loop().create_task(self._read_worker(stream, requests))
         error: ServiceError | None = None
         try:
@@ -214,19 +276,25 @@ class _Services:
         self.replica.end_worker_stream(stream, error)  # None: the worker hung up
 
 
-Handler = Callable[[Any], Awaitable[Message]]
+Handler = Callable[[Any, Principal], Awaitable[Message]]
 
 
-def _unary_service(name: str, methods: dict[str, tuple[Handler, type[Message]]]) -> grpc.GenericRpcHandler:
+def _unary_service(authenticator: Authenticator, policy: authz.Policy, name: str,
+                   methods: dict[str, tuple[Handler, type[Message]]]) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(
-        name, {method: grpc.unary_unary_rpc_method_handler(_unary(fn, cls))
-               for method, (fn, cls) in methods.items()})
+        name, {method: grpc.unary_unary_rpc_method_handler(
+            _unary(authenticator, policy, authz.METHOD_PERMISSION.get(method), fn, cls))
+            for method, (fn, cls) in methods.items()})
 
 
-def _unary(fn: Handler, request_class: type[Message]) -> Callable[..., Awaitable[bytes]]:
+def _unary(authenticator: Authenticator, policy: authz.Policy, permission: str | None, fn: Handler,
+           request_class: type[Message]) -> Callable[..., Awaitable[bytes]]:
     async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
-            response = await fn(parse(request_class, raw))
+            caller = await authenticator.principal(context)
+            if permission is not None:
+                policy.require(caller, permission)
+            response = await fn(parse(request_class, raw), caller)
         except ServiceError as exc:
             await abort(context, exc)
         return response.SerializeToString()

@@ -49,7 +49,8 @@ from typing import Any, Protocol
 
 from google.protobuf.message import Message
 
-from controller import fsm, proposals
+from controller import authz, fsm, proposals
+from controller.authz import Principal
 from controller.fsm import versions
 from controller.group_commit import GroupCommit
 from controller.host_liveness import Liveness
@@ -111,6 +112,7 @@ class LeaderSettings:
     submit_max_in_flight: int = 1
     session_full_look_s: float = RESEND_S
     capability_poll_s: float = CAPABILITY_POLL_S
+    policy: authz.Policy = field(default_factory=authz.Policy)
 
 
 # ---------------------------------------------------------------- effects
@@ -154,6 +156,7 @@ Effect = Propose | Send | EndStream | Reply | AskPeers
 @dataclass
 class _Stream:
     phase: str = "join"  # join -> joining -> session
+    host: str | None = None  # the host its credential proves (None: an in-process caller, tests)
     session: WorkerSession | None = None
     early: list[api.WorkerMessage] = field(default_factory=list)  # arrived while the join commits
 
@@ -164,7 +167,7 @@ class Term:
     raft_term: int
     liveness: Liveness
     watchdog: Watchdog
-    submits: GroupCommit[tuple[int, api.SubmitJobsRequest]]
+    submits: GroupCommit[tuple[int, _Submit]]
     reports: GroupCommit[tuple[int, log.HostReport]] = field(
         default_factory=lambda: GroupCommit(MAX_REPORTS_PER_ENTRY))
     joins: GroupCommit[tuple[int, api.HostSpec]] = field(
@@ -180,6 +183,7 @@ class Term:
     announcing: set[int] = field(default_factory=set)
 
 
+_Submit = tuple[api.SubmitJobsRequest, log.Principal]  # a submit request and who sent it
 Group = GroupCommit[tuple[int, Any]]  # (stream or call token, request)
 EntryOf = Callable[[list[Any]], log.Entry]  # the entry a batch of requests goes in
 Settle = Callable[[Term, list[tuple[int, Any]], list[log.Result | None]], None]  # results, one each
@@ -335,7 +339,9 @@ class LeaderCore:
 
     # ------------------------------------------------------------ inputs: clients
 
-    def call(self, token: int, method: str, request: Any) -> None:
+    def call(self, token: int, method: str, request: Any, caller: Principal) -> None:
+        """A client's write, from an authenticated `caller` (the gRPC layer checked the method's
+        permission; what needs state, ownership and queues, is checked here)."""
         handler = self._CALLS.get(method)
         if handler is None:
             self._reply(token, invalid(f"unknown method {method}"))
@@ -344,12 +350,13 @@ class LeaderCore:
         try:
             if term is None or not term.configured or not self.consensus.caught_up():
                 raise self.refusal()
-            handler(self, term, token, request)
+            handler(self, term, token, request, caller)
         except ServiceError as exc:
             self._reply(token, exc)
 
-    def _submit(self, term: Term, token: int, request: api.SubmitJobsRequest) -> None:
+    def _submit(self, term: Term, token: int, request: api.SubmitJobsRequest, caller: Principal) -> None:
         self._ensure_request_id(request)
+        policy = self.settings.policy
         with self.state.read() as tables:
             earlier = fsm.read_result(tables, request.request_id)
             if earlier is not None:
@@ -357,17 +364,24 @@ class LeaderCore:
                 return
             if not request.jobs:
                 raise invalid("no jobs in the request")
+            if len(request.jobs) > policy.max_jobs_per_request:
+                raise invalid(f"{len(request.jobs)} jobs in one request; at most "
+                              f"{policy.max_jobs_per_request} ([auth] max_jobs_per_request)")
             meta = fsm.read_meta(tables)
             for spec in request.jobs:
+                spec.user = caller.name  # the owner is who proved it, never what the request says
                 fsm.check_spec(tables, meta, spec)
-        term.submits.add((token, request), request.ByteSize())
+                queue = fsm.read_queue(tables, spec.queue or meta.default_queue or fsm.DEFAULT_QUEUE)
+                authz.check_submit_queue(policy, caller, queue)
+                authz.check_priority(policy, caller, queue, spec.priority)
+        term.submits.add((token, (request, caller.record())), request.ByteSize())
         self._flush(term, term.submits, _submit_entry, self._submits_settled)
 
-    def _submits_settled(self, term: Term, batch: list[tuple[int, api.SubmitJobsRequest]],
+    def _submits_settled(self, term: Term, batch: list[tuple[int, _Submit]],
                          answers: list[log.Result | None]) -> None:
         # Answered even when the leadership ended meanwhile: the callers are waiting.
         with self.state.read() as tables:
-            for (token, request), result in zip(batch, answers, strict=True):
+            for (token, (request, _)), result in zip(batch, answers, strict=True):
                 try:
                     self._reply(token, self._submitted(tables, request.request_id, result))
                 except ServiceError as exc:
@@ -379,21 +393,39 @@ class LeaderCore:
         jobs = [fsm.read_job(tables, job_id) for job_id in settled.job_ids]
         return api.SubmitJobsResponse(jobs=[j for j in jobs if j is not None], revision=settled.revision)
 
-    def _control(self, term: Term, token: int, request: api.ControlJobRequest) -> None:
+    def _control(self, term: Term, token: int, request: api.ControlJobRequest, caller: Principal) -> None:
         self._ensure_request_id(request)
         with self.state.read() as tables:
+            job = fsm.find_job(tables, request.job_id)
+            action = api.ControlAction.Name(request.action).lower() if request.action in \
+                api.ControlAction.values() else "control"
+            authz.check_job_action(self.settings.policy, caller, job, fsm.read_queue(tables, job.spec.queue),
+                                   "jobs.control", action)
             if fsm.read_result(tables, request.request_id) is None:
-                fsm.jobs.check_control(fsm.find_job(tables, request.job_id), request.action)
-        self._propose_request(token, log.Entry(control=request), request.request_id, self._job_response)
+                fsm.jobs.check_control(job, request.action)
+        self._propose_request(token, log.Entry(control=request, by=caller.record()), request.request_id,
+                              self._job_response)
 
-    def _modify(self, term: Term, token: int, request: api.ModifyJobRequest) -> None:
+    def _modify(self, term: Term, token: int, request: api.ModifyJobRequest, caller: Principal) -> None:
         self._ensure_request_id(request)
+        policy = self.settings.policy
         with self.state.read() as tables:
+            job = fsm.find_job(tables, request.job_id)
+            queue = fsm.read_queue(tables, job.spec.queue)
+            authz.check_job_action(policy, caller, job, queue, "jobs.modify", "modify")
+            if request.HasField("queue") and request.queue != job.spec.queue:
+                queue = fsm.read_queue(tables, request.queue)
+                authz.check_submit_queue(policy, caller, queue)
+                authz.check_priority(policy, caller, queue, request.priority if request.HasField("priority")
+                                     else job.spec.priority)
+            if request.HasField("priority"):
+                authz.check_priority(policy, caller, queue, request.priority, current=job.spec.priority)
             if fsm.read_result(tables, request.request_id) is None:
-                fsm.check_modify(tables, fsm.find_job(tables, request.job_id), request)
-        self._propose_request(token, log.Entry(modify=request), request.request_id, self._job_response)
+                fsm.check_modify(tables, job, request)
+        self._propose_request(token, log.Entry(modify=request, by=caller.record()), request.request_id,
+                              self._job_response)
 
-    def _run(self, term: Term, token: int, request: api.RunJobRequest) -> None:
+    def _run(self, term: Term, token: int, request: api.RunJobRequest, caller: Principal) -> None:
         """Like LSF brun: a DISPATCH through the committed path, with the same host checks."""
         self._ensure_request_id(request)
         with self.state.read() as tables:
@@ -401,28 +433,34 @@ class LeaderCore:
             fsm.decisions.check_dispatch(fsm.CommittedUsage(tables), job, request.host, job.attempt)
         dispatch = log.Dispatch(job_id=job.id, host=request.host, attempt=job.attempt,
                                 request_id=request.request_id)
-        self._propose_request(token, log.Entry(dispatch=dispatch), request.request_id, self._job_response)
+        self._propose_request(token, log.Entry(dispatch=dispatch, by=caller.record()), request.request_id,
+                              self._job_response)
 
-    def _put_queue(self, term: Term, token: int, request: api.PutQueueRequest, create: bool) -> None:
+    def _put_queue(self, term: Term, token: int, request: api.PutQueueRequest, create: bool,
+                   caller: Principal) -> None:
         self._ensure_request_id(request)
         fsm.check_queue(request.queue)
         with self.state.read() as tables:
-            exists = fsm.read_queue(tables, request.queue.name) is not None
-        if create and exists:
+            current = fsm.read_queue(tables, request.queue.name)
+        if create and current is not None:
             raise ServiceError(log.ALREADY_EXISTS, f"queue {request.queue.name!r} exists")
-        if not create and not exists:
+        if not create and current is None:
             raise ServiceError(log.NOT_FOUND, f"no queue {request.queue.name!r}")
+        if current is not None:
+            authz.check_queue_update(self.settings.policy, caller, current, request.queue)
         entry = log.Entry(put_queue=log.PutQueueEntry(queue=request.queue, request_id=request.request_id,
-                                                      create=create))
+                                                      create=create), by=caller.record())
         self._propose_request(token, entry, request.request_id,
                               lambda _, settled: api.QueueResponse(queue=request.queue,
                                                                    revision=settled.revision))
 
-    def _lease(self, term: Term, token: int, request: api.LeaseRequest) -> None:
+    def _lease(self, term: Term, token: int, request: api.LeaseRequest, caller: Principal) -> None:
         if not request.scheduler_id or not 0 < request.duration_s <= 3600:
             raise invalid("a scheduler id and 0 < duration_s <= 3600")
+        _same_scheduler(caller, request.scheduler_id)
         entry = log.Entry(lease=log.LeaseEntry(scheduler_id=request.scheduler_id[:128],
-                                               duration_ms=int(request.duration_s * 1000)))
+                                               duration_ms=int(request.duration_s * 1000)),
+                          by=caller.record())
 
         def done(results: list[log.Result] | None) -> None:
             if not results:
@@ -438,10 +476,22 @@ class LeaderCore:
 
         self._propose(entry, done)
 
-    def _decisions(self, term: Term, token: int, batch: api.DecisionBatch) -> None:
+    def _decisions(self, term: Term, token: int, batch: api.DecisionBatch, caller: Principal) -> None:
         """One pass's decisions as one entry; outcomes are hints, the view is the truth."""
         if len(batch.decisions) > MAX_DECISIONS:
             raise invalid(f"at most {MAX_DECISIONS} decisions per batch")
+        _same_scheduler(caller, batch.scheduler_id)
+        with self.state.read() as tables:
+            meta = fsm.read_meta(tables)
+        if (batch.lease_epoch, batch.scheduler_id) != (meta.lease_epoch, meta.lease_holder):
+            # Refused before the log (apply would refuse it too, after it took space there).
+            why = f"stale lease: epoch {batch.lease_epoch} of {batch.scheduler_id!r}; current " \
+                  f"{meta.lease_epoch} of {meta.lease_holder!r}"
+            outcome = api.DecisionOutcome(code=api.REJECT_STALE_LEASE, message=why)
+            self._reply(token, api.DecisionBatchResponse(
+                rejections=[why] * len(batch.decisions), revision=meta.applied_index,
+                outcomes=[outcome] * len(batch.decisions)))
+            return
 
         def done(results: list[log.Result] | None) -> None:
             if not results:
@@ -451,17 +501,54 @@ class LeaderCore:
             self._reply(token, api.DecisionBatchResponse(
                 rejections=result.rejections, revision=result.revision, outcomes=result.outcomes))
 
-        self._propose(log.Entry(decisions=batch), done)
+        self._propose(log.Entry(decisions=batch, by=caller.record()), done)
 
-    _CALLS: dict[str, Callable[[LeaderCore, Term, int, Any], None]] = {
+    def _create_token(self, term: Term, token: int, request: api.CreateTokenRequest,
+                      caller: Principal) -> None:
+        self._ensure_request_id(request)
+        fsm.tokens.check_create(request)
+        if request.role not in self.settings.policy.roles:
+            raise invalid(f"unknown role {request.role!r} "
+                          f"(roles: {', '.join(sorted(self.settings.policy.roles))})")
+        info = api.TokenInfo(user=request.user, role=request.role, expires_ms=request.expires_ms,
+                             created_by=caller.name, description=request.description)
+        entry = log.Entry(token=log.TokenEntry(sha256=request.sha256, info=info,
+                                               request_id=request.request_id), by=caller.record())
+        self._propose_request(token, entry, request.request_id, self._token_response)
+
+    def _revoke_token(self, term: Term, token: int, request: api.RevokeTokenRequest,
+                      caller: Principal) -> None:
+        self._ensure_request_id(request)
+        with self.state.read() as tables:
+            if fsm.read_result(tables, request.request_id) is None and \
+                    fsm.tokens.find_by_id(tables, request.id) is None:
+                raise ServiceError(log.NOT_FOUND, f"no token {request.id!r}")
+        entry = log.Entry(token=log.TokenEntry(revoke=True, revoke_id=request.id,
+                                               request_id=request.request_id), by=caller.record())
+        self._propose_request(token, entry, request.request_id,
+                              lambda _, settled: api.TokenResponse(token=api.TokenInfo(id=request.id),
+                                                                   revision=settled.revision))
+
+    @staticmethod
+    def _token_response(tables: Tables, result: log.Result) -> api.TokenResponse:
+        info = fsm.tokens.read_token(tables, result.message)
+        if info is None:
+            raise invalid("request id already used by another request")
+        return api.TokenResponse(token=info, revision=result.revision)
+
+    _CALLS: dict[str, Callable[[LeaderCore, Term, int, Any, Principal], None]] = {
         "SubmitJobs": _submit,
         "ControlJob": _control,
         "ModifyJob": _modify,
         "RunJob": _run,
-        "CreateQueue": lambda self, term, token, request: self._put_queue(term, token, request, True),
-        "UpdateQueue": lambda self, term, token, request: self._put_queue(term, token, request, False),
+        "CreateQueue": lambda self, term, token, request, caller: self._put_queue(term, token, request, True,
+                                                                                   caller),
+        "UpdateQueue": lambda self, term, token, request, caller: self._put_queue(term, token, request, False,
+                                                                                   caller),
         "AcquireLease": _lease,
         "SubmitDecisions": _decisions,
+        "CreateToken": _create_token,
+        "RevokeToken": _revoke_token,
     }
 
     def _propose_request(self, token: int, entry: log.Entry, request_id: str,
@@ -493,12 +580,13 @@ class LeaderCore:
 
     # ------------------------------------------------------------ inputs: workers
 
-    def worker_opened(self, stream: int) -> None:
+    def worker_opened(self, stream: int, host: str | None) -> None:
+        """A worker's stream opened; `host` is the host its credential proves (it may join only as that)."""
         term = self.term
         if term is None or not term.configured or not self.consensus.caught_up():
             self._effects.append(EndStream(stream, self.refusal()))
             return
-        term.streams[stream] = _Stream()
+        term.streams[stream] = _Stream(host=host)
 
     def worker_message(self, stream: int, message: api.WorkerMessage) -> None:
         term = self.term
@@ -529,6 +617,9 @@ class LeaderCore:
             return
         try:
             fsm.check_host_spec(message.join)
+            if state.host is not None and message.join.name != state.host:
+                raise ServiceError(log.PERMISSION_DENIED, f"the credential is host {state.host!r}'s; "
+                                                          f"it cannot join as {message.join.name!r}")
         except ServiceError as exc:
             self._end(term, stream, exc)
             return
@@ -746,8 +837,14 @@ class LeaderCore:
         self._effects.append(Propose(token, entry))
 
 
-def _submit_entry(requests: list[api.SubmitJobsRequest]) -> log.Entry:
-    return log.Entry(submit=log.SubmitBatch(requests=requests))
+def _submit_entry(requests: list[tuple[api.SubmitJobsRequest, log.Principal]]) -> log.Entry:
+    return log.Entry(submit=log.SubmitBatch(requests=[r for r, _ in requests], by=[by for _, by in requests]))
+
+
+def _same_scheduler(caller: Principal, scheduler_id: str) -> None:
+    """The lease and decisions are bound to the authenticated scheduler: it acts only under its own name."""
+    if scheduler_id != caller.name:
+        raise ServiceError(log.PERMISSION_DENIED, f"{caller.name} may not act as scheduler {scheduler_id!r}")
 
 
 def _joins_entry(joins: list[api.HostSpec]) -> log.Entry:

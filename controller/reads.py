@@ -7,24 +7,39 @@ runs the potentially long ones (ListJobs) off the event loop.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from controller import fsm, job_filter
 from controller.tables import Tables
-from xce.errors import invalid
+from xce.errors import ServiceError, invalid
 from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
 
 MAX_PAGE_SIZE = 5000
 DEFAULT_PAGE_SIZE = 500
 
 
-def get_job(tables: Tables, request: api.GetJobRequest) -> api.JobResponse:
+# What the caller is shown of a job: the job, redacted as it may see it; None: not at all.
+Viewer = Callable[[api.Job], "api.Job | None"]
+
+
+def _as_is(job: api.Job) -> api.Job | None:
+    return job
+
+
+def get_job(tables: Tables, request: api.GetJobRequest, viewer: Viewer = _as_is) -> api.JobResponse:
     job = fsm.find_job(tables, request.job_id)
-    return api.JobResponse(job=job, revision=fsm.read_meta(tables).applied_index)
+    shown = viewer(job)
+    if shown is None:  # the same answer as for a job that does not exist: nothing to learn
+        raise ServiceError(log.NOT_FOUND, f"no job {request.job_id}")
+    return api.JobResponse(job=shown, revision=fsm.read_meta(tables).applied_index)
 
 
 class JobListing:
     """A checked ListJobs request: its filters, page size and where the page starts."""
 
-    def __init__(self, request: api.ListJobsRequest) -> None:
+    def __init__(self, request: api.ListJobsRequest, viewer: Viewer = _as_is) -> None:
+        self.viewer = viewer
         try:
             self.filters = [job_filter.parse(f) for f in request.filters]
         except job_filter.FilterError as exc:
@@ -44,10 +59,13 @@ class JobListing:
             job = api.Job.FromString(raw)
             if not job_filter.matches_all(self.filters, job):
                 continue
+            shown = self.viewer(job)
+            if shown is None:
+                continue
             if len(response.jobs) == self.size:
                 response.next_page_token = str(response.jobs[-1].id)
                 break
-            response.jobs.append(job)
+            response.jobs.append(shown)
         return response
 
 

@@ -36,12 +36,16 @@ import grpc
 from google.protobuf.message import Message
 
 from controller import fsm
+from controller.authn import Authenticator
+from controller.authz import Principal
 from controller.config import ClusterConfig
+from controller.config import Replica as ConfigReplica
 from controller.fsm import versions
 from controller.leader import AskPeers, EndStream, LeaderCore, LeaderSettings, Propose, Reply, Send
 from controller.raft import FAIL_STOP_EXIT, SUCCESS, RaftNode
 from controller.store import StateStore
 from xce.clock import REAL_CLOCK, Clock
+from xce.credentials import Credentials
 from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -87,7 +91,7 @@ def leader_settings(config: ClusterConfig, replica_id: int, kinds: frozenset[str
         heartbeat_s=config.heartbeat_s, heartbeat_timeout_s=config.heartbeat_timeout_s,
         unknown_timeout_s=config.unknown_timeout_s, submit_max_requests=config.group_commit_max_requests,
         submit_max_bytes=config.group_commit_max_bytes,
-        submit_max_in_flight=config.group_commit_max_in_flight)
+        submit_max_in_flight=config.group_commit_max_in_flight, policy=config.policy)
 
 
 class Replica:
@@ -114,6 +118,7 @@ class Replica:
         self.core = LeaderCore(leader_settings(config, replica_id, self.kinds), self.store,
                                RaftConsensus(self.raft, config), clock, rng or random.Random())
         self._ids = itertools.count(1)
+        self.peer_credentials = peer_credentials(config, self.me)
         self._calls: dict[int, asyncio.Future[Message]] = {}
         self._streams: dict[int, asyncio.Queue[Outgoing]] = {}
         self._wake = asyncio.Event()
@@ -153,23 +158,23 @@ class Replica:
 
     # -------------------------------------------------------------- inputs from gRPC
 
-    async def call(self, method: str, request: Message) -> Message:
-        """A client's write, answered by the leader core (raises ServiceError)."""
+    async def call(self, method: str, request: Message, caller: Principal) -> Message:
+        """An authenticated client's write, answered by the leader core (raises ServiceError)."""
         token = next(self._ids)
         future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self._calls[token] = future
-        self.core.call(token, method, request)
+        self.core.call(token, method, request, caller)
         self._perform()
         try:
             return await future
         finally:
             self._calls.pop(token, None)
 
-    def worker_opened(self) -> tuple[int, asyncio.Queue[Outgoing]]:
+    def worker_opened(self, host: str | None) -> tuple[int, asyncio.Queue[Outgoing]]:
         stream = next(self._ids)
         queue: asyncio.Queue[Outgoing] = asyncio.Queue()
         self._streams[stream] = queue
-        self.core.worker_opened(stream)
+        self.core.worker_opened(stream, host)
         self._perform()
         return stream, queue
 
@@ -238,7 +243,7 @@ class Replica:
 
     async def _ask_peers(self) -> None:
         peers = [r for r in self.config.replicas if r.id != self.me.id]
-        answers = await asyncio.gather(*(peer_status(r.grpc) for r in peers))
+        answers = await asyncio.gather(*(peer_status(self.peer_credentials, r.grpc) for r in peers))
         for replica, answer in zip(peers, answers, strict=True):
             if isinstance(answer, api.ReplicaStatus):
                 self.core.peer_answered(replica.id, answer.entry_kinds, max(1, answer.entry_format))
@@ -289,7 +294,7 @@ class Replica:
         if request.local_only:
             return response
         peers = [r for r in self.config.replicas if r.id != self.me.id]
-        answers = await asyncio.gather(*(peer_status(r.grpc) for r in peers))
+        answers = await asyncio.gather(*(peer_status(self.peer_credentials, r.grpc) for r in peers))
         for replica, answer in zip(peers, answers, strict=True):
             if isinstance(answer, api.ReplicaStatus):
                 response.replicas.append(answer)
@@ -310,8 +315,15 @@ class Replica:
         timer = self._loop.create_task(self._run_timer())
         timer.add_done_callback(_timer_ended)
         server = grpc.aio.server(options=grpc_api.server_options())
-        server.add_generic_rpc_handlers(grpc_api.handlers(self))
-        server.add_insecure_port(self.me.grpc)
+        config = self.config
+        authenticator = Authenticator(self.store, self.clock, config.static_tokens, config.munge_roles,
+                                      config.munge, tls=not config.tls.insecure)
+        server.add_generic_rpc_handlers(grpc_api.handlers(self, authenticator))
+        if self.config.tls.insecure:
+            logger.warning("replica %d: [tls] insecure = true: gRPC in plaintext", self.me.id)
+            server.add_insecure_port(self.me.grpc)
+        else:
+            server.add_secure_port(self.me.grpc, server_credentials(self.config, self.me))
         await server.start()
         logger.info("replica %d serving gRPC on %s, Raft on %s", self.me.id, self.me.grpc, self.me.raft)
         await stop.wait()
@@ -331,9 +343,30 @@ def _timer_ended(task: asyncio.Task[None]) -> None:
         os._exit(FAIL_STOP_EXIT)
 
 
-async def peer_status(address: str) -> api.ReplicaStatus | str:
+def server_credentials(config: ClusterConfig, me: ConfigReplica) -> grpc.ServerCredentials:
+    """Mutual TLS: this replica's certificate, and every client must present one from the cluster CA."""
+    assert config.tls.ca is not None and me.cert is not None and me.key is not None
     try:
-        async with grpc.aio.insecure_channel(address) as channel:
+        ca, cert, key = config.tls.ca.read_bytes(), me.cert.read_bytes(), me.key.read_bytes()
+    except OSError as exc:
+        raise SystemExit(f"replica {me.id}: cannot read its TLS files: {exc}") from None
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
+
+
+def peer_credentials(config: ClusterConfig, me: ConfigReplica) -> Credentials:
+    """What this replica presents to its peers (Status fan-out): its own certificate."""
+    if config.tls.insecure:
+        return Credentials(insecure=True)
+    assert config.tls.ca is not None and me.cert is not None and me.key is not None
+    try:
+        return Credentials(ca=config.tls.ca.read_bytes(), cert=me.cert.read_bytes(), key=me.key.read_bytes())
+    except OSError as exc:
+        raise SystemExit(f"replica {me.id}: cannot read its TLS files: {exc}") from None
+
+
+async def peer_status(credentials: Credentials, address: str) -> api.ReplicaStatus | str:
+    try:
+        async with credentials.aio_channel(address) as channel:
             call = channel.unary_unary("/xce.v1.ClusterService/Status",
                                        request_serializer=api.StatusRequest.SerializeToString,
                                        response_deserializer=api.StatusResponse.FromString)

@@ -12,7 +12,8 @@ import bisect
 from collections.abc import Iterator
 from typing import Protocol
 
-TABLES = ("meta", "jobs", "queues", "hosts", "host_jobs", "counters", "requests", "request_expiry", "events")
+TABLES = ("meta", "jobs", "queues", "hosts", "host_jobs", "counters", "requests", "request_expiry", "events",
+          "tokens")
 
 
 class Tables(Protocol):

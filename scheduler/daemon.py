@@ -29,15 +29,18 @@ from scheduler.lease import Lease
 from scheduler.picker import Picker
 from scheduler.planner import PassView
 from scheduler.view import View
+from xce import pki
 from xce.client import Client, XceError
 from xce.clock import REAL_CLOCK, Clock
+from xce.credentials import Credentials
 from xce.v1 import api_pb2 as api
 
 log = logging.getLogger("xce.scheduler")
 
 
 class Scheduler:
-    def __init__(self, addresses: Sequence[str], scheduler_id: str | None = None, lease_s: float = 10.0,
+    def __init__(self, addresses: Sequence[str], credentials: Credentials, scheduler_id: str | None = None,
+                 lease_s: float = 10.0,
                  min_interval_s: float = 0.05, picker: str = "fcfs", clock: Clock = REAL_CLOCK,
                  rng: random.Random | None = None) -> None:
         self.id = scheduler_id or f"scheduler-{(rng or random.Random()).getrandbits(32):08x}"
@@ -49,14 +52,16 @@ class Scheduler:
         self.decider = Decider(Lease(self.id, lease_s), self._picker, picker)
         self._lock = threading.Lock()  # the lease is shared by the pass loop and the lease thread
         self._changed = threading.Event()
-        self.follower = Follower(addresses, View(), on_change=lambda _: self._changed.set(), clock=clock)
+        self.follower = Follower(addresses, credentials, View(), on_change=lambda _: self._changed.set(),
+                                 clock=clock)
         # Short calls: a batch sent to a leader that was just cut off must not
         # hold up the passes for long (its outcome is learned from the view anyway).
-        self._client = Client(addresses, deadline_s=5.0, call_timeout_s=1.5)
+        self._client = Client(addresses, credentials, deadline_s=5.0, call_timeout_s=1.5)
         # The lease has its own thread and client: a slow pass or batch must
         # never delay a renewal past the lease (a holder that loses its lease
         # under load stalls every decision until it takes it again).
-        self._lease_client = Client(addresses, deadline_s=lease_s / 3, call_timeout_s=max(0.2, lease_s / 6))
+        self._lease_client = Client(addresses, credentials, deadline_s=lease_s / 3,
+                                    call_timeout_s=max(0.2, lease_s / 6))
         self._stop = threading.Event()
         self._renew_now = threading.Event()
 
@@ -151,14 +156,17 @@ class Scheduler:
         return self._pickers[name]
 
 
-def run(addresses: Sequence[str], scheduler_id: str | None, lease_s: float, picker: str = "fcfs") -> int:
+def run(addresses: Sequence[str], credentials: Credentials, scheduler_id: str | None, lease_s: float,
+        picker: str = "fcfs") -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     try:
         picker_module.load(picker)
     except picker_module.PickerError as exc:
         print(f"xce scheduler: {exc}", file=sys.stderr)
         return 2
-    scheduler = Scheduler(addresses, scheduler_id, lease_s, picker=picker)
+    if scheduler_id is None and credentials.cert is not None:
+        scheduler_id = pki.identity(credentials.cert).name  # the lease is bound to the certificate's name
+    scheduler = Scheduler(addresses, credentials, scheduler_id, lease_s, picker=picker)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: scheduler.stop())
     log.info("scheduler %s: controllers %s", scheduler.id, ",".join(addresses))

@@ -23,6 +23,7 @@ import grpc
 from scheduler.view import View
 from xce.client import channel_options, leader_hint
 from xce.clock import REAL_CLOCK, Clock
+from xce.credentials import Credentials
 from xce.v1 import log_pb2 as log
 
 log_ = logging.getLogger("xce.scheduler")
@@ -33,10 +34,11 @@ MAX_BACKOFF_S = 0.5  # one stream: retrying fast after a failover costs little
 
 
 class Follower:
-    def __init__(self, addresses: Sequence[str], view: View | None = None,
+    def __init__(self, addresses: Sequence[str], credentials: Credentials, view: View | None = None,
                  on_change: Callable[[View], None] | None = None, rng: random.Random | None = None,
                  clock: Clock = REAL_CLOCK) -> None:
         self.addresses = list(addresses)
+        self.credentials = credentials
         self.view = view or View()
         self.lock = threading.Lock()  # held while the view changes; readers take it too
         self._on_change = on_change
@@ -88,13 +90,13 @@ class Follower:
             backoff = min(backoff * 2, MAX_BACKOFF_S)
 
     def _stream(self, target: str) -> None:
-        with grpc.insecure_channel(target, options=channel_options()) as channel:
+        with self.credentials.channel(target, channel_options()) as channel:
             sync = channel.unary_stream("/xce.v1.SyncService/Sync",
                                         request_serializer=log.SyncRequest.SerializeToString,
                                         response_deserializer=log.SyncMessage.FromString)
             with self.lock:
                 request = self.view.sync_request()
-            call = sync(request)
+            call = sync(request, metadata=self.credentials.metadata())
             self._call = call
             self._last_heard = self._clock.monotonic_s()
             self.connections += 1

@@ -11,6 +11,7 @@ cut-off leader took to step down, asked from inside its own namespace.
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
@@ -63,7 +64,7 @@ class Chaos:
         self._lock = threading.Lock()  # restarts (timers) against the loop and the final stop
         self._cut: int | None = None
         self._thread = threading.Thread(target=self._run, name="chaos", daemon=True)
-        self._probe = Client(cluster.addresses, deadline_s=60.0, call_timeout_s=1.0)
+        self._probe = Client(cluster.addresses, cluster.credentials, deadline_s=60.0, call_timeout_s=1.0)
 
     def start(self) -> None:
         self._thread.start()
@@ -129,8 +130,10 @@ class Chaos:
         leader = self.cluster.leader(timeout_s=30)
         failover = Failover("partition", leader, time.time(), self.watch.revision)
         probe = subprocess.Popen([*self.net.prefix(leader - 1), sys.executable, "-m", "soak.minority",
-                                  self.cluster.address(leader), str(PARTITION_S)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                  self.cluster.address(leader), str(PARTITION_S),
+                                  str(self.cluster.config_path)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                 env={**os.environ, "XCE_TOKEN": self.cluster.admin_token})
         assert probe.stdin is not None and probe.stdout is not None
         probe.stdout.readline()  # "ready": it runs, and the replica answers it
         with self._lock:
@@ -175,7 +178,7 @@ class Chaos:
                 failover.minority_write = words[0].removeprefix("minority-")
 
     def _kill_scheduler(self) -> None:
-        with Client(self.cluster.addresses, deadline_s=5.0) as client:
+        with Client(self.cluster.addresses, self.cluster.credentials, deadline_s=5.0) as client:
             holder = client.status().scheduler_lease_holder
         for scheduler in self.schedulers:
             if scheduler.name == holder and scheduler.proc is not None:

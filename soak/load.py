@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xce.client import Client, XceError
+from xce.credentials import Credentials
 from xce.v1 import api_pb2 as api
 
 QUEUES = ("normal", "priority", "idle")
@@ -47,12 +48,13 @@ class LoadRecord:
 
 
 class LoadGenerator:
-    def __init__(self, addresses: list[str], rate: float, seed: int, ticks_dir: Path) -> None:
+    def __init__(self, addresses: list[str], credentials: Credentials, rate: float, seed: int,
+                 ticks_dir: Path) -> None:
         self.rate = rate
         self.rng = random.Random(seed)
         self.ticks_dir = ticks_dir
         ticks_dir.mkdir(parents=True, exist_ok=True)
-        self.client = Client(addresses, deadline_s=30.0, call_timeout_s=2.0)
+        self.client = Client(addresses, credentials, deadline_s=30.0, call_timeout_s=2.0)
         self.record = LoadRecord()
         self._stop = threading.Event()
         self._later: list[tuple[float, int, Callable[[], None]]] = []  # (when, seq, action)

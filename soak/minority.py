@@ -13,13 +13,17 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from pathlib import Path
 
 from xce.client import Client, XceError
+from xce.credentials import for_cluster
 from xce.v1 import api_pb2 as api
 
 
-def main(address: str, seconds: float) -> None:
-    status = Client([address], deadline_s=0.3, call_timeout_s=0.3, follow_leader=False)
+def main(address: str, seconds: float, cluster_file: str) -> None:
+    # The admin's credentials, passed by the soak through the environment ($XCE_TOKEN).
+    credentials = for_cluster(Path(cluster_file))
+    status = Client([address], credentials, deadline_s=0.3, call_timeout_s=0.3, follow_leader=False)
     while True:
         try:
             status.status(local_only=True)
@@ -31,7 +35,8 @@ def main(address: str, seconds: float) -> None:
     until = time.time() + seconds
 
     def write() -> None:
-        with Client([address], deadline_s=seconds, call_timeout_s=seconds, follow_leader=False) as client:
+        with Client([address], credentials, deadline_s=seconds, call_timeout_s=seconds,
+                    follow_leader=False) as client:
             try:
                 client.submit([api.JobSpec(command=["true"], name="soak-minority")])
                 print("minority-ack", flush=True)
@@ -53,4 +58,4 @@ def main(address: str, seconds: float) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], float(sys.argv[2]))
+    main(sys.argv[1], float(sys.argv[2]), sys.argv[3])

@@ -19,6 +19,7 @@ from pathlib import Path
 from scheduler.follower import Follower
 from scheduler.view import View
 from xce.client import Client, XceError
+from xce.credentials import Credentials
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -41,9 +42,9 @@ class _DispatchView(View):
 
 
 class DispatchWatch:
-    def __init__(self, addresses: list[str]) -> None:
+    def __init__(self, addresses: list[str], credentials: Credentials) -> None:
         self.dispatches: list[tuple[float, int]] = []  # (wall time, revision)
-        self.follower = Follower(addresses, _DispatchView(self._seen))
+        self.follower = Follower(addresses, credentials, _DispatchView(self._seen))
 
     def _seen(self, job_id: int, revision: int) -> None:
         self.dispatches.append((time.time(), revision))
@@ -66,8 +67,9 @@ class DispatchWatch:
 
 
 class LeaderWatch:
-    def __init__(self, addresses: list[str]) -> None:
+    def __init__(self, addresses: list[str], credentials: Credentials) -> None:
         self.addresses = addresses
+        self.credentials = credentials
         self.samples: list[tuple[float, int]] = []  # (wall time, leader id or 0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="leader-watch", daemon=True)
@@ -80,7 +82,7 @@ class LeaderWatch:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        clients = [Client([a], deadline_s=0.2, call_timeout_s=0.2, follow_leader=False)
+        clients = [Client([a], self.credentials, deadline_s=0.2, call_timeout_s=0.2, follow_leader=False)
                    for a in self.addresses]
         try:
             while not self._stop.wait(0.25):

@@ -86,13 +86,13 @@ def _run(config: SoakConfig, data: Path, net: Net | None, partitions: int) -> di
                            prefix=(lambda rid: net.prefix(rid - 1)) if net else None)
     schedulers = [LocalScheduler(cluster, "sched-a"), LocalScheduler(cluster, "sched-b")]
     workers = LocalWorkers(cluster)
-    watch = DispatchWatch(cluster.addresses)
-    leaders = LeaderWatch(cluster.addresses)
+    watch = DispatchWatch(cluster.addresses, cluster.credentials)
+    leaders = LeaderWatch(cluster.addresses, cluster.credentials)
     memory = MemoryWatch(lambda: {
         **{f"replica-{rid}": p.pid for rid, p in list(cluster.procs.items())},
         **{s.name: s.proc.pid for s in schedulers if s.proc is not None},
         **{f"worker-{n}": p.pid for n, p in list(workers.procs.items())}})
-    load = LoadGenerator(cluster.addresses, config.rate, config.seed, data / "ticks")
+    load = LoadGenerator(cluster.addresses, cluster.credentials, config.rate, config.seed, data / "ticks")
     rounds = max(1, int(config.duration_s // config.kill_every_s)) if config.kill_every_s else 0
     partition_rounds = {rounds * (i + 1) // (partitions + 1) or 1 for i in range(partitions)}
     chaos = Chaos(cluster, schedulers, workers, WORKER_SLOTS, WORKER_EXTRA, net, watch, load.record,
@@ -120,7 +120,7 @@ def _run(config: SoakConfig, data: Path, net: Net | None, partitions: int) -> di
         load_end = time.time()
         drained = _drain(cluster, set(load.record.acknowledged), config.drain_s)
         drain_s = time.time() - load_end
-        with Client(cluster.addresses, deadline_s=60.0) as client:
+        with Client(cluster.addresses, cluster.credentials, deadline_s=60.0) as client:
             jobs = client.list_jobs()
         final = {j.id: checks.FinalJob(j.id, api.JobState.Name(j.state), j.spec.slots, j.end_time_ms)
                  for j in jobs}
@@ -159,7 +159,7 @@ def _run(config: SoakConfig, data: Path, net: Net | None, partitions: int) -> di
 def _drain(cluster: LocalCluster, acknowledged: set[int], timeout_s: float) -> bool:
     """Until every acknowledged job has finished; what is still held or stopped is let go first."""
     deadline = time.monotonic() + timeout_s
-    with Client(cluster.addresses, deadline_s=30.0) as client:
+    with Client(cluster.addresses, cluster.credentials, deadline_s=30.0) as client:
         while time.monotonic() < deadline:
             waiting = [j for j in client.list_jobs(["state:in:PEND,PSUSP,RUN,USUSP,SSUSP,UNKWN"])
                        if j.id in acknowledged]

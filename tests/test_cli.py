@@ -89,12 +89,12 @@ def test_queues_and_status(live: LocalCluster) -> None:
 def test_concurrent_submits_share_log_entries(live: LocalCluster) -> None:
     """Group commit: many concurrent requests, fewer log entries than requests."""
     leader = live.address(live.leader())
-    with Client([leader]) as client:
+    with Client([leader], live.credentials) as client:
         before = client.status(local_only=True).replicas[0].revision
     threads, each = 16, 20
 
     def submitter() -> None:
-        with Client(live.addresses) as client:
+        with Client(live.addresses, live.credentials) as client:
             for _ in range(each):
                 client.submit([api.JobSpec(command=["true"], name="grouped")])
 
@@ -103,7 +103,7 @@ def test_concurrent_submits_share_log_entries(live: LocalCluster) -> None:
         w.start()
     for w in workers:
         w.join(timeout=60)
-    with Client([leader]) as client:
+    with Client([leader], live.credentials) as client:
         after = client.status(local_only=True).replicas[0].revision
         assert len(client.list_jobs(["name:eq:grouped"])) == threads * each
     assert after - before < threads * each

@@ -31,7 +31,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 def _revision(cluster: LocalCluster) -> int:
-    with Client([cluster.address(cluster.leader())]) as client:
+    with Client([cluster.address(cluster.leader())], cluster.credentials) as client:
         return client.status(local_only=True).replicas[0].revision
 
 
@@ -86,13 +86,13 @@ def test_oversized_request_is_refused(live: LocalCluster) -> None:
     spec = _spec(name="x" * 4000, env={f"K{i}": "v" * 1000 for i in range(1100)})
     request = api.SubmitJobsRequest(request_id="big", jobs=[spec])
     assert request.ByteSize() > 1 << 20
-    with grpc.insecure_channel(live.address(live.leader()),
-                               options=[("grpc.max_send_message_length", 8 << 20)]) as channel:
+    with live.credentials.channel(live.address(live.leader()),
+                                  [("grpc.max_send_message_length", 8 << 20)]) as channel:
         stub = channel.unary_unary("/xce.v1.JobService/SubmitJobs",
                                    request_serializer=api.SubmitJobsRequest.SerializeToString,
                                    response_deserializer=api.SubmitJobsResponse.FromString)
         with pytest.raises(grpc.RpcError) as caught:
-            stub(request, timeout=10)
+            stub(request, timeout=10, metadata=live.credentials.metadata())
     assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert _revision(live) == before
 
@@ -102,10 +102,10 @@ def test_invalid_utf8_is_invalid_argument(live: LocalCluster) -> None:
     bad_string = b"\xff\xfe sleep"
     job = b"\x0a" + bytes([len(bad_string)]) + bad_string  # JobSpec.command[0]
     raw = b"\x12" + bytes([len(job)]) + job  # SubmitJobsRequest.jobs[0]
-    with grpc.insecure_channel(live.address(live.leader())) as channel:
+    with live.credentials.channel(live.address(live.leader())) as channel:
         stub = channel.unary_unary("/xce.v1.JobService/SubmitJobs")
         with pytest.raises(grpc.RpcError) as caught:
-            stub(raw, timeout=10)
+            stub(raw, timeout=10, metadata=live.credentials.metadata())
     assert caught.value.code() == INVALID
     assert "utf-8" in (caught.value.details() or "").lower()
     assert _revision(live) == before
@@ -180,12 +180,12 @@ def test_closed_queue_refuses_submit(live: LocalCluster) -> None:
 def test_follower_redirects_with_leader_address(live: LocalCluster) -> None:
     leader = live.leader()
     follower = next(r for r in (1, 2, 3) if r != leader)
-    with grpc.insecure_channel(live.address(follower)) as channel:
+    with live.credentials.channel(live.address(follower)) as channel:
         stub = channel.unary_unary("/xce.v1.JobService/SubmitJobs",
                                    request_serializer=api.SubmitJobsRequest.SerializeToString,
                                    response_deserializer=api.SubmitJobsResponse.FromString)
         with pytest.raises(grpc.RpcError) as caught:
-            stub(api.SubmitJobsRequest(jobs=[_spec()]), timeout=10)
+            stub(api.SubmitJobsRequest(jobs=[_spec()]), timeout=10, metadata=live.credentials.metadata())
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert ("x-xce-leader", live.address(leader)) in tuple(caught.value.trailing_metadata())
 
@@ -198,7 +198,8 @@ def test_no_leader_is_unavailable(make_cluster) -> None:  # type: ignore[no-unty
     for replica_id in (1, 2, 3):
         if replica_id != survivor:
             cluster.kill(replica_id)
-    with Client([cluster.address(survivor)], deadline_s=3) as client, pytest.raises(XceError) as caught:
+    with Client([cluster.address(survivor)], cluster.credentials, deadline_s=3) as client, \
+            pytest.raises(XceError) as caught:
         client.submit([_spec()])
     assert caught.value.code == grpc.StatusCode.UNAVAILABLE
 

@@ -55,7 +55,7 @@ def exited(cluster: LocalCluster, replica_id: int) -> int | None:
 
 def status(cluster: LocalCluster, replica_id: int) -> api.ReplicaStatus | None:
     try:
-        with Client([cluster.address(replica_id)], deadline_s=0.5, call_timeout_s=0.5,
+        with Client([cluster.address(replica_id)], cluster.credentials, deadline_s=0.5, call_timeout_s=0.5,
                     follow_leader=False) as client:
             return client.status(local_only=True).replicas[0]
     except XceError:

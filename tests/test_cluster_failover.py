@@ -33,7 +33,7 @@ def _wait_converged(cluster: LocalCluster, timeout_s: float = 20.0) -> int:
         applied = set()
         for replica_id in cluster.procs:
             try:
-                with Client([cluster.address(replica_id)], deadline_s=1) as client:
+                with Client([cluster.address(replica_id)], cluster.credentials, deadline_s=1) as client:
                     applied.add(client.status(local_only=True).replicas[0].applied_index)
             except XceError:
                 applied.add(-1)
@@ -74,7 +74,7 @@ def test_acknowledged_jobs_survive_leader_kill(cluster: LocalCluster) -> None:
 
     new_leader = cluster.leader(exclude=old_leader)
     assert new_leader != old_leader
-    with Client([cluster.address(new_leader)]) as client:
+    with Client([cluster.address(new_leader)], cluster.credentials) as client:
         on_leader = {j.id: j.SerializeToString(deterministic=True) for j in client.list_jobs()}
     assert on_leader == acked  # every acknowledged job, identical, and no other
     assert sorted(on_leader) == list(range(1, total + 1))  # dense ids: nothing created twice
@@ -156,7 +156,7 @@ def test_wiped_replica_catches_up_through_snapshot(make_cluster) -> None:  # typ
     revision = _wait_converged(cluster, timeout_s=30)
     log_text = (cluster.data / f"replica-{follower}.log").read_text()
     assert "installed" in log_text  # it came through a snapshot, not a log replay from 1
-    with Client([cluster.address(follower)]) as client:
+    with Client([cluster.address(follower)], cluster.credentials) as client:
         assert len(client.list_jobs()) == 200
     for replica_id in list(cluster.procs):
         cluster.kill(replica_id)

@@ -110,7 +110,7 @@ def test_only_the_lease_holder_decides_and_the_standby_takes_over(setup, tmp_pat
     first, second = LocalScheduler(cluster, "sched-a", 2.0), LocalScheduler(cluster, "sched-b", 2.0)
     schedulers.extend([first, second])
     first.start()
-    with Client([cluster.address(cluster.leader())]) as client:
+    with Client([cluster.address(cluster.leader())], cluster.credentials) as client:
         _wait(lambda: client.status(local_only=True).scheduler_lease_holder == "sched-a")
         second.start()
         lease = client.call("SchedulerService", "AcquireLease",

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.cluster
 
 
 def _committed(cluster: LocalCluster) -> tuple[list[bytes], list[bytes], list[bytes], int]:
-    with Client([cluster.address(cluster.leader())]) as client:
+    with Client([cluster.address(cluster.leader())], cluster.credentials) as client:
         jobs = client.list_jobs()
         queues = client.list_queues()
         hosts = client.list_hosts()
@@ -55,7 +55,7 @@ def _changes(cluster: LocalCluster, count: int, tag: str) -> None:
 
 
 def _follow(cluster: LocalCluster, view: View | None = None) -> Follower:
-    follower = Follower(cluster.addresses, view)
+    follower = Follower(cluster.addresses, cluster.credentials, view)
     follower.start()
     return follower
 
@@ -118,22 +118,22 @@ def test_resync_events_when_briefly_away_snapshot_when_compacted_past(make_clust
 def test_follower_replica_refuses_sync_with_the_leader_address(cluster: LocalCluster) -> None:
     leader = cluster.leader()
     follower_id = next(r for r in (1, 2, 3) if r != leader)
-    with grpc.insecure_channel(cluster.address(follower_id)) as channel:
+    with cluster.credentials.channel(cluster.address(follower_id)) as channel:
         sync = channel.unary_stream("/xce.v1.SyncService/Sync",
                                     request_serializer=log.SyncRequest.SerializeToString,
                                     response_deserializer=log.SyncMessage.FromString)
         with pytest.raises(grpc.RpcError) as caught:
-            list(sync(log.SyncRequest(), timeout=10))
+            list(sync(log.SyncRequest(), timeout=10, metadata=cluster.credentials.metadata()))
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert ("x-xce-leader", cluster.address(leader)) in tuple(caught.value.trailing_metadata())
 
 
 def test_idle_stream_carries_progress_marks(cluster: LocalCluster) -> None:
-    with grpc.insecure_channel(cluster.address(cluster.leader())) as channel:
+    with cluster.credentials.channel(cluster.address(cluster.leader())) as channel:
         sync = channel.unary_stream("/xce.v1.SyncService/Sync",
                                     request_serializer=log.SyncRequest.SerializeToString,
                                     response_deserializer=log.SyncMessage.FromString)
-        call = sync(log.SyncRequest(), timeout=10)
+        call = sync(log.SyncRequest(), timeout=10, metadata=cluster.credentials.metadata())
         kinds = []
         started = time.monotonic()
         for message in call:

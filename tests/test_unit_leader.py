@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from memory_state import MemoryState
 
 from controller import fsm
+from controller.authz import Principal
 from controller.leader import (
     AskPeers,
     Effect,
@@ -31,6 +32,9 @@ from xce.v1 import log_pb2 as log
 INIT = log.InitCluster(cluster_id="c", default_queue="normal", max_slots_per_job=8, config_digest="d1",
                        queues=[api.Queue(name="normal", priority=30)])
 MEMBERS = (1, 2, 3)
+
+
+ADMIN = Principal("admin", "cluster_admin")
 
 
 @dataclass
@@ -107,8 +111,8 @@ class Harness:
         self.commit()  # the announcements
         assert self.core.serving_term() is not None
 
-    def call(self, token: int, method: str, request: object) -> None:
-        self.core.call(token, method, request)
+    def call(self, token: int, method: str, request: object, caller: Principal = ADMIN) -> None:
+        self.core.call(token, method, request, caller)
         self.effects()
 
 
@@ -218,7 +222,7 @@ def test_a_proposal_that_never_settles_times_out_into_an_unknown_outcome() -> No
 def test_a_step_down_and_back_up_unseen_between_two_ticks_still_ends_the_old_leadership() -> None:
     h = Harness()
     h.serve()
-    h.core.worker_opened(5)
+    h.core.worker_opened(5, None)
     h.effects()
     first = h.core.serving_term()
     h.consensus.term = 2  # deposed and elected again, in another term
@@ -244,7 +248,7 @@ def test_stepping_down_answers_every_waiter_and_ends_every_worker_stream() -> No
     h.serve()
     h.call(1, "SubmitJobs", submit("a"))
     h.call(2, "SubmitJobs", submit("b"))  # queued behind the first
-    h.core.worker_opened(77)
+    h.core.worker_opened(77, None)
     h.effects()
     h.consensus.lead, h.consensus.leader = False, "10.0.0.3:7101"
     h.core.tick()
@@ -255,7 +259,7 @@ def test_stepping_down_answers_every_waiter_and_ends_every_worker_stream() -> No
 
 
 def join(h: Harness, stream: int, name: str = "n1", slots: int = 4) -> int:
-    h.core.worker_opened(stream)
+    h.core.worker_opened(stream, None)
     h.core.worker_message(stream, api.WorkerMessage(join=api.HostSpec(name=name, slots=slots)))
     h.effects()
     h.commit()
@@ -304,11 +308,11 @@ def test_reports_are_relayed_with_the_connection_s_generation_and_acked_after_co
 def test_a_malformed_first_message_ends_the_stream_with_invalid_argument() -> None:
     h = Harness()
     h.serve()
-    h.core.worker_opened(5)
+    h.core.worker_opened(5, None)
     h.core.worker_message(5, api.WorkerMessage(heartbeat=api.Heartbeat(generation=1)))
     h.effects()
     assert h.ended[5] is not None and h.ended[5].code == log.INVALID_ARGUMENT
-    h.core.worker_opened(6)
+    h.core.worker_opened(6, None)
     h.core.worker_message(6, api.WorkerMessage(join=api.HostSpec(name="bad name", slots=1)))
     h.effects()
     assert h.ended[6] is not None and h.ended[6].code == log.INVALID_ARGUMENT and h.proposed == []
@@ -359,12 +363,15 @@ def test_a_peer_that_does_not_know_a_kind_keeps_it_off() -> None:
     h.commit()
     with h.store.read() as tables:
         meta = fsm.read_meta(tables)
-    assert sorted(meta.members) == [1, 2, 3] and fsm.versions.enabled(meta, MEMBERS) == frozenset()
+    assert sorted(meta.members) == [1, 2, 3]
+    assert fsm.versions.enabled(meta, MEMBERS) == frozenset(fsm.HANDLERS) - fsm.versions.BASELINE_KINDS - {
+        "host_statuses"}
     h.core.peer_answered(3, frozenset(fsm.HANDLERS), 1)  # upgraded
     h.effects()
     h.commit()
     with h.store.read() as tables:
-        assert fsm.versions.enabled(fsm.read_meta(tables), MEMBERS) == {"host_statuses"}
+        enabled = fsm.versions.enabled(fsm.read_meta(tables), MEMBERS)
+        assert enabled == frozenset(fsm.HANDLERS) - fsm.versions.BASELINE_KINDS
     h.core.peer_answered(3, frozenset(fsm.HANDLERS), 1)  # the same again: nothing to commit
     h.effects()
     assert h.proposed == []
@@ -377,7 +384,7 @@ def test_many_joins_at_once_are_derived_a_turn_at_a_time_each_joined_at_once() -
     h.serve()
     hosts = SESSION_STEPS_PER_TURN + 8
     for stream in range(100, 100 + hosts):  # after a failover every worker re-joins together
-        h.core.worker_opened(stream)
+        h.core.worker_opened(stream, None)
         h.core.worker_message(stream, api.WorkerMessage(join=api.HostSpec(name=f"n{stream}", slots=1)))
     h.effects()
     h.commit()  # the first join alone (nothing was in flight), then one entry for the others

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 import signal
 import time
 from collections.abc import Iterator
@@ -12,11 +14,13 @@ import pytest
 from worker.executor import CWD_MISSING, Executor
 from xce.v1 import api_pb2 as api
 
+ME = pwd.getpwuid(os.geteuid()).pw_name  # the owner of every job here: jobs run as their owner
+
 
 @pytest.fixture
 def executor(tmp_path: Path) -> Iterator[tuple[Executor, list[api.JobReport]]]:
     reports: list[api.JobReport] = []
-    ex = Executor(tmp_path / "spool", kill_grace_s=0.5, report=reports.append)
+    ex = Executor(tmp_path / "spool", kill_grace_s=0.5, report=reports.append, allow_root_jobs=True)
     try:
         yield ex, reports
     finally:
@@ -26,7 +30,7 @@ def executor(tmp_path: Path) -> Iterator[tuple[Executor, list[api.JobReport]]]:
 
 
 def _job(job_id: int, *command: str, cwd: Path, **fields: object) -> api.Job:
-    spec = api.JobSpec(command=command, cwd=str(cwd))
+    spec = api.JobSpec(command=command, cwd=str(cwd), user=ME)
     return api.Job(id=job_id, attempt=0, state=api.RUN, spec=spec, **fields)
 
 

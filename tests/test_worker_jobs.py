@@ -161,7 +161,7 @@ def test_stop_resume_kill_and_usage(setup: tuple[LocalCluster, LocalWorkers], tm
 
 
 def _revision(cluster: LocalCluster) -> int:
-    with Client([cluster.address(cluster.leader())]) as client:
+    with Client([cluster.address(cluster.leader())], cluster.credentials) as client:
         return client.status(local_only=True).replicas[0].revision
 
 
@@ -209,7 +209,8 @@ def test_concurrent_force_runs_never_overcommit_a_host(setup: tuple[LocalCluster
     for t in threads:
         t.join(timeout=60)
     assert len(accepted) == 3
-    with Client([cluster.address(cluster.leader())]) as client:  # a follower may trail by a commit
+    # The leader: a follower may trail by a commit.
+    with Client([cluster.address(cluster.leader())], cluster.credentials) as client:
         assert client.list_hosts().hosts[0].slots_used == 3
 
 

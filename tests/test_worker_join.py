@@ -110,16 +110,16 @@ def test_bad_join_is_invalid_argument_and_changes_nothing(setup: tuple[LocalClus
                                                           spec: api.HostSpec) -> None:
     cluster, _ = setup
     leader = cluster.address(cluster.leader())
-    with Client([leader]) as client:
+    with Client([leader], cluster.credentials) as client:
         before = client.status(local_only=True).replicas[0].revision
-    with grpc.insecure_channel(leader) as channel:
+    with cluster.worker_credentials(spec.name or "n").channel(leader) as channel:
         connect = channel.stream_stream("/xce.v1.WorkerService/Connect",
                                         request_serializer=api.WorkerMessage.SerializeToString,
                                         response_deserializer=api.ControllerMessage.FromString)
         with pytest.raises(grpc.RpcError) as caught:
             list(connect(iter([api.WorkerMessage(join=spec)]), timeout=10))
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    with Client([leader]) as client:
+    with Client([leader], cluster.credentials) as client:
         assert client.status(local_only=True).replicas[0].revision == before
         assert list(client.list_hosts().hosts) == []
 
@@ -129,7 +129,7 @@ def test_follower_refuses_a_worker_stream_with_the_leader_address(
     cluster, _ = setup
     leader = cluster.leader()
     follower = next(r for r in (1, 2, 3) if r != leader)
-    with grpc.insecure_channel(cluster.address(follower)) as channel:
+    with cluster.worker_credentials("n").channel(cluster.address(follower)) as channel:
         connect = channel.stream_stream("/xce.v1.WorkerService/Connect",
                                         request_serializer=api.WorkerMessage.SerializeToString,
                                         response_deserializer=api.ControllerMessage.FromString)

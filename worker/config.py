@@ -10,6 +10,11 @@
     kill_grace_s = 10         # SIGTERM, then SIGKILL after this long
     draining = false          # true: refuse new jobs (they go back to PEND, attempt + 1)
     journal_keep = 1000       # finished instances kept in the journal (the soak keeps them all)
+    tls_cert = "tls/worker-node17.crt"   # its certificate (role worker, CN = the host name); the default
+    tls_key = "tls/worker-node17.key"
+    ca = "tls/ca.crt"         # default: the cluster file's [tls] ca; not needed with cluster_config
+    # token_file = "worker.token"  # with an insecure cluster: a token of role worker for this host
+    allow_root_jobs = false   # run jobs whose owner is root (uid 0)
     [resources]
     gpu = 2
 
@@ -28,6 +33,7 @@ from typing import Any
 from controller import fsm
 from controller.config import read_toml
 from worker.journal import KEEP_ACKED
+from xce.credentials import Credentials, CredentialsError, for_cluster, read_token_file
 from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
 
@@ -45,6 +51,8 @@ class WorkerConfig:
     kill_grace_s: float = 10.0
     draining: bool = False
     journal_keep: int = KEEP_ACKED
+    credentials: Credentials = Credentials(insecure=True)
+    allow_root_jobs: bool = False
 
 
 def load(path: Path, name: str | None = None) -> WorkerConfig:
@@ -83,8 +91,35 @@ def parse(raw: dict[str, Any], path: Path, name: str | None = None) -> WorkerCon
     if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
         raise WorkerConfigError(f"{path}: journal_keep must be an integer >= 0")
     spool = path.parent / str(raw.get("spool_dir", f"xce-spool-{host.name}"))
+    allow_root = raw.get("allow_root_jobs", False)
+    if not isinstance(allow_root, bool):
+        raise WorkerConfigError(f"{path}: allow_root_jobs must be true or false")
     return WorkerConfig(path=path, controllers=controllers, host=host, spool_dir=spool,
-                        kill_grace_s=float(grace), draining=draining, journal_keep=keep)
+                        kill_grace_s=float(grace), draining=draining, journal_keep=keep,
+                        credentials=_credentials(raw, path, host.name), allow_root_jobs=allow_root)
+
+
+def _credentials(raw: dict[str, Any], path: Path, name: str) -> Credentials:
+    """The worker proves its host with its certificate (or, on an insecure cluster, a worker token)."""
+    base = path.parent
+    cert = base / str(raw.get("tls_cert", f"tls/worker-{name}.crt"))
+    key = base / str(raw.get("tls_key", f"tls/worker-{name}.key"))
+    try:
+        token = read_token_file(base / str(raw["token_file"]), required=True) if "token_file" in raw else None
+        if "cluster_config" in raw:
+            credentials = for_cluster(base / raw["cluster_config"], token=token, use_token_search=False)
+            if credentials.insecure:
+                return credentials
+            return credentials.with_certificate(cert, key)
+        if raw.get("insecure", False) is True:
+            return Credentials(insecure=True, token=token)
+        if "ca" not in raw:
+            raise WorkerConfigError(f"{path}: needs ca = PATH (the cluster CA), or cluster_config")
+        return Credentials(ca=(base / str(raw["ca"])).read_bytes(), token=token).with_certificate(cert, key)
+    except CredentialsError as exc:
+        raise WorkerConfigError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise WorkerConfigError(f"{path}: cannot read ca: {exc}") from None
 
 
 def _controllers(raw: dict[str, Any], path: Path) -> tuple[str, ...]:

@@ -79,7 +79,7 @@ class Worker:
         self.failures: list[str] = []  # commands that raised (the last MAX_FAILURES_KEPT)
         self.executor = Executor(config.spool_dir, config.kill_grace_s, self._report,
                                  draining or (lambda: config.draining), config.journal_keep, host=host,
-                                 clock=clock, journal=journal)
+                                 clock=clock, journal=journal, allow_root_jobs=config.allow_root_jobs)
 
     # -------------------------------------------------------------- one connection, without I/O
 
@@ -192,11 +192,11 @@ class Worker:
         outgoing.put(self.opening())
         ended = threading.Event()
         joined_event = threading.Event()
-        with grpc.insecure_channel(target, options=channel_options()) as channel:
+        with self.config.credentials.channel(target, channel_options()) as channel:
             connect = channel.stream_stream("/xce.v1.WorkerService/Connect",
                                             request_serializer=api.WorkerMessage.SerializeToString,
                                             response_deserializer=api.ControllerMessage.FromString)
-            call = connect(_drain(outgoing))
+            call = connect(_drain(outgoing), metadata=self.config.credentials.metadata())
             self._call = call
             self._heard = self.clock.monotonic_s()
             # Not joined within JOIN_TIMEOUT_S (say, a replica cut off by a partition,

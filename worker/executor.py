@@ -5,11 +5,19 @@ attempt), ever: the journal (journal.py) records the instance before its
 process starts, and a repeat only repeats its reports. Each instance is its
 own session and process group, led by the shim (shim.py), which runs the
 command with its working directory, environment and stdout/stderr files
-(default: the spool directory, `<job>.<attempt>.out|.err`, like LSF's -o/-e;
-relative paths are relative to the working directory) and writes how the
-command ended, with its usage, to a status file. When the worker runs as root
-and the submitting user exists, the job runs as that user; otherwise as the
-worker's user.
+(default: the owner's directory in the spool, `users/<owner>/<job>.<attempt>.out|.err`,
+like LSF's -o/-e; relative paths are relative to the working directory) and
+writes how the command ended, with its usage, to a status file.
+
+Jobs run as their owner, the user the controller authenticated, never as
+the worker's user: an owner with no account here, a root owner without
+`allow_root_jobs`, or (on a worker that is not root) any other user than the
+worker's is a failed dispatch that says why (the job pends again with that
+reason). The environment is built like `sbatch --export`: a clean baseline
+for the owner (HOME, USER, LOGNAME, SHELL, a default PATH), what was
+submitted, and XCE_JOB_ID, XCE_JOB_ATTEMPT, XCE_JOB_READABLE_ID, XCE_SPOOL;
+nothing of the worker's environment. It reaches the job through the shim's
+stdin, read only after the shim's child has become the owner.
 
 A started instance is watched by the process host (process_host.py): wait4
 on the shim when this worker started it, otherwise (re-adopted after a worker
@@ -30,9 +38,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import pwd
-import shutil
 import signal
 import sys
 import threading
@@ -41,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.journal import KEEP_ACKED, Journal, JournalStore
-from worker.process_host import ProcessHost, RealProcessHost
+from worker.process_host import Account, ProcessHost, RealProcessHost
 from xce.clock import REAL_CLOCK, Clock
 from xce.v1 import api_pb2 as api
 
@@ -50,6 +55,9 @@ log = logging.getLogger("xce.worker")
 Key = tuple[int, int]
 
 COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, DRAINING, START_FAILED = -1, -2, -3, -4, -5
+USER_NOT_ALLOWED = -6  # root without allow_root_jobs, or a user other than a non-root worker's
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+SHIM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 PRUNE_EVERY_ACKS = 100
 
 
@@ -60,9 +68,12 @@ class Executor:
     def __init__(self, spool: Path, kill_grace_s: float, report: Callable[[api.JobReport], None],
                  draining: Callable[[], bool] = lambda: False, keep_acked: int = KEEP_ACKED,
                  host: ProcessHost | None = None, clock: Clock = REAL_CLOCK,
-                 journal: JournalStore | None = None) -> None:
+                 journal: JournalStore | None = None, allow_root_jobs: bool = False) -> None:
         self.spool = Path(spool)
-        self.spool.mkdir(parents=True, exist_ok=True)
+        # Status files and the journal are the worker's alone; owners reach only users/<owner>/ (0711: pass).
+        self.spool.mkdir(parents=True, exist_ok=True, mode=0o711)
+        self.spool.chmod(0o711)
+        self.allow_root_jobs = allow_root_jobs
         self.kill_grace_s = kill_grace_s
         self._report = report
         self._draining = draining
@@ -125,7 +136,7 @@ class Executor:
             self._end(key, record, api.JobReport(job_id=job.id, attempt=job.attempt, finished=api.JobFinished(
                 term_signal=signal.SIGKILL, time_ms=self.clock.now_ms())))
             return
-        failure = self._check(job)
+        account, failure = self._check(job)
         status_file = self.spool / f"{job.id}.{job.attempt}.status"
         record = {"state": "starting", "status_file": str(status_file),  # journaled before the start
                   "readable_id": job.readable_id}
@@ -135,7 +146,8 @@ class Executor:
             return
         self.journal.put(key, record)
         try:
-            pid = self._spawn(job, status_file)
+            assert account is not None
+            pid = self._spawn(job, account, status_file)
         except Exception as exc:  # noqa: BLE001 - one bad job must not take the worker down
             self._end(key, record, _failed(job, START_FAILED, f"start failed: {exc}"))
             return
@@ -201,51 +213,46 @@ class Executor:
 
     # -------------------------------------------------------------- starting
 
-    def _check(self, job: api.Job) -> api.JobReport | None:
+    def _check(self, job: api.Job) -> tuple[Account | None, api.JobReport | None]:
+        """The owner's account here, or the failed dispatch that says why the job cannot run here."""
         if self._draining():
-            return _failed(job, DRAINING, "worker draining")
-        cwd = Path(job.spec.cwd) if job.spec.cwd else self.spool
-        if not cwd.is_dir():
-            return _failed(job, CWD_MISSING, f"working directory {cwd} missing")
-        program = job.spec.command[0] if job.spec.command else ""
-        path = {**os.environ, **job.spec.env}.get("PATH")
-        found = shutil.which(program, path=path) if "/" not in program else (
-            program if os.access(cwd / program, os.X_OK) else None)
-        if not found:
-            return _failed(job, COMMAND_NOT_FOUND, f"command not found: {program}")
-        return None
+            return None, _failed(job, DRAINING, "worker draining")
+        host_name = self.host.host_name()
+        if not job.spec.user:
+            return None, _failed(job, UNKNOWN_USER, "the job has no owner")
+        account = self.host.account(job.spec.user)
+        if account is None:
+            return None, _failed(job, UNKNOWN_USER,
+                                 f"user {job.spec.user} has no account on host {host_name}")
+        worker_uid = self.host.euid()
+        if account.uid == 0 and not self.allow_root_jobs:
+            return None, _failed(job, USER_NOT_ALLOWED, f"host {host_name} runs no root jobs "
+                                                        "(allow_root_jobs = false)")
+        if worker_uid != 0 and account.uid != worker_uid:
+            return None, _failed(job, USER_NOT_ALLOWED, f"the worker of host {host_name} is not root and "
+                                                        f"cannot run jobs of {job.spec.user}")
+        return account, None
 
-    def _spawn(self, job: api.Job, status_file: Path) -> int:
-        cwd = Path(job.spec.cwd) if job.spec.cwd else self.spool
-        user = self._user(job.spec.user)
-        # Paths the submitter chose are opened as the job's user (by the shim),
-        # never as the worker's: a root worker must not append to any file.
-        own_paths = user is not None
-        out = self._output(cwd, "" if own_paths else job.spec.stdout_path, job, "out")
-        err = self._output(cwd, "" if own_paths else job.spec.stderr_path, job, "err")
-        env = {**os.environ, **job.spec.env, "XCE_JOB_ID": str(job.id), "XCE_JOB_ATTEMPT": str(job.attempt),
-               "XCE_JOB_READABLE_ID": job.readable_id, "XCE_SPOOL": str(self.spool)}
-        options = ["--user", user] if user else []
-        if own_paths and job.spec.stdout_path:
-            options += ["--stdout", str(cwd / job.spec.stdout_path)]
-        if own_paths and job.spec.stderr_path:
-            options += ["--stderr", str(cwd / job.spec.stderr_path)]
-        shim = [sys.executable, "-m", "worker.shim", str(status_file), *options, "--", *job.spec.command]
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
-                                                          os.environ.get("PYTHONPATH")]))
-        return self.host.spawn(shim, cwd, env, out, err)
+    def _spawn(self, job: api.Job, account: Account, status_file: Path) -> int:
+        cwd = job.spec.cwd or account.home or "/"
+        out = self._output(cwd, job.spec.stdout_path, job, account, "out")
+        err = self._output(cwd, job.spec.stderr_path, job, account, "err")
+        ids = {"XCE_JOB_ID": str(job.id), "XCE_JOB_ATTEMPT": str(job.attempt), "XCE_SPOOL": str(self.spool)}
+        env = {"HOME": account.home, "USER": account.name, "LOGNAME": account.name, "SHELL": account.shell,
+               "PATH": DEFAULT_PATH, **job.spec.env, **ids, "XCE_JOB_READABLE_ID": job.readable_id}
+        switch = ["--user", account.name] if self.host.euid() == 0 else []
+        # -I: the interpreter that stays root reads no PYTHON* variable, no user site, not the cwd.
+        shim = [sys.executable, "-I", "-m", "worker.shim", str(status_file), *switch, "--cwd", cwd,
+                "--stdout", out, "--stderr", err, "--", *job.spec.command]
+        return self.host.spawn(shim, {"PATH": SHIM_PATH, **ids}, json.dumps(env).encode(),
+                               self.spool / "shims.log")
 
-    def _user(self, name: str) -> str | None:
-        if os.geteuid() != 0 or not name:
-            return None
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            return None  # documented: an unknown user runs as the worker's user
-        return name if name != pwd.getpwuid(os.geteuid()).pw_name else None
-
-    def _output(self, cwd: Path, path: str, job: api.Job, suffix: str) -> Path:
-        return cwd / path if path else self.spool / f"{job.id}.{job.attempt}.{suffix}"
+    def _output(self, cwd: str, path: str, job: api.Job, account: Account, suffix: str) -> str:
+        """A path the owner chose (relative to the cwd), or the owner's own directory in the spool."""
+        if path:
+            return str(Path(cwd) / path)
+        return str(self.host.owner_dir(self.spool / "users" / account.name, account) /
+                   f"{job.id}.{job.attempt}.{suffix}")
 
     # -------------------------------------------------------------- ending
 
@@ -262,7 +269,8 @@ class Executor:
         except (OSError, ValueError):
             status = {}
         if "start_error" in status:
-            report.dispatch_failed.code = COMMAND_NOT_FOUND
+            code = status.get("code", COMMAND_NOT_FOUND)
+            report.dispatch_failed.code = code if isinstance(code, int) and -6 <= code < 0 else START_FAILED
             report.dispatch_failed.reason = str(status["start_error"])[:500]
             return report
         finished = report.finished

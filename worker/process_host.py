@@ -1,4 +1,4 @@
-"""The operating system as the executor sees it: start, signal, watch and find processes.
+"""The operating system as the executor sees it: accounts; start, signal, watch and find processes.
 
 Theory of operation. The executor (executor.py) decides what to run and
 when; a `ProcessHost` does it. `RealProcessHost` uses the kernel: a new
@@ -6,7 +6,9 @@ session and process group per instance (subprocess with
 start_new_session), signals to the whole group, wait4 on a process it
 started, and /proc for one it did not (a worker restarted while its jobs ran
 on): the process start time in /proc/<pid>/stat tells a reused pid from the
-job's. Its watches and timers run in threads of their own. The protocol
+job's. Accounts come from the password and group databases (`account`),
+and the owner's spool directory is made and checked here (`owner_dir`). Its
+watches and timers run in threads of their own. The protocol
 simulation (tests/protocol_sim) gives the executor a simulated host with the
 same methods, so the executor's own logic is what the simulation checks.
 """
@@ -14,10 +16,14 @@ same methods, so the executor's own logic is what the simulation checks.
 from __future__ import annotations
 
 import os
+import pwd
+import socket
+import stat
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -25,9 +31,33 @@ Key = tuple[int, int]
 POLL_S = 0.2  # how often an adopted process is looked for in /proc
 
 
+@dataclass(frozen=True)
+class Account:
+    name: str
+    uid: int
+    gid: int
+    home: str
+    shell: str
+
+
 class ProcessHost(Protocol):
-    def spawn(self, argv: Sequence[str], cwd: Path, env: dict[str, str], stdout: Path, stderr: Path) -> int:
-        """Start argv as the leader of a new session and process group; its pid."""
+    def spawn(self, argv: Sequence[str], env: dict[str, str], stdin: bytes, log: Path) -> int:
+        """Start argv as the leader of a new session and process group, `stdin` readable on its
+        standard input, its output appended to `log`; its pid."""
+        ...
+
+    def host_name(self) -> str: ...
+
+    def account(self, user: str) -> Account | None:
+        """The user's account on this host, or None if it has none."""
+        ...
+
+    def euid(self) -> int:
+        """Who the worker runs as."""
+        ...
+
+    def owner_dir(self, path: Path, account: Account) -> Path:
+        """`path` as a directory of the account's own (0700), made if missing; its path."""
         ...
 
     def watch(self, pid: int, started_here: bool, start_ticks: int | None,
@@ -53,10 +83,20 @@ class RealProcessHost:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
 
-    def spawn(self, argv: Sequence[str], cwd: Path, env: dict[str, str], stdout: Path, stderr: Path) -> int:
-        with open(stdout, "ab") as out, open(stderr, "ab") as err:
-            popen = subprocess.Popen(list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                     stderr=err, start_new_session=True)
+    def spawn(self, argv: Sequence[str], env: dict[str, str], stdin: bytes, log: Path) -> int:
+        # A memfd, not a pipe: the whole input is there at once, and nothing blocks on a reader.
+        source = os.memfd_create("xce-job-env", os.MFD_CLOEXEC)
+        try:
+            os.write(source, stdin)
+            os.lseek(source, 0, os.SEEK_SET)
+            out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+            try:
+                popen = subprocess.Popen(list(argv), cwd="/", env=env, stdin=source, stdout=out, stderr=out,
+                                         start_new_session=True)
+            finally:
+                os.close(out)
+        finally:
+            os.close(source)
         with self._lock:
             self._children[popen.pid] = popen
         return popen.pid
@@ -110,6 +150,35 @@ class RealProcessHost:
             if wanted <= env and b"worker.shim" in cmdline:
                 return int(entry.name)
         return 0
+
+    def host_name(self) -> str:
+        return socket.gethostname()
+
+    def account(self, user: str) -> Account | None:
+        try:
+            entry = pwd.getpwnam(user)
+        except KeyError:
+            return None
+        return Account(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir or "/",
+                       entry.pw_shell or "/bin/sh")
+
+    def euid(self) -> int:
+        return os.geteuid()
+
+    def owner_dir(self, path: Path, account: Account) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o711)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        info = os.lstat(path)  # the parent is the worker's: nobody else can have put a link here
+        if not stat.S_ISDIR(info.st_mode):
+            raise OSError(f"{path} is not a directory")
+        if (info.st_uid, info.st_gid) != (account.uid, account.gid) and os.geteuid() == 0:
+            os.chown(path, account.uid, account.gid, follow_symlinks=False)
+        os.chmod(path, 0o700, follow_symlinks=False) if os.chmod in os.supports_follow_symlinks \
+            else os.chmod(path, 0o700)
+        return path
 
     def call_later(self, delay_s: float, function: Callable[[], None]) -> None:
         timer = threading.Timer(delay_s, function)

@@ -1,32 +1,44 @@
-"""`python -m worker.shim STATUS_FILE [--user NAME] [--stdout P] [--stderr P] -- COMMAND ARGS...`
+"""`python -I -m worker.shim STATUS_FILE --cwd DIR --stdout P --stderr P [--user NAME] -- COMMAND ARGS...`
 
-Runs one job and records how it ended.
+Runs one job as its owner and records how it ended.
 
 Each job runs under this shim, the leader of the job's process group. It
 waits for the command with wait4 and writes its exit status and usage to
-STATUS_FILE (atomically), so the end of a job is known even when the worker
-that started it died meanwhile: a restarted worker cannot wait for processes
-that are not its children, but it can read this file. The shim ignores
-SIGTERM/SIGINT/SIGHUP (the command gets them, through the process group, with
-default handling restored at exec) so it outlives the command; only SIGKILL
-takes it down first, and then the status is unknown. With --user the shim
-stays the worker's user and only the command runs as NAME (the interpreter
-running the shim need not be readable by NAME), with NAME's groups; --stdout
-and --stderr are then opened by NAME (through `sh`), never by the worker's
-user. When the command ends, whatever it left in the process group is killed,
-as Slurm does with a job step's processes.
+STATUS_FILE (atomically, mode 0600), so the end of a job is known even when
+the worker that started it died meanwhile: a restarted worker cannot wait
+for processes that are not its children, but it can read this file. The shim
+ignores SIGTERM/SIGINT/SIGHUP (the command gets them, through the process
+group, with default handling restored at exec) so it outlives the command;
+only SIGKILL takes it down first, and then the status is unknown. When the
+command ends, whatever it left in the process group is killed, as Slurm does
+with a job step's processes.
+
+Privilege (slurmstepd's split). On a root worker the shim stays root to
+write the status file where the job cannot forge it, and reads nothing the
+job's submitter controls: the job's environment arrives on stdin (a memfd
+the worker filled) and only the forked child reads it, after it has become
+the owner (--user: groups, gid, uid, in that order). The child then changes
+to the working directory, opens the output files (created 0600) and execs,
+all as the owner, so a path the owner may not use fails as it would for the
+owner, and nothing tells the owner whether a root-only path exists. A child
+that cannot get that far writes "CODE message" to a close-on-exec pipe; the
+shim records it as a start error with that code (worker/executor.py).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pwd
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+# The start failures a child reports (the same codes as worker/executor.py's).
+COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, START_FAILED = -1, -2, -3, -5
+OPTIONS = ("--user", "--cwd", "--stdout", "--stderr")
 
 
 def _ignore(signum: int, frame: object) -> None:
@@ -35,52 +47,89 @@ def _ignore(signum: int, frame: object) -> None:
 
 def write_status(path: Path, status: dict[str, object]) -> None:
     tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
         json.dump(status, f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
+def _child(user: str | None, cwd: str, stdout: str, stderr: str, command: list[str], report: int) -> None:
+    """In the forked child: become the owner, then everything else as the owner; never returns."""
+    code = START_FAILED
+    try:
+        if user is not None:
+            code = UNKNOWN_USER
+            entry = pwd.getpwnam(user)
+            os.setgroups(os.getgrouplist(user, entry.pw_gid))
+            os.setgid(entry.pw_gid)
+            os.setuid(entry.pw_uid)
+            code = START_FAILED
+        env = json.loads(os.read(0, 1 << 24).decode() or "{}")  # as the owner, never before
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        code = CWD_MISSING
+        os.chdir(cwd)
+        code = START_FAILED
+        for fd, path in ((1, stdout), (2, stderr)):
+            opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.dup2(opened, fd)
+            os.close(opened)
+        code = COMMAND_NOT_FOUND
+        os.execvpe(command[0], command, env)
+    except BaseException as exc:  # noqa: BLE001 - whatever it is, the shim must hear of it
+        if isinstance(exc, OSError) and code == COMMAND_NOT_FOUND and exc.errno not in (errno.ENOENT,
+                                                                                       errno.EACCES):
+            code = START_FAILED
+        what = {COMMAND_NOT_FOUND: f"{command[0]}: ", CWD_MISSING: f"working directory {cwd}: ",
+                UNKNOWN_USER: f"user {user}: "}.get(code, "")
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        try:
+            os.write(report, f"{code} {what}{detail}".encode()[:1000])
+        finally:
+            os._exit(127)
+
+
 def main(argv: list[str]) -> int:
     options: dict[str, str] = {}
-    while len(argv) > 3 and argv[1] in ("--user", "--stdout", "--stderr"):
+    while len(argv) > 3 and argv[1] in OPTIONS:
         options[argv[1][2:]] = argv[2]
         argv = [argv[0], *argv[3:]]
-    if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m worker.shim STATUS_FILE [--user NAME] [--stdout P] [--stderr P] "
+    if len(argv) < 3 or argv[1] != "--" or not {"cwd", "stdout", "stderr"} <= set(options):
+        print("usage: python -m worker.shim STATUS_FILE --cwd DIR --stdout P --stderr P [--user NAME] "
               "-- COMMAND ...", file=sys.stderr)
         return 2
     status_path, command = Path(argv[0]), argv[2:]
-    user = options.get("user")
-    if "stdout" in options or "stderr" in options:
-        # The job's user opens its own output files: sh redirects, then execs.
-        streams = ((1, "XCE_OUT", "stdout"), (2, "XCE_ERR", "stderr"))
-        redirect = "".join(f' {fd}>>"${var}"' for fd, var, key in streams if key in options)
-        os.environ.update({"XCE_OUT": options.get("stdout", ""), "XCE_ERR": options.get("stderr", "")})
-        command = ["/bin/sh", "-c", f'exec "$0" "$@"{redirect}', *command]
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _ignore)
     started = time.monotonic()
-    try:
-        groups: dict[str, object] = {}
-        if user is not None:
-            entry = pwd.getpwnam(user)
-            groups = {"group": entry.pw_gid, "extra_groups": os.getgrouplist(user, entry.pw_gid)}
-        proc = subprocess.Popen(command, user=user, **groups)  # type: ignore[call-overload]
-    except OSError as exc:
-        write_status(status_path, {"start_error": f"{command[0]}: {exc.strerror or exc}"})
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        _child(options.get("user"), options["cwd"], options["stdout"], options["stderr"], command, write_end)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        failure = pipe.read().decode(errors="replace")
+    if failure:
+        os.waitpid(pid, 0)
+        code, _, reason = failure.partition(" ")
+        write_status(status_path, {"start_error": reason, "code": int(code) if code.lstrip("-").isdigit()
+                                   else START_FAILED})
         return 127
     while True:
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
+            _, status, usage = os.wait4(pid, 0)
             break
         except ChildProcessError:
             write_status(status_path, {"unknown": True})
             return 1
         except InterruptedError:
             continue
-    proc.returncode = os.waitstatus_to_exitcode(status)
     write_status(status_path, {
         "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0,
         "term_signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0,

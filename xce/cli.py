@@ -1,9 +1,12 @@
 """The `xce` command line: daemons, the local cluster, and job commands.
 
 Controllers come from `--controllers host:port,...`, else $XCE_CONTROLLERS,
-else the local cluster's configuration in the data directory ($XCE_DATA or
-./xce-data). Every read command takes --json. Errors print the gRPC status
-and the server's message and exit 1 (2 for usage and configuration errors).
+else the cluster file (`--cluster FILE`, $XCE_CLUSTER, else the local
+cluster's `cluster.toml` in the data directory: $XCE_DATA or ./xce-data).
+The cluster file also gives the TLS files; who the caller is comes from a
+token or MUNGE (xce/credentials.py). Every read command takes --json.
+Errors print the gRPC status and the server's message and exit 1 (2 for
+usage and configuration errors).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 from google.protobuf.json_format import MessageToDict
 
 from xce.client import Client, XceError
+from xce.credentials import Credentials, CredentialsError, for_cluster, new_token
 from xce.v1 import api_pb2 as api
 
 DEFAULT_DATA = "xce-data"
@@ -31,22 +35,40 @@ def data_dir(explicit: str | None = None) -> Path:
     return Path(explicit or os.environ.get("XCE_DATA") or DEFAULT_DATA).resolve()
 
 
+def cluster_file(args: argparse.Namespace) -> Path | None:
+    explicit = getattr(args, "cluster", None) or os.environ.get("XCE_CLUSTER")
+    if explicit:
+        return Path(explicit).resolve()
+    path = data_dir() / "cluster.toml"
+    return path if path.exists() else None
+
+
 def controllers(args: argparse.Namespace) -> list[str]:
     explicit = args.controllers or os.environ.get("XCE_CONTROLLERS")
     if explicit:
         return [a.strip() for a in explicit.split(",") if a.strip()]
-    config_path = data_dir() / "cluster.toml"
-    if not config_path.exists():
-        raise SystemExit(f"xce: no --controllers and no local cluster at {config_path} "
+    config_path = cluster_file(args)
+    if config_path is None:
+        raise SystemExit(f"xce: no --controllers and no local cluster at {data_dir() / 'cluster.toml'} "
                          "(start one with `xce cluster up`)")
     from controller.config import load
 
     return [r.grpc for r in load(config_path).replicas]
 
 
+def credentials(args: argparse.Namespace) -> Credentials:
+    cert, key = getattr(args, "cert", None), getattr(args, "key", None)
+    try:
+        return for_cluster(cluster_file(args), cert=cert, key=key)
+    except CredentialsError as exc:
+        raise SystemExit(f"xce: {exc}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="xce", description="XCE batch workload manager")
     parser.add_argument("--controllers", help="host:port,... of the controller replicas")
+    parser.add_argument("--cluster", help="the cluster file (replicas, TLS); default $XCE_CLUSTER or "
+                                          "the local cluster's")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("controller", help="run one controller replica")
@@ -61,6 +83,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--id", help="scheduler id (default: random)")
     p.add_argument("--lease-s", type=float, default=10.0, help="lease duration in seconds")
     p.add_argument("--picker", default="fcfs", help="job_pick_plugin for queues without their own")
+    p.add_argument("--cert", type=Path, help="its certificate (role scheduler; the id defaults to its name)")
+    p.add_argument("--key", type=Path, help="the certificate's key")
+
+    p = sub.add_parser("ca", help="the cluster's certificate authority")
+    casub = p.add_subparsers(dest="ca_command", required=True)
+    q = casub.add_parser("init", help="create ca.crt and ca.key in DIR (unless they exist)")
+    q.add_argument("--dir", required=True, type=Path)
+    q.add_argument("--cluster-id", default="xce")
+    q = casub.add_parser("issue", help="issue a certificate: role replica, worker, scheduler or client")
+    q.add_argument("--dir", required=True, type=Path, help="where ca.crt and ca.key are")
+    q.add_argument("--role", required=True, choices=("replica", "worker", "scheduler", "client"))
+    q.add_argument("--name", required=True, help="replica id, host name, scheduler id, or any for client")
+    q.add_argument("--san", action="append", default=[], help="a host name or IP it serves (replicas)")
+    q.add_argument("--out", type=Path, help="where to write it (default: DIR)")
+    q.add_argument("--days", type=int, default=825)
+
+    p = sub.add_parser("token", help="bearer tokens (cluster admins)")
+    tsub = p.add_subparsers(dest="token_command", required=True)
+    q = tsub.add_parser("create", help="make a token; it is printed once, and only its hash is stored")
+    q.add_argument("--user", required=True)
+    q.add_argument("--role", default="user")
+    q.add_argument("--expires-s", type=int, default=0, help="seconds it is valid (default: no expiry)")
+    q.add_argument("--description", default="")
+    q.add_argument("--json", action="store_true")
+    q = tsub.add_parser("list", help="the tokens (ids, users, roles; never the tokens)")
+    q.add_argument("--json", action="store_true")
+    q = tsub.add_parser("revoke", help="revoke a token by id")
+    q.add_argument("id")
+    q.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("whoami", help="who the cluster takes you for, and what you may do")
+    p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("cluster", help="a local cluster")
     csub = p.add_subparsers(dest="cluster_command", required=True)
@@ -160,7 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "scheduler":
         from scheduler.daemon import run as run_scheduler
 
-        return run_scheduler(controllers(args), args.id, args.lease_s, args.picker)
+        creds = credentials(args)
+        return run_scheduler(controllers(args), creds, args.id, args.lease_s, args.picker)
     if args.command == "cluster":
         from xce.local_cluster import up
 
@@ -169,8 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from xce.demo import run as run_demo
 
         return run_demo(args.jobs, Path(args.data) if args.data else None)
+    if args.command == "ca":
+        return _ca(args)
     try:
-        with Client(controllers(args)) as client:
+        with Client(controllers(args), credentials(args)) as client:
             return _run(client, args)
     except XceError as exc:
         print(f"xce: {exc.code.name}: {exc.message}", file=sys.stderr)
@@ -230,7 +287,51 @@ def _run(client: Client, args: argparse.Namespace) -> int:
     if command == "status":
         status = client.status()
         return _emit(args, _dict(status), lambda: _status_table(status))
+    if command == "token":
+        return _token(client, args)
+    if command == "whoami":
+        me = client.who_am_i()
+        return _emit(args, _dict(me), lambda: print(f"{me.name} (role {me.role}, by {me.via}): "
+                                                     f"{', '.join(me.permissions)}"))
     raise AssertionError(command)
+
+
+def _token(client: Client, args: argparse.Namespace) -> int:
+    if args.token_command == "create":
+        token, digest = new_token()
+        expires_ms = int((time.time() + args.expires_s) * 1000) if args.expires_s > 0 else 0
+        info = client.create_token(digest, args.user, args.role, expires_ms, args.description).token
+        return _emit(args, {"token": token, **_dict(info)}, lambda: print(
+            f"{token}\n(token {info.id} for {info.user}, role {info.role}; shown once: store it 0600, "
+            "for example in ~/.config/xce/token)"))
+    if args.token_command == "list":
+        found = client.list_tokens()
+        return _emit(args, {"tokens": [_dict(t) for t in found]}, lambda: _token_table(found))
+    revoked = client.revoke_token(args.id)
+    return _emit(args, _dict(revoked), lambda: print(f"token {args.id} revoked"))
+
+
+def _token_table(found: list[api.TokenInfo]) -> None:
+    print(f"{'ID':<18}{'USER':<16}{'ROLE':<15}{'EXPIRES':<22}CREATED BY")
+    for t in found:
+        expires = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t.expires_ms / 1000)) \
+            if t.expires_ms else "never"
+        print(f"{t.id:<18}{t.user:<16}{t.role:<15}{expires:<22}{t.created_by}")
+
+
+def _ca(args: argparse.Namespace) -> int:
+    from xce import pki
+
+    try:
+        if args.ca_command == "init":
+            print(f"CA certificate: {pki.init_ca(args.dir, args.cluster_id)}")
+        else:
+            cert, key = pki.issue(args.dir, args.role, args.name, args.san, args.days, args.out)
+            print(f"certificate {cert}\nkey {key} (0600)")
+    except pki.PkiError as exc:
+        print(f"xce: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _submit(client: Client, args: argparse.Namespace) -> int:
@@ -239,8 +340,7 @@ def _submit(client: Client, args: argparse.Namespace) -> int:
         cmd = cmd[1:]
     spec = api.JobSpec(command=cmd, name=args.name, queue=args.queue, priority=args.priority,
                        stdout_path=args.stdout, stderr_path=args.stderr, resource_req=args.resource_req,
-                       cwd=args.cwd if args.cwd is not None else os.getcwd(),
-                       user=os.environ.get("USER", ""), rerunnable=args.rerunnable)
+                       cwd=args.cwd if args.cwd is not None else os.getcwd(), rerunnable=args.rerunnable)
     if args.slots is not None:
         spec.slots = args.slots
     response = client.submit([spec])

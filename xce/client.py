@@ -7,6 +7,8 @@ dead address moves it to the next replica after a jittered, capped backoff.
 The request, and so its request id, is the same on every retry: a submit
 retried across a failover creates exactly one job. Other errors are the
 caller's (INVALID_ARGUMENT, NOT_FOUND, ...) and raise XceError at once.
+Every call carries the caller's credentials (xce/credentials.py): the TLS
+channel and the token or MUNGE metadata.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import Message
 
+from xce.credentials import Credentials
 from xce.v1 import api_pb2 as api
 
 LEADER_METADATA = "x-xce-leader"
@@ -41,12 +44,14 @@ def new_request_id() -> str:
 
 
 class Client:
-    def __init__(self, addresses: Sequence[str], deadline_s: float = 30.0, call_timeout_s: float = 5.0,
+    def __init__(self, addresses: Sequence[str], credentials: Credentials, deadline_s: float = 30.0,
+                 call_timeout_s: float = 5.0,
                  max_backoff_s: float = 0.1, rng: random.Random | None = None,
                  follow_leader: bool = True) -> None:
         if not addresses:
             raise ValueError("no controller addresses")
         self.addresses = list(addresses)
+        self.credentials = credentials
         self.deadline_s = deadline_s
         self.call_timeout_s = call_timeout_s
         # Short: an election takes well under a second, and a client that
@@ -129,6 +134,23 @@ class Client:
         method = "CreateQueue" if create else "UpdateQueue"
         return self.call("AdminService", method, request, api.QueueResponse)
 
+    def create_token(self, sha256: str, user: str, role: str, expires_ms: int = 0,
+                     description: str = "") -> api.TokenResponse:
+        request = api.CreateTokenRequest(sha256=sha256, user=user, role=role, expires_ms=expires_ms,
+                                         description=description, request_id=new_request_id())
+        return self.call("AdminService", "CreateToken", request, api.TokenResponse)
+
+    def revoke_token(self, token_id: str) -> api.TokenResponse:
+        request = api.RevokeTokenRequest(id=token_id, request_id=new_request_id())
+        return self.call("AdminService", "RevokeToken", request, api.TokenResponse)
+
+    def list_tokens(self) -> list[api.TokenInfo]:
+        return list(self.call("AdminService", "ListTokens", api.ListTokensRequest(),
+                              api.ListTokensResponse).tokens)
+
+    def who_am_i(self) -> api.WhoAmIResponse:
+        return self.call("AdminService", "WhoAmI", api.WhoAmIRequest(), api.WhoAmIResponse)
+
     # -------------------------------------------------------------- transport
 
     def call(self, service: str, method: str, request: Message, response_class: type[M]) -> M:
@@ -141,7 +163,7 @@ class Client:
             stub = self._stub(target, f"/xce.v1.{service}/{method}", response_class)
             try:
                 timeout = min(self.call_timeout_s, max(0.1, deadline - time.monotonic()))
-                response: M = stub(request, timeout=timeout)
+                response: M = stub(request, timeout=timeout, metadata=self.credentials.metadata())
                 return response
             except grpc.RpcError as exc:
                 code, details = exc.code(), exc.details() or ""
@@ -180,7 +202,7 @@ class Client:
     def _channel(self, address: str) -> grpc.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = grpc.insecure_channel(address, options=channel_options())
+            channel = self.credentials.channel(address, channel_options())
             self._channels[address] = channel
         return channel
 

@@ -4,11 +4,18 @@ Each replica is a real `xce controller` process on loopback with its own
 LMDB files under the data directory. `LocalCluster` writes the configuration
 (free ports, a fresh random password, file mode 0600) once, starts, kills and
 restarts replicas, and always stops what it started.
+
+Security comes set up: a cluster CA under `tls/` with a certificate for each
+replica, the scheduler, each worker and the shared client certificate, and an
+admin token for the user who made the cluster (`admin.token`, 0600, found by
+the CLI; its hash is a bootstrap token in cluster.toml).
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import pwd
 import secrets
 import signal
 import socket
@@ -21,7 +28,9 @@ from pathlib import Path
 
 import grpc
 
+from xce import pki
 from xce.client import Client, XceError
+from xce.credentials import ADMIN_TOKEN_FILE, Credentials, for_cluster, new_token, read_token_file
 
 
 def free_ports(count: int) -> list[int]:
@@ -41,23 +50,37 @@ def write_config(data: Path, replicas: int = 3, base_port: int = 0, cluster_id: 
                  extra: str = "", hosts: Sequence[str] | None = None) -> Path:
     """Write data/cluster.toml unless it exists; return its path. `hosts`: each
     replica's address (default 127.0.0.1 for all)."""
-    data.mkdir(parents=True, exist_ok=True)
+    data.mkdir(parents=True, exist_ok=True, mode=0o700)
+    data.chmod(0o700)
     path = data / "cluster.toml"
     if path.exists():
         return path
     ports = ([base_port + i for i in range(2 * replicas)] if base_port else free_ports(2 * replicas))
     _write_private(data / "secret", secrets.token_hex(24))
+    tls = data / "tls"
+    pki.init_ca(tls, cluster_id)
+    pki.issue(tls, "client", "xce")
+    token, digest = new_token()
+    _write_private(data / ADMIN_TOKEN_FILE, token + "\n")
     lines = [f'cluster_id = "{cluster_id}"', 'password_file = "secret"', 'data_dir = "."',
              'default_queue = "normal"', "max_slots_per_job = 1024", ""]
     for i in range(replicas):
         host = hosts[i] if hosts else "127.0.0.1"
+        pki.issue(tls, "replica", str(i + 1), sans=[host, "localhost"])
         lines += ["[[replicas]]", f"id = {i + 1}", f'grpc = "{host}:{ports[i]}"',
                   f'raft = "{host}:{ports[replicas + i]}"', ""]
+    lines += ["[tls]", 'ca = "tls/ca.crt"', 'client_cert = "tls/client-xce.crt"',
+              'client_key = "tls/client-xce.key"', "",
+              "[[auth.tokens]]", f'sha256 = "{digest}"', f'user = "{_me()}"', 'role = "cluster_admin"', ""]
     lines += ["[[queues]]", 'name = "normal"', "priority = 30", "",
               "[[queues]]", 'name = "priority"', "priority = 43", "",
               "[[queues]]", 'name = "idle"', "priority = 20", ""]
     _write_private(path, "\n".join(lines) + extra)
     return path
+
+
+def _me() -> str:
+    return pwd.getpwuid(os.geteuid()).pw_name
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -86,6 +109,40 @@ class LocalCluster:
     @property
     def addresses(self) -> list[str]:
         return [r.grpc for r in self.config.replicas]
+
+    @property
+    def admin_token(self) -> str:
+        token = read_token_file(self.data / ADMIN_TOKEN_FILE, required=True)
+        assert token is not None
+        return token
+
+    @functools.cached_property
+    def credentials(self) -> Credentials:
+        """The cluster admin's: the client certificate and the admin token."""
+        return for_cluster(self.config_path, token=self.admin_token)
+
+    def credentials_for(self, token: str | None) -> Credentials:
+        """A person's credentials: the shared client certificate and `token` (None: no token at all)."""
+        return for_cluster(self.config_path, token=token, use_token_search=False)
+
+    def new_user(self, user: str, role: str = "user", expires_ms: int = 0) -> Credentials:
+        """A token for `user` with `role`, created by the admin; that user's credentials."""
+        token, digest = new_token()
+        with self.client() as client:
+            client.create_token(digest, user, role, expires_ms)
+        return self.credentials_for(token)
+
+    def worker_credentials(self, name: str) -> Credentials:
+        """What the worker of host `name` presents: its certificate, no token."""
+        return self.credentials_for(None).with_certificate(*self.certificate("worker", name))
+
+    def certificate(self, role: str, name: str) -> tuple[Path, Path]:
+        """A certificate of the cluster CA for a worker, scheduler or client (issued once)."""
+        tls = self.data / "tls"
+        cert, key = tls / f"{role}-{name}.crt", tls / f"{role}-{name}.key"
+        if not cert.exists():
+            pki.issue(tls, role, name)
+        return cert, key
 
     def address(self, replica_id: int) -> str:
         return self.config.replica(replica_id).grpc
@@ -134,8 +191,8 @@ class LocalCluster:
                 proc.wait()
         self.procs.clear()
 
-    def client(self, deadline_s: float = 30.0) -> Client:
-        return Client(self.addresses, deadline_s=deadline_s)
+    def client(self, deadline_s: float = 30.0, credentials: Credentials | None = None) -> Client:
+        return Client(self.addresses, credentials or self.credentials, deadline_s=deadline_s)
 
     def leader(self, timeout_s: float = 20.0, exclude: int | None = None) -> int:
         """The id of a replica that leads and serves writes, waiting for one."""
@@ -145,7 +202,8 @@ class LocalCluster:
                 if replica.id == exclude or replica.id not in self.procs:
                     continue
                 try:
-                    with Client([replica.grpc], deadline_s=0.5, call_timeout_s=0.5) as client:
+                    with Client([replica.grpc], self.credentials, deadline_s=0.5,
+                                call_timeout_s=0.5) as client:
                         status = client.status(local_only=True).replicas[0]
                 except XceError:
                     continue
@@ -158,7 +216,8 @@ class LocalCluster:
         """Every running replica's capabilities are committed: the leader proposes no more
         announcements unless one restarts with other code (tests compare revisions)."""
         try:
-            with Client([address], deadline_s=0.3, call_timeout_s=0.3, follow_leader=False) as client:
+            with Client([address], self.credentials, deadline_s=0.3, call_timeout_s=0.3,
+                        follow_leader=False) as client:
                 announced = set(client.status(local_only=True).announced_members)
         except XceError:
             return False
@@ -168,7 +227,8 @@ class LocalCluster:
         # A write-free probe: a follower or a catching-up leader refuses
         # ModifyJob before looking at the job; a serving leader says NOT_FOUND.
         try:
-            with Client([address], deadline_s=0.3, call_timeout_s=0.3, follow_leader=False) as client:
+            with Client([address], self.credentials, deadline_s=0.3, call_timeout_s=0.3,
+                        follow_leader=False) as client:
                 client.modify(0, priority=0)
         except XceError as exc:
             return bool(exc.code == grpc.StatusCode.NOT_FOUND)
@@ -201,10 +261,12 @@ class LocalScheduler:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        cert, key = self.cluster.certificate("scheduler", self.name)
         with open(self.cluster.data / f"{self.name}.log", "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "xce.cli", "--controllers", ",".join(self.cluster.addresses),
-                 "scheduler", "--id", self.name, "--lease-s", str(self.lease_s)],
+                [sys.executable, "-m", "xce.cli", "--cluster", str(self.cluster.config_path),
+                 "scheduler", "--id", self.name, "--lease-s", str(self.lease_s), "--cert", str(cert),
+                 "--key", str(key)],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def pid(self) -> int:
@@ -233,7 +295,11 @@ class LocalWorkers:
 
     def start(self, name: str, slots: int, extra: str = "") -> None:
         path = self.config_path(name)
-        path.write_text(f'cluster_config = "cluster.toml"\nname = "{name}"\nslots = {slots}\n{extra}')
+        cert, key = self.cluster.certificate("worker", name)
+        # Jobs run as their owners; the tests' and demo's owner is whoever made the cluster, root in CI.
+        root = "allow_root_jobs = true\n" if os.geteuid() == 0 and "allow_root_jobs" not in extra else ""
+        path.write_text(f'cluster_config = "cluster.toml"\nname = "{name}"\nslots = {slots}\n'
+                        f'tls_cert = "{cert}"\ntls_key = "{key}"\n{root}{extra}')
         with open(self.cluster.data / f"worker-{name}.log", "ab") as out:
             self.procs[name] = subprocess.Popen(
                 [sys.executable, "-m", "xce.cli", "worker", "--config", str(path)],
@@ -292,6 +358,10 @@ def up(data: Path, replicas: int, base_port: int, workers: int = 2, slots: int =
             fleet.start(f"node{i + 1}", slots)
         print(f"xce: cluster {cluster.config.cluster_id} up: {replicas} replicas (leader {leader}), "
               f"a scheduler, {workers} workers of {slots} slots")
+        print(f"xce: admin token for {_me()} in {cluster.data / ADMIN_TOKEN_FILE} (the CLI finds it there)")
+        if os.geteuid() == 0:
+            print("xce: started as root: this local cluster's workers run root's jobs "
+                  "(allow_root_jobs = true); deployments default to false")
         print(f"xce: configuration {cluster.config_path}")
         print(f"xce: controllers {','.join(cluster.addresses)}")
         print(f"xce: try `XCE_DATA={data} xce submit -- sleep 1`; Ctrl-C stops the cluster", flush=True)

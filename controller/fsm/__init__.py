@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 
 from google.protobuf.message import DecodeError
 
-from controller.fsm import cluster, decisions, hosts, jobs, reports
+from controller.fsm import cluster, decisions, hosts, jobs, reports, tokens
 from controller.fsm.applier import Applier, finish
 from controller.fsm.dump import canonical_dump
 from controller.fsm.holdings import CommittedUsage
@@ -105,6 +105,7 @@ HANDLERS: Mapping[str, Handler] = {
     "decisions": decisions.apply_decisions,
     "report": reports.apply_report,
     "reports": reports.apply_reports,
+    "token": tokens.apply_token,
 }
 
 

@@ -84,7 +84,8 @@ def finish(applier: Applier, results: list[log.Result], rejected: bool) -> None:
     meta, tables, index = applier.meta, applier.tables, applier.index
     _write_counters(applier)
     meta.applied_index = index
-    event = log.Event(revision=index, changes=applier.changes, kind=applier.kind)
+    event = log.Event(revision=index, changes=applier.changes, kind=applier.kind,
+                      by=[f"{p.role}:{p.name}" for p in principals(applier.entry)])
     if rejected:
         event.rejected.CopyFrom(results[0])
     raw_event = event.SerializeToString(deterministic=True)
@@ -93,6 +94,15 @@ def finish(applier: Applier, results: list[log.Result], rejected: bool) -> None:
     meta.events_floor = retention.prune_events(tables, index, meta)
     retention.prune_requests(tables, applier.entry.stamp_ms)
     tables.put("meta", META_KEY, meta.SerializeToString(deterministic=True))
+
+
+def principals(entry: log.Entry) -> list[log.Principal]:
+    """Who asked for the entry (G6), as the leader recorded it; none for the leader's own entries."""
+    if entry.HasField("by"):
+        return [entry.by]
+    if entry.WhichOneof("body") == "submit":
+        return list(entry.submit.by)
+    return []
 
 
 def _write_counters(applier: Applier) -> None:

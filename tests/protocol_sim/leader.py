@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from controller import fsm, sync_stream
+from controller.authz import Principal
 from controller.leader import AskPeers, EndStream, LeaderCore, LeaderSettings, Propose, Reply, Send
 from controller.tables import MemoryTables, Tables
 from xce import worker_wire
@@ -157,7 +158,7 @@ class ReplicaDriver:
         self.calls[token] = call
         method = {"submit": "SubmitJobs", "lease": "AcquireLease", "batch": "SubmitDecisions"}[call.kind]
         before = self.replica.last_index()
-        self.core.call(token, method, call.request)
+        self.core.call(token, method, call.request, _caller(call))
         answered = token not in self.calls
         self.perform()
         if answered:
@@ -173,7 +174,7 @@ class ReplicaDriver:
             recorder.on_worker_message(stream, message)
         if stream.sid not in self.streams:
             self.streams[stream.sid] = stream
-            self.core.worker_opened(stream.sid)
+            self.core.worker_opened(stream.sid, None)  # the simulated network proves nothing
         self.core.worker_message(stream.sid, message)
         self.perform()
         if recorder is not None:
@@ -304,3 +305,10 @@ class ReplicaDriver:
             self.sim.recorder.on_sync_repeat(link, revision)
         link.stream.send_down(log.SyncMessage(event=log.Event.FromString(raw)))
         return revision
+
+
+def _caller(call: Call) -> Principal:
+    """Who the simulated caller is: a scheduler acts under its own id, clients as a user."""
+    if call.kind in ("lease", "batch"):
+        return Principal(call.request.scheduler_id, "scheduler", "certificate")
+    return Principal("sim", "user")

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from worker.config import WorkerConfig
 from worker.daemon import Worker
 from worker.journal import KEEP_ACKED, MemoryJournal
+from worker.process_host import Account
 from xce import worker_wire
 from xce.v1 import api_pb2 as api
 
@@ -111,7 +112,7 @@ class SimProcessHost:
         self.host = host
         self.watchers: dict[int, tuple[bool, Callable[[int], None]]] = {}
 
-    def spawn(self, argv: Sequence[str], cwd: Path, env: dict[str, str], stdout: Path, stderr: Path) -> int:
+    def spawn(self, argv: Sequence[str], env: dict[str, str], stdin: bytes, log: Path) -> int:
         os_ = self.os
         key = (int(env["XCE_JOB_ID"]), int(env["XCE_JOB_ATTEMPT"]))
         os_.next_pid += 1
@@ -155,6 +156,18 @@ class SimProcessHost:
             if process.key == key and process.host == spool.name:
                 return process.pid
         return 0
+
+    def host_name(self) -> str:
+        return self.host
+
+    def account(self, user: str) -> Account | None:
+        return Account(user, 1000, 1000, "/", "/bin/sh")  # every simulated owner has an account
+
+    def euid(self) -> int:
+        return 1000
+
+    def owner_dir(self, path: Path, account: Account) -> Path:
+        return path
 
     def call_later(self, delay_s: float, function: Callable[[], None]) -> None:
         timers = self.os.timers

@@ -613,7 +613,7 @@ class Joined(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., heartbeat_s: _Optional[float] = ...) -> None: ...
 
 class Queue(_message.Message):
-    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive", "slot_limit")
+    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive", "slot_limit", "users", "admins", "max_user_priority")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -621,6 +621,9 @@ class Queue(_message.Message):
     JOB_PICK_PLUGIN_FIELD_NUMBER: _ClassVar[int]
     INACTIVE_FIELD_NUMBER: _ClassVar[int]
     SLOT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    ADMINS_FIELD_NUMBER: _ClassVar[int]
+    MAX_USER_PRIORITY_FIELD_NUMBER: _ClassVar[int]
     name: str
     priority: int
     description: str
@@ -628,7 +631,10 @@ class Queue(_message.Message):
     job_pick_plugin: str
     inactive: bool
     slot_limit: int
-    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ..., slot_limit: _Optional[int] = ...) -> None: ...
+    users: _containers.RepeatedScalarFieldContainer[str]
+    admins: _containers.RepeatedScalarFieldContainer[str]
+    max_user_priority: int
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ..., slot_limit: _Optional[int] = ..., users: _Optional[_Iterable[str]] = ..., admins: _Optional[_Iterable[str]] = ..., max_user_priority: _Optional[int] = ...) -> None: ...
 
 class PutQueueRequest(_message.Message):
     __slots__ = ("queue", "request_id")
@@ -659,3 +665,83 @@ class ListQueuesResponse(_message.Message):
     default_queue: str
     revision: int
     def __init__(self, queues: _Optional[_Iterable[_Union[Queue, _Mapping]]] = ..., default_queue: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class TokenInfo(_message.Message):
+    __slots__ = ("id", "user", "role", "expires_ms", "created_ms", "created_by", "description")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    user: str
+    role: str
+    expires_ms: int
+    created_ms: int
+    created_by: str
+    description: str
+    def __init__(self, id: _Optional[str] = ..., user: _Optional[str] = ..., role: _Optional[str] = ..., expires_ms: _Optional[int] = ..., created_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+
+class CreateTokenRequest(_message.Message):
+    __slots__ = ("sha256", "user", "role", "expires_ms", "description", "request_id")
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    sha256: str
+    user: str
+    role: str
+    expires_ms: int
+    description: str
+    request_id: str
+    def __init__(self, sha256: _Optional[str] = ..., user: _Optional[str] = ..., role: _Optional[str] = ..., expires_ms: _Optional[int] = ..., description: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RevokeTokenRequest(_message.Message):
+    __slots__ = ("id", "request_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    request_id: str
+    def __init__(self, id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class TokenResponse(_message.Message):
+    __slots__ = ("token", "revision")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    token: TokenInfo
+    revision: int
+    def __init__(self, token: _Optional[_Union[TokenInfo, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class ListTokensRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTokensResponse(_message.Message):
+    __slots__ = ("tokens", "revision")
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    tokens: _containers.RepeatedCompositeFieldContainer[TokenInfo]
+    revision: int
+    def __init__(self, tokens: _Optional[_Iterable[_Union[TokenInfo, _Mapping]]] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class WhoAmIRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WhoAmIResponse(_message.Message):
+    __slots__ = ("name", "role", "kind", "permissions", "via")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PERMISSIONS_FIELD_NUMBER: _ClassVar[int]
+    VIA_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    role: str
+    kind: str
+    permissions: _containers.RepeatedScalarFieldContainer[str]
+    via: str
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., kind: _Optional[str] = ..., permissions: _Optional[_Iterable[str]] = ..., via: _Optional[str] = ...) -> None: ...

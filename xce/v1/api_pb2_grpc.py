@@ -644,6 +644,26 @@ class AdminServiceStub:
                 request_serializer=xce_dot_v1_dot_api__pb2.ListQueuesRequest.SerializeToString,
                 response_deserializer=xce_dot_v1_dot_api__pb2.ListQueuesResponse.FromString,
                 _registered_method=True)
+        self.CreateToken = channel.unary_unary(
+                '/xce.v1.AdminService/CreateToken',
+                request_serializer=xce_dot_v1_dot_api__pb2.CreateTokenRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.TokenResponse.FromString,
+                _registered_method=True)
+        self.RevokeToken = channel.unary_unary(
+                '/xce.v1.AdminService/RevokeToken',
+                request_serializer=xce_dot_v1_dot_api__pb2.RevokeTokenRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.TokenResponse.FromString,
+                _registered_method=True)
+        self.ListTokens = channel.unary_unary(
+                '/xce.v1.AdminService/ListTokens',
+                request_serializer=xce_dot_v1_dot_api__pb2.ListTokensRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.ListTokensResponse.FromString,
+                _registered_method=True)
+        self.WhoAmI = channel.unary_unary(
+                '/xce.v1.AdminService/WhoAmI',
+                request_serializer=xce_dot_v1_dot_api__pb2.WhoAmIRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.WhoAmIResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -667,6 +687,30 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateToken(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeToken(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTokens(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WhoAmI(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -684,6 +728,26 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListQueues,
                     request_deserializer=xce_dot_v1_dot_api__pb2.ListQueuesRequest.FromString,
                     response_serializer=xce_dot_v1_dot_api__pb2.ListQueuesResponse.SerializeToString,
+            ),
+            'CreateToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateToken,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.CreateTokenRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.TokenResponse.SerializeToString,
+            ),
+            'RevokeToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeToken,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.RevokeTokenRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.TokenResponse.SerializeToString,
+            ),
+            'ListTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTokens,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.ListTokensRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.ListTokensResponse.SerializeToString,
+            ),
+            'WhoAmI': grpc.unary_unary_rpc_method_handler(
+                    servicer.WhoAmI,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.WhoAmIRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.WhoAmIResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -767,6 +831,114 @@ class AdminService:
             '/xce.v1.AdminService/ListQueues',
             xce_dot_v1_dot_api__pb2.ListQueuesRequest.SerializeToString,
             xce_dot_v1_dot_api__pb2.ListQueuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.AdminService/CreateToken',
+            xce_dot_v1_dot_api__pb2.CreateTokenRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.TokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.AdminService/RevokeToken',
+            xce_dot_v1_dot_api__pb2.RevokeTokenRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.TokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.AdminService/ListTokens',
+            xce_dot_v1_dot_api__pb2.ListTokensRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.ListTokensResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WhoAmI(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.AdminService/WhoAmI',
+            xce_dot_v1_dot_api__pb2.WhoAmIRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.WhoAmIResponse.FromString,
             options,
             channel_credentials,
             insecure,

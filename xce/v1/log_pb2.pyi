@@ -14,26 +14,31 @@ class Code(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_ARGUMENT: _ClassVar[Code]
     NOT_FOUND: _ClassVar[Code]
     ALREADY_EXISTS: _ClassVar[Code]
+    PERMISSION_DENIED: _ClassVar[Code]
     RESOURCE_EXHAUSTED: _ClassVar[Code]
     FAILED_PRECONDITION: _ClassVar[Code]
     OUT_OF_RANGE: _ClassVar[Code]
     INTERNAL: _ClassVar[Code]
     UNAVAILABLE: _ClassVar[Code]
+    UNAUTHENTICATED: _ClassVar[Code]
 OK: Code
 INVALID_ARGUMENT: Code
 NOT_FOUND: Code
 ALREADY_EXISTS: Code
+PERMISSION_DENIED: Code
 RESOURCE_EXHAUSTED: Code
 FAILED_PRECONDITION: Code
 OUT_OF_RANGE: Code
 INTERNAL: Code
 UNAVAILABLE: Code
+UNAUTHENTICATED: Code
 
 class Entry(_message.Message):
-    __slots__ = ("stamp_ms", "proposer", "format", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins", "announce", "host_statuses")
+    __slots__ = ("stamp_ms", "proposer", "format", "by", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins", "announce", "host_statuses", "token")
     STAMP_MS_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
     CONTROL_FIELD_NUMBER: _ClassVar[int]
     MODIFY_FIELD_NUMBER: _ClassVar[int]
@@ -50,9 +55,11 @@ class Entry(_message.Message):
     JOINS_FIELD_NUMBER: _ClassVar[int]
     ANNOUNCE_FIELD_NUMBER: _ClassVar[int]
     HOST_STATUSES_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
     stamp_ms: int
     proposer: int
     format: int
+    by: Principal
     submit: SubmitBatch
     control: _api_pb2.ControlJobRequest
     modify: _api_pb2.ModifyJobRequest
@@ -69,7 +76,32 @@ class Entry(_message.Message):
     joins: HostJoins
     announce: Announce
     host_statuses: HostStatuses
-    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., format: _Optional[int] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ..., joins: _Optional[_Union[HostJoins, _Mapping]] = ..., announce: _Optional[_Union[Announce, _Mapping]] = ..., host_statuses: _Optional[_Union[HostStatuses, _Mapping]] = ...) -> None: ...
+    token: TokenEntry
+    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., format: _Optional[int] = ..., by: _Optional[_Union[Principal, _Mapping]] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ..., joins: _Optional[_Union[HostJoins, _Mapping]] = ..., announce: _Optional[_Union[Announce, _Mapping]] = ..., host_statuses: _Optional[_Union[HostStatuses, _Mapping]] = ..., token: _Optional[_Union[TokenEntry, _Mapping]] = ...) -> None: ...
+
+class Principal(_message.Message):
+    __slots__ = ("name", "role", "via")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    VIA_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    role: str
+    via: str
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., via: _Optional[str] = ...) -> None: ...
+
+class TokenEntry(_message.Message):
+    __slots__ = ("revoke", "sha256", "info", "revoke_id", "request_id")
+    REVOKE_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    REVOKE_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    revoke: bool
+    sha256: str
+    info: _api_pb2.TokenInfo
+    revoke_id: str
+    request_id: str
+    def __init__(self, revoke: _Optional[bool] = ..., sha256: _Optional[str] = ..., info: _Optional[_Union[_api_pb2.TokenInfo, _Mapping]] = ..., revoke_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class Announce(_message.Message):
     __slots__ = ("replica_id", "kinds", "format")
@@ -140,10 +172,12 @@ class SetHostStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., generation: _Optional[int] = ..., status: _Optional[_Union[_api_pb2.HostStatus, str]] = ...) -> None: ...
 
 class SubmitBatch(_message.Message):
-    __slots__ = ("requests",)
+    __slots__ = ("requests", "by")
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
     requests: _containers.RepeatedCompositeFieldContainer[_api_pb2.SubmitJobsRequest]
-    def __init__(self, requests: _Optional[_Iterable[_Union[_api_pb2.SubmitJobsRequest, _Mapping]]] = ...) -> None: ...
+    by: _containers.RepeatedCompositeFieldContainer[Principal]
+    def __init__(self, requests: _Optional[_Iterable[_Union[_api_pb2.SubmitJobsRequest, _Mapping]]] = ..., by: _Optional[_Iterable[_Union[Principal, _Mapping]]] = ...) -> None: ...
 
 class PutQueueEntry(_message.Message):
     __slots__ = ("queue", "request_id", "create")
@@ -210,16 +244,18 @@ class Change(_message.Message):
     def __init__(self, table: _Optional[str] = ..., key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., deleted: _Optional[bool] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("revision", "changes", "rejected", "kind")
+    __slots__ = ("revision", "changes", "rejected", "kind", "by")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     CHANGES_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
     revision: int
     changes: _containers.RepeatedCompositeFieldContainer[Change]
     rejected: Result
     kind: str
-    def __init__(self, revision: _Optional[int] = ..., changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., rejected: _Optional[_Union[Result, _Mapping]] = ..., kind: _Optional[str] = ...) -> None: ...
+    by: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, revision: _Optional[int] = ..., changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., rejected: _Optional[_Union[Result, _Mapping]] = ..., kind: _Optional[str] = ..., by: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Capabilities(_message.Message):
     __slots__ = ("kinds", "format")

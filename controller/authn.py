@@ -1,0 +1,180 @@
+"""Who is calling: the proven principal of every request a replica serves.
+
+Theory of operation. The TLS layer (mutual, against the cluster CA) has
+already verified the peer's certificate when a call arrives. A certificate
+of role worker, scheduler or replica names the caller (xce/pki.py). A
+person shows a bearer token, looked up by its SHA-256 among the tokens in
+the cluster file (`[[auth.tokens]]`, for bootstrap) and the replicated
+tokens table, or a MUNGE credential, decoded by the local munged (`unmunge`),
+which gives the uid and gid of the process that made it. Nothing else is
+believed: not a user name in a request, not $USER.
+
+A driver (it reads LMDB, the clock, the password and group databases, and
+runs unmunge); the decisions on what a principal may do are authz.py's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import grp
+import os
+import pwd
+from collections import OrderedDict
+from collections.abc import Mapping
+
+import grpc
+
+from controller.authz import Principal, StaticToken
+from controller.fsm import tokens
+from xce import pki
+from xce.clock import Clock
+from xce.credentials import AUTH_METADATA, MUNGE_METADATA, token_hash
+from xce.errors import ServiceError
+from xce.v1 import log_pb2 as log
+
+CACHE_SIZE = 4096
+GROUPS_TTL_S = 60.0
+MUNGE_TIMEOUT_S = 5.0
+
+
+class Unauthenticated(ServiceError):
+    def __init__(self, message: str) -> None:
+        super().__init__(log.UNAUTHENTICATED, message)
+
+
+class Authenticator:
+    def __init__(self, store: object, clock: Clock, static_tokens: Mapping[str, StaticToken],
+                 munge_roles: Mapping[str, str], munge: bool, tls: bool) -> None:
+        self._store = store
+        self._clock = clock
+        self._static = dict(static_tokens)
+        self._munge_roles = dict(munge_roles)
+        self._munge = munge
+        self._tls = tls
+        self._certificates: OrderedDict[bytes, pki.Identity] = OrderedDict()
+        self._munged: OrderedDict[str, tuple[Principal, float]] = OrderedDict()
+        self._groups: dict[str, tuple[frozenset[str], float]] = {}
+
+    async def principal(self, context: grpc.aio.ServicerContext) -> Principal:
+        """The caller, or Unauthenticated naming what is missing or wrong."""
+        if self._tls:
+            found = self._from_certificate(context)
+            if found is not None:
+                return found
+        metadata = {key: value for key, value in (context.invocation_metadata() or ())}
+        header = metadata.get(AUTH_METADATA)
+        if isinstance(header, str) and header:
+            return self._from_token(header)
+        credential = metadata.get(MUNGE_METADATA)
+        if isinstance(credential, str) and credential:
+            return await self._from_munge(credential)
+        raise Unauthenticated("no credential: give a token ($XCE_TOKEN, or a 0600 file ~/.config/xce/token)"
+                              + (" or a MUNGE credential" if self._munge else ""))
+
+    # ------------------------------------------------------------ certificates
+
+    def _from_certificate(self, context: grpc.aio.ServicerContext) -> Principal | None:
+        pems = context.auth_context().get("x509_pem_cert") or []
+        if not pems:
+            return None
+        pem = pems[0]
+        identity = self._certificates.get(pem)
+        if identity is None:
+            identity = pki.identity(pem)
+            self._certificates[pem] = identity
+            if len(self._certificates) > CACHE_SIZE:
+                self._certificates.popitem(last=False)
+        if identity.role in ("worker", "scheduler", "replica") and identity.name:
+            return Principal(identity.name, identity.role, via="certificate")
+        return None  # a client certificate admits the connection; the person proves who they are
+
+    # ------------------------------------------------------------ tokens
+
+    def _from_token(self, header: str) -> Principal:
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated("the authorization header must be 'Bearer <token>'")
+        digest = token_hash(token.strip())
+        static = self._static.get(digest)
+        if static is not None:
+            return Principal(static.user, static.role, "token", self.groups(static.user))
+        with self._store.read() as tables:  # type: ignore[attr-defined]
+            info = tokens.read_token(tables, digest)
+        if info is None:
+            raise Unauthenticated("unknown or revoked token")
+        if info.expires_ms and info.expires_ms <= self._clock.now_ms():
+            raise Unauthenticated(f"token {info.id} expired")
+        return Principal(info.user, info.role, "token", self.groups(info.user))
+
+    # ------------------------------------------------------------ MUNGE
+
+    async def _from_munge(self, credential: str) -> Principal:
+        if not self._munge:
+            raise Unauthenticated("MUNGE is not enabled on this cluster ([auth] munge = true)")
+        now = self._clock.monotonic_s()
+        cached = self._munged.get(credential)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        fields = await _unmunge(credential)
+        if fields.get("STATUS", "").split(" ")[0] != "Success":
+            raise Unauthenticated(f"MUNGE credential refused: {fields.get('STATUS', 'no status')}")
+        try:
+            uid = int(fields["UID"].rsplit("(", 1)[1].rstrip(")"))
+            ttl = int(fields.get("TTL", "300"))
+        except (KeyError, IndexError, ValueError):
+            raise Unauthenticated("MUNGE credential without a uid") from None
+        try:
+            name = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            raise Unauthenticated(f"uid {uid} has no account on this controller") from None
+        principal = Principal(name, self._munge_roles.get(name, "user"), "munge", self.groups(name))
+        # munged refuses a credential decoded twice (replay): a retry of the same call reuses this answer.
+        self._munged[credential] = (principal, now + ttl)
+        if len(self._munged) > CACHE_SIZE:
+            self._munged.popitem(last=False)
+        return principal
+
+    # ------------------------------------------------------------ groups
+
+    def groups(self, user: str) -> frozenset[str]:
+        """The user's groups on this host (for queue USERS lists with @group); empty if unknown here."""
+        now = self._clock.monotonic_s()
+        cached = self._groups.get(user)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        try:
+            entry = pwd.getpwnam(user)
+            gids = os.getgrouplist(user, entry.pw_gid)
+        except (KeyError, OSError):
+            gids = []
+        names = set()
+        for gid in gids:
+            try:
+                names.add(grp.getgrgid(gid).gr_name)
+            except KeyError:
+                continue
+        result = frozenset(names)
+        self._groups[user] = (result, now + GROUPS_TTL_S)
+        return result
+
+
+async def _unmunge(credential: str) -> dict[str, str]:
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "unmunge", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+    except OSError as exc:
+        raise Unauthenticated(f"cannot run unmunge: {exc}") from None
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(credential.encode()), MUNGE_TIMEOUT_S)
+    except TimeoutError:
+        proc.kill()
+        raise Unauthenticated("unmunge timed out") from None
+    fields: dict[str, str] = {}
+    for line in out.decode(errors="replace").splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    if proc.returncode != 0 and "STATUS" not in fields:
+        fields["STATUS"] = err.decode(errors="replace").strip() or f"unmunge exited {proc.returncode}"
+    return fields

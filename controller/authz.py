@@ -1,0 +1,233 @@
+"""Who may do what: the roles table, and the checks every request passes.
+
+Theory of operation. Every request reaches the controller with a proven
+caller, a `Principal` (controller/authn.py: a bearer token, a MUNGE
+credential or a client certificate). One table maps each role to its
+permissions (`DEFAULT_ROLES`, overridable per role in the cluster
+configuration's `[roles.NAME]`). The gRPC layer asks for the permission a
+method needs (`METHOD_PERMISSION`); the leader asks the finer questions that
+need state (is this the caller's job, the queue's administrator, a priority
+above the queue's cap) with the functions below, before anything is
+proposed. Apply never decides on identity: the leader authorized the
+request, and the entry records who asked.
+
+Pure: no I/O, no clock (an expiry is compared with a time the caller gives).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from xce.errors import ServiceError
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+PERMISSIONS = frozenset({
+    "jobs.submit",        # submit jobs (owned by the caller)
+    "jobs.read",          # list and get jobs (with private_jobs, only one's own)
+    "jobs.read.all",      # see every user's jobs even with private_jobs
+    "jobs.env.all",       # see other users' environment values
+    "jobs.control",       # kill, stop, resume, hold, release, requeue one's own jobs
+    "jobs.control.all",   # ... anyone's
+    "jobs.modify",        # modify one's own jobs (priority at most the queue's max_user_priority)
+    "jobs.modify.all",    # modify anyone's, any priority
+    "jobs.run",           # force-run (brun)
+    "queues.state",       # open, close, activate, inactivate queues
+    "queues.manage",      # create queues, change anything about them
+    "tokens.manage",      # create, list and revoke tokens
+    "cluster.read",       # status, hosts, queues
+    "state.sync",         # the Sync stream (every job in full)
+    "scheduler.lease",    # take and renew the scheduler lease
+    "scheduler.decide",   # send decision batches
+    "worker.connect",     # join as a worker (only as the host one is)
+})
+
+_USER = frozenset({"jobs.submit", "jobs.read", "jobs.control", "jobs.modify", "cluster.read"})
+_READONLY = frozenset({"jobs.read", "jobs.read.all", "cluster.read"})
+_OPERATOR = _USER | _READONLY | {"jobs.control.all", "jobs.modify.all", "jobs.run", "jobs.env.all",
+                                 "queues.state"}
+
+DEFAULT_ROLES: Mapping[str, frozenset[str]] = {
+    "cluster_admin": PERMISSIONS - {"worker.connect", "scheduler.lease", "scheduler.decide"},
+    "operator": _OPERATOR,
+    "user": _USER,
+    "readonly": _READONLY,
+    # The gateway's agent roles (issue 19): an agent reads, or acts on jobs, never on configuration.
+    "mcp_readonly": _READONLY,
+    "mcp_operator": _READONLY | {"jobs.submit", "jobs.control.all", "jobs.modify.all"},
+    "worker": frozenset({"worker.connect"}),
+    "scheduler": frozenset({"state.sync", "scheduler.lease", "scheduler.decide", "cluster.read",
+                            "jobs.read", "jobs.read.all", "jobs.env.all"}),
+    "replica": frozenset({"cluster.read"}),
+}
+
+# The permission each method needs before anything else is looked at; the
+# leader then checks ownership and queues (the "own" permissions are the floor).
+METHOD_PERMISSION: Mapping[str, str] = {
+    "SubmitJobs": "jobs.submit",
+    "GetJob": "jobs.read",
+    "ListJobs": "jobs.read",
+    "ControlJob": "jobs.control",
+    "ModifyJob": "jobs.modify",
+    "RunJob": "jobs.run",
+    "Status": "cluster.read",
+    "ListHosts": "cluster.read",
+    "ListQueues": "cluster.read",
+    "CreateQueue": "queues.manage",
+    "UpdateQueue": "queues.state",
+    "CreateToken": "tokens.manage",
+    "RevokeToken": "tokens.manage",
+    "ListTokens": "tokens.manage",
+    "Sync": "state.sync",
+    "Connect": "worker.connect",
+    "AcquireLease": "scheduler.lease",
+    "SubmitDecisions": "scheduler.decide",
+}
+
+ROLES_FOR_PEOPLE = ("cluster_admin", "operator", "user", "readonly", "mcp_readonly", "mcp_operator")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated caller: a person (by token or MUNGE), a worker, a scheduler or a replica."""
+
+    name: str
+    role: str
+    via: str = "token"                          # token, certificate, munge
+    groups: frozenset[str] = field(default_factory=frozenset)
+
+    def record(self) -> log.Principal:
+        return log.Principal(name=self.name, role=self.role, via=self.via)
+
+
+@dataclass(frozen=True)
+class StaticToken:
+    """A token from the cluster file (`[[auth.tokens]]`): bootstrap, not revocable through the API."""
+
+    user: str
+    role: str
+
+
+@dataclass(frozen=True)
+class Policy:
+    roles: Mapping[str, frozenset[str]] = field(default_factory=lambda: dict(DEFAULT_ROLES))
+    private_jobs: bool = False                  # Slurm PrivateData=jobs; LSF's default is false
+    max_jobs_per_request: int = 10_000
+    max_pend_jobs_per_user: int = 0             # 0: no limit (LSF MAX_PEND_JOBS)
+
+    def permissions(self, principal: Principal) -> frozenset[str]:
+        return self.roles.get(principal.role, frozenset())
+
+    def allows(self, principal: Principal, permission: str) -> bool:
+        return permission in self.permissions(principal)
+
+    def require(self, principal: Principal, permission: str, what: str = "") -> None:
+        if not self.allows(principal, permission):
+            raise denied(principal, permission, what)
+
+
+def denied(principal: Principal, permission: str, what: str = "") -> ServiceError:
+    target = f" {what}" if what else ""
+    return ServiceError(log.PERMISSION_DENIED,
+                        f"{principal.name} (role {principal.role}) may not{target}: needs {permission}")
+
+
+def roles_from_config(raw: Mapping[str, object]) -> dict[str, frozenset[str]]:
+    """DEFAULT_ROLES with `[roles.NAME] permissions = [...]` replacing or adding roles."""
+    roles = dict(DEFAULT_ROLES)
+    for name, body in raw.items():
+        perms = body.get("permissions") if isinstance(body, Mapping) else None
+        if not isinstance(perms, list) or not all(isinstance(p, str) for p in perms):
+            raise ValueError(f"[roles.{name}] needs permissions = [\"...\", ...]")
+        unknown = sorted(set(perms) - PERMISSIONS)
+        if unknown:
+            raise ValueError(f"[roles.{name}]: unknown permissions {', '.join(unknown)} "
+                             f"(known: {', '.join(sorted(PERMISSIONS))})")
+        roles[name] = frozenset(perms)
+    return roles
+
+
+# ------------------------------------------------------------------ jobs
+
+
+def owns(principal: Principal, job: api.Job) -> bool:
+    return bool(job.spec.user) and job.spec.user == principal.name
+
+
+def is_queue_admin(principal: Principal, queue: api.Queue | None) -> bool:
+    return queue is not None and member(principal, queue.admins)
+
+
+def member(principal: Principal, names: Iterable[str]) -> bool:
+    """`names` holds user names and "@group"s (LSF's USERS syntax); "all" is everyone."""
+    for name in names:
+        if name == "all" or name == principal.name or (name.startswith("@") and name[1:] in principal.groups):
+            return True
+    return False
+
+
+def check_job_action(policy: Policy, principal: Principal, job: api.Job, queue: api.Queue | None,
+                     permission: str, what: str) -> None:
+    """`permission` on one's own job, `permission.all` (or queue administrator) on anyone's."""
+    if owns(principal, job) and policy.allows(principal, permission):
+        return
+    if policy.allows(principal, permission + ".all") or (
+            is_queue_admin(principal, queue) and policy.allows(principal, permission)):
+        return
+    raise denied(principal, permission + ".all", f"{what} job {job.id} of {job.spec.user or 'nobody'}")
+
+
+def check_priority(policy: Policy, principal: Principal, queue: api.Queue | None, priority: int,
+                   current: int | None = None) -> None:
+    """A user may set a priority up to the queue's max_user_priority (or lower what it has)."""
+    if queue is None or not queue.HasField("max_user_priority") or priority <= queue.max_user_priority:
+        return
+    if current is not None and priority <= current:
+        return
+    if policy.allows(principal, "jobs.modify.all") or is_queue_admin(principal, queue):
+        return
+    raise ServiceError(log.PERMISSION_DENIED,
+                       f"priority {priority} is above queue {queue.name}'s max_user_priority "
+                       f"{queue.max_user_priority}: needs jobs.modify.all")
+
+
+def check_submit_queue(policy: Policy, principal: Principal, queue: api.Queue | None) -> None:
+    if queue is None or not queue.users or member(principal, queue.users) or is_queue_admin(principal, queue):
+        return
+    if policy.allows(principal, "jobs.control.all"):
+        return
+    raise ServiceError(log.PERMISSION_DENIED,
+                       f"{principal.name} may not submit to queue {queue.name} (its users: "
+                       f"{', '.join(queue.users)})")
+
+
+def check_queue_update(policy: Policy, principal: Principal, current: api.Queue, wanted: api.Queue) -> None:
+    """Opening, closing, activating a queue is queues.state; any other change is queues.manage."""
+    if policy.allows(principal, "queues.manage"):
+        return
+    before, after = api.Queue(), api.Queue()
+    before.CopyFrom(current)
+    after.CopyFrom(wanted)
+    for state_field in ("closed", "inactive"):
+        before.ClearField(state_field)
+        after.ClearField(state_field)
+    if before != after:
+        raise denied(principal, "queues.manage", f"change queue {wanted.name} beyond open/close/activate")
+    policy.require(principal, "queues.state", f"open or close queue {wanted.name}")
+
+
+def visible(policy: Policy, principal: Principal, job: api.Job) -> bool:
+    """With private_jobs, a job is seen only by its owner and those with jobs.read.all."""
+    return not policy.private_jobs or owns(principal, job) or policy.allows(principal, "jobs.read.all")
+
+
+def redact(policy: Policy, principal: Principal, job: api.Job) -> api.Job:
+    """Other users' environment values are hidden unless the caller has jobs.env.all (keys stay)."""
+    if owns(principal, job) or policy.allows(principal, "jobs.env.all") or not job.spec.env:
+        return job
+    shown = api.Job()
+    shown.CopyFrom(job)
+    for key in shown.spec.env:
+        shown.spec.env[key] = ""
+    return shown

@@ -1,0 +1,204 @@
+"""What a client presents: the TLS files to connect with, and who it is.
+
+Theory of operation. Every connection to a replica is mutual TLS against the
+cluster CA (xce/pki.py), unless the cluster file says `insecure = true`. A
+daemon (worker, scheduler, replica) is identified by its own certificate.
+A person is identified by a bearer token (`authorization: Bearer ...`
+metadata) or a MUNGE credential (`x-xce-munge`), and connects with the
+cluster's shared client certificate, which admits the connection and proves
+nothing about who is calling.
+
+Where the pieces come from, first found wins:
+- TLS: the cluster file's `[tls]` section (`ca`, `client_cert`,
+  `client_key`, relative to the file), or $XCE_CA, $XCE_CERT, $XCE_KEY.
+- The token: $XCE_TOKEN; the file $XCE_TOKEN_FILE; `~/.config/xce/token`
+  ($XDG_CONFIG_HOME); the local cluster's `admin.token` beside its cluster
+  file, if this user may read it. A token file readable by others is refused,
+  as ssh refuses such a key.
+- MUNGE: `[auth] munge = true` in the cluster file, or $XCE_MUNGE=1: a fresh
+  credential from `munge` for every call (it lives for minutes and is
+  replay-protected by munged).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import secrets
+import stat
+import subprocess
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+TOKEN_PREFIX = "xce_"
+AUTH_METADATA = "authorization"
+MUNGE_METADATA = "x-xce-munge"
+ADMIN_TOKEN_FILE = "admin.token"
+
+
+class CredentialsError(Exception):
+    """A TLS file or a token cannot be used: say which and why."""
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    ca: Path | None
+    cert: Path | None
+    key: Path | None
+    insecure: bool = False
+
+
+@dataclass(frozen=True)
+class Credentials:
+    insecure: bool = False
+    ca: bytes | None = None
+    cert: bytes | None = None
+    key: bytes | None = None
+    token: str | None = None
+    munge: bool = False
+
+    def channel(self, address: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel:
+        if self.insecure:
+            return grpc.insecure_channel(address, options=list(options))
+        return grpc.secure_channel(address, self._channel_credentials(), options=list(options))
+
+    def aio_channel(self, address: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
+        if self.insecure:
+            return grpc.aio.insecure_channel(address, options=list(options))
+        return grpc.aio.secure_channel(address, self._channel_credentials(), options=list(options))
+
+    def _channel_credentials(self) -> grpc.ChannelCredentials:
+        if self.ca is None:
+            raise CredentialsError("TLS needs the cluster CA certificate ([tls] ca in the cluster file, "
+                                   "or $XCE_CA); or set insecure = true")
+        return grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        items: list[tuple[str, str]] = []
+        if self.token:
+            items.append((AUTH_METADATA, f"Bearer {self.token}"))
+        if self.munge:
+            items.append((MUNGE_METADATA, munge_credential()))
+        return tuple(items)
+
+    def with_token(self, token: str | None) -> Credentials:
+        return replace(self, token=token)
+
+    def with_certificate(self, cert: Path, key: Path) -> Credentials:
+        return replace(self, cert=_read(cert, "certificate"), key=_read(key, "key"))
+
+
+def tls_files(raw: dict[str, Any], base: Path) -> TlsFiles:
+    """The cluster file's [tls] section, paths resolved against the file's directory."""
+    tls = raw.get("tls", {})
+    if not isinstance(tls, dict):
+        raise CredentialsError("[tls] must be a table")
+    insecure = tls.get("insecure", False)
+    if not isinstance(insecure, bool):
+        raise CredentialsError("[tls] insecure must be true or false")
+
+    def path(key: str, default: str) -> Path | None:
+        value = tls.get(key, default)
+        if not isinstance(value, str):
+            raise CredentialsError(f"[tls] {key} must be a path")
+        return (base / value) if value else None
+
+    return TlsFiles(ca=path("ca", "tls/ca.crt"), cert=path("client_cert", "tls/client-xce.crt"),
+                    key=path("client_key", "tls/client-xce.key"), insecure=insecure)
+
+
+def for_cluster(cluster_file: Path | None, token: str | None = None, use_token_search: bool = True,
+                cert: Path | None = None, key: Path | None = None) -> Credentials:
+    """A person's or daemon's credentials for the cluster described by `cluster_file`."""
+    raw: dict[str, Any] = {}
+    base = Path.cwd()
+    if cluster_file is not None:
+        try:
+            raw = tomllib.loads(Path(cluster_file).read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise CredentialsError(f"cannot read the cluster file {cluster_file}: {exc}") from None
+        base = Path(cluster_file).resolve().parent
+    files = tls_files(raw, base)
+    env = os.environ
+    ca_path = Path(env["XCE_CA"]) if env.get("XCE_CA") else files.ca
+    cert_path = cert or (Path(env["XCE_CERT"]) if env.get("XCE_CERT") else files.cert)
+    key_path = key or (Path(env["XCE_KEY"]) if env.get("XCE_KEY") else files.key)
+    auth = raw.get("auth", {}) if isinstance(raw.get("auth", {}), dict) else {}
+    munge = env.get("XCE_MUNGE") == "1" or (bool(auth.get("munge", False)) and env.get("XCE_MUNGE") != "0")
+    if token is None and use_token_search:
+        token = find_token(base if cluster_file is not None else None)
+    if files.insecure:
+        return Credentials(insecure=True, token=token, munge=munge)
+    return Credentials(ca=_read(ca_path, "CA certificate") if ca_path else None,
+                       cert=_read(cert_path, "client certificate") if cert_path else None,
+                       key=_read(key_path, "client key") if key_path else None, token=token, munge=munge)
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise CredentialsError(f"cannot read the {what} {path}: {exc.strerror or exc}") from None
+
+
+def find_token(cluster_dir: Path | None) -> str | None:
+    env = os.environ
+    if env.get("XCE_TOKEN"):
+        return env["XCE_TOKEN"].strip()
+    candidates: list[tuple[Path, bool]] = []
+    if env.get("XCE_TOKEN_FILE"):
+        candidates.append((Path(env["XCE_TOKEN_FILE"]), True))
+    config_home = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
+    candidates.append((config_home / "xce" / "token", False))
+    if cluster_dir is not None:
+        candidates.append((cluster_dir / ADMIN_TOKEN_FILE, False))
+    for path, required in candidates:
+        token = read_token_file(path, required)
+        if token:
+            return token
+    return None
+
+
+def read_token_file(path: Path, required: bool = False) -> str | None:
+    """The token in `path`; None if absent (or not ours to read); refused if others may read it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except (FileNotFoundError, PermissionError, NotADirectoryError):
+        if required:
+            raise CredentialsError(f"cannot read the token file {path}") from None
+        return None
+    except OSError as exc:
+        raise CredentialsError(f"cannot read the token file {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd) as f:
+        info = os.fstat(f.fileno())
+        if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise CredentialsError(f"the token file {path} is readable by others "
+                                   f"(mode {stat.S_IMODE(info.st_mode):04o}); chmod 600 it")
+        return f.read().strip() or None
+
+
+def new_token() -> tuple[str, str]:
+    """(token, its hex SHA-256): 256 random bits; only the hash ever leaves this process."""
+    token = TOKEN_PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
+    return token, token_hash(token)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def munge_credential() -> str:
+    """A fresh MUNGE credential from the local munged (it proves this process's uid and gid)."""
+    try:
+        done = subprocess.run(["munge", "-n"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CredentialsError(f"munge failed: {exc}") from None
+    if done.returncode != 0:
+        raise CredentialsError(f"munge failed: {done.stderr.strip()}")
+    return done.stdout.strip()
