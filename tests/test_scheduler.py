@@ -113,14 +113,16 @@ def test_only_the_lease_holder_decides_and_the_standby_takes_over(setup, tmp_pat
     with Client([cluster.address(cluster.leader())], cluster.credentials) as client:
         _wait(lambda: client.status(local_only=True).scheduler_lease_holder == "sched-a")
         second.start()
-        lease = client.call("SchedulerService", "AcquireLease",
-                            api.LeaseRequest(scheduler_id="probe", duration_s=1), api.LeaseResponse)
+        with Client(cluster.addresses, cluster.scheduler_credentials("probe")) as probe:
+            lease = probe.call("SchedulerService", "AcquireLease",
+                               api.LeaseRequest(scheduler_id="probe", duration_s=1), api.LeaseResponse)
         assert not lease.granted and lease.holder == "sched-a"  # held: nobody else gets it
         job = client.submit([api.JobSpec(command=["true"], cwd=str(tmp_path))]).jobs[0]
-        # A batch of an older epoch is rejected whole: fencing.
+        # A batch of an older epoch is rejected whole: fencing (by the leader, before the log).
         stale = api.DecisionBatch(lease_epoch=lease.epoch - 1, scheduler_id="sched-a", decisions=[
             api.Decision(dispatch=api.DispatchDecision(job_id=job.id, attempt=0, host="w1"))])
-        reply = client.call("SchedulerService", "SubmitDecisions", stale, api.DecisionBatchResponse)
+        with Client(cluster.addresses, cluster.scheduler_credentials("sched-a")) as imposter:
+            reply = imposter.call("SchedulerService", "SubmitDecisions", stale, api.DecisionBatchResponse)
         assert reply.rejections[0].startswith("stale lease")
         _wait(lambda: client.get_job(job.id).state == api.DONE)
         first.kill()
@@ -207,7 +209,8 @@ def test_no_decision_acts_before_commit(setup, tmp_path: Path) -> None:  # type:
 def test_jobs_p_shows_pending_reasons(setup) -> None:  # type: ignore[no-untyped-def]
     cluster, workers, schedulers = setup
     workers.start("w1", 2)
-    env = {**os.environ, "XCE_CONTROLLERS": ",".join(cluster.addresses)}
+    env = {**os.environ, "XCE_CONTROLLERS": ",".join(cluster.addresses),
+           "XCE_CLUSTER": str(cluster.config_path)}
 
     def xce(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "xce.cli", *args], env=env, capture_output=True,

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import pwd
-import shutil
 import signal
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -267,31 +263,6 @@ def test_host_lost_unknown_then_requeue_or_exit_unless_it_returns(
     assert (by_id[rerun.id].state, by_id[rerun.id].attempt) == (api.PEND, 1)
     assert "requeued" in by_id[rerun.id].pending_reason
     assert (by_id[plain.id].state, by_id[plain.id].exit_status_unknown) == (api.EXIT, True)
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="running as another user needs a root worker")
-def test_root_worker_runs_the_job_as_its_submitting_user(setup: tuple[LocalCluster, LocalWorkers]) -> None:
-    cluster, workers = setup
-    workers.start("w1", 2)
-    _wait_hosts(cluster, {"w1"})
-    nobody = pwd.getpwnam("nobody")
-    shared = Path(tempfile.mkdtemp(prefix="xce-user-test-", dir="/tmp"))  # reachable by nobody
-    try:
-        shared.chmod(0o777)
-        with cluster.client() as client:
-            as_nobody, as_ghost = client.submit([
-                api.JobSpec(command=["sh", "-c", "id -u; id -g"], cwd=str(shared), user="nobody",
-                            stdout_path="ids"),
-                api.JobSpec(command=["id", "-u"], cwd=str(shared), user="no-such-user-xce",
-                            stdout_path="ghost")]).jobs
-            client.run(as_nobody.id, "w1")
-            client.run(as_ghost.id, "w1")
-        _wait_jobs(cluster, lambda js: all(j.state == api.DONE for j in js))
-        assert (shared / "ids").read_text().split() == [str(nobody.pw_uid), str(nobody.pw_gid)]
-        assert (shared / "ids").stat().st_uid == nobody.pw_uid  # opened by the job's user, not root
-        assert (shared / "ghost").read_text().strip() == "0"  # unknown user: the worker's own
-    finally:
-        shutil.rmtree(shared)
 
 
 def test_a_stalled_worker_rejoins_and_its_job_runs_out(make_fleet, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

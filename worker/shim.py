@@ -57,37 +57,35 @@ def write_status(path: Path, status: dict[str, object]) -> None:
 
 def _child(user: str | None, cwd: str, stdout: str, stderr: str, command: list[str], report: int) -> None:
     """In the forked child: become the owner, then everything else as the owner; never returns."""
-    code = START_FAILED
+    code, doing = START_FAILED, "starting"
     try:
         if user is not None:
-            code = UNKNOWN_USER
+            code, doing = UNKNOWN_USER, f"user {user}"
             entry = pwd.getpwnam(user)
             os.setgroups(os.getgrouplist(user, entry.pw_gid))
             os.setgid(entry.pw_gid)
             os.setuid(entry.pw_uid)
-            code = START_FAILED
+        code, doing = START_FAILED, "reading the job's environment"
         env = json.loads(os.read(0, 1 << 24).decode() or "{}")  # as the owner, never before
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
-        code = CWD_MISSING
+        code, doing = CWD_MISSING, f"working directory {cwd} missing or not accessible"
         os.chdir(cwd)
-        code = START_FAILED
         for fd, path in ((1, stdout), (2, stderr)):
+            code, doing = START_FAILED, f"output file {path}"
             opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             os.dup2(opened, fd)
             os.close(opened)
-        code = COMMAND_NOT_FOUND
+        code, doing = COMMAND_NOT_FOUND, f"command not found: {command[0]}"
         os.execvpe(command[0], command, env)
     except BaseException as exc:  # noqa: BLE001 - whatever it is, the shim must hear of it
         if isinstance(exc, OSError) and code == COMMAND_NOT_FOUND and exc.errno not in (errno.ENOENT,
                                                                                        errno.EACCES):
-            code = START_FAILED
-        what = {COMMAND_NOT_FOUND: f"{command[0]}: ", CWD_MISSING: f"working directory {cwd}: ",
-                UNKNOWN_USER: f"user {user}: "}.get(code, "")
+            code, doing = START_FAILED, f"cannot run {command[0]}"
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
         try:
-            os.write(report, f"{code} {what}{detail}".encode()[:1000])
+            os.write(report, f"{code} {doing}: {detail}".encode()[:1000])
         finally:
             os._exit(127)
 

@@ -59,9 +59,12 @@ def controllers(args: argparse.Namespace) -> list[str]:
 def credentials(args: argparse.Namespace) -> Credentials:
     cert, key = getattr(args, "cert", None), getattr(args, "key", None)
     try:
-        return for_cluster(cluster_file(args), cert=cert, key=key)
+        found = for_cluster(cluster_file(args), cert=cert, key=key)
+        found.check()
+        return found
     except CredentialsError as exc:
-        raise SystemExit(f"xce: {exc}") from None
+        print(f"xce: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -213,9 +216,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_worker(args.config, args.name)
     if args.command == "scheduler":
         from scheduler.daemon import run as run_scheduler
+        from scheduler.picker import PickerError, load
 
-        creds = credentials(args)
-        return run_scheduler(controllers(args), creds, args.id, args.lease_s, args.picker)
+        try:
+            load(args.picker)
+        except PickerError as exc:
+            print(f"xce scheduler: {exc}", file=sys.stderr)
+            return 2
+        return run_scheduler(controllers(args), credentials(args), args.id, args.lease_s, args.picker)
     if args.command == "cluster":
         from xce.local_cluster import up
 

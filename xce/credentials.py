@@ -73,10 +73,15 @@ class Credentials:
             return grpc.aio.insecure_channel(address, options=list(options))
         return grpc.aio.secure_channel(address, self._channel_credentials(), options=list(options))
 
+    def check(self) -> None:
+        """Raise CredentialsError if no TLS connection can be made with these."""
+        if not self.insecure and self.ca is None:
+            raise CredentialsError("TLS needs the cluster CA certificate ([tls] ca in the cluster file: "
+                                   "--cluster FILE, $XCE_CLUSTER; or $XCE_CA); or the cluster's "
+                                   "insecure = true")
+
     def _channel_credentials(self) -> grpc.ChannelCredentials:
-        if self.ca is None:
-            raise CredentialsError("TLS needs the cluster CA certificate ([tls] ca in the cluster file, "
-                                   "or $XCE_CA); or set insecure = true")
+        self.check()
         return grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
 
     def metadata(self) -> tuple[tuple[str, str], ...]:
@@ -124,7 +129,8 @@ def for_cluster(cluster_file: Path | None, token: str | None = None, use_token_s
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise CredentialsError(f"cannot read the cluster file {cluster_file}: {exc}") from None
         base = Path(cluster_file).resolve().parent
-    files = tls_files(raw, base)
+    # Without a cluster file, only what the environment names: no default paths.
+    files = tls_files(raw, base) if cluster_file is not None else TlsFiles(None, None, None)
     env = os.environ
     ca_path = Path(env["XCE_CA"]) if env.get("XCE_CA") else files.ca
     cert_path = cert or (Path(env["XCE_CERT"]) if env.get("XCE_CERT") else files.cert)

@@ -50,8 +50,10 @@ def write_config(data: Path, replicas: int = 3, base_port: int = 0, cluster_id: 
                  extra: str = "", hosts: Sequence[str] | None = None) -> Path:
     """Write data/cluster.toml unless it exists; return its path. `hosts`: each
     replica's address (default 127.0.0.1 for all)."""
-    data.mkdir(parents=True, exist_ok=True, mode=0o700)
-    data.chmod(0o700)
+    # 0711: others may pass through to the workers' spools (job owners reach users/<owner>/ there),
+    # never list; what is secret inside is 0600 (keys, password, token) or 0700 (each replica's files).
+    data.mkdir(parents=True, exist_ok=True, mode=0o711)
+    data.chmod(0o711)
     path = data / "cluster.toml"
     if path.exists():
         return path
@@ -125,16 +127,24 @@ class LocalCluster:
         """A person's credentials: the shared client certificate and `token` (None: no token at all)."""
         return for_cluster(self.config_path, token=token, use_token_search=False)
 
-    def new_user(self, user: str, role: str = "user", expires_ms: int = 0) -> Credentials:
-        """A token for `user` with `role`, created by the admin; that user's credentials."""
+    def new_token(self, user: str, role: str = "user", expires_ms: int = 0) -> str:
+        """A token for `user` with `role`, created by the admin."""
         token, digest = new_token()
         with self.client() as client:
             client.create_token(digest, user, role, expires_ms)
-        return self.credentials_for(token)
+        return token
+
+    def new_user(self, user: str, role: str = "user", expires_ms: int = 0) -> Credentials:
+        """That user's credentials, with a new token."""
+        return self.credentials_for(self.new_token(user, role, expires_ms))
 
     def worker_credentials(self, name: str) -> Credentials:
         """What the worker of host `name` presents: its certificate, no token."""
         return self.credentials_for(None).with_certificate(*self.certificate("worker", name))
+
+    def scheduler_credentials(self, name: str) -> Credentials:
+        """What scheduler `name` presents: its certificate, no token."""
+        return self.credentials_for(None).with_certificate(*self.certificate("scheduler", name))
 
     def certificate(self, role: str, name: str) -> tuple[Path, Path]:
         """A certificate of the cluster CA for a worker, scheduler or client (issued once)."""

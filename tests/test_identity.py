@@ -1,0 +1,369 @@
+"""Who may do what, tried by a real unprivileged user (uid 65534) against a root cluster.
+
+Each test is an attack that worked before identity landed (issue 12): the
+attacker is the `xce` command run as `nobody` through setpriv, with nobody's
+own token, the shared client certificate, and whatever it chooses to put in
+its environment or its requests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from xce.client import Client, XceError
+from xce.credentials import new_token, token_hash
+from xce.local_cluster import LocalCluster, LocalWorkers
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+pytestmark = [pytest.mark.cluster,
+              pytest.mark.skipif(os.geteuid() != 0, reason="attacks as another uid need root to start them")]
+
+ROOT = Path(__file__).resolve().parent.parent
+NOBODY = pwd.getpwnam("nobody")
+HOSTS = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.5\n"
+
+
+@pytest.fixture(scope="module")
+def reachable() -> Iterator[None]:
+    """The interpreter and the code must be reachable by nobody: grant o+x (search, not read) on the
+    repository's parents that lack it (a CI clone lives in a 0700 temporary directory); restored after."""
+    changed: list[tuple[Path, int]] = []
+    for parent in [ROOT, *ROOT.parents]:
+        mode = stat.S_IMODE(parent.stat().st_mode)
+        if not mode & stat.S_IXOTH:
+            changed.append((parent, mode))
+            parent.chmod(mode | stat.S_IXOTH)
+    try:
+        yield
+    finally:
+        for parent, mode in changed:
+            parent.chmod(mode)
+
+
+@pytest.fixture(scope="module")
+def shared() -> Iterator[Path]:
+    """A directory nobody may use: its jobs' working directory, and the CLI's TLS files."""
+    path = Path(tempfile.mkdtemp(prefix="xce-identity-", dir="/tmp"))
+    path.chmod(0o777)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def fleet(reachable: None, shared: Path) -> Iterator[tuple[LocalCluster, LocalWorkers]]:
+    # The workers' spools must be reachable by job owners (their output directories are in them),
+    # as /var/spool is: the cluster lives in a directory others may pass through (0711), not pytest's 0700.
+    home = Path(tempfile.mkdtemp(prefix="xce-identity-cluster-", dir="/tmp"))
+    home.chmod(0o711)
+    cluster = LocalCluster(home / "cluster", extra_config=HOSTS)
+    workers = LocalWorkers(cluster)
+    try:
+        cluster.start()
+        cluster.leader()
+        workers.start("w1", 4)
+        workers.start("w2", 4)
+        _wait(lambda: _hosts_ok(cluster) >= {"w1", "w2"}, "workers joined")
+        tls = cluster.data / "tls"
+        for name in ("ca.crt", "client-xce.crt", "client-xce.key"):  # the CLI's admission files
+            shutil.copy(tls / name, shared / name)
+            (shared / name).chmod(0o644)
+        yield cluster, workers
+    finally:
+        workers.stop()
+        cluster.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+class Attacker:
+    """The xce command as uid 65534, with its own token (or none)."""
+
+    def __init__(self, cluster: LocalCluster, shared: Path, token: str | None) -> None:
+        self.cluster = cluster
+        self.shared = shared
+        self.token = token
+
+    def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        files = self.shared
+        base = {"PATH": "/usr/bin:/bin", "HOME": str(files), "XCE_DATA": str(files / "none"),
+                "XCE_CONTROLLERS": ",".join(self.cluster.addresses), "XCE_CA": str(files / "ca.crt"),
+                "XCE_CERT": str(files / "client-xce.crt"), "XCE_KEY": str(files / "client-xce.key")}
+        if self.token:
+            base["XCE_TOKEN"] = self.token
+        return subprocess.run(["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}",
+                               "--clear-groups", sys.executable, "-m", "xce.cli", *args],
+                              env={**base, **(env or {})}, cwd=self.shared, capture_output=True, text=True,
+                              timeout=60)
+
+    def refused(self, code: str, *args: str) -> str:
+        done = self.run(*args)
+        assert done.returncode != 0 and code in done.stderr, (args, done.returncode, done.stdout, done.stderr)
+        return done.stderr
+
+
+@pytest.fixture(scope="module")
+def nobody(fleet: tuple[LocalCluster, LocalWorkers], shared: Path) -> Attacker:
+    cluster, _ = fleet
+    return Attacker(cluster, shared, cluster.new_token("nobody"))
+
+
+def _wait(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting: {what}")
+
+
+def _wait_job(cluster: LocalCluster, job_id: int, condition: Callable[[api.Job], bool], what: str) -> api.Job:
+    """Wait for the job to get there; else fail with the job and the workers' logs."""
+    deadline = time.monotonic() + 30.0
+    while time.monotonic() < deadline:
+        job = _job(cluster, job_id)
+        if condition(job):
+            return job
+        time.sleep(0.05)
+    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}"
+                     for p in sorted(cluster.data.glob("worker-*.log")))
+    raise AssertionError(f"timed out waiting: {what}\n{job}\n{logs}")
+
+
+def _hosts_ok(cluster: LocalCluster) -> set[str]:
+    with cluster.client() as client:
+        return {h.spec.name for h in client.list_hosts().hosts if h.status == api.HOST_OK}
+
+
+def _job(cluster: LocalCluster, job_id: int) -> api.Job:
+    with cluster.client() as client:
+        return client.get_job(job_id)
+
+
+def _revision(cluster: LocalCluster) -> int:
+    with Client([cluster.address(cluster.leader())], cluster.credentials) as client:
+        return client.status(local_only=True).replicas[0].applied_index
+
+
+# ---------------------------------------------------------------- jobs run as their owner
+
+
+def test_user_root_in_the_environment_runs_as_the_caller(fleet: tuple[LocalCluster, LocalWorkers],
+                                                         nobody: Attacker, shared: Path) -> None:
+    cluster, _ = fleet
+    done = nobody.run("submit", "--json", "-o", "ids", "--", "sh", "-c", "id -u; id -g; echo $HOME $USER",
+                      env={"USER": "root", "LOGNAME": "root"})
+    assert done.returncode == 0, done.stderr
+    job_id = int(json.loads(done.stdout)["id"])
+    assert _job(cluster, job_id).spec.user == "nobody"  # the owner is who proved it
+    with cluster.client() as client:
+        client.run(job_id, "w1")
+    _wait_job(cluster, job_id, lambda j: j.state == api.DONE, "the job ran")
+    uid, gid, home, user = (shared / "ids").read_text().split()
+    assert (int(uid), int(gid)) == (NOBODY.pw_uid, NOBODY.pw_gid)
+    assert (home, user) == (NOBODY.pw_dir, "nobody")  # a clean baseline for the owner
+    info = (shared / "ids").stat()
+    assert info.st_uid == NOBODY.pw_uid and stat.S_IMODE(info.st_mode) == 0o600  # opened by the owner
+
+
+def test_the_job_environment_never_reaches_a_privileged_process(fleet: tuple[LocalCluster, LocalWorkers],
+                                                                nobody: Attacker, shared: Path) -> None:
+    """LD_PRELOAD and PYTHONPATH planted by the submitter run, if at all, as the submitter."""
+    cluster, _ = fleet
+    record = shared / "euids"
+    evil = shared / "evil"
+    evil.mkdir(mode=0o755, exist_ok=True)
+    (evil / "sitecustomize.py").write_text(
+        f"import os\nopen({str(record)!r}, 'a').write(f'{{os.geteuid()}}\\n')\n")
+    env_args = ["PYTHONPATH=" + str(evil)]
+    if shutil.which("gcc"):
+        source = evil / "evil.c"
+        source.write_text('#include <stdio.h>\n#include <unistd.h>\n'
+                          '__attribute__((constructor)) static void e(void)'
+                          f' {{ FILE *f = fopen("{record}", "a");'
+                          ' if (f) { fprintf(f, "%d\\n", (int)geteuid()); fclose(f); } }\n')
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(evil / "evil.so"), str(source)], check=True)
+        env_args.append("LD_PRELOAD=" + str(evil / "evil.so"))
+    with Client(cluster.addresses, cluster.credentials_for(nobody.token)) as client:
+        # The system's python, not this venv's (whose interpreter may live where nobody cannot go).
+        python = shutil.which("python3", path="/usr/bin:/bin") or "python3"
+        job = client.submit([api.JobSpec(command=[python, "-c", "pass"], cwd=str(shared),
+                                         env=dict(a.split("=", 1) for a in env_args))]).jobs[0]
+    with cluster.client() as client:
+        client.run(job.id, "w2")
+    _wait_job(cluster, job.id, lambda j: j.state in (api.DONE, api.EXIT), "the job ended")
+    euids = set(record.read_text().split())
+    assert euids == {str(NOBODY.pw_uid)}  # the job's own process loaded them; the root shim never did
+
+
+def test_an_owner_without_an_account_pends_with_a_reason_and_nothing_runs(
+        fleet: tuple[LocalCluster, LocalWorkers], shared: Path) -> None:
+    cluster, _ = fleet
+    marker = shared / "ghost-ran"
+    ghost = cluster.new_user("ghost-xce-no-account")
+    with Client(cluster.addresses, ghost) as client:
+        job = client.submit([api.JobSpec(command=["touch", str(marker)], cwd="/")]).jobs[0]
+    with cluster.client() as client:
+        client.run(job.id, "w1")
+    pending = _wait_job(cluster, job.id, lambda j: j.attempt == 1, "the dispatch failed")
+    assert pending.state == api.PEND
+    assert "ghost-xce-no-account has no account on host" in pending.pending_reason
+    assert not marker.exists()
+
+
+# ---------------------------------------------------------------- what a user may do to others
+
+
+def test_another_users_job_and_the_cluster_are_not_the_attackers(fleet: tuple[LocalCluster, LocalWorkers],
+                                                                 nobody: Attacker) -> None:
+    cluster, _ = fleet
+    with cluster.client() as client:
+        victim = client.submit([api.JobSpec(command=["sleep", "60"], cwd="/tmp", priority=1)]).jobs[0]
+        client.control(victim.id, api.HOLD)
+    before = _revision(cluster)
+    for args in (["kill", str(victim.id)], ["release", str(victim.id)], ["requeue", str(victim.id)],
+                 ["modify", str(victim.id), "--priority", "99"], ["run", str(victim.id), "--host", "w1"],
+                 ["queue", "update", "normal", "--closed"], ["queue", "create", "mine"],
+                 ["token", "create", "--user", "nobody", "--role", "cluster_admin"], ["token", "list"]):
+        stderr = nobody.refused("PERMISSION_DENIED", *args)
+        assert "needs " in stderr  # the message names the permission
+    assert _revision(cluster) == before
+    with Client(cluster.addresses, cluster.credentials_for(nobody.token)) as client:
+        lease = api.LeaseRequest(scheduler_id="nobody", duration_s=3600)
+        for call in (lambda c: c.call("SchedulerService", "AcquireLease", lease, api.LeaseResponse),
+                     lambda c: c.call("SchedulerService", "SubmitDecisions",
+                                      api.DecisionBatch(scheduler_id="x"), api.DecisionBatchResponse)):
+            with pytest.raises(XceError) as caught:
+                call(client)
+            assert caught.value.code == grpc.StatusCode.PERMISSION_DENIED
+    assert _revision(cluster) == before
+    assert _job(cluster, victim.id).state == api.PSUSP
+
+
+def test_a_user_controls_its_own_jobs_within_the_queue_cap(fleet: tuple[LocalCluster, LocalWorkers],
+                                                           nobody: Attacker) -> None:
+    cluster, _ = fleet
+    with cluster.client() as client:
+        queue = [q for q in client.list_queues().queues if q.name == "idle"][0]
+        queue.max_user_priority = 10
+        client.put_queue(queue, create=False)
+    done = nobody.run("submit", "--json", "-q", "idle", "--priority", "5", "--", "true")
+    assert done.returncode == 0, done.stderr
+    job_id = json.loads(done.stdout)["id"]
+    assert nobody.run("hold", job_id).returncode == 0
+    assert nobody.run("modify", job_id, "--priority", "3").returncode == 0  # lowering is always allowed
+    assert "max_user_priority" in nobody.refused("PERMISSION_DENIED", "modify", job_id, "--priority", "11")
+    assert "max_user_priority" in nobody.refused("PERMISSION_DENIED", "submit", "-q", "idle", "--priority",
+                                                 "50", "--", "true")
+    assert nobody.run("kill", job_id).returncode == 0
+
+
+# ---------------------------------------------------------------- what others see
+
+
+def test_env_values_are_hidden_from_other_users_and_readonly(fleet: tuple[LocalCluster, LocalWorkers],
+                                                            nobody: Attacker) -> None:
+    cluster, _ = fleet
+    with cluster.client() as client:
+        secret = client.submit([api.JobSpec(command=["true"], cwd="/tmp", env={"API_KEY": "s3cr3t"})]).jobs[0]
+        client.control(secret.id, api.HOLD)
+    for who in (cluster.credentials_for(nobody.token), cluster.new_user("auditor", "readonly")):
+        with Client(cluster.addresses, who) as client:
+            seen = client.get_job(secret.id)
+            assert seen.spec.env["API_KEY"] == "" and "API_KEY" in seen.spec.env
+            listed = [j for j in client.list_jobs() if j.id == secret.id]
+            assert listed and listed[0].spec.env["API_KEY"] == ""
+    done = nobody.run("job", str(secret.id), "--json")
+    assert done.returncode == 0 and "s3cr3t" not in done.stdout
+    with cluster.client() as client:
+        assert client.get_job(secret.id).spec.env["API_KEY"] == "s3cr3t"  # the owner (and admins) see it
+    # Sync carries every job in full: only schedulers and admins may open it.
+    user = cluster.credentials_for(nobody.token)
+    with user.channel(cluster.address(cluster.leader())) as channel:
+        sync = channel.unary_stream("/xce.v1.SyncService/Sync",
+                                    request_serializer=log.SyncRequest.SerializeToString,
+                                    response_deserializer=log.SyncMessage.FromString)
+        with pytest.raises(grpc.RpcError) as caught:
+            list(sync(log.SyncRequest(), timeout=10, metadata=user.metadata()))
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+# ---------------------------------------------------------------- workers
+
+
+def _connect(channel: grpc.Channel, metadata: tuple[tuple[str, str], ...], join: str) -> grpc.RpcError:
+    connect = channel.stream_stream("/xce.v1.WorkerService/Connect",
+                                    request_serializer=api.WorkerMessage.SerializeToString,
+                                    response_deserializer=api.ControllerMessage.FromString)
+    try:
+        list(connect(iter([api.WorkerMessage(join=api.HostSpec(name=join, slots=1))]), timeout=10,
+                     metadata=metadata))
+    except grpc.RpcError as exc:
+        return exc
+    raise AssertionError("the stream was not refused")
+
+
+def test_a_worker_joins_only_as_the_host_of_its_certificate(fleet: tuple[LocalCluster, LocalWorkers],
+                                                            nobody: Attacker) -> None:
+    cluster, _ = fleet
+    leader = cluster.address(cluster.leader())
+    before = _revision(cluster)
+    with cluster.worker_credentials("w2").channel(leader) as channel:
+        refused = _connect(channel, (), "w1")
+    assert refused.code() == grpc.StatusCode.PERMISSION_DENIED and "w2" in (refused.details() or "")
+    with cluster.credentials_for(None).channel(leader) as channel:  # the client certificate proves no host
+        assert _connect(channel, (), "w1").code() == grpc.StatusCode.UNAUTHENTICATED
+    user = cluster.credentials_for(nobody.token)
+    with user.channel(leader) as channel:  # a person is not a worker
+        assert _connect(channel, user.metadata(), "w1").code() == grpc.StatusCode.PERMISSION_DENIED
+    with grpc.insecure_channel(leader) as channel:  # no TLS at all: no gRPC status, the handshake fails
+        assert _connect(channel, (), "w1").code() == grpc.StatusCode.UNAVAILABLE
+    assert _revision(cluster) == before
+    assert _hosts_ok(cluster) >= {"w1", "w2"}
+
+
+def test_no_token_expired_and_revoked_tokens_are_unauthenticated(fleet: tuple[LocalCluster, LocalWorkers],
+                                                                 shared: Path) -> None:
+    cluster, _ = fleet
+    assert "UNAUTHENTICATED" in Attacker(cluster, shared, None).refused("UNAUTHENTICATED", "jobs")
+    assert Attacker(cluster, shared, "xce_made-up").refused("UNAUTHENTICATED", "jobs")
+    expired = cluster.new_token("nobody", expires_ms=int(time.time() * 1000) + 5000)
+    assert Attacker(cluster, shared, expired).run("jobs").returncode == 0
+    _wait(lambda: Attacker(cluster, shared, expired).run("jobs").returncode != 0, "the token expired", 20)
+    assert "expired" in Attacker(cluster, shared, expired).refused("UNAUTHENTICATED", "jobs")
+    revoked = cluster.new_token("nobody")
+    with cluster.client() as client:
+        client.revoke_token(token_hash(revoked)[:16])
+    assert "revoked" in Attacker(cluster, shared, revoked).refused("UNAUTHENTICATED", "jobs")
+
+
+def test_tokens_are_made_listed_and_revoked_by_admins_only(fleet: tuple[LocalCluster, LocalWorkers],
+                                                           shared: Path) -> None:
+    cluster, _ = fleet
+    token, digest = new_token()
+    operator = cluster.new_user("op", "operator")
+    with Client(cluster.addresses, operator) as client:
+        for call in (lambda c: c.create_token(digest, "op", "cluster_admin"), lambda c: c.list_tokens()):
+            with pytest.raises(XceError) as caught:
+                call(client)
+            assert caught.value.code == grpc.StatusCode.PERMISSION_DENIED
+    with cluster.client() as client:
+        made = client.create_token(digest, "carol", "user").token
+        listed = {t.id: t for t in client.list_tokens()}
+        assert listed[made.id].user == "carol" and listed[made.id].created_by == pwd.getpwuid(0).pw_name
+        assert token not in repr(listed) and digest not in repr(listed)  # never the token, not even its hash
+    assert Attacker(cluster, shared, token).run("whoami").stdout.startswith("carol (role user")
