@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,19 +39,60 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pysyncobj.syncobj as _syncobj_module
+import pysyncobj.tcp_server as _tcp_server_module
+import pysyncobj.transport as _transport_module
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+from pysyncobj.tcp_connection import TcpConnection
 from pysyncobj.transport import TCPTransport
 
 from controller import fsm
 from controller.raft_wal import LmdbJournal
 from controller.store import StateStore, fsync_path
 from xce.clock import REAL_CLOCK, Clock
+from xce.private import open_private
 
 log = logging.getLogger(__name__)
 
 _WAL_MARKER = "xce-lmdb-wal:"
 _journals: dict[str, LmdbJournal] = {}
 _original_create_journal = _syncobj_module.createJournal
+
+
+# A peer's frame is a 4-byte length and that many bytes, which pysyncobj buffers whole before it
+# decrypts anything (so before the password proves the peer): a length of 2 GiB from anyone who can
+# reach the port made a leader buffer tens of MiB and lose its leadership. Our largest frame is an
+# AppendEntries batch (APPEND_ENTRIES_BYTES, 2 MiB) or a snapshot chunk (64 KiB), compressed.
+MAX_FRAME_BYTES = 16 << 20
+
+
+class _BoundedConnection(TcpConnection):  # type: ignore[misc]
+    """A peer connection that hangs up on a frame longer than MAX_FRAME_BYTES before buffering it."""
+
+    def _TcpConnection__processRead(self) -> bool:  # overrides the base class's private reader
+        more = bool(TcpConnection._TcpConnection__processRead(self))
+        buffer = self._TcpConnection__readBuffer
+        if len(buffer) >= 4:
+            (length,) = struct.unpack("i", buffer[:4])
+            if not 0 <= length <= MAX_FRAME_BYTES or len(buffer) > 2 * MAX_FRAME_BYTES + 8:
+                log.warning("raft: a frame of %d bytes from %s exceeds %d: connection dropped", length,
+                            _peer(self._TcpConnection__socket), MAX_FRAME_BYTES)
+                self.disconnect()
+                return False
+        return more
+
+
+def _peer(sock: Any) -> str:
+    if sock is None:
+        return "?"
+    try:
+        return str(sock.getpeername())
+    except OSError:
+        return "?"
+
+
+# pysyncobj makes its connections by these module-level names.
+_tcp_server_module.TcpConnection = _BoundedConnection
+_transport_module.TcpConnection = _BoundedConnection
 
 
 def _create_journal(journal_file: str | None) -> Any:
@@ -164,6 +206,8 @@ class RaftNode:
         rank = sorted(set(peers) | {self_address}).index(self_address)
         conf = SyncObjConf(
             password=password,
+            # Exactly the configured address: pysyncobj would listen on 0.0.0.0 for an IPv4 one.
+            bindAddress=self_address,
             journalFile=marker,
             fullDumpFile=str(self._snapshot_path),
             serializer=self._serialize,
@@ -283,7 +327,7 @@ class RaftNode:
         last, prev, cluster = data
         header = {"last": _entry_json(last), "prev": _entry_json(prev),
                   "cluster": sorted(str(getattr(n, "address", n)) for n in cluster)}
-        with open(path, "wb") as out:
+        with os.fdopen(open_private(path), "wb") as out:
             self.store.write_snapshot(out, header)
 
     def _deserialize(self, path: str) -> tuple[Any, ...]:

@@ -24,6 +24,8 @@ from typing import Any
 
 import lmdb
 
+from xce.private import private_lmdb
+
 MAP_SIZE = 8 << 30
 
 Entry = tuple[bytes, int, int]  # pysyncobj's (command, index, term)
@@ -33,7 +35,8 @@ class LmdbJournal:
     def __init__(self, path: Path, before_truncate: Callable[[], None] | None = None,
                  on_failure: Callable[[BaseException], None] | None = None) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
-        self._env = lmdb.open(str(path), map_size=MAP_SIZE, max_dbs=2, sync=True, metasync=True)
+        self._env = lmdb.open(str(private_lmdb(Path(path))), map_size=MAP_SIZE, max_dbs=2, sync=True,
+                              metasync=True, mode=0o600)
         self._log = self._env.open_db(b"log")
         self._meta_db = self._env.open_db(b"meta")
         # Called before entries covered by a snapshot are dropped, so the

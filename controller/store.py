@@ -38,6 +38,7 @@ import lmdb
 
 from controller import fsm
 from controller.tables import TABLES
+from xce.private import private_lmdb
 from xce.v1 import log_pb2 as log
 
 logger = logging.getLogger(__name__)
@@ -132,8 +133,8 @@ class StateStore:
         fresh = not (path / "data.mdb").exists()
         path.mkdir(parents=True, exist_ok=True)
         try:
-            env = lmdb.open(str(path), map_size=MAP_SIZE, max_dbs=len(TABLES) + 1,
-                            metasync=False, sync=True, max_readers=512)
+            env = lmdb.open(str(private_lmdb(Path(path))), map_size=MAP_SIZE, max_dbs=len(TABLES) + 1,
+                            metasync=False, sync=True, max_readers=512, mode=0o600)
             dbs = {t: env.open_db(t.encode()) for t in TABLES}
         except lmdb.Error as exc:
             raise StoreError(f"state store {path} is unreadable (corrupt LMDB file?): {exc}") from exc

@@ -367,3 +367,35 @@ def test_tokens_are_made_listed_and_revoked_by_admins_only(fleet: tuple[LocalClu
         assert listed[made.id].user == "carol" and listed[made.id].created_by == pwd.getpwuid(0).pw_name
         assert token not in repr(listed) and digest not in repr(listed)  # never the token, not even its hash
     assert Attacker(cluster, shared, token).run("whoami").stdout.startswith("carol (role user")
+
+
+# ---------------------------------------------------------------- at rest
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_files_at_rest_are_their_owners_only(fleet: tuple[LocalCluster, LocalWorkers],
+                                            nobody: Attacker) -> None:
+    cluster, _ = fleet
+    done = nobody.run("submit", "--json", "--", "true")  # default output: the owner's spool directory
+    job_id = int(json.loads(done.stdout)["id"])
+    with cluster.client() as client:
+        client.run(job_id, "w1")
+    _wait_job(cluster, job_id, lambda j: j.state == api.DONE, "the job ran")
+    for replica in cluster.config.replicas:
+        home = cluster.config.replica_dir(replica.id)
+        assert _mode(home) == 0o700
+        for env in ("state", "wal"):
+            assert _mode(home / env) == 0o700 and _mode(home / env / "data.mdb") == 0o600
+    for secret in ("secret", "admin.token", "tls/ca.key", "tls/client-xce.key", "tls/worker-w1.key"):
+        assert _mode(cluster.data / secret) == 0o600, secret
+    spool = cluster.data / "xce-spool-w1"
+    assert _mode(spool) == 0o711  # owners pass through to their own directory; nobody lists it
+    assert _mode(spool / "journal") == 0o700 and _mode(spool / "journal" / "data.mdb") == 0o600
+    assert _mode(spool / f"{job_id}.0.status") == 0o600
+    mine = spool / "users" / "nobody"
+    assert _mode(mine) == 0o700 and mine.stat().st_uid == NOBODY.pw_uid
+    out = mine / f"{job_id}.0.out"
+    assert _mode(out) == 0o600 and out.stat().st_uid == NOBODY.pw_uid

@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 import lmdb
 
+from xce.private import private_lmdb
+
 Key = tuple[int, int]
 KEEP_ACKED = 1000  # acknowledged records kept to recognise late repeats
 
@@ -29,7 +31,8 @@ class Journal:
     def __init__(self, path: Path, keep_acked: int = KEEP_ACKED) -> None:
         self.keep_acked = keep_acked
         path.mkdir(parents=True, exist_ok=True)
-        self._env = lmdb.open(str(path), map_size=1 << 30, max_dbs=1, sync=True, metasync=True)
+        self._env = lmdb.open(str(private_lmdb(Path(path))), map_size=1 << 30, max_dbs=1, sync=True,
+                              metasync=True, mode=0o600)
         self._db = self._env.open_db(b"instances")
 
     def put(self, key: Key, record: dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ import grpc
 from xce import pki
 from xce.client import Client, XceError
 from xce.credentials import ADMIN_TOKEN_FILE, Credentials, for_cluster, new_token, read_token_file
+from xce.private import write_private
 
 
 def free_ports(count: int) -> list[int]:
@@ -86,10 +87,7 @@ def _me() -> str:
 
 
 def _write_private(path: Path, text: str) -> None:
-    """Create the file readable by its owner only from the first byte."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
+    write_private(path, text.encode())
 
 
 class LocalCluster:

@@ -28,6 +28,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from xce.private import write_private
+
 ROLES = ("replica", "worker", "scheduler", "client")
 CA_DAYS = 3650
 LEAF_DAYS = 825
@@ -41,15 +43,6 @@ class PkiError(Exception):
 class Identity:
     role: str
     name: str
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Create (or replace) the file readable by its owner only from the first byte."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 def _write_public(path: Path, data: bytes) -> None:
