@@ -436,3 +436,68 @@ def test_a_heartbeat_on_a_superseded_stream_does_not_make_the_current_one_look_s
     h.effects()
     statuses = [p.entry for p in h.proposed if p.entry.WhichOneof("body") in ("host_status", "host_statuses")]
     assert statuses == []  # generation 2 was heard 0.5 s ago: not late
+
+
+# ---------------------------------------------------------------- authorization (controller/authz.py)
+
+ALICE = Principal("alice", "user")
+MALLORY = Principal("mallory", "user")
+SCHED = Principal("sched-1", "scheduler", "certificate")
+
+
+def test_the_owner_is_the_caller_and_the_entry_records_who_asked() -> None:
+    h = Harness()
+    h.serve()
+    request = submit("a")
+    request.jobs[0].user = "root"  # claimed; never believed
+    h.call(1, "SubmitJobs", request, ALICE)
+    entry = h.commit()[0]
+    assert entry.submit.requests[0].jobs[0].user == "alice"
+    assert [(p.name, p.role) for p in entry.submit.by] == [("alice", "user")]
+    with h.store.read() as tables:
+        assert fsm.read_job(tables, 1).spec.user == "alice"  # type: ignore[union-attr]
+
+
+def test_another_users_job_is_refused_before_the_log_an_operator_may() -> None:
+    h = Harness()
+    h.serve()
+    h.call(1, "SubmitJobs", submit("a"), ALICE)
+    h.commit()
+    for token, method, request in ((2, "ControlJob", api.ControlJobRequest(job_id="1", action=api.HOLD)),
+                                   (3, "ModifyJob", api.ModifyJobRequest(job_id="1", priority=5))):
+        h.call(token, method, request, MALLORY)
+        refused = h.replies[token]
+        assert isinstance(refused, ServiceError) and refused.code == log.PERMISSION_DENIED
+        assert "jobs." in refused.message and "alice" in refused.message
+    assert h.proposed == []
+    h.call(4, "ControlJob", api.ControlJobRequest(job_id="1", action=api.HOLD), Principal("op", "operator"))
+    assert kinds(h.commit()) == ["control"]
+
+
+def test_a_scheduler_acts_only_under_its_own_name_and_a_stale_batch_never_reaches_the_log() -> None:
+    h = Harness()
+    h.serve()
+    h.call(1, "AcquireLease", api.LeaseRequest(scheduler_id="other", duration_s=10), SCHED)
+    assert isinstance(h.replies[1], ServiceError) and h.replies[1].code == log.PERMISSION_DENIED
+    h.call(2, "AcquireLease", api.LeaseRequest(scheduler_id="sched-1", duration_s=10), SCHED)
+    h.commit()
+    epoch = h.replies[2].epoch  # type: ignore[attr-defined]
+    junk = api.DecisionBatch(lease_epoch=epoch + 7, scheduler_id="sched-1",
+                             decisions=[api.Decision(pend=api.PendDecision(job_id=1, reason="x" * 999))] * 50)
+    h.call(3, "SubmitDecisions", junk, SCHED)
+    assert h.proposed == []  # refused by the leader: the log does not grow
+    reply = h.replies[3]
+    assert isinstance(reply, api.DecisionBatchResponse)
+    assert {o.code for o in reply.outcomes} == {api.REJECT_STALE_LEASE}
+    h.call(4, "SubmitDecisions", api.DecisionBatch(lease_epoch=epoch, scheduler_id="sched-1"), SCHED)
+    assert kinds(h.commit()) == ["decisions"]
+
+
+def test_a_worker_joins_only_as_the_host_its_credential_proves() -> None:
+    h = Harness()
+    h.serve()
+    h.core.worker_opened(5, "n2")
+    h.core.worker_message(5, api.WorkerMessage(join=api.HostSpec(name="n1", slots=1)))
+    h.effects()
+    assert isinstance(h.ended[5], ServiceError) and h.ended[5].code == log.PERMISSION_DENIED
+    assert h.proposed == []
