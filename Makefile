@@ -10,6 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	sh scripts/install_munge.sh
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from loadgen import ms, percentile  # noqa: E402
 
 from xce.client import Client  # noqa: E402
+from xce.credentials import new_token  # noqa: E402
 from xce.local_cluster import LocalCluster, LocalScheduler  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
@@ -50,7 +51,8 @@ SIM_PROCESSES = 2
 class SimFleet:
     """The fleet_sim processes; their records are read after they stop."""
 
-    def __init__(self, data: Path, addresses: list[str], hosts: int, slots: int) -> None:
+    def __init__(self, data: Path, addresses: list[str], hosts: int, slots: int, cluster: Path,
+                 tokens: Path) -> None:
         self.data = data
         self.procs: list[subprocess.Popen[bytes]] = []
         self.outs: list[Path] = []
@@ -61,7 +63,8 @@ class SimFleet:
             with open(data / f"fleet-{first}.log", "ab") as log:
                 self.procs.append(subprocess.Popen(
                     [sys.executable, str(HERE / "fleet_sim.py"), str(out), ",".join(addresses), str(first),
-                     str(count), str(slots)], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+                     str(count), str(slots), str(cluster), str(tokens)], stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL))
             self.outs.append(out)
 
     def progress(self) -> tuple[int, int]:
@@ -111,18 +114,34 @@ def submit(client: Client, count: int, seconds: tuple[int, int], rng: random.Ran
         client.submit(specs)
 
 
+def worker_tokens(hosts: int) -> tuple[dict[str, str], str]:
+    """A worker token for each simulated host, and the cluster-file lines that admit them."""
+    tokens, lines = {}, []
+    for i in range(hosts):
+        name = f"sim{i:05d}"
+        tokens[name], digest = new_token()
+        lines += ["[[auth.tokens]]", f'sha256 = "{digest}"', f'user = "{name}"', 'role = "worker"', ""]
+    return tokens, "\n".join(lines)
+
+
 def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
-        seed: int = 1, profile: Path | None = None, logs: Path | None = None) -> dict[str, Any]:
+        seed: int = 1, profile: Path | None = None, logs: Path | None = None,
+        insecure: bool = False) -> dict[str, Any]:
+    """`insecure`: plaintext gRPC (tokens are still checked), to compare with TLS."""
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="xce-fleet-") as tmp:
         data = Path(tmp)
-        cluster = LocalCluster(data, extra_config="[hosts]\nheartbeat_s = 2.0\nheartbeat_timeout_s = 10.0\n")
+        tokens, admitted = worker_tokens(hosts)
+        cluster = LocalCluster(data, extra_config="[hosts]\nheartbeat_s = 2.0\nheartbeat_timeout_s = 10.0\n\n"
+                               + admitted, insecure=insecure)
+        token_file = data / "fleet-tokens.json"
+        token_file.write_text(json.dumps(tokens))
         scheduler = LocalScheduler(cluster, "fleet-sched", lease_s=5.0)
         fleet: SimFleet | None = None
         try:
             cluster.start()
             cluster.leader(timeout_s=60)
-            fleet = SimFleet(data, cluster.addresses, hosts, slots)
+            fleet = SimFleet(data, cluster.addresses, hosts, slots, cluster.config_path, token_file)
             started = time.monotonic()
             wait_for(f"{hosts} hosts joined", lambda: fleet is not None and fleet.progress()[1] >= hosts, 120)
             joined_s = time.monotonic() - started
@@ -229,8 +248,10 @@ def main() -> int:
     ap.add_argument("--kills", type=int, default=5)
     ap.add_argument("--profile", type=Path, help="py-spy the leader and scheduler into this directory")
     ap.add_argument("--logs", type=Path, help="copy the daemons' logs into this directory")
+    ap.add_argument("--insecure", action="store_true", help="plaintext gRPC (tokens still checked)")
     args = ap.parse_args()
-    result = run(args.hosts, args.slots, args.jobs, args.kills, profile=args.profile, logs=args.logs)
+    result = run(args.hosts, args.slots, args.jobs, args.kills, profile=args.profile, logs=args.logs,
+                 insecure=args.insecure)
     print(summary(result))
     print(json.dumps(result))
     return 0

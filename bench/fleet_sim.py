@@ -10,7 +10,9 @@ the number after `sleep` in its command (0 otherwise).
 
 For the benchmark it records, per (job, attempt), when its RunJob first
 arrived (wall clock) and from which replica, and writes a progress file every half second and the
-full record on SIGTERM:  python bench/fleet_sim.py OUT.json ADDRESSES FIRST COUNT SLOTS
+full record on SIGTERM:  python bench/fleet_sim.py OUT.json ADDRESSES FIRST COUNT SLOTS CLUSTER TOKENS
+(CLUSTER: the cluster file, for its TLS files; TOKENS: a JSON file of each host's worker token, since
+a simulated host has no certificate of its own: it proves its name with a token of role worker)
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from xce import worker_wire  # noqa: E402
 from xce.client import channel_options, leader_hint  # noqa: E402
+from xce.credentials import Credentials, for_cluster  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 Key = tuple[int, int]
@@ -81,7 +84,8 @@ class SimHost:
         outbox.put_nowait(api.WorkerMessage(join=api.HostSpec(name=self.name, slots=self.slots)))
         call = self.fleet.channel(self.target).stream_stream(
             CONNECT, request_serializer=api.WorkerMessage.SerializeToString,
-            response_deserializer=api.ControllerMessage.FromString)(_drain(outbox))
+            response_deserializer=api.ControllerMessage.FromString)(
+                _drain(outbox), metadata=(("authorization", f"Bearer {self.fleet.tokens[self.name]}"),))
         joined = False
         heartbeat: asyncio.Task[None] | None = None
         try:
@@ -171,22 +175,25 @@ async def _drain(outbox: asyncio.Queue[api.WorkerMessage | None]) -> AsyncIterat
 
 
 class Fleet:
-    def __init__(self, addresses: list[str]) -> None:
+    def __init__(self, addresses: list[str], credentials: Credentials, tokens: dict[str, str]) -> None:
         self.addresses = addresses
+        self.credentials = credentials
+        self.tokens = tokens
         self._channels: dict[str, grpc.aio.Channel] = {}
         self.first_seen: dict[Key, tuple[float, str]] = {}  # when, and from which replica
 
     def channel(self, target: str) -> grpc.aio.Channel:
         if target not in self._channels:
-            self._channels[target] = grpc.aio.insecure_channel(target, options=channel_options())
+            self._channels[target] = self.credentials.aio_channel(target, channel_options())
         return self._channels[target]
 
     def first_run(self, key: Key, source: str) -> None:
         self.first_seen.setdefault(key, (time.time(), source))
 
 
-async def main(out: Path, addresses: list[str], first: int, count: int, slots: int) -> None:
-    fleet = Fleet(addresses)
+async def main(out: Path, addresses: list[str], first: int, count: int, slots: int, cluster: Path,
+               tokens: Path) -> None:
+    fleet = Fleet(addresses, for_cluster(cluster, use_token_search=False), json.loads(tokens.read_text()))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -210,4 +217,4 @@ async def main(out: Path, addresses: list[str], first: int, count: int, slots: i
 
 if __name__ == "__main__":
     asyncio.run(main(Path(sys.argv[1]), sys.argv[2].split(","), int(sys.argv[3]), int(sys.argv[4]),
-                     int(sys.argv[5])))
+                     int(sys.argv[5]), Path(sys.argv[6]), Path(sys.argv[7])))

@@ -43,6 +43,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--fleet", default="500x40:20000",
                     help="simulated fleet HOSTSxSLOTS:JOBS for the placement benchmark ('' to skip)")
     ap.add_argument("--fleet-kills", type=int, default=5, help="leader kills under the fleet's load")
+    ap.add_argument("--no-plaintext", action="store_true",
+                    help="skip the comparison with plaintext gRPC (TLS off; tokens are checked either way)")
     ap.add_argument("--output", type=Path, default=RESULTS, help="where the JSON goes")
     return ap.parse_args(argv)
 
@@ -148,6 +150,31 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return f"{value:,.{digits}f}"
 
 
+def plaintext(args: argparse.Namespace, levels: Sequence[int]) -> dict[str, Any]:
+    """The same loads over plaintext gRPC ([tls] insecure = true): what TLS costs (target: with it,
+    >= 0.9x of these). Authentication stays on: a token check is a SHA-256 and one LMDB read."""
+    out: dict[str, Any] = {"xce": guarded("XCE plaintext", lambda: xce_bench.run(
+        levels, args.seconds, args.max_ops, 0, args.bulk, insecure=True))}
+    if args.fleet:
+        shape, jobs = args.fleet.split(":")
+        hosts, slots = shape.split("x")
+        out["fleet"] = guarded("fleet plaintext", lambda: fleet.run(int(hosts), int(slots), int(jobs), 0,
+                                                                    insecure=True))
+    return out
+
+
+def security_table(report: dict[str, Any], levels: Sequence[int]) -> str:
+    plain, tls = report["plaintext"], report["xce"]
+    rows = [(f"submits/s, {c} client{'s' if c != 1 else ''}", _get(tls, "throughput", str(c), "per_s"),
+             _get(plain["xce"], "throughput", str(c), "per_s")) for c in levels]
+    rows.append(("bulk jobs/s", _get(tls, "bulk", "jobs_per_s"), _get(plain["xce"], "bulk", "jobs_per_s")))
+    rows.append(("fleet placements/s", _get(report.get("fleet", {}), "placements_per_s"),
+                 _get(plain.get("fleet", {}), "placements_per_s")))
+    lines = [f"{'':38}{'TLS':>10}{'plaintext':>10}{'ratio':>10}   (target >= 0.9)"]
+    lines += [f"{name:38}{_fmt(a):>10}{_fmt(b):>10}{_fmt(_ratio(a, b), 2):>10}" for name, a, b in rows]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C, so the finally blocks stop both clusters.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -176,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         hosts, slots = shape.split("x")
         report["fleet"] = guarded("fleet", lambda: fleet.run(int(hosts), int(slots), int(jobs),
                                                              args.fleet_kills))
+    if not args.no_plaintext:
+        report["plaintext"] = plaintext(args, levels)
     print(f"XCE code {report['code']}, {os.cpu_count()} CPUs, {args.seconds:g} s per level")
     print(table(report, levels))
     sched = report["scheduler_pass"]
@@ -184,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{sched['pass_s_median']} s median (target <= 1 s)")
     if "placements_per_s" in report.get("fleet", {}):
         print(fleet.summary(report["fleet"]))
+    if "plaintext" in report:
+        print(security_table(report, levels))
     if code_version() != report["code"]:
         report["code_after"] = code_version()
         print(f"warning: the code changed during the run ({report['code']} -> "

@@ -133,11 +133,12 @@ def failover_summary(samples: Sequence[FailoverSample]) -> dict[str, Any]:
 
 
 def run(client_levels: Sequence[int], seconds: float, max_ops: int, kills: int,
-        bulk: int = 10) -> dict[str, Any]:
-    """The whole XCE part; the cluster is stopped whatever happens."""
-    result: dict[str, Any] = {"spec_bytes": job_spec().ByteSize(), "throughput": {}}
+        bulk: int = 10, insecure: bool = False) -> dict[str, Any]:
+    """The whole XCE part; the cluster is stopped whatever happens. `insecure`: plaintext gRPC
+    (tokens are still checked), to compare with TLS."""
+    result: dict[str, Any] = {"spec_bytes": job_spec().ByteSize(), "throughput": {}, "tls": not insecure}
     with tempfile.TemporaryDirectory(prefix="xce-bench-") as data:
-        cluster = LocalCluster(Path(data))
+        cluster = LocalCluster(Path(data), insecure=insecure)
         try:
             cluster.start()
             for clients in client_levels:

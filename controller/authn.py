@@ -44,15 +44,18 @@ class Unauthenticated(ServiceError):
 
 class Authenticator:
     def __init__(self, store: object, clock: Clock, static_tokens: Mapping[str, StaticToken],
-                 munge_roles: Mapping[str, str], munge: bool, tls: bool) -> None:
+                 munge_roles: Mapping[str, str], munge: bool, tls: bool, munge_socket: str = "",
+                 replica_token: str = "") -> None:
         self._store = store
         self._clock = clock
         self._static = dict(static_tokens)
+        if replica_token:  # without TLS, replicas prove themselves to each other with this
+            self._static[token_hash(replica_token)] = StaticToken("replica", "replica")
         self._munge_roles = dict(munge_roles)
         self._munge = munge
+        self._munge_socket = munge_socket
         self._tls = tls
         self._certificates: OrderedDict[bytes, pki.Identity] = OrderedDict()
-        self._munged: OrderedDict[str, tuple[Principal, float]] = OrderedDict()
         self._groups: dict[str, tuple[frozenset[str], float]] = {}
 
     async def principal(self, context: grpc.aio.ServicerContext) -> Principal:
@@ -111,28 +114,20 @@ class Authenticator:
     async def _from_munge(self, credential: str) -> Principal:
         if not self._munge:
             raise Unauthenticated("MUNGE is not enabled on this cluster ([auth] munge = true)")
-        now = self._clock.monotonic_s()
-        cached = self._munged.get(credential)
-        if cached is not None and cached[1] > now:
-            return cached[0]
-        fields = await _unmunge(credential)
+        fields = await _unmunge(credential, self._munge_socket)
         if fields.get("STATUS", "").split(" ")[0] != "Success":
             raise Unauthenticated(f"MUNGE credential refused: {fields.get('STATUS', 'no status')}")
         try:
             uid = int(fields["UID"].rsplit("(", 1)[1].rstrip(")"))
-            ttl = int(fields.get("TTL", "300"))
         except (KeyError, IndexError, ValueError):
             raise Unauthenticated("MUNGE credential without a uid") from None
         try:
             name = pwd.getpwuid(uid).pw_name
         except KeyError:
             raise Unauthenticated(f"uid {uid} has no account on this controller") from None
-        principal = Principal(name, self._munge_roles.get(name, "user"), "munge", self.groups(name))
-        # munged refuses a credential decoded twice (replay): a retry of the same call reuses this answer.
-        self._munged[credential] = (principal, now + ttl)
-        if len(self._munged) > CACHE_SIZE:
-            self._munged.popitem(last=False)
-        return principal
+        # No cache: munged refuses a credential decoded twice (a replay); the client makes a new one
+        # for every attempt of a call.
+        return Principal(name, self._munge_roles.get(name, "user"), "munge", self.groups(name))
 
     # ------------------------------------------------------------ groups
 
@@ -158,11 +153,11 @@ class Authenticator:
         return result
 
 
-async def _unmunge(credential: str) -> dict[str, str]:
+async def _unmunge(credential: str, socket: str) -> dict[str, str]:
     try:
         proc = await asyncio.create_subprocess_exec(
-            "unmunge", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
+            "unmunge", *(["-S", socket] if socket else []), stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     except OSError as exc:
         raise Unauthenticated(f"cannot run unmunge: {exc}") from None
     try:

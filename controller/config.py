@@ -32,6 +32,7 @@ Example:
     max_sync_streams = 4              # concurrent Sync streams per principal
     munge = false                     # accept MUNGE credentials (uid and gid from the local munged)
     munge_roles = { root = "cluster_admin" }   # role by user name for MUNGE callers; default user
+    munge_socket = "/run/munge/munge.socket.2" # munged's socket (this is the default)
     [[auth.tokens]]                   # bootstrap tokens (by SHA-256); more with `xce token create`
     sha256 = "..."
     user = "root"
@@ -46,6 +47,7 @@ Every replica reads the same file; `--id` picks its own entry.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +96,7 @@ class ClusterConfig:
     static_tokens: dict[str, authz.StaticToken] = field(default_factory=dict)
     munge: bool = False
     munge_roles: dict[str, str] = field(default_factory=dict)
+    munge_socket: str = ""                     # munged's socket, if not the default
     max_sync_streams: int = 4
 
     def replica(self, replica_id: int) -> Replica:
@@ -111,6 +114,12 @@ class ClusterConfig:
             if replica.raft == raft_address:
                 return replica.grpc
         return None
+
+    def replica_token(self) -> str:
+        """What replicas of an insecure cluster present to each other (no certificates): derived from
+        the Raft password, which every replica has and nothing else should."""
+        return "xcer_" + hmac.new(self.password.encode(), f"xce replica {self.cluster_id}".encode(),
+                                  hashlib.sha256).hexdigest()
 
     def digest(self) -> str:
         """What the configuration push carries: changes when queues or limits do."""
@@ -210,10 +219,9 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     except ValueError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     ints = {}
-    for key, default, least in (("max_jobs_per_request", 10_000, 1), ("max_sync_streams", 4, 1),
-                                ("max_pend_jobs_per_user", 0, 0)):
+    for key, default in (("max_jobs_per_request", 10_000), ("max_sync_streams", 4)):
         value = auth.get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"{path}: [auth] {key} must be a positive integer")
         ints[key] = value
     for key in ("private_jobs", "munge"):
@@ -234,9 +242,12 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
             not all(isinstance(v, str) and v in roles for v in munge_roles.values()):
         raise ConfigError(f"{path}: [auth] munge_roles maps user names to roles")
     policy = authz.Policy(roles=roles, private_jobs=bool(auth.get("private_jobs", False)),
-                          max_jobs_per_request=ints["max_jobs_per_request"],
-                          max_pend_jobs_per_user=ints["max_pend_jobs_per_user"])
+                          max_jobs_per_request=ints["max_jobs_per_request"])
+    socket = auth.get("munge_socket", "")
+    if not isinstance(socket, str):
+        raise ConfigError(f"{path}: [auth] munge_socket must be a path")
     return {"policy": policy, "static_tokens": static, "munge": bool(auth.get("munge", False)),
+            "munge_socket": socket,
             "munge_roles": dict(munge_roles), "max_sync_streams": ints["max_sync_streams"]}
 
 

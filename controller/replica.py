@@ -317,7 +317,9 @@ class Replica:
         server = grpc.aio.server(options=grpc_api.server_options())
         config = self.config
         authenticator = Authenticator(self.store, self.clock, config.static_tokens, config.munge_roles,
-                                      config.munge, tls=not config.tls.insecure)
+                                      config.munge, tls=not config.tls.insecure,
+                                      munge_socket=config.munge_socket,
+                                      replica_token=config.replica_token() if config.tls.insecure else "")
         server.add_generic_rpc_handlers(grpc_api.handlers(self, authenticator))
         if self.config.tls.insecure:
             logger.warning("replica %d: [tls] insecure = true: gRPC in plaintext", self.me.id)
@@ -356,7 +358,7 @@ def server_credentials(config: ClusterConfig, me: ConfigReplica) -> grpc.ServerC
 def peer_credentials(config: ClusterConfig, me: ConfigReplica) -> Credentials:
     """What this replica presents to its peers (Status fan-out): its own certificate."""
     if config.tls.insecure:
-        return Credentials(insecure=True)
+        return Credentials(insecure=True, token=config.replica_token())
     assert config.tls.ca is not None and me.cert is not None and me.key is not None
     try:
         return Credentials(ca=config.tls.ca.read_bytes(), cert=me.cert.read_bytes(), key=me.key.read_bytes())
@@ -371,7 +373,8 @@ async def peer_status(credentials: Credentials, address: str) -> api.ReplicaStat
                                        request_serializer=api.StatusRequest.SerializeToString,
                                        response_deserializer=api.StatusResponse.FromString)
             response: api.StatusResponse = await call(api.StatusRequest(local_only=True),
-                                                      timeout=PEER_STATUS_TIMEOUT_S)
+                                                      timeout=PEER_STATUS_TIMEOUT_S,
+                                                      metadata=credentials.metadata())
             return response.replicas[0]
     except grpc.aio.AioRpcError as exc:
         return str(exc.code().name).lower()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import pytest
 
 from controller.store import StateStore
 from xce.local_cluster import LocalCluster, LocalWorkers
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # Heartbeats fast enough for tests to see hosts come and go in seconds.
 FAST_HOSTS = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.5\n"
@@ -71,3 +74,20 @@ def replica_dump(cluster: LocalCluster, replica_id: int) -> tuple[bytes, int]:
         return store.canonical_dump(), store.meta().applied_index
     finally:
         store.close()
+
+
+@pytest.fixture(scope="session")
+def reachable_by_nobody() -> Iterator[None]:
+    """The interpreter and the code must be reachable by nobody: grant o+x (search, not read) on the
+    repository's parents that lack it (a CI clone lives in a 0700 temporary directory); restored after."""
+    changed: list[tuple[Path, int]] = []
+    for parent in [ROOT, *ROOT.parents]:
+        mode = stat.S_IMODE(parent.stat().st_mode)
+        if not mode & stat.S_IXOTH:
+            changed.append((parent, mode))
+            parent.chmod(mode | stat.S_IXOTH)
+    try:
+        yield
+    finally:
+        for parent, mode in changed:
+            parent.chmod(mode)

@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,23 +39,6 @@ HOSTS = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.5\n"
 
 
 @pytest.fixture(scope="module")
-def reachable() -> Iterator[None]:
-    """The interpreter and the code must be reachable by nobody: grant o+x (search, not read) on the
-    repository's parents that lack it (a CI clone lives in a 0700 temporary directory); restored after."""
-    changed: list[tuple[Path, int]] = []
-    for parent in [ROOT, *ROOT.parents]:
-        mode = stat.S_IMODE(parent.stat().st_mode)
-        if not mode & stat.S_IXOTH:
-            changed.append((parent, mode))
-            parent.chmod(mode | stat.S_IXOTH)
-    try:
-        yield
-    finally:
-        for parent, mode in changed:
-            parent.chmod(mode)
-
-
-@pytest.fixture(scope="module")
 def shared() -> Iterator[Path]:
     """A directory nobody may use: its jobs' working directory, and the CLI's TLS files."""
     path = Path(tempfile.mkdtemp(prefix="xce-identity-", dir="/tmp"))
@@ -66,7 +50,7 @@ def shared() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def fleet(reachable: None, shared: Path) -> Iterator[tuple[LocalCluster, LocalWorkers]]:
+def fleet(reachable_by_nobody: None, shared: Path) -> Iterator[tuple[LocalCluster, LocalWorkers]]:
     # The workers' spools must be reachable by job owners (their output directories are in them),
     # as /var/spool is: the cluster lives in a directory others may pass through (0711), not pytest's 0700.
     home = Path(tempfile.mkdtemp(prefix="xce-identity-cluster-", dir="/tmp"))
@@ -399,3 +383,65 @@ def test_files_at_rest_are_their_owners_only(fleet: tuple[LocalCluster, LocalWor
     assert _mode(mine) == 0o700 and mine.stat().st_uid == NOBODY.pw_uid
     out = mine / f"{job_id}.0.out"
     assert _mode(out) == 0o600 and out.stat().st_uid == NOBODY.pw_uid
+
+
+def test_a_worker_cannot_report_on_a_job_that_is_not_on_its_host(fleet: tuple[LocalCluster, LocalWorkers],
+                                                                  shared: Path) -> None:
+    cluster, _ = fleet
+    with cluster.client() as client:
+        job = client.submit([api.JobSpec(command=["sleep", "60"], cwd=str(shared))]).jobs[0]
+        client.run(job.id, "w1")
+    running = _wait_job(cluster, job.id, lambda j: j.pid > 0, "the job started on w1")
+    forged = api.JobReport(job_id=job.id, attempt=running.attempt,
+                           finished=api.JobFinished(exit_code=0, time_ms=int(time.time() * 1000)))
+    messages = [api.WorkerMessage(join=api.HostSpec(name="w3", slots=1)), api.WorkerMessage(report=forged)]
+    done = threading.Event()
+
+    def requests() -> Iterator[api.WorkerMessage]:
+        yield from messages
+        done.wait(15)  # the stream stays open until the answer came: hanging up would end it
+
+    acked = False
+    with cluster.worker_credentials("w3").channel(cluster.address(cluster.leader())) as channel:
+        connect = channel.stream_stream("/xce.v1.WorkerService/Connect",
+                                        request_serializer=api.WorkerMessage.SerializeToString,
+                                        response_deserializer=api.ControllerMessage.FromString)
+        call = connect(requests(), timeout=15)
+        try:
+            for frame in call:
+                inner = list(frame.commands.commands) if frame.HasField("commands") else [frame]
+                if any(m.HasField("ack") for m in inner):
+                    acked = True  # committed (and refused by apply: the job is not on w3)
+                    break
+        except grpc.RpcError:
+            pass
+        done.set()
+        call.cancel()
+    assert acked
+    after = _job(cluster, job.id)
+    assert after.state == api.RUN and after.host == "w1"  # unchanged
+    with cluster.client() as client:
+        client.control(job.id, api.KILL)
+
+
+def test_sync_streams_are_bounded_per_principal(fleet: tuple[LocalCluster, LocalWorkers]) -> None:
+    cluster, _ = fleet
+    admin = cluster.credentials
+    leader = cluster.address(cluster.leader())
+    calls = []
+    with admin.channel(leader) as channel:
+        sync = channel.unary_stream("/xce.v1.SyncService/Sync",
+                                    request_serializer=log.SyncRequest.SerializeToString,
+                                    response_deserializer=log.SyncMessage.FromString)
+        try:
+            for _ in range(cluster.config.max_sync_streams):
+                call = sync(log.SyncRequest(), timeout=30, metadata=admin.metadata())
+                next(call)  # open: its first message arrived
+                calls.append(call)
+            with pytest.raises(grpc.RpcError) as caught:
+                next(sync(log.SyncRequest(), timeout=10, metadata=admin.metadata()))
+            assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "max_sync_streams" in (caught.value.details() or "")
+        finally:
+            for call in calls:
+                call.cancel()

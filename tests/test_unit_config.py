@@ -217,3 +217,51 @@ def test_a_queue_slot_limit_is_read(tmp_path: Path) -> None:
     path = tmp_path / "cluster.toml"
     path.write_text(GOOD.replace("priority = 10", "priority = 10\nslot_limit = 8"))
     assert [q.slot_limit for q in config.load(path).queues if q.slot_limit] == [8]
+
+
+# ---------------------------------------------------------------- security settings
+
+
+def test_tls_is_on_unless_insecure_is_said_and_files_default_beside_the_file(tmp_path: Path) -> None:
+    loaded = config.load(write(tmp_path, 'cluster_id = "c1"\npassword = "p"\n' + REPLICAS))
+    assert not loaded.tls.insecure
+    assert loaded.tls.ca == tmp_path.resolve() / "tls" / "ca.crt"
+    assert loaded.replica(2).cert == tmp_path.resolve() / "tls" / "replica-2.crt"
+    text = 'cluster_id = "c1"\npassword = "p"\n[tls]\ninsecure = true\n' + REPLICAS
+    plain = config.load(write(tmp_path, text))
+    assert plain.tls.insecure and plain.replica(1).cert is None
+
+
+def test_auth_settings_load(tmp_path: Path) -> None:
+    digest = "ab" * 32
+    text = GOOD + f"""
+[auth]
+private_jobs = true
+max_jobs_per_request = 50
+munge = true
+munge_roles = {{ root = "cluster_admin" }}
+[[auth.tokens]]
+sha256 = "{digest}"
+user = "root"
+role = "cluster_admin"
+
+[roles.auditor]
+permissions = ["jobs.read", "jobs.read.all"]
+"""
+    loaded = config.load(write(tmp_path, text))
+    assert loaded.policy.private_jobs and loaded.policy.max_jobs_per_request == 50
+    assert loaded.static_tokens[digest].role == "cluster_admin" and loaded.munge
+    assert loaded.policy.roles["auditor"] == {"jobs.read", "jobs.read.all"}
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    ('[tls]\ninsecure = "yes"\n', "insecure must be true or false"),
+    ('[auth]\nmax_jobs_per_request = 0\n', "max_jobs_per_request must be a positive integer"),
+    ('[auth]\nprivate_jobs = 1\n', "private_jobs must be true or false"),
+    ('[[auth.tokens]]\nsha256 = "x"\nuser = "u"\nrole = "user"\n', "needs sha256 (64 hex digits)"),
+    (f'[[auth.tokens]]\nsha256 = "{"a" * 64}"\nuser = "u"\nrole = "god"\n', "role 'god' is not a role"),
+    ('[roles.x]\npermissions = ["jobs.everything"]\n', "unknown permissions jobs.everything"),
+    ('[auth]\nmunge_roles = { root = "god" }\n', "munge_roles maps user names to roles"),
+], ids=["insecure", "max-jobs", "private", "short-hash", "bad-role", "bad-permission", "munge-role"])
+def test_bad_security_settings_are_config_errors(tmp_path: Path, extra: str, words: str) -> None:
+    assert words in load_error(tmp_path, GOOD + "\n" + extra)

@@ -59,7 +59,11 @@ def controllers(args: argparse.Namespace) -> list[str]:
 def credentials(args: argparse.Namespace) -> Credentials:
     cert, key = getattr(args, "cert", None), getattr(args, "key", None)
     try:
-        found = for_cluster(cluster_file(args), cert=cert, key=key)
+        # A daemon with a certificate is named by it: no token from the files (an insecure
+        # cluster's daemons take theirs from $XCE_TOKEN).
+        token = os.environ.get("XCE_TOKEN") if cert is not None else None
+        found = for_cluster(cluster_file(args), token=token, use_token_search=cert is None, cert=cert,
+                            key=key)
         found.check()
         return found
     except CredentialsError as exc:

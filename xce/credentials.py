@@ -15,9 +15,9 @@ Where the pieces come from, first found wins:
   ($XDG_CONFIG_HOME); the local cluster's `admin.token` beside its cluster
   file, if this user may read it. A token file readable by others is refused,
   as ssh refuses such a key.
-- MUNGE: `[auth] munge = true` in the cluster file, or $XCE_MUNGE=1: a fresh
-  credential from `munge` for every call (it lives for minutes and is
-  replay-protected by munged).
+- MUNGE, when no token was found: `[auth] munge = true` in the cluster file, or $XCE_MUNGE=1: a fresh
+  credential from `munge` for every attempt of every call (munged refuses to
+  decode one twice); $XCE_MUNGE_SOCKET if munged's socket is not the default.
 """
 
 from __future__ import annotations
@@ -139,6 +139,7 @@ def for_cluster(cluster_file: Path | None, token: str | None = None, use_token_s
     munge = env.get("XCE_MUNGE") == "1" or (bool(auth.get("munge", False)) and env.get("XCE_MUNGE") != "0")
     if token is None and use_token_search:
         token = find_token(base if cluster_file is not None else None)
+    munge = munge and token is None  # a token, when there is one, says who it is; MUNGE otherwise
     if files.insecure:
         return Credentials(insecure=True, token=token, munge=munge)
     return Credentials(ca=_read(ca_path, "CA certificate") if ca_path else None,
@@ -200,9 +201,12 @@ def token_hash(token: str) -> str:
 
 
 def munge_credential() -> str:
-    """A fresh MUNGE credential from the local munged (it proves this process's uid and gid)."""
+    """A fresh MUNGE credential from the local munged (it proves this process's uid and gid);
+    $XCE_MUNGE_SOCKET names munged's socket if it is not the default one."""
+    socket = os.environ.get("XCE_MUNGE_SOCKET")
+    argv = ["munge", "-n", *(["-S", socket] if socket else [])]
     try:
-        done = subprocess.run(["munge", "-n"], capture_output=True, text=True, timeout=10, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise CredentialsError(f"munge failed: {exc}") from None
     if done.returncode != 0:

@@ -48,7 +48,7 @@ def free_ports(count: int) -> list[int]:
 
 
 def write_config(data: Path, replicas: int = 3, base_port: int = 0, cluster_id: str = "local",
-                 extra: str = "", hosts: Sequence[str] | None = None) -> Path:
+                 extra: str = "", hosts: Sequence[str] | None = None, insecure: bool = False) -> Path:
     """Write data/cluster.toml unless it exists; return its path. `hosts`: each
     replica's address (default 127.0.0.1 for all)."""
     # 0711: others may pass through to the workers' spools (job owners reach users/<owner>/ there),
@@ -73,7 +73,7 @@ def write_config(data: Path, replicas: int = 3, base_port: int = 0, cluster_id: 
         lines += ["[[replicas]]", f"id = {i + 1}", f'grpc = "{host}:{ports[i]}"',
                   f'raft = "{host}:{ports[replicas + i]}"', ""]
     lines += ["[tls]", 'ca = "tls/ca.crt"', 'client_cert = "tls/client-xce.crt"',
-              'client_key = "tls/client-xce.key"', "",
+              'client_key = "tls/client-xce.key"', *(["insecure = true"] if insecure else []), "",
               "[[auth.tokens]]", f'sha256 = "{digest}"', f'user = "{_me()}"', 'role = "cluster_admin"', ""]
     lines += ["[[queues]]", 'name = "normal"', "priority = 30", "",
               "[[queues]]", 'name = "priority"', "priority = 43", "",
@@ -92,7 +92,7 @@ def _write_private(path: Path, text: str) -> None:
 
 class LocalCluster:
     def __init__(self, data: Path, replicas: int = 3, base_port: int = 0, extra_config: str = "",
-                 log_to_files: bool = True, hosts: Sequence[str] | None = None,
+                 log_to_files: bool = True, hosts: Sequence[str] | None = None, insecure: bool = False,
                  prefix: Callable[[int], Sequence[str]] | None = None) -> None:
         """`hosts` and `prefix`: each replica's address, and what to run it under
         (soak/netns.py puts each replica in a network namespace of its own)."""
@@ -100,7 +100,8 @@ class LocalCluster:
 
         self.data = Path(data)
         self.prefix = prefix
-        self.config_path = write_config(self.data, replicas, base_port, extra=extra_config, hosts=hosts)
+        self.config_path = write_config(self.data, replicas, base_port, extra=extra_config, hosts=hosts,
+                                        insecure=insecure)
         self.config = load(self.config_path)
         self.log_to_files = log_to_files
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
@@ -270,11 +271,15 @@ class LocalScheduler:
 
     def start(self) -> None:
         cert, key = self.cluster.certificate("scheduler", self.name)
+        env = dict(os.environ)
+        env.pop("XCE_TOKEN", None)
+        if self.cluster.config.tls.insecure:  # no certificates: a token of role scheduler names it
+            env["XCE_TOKEN"] = self.cluster.new_token(self.name, "scheduler")
         with open(self.cluster.data / f"{self.name}.log", "ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "xce.cli", "--cluster", str(self.cluster.config_path),
                  "scheduler", "--id", self.name, "--lease-s", str(self.lease_s), "--cert", str(cert),
-                 "--key", str(key)],
+                 "--key", str(key)], env=env,
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def pid(self) -> int:
@@ -306,8 +311,13 @@ class LocalWorkers:
         cert, key = self.cluster.certificate("worker", name)
         # Jobs run as their owners; the tests' and demo's owner is whoever made the cluster, root in CI.
         root = "allow_root_jobs = true\n" if os.geteuid() == 0 and "allow_root_jobs" not in extra else ""
+        token = ""
+        if self.cluster.config.tls.insecure:  # no certificates: a token of role worker names the host
+            token_path = self.cluster.data / f"worker-{name}.token"
+            _write_private(token_path, self.cluster.new_token(name, "worker"))
+            token = f'token_file = "{token_path}"\n'
         path.write_text(f'cluster_config = "cluster.toml"\nname = "{name}"\nslots = {slots}\n'
-                        f'tls_cert = "{cert}"\ntls_key = "{key}"\n{root}{extra}')
+                        f'tls_cert = "{cert}"\ntls_key = "{key}"\n{token}{root}{extra}')
         with open(self.cluster.data / f"worker-{name}.log", "ab") as out:
             self.procs[name] = subprocess.Popen(
                 [sys.executable, "-m", "xce.cli", "worker", "--config", str(path)],

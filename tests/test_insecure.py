@@ -1,0 +1,57 @@
+"""`[tls] insecure = true`: plaintext, only when asked, and tokens are still required of everyone."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from xce.client import Client, XceError
+from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from xce.v1 import api_pb2 as api
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def plaintext(tmp_path: Path) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(tmp_path / "cluster", extra_config="\n[hosts]\nheartbeat_s = 0.2\n"
+                                                              "heartbeat_timeout_s = 1.5\n", insecure=True)
+    try:
+        cluster.start()
+        cluster.leader()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_a_plaintext_cluster_runs_jobs_with_worker_and_scheduler_tokens(plaintext: LocalCluster,
+                                                                        tmp_path: Path) -> None:
+    workers, scheduler = LocalWorkers(plaintext), LocalScheduler(plaintext)
+    try:
+        workers.start("w1", 2)
+        scheduler.start()
+        with plaintext.client() as client:
+            job = client.submit([api.JobSpec(command=["true"], cwd=str(tmp_path))]).jobs[0]
+            deadline = time.monotonic() + 30
+            while client.get_job(job.id).state != api.DONE:
+                assert time.monotonic() < deadline, client.get_job(job.id)
+                time.sleep(0.1)
+            assert client.status().scheduler_lease_holder == "sched-1"
+    finally:
+        scheduler.kill()
+        workers.stop()
+
+
+def test_plaintext_still_needs_a_token(plaintext: LocalCluster) -> None:
+    with Client(plaintext.addresses, plaintext.credentials_for(None), deadline_s=5) as client, \
+            pytest.raises(XceError) as caught:
+        client.list_jobs()
+    assert caught.value.code == grpc.StatusCode.UNAUTHENTICATED
+    worker = plaintext.new_user("w9", "worker")  # a worker's token: it may connect, not read jobs
+    with Client(plaintext.addresses, worker, deadline_s=5) as client, pytest.raises(XceError) as caught:
+        client.list_jobs()
+    assert caught.value.code == grpc.StatusCode.PERMISSION_DENIED

@@ -1,0 +1,112 @@
+"""MUNGE: a real munged of the test's own proves the caller's uid; nothing else is believed."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from xce.local_cluster import LocalCluster
+from xce.v1 import api_pb2 as api
+
+pytestmark = [pytest.mark.cluster,
+              pytest.mark.skipif(shutil.which("munged") is None,
+                                 reason="munge is not installed (scripts/install_munge.sh, part of the "
+                                 "install step, needs root and apt-get)"),
+              pytest.mark.skipif(os.geteuid() != 0, reason="a credential of another uid needs root to start")]
+
+NOBODY = pwd.getpwnam("nobody")
+
+
+@pytest.fixture
+def munged() -> Iterator[Path]:
+    """munged on a socket of our own, with a fresh key; killed at the end. Its directory is 0755 so
+    that nobody can reach the socket."""
+    home = Path(tempfile.mkdtemp(prefix="xce-munge-", dir="/tmp"))
+    home.chmod(0o755)
+    key = home / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o600)
+    socket = home / "munge.socket"
+    proc = subprocess.Popen(["munged", "--foreground", "--force", f"--socket={socket}", f"--key-file={key}",
+                             f"--pid-file={home / 'munged.pid'}", f"--log-file={home / 'munged.log'}",
+                             f"--seed-file={home / 'munged.seed'}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while not socket.exists():
+            log = home / "munged.log"
+            assert proc.poll() is None, log.read_text() if log.exists() else "munged exited"
+            assert time.monotonic() < deadline, "munged did not start"
+            time.sleep(0.05)
+        yield socket
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _credential(socket: Path, uid: int = NOBODY.pw_uid, gid: int = NOBODY.pw_gid) -> str:
+    done = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "munge", "-n",
+                           "-S", str(socket)], capture_output=True, text=True, timeout=30, check=True)
+    return done.stdout.strip()
+
+
+def _who(cluster: LocalCluster, metadata: tuple[tuple[str, str], ...]) -> api.WhoAmIResponse | grpc.RpcError:
+    with cluster.credentials_for(None).channel(cluster.address(cluster.leader())) as channel:
+        stub = channel.unary_unary("/xce.v1.AdminService/WhoAmI",
+                                   request_serializer=api.WhoAmIRequest.SerializeToString,
+                                   response_deserializer=api.WhoAmIResponse.FromString)
+        try:
+            return stub(api.WhoAmIRequest(), timeout=10, metadata=metadata)  # type: ignore[no-any-return]
+        except grpc.RpcError as exc:
+            return exc
+
+
+def test_munge_proves_the_uid_once_and_a_replay_is_refused(make_cluster, munged: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster = make_cluster(extra_config=f'\n[auth]\nmunge = true\nmunge_socket = "{munged}"\n')
+    cluster.start()
+    credential = _credential(munged)
+    answer = _who(cluster, (("x-xce-munge", credential),))
+    assert isinstance(answer, api.WhoAmIResponse), answer
+    assert (answer.name, answer.role, answer.via) == ("nobody", "user", "munge")
+    replayed = _who(cluster, (("x-xce-munge", credential),))
+    assert isinstance(replayed, grpc.RpcError) and replayed.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "replayed" in (replayed.details() or "").lower()
+    forged = _who(cluster, (("x-xce-munge", credential[:-8] + "AAAAAAA:"),))
+    assert isinstance(forged, grpc.RpcError) and forged.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_the_cli_as_nobody_submits_with_munge_and_owns_the_job(make_cluster, munged: Path,  # type: ignore[no-untyped-def]
+                                                                reachable_by_nobody: None) -> None:
+    cluster = make_cluster(extra_config=f'\n[auth]\nmunge = true\nmunge_socket = "{munged}"\n')
+    cluster.start()
+    cluster.leader()
+    files = Path(tempfile.mkdtemp(prefix="xce-munge-cli-", dir="/tmp"))
+    try:
+        files.chmod(0o755)
+        for name in ("ca.crt", "client-xce.crt", "client-xce.key"):
+            shutil.copy(cluster.data / "tls" / name, files / name)
+            (files / name).chmod(0o644)
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(files), "USER": "root", "XCE_MUNGE": "1",
+               "XCE_MUNGE_SOCKET": str(munged), "XCE_CONTROLLERS": ",".join(cluster.addresses),
+               "XCE_CA": str(files / "ca.crt"), "XCE_CERT": str(files / "client-xce.crt"),
+               "XCE_KEY": str(files / "client-xce.key"), "XCE_DATA": str(files / "none")}
+        done = subprocess.run(["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}",
+                               "--clear-groups", sys.executable, "-m", "xce.cli", "submit", "--cwd", "/tmp",
+                               "--", "true"],
+                              env=env, capture_output=True, text=True, timeout=60, cwd=files)
+        assert done.returncode == 0, done.stderr
+    finally:
+        shutil.rmtree(files, ignore_errors=True)
+    with cluster.client() as client:
+        assert [j.spec.user for j in client.list_jobs()] == ["nobody"]
