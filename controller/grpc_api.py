@@ -123,7 +123,7 @@ class _Services:
         self.replica = replica
         self.authenticator = authenticator
         self.policy = replica.config.policy
-        self._sync_streams: dict[str, int] = {}  # per principal: open Sync streams
+        self._sync_streams: dict[tuple[str, str], int] = {}  # per principal (role, name): open Sync streams
 
     async def _caller(self, context: grpc.aio.ServicerContext, permission: str) -> Principal:
         caller = await self.authenticator.principal(context)
@@ -173,14 +173,16 @@ class _Services:
     async def sync(self, raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
         """Leader only: snapshot or events from a revision, then a live tail (sync_stream.py)."""
         replica, clock = self.replica, self.replica.clock
-        caller: Principal | None = None
+        counted: tuple[str, str] | None = None  # the principal whose open streams this one counts in
         try:
             caller = await self._caller(context, "state.sync")
-            if self._sync_streams.get(caller.name, 0) >= replica.config.max_sync_streams:
+            who = (caller.role, caller.name)
+            if self._sync_streams.get(who, 0) >= replica.config.max_sync_streams:
                 raise ServiceError(log.RESOURCE_EXHAUSTED,
                                    f"{caller.name} has {replica.config.max_sync_streams} Sync streams open "
                                    "already ([auth] max_sync_streams)")
-            self._sync_streams[caller.name] = self._sync_streams.get(caller.name, 0) + 1
+            self._sync_streams[who] = self._sync_streams.get(who, 0) + 1
+            counted = who
             request = parse(log.SyncRequest, raw)
             term = replica.core.serving_term()
             if term is None:
@@ -216,12 +218,12 @@ class _Services:
         except ServiceError as exc:
             await abort(context, exc)
         finally:
-            if caller is not None:
-                left = self._sync_streams.get(caller.name, 1) - 1
+            if counted is not None:
+                left = self._sync_streams[counted] - 1
                 if left > 0:
-                    self._sync_streams[caller.name] = left
+                    self._sync_streams[counted] = left
                 else:
-                    self._sync_streams.pop(caller.name, None)
+                    del self._sync_streams[counted]
 
     # -------------------------------------------------------------- workers
 

@@ -176,8 +176,7 @@ class RealProcessHost:
             raise OSError(f"{path} is not a directory")
         if (info.st_uid, info.st_gid) != (account.uid, account.gid) and os.geteuid() == 0:
             os.chown(path, account.uid, account.gid, follow_symlinks=False)
-        os.chmod(path, 0o700, follow_symlinks=False) if os.chmod in os.supports_follow_symlinks \
-            else os.chmod(path, 0o700)
+        os.chmod(path, 0o700)  # a directory, checked above, in a directory only the worker writes
         return path
 
     def call_later(self, delay_s: float, function: Callable[[], None]) -> None:

@@ -13,6 +13,7 @@ import re
 from controller.fsm.applier import Applier
 from controller.fsm.requests import guarded
 from controller.fsm.validation import MAX_STRING
+from controller.tables import Tables
 from xce.errors import ServiceError, invalid
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -40,20 +41,20 @@ def check_create(request: api.CreateTokenRequest) -> None:
         raise invalid(f"description longer than {MAX_STRING} characters")
 
 
-def read_token(tables: object, sha256: str) -> api.TokenInfo | None:
-    raw = tables.get("tokens", sha256.encode())  # type: ignore[attr-defined]
+def read_token(tables: Tables, sha256: str) -> api.TokenInfo | None:
+    raw = tables.get("tokens", sha256.encode())
     return None if raw is None else api.TokenInfo.FromString(raw)
 
 
-def find_by_id(tables: object, token_id_: str) -> tuple[str, api.TokenInfo] | None:
-    for key, raw in tables.scan("tokens"):  # type: ignore[attr-defined]
+def find_by_id(tables: Tables, token_id_: str) -> tuple[str, api.TokenInfo] | None:
+    for key, raw in tables.scan("tokens"):
         if token_id(key.decode()) == token_id_:
             return key.decode(), api.TokenInfo.FromString(raw)
     return None
 
 
-def list_tokens(tables: object) -> list[api.TokenInfo]:
-    return [api.TokenInfo.FromString(raw) for _, raw in tables.scan("tokens")]  # type: ignore[attr-defined]
+def list_tokens(tables: Tables) -> list[api.TokenInfo]:
+    return [api.TokenInfo.FromString(raw) for _, raw in tables.scan("tokens")]
 
 
 def apply_token(applier: Applier) -> list[log.Result]:
