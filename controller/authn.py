@@ -35,6 +35,8 @@ from xce.v1 import log_pb2 as log
 CACHE_SIZE = 4096
 GROUPS_TTL_S = 60.0
 MUNGE_TIMEOUT_S = 5.0
+MAX_CREDENTIAL = 4096  # bytes; a munge -n credential is about 150
+_UNMUNGE_SLOTS = asyncio.Semaphore(8)
 
 
 class Unauthenticated(ServiceError):
@@ -154,22 +156,35 @@ class Authenticator:
 
 
 async def _unmunge(credential: str, socket: str) -> dict[str, str]:
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            "unmunge", *(["-S", socket] if socket else []), stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    except OSError as exc:
-        raise Unauthenticated(f"cannot run unmunge: {exc}") from None
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(credential.encode()), MUNGE_TIMEOUT_S)
-    except TimeoutError:
-        proc.kill()
-        raise Unauthenticated("unmunge timed out") from None
+    """The credential's metadata as munged decoded it. The payload is the sender's own bytes: it
+    goes to /dev/null, so nothing the sender wrote can pass for metadata (a payload of
+    "UID: root (0)" would otherwise read like the real line); and it must be empty, as `munge -n`
+    makes it."""
+    async with _UNMUNGE_SLOTS:  # a flood of credentials must not fork without bound
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "unmunge", *(["-S", socket] if socket else []), "--output=/dev/null",
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        except OSError as exc:
+            raise Unauthenticated(f"cannot run unmunge: {exc}") from None
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(credential.encode()[:MAX_CREDENTIAL]),
+                                              MUNGE_TIMEOUT_S)
+        except TimeoutError:
+            proc.kill()
+            raise Unauthenticated("unmunge timed out") from None
     fields: dict[str, str] = {}
     for line in out.decode(errors="replace").splitlines():
+        if not line.strip():
+            break  # the metadata is one block
         key, sep, value = line.partition(":")
-        if sep:
-            fields[key.strip()] = value.strip()
-    if proc.returncode != 0 and "STATUS" not in fields:
-        fields["STATUS"] = err.decode(errors="replace").strip() or f"unmunge exited {proc.returncode}"
+        key = key.strip()
+        if not sep or key in fields:
+            raise Unauthenticated("MUNGE credential refused: unexpected unmunge output")
+        fields[key] = value.strip()
+    if proc.returncode != 0:
+        fields["STATUS"] = fields.get("STATUS") or err.decode(errors="replace").strip() \
+            or f"unmunge exited {proc.returncode}"
+    elif fields.get("LENGTH", "0") != "0":
+        raise Unauthenticated("MUNGE credential refused: it carries a payload (make it with munge -n)")
     return fields

@@ -119,7 +119,9 @@ class Policy:
         return self.roles.get(principal.role, frozenset())
 
     def allows(self, principal: Principal, permission: str) -> bool:
-        return permission in self.permissions(principal)
+        """`permission`, or its ".all" form, which implies it (jobs.control.all is jobs.control too)."""
+        held = self.permissions(principal)
+        return permission in held or f"{permission}.all" in held
 
     def require(self, principal: Principal, permission: str, what: str = "") -> None:
         if not self.allows(principal, permission):

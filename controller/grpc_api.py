@@ -84,7 +84,11 @@ def handlers(replica: Replica, authenticator: Authenticator) -> list[grpc.Generi
     unary = functools.partial(_unary_service, authenticator, replica.config.policy)
 
     def write(method: str) -> Handler:
-        return lambda request, caller: replica.call(method, request, caller)
+        async def call(request: Message, caller: Principal) -> Message:
+            # A stored answer (a repeated request id, maybe another user's) shows what the caller may see.
+            return services.shown(await replica.call(method, request, caller), caller)
+
+        return call
 
     return [
         unary("xce.v1.JobService", {
@@ -139,6 +143,19 @@ class _Services:
             return authz.redact(policy, caller, job) if authz.visible(policy, caller, job) else None
 
         return view
+
+    def shown(self, response: Message, caller: Principal) -> Message:
+        """A write's answer with its jobs as the caller may see them (authz.visible, authz.redact)."""
+        view = self._viewer(caller)
+        if isinstance(response, api.SubmitJobsResponse):
+            jobs = [shown for job in response.jobs if (shown := view(job)) is not None]
+            return api.SubmitJobsResponse(jobs=jobs, revision=response.revision)
+        if isinstance(response, api.JobResponse) and response.HasField("job"):
+            shown = view(response.job)
+            if shown is None:
+                raise ServiceError(log.NOT_FOUND, f"no job {response.job.id}")
+            return api.JobResponse(job=shown, revision=response.revision)
+        return response
 
     async def get_job(self, request: api.GetJobRequest, caller: Principal) -> api.JobResponse:
         with self.replica.store.read() as tables:

@@ -393,10 +393,17 @@ class LeaderCore:
         jobs = [fsm.read_job(tables, job_id) for job_id in settled.job_ids]
         return api.SubmitJobsResponse(jobs=[j for j in jobs if j is not None], revision=settled.revision)
 
+    def _job_for(self, tables: Tables, job_id: str, caller: Principal) -> api.Job:
+        """The job, if the caller may see it (with private_jobs, others' jobs are not found)."""
+        job = fsm.find_job(tables, job_id)
+        if not authz.visible(self.settings.policy, caller, job):
+            raise ServiceError(log.NOT_FOUND, f"no job {job_id}")
+        return job
+
     def _control(self, term: Term, token: int, request: api.ControlJobRequest, caller: Principal) -> None:
         self._ensure_request_id(request)
         with self.state.read() as tables:
-            job = fsm.find_job(tables, request.job_id)
+            job = self._job_for(tables, request.job_id, caller)
             action = api.ControlAction.Name(request.action).lower() if request.action in \
                 api.ControlAction.values() else "control"
             authz.check_job_action(self.settings.policy, caller, job, fsm.read_queue(tables, job.spec.queue),
@@ -410,7 +417,7 @@ class LeaderCore:
         self._ensure_request_id(request)
         policy = self.settings.policy
         with self.state.read() as tables:
-            job = fsm.find_job(tables, request.job_id)
+            job = self._job_for(tables, request.job_id, caller)
             queue = fsm.read_queue(tables, job.spec.queue)
             authz.check_job_action(policy, caller, job, queue, "jobs.modify", "modify")
             if request.HasField("queue") and request.queue != job.spec.queue:

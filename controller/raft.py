@@ -58,27 +58,46 @@ _journals: dict[str, LmdbJournal] = {}
 _original_create_journal = _syncobj_module.createJournal
 
 
-# A peer's frame is a 4-byte length and that many bytes, which pysyncobj buffers whole before it
-# decrypts anything (so before the password proves the peer): a length of 2 GiB from anyone who can
-# reach the port made a leader buffer tens of MiB and lose its leadership. Our largest frame is an
-# AppendEntries batch (APPEND_ENTRIES_BYTES, 2 MiB) or a snapshot chunk (64 KiB), compressed.
+# A peer's frame is a 4-byte length and that many bytes, which pysyncobj buffers whole (growing a
+# bytes object 8 KiB at a time: quadratic) before it decrypts anything, so before the password
+# proves the peer: a length of 2 GiB from anyone who can reach the port made a leader buffer tens of
+# MiB and lose its leadership, and even an 8 MiB frame cost seconds of CPU. Until a frame has
+# decrypted (the peer knows the password), frames are small: the handshake's are tens of bytes.
+# After that, our largest frame is an AppendEntries batch (APPEND_ENTRIES_BYTES, 2 MiB) or a
+# snapshot chunk (64 KiB), compressed.
 MAX_FRAME_BYTES = 16 << 20
+MAX_UNPROVEN_FRAME_BYTES = 64 << 10
 
 
 class _BoundedConnection(TcpConnection):  # type: ignore[misc]
-    """A peer connection that hangs up on a frame longer than MAX_FRAME_BYTES before buffering it."""
+    """A peer connection that hangs up on a frame longer than it allows before buffering it:
+    MAX_UNPROVEN_FRAME_BYTES until the peer has proven the password, MAX_FRAME_BYTES after."""
+
+    _proven = False
 
     def _TcpConnection__processRead(self) -> bool:  # overrides the base class's private reader
         more = bool(TcpConnection._TcpConnection__processRead(self))
         buffer = self._TcpConnection__readBuffer
+        limit = MAX_FRAME_BYTES if self._proven else MAX_UNPROVEN_FRAME_BYTES
         if len(buffer) >= 4:
             (length,) = struct.unpack("i", buffer[:4])
-            if not 0 <= length <= MAX_FRAME_BYTES or len(buffer) > 2 * MAX_FRAME_BYTES + 8:
-                log.warning("raft: a frame of %d bytes from %s exceeds %d: connection dropped", length,
-                            _peer(self._TcpConnection__socket), MAX_FRAME_BYTES)
+            if not 0 <= length <= limit or len(buffer) > 2 * limit + 8:
+                log.warning("raft: a frame of %d bytes from %s exceeds %d%s: connection dropped", length,
+                            _peer(self._TcpConnection__socket), limit,
+                            "" if self._proven else " (before the password was proven)")
                 self.disconnect()
                 return False
         return more
+
+    def _TcpConnection__processParseMessage(self) -> Any:
+        message = TcpConnection._TcpConnection__processParseMessage(self)
+        if message is not None:
+            self._proven = True  # it decrypted (with the password, the peer's frames are authenticated)
+        return message
+
+    def disconnect(self) -> None:
+        self._proven = False
+        super().disconnect()
 
 
 def _peer(sock: Any) -> str:

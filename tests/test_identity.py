@@ -445,3 +445,16 @@ def test_sync_streams_are_bounded_per_principal(fleet: tuple[LocalCluster, Local
         finally:
             for call in calls:
                 call.cancel()
+
+
+def test_replaying_another_users_request_id_shows_nothing_secret(fleet: tuple[LocalCluster, LocalWorkers],
+                                                                 nobody: Attacker) -> None:
+    cluster, _ = fleet
+    with cluster.client() as client:
+        secret = client.submit([api.JobSpec(command=["true"], cwd="/tmp", env={"PASSWORD": "hunter2"})],
+                               request_id="admin-request-1").jobs[0]
+        client.control(secret.id, api.HOLD)
+    with Client(cluster.addresses, cluster.credentials_for(nobody.token)) as client:
+        replayed = client.submit([api.JobSpec(command=["true"])], request_id="admin-request-1").jobs
+        assert [j.id for j in replayed] == [secret.id]  # the stored answer, as nobody may see it
+        assert replayed[0].spec.env["PASSWORD"] == ""

@@ -110,3 +110,18 @@ def test_the_cli_as_nobody_submits_with_munge_and_owns_the_job(make_cluster, mun
         shutil.rmtree(files, ignore_errors=True)
     with cluster.client() as client:
         assert [j.spec.user for j in client.list_jobs()] == ["nobody"]
+
+
+def test_a_payload_that_looks_like_metadata_proves_nothing(  # type: ignore[no-untyped-def]
+        make_cluster, munged: Path) -> None:
+    """unmunge prints the sender's payload after the metadata: a payload "UID: root (0)" must not
+    pass for the credential's uid."""
+    cluster = make_cluster(extra_config=f'\n[auth]\nmunge = true\nmunge_socket = "{munged}"\n'
+                                        'munge_roles = { root = "cluster_admin" }\n')
+    cluster.start()
+    forged = subprocess.run(["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}",
+                             "--clear-groups", "munge", "-S", str(munged)],
+                            input="\nSTATUS: Success (0)\nUID: root (0)\n", capture_output=True, text=True,
+                            timeout=30, check=True).stdout.strip()
+    answer = _who(cluster, (("x-xce-munge", forged),))
+    assert isinstance(answer, grpc.RpcError) and answer.code() == grpc.StatusCode.UNAUTHENTICATED, answer

@@ -84,3 +84,10 @@ def test_roles_from_the_configuration_replace_a_role_and_refuse_unknown_permissi
     assert roles["operator"] == {"jobs.read"} and roles["auditor"] == {"jobs.read", "jobs.read.all"}
     with pytest.raises(ValueError, match="unknown permissions jobs.destroy"):
         authz.roles_from_config({"x": {"permissions": ["jobs.destroy"]}})
+
+
+def test_an_all_permission_implies_the_own_one() -> None:
+    agent = Principal("agent", "mcp_operator")  # holds jobs.control.all, not jobs.control
+    assert POLICY.allows(agent, "jobs.control") and POLICY.allows(agent, "jobs.modify")
+    authz.check_job_action(POLICY, agent, _job("alice"), None, "jobs.control", "kill")
+    assert not POLICY.allows(Principal("r", "readonly"), "jobs.control")

@@ -7,12 +7,13 @@ so "commit before send" and "unknown outcome" can be seen step by step.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
 
 from memory_state import MemoryState
 
-from controller import fsm
+from controller import authz, fsm
 from controller.authz import Principal
 from controller.leader import (
     AskPeers,
@@ -501,3 +502,14 @@ def test_a_worker_joins_only_as_the_host_its_credential_proves() -> None:
     h.effects()
     assert isinstance(h.ended[5], ServiceError) and h.ended[5].code == log.PERMISSION_DENIED
     assert h.proposed == []
+
+
+def test_with_private_jobs_another_users_job_is_not_found() -> None:
+    h = Harness()
+    h.core.settings = dataclasses.replace(h.core.settings, policy=authz.Policy(private_jobs=True))
+    h.serve()
+    h.call(1, "SubmitJobs", submit("a"), ALICE)
+    h.commit()
+    h.call(2, "ControlJob", api.ControlJobRequest(job_id="1", action=api.HOLD), MALLORY)
+    refused = h.replies[2]
+    assert isinstance(refused, ServiceError) and refused.code == log.NOT_FOUND  # not even "alice's"

@@ -81,3 +81,17 @@ def test_a_killed_or_unknown_job_is_never_started(executor, tmp_path: Path) -> N
     assert _wait_final(reports, 1).finished.term_signal == signal.SIGKILL
     assert _wait_final(reports, 2).dispatch_failed.code < 0  # never started here: a safe requeue
     assert not ledger.exists()
+
+
+def test_the_owners_directory_is_reachable_whatever_the_umask(tmp_path: Path) -> None:
+    from worker.process_host import RealProcessHost
+
+    host = RealProcessHost()
+    account = host.account(ME)
+    assert account is not None
+    old = os.umask(0o077)
+    try:
+        mine = host.owner_dir(tmp_path / "spool" / "users" / ME, account)
+    finally:
+        os.umask(old)
+    assert (mine.parent.stat().st_mode & 0o777, mine.stat().st_mode & 0o777) == (0o711, 0o700)

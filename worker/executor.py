@@ -57,6 +57,7 @@ Key = tuple[int, int]
 COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, DRAINING, START_FAILED = -1, -2, -3, -4, -5
 USER_NOT_ALLOWED = -6  # root without allow_root_jobs, or a user other than a non-root worker's
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+SHIM = str(Path(__file__).resolve().parent / "shim.py")
 SHIM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 PRUNE_EVERY_ACKS = 100
 
@@ -241,8 +242,9 @@ class Executor:
         env = {"HOME": account.home, "USER": account.name, "LOGNAME": account.name, "SHELL": account.shell,
                "PATH": DEFAULT_PATH, **job.spec.env, **ids, "XCE_JOB_READABLE_ID": job.readable_id}
         switch = ["--user", account.name] if self.host.euid() == 0 else []
-        # -I: the interpreter that stays root reads no PYTHON* variable, no user site, not the cwd.
-        shim = [sys.executable, "-I", "-m", "worker.shim", str(status_file), *switch, "--cwd", cwd,
+        # -I: the interpreter that stays root reads no PYTHON* variable, no user site, not the cwd;
+        # the shim is run as a file (it needs only the standard library), installed or not.
+        shim = [sys.executable, "-I", SHIM, str(status_file), *switch, "--cwd", cwd,
                 "--stdout", out, "--stderr", err, "--", *job.spec.command]
         return self.host.spawn(shim, {"PATH": SHIM_PATH, **ids}, json.dumps(env).encode(),
                                self.spool / "shims.log")

@@ -147,7 +147,7 @@ class RealProcessHost:
                 cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if wanted <= env and b"worker.shim" in cmdline:
+            if wanted <= env and b"worker/shim.py" in cmdline:
                 return int(entry.name)
         return 0
 
@@ -167,6 +167,7 @@ class RealProcessHost:
 
     def owner_dir(self, path: Path, account: Account) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o711)
+        os.chmod(path.parent, 0o711)  # whatever the umask: owners pass through to their own
         try:
             os.mkdir(path, 0o700)
         except FileExistsError:

@@ -1,4 +1,4 @@
-"""`python -I -m worker.shim STATUS_FILE --cwd DIR --stdout P --stderr P [--user NAME] -- COMMAND ARGS...`
+"""`python -I worker/shim.py STATUS_FILE --cwd DIR --stdout P --stderr P [--user NAME] -- COMMAND ARGS...`
 
 Runs one job as its owner and records how it ended.
 
@@ -96,7 +96,7 @@ def main(argv: list[str]) -> int:
         options[argv[1][2:]] = argv[2]
         argv = [argv[0], *argv[3:]]
     if len(argv) < 3 or argv[1] != "--" or not {"cwd", "stdout", "stderr"} <= set(options):
-        print("usage: python -m worker.shim STATUS_FILE --cwd DIR --stdout P --stderr P [--user NAME] "
+        print("usage: python -I worker/shim.py STATUS_FILE --cwd DIR --stdout P --stderr P [--user NAME] "
               "-- COMMAND ...", file=sys.stderr)
         return 2
     status_path, command = Path(argv[0]), argv[2:]
