@@ -20,7 +20,7 @@ import grp
 import os
 import pwd
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import grpc
 
@@ -47,9 +47,11 @@ class Unauthenticated(ServiceError):
 class Authenticator:
     def __init__(self, store: object, clock: Clock, static_tokens: Mapping[str, StaticToken],
                  munge_roles: Mapping[str, str], munge: bool, tls: bool, munge_socket: str = "",
-                 replica_token: str = "") -> None:
+                 replica_token: str = "", leader: Callable[[], str | None] = lambda: None) -> None:
+        """`leader`: the leader's gRPC address when this replica is not the leader (else None)."""
         self._store = store
         self._clock = clock
+        self._leader = leader
         self._static = dict(static_tokens)
         if replica_token:  # without TLS, replicas prove themselves to each other with this
             self._static[token_hash(replica_token)] = StaticToken("replica", "replica")
@@ -106,6 +108,10 @@ class Authenticator:
         with self._store.read() as tables:  # type: ignore[attr-defined]
             info = tokens.read_token(tables, digest)
         if info is None:
+            leader = self._leader()
+            if leader:  # a token created a moment ago may not be applied here yet: the leader knows
+                raise ServiceError(log.FAILED_PRECONDITION, "this replica does not know the token (yet); "
+                                   "ask the leader", leader)
             raise Unauthenticated("unknown or revoked token")
         if info.expires_ms and info.expires_ms <= self._clock.now_ms():
             raise Unauthenticated(f"token {info.id} expired")

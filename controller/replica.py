@@ -305,6 +305,11 @@ class Replica:
         response.replicas.sort(key=lambda r: r.id)
         return response
 
+    def _leader_unless_me(self) -> str | None:
+        if self.raft.is_leader():
+            return None
+        return self.config.grpc_for_raft(self.raft.leader())
+
     # -------------------------------------------------------------- serving
 
     async def serve(self, stop: asyncio.Event) -> None:
@@ -319,7 +324,8 @@ class Replica:
         authenticator = Authenticator(self.store, self.clock, config.static_tokens, config.munge_roles,
                                       config.munge, tls=not config.tls.insecure,
                                       munge_socket=config.munge_socket,
-                                      replica_token=config.replica_token() if config.tls.insecure else "")
+                                      replica_token=config.replica_token() if config.tls.insecure else "",
+                                      leader=self._leader_unless_me)
         server.add_generic_rpc_handlers(grpc_api.handlers(self, authenticator))
         if self.config.tls.insecure:
             logger.warning("replica %d: [tls] insecure = true: gRPC in plaintext", self.me.id)
