@@ -114,6 +114,7 @@ class Policy:
     roles: Mapping[str, frozenset[str]] = field(default_factory=lambda: dict(DEFAULT_ROLES))
     private_jobs: bool = False                  # Slurm PrivateData=jobs; LSF's default is false
     max_jobs_per_request: int = 10_000
+    max_pend_jobs_per_user: int = 0             # 0: no limit (LSF MAX_PEND_JOBS; pending_counts.py)
 
     def permissions(self, principal: Principal) -> frozenset[str]:
         return self.roles.get(principal.role, frozenset())

@@ -29,6 +29,7 @@ Example:
     [auth]
     private_jobs = false              # true: users see only their own jobs (Slurm PrivateData=jobs)
     max_jobs_per_request = 10000
+    max_pend_jobs_per_user = 0        # LSF MAX_PEND_JOBS: pending (PEND, PSUSP) jobs per user; 0: no limit
     max_sync_streams = 4              # concurrent Sync streams per principal
     munge = false                     # accept MUNGE credentials (uid and gid from the local munged)
     munge_roles = { root = "cluster_admin" }   # role by user name for MUNGE callers; default user
@@ -219,10 +220,11 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     except ValueError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     ints = {}
-    for key, default in (("max_jobs_per_request", 10_000), ("max_sync_streams", 4)):
+    for key, default, least in (("max_jobs_per_request", 10_000, 1), ("max_sync_streams", 4, 1),
+                                ("max_pend_jobs_per_user", 0, 0)):
         value = auth.get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"{path}: [auth] {key} must be a positive integer")
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ConfigError(f"{path}: [auth] {key} must be an integer >= {least}")
         ints[key] = value
     for key in ("private_jobs", "munge"):
         if not isinstance(auth.get(key, False), bool):
@@ -242,7 +244,8 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
             not all(isinstance(v, str) and v in roles for v in munge_roles.values()):
         raise ConfigError(f"{path}: [auth] munge_roles maps user names to roles")
     policy = authz.Policy(roles=roles, private_jobs=bool(auth.get("private_jobs", False)),
-                          max_jobs_per_request=ints["max_jobs_per_request"])
+                          max_jobs_per_request=ints["max_jobs_per_request"],
+                          max_pend_jobs_per_user=ints["max_pend_jobs_per_user"])
     socket = auth.get("munge_socket", "")
     if not isinstance(socket, str):
         raise ConfigError(f"{path}: [auth] munge_socket must be a path")

@@ -54,6 +54,7 @@ from controller.authz import Principal
 from controller.fsm import versions
 from controller.group_commit import GroupCommit
 from controller.host_liveness import Liveness
+from controller.pending_counts import PendingCounts
 from controller.tables import Tables
 from controller.watchdog import Change, Watchdog
 from controller.worker_session import RESEND_S, SessionOver, WorkerSession, route
@@ -181,6 +182,7 @@ class Term:
     next_sweep_s: float = 0.0
     next_poll_s: float = 0.0
     announcing: set[int] = field(default_factory=set)
+    pending: PendingCounts = field(default_factory=PendingCounts)  # per user, for MAX_PEND_JOBS
 
 
 _Submit = tuple[api.SubmitJobsRequest, log.Principal]  # a submit request and who sent it
@@ -316,10 +318,15 @@ class LeaderCore:
     def applied(self, indices: Iterable[int]) -> None:
         """Entries applied: each session hears of the jobs they changed on its host."""
         term = self.term
-        if term is None or not term.sessions:
+        counting = term is not None and self.settings.policy.max_pend_jobs_per_user > 0
+        if term is None or not (term.sessions or counting):
             return
         with self.state.read() as tables:
             raws = [(index, tables.get("events", fsm.revision_key(index))) for index in indices]
+        if counting:
+            term.pending.applied(None if raw is None else log.Event.FromString(raw) for _, raw in raws)
+        if not term.sessions:
+            return
         woken: set[int] = set()
         if any(raw is None for _, raw in raws):  # pruned already: everyone derives from the state
             for stream in term.sessions.values():
@@ -367,6 +374,12 @@ class LeaderCore:
             if len(request.jobs) > policy.max_jobs_per_request:
                 raise invalid(f"{len(request.jobs)} jobs in one request; at most "
                               f"{policy.max_jobs_per_request} ([auth] max_jobs_per_request)")
+            limit = policy.max_pend_jobs_per_user
+            pending = term.pending.count(tables, caller.name) if limit else 0
+            if limit and pending + len(request.jobs) > limit:
+                raise ServiceError(log.RESOURCE_EXHAUSTED,
+                                   f"{caller.name} has {pending} pending jobs; {len(request.jobs)} more "
+                                   f"would pass {limit} ([auth] max_pend_jobs_per_user)")
             meta = fsm.read_meta(tables)
             for spec in request.jobs:
                 spec.user = caller.name  # the owner is who proved it, never what the request says

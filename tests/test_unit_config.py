@@ -256,12 +256,14 @@ permissions = ["jobs.read", "jobs.read.all"]
 
 @pytest.mark.parametrize(("extra", "words"), [
     ('[tls]\ninsecure = "yes"\n', "insecure must be true or false"),
-    ('[auth]\nmax_jobs_per_request = 0\n', "max_jobs_per_request must be a positive integer"),
+    ('[auth]\nmax_jobs_per_request = 0\n', "max_jobs_per_request must be an integer >= 1"),
+    ('[auth]\nmax_pend_jobs_per_user = -1\n', "max_pend_jobs_per_user must be an integer >= 0"),
     ('[auth]\nprivate_jobs = 1\n', "private_jobs must be true or false"),
     ('[[auth.tokens]]\nsha256 = "x"\nuser = "u"\nrole = "user"\n', "needs sha256 (64 hex digits)"),
     (f'[[auth.tokens]]\nsha256 = "{"a" * 64}"\nuser = "u"\nrole = "god"\n', "role 'god' is not a role"),
     ('[roles.x]\npermissions = ["jobs.everything"]\n', "unknown permissions jobs.everything"),
     ('[auth]\nmunge_roles = { root = "god" }\n', "munge_roles maps user names to roles"),
-], ids=["insecure", "max-jobs", "private", "short-hash", "bad-role", "bad-permission", "munge-role"])
+], ids=["insecure", "max-jobs", "max-pend", "private", "short-hash", "bad-role", "bad-permission",
+        "munge-role"])
 def test_bad_security_settings_are_config_errors(tmp_path: Path, extra: str, words: str) -> None:
     assert words in load_error(tmp_path, GOOD + "\n" + extra)
