@@ -36,7 +36,6 @@ CACHE_SIZE = 4096
 GROUPS_TTL_S = 60.0
 MUNGE_TIMEOUT_S = 5.0
 MAX_CREDENTIAL = 4096  # bytes; a munge -n credential is about 150
-_UNMUNGE_SLOTS = asyncio.Semaphore(8)
 
 
 class Unauthenticated(ServiceError):
@@ -47,11 +46,15 @@ class Unauthenticated(ServiceError):
 class Authenticator:
     def __init__(self, store: object, clock: Clock, static_tokens: Mapping[str, StaticToken],
                  munge_roles: Mapping[str, str], munge: bool, tls: bool, munge_socket: str = "",
-                 replica_token: str = "", leader: Callable[[], str | None] = lambda: None) -> None:
-        """`leader`: the leader's gRPC address when this replica is not the leader (else None)."""
+                 replica_token: str = "",
+                 not_authoritative: Callable[[], ServiceError | None] = lambda: None) -> None:
+        """`not_authoritative`: None when this replica serves as the leader (its tokens table holds
+        every committed token); else the refusal to answer an unknown token with (the leader's
+        address, or UNAVAILABLE while there is none)."""
         self._store = store
         self._clock = clock
-        self._leader = leader
+        self._not_authoritative = not_authoritative
+        self._unmunge_slots = asyncio.Semaphore(8)  # a flood of credentials must not fork without bound
         self._static = dict(static_tokens)
         if replica_token:  # without TLS, replicas prove themselves to each other with this
             self._static[token_hash(replica_token)] = StaticToken("replica", "replica")
@@ -108,10 +111,10 @@ class Authenticator:
         with self._store.read() as tables:  # type: ignore[attr-defined]
             info = tokens.read_token(tables, digest)
         if info is None:
-            leader = self._leader()
-            if leader:  # a token created a moment ago may not be applied here yet: the leader knows
-                raise ServiceError(log.FAILED_PRECONDITION, "this replica does not know the token (yet); "
-                                   "ask the leader", leader)
+            refusal = self._not_authoritative()
+            if refusal is not None:  # a token created a moment ago may not be applied here yet
+                raise ServiceError(refusal.code, f"this replica does not know the token (yet): "
+                                   f"{refusal.message}", refusal.leader)
             raise Unauthenticated("unknown or revoked token")
         if info.expires_ms and info.expires_ms <= self._clock.now_ms():
             raise Unauthenticated(f"token {info.id} expired")
@@ -122,7 +125,8 @@ class Authenticator:
     async def _from_munge(self, credential: str) -> Principal:
         if not self._munge:
             raise Unauthenticated("MUNGE is not enabled on this cluster ([auth] munge = true)")
-        fields = await _unmunge(credential, self._munge_socket)
+        async with self._unmunge_slots:
+            fields = await _unmunge(credential, self._munge_socket)
         if fields.get("STATUS", "").split(" ")[0] != "Success":
             raise Unauthenticated(f"MUNGE credential refused: {fields.get('STATUS', 'no status')}")
         try:
@@ -166,19 +170,18 @@ async def _unmunge(credential: str, socket: str) -> dict[str, str]:
     goes to /dev/null, so nothing the sender wrote can pass for metadata (a payload of
     "UID: root (0)" would otherwise read like the real line); and it must be empty, as `munge -n`
     makes it."""
-    async with _UNMUNGE_SLOTS:  # a flood of credentials must not fork without bound
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                "unmunge", *(["-S", socket] if socket else []), "--output=/dev/null",
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        except OSError as exc:
-            raise Unauthenticated(f"cannot run unmunge: {exc}") from None
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(credential.encode()[:MAX_CREDENTIAL]),
-                                              MUNGE_TIMEOUT_S)
-        except TimeoutError:
-            proc.kill()
-            raise Unauthenticated("unmunge timed out") from None
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "unmunge", *(["-S", socket] if socket else []), "--output=/dev/null",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    except OSError as exc:
+        raise Unauthenticated(f"cannot run unmunge: {exc}") from None
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(credential.encode()[:MAX_CREDENTIAL]),
+                                          MUNGE_TIMEOUT_S)
+    except TimeoutError:
+        proc.kill()
+        raise Unauthenticated("unmunge timed out") from None
     fields: dict[str, str] = {}
     for line in out.decode(errors="replace").splitlines():
         if not line.strip():

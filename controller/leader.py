@@ -449,7 +449,7 @@ class LeaderCore:
         """Like LSF brun: a DISPATCH through the committed path, with the same host checks."""
         self._ensure_request_id(request)
         with self.state.read() as tables:
-            job = fsm.find_job(tables, request.job_id)
+            job = self._job_for(tables, request.job_id, caller)
             fsm.decisions.check_dispatch(fsm.CommittedUsage(tables), job, request.host, job.attempt)
         dispatch = log.Dispatch(job_id=job.id, host=request.host, attempt=job.attempt,
                                 request_id=request.request_id)

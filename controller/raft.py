@@ -63,8 +63,11 @@ _original_create_journal = _syncobj_module.createJournal
 # proves the peer: a length of 2 GiB from anyone who can reach the port made a leader buffer tens of
 # MiB and lose its leadership, and even an 8 MiB frame cost seconds of CPU. Until a frame has
 # decrypted (the peer knows the password), frames are small: the handshake's are tens of bytes.
-# After that, our largest frame is an AppendEntries batch (APPEND_ENTRIES_BYTES, 2 MiB) or a
-# snapshot chunk (64 KiB), compressed.
+# A peer has proven the password once a frame decrypted that carried the nonce this side sent (a
+# frame captured from another connection could decrypt, but not with this nonce). Until then only
+# one frame at a time is read, so junk queued behind a small first frame is never buffered. After
+# that, our largest frame is an AppendEntries batch (APPEND_ENTRIES_BYTES, 2 MiB) or a snapshot
+# chunk (64 KiB), compressed.
 MAX_FRAME_BYTES = 16 << 20
 MAX_UNPROVEN_FRAME_BYTES = 64 << 10
 
@@ -76,12 +79,14 @@ class _BoundedConnection(TcpConnection):  # type: ignore[misc]
     _proven = False
 
     def _TcpConnection__processRead(self) -> bool:  # overrides the base class's private reader
+        if not self._proven and self._first_frame_complete():
+            return False  # unproven: parse this frame before reading more
         more = bool(TcpConnection._TcpConnection__processRead(self))
         buffer = self._TcpConnection__readBuffer
         limit = MAX_FRAME_BYTES if self._proven else MAX_UNPROVEN_FRAME_BYTES
         if len(buffer) >= 4:
             (length,) = struct.unpack("i", buffer[:4])
-            if not 0 <= length <= limit or len(buffer) > 2 * limit + 8:
+            if not 0 <= length <= limit or len(buffer) > 2 * MAX_FRAME_BYTES + 8:
                 log.warning("raft: a frame of %d bytes from %s exceeds %d%s: connection dropped", length,
                             _peer(self._TcpConnection__socket), limit,
                             "" if self._proven else " (before the password was proven)")
@@ -89,10 +94,15 @@ class _BoundedConnection(TcpConnection):  # type: ignore[misc]
                 return False
         return more
 
+    def _first_frame_complete(self) -> bool:
+        buffer = self._TcpConnection__readBuffer
+        return len(buffer) >= 4 and len(buffer) - 4 >= struct.unpack("i", buffer[:4])[0]
+
     def _TcpConnection__processParseMessage(self) -> Any:
+        nonce = self.recvRandKey  # set: the frame must carry it, and the base class checks that it does
         message = TcpConnection._TcpConnection__processParseMessage(self)
-        if message is not None:
-            self._proven = True  # it decrypted (with the password, the peer's frames are authenticated)
+        if message is not None and nonce:
+            self._proven = True
         return message
 
     def disconnect(self) -> None:

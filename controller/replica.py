@@ -305,10 +305,9 @@ class Replica:
         response.replicas.sort(key=lambda r: r.id)
         return response
 
-    def _leader_unless_me(self) -> str | None:
-        if self.raft.is_leader():
-            return None
-        return self.config.grpc_for_raft(self.raft.leader())
+    def _not_serving(self) -> ServiceError | None:
+        """None if this replica serves as the leader, else how it refuses writes."""
+        return None if self.core.serving_term() is not None else self.core.refusal()
 
     # -------------------------------------------------------------- serving
 
@@ -325,7 +324,7 @@ class Replica:
                                       config.munge, tls=not config.tls.insecure,
                                       munge_socket=config.munge_socket,
                                       replica_token=config.replica_token() if config.tls.insecure else "",
-                                      leader=self._leader_unless_me)
+                                      not_authoritative=self._not_serving)
         server.add_generic_rpc_handlers(grpc_api.handlers(self, authenticator))
         if self.config.tls.insecure:
             logger.warning("replica %d: [tls] insecure = true: gRPC in plaintext", self.me.id)

@@ -68,3 +68,35 @@ def test_a_big_frame_from_an_unproven_peer_is_dropped_before_it_is_buffered(clus
     assert sent < min(length, 64 << 20), "the replica kept reading the frame"
     assert _rss_kb(pid) - before_rss < 16 << 10  # KiB: nothing like the frame was buffered
     assert _term(cluster, leader) == before  # still the leader of the same term: no election
+
+
+def test_a_replayed_first_frame_does_not_lift_the_limit(cluster: LocalCluster) -> None:
+    """A frame that decrypts but carries no nonce of this connection (one captured off the wire, here
+    made with the password) proves nothing: a big frame after it is still dropped unbuffered."""
+    import pickle
+    import zlib
+
+    from pysyncobj.encryptor import getEncryptor
+
+    leader = cluster.leader()
+    pid = cluster.procs[leader].pid
+    before_rss, before = _rss_kb(pid), _term(cluster, leader)
+    encrypted = getEncryptor(cluster.config.password).encrypt_at_time(
+        zlib.compress(pickle.dumps(b"k" * 32), 3), int(time.monotonic()))
+    host, port = cluster.config.replica(leader).raft.rsplit(":", 1)
+    junk = b"\0" * (1 << 20)
+    sent = 0
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        try:
+            sock.sendall(struct.pack("i", len(encrypted)) + encrypted)  # decrypts: a peer's first frame
+            sock.recv(4096)  # the replica's answer (its own key): the frame was taken
+            sock.sendall(struct.pack("i", 8 << 20))
+            while sent < 16 << 20:
+                sock.sendall(junk)
+                sent += len(junk)
+                time.sleep(0.01)
+        except OSError:
+            pass
+    assert sent < 8 << 20, "the replica read an 8 MiB frame from a peer that proved nothing"
+    assert _rss_kb(pid) - before_rss < 16 << 10
+    assert _term(cluster, leader) == before

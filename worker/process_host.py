@@ -147,7 +147,8 @@ class RealProcessHost:
                 cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if wanted <= env and b"worker/shim.py" in cmdline:
+            # (-m worker.shim: a shim started by the build before this one)
+            if wanted <= env and (b"worker/shim.py" in cmdline or b"worker.shim" in cmdline):
                 return int(entry.name)
         return 0
 
