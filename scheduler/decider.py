@@ -72,9 +72,9 @@ class Decider:
         self.state = plan.state
         if log.isEnabledFor(logging.DEBUG):
             waiting = {api.PendingReason.Name(code): n for code, n in plan.result.waiting.items()}
-            log.debug("scheduler %s: pass at revision %d: %d decisions; waiting %s; hosts refused %s",
-                      self.scheduler_id, view.revision, len(plan.decisions), waiting,
-                      dict(plan.result.refusals))
+            log.debug("scheduler %s: pass at revision %d: %d decisions (%d left for later passes); "
+                      "waiting %s; hosts refused %s", self.scheduler_id, view.revision, len(plan.decisions),
+                      plan.deferred, waiting, dict(plan.result.refusals))
         for host, job in plan.cooled:
             log.info("scheduler %s: %s refused job %d; no dispatch there for %.0f s", self.scheduler_id, host,
                      job, self.config.refusal_cooldown_ms / 1000)

@@ -14,7 +14,13 @@ carries what a pass must know of the passes before it, as an immutable
   overwrites it;
 - a pass waits until the view holds the previous batch's outcome (`ready`),
   or `await_view_ms` passed: a pass on an older view would hand out again
-  the slots that batch took.
+  the slots that batch took;
+- a batch stays under the message limit (`max_batch_bytes`) and the
+  leader's `max_decisions`, dispatches first: free slots are filled whatever
+  is pending elsewhere. PEND decisions (reason changes) are at most
+  `max_pends` a pass; the rest follow in later passes, since their reasons
+  still differ. 60,000 jobs in an inactive queue once made every batch too
+  big to send, and nothing was dispatched at all.
 
 The planner's time (`clock_ms`) is the scheduler's monotonic clock, so a
 step of the wall clock (NTP) neither keeps a dispatch "in flight" for an
@@ -43,6 +49,9 @@ class PlannerConfig:
     in_flight_ms: int = 5_000
     refusal_cooldown_ms: int = 2_000
     await_view_ms: int = 2_000
+    max_batch_bytes: int = 768 << 10  # under gRPC's 1 MiB, with room for the batch's own fields
+    max_decisions: int = 10_000       # what the leader takes in one batch (controller/leader.py)
+    max_pends: int = 2_000            # reason changes a pass sends; the rest wait for later passes
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,7 @@ class Plan:
     state: PlannerState
     result: PassResult
     cooled: list[tuple[str, int]]  # (host, job) refusals first seen in this pass
+    deferred: int = 0  # decisions left for later passes (over a bound of the batch)
 
 
 def ready(state: PlannerState, revision: int, clock_ms: int) -> bool:
@@ -100,11 +110,38 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
     refused = {j.id for j in pending if j.pending_code == api.PEND_DISPATCH_REFUSED}
     # A worker's refusal says more than what a pass without that host would say.
     decisions = [d for d in result.decisions if not (isinstance(d, Pend) and d.job_id in refused)]
+    decisions, deferred = _within_bounds(decisions, config)
     for decision in decisions:
         if isinstance(decision, Dispatch):
             in_flight[decision.job_id] = (decision.attempt, now_ms)
     next_state = PlannerState(in_flight, cooldown, seen, state.await_revision, state.await_until_ms)
-    return Plan(decisions, next_state, result, cooled)
+    return Plan(decisions, next_state, result, cooled, deferred)
+
+
+# A decision's serialized size is at most this plus its host or reason (tags, lengths, varints).
+DECISION_OVERHEAD_BYTES = 32
+
+
+Decisions = list[Dispatch | Pend]
+
+
+def _within_bounds(decisions: Decisions, config: PlannerConfig) -> tuple[Decisions, int]:
+    """Dispatches first, then PENDs, in the pass's order, while the batch stays within its bounds."""
+    ordered: Decisions = [d for d in decisions if isinstance(d, Dispatch)]
+    ordered += [d for d in decisions if isinstance(d, Pend)]
+    kept: list[Dispatch | Pend] = []
+    size = pends = 0
+    for decision in ordered:
+        is_pend = isinstance(decision, Pend)
+        text = decision.reason if isinstance(decision, Pend) else decision.host
+        cost = DECISION_OVERHEAD_BYTES + len(text.encode())
+        if len(kept) >= config.max_decisions or size + cost > config.max_batch_bytes \
+                or (is_pend and pends >= config.max_pends):
+            continue  # a smaller one further on may still fit; what is left comes next pass
+        kept.append(decision)
+        size += cost
+        pends += is_pend
+    return kept, len(decisions) - len(kept)
 
 
 def _unavailable(host: api.Host) -> api.Host:

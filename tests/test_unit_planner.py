@@ -116,3 +116,34 @@ def test_a_queue_slot_limit_counts_the_pass_s_own_placements() -> None:
     assert dispatches(plan) == [(1, "a"), (2, "a")]
     limit = [d for d in plan.decisions if isinstance(d, Pend)]
     assert [(d.job_id, d.code) for d in limit] == [(3, api.PEND_LIMIT_REACHED), (4, api.PEND_LIMIT_REACHED)]
+
+
+def test_100000_pending_half_in_an_inactive_queue_new_active_jobs_dispatch_within_two_passes() -> None:
+    """60,000 jobs in an inactive queue once made every batch too big to send: nothing ran at all.
+    Here every pending job has a new reason to send (half: queue inactive; half: too big for any
+    host), and new jobs that fit must still be dispatched at once."""
+    queues = [api.Queue(name="normal", priority=30), api.Queue(name="off", priority=40, inactive=True)]
+    too_big = [job(i) for i in range(50_001, 100_001)]
+    for j in too_big:
+        j.spec.slots = 8
+    jobs = [job(i, queue="off") for i in range(1, 50_001)] + too_big + [job(200_001)]
+    hosts = [host(f"h{i:04d}", 4) for i in range(5_000)]
+    state, clock, sizes, sent_pends = PlannerState(), 1_000, [], 0
+    for new in (200_001, 200_002):
+        plan = planner.plan(view(jobs, hosts, queues=queues), state, clock, CONFIG)
+        batch = planner.to_batch(plan, state, 1, "s", 10, clock, 1_700_000_000_000)
+        sizes.append(batch.ByteSize())
+        assert len(batch.decisions) <= CONFIG.max_decisions
+        assert dispatches(plan) == [(new, dispatches(plan)[0][1])]  # the new job, at once
+        state, clock = plan.state, clock + 100
+        reasons = {d.job_id: d for d in plan.decisions if isinstance(d, Pend)}
+        sent_pends += len(reasons)
+        jobs = [j for j in jobs if j.id != new]  # it runs; the batch's reasons are stored
+        for j in jobs:
+            if j.id in reasons:
+                j.pending_code, j.pending_reason = reasons[j.id].code, reasons[j.id].reason
+        jobs.append(job(200_002))  # a new job in the active queue, after the first pass
+    assert all(size < 1 << 20 for size in sizes), sizes
+    assert sent_pends == 2 * CONFIG.max_pends  # the reasons follow, a bounded number each pass
+    deferred = planner.plan(view(jobs, hosts, queues=queues), state, clock, CONFIG).deferred
+    assert deferred == 100_000 - 2 * CONFIG.max_pends - CONFIG.max_pends  # what the third pass leaves
