@@ -17,9 +17,31 @@ ROOT = Path(__file__).resolve().parent.parent
 FAST_HOSTS = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.5\n"
 
 
+LOG_LINES = 80  # of each daemon's log, printed when a test fails
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    report: pytest.TestReport = yield
+    setattr(item, f"report_{report.when}", report)  # the fixtures' teardown looks at it
+    return report
+
+
+def print_logs_if_failed(request: pytest.FixtureRequest, data: Path) -> None:
+    """The tail of every daemon's log under `data` (replicas, workers, schedulers), if the test failed:
+    the output pytest shows for the failure (captured during teardown)."""
+    report = getattr(request.node, "report_call", None)
+    if report is None or not report.failed:
+        return
+    for log in sorted(data.glob("*.log")):
+        lines = log.read_text(errors="replace").splitlines()[-LOG_LINES:]
+        print(f"----- {log.name} (last {len(lines)} lines) -----", *lines, sep="\n")
+
+
 @pytest.fixture
-def make_cluster(tmp_path: Path) -> Iterator[type[LocalCluster]]:
-    """Build LocalClusters in the test's own directory; every one is stopped."""
+def make_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[type[LocalCluster]]:
+    """Build LocalClusters in the test's own directory; every one is stopped (and its daemons' logs
+    printed if the test failed)."""
     started: list[LocalCluster] = []
 
     def build(replicas: int = 3, extra_config: str = "", name: str = "cluster") -> LocalCluster:
@@ -32,6 +54,7 @@ def make_cluster(tmp_path: Path) -> Iterator[type[LocalCluster]]:
     finally:
         for cluster in started:
             cluster.stop()
+            print_logs_if_failed(request, cluster.data)
 
 
 @pytest.fixture

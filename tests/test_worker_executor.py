@@ -67,8 +67,13 @@ def test_start_failures_are_negative_codes(executor, tmp_path: Path) -> None:  #
 
 def test_kill_escalates_to_sigkill_after_the_grace(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     ex, reports = executor
-    ex.run(_job(1, "sh", "-c", "trap '' TERM; while true; do sleep 0.1; done", cwd=tmp_path))
-    time.sleep(0.3)
+    trapped = tmp_path / "trapped"
+    script = f"trap '' TERM; touch {trapped}; while true; do sleep 0.1; done"
+    ex.run(_job(1, "sh", "-c", script, cwd=tmp_path))
+    deadline = time.monotonic() + 30
+    while not trapped.exists():  # the TERM must find the trap set, however slow the start
+        assert time.monotonic() < deadline, "the job did not start"
+        time.sleep(0.02)
     ex.signal((1, 0), api.SIGNAL_KILL)
     assert _wait_final(reports, 1).finished.term_signal == signal.SIGKILL
 
