@@ -3,7 +3,8 @@
 Theory of operation. Requests arrive as raw bytes and are parsed here, so a
 malformed message (bad protobuf, invalid UTF-8) is INVALID_ARGUMENT rather
 than gRPC's INTERNAL. Writes go to the leader core through the replica
-(`Replica.call`); reads are answered from the replica's own applied state
+(`Replica.call`); reads are answered from the leader's applied state after its read barrier
+(`Replica.read_barrier`: linearizable), or any replica's if the request says `stale`
 (reads.py); the Sync stream follows sync_stream.SyncFeed; a worker's
 Connect stream feeds the core its messages and sends what the core queues
 for it, framed (xce/worker_wire.py). A ServiceError, wherever it was
@@ -157,21 +158,30 @@ class _Services:
             return api.JobResponse(job=shown, revision=response.revision)
         return response
 
+    async def _barrier(self, stale: bool) -> None:
+        if not stale:
+            await self.replica.read_barrier()
+
     async def get_job(self, request: api.GetJobRequest, caller: Principal) -> api.JobResponse:
+        await self._barrier(request.stale)
         with self.replica.store.read() as tables:
             return reads.get_job(tables, request, self._viewer(caller))
 
     async def list_jobs(self, request: api.ListJobsRequest, caller: Principal) -> api.ListJobsResponse:
         listing = reads.JobListing(request, self._viewer(caller))
+        await self._barrier(request.stale)
         return await asyncio.to_thread(self._read, listing.read)
 
     async def list_queues(self, request: api.ListQueuesRequest, caller: Principal) -> api.ListQueuesResponse:
+        await self._barrier(request.stale)
         return self._read(reads.list_queues)
 
     async def list_hosts(self, request: api.ListHostsRequest, caller: Principal) -> api.ListHostsResponse:
+        await self._barrier(request.stale)
         return self._read(reads.list_hosts)
 
     async def list_tokens(self, request: api.ListTokensRequest, caller: Principal) -> api.ListTokensResponse:
+        await self._barrier(False)
         with self.replica.store.read() as tables:
             return api.ListTokensResponse(tokens=tokens.list_tokens(tables),
                                           revision=self.replica.store.meta().applied_index)

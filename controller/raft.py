@@ -29,6 +29,7 @@ runs in its tick thread; callers hand results to their own threads.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import struct
@@ -42,11 +43,12 @@ import pysyncobj.syncobj as _syncobj_module
 import pysyncobj.tcp_server as _tcp_server_module
 import pysyncobj.transport as _transport_module
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
-from pysyncobj.tcp_connection import TcpConnection
+from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
 from pysyncobj.transport import TCPTransport
 
 from controller import fsm
 from controller.raft_wal import LmdbJournal
+from controller.read_index import Done, ReadIndex
 from controller.store import StateStore, fsync_path
 from xce.clock import REAL_CLOCK, Clock
 from xce.private import open_private
@@ -256,7 +258,9 @@ class RaftNode:
             onStateChanged=self._state_changed,
             commandsQueueSize=100_000,
         )
-        transport_class = _durable_transport(wal)
+        self._reads = ReadIndex(peers=len(set(peers) - {self_address}))
+        self._read_requests: collections.deque[Done] = collections.deque()  # from any thread
+        transport_class = _durable_transport(wal, self._reads)
         self._replica = _Replica(self._apply, self_address, [p for p in peers if p != self_address],
                                  conf=conf, transportClass=transport_class)
         self._last_keepalive = 0.0
@@ -337,7 +341,30 @@ class RaftNode:
             self._on_applied(index)
         return result
 
+    def read_index(self, done: Done) -> None:
+        """Call done(True) in the tick thread once a read that arrives now may be answered from this
+        node's state (read_index.py), done(False) if it may not (not the leader, not confirmed in time)."""
+        self._read_requests.append(done)
+
+    def _reads_tick(self) -> None:
+        replica = self._replica
+        leader = bool(replica._isLeader())
+        now = self._clock.monotonic_s()
+        arrived = False
+        while self._read_requests:
+            done = self._read_requests.popleft()
+            if leader:
+                self._reads.arrived(int(replica.raftCommitIndex), list(replica.otherNodes), now, done)
+                arrived = True
+            else:
+                done(False)
+        if arrived:  # confirm at once rather than at the next heartbeat
+            replica._SyncObj__sendAppendEntries()
+        if self._reads.waiting:
+            self._reads.step(leader, int(replica.raftLastApplied), now)
+
     def _on_tick(self) -> None:
+        self._reads_tick()
         self._wal.flush(lazy_commit_index=True)
         if self._wal.size_bytes > self.settings.compaction_max_bytes:
             self._replica.forceLogCompaction()
@@ -400,12 +427,28 @@ def _entry_tuple(raw: list[Any]) -> tuple[bytes, int, int]:
     return bytes.fromhex(raw[0]), int(raw[1]), int(raw[2])
 
 
-def _durable_transport(wal: LmdbJournal) -> type:
+def _durable_transport(wal: LmdbJournal, reads: ReadIndex) -> type:
     class DurableTransport(TCPTransport):  # type: ignore[misc]
-        """Flushes the WAL before any Raft message leaves this node."""
+        """Flushes the WAL before any Raft message leaves this node; counts AppendEntries and their
+        answers for ReadIndex (read_index.py)."""
 
         def send(self, node: Any, message: Any) -> bool:
             wal.flush(lazy_commit_index=True)
+            if isinstance(message, dict) and message.get("type") == "append_entries":
+                connection = self._connections.get(node)
+                if connection is not None and connection.state == CONNECTION_STATE.CONNECTED:
+                    reads.sent(node)  # it goes out on this connection
             return bool(super().send(node, message))
+
+        def _onMessageReceived(self, node: Any, message: Any) -> None:
+            if isinstance(message, dict) and message.get("type") == "next_node_idx":
+                reads.answered(node)
+            super()._onMessageReceived(node, message)
+
+        def _onDisconnected(self, conn: Any) -> None:
+            node = self._connToNode(conn)
+            if node is not None:
+                reads.disconnected(node)
+            super()._onDisconnected(conn)
 
     return DurableTransport

@@ -1,4 +1,5 @@
-"""Reads any replica answers from its own applied state: jobs, queues, hosts.
+"""Reads, answered from a replica's applied state: jobs, queues, hosts (the gRPC layer first waits for
+the read barrier, replica.read_barrier, unless the request is `stale`).
 
 Each answer carries the revision it reflects. Pure functions over the state
 tables; a bad request raises ServiceError. The gRPC adapter (grpc_api.py)

@@ -15,7 +15,8 @@ through Raft, answer a call, queue messages for a worker stream, end a
 stream, ask the peers what their code understands. Commit before send holds
 because the core decides what to send only from applied state.
 
-Reads (grpc_api.py, reads.py) are served by any replica from its own state;
+Reads (grpc_api.py, reads.py) are served by the leader after its read barrier
+(`read_barrier`: Raft's ReadIndex, read_index.py), or by any replica if stale;
 `applied` is a fresh asyncio.Event per batch of applied entries, which the
 Sync streams wait on.
 """
@@ -46,7 +47,7 @@ from controller.raft import FAIL_STOP_EXIT, SUCCESS, RaftNode
 from controller.store import StateStore
 from xce.clock import REAL_CLOCK, Clock
 from xce.credentials import Credentials
-from xce.errors import ServiceError
+from xce.errors import ServiceError, unavailable
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -169,6 +170,28 @@ class Replica:
             return await future
         finally:
             self._calls.pop(token, None)
+
+    async def read_barrier(self) -> None:
+        """Return once a read arriving now may be answered from this replica's state: it leads, a
+        majority confirmed that after the read arrived, and it applied what was committed then
+        (Raft's ReadIndex, read_index.py). Else the refusal a write would get (followers name the
+        leader), so clients follow the leader for reads as for writes."""
+        if self.core.serving_term() is None:
+            raise self.core.refusal()
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[bool] = loop.create_future()
+
+        def settle(ok: bool) -> None:
+            if not answer.done():
+                answer.set_result(ok)
+
+        def done(ok: bool) -> None:  # tick thread
+            loop.call_soon_threadsafe(settle, ok)
+
+        self.raft.read_index(done)
+        if not await answer:
+            refusal = self.core.refusal() if self.core.serving_term() is None else None
+            raise refusal or unavailable("the read could not be confirmed by a majority in time; retry")
 
     def worker_opened(self, host: str | None) -> tuple[int, asyncio.Queue[Outgoing]]:
         stream = next(self._ids)

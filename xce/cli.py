@@ -27,6 +27,7 @@ from xce.credentials import Credentials, CredentialsError, for_cluster, new_toke
 from xce.v1 import api_pb2 as api
 
 DEFAULT_DATA = "xce-data"
+STALE_HELP = "any replica answers from its own state, saying its revision (default: the leader, linearizable)"
 ACTIONS = {"kill": api.KILL, "stop": api.STOP, "resume": api.RESUME, "hold": api.HOLD,
            "release": api.RELEASE, "requeue": api.REQUEUE}
 
@@ -156,10 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--pending", action="store_true",
                    help="pending jobs with their reasons (like bjobs -p)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--stale", action="store_true", help=STALE_HELP)
 
     p = sub.add_parser("job", help="one job in full")
     p.add_argument("id")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--stale", action="store_true", help=STALE_HELP)
 
     for action in ACTIONS:
         p = sub.add_parser(action, help=f"{action} a job")
@@ -180,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("queues", help="list queues (like bqueues)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--stale", action="store_true", help=STALE_HELP)
 
     p = sub.add_parser("queue", help="create or update a queue")
     qsub = p.add_subparsers(dest="queue_command", required=True)
@@ -202,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("hosts", help="list hosts (like bhosts)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--stale", action="store_true", help=STALE_HELP)
 
     p = sub.add_parser("status", help="every replica's role, term, indexes and health")
     p.add_argument("--json", action="store_true")
@@ -258,14 +263,14 @@ def _run(client: Client, args: argparse.Namespace) -> int:
             filters.append(f"queue:eq:{args.queue}")
         if args.pending:
             filters.append("state:in:PEND,PSUSP")
-        jobs = client.list_jobs(filters)
+        jobs = client.list_jobs(filters, stale=args.stale)
         if args.pending:
             waiting = _no_scheduler(client.status())
             return _emit(args, {"jobs": [_dict(j) for j in jobs], "no_scheduler": waiting},
                          lambda: _pending_table(jobs, waiting))
         return _emit(args, {"jobs": [_dict(j) for j in jobs]}, lambda: _job_table(jobs))
     if command == "job":
-        job = client.get_job(args.id)
+        job = client.get_job(args.id, stale=args.stale)
         return _emit(args, _dict(job), lambda: _job_long(job))
     if command in ACTIONS:
         job = client.control(args.id, ACTIONS[command])
@@ -280,7 +285,7 @@ def _run(client: Client, args: argparse.Namespace) -> int:
         job = client.modify(args.id, args.priority, args.queue, args.resource_req)
         return _emit(args, _dict(job), lambda: print(f"Job <{job.id}> modified"))
     if command == "queues":
-        response = client.list_queues()
+        response = client.list_queues(stale=args.stale)
         return _emit(args, _dict(response), lambda: _queue_table(response))
     if command == "queue":
         queue = api.Queue(name=args.name, priority=30)
@@ -294,7 +299,7 @@ def _run(client: Client, args: argparse.Namespace) -> int:
         result = client.put_queue(queue, create=args.queue_command == "create")
         return _emit(args, _dict(result), lambda: print(f"Queue <{args.name}> {args.queue_command}d"))
     if command == "hosts":
-        hosts = client.list_hosts()
+        hosts = client.list_hosts(stale=args.stale)
         return _emit(args, _dict(hosts), lambda: _host_table(hosts))
     if command == "status":
         status = client.status()

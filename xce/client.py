@@ -83,15 +83,18 @@ class Client:
         request = api.SubmitJobsRequest(request_id=request_id or new_request_id(), jobs=specs)
         return self.call("JobService", "SubmitJobs", request, api.SubmitJobsResponse)
 
-    def get_job(self, job_id: str | int) -> api.Job:
-        response = self.call("JobService", "GetJob", api.GetJobRequest(job_id=str(job_id)), api.JobResponse)
+    def get_job(self, job_id: str | int, stale: bool = False) -> api.Job:
+        """`stale`: any replica answers from its state (else the leader, linearizable)."""
+        response = self.call("JobService", "GetJob", api.GetJobRequest(job_id=str(job_id), stale=stale),
+                             api.JobResponse)
         return response.job
 
-    def list_jobs(self, filters: Sequence[str] = (), page_size: int = 0) -> list[api.Job]:
+    def list_jobs(self, filters: Sequence[str] = (), page_size: int = 0,
+                  stale: bool = False) -> list[api.Job]:
         jobs: list[api.Job] = []
         token = ""
         while True:
-            request = api.ListJobsRequest(filters=filters, page_size=page_size, page_token=token)
+            request = api.ListJobsRequest(filters=filters, page_size=page_size, page_token=token, stale=stale)
             page = self.call("JobService", "ListJobs", request, api.ListJobsResponse)
             jobs.extend(page.jobs)
             token = page.next_page_token
@@ -123,11 +126,13 @@ class Client:
         return self.call("ClusterService", "Status", api.StatusRequest(local_only=local_only),
                          api.StatusResponse)
 
-    def list_hosts(self) -> api.ListHostsResponse:
-        return self.call("ClusterService", "ListHosts", api.ListHostsRequest(), api.ListHostsResponse)
+    def list_hosts(self, stale: bool = False) -> api.ListHostsResponse:
+        return self.call("ClusterService", "ListHosts", api.ListHostsRequest(stale=stale),
+                         api.ListHostsResponse)
 
-    def list_queues(self) -> api.ListQueuesResponse:
-        return self.call("AdminService", "ListQueues", api.ListQueuesRequest(), api.ListQueuesResponse)
+    def list_queues(self, stale: bool = False) -> api.ListQueuesResponse:
+        return self.call("AdminService", "ListQueues", api.ListQueuesRequest(stale=stale),
+                         api.ListQueuesResponse)
 
     def put_queue(self, queue: api.Queue, create: bool) -> api.QueueResponse:
         request = api.PutQueueRequest(queue=queue, request_id=new_request_id())

@@ -238,20 +238,24 @@ class SubmitJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "stale")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    stale: bool
+    def __init__(self, job_id: _Optional[str] = ..., stale: _Optional[bool] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("filters", "page_size", "page_token")
+    __slots__ = ("filters", "page_size", "page_token", "stale")
     FILTERS_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
     filters: _containers.RepeatedScalarFieldContainer[str]
     page_size: int
     page_token: str
-    def __init__(self, filters: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    stale: bool
+    def __init__(self, filters: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., stale: _Optional[bool] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token", "revision")
@@ -389,8 +393,10 @@ class Host(_message.Message):
     def __init__(self, spec: _Optional[_Union[HostSpec, _Mapping]] = ..., status: _Optional[_Union[HostStatus, str]] = ..., generation: _Optional[int] = ..., status_time_ms: _Optional[int] = ..., slots_used: _Optional[int] = ..., running_jobs: _Optional[int] = ...) -> None: ...
 
 class ListHostsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("stale",)
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    stale: bool
+    def __init__(self, stale: _Optional[bool] = ...) -> None: ...
 
 class ListHostsResponse(_message.Message):
     __slots__ = ("hosts", "revision")
@@ -653,8 +659,10 @@ class QueueResponse(_message.Message):
     def __init__(self, queue: _Optional[_Union[Queue, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class ListQueuesRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("stale",)
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    stale: bool
+    def __init__(self, stale: _Optional[bool] = ...) -> None: ...
 
 class ListQueuesResponse(_message.Message):
     __slots__ = ("queues", "default_queue", "revision")

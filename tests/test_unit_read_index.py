@@ -1,0 +1,85 @@
+"""Raft's ReadIndex (controller/read_index.py): when a leader may answer a read from its own state."""
+
+from __future__ import annotations
+
+from controller.read_index import ReadIndex
+
+PEERS = ["b", "c"]
+
+
+def _read(index: ReadIndex, commit: int = 10, now: float = 0.0) -> list[bool]:
+    answers: list[bool] = []
+    index.arrived(commit, PEERS, now, answers.append)
+    return answers
+
+
+def test_a_read_waits_for_a_majority_to_answer_an_append_entries_sent_after_it() -> None:
+    index = ReadIndex(peers=2)
+    index.sent("b")
+    index.answered("b")  # answered before the read arrived: says nothing about now
+    answers = _read(index)
+    index.step(leader=True, last_applied=10, now_s=0.01)
+    assert answers == []
+    index.sent("b")  # the next AppendEntries, after the read
+    index.step(leader=True, last_applied=10, now_s=0.02)
+    assert answers == []  # sent, not answered
+    index.answered("b")
+    index.step(leader=True, last_applied=10, now_s=0.03)
+    assert answers == [True]  # the leader and b: a majority of three
+
+
+def test_it_also_waits_until_the_commit_index_it_saw_is_applied() -> None:
+    index = ReadIndex(peers=2)
+    answers = _read(index, commit=12)
+    index.sent("c")
+    index.answered("c")
+    index.step(leader=True, last_applied=11, now_s=0.01)
+    assert answers == []
+    index.step(leader=True, last_applied=12, now_s=0.02)
+    assert answers == [True]
+
+
+def test_a_leader_cut_off_from_the_others_never_answers() -> None:
+    """Its followers moved to a newer term: they do not answer its AppendEntries (or it cannot reach
+    them), so the read is refused at the deadline, never answered from stale state."""
+    index = ReadIndex(peers=2, timeout_s=2.0)
+    answers = _read(index)
+    for t in range(1, 20):
+        index.sent("b")
+        index.sent("c")
+        index.step(leader=True, last_applied=10, now_s=t * 0.1)
+    assert answers == []
+    index.step(leader=True, last_applied=10, now_s=2.5)
+    assert answers == [False]
+
+
+def test_an_answer_on_a_new_connection_does_not_confirm_a_read_that_waited_on_the_old_one() -> None:
+    index = ReadIndex(peers=2)
+    index.sent("b")
+    answers = _read(index)  # wants b's answer to its 2nd AppendEntries on this connection
+    index.disconnected("b")
+    index.sent("b")
+    index.sent("b")
+    index.answered("b")
+    index.answered("b")  # two answers on the new connection: not the ones the read waits for
+    index.step(leader=True, last_applied=10, now_s=0.1)
+    assert answers == []
+    index.sent("c")
+    index.answered("c")
+    index.step(leader=True, last_applied=10, now_s=0.2)
+    assert answers == [True]
+
+
+def test_losing_the_leadership_refuses_every_waiting_read() -> None:
+    index = ReadIndex(peers=2)
+    first, second = _read(index), _read(index)
+    index.step(leader=False, last_applied=10, now_s=0.1)
+    assert first == [False] and second == [False] and index.waiting == 0
+
+
+def test_a_single_replica_answers_at_once() -> None:
+    index = ReadIndex(peers=0)
+    answers: list[bool] = []
+    index.arrived(3, [], 0.0, answers.append)
+    index.step(leader=True, last_applied=3, now_s=0.0)
+    assert answers == [True]
