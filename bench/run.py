@@ -215,6 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(fleet.summary(report["fleet"]))
     if "plaintext" in report:
         print(security_table(report, levels))
+    for kind, load in report["xce"].get("reads", {}).items():
+        print(f"GetJob, {max(levels)} clients, {kind}: {load.get('per_s')} reads/s, "
+              f"p50 {load.get('p50_ms')} ms, p99 {load.get('p99_ms')} ms")
     if code_version() != report["code"]:
         report["code_after"] = code_version()
         print(f"warning: the code changed during the run ({report['code']} -> "

@@ -67,6 +67,30 @@ def make_submit_op(addresses: list[str], credentials: Credentials,
     return submit
 
 
+def make_read_op(addresses: list[str], credentials: Credentials, job_id: int,
+                 stale: bool) -> Callable[[int], None]:
+    """Runs in a client process: GetJob of one job, linearizable (the leader, after ReadIndex) or
+    stale (the first replica of `addresses` answers from its own state)."""
+    client = Client(addresses, credentials, deadline_s=LOAD_DEADLINE_S)
+    client.get_job(job_id, stale=stale)
+
+    def read(_: int) -> None:
+        client.get_job(job_id, stale=stale)
+
+    return read
+
+
+def reads(cluster: LocalCluster, clients: int, seconds: float, max_ops: int, stale: bool) -> LoadResult:
+    """GetJob from `clients` processes; stale reads are spread over the replicas."""
+    cluster.leader()
+    with Client(cluster.addresses, cluster.credentials) as client:
+        job_id = client.submit([job_spec()]).jobs[0].id
+    addresses = cluster.addresses
+    per_client = [(addresses[i % len(addresses):] + addresses[:i % len(addresses)], cluster.credentials,
+                   job_id, stale) for i in range(clients)]
+    return run_clients(make_read_op, per_client, seconds, max_ops)
+
+
 def throughput(cluster: LocalCluster, clients: int, seconds: float, max_ops: int,
                jobs_per_request: int = 1) -> LoadResult:
     cluster.leader()  # do not start the clock before the cluster serves writes
@@ -153,6 +177,12 @@ def run(client_levels: Sequence[int], seconds: float, max_ops: int, kills: int,
                 result["bulk"] = {"clients": clients, "jobs_per_request": bulk,
                                   "jobs_per_s": round(load.per_second * bulk, 1), **load.summary()}
                 log(f"xce {clients} client(s) x {bulk} jobs/request: {load.per_second * bulk:.0f} jobs/s")
+            clients = max(client_levels)
+            for stale in (False, True):
+                load = reads(cluster, clients, seconds, max_ops, stale)
+                result.setdefault("reads", {})["stale" if stale else "linearizable"] = load.summary()
+                log(f"xce {clients} client(s): {load.per_second:.0f} {'stale' if stale else 'linearizable'} "
+                    "reads/s")
             if kills:
                 result["failover"] = failover_summary(failover(cluster, kills))
         finally:
