@@ -33,7 +33,7 @@ from typing import Any, NoReturn, TypeVar
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from controller import authz, reads, sync_stream
+from controller import authz, reads, sync_reader, sync_stream
 from controller.authn import Authenticator
 from controller.authz import Principal
 from controller.fsm import tokens
@@ -215,15 +215,13 @@ class _Services:
             if term is None:
                 raise replica.core.refusal()
             feed = sync_stream.SyncFeed(request, replica.config.cluster_id)
-            # Out of the event loop: a snapshot of a large state takes a while to read;
-            # progress marks meanwhile keep the watcher from taking the stream for dead.
-            reading = asyncio.ensure_future(asyncio.to_thread(self._read, feed.opening))
-            await asyncio.wait([reading], timeout=PROGRESS_S / 2)
-            while not reading.done():
-                yield log.SyncMessage(progress=replica.store.meta().applied_index).SerializeToString()
-                await asyncio.wait([reading], timeout=PROGRESS_S)
-            for message in reading.result():
-                yield message.SerializeToString()
+            # Read in a thread of its own, a chunk at a time (sync_reader.py); progress marks
+            # meanwhile keep the watcher from taking the stream for dead.
+            async for serialized in sync_reader.opening(
+                    feed, replica.store.read,
+                    lambda: log.SyncMessage(progress=replica.store.meta().applied_index).SerializeToString(),
+                    PROGRESS_S / 2):
+                yield serialized
             last_progress = float("-inf")
             while True:
                 if replica.core.serving_term() != term:

@@ -20,7 +20,7 @@ from xce.errors import ServiceError
 from xce.v1 import log_pb2 as log
 
 SNAPSHOT_TABLES = ("jobs", "queues", "hosts", "counters")
-CHUNK_BYTES = 900_000  # under the 1 MiB message limit, with room for framing
+CHUNK_BYTES = 256_000  # under the 1 MiB message limit; small, since each stream may hold two
 EVENTS_PER_READ = 1000
 
 
@@ -73,12 +73,18 @@ class SyncFeed:
         self.revision = request.from_revision
 
     def opening(self, tables: Tables) -> list[log.SyncMessage]:
+        return list(self.opening_messages(tables))
+
+    def opening_messages(self, tables: Tables) -> Iterator[log.SyncMessage]:
+        """The opening one message at a time, all from `tables` (one read transaction): a stream
+        sends each before the next is read, so a snapshot is never held whole (sync_reader.py)."""
         meta = fsm.read_meta(tables)
         if self.request.cluster_id == self.cluster_id and events_available(meta, self.request.from_revision):
-            return []
-        messages = list(snapshot(tables, self.cluster_id))
-        self.revision = messages[-1].snapshot_end.revision
-        return messages
+            return
+        for message in snapshot(tables, self.cluster_id):
+            if message.HasField("snapshot_end"):
+                self.revision = message.snapshot_end.revision
+            yield message
 
     def next(self, tables: Tables) -> tuple[list[log.SyncMessage], bool, int]:
         """(messages, whether more are ready at once, the applied revision)."""
