@@ -131,9 +131,7 @@ class _Services:
         self._sync_streams: dict[tuple[str, str], int] = {}  # per principal (role, name): open Sync streams
 
     async def _caller(self, context: grpc.aio.ServicerContext, permission: str) -> Principal:
-        caller = await self.authenticator.principal(context)
-        self.policy.require(caller, permission)
-        return caller
+        return await _authorized(self.authenticator, self.policy, context, permission)
 
     # -------------------------------------------------------------- reads
 
@@ -318,15 +316,22 @@ def _unary(authenticator: Authenticator, policy: authz.Policy, permission: str |
            request_class: type[Message]) -> Callable[..., Awaitable[bytes]]:
     async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
-            caller = await authenticator.principal(context)
-            if permission is not None:
-                policy.require(caller, permission)
+            caller = await _authorized(authenticator, policy, context, permission)
             response = await fn(parse(request_class, raw), caller)
         except ServiceError as exc:
             await abort(context, exc)
         return response.SerializeToString()
 
     return handle
+
+
+async def _authorized(authenticator: Authenticator, policy: authz.Policy, context: grpc.aio.ServicerContext,
+                      permission: str | None) -> Principal:
+    """The proven caller, if it holds `permission` (None: any authenticated caller)."""
+    caller = await authenticator.principal(context)
+    if permission is not None:
+        policy.require(caller, permission)
+    return caller
 
 
 def server_options() -> list[tuple[str, Any]]:

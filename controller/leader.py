@@ -323,19 +323,20 @@ class LeaderCore:
             return
         with self.state.read() as tables:
             raws = [(index, tables.get("events", fsm.revision_key(index))) for index in indices]
+        events = [(index, None if raw is None else log.Event.FromString(raw)) for index, raw in raws]
         if counting:
-            term.pending.applied(None if raw is None else log.Event.FromString(raw) for _, raw in raws)
+            term.pending.applied(event for _, event in events)
         if not term.sessions:
             return
         woken: set[int] = set()
-        if any(raw is None for _, raw in raws):  # pruned already: everyone derives from the state
+        if any(event is None for _, event in events):  # pruned already: everyone derives from the state
             for stream in term.sessions.values():
                 self._session(term, stream).changed_unknown()
                 woken.add(stream)
         else:
-            for index, raw in raws:
-                assert raw is not None
-                routed = route(log.Event.FromString(raw))
+            for index, event in events:
+                assert event is not None
+                routed = route(event)
                 for name in routed.jobs.keys() | routed.hosts:
                     listener = term.sessions.get(name)
                     if listener is not None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pwd
+import shutil
 import stat
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -44,8 +48,9 @@ def make_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[typ
     printed if the test failed)."""
     started: list[LocalCluster] = []
 
-    def build(replicas: int = 3, extra_config: str = "", name: str = "cluster") -> LocalCluster:
-        cluster = LocalCluster(tmp_path / name, replicas, extra_config=extra_config)
+    def build(replicas: int = 3, extra_config: str = "", name: str = "cluster",
+              insecure: bool = False) -> LocalCluster:
+        cluster = LocalCluster(tmp_path / name, replicas, extra_config=extra_config, insecure=insecure)
         started.append(cluster)
         return cluster
 
@@ -114,3 +119,24 @@ def reachable_by_nobody() -> Iterator[None]:
     finally:
         for parent, mode in changed:
             parent.chmod(mode)
+
+
+NOBODY = pwd.getpwnam("nobody")
+
+
+def nobody_cli_env(cluster: LocalCluster, into: Path) -> dict[str, str]:
+    """The xce command's environment for another uid: the cluster's admission files (CA, shared
+    client certificate) copied into `into`, 0644, and no token (the caller adds its own)."""
+    for name in ("ca.crt", "client-xce.crt", "client-xce.key"):
+        shutil.copy(cluster.data / "tls" / name, into / name)
+        (into / name).chmod(0o644)
+    return {"PATH": "/usr/bin:/bin", "HOME": str(into), "XCE_DATA": str(into / "none"),
+            "XCE_CONTROLLERS": ",".join(cluster.addresses), "XCE_CA": str(into / "ca.crt"),
+            "XCE_CERT": str(into / "client-xce.crt"), "XCE_KEY": str(into / "client-xce.key")}
+
+
+def xce_as_nobody(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The xce command run as uid 65534 (setpriv), with exactly `env`."""
+    return subprocess.run(["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}",
+                           "--clear-groups", sys.executable, "-m", "xce.cli", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=60)

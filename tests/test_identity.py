@@ -14,7 +14,6 @@ import pwd
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from conftest import NOBODY, nobody_cli_env, xce_as_nobody
 
 from xce.client import Client, XceError
 from xce.credentials import new_token, token_hash
@@ -34,7 +34,6 @@ pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(os.geteuid() != 0, reason="attacks as another uid need root to start them")]
 
 ROOT = Path(__file__).resolve().parent.parent
-NOBODY = pwd.getpwnam("nobody")
 HOSTS = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.5\n"
 
 
@@ -63,10 +62,6 @@ def fleet(reachable_by_nobody: None, shared: Path) -> Iterator[tuple[LocalCluste
         workers.start("w1", 4)
         workers.start("w2", 4)
         _wait(lambda: _hosts_ok(cluster) >= {"w1", "w2"}, "workers joined")
-        tls = cluster.data / "tls"
-        for name in ("ca.crt", "client-xce.crt", "client-xce.key"):  # the CLI's admission files
-            shutil.copy(tls / name, shared / name)
-            (shared / name).chmod(0o644)
         yield cluster, workers
     finally:
         workers.stop()
@@ -81,18 +76,10 @@ class Attacker:
         self.cluster = cluster
         self.shared = shared
         self.token = token
+        self.env = nobody_cli_env(cluster, shared) | ({"XCE_TOKEN": token} if token else {})
 
     def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        files = self.shared
-        base = {"PATH": "/usr/bin:/bin", "HOME": str(files), "XCE_DATA": str(files / "none"),
-                "XCE_CONTROLLERS": ",".join(self.cluster.addresses), "XCE_CA": str(files / "ca.crt"),
-                "XCE_CERT": str(files / "client-xce.crt"), "XCE_KEY": str(files / "client-xce.key")}
-        if self.token:
-            base["XCE_TOKEN"] = self.token
-        return subprocess.run(["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}",
-                               "--clear-groups", sys.executable, "-m", "xce.cli", *args],
-                              env={**base, **(env or {})}, cwd=self.shared, capture_output=True, text=True,
-                              timeout=60)
+        return xce_as_nobody(list(args), {**self.env, **(env or {})}, self.shared)
 
     def refused(self, code: str, *args: str) -> str:
         done = self.run(*args)
@@ -324,6 +311,15 @@ def test_no_token_expired_and_revoked_tokens_are_unauthenticated(fleet: tuple[Lo
                                                                  shared: Path) -> None:
     cluster, _ = fleet
     assert "UNAUTHENTICATED" in Attacker(cluster, shared, None).refused("UNAUTHENTICATED", "jobs")
+    anyone = cluster.credentials_for(None)
+    with anyone.channel(cluster.address(cluster.leader())) as channel:
+        who = channel.unary_unary("/xce.v1.AdminService/WhoAmI",
+                                  request_serializer=api.WhoAmIRequest.SerializeToString,
+                                  response_deserializer=api.WhoAmIResponse.FromString)
+        with pytest.raises(grpc.RpcError) as caught:  # not a bearer token
+            who(api.WhoAmIRequest(), timeout=10, metadata=(("authorization", "Basic bm9ib2R5Og=="),))
+    assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "Bearer" in (caught.value.details() or "")
     assert Attacker(cluster, shared, "xce_made-up").refused("UNAUTHENTICATED", "jobs")
     expired = cluster.new_token("nobody", expires_ms=int(time.time() * 1000) + 5000)
     assert Attacker(cluster, shared, expired).run("jobs").returncode == 0

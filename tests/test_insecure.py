@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
+from conftest import FAST_HOSTS
 
 from xce.client import Client, XceError
 from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
@@ -17,15 +17,11 @@ pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture
-def plaintext(tmp_path: Path) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(tmp_path / "cluster", extra_config="\n[hosts]\nheartbeat_s = 0.2\n"
-                                                              "heartbeat_timeout_s = 1.5\n", insecure=True)
-    try:
-        cluster.start()
-        cluster.leader()
-        yield cluster
-    finally:
-        cluster.stop()
+def plaintext(make_cluster) -> LocalCluster:  # type: ignore[no-untyped-def]
+    cluster: LocalCluster = make_cluster(extra_config=FAST_HOSTS, insecure=True)
+    cluster.start()
+    cluster.leader()
+    return cluster
 
 
 def test_a_plaintext_cluster_runs_jobs_with_worker_and_scheduler_tokens(plaintext: LocalCluster,

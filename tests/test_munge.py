@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -14,6 +12,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from conftest import NOBODY, nobody_cli_env, xce_as_nobody
 
 from xce.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
@@ -24,7 +23,6 @@ pytestmark = [pytest.mark.cluster,
                                  "install step, needs root and apt-get)"),
               pytest.mark.skipif(os.geteuid() != 0, reason="a credential of another uid needs root to start")]
 
-NOBODY = pwd.getpwnam("nobody")
 
 
 @pytest.fixture
@@ -94,17 +92,9 @@ def test_the_cli_as_nobody_submits_with_munge_and_owns_the_job(make_cluster, mun
     files = Path(tempfile.mkdtemp(prefix="xce-munge-cli-", dir="/tmp"))
     try:
         files.chmod(0o755)
-        for name in ("ca.crt", "client-xce.crt", "client-xce.key"):
-            shutil.copy(cluster.data / "tls" / name, files / name)
-            (files / name).chmod(0o644)
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(files), "USER": "root", "XCE_MUNGE": "1",
-               "XCE_MUNGE_SOCKET": str(munged), "XCE_CONTROLLERS": ",".join(cluster.addresses),
-               "XCE_CA": str(files / "ca.crt"), "XCE_CERT": str(files / "client-xce.crt"),
-               "XCE_KEY": str(files / "client-xce.key"), "XCE_DATA": str(files / "none")}
-        done = subprocess.run(["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}",
-                               "--clear-groups", sys.executable, "-m", "xce.cli", "submit", "--cwd", "/tmp",
-                               "--", "true"],
-                              env=env, capture_output=True, text=True, timeout=60, cwd=files)
+        env = {**nobody_cli_env(cluster, files), "USER": "root", "XCE_MUNGE": "1",
+               "XCE_MUNGE_SOCKET": str(munged)}
+        done = xce_as_nobody(["submit", "--cwd", "/tmp", "--", "true"], env, files)
         assert done.returncode == 0, done.stderr
     finally:
         shutil.rmtree(files, ignore_errors=True)

@@ -513,3 +513,19 @@ def test_with_private_jobs_another_users_job_is_not_found() -> None:
     h.call(2, "ControlJob", api.ControlJobRequest(job_id="1", action=api.HOLD), MALLORY)
     refused = h.replies[2]
     assert isinstance(refused, ServiceError) and refused.code == log.NOT_FOUND  # not even "alice's"
+
+
+def test_a_malformed_token_request_is_invalid_and_nothing_is_proposed() -> None:
+    h = Harness()
+    h.serve()
+    for token, request in enumerate([
+            api.CreateTokenRequest(sha256="not-hex", user="alice", role="user"),
+            api.CreateTokenRequest(sha256="a" * 64, user="bad name", role="user"),
+            api.CreateTokenRequest(sha256="a" * 64, user="alice", role="no-such-role"),
+            api.CreateTokenRequest(sha256="a" * 64, user="alice", role="user", expires_ms=-1)], start=1):
+        h.call(token, "CreateToken", request)
+        refused = h.replies[token]
+        assert isinstance(refused, ServiceError) and refused.code == log.INVALID_ARGUMENT, refused
+    h.call(9, "RevokeToken", api.RevokeTokenRequest(id="0123456789abcdef"))
+    assert isinstance(h.replies[9], ServiceError) and h.replies[9].code == log.NOT_FOUND
+    assert h.proposed == []

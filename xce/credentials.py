@@ -92,9 +92,6 @@ class Credentials:
             items.append((MUNGE_METADATA, munge_credential()))
         return tuple(items)
 
-    def with_token(self, token: str | None) -> Credentials:
-        return replace(self, token=token)
-
     def with_certificate(self, cert: Path, key: Path) -> Credentials:
         return replace(self, cert=_read(cert, "certificate"), key=_read(key, "key"))
 

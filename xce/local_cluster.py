@@ -59,12 +59,12 @@ def write_config(data: Path, replicas: int = 3, base_port: int = 0, cluster_id: 
     if path.exists():
         return path
     ports = ([base_port + i for i in range(2 * replicas)] if base_port else free_ports(2 * replicas))
-    _write_private(data / "secret", secrets.token_hex(24))
+    write_private(data / "secret", secrets.token_hex(24).encode())
     tls = data / "tls"
     pki.init_ca(tls, cluster_id)
     pki.issue(tls, "client", "xce")
     token, digest = new_token()
-    _write_private(data / ADMIN_TOKEN_FILE, token + "\n")
+    write_private(data / ADMIN_TOKEN_FILE, (token + "\n").encode())
     lines = [f'cluster_id = "{cluster_id}"', 'password_file = "secret"', 'data_dir = "."',
              'default_queue = "normal"', "max_slots_per_job = 1024", ""]
     for i in range(replicas):
@@ -78,16 +78,12 @@ def write_config(data: Path, replicas: int = 3, base_port: int = 0, cluster_id: 
     lines += ["[[queues]]", 'name = "normal"', "priority = 30", "",
               "[[queues]]", 'name = "priority"', "priority = 43", "",
               "[[queues]]", 'name = "idle"', "priority = 20", ""]
-    _write_private(path, "\n".join(lines) + extra)
+    write_private(path, ("\n".join(lines) + extra).encode())
     return path
 
 
 def _me() -> str:
     return pwd.getpwuid(os.geteuid()).pw_name
-
-
-def _write_private(path: Path, text: str) -> None:
-    write_private(path, text.encode())
 
 
 class LocalCluster:
@@ -314,7 +310,7 @@ class LocalWorkers:
         token = ""
         if self.cluster.config.tls.insecure:  # no certificates: a token of role worker names the host
             token_path = self.cluster.data / f"worker-{name}.token"
-            _write_private(token_path, self.cluster.new_token(name, "worker"))
+            write_private(token_path, self.cluster.new_token(name, "worker").encode())
             token = f'token_file = "{token_path}"\n'
         path.write_text(f'cluster_config = "cluster.toml"\nname = "{name}"\nslots = {slots}\n'
                         f'tls_cert = "{cert}"\ntls_key = "{key}"\n{token}{root}{extra}')

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,15 +42,6 @@ class PkiError(Exception):
 class Identity:
     role: str
     name: str
-
-
-def _write_public(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -84,7 +74,7 @@ def init_ca(directory: Path, cluster_id: str) -> Path:
                                          decipher_only=False), critical=True)
             .sign(key, hashes.SHA256()))
     write_private(key_path, _key_pem(key))
-    _write_public(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    write_private(cert_path, cert.public_bytes(serialization.Encoding.PEM), mode=0o644)
     return cert_path
 
 
@@ -124,7 +114,7 @@ def issue(directory: Path, role: str, name: str, sans: Sequence[str] = (), days:
     out.mkdir(parents=True, exist_ok=True)
     cert_path, key_path = out / f"{role}-{name}.crt", out / f"{role}-{name}.key"
     write_private(key_path, _key_pem(key))
-    _write_public(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    write_private(cert_path, cert.public_bytes(serialization.Encoding.PEM), mode=0o644)
     return cert_path, key_path
 
 

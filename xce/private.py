@@ -39,9 +39,12 @@ def open_private(path: Path | str) -> int:
     return fd
 
 
-def write_private(path: Path, data: bytes) -> None:
-    """Create (or replace, atomically) the file, readable by its owner only."""
+def write_private(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Create (or replace, atomically) the file, readable by its owner only (or with `mode`, from
+    the first byte too)."""
     tmp = path.with_name(path.name + ".tmp")
-    with os.fdopen(open_private(tmp), "wb") as f:
+    fd = open_private(tmp)
+    os.fchmod(fd, mode)
+    with os.fdopen(fd, "wb") as f:
         f.write(data)
     os.replace(tmp, path)
