@@ -159,9 +159,10 @@ def test_interrupted_restore_swap_finishes_at_next_open(tmp_path: Path, stores: 
 
 def test_fresh_store_holds_only_its_identity(tmp_path: Path, stores: list[StateStore]) -> None:
     store = open_store(stores, tmp_path / "state")
-    identity = b"identity"
-    expected = struct.pack(">HI", len("meta"), len(identity)) + b"meta" + identity
-    expected += struct.pack(">I", len(CLUSTER)) + CLUSTER.encode()
+    expected = b""
+    for key, value in sorted([(fsm.DERIVED_KEY, fsm.DERIVED_VERSION), (b"identity", CLUSTER.encode())]):
+        expected += struct.pack(">HI", len("meta"), len(key)) + b"meta" + key
+        expected += struct.pack(">I", len(value)) + value
     assert store.canonical_dump() == expected
     assert store.meta() == log.Meta()
 
@@ -265,3 +266,51 @@ def test_storage_error_during_apply_propagates_and_commits_nothing(
     with pytest.raises(lmdb.Error):
         store.apply(2, submit_entry("r2"))
     assert store.canonical_dump() == before
+
+
+# ---------------------------------------------------------------- Raft snapshots off the tick thread
+
+
+def test_the_snapshot_writer_copies_in_its_own_thread_and_reports_once(
+        tmp_path: Path, stores: list[StateStore]) -> None:
+    from pysyncobj.config import SERIALIZER_STATE
+
+    from controller.raft import SnapshotWriter
+
+    store = open_store(stores, tmp_path / "a" / "state")
+    fill(store, 1, 4)
+    (tmp_path / "snapshot.writing").write_bytes(b"half a copy a crash left")
+    writer = SnapshotWriter(store, tmp_path / "snapshot")
+    assert not (tmp_path / "snapshot.writing").exists()  # cleared at start
+    assert writer.state() == SERIALIZER_STATE.NOT_SERIALIZING
+    with store._lock.write():  # hold the copy back (as a slow disk would): the caller is not held
+        writer.start({"last": ["", 4, 1]})
+        assert writer.state() == SERIALIZER_STATE.SERIALIZING
+        writer.start({"last": ["", 4, 1]})  # never two at once
+        assert not (tmp_path / "snapshot").exists()
+    writer.join()
+    assert writer.state() == SERIALIZER_STATE.SUCCESS
+    assert writer.state() == SERIALIZER_STATE.NOT_SERIALIZING  # told once
+    header, _ = StateStore.read_snapshot_header(tmp_path / "snapshot")
+    assert (header["applied_index"], header["last"]) == (4, ["", 4, 1])
+    target = open_store(stores, tmp_path / "b" / "state")
+    assert target.restore_snapshot(tmp_path / "snapshot")
+    assert target.canonical_dump() == store.canonical_dump()
+    assert writer.written == 1
+
+
+def test_a_failed_snapshot_copy_is_reported_failed_and_leaves_the_old_snapshot(
+        tmp_path: Path, stores: list[StateStore]) -> None:
+    from pysyncobj.config import SERIALIZER_STATE
+
+    from controller.raft import SnapshotWriter
+
+    store = open_store(stores, tmp_path / "a" / "state")
+    fill(store, 1, 2)
+    (tmp_path / "snapshot").write_bytes(b"the previous snapshot")
+    writer = SnapshotWriter(store, tmp_path / "snapshot")
+    writer.start({"last": object()})  # a header that cannot be written: the copy fails
+    writer.join()
+    assert writer.state() == SERIALIZER_STATE.FAILED
+    assert (tmp_path / "snapshot").read_bytes() == b"the previous snapshot"
+    assert not (tmp_path / "snapshot.writing").exists()
