@@ -68,6 +68,8 @@ METHOD_PERMISSION: Mapping[str, str] = {
     "SubmitJobs": "jobs.submit",
     "GetJob": "jobs.read",
     "ListJobs": "jobs.read",
+    "ListHistory": "jobs.read",
+    "Accounting": "jobs.read",
     "ControlJob": "jobs.control",
     "ModifyJob": "jobs.modify",
     "RunJob": "jobs.run",

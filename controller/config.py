@@ -31,6 +31,7 @@ Example:
     max_jobs_per_request = 10000
     max_pend_jobs_per_user = 0        # LSF MAX_PEND_JOBS: pending (PEND, PSUSP) jobs per user; 0: no limit
     max_sync_streams = 4              # concurrent Sync streams per principal
+    max_sync_streams_total = 64       # ... and in all, on this replica
     munge = false                     # accept MUNGE credentials (uid and gid from the local munged)
     munge_roles = { root = "cluster_admin" }   # role by user name for MUNGE callers; default user
     munge_socket = "/run/munge/munge.socket.2" # munged's socket (this is the default)
@@ -91,7 +92,10 @@ class ClusterConfig:
     heartbeat_s: float = 2.0
     heartbeat_timeout_s: float = 10.0
     unknown_timeout_s: float = 300.0
+    fence_s: float = 150.0                    # the worker-side fence (0: none); below unknown_timeout_s
     events_kept: int = 100_000
+    clean_period_s: float = 3600.0            # finished jobs leave the live tables (history keeps them)
+    history_days: float = 30.0                # history is kept this long
     tls: TlsFiles = field(default_factory=lambda: TlsFiles(None, None, None, insecure=True))
     policy: authz.Policy = field(default_factory=authz.Policy)
     static_tokens: dict[str, authz.StaticToken] = field(default_factory=dict)
@@ -99,6 +103,7 @@ class ClusterConfig:
     munge_roles: dict[str, str] = field(default_factory=dict)
     munge_socket: str = ""                     # munged's socket, if not the default
     max_sync_streams: int = 4
+    max_sync_streams_total: int = 64
 
     def replica(self, replica_id: int) -> Replica:
         for replica in self.replicas:
@@ -191,9 +196,21 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
             or heartbeat_timeout_s <= heartbeat_s:
         raise ConfigError(f"{path}: [hosts] heartbeat_s, heartbeat_timeout_s and unknown_timeout_s must be "
                           "positive, the timeout longer than the heartbeat")
-    events_kept = raw.get("state", {}).get("events_kept", 100_000)
+    fence_s = hosts.get("fence_s", unknown_timeout_s / 2)
+    if not isinstance(fence_s, int | float) or isinstance(fence_s, bool) \
+            or not 0 <= fence_s < unknown_timeout_s:
+        raise ConfigError(f"{path}: [hosts] fence_s must be at least 0 (0: no fence) and less than "
+                          f"unknown_timeout_s ({unknown_timeout_s}): a cut-off worker must have killed its "
+                          "rerunnable jobs before the leader requeues them")
+    state = raw.get("state", {})
+    events_kept = state.get("events_kept", 100_000)
     if not isinstance(events_kept, int) or events_kept < 1:
         raise ConfigError(f"{path}: [state] events_kept must be a positive integer")
+    clean_period_s, history_days = state.get("clean_period_s", 3600.0), state.get("history_days", 30.0)
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+               for v in (clean_period_s, history_days)) or clean_period_s > history_days * 86400:
+        raise ConfigError(f"{path}: [state] clean_period_s and history_days must be positive, "
+                          "and the clean period at most the history's retention")
     group = raw.get("group_commit", {})
     for key in ("max_requests", "max_bytes", "max_in_flight"):
         if key in group and (not isinstance(group[key], int) or group[key] < 1):
@@ -207,7 +224,9 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
                          group_commit_max_bytes=int(group.get("max_bytes", 1 << 20)),
                          group_commit_max_in_flight=int(group.get("max_in_flight", 1)),
                          heartbeat_s=float(heartbeat_s), heartbeat_timeout_s=float(heartbeat_timeout_s),
-                         unknown_timeout_s=float(unknown_timeout_s), events_kept=events_kept,
+                         unknown_timeout_s=float(unknown_timeout_s), fence_s=float(fence_s),
+                         events_kept=events_kept,
+                         clean_period_s=float(clean_period_s), history_days=float(history_days),
                          tls=tls, **_auth(raw, path))
 
 
@@ -221,7 +240,7 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {exc}") from None
     ints = {}
     for key, default, least in (("max_jobs_per_request", 10_000, 1), ("max_sync_streams", 4, 1),
-                                ("max_pend_jobs_per_user", 0, 0)):
+                                ("max_sync_streams_total", 64, 1), ("max_pend_jobs_per_user", 0, 0)):
         value = auth.get(key, default)
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ConfigError(f"{path}: [auth] {key} must be an integer >= {least}")
@@ -251,7 +270,8 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: [auth] munge_socket must be a path")
     return {"policy": policy, "static_tokens": static, "munge": bool(auth.get("munge", False)),
             "munge_socket": socket,
-            "munge_roles": dict(munge_roles), "max_sync_streams": ints["max_sync_streams"]}
+            "munge_roles": dict(munge_roles), "max_sync_streams": ints["max_sync_streams"],
+            "max_sync_streams_total": ints["max_sync_streams_total"]}
 
 
 def _get(raw: dict[str, Any], key: str, kind: type, path: Path) -> Any:

@@ -33,7 +33,7 @@ from typing import Any, NoReturn, TypeVar
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from controller import authz, reads, sync_reader, sync_stream
+from controller import authz, history_reads, reads, sync_reader, sync_stream
 from controller.authn import Authenticator
 from controller.authz import Principal
 from controller.fsm import tokens
@@ -99,6 +99,8 @@ def handlers(replica: Replica, authenticator: Authenticator) -> list[grpc.Generi
             "ControlJob": (write("ControlJob"), api.ControlJobRequest),
             "ModifyJob": (write("ModifyJob"), api.ModifyJobRequest),
             "RunJob": (write("RunJob"), api.RunJobRequest),
+            "ListHistory": (services.list_history, api.HistoryRequest),
+            "Accounting": (services.accounting, api.AccountingRequest),
         }),
         unary("xce.v1.ClusterService", {
             "Status": (lambda request, caller: replica.status(request), api.StatusRequest),
@@ -170,6 +172,19 @@ class _Services:
         await self._barrier(request.stale)
         return await asyncio.to_thread(self._read, listing.read)
 
+    async def list_history(self, request: api.HistoryRequest, caller: Principal) -> api.HistoryResponse:
+        listing = history_reads.HistoryListing(request, self._viewer(caller))
+        await self._barrier(request.stale)
+        return await asyncio.to_thread(self._read, listing.read)
+
+    async def accounting(self, request: api.AccountingRequest, caller: Principal) -> api.AccountingResponse:
+        # With private_jobs, a user's totals are as private as its jobs.
+        only = None if not self.policy.private_jobs or self.policy.allows(caller, "jobs.read.all") \
+            else caller.name
+        await self._barrier(request.stale)
+        return await asyncio.to_thread(self._read, functools.partial(history_reads.accounting,
+                                                                     request=request, only_user=only))
+
     async def list_queues(self, request: api.ListQueuesRequest, caller: Principal) -> api.ListQueuesResponse:
         await self._barrier(request.stale)
         return self._read(reads.list_queues)
@@ -206,6 +221,10 @@ class _Services:
                 raise ServiceError(log.RESOURCE_EXHAUSTED,
                                    f"{caller.name} has {replica.config.max_sync_streams} Sync streams open "
                                    "already ([auth] max_sync_streams)")
+            if sum(self._sync_streams.values()) >= replica.config.max_sync_streams_total:
+                raise ServiceError(log.RESOURCE_EXHAUSTED,
+                                   f"this replica serves {replica.config.max_sync_streams_total} Sync "
+                                   "streams already ([auth] max_sync_streams_total); retry later")
             self._sync_streams[who] = self._sync_streams.get(who, 0) + 1
             counted = who
             request = parse(log.SyncRequest, raw)

@@ -51,7 +51,7 @@ from google.protobuf.message import Message
 
 from controller import authz, fsm, proposals
 from controller.authz import Principal
-from controller.fsm import versions
+from controller.fsm import history, versions
 from controller.group_commit import GroupCommit
 from controller.host_liveness import Liveness
 from controller.pending_counts import PendingCounts
@@ -107,6 +107,7 @@ class LeaderSettings:
     kinds: frozenset[str]  # the entry kinds this replica's code applies
     heartbeat_s: float = 2.0
     heartbeat_timeout_s: float = 10.0
+    fence_s: float = 0.0  # told to workers as they join (worker-side fence; 0: none)
     unknown_timeout_s: float = 300.0
     submit_max_requests: int = 512
     submit_max_bytes: int = 1 << 20
@@ -176,6 +177,7 @@ class Term:
     configured: bool = False
     config_in_flight: bool = False
     config_retry_s: float = 0.0
+    reconfigure: bool = False  # an announcement committed: settings of a newer format may apply now
     streams: dict[int, _Stream] = field(default_factory=dict)
     sessions: dict[str, int] = field(default_factory=dict)  # host -> its current stream
     to_step: dict[int, None] = field(default_factory=dict)  # streams whose sessions have work, in order
@@ -270,6 +272,9 @@ class LeaderCore:
             term.next_poll_s = now + self.settings.capability_poll_s
             self._effects.append(AskPeers())
             self._announce(term, self.settings.replica_id, self.settings.kinds, versions.ENTRY_FORMAT)
+        if term.reconfigure and not term.config_in_flight:
+            term.reconfigure = False
+            self._configure(term, now)  # settings that wait for a newer entry format (history's)
         if now >= term.next_sweep_s:
             term.next_sweep_s = now + SESSION_SWEEP_S
             self._step_sessions(term, [s for s, st in term.streams.items()
@@ -672,7 +677,8 @@ class LeaderCore:
         state.phase, state.session = "session", session
         term.sessions[spec.name] = stream
         session.outbox.append(api.ControllerMessage(joined=api.Joined(
-            generation=generation, heartbeat_s=self.settings.heartbeat_s)))
+            generation=generation, heartbeat_s=self.settings.heartbeat_s, fence_s=self.settings.fence_s,
+            unknown_timeout_s=self.settings.unknown_timeout_s)))
         early, state.early = state.early, []
         for message in early:
             self._session_message(term, stream, session, message)
@@ -780,8 +786,7 @@ class LeaderCore:
         init = self.settings.init
         with self.state.read() as tables:
             meta = fsm.read_meta(tables)
-        if (meta.cluster_id, meta.default_queue, meta.max_slots_per_job, meta.config_digest) == (
-                init.cluster_id, init.default_queue, init.max_slots_per_job, init.config_digest):
+        if config_current(meta, init, self.settings.members):
             self._configured(term)
             return
         term.config_in_flight = True
@@ -839,6 +844,7 @@ class LeaderCore:
         def done(results: list[log.Result] | None) -> None:
             term.announcing.discard(replica_id)
             self._format = None
+            term.reconfigure = True
             if results and results[0].code == log.OK:
                 logger.info("replica %d announced entry format %d and kinds %s", replica_id, format_,
                             ", ".join(sorted(kinds - versions.BASELINE_KINDS)) or "(baseline)")
@@ -856,6 +862,15 @@ class LeaderCore:
         entry.format = self._format
         token = self._proposals.new(entry.WhichOneof("body") or "?", on_done)
         self._effects.append(Propose(token, entry))
+
+
+def config_current(meta: log.Meta, init: log.InitCluster, members: Iterable[int]) -> bool:
+    """The committed configuration is the file's, as far as the entry format in use carries it."""
+    return (meta.cluster_id, meta.default_queue, meta.max_slots_per_job, meta.config_digest) == (
+        init.cluster_id, init.default_queue, init.max_slots_per_job, init.config_digest) \
+        and (versions.proposal_format(meta, members) < history.FORMAT
+             or (meta.clean_period_ms, meta.history_retention_ms)
+             == (init.clean_period_ms, init.history_retention_ms))
 
 
 def _submit_entry(requests: list[tuple[api.SubmitJobsRequest, log.Principal]]) -> log.Entry:

@@ -1,16 +1,20 @@
 """Reads, answered from a replica's applied state: jobs, queues, hosts (the gRPC layer first waits for
 the read barrier, replica.read_barrier, unless the request is `stale`).
 
-Each answer carries the revision it reflects. Pure functions over the state
+Each answer carries the revision it reflects. A filtered ListJobs reads
+through the secondary indexes (fsm/job_index.py) when a filter names a user,
+a queue or states; history is read by history_reads.py. Pure functions over the state
 tables; a bad request raises ServiceError. The gRPC adapter (grpc_api.py)
 runs the potentially long ones (ListJobs) off the event loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import heapq
+from collections.abc import Callable, Iterator
 
 from controller import fsm, job_filter
+from controller.fsm import job_index
 from controller.tables import Tables
 from xce.errors import ServiceError, invalid
 from xce.v1 import api_pb2 as api
@@ -24,11 +28,11 @@ DEFAULT_PAGE_SIZE = 500
 Viewer = Callable[[api.Job], "api.Job | None"]
 
 
-def _as_is(job: api.Job) -> api.Job | None:
+def as_is(job: api.Job) -> api.Job | None:
     return job
 
 
-def get_job(tables: Tables, request: api.GetJobRequest, viewer: Viewer = _as_is) -> api.JobResponse:
+def get_job(tables: Tables, request: api.GetJobRequest, viewer: Viewer = as_is) -> api.JobResponse:
     job = fsm.find_job(tables, request.job_id)
     shown = viewer(job)
     if shown is None:  # the same answer as for a job that does not exist: nothing to learn
@@ -39,7 +43,7 @@ def get_job(tables: Tables, request: api.GetJobRequest, viewer: Viewer = _as_is)
 class JobListing:
     """A checked ListJobs request: its filters, page size and where the page starts."""
 
-    def __init__(self, request: api.ListJobsRequest, viewer: Viewer = _as_is) -> None:
+    def __init__(self, request: api.ListJobsRequest, viewer: Viewer = as_is) -> None:
         self.viewer = viewer
         try:
             self.filters = [job_filter.parse(f) for f in request.filters]
@@ -54,10 +58,30 @@ class JobListing:
             raise invalid("bad page_token")
         self.after = int(token or 0)
 
+    def _index(self) -> list[bytes] | None:
+        """Prefixes of job_index that hold every match (of the most selective kind of
+        filter: user, then queue, then state); None: every job must be looked at."""
+        for field in job_index.INDEXED[::-1]:
+            for f in self.filters:
+                if f.field == field and f.op in ("eq", "in"):
+                    values = sorted(f.value) if f.op == "in" else [f.value]
+                    return [job_index.prefix(field, value) for value in values]
+        return None
+
+    def _candidates(self, tables: Tables) -> Iterator[api.Job]:
+        prefixes = self._index()
+        if prefixes is None:
+            for _, raw in tables.scan("jobs", fsm.job_key(self.after + 1)):
+                yield api.Job.FromString(raw)
+            return
+        for job_id in heapq.merge(*(job_index.ids(tables, p, self.after) for p in prefixes)):
+            job = fsm.read_job(tables, job_id)
+            if job is not None:
+                yield job
+
     def read(self, tables: Tables) -> api.ListJobsResponse:
         response = api.ListJobsResponse(revision=fsm.read_meta(tables).applied_index)
-        for _, raw in tables.scan("jobs", fsm.job_key(self.after + 1)):
-            job = api.Job.FromString(raw)
+        for job in self._candidates(tables):
             if not job_filter.matches_all(self.filters, job):
                 continue
             shown = self.viewer(job)

@@ -37,6 +37,7 @@ import grpc
 from google.protobuf.message import Message
 
 from controller import fsm
+from controller import leader as leader_core
 from controller.authn import Authenticator
 from controller.authz import Principal
 from controller.config import ClusterConfig
@@ -86,11 +87,14 @@ class RaftConsensus:
 def leader_settings(config: ClusterConfig, replica_id: int, kinds: frozenset[str]) -> LeaderSettings:
     init = log.InitCluster(cluster_id=config.cluster_id, default_queue=config.default_queue,
                            max_slots_per_job=config.max_slots_per_job, config_digest=config.digest(),
-                           queues=config.queues, events_kept=config.events_kept)
+                           queues=config.queues, events_kept=config.events_kept,
+                           clean_period_ms=round(config.clean_period_s * 1000),
+                           history_retention_ms=round(config.history_days * 86_400_000))
     return LeaderSettings(
         replica_id=replica_id, members=tuple(r.id for r in config.replicas), init=init, kinds=kinds,
         heartbeat_s=config.heartbeat_s, heartbeat_timeout_s=config.heartbeat_timeout_s,
-        unknown_timeout_s=config.unknown_timeout_s, submit_max_requests=config.group_commit_max_requests,
+        unknown_timeout_s=config.unknown_timeout_s, fence_s=config.fence_s,
+        submit_max_requests=config.group_commit_max_requests,
         submit_max_bytes=config.group_commit_max_bytes,
         submit_max_in_flight=config.group_commit_max_in_flight, policy=config.policy)
 
@@ -307,12 +311,15 @@ class Replica:
     async def status(self, request: api.StatusRequest) -> api.StatusResponse:
         meta = self.store.meta()
         members = [r.id for r in self.config.replicas]
+        settled = set(meta.members) >= set(members) and leader_core.config_current(
+            meta, self.core.settings.init, members)
         response = api.StatusResponse(cluster_id=self.config.cluster_id,
                                       scheduler_lease_holder=meta.lease_holder,
                                       scheduler_lease_epoch=meta.lease_epoch,
                                       scheduler_lease_expires_ms=meta.lease_expires_ms,
                                       enabled_entry_kinds=sorted(versions.enabled(meta, members)),
-                                      announced_members=sorted(meta.members))
+                                      announced_members=sorted(meta.members),
+                                      config_current=settled)
         response.replicas.append(self.local_status())
         if request.local_only:
             return response

@@ -76,6 +76,16 @@ class LmdbTables:
         for key, value in cursor.iternext(keys=True, values=True):
             yield bytes(key), bytes(value)
 
+    def scan_back(self, table: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        cursor = self._txn.cursor(db=self._dbs[table])
+        if cursor.set_range(start):
+            if cursor.key() != start and not cursor.prev():
+                return
+        elif not cursor.last():
+            return
+        for key, value in cursor.iterprev(keys=True, values=True):
+            yield bytes(key), bytes(value)
+
 
 class _ReadWriteLock:
     """Many readers or one swapper (snapshot restore); a waiting swapper
@@ -148,6 +158,8 @@ class StateStore:
                 env.close()
                 raise StoreError(f"state store {path} belongs to cluster {identity.decode()!r}, "
                                  f"not {self.cluster_id!r}; refusing to start")
+            if fsm.rebuild_derived(LmdbTables(txn, dbs)) and not fresh:
+                logger.info("state store %s: job indexes and history (re)built from its jobs", path)
         return env, dbs
 
     def _finish_interrupted_swap(self) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Protocol
 
 TABLES = ("meta", "jobs", "queues", "hosts", "host_jobs", "counters", "requests", "request_expiry", "events",
-          "tokens")
+          "tokens", "job_index", "history", "history_index", "acct")
 
 
 class Tables(Protocol):
@@ -25,6 +25,10 @@ class Tables(Protocol):
 
     def scan(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """Items with key >= start in key order."""
+        ...
+
+    def scan_back(self, table: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Items with key <= start in reverse key order."""
         ...
 
 
@@ -47,5 +51,12 @@ class MemoryTables:
         items = self._data[table]
         keys = sorted(items)
         for key in keys[bisect.bisect_left(keys, start):]:
+            if key in items:
+                yield key, items[key]
+
+    def scan_back(self, table: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        items = self._data[table]
+        keys = sorted(items)
+        for key in reversed(keys[:bisect.bisect_right(keys, start)]):
             if key in items:
                 yield key, items[key]

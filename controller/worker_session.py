@@ -72,7 +72,7 @@ def route(event: log.Event) -> Routed:
             host, _, job_key = change.key.partition(b"\x00")  # host names hold no NUL
             left[job_key] = host.decode()
     for change in event.changes:
-        if change.table == "jobs":
+        if change.table == "jobs" and not change.deleted:  # a deleted job (cleaned) had finished
             job = api.Job.FromString(change.value)
             if job.host:
                 routed.jobs.setdefault(job.host, []).append(job)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import pwd
 import shutil
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -22,6 +25,32 @@ FAST_HOSTS = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.5\n"
 
 
 LOG_LINES = 80  # of each daemon's log, printed when a test fails
+
+T = TypeVar("T")
+
+
+def wait_until(probe: Callable[[], T], what: str, timeout_s: float = 60.0, every_s: float = 0.05) -> T:
+    """Poll `probe` until it returns something true, and return that; fail naming `what` after
+    `timeout_s` (a deadline only a broken build reaches)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(every_s)
+
+
+def xce_cli(cluster: LocalCluster, *args: str) -> str:
+    """The `xce` command as an operator runs it on the cluster's machine ($XCE_DATA); its output.
+    It must succeed."""
+    env = {**os.environ, "XCE_DATA": str(cluster.data)}
+    env.pop("XCE_CONTROLLERS", None)
+    done = subprocess.run([sys.executable, "-m", "xce.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

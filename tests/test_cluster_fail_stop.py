@@ -83,7 +83,7 @@ def test_a_replica_that_cannot_apply_an_entry_stops_there_and_catches_up_once_fi
         rc = wait_for(lambda: exited(cluster, victim), "the broken replica to stop", cluster)
         assert rc == FAIL_STOP_EXIT
         text = (cluster.data / f"replica-{victim}.log").read_text()
-        fatal = re.search(r"FATAL: applying entry (\d+) \(kind modify, format 1\) failed", text)
+        fatal = re.search(r"FATAL: applying entry (\d+) \(kind modify, format \d+\) failed", text)
         assert fatal, text[-3000:]
         index = int(fatal.group(1))
         _, applied = replica_dump(cluster, victim)

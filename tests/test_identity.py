@@ -265,9 +265,7 @@ def test_env_values_are_hidden_from_other_users_and_readonly(fleet: tuple[LocalC
     # Sync carries every job in full: only schedulers and admins may open it.
     user = cluster.credentials_for(nobody.token)
     with user.channel(cluster.address(cluster.leader())) as channel:
-        sync = channel.unary_stream("/xce.v1.SyncService/Sync",
-                                    request_serializer=log.SyncRequest.SerializeToString,
-                                    response_deserializer=log.SyncMessage.FromString)
+        sync = _sync_method(channel)
         with pytest.raises(grpc.RpcError) as caught:
             list(sync(log.SyncRequest(), timeout=10, metadata=user.metadata()))
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -420,15 +418,19 @@ def test_a_worker_cannot_report_on_a_job_that_is_not_on_its_host(fleet: tuple[Lo
         client.control(job.id, api.KILL)
 
 
+def _sync_method(channel: grpc.Channel) -> grpc.UnaryStreamMultiCallable:
+    return channel.unary_stream("/xce.v1.SyncService/Sync",
+                                request_serializer=log.SyncRequest.SerializeToString,
+                                response_deserializer=log.SyncMessage.FromString)
+
+
 def test_sync_streams_are_bounded_per_principal(fleet: tuple[LocalCluster, LocalWorkers]) -> None:
     cluster, _ = fleet
     admin = cluster.credentials
     leader = cluster.address(cluster.leader())
     calls = []
     with admin.channel(leader) as channel:
-        sync = channel.unary_stream("/xce.v1.SyncService/Sync",
-                                    request_serializer=log.SyncRequest.SerializeToString,
-                                    response_deserializer=log.SyncMessage.FromString)
+        sync = _sync_method(channel)
         try:
             for _ in range(cluster.config.max_sync_streams):
                 call = sync(log.SyncRequest(), timeout=30, metadata=admin.metadata())
@@ -438,6 +440,39 @@ def test_sync_streams_are_bounded_per_principal(fleet: tuple[LocalCluster, Local
                 next(sync(log.SyncRequest(), timeout=10, metadata=admin.metadata()))
             assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert "max_sync_streams" in (caught.value.details() or "")
+        finally:
+            for call in calls:
+                call.cancel()
+
+
+def test_sync_streams_are_bounded_in_all(make_cluster: Callable[..., LocalCluster]) -> None:
+    cluster = make_cluster(extra_config="\n[auth]\nmax_sync_streams = 10\nmax_sync_streams_total = 3\n")
+    cluster.start()
+    admin = cluster.credentials
+    leader = cluster.address(cluster.leader())
+    calls = []
+    with admin.channel(leader) as channel:
+        sync = _sync_method(channel)
+        try:
+            for _ in range(3):
+                call = sync(log.SyncRequest(), timeout=30, metadata=admin.metadata())
+                next(call)
+                calls.append(call)
+            with pytest.raises(grpc.RpcError) as caught:
+                next(sync(log.SyncRequest(), timeout=10, metadata=admin.metadata()))
+            assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "max_sync_streams_total" in (caught.value.details() or "")
+            calls.pop().cancel()  # one closes: room for one more (once the server saw it close)
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    call = sync(log.SyncRequest(), timeout=30, metadata=admin.metadata())
+                    next(call)
+                    calls.append(call)
+                    break
+                except grpc.RpcError as exc:
+                    assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and time.monotonic() < deadline
+                    time.sleep(0.1)
         finally:
             for call in calls:
                 call.cancel()

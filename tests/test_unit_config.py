@@ -267,3 +267,31 @@ permissions = ["jobs.read", "jobs.read.all"]
         "munge-role"])
 def test_bad_security_settings_are_config_errors(tmp_path: Path, extra: str, words: str) -> None:
     assert words in load_error(tmp_path, GOOD + "\n" + extra)
+
+
+@pytest.mark.parametrize(("hosts", "words"), [
+    ("unknown_timeout_s = 20\nfence_s = 20", "fence_s must be"),
+    ("fence_s = -1", "fence_s must be"),
+    ("fence_s = true", "fence_s must be"),
+], ids=["not-below-unknown", "negative", "bool"])
+def test_a_fence_that_cannot_come_first_is_refused(tmp_path: Path, hosts: str, words: str) -> None:
+    assert words in load_error(tmp_path, GOOD + f"\n[hosts]\n{hosts}\n")
+
+
+def test_the_fence_defaults_to_half_the_unknown_timeout_and_0_turns_it_off(tmp_path: Path) -> None:
+    path = tmp_path / "cluster.toml"
+    path.write_text(GOOD + "\n[hosts]\nunknown_timeout_s = 40\n")
+    assert config.load(path).fence_s == 20
+    path.write_text(GOOD + "\n[hosts]\nfence_s = 0\n")
+    assert config.load(path).fence_s == 0
+
+
+def test_a_worker_whose_kill_grace_outlasts_the_fence_window_is_refused(tmp_path: Path) -> None:
+    from worker.config import WorkerConfigError
+    from worker.config import load as load_worker
+
+    (tmp_path / "cluster.toml").write_text(GOOD + "\n[hosts]\nunknown_timeout_s = 20\nfence_s = 15\n")
+    worker = tmp_path / "worker.toml"
+    worker.write_text('cluster_config = "cluster.toml"\nname = "n1"\nkill_grace_s = 5\ninsecure = true\n')
+    with pytest.raises(WorkerConfigError, match=r"kill_grace_s 5 \+ the cluster's \[hosts\] fence_s 15"):
+        load_worker(worker)

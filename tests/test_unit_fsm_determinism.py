@@ -246,6 +246,7 @@ def test_any_entry_sequence_gives_identical_dumps_and_replay_changes_nothing(
     memory = MemoryTables()
     # What StateStore writes into its meta table when it creates the environment.
     memory.put("meta", IDENTITY_KEY, CLUSTER.encode())
+    fsm.rebuild_derived(memory)  # and the version of its derived tables
     with tempfile.TemporaryDirectory() as tmp:
         store = StateStore(Path(tmp) / "state", CLUSTER)
         try:

@@ -473,3 +473,29 @@ def test_explain_counts_the_hosts_each_check_refused() -> None:
     assert explanation.reason == feasibility.REASON_NO_SLOTS
     assert dict(explanation.counts) == {"host_large_enough": 1, "host_has_free_slots": 1, "host_available": 1}
     assert feasibility.explain(job, PassUsage([], {}, {})).reason == feasibility.REASON_NO_HOSTS
+
+
+@pytest.mark.parametrize(("format_", "rerunnable", "kill", "state"), [
+    (2, True, False, api.PEND),    # fenced: requeued at the next attempt
+    (2, False, False, api.EXIT),   # only rerunnable jobs are fenced; a report saying so is a plain end
+    (2, True, True, api.EXIT),     # being killed anyway: it ends
+    (1, True, False, api.EXIT),    # an older format does not read `fenced`: every replica ends it alike
+])
+def test_a_fenced_end_requeues_a_rerunnable_job_from_format_2(  # type: ignore[no-untyped-def]
+        apply, format_: int, rerunnable: bool, kill: bool, state: int) -> None:
+    apply(log.Entry(stamp_ms=STAMP, init=log.InitCluster(cluster_id="c", config_digest="d",
+                                                         queues=[api.Queue(name="normal")])))
+    apply(join("n1", 4))
+    spec = api.JobSpec(command=["true"], rerunnable=rerunnable)
+    job_id = int(apply(log.Entry(stamp_ms=STAMP, submit=log.SubmitBatch(requests=[
+        api.SubmitJobsRequest(request_id="r", jobs=[spec])]))).job_ids[0])
+    assert apply(dispatch(job_id)).code == log.OK
+    if kill:
+        apply(log.Entry(stamp_ms=STAMP, control=api.ControlJobRequest(job_id=str(job_id), action=api.KILL)))
+    entry = report(job_id, finished=api.JobFinished(term_signal=15, fenced=True, time_ms=9))
+    entry.format = format_
+    assert apply(entry).code == log.OK
+    job = apply.job(job_id)
+    assert job.state == state and apply.read("n1").slots_used == 0
+    if state == api.PEND:
+        assert job.attempt == 1 and "fence" in job.pending_reason and job.pending_code == api.PEND_REQUEUED

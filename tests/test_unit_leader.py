@@ -107,7 +107,7 @@ class Harness:
         self.core.tick()
         self.effects()
         for replica in (2, 3):
-            self.core.peer_answered(replica, self.kinds, 1)
+            self.core.peer_answered(replica, self.kinds, fsm.ENTRY_FORMAT)
         self.effects()
         self.commit()  # the announcements
         assert self.core.serving_term() is not None

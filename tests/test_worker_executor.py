@@ -100,3 +100,24 @@ def test_the_owners_directory_is_reachable_whatever_the_umask(tmp_path: Path) ->
     finally:
         os.umask(old)
     assert (mine.parent.stat().st_mode & 0o777, mine.stat().st_mode & 0o777) == (0o711, 0o700)
+
+
+def test_the_fence_kills_only_rerunnable_jobs_and_reports_them_fenced(  # type: ignore[no-untyped-def]
+        executor, tmp_path: Path) -> None:
+    ex, reports = executor
+    started = [tmp_path / f"started-{n}" for n in (1, 2)]
+    for n, rerunnable in ((1, True), (2, False)):
+        job = _job(n, "sh", "-c", f"touch {started[n - 1]}; sleep 60", cwd=tmp_path)
+        job.spec.rerunnable = rerunnable
+        ex.run(job)
+    deadline = time.monotonic() + 30
+    while not all(p.exists() for p in started):
+        assert time.monotonic() < deadline, "the jobs did not start"
+        time.sleep(0.02)
+    assert ex.fence(grace_s=0.5) == [(1, 0)]
+    assert ex.fence(grace_s=0.5) == []  # once
+    final = _wait_final(reports, 1)
+    assert final.finished.fenced and final.finished.term_signal == signal.SIGTERM
+    assert ex.running() == [(2, 0)]  # not rerunnable: it runs on, the leader decides
+    ex.signal((2, 0), api.SIGNAL_KILL)
+    assert not _wait_final(reports, 2).finished.fenced

@@ -240,7 +240,8 @@ def test_worker_killed_and_restarted_adopts_and_reports_nothing_runs_twice(
 @pytest.mark.parametrize("comes_back", [False, True])
 def test_host_lost_unknown_then_requeue_or_exit_unless_it_returns(
         make_fleet, tmp_path: Path, comes_back: bool) -> None:  # type: ignore[no-untyped-def]
-    hosts = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.0\nunknown_timeout_s = 2.5\n"
+    # No worker-side fence: this is the leader's side of a lost host (test_worker_fence.py: the worker's).
+    hosts = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.0\nunknown_timeout_s = 2.5\nfence_s = 0\n"
     cluster, workers = make_fleet(hosts)
     workers.start("w1", 4)
     _wait_hosts(cluster, {"w1"})
@@ -268,7 +269,7 @@ def test_host_lost_unknown_then_requeue_or_exit_unless_it_returns(
 def test_a_stalled_worker_rejoins_and_its_job_runs_out(make_fleet, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     # Its stream survives the stall, but the leader marked the host UNAVAIL:
     # the leader must end that stream so the worker re-joins and re-reports.
-    hosts = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.0\nunknown_timeout_s = 6\n"
+    hosts = "\n[hosts]\nheartbeat_s = 0.2\nheartbeat_timeout_s = 1.0\nunknown_timeout_s = 6\nfence_s = 0\n"
     cluster, workers = make_fleet(hosts)
     workers.start("w1", 2)
     _wait_hosts(cluster, {"w1"})

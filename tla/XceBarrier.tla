@@ -110,8 +110,9 @@ ApplyReport(S, op) == \* only a failed dispatch or a lost instance re-queues (M3
          []   op.kind = "finished" -> [S EXCEPT !.jobs[op.job] = [state |-> "DONE", attempt |-> op.attempt,
                                                                   host |-> None],
                                              !.hosts[op.host].used = @ - 1]
-         []   op.kind \in {"failed", "lost"} ->   \* "lost": it ended with no status (every job here
-                                                   \* is rerunnable; fsm's settle_lost)
+         []   op.kind \in {"failed", "lost", "fenced"} ->  \* "lost": it ended with no status (every job
+                                                   \* here is rerunnable; fsm's settle_lost); "fenced":
+                                                   \* its worker's fence killed it (reports.py)
                                       [S EXCEPT !.jobs[op.job] = [state |-> "PEND", attempt |-> op.attempt + 1,
                                                                   host |-> None],
                                              !.hosts[op.host].used = @ - 1]
@@ -160,7 +161,9 @@ Room    == Len(log) < MaxLog
 Propose(op) == log' = Append(log, [term |-> term, op |-> op])
 
 Key(x) == <<x.job, x.attempt>>
-EndKinds == {"finished", "lost"}   \* how an instance's end is reported (WorkerFinish)
+EndKinds == {"finished", "lost", "fenced"}   \* how an instance's end is reported (WorkerFinish);
+                                             \* "fenced": killed by its worker's fence, cut off from
+                                             \* the leader for fence_s (worker/daemon.py)
 Report(x, kind) == [job |-> x.job, attempt |-> x.attempt, kind |-> kind]
 
 SessionCurrent(h) ==   \* worker_session._check_host: this stream is the host's current one
@@ -462,8 +465,10 @@ HeartbeatTimeout ==    \* the leader proposes UNAVAIL for the generation it last
           /\ Propose([type |-> "unavail", host |-> h, gen |-> st.hosts[h].gen])
     /\ UNCHANGED <<commit, term, leaderUp, ready, stateVars, syncVars, rpc, workerVars>>
 
-ResolveHost ==         \* past unknown_timeout_s: requeue its UNKWN jobs.  Timing assumption:
-                       \* a host unreachable that long is down, its instances dead.
+ResolveHost ==         \* past unknown_timeout_s: requeue its UNKWN jobs.  Timing: by then its
+                       \* instances are dead: the machine is down, or its worker fenced them
+                       \* (WorkerFinish "fenced": fence_s + kill_grace_s < unknown_timeout_s,
+                       \* refused otherwise when the configuration is loaded).
     /\ Serving /\ Room
     /\ \E h \in Hosts :
           /\ st.hosts[h].status = "UNAVAIL"

@@ -90,6 +90,7 @@ def parse(raw: dict[str, Any], path: Path, name: str | None = None) -> WorkerCon
     keep = raw.get("journal_keep", KEEP_ACKED)
     if not isinstance(keep, int) or isinstance(keep, bool) or keep < 0:
         raise WorkerConfigError(f"{path}: journal_keep must be an integer >= 0")
+    _check_fence(raw, path, float(grace))
     spool = path.parent / str(raw.get("spool_dir", f"xce-spool-{host.name}"))
     allow_root = raw.get("allow_root_jobs", False)
     if not isinstance(allow_root, bool):
@@ -138,6 +139,25 @@ def _controllers(raw: dict[str, Any], path: Path) -> tuple[str, ...]:
         except ConfigError as exc:
             raise WorkerConfigError(f"{path}: cluster_config: {exc}") from exc
     raise WorkerConfigError(f"{path}: needs controllers = [...] or cluster_config = PATH")
+
+
+def _check_fence(raw: dict[str, Any], path: Path, grace_s: float) -> None:
+    """A fenced job must be dead before the leader requeues it: with the cluster file at hand, refuse a
+    kill grace that the fence and it together would reach unknown_timeout_s (the leader's give-up)."""
+    if "cluster_config" not in raw:
+        return  # the worker learns the fence when it joins, and then kills fenced jobs without a grace
+    from controller.config import ConfigError
+    from controller.config import load as load_cluster
+
+    try:
+        cluster = load_cluster(path.parent / raw["cluster_config"])
+    except ConfigError as exc:
+        raise WorkerConfigError(f"{path}: cluster_config: {exc}") from exc
+    if cluster.fence_s and cluster.fence_s + grace_s >= cluster.unknown_timeout_s:
+        raise WorkerConfigError(
+            f"{path}: kill_grace_s {grace_s:g} + the cluster's [hosts] fence_s {cluster.fence_s:g} must be "
+            f"less than its unknown_timeout_s {cluster.unknown_timeout_s:g}: a fenced job must be dead "
+            "before the leader requeues it")
 
 
 def _memory_mb() -> int:

@@ -12,6 +12,17 @@ jittered exponential backoff. It never gives up (H1): every reconnect is a
 new join, so the leader knows the host is back and which connection is
 current.
 
+The worker-side fence (Nomad's stop_after_client_disconnect): the leader
+says in `joined` how long a worker may go without a heartbeat answered by a
+serving leader (`fence_s`, from `[hosts] fence_s`; default half of
+`unknown_timeout_s`). Past it, cut off or not connected at all, the worker
+kills its rerunnable jobs (TERM, KILL after `kill_grace_s`) and reports
+them `fenced`, so the leader requeues them; it does so before the leader
+gives up on the host (UNAVAIL, then `unknown_timeout_s`) and requeues them
+itself, so no job runs twice even if the host is only cut off. The fence's
+clock (the last answer, as wall time) and settings are kept in the journal,
+so a worker restarted while cut off does not start the clock afresh.
+
 Over the same stream the leader sends RunJob and SignalJob (only for
 committed state); the executor runs them and produces reports (started,
 finished, dispatch failed), which the worker keeps and re-sends on every
@@ -56,6 +67,8 @@ MIN_SILENCE_S = 2.0
 JOIN_TIMEOUT_S = 5.0  # a join is one commit: far less than this unless the replica is unreachable
 MAX_BACKOFF_S = 2.0  # a failover takes about a second: do not sleep through it
 MAX_FAILURES_KEPT = 100
+FENCE_NOTE = "fence"  # the journal note: fence_s, unknown_timeout_s, the last answer's wall time
+FENCE_NOTE_EVERY_S = 1.0  # how often the last answer's time is written down
 
 Send = Callable[[api.WorkerMessage], None]
 
@@ -80,6 +93,11 @@ class Worker:
         self.executor = Executor(config.spool_dir, config.kill_grace_s, self._report,
                                  draining or (lambda: config.draining), config.journal_keep, host=host,
                                  clock=clock, journal=journal, allow_root_jobs=config.allow_root_jobs)
+        self.fence_s = 0.0  # 0: no fence (the leader's word, in `joined`)
+        self.unknown_timeout_s = 0.0
+        self._answered_s = clock.monotonic_s()  # when a serving leader last answered
+        self._noted_s = float("-inf")
+        self._load_fence_note()
 
     # -------------------------------------------------------------- one connection, without I/O
 
@@ -93,14 +111,65 @@ class Worker:
         self._heard = self.clock.monotonic_s()
         joined_now = False
         for message in worker_wire.controller_messages(frame):
-            if message.WhichOneof("body") == "joined" and not self.joined:
+            kind = message.WhichOneof("body")
+            if kind == "joined" and not self.joined:
                 self.joined = joined_now = True
                 self.generation = message.joined.generation
                 log.info("worker %s: joined, generation %d", self.config.host.name, self.generation)
+                self._answered(message.joined)
                 self._resend(send)
             elif self.joined:
+                if kind == "heartbeat" and message.heartbeat.generation == self.generation:
+                    self._answered(None)
                 self._on_message(message)
         return joined_now
+
+    # -------------------------------------------------------------- the fence
+
+    def _answered(self, joined: api.Joined | None) -> None:
+        """A serving leader answered (a join, or a heartbeat of this generation)."""
+        now = self.clock.monotonic_s()
+        self._answered_s = now
+        if joined is not None:
+            if (joined.fence_s, joined.unknown_timeout_s) != (self.fence_s, self.unknown_timeout_s) and \
+                    joined.fence_s and joined.fence_s + self.config.kill_grace_s >= joined.unknown_timeout_s:
+                log.error("worker %s: fence_s %.1f + kill_grace_s %.1f is not below the cluster's "
+                          "unknown_timeout_s %.1f: fenced jobs get SIGKILL at once", self.config.host.name,
+                          joined.fence_s, self.config.kill_grace_s, joined.unknown_timeout_s)
+            self.fence_s, self.unknown_timeout_s = joined.fence_s, joined.unknown_timeout_s
+        if joined is not None or now - self._noted_s >= FENCE_NOTE_EVERY_S:
+            self._noted_s = now
+            self.executor.journal.put_note(FENCE_NOTE, {
+                "fence_s": self.fence_s, "unknown_timeout_s": self.unknown_timeout_s,
+                "answered_ms": self.clock.now_ms()})
+
+    def _load_fence_note(self) -> None:
+        """After a restart: the fence as it was, its clock running since the last answer."""
+        note = self.executor.journal.get_note(FENCE_NOTE)
+        if note is None:
+            return
+        self.fence_s = float(note.get("fence_s", 0.0))
+        self.unknown_timeout_s = float(note.get("unknown_timeout_s", 0.0))
+        since_s = max(0.0, (self.clock.now_ms() - int(note.get("answered_ms", 0))) / 1000)
+        self._answered_s = self.clock.monotonic_s() - since_s
+
+    def fence_grace_s(self) -> float:
+        """TERM to KILL for a fenced job: the configured grace, unless that would outlast the leader."""
+        if self.fence_s + self.config.kill_grace_s >= self.unknown_timeout_s:
+            return 0.0
+        return self.config.kill_grace_s
+
+    def check_fence(self) -> list[tuple[int, int]]:
+        """Past fence_s without an answer: kill the rerunnable jobs (the ones newly fenced)."""
+        unanswered = self.clock.monotonic_s() - self._answered_s
+        if not self.fence_s or unanswered < self.fence_s:
+            return []
+        fenced = self.executor.fence(self.fence_grace_s())
+        if fenced:
+            log.warning("worker %s: no heartbeat answered by a leader for %.1f s (fence_s %.1f): killed "
+                        "rerunnable jobs %s, to be requeued", self.config.host.name, unanswered, self.fence_s,
+                        ", ".join(f"{j}.{a}" for j, a in fenced))
+        return fenced
 
     def heartbeat(self) -> api.WorkerMessage:
         return api.WorkerMessage(heartbeat=api.Heartbeat(generation=self.generation))
@@ -163,10 +232,18 @@ class Worker:
 
     def run(self) -> None:
         self.executor.recover()
+        fence = threading.Thread(target=self._fence_loop, daemon=True)
+        fence.start()
         try:
             self._connect_forever()
         finally:
+            self._stop.set()
+            fence.join()
             self.executor.close()
+
+    def _fence_loop(self) -> None:
+        while not self._stop.wait(max(0.05, min(1.0, (self.fence_s or 10.0) / 20))):
+            self.check_fence()
 
     def _connect_forever(self) -> None:
         backoff = INITIAL_BACKOFF_S

@@ -36,6 +36,7 @@ simulation runs this very code on a simulated host.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import signal
@@ -140,7 +141,7 @@ class Executor:
         account, failure = self._check(job)
         status_file = self.spool / f"{job.id}.{job.attempt}.status"
         record = {"state": "starting", "status_file": str(status_file),  # journaled before the start
-                  "readable_id": job.readable_id}
+                  "readable_id": job.readable_id, "rerunnable": job.spec.rerunnable}
         if failure is not None:
             log.warning("job %d.%d not started: %s", job.id, job.attempt, failure.dispatch_failed.reason)
             self._end(key, record, failure)
@@ -183,6 +184,26 @@ class Executor:
             self.host.killpg(pid, signal.SIGTERM)
             self.host.killpg(pid, signal.SIGCONT)  # a stopped job must see the TERM
             self.host.call_later(self.kill_grace_s, lambda: self._kill_hard(key, pid))
+
+    def fence(self, grace_s: float) -> list[Key]:
+        """The worker-side fence: kill every running rerunnable instance (TERM, then KILL after
+        grace_s); each is reported `fenced`, so the leader requeues it. The ones newly fenced."""
+        fenced = []
+        for key in self.running():
+            record = self.journal.get(key)
+            if record is None or not record.get("rerunnable") or record.get("fenced"):
+                continue
+            with self._lock:
+                pid = self._running.get(key)
+            if pid is None:
+                continue
+            record["fenced"] = True  # journaled first: a restart in the grace still reports it fenced
+            self.journal.put(key, record)
+            fenced.append(key)
+            self.host.killpg(pid, signal.SIGTERM)
+            self.host.killpg(pid, signal.SIGCONT)
+            self.host.call_later(grace_s, functools.partial(self._kill_hard, key, pid))
+        return fenced
 
     def rereport(self, key: Key) -> None:
         """Repeat what is known about an instance (after a reconnect or a repeated RunJob)."""
@@ -287,6 +308,8 @@ class Executor:
             finished.term_signal = shim_signal or signal.SIGKILL  # the group got it after the grace
         else:
             finished.status_unknown = True  # it ended while no worker watched, and left no status
+        # The fence marks the journal's record (this one may be the copy the watch started with).
+        finished.fenced = bool(record.get("fenced") or (self.journal.get(key) or {}).get("fenced"))
         return report
 
     def _end(self, key: Key, record: dict[str, Any], report: api.JobReport) -> None:

@@ -5,7 +5,8 @@ start time (clock ticks since boot, from /proc: a reused pid is never taken
 for the job), the status file the shim writes, the final report (hex of the
 protobuf) and whether the leader acknowledged it. Written before the process
 is started (`starting`), after (`running`), and when it ends; read back after
-a worker restart to re-adopt, report, or re-send.
+a worker restart to re-adopt, report, or re-send. Beside the instances, a
+few named notes (JSON) that outlive a restart: the fence's clock (daemon.py).
 """
 
 from __future__ import annotations
@@ -31,9 +32,19 @@ class Journal:
     def __init__(self, path: Path, keep_acked: int = KEEP_ACKED) -> None:
         self.keep_acked = keep_acked
         path.mkdir(parents=True, exist_ok=True)
-        self._env = lmdb.open(str(private_lmdb(Path(path))), map_size=1 << 30, max_dbs=1, sync=True,
+        self._env = lmdb.open(str(private_lmdb(Path(path))), map_size=1 << 30, max_dbs=2, sync=True,
                               metasync=True, mode=0o600)
         self._db = self._env.open_db(b"instances")
+        self._notes = self._env.open_db(b"notes")
+
+    def put_note(self, name: str, note: dict[str, Any]) -> None:
+        with self._env.begin(write=True) as txn:
+            txn.put(name.encode(), json.dumps(note, sort_keys=True).encode(), db=self._notes)
+
+    def get_note(self, name: str) -> dict[str, Any] | None:
+        with self._env.begin() as txn:
+            raw = txn.get(name.encode(), db=self._notes)
+        return None if raw is None else dict(json.loads(bytes(raw)))
 
     def put(self, key: Key, record: dict[str, Any]) -> None:
         with self._env.begin(write=True) as txn:
@@ -75,6 +86,10 @@ class JournalStore(Protocol):
 
     def prune_acked(self) -> None: ...
 
+    def put_note(self, name: str, note: dict[str, Any]) -> None: ...
+
+    def get_note(self, name: str) -> dict[str, Any] | None: ...
+
     def close(self) -> None: ...
 
 
@@ -87,7 +102,15 @@ class MemoryJournal:
 
     def __init__(self, keep_acked: int = KEEP_ACKED) -> None:
         self._rows: dict[bytes, str] = {}
+        self._notes: dict[str, str] = {}
         self.keep_acked = keep_acked
+
+    def put_note(self, name: str, note: dict[str, Any]) -> None:
+        self._notes[name] = json.dumps(note, sort_keys=True)
+
+    def get_note(self, name: str) -> dict[str, Any] | None:
+        raw = self._notes.get(name)
+        return None if raw is None else dict(json.loads(raw))
 
     def put(self, key: Key, record: dict[str, Any]) -> None:
         self._rows[_key(key)] = json.dumps(record, sort_keys=True)

@@ -22,6 +22,7 @@ from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
+from xce import cli_history
 from xce.client import Client, XceError
 from xce.credentials import Credentials, CredentialsError, for_cluster, new_token
 from xce.v1 import api_pb2 as api
@@ -204,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="at most this many slots of its jobs run at once (QJOB_LIMIT; 0: none)")
         q.add_argument("--json", action="store_true")
 
+    cli_history.add_parsers(sub, STALE_HELP)
+
     p = sub.add_parser("hosts", help="list hosts (like bhosts)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--stale", action="store_true", help=STALE_HELP)
@@ -269,6 +272,13 @@ def _run(client: Client, args: argparse.Namespace) -> int:
             return _emit(args, {"jobs": [_dict(j) for j in jobs], "no_scheduler": waiting},
                          lambda: _pending_table(jobs, waiting))
         return _emit(args, {"jobs": [_dict(j) for j in jobs]}, lambda: _job_table(jobs))
+    if command == "history":
+        finished = cli_history.history(client, args)
+        return _emit(args, {"jobs": [_dict(j) for j in finished]},
+                     lambda: cli_history.print_history(finished))
+    if command == "acct":
+        totals = cli_history.accounting(client, args)
+        return _emit(args, _dict(totals), lambda: cli_history.print_accounting(totals))
     if command == "job":
         job = client.get_job(args.id, stale=args.stale)
         return _emit(args, _dict(job), lambda: _job_long(job))

@@ -101,6 +101,23 @@ class Client:
             if not token:
                 return jobs
 
+    def history(self, request: api.HistoryRequest, limit: int = 0) -> list[api.Job]:
+        """Finished jobs, newest first, page by page up to `limit` (0: all)."""
+        jobs: list[api.Job] = []
+        page_request = api.HistoryRequest()
+        page_request.CopyFrom(request)
+        while True:
+            if limit:
+                page_request.page_size = min(limit - len(jobs), 5000)
+            page = self.call("JobService", "ListHistory", page_request, api.HistoryResponse)
+            jobs.extend(page.jobs)
+            page_request.page_token = page.next_page_token
+            if not page.next_page_token or (limit and len(jobs) >= limit):
+                return jobs[:limit] if limit else jobs
+
+    def accounting(self, request: api.AccountingRequest) -> api.AccountingResponse:
+        return self.call("JobService", "Accounting", request, api.AccountingResponse)
+
     def control(self, job_id: str | int, action: api.ControlAction,
                 request_id: str | None = None) -> api.Job:
         request = api.ControlJobRequest(job_id=str(job_id), action=action,

@@ -218,13 +218,17 @@ class LocalCluster:
         raise TimeoutError(f"no leader within {timeout_s} s")
 
     def _announced(self, address: str) -> bool:
-        """Every running replica's capabilities are committed: the leader proposes no more
-        announcements unless one restarts with other code (tests compare revisions)."""
+        """Every running replica's capabilities are committed, and with every member's, the
+        configuration push of their entry format too: the leader proposes no more announcements
+        or pushes unless one restarts with other code (tests compare revisions)."""
         try:
             with Client([address], self.credentials, deadline_s=0.3, call_timeout_s=0.3,
                         follow_leader=False) as client:
-                announced = set(client.status(local_only=True).announced_members)
+                status = client.status(local_only=True)
         except XceError:
+            return False
+        announced = set(status.announced_members)
+        if {r.id for r in self.config.replicas} <= announced and not status.config_current:
             return False
         return {rid for rid, proc in self.procs.items() if proc.poll() is None} <= announced
 
@@ -302,7 +306,8 @@ class LocalWorkers:
     def spool(self, name: str) -> Path:
         return self.cluster.data / f"xce-spool-{name}"
 
-    def start(self, name: str, slots: int, extra: str = "") -> None:
+    def start(self, name: str, slots: int, extra: str = "", prefix: Sequence[str] = ()) -> None:
+        """`prefix`: what to run the worker under (a network namespace's `ip netns exec NS`)."""
         path = self.config_path(name)
         cert, key = self.cluster.certificate("worker", name)
         # Jobs run as their owners; the tests' and demo's owner is whoever made the cluster, root in CI.
@@ -316,7 +321,7 @@ class LocalWorkers:
                         f'tls_cert = "{cert}"\ntls_key = "{key}"\n{token}{root}{extra}')
         with open(self.cluster.data / f"worker-{name}.log", "ab") as out:
             self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "xce.cli", "worker", "--config", str(path)],
+                [*prefix, sys.executable, "-m", "xce.cli", "worker", "--config", str(path)],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:

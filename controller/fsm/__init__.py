@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 
 from google.protobuf.message import DecodeError
 
-from controller.fsm import cluster, decisions, hosts, jobs, reports, tokens
+from controller.fsm import cluster, decisions, history, hosts, job_index, jobs, reports, tokens
 from controller.fsm.applier import Applier, finish
 from controller.fsm.dump import canonical_dump
 from controller.fsm.holdings import CommittedUsage
@@ -83,6 +83,7 @@ from controller.fsm.validation import (
 from controller.fsm.versions import ENTRY_FORMAT, EntryNotUnderstood, describe
 from controller.tables import Tables
 from xce.invariant import invariant
+from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 Handler = Callable[[Applier], list[log.Result]]
@@ -133,6 +134,22 @@ def apply(tables: Tables, index: int, data: bytes,
     return results
 
 
+# The version of the derived tables (job_index, history): a store whose meta table records
+# another is rebuilt from its jobs when opened (rebuild_derived).
+DERIVED_KEY = b"derived"
+DERIVED_VERSION = b"1"
+
+
+def rebuild_derived(tables: Tables) -> bool:
+    """Make the derived tables from the jobs table if they are of another version; True if rebuilt."""
+    if tables.get("meta", DERIVED_KEY) == DERIVED_VERSION:
+        return False
+    job_index.rebuild(tables, (api.Job.FromString(raw) for _, raw in tables.scan("jobs")))
+    history.rebuild(tables, (api.Job.FromString(raw) for _, raw in tables.scan("jobs")))
+    tables.put("meta", DERIVED_KEY, DERIVED_VERSION)
+    return True
+
+
 def decode(index: int, data: bytes, handlers: Mapping[str, Handler] = HANDLERS) -> log.Entry:
     """The entry, if this code can apply it; else EntryNotUnderstood."""
     try:
@@ -157,5 +174,5 @@ __all__ = [
     "apply", "canonical_dump", "check_host_spec", "check_modify", "check_queue", "check_queue_open",
     "check_request_id", "check_spec", "decode", "describe", "find_job", "host_job_ids", "host_job_key",
     "job_key", "parse_job_id", "read_counter", "read_host", "read_job", "read_meta", "read_queue",
-    "read_result", "readable_id", "revision_key",
+    "read_result", "readable_id", "rebuild_derived", "revision_key",
 ]

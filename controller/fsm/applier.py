@@ -4,6 +4,10 @@ Every write goes through the Applier, which records it as a Change; `finish`
 stores the changes as the entry's Event (what the Sync stream replays), moves
 the applied index in the same transaction, and prunes old events and request
 ids a bounded amount. Counter updates are summed per entry and written once.
+A job write also keeps the job's secondary indexes (job_index.py) and its
+history record (history.py) in step; those are derived tables, not events.
+From entry format 2, `finish` also cleans finished jobs out of the live
+table and prunes history past its retention, a bounded amount each.
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from controller.fsm import retention
-from controller.fsm.records import META_KEY, counter_value, read_counter, revision_key
+from controller.fsm import history, job_index, retention
+from controller.fsm.records import META_KEY, counter_value, job_key, read_counter, revision_key
 from controller.tables import Tables
 from xce.invariant import invariant
 from xce.v1 import api_pb2 as api
@@ -38,7 +42,20 @@ class Applier:
         return self.entry.stamp_ms
 
     def put_job(self, job: api.Job) -> None:
-        self._put("jobs", struct.pack(">Q", job.id), job.SerializeToString(deterministic=True))
+        key = job_key(job.id)
+        raw = self.tables.get("jobs", key)
+        before = None if raw is None else api.Job.FromString(raw)
+        self._put("jobs", key, job.SerializeToString(deterministic=True))
+        job_index.update(self.tables, before, job)
+        history.follow(self.tables, before, job)
+
+    def clean_job(self, job_id: int) -> None:
+        """A finished job leaves the live table (its history record stays)."""
+        key = job_key(job_id)
+        raw = self.tables.get("jobs", key)
+        if raw is not None:
+            self.delete("jobs", key)
+            job_index.update(self.tables, api.Job.FromString(raw), None)
 
     def put_host(self, host: api.Host) -> None:
         self._put("hosts", host.spec.name.encode(), host.SerializeToString(deterministic=True))
@@ -83,6 +100,10 @@ def finish(applier: Applier, results: list[log.Result], rejected: bool) -> None:
     """Counters, the event, the applied index: the end of every applied entry."""
     meta, tables, index = applier.meta, applier.tables, applier.index
     _write_counters(applier)
+    if applier.entry.format >= history.FORMAT:
+        for job_id in history.clean(tables, meta, applier.stamp_ms):
+            applier.clean_job(job_id)
+        history.prune(tables, meta, applier.stamp_ms)
     meta.applied_index = index
     event = log.Event(revision=index, changes=applier.changes, kind=applier.kind,
                       by=[f"{p.role}:{p.name}" for p in principals(applier.entry)])

@@ -9,6 +9,7 @@ An announcement records what one replica's code understands (versions.py).
 
 from __future__ import annotations
 
+from controller.fsm import history
 from controller.fsm.applier import Applier
 from controller.fsm.records import read_queue
 from controller.fsm.requests import guarded
@@ -50,6 +51,9 @@ def apply_init(applier: Applier) -> list[log.Result]:
     meta.default_queue = init.default_queue or DEFAULT_QUEUE
     meta.max_slots_per_job = init.max_slots_per_job or DEFAULT_MAX_SLOTS
     meta.events_kept = init.events_kept
+    if applier.entry.format >= history.FORMAT:
+        meta.clean_period_ms = init.clean_period_ms
+        meta.history_retention_ms = init.history_retention_ms
     if init.config_digest != meta.config_digest:
         for queue in init.queues:
             if read_queue(applier.tables, queue.name) != queue:

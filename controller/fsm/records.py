@@ -4,7 +4,9 @@ Tables (controller/tables.py names them): `meta` (one Meta under META_KEY),
 `jobs` (id as 8 bytes big-endian -> Job), `queues` and `hosts` (name ->
 record), `host_jobs` (host NUL job key -> attempt: jobs whose current attempt
 holds slots there), `counters` (name -> used amount, 8 bytes signed),
-`requests` and `request_expiry` (dedupe), `events` (revision -> Event).
+`requests` and `request_expiry` (dedupe), `events` (revision -> Event),
+`tokens` (tokens.py), `job_index` (job_index.py), `history`, `history_index`
+and `acct` (history.py).
 """
 
 from __future__ import annotations
@@ -100,7 +102,12 @@ def parse_job_id(text: str) -> int:
 
 
 def find_job(tables: Tables, text: str) -> api.Job:
-    job = read_job(tables, parse_job_id(text))
+    """A job by either form of id: live, or else in history (history.py)."""
+    job_id = parse_job_id(text)
+    job = read_job(tables, job_id)
+    if job is None:
+        raw = tables.get("history", job_key(job_id))
+        job = None if raw is None else api.Job.FromString(raw)
     if job is None or (not text.strip().isdigit() and job.readable_id != text.strip()):
         raise ServiceError(log.NOT_FOUND, f"no job {text}")
     return job

@@ -3,7 +3,9 @@
 A report is relayed by the leader with the connection's generation; one from
 a connection that is no longer current, or about an attempt committed state
 no longer runs there, changes nothing (M3). Only a failed dispatch (a
-negative code) sends a job back to PEND; a success never does.
+negative code) sends a job back to PEND; a success never does. A rerunnable
+job its worker killed by the worker-side fence (cut off from the leader for
+`fence_s`) goes back to PEND at the next attempt, from entry format 2 on.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from controller.fsm.jobs import EXIT_KILLED, requeue_ended, settle_lost
 from controller.fsm.records import RUNNING, read_host, read_job
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
+
+FENCE_FORMAT = 2  # the first entry format whose apply reads JobFinished.fenced (versions.py)
 
 
 def apply_report(applier: Applier) -> list[log.Result]:
@@ -39,6 +43,11 @@ def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
         _started(applier, job, report.started)
     elif kind in ("finished", "dispatch_failed") and job.requeue_requested:
         requeue_ended(applier, job, "requeued")
+        return log.Result(code=log.OK, job_ids=[job.id])
+    elif kind == "finished" and report.finished.fenced and applier.entry.format >= FENCE_FORMAT \
+            and job.spec.rerunnable and not job.kill_requested:
+        requeue_ended(applier, job, f"its host {relayed.host} lost the leader for longer than the fence: "
+                                    "the worker killed it; requeued")
         return log.Result(code=log.OK, job_ids=[job.id])
     elif kind == "finished" and report.finished.status_unknown and job.spec.rerunnable:
         settle_lost(applier, job, f"job ended on {relayed.host} with unknown status")

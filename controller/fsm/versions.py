@@ -23,7 +23,8 @@ from google.protobuf.message import DecodeError
 
 from xce.v1 import log_pb2 as log
 
-ENTRY_FORMAT = 1
+# 2: finished jobs are cleaned into history (history.py), InitCluster's clean period and retention.
+ENTRY_FORMAT = 2
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",

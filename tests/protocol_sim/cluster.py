@@ -86,6 +86,10 @@ class Options:
     # unknown_timeout_s is down, its instances dead. False lets the leader give
     # up on a host that is only cut off (see tla/README.md, findings).
     resolve_needs_dead_host: bool = True
+    # The worker-side fence (worker/daemon.py), on as in production (half of unknown_timeout_s);
+    # 0 is off. A worker that hears no answer for fence_s kills its rerunnable jobs before the
+    # leader gives up on its host.
+    fence_s: float = UNKNOWN_TIMEOUT_S / 2
     # Injected bugs (bugs.py) come in here, never by changing a production module:
     run_before_commit: bool = False  # sessions read proposed, not committed, state
     handlers: Mapping[str, fsm.Handler] = field(default_factory=lambda: dict(fsm.HANDLERS))  # apply's table
@@ -304,7 +308,7 @@ class Sim:
         self.view_hashes[index] = view.dump()
         decoded = log.Entry.FromString(entry.data or b"")
         event = log.Event.FromString(tables.get("events", fsm.revision_key(index)) or b"")
-        changed = [c for c in event.changes if c.table in ("jobs", "hosts")]
+        changed = [c for c in event.changes if c.table in ("jobs", "hosts") and not c.deleted]
         for change in changed:
             if change.table == "jobs":
                 job = api.Job.FromString(change.value)
@@ -742,6 +746,7 @@ class Sim:
         killed = self._dead_hosts() if self.options.resolve_needs_dead_host else 0
         for node in self.workers.values():
             node.heartbeat()
+            node.check_fence()
         for _, driver in sorted(self.drivers.items()):
             driver.poll()  # the drivers' timers: watchdog, session full looks, expired proposals
         due = [call for when, call in self.delayed if when <= self.now_ms]

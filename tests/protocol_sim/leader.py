@@ -117,7 +117,7 @@ class ReplicaDriver:
             init=init_entry(self.sim.options.events_kept),
             kinds=frozenset(self.sim.handlers), heartbeat_s=HEARTBEAT_S,
             heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S, unknown_timeout_s=UNKNOWN_TIMEOUT_S,
-            submit_max_requests=4, session_full_look_s=SESSION_FULL_LOOK_S)
+            fence_s=self.sim.options.fence_s, submit_max_requests=4, session_full_look_s=SESSION_FULL_LOOK_S)
         self.core = LeaderCore(settings, SimState(self), SimConsensus(self), self.sim.clock,
                                random.Random(self.sim.seed * 10 + self.replica.rid))
 

@@ -423,6 +423,8 @@ class TraceRecorder:
             kind = "started"
         elif body == "dispatch_failed":
             kind = "failed"
+        elif report.finished.fenced:
+            kind = "fenced"
         elif report.finished.status_unknown and (name, attempt, relayed.host) not in self.killed:
             kind = "lost"
         else:

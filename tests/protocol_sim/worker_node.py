@@ -255,6 +255,11 @@ class WorkerNode:
         if self.joined and self.stream is not None and self.daemon is not None:
             self.stream.send_up(self.daemon.heartbeat())
 
+    def check_fence(self) -> None:
+        """Worker._fence_loop: the real Worker.check_fence, as time passes."""
+        if self.daemon is not None:
+            self.daemon.check_fence()
+
 
 def _command_text(message: api.ControllerMessage) -> str:
     kind = message.WhichOneof("body")

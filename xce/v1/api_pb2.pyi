@@ -299,6 +299,84 @@ class JobResponse(_message.Message):
     revision: int
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
 
+class HistoryRequest(_message.Message):
+    __slots__ = ("user", "queue", "states", "since_ms", "until_ms", "exit_code", "page_size", "page_token", "stale")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    queue: str
+    states: _containers.RepeatedScalarFieldContainer[JobState]
+    since_ms: int
+    until_ms: int
+    exit_code: int
+    page_size: int
+    page_token: str
+    stale: bool
+    def __init__(self, user: _Optional[str] = ..., queue: _Optional[str] = ..., states: _Optional[_Iterable[_Union[JobState, str]]] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., exit_code: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., stale: _Optional[bool] = ...) -> None: ...
+
+class HistoryResponse(_message.Message):
+    __slots__ = ("jobs", "next_page_token", "revision")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[Job]
+    next_page_token: str
+    revision: int
+    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class AccountingRequest(_message.Message):
+    __slots__ = ("user", "queue", "since_ms", "until_ms", "stale")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    queue: str
+    since_ms: int
+    until_ms: int
+    stale: bool
+    def __init__(self, user: _Optional[str] = ..., queue: _Optional[str] = ..., since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., stale: _Optional[bool] = ...) -> None: ...
+
+class UsageTotals(_message.Message):
+    __slots__ = ("user", "queue", "jobs", "done", "exited", "started", "slot_ms", "cpu_ms", "wait_ms", "run_ms")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    EXITED_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    SLOT_MS_FIELD_NUMBER: _ClassVar[int]
+    CPU_MS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    RUN_MS_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    queue: str
+    jobs: int
+    done: int
+    exited: int
+    started: int
+    slot_ms: int
+    cpu_ms: int
+    wait_ms: int
+    run_ms: int
+    def __init__(self, user: _Optional[str] = ..., queue: _Optional[str] = ..., jobs: _Optional[int] = ..., done: _Optional[int] = ..., exited: _Optional[int] = ..., started: _Optional[int] = ..., slot_ms: _Optional[int] = ..., cpu_ms: _Optional[int] = ..., wait_ms: _Optional[int] = ..., run_ms: _Optional[int] = ...) -> None: ...
+
+class AccountingResponse(_message.Message):
+    __slots__ = ("totals", "revision")
+    TOTALS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    totals: _containers.RepeatedCompositeFieldContainer[UsageTotals]
+    revision: int
+    def __init__(self, totals: _Optional[_Iterable[_Union[UsageTotals, _Mapping]]] = ..., revision: _Optional[int] = ...) -> None: ...
+
 class ReplicaStatus(_message.Message):
     __slots__ = ("id", "grpc_address", "raft_address", "role", "term", "commit_index", "applied_index", "revision", "pid", "health", "leader_grpc_address", "log_length", "entry_kinds", "entry_format")
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -338,7 +416,7 @@ class StatusRequest(_message.Message):
     def __init__(self, local_only: _Optional[bool] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("cluster_id", "replicas", "scheduler_lease_holder", "scheduler_lease_epoch", "scheduler_lease_expires_ms", "enabled_entry_kinds", "announced_members")
+    __slots__ = ("cluster_id", "replicas", "scheduler_lease_holder", "scheduler_lease_epoch", "scheduler_lease_expires_ms", "enabled_entry_kinds", "announced_members", "config_current")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULER_LEASE_HOLDER_FIELD_NUMBER: _ClassVar[int]
@@ -346,6 +424,7 @@ class StatusResponse(_message.Message):
     SCHEDULER_LEASE_EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
     ENABLED_ENTRY_KINDS_FIELD_NUMBER: _ClassVar[int]
     ANNOUNCED_MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_CURRENT_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaStatus]
     scheduler_lease_holder: str
@@ -353,7 +432,8 @@ class StatusResponse(_message.Message):
     scheduler_lease_expires_ms: int
     enabled_entry_kinds: _containers.RepeatedScalarFieldContainer[str]
     announced_members: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, cluster_id: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., scheduler_lease_holder: _Optional[str] = ..., scheduler_lease_epoch: _Optional[int] = ..., scheduler_lease_expires_ms: _Optional[int] = ..., enabled_entry_kinds: _Optional[_Iterable[str]] = ..., announced_members: _Optional[_Iterable[int]] = ...) -> None: ...
+    config_current: bool
+    def __init__(self, cluster_id: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., scheduler_lease_holder: _Optional[str] = ..., scheduler_lease_epoch: _Optional[int] = ..., scheduler_lease_expires_ms: _Optional[int] = ..., enabled_entry_kinds: _Optional[_Iterable[str]] = ..., announced_members: _Optional[_Iterable[int]] = ..., config_current: _Optional[bool] = ...) -> None: ...
 
 class HostSpec(_message.Message):
     __slots__ = ("name", "slots", "memory_mb", "resources", "tags")
@@ -535,18 +615,20 @@ class JobStarted(_message.Message):
     def __init__(self, pid: _Optional[int] = ..., time_ms: _Optional[int] = ...) -> None: ...
 
 class JobFinished(_message.Message):
-    __slots__ = ("exit_code", "term_signal", "status_unknown", "usage", "time_ms")
+    __slots__ = ("exit_code", "term_signal", "status_unknown", "usage", "time_ms", "fenced")
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     TERM_SIGNAL_FIELD_NUMBER: _ClassVar[int]
     STATUS_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    FENCED_FIELD_NUMBER: _ClassVar[int]
     exit_code: int
     term_signal: int
     status_unknown: bool
     usage: Usage
     time_ms: int
-    def __init__(self, exit_code: _Optional[int] = ..., term_signal: _Optional[int] = ..., status_unknown: _Optional[bool] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., time_ms: _Optional[int] = ...) -> None: ...
+    fenced: bool
+    def __init__(self, exit_code: _Optional[int] = ..., term_signal: _Optional[int] = ..., status_unknown: _Optional[bool] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., time_ms: _Optional[int] = ..., fenced: _Optional[bool] = ...) -> None: ...
 
 class DispatchFailed(_message.Message):
     __slots__ = ("code", "reason")
@@ -611,12 +693,16 @@ class ReportAck(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class Joined(_message.Message):
-    __slots__ = ("generation", "heartbeat_s")
+    __slots__ = ("generation", "heartbeat_s", "fence_s", "unknown_timeout_s")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_S_FIELD_NUMBER: _ClassVar[int]
+    FENCE_S_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     generation: int
     heartbeat_s: float
-    def __init__(self, generation: _Optional[int] = ..., heartbeat_s: _Optional[float] = ...) -> None: ...
+    fence_s: float
+    unknown_timeout_s: float
+    def __init__(self, generation: _Optional[int] = ..., heartbeat_s: _Optional[float] = ..., fence_s: _Optional[float] = ..., unknown_timeout_s: _Optional[float] = ...) -> None: ...
 
 class Queue(_message.Message):
     __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive", "slot_limit", "users", "admins", "max_user_priority")

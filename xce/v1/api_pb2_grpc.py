@@ -64,6 +64,16 @@ class JobServiceStub:
                 request_serializer=xce_dot_v1_dot_api__pb2.RunJobRequest.SerializeToString,
                 response_deserializer=xce_dot_v1_dot_api__pb2.JobResponse.FromString,
                 _registered_method=True)
+        self.ListHistory = channel.unary_unary(
+                '/xce.v1.JobService/ListHistory',
+                request_serializer=xce_dot_v1_dot_api__pb2.HistoryRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.HistoryResponse.FromString,
+                _registered_method=True)
+        self.Accounting = channel.unary_unary(
+                '/xce.v1.JobService/Accounting',
+                request_serializer=xce_dot_v1_dot_api__pb2.AccountingRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.AccountingResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -105,6 +115,18 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListHistory(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Accounting(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,6 +159,16 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.RunJob,
                     request_deserializer=xce_dot_v1_dot_api__pb2.RunJobRequest.FromString,
                     response_serializer=xce_dot_v1_dot_api__pb2.JobResponse.SerializeToString,
+            ),
+            'ListHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListHistory,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.HistoryRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.HistoryResponse.SerializeToString,
+            ),
+            'Accounting': grpc.unary_unary_rpc_method_handler(
+                    servicer.Accounting,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.AccountingRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.AccountingResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -301,6 +333,60 @@ class JobService:
             '/xce.v1.JobService/RunJob',
             xce_dot_v1_dot_api__pb2.RunJobRequest.SerializeToString,
             xce_dot_v1_dot_api__pb2.JobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.JobService/ListHistory',
+            xce_dot_v1_dot_api__pb2.HistoryRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.HistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Accounting(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.JobService/Accounting',
+            xce_dot_v1_dot_api__pb2.AccountingRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.AccountingResponse.FromString,
             options,
             channel_credentials,
             insecure,

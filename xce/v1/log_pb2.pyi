@@ -190,20 +190,24 @@ class PutQueueEntry(_message.Message):
     def __init__(self, queue: _Optional[_Union[_api_pb2.Queue, _Mapping]] = ..., request_id: _Optional[str] = ..., create: _Optional[bool] = ...) -> None: ...
 
 class InitCluster(_message.Message):
-    __slots__ = ("cluster_id", "default_queue", "max_slots_per_job", "config_digest", "queues", "events_kept")
+    __slots__ = ("cluster_id", "default_queue", "max_slots_per_job", "config_digest", "queues", "events_kept", "clean_period_ms", "history_retention_ms")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_QUEUE_FIELD_NUMBER: _ClassVar[int]
     MAX_SLOTS_PER_JOB_FIELD_NUMBER: _ClassVar[int]
     CONFIG_DIGEST_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     EVENTS_KEPT_FIELD_NUMBER: _ClassVar[int]
+    CLEAN_PERIOD_MS_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     default_queue: str
     max_slots_per_job: int
     config_digest: str
     queues: _containers.RepeatedCompositeFieldContainer[_api_pb2.Queue]
     events_kept: int
-    def __init__(self, cluster_id: _Optional[str] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[_api_pb2.Queue, _Mapping]]] = ..., events_kept: _Optional[int] = ...) -> None: ...
+    clean_period_ms: int
+    history_retention_ms: int
+    def __init__(self, cluster_id: _Optional[str] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[_api_pb2.Queue, _Mapping]]] = ..., events_kept: _Optional[int] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ...) -> None: ...
 
 class Result(_message.Message):
     __slots__ = ("code", "message", "job_ids", "revision", "stamp_ms", "generation", "lease_epoch", "lease_holder", "lease_expires_ms", "rejections", "outcomes")
@@ -266,7 +270,7 @@ class Capabilities(_message.Message):
     def __init__(self, kinds: _Optional[_Iterable[str]] = ..., format: _Optional[int] = ...) -> None: ...
 
 class Meta(_message.Message):
-    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members")
+    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members", "clean_period_ms", "history_retention_ms")
     class MembersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -287,6 +291,8 @@ class Meta(_message.Message):
     LEASE_EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    CLEAN_PERIOD_MS_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
     cluster_id: str
     next_job_id: int
@@ -300,7 +306,9 @@ class Meta(_message.Message):
     lease_epoch: int
     lease_expires_ms: int
     members: _containers.MessageMap[int, Capabilities]
-    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ...) -> None: ...
+    clean_period_ms: int
+    history_retention_ms: int
+    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
     __slots__ = ("from_revision", "cluster_id")

@@ -1,0 +1,92 @@
+"""Secondary indexes of the live jobs: by state, user and queue; finished ones in the order they are cleaned.
+
+Keys of the `job_index` table (values empty); each ends in the job's 8-byte
+id, so a scan of one prefix yields job ids in order (the order of ListJobs):
+
+    b"s" state(1)          id    -- every live job, by state
+    b"u" len(2) user       id
+    b"q" len(2) queue      id
+    b"f" finished_ms(8)    id    -- finished jobs, by when the cluster recorded the end
+
+Names are length-prefixed, so no name is a prefix of another's keys. The
+index is derived from the jobs table alone: `update` follows every job write
+(Applier.put_job, delete_job), and `rebuild` makes it from scratch for a
+store written before it existed (store.py, at open). `finished_ms` is the
+stamp of the entry that ended the job (its modify time: a finished job is
+never modified), not the worker's end time, so a worker's clock cannot
+reorder the clean-up.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+
+from controller.fsm.records import FINISHED, job_key
+from controller.tables import Tables
+from xce.v1 import api_pb2 as api
+
+TABLE = "job_index"
+# The fields ListJobs can look up through the index (job_filter's names).
+INDEXED = ("state", "user", "queue")
+
+
+def name_part(name: str) -> bytes:
+    raw = name.encode()
+    return struct.pack(">H", len(raw)) + raw
+
+
+def prefix(field: str, value: str) -> bytes:
+    """The key prefix of the jobs whose `field` is `value` (a state by its name)."""
+    if field == "state":
+        return b"s" + bytes([api.JobState.Value(value)])
+    return (b"u" if field == "user" else b"q") + name_part(value)
+
+
+def finished_ms(job: api.Job) -> int:
+    return job.modify_time_ms
+
+
+def keys(job: api.Job) -> set[bytes]:
+    tail = job_key(job.id)
+    found = {b"s" + bytes([job.state]) + tail, b"u" + name_part(job.spec.user) + tail,
+             b"q" + name_part(job.spec.queue) + tail}
+    if job.state in FINISHED:
+        found.add(b"f" + struct.pack(">q", finished_ms(job)) + tail)
+    return found
+
+
+def update(tables: Tables, before: api.Job | None, after: api.Job | None) -> None:
+    old = keys(before) if before is not None else set()
+    new = keys(after) if after is not None else set()
+    for key in sorted(old - new):
+        tables.delete(TABLE, key)
+    for key in sorted(new - old):
+        tables.put(TABLE, key, b"")
+
+
+def ids(tables: Tables, key_prefix: bytes, after_id: int = 0) -> Iterator[int]:
+    """Ids of the jobs under one prefix, in order, from after_id + 1."""
+    for key, _ in tables.scan(TABLE, key_prefix + job_key(after_id + 1)):
+        if not key.startswith(key_prefix) or len(key) != len(key_prefix) + 8:
+            return
+        yield struct.unpack(">Q", key[-8:])[0]
+
+
+def finished_before(tables: Tables, cutoff_ms: int, limit: int) -> list[int]:
+    """Up to `limit` ids of finished jobs whose end was recorded at or before cutoff_ms, oldest first."""
+    found: list[int] = []
+    for key, _ in tables.scan(TABLE, b"f"):
+        if not key.startswith(b"f") or len(found) >= limit \
+                or struct.unpack(">q", key[1:9])[0] > cutoff_ms:
+            break
+        found.append(struct.unpack(">Q", key[9:])[0])
+    return found
+
+
+def rebuild(tables: Tables, jobs: Iterable[api.Job]) -> None:
+    doomed = [key for key, _ in tables.scan(TABLE)]
+    for key in doomed:
+        tables.delete(TABLE, key)
+    for job in jobs:
+        update(tables, None, job)

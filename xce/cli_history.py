@@ -1,0 +1,114 @@
+"""`xce history` (like bhist / sacct) and `xce acct` (like bacct): finished jobs and usage totals.
+
+Times are given as an ISO date or date-time (UTC unless it names a zone,
+e.g. 2026-11-30T14:00 or 2026-11-30T14:00+01:00) or as an age: 30m, 12h,
+7d (that long ago).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from xce.client import Client
+from xce.v1 import api_pb2 as api
+
+_AGE = re.compile(r"^(\d+)([smhd])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+DEFAULT_LIMIT = 1000
+
+
+def when_ms(text: str, now_s: Callable[[], float] = time.time) -> int:
+    """Milliseconds since the epoch for an ISO time or an age; ValueError saying what is accepted."""
+    text = text.strip()
+    age = _AGE.match(text)
+    if age:
+        return int((now_s() - int(age.group(1)) * _UNIT_S[age.group(2)]) * 1000)
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"not a time: {text!r} (an ISO date or date-time, or an age such as 30m, 12h, 7d)"
+                         ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _time_arg(text: str) -> int:
+    try:
+        return when_ms(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_parsers(sub: Any, stale_help: str) -> None:
+    p = sub.add_parser("history", help="finished jobs, newest first (like bhist / sacct)")
+    p.add_argument("-u", "--user", default="")
+    p.add_argument("-q", "--queue", default="")
+    p.add_argument("--state", choices=("DONE", "EXIT", "done", "exit"))
+    p.add_argument("--since", type=_time_arg, default=0, help="finished at or after (ISO time or age: 7d)")
+    p.add_argument("--until", type=_time_arg, default=0, help="finished before (ISO time or age)")
+    p.add_argument("--exit-code", type=int)
+    p.add_argument("-n", "--limit", type=int, default=DEFAULT_LIMIT,
+                   help=f"at most this many jobs (default {DEFAULT_LIMIT}; 0: all)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--stale", action="store_true", help=stale_help)
+
+    p = sub.add_parser("acct", help="usage totals per user and queue over history (like bacct)")
+    p.add_argument("-u", "--user", default="")
+    p.add_argument("-q", "--queue", default="")
+    p.add_argument("--since", type=_time_arg, default=0, help="from this hour (ISO time or age: 7d)")
+    p.add_argument("--until", type=_time_arg, default=0, help="to the end of this hour (ISO time or age)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--stale", action="store_true", help=stale_help)
+
+
+def history_request(args: argparse.Namespace) -> api.HistoryRequest:
+    request = api.HistoryRequest(user=args.user, queue=args.queue, since_ms=args.since, until_ms=args.until,
+                                 stale=args.stale)
+    if args.state:
+        request.states.append(api.JobState.Value(args.state.upper()))  # type: ignore[arg-type]
+    if args.exit_code is not None:
+        request.exit_code = args.exit_code
+    return request
+
+
+def history(client: Client, args: argparse.Namespace) -> list[api.Job]:
+    if args.limit < 0:
+        raise SystemExit("xce history: --limit must not be negative")
+    return client.history(history_request(args), args.limit)
+
+
+def accounting(client: Client, args: argparse.Namespace) -> api.AccountingResponse:
+    return client.accounting(api.AccountingRequest(user=args.user, queue=args.queue, since_ms=args.since,
+                                                   until_ms=args.until, stale=args.stale))
+
+
+def _stamp(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) if ms else "-"
+
+
+def print_history(jobs: list[api.Job]) -> None:
+    print(f"{'JOBID':>8}  {'STAT':<5}{'USER':<12}{'QUEUE':<12}{'EXIT':>5}  {'ENDED (UTC)':<20}NAME")
+    for job in jobs:
+        ended = _stamp(job.end_time_ms or job.modify_time_ms)
+        print(f"{job.id:>8}  {api.JobState.Name(job.state):<5}{job.spec.user[:11]:<12}"
+              f"{job.spec.queue[:11]:<12}{job.exit_code:>5}  {ended:<20}{job.spec.name or '-'}")
+
+
+def _hours(ms: int) -> str:
+    return f"{ms / 3_600_000:.2f}"
+
+
+def print_accounting(response: api.AccountingResponse) -> None:
+    print(f"{'USER':<12}{'QUEUE':<12}{'JOBS':>7}{'DONE':>7}{'EXIT':>7}{'SLOT-H':>10}{'CPU-H':>10}"
+          f"{'AVG-WAIT-S':>12}{'AVG-RUN-S':>11}")
+    for t in response.totals:
+        wait = t.wait_ms / t.started / 1000 if t.started else 0.0
+        run = t.run_ms / t.started / 1000 if t.started else 0.0
+        print(f"{t.user[:11]:<12}{t.queue[:11]:<12}{t.jobs:>7}{t.done:>7}{t.exited:>7}{_hours(t.slot_ms):>10}"
+              f"{_hours(t.cpu_ms):>10}{wait:>12.1f}{run:>11.1f}")
