@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test cluster bench bench-etcd lint proto soak tlc clean
+.PHONY: demo test cluster bench bench-scale bench-etcd lint proto soak tlc clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ cluster: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# 1,000,000 finished jobs and 100,000 live ones on a real cluster (bench/history_scale.py; ~10 min).
+bench-scale: $(STAMP)
+	$(BIN)/python bench/history_scale.py $(SCALE_ARGS)
 
 # The larger TLC models of tla/README.md (tens of minutes each on 2 cores).
 tlc: $(STAMP)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import grpc
 import pytest
+from conftest import print_logs_if_failed
 
 from xce.client import Client, XceError
 from xce.local_cluster import LocalCluster
@@ -73,3 +78,76 @@ def test_a_leader_that_lost_its_leadership_answers_no_read_with_old_state(cluste
                 assert exc.code in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAVAILABLE)
                 continue
         assert job.id in seen, "a read answered without the write committed before it"
+
+
+PROBE = r"""
+import json, sys
+from pathlib import Path
+from xce.client import Client, XceError
+from xce.credentials import for_cluster
+from xce.v1 import api_pb2 as api
+address, cluster_file = sys.argv[1], sys.argv[2]
+credentials = for_cluster(Path(cluster_file))
+with Client([address], credentials, deadline_s=0.5, call_timeout_s=0.5, follow_leader=False) as status:
+    while True:
+        try:
+            status.status(local_only=True)
+            break
+        except XceError:
+            pass
+print(json.dumps({"ready": True}), flush=True)
+sys.stdin.readline()
+out = {}
+with Client([address], credentials, deadline_s=8, call_timeout_s=8, follow_leader=False) as client:
+    out["role"] = client.status(local_only=True).replicas[0].role
+    stale = client.call("JobService", "ListJobs", api.ListJobsRequest(stale=True), api.ListJobsResponse)
+    out["stale_ids"] = [j.id for j in stale.jobs]
+    try:
+        out["read_ids"] = [j.id for j in client.list_jobs()]
+    except XceError as exc:
+        out["refused"] = exc.code.name
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_a_leader_cut_off_in_a_network_namespace_answers_no_read_after_a_new_leader_wrote(
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    from soak.netns import Net, available
+
+    if available() is not None:
+        pytest.skip(str(available()))
+    net = Net(3)
+    # The old leader keeps believing it leads for 30 s (pysyncobj's leader fallback), long after
+    # the others elected a new one: a leader answering reads from its own state would show old data.
+    cluster = LocalCluster(tmp_path / "cluster", hosts=net.addresses, prefix=lambda rid: net.prefix(rid - 1),
+                           extra_config="\n[raft]\nleader_fallback_s = 30\n")
+    probe = None
+    try:
+        cluster.start()
+        old = cluster.leader()
+        with cluster.client() as client:
+            first = client.submit([api.JobSpec(command=["true"])]).jobs[0].id
+        env = {**os.environ, "XCE_TOKEN": cluster.admin_token}
+        probe = subprocess.Popen([*net.prefix(old - 1), sys.executable, "-c", PROBE, cluster.address(old),
+                                  str(cluster.config_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True, env=env, cwd=str(Path(__file__).resolve().parent.parent))
+        assert probe.stdout is not None and probe.stdin is not None
+        assert json.loads(probe.stdout.readline()) == {"ready": True}
+        net.cut(old - 1)
+        others = [cluster.address(r.id) for r in cluster.config.replicas if r.id != old]
+        with Client(others, cluster.credentials, deadline_s=30) as client:
+            second = client.submit([api.JobSpec(command=["true"])]).jobs[0].id  # the new leader's write
+        assert second > first
+        probe.stdin.write("go\n")
+        probe.stdin.flush()
+        seen = json.loads(probe.stdout.readline())
+        assert seen["role"] == "leader"  # it still believes it leads ...
+        assert seen["stale_ids"] == [first]  # ... and its own state lacks the new write
+        assert "read_ids" not in seen and seen["refused"] in ("UNAVAILABLE", "FAILED_PRECONDITION"), seen
+    finally:
+        if probe is not None:
+            probe.kill()
+            probe.communicate()  # reaps it and closes its pipes
+        cluster.stop()
+        net.close()
+        print_logs_if_failed(request, cluster.data)
