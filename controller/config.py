@@ -198,10 +198,12 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
                           "positive, the timeout longer than the heartbeat")
     fence_s = hosts.get("fence_s", unknown_timeout_s / 2)
     if not isinstance(fence_s, int | float) or isinstance(fence_s, bool) \
-            or not 0 <= fence_s < unknown_timeout_s:
-        raise ConfigError(f"{path}: [hosts] fence_s must be at least 0 (0: no fence) and less than "
-                          f"unknown_timeout_s ({unknown_timeout_s}): a cut-off worker must have killed its "
-                          "rerunnable jobs before the leader requeues them")
+            or not (fence_s == 0 or heartbeat_timeout_s < fence_s < unknown_timeout_s):
+        raise ConfigError(f"{path}: [hosts] fence_s ({fence_s}; default half of unknown_timeout_s) must be 0 "
+                          f"(no fence) or longer than heartbeat_timeout_s ({heartbeat_timeout_s}: a worker "
+                          "must not fence while the leader still waits for it) and shorter than "
+                          f"unknown_timeout_s ({unknown_timeout_s}: a cut-off worker must have killed its "
+                          "rerunnable jobs before the leader requeues them)")
     state = raw.get("state", {})
     events_kept = state.get("events_kept", 100_000)
     if not isinstance(events_kept, int) or events_kept < 1:

@@ -59,14 +59,17 @@ class HistoryListing:
 
     def read(self, tables: Tables) -> api.HistoryResponse:
         response = api.HistoryResponse(revision=fsm.read_meta(tables).applied_index)
-        examined = 0
+        examined, last = 0, ""
         for when, job_id in history.newest_first(tables, self.prefix, self.before):
             if when < self.request.since_ms:
                 return response
             if len(response.jobs) == self.size or examined == SCAN_BUDGET:
-                response.next_page_token = f"{when}:{job_id + 1}"  # this one is still to come
+                # Where this page stopped: its last job when full (one the caller sees), else the
+                # last record looked at. The next page starts strictly older.
+                response.next_page_token = last
                 return response
             examined += 1
+            last = f"{when}:{job_id}"
             job = history.read(tables, job_id)
             if job is None or not self._wanted(job):
                 continue

@@ -51,7 +51,7 @@ from google.protobuf.message import Message
 
 from controller import authz, fsm, proposals
 from controller.authz import Principal
-from controller.fsm import history, versions
+from controller.fsm import history, reports, versions
 from controller.group_commit import GroupCommit
 from controller.host_liveness import Liveness
 from controller.pending_counts import PendingCounts
@@ -272,9 +272,8 @@ class LeaderCore:
             term.next_poll_s = now + self.settings.capability_poll_s
             self._effects.append(AskPeers())
             self._announce(term, self.settings.replica_id, self.settings.kinds, versions.ENTRY_FORMAT)
-        if term.reconfigure and not term.config_in_flight:
+        if term.reconfigure and self._configure(term, now):  # settings that wait for a newer format
             term.reconfigure = False
-            self._configure(term, now)  # settings that wait for a newer entry format (history's)
         if now >= term.next_sweep_s:
             term.next_sweep_s = now + SESSION_SWEEP_S
             self._step_sessions(term, [s for s, st in term.streams.items()
@@ -677,7 +676,7 @@ class LeaderCore:
         state.phase, state.session = "session", session
         term.sessions[spec.name] = stream
         session.outbox.append(api.ControllerMessage(joined=api.Joined(
-            generation=generation, heartbeat_s=self.settings.heartbeat_s, fence_s=self.settings.fence_s,
+            generation=generation, heartbeat_s=self.settings.heartbeat_s, fence_s=self._fence_s(),
             unknown_timeout_s=self.settings.unknown_timeout_s)))
         early, state.early = state.early, []
         for message in early:
@@ -693,7 +692,9 @@ class LeaderCore:
                 term.liveness.seen(session.name, session.generation, self.clock.monotonic_s())
             # Answered, so a worker cut off from a leader that cannot tell it
             # so (a partition) notices the silence and looks for the new one.
-            session.outbox.append(api.ControllerMessage(heartbeat=message.heartbeat))
+            session.outbox.append(api.ControllerMessage(heartbeat=api.Heartbeat(
+                generation=session.generation, fence_s=self._fence_s(),
+                unknown_timeout_s=self.settings.unknown_timeout_s)))
         reports = list(message.reports.reports) if kind == "reports" else [message.report] \
             if kind == "report" else []
         for report in reports:
@@ -775,20 +776,21 @@ class LeaderCore:
 
     # ------------------------------------------------------------ timers: configuration, watchdog, peers
 
-    def _configure(self, term: Term, now: float) -> None:
-        """Propose the configuration once this leader is caught up, if it changed.
+    def _configure(self, term: Term, now: float) -> bool:
+        """Propose the configuration once this leader is caught up, if it changed; False: not
+        looked at yet (not caught up, a push in flight or to be retried later).
 
         Nothing is proposed when the committed state already matches, so a
         restart of the whole cluster leaves the revision where it was.
         """
         if not self.consensus.caught_up() or term.config_in_flight or now < term.config_retry_s:
-            return
+            return False
         init = self.settings.init
         with self.state.read() as tables:
             meta = fsm.read_meta(tables)
         if config_current(meta, init, self.settings.members):
             self._configured(term)
-            return
+            return True
         term.config_in_flight = True
 
         def done(results: list[log.Result] | None) -> None:
@@ -801,6 +803,15 @@ class LeaderCore:
             self._configured(term)
 
         self._propose(log.Entry(init=init), done)
+        return True
+
+    def _fence_s(self) -> float:
+        """The worker-side fence, once every member applies a fenced end as a requeue (entry
+        format 2); before that a fenced job would end EXIT, so workers are told none."""
+        if self._format is None:  # read again after each announcement
+            with self.state.read() as tables:
+                self._format = versions.proposal_format(fsm.read_meta(tables), self.settings.members)
+        return self.settings.fence_s if self._format >= reports.FENCE_FORMAT else 0.0
 
     def _configured(self, term: Term) -> None:
         if not term.configured:

@@ -397,6 +397,7 @@ class RaftNode:
     def _deserialize(self, path: str) -> tuple[Any, ...]:
         # pysyncobj swallows any exception here and then never applies again
         # (its log starts past index 2): fail loudly instead.
+        self._snapshots.cancel()  # a local copy in progress must not replace what arrived
         try:
             fsync_path(Path(path))  # a received snapshot is written without fsync
             header, _ = StateStore.read_snapshot_header(Path(path))
@@ -441,11 +442,16 @@ class SnapshotWriter:
         self._thread: threading.Thread | None = None
         self._outcome: bool | None = None  # of the last copy, until pysyncobj has been told
         self.written = 0  # snapshots completed (tests, status)
+        self._guard = threading.Lock()  # the rename of a finished copy, against `cancel`
+        self._cancelled = False
+        self._replacing: int | None = None  # the inode of the snapshot the copy is to replace
 
     def start(self, header: dict[str, Any]) -> None:
         if self._thread is not None and self._thread.is_alive():
             return  # pysyncobj does not start one while one runs; never two at once regardless
         self._outcome = None
+        self._cancelled = False
+        self._replacing = _inode(self.path)
         self._thread = threading.Thread(target=self._write, args=(header,), name="raft-snapshot",
                                         daemon=True)
         self._thread.start()
@@ -455,7 +461,15 @@ class SnapshotWriter:
         try:
             with os.fdopen(open_private(self.writing), "wb") as out:
                 self.store.write_snapshot(out, header)
-            os.replace(self.writing, self.path)
+            with self._guard:
+                # A snapshot received from the leader meanwhile is newer than this copy: it stays.
+                if self._cancelled or _inode(self.path) != self._replacing:
+                    log.info("Raft snapshot at entry %s dropped: a snapshot from the leader replaced "
+                             "the state meanwhile", header["last"][1])
+                    self.writing.unlink(missing_ok=True)
+                    self._outcome = False
+                    return
+                os.replace(self.writing, self.path)
             fsync_path(self.path.parent)
         except Exception:
             log.exception("writing the Raft snapshot failed; the log is kept")
@@ -480,6 +494,20 @@ class SnapshotWriter:
         thread = self._thread
         if thread is not None:
             thread.join()
+
+    def cancel(self) -> None:
+        """A snapshot from the leader is being installed: a copy in progress is older and must
+        never replace it (on a restart that older file would not match the log). Waits for it."""
+        with self._guard:
+            self._cancelled = True
+        self.join()
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
 
 
 def _fail_stop(exc: BaseException, doing: str = "writing the Raft log") -> NoReturn:

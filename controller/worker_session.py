@@ -39,7 +39,6 @@ from typing import Protocol
 
 from controller import fsm
 from controller.tables import Tables
-from xce.invariant import InvariantViolated
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -137,10 +136,9 @@ class WorkerSession:
                 self.recheck = False
                 self._check_host(fsm.read_host(tables, self.name))
             jobs = [fsm.read_job(tables, job_id) for job_id in fresh]
-        for job_id, job in zip(fresh, jobs, strict=True):
-            if job is None:  # jobs are never deleted
-                raise InvariantViolated(f"job {job_id} changed and is gone")
-            self._consider(job)
+        for job in jobs:
+            if job is not None:  # None: cleaned out of the live table since (it had finished)
+                self._consider(job)
 
     def relayed(self, reports: list[api.JobReport], results: list[log.Result | None]) -> bool:
         """The outcome of this connection's reports; False: end the stream (outcome unknown:

@@ -270,10 +270,12 @@ def test_bad_security_settings_are_config_errors(tmp_path: Path, extra: str, wor
 
 
 @pytest.mark.parametrize(("hosts", "words"), [
-    ("unknown_timeout_s = 20\nfence_s = 20", "fence_s must be"),
-    ("fence_s = -1", "fence_s must be"),
-    ("fence_s = true", "fence_s must be"),
-], ids=["not-below-unknown", "negative", "bool"])
+    ("unknown_timeout_s = 20\nfence_s = 20", "shorter than unknown_timeout_s (20"),
+    ("fence_s = 5", "longer than heartbeat_timeout_s (10.0"),
+    ("unknown_timeout_s = 15", "[hosts] fence_s (7.5; default half"),
+    ("fence_s = -1", "[hosts] fence_s (-1"),
+    ("fence_s = true", "[hosts] fence_s (True"),
+], ids=["not-below-unknown", "not-above-heartbeat-timeout", "default-too-short", "negative", "bool"])
 def test_a_fence_that_cannot_come_first_is_refused(tmp_path: Path, hosts: str, words: str) -> None:
     assert words in load_error(tmp_path, GOOD + f"\n[hosts]\n{hosts}\n")
 

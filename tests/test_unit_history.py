@@ -271,3 +271,27 @@ def test_cleaning_is_bounded_per_entry() -> None:
     state.ok(submit("c"), T0 + CLEAN)
     assert live_ids(state) == [count + 1, count + 2]
     assert len(history_ids(state, page_size=5000)) == count
+
+
+def test_a_cleaned_job_is_found_by_apply_only_from_format_2(state: State) -> None:
+    state.ok(init(), T0)
+    state.ok(submit("a"), T0)
+    state.ok(control(1, api.KILL), T0)
+    state.ok(submit("b"), T0 + CLEAN)
+    assert live_ids(state) == [2]
+    # An entry of format 1 (an older replica's view of the world) does not look in history.
+    assert state.step(control(1, api.REQUEUE), T0 + CLEAN, format_=1)[0].code == log.NOT_FOUND
+    assert state.ok(control(1, api.REQUEUE), T0 + CLEAN).job_ids == [1]
+
+
+def test_totals_never_go_negative_when_their_hour_was_pruned_before_its_jobs() -> None:
+    memory = MemoryTables()
+    state = State(lambda: nullcontext(memory), lambda index, data: fsm.apply(memory, index, data))
+    state.ok(init(), T0)
+    state.ok(submit("a"), T0)
+    state.ok(control(1, api.KILL), T0)
+    for key, _ in list(memory.scan("acct")):  # as prune does when the hour is past the retention
+        memory.delete("acct", key)
+    state.ok(submit("b"), T0 + CLEAN)
+    state.ok(control(1, api.REQUEUE), T0 + CLEAN)
+    assert list(memory.scan("acct")) == []

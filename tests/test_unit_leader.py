@@ -529,3 +529,22 @@ def test_a_malformed_token_request_is_invalid_and_nothing_is_proposed() -> None:
     h.call(9, "RevokeToken", api.RevokeTokenRequest(id="0123456789abcdef"))
     assert isinstance(h.replies[9], ServiceError) and h.replies[9].code == log.NOT_FOUND
     assert h.proposed == []
+
+
+def test_workers_are_told_the_fence_only_once_every_member_applies_fenced_ends() -> None:
+    h = Harness()
+    h.core.settings = dataclasses.replace(h.core.settings, fence_s=5.0)
+    h.core.tick()
+    h.effects()
+    h.commit()  # the configuration push; no member has announced format 2 yet
+    join(h, 5)
+    assert [m.joined.fence_s for m in h.sent[5] if m.HasField("joined")] == [0.0]
+    h.core.tick()
+    h.effects()
+    for replica in (2, 3):
+        h.core.peer_answered(replica, h.kinds, fsm.ENTRY_FORMAT)
+    h.effects()
+    h.commit()  # the announcements: format 2 in use
+    join(h, 6, name="n2")
+    assert [(m.joined.fence_s, m.joined.unknown_timeout_s) for m in h.sent[6] if m.HasField("joined")] == [
+        (5.0, 10.0)]

@@ -314,3 +314,35 @@ def test_a_failed_snapshot_copy_is_reported_failed_and_leaves_the_old_snapshot(
     assert writer.state() == SERIALIZER_STATE.FAILED
     assert (tmp_path / "snapshot").read_bytes() == b"the previous snapshot"
     assert not (tmp_path / "snapshot.writing").exists()
+
+
+@pytest.mark.parametrize("how", ["received-meanwhile", "cancelled"])
+def test_a_snapshot_copy_never_replaces_one_received_from_the_leader_meanwhile(
+        tmp_path: Path, stores: list[StateStore], how: str) -> None:
+    import threading
+
+    from pysyncobj.config import SERIALIZER_STATE
+
+    from controller.raft import SnapshotWriter
+
+    store = open_store(stores, tmp_path / "a" / "state")
+    fill(store, 1, 2)
+    (tmp_path / "snapshot").write_bytes(b"the snapshot before")
+    writer = SnapshotWriter(store, tmp_path / "snapshot")
+    with store._lock.write():  # the copy waits here, as a slow one would
+        writer.start({"last": ["", 2, 1]})
+        if how == "received-meanwhile":  # pysyncobj renames a received snapshot into place
+            (tmp_path / "received").write_bytes(b"the leader's newer snapshot")
+            (tmp_path / "received").rename(tmp_path / "snapshot")
+        else:  # the install calls cancel() before it reads the file (the one in place stays)
+            canceller = threading.Thread(target=writer.cancel)
+            canceller.start()
+            while not writer._cancelled:
+                pass
+    writer.join()
+    if how == "cancelled":
+        canceller.join()
+    assert writer.state() == SERIALIZER_STATE.FAILED
+    expected = b"the leader's newer snapshot" if how == "received-meanwhile" else b"the snapshot before"
+    assert (tmp_path / "snapshot").read_bytes() == expected
+    assert not (tmp_path / "snapshot.writing").exists()

@@ -69,6 +69,7 @@ MAX_BACKOFF_S = 2.0  # a failover takes about a second: do not sleep through it
 MAX_FAILURES_KEPT = 100
 FENCE_NOTE = "fence"  # the journal note: fence_s, unknown_timeout_s, the last answer's wall time
 FENCE_NOTE_EVERY_S = 1.0  # how often the last answer's time is written down
+RESTART_JOIN_S = 2 * JOIN_TIMEOUT_S  # after a restart, the fence waits this long for a join
 
 Send = Callable[[api.WorkerMessage], None]
 
@@ -96,6 +97,7 @@ class Worker:
         self.fence_s = 0.0  # 0: no fence (the leader's word, in `joined`)
         self.unknown_timeout_s = 0.0
         self._answered_s = clock.monotonic_s()  # when a serving leader last answered
+        self._fence_from_s = float("-inf")  # after a restart: not before it had a chance to join
         self._noted_s = float("-inf")
         self._load_fence_note()
 
@@ -116,28 +118,31 @@ class Worker:
                 self.joined = joined_now = True
                 self.generation = message.joined.generation
                 log.info("worker %s: joined, generation %d", self.config.host.name, self.generation)
-                self._answered(message.joined)
+                self._answered(message.joined.fence_s, message.joined.unknown_timeout_s)
                 self._resend(send)
             elif self.joined:
                 if kind == "heartbeat" and message.heartbeat.generation == self.generation:
-                    self._answered(None)
+                    self._answered(message.heartbeat.fence_s, message.heartbeat.unknown_timeout_s)
                 self._on_message(message)
         return joined_now
 
     # -------------------------------------------------------------- the fence
 
-    def _answered(self, joined: api.Joined | None) -> None:
-        """A serving leader answered (a join, or a heartbeat of this generation)."""
+    def _answered(self, fence_s: float, unknown_timeout_s: float) -> None:
+        """A serving leader answered (a join, or a heartbeat of this generation), saying the fence."""
         now = self.clock.monotonic_s()
         self._answered_s = now
-        if joined is not None:
-            if (joined.fence_s, joined.unknown_timeout_s) != (self.fence_s, self.unknown_timeout_s) and \
-                    joined.fence_s and joined.fence_s + self.config.kill_grace_s >= joined.unknown_timeout_s:
+        self._fence_from_s = float("-inf")
+        changed = (fence_s, unknown_timeout_s) != (self.fence_s, self.unknown_timeout_s)
+        if changed:
+            if fence_s and fence_s + self.config.kill_grace_s >= unknown_timeout_s:
                 log.error("worker %s: fence_s %.1f + kill_grace_s %.1f is not below the cluster's "
                           "unknown_timeout_s %.1f: fenced jobs get SIGKILL at once", self.config.host.name,
-                          joined.fence_s, self.config.kill_grace_s, joined.unknown_timeout_s)
-            self.fence_s, self.unknown_timeout_s = joined.fence_s, joined.unknown_timeout_s
-        if joined is not None or now - self._noted_s >= FENCE_NOTE_EVERY_S:
+                          fence_s, self.config.kill_grace_s, unknown_timeout_s)
+            log.info("worker %s: the fence is %s", self.config.host.name,
+                     f"{fence_s:g} s" if fence_s else "off")
+            self.fence_s, self.unknown_timeout_s = fence_s, unknown_timeout_s
+        if changed or now - self._noted_s >= FENCE_NOTE_EVERY_S:
             self._noted_s = now
             self.executor.journal.put_note(FENCE_NOTE, {
                 "fence_s": self.fence_s, "unknown_timeout_s": self.unknown_timeout_s,
@@ -151,7 +156,12 @@ class Worker:
         self.fence_s = float(note.get("fence_s", 0.0))
         self.unknown_timeout_s = float(note.get("unknown_timeout_s", 0.0))
         since_s = max(0.0, (self.clock.now_ms() - int(note.get("answered_ms", 0))) / 1000)
-        self._answered_s = self.clock.monotonic_s() - since_s
+        now = self.clock.monotonic_s()
+        self._answered_s = now - since_s
+        # A restart past fence_s has not fenced yet: let it try to join first (its jobs may be
+        # UNKWN, not lost), as long as the kill still ends before the leader can give up.
+        latest = self._answered_s + self.unknown_timeout_s - self.config.kill_grace_s - 1.0
+        self._fence_from_s = min(now + RESTART_JOIN_S, latest)
 
     def fence_grace_s(self) -> float:
         """TERM to KILL for a fenced job: the configured grace, unless that would outlast the leader."""
@@ -161,8 +171,9 @@ class Worker:
 
     def check_fence(self) -> list[tuple[int, int]]:
         """Past fence_s without an answer: kill the rerunnable jobs (the ones newly fenced)."""
-        unanswered = self.clock.monotonic_s() - self._answered_s
-        if not self.fence_s or unanswered < self.fence_s:
+        now = self.clock.monotonic_s()
+        unanswered = now - self._answered_s
+        if not self.fence_s or unanswered < self.fence_s or now < self._fence_from_s:
             return []
         fenced = self.executor.fence(self.fence_grace_s())
         if fenced:

@@ -190,15 +190,13 @@ class Executor:
         grace_s); each is reported `fenced`, so the leader requeues it. The ones newly fenced."""
         fenced = []
         for key in self.running():
-            record = self.journal.get(key)
-            if record is None or not record.get("rerunnable") or record.get("fenced"):
-                continue
-            with self._lock:
+            with self._lock:  # not while its end is being journaled (_end): that record is the last word
                 pid = self._running.get(key)
-            if pid is None:
-                continue
-            record["fenced"] = True  # journaled first: a restart in the grace still reports it fenced
-            self.journal.put(key, record)
+                record = self.journal.get(key) if pid is not None else None
+                if pid is None or record is None or not record.get("rerunnable") or record.get("fenced"):
+                    continue
+                record["fenced"] = True  # journaled first: a restart in the grace still reports it fenced
+                self.journal.put(key, record)
             fenced.append(key)
             self.host.killpg(pid, signal.SIGTERM)
             self.host.killpg(pid, signal.SIGCONT)
@@ -314,8 +312,8 @@ class Executor:
 
     def _end(self, key: Key, record: dict[str, Any], report: api.JobReport) -> None:
         record.update(state="ended", final=report.SerializeToString().hex())
-        self.journal.put(key, record)
         with self._lock:
+            self.journal.put(key, record)
             self._running.pop(key, None)
         if report.HasField("finished"):
             f = report.finished

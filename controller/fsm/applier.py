@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from controller.fsm import history, job_index, retention
-from controller.fsm.records import META_KEY, counter_value, job_key, read_counter, revision_key
+from controller.fsm.records import FINISHED, META_KEY, counter_value, job_key, read_counter, revision_key
 from controller.tables import Tables
 from xce.invariant import invariant
 from xce.v1 import api_pb2 as api
@@ -53,9 +53,11 @@ class Applier:
         """A finished job leaves the live table (its history record stays)."""
         key = job_key(job_id)
         raw = self.tables.get("jobs", key)
-        if raw is not None:
+        job = None if raw is None else api.Job.FromString(raw)
+        invariant(job is None or job.state in FINISHED, f"cleaning job {job_id}, which has not finished")
+        if job is not None:
             self.delete("jobs", key)
-            job_index.update(self.tables, api.Job.FromString(raw), None)
+            job_index.update(self.tables, job, None)
 
     def put_host(self, host: api.Host) -> None:
         self._put("hosts", host.spec.name.encode(), host.SerializeToString(deterministic=True))

@@ -116,6 +116,8 @@ def _remove(tables: Tables, old: api.Job) -> None:
 def _account(tables: Tables, job: api.Job, sign: int) -> None:
     key = acct_key(job)
     raw = tables.get("acct", key)
+    if raw is None and sign < 0:
+        return  # the hour's totals were pruned already (they go a little before its jobs)
     totals = api.UsageTotals(user=job.spec.user, queue=job.spec.queue) if raw is None \
         else api.UsageTotals.FromString(raw)
     add_totals(totals, usage_of(job), sign)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from controller.fsm import history
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import release
 from controller.fsm.records import FINISHED, PENDING, RUNNING, find_job, readable_id
@@ -110,7 +111,7 @@ def apply_control(applier: Applier) -> list[log.Result]:
     request = applier.entry.control
 
     def body() -> log.Result:
-        job = find_job(applier.tables, request.job_id)
+        job = find_job(applier.tables, request.job_id, in_history=applier.entry.format >= history.FORMAT)
         transition = check_control(job, request.action)
         job.state = transition.to
         job.modify_time_ms = applier.stamp_ms
@@ -136,7 +137,7 @@ def apply_modify(applier: Applier) -> list[log.Result]:
     request = applier.entry.modify
 
     def body() -> log.Result:
-        job = find_job(applier.tables, request.job_id)
+        job = find_job(applier.tables, request.job_id, in_history=applier.entry.format >= history.FORMAT)
         check_modify(applier.tables, job, request)
         if request.HasField("priority"):
             job.spec.priority = request.priority

@@ -101,11 +101,12 @@ def parse_job_id(text: str) -> int:
                        f"not a job id: {text[:80]!r} (a number or cluster-replica-time-seq)")
 
 
-def find_job(tables: Tables, text: str) -> api.Job:
-    """A job by either form of id: live, or else in history (history.py)."""
+def find_job(tables: Tables, text: str, in_history: bool = True) -> api.Job:
+    """A job by either form of id: live, or else (in_history) in history (history.py). Apply
+    looks in history only from entry format 2, when cleaning began (jobs.py)."""
     job_id = parse_job_id(text)
     job = read_job(tables, job_id)
-    if job is None:
+    if job is None and in_history:
         raw = tables.get("history", job_key(job_id))
         job = None if raw is None else api.Job.FromString(raw)
     if job is None or (not text.strip().isdigit() and job.readable_id != text.strip()):

@@ -224,7 +224,7 @@ class ReplicaDriver:
             elif isinstance(effect, AskPeers):
                 for peer in self.sim.raft.replicas:
                     if peer.up and peer is not self.replica:
-                        self.core.peer_answered(peer.rid, self.sim.handlers, 1)
+                        self.core.peer_answered(peer.rid, self.sim.handlers, fsm.ENTRY_FORMAT)
 
     def _propose(self, effect: Propose) -> None:
         replica = self.replica

@@ -639,10 +639,14 @@ class DispatchFailed(_message.Message):
     def __init__(self, code: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("generation",)
+    __slots__ = ("generation", "fence_s", "unknown_timeout_s")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    FENCE_S_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     generation: int
-    def __init__(self, generation: _Optional[int] = ...) -> None: ...
+    fence_s: float
+    unknown_timeout_s: float
+    def __init__(self, generation: _Optional[int] = ..., fence_s: _Optional[float] = ..., unknown_timeout_s: _Optional[float] = ...) -> None: ...
 
 class ControllerMessage(_message.Message):
     __slots__ = ("joined", "run", "signal", "ack", "commands", "heartbeat")
