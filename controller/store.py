@@ -4,11 +4,11 @@ Theory of operation. `apply` opens one write transaction, runs fsm.apply in
 it and commits: the change and the applied index land together or not at
 all. Readers take read transactions; they never block the applier.
 
-Snapshots are a consistent copy of the environment (mdb_env_copyfd from one
-read transaction) behind a small header naming the Raft entries pysyncobj
-needs. Restoring replaces the environment only when the snapshot is newer
-than the local state; the swap is a directory rename, finished at the next
-open if a crash interrupts it.
+Snapshots are a consistent copy of the environment (a compacting
+mdb_env_copyfd of the read transaction that read the header) behind a small
+header naming the Raft entries pysyncobj needs. Restoring replaces the
+environment only when the snapshot is newer than the local state; the swap
+is a directory rename, finished at the next open if a crash interrupts it.
 
 Durability: the Raft WAL (raft_wal.py) is the durable record. The state
 environment commits with MDB_NOMETASYNC (one fsync per transaction instead of
@@ -214,7 +214,11 @@ class StateStore:
             raw = json.dumps(header, sort_keys=True).encode()
             out.write(SNAPSHOT_MAGIC + struct.pack(">I", len(raw)) + raw)
             out.flush()
-            self._env.copyfd(out.fileno())
+            # From this very transaction, so the body is at the header's index: entries go on
+            # being applied while a snapshot is written (raft.SnapshotWriter), and a plain
+            # mdb_env_copyfd would start a read transaction of its own, later. (The compacting
+            # copy is the one that takes a transaction; it also leaves the free pages out.)
+            self._env.copyfd(out.fileno(), compact=True, txn=txn)
         os.fsync(out.fileno())
 
     @staticmethod

@@ -12,7 +12,7 @@ import lmdb
 import pytest
 
 from controller import fsm
-from controller.store import SNAPSHOT_MAGIC, StateStore, StoreError
+from controller.store import SNAPSHOT_MAGIC, LmdbTables, StateStore, StoreError
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -346,3 +346,32 @@ def test_a_snapshot_copy_never_replaces_one_received_from_the_leader_meanwhile(
     expected = b"the leader's newer snapshot" if how == "received-meanwhile" else b"the snapshot before"
     assert (tmp_path / "snapshot").read_bytes() == expected
     assert not (tmp_path / "snapshot.writing").exists()
+
+
+def test_a_snapshot_is_of_one_moment_though_entries_apply_while_it_is_written(
+        tmp_path: Path, stores: list[StateStore]) -> None:
+    """SnapshotWriter copies while the tick thread goes on applying: an entry applied between the
+    header and the copy must be in neither (a copy of its own later moment failed the restore)."""
+    store = open_store(stores, tmp_path / "a" / "state")
+    fill(store, 1, 3)
+    real = store._env
+
+    class ApplyingDuringTheCopy:
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        def copyfd(self, fd: int, **options: object) -> None:
+            with real.begin(write=True) as txn:  # entry 4, applied as the copy starts
+                fsm.apply(LmdbTables(txn, store._dbs), 4, submit_entry("late"))
+            real.copyfd(fd, **options)
+
+    store._env = ApplyingDuringTheCopy()  # type: ignore[assignment]
+    try:
+        file = snapshot(store, tmp_path / "snap")
+    finally:
+        store._env = real
+    header, _ = StateStore.read_snapshot_header(file)
+    target = open_store(stores, tmp_path / "b" / "state")
+    assert target.restore_snapshot(file)  # the body is at the header's index: accepted
+    assert header["applied_index"] == target.meta().applied_index == 3
+    assert store.meta().applied_index == 4
