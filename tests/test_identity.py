@@ -25,7 +25,7 @@ import pytest
 from conftest import NOBODY, nobody_cli_env, xce_as_nobody
 
 from xce.client import Client, XceError
-from xce.credentials import new_token, token_hash
+from xce.credentials import Credentials, new_token, token_hash
 from xce.local_cluster import LocalCluster, LocalWorkers
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -424,6 +424,16 @@ def _sync_method(channel: grpc.Channel) -> grpc.UnaryStreamMultiCallable:
                                 response_deserializer=log.SyncMessage.FromString)
 
 
+def _open_syncs(sync: grpc.UnaryStreamMultiCallable, admin: Credentials, count: int) -> list[grpc.Call]:
+    """`count` Sync streams, each open (its first message arrived), left unread."""
+    calls = []
+    for _ in range(count):
+        call = sync(log.SyncRequest(), timeout=30, metadata=admin.metadata())
+        next(call)
+        calls.append(call)
+    return calls
+
+
 def test_sync_streams_are_bounded_per_principal(fleet: tuple[LocalCluster, LocalWorkers]) -> None:
     cluster, _ = fleet
     admin = cluster.credentials
@@ -432,10 +442,7 @@ def test_sync_streams_are_bounded_per_principal(fleet: tuple[LocalCluster, Local
     with admin.channel(leader) as channel:
         sync = _sync_method(channel)
         try:
-            for _ in range(cluster.config.max_sync_streams):
-                call = sync(log.SyncRequest(), timeout=30, metadata=admin.metadata())
-                next(call)  # open: its first message arrived
-                calls.append(call)
+            calls += _open_syncs(sync, admin, cluster.config.max_sync_streams)
             with pytest.raises(grpc.RpcError) as caught:
                 next(sync(log.SyncRequest(), timeout=10, metadata=admin.metadata()))
             assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -454,10 +461,7 @@ def test_sync_streams_are_bounded_in_all(make_cluster: Callable[..., LocalCluste
     with admin.channel(leader) as channel:
         sync = _sync_method(channel)
         try:
-            for _ in range(3):
-                call = sync(log.SyncRequest(), timeout=30, metadata=admin.metadata())
-                next(call)
-                calls.append(call)
+            calls += _open_syncs(sync, admin, 3)
             with pytest.raises(grpc.RpcError) as caught:
                 next(sync(log.SyncRequest(), timeout=10, metadata=admin.metadata()))
             assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
