@@ -52,7 +52,7 @@ class SimFleet:
     """The fleet_sim processes; their records are read after they stop."""
 
     def __init__(self, data: Path, addresses: list[str], hosts: int, slots: int, cluster: Path,
-                 tokens: Path) -> None:
+                 tokens: Path, joins_per_s: float = 0.0) -> None:
         self.data = data
         self.procs: list[subprocess.Popen[bytes]] = []
         self.outs: list[Path] = []
@@ -63,7 +63,8 @@ class SimFleet:
             with open(data / f"fleet-{first}.log", "ab") as log:
                 self.procs.append(subprocess.Popen(
                     [sys.executable, str(HERE / "fleet_sim.py"), str(out), ",".join(addresses), str(first),
-                     str(count), str(slots), str(cluster), str(tokens)], stdout=log, stderr=subprocess.STDOUT,
+                     str(count), str(slots), str(cluster), str(tokens), str(joins_per_s / SIM_PROCESSES)],
+                    stdout=log, stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL))
             self.outs.append(out)
 

@@ -10,9 +10,11 @@ the number after `sleep` in its command (0 otherwise).
 
 For the benchmark it records, per (job, attempt), when its RunJob first
 arrived (wall clock) and from which replica, and writes a progress file every half second and the
-full record on SIGTERM:  python bench/fleet_sim.py OUT.json ADDRESSES FIRST COUNT SLOTS CLUSTER TOKENS
+full record on SIGTERM:
+  python bench/fleet_sim.py OUT.json ADDRESSES FIRST COUNT SLOTS CLUSTER TOKENS [JOINS_PER_S]
 (CLUSTER: the cluster file, for its TLS files; TOKENS: a JSON file of each host's worker token, since
-a simulated host has no certificate of its own: it proves its name with a token of role worker)
+a simulated host has no certificate of its own: it proves its name with a token of role worker;
+JOINS_PER_S: the hosts first connect at this rate, not all at once)
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from worker.daemon import WORKER_KEEPALIVE_MS  # noqa: E402
 from xce import worker_wire  # noqa: E402
 from xce.client import channel_options, leader_hint  # noqa: E402
 from xce.credentials import Credentials, for_cluster  # noqa: E402
@@ -62,7 +65,8 @@ class SimHost:
     ended: dict[Key, api.JobReport] = field(default_factory=dict)
     outbox: asyncio.Queue[api.WorkerMessage | None] | None = None
 
-    async def run_forever(self) -> None:
+    async def run_forever(self, start_s: float = 0.0) -> None:
+        await asyncio.sleep(start_s)
         backoff = 0.05
         while True:
             try:
@@ -184,7 +188,8 @@ class Fleet:
 
     def channel(self, target: str) -> grpc.aio.Channel:
         if target not in self._channels:
-            self._channels[target] = self.credentials.aio_channel(target, channel_options())
+            self._channels[target] = self.credentials.aio_channel(target,
+                                                                  channel_options(WORKER_KEEPALIVE_MS))
         return self._channels[target]
 
     def first_run(self, key: Key, source: str) -> None:
@@ -192,7 +197,7 @@ class Fleet:
 
 
 async def main(out: Path, addresses: list[str], first: int, count: int, slots: int, cluster: Path,
-               tokens: Path) -> None:
+               tokens: Path, joins_per_s: float = 0.0) -> None:
     fleet = Fleet(addresses, for_cluster(cluster, use_token_search=False), json.loads(tokens.read_text()))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -200,7 +205,8 @@ async def main(out: Path, addresses: list[str], first: int, count: int, slots: i
         loop.add_signal_handler(sig, stop.set)
     hosts = [SimHost(f"sim{first + i:05d}", slots, fleet, addresses[i % len(addresses)])
              for i in range(count)]
-    tasks = [loop.create_task(host.run_forever()) for host in hosts]
+    tasks = [loop.create_task(host.run_forever(i / joins_per_s if joins_per_s > 0 else 0.0))
+             for i, host in enumerate(hosts)]
     progress = out.with_suffix(".progress")
     while not stop.is_set():
         joined = sum(1 for h in hosts if h.outbox is not None)
@@ -217,4 +223,5 @@ async def main(out: Path, addresses: list[str], first: int, count: int, slots: i
 
 if __name__ == "__main__":
     asyncio.run(main(Path(sys.argv[1]), sys.argv[2].split(","), int(sys.argv[3]), int(sys.argv[4]),
-                     int(sys.argv[5]), Path(sys.argv[6]), Path(sys.argv[7])))
+                     int(sys.argv[5]), Path(sys.argv[6]), Path(sys.argv[7]),
+                     float(sys.argv[8]) if len(sys.argv) > 8 else 0.0))

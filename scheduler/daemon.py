@@ -115,6 +115,7 @@ class Scheduler:
 
     def _lease(self, request: api.LeaseRequest) -> None:
         sent_at = self.clock.monotonic_s()
+        self._to_leader(self._lease_client)
         try:
             reply: api.LeaseResponse | None = self._lease_client.call(
                 "SchedulerService", "AcquireLease", request, api.LeaseResponse)
@@ -133,6 +134,7 @@ class Scheduler:
         batch = self.decider.decide(snapshot, self.clock.monotonic_s(), self.clock.now_ms())
         if batch is None:
             return
+        self._to_leader(self._client)
         try:
             reply: api.DecisionBatchResponse | None = self._client.call(
                 "SchedulerService", "SubmitDecisions", batch, api.DecisionBatchResponse)
@@ -144,6 +146,14 @@ class Scheduler:
             renew = self.decider.lease.due(self.clock.monotonic_s())
         if renew:
             self._renew_now.set()  # maybe a new leader, or a stale lease: confirm it now
+
+    def _to_leader(self, client: Client) -> None:
+        """Calls go where the Sync stream is served, which only the leader does: after a
+        partition the client's last replica may be the cut-off one, where a call would
+        wait for its whole timeout."""
+        serving = self.follower.serving
+        if serving is not None:
+            client.prefer(serving)
 
     def _picker(self, name: str) -> Picker:
         """A loaded picker; an unknown name falls back to the default (and says so once)."""

@@ -30,7 +30,7 @@ log_ = logging.getLogger("xce.scheduler")
 
 SILENCE_S = 2.0  # progress marks come every second
 INITIAL_BACKOFF_S = 0.05
-MAX_BACKOFF_S = 0.5  # one stream: retrying fast after a failover costs little
+MAX_BACKOFF_S = 0.1  # one stream: retrying fast after a failover costs little, sleeping through it much
 
 
 class Follower:
@@ -47,6 +47,7 @@ class Follower:
         self._target = self.addresses[0]
         self._stop = threading.Event()
         self._call: grpc.Call | None = None
+        self.serving: str | None = None  # the replica whose stream is open and has spoken: it leads
         self._last_heard = clock.monotonic_s()
         self.connections = 0
         self.snapshots = 0  # resyncs by snapshot
@@ -106,6 +107,7 @@ class Follower:
                 first = True
                 for message in call:
                     self._last_heard = self._clock.monotonic_s()
+                    self.serving = target
                     with self.lock:
                         self.view.apply(message)
                     kind = message.WhichOneof("body")
@@ -121,6 +123,7 @@ class Follower:
                         self._on_change(self.view)
             finally:
                 self._call = None
+                self.serving = None
                 call.cancel()
 
     def _watchdog(self) -> None:

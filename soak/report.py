@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from soak import checks
 from soak.chaos import ChaosRecord
+from soak.chaos import Failover as ChaosFailover
 from soak.load import LoadRecord
 from soak.observe import DispatchWatch
 
@@ -26,6 +28,54 @@ def _stats(values: Sequence[float]) -> dict[str, Any]:
         return round(ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)] * 1000, 1)
 
     return {"n": len(ordered), "p50_ms": rank(50), "p99_ms": rank(99), "max_ms": round(ordered[-1] * 1000, 1)}
+
+
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
+# The hops of a failover, each the first such log line after the kill or cut, in order:
+# a replica serves as the new leader; the scheduler's Sync stream to the old one ends
+# (a kill: at once; a partition: when its keepalive goes unanswered); its stream resumes
+# at the new leader. With the probe's first committed write and the first new dispatch
+# (the dispatch watch), they say where a failover's time goes.
+HOPS = {"elected": ("replica-", re.compile(r"controller\.leader: serving \(leadership")),
+        "stream_lost": ("sched-", re.compile(r"sync: (?!resumed|snapshot)")),
+        "resumed": ("sched-", re.compile(r"sync: (resumed from|snapshot of revision)"))}
+
+
+def _log_times(data: Path, prefix: str, pattern: re.Pattern[str]) -> list[float]:
+    """Wall times of the log lines that match, from every daemon log named prefix*."""
+    times = []
+    for path in data.glob(f"{prefix}*.log"):
+        for line in path.read_text(errors="replace").splitlines():
+            stamp = _STAMP.match(line)
+            if stamp and pattern.search(line):
+                local = time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")
+                times.append(time.mktime(local) + int(stamp.group(2)) / 1000)
+    return sorted(times)
+
+
+def hop_delays(failovers: Sequence[ChaosFailover], data: Path) -> list[dict[str, float]]:
+    """Per failover, each hop's delay from the kill or cut to its first log line (within 10 s)."""
+    lines = {hop: _log_times(data, prefix, pattern) for hop, (prefix, pattern) in HOPS.items()}
+    out = []
+    for failover in failovers:
+        delays = {}
+        for hop, times in lines.items():
+            later = [t - failover.at for t in times if failover.at <= t < failover.at + 10]
+            if later:
+                delays[hop] = later[0]
+        out.append(delays)
+    return out
+
+
+def hops(failovers: Sequence[ChaosFailover], data: Path) -> dict[str, Any]:
+    """Per hop, its delays' p50 and p99; and every failover's hops, with its write and dispatch."""
+    each = hop_delays(failovers, data)
+    out: dict[str, Any] = {hop: _stats([d[hop] for d in each if hop in d]) for hop in HOPS}
+    out["samples_ms"] = []
+    for delays, failover in zip(each, failovers, strict=True):
+        ends = {"write": failover.write_s, "dispatch": failover.dispatch_s}
+        out["samples_ms"].append({k: round(v * 1000) for k, v in {**delays, **ends}.items() if v is not None})
+    return out
 
 
 def figures(config: SoakConfig, started: float, load_end: float, drain_s: float, drained: bool,
@@ -52,13 +102,15 @@ def figures(config: SoakConfig, started: float, load_end: float, drain_s: float,
         "holds": load.holds, "faults": chaos.kills,
         "failover_kill": {"write": _stats([f.write_s for f in kills if f.write_s is not None]),
                           "dispatch": _stats([f.dispatch_s for f in kills if f.dispatch_s is not None]),
-                          "no_dispatch_seen": sum(1 for f in kills if f.dispatch_s is None)},
+                          "no_dispatch_seen": sum(1 for f in kills if f.dispatch_s is None),
+                          "hops": hops(kills, data)},
         "failover_partition": {"write": _stats([f.write_s for f in cuts if f.write_s is not None]),
                                "dispatch": _stats([f.dispatch_s for f in cuts if f.dispatch_s is not None]),
                                "step_down": _stats([f.step_down_s for f in cuts
                                                     if f.step_down_s is not None]),
                                "no_step_down_seen": sum(1 for f in cuts if f.step_down_s is None),
-                               "minority_writes": [f.minority_write or "?" for f in cuts]},
+                               "minority_writes": [f.minority_write or "?" for f in cuts],
+                               "hops": hops(cuts, data)},
         "resyncs": resyncs,
         "chaos_errors": chaos.errors[:20], "load_errors": len(load.errors),
     }
@@ -74,6 +126,16 @@ def summary(result: dict[str, Any]) -> str:
         return (f"  {name}: p50 {stats['p50_ms']} ms, p99 {stats['p99_ms']} ms, max {stats['max_ms']} ms "
                 f"(n={stats['n']})")
 
+    def hop_lines(kind: dict[str, Any]) -> list[str]:
+        """The hops' p50s in order, then the two measured ends (all from the fault)."""
+        if not kind["dispatch"].get("n"):
+            return []
+        steps = [(hop, kind["hops"][hop]) for hop in HOPS] + [("write", kind["write"]),
+                                                              ("dispatch", kind["dispatch"])]
+        return ["  hops, p50 from the fault: " + ", ".join(
+            f"{hop} {stats['p50_ms']:.0f} ms" for hop, stats in sorted(
+                ((h, st) for h, st in steps if st.get("n")), key=lambda item: item[1]["p50_ms"]))]
+
     drain = f"+{result['drain_s']} s drain" + ("" if result["drained"] else ", NOT drained")
     resyncs = result["resyncs"]
     lines = [
@@ -88,8 +150,10 @@ def summary(result: dict[str, Any]) -> str:
         f"faults: {result['faults']}",
         "leader kill -> first committed write / first new dispatch:",
         line("write", fk["write"]), line("dispatch", fk["dispatch"]),
+        *hop_lines(fk),
         "partition of the leader -> write / dispatch / old leader steps down:",
         line("write", fp["write"]), line("dispatch", fp["dispatch"]), line("step down", fp["step_down"]),
+        *hop_lines(fp),
         f"  a submit to the cut-off leader: {', '.join(fp['minority_writes']) or '-'}; "
         f"minority writes committed: {v['minority_commits']}",
         f"scheduler resyncs: {resyncs['snapshot']} by snapshot, {resyncs['events']} by events",

@@ -1,11 +1,16 @@
 """A large backlog on real processes (issue 13): 100,000 pending jobs that the scheduler cannot run
 (half in an inactive queue, half too big for any host) once made every decision batch larger than
 the message limit, and nothing ran at all. Here new jobs in an active queue are dispatched within
-two committed decision batches, and every batch the scheduler sends is accepted (under the limit)."""
+two committed decision batches, and every batch the scheduler sends is accepted (under the limit):
+once beside one real worker, once beside 5,000 hosts of the fleet simulator (bench/fleet_sim.py:
+the worker protocol over real gRPC, jobs that do not fork)."""
 
 from __future__ import annotations
 
+import json
+import os
 import struct
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,47 +19,58 @@ import pytest
 from conftest import FAST_HOSTS
 
 from controller.store import StateStore
+from xce.client import Client
 from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from fleet import SimFleet, worker_tokens  # noqa: E402
+
 pytestmark = pytest.mark.cluster
 
 BACKLOG = 100_000
+SIM_HOSTS = 5000
+HOST_SLOTS = 4
+BIG_QUEUE = "[auth]\nmax_jobs_per_request = 10000\n"
 
 
-def test_new_jobs_run_within_two_batches_beside_100000_jobs_that_cannot(
-        make_fleet: Callable[..., tuple[LocalCluster, LocalWorkers]], tmp_path: Path) -> None:
-    cluster, workers = make_fleet(FAST_HOSTS + "\n[auth]\nmax_jobs_per_request = 10000\n")
-    workers.start("w1", 4)
-    with cluster.client() as client:
-        client.put_queue(api.Queue(name="off", priority=40, inactive=True), create=True)
-        for _ in range(0, BACKLOG, 10_000):  # half inactive, half too big for w1 (4 slots)
-            half = [api.JobSpec(command=["true"], queue="off")] * 5000
-            big = [api.JobSpec(command=["true"], slots=8)] * 5000
-            client.submit(half + big)
-        scheduler = LocalScheduler(cluster)
-        scheduler.start()
-        try:
-            deadline = time.monotonic() + 240
-            while not client.status().scheduler_lease_holder:
-                assert time.monotonic() < deadline
-                time.sleep(0.5)
-            new = [j.id for j in client.submit([api.JobSpec(command=["true"], cwd=str(tmp_path))] * 3).jobs]
-            ran = {}
-            while len(ran) < len(new):
-                assert time.monotonic() < deadline, f"new jobs not dispatched: {ran}"
-                for job_id in new:
-                    job = client.get_job(job_id)
-                    if job.state in (api.RUN, api.DONE):
-                        ran[job_id] = job
-                time.sleep(0.2)
-        finally:
-            scheduler.kill()
+def _fill_backlog(client: Client) -> None:
+    client.put_queue(api.Queue(name="off", priority=40, inactive=True), create=True)
+    for _ in range(0, BACKLOG, 10_000):  # half inactive, half too big for any host
+        half = [api.JobSpec(command=["true"], queue="off")] * 5000
+        big = [api.JobSpec(command=["true"], slots=2 * HOST_SLOTS)] * 5000
+        client.submit(half + big)
+
+
+def _new_jobs_run(cluster: LocalCluster, client: Client, cwd: Path) -> list[int]:
+    """Start the scheduler beside the backlog, submit 3 new jobs; their ids once all ran."""
+    scheduler = LocalScheduler(cluster)
+    scheduler.start()
+    try:
+        deadline = time.monotonic() + 240
+        while not client.status().scheduler_lease_holder:
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        new = [j.id for j in client.submit([api.JobSpec(command=["true"], cwd=str(cwd))] * 3).jobs]
+        ran = {}
+        while len(ran) < len(new):
+            assert time.monotonic() < deadline, f"new jobs not dispatched: {ran}"
+            for job_id in new:
+                job = client.get_job(job_id)
+                if job.state in (api.RUN, api.DONE):
+                    ran[job_id] = job
+            time.sleep(0.2)
+    finally:
+        scheduler.kill()
     log_text = (cluster.data / "sched-1.log").read_text()
     assert "RESOURCE_EXHAUSTED" not in log_text, log_text[-2000:]
-    # Read the committed history: every decision batch applied, and how many came between the new
-    # jobs' submit and the batch that dispatched each.
+    return new
+
+
+def _assert_dispatched_within_two_batches(cluster: LocalCluster, new: list[int]) -> None:
+    """Read the committed history: every decision batch applied, and how many came between the new
+    jobs' submit and the batch that dispatched each."""
     cluster.stop()
     store = StateStore(cluster.config.replica_dir(1) / "state", cluster.config.cluster_id)
     try:
@@ -78,3 +94,42 @@ def test_new_jobs_run_within_two_batches_beside_100000_jobs_that_cannot(
     # The backlog was looked at meanwhile: its reasons went out, a bounded number per batch.
     reasons = [sum(1 for c in e.changes if c.table == "jobs") for _, e in events if e.kind == "decisions"]
     assert sum(reasons) >= 2000 and max(reasons) <= 10_000, reasons
+
+
+def test_new_jobs_run_within_two_batches_beside_100000_jobs_that_cannot(
+        make_fleet: Callable[..., tuple[LocalCluster, LocalWorkers]], tmp_path: Path) -> None:
+    cluster, workers = make_fleet(FAST_HOSTS + "\n" + BIG_QUEUE)
+    workers.start("w1", HOST_SLOTS)
+    with cluster.client() as client:
+        _fill_backlog(client)
+        new = _new_jobs_run(cluster, client, tmp_path)
+    _assert_dispatched_within_two_batches(cluster, new)
+
+
+@pytest.mark.skipif(os.environ.get("XCE_SCALE") != "1", reason="5,000 simulated hosts: XCE_SCALE=1")
+def test_the_same_on_5000_simulated_hosts(make_cluster: Callable[..., LocalCluster], tmp_path: Path) -> None:
+    """Does not pass yet on a 2-core machine (issue 13 stays open for it): while the simulated
+    hosts join, the replicas hold elections over and over, and some calls fail with CANCELLED sent
+    by the server (cause not found yet; docs/ARCHITECTURE.md, Known limits)."""
+    tokens, admitted = worker_tokens(SIM_HOSTS)
+    cluster = make_cluster(extra_config="[hosts]\nheartbeat_s = 10.0\nheartbeat_timeout_s = 60.0\n\n"
+                           + BIG_QUEUE + "\n" + admitted)
+    cluster.start()
+    cluster.leader()
+    token_file = cluster.data / "fleet-tokens.json"
+    token_file.write_text(json.dumps(tokens))
+    # The hosts join at a bounded rate: all at once, two simulator processes on this machine's two
+    # cores starve the replicas' Raft threads, and elections follow.
+    fleet = SimFleet(cluster.data, cluster.addresses, SIM_HOSTS, HOST_SLOTS, cluster.config_path, token_file,
+                     joins_per_s=500)
+    try:
+        with cluster.client() as client:
+            deadline = time.monotonic() + 240
+            while len(client.list_hosts().hosts) < SIM_HOSTS:  # joined, as the leader's state says
+                assert time.monotonic() < deadline, f"{fleet.progress()[1]} of {SIM_HOSTS} hosts joined"
+                time.sleep(0.5)
+            _fill_backlog(client)
+            new = _new_jobs_run(cluster, client, tmp_path)
+    finally:
+        fleet.stop()
+    _assert_dispatched_within_two_batches(cluster, new)

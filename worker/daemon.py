@@ -64,6 +64,8 @@ INITIAL_BACKOFF_S = 0.05
 # stream is dead. Not less than MIN_SILENCE_S, so a busy leader is not taken for a dead one.
 SILENT_PERIODS = 3
 MIN_SILENCE_S = 2.0
+# Thousands of workers: their heartbeats notice a silent leader, so their pings are rare.
+WORKER_KEEPALIVE_MS = 10_000
 JOIN_TIMEOUT_S = 5.0  # a join is one commit: far less than this unless the replica is unreachable
 MAX_BACKOFF_S = 2.0  # a failover takes about a second: do not sleep through it
 MAX_FAILURES_KEPT = 100
@@ -280,7 +282,7 @@ class Worker:
         outgoing.put(self.opening())
         ended = threading.Event()
         joined_event = threading.Event()
-        with self.config.credentials.channel(target, channel_options()) as channel:
+        with self.config.credentials.channel(target, channel_options(WORKER_KEEPALIVE_MS)) as channel:
             connect = channel.stream_stream("/xce.v1.WorkerService/Connect",
                                             request_serializer=api.WorkerMessage.SerializeToString,
                                             response_deserializer=api.ControllerMessage.FromString)

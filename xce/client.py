@@ -208,6 +208,10 @@ class Client:
             time.sleep(backoff * (0.5 + self._rng.random()))
             backoff = min(backoff * 2, self.max_backoff_s)
 
+    def prefer(self, address: str) -> None:
+        """Send the next call to `address` (one known to lead, say), not to the last one tried."""
+        self._target = address
+
     def _next(self, address: str) -> str:
         if address not in self.addresses:
             return self.addresses[0]
@@ -229,15 +233,33 @@ class Client:
         return channel
 
 
-def channel_options() -> list[tuple[str, Any]]:
+# A replica cut off by a partition drops packets instead of refusing them. Without
+# these a call to it waits for its whole timeout and a stream for its silence
+# watchdog; with them the transport itself notices: a connection silent for
+# KEEPALIVE_MS is pinged, and one whose ping is not answered within KEEPALIVE_MS
+# more is closed (UNAVAILABLE); a connection attempt (TCP, TLS, HTTP/2 settings)
+# not done within CONNECT_TIMEOUT_MS fails. Pings are answered by gRPC's own
+# threads, so a leader busy in Python is not taken for a dead one. The server
+# allows pings this often (controller/grpc_api.py server_options).
+KEEPALIVE_MS = 500
+CONNECT_TIMEOUT_MS = 500
+
+
+def channel_options(keepalive_ms: int = KEEPALIVE_MS) -> list[tuple[str, Any]]:
+    """`keepalive_ms`: the workers, thousands of them, ping less often; their heartbeats notice a
+    silent leader (worker/daemon.py)."""
     return [
         ("grpc.max_send_message_length", 1 << 20),
         ("grpc.max_receive_message_length", 16 << 20),
-        ("grpc.keepalive_time_ms", 10_000),
-        ("grpc.keepalive_timeout_ms", 5_000),
+        ("grpc.keepalive_time_ms", keepalive_ms),
+        ("grpc.http2.ping_timeout_ms", keepalive_ms),  # a ping's answer (default 1 min)
+        # Also the kernel's TCP_USER_TIMEOUT (bytes sent, not acknowledged): lenient, for lossy links.
+        ("grpc.keepalive_timeout_ms", 4 * keepalive_ms),
+        ("grpc.http2.max_pings_without_data", 0),  # a stream only read from must ping too
         ("grpc.enable_retries", 0),
         ("grpc.initial_reconnect_backoff_ms", 100),
         ("grpc.max_reconnect_backoff_ms", 1000),
+        ("grpc.min_reconnect_backoff_ms", CONNECT_TIMEOUT_MS),  # gRPC's name for the connect timeout
     ]
 
 
