@@ -13,19 +13,26 @@ Never set in production; the replica logs a warning when one is on.
 - lacks-entry=KIND: this replica's code has no handler for KIND, as a build
   older than KIND would: it does not announce KIND, and it stops if it ever
   meets one (the rolling-upgrade test).
+- slow-entry=KIND: every table operation of applying an entry of KIND takes
+  1 ms more, as on a loaded machine: a submit of 1,000 jobs takes seconds to
+  apply, longer than an election timeout (the test that replicas stay heard
+  through a long apply, raft.py). The entry's effect is unchanged.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 
 from controller import fsm
+from controller.tables import Tables
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 logger = logging.getLogger(__name__)
-FAULTS = ("requeue-on-success", "raise-on-entry=KIND", "lacks-entry=KIND")
+FAULTS = ("requeue-on-success", "raise-on-entry=KIND", "lacks-entry=KIND", "slow-entry=KIND")
+SLOW_OPERATION_S = 0.001
 
 
 class FaultError(ValueError):
@@ -44,6 +51,8 @@ def handlers(spec: str) -> Mapping[str, fsm.Handler]:
             table[kind] = _raiser(fault)
         elif name == "lacks-entry" and kind in table:
             del table[kind]
+        elif name == "slow-entry" and kind in table:
+            table[kind] = _slowed(table[kind])
         else:
             raise FaultError(f"unknown XCE_FAULT {fault!r} (known: {', '.join(FAULTS)}; KIND one of "
                              f"{', '.join(sorted(fsm.HANDLERS))})")
@@ -73,3 +82,38 @@ def _requeue_on_success(handler: fsm.Handler) -> fsm.Handler:
         return results
 
     return requeue_on_success
+
+
+def _slowed(handler: fsm.Handler) -> fsm.Handler:
+    def slowed(applier: fsm.Applier) -> list[log.Result]:
+        tables = applier.tables
+        applier.tables = _SlowTables(tables)
+        try:
+            return handler(applier)
+        finally:
+            applier.tables = tables
+
+    return slowed
+
+
+class _SlowTables:
+    def __init__(self, tables: Tables) -> None:
+        self._tables = tables
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        time.sleep(SLOW_OPERATION_S)
+        return self._tables.get(table, key)
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        time.sleep(SLOW_OPERATION_S)
+        self._tables.put(table, key, value)
+
+    def delete(self, table: str, key: bytes) -> None:
+        time.sleep(SLOW_OPERATION_S)
+        self._tables.delete(table, key)
+
+    def scan(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        return self._tables.scan(table, start)
+
+    def scan_back(self, table: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return self._tables.scan_back(table, start)

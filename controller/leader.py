@@ -386,12 +386,15 @@ class LeaderCore:
                                    f"{caller.name} has {pending} pending jobs; {len(request.jobs)} more "
                                    f"would pass {limit} ([auth] max_pend_jobs_per_user)")
             meta = fsm.read_meta(tables)
+            queues: dict[str, api.Queue | None] = {}
             for spec in request.jobs:
                 spec.user = caller.name  # the owner is who proved it, never what the request says
                 fsm.check_spec(tables, meta, spec)
-                queue = fsm.read_queue(tables, spec.queue or meta.default_queue or fsm.DEFAULT_QUEUE)
-                authz.check_submit_queue(policy, caller, queue)
-                authz.check_priority(policy, caller, queue, spec.priority)
+                name = spec.queue or meta.default_queue or fsm.DEFAULT_QUEUE
+                if name not in queues:
+                    queues[name] = fsm.read_queue(tables, name)
+                    authz.check_submit_queue(policy, caller, queues[name])
+                authz.check_priority(policy, caller, queues[name], spec.priority)
         term.submits.add((token, (request, caller.record())), request.ByteSize())
         self._flush(term, term.submits, _submit_entry, self._submits_settled)
 

@@ -22,6 +22,14 @@ What we change about pysyncobj 0.3.17, and why:
 - Staggered election windows per replica and a 10 ms tick (pysyncobj only
   looks at its election deadline once per tick), so that the survivors of a
   leader kill do not split the vote.
+- A node stays heard while it applies an entry that takes long (10,000 jobs
+  in one submit, on a busy machine, take a second): pysyncobj applies in its
+  tick thread, which neither sends nor reads meanwhile, so a leader would miss
+  its heartbeats (its followers elect another after 0.3 s) and followers their
+  answers (the leader steps down after `leader_fallback_s`). The store calls
+  `_pulse` every 64 table operations of an apply; every heartbeat
+  period a leader sends its AppendEntries from there, and a follower tells its
+  leader it is alive (`xce_applying`, which the leader counts as an answer).
 
 Everything pysyncobj calls back (apply, proposal callbacks, state changes)
 runs in its tick thread; callers hand results to their own threads.
@@ -44,6 +52,7 @@ import pysyncobj.tcp_server as _tcp_server_module
 import pysyncobj.transport as _transport_module
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.config import SERIALIZER_STATE
+from pysyncobj.monotonic import monotonic
 from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
 from pysyncobj.transport import TCPTransport
 
@@ -267,7 +276,9 @@ class RaftNode:
         self._replica = _Replica(self._apply, self_address, [p for p in peers if p != self_address],
                                  conf=conf, transportClass=transport_class)
         self._last_keepalive = 0.0
+        self._last_pulse = 0.0
         self._replica.addOnTickCallback(self._on_tick)
+        store.pulse = self._pulse
 
     # -------------------------------------------------------------- proposing
 
@@ -344,6 +355,23 @@ class RaftNode:
         if self._on_applied is not None:
             self._on_applied(index)
         return result
+
+    def _pulse(self) -> None:
+        """Inside an apply, between two table operations (module docstring). Sending is what a tick
+        does after the apply anyway: pysyncobj's AppendEntries reads the log, the commit index and
+        each peer's next index, none of which the apply changes."""
+        if self._clock.monotonic_s() - self._last_pulse < self.settings.heartbeat_s:
+            return
+        replica = self._replica
+        try:
+            if replica._isLeader():
+                replica._SyncObj__sendAppendEntries()
+            elif (leader := replica._getLeader()) is not None:
+                message = {"type": "xce_applying", "term": replica.raftCurrentTerm}
+                replica._SyncObj__transport.send(leader, message)
+        except Exception:  # a send that fails (a reconnect, say) is the tick's to retry, not a failed apply
+            log.exception("sending from inside an apply failed")
+        self._last_pulse = self._clock.monotonic_s()  # after: a long send does not bring the next one on
 
     def read_index(self, done: Done) -> None:
         """Call done(True) in the tick thread once a read that arrives now may be answered from this
@@ -539,8 +567,17 @@ def _durable_transport(wal: LmdbJournal, reads: ReadIndex) -> type:
             return bool(super().send(node, message))
 
         def _onMessageReceived(self, node: Any, message: Any) -> None:
-            if isinstance(message, dict) and message.get("type") == "next_node_idx":
+            kind = message.get("type") if isinstance(message, dict) else None
+            if kind == "next_node_idx":
                 reads.answered(node)
+            elif kind == "xce_applying":
+                # A follower of this term busy applying: alive, which is all that pysyncobj's
+                # last-answer time is for (the step down after leader_fallback_s). ReadIndex
+                # counts only answers to AppendEntries.
+                replica = self._syncObj
+                if replica._isLeader() and message.get("term") == replica.raftCurrentTerm:
+                    replica._SyncObj__lastResponseTime[node] = monotonic()
+                return
             super()._onMessageReceived(node, message)
 
         def _onDisconnected(self, conn: Any) -> None:

@@ -29,7 +29,7 @@ import os
 import shutil
 import struct
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -50,6 +50,9 @@ IDENTITY_KEY = b"identity"
 
 class StoreError(Exception):
     """The store cannot be opened or restored; the message says why."""
+
+
+PULSE_EVERY = 64  # table operations between two calls of an apply's `pulse`
 
 
 class LmdbTables:
@@ -86,6 +89,45 @@ class LmdbTables:
         for key, value in cursor.iterprev(keys=True, values=True):
             yield bytes(key), bytes(value)
 
+
+
+class _PulsingTables(LmdbTables):
+    """An apply's tables: every PULSE_EVERY operations (a scanned row counts as one) they call
+    `pulse`, which lets the Raft node keep its peers hearing from it through an entry that takes long
+    to apply (raft.py). What the entry does is unchanged: `pulse` sees nothing of the state and gives
+    nothing back."""
+
+    def __init__(self, txn: lmdb.Transaction, dbs: dict[str, Any], pulse: Callable[[], None]) -> None:
+        super().__init__(txn, dbs)
+        self._pulse = pulse
+        self._operations = 0
+
+    def _count(self) -> None:
+        self._operations += 1
+        if self._operations % PULSE_EVERY == 0:
+            self._pulse()
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        self._count()
+        return super().get(table, key)
+
+    def put(self, table: str, key: bytes, value: bytes) -> None:
+        self._count()
+        super().put(table, key, value)
+
+    def delete(self, table: str, key: bytes) -> None:
+        self._count()
+        super().delete(table, key)
+
+    def scan(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        for item in super().scan(table, start):
+            self._count()
+            yield item
+
+    def scan_back(self, table: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        for item in super().scan_back(table, start):
+            self._count()
+            yield item
 
 class _ReadWriteLock:
     """Many readers or one swapper (snapshot restore); a waiting swapper
@@ -133,6 +175,8 @@ class StateStore:
         self.cluster_id = cluster_id
         # The entry kinds this replica applies (controller/faults.py may change them).
         self.handlers = handlers
+        # Called now and then while an entry is applied (_PulsingTables); set by the Raft node.
+        self.pulse: Callable[[], None] | None = None
         self._lock = _ReadWriteLock()
         self._finish_interrupted_swap()
         self._env, self._dbs = self._open(self.path)
@@ -186,7 +230,12 @@ class StateStore:
         stops the replica: nothing of the entry is written.
         """
         with self._env.begin(write=True) as txn:
-            return fsm.apply(LmdbTables(txn, self._dbs), index, data, self.handlers)
+            pulse = self.pulse
+            if pulse is None:
+                return fsm.apply(LmdbTables(txn, self._dbs), index, data, self.handlers)
+            results = fsm.apply(_PulsingTables(txn, self._dbs, pulse), index, data, self.handlers)
+            pulse()  # the commit writes all the entry's pages: maybe long too
+            return results
 
     # -------------------------------------------------------------- reading
 

@@ -12,7 +12,7 @@ import lmdb
 import pytest
 
 from controller import fsm
-from controller.store import SNAPSHOT_MAGIC, LmdbTables, StateStore, StoreError
+from controller.store import PULSE_EVERY, SNAPSHOT_MAGIC, LmdbTables, StateStore, StoreError
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -375,3 +375,20 @@ def test_a_snapshot_is_of_one_moment_though_entries_apply_while_it_is_written(
     assert target.restore_snapshot(file)  # the body is at the header's index: accepted
     assert header["applied_index"] == target.meta().applied_index == 3
     assert store.meta().applied_index == 4
+
+
+def test_a_long_apply_calls_pulse_as_it_goes_and_ends_in_the_same_state(
+        tmp_path: Path, stores: list[StateStore]) -> None:
+    """raft.py keeps a node heard from `pulse`; it must come during the apply, often, and change
+    nothing about what the entry does."""
+    plain, pulsed = open_store(stores, tmp_path / "plain"), open_store(stores, tmp_path / "pulsed")
+    calls: list[int] = []
+    pulsed.pulse = lambda: calls.append(1)
+    for store in (plain, pulsed):
+        store.apply(1, init_entry())
+    calls.clear()
+    big = submit_entry("big", count=2000)
+    results = [store.apply(2, big) for store in (plain, pulsed)]
+    assert results[0] == results[1] and results[0] is not None and len(results[0][0].job_ids) == 2000
+    assert len(calls) >= 2000 * 3 // PULSE_EVERY  # every job's writes count: more than one per job
+    assert plain.canonical_dump() == pulsed.canonical_dump()

@@ -27,7 +27,10 @@ from xce.v1 import api_pb2 as api
 
 LEADER_METADATA = "x-xce-leader"
 M = TypeVar("M", bound=Message)
-RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+# Outcomes unknown, so retried: every write carries a request id, which makes a repeat return the
+# first answer. This client never cancels its own calls, so CANCELLED is the server's gRPC core
+# giving up on one (seen once in a few runs while a leader of 5,000 worker streams stepped down).
+RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
 
 
 class XceError(Exception):
