@@ -90,7 +90,6 @@ class LmdbTables:
             yield bytes(key), bytes(value)
 
 
-
 class _PulsingTables(LmdbTables):
     """An apply's tables: every PULSE_EVERY operations (a scanned row counts as one) they call
     `pulse`, which lets the Raft node keep its peers hearing from it through an entry that takes long
@@ -128,6 +127,7 @@ class _PulsingTables(LmdbTables):
         for item in super().scan_back(table, start):
             self._count()
             yield item
+
 
 class _ReadWriteLock:
     """Many readers or one swapper (snapshot restore); a waiting swapper
