@@ -18,13 +18,15 @@ request is even parsed. Reads show each caller what it may see
 (authz.visible, authz.redact); the leader checks the rest of a write.
 
 Conventions (DESIGN.md): not the leader -> FAILED_PRECONDITION with
-`x-xce-leader`; no leader -> UNAVAILABLE; an oversized request is refused
-by gRPC itself with RESOURCE_EXHAUSTED.
+`x-xce-leader`; no leader -> UNAVAILABLE, after holding the call a while in
+case one comes (Replica.leader_settled, within the caller's deadline); an
+oversized request is refused by gRPC itself with RESOURCE_EXHAUSTED.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -47,7 +49,8 @@ logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 1 << 20
 LEADER_METADATA = "x-xce-leader"
-PROGRESS_S = 1.0  # a progress mark at least this often on an idle Sync stream
+PROGRESS_S = 1.0
+ANSWER_MARGIN_S = 0.1  # a progress mark at least this often on an idle Sync stream
 
 GRPC_STATUS: dict[int, grpc.StatusCode] = {
     log.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
@@ -86,6 +89,7 @@ def handlers(replica: Replica, authenticator: Authenticator) -> list[grpc.Generi
 
     def write(method: str) -> Handler:
         async def call(request: Message, caller: Principal) -> Message:
+            await replica.leader_settled(_HOLD_S.get())
             # A stored answer (a repeated request id, maybe another user's) shows what the caller may see.
             return services.shown(await replica.call(method, request, caller), caller)
 
@@ -160,6 +164,7 @@ class _Services:
 
     async def _barrier(self, stale: bool) -> None:
         if not stale:
+            await self.replica.leader_settled(_HOLD_S.get())
             await self.replica.read_barrier()
 
     async def get_job(self, request: api.GetJobRequest, caller: Principal) -> api.JobResponse:
@@ -228,6 +233,7 @@ class _Services:
             self._sync_streams[who] = self._sync_streams.get(who, 0) + 1
             counted = who
             request = parse(log.SyncRequest, raw)
+            await replica.leader_settled(hold_s(context))
             term = replica.core.serving_term()
             if term is None:
                 raise replica.core.refusal()
@@ -277,6 +283,7 @@ class _Services:
             caller = await self._caller(context, "worker.connect")
         except ServiceError as exc:
             await abort(context, exc)
+        await replica.leader_settled(hold_s(context))
         stream, outgoing = replica.worker_opened(caller.name)
         reader = asyncio.get_running_loop().create_task(self._read_worker(stream, requests))
         error: ServiceError | None = None
@@ -322,6 +329,16 @@ class _Services:
 
 Handler = Callable[[Any, Principal], Awaitable[Message]]
 
+# How long this call may wait for a leader (Replica.leader_settled), for the handlers that need one;
+# set per call, each of which runs in a task (and a context) of its own.
+_HOLD_S: contextvars.ContextVar[float] = contextvars.ContextVar("hold_s", default=0.0)
+
+
+def hold_s(context: grpc.aio.ServicerContext) -> float:
+    """What the caller's deadline leaves for waiting on a leader, less the time the answer takes back."""
+    remaining = context.time_remaining()
+    return float("inf") if remaining is None else max(0.0, remaining - ANSWER_MARGIN_S)
+
 
 def _unary_service(authenticator: Authenticator, policy: authz.Policy, name: str,
                    methods: dict[str, tuple[Handler, type[Message]]]) -> grpc.GenericRpcHandler:
@@ -336,6 +353,7 @@ def _unary(authenticator: Authenticator, policy: authz.Policy, permission: str |
     async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
             caller = await _authorized(authenticator, policy, context, permission)
+            _HOLD_S.set(hold_s(context))
             response = await fn(parse(request_class, raw), caller)
         except ServiceError as exc:
             await abort(context, exc)

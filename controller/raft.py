@@ -12,8 +12,10 @@ What we change about pysyncobj 0.3.17, and why:
   its journal through a module-level factory; we replace that factory for
   journal paths that carry our marker.
 - Snapshots are the state store's LMDB copy (store.write_snapshot), written
-  synchronously in the tick thread (no fork, no pickle of our state); a
-  snapshot restores only when it is newer than the local state.
+  by a thread of their own (SnapshotWriter; no fork, no pickle of our
+  state); a snapshot restores only when it is newer than the local state.
+- A follower names as its leader only one it is connected to (`leader`),
+  and a change of the leader it knows is reported like a change of role.
 - A keepalive message every `keepalive_s` to every peer keeps the follower
   to follower connections open: pysyncobj closes a connection silent for
   `connectionTimeout`, and the first vote request after a leader dies would
@@ -164,6 +166,9 @@ FAIL_NAMES = {value: name for name, value in vars(FAIL_REASON).items() if name.i
 ProposalCallback = Callable[[Any, int], None]
 
 
+_ROLES = {0: "follower", 1: "candidate", 2: "leader"}  # pysyncobj's _RAFT_STATE
+
+
 @dataclass(frozen=True)
 class RaftSettings:
     compaction_min_entries: int = 200_000
@@ -277,6 +282,7 @@ class RaftNode:
                                  conf=conf, transportClass=transport_class)
         self._last_keepalive = 0.0
         self._last_pulse = 0.0
+        self._known_leader: str | None = None  # as leader() said at the last tick
         self._replica.addOnTickCallback(self._on_tick)
         store.pulse = self._pulse
 
@@ -299,7 +305,7 @@ class RaftNode:
                 continue
         else:
             raw = self._replica.getStatus()
-        role = {0: "follower", 1: "candidate", 2: "leader"}.get(raw["state"], str(raw["state"]))
+        role = _ROLES.get(raw["state"], str(raw["state"]))
         leader = raw.get("leader")
         return RaftStatus(role=role, leader=None if leader is None else str(leader),
                           term=int(raw["raft_term"]), commit_index=int(raw["commit_idx"]),
@@ -325,8 +331,22 @@ class RaftNode:
         return bool(replica._isLeader() and noop is not None and replica.raftLastApplied >= noop)
 
     def leader(self) -> str | None:
-        node = self._replica._getLeader()
-        return None if node is None else str(node.address)
+        """The leader this node knows and is connected to (itself if it leads), or None. A killed
+        leader's connections drop at once, so its followers stop naming it before they elect
+        another: a caller referred to it would only meet a closed port."""
+        replica = self._replica
+        node = replica._getLeader()
+        if node is None:
+            return None
+        if not replica._isLeader() and not replica._SyncObj__transport.connected(node):
+            return None
+        return str(node.address)
+
+    def election_s(self) -> float:
+        """How long an election may take: the latest election timeout of any replica, twice (a
+        split vote and the one after it)."""
+        s, replicas = self.settings, len(self._replica.otherNodes) + 1
+        return 2 * (s.election_max_s + (replicas - 1) * s.election_stagger_s)
 
     def force_compaction(self) -> None:
         self._replica.forceLogCompaction()
@@ -397,6 +417,9 @@ class RaftNode:
 
     def _on_tick(self) -> None:
         self._reads_tick()
+        if self._on_role_change is not None and (leader := self.leader()) != self._known_leader:
+            self._known_leader = leader  # a follower's leader changed, or went: its role may not have
+            self._on_role_change(_ROLES.get(self._replica._SyncObj__raftState, "?"))
         self._wal.flush(lazy_commit_index=True)
         if self._wal.size_bytes > self.settings.compaction_max_bytes:
             self._replica.forceLogCompaction()
@@ -409,7 +432,7 @@ class RaftNode:
 
     def _state_changed(self, old: int, new: int) -> None:
         if self._on_role_change is not None:
-            self._on_role_change({0: "follower", 1: "candidate", 2: "leader"}.get(new, "?"))
+            self._on_role_change(_ROLES.get(new, "?"))
 
     def _serialize(self, path: str, data: tuple[Any, ...]) -> None:
         """pysyncobj's compaction, in the tick thread: start the snapshot in a thread of its own
@@ -579,6 +602,10 @@ def _durable_transport(wal: LmdbJournal, reads: ReadIndex) -> type:
                     replica._SyncObj__lastResponseTime[node] = monotonic()
                 return
             super()._onMessageReceived(node, message)
+
+        def connected(self, node: Any) -> bool:
+            connection = self._connections.get(node)
+            return connection is not None and connection.state == CONNECTION_STATE.CONNECTED
 
         def _onDisconnected(self, conn: Any) -> None:
             node = self._connToNode(conn)

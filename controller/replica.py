@@ -127,6 +127,8 @@ class Replica:
         self._calls: dict[int, asyncio.Future[Message]] = {}
         self._streams: dict[int, asyncio.Queue[Outgoing]] = {}
         self._wake = asyncio.Event()
+        self._held = 0  # calls waiting in leader_settled
+        self._changed = asyncio.Event()  # replaced and set after each input while calls are held
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -------------------------------------------------------------- from the tick thread
@@ -174,6 +176,26 @@ class Replica:
             return await future
         finally:
             self._calls.pop(token, None)
+
+    async def leader_settled(self, hold_s: float) -> None:
+        """Return once this replica serves as the leader or knows a leader to refer callers to, or
+        after hold_s. While an election is on (a leader was just killed), a follower knows none, and
+        the UNAVAILABLE it would answer at once sends the caller into a backoff that can outlast the
+        election by a second; held here, a worker or client hears of the new leader as soon as this
+        replica does (a long poll)."""
+        deadline = self.clock.monotonic_s() + min(hold_s, self.raft.election_s())
+        self._held += 1
+        try:
+            while self.core.serving_term() is None and not self.core.refusal().leader:
+                left = deadline - self.clock.monotonic_s()
+                if left <= 0:
+                    return
+                try:
+                    await asyncio.wait_for(self._changed.wait(), left)
+                except TimeoutError:
+                    return
+        finally:
+            self._held -= 1
 
     async def read_barrier(self) -> None:
         """Return once a read arriving now may be answered from this replica's state: it leads, a
@@ -232,6 +254,9 @@ class Replica:
                 logger.exception("performing %s failed", type(effect).__name__)
         if self.core.busy():
             self._wake.set()  # more sessions to step: the timer takes the next turn at once
+        if self._held:  # something changed that may settle who leads (leader_settled)
+            event, self._changed = self._changed, asyncio.Event()
+            event.set()
 
     def _perform_one(self, effect: object) -> None:
         if isinstance(effect, Propose):

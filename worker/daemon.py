@@ -8,9 +8,12 @@ the heartbeat period it wants; the worker then heartbeats with that
 generation until the stream ends. A follower refuses the stream with the
 leader's address, which the worker follows at once; any other failure (the
 leader died, no leader yet) moves it to the next replica after a capped,
-jittered exponential backoff. It never gives up (H1): every reconnect is a
-new join, so the leader knows the host is back and which connection is
-current.
+jittered exponential backoff, started afresh after any session that had
+joined. A replica that knows no leader holds the stream until it does (the
+controller's Replica.leader_settled), so a worker that reconnects during an
+election hears of the new leader when that replica does. It never gives up
+(H1): every reconnect is a new join, so the leader knows the host is back
+and which connection is current.
 
 The worker-side fence (Nomad's stop_after_client_disconnect): the leader
 says in `joined` how long a worker may go without a heartbeat answered by a
@@ -262,9 +265,9 @@ class Worker:
         backoff = INITIAL_BACKOFF_S
         while not self._stop.is_set():
             target = self._target
+            joined = threading.Event()
             try:
-                if self._session(target):
-                    backoff = INITIAL_BACKOFF_S  # it had joined: try again promptly
+                self._session(target, joined)
             except grpc.RpcError as exc:
                 leader = leader_hint(exc)
                 if leader and leader != target:
@@ -273,15 +276,19 @@ class Worker:
                 self._target = self._next(target)
                 log.info("worker %s: %s from %s: %s", self.config.host.name, exc.code().name, target,
                          exc.details())
+            if joined.is_set():
+                # It had joined, so whatever failed before is over: the leader that served it is gone
+                # now (killed, say), which a stream mostly ends with an error, and the next one is a
+                # fresh start rather than one more failure in a row.
+                backoff = INITIAL_BACKOFF_S
             self._stop.wait(backoff * (0.5 + self._rng.random()))
             backoff = min(backoff * 2, MAX_BACKOFF_S)
 
-    def _session(self, target: str) -> bool:
-        """One stream: join, heartbeat until it ends. True if it had joined."""
+    def _session(self, target: str, joined_event: threading.Event) -> None:
+        """One stream: join (setting joined_event), heartbeat until it ends."""
         outgoing: queue.Queue[api.WorkerMessage | None] = queue.Queue()
         outgoing.put(self.opening())
         ended = threading.Event()
-        joined_event = threading.Event()
         with self.config.credentials.channel(target, channel_options(WORKER_KEEPALIVE_MS)) as channel:
             connect = channel.stream_stream("/xce.v1.WorkerService/Connect",
                                             request_serializer=api.WorkerMessage.SerializeToString,
@@ -296,7 +303,7 @@ class Worker:
             join_timer.start()
             try:
                 if self._stop.is_set():
-                    return False
+                    return
                 for frame in call:
                     if self.receive(frame, outgoing.put):
                         joined_event.set()
@@ -311,7 +318,6 @@ class Worker:
                 outgoing.put(None)
                 call.cancel()
                 self._call = None
-        return joined_event.is_set()
 
     @staticmethod
     def _heartbeat_s(frame: api.ControllerMessage) -> float:

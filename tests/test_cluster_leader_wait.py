@@ -1,0 +1,62 @@
+"""A replica that knows no leader holds a call for a while (Replica.leader_settled), then answers.
+
+Right after the leader is killed its followers know no leader (their connections to it dropped) until
+one of them wins the election. A write or a worker's join that reaches a follower then is held until the
+follower hears of the new leader, and then referred to it (or served, if the follower won): callers
+follow at once instead of backing off through the election. Where no leader comes (no quorum), the hold
+ends and the call gets UNAVAILABLE, not a silent wait to its deadline.
+"""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from xce.client import leader_hint
+from xce.local_cluster import LocalCluster
+from xce.v1 import api_pb2 as api
+
+pytestmark = pytest.mark.cluster
+
+
+def _submit_once(cluster: LocalCluster, replica_id: int, name: str) -> grpc.RpcError | None:
+    """One SubmitJobs to one replica, no retry: None if it was served, else the refusal."""
+    request = api.SubmitJobsRequest(request_id=f"wait-{name}",
+                                    jobs=[api.JobSpec(command=["true"], name=name, cwd="/tmp")])
+    with cluster.credentials.channel(cluster.address(replica_id)) as channel:
+        stub = channel.unary_unary("/xce.v1.JobService/SubmitJobs",
+                                   request_serializer=api.SubmitJobsRequest.SerializeToString,
+                                   response_deserializer=api.SubmitJobsResponse.FromString)
+        try:
+            stub(request, timeout=30, metadata=cluster.credentials.metadata())
+        except grpc.RpcError as exc:
+            return exc
+    return None
+
+
+def test_a_write_to_a_follower_during_the_election_is_referred_to_the_new_leader(
+        cluster: LocalCluster) -> None:
+    old = cluster.leader()
+    followers = [r for r in cluster.procs if r != old]
+    cluster.kill(old)
+    answers = {r: _submit_once(cluster, r, f"during-election-{r}") for r in followers}
+    new = cluster.leader(exclude=old)
+    for replica_id, error in answers.items():
+        if error is None:
+            assert replica_id == new  # served: it had won the election
+            continue
+        # Not UNAVAILABLE ("no leader elected"), nor a referral to the dead leader.
+        assert error.code() == grpc.StatusCode.FAILED_PRECONDITION, (replica_id, error)
+        assert leader_hint(error) == cluster.address(new)
+    with cluster.client() as client:
+        names = {job.spec.name for job in client.list_jobs()}
+    assert {f"during-election-{r}" for r, e in answers.items() if e is None} <= names
+
+
+def test_without_a_quorum_the_hold_ends_in_unavailable(cluster: LocalCluster) -> None:
+    survivor, *others = sorted(cluster.procs)
+    for replica_id in others:
+        cluster.kill(replica_id)
+    error = _submit_once(cluster, survivor, "no-quorum")
+    assert error is not None and error.code() == grpc.StatusCode.UNAVAILABLE, error
+    assert leader_hint(error) is None
