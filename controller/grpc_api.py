@@ -49,8 +49,8 @@ logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 1 << 20
 LEADER_METADATA = "x-xce-leader"
-PROGRESS_S = 1.0
-ANSWER_MARGIN_S = 0.1  # a progress mark at least this often on an idle Sync stream
+PROGRESS_S = 1.0  # a progress mark at least this often on an idle Sync stream
+ANSWER_MARGIN_S = 0.1  # of a call's deadline, left for its answer when it is held for a leader
 
 GRPC_STATUS: dict[int, grpc.StatusCode] = {
     log.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
@@ -233,7 +233,8 @@ class _Services:
             self._sync_streams[who] = self._sync_streams.get(who, 0) + 1
             counted = who
             request = parse(log.SyncRequest, raw)
-            await replica.leader_settled(hold_s(context))
+            # Held no longer than a progress mark's period: the scheduler takes a silent stream for dead.
+            await replica.leader_settled(min(hold_s(context), PROGRESS_S))
             term = replica.core.serving_term()
             if term is None:
                 raise replica.core.refusal()

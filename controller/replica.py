@@ -186,7 +186,7 @@ class Replica:
         deadline = self.clock.monotonic_s() + min(hold_s, self.raft.election_s())
         self._held += 1
         try:
-            while self.core.serving_term() is None and not self.core.refusal().leader:
+            while not self._settled():
                 left = deadline - self.clock.monotonic_s()
                 if left <= 0:
                     return
@@ -196,6 +196,10 @@ class Replica:
                     return
         finally:
             self._held -= 1
+
+    def _settled(self) -> bool:
+        """This replica serves as the leader, or names one in its refusal."""
+        return self.core.serving_term() is not None or bool(self.core.refusal().leader)
 
     async def read_barrier(self) -> None:
         """Return once a read arriving now may be answered from this replica's state: it leads, a
@@ -254,7 +258,7 @@ class Replica:
                 logger.exception("performing %s failed", type(effect).__name__)
         if self.core.busy():
             self._wake.set()  # more sessions to step: the timer takes the next turn at once
-        if self._held:  # something changed that may settle who leads (leader_settled)
+        if self._held and self._settled():  # wake the calls held in leader_settled, once there is news
             event, self._changed = self._changed, asyncio.Event()
             event.set()
 
@@ -325,7 +329,7 @@ class Replica:
     def local_status(self) -> api.ReplicaStatus:
         raft = self.raft.status()
         meta = self.store.meta()
-        leader = self.config.grpc_for_raft(raft.leader) or ""
+        leader = self.config.grpc_for_raft(self.raft.leader()) or ""  # one it can reach, as refusals name
         return api.ReplicaStatus(id=self.me.id, grpc_address=self.me.grpc, raft_address=self.me.raft,
                                  role=raft.role, term=raft.term, commit_index=raft.commit_index,
                                  applied_index=meta.applied_index, revision=meta.applied_index,

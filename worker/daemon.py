@@ -266,21 +266,24 @@ class Worker:
         while not self._stop.is_set():
             target = self._target
             joined = threading.Event()
+            error: grpc.RpcError | None = None
             try:
                 self._session(target, joined)
             except grpc.RpcError as exc:
-                leader = leader_hint(exc)
-                if leader and leader != target:
-                    self._target = leader
-                    continue
-                self._target = self._next(target)
-                log.info("worker %s: %s from %s: %s", self.config.host.name, exc.code().name, target,
-                         exc.details())
+                error = exc
             if joined.is_set():
                 # It had joined, so whatever failed before is over: the leader that served it is gone
                 # now (killed, say), which a stream mostly ends with an error, and the next one is a
                 # fresh start rather than one more failure in a row.
                 backoff = INITIAL_BACKOFF_S
+            if error is not None:
+                leader = leader_hint(error)
+                if leader and leader != target:
+                    self._target = leader
+                    continue
+                self._target = self._next(target)
+                log.info("worker %s: %s from %s: %s", self.config.host.name, error.code().name, target,
+                         error.details())
             self._stop.wait(backoff * (0.5 + self._rng.random()))
             backoff = min(backoff * 2, MAX_BACKOFF_S)
 
