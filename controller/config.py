@@ -141,6 +141,17 @@ def load(path: Path) -> ClusterConfig:
     return parse(read_toml(path, ConfigError, "configuration file"), path)
 
 
+def grpc_addresses(path: Path) -> list[str]:
+    """The replicas' gRPC addresses from the cluster file, without the rest of it (the password file,
+    which only replica hosts hold): what a CLI or a scheduler needs."""
+    path = Path(path).resolve()
+    replicas = read_toml(path, ConfigError, "configuration file").get("replicas")
+    if not isinstance(replicas, list) or not replicas or not all(
+            isinstance(r, dict) and isinstance(r.get("grpc"), str) and r["grpc"] for r in replicas):
+        raise ConfigError(f"{path}: [[replicas]] with a grpc address each")
+    return [r["grpc"] for r in replicas]
+
+
 def read_toml(path: Path, error: type[Exception], what: str) -> dict[str, Any]:
     """The file's TOML table, or `error` saying plainly what is wrong."""
     try:

@@ -53,9 +53,12 @@ def controllers(args: argparse.Namespace) -> list[str]:
     if config_path is None:
         raise SystemExit(f"xce: no --controllers and no local cluster at {data_dir() / 'cluster.toml'} "
                          "(start one with `xce cluster up`)")
-    from controller.config import load
+    from controller.config import ConfigError, grpc_addresses
 
-    return [r.grpc for r in load(config_path).replicas]
+    try:
+        return grpc_addresses(config_path)  # not load(): only replica hosts can read the password
+    except ConfigError as exc:
+        raise SystemExit(f"xce: {exc}") from None
 
 
 def credentials(args: argparse.Namespace) -> Credentials:
@@ -107,6 +110,19 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--san", action="append", default=[], help="a host name or IP it serves (replicas)")
     q.add_argument("--out", type=Path, help="where to write it (default: DIR)")
     q.add_argument("--days", type=int, default=825)
+
+    p = sub.add_parser("init", help="make a deployment: CA, certificates, password, admin token; "
+                                    "a bundle per host")
+    p.add_argument("--replicas", required=True,
+                   help="HOST:GRPC_PORT[:RAFT_PORT],... (Raft default: gRPC + 100)")
+    p.add_argument("--workers", default="", help="the worker hosts' names, as they will join: n1,n2,...")
+    p.add_argument("--schedulers", help="hosts that run a scheduler (default: every replica host)")
+    p.add_argument("--cluster-id", default="xce")
+    p.add_argument("--admin", default="root", help="the user the first admin token is for (default root)")
+    p.add_argument("--data-dir", default="/var/lib/xce", help="the replicas' state (default /var/lib/xce)")
+    p.add_argument("--spool-dir", default="/var/spool/xce",
+                   help="the workers' spools (default /var/spool/xce)")
+    p.add_argument("--out", required=True, type=Path, help="where to write (must not exist or be empty)")
 
     p = sub.add_parser("token", help="bearer tokens (cluster admins)")
     tsub = p.add_subparsers(dest="token_command", required=True)
@@ -246,12 +262,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_demo(args.jobs, Path(args.data) if args.data else None)
     if args.command == "ca":
         return _ca(args)
+    if args.command == "init":
+        return _init(args)
     try:
         with Client(controllers(args), credentials(args)) as client:
             return _run(client, args)
     except XceError as exc:
         print(f"xce: {exc.code.name}: {exc.message}", file=sys.stderr)
         return 1
+
+
+def _init(args: argparse.Namespace) -> int:
+    from xce import deploy_init
+
+    try:
+        plan = deploy_init.plan(args.cluster_id, args.replicas, args.workers, args.schedulers, args.admin,
+                                args.data_dir, args.spool_dir)
+        hosts = deploy_init.write(plan, args.out)
+    except deploy_init.InitError as exc:
+        print(f"xce init: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.out}: a bundle for each of {len(hosts)} hosts ({', '.join(h.name for h in hosts)}) "
+          f"in {args.out / 'hosts'}; the CA in {args.out / 'ca'} (keep it off the hosts); the admin token "
+          f"in {args.out / 'admin' / 'token'}. {args.out / 'README.txt'} says what goes where.")
+    return 0
 
 
 def _run(client: Client, args: argparse.Namespace) -> int:
