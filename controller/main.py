@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import signal
 import sys
@@ -12,12 +11,11 @@ from pathlib import Path
 from controller import faults
 from controller.config import ConfigError, load
 from controller.store import StoreError
+from xce import daemon_logging
 
 
 def run(config_path: Path, replica_id: int) -> int:
-    logging.basicConfig(level=logging.INFO,
-                        format=f"%(asctime)s replica-{replica_id} %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("pysyncobj").setLevel(logging.WARNING)
+    daemon_logging.setup(f"replica-{replica_id}")
     try:
         handlers = faults.handlers(os.environ.get("XCE_FAULT", ""))
         config = load(config_path)

@@ -46,6 +46,7 @@ from controller.fsm import versions
 from controller.leader import AskPeers, EndStream, LeaderCore, LeaderSettings, Propose, Reply, Send
 from controller.raft import FAIL_STOP_EXIT, SUCCESS, RaftNode
 from controller.store import StateStore
+from xce import sd_notify
 from xce.clock import REAL_CLOCK, Clock
 from xce.credentials import Credentials
 from xce.errors import ServiceError, unavailable
@@ -392,7 +393,10 @@ class Replica:
             server.add_secure_port(self.me.grpc, server_credentials(self.config, self.me))
         await server.start()
         logger.info("replica %d serving gRPC on %s, Raft on %s", self.me.id, self.me.grpc, self.me.raft)
+        me = self.me
+        sd_notify.notify("READY=1", f"STATUS=replica {me.id}: gRPC on {me.grpc}, Raft on {me.raft}")
         await stop.wait()
+        sd_notify.notify("STOPPING=1")
         await server.stop(grace=1.0)
         timer.cancel()
         for task in list(self._tasks):

@@ -29,7 +29,7 @@ from scheduler.lease import Lease
 from scheduler.picker import Picker
 from scheduler.planner import PassView
 from scheduler.view import View
-from xce import pki
+from xce import daemon_logging, pki, sd_notify
 from xce.client import Client, XceError
 from xce.clock import REAL_CLOCK, Clock
 from xce.credentials import Credentials
@@ -80,6 +80,7 @@ class Scheduler:
 
     def run(self) -> None:
         self.follower.start()
+        sd_notify.notify("READY=1", f"STATUS=scheduler {self.id}")
         leasing = threading.Thread(target=self._lease_loop, name="lease", daemon=True)
         leasing.start()
         try:
@@ -168,7 +169,6 @@ class Scheduler:
 
 def run(addresses: Sequence[str], credentials: Credentials, scheduler_id: str | None, lease_s: float,
         picker: str = "fcfs") -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     try:
         picker_module.load(picker)
     except picker_module.PickerError as exc:
@@ -177,6 +177,7 @@ def run(addresses: Sequence[str], credentials: Credentials, scheduler_id: str | 
     if scheduler_id is None and credentials.cert is not None:
         scheduler_id = pki.identity(credentials.cert).name  # the lease is bound to the certificate's name
     scheduler = Scheduler(addresses, credentials, scheduler_id, lease_s, picker=picker)
+    daemon_logging.setup(f"scheduler-{scheduler.id}")
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: scheduler.stop())
     log.info("scheduler %s: controllers %s", scheduler.id, ",".join(addresses))

@@ -55,7 +55,7 @@ from worker.config import WorkerConfig, WorkerConfigError, load
 from worker.executor import Executor
 from worker.journal import JournalStore
 from worker.process_host import ProcessHost
-from xce import worker_wire
+from xce import daemon_logging, sd_notify, worker_wire
 from xce.client import channel_options, leader_hint
 from xce.clock import REAL_CLOCK, Clock
 from xce.v1 import api_pb2 as api
@@ -248,6 +248,8 @@ class Worker:
 
     def run(self) -> None:
         self.executor.recover()
+        sd_notify.notify("READY=1", f"STATUS=host {self.config.host.name}: joining via "
+                         f"{','.join(self.config.controllers)}")
         fence = threading.Thread(target=self._fence_loop, daemon=True)
         fence.start()
         try:
@@ -367,12 +369,12 @@ def _drain(outgoing: queue.Queue[api.WorkerMessage | None]) -> Iterator[api.Work
 
 
 def run(config_path: Path, name: str | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     try:
         config = load(config_path, name)
     except WorkerConfigError as exc:
         print(f"xce worker: {exc}", file=sys.stderr)
         return 2
+    daemon_logging.setup(f"worker-{config.host.name}")
     worker = Worker(config)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stop())

@@ -2,7 +2,8 @@
 
 Controllers come from `--controllers host:port,...`, else $XCE_CONTROLLERS,
 else the cluster file (`--cluster FILE`, $XCE_CLUSTER, else the local
-cluster's `cluster.toml` in the data directory: $XCE_DATA or ./xce-data).
+cluster's `cluster.toml` in the data directory: $XCE_DATA or ./xce-data,
+else a deployment's /etc/xce/cluster.toml).
 The cluster file also gives the TLS files; who the caller is comes from a
 token or MUNGE (xce/credentials.py). Every read command takes --json.
 Errors print the gRPC status and the server's message and exit 1 (2 for
@@ -28,6 +29,7 @@ from xce.credentials import Credentials, CredentialsError, for_cluster, new_toke
 from xce.v1 import api_pb2 as api
 
 DEFAULT_DATA = "xce-data"
+SYSTEM_CLUSTER_FILE = Path("/etc/xce/cluster.toml")  # where xce init's bundles put it on every host
 STALE_HELP = "any replica answers from its own state, saying its revision (default: the leader, linearizable)"
 ACTIONS = {"kill": api.KILL, "stop": api.STOP, "resume": api.RESUME, "hold": api.HOLD,
            "release": api.RELEASE, "requeue": api.REQUEUE}
@@ -41,8 +43,10 @@ def cluster_file(args: argparse.Namespace) -> Path | None:
     explicit = getattr(args, "cluster", None) or os.environ.get("XCE_CLUSTER")
     if explicit:
         return Path(explicit).resolve()
-    path = data_dir() / "cluster.toml"
-    return path if path.exists() else None
+    for path in (data_dir() / "cluster.toml", SYSTEM_CLUSTER_FILE):
+        if path.exists():
+            return path
+    return None
 
 
 def controllers(args: argparse.Namespace) -> list[str]:
@@ -51,8 +55,8 @@ def controllers(args: argparse.Namespace) -> list[str]:
         return [a.strip() for a in explicit.split(",") if a.strip()]
     config_path = cluster_file(args)
     if config_path is None:
-        raise SystemExit(f"xce: no --controllers and no local cluster at {data_dir() / 'cluster.toml'} "
-                         "(start one with `xce cluster up`)")
+        raise SystemExit(f"xce: no --controllers, no local cluster at {data_dir() / 'cluster.toml'} "
+                         f"(start one with `xce cluster up`) and no {SYSTEM_CLUSTER_FILE}")
     from controller.config import ConfigError, grpc_addresses
 
     try:
