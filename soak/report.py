@@ -34,28 +34,35 @@ _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
 # The hops of a failover, each the first such log line after the kill or cut, in order:
 # a replica serves as the new leader; the scheduler's Sync stream to the old one ends
 # (a kill: at once; a partition: when its keepalive goes unanswered); its stream resumes
-# at the new leader. With the probe's first committed write and the first new dispatch
+# at the new leader; then the last of the workers joins it ("workers_joined": until then
+# some freed slots are not seen). With the probe's first committed write and the first new dispatch
 # (the dispatch watch), they say where a failover's time goes.
 HOPS = {"elected": ("replica-", re.compile(r"controller\.leader: serving \(leadership")),
         "stream_lost": ("sched-", re.compile(r"sync: (?!resumed|snapshot)")),
         "resumed": ("sched-", re.compile(r"sync: (resumed from|snapshot of revision)"))}
+WORKER_JOINED = re.compile(r": joined via ")
+ALL_HOPS = (*HOPS, "workers_joined")
 
 
 def _log_times(data: Path, prefix: str, pattern: re.Pattern[str]) -> list[float]:
     """Wall times of the log lines that match, from every daemon log named prefix*."""
+    return sorted(t for path in data.glob(f"{prefix}*.log") for t in _times_in(path, pattern))
+
+
+def _times_in(path: Path, pattern: re.Pattern[str]) -> list[float]:
     times = []
-    for path in data.glob(f"{prefix}*.log"):
-        for line in path.read_text(errors="replace").splitlines():
-            stamp = _STAMP.match(line)
-            if stamp and pattern.search(line):
-                local = time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")
-                times.append(time.mktime(local) + int(stamp.group(2)) / 1000)
-    return sorted(times)
+    for line in path.read_text(errors="replace").splitlines():
+        stamp = _STAMP.match(line)
+        if stamp and pattern.search(line):
+            local = time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")
+            times.append(time.mktime(local) + int(stamp.group(2)) / 1000)
+    return times
 
 
 def hop_delays(failovers: Sequence[ChaosFailover], data: Path) -> list[dict[str, float]]:
     """Per failover, each hop's delay from the kill or cut to its first log line (within 10 s)."""
     lines = {hop: _log_times(data, prefix, pattern) for hop, (prefix, pattern) in HOPS.items()}
+    joins = [_times_in(path, WORKER_JOINED) for path in data.glob("worker-*.log")]
     out = []
     for failover in failovers:
         delays = {}
@@ -63,6 +70,10 @@ def hop_delays(failovers: Sequence[ChaosFailover], data: Path) -> list[dict[str,
             later = [t - failover.at for t in times if failover.at <= t < failover.at + 10]
             if later:
                 delays[hop] = later[0]
+        firsts = [next((t - failover.at for t in times if failover.at <= t < failover.at + 10), None)
+                  for times in joins]
+        if firsts and all(t is not None for t in firsts):
+            delays["workers_joined"] = max(t for t in firsts if t is not None)
         out.append(delays)
     return out
 
@@ -70,7 +81,7 @@ def hop_delays(failovers: Sequence[ChaosFailover], data: Path) -> list[dict[str,
 def hops(failovers: Sequence[ChaosFailover], data: Path) -> dict[str, Any]:
     """Per hop, its delays' p50 and p99; and every failover's hops, with its write and dispatch."""
     each = hop_delays(failovers, data)
-    out: dict[str, Any] = {hop: _stats([d[hop] for d in each if hop in d]) for hop in HOPS}
+    out: dict[str, Any] = {hop: _stats([d[hop] for d in each if hop in d]) for hop in ALL_HOPS}
     out["samples_ms"] = []
     for delays, failover in zip(each, failovers, strict=True):
         ends = {"write": failover.write_s, "dispatch": failover.dispatch_s}
@@ -130,7 +141,7 @@ def summary(result: dict[str, Any]) -> str:
         """The hops' p50s in order, then the two measured ends (all from the fault)."""
         if not kind["dispatch"].get("n"):
             return []
-        steps = [(hop, kind["hops"][hop]) for hop in HOPS] + [("write", kind["write"]),
+        steps = [(hop, kind["hops"][hop]) for hop in ALL_HOPS] + [("write", kind["write"]),
                                                               ("dispatch", kind["dispatch"])]
         return ["  hops, p50 from the fault: " + ", ".join(
             f"{hop} {stats['p50_ms']:.0f} ms" for hop, stats in sorted(

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from soak import checks
+import time
+from pathlib import Path
+
+from soak import checks, report
+from soak.chaos import Failover
 from soak.checks import FinalJob, Instance
 
 S = 1_700_000_000_000  # ms
@@ -77,3 +81,27 @@ def test_verdict_passes_a_clean_run_and_fails_a_broken_one() -> None:
     rerun = instances + [Instance("w1", 2, 1, S + 400, S + 500)]
     broken = checks.verdict([1, 2], final, rerun, {"w1": 1}, {}, {}, {}, now_ms=S + 1000)
     assert not broken.ok and broken.duplicated == [2]
+
+
+def test_a_failovers_hops_are_read_from_the_daemons_logs(tmp_path: Path) -> None:
+    """Each hop is the first matching line after the fault; workers_joined is the last worker's first
+    join after it (until every worker has joined, some freed slots are not seen)."""
+    def line(at: float, who: str, text: str) -> str:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(int(at)))
+        return f"{stamp},{round(at % 1 * 1000):03d} {who} INFO {text}\n"
+
+    fault = float(int(time.time()) - 100)
+    logs = {
+        "replica-2": [(-50, "controller.leader: serving (leadership 1)"),
+                      (0.4, "controller.leader: serving (leadership 2)")],
+        "sched-1": [(0.1, "scheduler.follower: sync: lost"),
+                    (0.6, "scheduler.follower: sync: resumed from 7")],
+        "worker-w1": [(0.5, "xce.worker: worker w1: joined via a")],
+        "worker-w2": [(-1, "xce.worker: worker w2: joined via a"),
+                      (0.9, "xce.worker: worker w2: joined via b")],
+    }
+    for who, lines in logs.items():
+        (tmp_path / f"{who}.log").write_text("".join(line(fault + after, who, text) for after, text in lines))
+    delays = report.hop_delays([Failover("kill", 1, fault, 0)], tmp_path)[0]
+    assert {hop: round(s, 3) for hop, s in delays.items()} == {
+        "elected": 0.4, "stream_lost": 0.1, "resumed": 0.6, "workers_joined": 0.9}
