@@ -36,6 +36,7 @@ PERMISSIONS = frozenset({
     "queues.state",       # open, close, activate, inactivate queues
     "queues.manage",      # create queues, change anything about them
     "tokens.manage",      # create, list and revoke tokens
+    "cluster.backup",     # save a snapshot of the whole state (every job, token hashes): admins only
     "cluster.read",       # status, hosts, queues
     "state.sync",         # the Sync stream (every job in full)
     "scheduler.lease",    # take and renew the scheduler lease
@@ -82,6 +83,7 @@ METHOD_PERMISSION: Mapping[str, str] = {
     "RevokeToken": "tokens.manage",
     "ListTokens": "tokens.manage",
     "Sync": "state.sync",
+    "SaveSnapshot": "cluster.backup",
     "Connect": "worker.connect",
     "AcquireLease": "scheduler.lease",
     "SubmitDecisions": "scheduler.decide",

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
@@ -35,11 +36,12 @@ from typing import Any, NoReturn, TypeVar
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from controller import authz, history_reads, reads, sync_reader, sync_stream
+from controller import authz, backup, history_reads, reads, sync_reader, sync_stream
 from controller.authn import Authenticator
 from controller.authz import Principal
 from controller.fsm import tokens
 from controller.replica import Ended, Replica
+from controller.store import StateStore
 from xce import worker_wire
 from xce.errors import ServiceError, invalid, unavailable
 from xce.v1 import api_pb2 as api
@@ -111,6 +113,8 @@ def handlers(replica: Replica, authenticator: Authenticator) -> list[grpc.Generi
             "ListHosts": (services.list_hosts, api.ListHostsRequest)}),
         grpc.method_handlers_generic_handler("xce.v1.SyncService", {
             "Sync": grpc.unary_stream_rpc_method_handler(services.sync)}),
+        grpc.method_handlers_generic_handler("xce.v1.AdminService", {
+            "SaveSnapshot": grpc.unary_stream_rpc_method_handler(services.save_snapshot)}),
         grpc.method_handlers_generic_handler("xce.v1.WorkerService", {
             "Connect": grpc.stream_stream_rpc_method_handler(services.worker_connect)}),
         unary("xce.v1.SchedulerService", {
@@ -273,6 +277,36 @@ class _Services:
                     self._sync_streams[counted] = left
                 else:
                     del self._sync_streams[counted]
+
+    # -------------------------------------------------------------- backups
+
+    async def save_snapshot(self, raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        """A consistent copy of the state (controller/backup.py): header, chunks, checksum."""
+        replica = self.replica
+        try:
+            caller = await self._caller(context, "cluster.backup")
+            parse(api.SaveSnapshotRequest, raw)
+            await replica.leader_settled(hold_s(context))
+            await replica.read_barrier()
+            path = await asyncio.to_thread(backup.copy_state, replica.store, replica.data_dir)
+        except ServiceError as exc:
+            await abort(context, exc)
+        try:
+            header, _ = StateStore.read_snapshot_header(path)
+            revision = int(header["applied_index"])
+            yield api.BackupChunk(header=api.BackupHeader(
+                cluster_id=str(header["cluster_id"]), revision=revision,
+                size=path.stat().st_size)).SerializeToString()
+            digest = hashlib.sha256()
+            chunks = backup.chunks(path)
+            while data := await asyncio.to_thread(next, chunks, b""):
+                digest.update(data)
+                yield api.BackupChunk(data=data).SerializeToString()
+            yield api.BackupChunk(sha256=digest.digest()).SerializeToString()
+            logger.info("snapshot at revision %d (%d bytes) saved by %s", revision, path.stat().st_size,
+                        caller.name)
+        finally:
+            path.unlink(missing_ok=True)
 
     # -------------------------------------------------------------- workers
 

@@ -108,7 +108,7 @@ class Replica:
         self.me = config.replica(replica_id)
         self.clock = clock
         self.kinds = frozenset(handlers)
-        data_dir = config.replica_dir(replica_id)
+        data_dir = self.data_dir = config.replica_dir(replica_id)
         # The state holds every job's environment and command: this replica's files are
         # its own (the Raft log, the state, snapshots), whatever the umask or an older build left.
         data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)

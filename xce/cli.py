@@ -23,7 +23,7 @@ from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
-from xce import cli_history
+from xce import cli_history, cli_snapshot
 from xce.client import Client, XceError
 from xce.credentials import Credentials, CredentialsError, for_cluster, new_token
 from xce.v1 import api_pb2 as api
@@ -226,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--json", action="store_true")
 
     cli_history.add_parsers(sub, STALE_HELP)
+    cli_snapshot.add_parsers(sub)
 
     p = sub.add_parser("hosts", help="list hosts (like bhosts)")
     p.add_argument("--json", action="store_true")
@@ -268,6 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _ca(args)
     if args.command == "init":
         return _init(args)
+    if args.command == "snapshot" and args.snapshot_command == "status":
+        return cli_snapshot.status(args)
     try:
         with Client(controllers(args), credentials(args)) as client:
             return _run(client, args)
@@ -296,6 +299,8 @@ def _run(client: Client, args: argparse.Namespace) -> int:
     command = args.command
     if command == "submit":
         return _submit(client, args)
+    if command == "snapshot":
+        return cli_snapshot.save(client, args)
     if command == "jobs":
         filters = list(args.filter)
         if args.state:

@@ -13,11 +13,12 @@ channel and the token or MUNGE metadata.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 import uuid
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, BinaryIO, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -27,6 +28,7 @@ from xce.v1 import api_pb2 as api
 
 LEADER_METADATA = "x-xce-leader"
 M = TypeVar("M", bound=Message)
+T = TypeVar("T")
 # Outcomes unknown, so retried: every write carries a request id, which makes a repeat return the
 # first answer. This client never cancels its own calls, so CANCELLED is the server's gRPC core
 # giving up on one (seen once in a few runs while a leader of 5,000 worker streams stepped down).
@@ -179,17 +181,58 @@ class Client:
     # -------------------------------------------------------------- transport
 
     def call(self, service: str, method: str, request: Message, response_class: type[M]) -> M:
+        path = f"/xce.v1.{service}/{method}"
+
+        def attempt(target: str, timeout: float) -> M:
+            response: M = self._stub(target, path, response_class)(request, timeout=timeout,
+                                                                    metadata=self.credentials.metadata())
+            return response
+
+        return self._retrying(attempt)
+
+    def save_snapshot(self, out: BinaryIO) -> tuple[api.BackupHeader, bytes]:
+        """Write the leader's snapshot (controller/backup.py's body) to `out`, checked against the
+        checksum the leader sends last; its header and that SHA-256. The opening is retried like a
+        call; a stream broken later is an error (start again)."""
+        path = "/xce.v1.AdminService/SaveSnapshot"
+
+        def opening(target: str, timeout: float) -> tuple[Any, api.BackupChunk]:
+            stream = self._channel(target).unary_stream(
+                path, request_serializer=_serialize, response_deserializer=api.BackupChunk.FromString)(
+                api.SaveSnapshotRequest(), metadata=self.credentials.metadata())
+            return stream, next(stream)  # the header comes once the copy is made
+
+        stream, first = self._retrying(opening)
+        if not first.HasField("header"):
+            raise XceError(grpc.StatusCode.INTERNAL, "the snapshot stream did not start with its header")
+        header, digest, size = first.header, hashlib.sha256(), 0
+        try:
+            for chunk in stream:
+                if chunk.HasField("data"):
+                    out.write(chunk.data)
+                    digest.update(chunk.data)
+                    size += len(chunk.data)
+                elif chunk.HasField("sha256"):
+                    if chunk.sha256 != digest.digest() or size != header.size:
+                        raise XceError(grpc.StatusCode.DATA_LOSS, f"the snapshot arrived damaged ({size} of "
+                                       f"{header.size} bytes, or a checksum that does not match)")
+                    return header, digest.digest()
+        except grpc.RpcError as exc:
+            raise XceError(exc.code(), f"the snapshot stream broke after {size} bytes: "
+                                       f"{exc.details()}") from None
+        raise XceError(grpc.StatusCode.UNAVAILABLE, f"the snapshot stream ended after {size} bytes, "
+                       "before its checksum")
+
+    def _retrying(self, attempt: Callable[[str, float], T]) -> T:
+        """attempt(target, timeout) until it returns, following leader hints, retrying what may pass."""
         deadline = time.monotonic() + self.deadline_s
         backoff = 0.02
         last = ""
         hops = 0  # redirects followed without a pause; bounded in case two replicas point at each other
         while True:
             target = self._target
-            stub = self._stub(target, f"/xce.v1.{service}/{method}", response_class)
             try:
-                timeout = min(self.call_timeout_s, max(0.1, deadline - time.monotonic()))
-                response: M = stub(request, timeout=timeout, metadata=self.credentials.metadata())
-                return response
+                return attempt(target, min(self.call_timeout_s, max(0.1, deadline - time.monotonic())))
             except grpc.RpcError as exc:
                 code, details = exc.code(), exc.details() or ""
                 leader = leader_hint(exc)

@@ -843,3 +843,27 @@ class WhoAmIResponse(_message.Message):
     permissions: _containers.RepeatedScalarFieldContainer[str]
     via: str
     def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., kind: _Optional[str] = ..., permissions: _Optional[_Iterable[str]] = ..., via: _Optional[str] = ...) -> None: ...
+
+class SaveSnapshotRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BackupHeader(_message.Message):
+    __slots__ = ("cluster_id", "revision", "size")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    revision: int
+    size: int
+    def __init__(self, cluster_id: _Optional[str] = ..., revision: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
+
+class BackupChunk(_message.Message):
+    __slots__ = ("header", "data", "sha256")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    header: BackupHeader
+    data: bytes
+    sha256: bytes
+    def __init__(self, header: _Optional[_Union[BackupHeader, _Mapping]] = ..., data: _Optional[bytes] = ..., sha256: _Optional[bytes] = ...) -> None: ...

@@ -715,6 +715,11 @@ class AdminServiceStub:
         Args:
             channel: A grpc.Channel.
         """
+        self.SaveSnapshot = channel.unary_stream(
+                '/xce.v1.AdminService/SaveSnapshot',
+                request_serializer=xce_dot_v1_dot_api__pb2.SaveSnapshotRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.BackupChunk.FromString,
+                _registered_method=True)
         self.CreateQueue = channel.unary_unary(
                 '/xce.v1.AdminService/CreateQueue',
                 request_serializer=xce_dot_v1_dot_api__pb2.PutQueueRequest.SerializeToString,
@@ -754,6 +759,12 @@ class AdminServiceStub:
 
 class AdminServiceServicer:
     """Missing associated documentation comment in .proto file."""
+
+    def SaveSnapshot(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
 
     def CreateQueue(self, request, context):
         """Missing associated documentation comment in .proto file."""
@@ -800,6 +811,11 @@ class AdminServiceServicer:
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'SaveSnapshot': grpc.unary_stream_rpc_method_handler(
+                    servicer.SaveSnapshot,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.SaveSnapshotRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.BackupChunk.SerializeToString,
+            ),
             'CreateQueue': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateQueue,
                     request_deserializer=xce_dot_v1_dot_api__pb2.PutQueueRequest.FromString,
@@ -845,6 +861,33 @@ def add_AdminServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class AdminService:
     """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def SaveSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/xce.v1.AdminService/SaveSnapshot',
+            xce_dot_v1_dot_api__pb2.SaveSnapshotRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.BackupChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
 
     @staticmethod
     def CreateQueue(request,
