@@ -37,6 +37,7 @@ PERMISSIONS = frozenset({
     "queues.manage",      # create queues, change anything about them
     "tokens.manage",      # create, list and revoke tokens
     "cluster.backup",     # save a snapshot of the whole state (every job, token hashes): admins only
+    "cluster.members",    # add and remove controller replicas
     "cluster.read",       # status, hosts, queues
     "state.sync",         # the Sync stream (every job in full)
     "scheduler.lease",    # take and renew the scheduler lease
@@ -84,6 +85,9 @@ METHOD_PERMISSION: Mapping[str, str] = {
     "ListTokens": "tokens.manage",
     "Sync": "state.sync",
     "SaveSnapshot": "cluster.backup",
+    "AddMember": "cluster.members",
+    "RemoveMember": "cluster.members",
+    "ListMembers": "cluster.read",
     "Connect": "worker.connect",
     "AcquireLease": "scheduler.lease",
     "SubmitDecisions": "scheduler.decide",

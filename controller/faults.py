@@ -17,6 +17,9 @@ Never set in production; the replica logs a warning when one is on.
   1 ms more, as on a loaded machine: a submit of 1,000 jobs takes seconds to
   apply, longer than an election timeout (the test that replicas stay heard
   through a long apply, raft.py). The entry's effect is unchanged.
+- member-pause=SECONDS: as leader, this replica waits that long before each
+  step of a membership change (membership.py), so that a test can kill it
+  between any two steps. Not an entry fault: `member_pause_s` reads it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 logger = logging.getLogger(__name__)
-FAULTS = ("requeue-on-success", "raise-on-entry=KIND", "lacks-entry=KIND", "slow-entry=KIND")
+FAULTS = ("requeue-on-success", "raise-on-entry=KIND", "lacks-entry=KIND", "slow-entry=KIND",
+          "member-pause=SECONDS")
 SLOW_OPERATION_S = 0.001
 
 
@@ -53,11 +57,30 @@ def handlers(spec: str) -> Mapping[str, fsm.Handler]:
             del table[kind]
         elif name == "slow-entry" and kind in table:
             table[kind] = _slowed(table[kind])
+        elif name == "member-pause" and _seconds(kind) is not None:
+            pass  # the leader's, not apply's (member_pause_s)
         else:
             raise FaultError(f"unknown XCE_FAULT {fault!r} (known: {', '.join(FAULTS)}; KIND one of "
                              f"{', '.join(sorted(fsm.HANDLERS))})")
         logger.warning("XCE_FAULT %s: this replica is deliberately broken (tests only)", fault)
     return table
+
+
+def member_pause_s(spec: str) -> float:
+    """The member-pause fault's seconds (0: not set)."""
+    for fault in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, value = fault.partition("=")
+        if name == "member-pause":
+            return _seconds(value) or 0.0
+    return 0.0
+
+
+def _seconds(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0 <= value <= 600 else None
 
 
 def _raiser(fault: str) -> fsm.Handler:

@@ -39,8 +39,8 @@ from google.protobuf.message import DecodeError, Message
 from controller import authz, backup, history_reads, reads, sync_reader, sync_stream
 from controller.authn import Authenticator
 from controller.authz import Principal
-from controller.fsm import tokens
-from controller.replica import Ended, Replica
+from controller.fsm import membership, tokens
+from controller.replica import Ended, Replica, peer_status_full
 from controller.store import StateStore
 from xce import worker_wire
 from xce.errors import ServiceError, invalid, unavailable
@@ -129,6 +129,9 @@ def handlers(replica: Replica, authenticator: Authenticator) -> list[grpc.Generi
             "RevokeToken": (write("RevokeToken"), api.RevokeTokenRequest),
             "ListTokens": (services.list_tokens, api.ListTokensRequest),
             "WhoAmI": (services.who_am_i, api.WhoAmIRequest),
+            "AddMember": (services.add_member, api.AddMemberRequest),
+            "RemoveMember": (write("RemoveMember"), api.RemoveMemberRequest),
+            "ListMembers": (services.list_members, api.ListMembersRequest),
         }),
     ]
 
@@ -212,6 +215,50 @@ class _Services:
         return api.WhoAmIResponse(name=caller.name, role=caller.role, via=caller.via,
                                   kind=caller.role if caller.role in ("worker", "scheduler", "replica")
                                   else "user", permissions=sorted(self.policy.permissions(caller)))
+
+    # -------------------------------------------------------------- membership
+
+    async def add_member(self, request: api.AddMemberRequest, caller: Principal) -> api.MembersResponse:
+        """The new replica must be running as a learner of this cluster already: it is asked first,
+        and what it says of itself (its id, its Raft address) must agree with the request."""
+        replica = self.replica
+        await replica.leader_settled(_HOLD_S.get())
+        if replica.core.serving_term() is None:
+            raise replica.core.refusal()
+        membership.check_address(request.grpc_address, "gRPC address")
+        for member in replica.members():
+            if request.grpc_address in (member.grpc_address, member.raft_address):
+                raise ServiceError(log.ALREADY_EXISTS, f"address {request.grpc_address} is replica "
+                                                       f"{member.id}'s")
+        answer = await peer_status_full(replica.peer_credentials, request.grpc_address)
+        if isinstance(answer, str):
+            raise ServiceError(log.FAILED_PRECONDITION,
+                               f"no replica answers at {request.grpc_address} ({answer}): start it first "
+                               "with its bundle, `xce controller --config ... --id N --join`")
+        new = answer.replicas[0]
+        if answer.cluster_id != replica.config.cluster_id:
+            raise ServiceError(log.FAILED_PRECONDITION, f"the replica at {request.grpc_address} is of "
+                                                        f"cluster {answer.cluster_id!r}, not this one")
+        if new.role != "learner":
+            raise ServiceError(log.FAILED_PRECONDITION,
+                               f"the replica at {request.grpc_address} is a {new.role}, not a learner: "
+                               "start a new replica with --join on an empty data directory")
+        for field, mine, theirs in (("id", request.id, new.id), ("Raft address", request.raft_address,
+                                                                 new.raft_address)):
+            if mine and mine != theirs:
+                raise invalid(f"the replica at {request.grpc_address} says its {field} is {theirs}, "
+                              f"not {mine}")
+        request.id, request.raft_address = new.id, new.raft_address
+        response = await replica.call("AddMember", request, caller)
+        assert isinstance(response, api.MembersResponse)
+        return response
+
+    async def list_members(self, request: api.ListMembersRequest, caller: Principal) -> api.MembersResponse:
+        await self._barrier(request.stale)
+        replica = self.replica
+        status = await replica.status(api.StatusRequest())
+        return api.MembersResponse(members=status.members, bootstrap=status.bootstrap,
+                                   revision=replica.store.meta().applied_index, replicas=status.replicas)
 
     def _read(self, read: Callable[[Any], R]) -> R:
         with self.replica.store.read() as tables:

@@ -10,14 +10,18 @@ inputs, each a method call:
 - `call(token, method, request)`: a client's write (SubmitJobs, ControlJob,
   ModifyJob, RunJob, CreateQueue, UpdateQueue, AcquireLease, SubmitDecisions);
 - `worker_opened / worker_message / worker_closed`: a worker's stream;
-- `peer_answered(replica, kinds, format)`: what a peer's code understands;
+- `peer_answered(replica, kinds, format, ...)`: what a peer's code understands
+  (and, for a membership change, its role and applied index);
+- `raft_changed(token, ok, why)`: the outcome of a ChangeRaft or TransferLeadership;
 and takes the effects with `take()`, to be performed in order:
 - `Propose(token, entry)`: replicate the entry (already stamped with the
   leader's time, its replica id and the entry format);
 - `Send(stream, messages)`: to a worker, in order (framing is the driver's);
 - `EndStream(stream, error)`: close a worker stream (error None: cleanly);
 - `Reply(token, response_or_error)`: answer a client call;
-- `AskPeers()`: fetch every peer's Status and report it with peer_answered.
+- `AskPeers()`: fetch every peer's Status and report it with peer_answered;
+- `ChangeRaft(token, add, address)`, `TransferLeadership(token)`: a step of
+  a membership change (membership.py) in the Raft configuration.
 `next_wakeup_s()` says when to tick next if nothing else happens.
 
 Commit before send: nothing reaches a worker before the entry that decided
@@ -49,9 +53,10 @@ from typing import Any, Protocol
 
 from google.protobuf.message import Message
 
-from controller import authz, fsm, proposals
+from controller import authz, fsm, membership, proposals
 from controller.authz import Principal
 from controller.fsm import history, reports, versions
+from controller.fsm import membership as fsm_membership
 from controller.group_commit import GroupCommit
 from controller.host_liveness import Liveness
 from controller.pending_counts import PendingCounts
@@ -76,6 +81,8 @@ SESSION_SWEEP_S = 0.25  # how often sessions are checked for their periodic full
 # the driver takes at once (next_wakeup_s), letting other events in between.
 SESSION_STEPS_PER_TURN = 32
 CAPABILITY_POLL_S = 5.0
+MEMBER_POLL_S = 0.2  # while a membership change is in flight: how often members are asked
+MEMBER_RETRY_S = 0.5  # after a Raft change or transfer that was refused (pysyncobj: one at a time)
 
 
 # ---------------------------------------------------------------- what the core needs
@@ -94,6 +101,18 @@ class Consensus(Protocol):
         """The gRPC address of the leader this replica knows of, if any."""
         ...
 
+    def voters(self) -> frozenset[str]:
+        """The Raft configuration as this replica's log has it: the members' Raft addresses."""
+        ...
+
+    def raft_busy(self) -> bool:
+        """A change of the Raft configuration is appended and not applied yet."""
+        ...
+
+    def reachable(self) -> frozenset[str]:
+        """The members' Raft addresses this replica is connected to, itself included."""
+        ...
+
 
 class StateReader(Protocol):
     def read(self) -> AbstractContextManager[Tables]: ...
@@ -102,7 +121,7 @@ class StateReader(Protocol):
 @dataclass(frozen=True)
 class LeaderSettings:
     replica_id: int
-    members: tuple[int, ...]
+    members: tuple[int, ...]  # the cluster file's replicas: the membership until it is first changed
     init: log.InitCluster  # the configuration push
     kinds: frozenset[str]  # the entry kinds this replica's code applies
     heartbeat_s: float = 2.0
@@ -115,6 +134,11 @@ class LeaderSettings:
     session_full_look_s: float = RESEND_S
     capability_poll_s: float = CAPABILITY_POLL_S
     policy: authz.Policy = field(default_factory=authz.Policy)
+    bootstrap: tuple[api.Member, ...] = ()  # the cluster file's replicas with their addresses
+    member_pause_s: float = 0.0  # wait before each membership step (XCE_FAULT member-pause: tests)
+
+    def bootstrap_members(self) -> tuple[api.Member, ...]:
+        return self.bootstrap or tuple(api.Member(id=m) for m in self.members)
 
 
 # ---------------------------------------------------------------- effects
@@ -149,7 +173,19 @@ class AskPeers:
     pass
 
 
-Effect = Propose | Send | EndStream | Reply | AskPeers
+@dataclass(frozen=True)
+class ChangeRaft:
+    token: int
+    add: bool
+    address: str
+
+
+@dataclass(frozen=True)
+class TransferLeadership:
+    token: int
+
+
+Effect = Propose | Send | EndStream | Reply | AskPeers | ChangeRaft | TransferLeadership
 
 
 # ---------------------------------------------------------------- one leadership
@@ -185,6 +221,9 @@ class Term:
     next_poll_s: float = 0.0
     announcing: set[int] = field(default_factory=set)
     pending: PendingCounts = field(default_factory=PendingCounts)  # per user, for MAX_PEND_JOBS
+    member_step: str = ""  # the membership step in progress (a proposal or Raft change); "": none
+    member_retry_s: float = 0.0
+    member_next: tuple[object, float] | None = None  # the next step, and when it was first seen
 
 
 _Submit = tuple[api.SubmitJobsRequest, log.Principal]  # a submit request and who sent it
@@ -209,6 +248,9 @@ class LeaderCore:
         # The entry format to propose; None: read it again. It moves only with an announcement,
         # which only a leader proposes: read at a leadership's start and after each one.
         self._format: int | None = None
+        self._seen: dict[int, membership.Seen] = {}  # members' own Status, while a change is in flight
+        self._raft_waiters: dict[int, Callable[[bool, str], None]] = {}
+        self._raft_tokens = 0
 
     # ------------------------------------------------------------ effects
 
@@ -226,7 +268,7 @@ class LeaderCore:
             if not term.configured:
                 times.append(now + CATCH_UP_POLL_S)
             else:
-                times += [term.watchdog.next_s, term.next_poll_s]
+                times += [term.watchdog.next_s, term.next_poll_s, term.member_retry_s]
                 if term.sessions:
                     times.append(term.next_sweep_s)
                 if term.to_step:
@@ -268,10 +310,15 @@ class LeaderCore:
             return
         if term.watchdog.due(now):
             self._watch(term, now)
+        changing = self._change_in_flight()
+        if changing:  # members are asked often while a change is in flight: each step waits on one
+            term.next_poll_s = min(term.next_poll_s, now + MEMBER_POLL_S)
         if now >= term.next_poll_s:
-            term.next_poll_s = now + self.settings.capability_poll_s
+            term.next_poll_s = now + (MEMBER_POLL_S if changing else self.settings.capability_poll_s)
             self._effects.append(AskPeers())
             self._announce(term, self.settings.replica_id, self.settings.kinds, versions.ENTRY_FORMAT)
+        if changing and not term.member_step and now >= term.member_retry_s:
+            self._step_membership(term, now)
         if term.reconfigure and self._configure(term, now):  # settings that wait for a newer format
             term.reconfigure = False
         if now >= term.next_sweep_s:
@@ -296,6 +343,7 @@ class LeaderCore:
             s = self.settings
             liveness = Liveness(now, s.heartbeat_timeout_s)
             self._format = None
+            self._seen = {}
             self.term = Term(self._terms, raft_term, liveness,
                              Watchdog(liveness, s.heartbeat_s / 2, int(s.unknown_timeout_s * 1000)),
                              GroupCommit(s.submit_max_requests, s.submit_max_bytes, s.submit_max_in_flight))
@@ -557,6 +605,138 @@ class LeaderCore:
                               lambda _, settled: api.TokenResponse(token=api.TokenInfo(id=request.id),
                                                                    revision=settled.revision))
 
+    # ------------------------------------------------------------ membership
+
+    def _members(self, tables: Tables) -> tuple[log.Meta, list[api.Member]]:
+        meta = fsm.read_meta(tables)
+        return meta, fsm_membership.members(meta, self.settings.bootstrap_members())
+
+    def _voter_ids(self, tables: Tables) -> tuple[int, ...]:
+        return fsm_membership.voter_ids(fsm.read_meta(tables), self.settings.bootstrap_members())
+
+    def _member_change(self, meta: log.Meta, op: log.MemberOp, member: api.Member,
+                       request_id: str = "") -> log.Entry:
+        if "member_change" not in versions.enabled(meta, fsm_membership.voter_ids(
+                meta, self.settings.bootstrap_members())):
+            raise failed_precondition("not every replica has announced code that applies membership "
+                                      "changes yet (xce status: enabled entry kinds); retry once they have")
+        bootstrap = () if meta.membership else self.settings.bootstrap_members()
+        return log.Entry(member_change=log.MemberChange(op=op, member=member, bootstrap=bootstrap,
+                                                        request_id=request_id))
+
+    def _add_member(self, term: Term, token: int, request: api.AddMemberRequest, caller: Principal) -> None:
+        """`xce member add`: the new replica, already running as a learner (the gRPC layer asked it),
+        joins the membership as a LEARNER; the rest of the change is the leader's (membership.py)."""
+        self._ensure_request_id(request)
+        with self.state.read() as tables:
+            meta, current = self._members(tables)
+            earlier = fsm.read_result(tables, request.request_id)
+        member = api.Member(id=request.id or max((m.id for m in current), default=0) + 1,
+                            grpc_address=request.grpc_address, raft_address=request.raft_address,
+                            role=api.MEMBER_LEARNER)
+        if earlier is None:
+            fsm_membership.check_add(current, member)
+        entry = self._member_change(meta, log.ADD_LEARNER, member, request.request_id)
+        entry.by.CopyFrom(caller.record())
+        self._propose_request(token, entry, request.request_id, self._members_response)
+
+    def _remove_member(self, term: Term, token: int, request: api.RemoveMemberRequest,
+                       caller: Principal) -> None:
+        """`xce member remove`: REMOVING (a learner leaves at once); the Raft configuration lets the
+        member go after, the leader handing its leadership over first if it is the one."""
+        self._ensure_request_id(request)
+        with self.state.read() as tables:
+            meta, current = self._members(tables)
+            earlier = fsm.read_result(tables, request.request_id)
+        if earlier is None:
+            target = fsm_membership.check_remove(current, request.id)
+            if target.role != api.MEMBER_LEARNER:
+                remaining = [m.raft_address for m in current
+                             if m.role in fsm_membership.VOTING and m.id != target.id]
+                have, need = membership.quorum_after(remaining, self.consensus.reachable())
+                if have < need:
+                    raise failed_precondition(
+                        f"removing replica {target.id} would leave {have} of the other {len(remaining)} "
+                        f"members reachable, fewer than the {need} every write needs; bring them back "
+                        "first")
+        entry = self._member_change(meta, log.REMOVE, api.Member(id=request.id), request.request_id)
+        entry.by.CopyFrom(caller.record())
+        self._propose_request(token, entry, request.request_id, self._members_response)
+
+    def _members_response(self, tables: Tables, result: log.Result) -> api.MembersResponse:
+        _, current = self._members(tables)
+        return api.MembersResponse(members=current, revision=result.revision)
+
+    def _change_in_flight(self) -> bool:
+        with self.state.read() as tables:
+            return fsm_membership.in_flight(fsm.read_meta(tables).membership) is not None
+
+    def _step_membership(self, term: Term, now: float) -> None:
+        """Take the next step of the membership change in flight, if one can be taken now."""
+        with self.state.read() as tables:
+            meta, current = self._members(tables)
+        voters = fsm_membership.voter_ids(meta, self.settings.bootstrap_members())
+        step = membership.next_step(current, self.consensus.voters(), self.consensus.raft_busy(), self._seen,
+                                    meta.applied_index, self.settings.replica_id,
+                                    versions.proposal_format(meta, voters), versions.enabled(meta, voters))
+        if step is None:
+            return
+        pause = self.settings.member_pause_s
+        if pause:
+            key = (type(step).__name__, getattr(step, "op", None), getattr(step, "add", None))
+            if term.member_next is None or term.member_next[0] != key:
+                term.member_next = (key, now)
+            if now < term.member_next[1] + pause:
+                term.member_retry_s = term.member_next[1] + pause
+                return
+        if isinstance(step, membership.ProposeStep):
+            op, member = log.MemberOp.Name(step.op), step.member
+            try:
+                entry = self._member_change(meta, step.op, api.Member(id=member.id))
+            except ServiceError as exc:
+                logger.warning("membership: %s of replica %d waits: %s", op, member.id, exc.message)
+                term.member_retry_s = now + MEMBER_RETRY_S
+                return
+            term.member_step = op
+
+            def proposed(results: list[log.Result] | None) -> None:
+                term.member_step = ""
+                if results and results[0].code == log.OK:
+                    logger.info("membership: %s of replica %d committed", op, member.id)
+                    if step.op == log.REMOVED:
+                        self._seen.pop(member.id, None)
+                else:
+                    logger.warning("membership: %s of replica %d not applied: %s", op, member.id,
+                                   results[0].message if results else "outcome unknown")
+                    term.member_retry_s = self.clock.monotonic_s() + MEMBER_RETRY_S
+
+            self._propose(entry, proposed)
+            return
+        self._raft_tokens += 1
+        token = self._raft_tokens
+        what = "hand leadership over" if isinstance(step, membership.Transfer) else \
+            f"{'add' if step.add else 'remove'} {step.address} in the Raft configuration"
+        term.member_step = what
+
+        def changed(ok: bool, why: str) -> None:
+            term.member_step = ""
+            if ok:
+                logger.info("membership: %s: done", what)
+            else:
+                logger.warning("membership: %s refused (%s); retrying", what, why)
+                term.member_retry_s = self.clock.monotonic_s() + MEMBER_RETRY_S
+
+        self._raft_waiters[token] = changed
+        self._effects.append(TransferLeadership(token) if isinstance(step, membership.Transfer)
+                             else ChangeRaft(token, step.add, step.address))
+        logger.info("membership: %s", what)
+
+    def raft_changed(self, token: int, ok: bool, why: str) -> None:
+        """The outcome of a ChangeRaft or TransferLeadership effect."""
+        waiter = self._raft_waiters.pop(token, None)
+        if waiter is not None:
+            waiter(ok, why)
+
     @staticmethod
     def _token_response(tables: Tables, result: log.Result) -> api.TokenResponse:
         info = fsm.tokens.read_token(tables, result.message)
@@ -577,6 +757,8 @@ class LeaderCore:
         "SubmitDecisions": _decisions,
         "CreateToken": _create_token,
         "RevokeToken": _revoke_token,
+        "AddMember": _add_member,
+        "RemoveMember": _remove_member,
     }
 
     def _propose_request(self, token: int, entry: log.Entry, request_id: str,
@@ -791,7 +973,8 @@ class LeaderCore:
         init = self.settings.init
         with self.state.read() as tables:
             meta = fsm.read_meta(tables)
-        if config_current(meta, init, self.settings.members):
+            voters = self._voter_ids(tables)
+        if config_current(meta, init, voters):
             self._configured(term)
             return True
         term.config_in_flight = True
@@ -813,7 +996,7 @@ class LeaderCore:
         format 2); before that a fenced job would end EXIT, so workers are told none."""
         if self._format is None:  # read again after each announcement
             with self.state.read() as tables:
-                self._format = versions.proposal_format(fsm.read_meta(tables), self.settings.members)
+                self._format = versions.proposal_format(fsm.read_meta(tables), self._voter_ids(tables))
         return self.settings.fence_s if self._format >= reports.FENCE_FORMAT else 0.0
 
     def _configured(self, term: Term) -> None:
@@ -823,7 +1006,7 @@ class LeaderCore:
 
     def _watch(self, term: Term, now: float) -> None:
         with self.state.read() as tables:
-            batched = "host_statuses" in versions.enabled(fsm.read_meta(tables), self.settings.members)
+            batched = "host_statuses" in versions.enabled(fsm.read_meta(tables), self._voter_ids(tables))
             changes = term.watchdog.proposals(tables, now, self.clock.now_ms(), batched)
         for change in changes:
             self._propose(change.entry, functools.partial(self._watched, term, change))
@@ -838,11 +1021,22 @@ class LeaderCore:
             else:
                 logger.warning("host %s lost: jobs %s requeued or ended", name, list(result.job_ids))
 
-    def peer_answered(self, replica_id: int, kinds: Iterable[str], format_: int) -> None:
+    def peer_answered(self, replica_id: int, kinds: Iterable[str], format_: int, role: str = "",
+                      applied_index: int = 0) -> None:
+        """A member's Status: what its code understands (committed as an announcement, learners'
+        too, so that a promoted learner is counted at once), and its role and progress."""
         term = self.term
-        if term is None or replica_id not in self.settings.members:
+        if term is None:
             return
-        self._announce(term, replica_id, frozenset(kinds), format_)
+        with self.state.read() as tables:
+            _, current = self._members(tables)
+        if replica_id not in {m.id for m in current}:
+            return
+        kinds = frozenset(kinds)
+        if role:
+            self._seen[replica_id] = membership.Seen(role, applied_index, format_, kinds)
+        if role != "unreachable":  # one that did not answer said nothing of its code
+            self._announce(term, replica_id, kinds, format_)
 
     def _announce(self, term: Term, replica_id: int, kinds: frozenset[str], format_: int) -> None:
         """Commit what a replica's code understands, if the committed record differs."""
@@ -870,7 +1064,7 @@ class LeaderCore:
     def _propose(self, entry: log.Entry, on_done: Callable[[list[log.Result] | None], None]) -> None:
         if self._format is None:
             with self.state.read() as tables:
-                self._format = versions.proposal_format(fsm.read_meta(tables), self.settings.members)
+                self._format = versions.proposal_format(fsm.read_meta(tables), self._voter_ids(tables))
         entry.stamp_ms = self.clock.now_ms()
         entry.proposer = self.settings.replica_id
         entry.format = self._format

@@ -1,8 +1,15 @@
-"""`xce controller --config FILE --id N`: run one replica until SIGTERM/SIGINT."""
+"""`xce controller --config FILE --id N [--join]`: run one replica until SIGTERM/SIGINT.
+
+A learner that is promoted (replica.py) returns from `serve` with `restart`
+set; the process then re-executes itself with the same arguments, and comes
+back as a standby voter on the same files with the same PID (what systemd and
+the tests that started it watch).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -14,7 +21,7 @@ from controller.store import StoreError
 from xce import daemon_logging
 
 
-def run(config_path: Path, replica_id: int) -> int:
+def run(config_path: Path, replica_id: int, join: bool = False) -> int:
     daemon_logging.setup(f"replica-{replica_id}")
     try:
         handlers = faults.handlers(os.environ.get("XCE_FAULT", ""))
@@ -22,7 +29,8 @@ def run(config_path: Path, replica_id: int) -> int:
         config.replica(replica_id)
         from controller.replica import Replica
 
-        replica = Replica(config, replica_id, handlers)
+        replica = Replica(config, replica_id, handlers, join=join,
+                          member_pause_s=faults.member_pause_s(os.environ.get("XCE_FAULT", "")))
     except (ConfigError, StoreError, ValueError) as exc:
         print(f"xce controller: {exc}", file=sys.stderr)
         return 2
@@ -35,4 +43,7 @@ def run(config_path: Path, replica_id: int) -> int:
         await replica.serve(stop)
 
     asyncio.run(main())
+    if replica.restart:
+        logging.shutdown()
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
     return 0

@@ -33,6 +33,23 @@ What we change about pysyncobj 0.3.17, and why:
   period a leader sends its AppendEntries from there, and a follower tells its
   leader it is alive (`xce_applying`, which the leader counts as an answer).
 
+Membership (pysyncobj's dynamic membership: one server at a time, each change
+a log entry that takes effect where it is appended). A node runs in one of
+three modes, which its replica picks from the committed membership
+(controller/membership.py):
+- `voter`: a member.
+- `learner`: pysyncobj's read-only node. It connects to the members, which
+  send it the log (and a snapshot when it is far behind) like a follower, but
+  it neither votes nor counts in any majority. A new replica catches up so
+  before it becomes a voter.
+- `standby`: a voter that is not in the leader's configuration yet (it has
+  just been promoted from learner). It never starts an election until a leader
+  has sent it AppendEntries: a node the members do not know yet would
+  otherwise time out over and over, and the first vote request it got through
+  would carry a term high enough to depose the leader that is adding it.
+pysyncobj's snapshot header names the members (`cluster`); a restart starts
+from the membership its replica passes in and converges on what the log says.
+
 Everything pysyncobj calls back (apply, proposal callbacks, state changes)
 runs in its tick thread; callers hand results to their own threads.
 """
@@ -55,6 +72,7 @@ import pysyncobj.transport as _transport_module
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
 from pysyncobj.config import SERIALIZER_STATE
 from pysyncobj.monotonic import monotonic
+from pysyncobj.node import TCPNode
 from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
 from pysyncobj.transport import TCPTransport
 
@@ -164,6 +182,9 @@ FAIL_STOP_EXIT = 70  # EX_SOFTWARE: an entry it cannot apply, a bug in apply, or
 FAIL_NAMES = {value: name for name, value in vars(FAIL_REASON).items() if name.isupper()}
 
 ProposalCallback = Callable[[Any, int], None]
+ChangeCallback = Callable[[bool, str], None]  # (done, why not): in the tick thread
+MODES = ("voter", "standby", "learner")
+STANDBY_HOLD_S = 3600.0  # a standby's election deadline, pushed this far ahead every tick
 
 
 _ROLES = {0: "follower", 1: "candidate", 2: "leader"}  # pysyncobj's _RAFT_STATE
@@ -232,9 +253,16 @@ class RaftNode:
     def __init__(self, self_address: str, peers: list[str], data_dir: Path, password: str,
                  store: StateStore, settings: RaftSettings | None = None,
                  on_role_change: Callable[[str], None] | None = None,
-                 on_applied: Callable[[int], None] | None = None, clock: Clock = REAL_CLOCK) -> None:
+                 on_applied: Callable[[int], None] | None = None, clock: Clock = REAL_CLOCK,
+                 mode: str = "voter") -> None:
+        """`peers`: the members' Raft addresses as this node starts (itself included when it is one)."""
         if not password:
             raise ValueError("a cluster password is mandatory: pysyncobj's peer format is pickle")
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+        self.mode = mode
+        self._standby = mode == "standby"  # until a leader has sent AppendEntries
+        self._tick_tasks: collections.deque[Callable[[], None]] = collections.deque()  # from any thread
         self.settings = settings or RaftSettings()
         self.store = store
         self._clock = clock
@@ -271,15 +299,16 @@ class RaftNode:
             appendEntriesBatchSizeBytes=APPEND_ENTRIES_BYTES,
             connectionTimeout=s.connection_timeout_s,
             connectionRetryTime=s.reconnect_s,
-            dynamicMembershipChange=False,
+            dynamicMembershipChange=True,
             onStateChanged=self._state_changed,
             commandsQueueSize=100_000,
         )
-        self._reads = ReadIndex(peers=len(set(peers) - {self_address}))
+        self._reads = ReadIndex()
         self._read_requests: collections.deque[Done] = collections.deque()  # from any thread
-        transport_class = _durable_transport(wal, self._reads)
-        self._replica = _Replica(self._apply, self_address, [p for p in peers if p != self_address],
-                                 conf=conf, transportClass=transport_class)
+        transport_class = _durable_transport(wal, self._reads, self._heard_append_entries)
+        self._replica = _Replica(self._apply, None if mode == "learner" else self_address,
+                                 [p for p in peers if p != self_address], conf=conf,
+                                 transportClass=transport_class)
         self._last_keepalive = 0.0
         self._last_pulse = 0.0
         self._known_leader: str | None = None  # as leader() said at the last tick
@@ -306,6 +335,10 @@ class RaftNode:
         else:
             raw = self._replica.getStatus()
         role = _ROLES.get(raw["state"], str(raw["state"]))
+        if self.mode == "learner":
+            role = "learner"
+        elif self._standby:
+            role = "standby"
         leader = raw.get("leader")
         return RaftStatus(role=role, leader=None if leader is None else str(leader),
                           term=int(raw["raft_term"]), commit_index=int(raw["commit_idx"]),
@@ -350,6 +383,73 @@ class RaftNode:
 
     def force_compaction(self) -> None:
         self._replica.forceLogCompaction()
+
+    # -------------------------------------------------------------- membership
+
+    def voters(self) -> frozenset[str]:
+        """The Raft addresses of the members as this node's log has them (a change counts from
+        where it is appended, committed or not). A learner's: the members it follows."""
+        for _ in range(10):
+            try:  # the tick thread may change the set while it is copied
+                others = frozenset(str(n.address) for n in self._replica.otherNodes)
+                break
+            except RuntimeError:
+                continue
+        else:
+            others = frozenset(str(n.address) for n in self._replica.otherNodes)
+        return others if self.mode == "learner" else others | {self.self_address}
+
+    def reachable(self) -> frozenset[str]:
+        """The members this node is connected to, and itself: who could answer it now."""
+        for _ in range(10):
+            try:
+                connected = frozenset(str(getattr(n, "address", n)) for n in
+                                      self._replica._SyncObj__connectedNodes)
+                break
+            except RuntimeError:
+                continue
+        else:
+            connected = frozenset()
+        return (connected & self.voters()) | {self.self_address}
+
+    def change_in_flight(self) -> bool:
+        """A membership change is appended but not applied yet (pysyncobj allows one at a time)."""
+        replica = self._replica
+        index = replica._SyncObj__changeClusterIDx
+        return index is not None and index > replica.raftLastApplied
+
+    def change_membership(self, add: bool, address: str, done: ChangeCallback) -> None:
+        """Add or remove the voter at `address` through the log (the leader only); done(True, "")
+        once the change is committed, else done(False, why)."""
+
+        def callback(result: Any, error: int) -> None:
+            done(error == SUCCESS, "" if error == SUCCESS else FAIL_NAMES.get(error, str(error)))
+
+        if add:
+            self._replica.addNodeToCluster(address, callback=callback)
+        else:
+            self._replica.removeNodeFromCluster(address, callback=callback)
+
+    def transfer_leadership(self, done: ChangeCallback) -> None:
+        """Hand leadership to the most caught-up connected member (Raft's TimeoutNow); done(True, "")
+        once asked, else done(False, why): not the leader, or no member fully caught up yet."""
+
+        def transfer() -> None:
+            def callback(result: Any, error: int) -> None:
+                done(error == SUCCESS, "" if error == SUCCESS else FAIL_NAMES.get(error, str(error)))
+
+            self._replica.transferLeadership(None, callback)
+
+        self._tick_tasks.append(transfer)
+
+    def standing_by(self) -> bool:
+        """A standby that no leader has sent AppendEntries yet."""
+        return self._standby
+
+    def _heard_append_entries(self) -> None:  # tick thread
+        if self._standby:
+            self._standby = False
+            log.info("raft: standby %s heard from a leader: a voter from now on", self.self_address)
 
     def close(self) -> None:
         self._snapshots.join()
@@ -416,6 +516,10 @@ class RaftNode:
             self._reads.step(leader, int(replica.raftLastApplied), now)
 
     def _on_tick(self) -> None:
+        while self._tick_tasks:
+            self._tick_tasks.popleft()()
+        if self._standby:  # pysyncobj looks at the deadline before the callbacks of the same tick
+            self._replica._SyncObj__raftElectionDeadline = monotonic() + STANDBY_HOLD_S
         self._reads_tick()
         if self._on_role_change is not None and (leader := self.leader()) != self._known_leader:
             self._known_leader = leader  # a follower's leader changed, or went: its role may not have
@@ -466,7 +570,9 @@ class RaftNode:
         position = self._wal.position_of(prev)
         if position is not None and self._wal.position_of(last) == position + 1:
             self._wal.deleteEntriesTo(position)
-        return last, prev, header["cluster"]
+        # As nodes: pysyncobj drops itself from this list by comparing nodes, and a string never
+        # equals one (the node would count itself among its peers).
+        return last, prev, [TCPNode(str(address)) for address in header["cluster"]]
 
     def _sync_snapshot_dir(self) -> None:
         fsync_path(self._snapshot_path.parent)
@@ -576,10 +682,10 @@ def _entry_tuple(raw: list[Any]) -> tuple[bytes, int, int]:
     return bytes.fromhex(raw[0]), int(raw[1]), int(raw[2])
 
 
-def _durable_transport(wal: LmdbJournal, reads: ReadIndex) -> type:
+def _durable_transport(wal: LmdbJournal, reads: ReadIndex, heard_append_entries: Callable[[], None]) -> type:
     class DurableTransport(TCPTransport):  # type: ignore[misc]
         """Flushes the WAL before any Raft message leaves this node; counts AppendEntries and their
-        answers for ReadIndex (read_index.py)."""
+        answers for ReadIndex (read_index.py); tells a standby it has heard from a leader."""
 
         def send(self, node: Any, message: Any) -> bool:
             wal.flush(lazy_commit_index=True)
@@ -593,6 +699,8 @@ def _durable_transport(wal: LmdbJournal, reads: ReadIndex) -> type:
             kind = message.get("type") if isinstance(message, dict) else None
             if kind == "next_node_idx":
                 reads.answered(node)
+            elif kind == "append_entries" and message.get("term", -1) >= self._syncObj.raftCurrentTerm:
+                heard_append_entries()
             elif kind == "xce_applying":
                 # A follower of this term busy applying: alive, which is all that pysyncobj's
                 # last-answer time is for (the step down after leader_fallback_s). ReadIndex

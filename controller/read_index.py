@@ -17,6 +17,10 @@ AppendEntries sent after it arrived. A lost connection starts the counts
 over, and the reads waiting on that peer wait on the others. Counting can
 only fall short, never run ahead, so a read is never confirmed early.
 
+The majority is of the membership the read arrived under (the peers passed
+to `arrived`): members come and go through the log (membership.py), and a
+learner, which receives AppendEntries too, is never among them.
+
 Pure: the Raft driver (raft.py) calls it from pysyncobj's tick thread.
 """
 
@@ -38,7 +42,6 @@ class _Read:
 
 @dataclass
 class ReadIndex:
-    peers: int  # the other members
     timeout_s: float = 2.0
     _sent: dict[Hashable, int] = field(default_factory=dict)
     _answered: dict[Hashable, int] = field(default_factory=dict)
@@ -92,4 +95,4 @@ class ReadIndex:
         acks = 1 + sum(1 for peer, (generation, needed) in read.wants.items()
                        if self._generation.get(peer, 0) == generation
                        and self._answered.get(peer, 0) >= needed)
-        return acks > (self.peers + 1) // 2
+        return acks > (len(read.wants) + 1) // 2

@@ -19,17 +19,26 @@ Reads (grpc_api.py, reads.py) are served by the leader after its read barrier
 (`read_barrier`: Raft's ReadIndex, read_index.py), or by any replica if stale;
 `applied` is a fresh asyncio.Event per batch of applied entries, which the
 Sync streams wait on.
+
+Membership (membership.py): the committed membership in the local state, or
+the cluster file's replicas while it was never changed, says who the peers
+are and how this replica runs (`start_mode`): a voter, a learner (a new
+replica, with `--join`) or a standby (a learner just promoted). A learner
+that applies its own promotion restarts itself as a standby (`restart`: the
+process re-executes with the same arguments and the same PID, so pysyncobj
+starts afresh as a voter on the same files).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import os
 import random
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,10 +51,21 @@ from controller.authn import Authenticator
 from controller.authz import Principal
 from controller.config import ClusterConfig
 from controller.config import Replica as ConfigReplica
+from controller.fsm import membership as fsm_membership
 from controller.fsm import versions
-from controller.leader import AskPeers, EndStream, LeaderCore, LeaderSettings, Propose, Reply, Send
+from controller.leader import (
+    AskPeers,
+    ChangeRaft,
+    EndStream,
+    LeaderCore,
+    LeaderSettings,
+    Propose,
+    Reply,
+    Send,
+    TransferLeadership,
+)
 from controller.raft import FAIL_STOP_EXIT, SUCCESS, RaftNode
-from controller.store import StateStore
+from controller.store import StateStore, StoreError
 from xce import sd_notify
 from xce.clock import REAL_CLOCK, Clock
 from xce.credentials import Credentials
@@ -71,9 +91,9 @@ Outgoing = tuple[api.ControllerMessage, ...] | Ended
 class RaftConsensus:
     """leader.Consensus over the Raft node."""
 
-    def __init__(self, raft: RaftNode, config: ClusterConfig) -> None:
+    def __init__(self, raft: RaftNode, grpc_for_raft: Any) -> None:
         self._raft = raft
-        self._config = config
+        self._grpc_for_raft = grpc_for_raft
 
     def leader_term(self) -> int | None:
         return self._raft.leader_term()
@@ -82,7 +102,44 @@ class RaftConsensus:
         return self._raft.ready_to_serve()
 
     def leader_address(self) -> str | None:
-        return self._config.grpc_for_raft(self._raft.leader())
+        return self._grpc_for_raft(self._raft.leader())  # type: ignore[no-any-return]
+
+    def voters(self) -> frozenset[str]:
+        return self._raft.voters()
+
+    def raft_busy(self) -> bool:
+        return self._raft.change_in_flight()
+
+    def reachable(self) -> frozenset[str]:
+        return self._raft.reachable()
+
+
+def bootstrap_members(config: ClusterConfig) -> tuple[api.Member, ...]:
+    """The cluster file's replicas: the membership until it is first changed."""
+    return tuple(api.Member(id=r.id, grpc_address=r.grpc, raft_address=r.raft) for r in config.replicas)
+
+
+def start_mode(members: Sequence[api.Member], changed: bool, replica_id: int, join: bool) -> str:
+    """How replica `replica_id` runs, from the membership in its state (`changed`: committed, not the
+    file's) and whether it was started to join (StoreError: it may not start)."""
+    mine = next((m for m in members if m.id == replica_id), None) if changed or not join else None
+    if mine is None:  # with --join, its own file's listing of it says nothing yet
+        if join:
+            return "learner"
+        if changed:
+            raise StoreError(f"replica {replica_id} is not a member of the cluster (removed, or never "
+                             "added): start it with --join on an empty data directory, then `xce member add`")
+        raise StoreError(f"replica {replica_id} is not in the cluster file")
+    if mine.role == api.MEMBER_LEARNER:
+        return "learner"
+    if mine.role == api.MEMBER_PROMOTING:
+        return "standby"
+    if mine.role == api.MEMBER_REMOVING:
+        # The rest of the removal needs only the others: a majority of them is up, or the removal
+        # would not have been let start.
+        raise StoreError(f"replica {replica_id} is being removed from the cluster: not started (to bring "
+                         "it back, wipe its data directory and add it again with --join)")
+    return "voter"
 
 
 def leader_settings(config: ClusterConfig, replica_id: int, kinds: frozenset[str]) -> LeaderSettings:
@@ -93,6 +150,7 @@ def leader_settings(config: ClusterConfig, replica_id: int, kinds: frozenset[str
                            history_retention_ms=round(config.history_days * 86_400_000))
     return LeaderSettings(
         replica_id=replica_id, members=tuple(r.id for r in config.replicas), init=init, kinds=kinds,
+        bootstrap=bootstrap_members(config),
         heartbeat_s=config.heartbeat_s, heartbeat_timeout_s=config.heartbeat_timeout_s,
         unknown_timeout_s=config.unknown_timeout_s, fence_s=config.fence_s,
         submit_max_requests=config.group_commit_max_requests,
@@ -103,7 +161,7 @@ def leader_settings(config: ClusterConfig, replica_id: int, kinds: frozenset[str
 class Replica:
     def __init__(self, config: ClusterConfig, replica_id: int,
                  handlers: Mapping[str, fsm.Handler] = fsm.HANDLERS, clock: Clock = REAL_CLOCK,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, join: bool = False, member_pause_s: float = 0.0) -> None:
         self.config = config
         self.me = config.replica(replica_id)
         self.clock = clock
@@ -114,15 +172,28 @@ class Replica:
         data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         data_dir.chmod(0o700)
         self.store = StateStore(data_dir / "state", config.cluster_id, handlers)
+        self.bootstrap = bootstrap_members(config)
+        meta = self.store.meta()
+        members = self.members(meta)
+        self.mode = start_mode(members, bool(meta.membership), replica_id, join)
+        voting = [m.raft_address for m in members if m.role in fsm_membership.VOTING]
+        self.restart = False  # set when this learner was promoted: `serve` returns, the caller re-executes
+        self._stop: asyncio.Event | None = None
         self.applied = asyncio.Event()  # replaced and set after every batch of applied entries
         self._loop: asyncio.AbstractEventLoop | None = None
         self._applied_lock = threading.Lock()
         self._applied_indices: list[int] = []  # applied, not yet handed to the loop
-        self.raft = RaftNode(self.me.raft, [r.raft for r in config.replicas], data_dir,
-                             config.password, self.store, config.raft,
-                             on_role_change=self._role_changed, on_applied=self._entry_applied, clock=clock)
-        self.core = LeaderCore(leader_settings(config, replica_id, self.kinds), self.store,
-                               RaftConsensus(self.raft, config), clock, rng or random.Random())
+        self.raft = RaftNode(self.me.raft, voting, data_dir, config.password, self.store, config.raft,
+                             on_role_change=self._role_changed, on_applied=self._entry_applied, clock=clock,
+                             mode=self.mode)
+        if self.mode != "voter":
+            logger.info("replica %d starts as a %s (committed members: %s)", replica_id, self.mode,
+                        ", ".join(f"{m.id} {fsm_membership.role_name(m.role)}" for m in meta.membership)
+                        or "none yet")
+        settings = dataclasses.replace(leader_settings(config, replica_id, self.kinds),
+                                       member_pause_s=member_pause_s)
+        self.core = LeaderCore(settings, self.store,
+                               RaftConsensus(self.raft, self.grpc_for_raft), clock, rng or random.Random())
         self._ids = itertools.count(1)
         self.peer_credentials = peer_credentials(config, self.me)
         self._calls: dict[int, asyncio.Future[Message]] = {}
@@ -149,6 +220,39 @@ class Replica:
         event, self.applied = self.applied, asyncio.Event()
         event.set()
         self.core.applied(indices)
+        self._perform()
+        if self.mode == "learner":
+            self._promoted()
+
+    def _promoted(self) -> None:
+        """A learner whose promotion (or more) is committed restarts as a standby voter."""
+        if self.restart:
+            return  # on its way out: the store may be closed already
+        mine = next((m for m in self.store.meta().membership if m.id == self.me.id), None)
+        if mine is not None and mine.role in fsm_membership.VOTING and not self.restart:
+            logger.info("replica %d: promoted (%s); restarting as a voter", self.me.id,
+                        fsm_membership.role_name(mine.role))
+            self.restart = True
+            if self._stop is not None:
+                self._stop.set()
+            return
+
+    # -------------------------------------------------------------- membership
+
+    def members(self, meta: log.Meta | None = None) -> list[api.Member]:
+        """The committed membership as this replica has applied it (the cluster file's until changed)."""
+        return fsm_membership.members(meta if meta is not None else self.store.meta(), self.bootstrap)
+
+    def grpc_for_raft(self, raft_address: str | None) -> str | None:
+        if raft_address is None:
+            return None
+        for member in (*self.members(), *self.bootstrap):
+            if member.raft_address == raft_address:
+                return member.grpc_address
+        return None
+
+    def _raft_changed(self, token: int, ok: bool, why: str) -> None:
+        self.core.raft_changed(token, ok, why)
         self._perform()
 
     def _role_changed(self, role: str) -> None:  # tick thread
@@ -283,6 +387,18 @@ class Replica:
                 queue.put_nowait(Ended(effect.error))
         elif isinstance(effect, AskPeers):
             self._spawn(self._ask_peers())
+        elif isinstance(effect, ChangeRaft | TransferLeadership):
+            loop = self._loop
+            assert loop is not None
+            token = effect.token
+
+            def done(ok: bool, why: str) -> None:  # tick thread
+                loop.call_soon_threadsafe(self._raft_changed, token, ok, why)
+
+            if isinstance(effect, ChangeRaft):
+                self.raft.change_membership(effect.add, effect.address, done)
+            else:
+                self.raft.transfer_leadership(done)
 
     def _propose(self, effect: Propose) -> None:
         loop = self._loop
@@ -299,11 +415,14 @@ class Replica:
             loop.call_soon(self._proposal_done, token, None)
 
     async def _ask_peers(self) -> None:
-        peers = [r for r in self.config.replicas if r.id != self.me.id]
-        answers = await asyncio.gather(*(peer_status(self.peer_credentials, r.grpc) for r in peers))
-        for replica, answer in zip(peers, answers, strict=True):
+        peers = [m for m in self.members() if m.id != self.me.id]
+        answers = await asyncio.gather(*(peer_status(self.peer_credentials, m.grpc_address) for m in peers))
+        for member, answer in zip(peers, answers, strict=True):
             if isinstance(answer, api.ReplicaStatus):
-                self.core.peer_answered(replica.id, answer.entry_kinds, max(1, answer.entry_format))
+                self.core.peer_answered(member.id, answer.entry_kinds, max(1, answer.entry_format),
+                                        answer.role, answer.applied_index)
+            else:
+                self.core.peer_answered(member.id, (), 0, "unreachable")
         self._perform()
 
     def _spawn(self, coroutine: Any) -> None:
@@ -330,7 +449,7 @@ class Replica:
     def local_status(self) -> api.ReplicaStatus:
         raft = self.raft.status()
         meta = self.store.meta()
-        leader = self.config.grpc_for_raft(self.raft.leader()) or ""  # one it can reach, as refusals name
+        leader = self.grpc_for_raft(self.raft.leader()) or ""  # one it can reach, as refusals name
         return api.ReplicaStatus(id=self.me.id, grpc_address=self.me.grpc, raft_address=self.me.raft,
                                  role=raft.role, term=raft.term, commit_index=raft.commit_index,
                                  applied_index=meta.applied_index, revision=meta.applied_index,
@@ -340,7 +459,8 @@ class Replica:
 
     async def status(self, request: api.StatusRequest) -> api.StatusResponse:
         meta = self.store.meta()
-        members = [r.id for r in self.config.replicas]
+        current = self.members(meta)
+        members = fsm_membership.voter_ids(meta, self.bootstrap)
         settled = set(meta.members) >= set(members) and leader_core.config_current(
             meta, self.core.settings.init, members)
         response = api.StatusResponse(cluster_id=self.config.cluster_id,
@@ -349,18 +469,20 @@ class Replica:
                                       scheduler_lease_expires_ms=meta.lease_expires_ms,
                                       enabled_entry_kinds=sorted(versions.enabled(meta, members)),
                                       announced_members=sorted(meta.members),
-                                      config_current=settled)
+                                      config_current=settled, members=current)
+        if _differ(current, self.bootstrap):
+            response.bootstrap.extend(self.bootstrap)
         response.replicas.append(self.local_status())
         if request.local_only:
             return response
-        peers = [r for r in self.config.replicas if r.id != self.me.id]
-        answers = await asyncio.gather(*(peer_status(self.peer_credentials, r.grpc) for r in peers))
-        for replica, answer in zip(peers, answers, strict=True):
+        peers = [m for m in current if m.id != self.me.id]
+        answers = await asyncio.gather(*(peer_status(self.peer_credentials, m.grpc_address) for m in peers))
+        for member, answer in zip(peers, answers, strict=True):
             if isinstance(answer, api.ReplicaStatus):
                 response.replicas.append(answer)
             else:
                 response.replicas.append(api.ReplicaStatus(
-                    id=replica.id, grpc_address=replica.grpc, raft_address=replica.raft,
+                    id=member.id, grpc_address=member.grpc_address, raft_address=member.raft_address,
                     role="unreachable", health=f"unreachable: {answer}"))
         response.replicas.sort(key=lambda r: r.id)
         return response
@@ -375,6 +497,7 @@ class Replica:
         from controller import grpc_api
 
         self._loop = asyncio.get_running_loop()
+        self._stop = stop
         self._on_role()
         timer = self._loop.create_task(self._run_timer())
         timer.add_done_callback(_timer_ended)
@@ -394,7 +517,10 @@ class Replica:
         await server.start()
         logger.info("replica %d serving gRPC on %s, Raft on %s", self.me.id, self.me.grpc, self.me.raft)
         me = self.me
-        sd_notify.notify("READY=1", f"STATUS=replica {me.id}: gRPC on {me.grpc}, Raft on {me.raft}")
+        sd_notify.notify("READY=1", f"STATUS=replica {me.id}: {self.mode}, gRPC on {me.grpc}, "
+                                    f"Raft on {me.raft}")
+        if self.mode == "learner":
+            self._promoted()  # promoted while it was down: nothing more to apply may come
         await stop.wait()
         sd_notify.notify("STOPPING=1")
         await server.stop(grace=1.0)
@@ -403,6 +529,14 @@ class Replica:
             task.cancel()
         self.raft.close()
         self.store.close()
+
+
+def _differ(members: Sequence[api.Member], bootstrap: Sequence[api.Member]) -> bool:
+    def key(m: api.Member) -> tuple[int, str, str]:
+        return m.id, m.grpc_address, m.raft_address
+
+    voters = sorted(key(m) for m in members if m.role == api.MEMBER_VOTER)
+    return voters != sorted(key(m) for m in bootstrap) or len(voters) != len(members)
 
 
 def _timer_ended(task: asyncio.Task[None]) -> None:
@@ -435,6 +569,12 @@ def peer_credentials(config: ClusterConfig, me: ConfigReplica) -> Credentials:
 
 
 async def peer_status(credentials: Credentials, address: str) -> api.ReplicaStatus | str:
+    answer = await peer_status_full(credentials, address)
+    return answer if isinstance(answer, str) else answer.replicas[0]
+
+
+async def peer_status_full(credentials: Credentials, address: str) -> api.StatusResponse | str:
+    """A replica's own Status (no fan-out), or why it did not answer."""
     try:
         async with credentials.aio_channel(address) as channel:
             call = channel.unary_unary("/xce.v1.ClusterService/Status",
@@ -443,6 +583,8 @@ async def peer_status(credentials: Credentials, address: str) -> api.ReplicaStat
             response: api.StatusResponse = await call(api.StatusRequest(local_only=True),
                                                       timeout=PEER_STATUS_TIMEOUT_S,
                                                       metadata=credentials.metadata())
-            return response.replicas[0]
+            if not response.replicas:
+                return "no status"
+            return response
     except grpc.aio.AioRpcError as exc:
         return str(exc.code().name).lower()

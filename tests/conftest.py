@@ -8,6 +8,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -169,3 +170,72 @@ def xce_as_nobody(args: list[str], env: dict[str, str], cwd: Path) -> subprocess
     return subprocess.run(["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}",
                            "--clear-groups", sys.executable, "-m", "xce.cli", *args], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=60)
+
+
+class Submitting:
+    """Threads that submit one job at a time until stopped (at most `limit` each), recording every
+    acknowledged submit: request id -> (job id, when). A submit that fails after the client's own
+    retries is an error (the cluster stopped taking writes for longer than the client's deadline)."""
+
+    def __init__(self, cluster: LocalCluster, threads: int = 2, limit: int = 5000,
+                 addresses: list[str] | None = None, prefix: str = "load") -> None:
+        self.cluster = cluster
+        self.addresses = addresses
+        self.acked: dict[str, tuple[int, float]] = {}
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(k, limit, prefix), daemon=True)
+                         for k in range(threads)]
+
+    def __enter__(self) -> Submitting:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=90)
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.acked)
+
+    def since(self, moment: float) -> int:
+        """Submits acknowledged after `moment` (time.monotonic())."""
+        with self._lock:
+            return sum(1 for _, when in self.acked.values() if when > moment)
+
+    def _run(self, k: int, limit: int, prefix: str) -> None:
+        from xce.client import Client, XceError
+        from xce.v1 import api_pb2 as api
+
+        addresses = self.addresses or self.cluster.addresses
+        with Client(addresses, self.cluster.credentials, deadline_s=60) as client:
+            for i in range(limit):
+                if self._stop.is_set():
+                    return
+                request_id = f"{prefix}-{k}-{i}"
+                spec = api.JobSpec(command=["true"], name=request_id, cwd="/tmp")
+                try:
+                    job = client.submit([spec], request_id=request_id).jobs[0]
+                except XceError as exc:
+                    self.errors.append(f"{request_id}: {exc}")
+                    return
+                with self._lock:
+                    self.acked[request_id] = (job.id, time.monotonic())
+
+
+def leaders_per_term(data: Path) -> dict[int, set[str]]:
+    """Which replicas said they lead in each Raft term, from their logs (one leader per term)."""
+    terms: dict[int, set[str]] = {}
+    for log in data.glob("replica-*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            if "leading in term " in line:
+                term = int(line.split("leading in term ", 1)[1].split()[0])
+                terms.setdefault(term, set()).add(log.stem)
+    return terms

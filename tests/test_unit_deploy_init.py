@@ -91,3 +91,31 @@ def test_a_plan_lists_each_host_once_replicas_first() -> None:
     plan = deploy_init.plan("c", "x:1,y:1,x:2", workers="n1,y", schedulers="n1")
     assert plan.hosts() == ["x", "y", "n1"]
     assert [r.id for r in plan.replicas] == [1, 2, 3]
+
+
+def test_a_replica_to_add_gets_a_bundle_from_the_same_ca(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "deploy"
+    assert main(["init", "--replicas", "a:7101,b:7101,c:7101", "--out", str(out)]) == 0
+    assert main(["init-replica", "--deploy", str(out), "--id", "4", "--address", "d:7101"]) == 0
+    assert "xce member add d:7101" in capsys.readouterr().out
+    etc = out / "hosts" / "d"
+    config = load_cluster(etc / "cluster.toml")
+    assert [r.id for r in config.replicas] == [1, 2, 3, 4] and config.replica(4).raft == "d:7201"
+    assert config.password == load_cluster(out / "hosts" / "a" / "cluster.toml").password
+    me = config.replica(4)
+    assert me.cert is not None and pki.identity(me.cert.read_bytes()) == pki.Identity("replica", "4")
+    assert (etc / "tls" / "ca.crt").read_bytes() == (out / "ca" / "ca.crt").read_bytes()
+    assert (etc / "controller-4.env").read_text() == "XCE_CONTROLLER_ARGS=--join\n"
+    assert _mode(etc / "secret") == 0o600 and _mode(etc / "tls" / "replica-4.key") == 0o600
+    # The others' bundles are not touched: their cluster files stay the bootstrap list.
+    assert [r.id for r in load_cluster(out / "hosts" / "a" / "cluster.toml").replicas] == [1, 2, 3]
+    for args, message in ((["--id", "2", "--address", "e:7101"], "already"),
+                          (["--id", "5", "--address", "a:7101"], "already"),
+                          (["--id", "5", "--address", "d:7102"], "exists"),
+                          (["--id", "5", "--address", "e"], "expected HOST:GRPC_PORT")):
+        assert main(["init-replica", "--deploy", str(out), *args]) == 2
+        assert message in capsys.readouterr().err
+    assert not (out / "hosts" / "e").exists()
+    assert main(["init-replica", "--deploy", str(tmp_path / "nothing"), "--id", "5", "--address", "e:1"]) == 2
+    assert "not an `xce init` output" in capsys.readouterr().err

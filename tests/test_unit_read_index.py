@@ -14,7 +14,7 @@ def _read(index: ReadIndex, commit: int = 10, now: float = 0.0) -> list[bool]:
 
 
 def test_a_read_waits_for_a_majority_to_answer_an_append_entries_sent_after_it() -> None:
-    index = ReadIndex(peers=2)
+    index = ReadIndex()
     index.sent("b")
     index.answered("b")  # answered before the read arrived: says nothing about now
     answers = _read(index)
@@ -29,7 +29,7 @@ def test_a_read_waits_for_a_majority_to_answer_an_append_entries_sent_after_it()
 
 
 def test_it_also_waits_until_the_commit_index_it_saw_is_applied() -> None:
-    index = ReadIndex(peers=2)
+    index = ReadIndex()
     answers = _read(index, commit=12)
     index.sent("c")
     index.answered("c")
@@ -42,7 +42,7 @@ def test_it_also_waits_until_the_commit_index_it_saw_is_applied() -> None:
 def test_a_leader_cut_off_from_the_others_never_answers() -> None:
     """Its followers moved to a newer term: they do not answer its AppendEntries (or it cannot reach
     them), so the read is refused at the deadline, never answered from stale state."""
-    index = ReadIndex(peers=2, timeout_s=2.0)
+    index = ReadIndex(timeout_s=2.0)
     answers = _read(index)
     for t in range(1, 20):
         index.sent("b")
@@ -54,7 +54,7 @@ def test_a_leader_cut_off_from_the_others_never_answers() -> None:
 
 
 def test_an_answer_on_a_new_connection_does_not_confirm_a_read_that_waited_on_the_old_one() -> None:
-    index = ReadIndex(peers=2)
+    index = ReadIndex()
     index.sent("b")
     answers = _read(index)  # wants b's answer to its 2nd AppendEntries on this connection
     index.disconnected("b")
@@ -71,14 +71,14 @@ def test_an_answer_on_a_new_connection_does_not_confirm_a_read_that_waited_on_th
 
 
 def test_losing_the_leadership_refuses_every_waiting_read() -> None:
-    index = ReadIndex(peers=2)
+    index = ReadIndex()
     first, second = _read(index), _read(index)
     index.step(leader=False, last_applied=10, now_s=0.1)
     assert first == [False] and second == [False] and index.waiting == 0
 
 
 def test_a_single_replica_answers_at_once() -> None:
-    index = ReadIndex(peers=0)
+    index = ReadIndex()
     answers: list[bool] = []
     index.arrived(3, [], 0.0, answers.append)
     index.step(leader=True, last_applied=3, now_s=0.0)

@@ -23,7 +23,7 @@ from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
-from xce import cli_history, cli_snapshot
+from xce import cli_history, cli_member, cli_snapshot
 from xce.client import Client, XceError
 from xce.credentials import Credentials, CredentialsError, for_cluster, new_token
 from xce.v1 import api_pb2 as api
@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("controller", help="run one controller replica")
     p.add_argument("--config", required=True, type=Path)
     p.add_argument("--id", required=True, type=int)
+    p.add_argument("--join", action="store_true",
+                   help="a new replica: run as a learner until `xce member add` takes it in")
 
     p = sub.add_parser("worker", help="run the worker daemon of this host")
     p.add_argument("--config", required=True, type=Path)
@@ -127,6 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spool-dir", default="/var/spool/xce",
                    help="the workers' spools (default /var/spool/xce)")
     p.add_argument("--out", required=True, type=Path, help="where to write (must not exist or be empty)")
+
+    p = sub.add_parser("init-replica", help="the bundle of a replica to add, from an `xce init` output")
+    p.add_argument("--deploy", required=True, type=Path, help="the `xce init --out` directory (its CA)")
+    p.add_argument("--id", required=True, type=int, help="the new replica's id (one never used before)")
+    p.add_argument("--address", required=True, help="HOST:GRPC_PORT[:RAFT_PORT] (Raft default: gRPC + 100)")
 
     p = sub.add_parser("token", help="bearer tokens (cluster admins)")
     tsub = p.add_subparsers(dest="token_command", required=True)
@@ -227,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_history.add_parsers(sub, STALE_HELP)
     cli_snapshot.add_parsers(sub)
+    cli_member.add_parsers(sub, STALE_HELP)
 
     p = sub.add_parser("hosts", help="list hosts (like bhosts)")
     p.add_argument("--json", action="store_true")
@@ -242,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "controller":
         from controller.main import run
 
-        return run(args.config, args.id)
+        return run(args.config, args.id, args.join)
     if args.command == "worker":
         from worker.daemon import run as run_worker
 
@@ -269,6 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _ca(args)
     if args.command == "init":
         return _init(args)
+    if args.command == "init-replica":
+        return _init_replica(args)
     if args.command == "snapshot" and args.snapshot_command == "status":
         return cli_snapshot.status(args)
     try:
@@ -277,6 +287,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except XceError as exc:
         print(f"xce: {exc.code.name}: {exc.message}", file=sys.stderr)
         return 1
+
+
+def _init_replica(args: argparse.Namespace) -> int:
+    from xce import deploy_init
+
+    try:
+        etc = deploy_init.add_replica(args.deploy, args.id, args.address)
+    except deploy_init.InitError as exc:
+        print(f"xce init-replica: {exc}", file=sys.stderr)
+        return 2
+    grpc = ":".join(args.address.split(":")[:2])
+    print(f"wrote {etc}: copy it to the new host's /etc/xce (rsync -a), start xce-controller@{args.id} "
+          f"(it joins as a learner), then run `xce member add {grpc}`")
+    return 0
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -301,6 +325,8 @@ def _run(client: Client, args: argparse.Namespace) -> int:
         return _submit(client, args)
     if command == "snapshot":
         return cli_snapshot.save(client, args)
+    if command == "member":
+        return cli_member.run(client, args)
     if command == "jobs":
         filters = list(args.filter)
         if args.state:
@@ -511,6 +537,12 @@ def _status_table(status: api.StatusResponse) -> None:
         print(f"{r.id:>3}  {r.role:<12}{r.term:>6}{r.commit_index:>9}{r.applied_index:>9}{r.pid:>8}  "
               f"{r.grpc_address:<22}{r.entry_format or '-':>4}  {r.health}")
     print(f"entry kinds in use past the baseline: {', '.join(status.enabled_entry_kinds) or 'none'}")
+    if status.bootstrap:
+        # The cluster file is only where a cluster starts: the committed membership wins.
+        print("members (committed): " + ", ".join(
+            f"{m.id} {api.MemberRole.Name(m.role).removeprefix('MEMBER_').lower()} {m.grpc_address}"
+            for m in status.members))
+        print("cluster file (bootstrap): " + ", ".join(f"{m.id} {m.grpc_address}" for m in status.bootstrap))
     # During a rolling upgrade: which replicas' code still lacks what others understand.
     known = [set(r.entry_kinds) for r in status.replicas if r.entry_kinds]
     every = set().union(*known) if known else set()

@@ -178,6 +178,20 @@ class Client:
     def who_am_i(self) -> api.WhoAmIResponse:
         return self.call("AdminService", "WhoAmI", api.WhoAmIRequest(), api.WhoAmIResponse)
 
+    def add_member(self, grpc_address: str, member_id: int = 0,
+                   raft_address: str = "") -> api.MembersResponse:
+        request = api.AddMemberRequest(id=member_id, grpc_address=grpc_address, raft_address=raft_address,
+                                       request_id=new_request_id())
+        return self.call("AdminService", "AddMember", request, api.MembersResponse)
+
+    def remove_member(self, member_id: int) -> api.MembersResponse:
+        request = api.RemoveMemberRequest(id=member_id, request_id=new_request_id())
+        return self.call("AdminService", "RemoveMember", request, api.MembersResponse)
+
+    def list_members(self, stale: bool = False) -> api.MembersResponse:
+        return self.call("AdminService", "ListMembers", api.ListMembersRequest(stale=stale),
+                         api.MembersResponse)
+
     # -------------------------------------------------------------- transport
 
     def call(self, service: str, method: str, request: Message, response_class: type[M]) -> M:

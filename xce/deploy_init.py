@@ -19,6 +19,12 @@ the first admin token, and lays them out as they go on each host:
         tls/scheduler-ID.crt|key  scheduler hosts (by default each replica host runs one)
         tls/worker-HOST.crt|key, worker.toml   worker hosts
 
+`xce init-replica --deploy OUT --id N --address HOST:GRPC[:RAFT]` later makes
+the bundle of a replica to add (OUT/hosts/HOST/, from the CA and an existing
+replica host's bundle in OUT): the cluster file with the new replica added,
+the password, its certificate, and controller-N.env, which starts it with
+--join (a learner, until `xce member add`).
+
 Private keys and secrets are 0600, the rest 0644, directories 0755 (0700 for
 `ca/` and `admin/`): copied with their modes (`cp -a`, `rsync -a`, `scp -p`)
 they are right on the host once owned by the daemon's user. Nothing is ever
@@ -175,6 +181,42 @@ def write(plan: Plan, out: Path) -> list[Path]:
     shutil.rmtree(out / "client")
     write_private(out / "README.txt", readme(plan).encode(), mode=0o644)
     return written
+
+
+def add_replica(out: Path, replica_id: int, address: str) -> Path:
+    """The bundle of a new replica (module docstring) in OUT/hosts/HOST; its directory."""
+    out = Path(out)
+    ca = out / "ca"
+    if not (ca / "ca.key").exists():
+        raise InitError(f"{out} is not an `xce init` output: no {ca / 'ca.key'}")
+    if replica_id <= 0:
+        raise InitError("the replica id is a positive number")
+    (new,) = parse_replicas(address)
+    new = ReplicaAddress(replica_id, new.host, new.grpc_port, new.raft_port)
+    source = next((d for d in sorted((out / "hosts").glob("*")) if (d / "secret").exists()), None)
+    if source is None:
+        raise InitError(f"no replica host's bundle under {out / 'hosts'} to take the password and the "
+                        "cluster file from")
+    cluster_toml = (source / "cluster.toml").read_text()
+    for line in cluster_toml.splitlines():
+        if line.strip() == f"id = {replica_id}" or f'"{new.grpc}"' in line or f'"{new.raft}"' in line:
+            raise InitError(f"replica {replica_id}, or its address, is in {source / 'cluster.toml'} already")
+    etc = out / "hosts" / new.host
+    if etc.exists():
+        raise InitError(f"{etc} exists: the new replica's host needs a bundle of its own (choose another "
+                        "host, or move that bundle away)")
+    tls = etc / "tls"
+    tls.mkdir(parents=True, mode=0o755)
+    etc.chmod(0o755)
+    for name in ("ca.crt", "client-xce.crt", "client-xce.key"):
+        _copy(source / "tls" / name, tls / name, 0o644)
+    entry = f'\n[[replicas]]  # added by xce init-replica\nid = {replica_id}\ngrpc = "{new.grpc}"\n' \
+            f'raft = "{new.raft}"\n'
+    write_private(etc / "cluster.toml", (cluster_toml + entry).encode(), mode=0o644)
+    _copy(source / "secret", etc / "secret", 0o600)
+    pki.issue(ca, "replica", str(replica_id), sans=[new.host], out=tls)
+    write_private(etc / f"controller-{replica_id}.env", b"XCE_CONTROLLER_ARGS=--join\n", mode=0o644)
+    return etc
 
 
 def _cluster_toml(plan: Plan, admin_digest: str) -> str:

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -32,6 +33,9 @@ from xce import pki
 from xce.client import Client, XceError
 from xce.credentials import ADMIN_TOKEN_FILE, Credentials, for_cluster, new_token, read_token_file
 from xce.private import write_private
+
+if TYPE_CHECKING:
+    from controller.config import Replica as ConfigReplica
 
 
 def free_ports(count: int) -> list[int]:
@@ -102,6 +106,9 @@ class LocalCluster:
         self.log_to_files = log_to_files
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.env: dict[int, dict[str, str]] = {}  # per replica, over this process's environment
+        # Replicas added after the cluster was made (`new_replica`): each has a cluster file of its
+        # own, this one's with itself added, and starts with --join until it is a member.
+        self.joining: dict[int, Path] = {}
 
     @property
     def addresses(self) -> list[str]:
@@ -150,16 +157,42 @@ class LocalCluster:
         return cert, key
 
     def address(self, replica_id: int) -> str:
-        return self.config.replica(replica_id).grpc
+        return self.replica_config(replica_id).grpc
+
+    def replica_config(self, replica_id: int) -> ConfigReplica:
+        from controller.config import load
+
+        if replica_id in self.joining:
+            return load(self.joining[replica_id]).replica(replica_id)
+        return self.config.replica(replica_id)
+
+    def replica_ids(self) -> list[int]:
+        return sorted({r.id for r in self.config.replicas} | set(self.joining))
+
+    def new_replica(self, replica_id: int, host: str = "127.0.0.1") -> ConfigReplica:
+        """A replica to add with `xce member add`: its certificate, free ports, and its own cluster file
+        (this cluster's, with it added). `start([replica_id])` runs it with --join."""
+        grpc_port, raft_port = free_ports(2)
+        pki.issue(self.data / "tls", "replica", str(replica_id), sans=[host, "localhost"])
+        path = self.data / f"cluster-{replica_id}.toml"
+        entry = (f'\n[[replicas]]\nid = {replica_id}\ngrpc = "{host}:{grpc_port}"\n'
+                 f'raft = "{host}:{raft_port}"\n')
+        write_private(path, self.config_path.read_bytes() + entry.encode())
+        self.joining[replica_id] = path
+        return self.replica_config(replica_id)
 
     def start(self, ids: Sequence[int] | None = None) -> None:
-        for replica in self.config.replicas:
-            if ids is None or replica.id in ids:
-                self._spawn(replica.id)
+        for replica_id in self.replica_ids():
+            if ids is None and replica_id in self.joining:
+                continue  # started by name only
+            if ids is None or replica_id in ids:
+                self._spawn(replica_id)
 
     def _spawn(self, replica_id: int) -> None:
+        config = self.joining.get(replica_id, self.config_path)
         cmd = [*(self.prefix(replica_id) if self.prefix else []), sys.executable, "-m", "xce.cli",
-               "controller", "--config", str(self.config_path), "--id", str(replica_id)]
+               "controller", "--config", str(config), "--id", str(replica_id),
+               *(["--join"] if replica_id in self.joining else [])]
         env = {**os.environ, **self.env.get(replica_id, {})}
         if not self.log_to_files:
             self.procs[replica_id] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env)
@@ -203,17 +236,17 @@ class LocalCluster:
         """The id of a replica that leads and serves writes, waiting for one."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            for replica in self.config.replicas:
-                if replica.id == exclude or replica.id not in self.procs:
+            for replica_id in self.replica_ids():
+                if replica_id == exclude or replica_id not in self.procs:
                     continue
+                address = self.address(replica_id)
                 try:
-                    with Client([replica.grpc], self.credentials, deadline_s=0.5,
-                                call_timeout_s=0.5) as client:
+                    with Client([address], self.credentials, deadline_s=0.5, call_timeout_s=0.5) as client:
                         status = client.status(local_only=True).replicas[0]
                 except XceError:
                     continue
-                if status.role == "leader" and self._serving(replica.grpc) and self._announced(replica.grpc):
-                    return replica.id
+                if status.role == "leader" and self._serving(address) and self._announced(address):
+                    return replica_id
             time.sleep(0.05)
         raise TimeoutError(f"no leader within {timeout_s} s")
 
@@ -228,9 +261,11 @@ class LocalCluster:
         except XceError:
             return False
         announced = set(status.announced_members)
-        if {r.id for r in self.config.replicas} <= announced and not status.config_current:
+        members = {m.id for m in status.members}
+        if members <= announced and not status.config_current:
             return False
-        return {rid for rid, proc in self.procs.items() if proc.poll() is None} <= announced
+        running = {rid for rid, proc in self.procs.items() if proc.poll() is None}
+        return running & members <= announced
 
     def _serving(self, address: str) -> bool:
         # A write-free probe: a follower or a catching-up leader refuses

@@ -29,7 +29,7 @@ The package, by concept: records (keys, readers, job ids), validation
 requests (dedupe by request id), jobs (submit, control table, modify, the end
 of an instance), holdings (slots and counters a running attempt holds),
 decisions (dispatch, the commit barrier, the lease), reports, hosts, cluster
-(init, queues, announcements), retention, versions, dump.
+(init, queues, announcements), membership, retention, versions, dump.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 
 from google.protobuf.message import DecodeError
 
-from controller.fsm import cluster, decisions, history, hosts, job_index, jobs, reports, tokens
+from controller.fsm import cluster, decisions, history, hosts, job_index, jobs, membership, reports, tokens
 from controller.fsm.applier import Applier, finish
 from controller.fsm.dump import canonical_dump
 from controller.fsm.holdings import CommittedUsage
@@ -107,6 +107,7 @@ HANDLERS: Mapping[str, Handler] = {
     "report": reports.apply_report,
     "reports": reports.apply_reports,
     "token": tokens.apply_token,
+    "member_change": membership.apply_member_change,
 }
 
 

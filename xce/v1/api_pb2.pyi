@@ -43,6 +43,13 @@ class ControlAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RELEASE: _ClassVar[ControlAction]
     REQUEUE: _ClassVar[ControlAction]
 
+class MemberRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MEMBER_VOTER: _ClassVar[MemberRole]
+    MEMBER_LEARNER: _ClassVar[MemberRole]
+    MEMBER_PROMOTING: _ClassVar[MemberRole]
+    MEMBER_REMOVING: _ClassVar[MemberRole]
+
 class HostStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     HOST_STATUS_UNSPECIFIED: _ClassVar[HostStatus]
@@ -92,6 +99,10 @@ RESUME: ControlAction
 HOLD: ControlAction
 RELEASE: ControlAction
 REQUEUE: ControlAction
+MEMBER_VOTER: MemberRole
+MEMBER_LEARNER: MemberRole
+MEMBER_PROMOTING: MemberRole
+MEMBER_REMOVING: MemberRole
 HOST_STATUS_UNSPECIFIED: HostStatus
 HOST_OK: HostStatus
 HOST_UNAVAIL: HostStatus
@@ -415,8 +426,58 @@ class StatusRequest(_message.Message):
     local_only: bool
     def __init__(self, local_only: _Optional[bool] = ...) -> None: ...
 
+class Member(_message.Message):
+    __slots__ = ("id", "grpc_address", "raft_address", "role")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    grpc_address: str
+    raft_address: str
+    role: MemberRole
+    def __init__(self, id: _Optional[int] = ..., grpc_address: _Optional[str] = ..., raft_address: _Optional[str] = ..., role: _Optional[_Union[MemberRole, str]] = ...) -> None: ...
+
+class AddMemberRequest(_message.Message):
+    __slots__ = ("id", "grpc_address", "raft_address", "request_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    grpc_address: str
+    raft_address: str
+    request_id: str
+    def __init__(self, id: _Optional[int] = ..., grpc_address: _Optional[str] = ..., raft_address: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class RemoveMemberRequest(_message.Message):
+    __slots__ = ("id", "request_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    request_id: str
+    def __init__(self, id: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ListMembersRequest(_message.Message):
+    __slots__ = ("stale",)
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    stale: bool
+    def __init__(self, stale: _Optional[bool] = ...) -> None: ...
+
+class MembersResponse(_message.Message):
+    __slots__ = ("members", "bootstrap", "revision", "replicas")
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    BOOTSTRAP_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    bootstrap: _containers.RepeatedCompositeFieldContainer[Member]
+    revision: int
+    replicas: _containers.RepeatedCompositeFieldContainer[ReplicaStatus]
+    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., bootstrap: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., revision: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ...) -> None: ...
+
 class StatusResponse(_message.Message):
-    __slots__ = ("cluster_id", "replicas", "scheduler_lease_holder", "scheduler_lease_epoch", "scheduler_lease_expires_ms", "enabled_entry_kinds", "announced_members", "config_current")
+    __slots__ = ("cluster_id", "replicas", "scheduler_lease_holder", "scheduler_lease_epoch", "scheduler_lease_expires_ms", "enabled_entry_kinds", "announced_members", "config_current", "members", "bootstrap")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULER_LEASE_HOLDER_FIELD_NUMBER: _ClassVar[int]
@@ -425,6 +486,8 @@ class StatusResponse(_message.Message):
     ENABLED_ENTRY_KINDS_FIELD_NUMBER: _ClassVar[int]
     ANNOUNCED_MEMBERS_FIELD_NUMBER: _ClassVar[int]
     CONFIG_CURRENT_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    BOOTSTRAP_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaStatus]
     scheduler_lease_holder: str
@@ -433,7 +496,9 @@ class StatusResponse(_message.Message):
     enabled_entry_kinds: _containers.RepeatedScalarFieldContainer[str]
     announced_members: _containers.RepeatedScalarFieldContainer[int]
     config_current: bool
-    def __init__(self, cluster_id: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., scheduler_lease_holder: _Optional[str] = ..., scheduler_lease_epoch: _Optional[int] = ..., scheduler_lease_expires_ms: _Optional[int] = ..., enabled_entry_kinds: _Optional[_Iterable[str]] = ..., announced_members: _Optional[_Iterable[int]] = ..., config_current: _Optional[bool] = ...) -> None: ...
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    bootstrap: _containers.RepeatedCompositeFieldContainer[Member]
+    def __init__(self, cluster_id: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., scheduler_lease_holder: _Optional[str] = ..., scheduler_lease_epoch: _Optional[int] = ..., scheduler_lease_expires_ms: _Optional[int] = ..., enabled_entry_kinds: _Optional[_Iterable[str]] = ..., announced_members: _Optional[_Iterable[int]] = ..., config_current: _Optional[bool] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., bootstrap: _Optional[_Iterable[_Union[Member, _Mapping]]] = ...) -> None: ...
 
 class HostSpec(_message.Message):
     __slots__ = ("name", "slots", "memory_mb", "resources", "tags")

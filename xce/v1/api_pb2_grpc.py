@@ -755,6 +755,21 @@ class AdminServiceStub:
                 request_serializer=xce_dot_v1_dot_api__pb2.WhoAmIRequest.SerializeToString,
                 response_deserializer=xce_dot_v1_dot_api__pb2.WhoAmIResponse.FromString,
                 _registered_method=True)
+        self.AddMember = channel.unary_unary(
+                '/xce.v1.AdminService/AddMember',
+                request_serializer=xce_dot_v1_dot_api__pb2.AddMemberRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.MembersResponse.FromString,
+                _registered_method=True)
+        self.RemoveMember = channel.unary_unary(
+                '/xce.v1.AdminService/RemoveMember',
+                request_serializer=xce_dot_v1_dot_api__pb2.RemoveMemberRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.MembersResponse.FromString,
+                _registered_method=True)
+        self.ListMembers = channel.unary_unary(
+                '/xce.v1.AdminService/ListMembers',
+                request_serializer=xce_dot_v1_dot_api__pb2.ListMembersRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.MembersResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -808,6 +823,24 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddMember(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveMember(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMembers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -850,6 +883,21 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.WhoAmI,
                     request_deserializer=xce_dot_v1_dot_api__pb2.WhoAmIRequest.FromString,
                     response_serializer=xce_dot_v1_dot_api__pb2.WhoAmIResponse.SerializeToString,
+            ),
+            'AddMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddMember,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.AddMemberRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.MembersResponse.SerializeToString,
+            ),
+            'RemoveMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveMember,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.RemoveMemberRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.MembersResponse.SerializeToString,
+            ),
+            'ListMembers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMembers,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.ListMembersRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.MembersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1068,6 +1116,87 @@ class AdminService:
             '/xce.v1.AdminService/WhoAmI',
             xce_dot_v1_dot_api__pb2.WhoAmIRequest.SerializeToString,
             xce_dot_v1_dot_api__pb2.WhoAmIResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.AdminService/AddMember',
+            xce_dot_v1_dot_api__pb2.AddMemberRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.MembersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.AdminService/RemoveMember',
+            xce_dot_v1_dot_api__pb2.RemoveMemberRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.MembersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMembers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.AdminService/ListMembers',
+            xce_dot_v1_dot_api__pb2.ListMembersRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.MembersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -8,6 +8,15 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class MemberOp(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MEMBER_OP_UNSPECIFIED: _ClassVar[MemberOp]
+    ADD_LEARNER: _ClassVar[MemberOp]
+    PROMOTE: _ClassVar[MemberOp]
+    BECOME_VOTER: _ClassVar[MemberOp]
+    REMOVE: _ClassVar[MemberOp]
+    REMOVED: _ClassVar[MemberOp]
+
 class Code(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     OK: _ClassVar[Code]
@@ -21,6 +30,12 @@ class Code(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INTERNAL: _ClassVar[Code]
     UNAVAILABLE: _ClassVar[Code]
     UNAUTHENTICATED: _ClassVar[Code]
+MEMBER_OP_UNSPECIFIED: MemberOp
+ADD_LEARNER: MemberOp
+PROMOTE: MemberOp
+BECOME_VOTER: MemberOp
+REMOVE: MemberOp
+REMOVED: MemberOp
 OK: Code
 INVALID_ARGUMENT: Code
 NOT_FOUND: Code
@@ -34,7 +49,7 @@ UNAVAILABLE: Code
 UNAUTHENTICATED: Code
 
 class Entry(_message.Message):
-    __slots__ = ("stamp_ms", "proposer", "format", "by", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins", "announce", "host_statuses", "token")
+    __slots__ = ("stamp_ms", "proposer", "format", "by", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins", "announce", "host_statuses", "token", "member_change")
     STAMP_MS_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +71,7 @@ class Entry(_message.Message):
     ANNOUNCE_FIELD_NUMBER: _ClassVar[int]
     HOST_STATUSES_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     stamp_ms: int
     proposer: int
     format: int
@@ -77,7 +93,8 @@ class Entry(_message.Message):
     announce: Announce
     host_statuses: HostStatuses
     token: TokenEntry
-    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., format: _Optional[int] = ..., by: _Optional[_Union[Principal, _Mapping]] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ..., joins: _Optional[_Union[HostJoins, _Mapping]] = ..., announce: _Optional[_Union[Announce, _Mapping]] = ..., host_statuses: _Optional[_Union[HostStatuses, _Mapping]] = ..., token: _Optional[_Union[TokenEntry, _Mapping]] = ...) -> None: ...
+    member_change: MemberChange
+    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., format: _Optional[int] = ..., by: _Optional[_Union[Principal, _Mapping]] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ..., joins: _Optional[_Union[HostJoins, _Mapping]] = ..., announce: _Optional[_Union[Announce, _Mapping]] = ..., host_statuses: _Optional[_Union[HostStatuses, _Mapping]] = ..., token: _Optional[_Union[TokenEntry, _Mapping]] = ..., member_change: _Optional[_Union[MemberChange, _Mapping]] = ...) -> None: ...
 
 class Principal(_message.Message):
     __slots__ = ("name", "role", "via")
@@ -88,6 +105,18 @@ class Principal(_message.Message):
     role: str
     via: str
     def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., via: _Optional[str] = ...) -> None: ...
+
+class MemberChange(_message.Message):
+    __slots__ = ("op", "member", "bootstrap", "request_id")
+    OP_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    BOOTSTRAP_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    op: MemberOp
+    member: _api_pb2.Member
+    bootstrap: _containers.RepeatedCompositeFieldContainer[_api_pb2.Member]
+    request_id: str
+    def __init__(self, op: _Optional[_Union[MemberOp, str]] = ..., member: _Optional[_Union[_api_pb2.Member, _Mapping]] = ..., bootstrap: _Optional[_Iterable[_Union[_api_pb2.Member, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class TokenEntry(_message.Message):
     __slots__ = ("revoke", "sha256", "info", "revoke_id", "request_id")
@@ -270,7 +299,7 @@ class Capabilities(_message.Message):
     def __init__(self, kinds: _Optional[_Iterable[str]] = ..., format: _Optional[int] = ...) -> None: ...
 
 class Meta(_message.Message):
-    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members", "clean_period_ms", "history_retention_ms")
+    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members", "clean_period_ms", "history_retention_ms", "membership")
     class MembersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -293,6 +322,7 @@ class Meta(_message.Message):
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     CLEAN_PERIOD_MS_FIELD_NUMBER: _ClassVar[int]
     HISTORY_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
     cluster_id: str
     next_job_id: int
@@ -308,7 +338,8 @@ class Meta(_message.Message):
     members: _containers.MessageMap[int, Capabilities]
     clean_period_ms: int
     history_retention_ms: int
-    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ...) -> None: ...
+    membership: _containers.RepeatedCompositeFieldContainer[_api_pb2.Member]
+    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., membership: _Optional[_Iterable[_Union[_api_pb2.Member, _Mapping]]] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
     __slots__ = ("from_revision", "cluster_id")
