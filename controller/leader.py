@@ -268,7 +268,9 @@ class LeaderCore:
             if not term.configured:
                 times.append(now + CATCH_UP_POLL_S)
             else:
-                times += [term.watchdog.next_s, term.next_poll_s, term.member_retry_s]
+                times += [term.watchdog.next_s, term.next_poll_s]
+                if term.member_retry_s > now:
+                    times.append(term.member_retry_s)
                 if term.sessions:
                     times.append(term.next_sweep_s)
                 if term.to_step:
@@ -620,7 +622,11 @@ class LeaderCore:
                 meta, self.settings.bootstrap_members())):
             raise failed_precondition("not every replica has announced code that applies membership "
                                       "changes yet (xce status: enabled entry kinds); retry once they have")
-        bootstrap = () if meta.membership else self.settings.bootstrap_members()
+        # The first change records the file's replicas, those the Raft configuration has: a file that
+        # lists one more than there are would make it a member.
+        voters = self.consensus.voters()
+        bootstrap = () if meta.membership else tuple(m for m in self.settings.bootstrap_members()
+                                                      if m.raft_address in voters)
         return log.Entry(member_change=log.MemberChange(op=op, member=member, bootstrap=bootstrap,
                                                         request_id=request_id))
 
@@ -834,6 +840,8 @@ class LeaderCore:
             self._end(term, stream, exc)
             return
         state.phase = "joining"
+        if self._proposal_format() < fsm.recovery.FORMAT:
+            message.join.ClearField("running")  # older replicas would store it in the host record
         term.joins.add((stream, message.join), message.join.ByteSize())
         self._flush(term, term.joins, _joins_entry, self._joins_settled)
 
@@ -994,10 +1002,7 @@ class LeaderCore:
     def _fence_s(self) -> float:
         """The worker-side fence, once every member applies a fenced end as a requeue (entry
         format 2); before that a fenced job would end EXIT, so workers are told none."""
-        if self._format is None:  # read again after each announcement
-            with self.state.read() as tables:
-                self._format = versions.proposal_format(fsm.read_meta(tables), self._voter_ids(tables))
-        return self.settings.fence_s if self._format >= reports.FENCE_FORMAT else 0.0
+        return self.settings.fence_s if self._proposal_format() >= reports.FENCE_FORMAT else 0.0
 
     def _configured(self, term: Term) -> None:
         if not term.configured:
@@ -1061,13 +1066,16 @@ class LeaderCore:
 
     # ------------------------------------------------------------ proposing
 
-    def _propose(self, entry: log.Entry, on_done: Callable[[list[log.Result] | None], None]) -> None:
+    def _proposal_format(self) -> int:
         if self._format is None:
             with self.state.read() as tables:
                 self._format = versions.proposal_format(fsm.read_meta(tables), self._voter_ids(tables))
+        return self._format
+
+    def _propose(self, entry: log.Entry, on_done: Callable[[list[log.Result] | None], None]) -> None:
         entry.stamp_ms = self.clock.now_ms()
         entry.proposer = self.settings.replica_id
-        entry.format = self._format
+        entry.format = self._proposal_format()
         token = self._proposals.new(entry.WhichOneof("body") or "?", on_done)
         self._effects.append(Propose(token, entry))
 

@@ -21,12 +21,20 @@ from controller.store import StoreError
 from xce import daemon_logging
 
 
-def run(config_path: Path, replica_id: int, join: bool = False) -> int:
+def run(config_path: Path, replica_id: int, join: bool = False, force_new_cluster: bool = False) -> int:
     daemon_logging.setup(f"replica-{replica_id}")
     try:
         handlers = faults.handlers(os.environ.get("XCE_FAULT", ""))
         config = load(config_path)
         config.replica(replica_id)
+        if force_new_cluster:
+            from controller.restore import force_new_cluster as force
+
+            forced = force(config, replica_id)
+            logging.getLogger(__name__).warning(
+                "replica %d: forced into a one-member cluster at revision %d; entries it had not applied "
+                "are gone. Add members back with `xce member add`, and drop --force-new-cluster",
+                replica_id, forced.revision)
         from controller.replica import Replica
 
         replica = Replica(config, replica_id, handlers, join=join,

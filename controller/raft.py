@@ -42,13 +42,25 @@ three modes, which its replica picks from the committed membership
   send it the log (and a snapshot when it is far behind) like a follower, but
   it neither votes nor counts in any majority. A new replica catches up so
   before it becomes a voter.
-- `standby`: a voter that is not in the leader's configuration yet (it has
-  just been promoted from learner). It never starts an election until a leader
-  has sent it AppendEntries: a node the members do not know yet would
-  otherwise time out over and over, and the first vote request it got through
-  would carry a term high enough to depose the leader that is adding it.
-pysyncobj's snapshot header names the members (`cluster`); a restart starts
-from the membership its replica passes in and converges on what the log says.
+- `standby`: a voter that never starts an election (its election deadline is
+  pushed ahead every tick) but votes and acknowledges: a learner just
+  promoted, until it has applied its own BECOME_VOTER (a node the members do
+  not know yet would time out over and over, and the first vote request it
+  got through would carry a term high enough to depose the leader that is
+  adding it), and a member being removed (it still counts in the old
+  configuration's majority, and should not disrupt the new one). The replica
+  ends the hold (`end_hold`).
+Raft takes a node's configuration from the latest membership entry in its
+log, committed or not. pysyncobj starts from the peers its replica passes in,
+replaces them with its snapshot header's `cluster`, and replays only the
+committed entries after it; at the first tick this node also applies the
+membership entries of its log past the applied index (`_replay_membership`),
+which pysyncobj's later replay of them leaves as they are. pysyncobj 0.3.17
+never records a change in flight (its `__changeClusterIDx` is never set), so
+`change_in_flight` looks at the log itself; its utility commands (add,
+remove, transfer by anyone with the password) are switched off, and a
+command a follower forwards (`apply_command`) is refused: only a leader's
+own XCE code proposes.
 
 Everything pysyncobj calls back (apply, proposal callbacks, state changes)
 runs in its tick thread; callers hand results to their own threads.
@@ -59,6 +71,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import pickle
 import struct
 import threading
 from collections.abc import Callable
@@ -185,6 +198,8 @@ ProposalCallback = Callable[[Any, int], None]
 ChangeCallback = Callable[[bool, str], None]  # (done, why not): in the tick thread
 MODES = ("voter", "standby", "learner")
 STANDBY_HOLD_S = 3600.0  # a standby's election deadline, pushed this far ahead every tick
+MEMBERSHIP_COMMAND = 2  # pysyncobj's _COMMAND_TYPE.MEMBERSHIP: the first byte of a change's command
+TRANSFER_TRY_S = 2.0  # a leadership transfer is tried every tick this long (a member must be caught up)
 
 
 _ROLES = {0: "follower", 1: "candidate", 2: "leader"}  # pysyncobj's _RAFT_STATE
@@ -261,7 +276,9 @@ class RaftNode:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
         self.mode = mode
-        self._standby = mode == "standby"  # until a leader has sent AppendEntries
+        self._standby = mode == "standby"  # no elections until the replica ends the hold
+        self._replayed = False  # the log's membership entries past the applied index (first tick)
+        self._transfer: tuple[float, ChangeCallback] | None = None
         self._tick_tasks: collections.deque[Callable[[], None]] = collections.deque()  # from any thread
         self.settings = settings or RaftSettings()
         self.store = store
@@ -305,7 +322,7 @@ class RaftNode:
         )
         self._reads = ReadIndex()
         self._read_requests: collections.deque[Done] = collections.deque()  # from any thread
-        transport_class = _durable_transport(wal, self._reads, self._heard_append_entries)
+        transport_class = _durable_transport(wal, self._reads)
         self._replica = _Replica(self._apply, None if mode == "learner" else self_address,
                                  [p for p in peers if p != self_address], conf=conf,
                                  transportClass=transport_class)
@@ -313,6 +330,8 @@ class RaftNode:
         self._last_pulse = 0.0
         self._known_leader: str | None = None  # as leader() said at the last tick
         self._replica.addOnTickCallback(self._on_tick)
+        # pysyncobj's utility commands would let anyone with the password change the configuration.
+        self._replica._SyncObj__transport._onUtilityMessageCallbacks.clear()
         store.pulse = self._pulse
 
     # -------------------------------------------------------------- proposing
@@ -413,43 +432,77 @@ class RaftNode:
         return (connected & self.voters()) | {self.self_address}
 
     def change_in_flight(self) -> bool:
-        """A membership change is appended but not applied yet (pysyncobj allows one at a time)."""
-        replica = self._replica
-        index = replica._SyncObj__changeClusterIDx
-        return index is not None and index > replica.raftLastApplied
+        """A membership change is in this node's log past its applied index (one at a time)."""
+        applied = int(self._replica.raftLastApplied)
+        tail = self._wal[-256:]  # what is not applied yet is at the end (a leader applies as it commits)
+        marker = bytes([MEMBERSHIP_COMMAND])
+        return any(index > applied and command[:1] == marker for command, index, _ in tail)
 
     def change_membership(self, add: bool, address: str, done: ChangeCallback) -> None:
-        """Add or remove the voter at `address` through the log (the leader only); done(True, "")
-        once the change is committed, else done(False, why)."""
+        """Add or remove the voter at `address` through the log; done(True, "") once the change is
+        committed, else done(False, why). Only while this node leads (pysyncobj would forward it)."""
 
         def callback(result: Any, error: int) -> None:
             done(error == SUCCESS, "" if error == SUCCESS else FAIL_NAMES.get(error, str(error)))
 
-        if add:
-            self._replica.addNodeToCluster(address, callback=callback)
-        else:
-            self._replica.removeNodeFromCluster(address, callback=callback)
+        def change() -> None:
+            if not self._replica._isLeader():
+                done(False, "not the leader")
+            elif add:
+                self._replica.addNodeToCluster(address, callback=callback)
+            else:
+                self._replica.removeNodeFromCluster(address, callback=callback)
+
+        self._tick_tasks.append(change)
 
     def transfer_leadership(self, done: ChangeCallback) -> None:
-        """Hand leadership to the most caught-up connected member (Raft's TimeoutNow); done(True, "")
-        once asked, else done(False, why): not the leader, or no member fully caught up yet."""
+        """Hand leadership to the most caught-up connected member (Raft's TimeoutNow). pysyncobj sends
+        it only to a member whose log matches the leader's to the last entry, which under writes holds
+        only now and then: tried every tick for TRANSFER_TRY_S. done(True, "") once sent, else
+        done(False, why)."""
+        self._tick_tasks.append(lambda: self._start_transfer(done))
 
-        def transfer() -> None:
-            def callback(result: Any, error: int) -> None:
-                done(error == SUCCESS, "" if error == SUCCESS else FAIL_NAMES.get(error, str(error)))
+    def _start_transfer(self, done: ChangeCallback) -> None:
+        if self._transfer is not None:
+            done(False, "a transfer is being tried already")
+            return
+        self._transfer = (self._clock.monotonic_s() + TRANSFER_TRY_S, done)
 
-            self._replica.transferLeadership(None, callback)
-
-        self._tick_tasks.append(transfer)
+    def _try_transfer(self) -> None:  # tick thread, after this tick's commands were appended
+        assert self._transfer is not None
+        deadline, done = self._transfer
+        outcome: list[int] = []
+        self._replica.transferLeadership(None, lambda result, error: outcome.append(error))
+        error = outcome[0] if outcome else FAIL_REASON.REQUEST_DENIED
+        if error == SUCCESS or error == FAIL_REASON.NOT_LEADER or self._clock.monotonic_s() > deadline:
+            self._transfer = None
+            done(error == SUCCESS, "" if error == SUCCESS else FAIL_NAMES.get(error, str(error)))
 
     def standing_by(self) -> bool:
-        """A standby that no leader has sent AppendEntries yet."""
+        """Holding its elections (a standby)."""
         return self._standby
 
-    def _heard_append_entries(self) -> None:  # tick thread
+    def hold(self) -> None:
+        """Start no election from now on (a member being removed)."""
+        if not self._standby:
+            self._standby = True
+            log.info("raft: %s holds its elections (it is being removed)", self.self_address)
+
+    def end_hold(self) -> None:
+        """Start elections again: the replica applied its own BECOME_VOTER."""
         if self._standby:
             self._standby = False
-            log.info("raft: standby %s heard from a leader: a voter from now on", self.self_address)
+            log.info("raft: %s is a voter that may stand for election from now on", self.self_address)
+
+    def _replay_membership(self) -> None:  # tick thread, once: after pysyncobj loaded its snapshot
+        replica = self._replica
+        applied = int(replica.raftLastApplied)
+        for command, index, _ in list(self._wal[:]):
+            if index > applied and command[:1] == bytes([MEMBERSHIP_COMMAND]):
+                request = pickle.loads(command[1:])
+                if replica._SyncObj__doChangeCluster(request):
+                    log.info("raft: membership entry %d (%s %s) in the log, not yet applied: in effect",
+                             index, request[0], request[1])
 
     def close(self) -> None:
         self._snapshots.join()
@@ -516,8 +569,13 @@ class RaftNode:
             self._reads.step(leader, int(replica.raftLastApplied), now)
 
     def _on_tick(self) -> None:
+        if not self._replayed and self.mode != "learner":
+            self._replayed = True
+            self._replay_membership()
         while self._tick_tasks:
             self._tick_tasks.popleft()()
+        if self._transfer is not None:
+            self._try_transfer()
         if self._standby:  # pysyncobj looks at the deadline before the callbacks of the same tick
             self._replica._SyncObj__raftElectionDeadline = monotonic() + STANDBY_HOLD_S
         self._reads_tick()
@@ -542,8 +600,9 @@ class RaftNode:
         """pysyncobj's compaction, in the tick thread: start the snapshot in a thread of its own
         (SnapshotWriter) and return; pysyncobj asks `_snapshot_state` until it is done."""
         last, prev, cluster = data
+        # A learner's own node is None (pysyncobj's read-only node): not a member.
         header = {"last": _entry_json(last), "prev": _entry_json(prev),
-                  "cluster": sorted(str(getattr(n, "address", n)) for n in cluster)}
+                  "cluster": sorted(str(getattr(n, "address", n)) for n in cluster if n is not None)}
         self._snapshots.start(header)
         # pysyncobj renames `path` onto the snapshot as soon as this returns; there is no `path`, so
         # its rename fails (harmlessly: the writer's own rename is what replaces the snapshot).
@@ -558,6 +617,9 @@ class RaftNode:
             header, _ = StateStore.read_snapshot_header(Path(path))
             replaced = self.store.restore_snapshot(Path(path))
             last, prev = _entry_tuple(header["last"]), _entry_tuple(header["prev"])
+            # As nodes: pysyncobj drops itself from this list by comparing nodes, and a string never
+            # equals one (the node would count itself among its peers).
+            cluster = [TCPNode(_address(a)) for a in header["cluster"]]
         except Exception as exc:
             _fail_stop(exc, f"loading snapshot {path}")
         log.info("snapshot at index %s %s", header["applied_index"],
@@ -570,9 +632,7 @@ class RaftNode:
         position = self._wal.position_of(prev)
         if position is not None and self._wal.position_of(last) == position + 1:
             self._wal.deleteEntriesTo(position)
-        # As nodes: pysyncobj drops itself from this list by comparing nodes, and a string never
-        # equals one (the node would count itself among its peers).
-        return last, prev, [TCPNode(str(address)) for address in header["cluster"]]
+        return last, prev, cluster
 
     def _sync_snapshot_dir(self) -> None:
         fsync_path(self._snapshot_path.parent)
@@ -674,6 +734,15 @@ def _fail_stop(exc: BaseException, doing: str = "writing the Raft log") -> NoRet
     os._exit(FAIL_STOP_EXIT)
 
 
+def _address(raw: object) -> str:
+    """A member's HOST:PORT from a snapshot header (ValueError otherwise)."""
+    text = str(raw)
+    host, _, port = text.rpartition(":")
+    if not host or not port.isascii() or not port.isdigit():
+        raise ValueError(f"snapshot header names a member {text[:80]!r} that is not HOST:PORT")
+    return text
+
+
 def _entry_json(entry: tuple[bytes, int, int]) -> list[Any]:
     return [bytes(entry[0]).hex(), entry[1], entry[2]]
 
@@ -682,10 +751,10 @@ def _entry_tuple(raw: list[Any]) -> tuple[bytes, int, int]:
     return bytes.fromhex(raw[0]), int(raw[1]), int(raw[2])
 
 
-def _durable_transport(wal: LmdbJournal, reads: ReadIndex, heard_append_entries: Callable[[], None]) -> type:
+def _durable_transport(wal: LmdbJournal, reads: ReadIndex) -> type:
     class DurableTransport(TCPTransport):  # type: ignore[misc]
         """Flushes the WAL before any Raft message leaves this node; counts AppendEntries and their
-        answers for ReadIndex (read_index.py); tells a standby it has heard from a leader."""
+        answers for ReadIndex (read_index.py); refuses commands forwarded by followers."""
 
         def send(self, node: Any, message: Any) -> bool:
             wal.flush(lazy_commit_index=True)
@@ -699,8 +768,13 @@ def _durable_transport(wal: LmdbJournal, reads: ReadIndex, heard_append_entries:
             kind = message.get("type") if isinstance(message, dict) else None
             if kind == "next_node_idx":
                 reads.answered(node)
-            elif kind == "append_entries" and message.get("term", -1) >= self._syncObj.raftCurrentTerm:
-                heard_append_entries()
+            elif kind == "apply_command":
+                # Only a leader's own code proposes (a follower's XCE core proposes nothing); a
+                # forwarded command would be appended with no check of ours (a membership change).
+                if "request_id" in message:
+                    self.send(node, {"type": "apply_command_response", "request_id": message["request_id"],
+                                     "error": FAIL_REASON.REQUEST_DENIED})
+                return
             elif kind == "xce_applying":
                 # A follower of this term busy applying: alive, which is all that pysyncobj's
                 # last-answer time is for (the step down after leader_fallback_s). ReadIndex

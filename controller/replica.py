@@ -23,10 +23,13 @@ Sync streams wait on.
 Membership (membership.py): the committed membership in the local state, or
 the cluster file's replicas while it was never changed, says who the peers
 are and how this replica runs (`start_mode`): a voter, a learner (a new
-replica, with `--join`) or a standby (a learner just promoted). A learner
-that applies its own promotion restarts itself as a standby (`restart`: the
-process re-executes with the same arguments and the same PID, so pysyncobj
-starts afresh as a voter on the same files).
+replica, with `--join`) or a standby (a voter holding its elections: a
+learner just promoted, or a member being removed). A learner that applies
+its own promotion restarts itself as a standby (`restart`: the process
+re-executes with the same arguments and the same PID, so pysyncobj starts
+afresh as a voter on the same files); a standby that applies its own
+BECOME_VOTER ends the hold, and a voter that applies its own REMOVE takes
+it up. A learner taken out of the membership (its add cancelled) stops.
 """
 
 from __future__ import annotations
@@ -132,13 +135,10 @@ def start_mode(members: Sequence[api.Member], changed: bool, replica_id: int, jo
         raise StoreError(f"replica {replica_id} is not in the cluster file")
     if mine.role == api.MEMBER_LEARNER:
         return "learner"
-    if mine.role == api.MEMBER_PROMOTING:
+    if mine.role in (api.MEMBER_PROMOTING, api.MEMBER_REMOVING):
+        # Promoted, or being removed: a voter of the Raft configuration until the change is done (it
+        # may count in a majority), which starts no election meanwhile.
         return "standby"
-    if mine.role == api.MEMBER_REMOVING:
-        # The rest of the removal needs only the others: a majority of them is up, or the removal
-        # would not have been let start.
-        raise StoreError(f"replica {replica_id} is being removed from the cluster: not started (to bring "
-                         "it back, wipe its data directory and add it again with --join)")
     return "voter"
 
 
@@ -176,8 +176,13 @@ class Replica:
         meta = self.store.meta()
         members = self.members(meta)
         self.mode = start_mode(members, bool(meta.membership), replica_id, join)
-        voting = [m.raft_address for m in members if m.role in fsm_membership.VOTING]
+        # Not a promoted member: the Raft configuration takes it in by a log entry, which the log
+        # replays (raft.py); counting it from the membership would make a voter of it too soon.
+        voting = [m.raft_address for m in members if m.role in (api.MEMBER_VOTER, api.MEMBER_REMOVING)
+                  or m.id == replica_id]
         self.restart = False  # set when this learner was promoted: `serve` returns, the caller re-executes
+        self.removed = False  # set when this learner was taken out of the membership: `serve` returns
+        self._was_member = any(m.id == replica_id for m in meta.membership)
         self._stop: asyncio.Event | None = None
         self.applied = asyncio.Event()  # replaced and set after every batch of applied entries
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -221,21 +226,31 @@ class Replica:
         event.set()
         self.core.applied(indices)
         self._perform()
-        if self.mode == "learner":
-            self._promoted()
+        self._own_role()
 
-    def _promoted(self) -> None:
-        """A learner whose promotion (or more) is committed restarts as a standby voter."""
-        if self.restart:
+    def _own_role(self) -> None:
+        """Act on this replica's own role in the membership it has applied (module docstring)."""
+        if self.restart or self.removed:
             return  # on its way out: the store may be closed already
-        mine = next((m for m in self.store.meta().membership if m.id == self.me.id), None)
-        if mine is not None and mine.role in fsm_membership.VOTING and not self.restart:
-            logger.info("replica %d: promoted (%s); restarting as a voter", self.me.id,
-                        fsm_membership.role_name(mine.role))
-            self.restart = True
-            if self._stop is not None:
+        meta = self.store.meta()
+        mine = next((m for m in meta.membership if m.id == self.me.id), None)
+        self._was_member = self._was_member or mine is not None
+        if self.mode == "learner":
+            if mine is not None and mine.role in fsm_membership.VOTING:
+                logger.info("replica %d: promoted (%s); restarting as a voter", self.me.id,
+                            fsm_membership.role_name(mine.role))
+                self.restart = True
+            elif mine is None and self._was_member and meta.membership:
+                logger.warning("replica %d: no longer a member (the add was cancelled): stopping", self.me.id)
+                self.removed = True
+            if (self.restart or self.removed) and self._stop is not None:
                 self._stop.set()
-            return
+        elif mine is not None and mine.role == api.MEMBER_VOTER and self.raft.standing_by():
+            self.raft.end_hold()
+            self.mode = "voter"
+        elif mine is not None and mine.role == api.MEMBER_REMOVING and not self.raft.standing_by():
+            self.raft.hold()
+            self.mode = "standby"
 
     # -------------------------------------------------------------- membership
 
@@ -519,10 +534,12 @@ class Replica:
         me = self.me
         sd_notify.notify("READY=1", f"STATUS=replica {me.id}: {self.mode}, gRPC on {me.grpc}, "
                                     f"Raft on {me.raft}")
-        if self.mode == "learner":
-            self._promoted()  # promoted while it was down: nothing more to apply may come
+        self._own_role()  # a change applied while it was down: nothing more to apply may come
         await stop.wait()
-        sd_notify.notify("STOPPING=1")
+        if self.restart:  # systemd waits for the READY=1 of the re-executed process
+            sd_notify.notify("RELOADING=1", f"MONOTONIC_USEC={round(self.clock.monotonic_s() * 1e6)}")
+        else:
+            sd_notify.notify("STOPPING=1")
         await server.stop(grace=1.0)
         timer.cancel()
         for task in list(self._tasks):

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import lmdb
 
@@ -46,6 +46,9 @@ logger = logging.getLogger(__name__)
 MAP_SIZE = 8 << 30  # address space only; the file grows with the data
 SNAPSHOT_MAGIC = b"XCESNAP1"
 IDENTITY_KEY = b"identity"
+
+
+T = TypeVar("T")
 
 
 class StoreError(Exception):
@@ -252,6 +255,12 @@ class StateStore:
         with self.read() as tables:
             return b"".join(fsm.canonical_dump(tables))
 
+    def rewrite(self, change: Callable[[LmdbTables], T]) -> T:
+        """Change the state outside the log, in one write transaction: only for a store no replica
+        runs on (restore, force-new-cluster: controller/restore.py), never beside Raft's apply."""
+        with self._lock.write(), self._env.begin(write=True) as txn:
+            return change(LmdbTables(txn, self._dbs))
+
     # -------------------------------------------------------------- snapshots
 
     def write_snapshot(self, out: BinaryIO, header: dict[str, Any]) -> None:
@@ -330,6 +339,19 @@ class StateStore:
             shutil.rmtree(incoming, ignore_errors=True)
             raise StoreError(f"snapshot body is at index {meta.applied_index}, "
                              f"its header says {applied_index}")
+
+
+def set_identity(path: Path, cluster_id: str) -> None:
+    """Make the (closed) store at `path` belong to cluster `cluster_id`: a restore into a new cluster."""
+    try:
+        env = lmdb.open(str(private_lmdb(Path(path))), map_size=MAP_SIZE, max_dbs=len(TABLES) + 1, mode=0o600)
+    except lmdb.Error as exc:
+        raise StoreError(f"state store {path} is unreadable (corrupt LMDB file?): {exc}") from exc
+    try:
+        with env.begin(write=True) as txn:
+            txn.put(IDENTITY_KEY, cluster_id.encode(), db=env.open_db(b"meta", txn=txn))
+    finally:
+        env.close()
 
 
 def fsync_path(path: Path) -> None:

@@ -3,8 +3,11 @@
 Theory of operation: the list-watch model of Kubernetes and etcd. A caller
 that knows revision R gets the events after R when the events table still
 holds all of them (R + 1 >= the events floor) and it speaks of the same
-cluster; otherwise a snapshot of the jobs, queues and hosts tables read in
-one read transaction at revision S (and the counters), in chunks of at most CHUNK_BYTES, and
+cluster (and history: a state restored or forced from a survivor has an
+incarnation of its own, `stream_id`, so a watcher of the old history whose
+revision the new one reaches again still starts over); otherwise a snapshot
+of the jobs, queues and hosts tables read in one read transaction at
+revision S (and the counters), in chunks of at most CHUNK_BYTES, and
 then the events after S. The events table is the buffer: a watcher that
 falls behind is never buffered in memory; once the events it needs are
 pruned, its stream ends with "resync required" and it asks for a snapshot.
@@ -22,6 +25,11 @@ from xce.v1 import log_pb2 as log
 SNAPSHOT_TABLES = ("jobs", "queues", "hosts", "counters")
 CHUNK_BYTES = 256_000  # under the 1 MiB message limit; small, since each stream may hold two
 EVENTS_PER_READ = 1000
+
+
+def stream_id(cluster_id: str, meta: log.Meta) -> str:
+    """What a watcher echoes to resume: the cluster id, and the incarnation after a rollback."""
+    return f"{cluster_id}@{meta.incarnation}" if meta.incarnation else cluster_id
 
 
 def events_available(meta: log.Meta, from_revision: int) -> bool:
@@ -79,9 +87,10 @@ class SyncFeed:
         """The opening one message at a time, all from `tables` (one read transaction): a stream
         sends each before the next is read, so a snapshot is never held whole (sync_reader.py)."""
         meta = fsm.read_meta(tables)
-        if self.request.cluster_id == self.cluster_id and events_available(meta, self.request.from_revision):
+        ident = stream_id(self.cluster_id, meta)
+        if self.request.cluster_id == ident and events_available(meta, self.request.from_revision):
             return
-        for message in snapshot(tables, self.cluster_id):
+        for message in snapshot(tables, ident):
             if message.HasField("snapshot_end"):
                 self.revision = message.snapshot_end.revision
             yield message

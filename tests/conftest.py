@@ -79,8 +79,9 @@ def make_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[typ
     started: list[LocalCluster] = []
 
     def build(replicas: int = 3, extra_config: str = "", name: str = "cluster",
-              insecure: bool = False) -> LocalCluster:
-        cluster = LocalCluster(tmp_path / name, replicas, extra_config=extra_config, insecure=insecure)
+              insecure: bool = False, cluster_id: str = "local") -> LocalCluster:
+        cluster = LocalCluster(tmp_path / name, replicas, extra_config=extra_config, insecure=insecure,
+                               cluster_id=cluster_id)
         started.append(cluster)
         return cluster
 
@@ -182,6 +183,7 @@ class Submitting:
         self.cluster = cluster
         self.addresses = addresses
         self.acked: dict[str, tuple[int, float]] = {}
+        self.revisions: dict[str, int] = {}  # request id -> the revision that committed it
         self.errors: list[str] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -222,12 +224,25 @@ class Submitting:
                 request_id = f"{prefix}-{k}-{i}"
                 spec = api.JobSpec(command=["true"], name=request_id, cwd="/tmp")
                 try:
-                    job = client.submit([spec], request_id=request_id).jobs[0]
+                    response = client.submit([spec], request_id=request_id)
                 except XceError as exc:
                     self.errors.append(f"{request_id}: {exc}")
                     return
                 with self._lock:
-                    self.acked[request_id] = (job.id, time.monotonic())
+                    self.acked[request_id] = (response.jobs[0].id, time.monotonic())
+                    self.revisions[request_id] = response.revision
+
+
+def role_of(cluster: LocalCluster, replica_id: int) -> str:
+    """What the replica says of its own role ('' if it does not answer)."""
+    from xce.client import Client, XceError
+
+    try:
+        with Client([cluster.address(replica_id)], cluster.credentials, deadline_s=0.5,
+                    call_timeout_s=0.5, follow_leader=False) as client:
+            return client.status(local_only=True).replicas[0].role
+    except XceError:
+        return ""
 
 
 def leaders_per_term(data: Path) -> dict[int, set[str]]:

@@ -10,9 +10,10 @@ import pytest
 
 from controller.backup import TRAILER_BYTES, verify
 from controller.store import StateStore, StoreError
+from tests.conftest import Submitting, wait_until, xce_cli
 from xce.cli import main
 from xce.client import Client, XceError
-from xce.local_cluster import LocalCluster
+from xce.local_cluster import LocalCluster, write_config
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
@@ -70,7 +71,8 @@ def test_only_cluster_admins_may_take_one(cluster: LocalCluster, tmp_path: Path)
     assert (tmp_path / "x").stat().st_size == 0
 
 
-def test_a_damaged_file_is_refused_by_name(cluster: LocalCluster, tmp_path: Path) -> None:
+def test_a_damaged_file_is_refused_by_name(cluster: LocalCluster, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     good = tmp_path / "good.xce"
     with cluster.client() as client, open(good, "wb") as out:
         header, sha256 = client.save_snapshot(out)
@@ -90,3 +92,57 @@ def test_a_damaged_file_is_refused_by_name(cluster: LocalCluster, tmp_path: Path
     foreign.write_bytes(b"x" * 100)
     with pytest.raises(StoreError, match="not an XCE backup"):
         verify(foreign)
+    # A restore checks the same way, and writes nothing when it refuses.
+    config = tmp_path / "new" / "cluster.toml"
+    write_config(config.parent, cluster_id="new")
+    for bad, words in ((flipped, "corrupt"), (cut, "no checksum trailer"), (foreign, "not an XCE backup")):
+        assert main(["snapshot", "restore", str(bad), "--config", str(config), "--id", "1"]) == 1
+        assert words in capsys.readouterr().err
+    assert main(["snapshot", "restore", str(good), "--config", str(config), "--id", "1", "--keep-id"]) == 1
+    assert "is a backup of cluster 'local'" in capsys.readouterr().err
+    same = tmp_path / "same" / "cluster.toml"
+    write_config(same.parent, cluster_id="local")
+    assert main(["snapshot", "restore", str(good), "--config", str(same), "--id", "1"]) == 1
+    assert "give it a new cluster_id" in capsys.readouterr().err
+    assert not (config.parent / "replica-1").exists() and not (same.parent / "replica-1").exists()
+    (config.parent / "replica-1").mkdir()
+    (config.parent / "replica-1" / "in-use").write_text("x")
+    assert main(["snapshot", "restore", str(good), "--config", str(config), "--id", "1"]) == 1
+    assert "never writes over" in capsys.readouterr().err
+    assert sorted(p.name for p in (config.parent / "replica-1").iterdir()) == ["in-use"]
+
+
+def test_a_restore_under_load_holds_exactly_what_was_acknowledged_before_the_save(  # type: ignore[no-untyped-def]
+        make_cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old: LocalCluster = make_cluster()
+    old.start()
+    old.leader()
+    saved_file = tmp_path / "backup.xce"
+    with Submitting(old) as load:
+        wait_until(lambda: load.count() >= 30, "submits before the save")
+        xce_cli(old, "snapshot", "save", str(saved_file))
+        after_save = load.count()
+        wait_until(lambda: load.count() >= after_save + 30, "submits after the save")
+    assert not load.errors
+    saved = verify(saved_file)
+    new: LocalCluster = make_cluster(name="restored", cluster_id="restored")
+    for replica_id in (1, 2, 3):
+        assert main(["snapshot", "restore", str(saved_file), "--config", str(new.config_path), "--id",
+                     str(replica_id)]) == 0
+        assert f"restored at revision {saved.revision}" in capsys.readouterr().out
+    new.start()
+    new.leader()
+    with new.client() as client:
+        jobs = {j.request_id: j.id for j in client.list_jobs()}
+        status = client.status()
+    before = {rid for rid, revision in load.revisions.items() if revision <= saved.revision}
+    later = {rid for rid, revision in load.revisions.items() if revision > saved.revision}
+    assert before and later
+    assert all(jobs.get(rid) == load.acked[rid][0] for rid in before)  # every one, with its id
+    assert not later & jobs.keys()  # and nothing after the save
+    assert status.cluster_id == "restored" and len({r.applied_index for r in status.replicas}) == 1
+    assert {m.grpc_address for m in status.members} == set(new.addresses)
+    # The new cluster takes writes, from where the backup stopped.
+    with new.client() as client:
+        response = client.submit([api.JobSpec(command=["true"], cwd="/tmp")])
+    assert response.revision > saved.revision and response.jobs[0].id > max(jobs.values())

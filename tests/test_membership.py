@@ -14,23 +14,13 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.conftest import Submitting, leaders_per_term, replica_dump, wait_until, xce_cli
+from tests.conftest import Submitting, leaders_per_term, replica_dump, role_of, wait_until, xce_cli
 from xce.client import Client, XceError
 from xce.credentials import Credentials
 from xce.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
-
-
-def _says(cluster: LocalCluster, replica_id: int) -> str:
-    """What the replica says of its own role ('' if it does not answer)."""
-    try:
-        with Client([cluster.address(replica_id)], cluster.credentials, deadline_s=0.5,
-                    call_timeout_s=0.5, follow_leader=False) as client:
-            return client.status(local_only=True).replicas[0].role
-    except XceError:
-        return ""
 
 
 def _members(cluster: LocalCluster, via: list[int]) -> dict[int, int]:
@@ -78,7 +68,7 @@ def test_a_dead_replica_is_replaced_while_writes_go_on(make_cluster) -> None:  #
         shutil.rmtree(cluster.config.replica_dir(2))
         new = cluster.new_replica(4)
         cluster.start([4])
-        wait_until(lambda: _says(cluster, 4) == "learner", "replica 4 to run as a learner")
+        wait_until(lambda: role_of(cluster, 4) == "learner", "replica 4 to run as a learner")
         before_add = time.monotonic()
         out = xce_cli(cluster, "member", "add", new.grpc)
         assert "replica 4 is a voter" in out
@@ -115,13 +105,14 @@ def test_a_leader_that_is_removed_hands_leadership_over_first(make_cluster) -> N
         client.submit([api.JobSpec(command=["true"], cwd="/tmp")])
         voters = {r.id: r.role for r in client.list_members().replicas}
     assert sorted(voters.values()) == ["follower", "leader"]
-    # The old leader still runs (its operator stops it), and nobody follows it; restarted, it says why
-    # it does not start.
-    assert cluster.procs[old].poll() is None and _says(cluster, old) != "leader"
+    # The old leader still runs (its operator stops it), holding its elections: it never leads again,
+    # restarted or not.
+    assert cluster.procs[old].poll() is None and role_of(cluster, old) == "standby"
     cluster.restart(old)
-    assert cluster.procs[old].wait(timeout=60) == 2
-    assert "is being removed from the cluster: not started" in \
-        (cluster.data / f"replica-{old}.log").read_text()
+    wait_until(lambda: role_of(cluster, old) == "standby", f"replica {old} to come back holding elections")
+    with Client([cluster.address(r) for r in others], cluster.credentials) as client:
+        client.submit([api.JobSpec(command=["true"], cwd="/tmp")])
+    assert cluster.leader(exclude=old) in others and role_of(cluster, old) == "standby"
 
 
 def test_leader_kills_between_the_steps_lose_nothing(make_cluster) -> None:  # type: ignore[no-untyped-def]
@@ -142,26 +133,26 @@ def test_leader_kills_between_the_steps_lose_nothing(make_cluster) -> None:  # t
         cluster.start([leader])  # back at once: three of four voters stay up
         kills += 1
 
-    def leader_log_says(words: str) -> bool:
+    def leader_logrole_of(words: str) -> bool:
         return any(words in p.read_text(errors="replace") for p in cluster.data.glob("replica-*.log"))
 
     new = cluster.new_replica(4)
     cluster.start([4])
-    wait_until(lambda: _says(cluster, 4) == "learner", "replica 4 to run as a learner")
+    wait_until(lambda: role_of(cluster, 4) == "learner", "replica 4 to run as a learner")
     with Submitting(cluster) as load:
         with Client(cluster.addresses, cluster.credentials) as client:
             client.add_member(new.grpc)
         kill_leader()  # LEARNER, before its promotion
         wait_until(lambda: _members(cluster, [1, 2, 3]).get(4) == api.MEMBER_PROMOTING, "the promotion")
         kill_leader()  # PROMOTING, before the Raft configuration takes it in
-        wait_until(lambda: leader_log_says("in the Raft configuration: done"), "the Raft add")
+        wait_until(lambda: leader_logrole_of("in the Raft configuration: done"), "the Raft add")
         kill_leader()  # in the Raft configuration, before BECOME_VOTER
         wait_until(lambda: _members(cluster, [1, 2, 3]).get(4) == api.MEMBER_VOTER, "replica 4 a voter")
         victim = next(r for r in (1, 2, 3) if r != cluster.leader())
         with Client(cluster.addresses, cluster.credentials) as client:
             client.remove_member(victim)
         kill_leader()  # REMOVING, before the Raft configuration lets it go
-        wait_until(lambda: leader_log_says(f"remove {cluster.replica_config(victim).raft} in the Raft "
+        wait_until(lambda: leader_logrole_of(f"remove {cluster.replica_config(victim).raft} in the Raft "
                                            "configuration: done"), "the Raft removal")
         kill_leader()  # out of the Raft configuration, before REMOVED
         remaining = [r for r in (1, 2, 3, 4) if r != victim]
@@ -207,22 +198,20 @@ def test_bad_membership_commands_are_refused_and_change_nothing(make_cluster, tm
     cluster.start([3])
     assert _members(cluster, [1, 2, 3]) == before
 
-    # A second change while one is in flight: replica 4 is a learner (and then dead, so it stays one).
-    four = cluster.new_replica(4)
-    cluster.start([4])
-    wait_until(lambda: _says(cluster, 4) == "learner", "replica 4 to run as a learner")
+    # A second change while one is in flight: replica 4 is a learner (its promotion waits 5 s).
+    four, five = cluster.new_replica(4), cluster.new_replica(5)
+    cluster.start([4, 5])
+    wait_until(lambda: role_of(cluster, 4) == role_of(cluster, 5) == "learner", "replicas 4, 5 as learners")
     with Client(cluster.addresses, cluster.credentials) as client:
         client.add_member(four.grpc)
-    cluster.kill(4)
-    five = cluster.new_replica(5)
-    cluster.start([5])
-    wait_until(lambda: _says(cluster, 5) == "learner", "replica 5 to run as a learner")
     refused = _refused(cluster, "add_member", five.grpc)
     assert refused.code == grpc.StatusCode.FAILED_PRECONDITION and "in flight" in refused.message
     assert _members(cluster, [1, 2, 3]) == {**before, 4: api.MEMBER_LEARNER}
     with Client(cluster.addresses, cluster.credentials) as client:
-        client.remove_member(4)  # cancels the add
+        client.remove_member(4)  # cancels the add; the learner stops by itself
     assert _members(cluster, [1, 2, 3]) == before
+    assert cluster.procs[4].wait(timeout=60) == 0
+    assert "no longer a member (the add was cancelled)" in (cluster.data / "replica-4.log").read_text()
 
     solo = make_cluster(replicas=1, name="solo")
     solo.start()

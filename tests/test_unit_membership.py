@@ -55,6 +55,8 @@ def test_an_add_and_a_remove_go_step_by_step_from_the_bootstrap_list() -> None:
     (api.Member(id=4, grpc_address="h4:7101", raft_address="h2:7201"), "is replica 2's"),
     (api.Member(id=4, grpc_address="h4", raft_address="h4:7201"), "not HOST:PORT"),
     (api.Member(id=0, grpc_address="h4:7101", raft_address="h4:7201"), "positive"),
+    (api.Member(id=4, grpc_address="h4:\u00b2", raft_address="h4:7201"), "not HOST:PORT"),
+    (api.Member(id=4, grpc_address="h4:7101", raft_address="h\x004:7201"), "not HOST:PORT"),
 ])
 def test_a_bad_add_is_refused_and_changes_nothing(member: api.Member, words: str) -> None:
     tables = MemoryTables()

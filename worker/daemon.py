@@ -109,9 +109,13 @@ class Worker:
     # -------------------------------------------------------------- one connection, without I/O
 
     def opening(self) -> api.WorkerMessage:
-        """The first message of a new stream."""
+        """The first message of a new stream: the host, and every instance it runs (a cluster that
+        was restored or forced from a survivor may have forgotten some: controller/fsm/recovery.py)."""
         self.joined = False
-        return api.WorkerMessage(join=self.config.host)
+        join = api.HostSpec()
+        join.CopyFrom(self.config.host)
+        join.running.extend(api.InstanceKey(job_id=j, attempt=a) for j, a in sorted(self.executor.running()))
+        return api.WorkerMessage(join=join)
 
     def receive(self, frame: api.ControllerMessage, send: Send) -> bool:
         """A frame from the leader; True when it made this stream joined (start heartbeats)."""

@@ -92,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--id", required=True, type=int)
     p.add_argument("--join", action="store_true",
                    help="a new replica: run as a learner until `xce member add` takes it in")
+    p.add_argument("--force-new-cluster", action="store_true",
+                   help="disaster recovery: this survivor's state as a one-member cluster (etcd's name)")
 
     p = sub.add_parser("worker", help="run the worker daemon of this host")
     p.add_argument("--config", required=True, type=Path)
@@ -250,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "controller":
         from controller.main import run
 
-        return run(args.config, args.id, args.join)
+        return run(args.config, args.id, args.join, args.force_new_cluster)
     if args.command == "worker":
         from worker.daemon import run as run_worker
 
@@ -281,6 +283,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _init_replica(args)
     if args.command == "snapshot" and args.snapshot_command == "status":
         return cli_snapshot.status(args)
+    if args.command == "snapshot" and args.snapshot_command == "restore":
+        return cli_snapshot.restore(args)
     try:
         with Client(controllers(args), credentials(args)) as client:
             return _run(client, args)

@@ -1,10 +1,13 @@
-"""`xce snapshot save FILE` and `xce snapshot status FILE`: backups (controller/backup.py).
+"""`xce snapshot save|status|restore`: backups (controller/backup.py, controller/restore.py).
 
 `save` asks the leader for a consistent copy of its state (every write
 acknowledged before the request is in it), checks it against the checksum
 the leader sends last, and writes FILE (0600: it holds every job's
 environment and the token hashes) with the checksum as its trailer. FILE
-must not exist. `status` checks a backup and says what it holds.
+must not exist. `status` checks a backup and says what it holds. `restore`
+builds one replica of a new cluster from it, offline (run it for each
+replica of the new cluster's file, then start them): a new cluster id unless
+`--keep-id`.
 """
 
 from __future__ import annotations
@@ -27,6 +30,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     q.add_argument("--json", action="store_true")
     q = ssub.add_parser("status", help="check a snapshot file and say what it holds")
     q.add_argument("file")
+    q.add_argument("--json", action="store_true")
+    q = ssub.add_parser("restore", help="build a replica of a new cluster from a snapshot file (offline)")
+    q.add_argument("file")
+    q.add_argument("--config", required=True, type=Path, help="the new cluster's file (its replicas, id)")
+    q.add_argument("--id", required=True, type=int, help="which of its replicas to build")
+    q.add_argument("--data", type=Path, help="the replica's data directory (default: from the file)")
+    q.add_argument("--keep-id", action="store_true",
+                   help="keep the backup's cluster id (the file's must match)")
     q.add_argument("--json", action="store_true")
 
 
@@ -76,6 +87,25 @@ def status(args: argparse.Namespace) -> int:
              "bytes": found.path.stat().st_size}
     _print(args, facts, f"{found.path}: a snapshot of cluster {found.cluster_id} at revision "
                         f"{found.revision}, {facts['bytes']} bytes; its SHA-256 checks out")
+    return 0
+
+
+def restore(args: argparse.Namespace) -> int:
+    from controller.config import ConfigError, load
+    from controller.restore import restore as restore_replica
+    from controller.store import StoreError
+
+    try:
+        config = load(args.config)
+        done = restore_replica(Path(args.file).resolve(), config, args.id, args.data, args.keep_id)
+    except (ConfigError, StoreError) as exc:
+        print(f"xce: {exc}", file=sys.stderr)
+        return 1
+    facts = {"cluster_id": done.cluster_id, "revision": done.revision, "replica": args.id,
+             "directory": str(done.directory), "awaited": done.awaited}
+    _print(args, facts, f"replica {args.id} of cluster {done.cluster_id} restored at revision "
+                        f"{done.revision} in {done.directory}; once running, it dispatches nothing "
+                        "until its hosts have joined again and the workers' fence has passed")
     return 0
 
 

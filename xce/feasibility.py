@@ -138,7 +138,25 @@ def limit_refusal(job: api.Job, usage: Usage) -> Reason | None:
 
 
 def job_refusal(job: api.Job, usage: Usage) -> Reason | None:
-    return queue_refusal(job.spec.queue, usage) or limit_refusal(job, usage)
+    return safety_refusal(job, usage) or queue_refusal(job.spec.queue, usage) or limit_refusal(job, usage)
+
+
+# ---------------------------------------------------------------- safety (never skipped)
+
+RECOVERY_COUNTER = "recovery/waiting"  # > 0: a restored or forced cluster waits (controller/fsm/recovery.py)
+REASON_RECOVERING = Reason(api.PEND_RECOVERING, "the cluster was restored or forced from a survivor: it "
+                                                "waits for its hosts to say what they run", "recovered")
+
+
+def safety_refusal(job: api.Job, usage: Usage) -> Reason | None:
+    """What no one may override, not even an operator's forced run: a dispatch the state may have
+    forgotten (the wait after a rollback), or an instance of the job still running somewhere."""
+    if usage.counter(RECOVERY_COUNTER) > 0:
+        return REASON_RECOVERING
+    if job.stray_hosts:
+        return Reason(api.PEND_STRAY_INSTANCE, "an instance the state does not hold still runs on "
+                                               f"{', '.join(sorted(job.stray_hosts)[:3])}", "no_stray")
+    return None
 
 
 # ---------------------------------------------------------------- host-level checks
@@ -164,7 +182,7 @@ def host_refusal(name: str, host: HostState | None, slots: int) -> Reason | None
 def check(job: api.Job, allocation: Allocation, usage: Usage, forced: bool = False) -> Reason | None:
     """None if `job` may run with `allocation` now; else why not. `forced`: an
     operator's run (brun), which skips the job-level (policy) checks."""
-    if not forced and (reason := job_refusal(job, usage)) is not None:
+    if (reason := safety_refusal(job, usage) if forced else job_refusal(job, usage)) is not None:
         return reason
     return host_refusal(allocation.host, usage.host(allocation.host), allocation.slots)
 

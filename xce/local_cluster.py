@@ -93,19 +93,20 @@ def _me() -> str:
 class LocalCluster:
     def __init__(self, data: Path, replicas: int = 3, base_port: int = 0, extra_config: str = "",
                  log_to_files: bool = True, hosts: Sequence[str] | None = None, insecure: bool = False,
-                 prefix: Callable[[int], Sequence[str]] | None = None) -> None:
+                 prefix: Callable[[int], Sequence[str]] | None = None, cluster_id: str = "local") -> None:
         """`hosts` and `prefix`: each replica's address, and what to run it under
         (soak/netns.py puts each replica in a network namespace of its own)."""
         from controller.config import load
 
         self.data = Path(data)
         self.prefix = prefix
-        self.config_path = write_config(self.data, replicas, base_port, extra=extra_config, hosts=hosts,
-                                        insecure=insecure)
+        self.config_path = write_config(self.data, replicas, base_port, cluster_id=cluster_id,
+                                        extra=extra_config, hosts=hosts, insecure=insecure)
         self.config = load(self.config_path)
         self.log_to_files = log_to_files
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.env: dict[int, dict[str, str]] = {}  # per replica, over this process's environment
+        self.args: dict[int, list[str]] = {}  # per replica, more arguments (--force-new-cluster)
         # Replicas added after the cluster was made (`new_replica`): each has a cluster file of its
         # own, this one's with itself added, and starts with --join until it is a member.
         self.joining: dict[int, Path] = {}
@@ -192,7 +193,7 @@ class LocalCluster:
         config = self.joining.get(replica_id, self.config_path)
         cmd = [*(self.prefix(replica_id) if self.prefix else []), sys.executable, "-m", "xce.cli",
                "controller", "--config", str(config), "--id", str(replica_id),
-               *(["--join"] if replica_id in self.joining else [])]
+               *(["--join"] if replica_id in self.joining else []), *self.args.get(replica_id, [])]
         env = {**os.environ, **self.env.get(replica_id, {})}
         if not self.log_to_files:
             self.procs[replica_id] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env)

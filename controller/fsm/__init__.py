@@ -29,7 +29,8 @@ The package, by concept: records (keys, readers, job ids), validation
 requests (dedupe by request id), jobs (submit, control table, modify, the end
 of an instance), holdings (slots and counters a running attempt holds),
 decisions (dispatch, the commit barrier, the lease), reports, hosts, cluster
-(init, queues, announcements), membership, retention, versions, dump.
+(init, queues, announcements), membership, recovery (after a rollback),
+retention, versions, dump.
 """
 
 from __future__ import annotations
@@ -38,7 +39,18 @@ from collections.abc import Callable, Mapping
 
 from google.protobuf.message import DecodeError
 
-from controller.fsm import cluster, decisions, history, hosts, job_index, jobs, membership, reports, tokens
+from controller.fsm import (
+    cluster,
+    decisions,
+    history,
+    hosts,
+    job_index,
+    jobs,
+    membership,
+    recovery,
+    reports,
+    tokens,
+)
 from controller.fsm.applier import Applier, finish
 from controller.fsm.dump import canonical_dump
 from controller.fsm.holdings import CommittedUsage
@@ -131,6 +143,8 @@ def apply(tables: Tables, index: int, data: bytes,
         return results
     results = handlers[kind](applier)
     invariant(len(results) >= 1, f"entry {index} ({kind}) applied without a result")
+    if entry.format >= recovery.FORMAT:
+        recovery.time_passes(applier)
     finish(applier, results, rejected=False)
     return results
 

@@ -10,6 +10,7 @@ timeout) settles its UNKWN jobs: requeued if rerunnable, else EXIT.
 
 from __future__ import annotations
 
+from controller.fsm import recovery
 from controller.fsm.applier import Applier, each
 from controller.fsm.jobs import settle_lost
 from controller.fsm.records import host_job_ids, read_host, read_job
@@ -34,6 +35,9 @@ def join_one(applier: Applier, spec: api.HostSpec) -> log.Result:
         return exc.to_result()
     host = read_host(applier.tables, spec.name) or api.Host()
     host.spec.CopyFrom(spec)
+    if applier.entry.format >= recovery.FORMAT:
+        host.spec.ClearField("running")  # what runs now is the join's news, not the host's record
+        recovery.host_joined(applier, spec)
     host.generation += 1
     host.status = api.HOST_OK
     host.status_time_ms = applier.stamp_ms
@@ -93,4 +97,6 @@ def apply_resolve_host(applier: Applier) -> list[log.Result]:
             continue
         settle_lost(applier, job, f"host {host.spec.name} lost")
         settled.append(job.id)
+    if applier.entry.format >= recovery.FORMAT:
+        recovery.host_resolved(applier, host.spec.name)
     return [log.Result(code=log.OK, job_ids=settled)]

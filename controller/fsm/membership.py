@@ -57,10 +57,13 @@ def role_name(role: int) -> str:
     return api.MemberRole.Name(role).removeprefix("MEMBER_").lower()
 
 
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_[]:")
+
+
 def check_address(address: str, what: str) -> None:
     host, _, port = address.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536 or len(address) > MAX_ADDRESS \
-            or any(c.isspace() for c in address):
+    if not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536 \
+            or len(address) > MAX_ADDRESS or not set(host) <= _HOST_CHARS:
         raise ServiceError(log.INVALID_ARGUMENT, f"{what} {address[:80]!r} is not HOST:PORT")
 
 

@@ -10,6 +10,7 @@ job its worker killed by the worker-side fence (cut off from the leader for
 
 from __future__ import annotations
 
+from controller.fsm import recovery
 from controller.fsm.applier import Applier, each
 from controller.fsm.holdings import release
 from controller.fsm.jobs import EXIT_KILLED, requeue_ended, settle_lost
@@ -34,9 +35,12 @@ def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
     job = read_job(applier.tables, report.job_id)
     if host is None or host.generation != relayed.generation:
         return log.Result(code=log.FAILED_PRECONDITION, message="report from a stale connection")
+    kind = report.WhichOneof("body")
+    if kind in ("finished", "dispatch_failed") and applier.entry.format >= recovery.FORMAT:
+        recovery.instance_ended(applier, relayed.host, report.job_id, report.attempt)  # if a stray
+        job = read_job(applier.tables, report.job_id)
     if job is None or job.host != relayed.host or job.attempt != report.attempt or job.state not in RUNNING:
         return log.Result(code=log.FAILED_PRECONDITION, message="report about an instance not wanted")
-    kind = report.WhichOneof("body")
     if kind == "dispatch_failed" and report.dispatch_failed.code >= 0:  # M3: only a failure requeues
         return log.Result(code=log.INVALID_ARGUMENT, message="dispatch failure codes are negative")
     if kind == "started":

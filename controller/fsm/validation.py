@@ -87,6 +87,9 @@ def check_modify(tables: Tables, job: api.Job, request: api.ModifyJobRequest) ->
         check_text("resource requirement", request.resource_req)
 
 
+MAX_RUNNING_LISTED = 50_000  # with the rest of a join, well under an entry's bound
+
+
 def check_host_spec(spec: api.HostSpec) -> None:
     name = spec.name
     if not name or len(name) > MAX_HOST_NAME or not all(c.isascii() and (c.isalnum() or c in "_-.")
@@ -102,6 +105,8 @@ def check_host_spec(spec: api.HostSpec) -> None:
             raise invalid(f"resource {key!r} must be a finite number >= 0")
     for tag in spec.tags:
         check_text("tag", tag)
+    if len(spec.running) > MAX_RUNNING_LISTED:
+        raise invalid(f"a join lists at most {MAX_RUNNING_LISTED} running instances")
 
 
 def check_queue(queue: api.Queue) -> None:

@@ -24,7 +24,8 @@ from google.protobuf.message import DecodeError
 from xce.v1 import log_pb2 as log
 
 # 2: finished jobs are cleaned into history (history.py), InitCluster's clean period and retention.
-ENTRY_FORMAT = 2
+# 3: joins list the instances their worker runs; strays and the recovery wait (recovery.py).
+ENTRY_FORMAT = 3
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",

@@ -1,0 +1,145 @@
+"""After a rollback (controller/fsm/recovery.py), pure: a restored state dispatches nothing until its
+hosts have joined again and the fence's wait has passed; an instance a worker runs that the state does
+not hold keeps its job from running again until it ended; apply reads only the entries' stamps."""
+
+from __future__ import annotations
+
+from controller import fsm
+from controller.fsm import recovery
+from controller.fsm.holdings import CommittedUsage
+from controller.tables import MemoryTables
+from xce import feasibility
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+STAMP = 1_800_000_000_000
+MEMBERS = [api.Member(id=1, grpc_address="a:1", raft_address="a:2")]
+
+
+class State:
+    def __init__(self) -> None:
+        self.tables = MemoryTables()
+        self.index = 0
+
+    def apply(self, entry: log.Entry, stamp_ms: int = STAMP) -> list[log.Result]:
+        self.index += 1
+        entry.stamp_ms, entry.format = stamp_ms, recovery.FORMAT
+        results = fsm.apply(self.tables, self.index, entry.SerializeToString())
+        assert results is not None
+        return results
+
+    def job(self, job_id: int) -> api.Job:
+        job = fsm.read_job(self.tables, job_id)
+        assert job is not None
+        return job
+
+    def join(self, host: str, *running: tuple[int, int], stamp_ms: int = STAMP) -> None:
+        keys = [api.InstanceKey(job_id=j, attempt=a) for j, a in running]
+        spec = api.HostSpec(name=host, slots=4, running=keys)
+        assert self.apply(log.Entry(joins=log.HostJoins(joins=[spec])), stamp_ms)[0].code == log.OK
+
+    def report_end(self, host: str, job_id: int, attempt: int) -> log.Result:
+        generation = fsm.read_host(self.tables, host).generation  # type: ignore[union-attr]
+        report = log.HostReport(host=host, generation=generation, report=api.JobReport(
+            job_id=job_id, attempt=attempt, finished=api.JobFinished(term_signal=15)))
+        return self.apply(log.Entry(reports=log.HostReports(reports=[report])))[0]
+
+    def refusal(self, job_id: int, host: str = "h1") -> feasibility.Reason | None:
+        job = self.job(job_id)
+        return feasibility.check(job, feasibility.Allocation(host, 1), CommittedUsage(self.tables))
+
+    def forced_refusal(self, job_id: int, host: str = "h1") -> feasibility.Reason | None:
+        job = self.job(job_id)
+        return feasibility.check(job, feasibility.Allocation(host, 1), CommittedUsage(self.tables),
+                                 forced=True)
+
+
+def _cluster() -> State:
+    state = State()
+    init = log.InitCluster(cluster_id="c", config_digest="d", queues=[api.Queue(name="normal")])
+    state.apply(log.Entry(init=init))
+    state.join("h1")
+    state.join("h2")
+    state.apply(log.Entry(submit=log.SubmitBatch(requests=[api.SubmitJobsRequest(
+        request_id="r", jobs=[api.JobSpec(command=["true"]) for _ in range(3)])])))
+    state.apply(log.Entry(dispatch=log.Dispatch(job_id=3, host="h2", attempt=0)))
+    return state
+
+
+def test_a_restored_state_waits_for_every_known_host_and_the_fence() -> None:
+    state = _cluster()
+    awaited = recovery.prepare(state.tables, "c2", MEMBERS, "inc", wait_ms=3000, why="test")
+    assert awaited == 3  # h1, h2 and the wait
+    meta = fsm.read_meta(state.tables)
+    assert meta.cluster_id == "c2" and meta.incarnation == "inc" and list(meta.membership) == MEMBERS
+    assert sorted(meta.recovery.hosts) == ["h1", "h2"] and not meta.lease_holder
+    assert state.job(3).state == api.UNKWN and state.job(3).state_before_unknown == api.RUN
+    # Nothing is dispatched meanwhile, not even by an operator's forced run.
+    for check in (state.refusal, state.forced_refusal):
+        reason = check(1)
+        assert reason is not None and reason.code == api.PEND_RECOVERING
+    state.join("h1", stamp_ms=STAMP + 1000)  # the first entry: the wait runs from here, to STAMP + 4000
+    state.join("h2", stamp_ms=STAMP + 2000)
+    assert fsm.read_counter(state.tables, recovery.RECOVERY_COUNTER) == 1
+    assert state.refusal(1) == feasibility.REASON_RECOVERING
+    state.apply(log.Entry(lease=log.LeaseEntry(scheduler_id="s", duration_ms=1000)), STAMP + 3999)
+    assert state.refusal(1) == feasibility.REASON_RECOVERING
+    state.apply(log.Entry(lease=log.LeaseEntry(scheduler_id="s", duration_ms=1000)), STAMP + 4000)
+    assert fsm.read_counter(state.tables, recovery.RECOVERY_COUNTER) == 0
+    assert state.refusal(1) is None
+
+
+def test_a_host_given_up_is_no_longer_awaited() -> None:
+    state = _cluster()
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test")
+    state.join("h1")
+    generation = fsm.read_host(state.tables, "h2").generation  # type: ignore[union-attr]
+    down = log.SetHostStatus(name="h2", generation=generation, status=api.HOST_UNAVAIL)
+    state.apply(log.Entry(host_status=down))
+    assert state.refusal(1) == feasibility.REASON_RECOVERING
+    state.apply(log.Entry(resolve_host=down))
+    assert fsm.read_counter(state.tables, recovery.RECOVERY_COUNTER) == 0 and state.refusal(1) is None
+    assert state.job(3).state == api.EXIT  # not rerunnable: its instance was lost with the host
+
+
+def test_an_instance_the_state_does_not_hold_keeps_its_job_pending_until_it_ended() -> None:
+    state = _cluster()
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test")
+    state.join("h1", (1, 0), (3, 0))  # job 1 ran on h1 after the backup; job 3 is h2's
+    state.join("h2", (3, 0))
+    job = state.job(1)
+    assert list(job.stray_hosts) == ["h1"] and job.attempt == 1  # attempt 0's number is taken
+    assert state.job(3).state == api.UNKWN and not state.job(3).stray_hosts  # h2's own: not a stray
+    for check in (state.refusal, state.forced_refusal):
+        reason = check(1, "h2")
+        assert reason is not None and reason.code == api.PEND_STRAY_INSTANCE and "h1" in reason.words
+    assert state.refusal(2) is None  # the recovery wait is over: other jobs run
+    assert state.report_end("h1", 1, 1).code == log.FAILED_PRECONDITION  # another attempt: still a stray
+    assert state.job(1).stray_hosts == ["h1"]
+    state.report_end("h1", 1, 0)  # the session killed it; its end is reported
+    assert not state.job(1).stray_hosts and state.refusal(1, "h2") is None
+    assert not list(state.tables.scan("strays"))
+
+
+def test_a_stray_that_ended_while_its_worker_was_away_is_cleared_when_it_joins_again() -> None:
+    state = _cluster()
+    state.join("h1", (2, 0))  # also outside a recovery: a pending job's instance runs somewhere
+    assert state.job(2).stray_hosts == ["h1"]
+    state.join("h1")
+    assert not state.job(2).stray_hosts and not list(state.tables.scan("strays"))
+    state.join("h1", (2, 1))
+    generation = fsm.read_host(state.tables, "h1").generation  # type: ignore[union-attr]
+    lost = log.SetHostStatus(name="h1", generation=generation, status=api.HOST_UNAVAIL)
+    state.apply(log.Entry(host_status=lost))
+    state.apply(log.Entry(resolve_host=lost))
+    assert not state.job(2).stray_hosts and state.job(2).attempt == 2
+
+
+def test_replicas_that_apply_the_same_entries_agree() -> None:
+    a, b = _cluster(), _cluster()
+    for state in (a, b):
+        recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=500, why="test")
+        state.join("h1", (1, 0), stamp_ms=STAMP + 10)
+        state.join("h2", stamp_ms=STAMP + 900)
+        state.report_end("h1", 1, 0)
+    assert b"".join(fsm.canonical_dump(a.tables)) == b"".join(fsm.canonical_dump(b.tables))
