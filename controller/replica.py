@@ -71,7 +71,7 @@ from controller.raft import FAIL_STOP_EXIT, SUCCESS, RaftNode
 from controller.store import StateStore, StoreError
 from xce import sd_notify
 from xce.clock import REAL_CLOCK, Clock
-from xce.credentials import Credentials
+from xce.credentials import Credentials, FileWatch, TlsFiles
 from xce.errors import ServiceError, unavailable
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -565,13 +565,33 @@ def _timer_ended(task: asyncio.Task[None]) -> None:
 
 
 def server_credentials(config: ClusterConfig, me: ConfigReplica) -> grpc.ServerCredentials:
-    """Mutual TLS: this replica's certificate, and every client must present one from the cluster CA."""
+    """Mutual TLS: this replica's certificate, and every client must present one from the cluster CA.
+    Read again when the files change (a renewed certificate, a new CA bundle: docs/SECURITY.md), for
+    the next handshake: gRPC asks before each one."""
     assert config.tls.ca is not None and me.cert is not None and me.key is not None
+    paths = (config.tls.ca, me.cert, me.key)
     try:
-        ca, cert, key = config.tls.ca.read_bytes(), me.cert.read_bytes(), me.key.read_bytes()
+        first: tuple[bytes | None, ...] = tuple(p.read_bytes() for p in paths)
     except OSError as exc:
         raise SystemExit(f"replica {me.id}: cannot read its TLS files: {exc}") from None
-    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
+    watch = FileWatch()
+    watch.read(paths, first)
+    served = [first]
+
+    def configuration(files: tuple[bytes | None, ...]) -> Any:
+        ca, cert, key = files
+        return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca)
+
+    def fetch() -> Any:
+        current = watch.read(paths, first)
+        if current == served[0]:
+            return None  # unchanged
+        served[0] = current
+        logger.info("replica %d: TLS files changed: the next connections use them", me.id)
+        return configuration(current)
+
+    return grpc.dynamic_ssl_server_credentials(configuration(first), fetch,
+                                               require_client_authentication=True)
 
 
 def peer_credentials(config: ClusterConfig, me: ConfigReplica) -> Credentials:
@@ -580,7 +600,8 @@ def peer_credentials(config: ClusterConfig, me: ConfigReplica) -> Credentials:
         return Credentials(insecure=True, token=config.replica_token())
     assert config.tls.ca is not None and me.cert is not None and me.key is not None
     try:
-        return Credentials(ca=config.tls.ca.read_bytes(), cert=me.cert.read_bytes(), key=me.key.read_bytes())
+        return Credentials(ca=config.tls.ca.read_bytes(), cert=me.cert.read_bytes(), key=me.key.read_bytes(),
+                           files=TlsFiles(config.tls.ca, me.cert, me.key))
     except OSError as exc:
         raise SystemExit(f"replica {me.id}: cannot read its TLS files: {exc}") from None
 

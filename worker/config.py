@@ -33,7 +33,7 @@ from typing import Any
 from controller import fsm
 from controller.config import read_toml
 from worker.journal import KEEP_ACKED
-from xce.credentials import Credentials, CredentialsError, for_cluster, read_token_file
+from xce.credentials import Credentials, CredentialsError, TlsFiles, for_cluster, read_token_file
 from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
 
@@ -116,7 +116,9 @@ def _credentials(raw: dict[str, Any], path: Path, name: str) -> Credentials:
             return Credentials(insecure=True, token=token)
         if "ca" not in raw:
             raise WorkerConfigError(f"{path}: needs ca = PATH (the cluster CA), or cluster_config")
-        return Credentials(ca=(base / str(raw["ca"])).read_bytes(), token=token).with_certificate(cert, key)
+        ca = base / str(raw["ca"])
+        return Credentials(ca=ca.read_bytes(), token=token,
+                           files=TlsFiles(ca, None, None)).with_certificate(cert, key)
     except CredentialsError as exc:
         raise WorkerConfigError(f"{path}: {exc}") from None
     except OSError as exc:

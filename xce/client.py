@@ -67,6 +67,7 @@ class Client:
         self._target = self.addresses[0]
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[tuple[str, str], Any] = {}
+        self._tls_stamp = credentials.stamp()
         self.redirects = 0
         self.retries = 0
 
@@ -278,6 +279,7 @@ class Client:
         return self.addresses[(self.addresses.index(address) + 1) % len(self.addresses)]
 
     def _stub(self, address: str, path: str, response_class: type[Message]) -> Any:
+        self._fresh()
         stub = self._stubs.get((address, path))
         if stub is None:
             stub = self._channel(address).unary_unary(path, request_serializer=_serialize,
@@ -285,7 +287,18 @@ class Client:
             self._stubs[(address, path)] = stub
         return stub
 
+    def _fresh(self) -> None:
+        """TLS files rotated (xce/credentials.py): connect again, presenting and trusting the new ones."""
+        stamp = self.credentials.stamp()
+        if stamp != self._tls_stamp:
+            self._tls_stamp = stamp
+            for old in self._channels.values():
+                old.close()
+            self._channels.clear()
+            self._stubs.clear()
+
     def _channel(self, address: str) -> grpc.Channel:
+        self._fresh()
         channel = self._channels.get(address)
         if channel is None:
             channel = self.credentials.channel(address, channel_options())

@@ -18,6 +18,13 @@ Where the pieces come from, first found wins:
 - MUNGE, when no token was found: `[auth] munge = true` in the cluster file, or $XCE_MUNGE=1: a fresh
   credential from `munge` for every attempt of every call (munged refuses to
   decode one twice); $XCE_MUNGE_SOCKET if munged's socket is not the default.
+
+Rotation: credentials made from files (`files`) read them again whenever one
+of them changed (its modification time or size), so a daemon's next
+connection presents a renewed certificate and trusts a new CA bundle without
+a restart (`xce.client.Client` drops its channels when they changed;
+controller/replica.py does the same on the server side). A file that cannot
+be read at that moment leaves the last good copy in use.
 """
 
 from __future__ import annotations
@@ -28,9 +35,10 @@ import os
 import secrets
 import stat
 import subprocess
+import threading
 import tomllib
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +62,39 @@ class TlsFiles:
     insecure: bool = False
 
 
+class FileWatch:
+    """The bytes of some files, read again once any of them changed (module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stamp: tuple[tuple[int, int], ...] | None = None
+        self._data: tuple[bytes | None, ...] = ()
+
+    @staticmethod
+    def stamp(paths: Sequence[Path | None]) -> tuple[tuple[int, int], ...]:
+        stamps = []
+        for path in paths:
+            try:
+                info = os.stat(path) if path is not None else None
+            except OSError:
+                info = None
+            stamps.append((info.st_mtime_ns, info.st_size) if info is not None else (0, 0))
+        return tuple(stamps)
+
+    def read(self, paths: Sequence[Path | None], first: tuple[bytes | None, ...]) -> tuple[bytes | None, ...]:
+        stamp = self.stamp(paths)
+        with self._lock:
+            if self._stamp is None:
+                self._stamp, self._data = stamp, first
+            if stamp != self._stamp:
+                try:
+                    self._data = tuple(Path(p).read_bytes() if p is not None else None for p in paths)
+                    self._stamp = stamp
+                except OSError:
+                    pass  # half-replaced, say: the last good copy, and another look next time
+            return self._data
+
+
 @dataclass(frozen=True)
 class Credentials:
     insecure: bool = False
@@ -62,6 +103,21 @@ class Credentials:
     key: bytes | None = None
     token: str | None = None
     munge: bool = False
+    files: TlsFiles | None = field(default=None, compare=False)  # where ca, cert, key came from
+    _watch: FileWatch = field(default_factory=FileWatch, compare=False, repr=False)
+
+    def tls(self) -> tuple[bytes | None, bytes | None, bytes | None]:
+        """(ca, cert, key) as the files hold them now (those given, if not from files)."""
+        if self.files is None:
+            return self.ca, self.cert, self.key
+        files = self.files
+        ca, cert, key = self._watch.read((files.ca, files.cert, files.key), (self.ca, self.cert, self.key))
+        return ca, cert, key
+
+    def stamp(self) -> object:
+        """Changes when the files do: a long-lived channel made before should be made again."""
+        files = self.files
+        return None if files is None else FileWatch.stamp((files.ca, files.cert, files.key))
 
     def channel(self, address: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel:
         if self.insecure:
@@ -82,7 +138,8 @@ class Credentials:
 
     def _channel_credentials(self) -> grpc.ChannelCredentials:
         self.check()
-        return grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
+        ca, cert, key = self.tls()
+        return grpc.ssl_channel_credentials(ca, key, cert)
 
     def metadata(self) -> tuple[tuple[str, str], ...]:
         items: list[tuple[str, str]] = []
@@ -93,7 +150,9 @@ class Credentials:
         return tuple(items)
 
     def with_certificate(self, cert: Path, key: Path) -> Credentials:
-        return replace(self, cert=_read(cert, "certificate"), key=_read(key, "key"))
+        files = replace(self.files, cert=cert, key=key) if self.files is not None else None
+        return replace(self, cert=_read(cert, "certificate"), key=_read(key, "key"), files=files,
+                       _watch=FileWatch())
 
 
 def tls_files(raw: dict[str, Any], base: Path) -> TlsFiles:
@@ -141,7 +200,8 @@ def for_cluster(cluster_file: Path | None, token: str | None = None, use_token_s
         return Credentials(insecure=True, token=token, munge=munge)
     return Credentials(ca=_read(ca_path, "CA certificate") if ca_path else None,
                        cert=_read(cert_path, "client certificate") if cert_path else None,
-                       key=_read(key_path, "client key") if key_path else None, token=token, munge=munge)
+                       key=_read(key_path, "client key") if key_path else None, token=token, munge=munge,
+                       files=TlsFiles(ca_path, cert_path, key_path))
 
 
 def _read(path: Path, what: str) -> bytes:
