@@ -59,11 +59,12 @@ def _all_acknowledged_jobs_there(cluster: LocalCluster, load: Submitting, via: l
 
 
 def test_a_dead_replica_is_replaced_while_writes_go_on(make_cluster) -> None:  # type: ignore[no-untyped-def]
-    cluster: LocalCluster = make_cluster()
+    # Logs compacted every 100 entries: the new replica catches up from a snapshot, as a learner.
+    cluster: LocalCluster = make_cluster(extra_config="\n[raft]\ncompaction_min_entries = 100\n")
     cluster.start()
     cluster.leader()
     with Submitting(cluster) as load:
-        wait_until(lambda: load.count() >= 20, "the first submits")
+        wait_until(lambda: load.count() >= 300, "the first submits (past a compaction)")
         cluster.kill(2)  # for good: its host is gone
         shutil.rmtree(cluster.config.replica_dir(2))
         new = cluster.new_replica(4)
@@ -73,6 +74,8 @@ def test_a_dead_replica_is_replaced_while_writes_go_on(make_cluster) -> None:  #
         out = xce_cli(cluster, "member", "add", new.grpc)
         assert "replica 4 is a voter" in out
         assert load.since(before_add) > 0, "no write was acknowledged while replica 4 was added"
+        learned = (cluster.data / "replica-4.log").read_text().split("starts as a standby")[0]
+        assert "installed" in learned and "snapshot at index" in learned  # a snapshot, as a learner
         before_remove = time.monotonic()
         out = xce_cli(cluster, "member", "remove", "2")
         assert "replica 2 is gone" in out
