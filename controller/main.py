@@ -30,13 +30,17 @@ def run(config_path: Path, replica_id: int, join: bool = False, force_new_cluste
         if force_new_cluster:
             from controller.restore import force_new_cluster as force
 
-            forced = force(config, replica_id)
+            forced = force(config, replica_id)  # refused while a replica runs on the directory
             logging.getLogger(__name__).warning(
                 "replica %d: forced into a one-member cluster at revision %d; entries it had not applied "
                 "are gone. Add members back with `xce member add`, and drop --force-new-cluster",
                 replica_id, forced.revision)
         from controller.replica import Replica
 
+        if not force_new_cluster:
+            from controller.restore import forced_note_done
+
+            forced_note_done(config.replica_dir(replica_id))
         replica = Replica(config, replica_id, handlers, join=join,
                           member_pause_s=faults.member_pause_s(os.environ.get("XCE_FAULT", "")))
     except (ConfigError, StoreError, ValueError) as exc:

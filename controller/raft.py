@@ -92,7 +92,7 @@ from pysyncobj.transport import TCPTransport
 from controller import fsm
 from controller.raft_wal import LmdbJournal
 from controller.read_index import Done, ReadIndex
-from controller.store import StateStore, fsync_path
+from controller.store import StateStore, StoreError, fsync_path
 from xce.clock import REAL_CLOCK, Clock
 from xce.private import open_private
 
@@ -616,6 +616,14 @@ class RaftNode:
             fsync_path(Path(path))  # a received snapshot is written without fsync
             header, _ = StateStore.read_snapshot_header(Path(path))
             replaced = self.store.restore_snapshot(Path(path))
+            mine = self.store.meta().incarnation
+            if not replaced and header.get("incarnation", "") != mine:
+                # A newer state of another history (replicas restored from different backups, or
+                # one forced beside the others): keeping it would apply the leader's log to it.
+                raise StoreError(f"a snapshot of history {header.get('incarnation') or '(never restored)'} "
+                                 f"at index {header['applied_index']}, and this replica's newer state is of "
+                                 f"history {mine or '(never restored)'}: restore every replica from the same "
+                                 "backup, or wipe this one")
             last, prev = _entry_tuple(header["last"]), _entry_tuple(header["prev"])
             # As nodes: pysyncobj drops itself from this list by comparing nodes, and a string never
             # equals one (the node would count itself among its peers).

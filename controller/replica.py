@@ -68,7 +68,7 @@ from controller.leader import (
     TransferLeadership,
 )
 from controller.raft import FAIL_STOP_EXIT, SUCCESS, RaftNode
-from controller.store import StateStore, StoreError
+from controller.store import StateStore, StoreError, lock_data_dir
 from xce import sd_notify
 from xce.clock import REAL_CLOCK, Clock
 from xce.credentials import Credentials, FileWatch, TlsFiles
@@ -171,6 +171,7 @@ class Replica:
         # its own (the Raft log, the state, snapshots), whatever the umask or an older build left.
         data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         data_dir.chmod(0o700)
+        self._held = lock_data_dir(data_dir)  # one replica a directory; a restore or force waits for none
         self.store = StateStore(data_dir / "state", config.cluster_id, handlers)
         self.bootstrap = bootstrap_members(config)
         meta = self.store.meta()
@@ -487,6 +488,12 @@ class Replica:
                                       config_current=settled, members=current)
         if _differ(current, self.bootstrap):
             response.bootstrap.extend(self.bootstrap)
+        if meta.recovery.why:
+            with self.store.read() as tables:
+                waiting = fsm.read_counter(tables, fsm.recovery.RECOVERY_COUNTER) > 0
+            response.recovery.CopyFrom(api.RecoveryStatus(
+                waiting=waiting, hosts=sorted(meta.recovery.hosts), until_ms=meta.recovery.until_ms,
+                wait_over=meta.recovery.wait_ms == 0, why=meta.recovery.why))
         response.replicas.append(self.local_status())
         if request.local_only:
             return response

@@ -23,6 +23,7 @@ with StoreError and a message saying which.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -267,8 +268,9 @@ class StateStore:
         """Header, then a consistent copy of the environment."""
         self._env.sync(True)
         with self._lock.read(), self._env.begin() as txn:
-            applied = fsm.read_meta(LmdbTables(txn, self._dbs)).applied_index
-            header = {**header, "cluster_id": self.cluster_id, "applied_index": applied}
+            meta = fsm.read_meta(LmdbTables(txn, self._dbs))
+            header = {**header, "cluster_id": self.cluster_id, "applied_index": meta.applied_index,
+                      "incarnation": meta.incarnation}
             raw = json.dumps(header, sort_keys=True).encode()
             out.write(SNAPSHOT_MAGIC + struct.pack(">I", len(raw)) + raw)
             out.flush()
@@ -339,6 +341,23 @@ class StateStore:
             shutil.rmtree(incoming, ignore_errors=True)
             raise StoreError(f"snapshot body is at index {meta.applied_index}, "
                              f"its header says {applied_index}")
+
+
+LOCK_FILE = "lock"
+
+
+def lock_data_dir(directory: Path) -> int:
+    """Hold `directory` (a replica's) for this process: its fd; StoreError if another one holds it (a
+    replica runs there, or a restore). Released when the process ends or execs (close-on-exec)."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreError(f"{directory} is in use (a replica runs on it, or a restore): stop it "
+                         "first") from None
+    return fd
 
 
 def set_identity(path: Path, cluster_id: str) -> None:

@@ -4,8 +4,9 @@ Theory of operation. Every `period_s` (half the heartbeat period) while the
 leader serves, `proposals` looks at the hosts: one whose current generation
 missed its heartbeats for `heartbeat_timeout_s` (host_liveness.Liveness) is
 proposed UNAVAIL; one UNAVAIL for `unknown_timeout_s` by the proposer's
-clock that still has UNKWN jobs is given up (`resolve_host`: its rerunnable
-jobs are requeued, the others end). Each change carries the generation it is
+clock that still has UNKWN jobs, or that a restored cluster still awaits or
+a job's stray instance is on (fsm/recovery.py), is given up (`resolve_host`:
+its rerunnable jobs are requeued, the others end). Each change carries the generation it is
 about, so a host that re-joined meanwhile is left alone by apply. The hosts
 found late together go as one `host_statuses` entry once every replica
 understands that kind (fsm/versions.py), else as one `host_status` entry
@@ -17,6 +18,7 @@ Pure: the time is passed in; the caller proposes and reports back.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -78,12 +80,17 @@ def _unavailable(late: list[HostGeneration], batched: bool) -> list[Change]:
 
 
 def _lost(tables: Tables, hosts: Iterable[api.Host], deadline_ms: int) -> list[api.Host]:
-    """Unavailable since before the deadline, with UNKWN jobs still to settle."""
+    """Unavailable since before the deadline, with something to settle: UNKWN jobs, or a recovery
+    that waits for it, or strays on it."""
     lost = []
+    awaited = set(fsm.read_meta(tables).recovery.hosts)
     for host in hosts:
         if host.status != api.HOST_UNAVAIL or host.status_time_ms > deadline_ms:
             continue
-        jobs = (fsm.read_job(tables, i) for i in fsm.host_job_ids(tables, host.spec.name))
-        if any(j is not None and j.state == api.UNKWN for j in jobs):
+        name = host.spec.name
+        jobs = (fsm.read_job(tables, i) for i in fsm.host_job_ids(tables, name))
+        prefix = name.encode() + b"\x00"
+        strays = any(key.startswith(prefix) for key, _ in itertools.islice(tables.scan("strays", prefix), 1))
+        if name in awaited or strays or any(j is not None and j.state == api.UNKWN for j in jobs):
             lost.append(host)
     return lost

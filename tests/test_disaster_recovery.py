@@ -5,6 +5,7 @@ a dispatch, which must not run that job a second time while its first instance s
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,9 @@ def test_a_job_dispatched_after_the_backup_does_not_run_twice_after_a_restore(  
     """Saved while job J is pending (its queue inactive); J then runs on w1. The cluster is restored
     in place from that backup (--keep-id: same addresses; scheduler and workers carry on). The restored
     state holds J as pending and has forgotten the dispatch: J must not start again until w1's
-    instance of it has been killed, and then as a new attempt."""
+    instance of it has been killed, and then as a new attempt. w1 is held (SIGSTOP) until the
+    recovery's wait is over, so that its join, which names J's instance, is the last thing awaited:
+    what then keeps J back is the stray, not the wait."""
     cluster: LocalCluster
     cluster, workers = make_fleet(HOSTS)
     scheduler = LocalScheduler(cluster)
@@ -104,7 +107,9 @@ def test_a_job_dispatched_after_the_backup_does_not_run_twice_after_a_restore(  
         xce_cli(cluster, "snapshot", "save", str(backup))
         xce_cli(cluster, "queue", "update", "later", "--active")
         wait_until(lambda: ledger.exists() and f"start {job.id}.0" in ledger.read_text(), "J to start")
-        # The whole cluster is lost, and restored from the backup; w1 and J's instance run on.
+        # The whole cluster is lost, and restored from the backup; J's instance runs on, and w1 is held.
+        worker = workers.procs["w1"]
+        worker.send_signal(signal.SIGSTOP)
         for replica_id in (1, 2, 3):
             cluster.kill(replica_id)
             shutil.rmtree(cluster.config.replica_dir(replica_id))
@@ -116,6 +121,13 @@ def test_a_job_dispatched_after_the_backup_does_not_run_twice_after_a_restore(  
             restored = client.get_job(str(job.id))
             assert restored.state == api.PEND  # the dispatch is forgotten
             xce_cli(cluster, "queue", "update", "later", "--active")
+            wait_until(lambda: client.status().recovery.wait_over, "the recovery's wait", timeout_s=90)
+            recovery = client.status().recovery
+            assert recovery.waiting and list(recovery.hosts) == ["w1"]
+            assert client.get_job(str(job.id)).pending_code == api.PEND_RECOVERING or \
+                client.get_job(str(job.id)).state == api.PEND
+            worker.send_signal(signal.SIGCONT)
+            wait_until(lambda: not client.status().recovery.waiting, "w1 to join again")
             wait_until(lambda: ledger.read_text().count("start") >= 2, "J to run again", timeout_s=90)
             wait_until(lambda: client.get_job(str(job.id)).state == api.DONE, "J's new attempt to end")
             final = client.get_job(str(job.id))

@@ -7,13 +7,16 @@ from __future__ import annotations
 from controller import fsm
 from controller.fsm import recovery
 from controller.fsm.holdings import CommittedUsage
+from controller.host_liveness import Liveness
 from controller.tables import MemoryTables
+from controller.watchdog import Watchdog
 from xce import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 STAMP = 1_800_000_000_000
 MEMBERS = [api.Member(id=1, grpc_address="a:1", raft_address="a:2")]
+CODE = log.Capabilities(kinds=sorted(fsm.HANDLERS), format=fsm.ENTRY_FORMAT)
 
 
 class State:
@@ -68,7 +71,8 @@ def _cluster() -> State:
 
 def test_a_restored_state_waits_for_every_known_host_and_the_fence() -> None:
     state = _cluster()
-    awaited = recovery.prepare(state.tables, "c2", MEMBERS, "inc", wait_ms=3000, why="test")
+    awaited = recovery.prepare(state.tables, "c2", MEMBERS, "inc", wait_ms=3000, why="test",
+                               capabilities=CODE)
     assert awaited == 3  # h1, h2 and the wait
     meta = fsm.read_meta(state.tables)
     assert meta.cluster_id == "c2" and meta.incarnation == "inc" and list(meta.membership) == MEMBERS
@@ -91,7 +95,7 @@ def test_a_restored_state_waits_for_every_known_host_and_the_fence() -> None:
 
 def test_a_host_given_up_is_no_longer_awaited() -> None:
     state = _cluster()
-    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test")
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test", capabilities=CODE)
     state.join("h1")
     generation = fsm.read_host(state.tables, "h2").generation  # type: ignore[union-attr]
     down = log.SetHostStatus(name="h2", generation=generation, status=api.HOST_UNAVAIL)
@@ -104,8 +108,8 @@ def test_a_host_given_up_is_no_longer_awaited() -> None:
 
 def test_an_instance_the_state_does_not_hold_keeps_its_job_pending_until_it_ended() -> None:
     state = _cluster()
-    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test")
-    state.join("h1", (1, 0), (3, 0))  # job 1 ran on h1 after the backup; job 3 is h2's
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test", capabilities=CODE)
+    state.join("h1", (1, 0))  # job 1 ran on h1 after the backup
     state.join("h2", (3, 0))
     job = state.job(1)
     assert list(job.stray_hosts) == ["h1"] and job.attempt == 1  # attempt 0's number is taken
@@ -123,7 +127,8 @@ def test_an_instance_the_state_does_not_hold_keeps_its_job_pending_until_it_ende
 
 def test_a_stray_that_ended_while_its_worker_was_away_is_cleared_when_it_joins_again() -> None:
     state = _cluster()
-    state.join("h1", (2, 0))  # also outside a recovery: a pending job's instance runs somewhere
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=60_000, why="test", capabilities=CODE)
+    state.join("h1", (2, 0))
     assert state.job(2).stray_hosts == ["h1"]
     state.join("h1")
     assert not state.job(2).stray_hosts and not list(state.tables.scan("strays"))
@@ -135,11 +140,69 @@ def test_a_stray_that_ended_while_its_worker_was_away_is_cleared_when_it_joins_a
     assert not state.job(2).stray_hosts and state.job(2).attempt == 2
 
 
+def test_outside_a_recovery_a_join_holds_no_job_back() -> None:
+    """A worker naming pending jobs in its join cannot keep them from running (a worker's word)."""
+    state = _cluster()
+    state.join("h1", (1, 0), (2, 5))
+    assert not state.job(1).stray_hosts and state.job(1).attempt == 0 and state.refusal(1) is None
+
+
+def test_a_join_naming_absurd_attempts_changes_nothing() -> None:
+    state = _cluster()
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=60_000, why="test", capabilities=CODE)
+    state.join("h1", (1, 2**31 - 1), (2, -1), (99, 0))  # would overflow attempt; negative; no such job
+    assert state.job(1).attempt == 0 and not state.job(1).stray_hosts and not state.job(2).stray_hosts
+
+
+def test_a_stray_of_a_job_the_state_holds_elsewhere_reserves_its_attempt() -> None:
+    state = _cluster()  # job 3 runs on h2 at attempt 0
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=60_000, why="test", capabilities=CODE)
+    state.join("h1", (3, 1))  # after the backup, it was requeued and ran on h1 as attempt 1
+    state.join("h2")  # h2 has no record of attempt 0: lost, requeued only if rerunnable
+    job = state.job(3)
+    generation = fsm.read_host(state.tables, "h2").generation  # type: ignore[union-attr]
+    report = log.HostReport(host="h2", generation=generation, report=api.JobReport(
+        job_id=3, attempt=0, dispatch_failed=api.DispatchFailed(code=-5, reason="no record")))
+    state.apply(log.Entry(reports=log.HostReports(reports=[report])))
+    job = state.job(3)
+    assert job.state == api.EXIT and job.exit_status_unknown  # not rerunnable: never run again
+    assert job.stray_hosts == ["h1"] and job.next_attempt == 2
+
+
+def test_prepared_hosts_are_timed_afresh_and_the_code_is_announced() -> None:
+    state = _cluster()
+    generation = fsm.read_host(state.tables, "h2").generation  # type: ignore[union-attr]
+    state.apply(log.Entry(host_status=log.SetHostStatus(name="h2", generation=generation,
+                                                        status=api.HOST_UNAVAIL)))
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test", capabilities=CODE)
+    assert fsm.read_host(state.tables, "h2").status == api.HOST_OK  # type: ignore[union-attr]
+    meta = fsm.read_meta(state.tables)
+    assert meta.members[1].format == fsm.ENTRY_FORMAT and meta.lease_epoch >= recovery.LEASE_EPOCH_JUMP
+
+
 def test_replicas_that_apply_the_same_entries_agree() -> None:
     a, b = _cluster(), _cluster()
     for state in (a, b):
-        recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=500, why="test")
+        recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=500, why="test", capabilities=CODE)
         state.join("h1", (1, 0), stamp_ms=STAMP + 10)
         state.join("h2", stamp_ms=STAMP + 900)
         state.report_end("h1", 1, 0)
     assert b"".join(fsm.canonical_dump(a.tables)) == b"".join(fsm.canonical_dump(b.tables))
+
+
+def test_the_watchdog_gives_up_an_awaited_host_with_no_jobs_there() -> None:
+    """Without it, a host of the backup that never comes back would hold every dispatch back forever."""
+    state = _cluster()
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test", capabilities=CODE)
+    state.join("h2")  # h1 never comes back; nothing of the state runs there
+    generation = fsm.read_host(state.tables, "h1").generation  # type: ignore[union-attr]
+    state.apply(log.Entry(host_status=log.SetHostStatus(name="h1", generation=generation,
+                                                        status=api.HOST_UNAVAIL)), STAMP)
+    dog = Watchdog(Liveness(0.0, 1.5), 0.1, unknown_timeout_ms=10_000)
+    early = dog.proposals(state.tables, 1.0, STAMP + 9_000, batched=True)
+    assert not [c for c in early if c.what == "lost"]
+    [lost] = [c for c in Watchdog(Liveness(0.0, 1.5), 0.1, 10_000).proposals(
+        state.tables, 1.0, STAMP + 11_000, batched=True) if c.what == "lost"]
+    assert lost.hosts == (("h1", generation),)
+    state.apply(lost.entry)
+    assert fsm.read_counter(state.tables, recovery.RECOVERY_COUNTER) == 0 and state.refusal(1, "h2") is None

@@ -69,7 +69,8 @@ def test_snapshot_restores_into_another_store_of_the_cluster(
     file = snapshot(source, tmp_path / "snap", {"raft": "abc", "members": [1, 2, 3]})
 
     header, offset = StateStore.read_snapshot_header(file)
-    assert header == {"raft": "abc", "members": [1, 2, 3], "cluster_id": CLUSTER, "applied_index": 5}
+    assert header == {"raft": "abc", "members": [1, 2, 3], "cluster_id": CLUSTER, "applied_index": 5,
+                      "incarnation": ""}
     assert offset == len(SNAPSHOT_MAGIC) + 4 + len(json.dumps(header, sort_keys=True).encode())
 
     target = open_store(stores, tmp_path / "b" / "state")

@@ -126,7 +126,9 @@ class Executor:
         key = (job.id, job.attempt)
         known = self.journal.get(key)
         if known is not None and known.get("readable_id", job.readable_id) == job.readable_id:
-            self.rereport(key)
+            # Its end too, even once acknowledged: a RunJob means the leader's state holds it as
+            # running (a state restored from before its end, say), and only the end corrects that.
+            self.rereport(key, acknowledged_too=True)
             self._hold(key, job)  # a RunJob states whether the job should be stopped
             return  # (a record of another cluster's job with the same numbers is replaced below)
         if job.state == api.UNKWN:  # the leader asks after an instance this host never had
@@ -203,14 +205,14 @@ class Executor:
             self.host.call_later(grace_s, functools.partial(self._kill_hard, key, pid))
         return fenced
 
-    def rereport(self, key: Key) -> None:
+    def rereport(self, key: Key, acknowledged_too: bool = False) -> None:
         """Repeat what is known about an instance (after a reconnect or a repeated RunJob)."""
         record = self.journal.get(key)
         if record is None:
             return
         if record.get("state") == "running":
             self._report(self._started(key, record))
-        elif record.get("state") == "ended" and not record.get("acked"):
+        elif record.get("state") == "ended" and (acknowledged_too or not record.get("acked")):
             if record.get("pid"):
                 self._report(self._started(key, record))
             self._report(_report_from(record["final"]))

@@ -533,6 +533,12 @@ def _host_table(response: api.ListHostsResponse) -> None:
               f"{host.running_jobs:>5}{host.generation:>6}  {','.join(host.spec.tags) or '-'}")
 
 
+def _when(ms: int) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def _status_table(status: api.StatusResponse) -> None:
     print(f"cluster {status.cluster_id}")
     print(f"{'ID':>3}  {'ROLE':<12}{'TERM':>6}{'COMMIT':>9}{'APPLIED':>9}{'PID':>8}  {'GRPC':<22}{'FMT':>4}  "
@@ -541,6 +547,12 @@ def _status_table(status: api.StatusResponse) -> None:
         print(f"{r.id:>3}  {r.role:<12}{r.term:>6}{r.commit_index:>9}{r.applied_index:>9}{r.pid:>8}  "
               f"{r.grpc_address:<22}{r.entry_format or '-':>4}  {r.health}")
     print(f"entry kinds in use past the baseline: {', '.join(status.enabled_entry_kinds) or 'none'}")
+    recovery = status.recovery
+    if recovery.waiting:
+        wait = "the fence's wait is over" if recovery.wait_over else \
+            f"the fence's wait until {_when(recovery.until_ms)}" if recovery.until_ms else "the fence's wait"
+        print(f"recovering ({recovery.why}): nothing is dispatched until these hosts joined again or were "
+              f"given up: {', '.join(recovery.hosts) or 'none left'}; and {wait}")
     if status.bootstrap:
         # The cluster file is only where a cluster starts: the committed membership wins.
         print("members (committed): " + ", ".join(

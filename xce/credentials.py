@@ -67,25 +67,28 @@ class FileWatch:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._stamp: tuple[tuple[int, int], ...] | None = None
+        self._stamp: tuple[tuple[int, int, int, int], ...] | None = None
         self._data: tuple[bytes | None, ...] = ()
 
     @staticmethod
-    def stamp(paths: Sequence[Path | None]) -> tuple[tuple[int, int], ...]:
+    def stamp(paths: Sequence[Path | None]) -> tuple[tuple[int, int, int, int], ...]:
         stamps = []
         for path in paths:
             try:
                 info = os.stat(path) if path is not None else None
             except OSError:
                 info = None
-            stamps.append((info.st_mtime_ns, info.st_size) if info is not None else (0, 0))
+            stamps.append((info.st_ino, info.st_mtime_ns, info.st_ctime_ns, info.st_size) if info is not None
+                          else (0, 0, 0, 0))
         return tuple(stamps)
 
     def read(self, paths: Sequence[Path | None], first: tuple[bytes | None, ...]) -> tuple[bytes | None, ...]:
+        """The files' bytes; `first` (what was read when the credentials were made) until the first
+        call, which reads them again: they may have changed in between."""
         stamp = self.stamp(paths)
         with self._lock:
             if self._stamp is None:
-                self._stamp, self._data = stamp, first
+                self._stamp, self._data = (), first
             if stamp != self._stamp:
                 try:
                     self._data = tuple(Path(p).read_bytes() if p is not None else None for p in paths)

@@ -141,10 +141,10 @@ def apply(tables: Tables, index: int, data: bytes,
         applier.entry = log.Entry()
         finish(applier, results, rejected=True)
         return results
+    if entry.format >= recovery.FORMAT:
+        recovery.time_passes(applier)  # first: a dispatch stamped past the wait is the wait's end
     results = handlers[kind](applier)
     invariant(len(results) >= 1, f"entry {index} ({kind}) applied without a result")
-    if entry.format >= recovery.FORMAT:
-        recovery.time_passes(applier)
     finish(applier, results, rejected=False)
     return results
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from controller.fsm import history
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import release
-from controller.fsm.records import FINISHED, PENDING, RUNNING, find_job, readable_id
+from controller.fsm.records import FINISHED, PENDING, RUNNING, find_job, next_attempt, readable_id
 from controller.fsm.requests import guarded
 from controller.fsm.validation import DEFAULT_QUEUE, check_modify, check_spec
 from xce.errors import ServiceError, invalid
@@ -124,7 +124,7 @@ def apply_control(applier: Applier) -> list[log.Result]:
             job.kill_requested = True
             job.requeue_requested = transition.requeue_requested
         if transition.requeue:
-            job.attempt += 1
+            job.attempt = next_attempt(job)
             clear_instance(job)
         if transition.to == api.EXIT:
             job.end_time_ms = applier.stamp_ms
@@ -158,7 +158,7 @@ def requeue_ended(applier: Applier, job: api.Job, why: str) -> None:
     """The job's instance has ended (or is given up): what it held comes back,
     and the job is pending again at the next attempt."""
     release(applier, job)
-    job.attempt += 1
+    job.attempt = next_attempt(job)
     clear_instance(job)
     job.state = api.PEND
     job.pending_reason = why

@@ -70,6 +70,11 @@ def read_counter(tables: Tables, name: str) -> int:
     return 0 if raw is None else int(struct.unpack(">q", raw)[0])
 
 
+def next_attempt(job: api.Job) -> int:
+    """The attempt a requeued job runs as: past the current one and any a stray instance holds."""
+    return max(job.attempt + 1, job.next_attempt)
+
+
 def counter_value(amount: int) -> bytes:
     return struct.pack(">q", amount)
 

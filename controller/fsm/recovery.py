@@ -20,14 +20,19 @@ The count of what is awaited is the counter RECOVERY_COUNTER; while it is
 above zero, xce/feasibility.py refuses every DISPATCH, forced ones included
 (the planner shows PEND_RECOVERING).
 
-A join (from entry format 3) lists the instances its worker runs. One that
-the state does not hold on that host at that attempt, of a job that is still
-pending, is a stray: the job keeps that host in `stray_hosts`, and the
-`strays` table (host NUL job key -> attempt) indexes it by host, until the
-worker reports the instance ended (its session kills it: the state does not
-want it), joins again without it, or the host is given up. A job with
-strays is never dispatched (PEND_STRAY_INSTANCE). This holds outside
-recovery too: a pending job whose old attempt still runs somewhere waits.
+A join (from entry format 3) lists the instances its worker runs. While a
+recovery is on, one that the state does not hold on that host at that
+attempt, of a job that has not finished, is a stray: the job keeps that host
+in `stray_hosts` (the `strays` table, host NUL job key -> attempt, indexes it
+by host) and its next run takes a later attempt (`next_attempt`; a pending
+job moves to it at once), until the worker reports the instance ended (its
+session kills it: the state does not want it), joins again without it, or
+the host is given up (the watchdog gives up an awaited host, or one with
+strays, like a host with UNKWN jobs). A job with strays is never dispatched
+(PEND_STRAY_INSTANCE). Outside a recovery a join's list marks nothing: a
+worker could otherwise hold any pending job back by naming it; what runs
+that the state does not want is killed by the session, as always. An
+attempt far beyond the job's own is ignored (MAX_AHEAD).
 
 Apply reads no clock: time is the entries' stamps.
 """
@@ -38,7 +43,17 @@ import struct
 from collections.abc import Sequence
 
 from controller.fsm.applier import Applier
-from controller.fsm.records import META_KEY, PENDING, RUNNING, counter_value, job_key, read_job, read_meta
+from controller.fsm.records import (
+    FINISHED,
+    META_KEY,
+    PENDING,
+    RUNNING,
+    counter_value,
+    job_key,
+    read_host,
+    read_job,
+    read_meta,
+)
 from controller.tables import Tables
 from xce import feasibility
 from xce.v1 import api_pb2 as api
@@ -46,6 +61,8 @@ from xce.v1 import log_pb2 as log
 
 FORMAT = 3  # the first entry format whose joins carry the instances a worker runs
 RECOVERY_COUNTER = feasibility.RECOVERY_COUNTER
+MAX_AHEAD = 1000  # how far past the job's attempt a stray's may be (requeues since the backup)
+LEASE_EPOCH_JUMP = 1000  # past any epoch the old cluster reached after the backup, in all likelihood
 
 
 def stray_key(host: str, job_id: int) -> bytes:
@@ -53,12 +70,20 @@ def stray_key(host: str, job_id: int) -> bytes:
 
 
 def prepare(tables: Tables, cluster_id: str, membership: Sequence[api.Member], incarnation: str,
-            wait_ms: int, why: str) -> int:
-    """Make a restored or forced state (of cluster `cluster_id` from now on, with `membership`) wait
-    for its hosts (module docstring); how many things it awaits."""
+            wait_ms: int, why: str, capabilities: log.Capabilities) -> int:
+    """Make a restored or forced state (of cluster `cluster_id` from now on, with `membership`, whose
+    replicas run code of `capabilities`) wait for its hosts (module docstring); how many things it
+    awaits."""
     meta = read_meta(tables)
     applier = Applier(tables, meta.applied_index, log.Entry(), meta)  # writes jobs with their indexes
     hosts = sorted(key.decode() for key, _ in tables.scan("hosts"))
+    for name in hosts:
+        host = read_host(tables, name)
+        if host is not None and host.status != api.HOST_OK:
+            # Timed from the new cluster's first leader (host_liveness.py), not from the backup's
+            # time: unavailable long ago, it would be given up at once, its jobs with it.
+            host.status = api.HOST_OK
+            applier.put_host(host)
     for _, raw in list(tables.scan("jobs")):
         job = api.Job.FromString(raw)
         if job.state in RUNNING and job.state != api.UNKWN:
@@ -71,10 +96,14 @@ def prepare(tables: Tables, cluster_id: str, membership: Sequence[api.Member], i
                                         why=why))
     del meta.membership[:]
     meta.membership.extend(membership)
-    meta.members.clear()  # the replicas announce their code again
+    # The replicas run the restoring code: recorded as announced, so the first leader proposes
+    # format 3 (joins that list what runs) from its first entry; they announce again as they run.
+    meta.members.clear()
+    for member in membership:
+        meta.members[member.id].CopyFrom(capabilities)
     meta.lease_holder = ""  # a scheduler takes a new lease (a new epoch fences what it sent before)
     meta.lease_expires_ms = 0
-    meta.lease_epoch += 1
+    meta.lease_epoch += LEASE_EPOCH_JUMP
     waiting = len(hosts) + (1 if wait_ms else 0)
     if waiting:
         tables.put("counters", RECOVERY_COUNTER.encode(), counter_value(waiting))
@@ -89,9 +118,10 @@ def _awaited_done(applier: Applier) -> None:
 
 
 def host_joined(applier: Applier, spec: api.HostSpec) -> None:
-    """A join (format 3): the host is no longer awaited; its strays are what it runs that the state
-    does not hold there."""
+    """A join (format 3): the host is no longer awaited; while a recovery is on, its strays are what
+    it runs that the state does not hold there."""
     meta = applier.meta
+    recovering = applier.counter(RECOVERY_COUNTER) > 0
     if spec.name in meta.recovery.hosts:
         meta.recovery.hosts.remove(spec.name)
         _awaited_done(applier)
@@ -103,19 +133,20 @@ def host_joined(applier: Applier, spec: api.HostSpec) -> None:
         (job_id,) = struct.unpack(">Q", key[len(prefix):])
         if not any(j == job_id for j, _ in running):  # it ended while its worker was away
             _clear(applier, spec.name, job_id)
+    if not recovering:
+        return
     for job_id, attempt in sorted(running):
         job = read_job(applier.tables, job_id)
-        if job is None or job.state not in PENDING:
-            continue  # running here or elsewhere, or ended: the session kills what is not wanted
-        changed = False
+        if job is None or job.state in FINISHED or not 0 <= attempt <= job.attempt + MAX_AHEAD:
+            continue
+        if job.host == spec.name and job.attempt == attempt and job.state in RUNNING:
+            continue  # the instance the state holds: adopted (its worker reports it)
         if spec.name not in job.stray_hosts:
             job.stray_hosts.append(spec.name)
-            changed = True
-        if job.attempt <= attempt:  # its next run is a new attempt: the stray's number is taken
-            job.attempt = attempt + 1
-            changed = True
-        if changed:
-            applier.put_job(job)
+        if job.state in PENDING and job.attempt <= attempt:
+            job.attempt = attempt + 1  # its next run is a new attempt: the stray's number is taken
+        job.next_attempt = max(job.next_attempt, attempt + 1)
+        applier.put_job(job)
         applier.tables.put("strays", stray_key(spec.name, job_id), struct.pack(">i", attempt))
 
 

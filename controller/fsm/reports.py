@@ -14,7 +14,7 @@ from controller.fsm import recovery
 from controller.fsm.applier import Applier, each
 from controller.fsm.holdings import release
 from controller.fsm.jobs import EXIT_KILLED, requeue_ended, settle_lost
-from controller.fsm.records import RUNNING, read_host, read_job
+from controller.fsm.records import RUNNING, next_attempt, read_host, read_job
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -55,6 +55,12 @@ def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
         return log.Result(code=log.OK, job_ids=[job.id])
     elif kind == "finished" and report.finished.status_unknown and job.spec.rerunnable:
         settle_lost(applier, job, f"job ended on {relayed.host} with unknown status")
+        return log.Result(code=log.OK, job_ids=[job.id])
+    elif kind == "dispatch_failed" and job.state == api.UNKWN and applier.entry.format >= recovery.FORMAT:
+        # Its worker came back with no record of it: the instance is lost, as with a lost host
+        # (requeued only if rerunnable; a dispatch failure would requeue any job, and run a
+        # non-rerunnable one that may have run already a second time).
+        settle_lost(applier, job, f"host {relayed.host} has no record of it")
         return log.Result(code=log.OK, job_ids=[job.id])
     elif kind == "finished":
         _finished(applier, job, report.finished)
@@ -100,7 +106,7 @@ def _dispatch_failed(applier: Applier, job: api.Job, host: str, failed: api.Disp
         job.kill_requested = False
     else:
         job.state = api.PEND
-        job.attempt += 1
+        job.attempt = next_attempt(job)
         job.pending_reason = f"dispatch to {host} failed: {failed.reason[:200]}"
         job.pending_code = api.PEND_DISPATCH_REFUSED
         job.refused_host = host

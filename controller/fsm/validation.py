@@ -105,8 +105,9 @@ def check_host_spec(spec: api.HostSpec) -> None:
             raise invalid(f"resource {key!r} must be a finite number >= 0")
     for tag in spec.tags:
         check_text("tag", tag)
-    if len(spec.running) > MAX_RUNNING_LISTED:
-        raise invalid(f"a join lists at most {MAX_RUNNING_LISTED} running instances")
+    most = min(MAX_RUNNING_LISTED, max(1024, 2 * spec.slots))
+    if len(spec.running) > most:
+        raise invalid(f"a join of a host of {spec.slots} slots lists at most {most} running instances")
 
 
 def check_queue(queue: api.Queue) -> None:

@@ -158,7 +158,7 @@ class JobSpec(_message.Message):
     def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts")
+    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt")
     class HoldsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -190,6 +190,7 @@ class Job(_message.Message):
     REFUSED_HOST_FIELD_NUMBER: _ClassVar[int]
     HOLDS_FIELD_NUMBER: _ClassVar[int]
     STRAY_HOSTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     id: int
     readable_id: str
     spec: JobSpec
@@ -214,7 +215,8 @@ class Job(_message.Message):
     refused_host: str
     holds: _containers.ScalarMap[str, int]
     stray_hosts: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ...) -> None: ...
+    next_attempt: int
+    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ("user_cpu_s", "system_cpu_s", "max_rss_kb", "wall_s")
@@ -483,7 +485,7 @@ class MembersResponse(_message.Message):
     def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., bootstrap: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., revision: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("cluster_id", "replicas", "scheduler_lease_holder", "scheduler_lease_epoch", "scheduler_lease_expires_ms", "enabled_entry_kinds", "announced_members", "config_current", "members", "bootstrap")
+    __slots__ = ("cluster_id", "replicas", "scheduler_lease_holder", "scheduler_lease_epoch", "scheduler_lease_expires_ms", "enabled_entry_kinds", "announced_members", "config_current", "members", "bootstrap", "recovery")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULER_LEASE_HOLDER_FIELD_NUMBER: _ClassVar[int]
@@ -494,6 +496,7 @@ class StatusResponse(_message.Message):
     CONFIG_CURRENT_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     BOOTSTRAP_FIELD_NUMBER: _ClassVar[int]
+    RECOVERY_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaStatus]
     scheduler_lease_holder: str
@@ -504,7 +507,22 @@ class StatusResponse(_message.Message):
     config_current: bool
     members: _containers.RepeatedCompositeFieldContainer[Member]
     bootstrap: _containers.RepeatedCompositeFieldContainer[Member]
-    def __init__(self, cluster_id: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., scheduler_lease_holder: _Optional[str] = ..., scheduler_lease_epoch: _Optional[int] = ..., scheduler_lease_expires_ms: _Optional[int] = ..., enabled_entry_kinds: _Optional[_Iterable[str]] = ..., announced_members: _Optional[_Iterable[int]] = ..., config_current: _Optional[bool] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., bootstrap: _Optional[_Iterable[_Union[Member, _Mapping]]] = ...) -> None: ...
+    recovery: RecoveryStatus
+    def __init__(self, cluster_id: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., scheduler_lease_holder: _Optional[str] = ..., scheduler_lease_epoch: _Optional[int] = ..., scheduler_lease_expires_ms: _Optional[int] = ..., enabled_entry_kinds: _Optional[_Iterable[str]] = ..., announced_members: _Optional[_Iterable[int]] = ..., config_current: _Optional[bool] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., bootstrap: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., recovery: _Optional[_Union[RecoveryStatus, _Mapping]] = ...) -> None: ...
+
+class RecoveryStatus(_message.Message):
+    __slots__ = ("waiting", "hosts", "until_ms", "wait_over", "why")
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_OVER_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
+    waiting: bool
+    hosts: _containers.RepeatedScalarFieldContainer[str]
+    until_ms: int
+    wait_over: bool
+    why: str
+    def __init__(self, waiting: _Optional[bool] = ..., hosts: _Optional[_Iterable[str]] = ..., until_ms: _Optional[int] = ..., wait_over: _Optional[bool] = ..., why: _Optional[str] = ...) -> None: ...
 
 class HostSpec(_message.Message):
     __slots__ = ("name", "slots", "memory_mb", "resources", "tags", "running")
