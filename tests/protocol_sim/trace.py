@@ -254,8 +254,11 @@ class TraceRecorder:
         return {"rev": rev, "jobs": jobs, "hosts": hosts}
 
     def instances(self) -> frozenset[tuple[str, int, str]]:
-        return frozenset((self.name_of(p.key[0]), p.key[1] + 1, p.host)
-                         for p in self.sim.os.live() if not p.terminating)
+        # A KILL ends the spec's instance at WorkerSignal, but a fence's SIGTERM only at the
+        # process's end (WorkerFinish "fenced"): until then a fenced process is an instance.
+        live = ((self.name_of(p.key[0]), p.key[1] + 1, p.host, p.terminating) for p in self.sim.os.live())
+        return frozenset((j, a, h) for j, a, h, terminating in live
+                         if not (terminating and (j, a, h) in self.killed))
 
     def observe_inst(self) -> SetOf:
         self.inst = self.instances()
