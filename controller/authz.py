@@ -123,6 +123,7 @@ class Policy:
     private_jobs: bool = False                  # Slurm PrivateData=jobs; LSF's default is false
     max_jobs_per_request: int = 10_000
     max_pend_jobs_per_user: int = 0             # 0: no limit (LSF MAX_PEND_JOBS; pending_counts.py)
+    max_array_size: int = 1_000_000             # elements of one job array (LSF MAX_JOB_ARRAY_SIZE)
 
     def permissions(self, principal: Principal) -> frozenset[str]:
         return self.roles.get(principal.role, frozenset())

@@ -29,6 +29,7 @@ Example:
     [auth]
     private_jobs = false              # true: users see only their own jobs (Slurm PrivateData=jobs)
     max_jobs_per_request = 10000
+    max_array_size = 1000000          # LSF MAX_JOB_ARRAY_SIZE: elements of one job array
     max_pend_jobs_per_user = 0        # LSF MAX_PEND_JOBS: pending (PEND, PSUSP) jobs per user; 0: no limit
     max_sync_streams = 4              # concurrent Sync streams per principal
     max_sync_streams_total = 64       # ... and in all, on this replica
@@ -253,7 +254,8 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {exc}") from None
     ints = {}
     for key, default, least in (("max_jobs_per_request", 10_000, 1), ("max_sync_streams", 4, 1),
-                                ("max_sync_streams_total", 64, 1), ("max_pend_jobs_per_user", 0, 0)):
+                                ("max_sync_streams_total", 64, 1), ("max_pend_jobs_per_user", 0, 0),
+                                ("max_array_size", 1_000_000, 1)):
         value = auth.get(key, default)
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ConfigError(f"{path}: [auth] {key} must be an integer >= {least}")
@@ -277,7 +279,8 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: [auth] munge_roles maps user names to roles")
     policy = authz.Policy(roles=roles, private_jobs=bool(auth.get("private_jobs", False)),
                           max_jobs_per_request=ints["max_jobs_per_request"],
-                          max_pend_jobs_per_user=ints["max_pend_jobs_per_user"])
+                          max_pend_jobs_per_user=ints["max_pend_jobs_per_user"],
+                          max_array_size=ints["max_array_size"])
     socket = auth.get("munge_socket", "")
     if not isinstance(socket, str):
         raise ConfigError(f"{path}: [auth] munge_socket must be a path")

@@ -33,6 +33,7 @@ FIELDS: dict[str, tuple[Callable[[api.Job], Any], type]] = {
     "slots": (lambda j: j.spec.slots, int),
     "submit_time_ms": (lambda j: j.submit_time_ms, int),
     "attempt": (lambda j: j.attempt, int),
+    "array": (lambda j: j.array_id, int),  # the array of an element; 0 for other jobs
 }
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {

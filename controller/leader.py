@@ -429,11 +429,13 @@ class LeaderCore:
             if len(request.jobs) > policy.max_jobs_per_request:
                 raise invalid(f"{len(request.jobs)} jobs in one request; at most "
                               f"{policy.max_jobs_per_request} ([auth] max_jobs_per_request)")
+            # An array counts as its elements (LSF counts each element toward MAX_PEND_JOBS).
+            wanted = sum(self._array_size(spec) if spec.HasField("array") else 1 for spec in request.jobs)
             limit = policy.max_pend_jobs_per_user
             pending = term.pending.count(tables, caller.name) if limit else 0
-            if limit and pending + len(request.jobs) > limit:
+            if limit and pending + wanted > limit:
                 raise ServiceError(log.RESOURCE_EXHAUSTED,
-                                   f"{caller.name} has {pending} pending jobs; {len(request.jobs)} more "
+                                   f"{caller.name} has {pending} pending jobs; {wanted} more "
                                    f"would pass {limit} ([auth] max_pend_jobs_per_user)")
             meta = fsm.read_meta(tables)
             queues: dict[str, api.Queue | None] = {}
@@ -464,6 +466,23 @@ class LeaderCore:
         jobs = [fsm.read_job(tables, job_id) for job_id in settled.job_ids]
         return api.SubmitJobsResponse(jobs=[j for j in jobs if j is not None], revision=settled.revision)
 
+    def _array_size(self, spec: api.JobSpec) -> int:
+        if self._proposal_format() < fsm.arrays.FORMAT:
+            raise ServiceError(log.FAILED_PRECONDITION, "job arrays wait until every replica runs code "
+                                                        f"that understands them (format {fsm.arrays.FORMAT})")
+        return fsm.arrays.check_submit(spec, self.settings.policy.max_array_size)
+
+    def _target_for(self, tables: Tables, job_id: str, caller: Principal) -> tuple[api.Job, bool]:
+        """The job or array an action names (`17`, `17[1-100]`), if the caller may see it; and whether
+        it is an array (whose elements apply decides on)."""
+        job, wanted = fsm.arrays.find_target(tables, job_id)
+        if not authz.visible(self.settings.policy, caller, job):
+            raise ServiceError(log.NOT_FOUND, f"no job {job_id}")
+        if (wanted is not None or fsm.arrays.is_array(job)) and self._proposal_format() < fsm.arrays.FORMAT:
+            raise ServiceError(log.FAILED_PRECONDITION, "actions on job arrays wait until every replica "
+                                                        f"understands them (format {fsm.arrays.FORMAT})")
+        return job, fsm.arrays.is_array(job)
+
     def _job_for(self, tables: Tables, job_id: str, caller: Principal) -> api.Job:
         """The job, if the caller may see it (with private_jobs, others' jobs are not found)."""
         job = fsm.find_job(tables, job_id)
@@ -474,12 +493,12 @@ class LeaderCore:
     def _control(self, term: Term, token: int, request: api.ControlJobRequest, caller: Principal) -> None:
         self._ensure_request_id(request)
         with self.state.read() as tables:
-            job = self._job_for(tables, request.job_id, caller)
+            job, is_array = self._target_for(tables, request.job_id, caller)
             action = api.ControlAction.Name(request.action).lower() if request.action in \
                 api.ControlAction.values() else "control"
             authz.check_job_action(self.settings.policy, caller, job, fsm.read_queue(tables, job.spec.queue),
                                    "jobs.control", action)
-            if fsm.read_result(tables, request.request_id) is None:
+            if fsm.read_result(tables, request.request_id) is None and not is_array:
                 fsm.jobs.check_control(job, request.action)
         self._propose_request(token, log.Entry(control=request, by=caller.record()), request.request_id,
                               self._job_response)
@@ -488,7 +507,7 @@ class LeaderCore:
         self._ensure_request_id(request)
         policy = self.settings.policy
         with self.state.read() as tables:
-            job = self._job_for(tables, request.job_id, caller)
+            job, _ = self._target_for(tables, request.job_id, caller)
             queue = fsm.read_queue(tables, job.spec.queue)
             authz.check_job_action(policy, caller, job, queue, "jobs.modify", "modify")
             if request.HasField("queue") and request.queue != job.spec.queue:
@@ -781,9 +800,12 @@ class LeaderCore:
 
     @staticmethod
     def _job_response(tables: Tables, result: log.Result) -> api.JobResponse:
-        if len(result.job_ids) != 1:  # the id was first used by another kind of request
+        job = fsm.read_job(tables, result.job_ids[0]) if result.job_ids else None
+        # One job, or an array's record first and the elements the action reached after it; else the
+        # id was first used by another kind of request.
+        if not result.job_ids or (len(result.job_ids) > 1 and not (job and fsm.arrays.is_array(job))):
             raise invalid("request id already used by another request")
-        return api.JobResponse(job=fsm.read_job(tables, result.job_ids[0]), revision=result.revision)
+        return api.JobResponse(job=job, revision=result.revision)
 
     def _ensure_request_id(self, request: Any) -> None:
         """Give a request without an id a fresh one; refuse one too long to store."""

@@ -33,7 +33,11 @@ def as_is(job: api.Job) -> api.Job | None:
 
 
 def get_job(tables: Tables, request: api.GetJobRequest, viewer: Viewer = as_is) -> api.JobResponse:
-    job = fsm.find_job(tables, request.job_id)
+    job, wanted = fsm.arrays.find_target(tables, request.job_id)
+    if wanted is not None:
+        if len(wanted) != 1 or wanted[0].start != wanted[0].end:
+            raise invalid(f"one element at a time: {job.id}[42], not {request.job_id[:80]!r}")
+        job = fsm.arrays.element_view(tables, job, wanted[0].start)
     shown = viewer(job)
     if shown is None:  # the same answer as for a job that does not exist: nothing to learn
         raise ServiceError(log.NOT_FOUND, f"no job {request.job_id}")

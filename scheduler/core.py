@@ -92,15 +92,17 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
     result = PassResult([])
     decisions = result.decisions
     dispatched = 0
-    for job in ordered([j for j in jobs if j.state == api.PEND], queue_map, config.picker,
-                       config.queue_pickers):
+    # An array's record is never dispatched: its elements are jobs of their own (fsm/arrays.py).
+    for job in ordered([j for j in jobs if j.state == api.PEND and not j.spec.HasField("array")], queue_map,
+                       config.picker, config.queue_pickers):
         spec = job.spec
         slots = spec.slots
         queue = spec.queue
         reason = by_queue.get(queue, _UNSEEN)
         if reason is _UNSEEN:
             reason = by_queue[queue] = feasibility.queue_refusal(queue, usage)
-        if reason is None and limited:
+        bounded = limited or job.array_limit
+        if reason is None and bounded:
             reason = limit_refusal(job, usage)
         if reason is None and dispatched < config.max_dispatches:
             host = free.take(slots)
@@ -111,7 +113,7 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                     raise InvariantViolated(f"the host index chose {host} for job {job.id}, which does "
                                             f"not fit there: {refusal}")
                 hosts_now[host] = state(total, available, used + slots)
-                if limited:
+                if bounded:
                     usage.hold(job)
                 dispatched += 1
                 decisions.append(Dispatch(job.id, job.attempt, host))

@@ -70,8 +70,8 @@ def test_errors_exit_nonzero_with_the_reason(live: LocalCluster) -> None:
     assert result.returncode == 1 and "unknown queue 'nope'" in result.stderr
     result = xce(live, "submit", "-n", "0", "--", "true", ok=False)
     assert result.returncode == 1 and "INVALID_ARGUMENT" in result.stderr
-    result = xce(live, "submit", "--", ok=False)
-    assert result.returncode == 1 and "empty command" in result.stderr
+    result = xce(live, "submit", "--", ok=False)  # a usage error, refused before any call (issue 15)
+    assert result.returncode == 2 and "no command" in result.stderr
 
 
 def test_queues_and_status(live: LocalCluster) -> None:

@@ -6,7 +6,7 @@ process starts, and a repeat only repeats its reports. Each instance is its
 own session and process group, led by the shim (shim.py), which runs the
 command with its working directory, environment and stdout/stderr files
 (default: the owner's directory in the spool, `users/<owner>/<job>.<attempt>.out|.err`,
-like LSF's -o/-e; relative paths are relative to the working directory) and
+like LSF's -o/-e, with %J and %I; relative paths are relative to the working directory) and
 writes how the command ended, with its usage, to a status file.
 
 Jobs run as their owner, the user the controller authenticated, never as
@@ -15,7 +15,8 @@ the worker's user: an owner with no account here, a root owner without
 worker's is a failed dispatch that says why (the job pends again with that
 reason). The environment is built like `sbatch --export`: a clean baseline
 for the owner (HOME, USER, LOGNAME, SHELL, a default PATH), what was
-submitted, and XCE_JOB_ID, XCE_JOB_ATTEMPT, XCE_JOB_READABLE_ID, XCE_SPOOL;
+submitted, and XCE_JOB_ID, XCE_JOB_ATTEMPT, XCE_JOB_READABLE_ID, XCE_SPOOL
+(an array's element also XCE_ARRAY_ID, XCE_ARRAY_INDEX and LSF's LSB_JOBINDEX);
 nothing of the worker's environment. It reaches the job through the shim's
 stdin, read only after the shim's child has become the owner.
 
@@ -262,6 +263,9 @@ class Executor:
         ids = {"XCE_JOB_ID": str(job.id), "XCE_JOB_ATTEMPT": str(job.attempt), "XCE_SPOOL": str(self.spool)}
         env = {"HOME": account.home, "USER": account.name, "LOGNAME": account.name, "SHELL": account.shell,
                "PATH": DEFAULT_PATH, **job.spec.env, **ids, "XCE_JOB_READABLE_ID": job.readable_id}
+        if job.array_id:  # an array's element: its index, also under LSF's name
+            env.update(XCE_ARRAY_ID=str(job.array_id), XCE_ARRAY_INDEX=str(job.array_index),
+                       LSB_JOBINDEX=str(job.array_index))
         switch = ["--user", account.name] if self.host.euid() == 0 else []
         # -I: the interpreter that stays root reads no PYTHON* variable, no user site, not the cwd;
         # the shim is run as a file (it needs only the standard library), installed or not.
@@ -273,7 +277,7 @@ class Executor:
     def _output(self, cwd: str, path: str, job: api.Job, account: Account, suffix: str) -> str:
         """A path the owner chose (relative to the cwd), or the owner's own directory in the spool."""
         if path:
-            return str(Path(cwd) / path)
+            return str(Path(cwd) / output_path(path, job))
         return str(self.host.owner_dir(self.spool / "users" / account.name, account) /
                    f"{job.id}.{job.attempt}.{suffix}")
 
@@ -342,3 +346,18 @@ def _failed(job: api.Job, code: int, reason: str) -> api.JobReport:
 
 def _report_from(hex_bytes: str) -> api.JobReport:
     return api.JobReport.FromString(bytes.fromhex(hex_bytes))
+
+
+def output_path(path: str, job: api.Job) -> str:
+    """bsub's -o/-e patterns: %J the job's id (an element's: its array's), %I the array index (0 for a
+    job that is not an element), %% a percent sign."""
+    values = {"J": str(job.array_id or job.id), "I": str(job.array_index if job.array_id else 0), "%": "%"}
+    out, i = [], 0
+    while i < len(path):
+        if path[i] == "%" and i + 1 < len(path) and path[i + 1] in values:
+            out.append(values[path[i + 1]])
+            i += 2
+        else:
+            out.append(path[i])
+            i += 1
+    return "".join(out)

@@ -23,9 +23,11 @@ from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
-from xce import cli_history, cli_member, cli_snapshot
+from xce import cli_history, cli_member, cli_snapshot, cli_submit
+from xce.array_spec import describe as array_describe
 from xce.client import Client, XceError
 from xce.credentials import Credentials, CredentialsError, for_cluster, new_token
+from xce.printable import shown
 from xce.v1 import api_pb2 as api
 
 DEFAULT_DATA = "xce-data"
@@ -167,17 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=100)
     p.add_argument("--data", help="data directory (default: a fresh temporary one)")
 
-    p = sub.add_parser("submit", help="submit a job (like bsub)")
-    p.add_argument("-q", "--queue", default="")
-    p.add_argument("-n", "--slots", type=int)
-    p.add_argument("-J", "--name", default="")
-    p.add_argument("-o", "--stdout", default="")
-    p.add_argument("-e", "--stderr", default="")
-    p.add_argument("-R", "--resource-req", default="")
-    p.add_argument("--priority", type=int, default=0)
-    p.add_argument("-r", "--rerunnable", action="store_true", help="requeue if its host is lost")
-    p.add_argument("--cwd", default=None, help="working directory (default: the current one)")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("submit", help="submit a job or a job array (like bsub)")
+    cli_submit.add_options(p)
+    p.add_argument("--file", metavar="JOBS", help="many jobs in one request: one command line per line, "
+                                                  "optionally led by its own options (- reads stdin)")
+    p.add_argument("--json", action="store_true", help="print the submitted jobs as JSON")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
 
     p = sub.add_parser("jobs", help="list jobs (like bjobs)")
@@ -186,17 +182,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--filter", action="append", default=[], help="field:op:value, repeatable")
     p.add_argument("-p", "--pending", action="store_true",
                    help="pending jobs with their reasons (like bjobs -p)")
+    p.add_argument("-A", "--array-elements", action="store_true",
+                   help="every element of each job array, not only the array's summary")
     p.add_argument("--json", action="store_true")
     p.add_argument("--stale", action="store_true", help=STALE_HELP)
 
     p = sub.add_parser("job", help="one job in full")
-    p.add_argument("id")
+    p.add_argument("id", help="a job id, a readable id, or one element of an array: 17[42]")
     p.add_argument("--json", action="store_true")
     p.add_argument("--stale", action="store_true", help=STALE_HELP)
 
     for action in ACTIONS:
-        p = sub.add_parser(action, help=f"{action} a job")
-        p.add_argument("id")
+        p = sub.add_parser(action, help=f"{action} a job, a job array, or some of its elements")
+        p.add_argument("id", help="a job id, an array (17), or elements of it (17[1-100], 17[5,9])")
         p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("run", help="force-run a pending job on a host (like brun)")
@@ -205,8 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("modify", help="change a job's priority, queue or resource requirement (like bmod)")
-    p.add_argument("id")
-    p.add_argument("--priority", type=int)
+    p.add_argument("id", help="a job id, an array (17), or elements of it (17[1-100])")
+    p.add_argument("--priority", type=cli_submit.int32)
     p.add_argument("-q", "--queue")
     p.add_argument("-R", "--resource-req")
     p.add_argument("--json", action="store_true")
@@ -248,7 +246,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    for word in words:
+        try:
+            word.encode("utf-8")
+        except UnicodeEncodeError:  # what the OS gave was not UTF-8 (argv decodes with surrogates)
+            print(f"xce: an argument is not UTF-8 text: {word.encode('utf-8', 'replace')[:80]!r}",
+                  file=sys.stderr)
+            return 2
+    args = build_parser().parse_args(words)
     if args.command == "controller":
         from controller.main import run
 
@@ -289,8 +295,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         with Client(controllers(args), credentials(args)) as client:
             return _run(client, args)
     except XceError as exc:
-        print(f"xce: {exc.code.name}: {exc.message}", file=sys.stderr)
+        print(f"xce: {exc.code.name}: {shown(exc.message)}", file=sys.stderr)
         return 1
+    except cli_submit.UsageError as exc:
+        print(f"xce {args.command}: {shown(str(exc))}", file=sys.stderr)
+        return 2
 
 
 def _init_replica(args: argparse.Namespace) -> int:
@@ -339,9 +348,12 @@ def _run(client: Client, args: argparse.Namespace) -> int:
             filters.append(f"queue:eq:{args.queue}")
         if args.pending:
             filters.append("state:in:PEND,PSUSP")
+        elif not args.array_elements:
+            filters.append("array:eq:0")  # an array is one line, its summary
         jobs = client.list_jobs(filters, stale=args.stale)
         if args.pending:
             waiting = _no_scheduler(client.status())
+            jobs = [j for j in jobs if not j.spec.HasField("array")]  # its elements say why they wait
             return _emit(args, {"jobs": [_dict(j) for j in jobs], "no_scheduler": waiting},
                          lambda: _pending_table(jobs, waiting))
         return _emit(args, {"jobs": [_dict(j) for j in jobs]}, lambda: _job_table(jobs))
@@ -357,6 +369,9 @@ def _run(client: Client, args: argparse.Namespace) -> int:
         return _emit(args, _dict(job), lambda: _job_long(job))
     if command in ACTIONS:
         job = client.control(args.id, ACTIONS[command])
+        if job.spec.HasField("array"):
+            return _emit(args, _dict(job), lambda: print(f"Job <{shown(args.id)}> {command}: done; array "
+                                                          f"<{job.id}> now {_counts(job)}"))
         pending = " (being killed; pending again once it has ended)" if job.requeue_requested else \
             " (being killed)" if job.kill_requested else ""
         return _emit(args, _dict(job), lambda: print(f"Job <{job.id}> {command}: now "
@@ -435,18 +450,11 @@ def _ca(args: argparse.Namespace) -> int:
 
 
 def _submit(client: Client, args: argparse.Namespace) -> int:
-    cmd = list(args.cmd)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    spec = api.JobSpec(command=cmd, name=args.name, queue=args.queue, priority=args.priority,
-                       stdout_path=args.stdout, stderr_path=args.stderr, resource_req=args.resource_req,
-                       cwd=args.cwd if args.cwd is not None else os.getcwd(), rerunnable=args.rerunnable)
-    if args.slots is not None:
-        spec.slots = args.slots
-    response = client.submit([spec])
-    job = response.jobs[0]
-    return _emit(args, _dict(job), lambda: print(
-        f"Job <{job.id}> ({job.readable_id}) is submitted to queue <{job.spec.queue}>."))
+    specs = cli_submit.read_specs(args)
+    response = client.submit(specs)
+    jobs = list(response.jobs)
+    return _emit(args, {"jobs": [_dict(j) for j in jobs]} if len(jobs) != 1 else _dict(jobs[0]),
+                 lambda: print(cli_submit.describe(jobs)))
 
 
 def _dict(message: Any) -> dict[str, Any]:
@@ -461,11 +469,38 @@ def _emit(args: argparse.Namespace, data: dict[str, Any], human: Any) -> int:
     return 0
 
 
+def job_label(job: api.Job) -> str:
+    """A job as LSF names it: 17, or 17[42] for an element of array 17."""
+    return f"{job.array_id}[{job.array_index}]" if job.array_id else str(job.id)
+
+
+def _name(job: api.Job) -> str:
+    if job.spec.HasField("array"):
+        return f"{job.spec.name}[{array_describe(job.spec.array)}]"
+    return job.spec.name or "-"
+
+
+def _counts(job: api.Job) -> str:
+    """An array's elements per state, as `bjobs -A` counts them."""
+    found = [f"{n} {api.JobState.Name(state)}" for state, n in enumerate(job.array.counts) if n]
+    return f"{job.array.size} elements: " + ", ".join(found)
+
+
 def _job_table(jobs: list[api.Job]) -> None:
     print(f"{'JOBID':>8}  {'STAT':<6}{'QUEUE':<12}{'SLOTS':>5}  {'NAME':<20}COMMAND")
     for job in jobs:
-        print(f"{job.id:>8}  {api.JobState.Name(job.state):<6}{job.spec.queue:<12}{job.spec.slots:>5}  "
-              f"{(job.spec.name or '-')[:19]:<20}{' '.join(job.spec.command)[:60]}")
+        print(f"{job_label(job):>8}  {api.JobState.Name(job.state):<6}{shown(job.spec.queue):<12}"
+              f"{job.spec.slots:>5}  {shown(_name(job))[:19]:<20}{shown(' '.join(job.spec.command))[:60]}")
+    arrays = [j for j in jobs if j.spec.HasField("array")]
+    if arrays:
+        names = [api.JobState.Name(s) for s in (api.PEND, api.PSUSP, api.RUN, api.USUSP, api.SSUSP, api.DONE,
+                                                api.EXIT, api.UNKWN)]
+        print(f"\n{'ARRAY':>8}  {'NJOBS':>8}" + "".join(f"{n:>8}" for n in names) + "  NAME")
+        for job in arrays:
+            counts = job.array.counts
+            row = "".join(f"{counts[api.JobState.Value(n)] if len(counts) > api.JobState.Value(n) else 0:>8}"
+                          for n in names)
+            print(f"{job.id:>8}  {job.array.size:>8}{row}  {shown(_name(job))[:40]}")
 
 
 def _no_scheduler(status: api.StatusResponse) -> str:
@@ -495,17 +530,25 @@ def pending_reason(job: api.Job, no_scheduler: str = "") -> str:
 def _pending_table(jobs: list[api.Job], no_scheduler: str) -> None:
     print(f"{'JOBID':>8}  {'STAT':<6}{'QUEUE':<12}{'NAME':<20}PENDING REASON")
     for job in jobs:
-        print(f"{job.id:>8}  {api.JobState.Name(job.state):<6}{job.spec.queue:<12}"
-              f"{(job.spec.name or '-')[:19]:<20}{pending_reason(job, no_scheduler)}")
+        print(f"{job_label(job):>8}  {api.JobState.Name(job.state):<6}{shown(job.spec.queue):<12}"
+              f"{shown(_name(job))[:19]:<20}{shown(pending_reason(job, no_scheduler))}")
 
 
 def _job_long(job: api.Job) -> None:
-    print(f"Job <{job.id}> ({job.readable_id})")
-    reason = f"  ({pending_reason(job)})" if job.state in (api.PEND, api.PSUSP) else ""
+    if job.array_id:
+        own = f"job {job.id}" if job.id else "not a job yet"
+        print(f"Job <{job_label(job)}> ({shown(job.readable_id)}; {own})")
+    else:
+        print(f"Job <{job.id}> ({shown(job.readable_id)})")
+    reason = f"  ({shown(pending_reason(job))})" if job.state in (api.PEND, api.PSUSP) and \
+        not job.spec.HasField("array") else ""
     print(f"  state      {api.JobState.Name(job.state)}{reason}")
-    print(f"  queue      {job.spec.queue}   priority {job.spec.priority}   slots {job.spec.slots}")
-    print(f"  command    {' '.join(job.spec.command)}")
-    print(f"  cwd        {job.spec.cwd or '-'}   user {job.spec.user or '-'}")
+    if job.spec.HasField("array"):
+        print(f"  array      {shown(_name(job))}: {_counts(job)}")
+    print(f"  name       {shown(_name(job))}")
+    print(f"  queue      {shown(job.spec.queue)}   priority {job.spec.priority}   slots {job.spec.slots}")
+    print(f"  command    {shown(' '.join(job.spec.command))}")
+    print(f"  cwd        {shown(job.spec.cwd or '-')}   user {shown(job.spec.user or '-')}")
     print(f"  attempt    {job.attempt}   submitted {job.submit_time_ms} ms")
     if job.spec.resource_req:
         print(f"  resources  {job.spec.resource_req}")

@@ -98,8 +98,22 @@ def base_demands(job: api.Job) -> dict[str, int]:
 
 
 def extra_demands(job: api.Job) -> dict[str, int]:
-    """Counters beyond the base (licenses, a user's or an array's running cap, later):
+    """Counters beyond the base (an array's running cap; licenses and a user's cap later):
     recorded in the job's `holds` when it is placed, so exactly those come back."""
+    if job.array_id and job.array_limit:
+        return {array_running_counter(job.array_id): 1}
+    return {}
+
+
+def array_running_counter(array_id: int) -> str:
+    return f"array/{array_id}/running"
+
+
+def own_bounds(job: api.Job) -> dict[str, int]:
+    """Bounds a job brings with it: an array element's running limit (`%50`), as it was when the
+    element became a job."""
+    if job.array_id and job.array_limit:
+        return {array_running_counter(job.array_id): job.array_limit}
     return {}
 
 
@@ -127,10 +141,11 @@ def queue_refusal(queue_name: str, usage: Usage) -> Reason | None:
 def limit_refusal(job: api.Job, usage: Usage) -> Reason | None:
     """The checks that depend on the cluster-wide counters (they move as jobs are placed)."""
     bounds = usage.limits()
-    if not bounds:
+    own = own_bounds(job)
+    if not bounds and not own:
         return None
     for name, amount in demands(job).items():
-        bound = bounds.get(name)
+        bound = own.get(name, bounds.get(name))
         if bound is not None and usage.counter(name) + amount > bound:
             return Reason(api.PEND_LIMIT_REACHED, f"the limit of {name} ({bound}) is reached",
                           "within_limits")

@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping
 from google.protobuf.message import DecodeError
 
 from controller.fsm import (
+    arrays,
     cluster,
     decisions,
     history,
@@ -184,7 +185,7 @@ def decode(index: int, data: bytes, handlers: Mapping[str, Handler] = HANDLERS) 
 __all__ = [
     "DEFAULT_MAX_SLOTS", "DEFAULT_QUEUE", "ENTRY_FORMAT", "EVENTS_KEPT", "EVENTS_MAX_BYTES", "FINISHED",
     "HANDLERS", "MAX_COMMAND_ARGS", "MAX_HOST_NAME", "MAX_JOB_ID", "MAX_QUEUE_NAME", "MAX_REQUEST_ID_BYTES",
-    "MAX_STAMP_MS", "MAX_STRING", "META_KEY", "MIN_STAMP_MS", "PENDING", "PRUNE_PER_APPLY",
+    "MAX_STAMP_MS", "MAX_STRING", "META_KEY", "MIN_STAMP_MS", "PENDING", "PRUNE_PER_APPLY", "arrays",
     "REQUEST_RETENTION_MS", "RUNNING", "Applier", "CommittedUsage", "EntryNotUnderstood", "Handler", "Tables",
     "apply", "canonical_dump", "check_host_spec", "check_modify", "check_queue", "check_queue_open",
     "check_request_id", "check_spec", "decode", "describe", "find_job", "host_job_ids", "host_job_key",

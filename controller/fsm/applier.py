@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from controller.fsm import history, job_index, retention
+from controller.fsm import arrays, history, job_index, retention
 from controller.fsm.records import FINISHED, META_KEY, counter_value, job_key, read_counter, revision_key
 from controller.tables import Tables
 from xce.invariant import invariant
@@ -36,6 +36,7 @@ class Applier:
     kind: str = ""
     changes: list[log.Change] = field(default_factory=list)
     counter_deltas: dict[str, int] = field(default_factory=dict)
+    arrays: dict[int, api.Job] = field(default_factory=dict)  # array records this entry changed (arrays.py)
 
     @property
     def stamp_ms(self) -> int:
@@ -48,6 +49,8 @@ class Applier:
         self._put("jobs", key, job.SerializeToString(deterministic=True))
         job_index.update(self.tables, before, job)
         history.follow(self.tables, before, job)
+        if job.array_id:
+            arrays.follow(self, before, job)
 
     def clean_job(self, job_id: int) -> None:
         """A finished job leaves the live table (its history record stays)."""
@@ -101,6 +104,7 @@ def each(applier: Applier, items: Sequence[T], one: Callable[[Applier, T], log.R
 def finish(applier: Applier, results: list[log.Result], rejected: bool) -> None:
     """Counters, the event, the applied index: the end of every applied entry."""
     meta, tables, index = applier.meta, applier.tables, applier.index
+    arrays.settle(applier)
     _write_counters(applier)
     if applier.entry.format >= history.FORMAT:
         for job_id in history.clean(tables, meta, applier.stamp_ms):

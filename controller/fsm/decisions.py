@@ -30,6 +30,9 @@ from xce.v1 import log_pb2 as log
 def dispatch_refusal(usage: CommittedUsage, job: api.Job, host: str, attempt: int,
                      forced: bool = False) -> api.DecisionOutcome | None:
     """Why this DISPATCH cannot be taken now, or None."""
+    if job.spec.HasField("array"):
+        return api.DecisionOutcome(code=api.REJECT_NOT_PENDING, message=f"job {job.id} is an array: its "
+                                   "elements are dispatched, each as a job of its own")
     if job.state != api.PEND:
         return api.DecisionOutcome(code=api.REJECT_NOT_PENDING, message=f"job {job.id} is not pending "
                                    f"(state {api.JobState.Name(job.state)})")

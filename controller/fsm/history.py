@@ -114,6 +114,8 @@ def _remove(tables: Tables, old: api.Job) -> None:
 
 
 def _account(tables: Tables, job: api.Job, sign: int) -> None:
+    if job.spec.HasField("array"):
+        return  # an array's record ran nothing: its elements are counted, each as a job
     key = acct_key(job)
     raw = tables.get("acct", key)
     if raw is None and sign < 0:

@@ -7,6 +7,7 @@ id, so a scan of one prefix yields job ids in order (the order of ListJobs):
     b"u" len(2) user       id
     b"q" len(2) queue      id
     b"f" finished_ms(8)    id    -- finished jobs, by when the cluster recorded the end
+    b"a" array(8) index(8) id    -- an array's element jobs, by index (arrays.py)
 
 Names are length-prefixed, so no name is a prefix of another's keys. The
 index is derived from the jobs table alone: `update` follows every job write
@@ -53,6 +54,8 @@ def keys(job: api.Job) -> set[bytes]:
              b"q" + name_part(job.spec.queue) + tail}
     if job.state in FINISHED:
         found.add(b"f" + struct.pack(">q", finished_ms(job)) + tail)
+    if job.array_id:
+        found.add(b"a" + job_key(job.array_id) + struct.pack(">q", job.array_index) + tail)
     return found
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from controller.fsm import history
+from controller.fsm import arrays, history
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import release
 from controller.fsm.records import FINISHED, PENDING, RUNNING, find_job, next_attempt, readable_id
@@ -93,6 +93,10 @@ def _submit_one(applier: Applier, request: api.SubmitJobsRequest) -> log.Result:
     # apply keeps its Raft node heard only between table operations (store._PulsingTables).
     for spec in request.jobs:
         check_spec(tables, meta, spec)
+        if spec.HasField("array"):
+            if entry.format < arrays.FORMAT:
+                raise invalid(f"job arrays need entry format {arrays.FORMAT}")
+            arrays.check_submit(spec, arrays.MAX_SIZE)
     result = log.Result(code=log.OK)
     for spec in request.jobs:
         job_id = meta.next_job_id or 1
@@ -104,7 +108,10 @@ def _submit_one(applier: Applier, request: api.SubmitJobsRequest) -> log.Result:
             job.spec.queue = meta.default_queue or DEFAULT_QUEUE
         if not job.spec.HasField("slots"):
             job.spec.slots = 1
-        applier.put_job(job)
+        if spec.HasField("array"):
+            arrays.submit(applier, job)  # written, with its first elements, at the entry's end
+        else:
+            applier.put_job(job)
         result.job_ids.append(job_id)
     return result
 
@@ -113,45 +120,124 @@ def apply_control(applier: Applier) -> list[log.Result]:
     request = applier.entry.control
 
     def body() -> log.Result:
-        job = find_job(applier.tables, request.job_id, in_history=applier.entry.format >= history.FORMAT)
-        transition = check_control(job, request.action)
-        job.state = transition.to
-        job.modify_time_ms = applier.stamp_ms
-        job.pending_reason = transition.reason if transition.to in PENDING else ""
-        job.pending_code = transition.code if transition.to in PENDING else api.PENDING_REASON_UNSPECIFIED
-        job.ClearField("refused_host")
-        if transition.kill_requested:
-            job.kill_requested = True
-            job.requeue_requested = transition.requeue_requested
-        if transition.requeue:
-            job.attempt = next_attempt(job)
-            clear_instance(job)
-        if transition.to == api.EXIT:
-            job.end_time_ms = applier.stamp_ms
-            job.exit_code = EXIT_KILLED  # like a job killed with SIGKILL before it ran
-        applier.put_job(job)
+        in_history = applier.entry.format >= history.FORMAT
+        if applier.entry.format >= arrays.FORMAT:
+            job, wanted = arrays.find_target(applier.tables, request.job_id, in_history)
+            if arrays.is_array(job):
+                return _control_array(applier, job, wanted, request.action)
+        else:
+            job = find_job(applier.tables, request.job_id, in_history=in_history)
+        _control_one(applier, job, check_control(job, request.action))
         return log.Result(code=log.OK, job_ids=[job.id])
 
     return [guarded(request.request_id, applier, body)]
+
+
+def _control_one(applier: Applier, job: api.Job, transition: Transition) -> None:
+    job.state = transition.to
+    job.modify_time_ms = applier.stamp_ms
+    job.pending_reason = transition.reason if transition.to in PENDING else ""
+    job.pending_code = transition.code if transition.to in PENDING else api.PENDING_REASON_UNSPECIFIED
+    job.ClearField("refused_host")
+    if transition.kill_requested:
+        job.kill_requested = True
+        job.requeue_requested = transition.requeue_requested
+    if transition.requeue:
+        job.attempt = next_attempt(job)
+        clear_instance(job)
+    if transition.to == api.EXIT:
+        job.end_time_ms = applier.stamp_ms
+        job.exit_code = EXIT_KILLED  # like a job killed with SIGKILL before it ran
+    applier.put_job(job)
+
+
+def _control_array(applier: Applier, record: api.Job, wanted: list[api.IndexRange] | None,
+                   action: api.ControlAction) -> log.Result:
+    """An action on a whole array or a selection: each selected element it applies to."""
+    if action not in CONTROL:
+        raise invalid(f"unknown control action {action}")
+    arrays.load(applier, record.id)
+    record = applier.arrays[record.id]
+    chosen = arrays.selected(wanted)
+    changed = [record.id]
+    for index, job_id in list(arrays.elements(applier.tables, record.id)):
+        job = find_job(applier.tables, str(job_id), in_history=False) if chosen(index) else None
+        if job is None:
+            continue
+        try:
+            transition = check_control(job, action)
+        except ServiceError:
+            continue  # an element in a state the action does not apply to is left as it is
+        _control_one(applier, job, transition)
+        changed.append(job.id)
+    moved = arrays.act_on_runs(record, action, wanted)
+    if len(changed) == 1 and not moved:
+        raise ServiceError(log.FAILED_PRECONDITION,
+                           f"no element of array {record.id} selected can be "
+                           f"{api.ControlAction.Name(action).lower()}ed now")
+    return log.Result(code=log.OK, job_ids=changed)
 
 
 def apply_modify(applier: Applier) -> list[log.Result]:
     request = applier.entry.modify
 
     def body() -> log.Result:
-        job = find_job(applier.tables, request.job_id, in_history=applier.entry.format >= history.FORMAT)
+        in_history = applier.entry.format >= history.FORMAT
+        if applier.entry.format >= arrays.FORMAT:
+            job, wanted = arrays.find_target(applier.tables, request.job_id, in_history)
+            if arrays.is_array(job):
+                return _modify_array(applier, job, wanted, request)
+        else:
+            job = find_job(applier.tables, request.job_id, in_history=in_history)
         check_modify(applier.tables, job, request)
-        if request.HasField("priority"):
-            job.spec.priority = request.priority
-        if request.HasField("queue"):
-            job.spec.queue = request.queue
-        if request.HasField("resource_req"):
-            job.spec.resource_req = request.resource_req
-        job.modify_time_ms = applier.stamp_ms
-        applier.put_job(job)
+        _modify_one(applier, job, request)
         return log.Result(code=log.OK, job_ids=[job.id])
 
     return [guarded(request.request_id, applier, body)]
+
+
+def _modify_one(applier: Applier, job: api.Job, request: api.ModifyJobRequest) -> None:
+    _modify_spec(job.spec, request)
+    job.modify_time_ms = applier.stamp_ms
+    applier.put_job(job)
+
+
+def _modify_spec(spec: api.JobSpec, request: api.ModifyJobRequest) -> None:
+    if request.HasField("priority"):
+        spec.priority = request.priority
+    if request.HasField("queue"):
+        spec.queue = request.queue
+    if request.HasField("resource_req"):
+        spec.resource_req = request.resource_req
+
+
+def _modify_array(applier: Applier, record: api.Job, wanted: list[api.IndexRange] | None,
+                  request: api.ModifyJobRequest) -> log.Result:
+    """A modify of a whole array changes its template (the elements still inside the record) and
+    every element job it applies to; of a selection, the selected elements, made jobs first."""
+    check_modify(applier.tables, record, request)
+    arrays.load(applier, record.id)
+    record = applier.arrays[record.id]
+    if wanted is None:
+        _modify_spec(record.spec, request)  # the record is written at the entry's end
+    else:
+        arrays.materialize_selection(applier, record, wanted)
+    chosen = arrays.selected(wanted)
+    changed = [record.id]
+    for index, job_id in list(arrays.elements(applier.tables, record.id)):
+        job = find_job(applier.tables, str(job_id), in_history=False) if chosen(index) else None
+        if job is None:
+            continue
+        try:
+            check_modify(applier.tables, job, request)
+        except ServiceError:
+            continue
+        _modify_one(applier, job, request)
+        changed.append(job.id)
+    if len(changed) == 1 and wanted is not None:
+        raise ServiceError(log.FAILED_PRECONDITION, f"no element of array {record.id} selected can be "
+                                                    "modified now")
+    return log.Result(code=log.OK, job_ids=changed)
 
 
 def requeue_ended(applier: Applier, job: api.Job, why: str) -> None:

@@ -25,7 +25,8 @@ from xce.v1 import log_pb2 as log
 
 # 2: finished jobs are cleaned into history (history.py), InitCluster's clean period and retention.
 # 3: joins list the instances their worker runs; strays and the recovery wait (recovery.py).
-ENTRY_FORMAT = 3
+# 4: job arrays: a submit may carry an array, actions and modifies may select its elements (arrays.py).
+ENTRY_FORMAT = 4
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",

@@ -1,0 +1,342 @@
+"""Job arrays: one record however many elements, elements made jobs as the scheduler needs them.
+
+Theory of operation (Slurm's meta record, LSF's syntax). Submitting
+`sim[1-1000000]` stores one Job whose spec has `array` and whose `array`
+state says where each element is, by position (xce/array_spec.py):
+either a job of its own (materialized: a Job with `array_id` and
+`array_index`, dispatched, reported and requeued like any job), or still
+inside the record as a run of positions, pending, held or killed before it
+ran. The record keeps `window` elements as pending jobs ahead of the
+scheduler (fewer with a running limit): whenever an entry leaves fewer of
+them, the end of that entry (`settle`, from applier.finish) makes the next
+pending positions jobs. So an array costs one log entry and a bounded
+number of records to submit, the scheduler sees ordinary pending jobs, and
+the commit barrier and the journals work on elements as on jobs.
+
+The record's per-state `counts` cover jobs and runs together; every write of
+an element (Applier.put_job) moves its count. The record's own state is
+derived from the counts: PEND while any element waits, then RUN, PSUSP,
+and once every element has finished EXIT if any exited, else DONE; a
+finished array leaves the live tables like a job (history.py).
+
+A running limit (`%50`) is a cluster-wide counter (`array/<id>/running`)
+that each running element holds (xce/feasibility.py): the planner and the
+commit barrier refuse a dispatch that would pass it, by the same check.
+
+Actions on an array or a selection (`17[200-400]`) reach the element jobs in
+the selection that the action applies to in their state and the runs
+inside the selection; elements in other states are left as they are, as
+bkill does with an array. Pure, like the rest of fsm: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from controller.fsm.records import PENDING, find_job, job_key, read_job
+from controller.tables import Tables
+from xce import array_spec
+from xce.errors import ServiceError, invalid
+from xce.invariant import invariant
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+if TYPE_CHECKING:  # the applier calls in here for every element write
+    from controller.fsm.applier import Applier
+
+FORMAT = 4  # the entry format from which submits may carry arrays and actions may select elements
+WINDOW = 256  # elements kept as pending jobs ahead of the scheduler (a limit lowers it)
+MAX_RUNS = 10_000  # runs one record may hold: a request that would split it further is refused
+MAX_MATERIALIZE = 10_000  # elements one modify of a selection may make jobs of
+MAX_SIZE = 10_000_000  # apply's own bound; the leader's is [auth] max_array_size
+INDEX_TABLE = "job_index"
+_STATES = len(api.JobState.values())
+
+
+def element_prefix(array_id: int) -> bytes:
+    """job_index keys of an array's element jobs: b"a" array(8) index(8) id(8)."""
+    return b"a" + job_key(array_id)
+
+
+def elements(tables: Tables, array_id: int, from_index: int = 0) -> Iterator[tuple[int, int]]:
+    """(index, job id) of the array's element jobs still in the live tables, by index."""
+    prefix = element_prefix(array_id)
+    for key, _ in tables.scan(INDEX_TABLE, prefix + struct.pack(">q", from_index)):
+        if not key.startswith(prefix):
+            return
+        index, job_id = struct.unpack(">qQ", key[len(prefix):])
+        yield index, job_id
+
+
+def element_id(tables: Tables, array_id: int, index: int) -> int | None:
+    for found, job_id in elements(tables, array_id, index):
+        return job_id if found == index else None
+    return None
+
+
+def is_array(job: api.Job) -> bool:
+    return job.spec.HasField("array")
+
+
+# ---------------------------------------------------------------- submit
+
+
+def submit(applier: Applier, job: api.Job) -> None:
+    """`job` is a new array's record (id, spec, times set): its state, and the first elements as jobs."""
+    spec = job.spec.array
+    try:
+        size = array_spec.check(spec, MAX_SIZE)
+    except array_spec.ArraySpecError as exc:
+        raise invalid(str(exc)) from None
+    state = job.array
+    state.size = size
+    state.window = min(WINDOW, spec.limit) if spec.limit else WINDOW
+    state.runs.add(first=0, last=size - 1, state=api.PEND)
+    state.counts.extend([0] * _STATES)
+    state.counts[api.PEND] = size
+    job.state = derived_state(state)
+    applier.arrays[job.id] = job
+
+
+def check_submit(spec: api.JobSpec, max_size: int) -> int:
+    """The leader's check of an array in a submit (its size), before it proposes; ServiceError."""
+    try:
+        return array_spec.check(spec.array, max_size)
+    except array_spec.ArraySpecError as exc:
+        raise invalid(str(exc)) from None
+
+
+# ---------------------------------------------------------------- following element writes
+
+
+def follow(applier: Applier, before: api.Job | None, job: api.Job) -> None:
+    """An element job was written: its array's counts follow its state."""
+    if before is not None and before.state == job.state:
+        return
+    record = load(applier, job.array_id)
+    invariant(record is not None, f"element {job.id} of array {job.array_id}, which has no record")
+    assert record is not None
+    counts = record.array.counts
+    if before is not None:
+        counts[before.state] -= 1
+    counts[job.state] += 1
+
+
+def load(applier: Applier, array_id: int) -> api.Job | None:
+    """The array's record as this entry has left it so far (written once, by `settle`)."""
+    record = applier.arrays.get(array_id)
+    if record is None:
+        record = read_job(applier.tables, array_id)
+        if record is None or not is_array(record):
+            return None
+        applier.arrays[array_id] = record
+    return record
+
+
+def settle(applier: Applier) -> None:
+    """The end of an entry: every array it touched tops up its pending jobs and is written once."""
+    while applier.arrays:
+        array_id = min(applier.arrays)
+        record = applier.arrays.pop(array_id)
+        _top_up(applier, record)
+        applier.arrays.pop(array_id, None)  # the top-up's own element writes loaded it again
+        record.state = derived_state(record.array)
+        if record.state not in PENDING:
+            record.pending_reason = ""
+            record.ClearField("pending_code")
+        record.modify_time_ms = applier.stamp_ms
+        applier.put_job(record)
+
+
+def _top_up(applier: Applier, record: api.Job) -> None:
+    state = record.array
+    waiting = state.counts[api.PEND] - sum(r.last - r.first + 1 for r in state.runs if r.state == api.PEND)
+    while waiting < state.window:
+        run = next((r for r in state.runs if r.state == api.PEND), None)
+        if run is None:
+            return
+        applier.arrays[record.id] = record  # element writes find this same record
+        _materialize(applier, record, run.first, api.PEND)
+        waiting += 1
+
+
+def _materialize(applier: Applier, record: api.Job, position: int, state: api.JobState) -> api.Job:
+    """The element at `position` (inside a run of `state`) becomes a job in that state."""
+    _take(record.array, position)
+    record.array.counts[state] -= 1  # put_job counts it again, as a job
+    meta = applier.meta
+    job_id = meta.next_job_id or 1
+    meta.next_job_id = job_id + 1
+    index = array_spec.index_at(record.spec.array, position)
+    element = api.Job(id=job_id, state=state, submit_time_ms=record.submit_time_ms,
+                      modify_time_ms=applier.stamp_ms, request_id=record.request_id,
+                      readable_id=f"{record.readable_id}[{index}]", array_id=record.id, array_index=index,
+                      array_limit=record.spec.array.limit)
+    element.spec.CopyFrom(record.spec)
+    element.spec.ClearField("array")
+    element.spec.name = f"{record.spec.name}[{index}]"
+    if state == api.PSUSP:
+        element.pending_reason, element.pending_code = "held by user", api.PEND_JOB_HELD
+    record.array.materialized += 1
+    applier.put_job(element)
+    return element
+
+
+def _take(state: api.ArrayState, position: int) -> None:
+    """Remove one position from its run (splitting the run if needed)."""
+    for i, run in enumerate(state.runs):
+        if run.first <= position <= run.last:
+            pieces = [(run.first, position - 1), (position + 1, run.last)]
+            kept = [api.ElementRun(first=a, last=b, state=run.state) for a, b in pieces if a <= b]
+            del state.runs[i]
+            for j, piece in enumerate(kept):
+                state.runs.insert(i + j, piece)
+            return
+    raise AssertionError(f"position {position} is in no run")
+
+
+def derived_state(state: api.ArrayState) -> api.JobState:
+    counts = state.counts
+    for waiting in (api.PEND, api.RUN, api.USUSP, api.SSUSP, api.UNKWN, api.PSUSP):
+        if counts[waiting]:
+            return waiting
+    return api.EXIT if counts[api.EXIT] else api.DONE
+
+
+# ---------------------------------------------------------------- selecting
+
+
+Selection = list[api.IndexRange] | None  # None: the whole array
+
+
+def find_target(tables: Tables, text: str, in_history: bool = True) -> tuple[api.Job, Selection]:
+    """`17`, `17[42]`, `17[1-100]`: the job (an array's record for a selection) and the selection."""
+    try:
+        head, wanted = array_spec.parse_job_ref(text)
+    except array_spec.ArraySpecError as exc:
+        raise invalid(str(exc)) from None
+    job = find_job(tables, head, in_history)
+    if wanted is not None and not is_array(job):
+        raise invalid(f"job {job.id} is not an array: {text[:80]!r} selects nothing")
+    return job, wanted
+
+
+def element_view(tables: Tables, record: api.Job, index: int) -> api.Job:
+    """One element as `xce job 17[42]` shows it: its job, or what its run says of it."""
+    job_id = element_id(tables, record.id, index)
+    if job_id is not None:
+        job = read_job(tables, job_id)
+        if job is not None:
+            return job
+    positions = array_spec.positions_of(record.spec.array, [api.IndexRange(start=index, end=index, step=1)])
+    if not positions:
+        raise ServiceError(log.NOT_FOUND, f"array {record.id} has no index {index}")
+    position = positions[0][0]
+    run = next((r for r in record.array.runs if r.first <= position <= r.last), None)
+    if run is None:  # it was a job, which has finished and left the live tables
+        raise ServiceError(log.NOT_FOUND, f"element {record.id}[{index}] has finished and left the live "
+                                          "tables (xce history)")
+    shown = api.Job(id=0, state=run.state, submit_time_ms=record.submit_time_ms, request_id=record.request_id,
+                    readable_id=f"{record.readable_id}[{index}]", array_id=record.id, array_index=index)
+    shown.spec.CopyFrom(record.spec)
+    shown.spec.ClearField("array")
+    shown.spec.name = f"{record.spec.name}[{index}]"
+    if run.state == api.PEND:
+        shown.pending_reason = "not yet a job: waiting for the array's earlier elements"
+    elif run.state == api.PSUSP:
+        shown.pending_reason, shown.pending_code = "held by user", api.PEND_JOB_HELD
+    else:
+        shown.exit_code = 128 + 9
+    return shown
+
+
+def selected(wanted: list[api.IndexRange] | None) -> Callable[[int], bool]:
+    if wanted is None:
+        return lambda index: True
+    return lambda index: any(w.start <= index <= w.end and (index - w.start) % (w.step or 1) == 0
+                             for w in wanted)
+
+
+# ---------------------------------------------------------------- actions on runs
+
+# action -> (from states, to state) for the elements still inside the record
+RUN_ACTIONS: dict[int, tuple[frozenset[int], api.JobState]] = {
+    api.KILL: (frozenset({api.PEND, api.PSUSP}), api.EXIT),
+    api.HOLD: (frozenset({api.PEND}), api.PSUSP),
+    api.STOP: (frozenset({api.PEND}), api.PSUSP),
+    api.RELEASE: (frozenset({api.PSUSP}), api.PEND),
+    api.RESUME: (frozenset({api.PSUSP}), api.PEND),
+}
+
+
+def act_on_runs(record: api.Job, action: api.ControlAction, wanted: list[api.IndexRange] | None) -> int:
+    """Move the selected positions inside the record to the action's state; how many moved."""
+    rule = RUN_ACTIONS.get(action)
+    if rule is None:
+        return 0
+    sources, target = rule
+    state = record.array
+    spans = [(0, state.size - 1)] if wanted is None else array_spec.positions_of(record.spec.array, wanted)
+    moved = 0
+    runs: list[api.ElementRun] = []
+    for run in state.runs:
+        if run.state not in sources:
+            runs.append(run)
+            continue
+        cut = run.first
+        for first, last in spans:
+            lo, hi = max(first, run.first), min(last, run.last)
+            if lo > hi:
+                continue
+            if cut < lo:
+                runs.append(api.ElementRun(first=cut, last=lo - 1, state=run.state))
+            runs.append(api.ElementRun(first=lo, last=hi, state=target))
+            moved_here = hi - lo + 1
+            state.counts[run.state] -= moved_here
+            state.counts[target] += moved_here
+            moved += moved_here
+            cut = hi + 1
+        if cut <= run.last:
+            runs.append(api.ElementRun(first=cut, last=run.last, state=run.state))
+    merged = _merge_runs(runs)
+    if len(merged) > MAX_RUNS:
+        raise ServiceError(log.RESOURCE_EXHAUSTED, f"the selection would split array {record.id} into "
+                                                   f"{len(merged)} parts; at most {MAX_RUNS}")
+    del state.runs[:]
+    state.runs.extend(merged)
+    return moved
+
+
+def _merge_runs(runs: list[api.ElementRun]) -> list[api.ElementRun]:
+    merged: list[api.ElementRun] = []
+    for run in sorted(runs, key=lambda r: r.first):
+        if merged and merged[-1].state == run.state and merged[-1].last + 1 == run.first:
+            merged[-1].last = run.last
+        else:
+            merged.append(api.ElementRun(first=run.first, last=run.last, state=run.state))
+    return merged
+
+
+def materialize_selection(applier: Applier, record: api.Job, wanted: list[api.IndexRange] | None) -> None:
+    """The selected elements still inside the record, pending or held, become jobs (a modify of part
+    of an array changes jobs, never the record's template)."""
+    spans = [(0, record.array.size - 1)] if wanted is None else \
+        array_spec.positions_of(record.spec.array, wanted)
+    todo: list[tuple[int, api.JobState]] = []
+    for run in record.array.runs:
+        if run.state not in (api.PEND, api.PSUSP):
+            continue
+        for first, last in spans:
+            lo, hi = max(first, run.first), min(last, run.last)
+            todo.extend((p, run.state) for p in range(lo, min(hi, lo + MAX_MATERIALIZE) + 1))
+            if len(todo) > MAX_MATERIALIZE:
+                raise ServiceError(log.FAILED_PRECONDITION,
+                                   f"the selection holds more than {MAX_MATERIALIZE} elements that are not "
+                                   "jobs yet; modify the whole array, or a smaller selection")
+    for position, state in todo:
+        applier.arrays[record.id] = record
+        _materialize(applier, record, position, state)
+
+

@@ -1,0 +1,189 @@
+"""Job array indices, as LSF writes them: `name[1-1000:2,2000]%50`, and `17[200-400]` for elements.
+
+An array's indices are a list of ranges start[-end[:step]], in the order
+written; each element has a position 0..size-1 in that order (the first
+range's indices, then the next range's). Positions are what the array's
+record keeps (controller/fsm/arrays.py); indices are what users and jobs
+see (`XCE_ARRAY_INDEX`, `%I`). Pure: the CLI and apply parse alike, and a
+spec that does not parse is refused with words that say why.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+
+from xce.v1 import api_pb2 as api
+
+MAX_INDEX = (1 << 31) - 1   # LSF's indices are positive 32-bit numbers
+MAX_RANGES = 100            # comma-separated parts of one spec
+DEFAULT_MAX_SIZE = 1_000_000  # elements of one array ([auth] max_array_size; LSF's MAX_JOB_ARRAY_SIZE)
+
+_PART = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+# name[indices]%limit (LSF) or name[indices%limit]
+_NAMED = re.compile(r"^(?P<name>[^\[\]]*)\[(?P<indices>[^\[\]%]*)(?:%(?P<inner>[^\[\]]*))?\]"
+                    r"(?:%(?P<outer>.*))?$")
+
+
+class ArraySpecError(ValueError):
+    """A spec that does not parse, in words for the person who wrote it."""
+
+
+def parse_name(text: str) -> tuple[str, api.ArraySpec | None]:
+    """`-J` as bsub takes it: a plain name, or a name with indices (and a limit)."""
+    if "[" not in text and "]" not in text:
+        return text, None
+    found = _NAMED.match(text)
+    if found is None:
+        raise ArraySpecError(f"bad job array {text[:80]!r}: write name[1-100], name[1-100:2] or "
+                             "name[1-100]%10")
+    if found["inner"] is not None and found["outer"] is not None:
+        raise ArraySpecError(f"bad job array {text[:80]!r}: the %limit is given twice")
+    limit_text = found["inner"] if found["inner"] is not None else found["outer"]
+    spec = api.ArraySpec(ranges=parse_indices(found["indices"], text))
+    if limit_text is not None:
+        if not limit_text.isascii() or not limit_text.isdecimal() or int(limit_text) < 1 \
+                or int(limit_text) > MAX_INDEX:
+            raise ArraySpecError(f"bad job array {text[:80]!r}: the %limit must be a positive number, "
+                                 f"not {limit_text[:20]!r}")
+        spec.limit = int(limit_text)
+    return found["name"], spec
+
+
+def parse_indices(text: str, whole: str = "") -> list[api.IndexRange]:
+    """`1-1000:2,2000` -> ranges; every index positive, each range non-empty, the step positive."""
+    whole = whole or f"[{text}]"
+    parts = text.split(",")
+    if len(parts) > MAX_RANGES:
+        raise ArraySpecError(f"bad job array {whole[:80]!r}: more than {MAX_RANGES} ranges")
+    ranges = []
+    for part in parts:
+        found = _PART.match(part.strip()) if part.isascii() else None
+        if found is None:
+            raise ArraySpecError(f"bad job array {whole[:80]!r}: {part[:40]!r} is not start, start-end "
+                                 "or start-end:step")
+        start = int(found[1])
+        end = int(found[2]) if found[2] is not None else start
+        step = int(found[3]) if found[3] is not None else 1
+        if start < 1 or end > MAX_INDEX:
+            raise ArraySpecError(f"bad job array {whole[:80]!r}: indices go from 1 to {MAX_INDEX}")
+        if end < start:
+            raise ArraySpecError(f"bad job array {whole[:80]!r}: {part!r} ends before it starts")
+        if step < 1:
+            raise ArraySpecError(f"bad job array {whole[:80]!r}: the step in {part!r} must be at least 1")
+        ranges.append(api.IndexRange(start=start, end=end, step=step))
+    return ranges
+
+
+def check(spec: api.ArraySpec, max_size: int) -> int:
+    """The spec's size, if it is one apply accepts (ranges well formed, no index twice, at most
+    `max_size` elements); else ArraySpecError."""
+    if not spec.ranges:
+        raise ArraySpecError("a job array needs at least one index")
+    if len(spec.ranges) > MAX_RANGES:
+        raise ArraySpecError(f"a job array has at most {MAX_RANGES} ranges")
+    if spec.limit < 0:
+        raise ArraySpecError("the running limit of a job array must be positive")
+    size = 0
+    spans: list[tuple[int, int, int]] = []
+    for r in spec.ranges:
+        step = r.step or 1
+        if r.start < 1 or r.end > MAX_INDEX or r.end < r.start or step < 1:
+            raise ArraySpecError(f"bad range {r.start}-{r.end}:{r.step} in a job array")
+        spans.append((r.start, r.end, step))
+        size += range_size(r)
+    if size > max_size:
+        raise ArraySpecError(f"a job array of {size} elements; at most {max_size} ([auth] max_array_size)")
+    _check_disjoint(spans)
+    return size
+
+
+def _check_disjoint(spans: list[tuple[int, int, int]]) -> None:
+    for i, (s1, e1, p1) in enumerate(spans):
+        for s2, e2, p2 in spans[i + 1:]:
+            lo, hi = max(s1, s2), min(e1, e2)
+            if lo > hi:
+                continue
+            # Two progressions overlap in [lo, hi] if some x = s1 (mod p1) = s2 (mod p2) lies there;
+            # the ranges are few, so walk the sparser one within the overlap (bounded by its size).
+            (a, pa), (b, pb) = ((s1, p1), (s2, p2)) if p1 >= p2 else ((s2, p2), (s1, p1))
+            first = a + max(0, -(-(lo - a) // pa)) * pa
+            for x in range(first, min(hi, first + pa * pb) + 1, pa):
+                if (x - b) % pb == 0:
+                    raise ArraySpecError(f"index {x} is in a job array twice")
+
+
+def range_size(r: api.IndexRange) -> int:
+    return (r.end - r.start) // (r.step or 1) + 1
+
+
+def size_of(spec: api.ArraySpec) -> int:
+    return sum(range_size(r) for r in spec.ranges)
+
+
+def index_at(spec: api.ArraySpec, position: int) -> int:
+    """The index of the element at `position`."""
+    for r in spec.ranges:
+        n = range_size(r)
+        if position < n:
+            return r.start + position * (r.step or 1)
+        position -= n
+    raise IndexError(position)
+
+
+def positions_of(spec: api.ArraySpec, wanted: Sequence[api.IndexRange]) -> list[tuple[int, int]]:
+    """The positions whose index is in `wanted` (ranges of indices), as sorted, merged (first, last)
+    spans of positions: what an action on `17[200-400]` reaches."""
+    spans: list[tuple[int, int]] = []
+    base = 0
+    for r in spec.ranges:
+        step, n = r.step or 1, range_size(r)
+        for w in wanted:
+            wstep = w.step or 1
+            if wstep == 1:
+                lo = max(0, -(-(w.start - r.start) // step))
+                hi = min(n - 1, (w.end - r.start) // step) if w.end >= r.start else -1
+                if lo <= hi:
+                    spans.append((base + lo, base + hi))
+                continue
+            for index in range(w.start, w.end + 1, wstep):  # a stepped selection: its indices one by one
+                if r.start <= index <= r.end and (index - r.start) % step == 0:
+                    position = base + (index - r.start) // step
+                    spans.append((position, position))
+        base += n
+    return merge(spans)
+
+
+def merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for first, last in sorted(spans):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+        else:
+            merged.append((first, last))
+    return merged
+
+
+def describe(spec: api.ArraySpec) -> str:
+    """`1-1000:2,2000%50`, as the user wrote it (normalized)."""
+    parts = []
+    for r in spec.ranges:
+        text = str(r.start) if r.end == r.start else f"{r.start}-{r.end}"
+        parts.append(text + (f":{r.step}" if (r.step or 1) != 1 else ""))
+    return ",".join(parts) + (f"%{spec.limit}" if spec.limit else "")
+
+
+def parse_job_ref(text: str) -> tuple[str, list[api.IndexRange] | None]:
+    """`17`, `17[42]` or `17[1-100,200]` -> (the job id text, the selected indices or None)."""
+    text = text.strip()
+    if "[" not in text and "]" not in text:
+        return text, None
+    head, _, inside = text.removesuffix("]").partition("[")
+    if not text.endswith("]") or not head or "[" in inside or "]" in inside:
+        raise ArraySpecError(f"bad job reference {text[:80]!r}: write 17, 17[42] or 17[1-100]")
+    return head, parse_indices(inside, text)
+
+
+def iter_indices(spec: api.ArraySpec) -> Iterator[int]:
+    for r in spec.ranges:
+        yield from range(r.start, r.end + 1, r.step or 1)

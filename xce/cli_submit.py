@@ -1,0 +1,152 @@
+"""`xce submit`: one job, a job array (`-J "sim[1-1000]%50"`), or many jobs from a file in one request.
+
+`--file JOBS` (`-` for stdin) reads one job per line, as HTCondor's
+`queue from` does: a command line, optionally led by the submit options
+that differ for that line (`-q long -n 4 ./big.sh in.dat`), in shell words.
+Blank lines and lines starting with # are skipped. The whole file is one
+SubmitJobs request (one request id, so a retry never submits it twice),
+checked line by line first: a line that does not parse stops everything,
+and the error names the line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from typing import IO, NoReturn
+
+from xce import array_spec
+from xce.v1 import api_pb2 as api
+
+INT32_MAX = (1 << 31) - 1
+
+
+class UsageError(Exception):
+    """A bad argument: the CLI prints it on one line and exits 2."""
+
+
+def int32(text: str) -> int:
+    """An argparse type: a number that fits the wire's int32."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text[:40]!r}") from None
+    if not -INT32_MAX - 1 <= value <= INT32_MAX:
+        raise argparse.ArgumentTypeError(f"{text[:40]} is out of range (at most {INT32_MAX})")
+    return value
+
+
+def add_options(p: argparse.ArgumentParser, defaults: bool = True) -> None:
+    """The options of one job, as bsub takes them (also what a --file line may start with)."""
+    unset = None if not defaults else ""
+    p.add_argument("-q", "--queue", default=unset, help="the queue (default: the cluster's default queue)")
+    p.add_argument("-n", "--slots", type=int32, help="slots the job needs on one host (default 1)")
+    p.add_argument("-J", "--name", default=unset,
+                   help='the job name; NAME[1-100:2]%%10 makes a job array (indices start-end:step, '
+                        "comma-separated; %%10: at most 10 elements running at once)")
+    p.add_argument("-o", "--stdout", default=unset,
+                   help="stdout file (relative to the working directory); %%J: the job id, %%I: the index")
+    p.add_argument("-e", "--stderr", default=unset, help="stderr file; %%J and %%I as for -o")
+    p.add_argument("-R", "--resource-req", default=unset, help="resource requirement string (LSF -R)")
+    p.add_argument("--priority", type=int32, default=None if not defaults else 0,
+                   help="higher runs first inside a queue (default 0)")
+    p.add_argument("-r", "--rerunnable", action="store_true", default=None if not defaults else False,
+                   help="requeue the job if its host is lost")
+    p.add_argument("--cwd", default=None, help="working directory (default: the current one)")
+
+
+def spec_from(args: argparse.Namespace, command: list[str]) -> api.JobSpec:
+    if not command:
+        raise UsageError("no command: put it after --, as in xce submit -- ./run.sh")
+    try:
+        name, array = array_spec.parse_name(args.name or "")
+    except array_spec.ArraySpecError as exc:
+        raise UsageError(str(exc)) from None
+    spec = api.JobSpec(command=command, name=name, queue=args.queue or "", priority=args.priority or 0,
+                       stdout_path=args.stdout or "", stderr_path=args.stderr or "",
+                       resource_req=args.resource_req or "", rerunnable=bool(args.rerunnable),
+                       cwd=args.cwd if args.cwd is not None else os.getcwd())
+    if array is not None:
+        spec.array.CopyFrom(array)
+    if args.slots is not None:
+        spec.slots = args.slots
+    return spec
+
+
+class _LineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _line_parser() -> argparse.ArgumentParser:
+    p = _LineParser(prog="line", add_help=False, exit_on_error=False)
+    add_options(p, defaults=False)
+    p.add_argument("cmd", nargs=argparse.REMAINDER)
+    return p
+
+
+def specs_from_file(args: argparse.Namespace, stream: IO[str]) -> list[api.JobSpec]:
+    """Every line's job, with the command line's options as defaults; UsageError names the line."""
+    parser = _line_parser()
+    specs = []
+    for number, line in enumerate(stream, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        try:
+            words = shlex.split(text)
+            if words and not words[0].startswith("-"):
+                words = ["--", *words]  # a bare command line: no options to look for
+            own = parser.parse_args(words)
+            mine = vars(own)
+            merged = argparse.Namespace(**{k: (mine[k] if mine.get(k) is not None else v)
+                                           for k, v in vars(args).items() if k != "cmd"})
+            command = list(own.cmd)
+            if command and command[0] == "--":
+                command = command[1:]
+            specs.append(spec_from(merged, command))
+        except (UsageError, ValueError, argparse.ArgumentError) as exc:
+            raise UsageError(f"{_name(args.file)} line {number}: {exc}") from None
+    if not specs:
+        raise UsageError(f"{_name(args.file)} has no jobs")
+    return specs
+
+
+def _name(path: str) -> str:
+    return "stdin" if path == "-" else path
+
+
+def read_specs(args: argparse.Namespace) -> list[api.JobSpec]:
+    """The jobs this `xce submit` asks for."""
+    command = list(args.cmd)
+    if command and command[0] == "--":
+        command = command[1:]
+    if args.file is None:
+        return [spec_from(args, command)]
+    if command:
+        raise UsageError("give the jobs either with --file or on the command line, not both")
+    if args.file == "-":
+        return specs_from_file(args, sys.stdin)
+    try:
+        with open(args.file, encoding="utf-8") as stream:
+            return specs_from_file(args, stream)
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{args.file} is not UTF-8 text") from None
+
+
+def describe(jobs: list[api.Job]) -> str:
+    """What `xce submit` prints: bsub's line for one job or array, a summary for many."""
+    if len(jobs) == 1:
+        job = jobs[0]
+        what = f"Job <{job.id}> ({job.readable_id})"
+        if job.spec.HasField("array"):
+            what = f"Job array <{job.id}> of {job.array.size} elements ({job.readable_id})"
+        return f"{what} is submitted to queue <{job.spec.queue}>."
+    ids = sorted(j.id for j in jobs)
+    dense = ids[-1] - ids[0] + 1 == len(ids)
+    span = f"<{ids[0]}>-<{ids[-1]}>" if dense else ", ".join(f"<{i}>" for i in ids[:5]) + ", ..."
+    return f"{len(jobs)} jobs {span} are submitted."
