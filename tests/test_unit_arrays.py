@@ -286,3 +286,20 @@ def test_memory_and_lmdb_apply_arrays_alike(tmp_path: Path) -> None:
         assert {t: dict(replicas[0].tables.scan(t)) for t in TABLES} == on_disk
     finally:
         store.close()
+
+
+def test_an_element_requeued_after_its_array_left_the_live_tables_brings_the_record_back() -> None:
+    state = State()
+    (array_id,) = state.submit("a[1-2]").job_ids
+    ids = [state.elements(array_id)[i].id for i in (1, 2)]
+    assert state.dispatch(*ids).rejections == ["", ""]
+    for job_id in ids:
+        state.finish(job_id)
+    assert state.read(array_id).state == api.DONE
+    later = STAMP + 2 * 3600 * 1000  # past the clean period: the finished jobs leave the live tables
+    state.run(log.Entry(stamp_ms=later, join_host=api.HostSpec(name="n2", slots=1)))
+    assert fsm.read_job(state.tables, array_id) is None and fsm.read_job(state.tables, ids[0]) is None
+    assert state.run(log.Entry(stamp_ms=later, control=api.ControlJobRequest(
+        job_id=str(ids[0]), action=api.REQUEUE, request_id="rq"))).code == log.OK
+    record = state.read(array_id)
+    assert counts(record) == {"PEND": 1, "DONE": 1} and record.state == api.PEND

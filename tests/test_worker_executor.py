@@ -121,3 +121,15 @@ def test_the_fence_kills_only_rerunnable_jobs_and_reports_them_fenced(  # type: 
     assert ex.running() == [(2, 0)]  # not rerunnable: it runs on, the leader decides
     ex.signal((2, 0), api.SIGNAL_KILL)
     assert not _wait_final(reports, 2).finished.fenced
+
+
+def test_the_shim_writes_json_and_reads_the_environment_by_hand() -> None:
+    import json
+
+    from worker import shim
+    from worker.executor import env_bytes
+
+    status = {"exit_code": 3, "wall_s": 0.25, "unknown": True, "start_error": 'no "x"\\ here\n\x1b'}
+    assert json.loads(shim.to_json(status)) == status
+    env = {"A": "1", "EMPTY": "", "EQ": "a=b", "UTF": "é"}
+    assert shim.parse_env(env_bytes(env)) == env

@@ -268,11 +268,11 @@ class Executor:
                        LSB_JOBINDEX=str(job.array_index))
         switch = ["--user", account.name] if self.host.euid() == 0 else []
         # -I: the interpreter that stays root reads no PYTHON* variable, no user site, not the cwd;
-        # the shim is run as a file (it needs only the standard library), installed or not.
-        shim = [sys.executable, "-I", SHIM, str(status_file), *switch, "--cwd", cwd,
+        # -S: no site at all (half of its start-up). The shim is run as a file (it needs only the
+        # standard library's built-in modules), installed or not.
+        shim = [sys.executable, "-I", "-S", SHIM, str(status_file), *switch, "--cwd", cwd,
                 "--stdout", out, "--stderr", err, "--", *job.spec.command]
-        return self.host.spawn(shim, {"PATH": SHIM_PATH, **ids}, json.dumps(env).encode(),
-                               self.spool / "shims.log")
+        return self.host.spawn(shim, {"PATH": SHIM_PATH, **ids}, env_bytes(env), self.spool / "shims.log")
 
     def _output(self, cwd: str, path: str, job: api.Job, account: Account, suffix: str) -> str:
         """A path the owner chose (relative to the cwd), or the owner's own directory in the spool."""
@@ -361,3 +361,9 @@ def output_path(path: str, job: api.Job) -> str:
             out.append(path[i])
             i += 1
     return "".join(out)
+
+
+def env_bytes(env: dict[str, str]) -> bytes:
+    """The job's environment as the shim reads it: NAME=VALUE items, NUL-separated (a NUL inside a
+    name or value cannot reach exec anyway; the controller refuses none, so it is dropped here)."""
+    return b"\0".join(f"{k}={v}".replace("\0", "").encode() for k, v in env.items())

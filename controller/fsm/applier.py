@@ -48,9 +48,9 @@ class Applier:
         before = None if raw is None else api.Job.FromString(raw)
         self._put("jobs", key, job.SerializeToString(deterministic=True))
         job_index.update(self.tables, before, job)
-        history.follow(self.tables, before, job)
-        if job.array_id:
+        if job.array_id:  # before history.follow, which forgets a job that is live again
             arrays.follow(self, before, job)
+        history.follow(self.tables, before, job)
 
     def clean_job(self, job_id: int) -> None:
         """A finished job leaves the live table (its history record stays)."""

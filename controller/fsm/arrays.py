@@ -113,6 +113,9 @@ def check_submit(spec: api.JobSpec, max_size: int) -> int:
 
 def follow(applier: Applier, before: api.Job | None, job: api.Job) -> None:
     """An element job was written: its array's counts follow its state."""
+    if before is None:  # new, or back from history (requeued after it left the live tables)
+        raw = applier.tables.get("history", job_key(job.id))
+        before = None if raw is None else api.Job.FromString(raw)
     if before is not None and before.state == job.state:
         return
     record = load(applier, job.array_id)
@@ -128,8 +131,12 @@ def load(applier: Applier, array_id: int) -> api.Job | None:
     """The array's record as this entry has left it so far (written once, by `settle`)."""
     record = applier.arrays.get(array_id)
     if record is None:
-        record = read_job(applier.tables, array_id)
-        if record is None or not is_array(record):
+        # An element requeued after its finished array left the live tables brings the record back.
+        try:
+            record = find_job(applier.tables, str(array_id), in_history=True)
+        except ServiceError:
+            return None
+        if not is_array(record):
             return None
         applier.arrays[array_id] = record
     return record
