@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test cluster bench bench-scale bench-etcd lint proto soak tlc clean
+.PHONY: demo test test-slow cluster bench bench-scale bench-etcd lint proto soak tlc clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q tests
+
+# The tests marked slow (longer model checks and runs, ~3 min), which `make test` skips.
+test-slow: $(STAMP)
+	XCE_SLOW=1 $(BIN)/python -m pytest -q -m slow tests
 
 cluster: $(STAMP)
 	$(BIN)/xce cluster up

@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from worker.daemon import WORKER_KEEPALIVE_MS  # noqa: E402
 from xce import worker_wire  # noqa: E402
-from xce.client import channel_options, leader_hint  # noqa: E402
 from xce.credentials import Credentials, for_cluster  # noqa: E402
+from xce.grpc_transport import channel_options, leader_hint  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 Key = tuple[int, int]

@@ -51,13 +51,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from controller import authz, fsm
 from controller.raft import RaftSettings
+from xce import cluster_file
 from xce.credentials import CredentialsError, TlsFiles, tls_files
 from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
@@ -143,24 +143,12 @@ def load(path: Path) -> ClusterConfig:
 
 
 def grpc_addresses(path: Path) -> list[str]:
-    """The replicas' gRPC addresses from the cluster file, without the rest of it (the password file,
-    which only replica hosts hold): what a CLI or a scheduler needs."""
-    path = Path(path).resolve()
-    replicas = read_toml(path, ConfigError, "configuration file").get("replicas")
-    if not isinstance(replicas, list) or not replicas or not all(
-            isinstance(r, dict) and isinstance(r.get("grpc"), str) and r["grpc"] for r in replicas):
-        raise ConfigError(f"{path}: [[replicas]] with a grpc address each")
-    return [r["grpc"] for r in replicas]
+    """The replicas' gRPC addresses from the cluster file (xce/cluster_file.py), as ConfigError."""
+    return cluster_file.grpc_addresses(path, ConfigError)
 
 
 def read_toml(path: Path, error: type[Exception], what: str) -> dict[str, Any]:
-    """The file's TOML table, or `error` saying plainly what is wrong."""
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise error(f"no {what} at {path}") from exc
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise error(f"{path}: not valid TOML: {exc}") from exc
+    return cluster_file.read_toml(path, error, what)
 
 
 def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:

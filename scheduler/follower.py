@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 import grpc
 
 from scheduler.view import View
-from xce.client import channel_options, leader_hint
 from xce.clock import REAL_CLOCK, Clock
 from xce.credentials import Credentials
+from xce.grpc_transport import channel_options, leader_hint
 from xce.v1 import log_pb2 as log
 
 log_ = logging.getLogger("xce.scheduler")

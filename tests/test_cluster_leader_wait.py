@@ -15,7 +15,8 @@ import grpc
 import pytest
 from conftest import wait_until
 
-from xce.client import Client, leader_hint
+from xce.client import Client
+from xce.grpc_transport import leader_hint
 from xce.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from xce.client import channel_options
+from xce.grpc_transport import channel_options
 from xce.local_cluster import LocalCluster
 from xce.v1 import log_pb2 as log
 

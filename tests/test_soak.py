@@ -38,7 +38,7 @@ def _soak(out: Path, *args: str, timeout_s: float) -> tuple[int, str]:
 
 def test_short_soak_with_leader_kills_and_a_partition_loses_nothing(tmp_path: Path) -> None:
     partitions = 1 if available() is None else 0
-    code, output = _soak(tmp_path, "--duration", "100", "--kill-every", "12", "--seed", "11",
+    code, output = _soak(tmp_path, "--duration", "70", "--kill-every", "10", "--seed", "11",
                          "--partitions", str(partitions), timeout_s=480)
     assert code == 0, output[-5000:]
     result = json.loads((tmp_path / "soak.json").read_text())
@@ -55,6 +55,7 @@ def test_short_soak_with_leader_kills_and_a_partition_loses_nothing(tmp_path: Pa
     assert (tmp_path / "timeline.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow  # 40 s; the checks that catch it are unit-tested (test_unit_soak_checks.py)
 def test_soak_fails_a_build_that_requeues_on_success(tmp_path: Path) -> None:
     code, output = _soak(tmp_path, "--duration", "20", "--kill-every", "0", "--partitions", "0",
                          "--drain", "15", "--fault", "requeue-on-success", timeout_s=240)

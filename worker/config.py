@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from controller import fsm
-from controller.config import read_toml
 from worker.journal import KEEP_ACKED
+from xce.cluster_file import read_toml
 from xce.credentials import Credentials, CredentialsError, TlsFiles, for_cluster, read_token_file
 from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api

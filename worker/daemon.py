@@ -56,8 +56,8 @@ from worker.executor import Executor
 from worker.journal import JournalStore
 from worker.process_host import ProcessHost
 from xce import daemon_logging, sd_notify, worker_wire
-from xce.client import channel_options, leader_hint
 from xce.clock import REAL_CLOCK, Clock
+from xce.grpc_transport import channel_options, leader_hint
 from xce.v1 import api_pb2 as api
 
 log = logging.getLogger("xce.worker")

@@ -39,6 +39,9 @@ import pwd
 import signal
 import sys
 import time
+import warnings  # noqa: F401 - os.execvpe imports it, in the child, after it has become the owner,
+
+# who may not be able to read the interpreter's library (a root-only pyenv, say): imported here first
 
 # The start failures a child reports (the same codes as worker/executor.py's).
 COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, START_FAILED = -1, -2, -3, -5

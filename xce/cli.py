@@ -17,16 +17,16 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-
-from google.protobuf.json_format import MessageToDict
 
 from xce import cli_history, cli_member, cli_snapshot, cli_submit
 from xce.array_spec import describe as array_describe
 from xce.client import Client, XceError
+from xce.cluster_file import cached_leader, grpc_addresses, remember_leader
 from xce.credentials import Credentials, CredentialsError, for_cluster, new_token
+from xce.http2 import Http2Transport
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
 
@@ -59,11 +59,9 @@ def controllers(args: argparse.Namespace) -> list[str]:
     if config_path is None:
         raise SystemExit(f"xce: no --controllers, no local cluster at {data_dir() / 'cluster.toml'} "
                          f"(start one with `xce cluster up`) and no {SYSTEM_CLUSTER_FILE}")
-    from controller.config import ConfigError, grpc_addresses
-
     try:
-        return grpc_addresses(config_path)  # not load(): only replica hosts can read the password
-    except ConfigError as exc:
+        return grpc_addresses(config_path)  # not the whole file: only replica hosts can read the password
+    except ValueError as exc:
         raise SystemExit(f"xce: {exc}") from None
 
 
@@ -292,10 +290,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "snapshot" and args.snapshot_command == "restore":
         return cli_snapshot.restore(args)
     try:
-        with Client(controllers(args), credentials(args)) as client:
-            return _run(client, args)
+        addresses = controllers(args)
+        creds = credentials(args)
+        with Client(addresses, creds, transport=Http2Transport(creds)) as client:
+            # The leader the last command found goes first; a wrong guess costs one redirect.
+            client.prefer(cached_leader(addresses) or addresses[0])
+            try:
+                return _run(client, args)
+            finally:
+                if client.redirects or client.retries:
+                    remember_leader(addresses, client.target)
     except XceError as exc:
-        print(f"xce: {exc.code.name}: {shown(exc.message)}", file=sys.stderr)
+        print(f"xce: {exc.code_name}: {shown(exc.message)}", file=sys.stderr)
         return 1
     except cli_submit.UsageError as exc:
         print(f"xce {args.command}: {shown(str(exc))}", file=sys.stderr)
@@ -354,37 +360,38 @@ def _run(client: Client, args: argparse.Namespace) -> int:
         if args.pending:
             waiting = _no_scheduler(client.status())
             jobs = [j for j in jobs if not j.spec.HasField("array")]  # its elements say why they wait
-            return _emit(args, {"jobs": [_dict(j) for j in jobs], "no_scheduler": waiting},
+            return _emit(args, lambda: {"jobs": [_dict(j) for j in jobs], "no_scheduler": waiting},
                          lambda: _pending_table(jobs, waiting))
-        return _emit(args, {"jobs": [_dict(j) for j in jobs]}, lambda: _job_table(jobs))
+        return _emit(args, lambda: {"jobs": [_dict(j) for j in jobs]}, lambda: _job_table(jobs))
     if command == "history":
         finished = cli_history.history(client, args)
-        return _emit(args, {"jobs": [_dict(j) for j in finished]},
+        return _emit(args, lambda: {"jobs": [_dict(j) for j in finished]},
                      lambda: cli_history.print_history(finished))
     if command == "acct":
         totals = cli_history.accounting(client, args)
-        return _emit(args, _dict(totals), lambda: cli_history.print_accounting(totals))
+        return _emit(args, lambda: _dict(totals), lambda: cli_history.print_accounting(totals))
     if command == "job":
         job = client.get_job(args.id, stale=args.stale)
-        return _emit(args, _dict(job), lambda: _job_long(job))
+        return _emit(args, lambda: _dict(job), lambda: _job_long(job))
     if command in ACTIONS:
         job = client.control(args.id, ACTIONS[command])
         if job.spec.HasField("array"):
-            return _emit(args, _dict(job), lambda: print(f"Job <{shown(args.id)}> {command}: done; array "
-                                                          f"<{job.id}> now {_counts(job)}"))
+            said = f"Job <{shown(args.id)}> {command}: done; array <{job.id}> now {_counts(job)}"
+            return _emit(args, lambda: _dict(job), lambda: print(said))
         pending = " (being killed; pending again once it has ended)" if job.requeue_requested else \
             " (being killed)" if job.kill_requested else ""
-        return _emit(args, _dict(job), lambda: print(f"Job <{job.id}> {command}: now "
+        return _emit(args, lambda: _dict(job), lambda: print(f"Job <{job.id}> {command}: now "
                                                       f"{api.JobState.Name(job.state)}{pending}"))
     if command == "run":
         job = client.run(args.id, args.host)
-        return _emit(args, _dict(job), lambda: print(f"Job <{job.id}> is forced to run on <{job.host}>."))
+        return _emit(args, lambda: _dict(job),
+                     lambda: print(f"Job <{job.id}> is forced to run on <{job.host}>."))
     if command == "modify":
         job = client.modify(args.id, args.priority, args.queue, args.resource_req)
-        return _emit(args, _dict(job), lambda: print(f"Job <{job.id}> modified"))
+        return _emit(args, lambda: _dict(job), lambda: print(f"Job <{job.id}> modified"))
     if command == "queues":
         response = client.list_queues(stale=args.stale)
-        return _emit(args, _dict(response), lambda: _queue_table(response))
+        return _emit(args, lambda: _dict(response), lambda: _queue_table(response))
     if command == "queue":
         queue = api.Queue(name=args.name, priority=30)
         if args.queue_command == "update":
@@ -395,18 +402,18 @@ def _run(client: Client, args: argparse.Namespace) -> int:
             if getattr(args, field) is not None:
                 setattr(queue, field, getattr(args, field))
         result = client.put_queue(queue, create=args.queue_command == "create")
-        return _emit(args, _dict(result), lambda: print(f"Queue <{args.name}> {args.queue_command}d"))
+        return _emit(args, lambda: _dict(result), lambda: print(f"Queue <{args.name}> {args.queue_command}d"))
     if command == "hosts":
         hosts = client.list_hosts(stale=args.stale)
-        return _emit(args, _dict(hosts), lambda: _host_table(hosts))
+        return _emit(args, lambda: _dict(hosts), lambda: _host_table(hosts))
     if command == "status":
         status = client.status()
-        return _emit(args, _dict(status), lambda: _status_table(status))
+        return _emit(args, lambda: _dict(status), lambda: _status_table(status))
     if command == "token":
         return _token(client, args)
     if command == "whoami":
         me = client.who_am_i()
-        return _emit(args, _dict(me), lambda: print(f"{me.name} (role {me.role}, by {me.via}): "
+        return _emit(args, lambda: _dict(me), lambda: print(f"{me.name} (role {me.role}, by {me.via}): "
                                                      f"{', '.join(me.permissions)}"))
     raise AssertionError(command)
 
@@ -416,14 +423,14 @@ def _token(client: Client, args: argparse.Namespace) -> int:
         token, digest = new_token()
         expires_ms = int((time.time() + args.expires_s) * 1000) if args.expires_s > 0 else 0
         info = client.create_token(digest, args.user, args.role, expires_ms, args.description).token
-        return _emit(args, {"token": token, **_dict(info)}, lambda: print(
+        return _emit(args, lambda: {"token": token, **_dict(info)}, lambda: print(
             f"{token}\n(token {info.id} for {info.user}, role {info.role}; shown once: store it 0600, "
             "for example in ~/.config/xce/token)"))
     if args.token_command == "list":
         found = client.list_tokens()
-        return _emit(args, {"tokens": [_dict(t) for t in found]}, lambda: _token_table(found))
+        return _emit(args, lambda: {"tokens": [_dict(t) for t in found]}, lambda: _token_table(found))
     revoked = client.revoke_token(args.id)
-    return _emit(args, _dict(revoked), lambda: print(f"token {args.id} revoked"))
+    return _emit(args, lambda: _dict(revoked), lambda: print(f"token {args.id} revoked"))
 
 
 def _token_table(found: list[api.TokenInfo]) -> None:
@@ -453,17 +460,20 @@ def _submit(client: Client, args: argparse.Namespace) -> int:
     specs = cli_submit.read_specs(args)
     response = client.submit(specs)
     jobs = list(response.jobs)
-    return _emit(args, {"jobs": [_dict(j) for j in jobs]} if len(jobs) != 1 else _dict(jobs[0]),
+    return _emit(args, lambda: {"jobs": [_dict(j) for j in jobs]} if len(jobs) != 1 else _dict(jobs[0]),
                  lambda: print(cli_submit.describe(jobs)))
 
 
 def _dict(message: Any) -> dict[str, Any]:
+    from google.protobuf.json_format import MessageToDict  # 20-40 ms to import: only for --json
+
     return MessageToDict(message, preserving_proto_field_name=True)
 
 
-def _emit(args: argparse.Namespace, data: dict[str, Any], human: Any) -> int:
+def _emit(args: argparse.Namespace, data: Callable[[], dict[str, Any]], human: Any) -> int:
+    """Print `data()` as JSON with --json, else call `human` (the JSON costs an import: only then)."""
     if getattr(args, "json", False):
-        print(json.dumps(data, indent=2, sort_keys=True))
+        print(json.dumps(data(), indent=2, sort_keys=True))
     else:
         human()
     return 0

@@ -17,14 +17,17 @@ import hashlib
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from typing import Any, BinaryIO, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar
 
-import grpc
 from google.protobuf.message import Message
 
 from xce.credentials import Credentials
+from xce.http2 import RpcFailure
 from xce.v1 import api_pb2 as api
+
+if TYPE_CHECKING:
+    import grpc
 
 LEADER_METADATA = "x-xce-leader"
 M = TypeVar("M", bound=Message)
@@ -32,16 +35,36 @@ T = TypeVar("T")
 # Outcomes unknown, so retried: every write carries a request id, which makes a repeat return the
 # first answer. This client never cancels its own calls, so CANCELLED is the server's gRPC core
 # giving up on one (seen once in a few runs while a leader of 5,000 worker streams stepped down).
-RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
+RETRYABLE = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"}
 
 
 class XceError(Exception):
-    """A call failed for good: the gRPC status code and the server's message."""
+    """A call failed for good: the gRPC status code (by name) and the server's message."""
 
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(f"{code.name}: {message}")
-        self.code = code
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code_name = code
         self.message = message
+
+    @property
+    def code(self) -> grpc.StatusCode:
+        """The code as grpc's enum (imports grpc: not for the command line, which uses code_name)."""
+        import grpc
+
+        return grpc.StatusCode[self.code_name]
+
+
+class Transport(Protocol):
+    """How calls reach a replica: grpc (xce/grpc_transport.py) or the CLI's own HTTP/2 (xce/http2.py).
+    Failures are RpcFailure, with gRPC's code names and the trailing metadata."""
+
+    def unary(self, address: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]],
+              timeout_s: float) -> bytes: ...
+
+    def stream(self, address: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]],
+               timeout_s: float) -> Iterator[bytes]: ...
+
+    def close(self) -> None: ...
 
 
 def new_request_id() -> str:
@@ -52,7 +75,7 @@ class Client:
     def __init__(self, addresses: Sequence[str], credentials: Credentials, deadline_s: float = 30.0,
                  call_timeout_s: float = 5.0,
                  max_backoff_s: float = 0.1, rng: random.Random | None = None,
-                 follow_leader: bool = True) -> None:
+                 follow_leader: bool = True, transport: Transport | None = None) -> None:
         if not addresses:
             raise ValueError("no controller addresses")
         self.addresses = list(addresses)
@@ -65,17 +88,16 @@ class Client:
         self.follow_leader = follow_leader
         self._rng = rng or random.Random()
         self._target = self.addresses[0]
-        self._channels: dict[str, grpc.Channel] = {}
-        self._stubs: dict[tuple[str, str], Any] = {}
-        self._tls_stamp = credentials.stamp()
+        if transport is None:
+            from xce.grpc_transport import GrpcTransport
+
+            transport = GrpcTransport(credentials)
+        self.transport = transport
         self.redirects = 0
         self.retries = 0
 
     def close(self) -> None:
-        for channel in self._channels.values():
-            channel.close()
-        self._channels.clear()
-        self._stubs.clear()
+        self.transport.close()
 
     def __enter__(self) -> Client:
         return self
@@ -197,11 +219,11 @@ class Client:
 
     def call(self, service: str, method: str, request: Message, response_class: type[M]) -> M:
         path = f"/xce.v1.{service}/{method}"
+        data = request.SerializeToString()
 
         def attempt(target: str, timeout: float) -> M:
-            response: M = self._stub(target, path, response_class)(request, timeout=timeout,
-                                                                    metadata=self.credentials.metadata())
-            return response
+            raw = self.transport.unary(target, path, data, self.credentials.metadata(), timeout)
+            return response_class.FromString(raw)
 
         return self._retrying(attempt)
 
@@ -210,33 +232,33 @@ class Client:
         checksum the leader sends last; its header and that SHA-256. The opening is retried like a
         call; a stream broken later is an error (start again)."""
         path = "/xce.v1.AdminService/SaveSnapshot"
+        request = api.SaveSnapshotRequest().SerializeToString()
 
-        def opening(target: str, timeout: float) -> tuple[Any, api.BackupChunk]:
-            stream = self._channel(target).unary_stream(
-                path, request_serializer=_serialize, response_deserializer=api.BackupChunk.FromString)(
-                api.SaveSnapshotRequest(), metadata=self.credentials.metadata())
-            return stream, next(stream)  # the header comes once the copy is made
+        def opening(target: str, timeout: float) -> tuple[Iterator[bytes], api.BackupChunk]:
+            # The header comes once the copy is made; the rest within the deadline of the whole.
+            metadata = self.credentials.metadata()
+            stream = self.transport.stream(target, path, request, metadata, self.deadline_s)
+            return stream, api.BackupChunk.FromString(next(stream))
 
         stream, first = self._retrying(opening)
         if not first.HasField("header"):
-            raise XceError(grpc.StatusCode.INTERNAL, "the snapshot stream did not start with its header")
+            raise XceError("INTERNAL", "the snapshot stream did not start with its header")
         header, digest, size = first.header, hashlib.sha256(), 0
         try:
-            for chunk in stream:
+            for raw in stream:
+                chunk = api.BackupChunk.FromString(raw)
                 if chunk.HasField("data"):
                     out.write(chunk.data)
                     digest.update(chunk.data)
                     size += len(chunk.data)
                 elif chunk.HasField("sha256"):
                     if chunk.sha256 != digest.digest() or size != header.size:
-                        raise XceError(grpc.StatusCode.DATA_LOSS, f"the snapshot arrived damaged ({size} of "
+                        raise XceError("DATA_LOSS", f"the snapshot arrived damaged ({size} of "
                                        f"{header.size} bytes, or a checksum that does not match)")
                     return header, digest.digest()
-        except grpc.RpcError as exc:
-            raise XceError(exc.code(), f"the snapshot stream broke after {size} bytes: "
-                                       f"{exc.details()}") from None
-        raise XceError(grpc.StatusCode.UNAVAILABLE, f"the snapshot stream ended after {size} bytes, "
-                       "before its checksum")
+        except RpcFailure as exc:
+            raise XceError(exc.code, f"the snapshot stream broke after {size} bytes: {exc.details}") from None
+        raise XceError("UNAVAILABLE", f"the snapshot stream ended after {size} bytes, before its checksum")
 
     def _retrying(self, attempt: Callable[[str, float], T]) -> T:
         """attempt(target, timeout) until it returns, following leader hints, retrying what may pass."""
@@ -248,10 +270,11 @@ class Client:
             target = self._target
             try:
                 return attempt(target, min(self.call_timeout_s, max(0.1, deadline - time.monotonic())))
-            except grpc.RpcError as exc:
-                code, details = exc.code(), exc.details() or ""
-                leader = leader_hint(exc)
-                if code == grpc.StatusCode.FAILED_PRECONDITION and leader and self.follow_leader:
+            except (RpcFailure, StopIteration) as exc:
+                failure = exc if isinstance(exc, RpcFailure) else RpcFailure("UNAVAILABLE", "no answer")
+                code, details = failure.code, failure.details
+                leader = hint(failure.trailers)
+                if code == "FAILED_PRECONDITION" and leader and self.follow_leader:
                     self._target = leader
                     self.redirects += 1
                     hops += 1
@@ -262,10 +285,10 @@ class Client:
                     raise XceError(code, details) from None
                 else:
                     self._target = self._next(target)
-                last = f"{code.name}: {details}"
+                last = f"{code}: {details}"
             self.retries += 1
             if time.monotonic() + backoff > deadline:
-                raise XceError(grpc.StatusCode.UNAVAILABLE, f"gave up after {self.deadline_s:.0f} s: {last}")
+                raise XceError("UNAVAILABLE", f"gave up after {self.deadline_s:.0f} s: {last}")
             time.sleep(backoff * (0.5 + self._rng.random()))
             backoff = min(backoff * 2, self.max_backoff_s)
 
@@ -273,77 +296,22 @@ class Client:
         """Send the next call to `address` (one known to lead, say), not to the last one tried."""
         self._target = address
 
+    @property
+    def target(self) -> str:
+        """The replica the next call goes to (the leader, once a call found it)."""
+        return self._target
+
     def _next(self, address: str) -> str:
         if address not in self.addresses:
             return self.addresses[0]
         return self.addresses[(self.addresses.index(address) + 1) % len(self.addresses)]
 
-    def _stub(self, address: str, path: str, response_class: type[Message]) -> Any:
-        self._fresh()
-        stub = self._stubs.get((address, path))
-        if stub is None:
-            stub = self._channel(address).unary_unary(path, request_serializer=_serialize,
-                                                      response_deserializer=response_class.FromString)
-            self._stubs[(address, path)] = stub
-        return stub
 
-    def _fresh(self) -> None:
-        """TLS files rotated (xce/credentials.py): connect again, presenting and trusting the new ones."""
-        stamp = self.credentials.stamp()
-        if stamp != self._tls_stamp:
-            self._tls_stamp = stamp
-            for old in self._channels.values():
-                old.close()
-            self._channels.clear()
-            self._stubs.clear()
-
-    def _channel(self, address: str) -> grpc.Channel:
-        self._fresh()
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = self.credentials.channel(address, channel_options())
-            self._channels[address] = channel
-        return channel
-
-
-# A replica cut off by a partition drops packets instead of refusing them. Without
-# these a call to it waits for its whole timeout and a stream for its silence
-# watchdog; with them the transport itself notices: a connection silent for
-# KEEPALIVE_MS is pinged, and one whose ping is not answered within KEEPALIVE_MS
-# more is closed (UNAVAILABLE); a connection attempt (TCP, TLS, HTTP/2 settings)
-# not done within CONNECT_TIMEOUT_MS fails. Pings are answered by gRPC's own
-# threads, so a leader busy in Python is not taken for a dead one. The server
-# allows pings this often (controller/grpc_api.py server_options).
-KEEPALIVE_MS = 500
-CONNECT_TIMEOUT_MS = 500
-
-
-def channel_options(keepalive_ms: int = KEEPALIVE_MS) -> list[tuple[str, Any]]:
-    """`keepalive_ms`: the workers, thousands of them, ping less often; their heartbeats notice a
-    silent leader (worker/daemon.py)."""
-    return [
-        ("grpc.max_send_message_length", 1 << 20),
-        ("grpc.max_receive_message_length", 16 << 20),
-        ("grpc.keepalive_time_ms", keepalive_ms),
-        ("grpc.http2.ping_timeout_ms", keepalive_ms),  # a ping's answer (default 1 min)
-        # Also the kernel's TCP_USER_TIMEOUT (bytes sent, not acknowledged): lenient, for lossy links.
-        ("grpc.keepalive_timeout_ms", 4 * keepalive_ms),
-        ("grpc.http2.max_pings_without_data", 0),  # a stream only read from must ping too
-        ("grpc.enable_retries", 0),
-        ("grpc.initial_reconnect_backoff_ms", 100),
-        ("grpc.max_reconnect_backoff_ms", 1000),
-        ("grpc.min_reconnect_backoff_ms", CONNECT_TIMEOUT_MS),  # gRPC's name for the connect timeout
-    ]
-
-
-def _serialize(message: Message) -> bytes:
-    return bytes(message.SerializeToString())
-
-
-def leader_hint(exc: grpc.RpcError) -> str | None:
+def hint(trailers: Sequence[tuple[str, str]]) -> str | None:
     """The leader's address a follower named in its refusal, if any."""
-    trailing = exc.trailing_metadata() if isinstance(exc, grpc.Call) else None
-    for key, value in trailing or ():
+    for key, value in trailers:
         if key == LEADER_METADATA and value:
-            return str(value)
+            return value
     return None
+
+

@@ -40,9 +40,10 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import grpc
+if TYPE_CHECKING:  # imported where a channel is made: the command line never makes one
+    import grpc
 
 TOKEN_PREFIX = "xce_"
 AUTH_METADATA = "authorization"
@@ -123,11 +124,15 @@ class Credentials:
         return None if files is None else FileWatch.stamp((files.ca, files.cert, files.key))
 
     def channel(self, address: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel:
+        import grpc
+
         if self.insecure:
             return grpc.insecure_channel(address, options=list(options))
         return grpc.secure_channel(address, self._channel_credentials(), options=list(options))
 
     def aio_channel(self, address: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
+        import grpc
+
         if self.insecure:
             return grpc.aio.insecure_channel(address, options=list(options))
         return grpc.aio.secure_channel(address, self._channel_credentials(), options=list(options))
@@ -140,6 +145,8 @@ class Credentials:
                                    "insecure = true")
 
     def _channel_credentials(self) -> grpc.ChannelCredentials:
+        import grpc
+
         self.check()
         ca, cert, key = self.tls()
         return grpc.ssl_channel_credentials(ca, key, cert)

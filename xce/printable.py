@@ -8,12 +8,12 @@ character (\\x1b, \\r, the bidirectional overrides) the way Python writes them.
 
 from __future__ import annotations
 
-import unicodedata
-
 
 def shown(text: str) -> str:
     if text.isprintable():
         return text
+    import unicodedata  # only for text that needs it: a command line starts faster without
+
     return "".join(c if c.isprintable() and unicodedata.category(c) != "Cf" else _escape(c) for c in text)
 
 

@@ -1,0 +1,493 @@
+"""A small gRPC client over HTTP/2, for the command line: unary and server-streaming calls.
+
+Theory of operation. The grpc package costs a command 40-80 ms to import
+(and its core imports asyncio), more than all the rest of `xce submit`. A
+gRPC call is an HTTP/2 POST: request headers (`:path /xce.v1.JobService/
+SubmitJobs`, `content-type: application/grpc`, `te: trailers`, the
+caller's metadata), the message as one length-prefixed DATA payload, and in
+return headers, the response messages, and trailers with `grpc-status`,
+`grpc-message` and any metadata (`x-xce-leader`). This module speaks just
+that much of HTTP/2 (RFC 9113) over one TLS (ALPN h2) or plain TCP
+connection per replica, with the standard library's socket and ssl:
+
+- HPACK (RFC 7541): requests use literal fields without indexing (no state
+  to keep); responses are decoded with the static table, a dynamic table,
+  and the Huffman code (xce/hpack_tables.py).
+- Flow control: the client opens its windows wide at the start (it reads
+  every response whole), and sends its own DATA within the server's window,
+  waiting for WINDOW_UPDATE when it is spent.
+- SETTINGS and PING are answered; GOAWAY and RST_STREAM end the call as
+  UNAVAILABLE (retried by the client library, with the same request id).
+
+Failures come out as `RpcFailure(code, details, trailers)` with gRPC's code
+names, which `xce.client.Client` handles as it handles grpc's errors.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import struct
+import time
+from collections.abc import Iterator, Sequence
+
+from xce.credentials import Credentials
+from xce.hpack_tables import HUFFMAN_CODES, HUFFMAN_LENGTHS, STATIC_TABLE
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+DATA, HEADERS, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = \
+    0x0, 0x1, 0x3, 0x4, 0x5, 0x6, 0x7, 0x8, 0x9
+END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY = 0x1, 0x1, 0x4, 0x8, 0x20
+SETTINGS_HEADER_TABLE_SIZE, SETTINGS_ENABLE_PUSH, SETTINGS_INITIAL_WINDOW_SIZE, SETTINGS_MAX_FRAME_SIZE = \
+    0x1, 0x2, 0x4, 0x5
+WINDOW = (1 << 31) - 1
+MAX_RESPONSE = 64 << 20  # bytes of one call's response messages
+
+# gRPC status numbers -> names (grpc.StatusCode's)
+CODES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+         "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+         "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
+
+
+class RpcFailure(Exception):
+    def __init__(self, code: str, details: str, trailers: Sequence[tuple[str, str]] = ()) -> None:
+        super().__init__(f"{code}: {details}")
+        self.code = code
+        self.details = details
+        self.trailers = tuple(trailers)
+
+
+# ---------------------------------------------------------------- HPACK
+
+
+def encode_headers(headers: Sequence[tuple[str, str]]) -> bytes:
+    """Literal fields without indexing, new names, no Huffman: nothing for either side to remember."""
+    out = bytearray()
+    for name, value in headers:
+        out.append(0)
+        for text in (name.encode(), value.encode()):
+            out += _integer(len(text), 7, 0)
+            out += text
+    return bytes(out)
+
+
+def _integer(value: int, prefix: int, flags: int) -> bytes:
+    limit = (1 << prefix) - 1
+    if value < limit:
+        return bytes([flags | value])
+    out = bytearray([flags | limit])
+    value -= limit
+    while value >= 128:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_HUFFMAN = {(length, code): symbol for symbol, (code, length) in enumerate(zip(HUFFMAN_CODES, HUFFMAN_LENGTHS,
+                                                                              strict=True))}
+
+
+def huffman_decode(data: bytes) -> bytes:
+    out = bytearray()
+    code = length = 0
+    for byte in data:
+        for shift in range(7, -1, -1):
+            code = (code << 1) | ((byte >> shift) & 1)
+            length += 1
+            symbol = _HUFFMAN.get((length, code))
+            if symbol is not None:
+                if symbol == 256:
+                    raise ValueError("EOS in a Huffman string")
+                out.append(symbol)
+                code = length = 0
+            elif length > 30:
+                raise ValueError("bad Huffman code")
+    if length > 7 or code != (1 << length) - 1:  # padding: the most significant bits of EOS, all ones
+        raise ValueError("bad Huffman padding")
+    return bytes(out)
+
+
+class HeaderDecoder:
+    """HPACK decoding with the dynamic table (RFC 7541 section 2.3)."""
+
+    def __init__(self, max_size: int = 4096) -> None:
+        self.max_size = max_size
+        self.table: list[tuple[str, str]] = []  # newest first
+        self.size = 0
+
+    def decode(self, block: bytes) -> list[tuple[str, str]]:
+        headers: list[tuple[str, str]] = []
+        i = 0
+        while i < len(block):
+            first = block[i]
+            if first & 0x80:  # indexed field
+                index, i = _read_integer(block, i, 7)
+                headers.append(self._entry(index))
+            elif first & 0x40:  # literal with incremental indexing
+                index, i = _read_integer(block, i, 6)
+                name, value, i = self._literal(block, i, index)
+                headers.append((name, value))
+                self._add(name, value)
+            elif first & 0x20:  # dynamic table size update
+                size, i = _read_integer(block, i, 5)
+                self.max_size = size
+                self._evict()
+            else:  # literal without indexing or never indexed
+                index, i = _read_integer(block, i, 4)
+                name, value, i = self._literal(block, i, index)
+                headers.append((name, value))
+        return headers
+
+    def _literal(self, block: bytes, i: int, index: int) -> tuple[str, str, int]:
+        if index:
+            name = self._entry(index)[0]
+        else:
+            raw, i = _read_string(block, i)
+            name = raw.decode("latin-1")
+        raw, i = _read_string(block, i)
+        return name, raw.decode("latin-1"), i
+
+    def _entry(self, index: int) -> tuple[str, str]:
+        if 1 <= index <= len(STATIC_TABLE):
+            return STATIC_TABLE[index - 1]
+        dynamic = index - len(STATIC_TABLE) - 1
+        if 0 <= dynamic < len(self.table):
+            return self.table[dynamic]
+        raise ValueError(f"header index {index} out of range")
+
+    def _add(self, name: str, value: str) -> None:
+        self.table.insert(0, (name, value))
+        self.size += len(name) + len(value) + 32
+        self._evict()
+
+    def _evict(self) -> None:
+        while self.size > self.max_size and self.table:
+            name, value = self.table.pop()
+            self.size -= len(name) + len(value) + 32
+
+
+def _read_integer(data: bytes, i: int, prefix: int) -> tuple[int, int]:
+    limit = (1 << prefix) - 1
+    value = data[i] & limit
+    i += 1
+    if value < limit:
+        return value, i
+    shift = 0
+    while True:
+        if i >= len(data):
+            raise ValueError("truncated integer")
+        byte = data[i]
+        i += 1
+        value += (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, i
+
+
+def _read_string(data: bytes, i: int) -> tuple[bytes, int]:
+    huffman = data[i] & 0x80
+    length, i = _read_integer(data, i, 7)
+    raw = data[i:i + length]
+    if len(raw) != length:
+        raise ValueError("truncated string")
+    return (huffman_decode(raw) if huffman else raw), i + length
+
+
+# ---------------------------------------------------------------- the connection
+
+
+def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+
+class Connection:
+    """One HTTP/2 connection to a replica; calls one at a time (the command line's way)."""
+
+    def __init__(self, address: str, tls: ssl.SSLContext | None, timeout_s: float) -> None:
+        host, _, port = address.rpartition(":")
+        self.authority = address
+        self.scheme = "https" if tls is not None else "http"
+        raw = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self.sock: socket.socket = tls.wrap_socket(raw, server_hostname=host.strip("[]")) \
+                if tls is not None else raw
+        except BaseException:
+            raw.close()
+            raise
+        if tls is not None and self.sock.selected_alpn_protocol() != "h2":  # type: ignore[attr-defined]
+            self.sock.close()
+            raise RpcFailure("UNAVAILABLE", f"{address} does not speak HTTP/2")
+        self.buffer = bytearray()
+        self.decoder = HeaderDecoder()
+        self.next_stream = 1
+        self.send_window = 65535  # the connection's, from the server
+        self.stream_window_initial = 65535
+        self.window = 65535  # the current stream's send window
+        self.max_frame = 16384
+        self.closed = False
+        settings = struct.pack(">HIHIHI", SETTINGS_ENABLE_PUSH, 0, SETTINGS_INITIAL_WINDOW_SIZE, WINDOW,
+                               SETTINGS_HEADER_TABLE_SIZE, 4096)
+        self.sock.sendall(PREFACE + frame(SETTINGS, 0, 0, settings) +
+                          frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", WINDOW - 65535)))
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+
+    def call(self, path: str, message: bytes, metadata: Sequence[tuple[str, str]], timeout_s: float,
+             ) -> Iterator[bytes]:
+        """The response messages of one call, as they come; RpcFailure for a gRPC error status."""
+        deadline = time.monotonic() + timeout_s
+        stream = self.next_stream
+        self.next_stream += 2
+        headers = [(":method", "POST"), (":scheme", self.scheme), (":path", path),
+                   (":authority", self.authority), ("content-type", "application/grpc"), ("te", "trailers"),
+                   ("grpc-timeout", f"{max(1, int(timeout_s * 1000))}m"), *metadata]
+        self.sock.settimeout(max(0.01, timeout_s))
+        self.sock.sendall(frame(HEADERS, END_HEADERS, stream, encode_headers(headers)))
+        self._send_data(stream, struct.pack(">BI", 0, len(message)) + message, deadline)
+        return self._responses(stream, deadline)
+
+    def _send_data(self, stream: int, body: bytes, deadline: float) -> None:
+        self.window = self.stream_window_initial  # this stream's: a new initial size moves it (_other)
+        sent = 0
+        while True:
+            window = self.window
+            room = min(window, self.send_window, self.max_frame)
+            if room > 0 or sent == len(body):
+                piece = body[sent:sent + room]
+                last = sent + len(piece) == len(body)
+                self.sock.sendall(frame(DATA, END_STREAM if last else 0, stream, piece))
+                sent += len(piece)
+                self.window -= len(piece)
+                self.send_window -= len(piece)
+                if last:
+                    return
+                continue
+            kind, flags, on, payload = self._frame(deadline)  # wait for the server to open its window
+            if kind == WINDOW_UPDATE:
+                increment = struct.unpack(">I", payload)[0] & 0x7FFFFFFF
+                if on == 0:
+                    self.send_window += increment
+                elif on == stream:
+                    self.window += increment
+            elif kind == RST_STREAM and on == stream or kind == GOAWAY:
+                self._fail(kind, payload)
+            else:
+                self._other(kind, flags, on, payload)
+
+    def _responses(self, stream: int, deadline: float) -> Iterator[bytes]:
+        body = bytearray()
+        block = bytearray()
+        headers: list[tuple[str, str]] = []
+        total = 0
+        ends = False
+        while True:
+            kind, flags, on, payload = self._frame(deadline)
+            if on != stream or kind in (SETTINGS, PING, WINDOW_UPDATE, PUSH_PROMISE):
+                if kind == GOAWAY:
+                    self._fail(kind, payload)
+                self._other(kind, flags, on, payload)
+                continue
+            if kind == RST_STREAM:
+                self._fail(kind, payload)
+            if kind == DATA:
+                body += _unpad(flags, payload)
+                total += len(payload)
+                if total > MAX_RESPONSE:
+                    raise RpcFailure("RESOURCE_EXHAUSTED", f"a response of more than {MAX_RESPONSE} bytes")
+                while len(body) >= 5:
+                    length = struct.unpack(">I", body[1:5])[0]
+                    if len(body) < 5 + length:
+                        break
+                    if body[0]:
+                        raise RpcFailure("INTERNAL", "a compressed response, which was not asked for")
+                    yield bytes(body[5:5 + length])
+                    del body[:5 + length]
+            elif kind in (HEADERS, CONTINUATION):
+                if kind == HEADERS:
+                    payload = _unpad(flags, payload)
+                    if flags & PRIORITY:
+                        payload = payload[5:]
+                    ends = bool(flags & END_STREAM)
+                block += payload
+                if flags & END_HEADERS:
+                    headers += self.decoder.decode(bytes(block))
+                    block.clear()
+                    if ends:
+                        self._finish(headers)
+                        return
+            if kind == DATA and flags & END_STREAM:
+                self._finish(headers)
+                return
+
+    def _finish(self, headers: list[tuple[str, str]]) -> None:
+        values = dict(headers)
+        status = values.get("grpc-status")
+        if status is None:
+            raise RpcFailure("UNKNOWN" if values.get(":status") == "200" else "UNAVAILABLE",
+                             f"no grpc-status (HTTP {values.get(':status', '?')})", headers)
+        code = CODES[int(status)] if status.isdigit() and int(status) < len(CODES) else "UNKNOWN"
+        if code != "OK":
+            raise RpcFailure(code, percent_decode(values.get("grpc-message", "")), headers)
+
+    def _frame(self, deadline: float) -> tuple[int, int, int, bytes]:
+        while True:
+            if len(self.buffer) >= 9:
+                length = int.from_bytes(self.buffer[:3], "big")
+                if len(self.buffer) >= 9 + length:
+                    kind, flags = self.buffer[3], self.buffer[4]
+                    stream = struct.unpack(">I", self.buffer[5:9])[0] & 0x7FFFFFFF
+                    payload = bytes(self.buffer[9:9 + length])
+                    del self.buffer[:9 + length]
+                    return kind, flags, stream, payload
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RpcFailure("DEADLINE_EXCEEDED", "no answer in time")
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(1 << 16)
+            except TimeoutError:
+                raise RpcFailure("DEADLINE_EXCEEDED", "no answer in time") from None
+            if not chunk:
+                raise RpcFailure("UNAVAILABLE", "the connection closed")
+            self.buffer += chunk
+
+    def _other(self, kind: int, flags: int, stream: int, payload: bytes) -> None:
+        if kind == SETTINGS and not flags & ACK:
+            for i in range(0, len(payload) - 5, 6):
+                key, value = struct.unpack(">HI", payload[i:i + 6])
+                if key == SETTINGS_INITIAL_WINDOW_SIZE:
+                    self.window += value - self.stream_window_initial  # RFC 9113 6.9.2
+                    self.stream_window_initial = value
+                elif key == SETTINGS_MAX_FRAME_SIZE:
+                    self.max_frame = value
+            self.sock.sendall(frame(SETTINGS, ACK, 0))
+        elif kind == PING and not flags & ACK:
+            self.sock.sendall(frame(PING, ACK, 0, payload))
+        elif kind == WINDOW_UPDATE and stream == 0:
+            self.send_window += struct.unpack(">I", payload)[0] & 0x7FFFFFFF
+
+    def _fail(self, kind: int, payload: bytes) -> None:
+        self.close()
+        what = "the server reset the call" if kind == RST_STREAM else "the server is going away"
+        raise RpcFailure("UNAVAILABLE", what)
+
+
+def percent_decode(text: str) -> str:
+    """grpc-message is percent-encoded UTF-8 (gRPC's HTTP/2 protocol)."""
+    if "%" not in text:
+        return text
+    raw = bytearray()
+    i = 0
+    while i < len(text):
+        pair = text[i + 1:i + 3]
+        if text[i] == "%" and len(pair) == 2 and all(c in "0123456789abcdefABCDEF" for c in pair):
+            raw.append(int(pair, 16))
+            i += 3
+        else:
+            raw += text[i].encode()
+            i += 1
+    return raw.decode("utf-8", "replace")
+
+
+def _unpad(flags: int, payload: bytes) -> bytes:
+    if flags & PADDED and payload:
+        return payload[1:len(payload) - payload[0]]
+    return payload
+
+
+def tls_context(ca: bytes, cert: bytes | None, key: bytes | None, cert_path: str | None = None,
+                key_path: str | None = None) -> ssl.SSLContext:
+    """Mutual TLS against the cluster CA, offering HTTP/2 (what a gRPC server takes). ssl loads a
+    certificate only from files: the given paths, or else the bytes written where only this process
+    can read them."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_verify_locations(cadata=ca.decode())
+    context.set_alpn_protocols(["h2"])
+    if cert_path and key_path:
+        context.load_cert_chain(cert_path, key_path)
+    elif cert is not None and key is not None:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="xce-tls-") as tmp:
+            cert_file, key_file = os.path.join(tmp, "c"), os.path.join(tmp, "k")
+            for path, data in ((cert_file, cert), (key_file, key)):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+            context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+class Http2Transport:
+    """xce.client's transport without the grpc package: one Connection per replica."""
+
+    def __init__(self, credentials: Credentials) -> None:
+        self.credentials = credentials
+        self._connections: dict[str, Connection] = {}
+        self._context: ssl.SSLContext | None = None
+
+    def close(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
+
+    def unary(self, address: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]],
+              timeout_s: float) -> bytes:
+        for message in self.stream(address, path, request, metadata, timeout_s):
+            return message
+        raise RpcFailure("INTERNAL", "no response message")
+
+    def stream(self, address: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]],
+               timeout_s: float) -> Iterator[bytes]:
+        connection = self._connection(address, timeout_s)
+        try:
+            yield from connection.call(path, request, metadata, timeout_s)
+        except (OSError, ValueError, struct.error) as exc:
+            connection.close()
+            self._connections.pop(address, None)
+            raise RpcFailure("UNAVAILABLE", f"{address}: {exc}") from None
+        except RpcFailure as exc:
+            if exc.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+                connection.close()
+                self._connections.pop(address, None)
+            raise
+
+    def _connection(self, address: str, timeout_s: float) -> Connection:
+        connection = self._connections.get(address)
+        if connection is not None and not connection.closed:
+            return connection
+        try:
+            connection = Connection(address, self._tls(), min(timeout_s, CONNECT_TIMEOUT_S))
+        except ssl.SSLError as exc:
+            raise RpcFailure("UNAVAILABLE", f"{address}: TLS: {exc.reason or exc}") from None
+        except OSError as exc:
+            raise RpcFailure("UNAVAILABLE", f"{address}: {exc.strerror or exc}") from None
+        self._connections[address] = connection
+        return connection
+
+    def _tls(self) -> ssl.SSLContext | None:
+        credentials = self.credentials
+        if credentials.insecure:
+            return None
+        if self._context is None:
+            credentials.check()
+            ca, cert, key = credentials.tls()
+            assert ca is not None  # check() says so
+            files = credentials.files
+            paths = (str(files.cert), str(files.key)) if files is not None and files.cert and files.key \
+                and (cert, key) == (credentials.cert, credentials.key) else (None, None)
+            self._context = tls_context(ca, cert, key, *paths)
+        return self._context
+
+
+CONNECT_TIMEOUT_S = 1.0
