@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow cluster bench bench-scale bench-etcd lint proto soak tlc clean
+.PHONY: demo test test-slow cluster bench bench-htc bench-scale bench-etcd lint proto soak tlc clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,7 +28,11 @@ cluster: $(STAMP)
 	$(BIN)/xce cluster up
 
 bench: $(STAMP)
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run.py; $(BIN)/python bench/htc.py
+
+# Only the high-throughput part, beside Slurm (bench/htc.py; --no-slurm without it).
+bench-htc: $(STAMP)
+	$(BIN)/python bench/htc.py $(HTC_ARGS)
 
 # 1,000,000 finished jobs and 100,000 live ones on a real cluster (bench/history_scale.py; ~10 min).
 bench-scale: $(STAMP)

@@ -7,7 +7,10 @@ around it. A Follower keeps the view in step with committed state
 says a renewal is due (every third of its duration), so no pass can delay a
 renewal; the controller rejects any batch of an older epoch anyway
 (fencing). The pass loop runs when the view changed (and at least once a
-second), no sooner than `min_interval_s` after the last: it hands the
+second), no sooner than `min_interval_s` after the last, except that an
+event which frees slots (a report: a job ended; a join) starts the next
+pass at once: a short job's slot is not
+left idle for the interval (issue 15's turnover). Each pass hands the
 decider a snapshot of the view and the time, sends the batch it returns as
 one DecisionBatch, and hands back the answer. The outcome is learned from
 the view, not from the reply.
@@ -38,6 +41,11 @@ from xce.v1 import api_pb2 as api
 log = logging.getLogger("xce.scheduler")
 
 
+# Entry kinds whose event starts a pass at once: slots freed (a job's end is a report) or hosts
+# joined. A submit waits for the interval: under a stream of submits the passes would never rest.
+URGENT_KINDS = frozenset({"report", "reports", "join_host", "joins"})
+
+
 class Scheduler:
     def __init__(self, addresses: Sequence[str], credentials: Credentials, scheduler_id: str | None = None,
                  lease_s: float = 10.0,
@@ -52,8 +60,8 @@ class Scheduler:
         self.decider = Decider(Lease(self.id, lease_s), self._picker, picker)
         self._lock = threading.Lock()  # the lease is shared by the pass loop and the lease thread
         self._changed = threading.Event()
-        self.follower = Follower(addresses, credentials, View(), on_change=lambda _: self._changed.set(),
-                                 clock=clock)
+        self._urgent = threading.Event()  # a change that should not wait for min_interval_s
+        self.follower = Follower(addresses, credentials, View(), on_change=self._view_changed, clock=clock)
         # Short calls: a batch sent to a leader that was just cut off must not
         # hold up the passes for long (its outcome is learned from the view anyway).
         self._client = Client(addresses, credentials, deadline_s=5.0, call_timeout_s=1.5)
@@ -75,6 +83,7 @@ class Scheduler:
 
     def stop(self) -> None:
         self._stop.set()
+        self._urgent.set()
         self._changed.set()
         self._renew_now.set()
 
@@ -89,8 +98,9 @@ class Scheduler:
                 self._changed.clear()
                 if self._stop.is_set():
                     break
+                self._urgent.clear()
                 self._pass()
-                self._stop.wait(self.min_interval_s)
+                self._urgent.wait(self.min_interval_s)
         finally:
             self._stop.set()
             self._renew_now.set()
@@ -98,6 +108,11 @@ class Scheduler:
             self.follower.stop()
             self._client.close()
             self._lease_client.close()
+
+    def _view_changed(self, view: View) -> None:
+        if view.last_kind in URGENT_KINDS:
+            self._urgent.set()
+        self._changed.set()
 
     def holds_lease(self) -> bool:
         with self._lock:

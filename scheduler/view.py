@@ -27,6 +27,7 @@ class View:
         self._building: dict[str, dict[bytes, bytes]] | None = None
         self.snapshots = 0  # how many snapshots were swapped in
         self.events = 0     # how many events were applied (skips not counted)
+        self.last_kind = ""  # the entry kind of the last event applied
 
     def sync_request(self) -> log.SyncRequest:
         """Where a (re)connected Sync stream resumes: after this revision, of this cluster."""
@@ -66,6 +67,7 @@ class View:
                 table[change.key] = change.value
         self.revision = event.revision
         self.events += 1
+        self.last_kind = event.kind
 
     # -------------------------------------------------------------- reading
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from xce.client import Client
+from xce.cluster_file import cached_leader, remember_leader
 from xce.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
 
@@ -107,3 +108,29 @@ def test_concurrent_submits_share_log_entries(live: LocalCluster) -> None:
         after = client.status(local_only=True).replicas[0].revision
         assert len(client.list_jobs(["name:eq:grouped"])) == threads * each
     assert after - before < threads * each
+
+
+def test_client_commands_import_no_grpc_asyncio_or_controller_and_cache_the_leader(
+        live: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Issue 15's lean CLI: what `xce submit` and `xce jobs` load, run as they are run."""
+    cache = tmp_path_factory.mktemp("cache")
+    env = {**os.environ, "XCE_DATA": str(live.data), "XDG_CACHE_HOME": str(cache)}
+    env.pop("XCE_CONTROLLERS", None)
+    probe = ("import runpy, sys\n"
+             "sys.argv = ['xce'] + sys.argv[1:]\n"
+             "try:\n    runpy.run_module('xce.cli', run_name='__main__')\n"
+             "except SystemExit as exc:\n    code = exc.code\n"
+             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('grpc', 'asyncio', 'controller', 'pysyncobj', 'lmdb'))\n"
+             "print('HEAVY', heavy, code, file=sys.stderr)\n")
+    leader = live.address(live.leader())
+    follower = next(a for a in live.addresses if a != leader)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(cache))
+        remember_leader(live.addresses, follower)  # a wrong guess: it costs one redirect, then is right
+        assert cached_leader(live.addresses) == follower
+        for args in (["submit", "--", "true"], ["jobs"], ["job", "1"], ["kill", "1"]):
+            done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True,
+                                  env=env, timeout=60)
+            assert "HEAVY [] 0" in done.stderr, (args, done.stderr[-2000:])
+        assert cached_leader(live.addresses) == leader
