@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from xce import cli_history, cli_member, cli_snapshot, cli_submit
 from xce.array_spec import describe as array_describe
@@ -80,23 +80,31 @@ def credentials(args: argparse.Namespace) -> Credentials:
         raise SystemExit(2) from None
 
 
+class Parser(argparse.ArgumentParser):
+    """A bad argument is one line on stderr and exit status 2 (usage is what --help is for)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: {shown(message)} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="xce", description="XCE batch workload manager")
+    parser = Parser(prog="xce", description="XCE batch workload manager")
     parser.add_argument("--controllers", help="host:port,... of the controller replicas")
     parser.add_argument("--cluster", help="the cluster file (replicas, TLS); default $XCE_CLUSTER or "
                                           "the local cluster's")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("controller", help="run one controller replica")
-    p.add_argument("--config", required=True, type=Path)
-    p.add_argument("--id", required=True, type=int)
+    p.add_argument("--config", required=True, type=Path, help="the cluster file (cluster.toml)")
+    p.add_argument("--id", required=True, type=int, help="this replica's id in the cluster file")
     p.add_argument("--join", action="store_true",
                    help="a new replica: run as a learner until `xce member add` takes it in")
     p.add_argument("--force-new-cluster", action="store_true",
                    help="disaster recovery: this survivor's state as a one-member cluster (etcd's name)")
 
     p = sub.add_parser("worker", help="run the worker daemon of this host")
-    p.add_argument("--config", required=True, type=Path)
+    p.add_argument("--config", required=True, type=Path, help="the worker's file (worker.toml)")
     p.add_argument("--name", help="host name (default: from the config, else this machine's)")
 
     p = sub.add_parser("scheduler", help="run a scheduler (one holds the lease; others stand by)")
@@ -109,15 +117,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ca", help="the cluster's certificate authority")
     casub = p.add_subparsers(dest="ca_command", required=True)
     q = casub.add_parser("init", help="create ca.crt and ca.key in DIR (unless they exist)")
-    q.add_argument("--dir", required=True, type=Path)
-    q.add_argument("--cluster-id", default="xce")
+    q.add_argument("--dir", required=True, type=Path, help="where ca.crt and ca.key go")
+    q.add_argument("--cluster-id", default="xce", help="the CA's name (default xce)")
     q = casub.add_parser("issue", help="issue a certificate: role replica, worker, scheduler or client")
     q.add_argument("--dir", required=True, type=Path, help="where ca.crt and ca.key are")
-    q.add_argument("--role", required=True, choices=("replica", "worker", "scheduler", "client"))
+    q.add_argument("--role", required=True, choices=("replica", "worker", "scheduler", "client"),
+                   help="what the certificate names: a replica, worker, scheduler, or the shared client")
     q.add_argument("--name", required=True, help="replica id, host name, scheduler id, or any for client")
     q.add_argument("--san", action="append", default=[], help="a host name or IP it serves (replicas)")
     q.add_argument("--out", type=Path, help="where to write it (default: DIR)")
-    q.add_argument("--days", type=int, default=825)
+    q.add_argument("--days", type=int, default=825, help="validity (default 825 days)")
 
     p = sub.add_parser("init", help="make a deployment: CA, certificates, password, admin token; "
                                     "a bundle per host")
@@ -125,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="HOST:GRPC_PORT[:RAFT_PORT],... (Raft default: gRPC + 100)")
     p.add_argument("--workers", default="", help="the worker hosts' names, as they will join: n1,n2,...")
     p.add_argument("--schedulers", help="hosts that run a scheduler (default: every replica host)")
-    p.add_argument("--cluster-id", default="xce")
+    p.add_argument("--cluster-id", default="xce", help="the cluster's id (default xce)")
     p.add_argument("--admin", default="root", help="the user the first admin token is for (default root)")
     p.add_argument("--data-dir", default="/var/lib/xce", help="the replicas' state (default /var/lib/xce)")
     p.add_argument("--spool-dir", default="/var/spool/xce",
@@ -140,31 +149,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("token", help="bearer tokens (cluster admins)")
     tsub = p.add_subparsers(dest="token_command", required=True)
     q = tsub.add_parser("create", help="make a token; it is printed once, and only its hash is stored")
-    q.add_argument("--user", required=True)
-    q.add_argument("--role", default="user")
+    q.add_argument("--user", required=True, help="who the token speaks for")
+    q.add_argument("--role", default="user", help="user (default), operator, cluster_admin, ...")
     q.add_argument("--expires-s", type=int, default=0, help="seconds it is valid (default: no expiry)")
-    q.add_argument("--description", default="")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--description", default="", help="words for whoever lists the tokens")
+    q.add_argument("--json", action="store_true", help="print the answer as JSON")
     q = tsub.add_parser("list", help="the tokens (ids, users, roles; never the tokens)")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--json", action="store_true", help="print the answer as JSON")
     q = tsub.add_parser("revoke", help="revoke a token by id")
-    q.add_argument("id")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("id", help="the token's id (xce token list)")
+    q.add_argument("--json", action="store_true", help="print the answer as JSON")
 
     p = sub.add_parser("whoami", help="who the cluster takes you for, and what you may do")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
 
     p = sub.add_parser("cluster", help="a local cluster")
     csub = p.add_subparsers(dest="cluster_command", required=True)
     up = csub.add_parser("up", help="run a local cluster in the foreground (Ctrl-C stops it)")
     up.add_argument("--data", help=f"data directory (default $XCE_DATA or ./{DEFAULT_DATA})")
-    up.add_argument("--replicas", type=int, default=3)
+    up.add_argument("--replicas", type=int, default=3, help="controller replicas (default 3)")
     up.add_argument("--base-port", type=int, default=0, help="first port (default: free ports)")
     up.add_argument("--workers", type=int, default=2, help="local workers to start (default 2)")
     up.add_argument("--slots", type=int, default=4, help="slots per local worker (default 4)")
 
     p = sub.add_parser("demo", help="the whole story in a minute: jobs through a leader kill")
-    p.add_argument("--jobs", type=int, default=100)
+    p.add_argument("--jobs", type=int, default=100, help="jobs to run through the leader kill (default 100)")
     p.add_argument("--data", help="data directory (default: a fresh temporary one)")
 
     p = sub.add_parser("submit", help="submit a job or a job array (like bsub)")
@@ -175,49 +184,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
 
     p = sub.add_parser("jobs", help="list jobs (like bjobs)")
-    p.add_argument("--state")
-    p.add_argument("--queue")
+    p.add_argument("--state", help="only these states, comma-separated (PEND,RUN,...)")
+    p.add_argument("--queue", help="only this queue")
     p.add_argument("--filter", action="append", default=[], help="field:op:value, repeatable")
     p.add_argument("-p", "--pending", action="store_true",
                    help="pending jobs with their reasons (like bjobs -p)")
     p.add_argument("-A", "--array-elements", action="store_true",
                    help="every element of each job array, not only the array's summary")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.add_argument("--stale", action="store_true", help=STALE_HELP)
 
     p = sub.add_parser("job", help="one job in full")
     p.add_argument("id", help="a job id, a readable id, or one element of an array: 17[42]")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.add_argument("--stale", action="store_true", help=STALE_HELP)
 
     for action in ACTIONS:
         p = sub.add_parser(action, help=f"{action} a job, a job array, or some of its elements")
         p.add_argument("id", help="a job id, an array (17), or elements of it (17[1-100], 17[5,9])")
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--json", action="store_true", help="print the answer as JSON")
 
     p = sub.add_parser("run", help="force-run a pending job on a host (like brun)")
-    p.add_argument("id")
-    p.add_argument("--host", "-m", required=True)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("id", help="the pending job")
+    p.add_argument("--host", "-m", required=True, help="the host to run it on")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
 
     p = sub.add_parser("modify", help="change a job's priority, queue or resource requirement (like bmod)")
     p.add_argument("id", help="a job id, an array (17), or elements of it (17[1-100])")
-    p.add_argument("--priority", type=cli_submit.int32)
-    p.add_argument("-q", "--queue")
-    p.add_argument("-R", "--resource-req")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--priority", type=cli_submit.int32, help="the new priority")
+    p.add_argument("-q", "--queue", help="the new queue (while pending)")
+    p.add_argument("-R", "--resource-req", help="the new resource requirement (while pending)")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
 
     p = sub.add_parser("queues", help="list queues (like bqueues)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.add_argument("--stale", action="store_true", help=STALE_HELP)
 
     p = sub.add_parser("queue", help="create or update a queue")
     qsub = p.add_subparsers(dest="queue_command", required=True)
     for name in ("create", "update"):  # update changes only what is given
-        q = qsub.add_parser(name)
-        q.add_argument("name")
-        q.add_argument("--priority", type=int)
-        q.add_argument("--description")
+        q = qsub.add_parser(name, help=f"{name} a queue")
+        q.add_argument("name", help="the queue's name")
+        q.add_argument("--priority", type=int, help="higher is dispatched first")
+        q.add_argument("--description", help="words for bqueues-style listings")
         q.add_argument("--closed", action="store_true", default=None,
                        help="refuse new submits (badmin qclose)")
         q.add_argument("--open", dest="closed", action="store_false", help="take submits again")
@@ -228,18 +237,18 @@ def build_parser() -> argparse.ArgumentParser:
                        help="this queue's job_pick_plugin ('' for the default)")
         q.add_argument("--slot-limit", dest="slot_limit", type=int,
                        help="at most this many slots of its jobs run at once (QJOB_LIMIT; 0: none)")
-        q.add_argument("--json", action="store_true")
+        q.add_argument("--json", action="store_true", help="print the answer as JSON")
 
     cli_history.add_parsers(sub, STALE_HELP)
     cli_snapshot.add_parsers(sub)
     cli_member.add_parsers(sub, STALE_HELP)
 
     p = sub.add_parser("hosts", help="list hosts (like bhosts)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.add_argument("--stale", action="store_true", help=STALE_HELP)
 
     p = sub.add_parser("status", help="every replica's role, term, indexes and health")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
     return parser
 
 

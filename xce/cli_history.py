@@ -47,23 +47,23 @@ def _time_arg(text: str) -> int:
 
 def add_parsers(sub: Any, stale_help: str) -> None:
     p = sub.add_parser("history", help="finished jobs, newest first (like bhist / sacct)")
-    p.add_argument("-u", "--user", default="")
-    p.add_argument("-q", "--queue", default="")
-    p.add_argument("--state", choices=("DONE", "EXIT", "done", "exit"))
+    p.add_argument("-u", "--user", default="", help="only this user's jobs")
+    p.add_argument("-q", "--queue", default="", help="only this queue")
+    p.add_argument("--state", choices=("DONE", "EXIT", "done", "exit"), help="only DONE or only EXIT")
     p.add_argument("--since", type=_time_arg, default=0, help="finished at or after (ISO time or age: 7d)")
     p.add_argument("--until", type=_time_arg, default=0, help="finished before (ISO time or age)")
-    p.add_argument("--exit-code", type=int)
+    p.add_argument("--exit-code", type=int, help="only jobs that exited with this code")
     p.add_argument("-n", "--limit", type=int, default=DEFAULT_LIMIT,
                    help=f"at most this many jobs (default {DEFAULT_LIMIT}; 0: all)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.add_argument("--stale", action="store_true", help=stale_help)
 
     p = sub.add_parser("acct", help="usage totals per user and queue over history (like bacct)")
-    p.add_argument("-u", "--user", default="")
-    p.add_argument("-q", "--queue", default="")
+    p.add_argument("-u", "--user", default="", help="only this user's jobs")
+    p.add_argument("-q", "--queue", default="", help="only this queue")
     p.add_argument("--since", type=_time_arg, default=0, help="from this hour (ISO time or age: 7d)")
     p.add_argument("--until", type=_time_arg, default=0, help="to the end of this hour (ISO time or age)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.add_argument("--stale", action="store_true", help=stale_help)
 
 

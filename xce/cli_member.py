@@ -32,13 +32,13 @@ def add_parsers(sub: argparse._SubParsersAction, stale_help: str) -> None:  # ty
     q.add_argument("--id", type=int, default=0, help="its replica id (default: what it says it is)")
     q.add_argument("--raft", default="", help="its Raft HOST:PORT (default: what it says)")
     q.add_argument("--no-wait", action="store_true", help="return once it is a learner")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--json", action="store_true", help="print the answer as JSON")
     q = msub.add_parser("remove", help="let a member go (a learner at once; the leader hands over first)")
-    q.add_argument("id", type=int)
+    q.add_argument("id", type=int, help="the member's id (xce member list)")
     q.add_argument("--no-wait", action="store_true", help="return once the removal has started")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--json", action="store_true", help="print the answer as JSON")
     q = msub.add_parser("list", help="the committed membership and what each member says")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--json", action="store_true", help="print the answer as JSON")
     q.add_argument("--stale", action="store_true", help=stale_help)
 
 

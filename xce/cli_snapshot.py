@@ -26,19 +26,19 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p = sub.add_parser("snapshot", help="backups: save the leader's state to a file, check a file")
     ssub = p.add_subparsers(dest="snapshot_command", required=True)
     q = ssub.add_parser("save", help="save a consistent snapshot of the cluster's state (cluster admins)")
-    q.add_argument("file")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("file", help="the backup file")
+    q.add_argument("--json", action="store_true", help="print the answer as JSON")
     q = ssub.add_parser("status", help="check a snapshot file and say what it holds")
-    q.add_argument("file")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("file", help="the backup file")
+    q.add_argument("--json", action="store_true", help="print the answer as JSON")
     q = ssub.add_parser("restore", help="build a replica of a new cluster from a snapshot file (offline)")
-    q.add_argument("file")
+    q.add_argument("file", help="the backup file")
     q.add_argument("--config", required=True, type=Path, help="the new cluster's file (its replicas, id)")
     q.add_argument("--id", required=True, type=int, help="which of its replicas to build")
     q.add_argument("--data", type=Path, help="the replica's data directory (default: from the file)")
     q.add_argument("--keep-id", action="store_true",
                    help="keep the backup's cluster id (the file's must match)")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--json", action="store_true", help="print the answer as JSON")
 
 
 def save(client: Client, args: argparse.Namespace) -> int:
