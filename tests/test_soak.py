@@ -46,7 +46,7 @@ def test_short_soak_with_leader_kills_and_a_partition_loses_nothing(tmp_path: Pa
     assert verdict["ok"] and verdict["lost"] == verdict["duplicated"] == 0
     assert result["faults"].get("leader", 0) >= 5 and result["faults"].get("partition", 0) == partitions
     assert result["failover_kill"]["write"]["n"] >= 5
-    assert result["drained"] and result["submits_acknowledged"] > 300
+    assert result["drained"] and result["submits_acknowledged"] > 210  # 3 a second, as 300 were in 100 s
     assert result["stops"] > 0 and result["kills_acknowledged"] > 0
     if partitions:  # the cut-off leader stepped down (fallback 1 s, plus a tick and a 50 ms poll)
         partition = result["failover_partition"]
