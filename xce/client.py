@@ -13,10 +13,9 @@ channel and the token or MUNGE metadata.
 
 from __future__ import annotations
 
-import hashlib
+import os
 import random
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar
 
@@ -68,7 +67,8 @@ class Transport(Protocol):
 
 
 def new_request_id() -> str:
-    return uuid.uuid4().hex
+    """128 random bits in hex (what uuid4().hex gave, without importing uuid and platform)."""
+    return os.urandom(16).hex()
 
 
 class Client:
@@ -231,6 +231,8 @@ class Client:
         """Write the leader's snapshot (controller/backup.py's body) to `out`, checked against the
         checksum the leader sends last; its header and that SHA-256. The opening is retried like a
         call; a stream broken later is an error (start again)."""
+        import hashlib
+
         path = "/xce.v1.AdminService/SaveSnapshot"
         request = api.SaveSnapshotRequest().SerializeToString()
 

@@ -1,16 +1,16 @@
 """What a client reads of the cluster file: the replicas' gRPC addresses (controller/config.py reads
 the rest, on replica hosts), and where it last found the leader.
 
-The leader cache (`$XDG_CACHE_HOME/xce/leader-<hash of the addresses>`) holds the address of the
+The leader cache (`$XDG_CACHE_HOME/xce/leader-<CRC-32 of the addresses>`) holds the address of the
 replica that answered the last command as leader, so the next command goes there first; a wrong
 cache costs one redirect (a follower names the leader), a missing or unreadable one nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tomllib
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ def grpc_addresses(path: Path, error: type[Exception] = ValueError) -> list[str]
 
 def _cache_path(addresses: list[str]) -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    key = hashlib.sha256("\n".join(sorted(addresses)).encode()).hexdigest()[:16]
+    key = f"{zlib.crc32(chr(10).join(sorted(addresses)).encode()):08x}"  # a name, not a secret
     return Path(base) / "xce" / f"leader-{key}"
 
 

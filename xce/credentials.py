@@ -29,12 +29,8 @@ be read at that moment leaves the last good copy in use.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
-import secrets
 import stat
-import subprocess
 import threading
 import tomllib
 from collections.abc import Sequence
@@ -259,17 +255,24 @@ def read_token_file(path: Path, required: bool = False) -> str | None:
 
 def new_token() -> tuple[str, str]:
     """(token, its hex SHA-256): 256 random bits; only the hash ever leaves this process."""
+    import base64
+    import secrets
+
     token = TOKEN_PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
     return token, token_hash(token)
 
 
 def token_hash(token: str) -> str:
+    import hashlib  # here: OpenSSL's start-up is a few ms of every command otherwise
+
     return hashlib.sha256(token.encode()).hexdigest()
 
 
 def munge_credential() -> str:
     """A fresh MUNGE credential from the local munged (it proves this process's uid and gid);
     $XCE_MUNGE_SOCKET names munged's socket if it is not the default one."""
+    import subprocess
+
     socket = os.environ.get("XCE_MUNGE_SOCKET")
     argv = ["munge", "-n", *(["-S", socket] if socket else [])]
     try:
