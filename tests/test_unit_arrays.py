@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,7 @@ def test_array_names_parse_as_lsf_writes_them(text: str, name: str, indices: lis
     ("x[0-]", "is not start"), ("x[5-1]", "ends before it starts"), ("x[1-10:0]", "step"),
     ("x[1-10]%0", "positive"), ("x[1-10%0]", "positive"), ("x[0]", "from 1"), ("x[1-10", "bad job array"),
     ("x[1-3]%2%3", "positive"), ("x[1-3%2]%3", "twice"), ("x[a-b]", "is not start"), ("x[]", "is not start"),
+    ("x[" + "9" * 5000 + "]", "is not start"), ("x[1-2]%" + "9" * 5000, "positive"),  # no int() of it
 ])
 def test_bad_array_names_say_what_is_wrong(text: str, words: str) -> None:
     with pytest.raises(array_spec.ArraySpecError, match=words):
@@ -303,3 +305,43 @@ def test_an_element_requeued_after_its_array_left_the_live_tables_brings_the_rec
         job_id=str(ids[0]), action=api.REQUEUE, request_id="rq"))).code == log.OK
     record = state.read(array_id)
     assert counts(record) == {"PEND": 1, "DONE": 1} and record.state == api.PEND
+
+
+def test_stepped_selections_match_walking_the_indices() -> None:
+    import random
+
+    rng = random.Random(7)
+    for _ in range(300):
+        ranges = []
+        start = rng.randrange(1, 50)
+        for _ in range(rng.randrange(1, 4)):
+            step = rng.randrange(1, 7)
+            end = start + step * rng.randrange(0, 30)
+            ranges.append(api.IndexRange(start=start, end=end, step=step))
+            start = end + rng.randrange(1, 20)
+        spec = api.ArraySpec(ranges=ranges)
+        wanted = [api.IndexRange(start=(a := rng.randrange(1, 200)), end=a + rng.randrange(0, 200),
+                                 step=rng.randrange(1, 9))]
+        chosen = {i for w in wanted for i in range(w.start, w.end + 1, w.step)}
+        expected = [p for p, index in enumerate(array_spec.iter_indices(spec)) if index in chosen]
+        got = [p for first, last in array_spec.positions_of(spec, wanted) for p in range(first, last + 1)]
+        assert got == expected, (ranges, wanted)
+
+
+def test_huge_selections_are_arithmetic_or_refused_never_walked() -> None:
+    state = State()
+    (array_id,) = state.submit("s[1-2000000]").job_ids
+    started = time.monotonic()
+    assert state.control(f"{array_id}[1-2147483647:2]", api.HOLD).code == log.INVALID_ARGUMENT  # 1M singles
+    assert state.control(f"{array_id}[1-2147483647]", api.HOLD).code == log.OK  # one span
+    assert time.monotonic() - started < 5
+    assert state.control(str(array_id), api.RELEASE).code == log.OK
+    # Single elements held, 100 a request: past 1,000 runs in the record the request is refused whole.
+    for batch in range(11):
+        picks = ",".join(str(100_000 + batch * 1000 + 2 * i) for i in range(100))
+        before = state.read(array_id)
+        result = state.control(f"{array_id}[{picks}]", api.HOLD)
+    assert result.code == log.RESOURCE_EXHAUSTED, result
+    after = state.read(array_id)
+    assert after.array == before.array  # nothing of the refused request
+    assert len(after.array.runs) <= arrays.MAX_RUNS and after.array.counts[api.PSUSP] < 1100

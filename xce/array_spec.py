@@ -10,6 +10,7 @@ spec that does not parse is refused with words that say why.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Sequence
 
@@ -17,9 +18,10 @@ from xce.v1 import api_pb2 as api
 
 MAX_INDEX = (1 << 31) - 1   # LSF's indices are positive 32-bit numbers
 MAX_RANGES = 100            # comma-separated parts of one spec
+MAX_SELECTED_SPANS = 100_000  # separate elements a stepped selection (17[1-1000000:3]) may reach
 DEFAULT_MAX_SIZE = 1_000_000  # elements of one array ([auth] max_array_size; LSF's MAX_JOB_ARRAY_SIZE)
 
-_PART = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+_PART = re.compile(r"^(\d{1,10})(?:-(\d{1,10})(?::(\d{1,10}))?)?$")  # 10 digits: past 2^31 is refused
 # name[indices]%limit (LSF) or name[indices%limit]
 _NAMED = re.compile(r"^(?P<name>[^\[\]]*)\[(?P<indices>[^\[\]%]*)(?:%(?P<inner>[^\[\]]*))?\]"
                     r"(?:%(?P<outer>.*))?$")
@@ -42,8 +44,8 @@ def parse_name(text: str) -> tuple[str, api.ArraySpec | None]:
     limit_text = found["inner"] if found["inner"] is not None else found["outer"]
     spec = api.ArraySpec(ranges=parse_indices(found["indices"], text))
     if limit_text is not None:
-        if not limit_text.isascii() or not limit_text.isdecimal() or int(limit_text) < 1 \
-                or int(limit_text) > MAX_INDEX:
+        digits = limit_text.isascii() and limit_text.isdecimal() and len(limit_text) <= 10
+        if not digits or int(limit_text) < 1 or int(limit_text) > MAX_INDEX:
             raise ArraySpecError(f"bad job array {text[:80]!r}: the %limit must be a positive number, "
                                  f"not {limit_text[:20]!r}")
         spec.limit = int(limit_text)
@@ -146,12 +148,34 @@ def positions_of(spec: api.ArraySpec, wanted: Sequence[api.IndexRange]) -> list[
                 if lo <= hi:
                     spans.append((base + lo, base + hi))
                 continue
-            for index in range(w.start, w.end + 1, wstep):  # a stepped selection: its indices one by one
-                if r.start <= index <= r.end and (index - r.start) % step == 0:
-                    position = base + (index - r.start) // step
-                    spans.append((position, position))
+            spans += [(base + a, base + b) for a, b in _stepped(r.start, step, n, w.start, w.end, wstep)]
+            if len(spans) > MAX_SELECTED_SPANS:
+                raise ArraySpecError(f"a stepped selection may reach at most {MAX_SELECTED_SPANS} separate "
+                                     "elements; select ranges, or fewer at a time")
         base += n
     return merge(spans)
+
+
+def _stepped(s: int, p: int, n: int, a: int, b: int, q: int) -> list[tuple[int, int]]:
+    """Positions k (0 <= k < n) with s + k*p in {a, a+q, ..., <= b}, as spans, by arithmetic (never
+    by walking the indices: 1-2147483647:2 is a billion of them)."""
+    g = math.gcd(p, q)
+    if (a - s) % g:
+        return []
+    m = q // g  # the k that match repeat every m positions
+    k0 = ((a - s) // g) * pow(p // g, -1, m) % m if m > 1 else 0
+    lo = max(0, -(-(a - s) // p))
+    hi = min(n - 1, (b - s) // p) if b >= s else -1
+    first = lo + (k0 - lo) % m
+    if first > hi:
+        return []
+    if m == 1:
+        return [(first, hi)]
+    count = (hi - first) // m + 1
+    if count > MAX_SELECTED_SPANS:
+        raise ArraySpecError(f"a stepped selection may reach at most {MAX_SELECTED_SPANS} separate elements; "
+                             "select ranges, or fewer at a time")
+    return [(k, k) for k in range(first, hi + 1, m)]
 
 
 def merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

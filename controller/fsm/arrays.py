@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # the applier calls in here for every element write
 
 FORMAT = 4  # the entry format from which submits may carry arrays and actions may select elements
 WINDOW = 256  # elements kept as pending jobs ahead of the scheduler (a limit lowers it)
-MAX_RUNS = 10_000  # runs one record may hold: a request that would split it further is refused
+MAX_RUNS = 1_000  # runs one record may hold (8 KB or so): a request that would split it further is refused
 MAX_MATERIALIZE = 10_000  # elements one modify of a selection may make jobs of
 MAX_SIZE = 10_000_000  # apply's own bound; the leader's is [auth] max_array_size
 INDEX_TABLE = "job_index"
@@ -259,6 +259,13 @@ def element_view(tables: Tables, record: api.Job, index: int) -> api.Job:
     return shown
 
 
+def _positions(record: api.Job, wanted: list[api.IndexRange]) -> list[tuple[int, int]]:
+    try:
+        return array_spec.positions_of(record.spec.array, wanted)
+    except array_spec.ArraySpecError as exc:  # a rejection, never an exception out of apply
+        raise invalid(str(exc)) from None
+
+
 def selected(wanted: list[api.IndexRange] | None) -> Callable[[int], bool]:
     if wanted is None:
         return lambda index: True
@@ -278,42 +285,53 @@ RUN_ACTIONS: dict[int, tuple[frozenset[int], api.JobState]] = {
 }
 
 
-def act_on_runs(record: api.Job, action: api.ControlAction, wanted: list[api.IndexRange] | None) -> int:
-    """Move the selected positions inside the record to the action's state; how many moved."""
+def plan_runs(record: api.Job, action: api.ControlAction, wanted: Selection,
+              ) -> tuple[list[api.ElementRun], dict[int, int]]:
+    """What the action does to the positions still inside the record: the new runs and the count
+    moves (state -> delta). Computed before anything changes: too many runs raises here, with
+    nothing written. Sorted runs against sorted spans, so O(runs + spans)."""
     rule = RUN_ACTIONS.get(action)
-    if rule is None:
-        return 0
-    sources, target = rule
     state = record.array
-    spans = [(0, state.size - 1)] if wanted is None else array_spec.positions_of(record.spec.array, wanted)
-    moved = 0
+    if rule is None:
+        return list(state.runs), {}
+    sources, target = rule
+    spans = [(0, state.size - 1)] if wanted is None else _positions(record, wanted)
+    moves: dict[int, int] = {}
     runs: list[api.ElementRun] = []
+    i = 0
     for run in state.runs:
         if run.state not in sources:
             runs.append(run)
             continue
-        cut = run.first
-        for first, last in spans:
-            lo, hi = max(first, run.first), min(last, run.last)
-            if lo > hi:
-                continue
+        while i < len(spans) and spans[i][1] < run.first:
+            i += 1
+        cut, j = run.first, i
+        while j < len(spans) and spans[j][0] <= run.last:
+            lo, hi = max(spans[j][0], run.first), min(spans[j][1], run.last)
             if cut < lo:
                 runs.append(api.ElementRun(first=cut, last=lo - 1, state=run.state))
             runs.append(api.ElementRun(first=lo, last=hi, state=target))
-            moved_here = hi - lo + 1
-            state.counts[run.state] -= moved_here
-            state.counts[target] += moved_here
-            moved += moved_here
+            moves[run.state] = moves.get(run.state, 0) - (hi - lo + 1)
+            moves[target] = moves.get(target, 0) + hi - lo + 1
             cut = hi + 1
+            j += 1
         if cut <= run.last:
             runs.append(api.ElementRun(first=cut, last=run.last, state=run.state))
     merged = _merge_runs(runs)
     if len(merged) > MAX_RUNS:
         raise ServiceError(log.RESOURCE_EXHAUSTED, f"the selection would split array {record.id} into "
                                                    f"{len(merged)} parts; at most {MAX_RUNS}")
-    del state.runs[:]
-    state.runs.extend(merged)
-    return moved
+    return merged, moves
+
+
+def commit_runs(record: api.Job, planned: tuple[list[api.ElementRun], dict[int, int]]) -> int:
+    """Apply what plan_runs computed; how many elements moved."""
+    runs, moves = planned
+    del record.array.runs[:]
+    record.array.runs.extend(runs)
+    for state, delta in moves.items():
+        record.array.counts[state] += delta
+    return sum(delta for delta in moves.values() if delta > 0)
 
 
 def _merge_runs(runs: list[api.ElementRun]) -> list[api.ElementRun]:
@@ -326,24 +344,26 @@ def _merge_runs(runs: list[api.ElementRun]) -> list[api.ElementRun]:
     return merged
 
 
-def materialize_selection(applier: Applier, record: api.Job, wanted: list[api.IndexRange] | None) -> None:
+def materialize_selection(applier: Applier, record: api.Job, wanted: Selection) -> None:
     """The selected elements still inside the record, pending or held, become jobs (a modify of part
-    of an array changes jobs, never the record's template)."""
+    of an array changes jobs, never the record's template). Counted first: too many raises with
+    nothing written."""
     spans = [(0, record.array.size - 1)] if wanted is None else \
-        array_spec.positions_of(record.spec.array, wanted)
+        _positions(record, wanted)
     todo: list[tuple[int, api.JobState]] = []
+    i = 0
     for run in record.array.runs:
-        if run.state not in (api.PEND, api.PSUSP):
-            continue
-        for first, last in spans:
-            lo, hi = max(first, run.first), min(last, run.last)
-            todo.extend((p, run.state) for p in range(lo, min(hi, lo + MAX_MATERIALIZE) + 1))
-            if len(todo) > MAX_MATERIALIZE:
+        while i < len(spans) and spans[i][1] < run.first:
+            i += 1
+        j = i
+        while j < len(spans) and spans[j][0] <= run.last and run.state in (api.PEND, api.PSUSP):
+            lo, hi = max(spans[j][0], run.first), min(spans[j][1], run.last)
+            if len(todo) + hi - lo + 1 > MAX_MATERIALIZE:
                 raise ServiceError(log.FAILED_PRECONDITION,
                                    f"the selection holds more than {MAX_MATERIALIZE} elements that are not "
                                    "jobs yet; modify the whole array, or a smaller selection")
+            todo.extend((p, run.state) for p in range(lo, hi + 1))
+            j += 1
     for position, state in todo:
         applier.arrays[record.id] = record
         _materialize(applier, record, position, state)
-
-

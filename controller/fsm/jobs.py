@@ -158,6 +158,7 @@ def _control_array(applier: Applier, record: api.Job, wanted: list[api.IndexRang
         raise invalid(f"unknown control action {action}")
     arrays.load(applier, record.id)
     record = applier.arrays[record.id]
+    planned = arrays.plan_runs(record, action, wanted)  # first: a refusal must find nothing changed
     chosen = arrays.selected(wanted)
     changed = [record.id]
     for index, job_id in list(arrays.elements(applier.tables, record.id)):
@@ -170,7 +171,7 @@ def _control_array(applier: Applier, record: api.Job, wanted: list[api.IndexRang
             continue  # an element in a state the action does not apply to is left as it is
         _control_one(applier, job, transition)
         changed.append(job.id)
-    moved = arrays.act_on_runs(record, action, wanted)
+    moved = arrays.commit_runs(record, planned)
     if len(changed) == 1 and not moved:
         raise ServiceError(log.FAILED_PRECONDITION,
                            f"no element of array {record.id} selected can be "
