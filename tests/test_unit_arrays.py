@@ -82,12 +82,13 @@ def test_positions_map_indices_both_ways() -> None:
 class State:
     """One in-memory state with a cluster, a host and a scheduler's lease."""
 
-    def __init__(self, tables: Tables | None = None, store: StateStore | None = None) -> None:
+    def __init__(self, tables: Tables | None = None, store: StateStore | None = None, **init: int) -> None:
         self.tables = tables or MemoryTables()
         self.store = store
         self.index = 0
         self.run(log.Entry(init=log.InitCluster(cluster_id="c", config_digest="d", default_queue="normal",
-                                                queues=[api.Queue(name="normal")])))
+                                                queues=[api.Queue(name="normal"), api.Queue(name="other")],
+                                                **init)))
         self.run(log.Entry(join_host=api.HostSpec(name="n1", slots=100)))
         lease = log.LeaseEntry(scheduler_id="s", duration_ms=10**9)
         self.epoch = self.run(log.Entry(lease=lease)).lease_epoch
@@ -345,3 +346,89 @@ def test_huge_selections_are_arithmetic_or_refused_never_walked() -> None:
     after = state.read(array_id)
     assert after.array == before.array  # nothing of the refused request
     assert len(after.array.runs) <= arrays.MAX_RUNS and after.array.counts[api.PSUSP] < 1100
+
+
+def test_overlap_checks_agree_with_the_sets_and_take_no_time_on_large_steps() -> None:
+    import random
+
+    rng = random.Random(3)
+    for _ in range(2000):
+        a, b = rng.randrange(1, 60), rng.randrange(1, 60)
+        p, q = rng.randrange(1, 12), rng.randrange(1, 12)
+        ea, eb = a + p * rng.randrange(0, 12), b + q * rng.randrange(0, 12)
+        spec = api.ArraySpec(ranges=[api.IndexRange(start=a, end=ea, step=p), api.IndexRange(start=b, end=eb,
+                                                                                            step=q)])
+        overlap = set(range(a, ea + 1, p)) & set(range(b, eb + 1, q))
+        if overlap:
+            with pytest.raises(array_spec.ArraySpecError, match=f"index {min(overlap)} "):
+                array_spec.check(spec, 10_000)
+        else:
+            array_spec.check(spec, 10_000)
+    # 100 ranges with a large prime step and different residues: no overlap, and no walking.
+    spec = api.ArraySpec(ranges=[api.IndexRange(start=1 + r, end=1 + r + 10007 * 9000, step=10007)
+                                 for r in range(100)])
+    started = time.monotonic()
+    assert array_spec.check(spec, 1_000_000) == 900_100
+    assert time.monotonic() - started < 1
+
+
+
+def test_an_element_outliving_its_pruned_record_is_a_job_of_its_own() -> None:
+    hour = 3600 * 1000
+    state = State(clean_period_ms=hour, history_retention_ms=2 * hour)
+    (array_id,) = state.submit("a[1-300]").job_ids
+    assert state.control(str(array_id), api.KILL).code == log.OK  # its jobs and the rest: one stamp
+    # One entry later than the retention: 256 cleaned and 256 pruned, oldest first: the record first.
+    state.run(log.Entry(stamp_ms=STAMP + 3 * hour, join_host=api.HostSpec(name="h1", slots=1)))
+    assert fsm.read_job(state.tables, array_id) is None
+    assert state.tables.get("history", fsm.job_key(array_id)) is None
+    leftover = max(int.from_bytes(k, "big") for k in state.tables._data["jobs"])
+    result = state.run(log.Entry(stamp_ms=STAMP + 10 * hour, control=api.ControlJobRequest(
+        job_id=str(leftover), action=api.REQUEUE, request_id="late")))
+    assert result.code == log.OK and state.read(leftover).state == api.PEND  # and no replica stopped
+
+
+def test_a_refused_action_on_a_cleaned_array_writes_nothing() -> None:
+    state = State()
+    (array_id,) = state.submit("a[1-2]").job_ids
+    ids = [state.elements(array_id)[i].id for i in (1, 2)]
+    assert state.dispatch(*ids).rejections == ["", ""]
+    for job_id in ids:
+        state.finish(job_id)
+    state.run(log.Entry(stamp_ms=STAMP + 2 * 3600 * 1000, join_host=api.HostSpec(name="n2", slots=1)))
+    before = {t: dict(state.tables._data[t]) for t in ("jobs", "history", "history_index", "job_index")}
+    result = state.run(log.Entry(stamp_ms=STAMP + 2 * 3600 * 1000, control=api.ControlJobRequest(
+        job_id=str(array_id), action=api.KILL, request_id="k")))
+    assert result.code == log.FAILED_PRECONDITION
+    assert {t: dict(state.tables._data[t]) for t in before} == before
+
+
+def test_a_stepped_modify_cannot_split_the_record_past_its_bound() -> None:
+    state = State()
+    (array_id,) = state.submit("m[1-100000]").job_ids
+    before = state.read(array_id)
+    result = state.run(log.Entry(modify=api.ModifyJobRequest(job_id=f"{array_id}[1000-5000:2]", priority=3)))
+    assert result.code == log.RESOURCE_EXHAUSTED, result
+    assert state.read(array_id) == before and 1001 not in state.elements(array_id)
+
+
+def test_elements_killed_before_they_ran_can_be_requeued() -> None:
+    state = State()
+    (array_id,) = state.submit("r[1-1000]").job_ids
+    assert state.control(f"{array_id}[500-600]", api.KILL).code == log.OK
+    assert counts(state.read(array_id)) == {"PEND": 899, "EXIT": 101}
+    assert state.control(f"{array_id}[550-600]", api.REQUEUE).code == log.OK
+    assert counts(state.read(array_id)) == {"PEND": 950, "EXIT": 50}
+
+
+def test_a_whole_array_moves_queue_while_some_elements_run_and_others_wait() -> None:
+    state = State()
+    (array_id,) = state.submit("q[1-600]").job_ids
+    assert state.dispatch(state.elements(array_id)[1].id).rejections == [""]
+    assert state.control(f"{array_id}[2-600]", api.HOLD).code == log.OK
+    assert state.read(array_id).state == api.RUN
+    result = state.run(log.Entry(modify=api.ModifyJobRequest(job_id=str(array_id), queue="other")))
+    assert result.code == log.OK, result.message
+    elements = state.elements(array_id)
+    assert state.read(array_id).spec.queue == "other" and elements[2].spec.queue == "other"
+    assert elements[1].spec.queue == "normal"  # running: it stays where it runs

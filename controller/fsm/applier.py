@@ -36,7 +36,8 @@ class Applier:
     kind: str = ""
     changes: list[log.Change] = field(default_factory=list)
     counter_deltas: dict[str, int] = field(default_factory=dict)
-    arrays: dict[int, api.Job] = field(default_factory=dict)  # array records this entry changed (arrays.py)
+    arrays: dict[int, api.Job] = field(default_factory=dict)  # array records this entry loaded (arrays.py)
+    arrays_read: dict[int, bytes] = field(default_factory=dict)  # ... and their bytes when loaded
 
     @property
     def stamp_ms(self) -> int:

@@ -35,11 +35,10 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from controller.fsm.records import PENDING, find_job, job_key, read_job
+from controller.fsm.records import FINISHED, PENDING, find_job, job_key, read_job
 from controller.tables import Tables
 from xce import array_spec
 from xce.errors import ServiceError, invalid
-from xce.invariant import invariant
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -119,8 +118,10 @@ def follow(applier: Applier, before: api.Job | None, job: api.Job) -> None:
     if before is not None and before.state == job.state:
         return
     record = load(applier, job.array_id)
-    invariant(record is not None, f"element {job.id} of array {job.array_id}, which has no record")
-    assert record is not None
+    if record is None:
+        # Its record left history before it did (pruning goes oldest first: the record's id is the
+        # lowest): nothing is left to count in, and the element lives on as a job of its own.
+        return
     counts = record.array.counts
     if before is not None:
         counts[before.state] -= 1
@@ -139,6 +140,7 @@ def load(applier: Applier, array_id: int) -> api.Job | None:
         if not is_array(record):
             return None
         applier.arrays[array_id] = record
+        applier.arrays_read[array_id] = record.SerializeToString(deterministic=True)
     return record
 
 
@@ -147,6 +149,8 @@ def settle(applier: Applier) -> None:
     while applier.arrays:
         array_id = min(applier.arrays)
         record = applier.arrays.pop(array_id)
+        if applier.arrays_read.pop(array_id, None) == record.SerializeToString(deterministic=True):
+            continue  # read, not changed (a refused request): nothing to write, nothing to top up
         _top_up(applier, record)
         applier.arrays.pop(array_id, None)  # the top-up's own element writes loaded it again
         record.state = derived_state(record.array)
@@ -169,9 +173,12 @@ def _top_up(applier: Applier, record: api.Job) -> None:
         waiting += 1
 
 
-def _materialize(applier: Applier, record: api.Job, position: int, state: api.JobState) -> api.Job:
-    """The element at `position` (inside a run of `state`) becomes a job in that state."""
-    _take(record.array, position)
+def _materialize(applier: Applier, record: api.Job, position: int, state: api.JobState,
+                 taken: bool = False) -> api.Job:
+    """The element at `position` (inside a run of `state`, or already `taken` out of it) becomes a
+    job in that state."""
+    if not taken:
+        _take(record.array, position)
     record.array.counts[state] -= 1  # put_job counts it again, as a job
     meta = applier.meta
     job_id = meta.next_job_id or 1
@@ -266,6 +273,29 @@ def _positions(record: api.Job, wanted: list[api.IndexRange]) -> list[tuple[int,
         raise invalid(str(exc)) from None
 
 
+def selected_jobs(tables: Tables, record: api.Job, wanted: Selection, finished: bool) -> list[api.Job]:
+    """The selected elements that are jobs in the live tables, by index: the scan seeks to each
+    selected range (never the whole array for `17[5]`), and finished ones are skipped unread unless
+    `finished` (their state is in job_index's keys)."""
+    spans = [(1, array_spec.MAX_INDEX)] if wanted is None else \
+        array_spec.merge([(w.start, w.end) for w in wanted])
+    chosen = selected(wanted)
+    found = []
+    for first, last in spans:
+        for index, job_id in elements(tables, record.id, first):
+            if index > last:
+                break
+            if not chosen(index):
+                continue
+            if not finished and any(tables.get(INDEX_TABLE, b"s" + bytes([s]) + job_key(job_id)) is not None
+                                    for s in FINISHED):
+                continue
+            job = read_job(tables, job_id)
+            if job is not None:
+                found.append(job)
+    return found
+
+
 def selected(wanted: list[api.IndexRange] | None) -> Callable[[int], bool]:
     if wanted is None:
         return lambda index: True
@@ -282,6 +312,7 @@ RUN_ACTIONS: dict[int, tuple[frozenset[int], api.JobState]] = {
     api.STOP: (frozenset({api.PEND}), api.PSUSP),
     api.RELEASE: (frozenset({api.PSUSP}), api.PEND),
     api.RESUME: (frozenset({api.PSUSP}), api.PEND),
+    api.REQUEUE: (frozenset({api.EXIT}), api.PEND),  # killed before they ran: pending again (brequeue)
 }
 
 
@@ -346,24 +377,37 @@ def _merge_runs(runs: list[api.ElementRun]) -> list[api.ElementRun]:
 
 def materialize_selection(applier: Applier, record: api.Job, wanted: Selection) -> None:
     """The selected elements still inside the record, pending or held, become jobs (a modify of part
-    of an array changes jobs, never the record's template). Counted first: too many raises with
-    nothing written."""
-    spans = [(0, record.array.size - 1)] if wanted is None else \
-        _positions(record, wanted)
+    of an array changes jobs, never the record's template). Planned first: too many elements or runs
+    raise with nothing written; the runs are cut in one pass."""
+    spans = [(0, record.array.size - 1)] if wanted is None else _positions(record, wanted)
     todo: list[tuple[int, api.JobState]] = []
+    runs: list[api.ElementRun] = []
     i = 0
     for run in record.array.runs:
+        if run.state not in (api.PEND, api.PSUSP):
+            runs.append(run)
+            continue
         while i < len(spans) and spans[i][1] < run.first:
             i += 1
-        j = i
-        while j < len(spans) and spans[j][0] <= run.last and run.state in (api.PEND, api.PSUSP):
+        cut, j = run.first, i
+        while j < len(spans) and spans[j][0] <= run.last:
             lo, hi = max(spans[j][0], run.first), min(spans[j][1], run.last)
             if len(todo) + hi - lo + 1 > MAX_MATERIALIZE:
                 raise ServiceError(log.FAILED_PRECONDITION,
                                    f"the selection holds more than {MAX_MATERIALIZE} elements that are not "
                                    "jobs yet; modify the whole array, or a smaller selection")
+            if cut < lo:
+                runs.append(api.ElementRun(first=cut, last=lo - 1, state=run.state))
             todo.extend((p, run.state) for p in range(lo, hi + 1))
+            cut = hi + 1
             j += 1
+        if cut <= run.last:
+            runs.append(api.ElementRun(first=cut, last=run.last, state=run.state))
+    if len(runs) > MAX_RUNS:
+        raise ServiceError(log.RESOURCE_EXHAUSTED, f"the selection would split array {record.id} into "
+                                                   f"{len(runs)} parts; at most {MAX_RUNS}")
+    del record.array.runs[:]
+    record.array.runs.extend(runs)
     for position, state in todo:
         applier.arrays[record.id] = record
-        _materialize(applier, record, position, state)
+        _materialize(applier, record, position, state, taken=True)

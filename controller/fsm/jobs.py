@@ -159,24 +159,21 @@ def _control_array(applier: Applier, record: api.Job, wanted: list[api.IndexRang
     arrays.load(applier, record.id)
     record = applier.arrays[record.id]
     planned = arrays.plan_runs(record, action, wanted)  # first: a refusal must find nothing changed
-    chosen = arrays.selected(wanted)
-    changed = [record.id]
-    for index, job_id in list(arrays.elements(applier.tables, record.id)):
-        job = find_job(applier.tables, str(job_id), in_history=False) if chosen(index) else None
-        if job is None:
-            continue
+    changed = 0
+    # Only a requeue reaches finished elements: the others skip them without reading them.
+    for job in arrays.selected_jobs(applier.tables, record, wanted, finished=action == api.REQUEUE):
         try:
             transition = check_control(job, action)
         except ServiceError:
             continue  # an element in a state the action does not apply to is left as it is
         _control_one(applier, job, transition)
-        changed.append(job.id)
+        changed += 1
     moved = arrays.commit_runs(record, planned)
-    if len(changed) == 1 and not moved:
+    if not changed and not moved:
         raise ServiceError(log.FAILED_PRECONDITION,
                            f"no element of array {record.id} selected can be "
                            f"{api.ControlAction.Name(action).lower()}ed now")
-    return log.Result(code=log.OK, job_ids=changed)
+    return log.Result(code=log.OK, job_ids=[record.id])  # the elements' ids would make a large result
 
 
 def apply_modify(applier: Applier) -> list[log.Result]:
@@ -216,29 +213,30 @@ def _modify_array(applier: Applier, record: api.Job, wanted: list[api.IndexRange
                   request: api.ModifyJobRequest) -> log.Result:
     """A modify of a whole array changes its template (the elements still inside the record) and
     every element job it applies to; of a selection, the selected elements, made jobs first."""
-    check_modify(applier.tables, record, request)
+    # The record's state says RUN while any element runs; what a modify may do depends on whether
+    # any is still pending or held.
+    as_checked = api.Job(id=record.id, state=record.state, spec=record.spec)
+    if record.array.counts[api.PEND] or record.array.counts[api.PSUSP]:
+        as_checked.state = api.PEND
+    check_modify(applier.tables, as_checked, request)
     arrays.load(applier, record.id)
     record = applier.arrays[record.id]
     if wanted is None:
         _modify_spec(record.spec, request)  # the record is written at the entry's end
     else:
         arrays.materialize_selection(applier, record, wanted)
-    chosen = arrays.selected(wanted)
-    changed = [record.id]
-    for index, job_id in list(arrays.elements(applier.tables, record.id)):
-        job = find_job(applier.tables, str(job_id), in_history=False) if chosen(index) else None
-        if job is None:
-            continue
+    changed = 0
+    for job in arrays.selected_jobs(applier.tables, record, wanted, finished=False):
         try:
             check_modify(applier.tables, job, request)
         except ServiceError:
             continue
         _modify_one(applier, job, request)
-        changed.append(job.id)
-    if len(changed) == 1 and wanted is not None:
+        changed += 1
+    if not changed and wanted is not None:
         raise ServiceError(log.FAILED_PRECONDITION, f"no element of array {record.id} selected can be "
                                                     "modified now")
-    return log.Result(code=log.OK, job_ids=changed)
+    return log.Result(code=log.OK, job_ids=[record.id])
 
 
 def requeue_ended(applier: Applier, job: api.Job, why: str) -> None:
