@@ -42,7 +42,7 @@ END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY = 0x1, 0x1, 0x4, 0x8, 0x20
 SETTINGS_HEADER_TABLE_SIZE, SETTINGS_ENABLE_PUSH, SETTINGS_INITIAL_WINDOW_SIZE, SETTINGS_MAX_FRAME_SIZE = \
     0x1, 0x2, 0x4, 0x5
 WINDOW = (1 << 31) - 1
-MAX_RESPONSE = 64 << 20  # bytes of one call's response messages
+MAX_MESSAGE = 64 << 20  # bytes of one response message
 
 # gRPC status numbers -> names (grpc.StatusCode's)
 CODES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
@@ -113,6 +113,7 @@ class HeaderDecoder:
     """HPACK decoding with the dynamic table (RFC 7541 section 2.3)."""
 
     def __init__(self, max_size: int = 4096) -> None:
+        self.limit = max_size  # what SETTINGS_HEADER_TABLE_SIZE allows
         self.max_size = max_size
         self.table: list[tuple[str, str]] = []  # newest first
         self.size = 0
@@ -132,6 +133,8 @@ class HeaderDecoder:
                 self._add(name, value)
             elif first & 0x20:  # dynamic table size update
                 size, i = _read_integer(block, i, 5)
+                if size > self.limit:
+                    raise ValueError(f"a header table of {size} bytes, past the {self.limit} allowed")
                 self.max_size = size
                 self._evict()
             else:  # literal without indexing or never indexed
@@ -198,6 +201,17 @@ def _read_string(data: bytes, i: int) -> tuple[bytes, int]:
 # ---------------------------------------------------------------- the connection
 
 
+class _Stream:
+    """The call in progress on a connection."""
+
+    def __init__(self, stream_id: int) -> None:
+        self.id = stream_id
+        self.headers: list[tuple[str, str]] = []
+        self.body = bytearray()
+        self.messages: list[bytes] = []
+        self.done = False
+
+
 def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
     return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
 
@@ -205,12 +219,14 @@ def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
 class Connection:
     """One HTTP/2 connection to a replica; calls one at a time (the command line's way)."""
 
-    def __init__(self, address: str, tls: ssl.SSLContext | None, timeout_s: float) -> None:
+    def __init__(self, address: str, tls: ssl.SSLContext | None, timeout_s: float,
+                 connected: socket.socket | None = None) -> None:
         host, _, port = address.rpartition(":")
         self.authority = address
         self.scheme = "https" if tls is not None else "http"
-        raw = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
-        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        raw = connected or socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
+        if raw.family in (socket.AF_INET, socket.AF_INET6):
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             self.sock: socket.socket = tls.wrap_socket(raw, server_hostname=host.strip("[]")) \
                 if tls is not None else raw
@@ -228,6 +244,12 @@ class Connection:
         self.window = 65535  # the current stream's send window
         self.max_frame = 16384
         self.closed = False
+        self.going_away = False
+        self.received = 0  # bytes of DATA since the receive windows were last topped up
+        self.active = _Stream(0)
+        self._block = bytearray()  # a header block being received, and its stream
+        self._block_stream = 0
+        self._block_ends = False
         settings = struct.pack(">HIHIHI", SETTINGS_ENABLE_PUSH, 0, SETTINGS_INITIAL_WINDOW_SIZE, WINDOW,
                                SETTINGS_HEADER_TABLE_SIZE, 4096)
         self.sock.sendall(PREFACE + frame(SETTINGS, 0, 0, settings) +
@@ -247,86 +269,113 @@ class Connection:
         deadline = time.monotonic() + timeout_s
         stream = self.next_stream
         self.next_stream += 2
+        self.active = _Stream(stream)
+        timeout_ms = min(99_999_999, max(1, int(timeout_s * 1000)))  # at most 8 digits (gRPC's format)
         headers = [(":method", "POST"), (":scheme", self.scheme), (":path", path),
                    (":authority", self.authority), ("content-type", "application/grpc"), ("te", "trailers"),
-                   ("grpc-timeout", f"{max(1, int(timeout_s * 1000))}m"), *metadata]
+                   ("grpc-timeout", f"{timeout_ms}m"), *metadata]
         self.sock.settimeout(max(0.01, timeout_s))
         self.sock.sendall(frame(HEADERS, END_HEADERS, stream, encode_headers(headers)))
-        self._send_data(stream, struct.pack(">BI", 0, len(message)) + message, deadline)
-        return self._responses(stream, deadline)
+        self._send_data(struct.pack(">BI", 0, len(message)) + message, deadline)
+        return self._responses(deadline)
 
-    def _send_data(self, stream: int, body: bytes, deadline: float) -> None:
-        self.window = self.stream_window_initial  # this stream's: a new initial size moves it (_other)
+    def _send_data(self, body: bytes, deadline: float) -> None:
+        active = self.active
+        self.window = self.stream_window_initial  # this stream's: a new initial size moves it (_handle)
         sent = 0
-        while True:
-            window = self.window
-            room = min(window, self.send_window, self.max_frame)
+        while not active.done:  # an early answer (an error's trailers) ends the sending
+            room = min(self.window, self.send_window, self.max_frame)
             if room > 0 or sent == len(body):
                 piece = body[sent:sent + room]
                 last = sent + len(piece) == len(body)
-                self.sock.sendall(frame(DATA, END_STREAM if last else 0, stream, piece))
+                self.sock.sendall(frame(DATA, END_STREAM if last else 0, active.id, piece))
                 sent += len(piece)
                 self.window -= len(piece)
                 self.send_window -= len(piece)
                 if last:
                     return
                 continue
-            kind, flags, on, payload = self._frame(deadline)  # wait for the server to open its window
-            if kind == WINDOW_UPDATE:
-                increment = struct.unpack(">I", payload)[0] & 0x7FFFFFFF
-                if on == 0:
-                    self.send_window += increment
-                elif on == stream:
-                    self.window += increment
-            elif kind == RST_STREAM and on == stream or kind == GOAWAY:
-                self._fail(kind, payload)
-            else:
-                self._other(kind, flags, on, payload)
+            self._handle(*self._frame(deadline))  # wait for the server to open its window
 
-    def _responses(self, stream: int, deadline: float) -> Iterator[bytes]:
-        body = bytearray()
-        block = bytearray()
-        headers: list[tuple[str, str]] = []
-        total = 0
-        ends = False
+    def _responses(self, deadline: float) -> Iterator[bytes]:
+        active = self.active
         while True:
-            kind, flags, on, payload = self._frame(deadline)
-            if on != stream or kind in (SETTINGS, PING, WINDOW_UPDATE, PUSH_PROMISE):
-                if kind == GOAWAY:
-                    self._fail(kind, payload)
-                self._other(kind, flags, on, payload)
-                continue
-            if kind == RST_STREAM:
-                self._fail(kind, payload)
-            if kind == DATA:
-                body += _unpad(flags, payload)
-                total += len(payload)
-                if total > MAX_RESPONSE:
-                    raise RpcFailure("RESOURCE_EXHAUSTED", f"a response of more than {MAX_RESPONSE} bytes")
+            while active.messages:
+                yield active.messages.pop(0)
+            if active.done:
+                self._finish(active.headers)
+                return
+            self._handle(*self._frame(deadline))
+
+    def _handle(self, kind: int, flags: int, on: int, payload: bytes) -> None:
+        """One frame from the server, whichever stream it belongs to: header blocks are always
+        decoded (HPACK's table is the connection's), the active call's state follows the rest."""
+        active = self.active
+        if kind in (HEADERS, CONTINUATION):
+            if kind == HEADERS:
+                payload = _unpad(flags, payload)
+                if flags & PRIORITY:
+                    payload = payload[5:]
+                self._block_stream, self._block_ends = on, bool(flags & END_STREAM)
+                self._block = bytearray()
+            elif on != self._block_stream:
+                raise ValueError("CONTINUATION of another stream")
+            self._block += payload
+            if flags & END_HEADERS:
+                decoded = self.decoder.decode(bytes(self._block))
+                if on == active.id:
+                    active.headers += decoded
+                    active.done = active.done or self._block_ends
+        elif kind == DATA:
+            self._consumed(on, len(payload))
+            if on == active.id:
+                active.body += _unpad(flags, payload)
+                body = active.body
                 while len(body) >= 5:
                     length = struct.unpack(">I", body[1:5])[0]
+                    if length > MAX_MESSAGE:
+                        raise RpcFailure("RESOURCE_EXHAUSTED", f"a response message of {length} bytes")
                     if len(body) < 5 + length:
                         break
                     if body[0]:
                         raise RpcFailure("INTERNAL", "a compressed response, which was not asked for")
-                    yield bytes(body[5:5 + length])
+                    active.messages.append(bytes(body[5:5 + length]))
                     del body[:5 + length]
-            elif kind in (HEADERS, CONTINUATION):
-                if kind == HEADERS:
-                    payload = _unpad(flags, payload)
-                    if flags & PRIORITY:
-                        payload = payload[5:]
-                    ends = bool(flags & END_STREAM)
-                block += payload
-                if flags & END_HEADERS:
-                    headers += self.decoder.decode(bytes(block))
-                    block.clear()
-                    if ends:
-                        self._finish(headers)
-                        return
-            if kind == DATA and flags & END_STREAM:
-                self._finish(headers)
-                return
+                active.done = active.done or bool(flags & END_STREAM)
+        elif kind == RST_STREAM and on == active.id:
+            self.close()
+            raise RpcFailure("UNAVAILABLE", "the server reset the call")
+        elif kind == GOAWAY:
+            last_stream = struct.unpack(">I", payload[:4])[0] & 0x7FFFFFFF if len(payload) >= 4 else 0
+            self.going_away = True  # no new call on this connection
+            if active.id > last_stream:
+                self.close()
+                raise RpcFailure("UNAVAILABLE", "the server is going away")
+        elif kind == SETTINGS and not flags & ACK:
+            for i in range(0, len(payload) - 5, 6):
+                key, value = struct.unpack(">HI", payload[i:i + 6])
+                if key == SETTINGS_INITIAL_WINDOW_SIZE:
+                    self.window += value - self.stream_window_initial  # RFC 9113 6.9.2
+                    self.stream_window_initial = value
+                elif key == SETTINGS_MAX_FRAME_SIZE:
+                    self.max_frame = value
+            self.sock.sendall(frame(SETTINGS, ACK, 0))
+        elif kind == PING and not flags & ACK:
+            self.sock.sendall(frame(PING, ACK, 0, payload))
+        elif kind == WINDOW_UPDATE and len(payload) == 4:
+            increment = struct.unpack(">I", payload)[0] & 0x7FFFFFFF
+            if on == 0:
+                self.send_window += increment
+            elif on == active.id:
+                self.window += increment
+
+    def _consumed(self, stream: int, size: int) -> None:
+        """Keep the receive windows open: a long stream (a snapshot of gigabytes) never stalls."""
+        self.received += size
+        if self.received >= 1 << 30:
+            update = struct.pack(">I", self.received)
+            self.sock.sendall(frame(WINDOW_UPDATE, 0, 0, update) + frame(WINDOW_UPDATE, 0, stream, update))
+            self.received = 0
 
     def _finish(self, headers: list[tuple[str, str]]) -> None:
         values = dict(headers)
@@ -360,26 +409,6 @@ class Connection:
                 raise RpcFailure("UNAVAILABLE", "the connection closed")
             self.buffer += chunk
 
-    def _other(self, kind: int, flags: int, stream: int, payload: bytes) -> None:
-        if kind == SETTINGS and not flags & ACK:
-            for i in range(0, len(payload) - 5, 6):
-                key, value = struct.unpack(">HI", payload[i:i + 6])
-                if key == SETTINGS_INITIAL_WINDOW_SIZE:
-                    self.window += value - self.stream_window_initial  # RFC 9113 6.9.2
-                    self.stream_window_initial = value
-                elif key == SETTINGS_MAX_FRAME_SIZE:
-                    self.max_frame = value
-            self.sock.sendall(frame(SETTINGS, ACK, 0))
-        elif kind == PING and not flags & ACK:
-            self.sock.sendall(frame(PING, ACK, 0, payload))
-        elif kind == WINDOW_UPDATE and stream == 0:
-            self.send_window += struct.unpack(">I", payload)[0] & 0x7FFFFFFF
-
-    def _fail(self, kind: int, payload: bytes) -> None:
-        self.close()
-        what = "the server reset the call" if kind == RST_STREAM else "the server is going away"
-        raise RpcFailure("UNAVAILABLE", what)
-
 
 def percent_decode(text: str) -> str:
     """grpc-message is percent-encoded UTF-8 (gRPC's HTTP/2 protocol)."""
@@ -399,9 +428,11 @@ def percent_decode(text: str) -> str:
 
 
 def _unpad(flags: int, payload: bytes) -> bytes:
-    if flags & PADDED and payload:
-        return payload[1:len(payload) - payload[0]]
-    return payload
+    if not flags & PADDED:
+        return payload
+    if not payload or payload[0] >= len(payload):
+        raise ValueError("bad padding")
+    return payload[1:len(payload) - payload[0]]
 
 
 def tls_context(ca: bytes, cert: bytes | None, key: bytes | None, cert_path: str | None = None,
@@ -443,16 +474,18 @@ class Http2Transport:
 
     def unary(self, address: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]],
               timeout_s: float) -> bytes:
-        for message in self.stream(address, path, request, metadata, timeout_s):
-            return message
-        raise RpcFailure("INTERNAL", "no response message")
+        # Read to the trailers: the status is there, and the connection is left between calls.
+        messages = list(self.stream(address, path, request, metadata, timeout_s))
+        if len(messages) != 1:
+            raise RpcFailure("INTERNAL", f"{len(messages)} response messages to a unary call")
+        return messages[0]
 
     def stream(self, address: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]],
                timeout_s: float) -> Iterator[bytes]:
         connection = self._connection(address, timeout_s)
         try:
             yield from connection.call(path, request, metadata, timeout_s)
-        except (OSError, ValueError, struct.error) as exc:
+        except (OSError, ValueError, IndexError, struct.error) as exc:
             connection.close()
             self._connections.pop(address, None)
             raise RpcFailure("UNAVAILABLE", f"{address}: {exc}") from None
@@ -464,8 +497,10 @@ class Http2Transport:
 
     def _connection(self, address: str, timeout_s: float) -> Connection:
         connection = self._connections.get(address)
-        if connection is not None and not connection.closed:
+        if connection is not None and not connection.closed and not connection.going_away:
             return connection
+        if connection is not None:
+            connection.close()
         try:
             connection = Connection(address, self._tls(), min(timeout_s, CONNECT_TIMEOUT_S))
         except ssl.SSLError as exc:
