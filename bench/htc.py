@@ -11,8 +11,10 @@ and tokens on, linearizable reads) it measures:
   the records it stores;
 - `xce submit` from exec to exit, p50 and p99;
 - the turnover of a slot, hop by hop, from the job records as the Sync
-  stream delivers them: a job's end on its worker -> its end committed ->
-  the next job's dispatch committed -> that job's start on the worker.
+  stream delivers them: a job's end on its worker -> the entry with its
+  end proposed -> the next job's dispatch proposed -> that job's start on
+  the worker (entries carry the leader's stamp at proposal: each commit
+  falls in the hop after it).
 
 Slurm's figures come from ../shared/peers/slurm (up.sh with the htc profile,
 `sbatch` in a loop, array_e2e.sh), when it can start; else it says so.
@@ -51,8 +53,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 class Recorder:
-    """Every job write the Sync stream carries, with the entry's stamp: when each job's dispatch and
-    end were committed (the leader's clock, the same machine's as the workers')."""
+    """Every job write the Sync stream carries, with the entry's stamp: when the leader proposed the
+    entry that dispatched each job and the one that ended it (the leader's clock, the same machine's
+    as the workers'). A hop that ends at a proposal leaves that entry's commit to the next hop."""
 
     def __init__(self, cluster: LocalCluster) -> None:
         import grpc
@@ -95,8 +98,8 @@ class Recorder:
     def turnover(self, ids: set[int]) -> dict[str, Any]:
         """Per hop, over the jobs that took a slot another had just freed (not the first wave)."""
         ends = sorted((t, j) for j, t in self.ended.items() if j in ids)
-        names = ("end_to_report_committed", "report_to_next_dispatch_committed",
-                 "dispatch_committed_to_start", "slot_idle_total")
+        names = ("end_to_report_proposed", "report_to_next_dispatch_proposed",
+                 "dispatch_proposed_to_start", "slot_idle_total")
         hops: dict[str, list[float]] = {name: [] for name in names}
         for job_id in sorted(ids):
             job, dispatched = self.jobs.get(job_id), self.dispatched.get(job_id)
@@ -109,9 +112,9 @@ class Recorder:
             previous = self.jobs[freer]
             if dispatched - freed_at > 2000 or not previous.end_time_ms:
                 continue
-            hops["end_to_report_committed"].append(freed_at - previous.end_time_ms)
-            hops["report_to_next_dispatch_committed"].append(dispatched - freed_at)
-            hops["dispatch_committed_to_start"].append(job.start_time_ms - dispatched)
+            hops["end_to_report_proposed"].append(freed_at - previous.end_time_ms)
+            hops["report_to_next_dispatch_proposed"].append(dispatched - freed_at)
+            hops["dispatch_proposed_to_start"].append(job.start_time_ms - dispatched)
             hops["slot_idle_total"].append(job.start_time_ms - previous.end_time_ms)
         return {name: {"p50_ms": pct(v, 0.5), "p90_ms": pct(v, 0.9), "n": len(v)} for name, v in hops.items()}
 
