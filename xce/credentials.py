@@ -67,6 +67,14 @@ class FileWatch:
         self._stamp: tuple[tuple[int, int, int, int], ...] | None = None
         self._data: tuple[bytes | None, ...] = ()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Credentials travel to benchmark and test processes (multiprocessing pickles them): a lock
+        # does not, and the other side reads the files afresh.
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
     @staticmethod
     def stamp(paths: Sequence[Path | None]) -> tuple[tuple[int, int, int, int], ...]:
         stamps = []
