@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev]' --config-settings editable_mode=compat  # a path entry, not an import hook: 10 ms off every start
 	$(BIN)/python -m compileall -q xce controller scheduler worker >/dev/null  # bytecode, as an install has
 	sh scripts/install_munge.sh
 	touch $(STAMP)
