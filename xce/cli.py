@@ -13,7 +13,6 @@ usage and configuration errors).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -482,6 +481,8 @@ def _dict(message: Any) -> dict[str, Any]:
 def _emit(args: argparse.Namespace, data: Callable[[], dict[str, Any]], human: Any) -> int:
     """Print `data()` as JSON with --json, else call `human` (the JSON costs an import: only then)."""
     if getattr(args, "json", False):
+        import json
+
         print(json.dumps(data(), indent=2, sort_keys=True))
     else:
         human()

@@ -8,7 +8,6 @@ e.g. 2026-11-30T14:00 or 2026-11-30T14:00+01:00) or as an age: 30m, 12h,
 from __future__ import annotations
 
 import argparse
-import datetime
 import re
 import time
 from collections.abc import Callable
@@ -29,6 +28,8 @@ def when_ms(text: str, now_s: Callable[[], float] = time.time) -> int:
     if age:
         return int((now_s() - int(age.group(1)) * _UNIT_S[age.group(2)]) * 1000)
     try:
+        import datetime  # only for a --since date
+
         moment = datetime.datetime.fromisoformat(text)
     except ValueError:
         raise ValueError(f"not a time: {text!r} (an ISO date or date-time, or an age such as 30m, 12h, 7d)"
