@@ -134,5 +134,8 @@ def test_a_three_host_deployment_from_the_bundles_runs_jobs_through_a_leader_kil
     wait_until(lambda: "serving gRPC" in (tmp_path / "replica-4.log").read_text(), "replica 4 to serve")
     out = hosts.xce("n1", "member", "add", f"{d}:7101")
     assert "replica 4 is a voter" in out
-    assert sorted(_status(hosts, "n1").values()) == ["follower", "follower", "follower", "leader"]
+    # Committed as a voter; the replica itself says standby until the leader's first append in the new
+    # configuration reaches it (a faster CLI asked within that window).
+    voters = ["follower", "follower", "follower", "leader"]
+    wait_until(lambda: sorted(_status(hosts, "n1").values()) == voters, "four voters")
     run_jobs("with-four")
