@@ -291,13 +291,19 @@ def test_memory_and_lmdb_apply_arrays_alike(tmp_path: Path) -> None:
         store.close()
 
 
-def test_an_element_requeued_after_its_array_left_the_live_tables_brings_the_record_back() -> None:
+def _finished_pair() -> tuple[State, int, list[int]]:
+    """An array of two elements, both run and DONE: (state, the array's id, the elements' ids)."""
     state = State()
     (array_id,) = state.submit("a[1-2]").job_ids
     ids = [state.elements(array_id)[i].id for i in (1, 2)]
     assert state.dispatch(*ids).rejections == ["", ""]
     for job_id in ids:
         state.finish(job_id)
+    return state, array_id, ids
+
+
+def test_an_element_requeued_after_its_array_left_the_live_tables_brings_the_record_back() -> None:
+    state, array_id, ids = _finished_pair()
     assert state.read(array_id).state == api.DONE
     later = STAMP + 2 * 3600 * 1000  # past the clean period: the finished jobs leave the live tables
     state.run(log.Entry(stamp_ms=later, join_host=api.HostSpec(name="n2", slots=1)))
@@ -389,12 +395,7 @@ def test_an_element_outliving_its_pruned_record_is_a_job_of_its_own() -> None:
 
 
 def test_a_refused_action_on_a_cleaned_array_writes_nothing() -> None:
-    state = State()
-    (array_id,) = state.submit("a[1-2]").job_ids
-    ids = [state.elements(array_id)[i].id for i in (1, 2)]
-    assert state.dispatch(*ids).rejections == ["", ""]
-    for job_id in ids:
-        state.finish(job_id)
+    state, array_id, ids = _finished_pair()
     state.run(log.Entry(stamp_ms=STAMP + 2 * 3600 * 1000, join_host=api.HostSpec(name="n2", slots=1)))
     before = {t: dict(state.tables._data[t]) for t in ("jobs", "history", "history_index", "job_index")}
     result = state.run(log.Entry(stamp_ms=STAMP + 2 * 3600 * 1000, control=api.ControlJobRequest(

@@ -35,6 +35,7 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from controller.fsm import job_index
 from controller.fsm.records import FINISHED, PENDING, find_job, job_key, read_job
 from controller.tables import Tables
 from xce import array_spec
@@ -50,19 +51,13 @@ WINDOW = 256  # elements kept as pending jobs ahead of the scheduler (a limit lo
 MAX_RUNS = 1_000  # runs one record may hold (8 KB or so): a request that would split it further is refused
 MAX_MATERIALIZE = 10_000  # elements one modify of a selection may make jobs of
 MAX_SIZE = 10_000_000  # apply's own bound; the leader's is [auth] max_array_size
-INDEX_TABLE = "job_index"
 _STATES = len(api.JobState.values())
-
-
-def element_prefix(array_id: int) -> bytes:
-    """job_index keys of an array's element jobs: b"a" array(8) index(8) id(8)."""
-    return b"a" + job_key(array_id)
 
 
 def elements(tables: Tables, array_id: int, from_index: int = 0) -> Iterator[tuple[int, int]]:
     """(index, job id) of the array's element jobs still in the live tables, by index."""
-    prefix = element_prefix(array_id)
-    for key, _ in tables.scan(INDEX_TABLE, prefix + struct.pack(">q", from_index)):
+    prefix = job_index.array_prefix(array_id)
+    for key, _ in tables.scan(job_index.TABLE, prefix + struct.pack(">q", from_index)):
         if not key.startswith(prefix):
             return
         index, job_id = struct.unpack(">qQ", key[len(prefix):])
@@ -85,10 +80,7 @@ def is_array(job: api.Job) -> bool:
 def submit(applier: Applier, job: api.Job) -> None:
     """`job` is a new array's record (id, spec, times set): its state, and the first elements as jobs."""
     spec = job.spec.array
-    try:
-        size = array_spec.check(spec, MAX_SIZE)
-    except array_spec.ArraySpecError as exc:
-        raise invalid(str(exc)) from None
+    size = array_spec.size_of(spec)  # checked (check_submit) before the entry wrote anything
     state = job.array
     state.size = size
     state.window = min(WINDOW, spec.limit) if spec.limit else WINDOW
@@ -188,14 +180,21 @@ def _materialize(applier: Applier, record: api.Job, position: int, state: api.Jo
                       modify_time_ms=applier.stamp_ms, request_id=record.request_id,
                       readable_id=f"{record.readable_id}[{index}]", array_id=record.id, array_index=index,
                       array_limit=record.spec.array.limit)
-    element.spec.CopyFrom(record.spec)
-    element.spec.ClearField("array")
-    element.spec.name = f"{record.spec.name}[{index}]"
+    element.spec.CopyFrom(element_spec(record, index))
     if state == api.PSUSP:
         element.pending_reason, element.pending_code = "held by user", api.PEND_JOB_HELD
     record.array.materialized += 1
     applier.put_job(element)
     return element
+
+
+def element_spec(record: api.Job, index: int) -> api.JobSpec:
+    """An element's spec: the array's template, named name[index], without the array."""
+    spec = api.JobSpec()
+    spec.CopyFrom(record.spec)
+    spec.ClearField("array")
+    spec.name = f"{record.spec.name}[{index}]"
+    return spec
 
 
 def _take(state: api.ArrayState, position: int) -> None:
@@ -254,9 +253,7 @@ def element_view(tables: Tables, record: api.Job, index: int) -> api.Job:
                                           "tables (xce history)")
     shown = api.Job(id=0, state=run.state, submit_time_ms=record.submit_time_ms, request_id=record.request_id,
                     readable_id=f"{record.readable_id}[{index}]", array_id=record.id, array_index=index)
-    shown.spec.CopyFrom(record.spec)
-    shown.spec.ClearField("array")
-    shown.spec.name = f"{record.spec.name}[{index}]"
+    shown.spec.CopyFrom(element_spec(record, index))
     if run.state == api.PEND:
         shown.pending_reason = "not yet a job: waiting for the array's earlier elements"
     elif run.state == api.PSUSP:
@@ -287,7 +284,7 @@ def selected_jobs(tables: Tables, record: api.Job, wanted: Selection, finished: 
                 break
             if not chosen(index):
                 continue
-            if not finished and any(tables.get(INDEX_TABLE, b"s" + bytes([s]) + job_key(job_id)) is not None
+            if not finished and any(tables.get(job_index.TABLE, job_index.state_key(s, job_id)) is not None
                                     for s in FINISHED):
                 continue
             job = read_job(tables, job_id)

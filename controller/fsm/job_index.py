@@ -50,13 +50,22 @@ def finished_ms(job: api.Job) -> int:
 
 def keys(job: api.Job) -> set[bytes]:
     tail = job_key(job.id)
-    found = {b"s" + bytes([job.state]) + tail, b"u" + name_part(job.spec.user) + tail,
+    found = {state_key(job.state, job.id), b"u" + name_part(job.spec.user) + tail,
              b"q" + name_part(job.spec.queue) + tail}
     if job.state in FINISHED:
         found.add(b"f" + struct.pack(">q", finished_ms(job)) + tail)
     if job.array_id:
-        found.add(b"a" + job_key(job.array_id) + struct.pack(">q", job.array_index) + tail)
+        found.add(array_prefix(job.array_id) + struct.pack(">q", job.array_index) + tail)
     return found
+
+
+def array_prefix(array_id: int) -> bytes:
+    """The keys of an array's element jobs: b"a" array(8) index(8) id(8)."""
+    return b"a" + job_key(array_id)
+
+
+def state_key(state: int, job_id: int) -> bytes:
+    return b"s" + bytes([state]) + job_key(job_id)
 
 
 def update(tables: Tables, before: api.Job | None, after: api.Job | None) -> None:
