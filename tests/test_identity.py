@@ -225,6 +225,26 @@ def test_another_users_job_and_the_cluster_are_not_the_attackers(fleet: tuple[Lo
     assert _job(cluster, victim.id).state == api.PSUSP
 
 
+def test_another_users_array_and_its_elements_are_not_the_attackers(fleet: tuple[LocalCluster, LocalWorkers],
+                                                                    nobody: Attacker) -> None:
+    cluster, _ = fleet
+    with cluster.client() as client:
+        indices = api.ArraySpec(ranges=[api.IndexRange(start=1, end=1000)])
+        array = client.submit([api.JobSpec(command=["sleep", "60"], cwd="/tmp", name="victim",
+                                           array=indices)]).jobs[0]
+        client.control(str(array.id), api.HOLD)
+        element = client.list_jobs([f"array:eq:{array.id}"], page_size=1)[0]
+    before = _revision(cluster)
+    for target in (str(array.id), f"{array.id}[1-1000]", f"{array.id}[7]", str(element.id)):
+        for args in (["release", target], ["kill", target], ["requeue", target],
+                     ["modify", target, "--priority", "99"]):
+            assert "needs " in nobody.refused("PERMISSION_DENIED", *args)
+    assert _revision(cluster) == before  # nothing reached the log
+    with cluster.client() as client:
+        assert client.get_job(str(array.id)).array.counts[api.PSUSP] == 1000
+        client.control(str(array.id), api.KILL)
+
+
 def test_a_user_controls_its_own_jobs_within_the_queue_cap(fleet: tuple[LocalCluster, LocalWorkers],
                                                            nobody: Attacker) -> None:
     cluster, _ = fleet
