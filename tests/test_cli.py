@@ -134,3 +134,18 @@ def test_client_commands_import_no_grpc_asyncio_or_controller_and_cache_the_lead
                                   env=env, timeout=60)
             assert "HEAVY [] 0" in done.stderr, (args, done.stderr[-2000:])
         assert cached_leader(live.addresses) == leader
+
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(live: LocalCluster) -> None:
+    xce(live, "submit", "-J", "one", "--", "true")
+    env = {**os.environ, "XCE_DATA": str(live.data)}
+    env.pop("XCE_CONTROLLERS", None)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # as `| head` that has already read what it wanted: every write fails
+    try:
+        done = subprocess.run([sys.executable, "-m", "xce.cli", "jobs"], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141 and "Traceback" not in done.stderr, done.stderr

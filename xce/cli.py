@@ -314,6 +314,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except cli_submit.UsageError as exc:
         print(f"xce {args.command}: {shown(str(exc))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `xce jobs | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141  # a shell's 128 + SIGPIPE
 
 
 def _init_replica(args: argparse.Namespace) -> int:
