@@ -40,3 +40,32 @@ def test_bad_arguments_are_one_line_and_exit_2(argv: list[str], capsys: pytest.C
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["submit", "-q", "idle", "-J", "a[1-9]%2", "--", "true", "-x"],
+    ["--cluster", "c.toml", "jobs", "--state", "PEND", "-A"],
+    ["--controllers=a:1,b:2", "kill", "17[1-5]", "--json"],
+    ["--cluster", "c.toml", "--controllers", "a:1", "queue", "update", "q", "--closed"],
+    ["history", "--since", "2026-11-30T14:00", "-n", "5"],
+    ["member", "list"],
+    ["token", "create", "--user", "u"],
+])
+def test_the_parser_of_one_command_parses_its_line_as_the_full_parser_does(argv: list[str]) -> None:
+    word = cli.command_word(argv)
+    assert word is not None and word in argv
+    lean = cli.build_parser(word)
+    assert set(lean._subparsers._group_actions[0].choices) == {word}  # type: ignore[union-attr]
+    assert vars(lean.parse_args(argv)) == vars(cli.build_parser().parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", [["-h"], ["--clus", "c.toml", "jobs"], [], ["--cluster", "c.toml"]])
+def test_a_line_naming_no_command_plainly_gets_the_full_parser(argv: list[str]) -> None:
+    assert cli.command_word(argv) is None
+
+
+def test_an_unknown_command_is_told_the_commands_there_are(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["frobnicate", "1"])
+    err = capsys.readouterr().err
+    assert "invalid choice: 'frobnicate'" in err and "'submit'" in err and "'jobs'" in err

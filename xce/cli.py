@@ -59,7 +59,8 @@ def controllers(args: argparse.Namespace) -> list[str]:
         raise SystemExit(f"xce: no --controllers, no local cluster at {data_dir() / 'cluster.toml'} "
                          f"(start one with `xce cluster up`) and no {SYSTEM_CLUSTER_FILE}")
     try:
-        return grpc_addresses(config_path)  # not the whole file: only replica hosts can read the password
+        # Not the whole file: only replica hosts can read the password.
+        return grpc_addresses(config_path, cached=True)
     except ValueError as exc:
         raise SystemExit(f"xce: {exc}") from None
 
@@ -71,7 +72,7 @@ def credentials(args: argparse.Namespace) -> Credentials:
         # cluster's daemons take theirs from $XCE_TOKEN).
         token = os.environ.get("XCE_TOKEN") if cert is not None else None
         found = for_cluster(cluster_file(args), token=token, use_token_search=cert is None, cert=cert,
-                            key=key)
+                            key=key, cached=True)
         found.check()
         return found
     except CredentialsError as exc:
@@ -87,12 +88,55 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Unbuilt:
+    """Stands for the parser of a command not on this command line, and takes whatever a real one
+    would: building all forty costs ~10 ms of every command (argparse looks up gettext
+    catalogues on disk for every option)."""
+
+    def __getattr__(self, name: str) -> Callable[..., _Unbuilt]:
+        return lambda *args, **kwargs: self
+
+
+class _Commands:
+    """The subcommands' action, building only `only`'s parser (all, if only is None)."""
+
+    def __init__(self, action: Any, only: str | None) -> None:
+        self._action, self._only = action, only
+        self.built = False
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        if self._only is not None and name != self._only:
+            return _Unbuilt()
+        self.built = True
+        return self._action.add_parser(name, **kwargs)
+
+
+GLOBAL_OPTIONS = ("--controllers", "--cluster")
+
+
+def command_word(words: Sequence[str]) -> str | None:
+    """The subcommand a command line names, past the global options; None when unsure (an
+    abbreviated option, -h), which builds every parser."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in GLOBAL_OPTIONS:
+            i += 2
+        elif word.startswith(tuple(f"{option}=" for option in GLOBAL_OPTIONS)):
+            i += 1
+        else:
+            return None if word.startswith("-") else word
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with `command`, only that subcommand's parser is built (the
+    others are not needed to parse its line); every one if it names none."""
     parser = Parser(prog="xce", description="XCE batch workload manager")
     parser.add_argument("--controllers", help="host:port,... of the controller replicas")
     parser.add_argument("--cluster", help="the cluster file (replicas, TLS); default $XCE_CLUSTER or "
                                           "the local cluster's")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = _Commands(parser.add_subparsers(dest="command", required=True), command)
 
     p = sub.add_parser("controller", help="run one controller replica")
     p.add_argument("--config", required=True, type=Path, help="the cluster file (cluster.toml)")
@@ -248,6 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="every replica's role, term, indexes and health")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
+    if command is not None and not sub.built:  # no such command: the full parser lists them
+        return build_parser()
     return parser
 
 
@@ -260,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"xce: an argument is not UTF-8 text: {word.encode('utf-8', 'replace')[:80]!r}",
                   file=sys.stderr)
             return 2
-    args = build_parser().parse_args(words)
+    args = build_parser(command_word(words)).parse_args(words)
     if args.command == "controller":
         from controller.main import run
 

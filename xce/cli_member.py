@@ -16,6 +16,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from xce.client import Client, XceError
 from xce.v1 import api_pb2 as api
@@ -24,7 +25,7 @@ WAIT_S = 120.0
 POLL_S = 0.2
 
 
-def add_parsers(sub: argparse._SubParsersAction, stale_help: str) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: Any, stale_help: str) -> None:
     p = sub.add_parser("member", help="the controller replicas: add, remove, list (cluster admins)")
     msub = p.add_subparsers(dest="member_command", required=True)
     q = msub.add_parser("add", help="take a new replica, running with --join, into the membership")

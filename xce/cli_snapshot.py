@@ -17,12 +17,13 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from xce.client import Client, XceError
 from xce.private import open_private
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: Any) -> None:
     p = sub.add_parser("snapshot", help="backups: save the leader's state to a file, check a file")
     ssub = p.add_subparsers(dest="snapshot_command", required=True)
     q = ssub.add_parser("save", help="save a consistent snapshot of the cluster's state (cluster admins)")
