@@ -122,17 +122,22 @@ def test_client_commands_import_no_grpc_asyncio_or_controller_and_cache_the_lead
              "except SystemExit as exc:\n    code = exc.code\n"
              "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
              "('grpc', 'asyncio', 'controller', 'pysyncobj', 'lmdb'))\n"
-             "print('HEAVY', heavy, code, file=sys.stderr)\n")
+             "slow = [m for m in ('tomllib', 'dataclasses', 'google.protobuf.internal.python_message') "
+             "if m in sys.modules]\n"
+             "print('HEAVY', heavy, code, 'SLOW', slow, file=sys.stderr)\n")
     leader = live.address(live.leader())
     follower = next(a for a in live.addresses if a != leader)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(cache))
         remember_leader(live.addresses, follower)  # a wrong guess: it costs one redirect, then is right
         assert cached_leader(live.addresses) == follower
-        for args in (["submit", "--", "true"], ["jobs"], ["job", "1"], ["kill", "1"]):
+        for n, args in enumerate((["submit", "--", "true"], ["jobs"], ["job", "1"], ["kill", "1"])):
             done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True,
                                   env=env, timeout=60)
             assert "HEAVY [] 0" in done.stderr, (args, done.stderr[-2000:])
+            # Past the first command the cluster file's parsed copy is cached: no TOML parser (nor
+            # dataclasses, nor protobuf's pure-Python layers) in any of them.
+            assert n == 0 or "SLOW []" in done.stderr, (args, done.stderr[-2000:])
         assert cached_leader(live.addresses) == leader
 
 

@@ -32,11 +32,11 @@ from __future__ import annotations
 import os
 import stat
 import threading
-import tomllib
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from xce.cluster_file import client_table, read_toml
 
 if TYPE_CHECKING:  # imported where a channel is made: the command line never makes one
     import grpc
@@ -51,12 +51,29 @@ class CredentialsError(Exception):
     """A TLS file or a token cannot be used: say which and why."""
 
 
-@dataclass(frozen=True)
 class TlsFiles:
-    ca: Path | None
-    cert: Path | None
-    key: Path | None
-    insecure: bool = False
+    """Where the CA, the certificate and its key are (plain classes here and in Credentials, not
+    dataclasses: importing dataclasses costs ~5 ms of every command)."""
+
+    __slots__ = ("ca", "cert", "key", "insecure")
+
+    def __init__(self, ca: Path | None, cert: Path | None, key: Path | None, insecure: bool = False) -> None:
+        self.ca, self.cert, self.key, self.insecure = ca, cert, key, insecure
+
+    def _fields(self) -> tuple[Any, ...]:
+        return self.ca, self.cert, self.key, self.insecure
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TlsFiles) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"TlsFiles(ca={self.ca!r}, cert={self.cert!r}, key={self.key!r}, insecure={self.insecure!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return TlsFiles, self._fields()
 
 
 class FileWatch:
@@ -103,16 +120,35 @@ class FileWatch:
             return self._data
 
 
-@dataclass(frozen=True)
 class Credentials:
-    insecure: bool = False
-    ca: bytes | None = None
-    cert: bytes | None = None
-    key: bytes | None = None
-    token: str | None = None
-    munge: bool = False
-    files: TlsFiles | None = field(default=None, compare=False)  # where ca, cert, key came from
-    _watch: FileWatch = field(default_factory=FileWatch, compare=False, repr=False)
+    """What a client presents; equal when they present the same (wherever the files are)."""
+
+    __slots__ = ("insecure", "ca", "cert", "key", "token", "munge", "files", "_watch")
+
+    def __init__(self, insecure: bool = False, ca: bytes | None = None, cert: bytes | None = None,
+                 key: bytes | None = None, token: str | None = None, munge: bool = False,
+                 files: TlsFiles | None = None) -> None:
+        self.insecure, self.ca, self.cert, self.key = insecure, ca, cert, key
+        self.token, self.munge = token, munge
+        self.files = files  # where ca, cert, key came from
+        self._watch = FileWatch()
+
+    def _fields(self) -> tuple[Any, ...]:
+        return self.insecure, self.ca, self.cert, self.key, self.token, self.munge
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Credentials) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:  # never the key or the token
+        return (f"Credentials(insecure={self.insecure}, ca={'set' if self.ca else None}, "
+                f"cert={'set' if self.cert else None}, key={'set' if self.key else None}, "
+                f"token={'set' if self.token else None}, munge={self.munge}, files={self.files!r})")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Credentials, (*self._fields(), self.files)
 
     def tls(self) -> tuple[bytes | None, bytes | None, bytes | None]:
         """(ca, cert, key) as the files hold them now (those given, if not from files)."""
@@ -164,9 +200,9 @@ class Credentials:
         return tuple(items)
 
     def with_certificate(self, cert: Path, key: Path) -> Credentials:
-        files = replace(self.files, cert=cert, key=key) if self.files is not None else None
-        return replace(self, cert=_read(cert, "certificate"), key=_read(key, "key"), files=files,
-                       _watch=FileWatch())
+        files = self.files and TlsFiles(self.files.ca, cert, key, self.files.insecure)
+        return Credentials(self.insecure, self.ca, _read(cert, "certificate"), _read(key, "key"), self.token,
+                           self.munge, files)
 
 
 def tls_files(raw: dict[str, Any], base: Path) -> TlsFiles:
@@ -189,14 +225,15 @@ def tls_files(raw: dict[str, Any], base: Path) -> TlsFiles:
 
 
 def for_cluster(cluster_file: Path | None, token: str | None = None, use_token_search: bool = True,
-                cert: Path | None = None, key: Path | None = None) -> Credentials:
-    """A person's or daemon's credentials for the cluster described by `cluster_file`."""
+                cert: Path | None = None, key: Path | None = None, cached: bool = False) -> Credentials:
+    """A person's or daemon's credentials for the cluster described by `cluster_file`; `cached`:
+    read through the command line's cache (cluster_file.client_table)."""
     raw: dict[str, Any] = {}
     base = Path.cwd()
     if cluster_file is not None:
         try:
-            raw = tomllib.loads(Path(cluster_file).read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raw = (client_table if cached else read_toml)(cluster_file, CredentialsError, "cluster file")
+        except OSError as exc:
             raise CredentialsError(f"cannot read the cluster file {cluster_file}: {exc}") from None
         base = Path(cluster_file).resolve().parent
     # Without a cluster file, only what the environment names: no default paths.
