@@ -116,7 +116,9 @@ def test_client_commands_import_no_grpc_asyncio_or_controller_and_cache_the_lead
     cache = tmp_path_factory.mktemp("cache")
     env = {**os.environ, "XCE_DATA": str(live.data), "XDG_CACHE_HOME": str(cache)}
     env.pop("XCE_CONTROLLERS", None)
-    probe = ("import runpy, sys\n"
+    probe = ("import os, runpy, sys\n"
+             "def ended(code):\n    raise SystemExit(code)\n"
+             "os._exit = ended  # the command's fast exit (cli.entry), here to look at it afterwards\n"
              "sys.argv = ['xce'] + sys.argv[1:]\n"
              "try:\n    runpy.run_module('xce.cli', run_name='__main__')\n"
              "except SystemExit as exc:\n    code = exc.code\n"

@@ -69,3 +69,44 @@ def test_an_unknown_command_is_told_the_commands_there_are(capsys: pytest.Captur
         cli.main(["frobnicate", "1"])
     err = capsys.readouterr().err
     assert "invalid choice: 'frobnicate'" in err and "'submit'" in err and "'jobs'" in err
+
+
+class _Exited(Exception):
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+@pytest.mark.parametrize(("outcome", "code", "stderr"), [
+    (0, 0, ""), (3, 3, ""), (SystemExit(None), 0, ""), (SystemExit(2), 2, ""),
+    (SystemExit("xce: no cluster"), 1, "xce: no cluster")])
+def test_a_client_command_ends_as_the_interpreter_would_but_without_its_teardown(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], outcome: object, code: int,
+        stderr: str) -> None:
+    def main() -> object:
+        print("answer")
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def exit_now(status: int) -> None:
+        raise _Exited(status)
+
+    monkeypatch.setattr(cli, "main", main)
+    monkeypatch.setattr(cli.os, "_exit", exit_now)
+    monkeypatch.setattr(cli.sys, "argv", ["xce", "--cluster", "c.toml", "jobs"])
+    with pytest.raises(_Exited) as exited:
+        cli.entry()
+    assert exited.value.code == code
+    out, err = capsys.readouterr()
+    assert out == "answer\n" and err.strip() == stderr
+
+
+def test_daemons_and_file_writers_exit_through_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "main", lambda: 0)
+    monkeypatch.setattr(cli.os, "_exit", lambda status: pytest.fail("os._exit for a daemon"))
+    for argv in (["controller", "--config", "x"], ["worker"], ["cluster", "up"], ["snapshot", "save"],
+                 ["-h"]):
+        monkeypatch.setattr(cli.sys, "argv", ["xce", *argv])
+        with pytest.raises(SystemExit) as exit_:
+            cli.entry()
+        assert exit_.value.code == 0
