@@ -45,6 +45,9 @@ from xce.v1 import api_pb2 as api  # noqa: E402
 from xce.v1 import log_pb2 as log  # noqa: E402
 
 SLURM = REPO.parent / "shared" / "peers" / "slurm"
+# `xce` as users run it: the installed command (its console script), else the module.
+_SCRIPT = Path(sys.executable).parent / "xce"
+XCE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "xce.cli"]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -160,7 +163,7 @@ def xce_figures(n: int, latency_samples: int, work: Path) -> dict[str, Any]:
             lat = []
             for _ in range(latency_samples):
                 started = time.perf_counter()
-                done = subprocess.run([sys.executable, "-m", "xce.cli", "submit", "-q", "idle", "--", "true"],
+                done = subprocess.run([*XCE, "submit", "-q", "idle", "--", "true"],
                                       env=env, capture_output=True, text=True, cwd=work)
                 lat.append((time.perf_counter() - started) * 1000)
                 if done.returncode:
@@ -169,7 +172,7 @@ def xce_figures(n: int, latency_samples: int, work: Path) -> dict[str, Any]:
                                         "n": len(lat)}
             loop_ids: list[int] = []
             # (a) one CLI process per submit, in a shell loop (as a user's script would).
-            script = f'for i in $(seq {n}); do "{sys.executable}" -m xce.cli submit --json -- true; done'
+            script = f'for i in $(seq {n}); do {" ".join(XCE)} submit --json -- true; done'
             started = time.monotonic()
             done = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, cwd=work)
             submitted = time.monotonic()

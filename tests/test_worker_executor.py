@@ -133,3 +133,79 @@ def test_the_shim_writes_json_and_reads_the_environment_by_hand() -> None:
     assert json.loads(shim.to_json(status)) == status
     env = {"A": "1", "EMPTY": "", "EQ": "a=b", "UTF": "é"}
     assert shim.parse_env(env_bytes(env)) == env
+
+
+def _wait_for(path: Path, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not path.exists() or not path.read_text():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_shims_are_forked_by_the_server_lead_their_session_and_jobs_cannot_reach_it(  # type: ignore[no-untyped-def]
+        executor, tmp_path: Path) -> None:
+    ex, reports = executor
+    fds = tmp_path / "fds"
+    ex.run(_job(1, "sh", "-c", f"ls -l /proc/$$/fd > {fds}.tmp; mv {fds}.tmp {fds}; sleep 30", cwd=tmp_path))
+    _wait_for(fds, "the job did not start")
+    [pid] = [ex._running[(1, 0)]]
+    server = ex.host._server.process.pid
+    assert _parent(pid) == server and os.getsid(pid) == pid and os.getpgid(pid) == pid
+    assert "socket:" not in fds.read_text()  # the server's socket is closed in every shim
+    ex.signal((1, 0), api.SIGNAL_KILL)
+    assert _wait_final(reports, 1).finished.term_signal == signal.SIGTERM
+
+
+def test_a_shim_killed_from_outside_is_reported_with_its_signal(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ex, reports = executor
+    started = tmp_path / "started"
+    ex.run(_job(1, "sh", "-c", f"echo $$ > {started}; exec sleep 30", cwd=tmp_path))
+    _wait_for(started, "the job did not start")
+    shim = ex._running[(1, 0)]
+    os.kill(shim, signal.SIGKILL)  # the OOM killer, say: no status file; the server saw the signal
+    final = _wait_final(reports, 1)
+    assert final.finished.term_signal == signal.SIGKILL and not final.finished.status_unknown
+    os.kill(int(started.read_text()), signal.SIGKILL)  # the command it left
+
+
+def test_jobs_outlive_the_server_and_the_next_job_gets_a_new_one(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ex, reports = executor
+    started, go = tmp_path / "started", tmp_path / "go"
+    ex.run(_job(1, "sh", "-c", f"echo x > {started}; while [ ! -e {go} ]; do sleep 0.05; done; exit 3",
+                cwd=tmp_path))
+    _wait_for(started, "the job did not start")
+    first = ex.host._server.process
+    first.kill()  # SIGKILL: the job's shim goes on, watched through /proc from now on
+    first.wait()
+    go.touch()
+    assert _wait_final(reports, 1).finished.exit_code == 3  # from its status file
+    ex.run(_job(2, "sh", "-c", "exit 5", cwd=tmp_path))
+    assert _wait_final(reports, 2).finished.exit_code == 5
+    assert ex.host._server.process.pid != first.pid
+
+
+def test_a_worker_that_died_before_journaling_the_pid_finds_the_shim_by_its_pid_file(tmp_path: Path) -> None:
+    spool, started, go = tmp_path / "spool", tmp_path / "started", tmp_path / "go"
+    first = Executor(spool, kill_grace_s=0.5, report=lambda report: None, allow_root_jobs=True)
+    first.run(_job(1, "sh", "-c", f"echo x > {started}; while [ ! -e {go} ]; do sleep 0.05; done; exit 4",
+                   cwd=tmp_path))
+    _wait_for(started, "the job did not start")
+    pid = first._running[(1, 0)]
+    record = first.journal.get((1, 0))
+    record.update(state="starting")  # as journaled just before the start
+    del record["pid"], record["pid_start"]
+    first.journal.put((1, 0), record)
+    first.close()
+    reports: list[api.JobReport] = []
+    second = Executor(spool, kill_grace_s=0.5, report=reports.append, allow_root_jobs=True)
+    try:
+        second.recover()
+        assert second._running == {(1, 0): pid}
+        go.touch()
+        assert _wait_final(reports, 1).finished.exit_code == 4
+    finally:
+        second.close()

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.journal import KEEP_ACKED, Journal, JournalStore
-from worker.process_host import Account, ProcessHost, RealProcessHost
+from worker.process_host import SHIM_PATH, Account, ProcessHost, RealProcessHost
 from xce.clock import REAL_CLOCK, Clock
 from xce.v1 import api_pb2 as api
 
@@ -60,7 +60,6 @@ COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, DRAINING, START_FAILED = -1, -2, -
 USER_NOT_ALLOWED = -6  # root without allow_root_jobs, or a user other than a non-root worker's
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 SHIM = str(Path(__file__).resolve().parent / "shim.py")
-SHIM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 PRUNE_EVERY_ACKS = 100
 
 
@@ -233,6 +232,7 @@ class Executor:
 
     def close(self) -> None:
         self.journal.close()
+        self.host.close()
 
     # -------------------------------------------------------------- starting
 

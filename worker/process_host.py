@@ -2,12 +2,17 @@
 
 Theory of operation. The executor (executor.py) decides what to run and
 when; a `ProcessHost` does it. `RealProcessHost` uses the kernel: a new
-session and process group per instance (subprocess with
-start_new_session), signals to the whole group, wait4 on a process it
-started, and /proc for one it did not (a worker restarted while its jobs ran
-on): the process start time in /proc/<pid>/stat tells a reused pid from the
-job's. Accounts come from the password and group databases (`account`),
-and the owner's spool directory is made and checked here (`owner_dir`). Its
+session and process group per instance, signals to the whole group, the
+shim's wait status for a process it started, and /proc for one it did not
+(a worker restarted while its jobs ran on): the process start time in
+/proc/<pid>/stat tells a reused pid from the job's. Shims are forked by one
+server of shims (`ShimServer`, worker/shim.py --serve), started with the
+first job and again whenever it is gone, which says how each of its shims
+ended; a shim whose server died meanwhile is watched through /proc, as an
+adopted one. Anything else `spawn` is asked to run starts as a process of
+its own (subprocess with start_new_session), waited for with wait4.
+Accounts come from the password and group databases (`account`), and the
+owner's spool directory is made and checked here (`owner_dir`). Its
 watches and timers run in threads of their own. The protocol
 simulation (tests/protocol_sim) gives the executor a simulated host with the
 same methods, so the executor's own logic is what the simulation checks.
@@ -20,6 +25,7 @@ import pwd
 import socket
 import stat
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +35,19 @@ from typing import Protocol
 
 Key = tuple[int, int]
 POLL_S = 0.2  # how often an adopted process is looked for in /proc
+SHIM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # the shims' own environment (never the job's)
+
+
+def _shim_arguments(argv: Sequence[str]) -> tuple[str, list[str]] | None:
+    """(the shim's file, its arguments) if argv runs worker/shim.py as executor.py does; else None."""
+    if len(argv) > 4 and list(argv[1:3]) == ["-I", "-S"] and argv[3].endswith("shim.py") \
+            and argv[4] != "--serve":
+        return argv[3], list(argv[4:])
+    return None
+
+
+def _signal_of(status: int) -> int:
+    return os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
 
 
 @dataclass(frozen=True)
@@ -77,11 +96,95 @@ class ProcessHost(Protocol):
 
     def call_later(self, delay_s: float, function: Callable[[], None]) -> None: ...
 
+    def close(self) -> None:
+        """Nothing more is started (running instances go on)."""
+        ...
+
+
+class ShimServer:
+    """The worker's end of worker/shim.py --serve: `spawn` asks it for a shim (its pid back), and
+    `ended(pid, wait status)` hears of each shim's end, from a reader thread; `lost(pids)` once,
+    with the shims whose ends it can no longer tell, if the server dies."""
+
+    def __init__(self, shim: str, log: Path, ended: Callable[[int, int], None],
+                 lost: Callable[[set[int]], None]) -> None:
+        self._ended, self._lost = ended, lost
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", shim, "--serve", str(theirs.fileno())], cwd="/",
+                env={"PATH": SHIM_PATH}, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                start_new_session=True, pass_fds=(theirs.fileno(),))
+        finally:
+            os.close(out)
+            theirs.close()
+        self._sock = ours
+        self._replies: list[bytes] = []
+        self._reply = threading.Condition()
+        self._spawn_lock = threading.Lock()
+        self._shims: set[int] = set()  # started and not known ended
+        self.alive = True
+        threading.Thread(target=self._read, daemon=True, name="shim-server").start()
+
+    def spawn(self, argv: Sequence[str], stdin_fd: int, log_fd: int) -> int:
+        with self._spawn_lock:
+            socket.send_fds(self._sock, [b"R" + "\0".join(argv).encode(errors="surrogateescape")],
+                            [stdin_fd, log_fd])
+            with self._reply:
+                while not self._replies and self.alive:
+                    self._reply.wait(1.0)
+                if not self._replies:
+                    raise OSError("the server of shims is gone")
+                reply = self._replies.pop(0).decode(errors="replace")
+                if reply.startswith("S "):
+                    self._shims.add(int(reply[2:]))
+        if not reply.startswith("S "):
+            raise OSError(reply[2:] or "the server of shims refused")
+        return int(reply[2:])
+
+    def _read(self) -> None:
+        while True:
+            try:
+                message = self._sock.recv(1024)
+            except OSError:
+                message = b""
+            if not message:
+                break
+            if message.startswith(b"E "):
+                _, pid, status = message.split()
+                with self._reply:
+                    self._shims.discard(int(pid))
+                self._ended(int(pid), int(status))
+            else:
+                with self._reply:
+                    self._replies.append(message)
+                    self._reply.notify_all()
+        with self._reply:
+            self.alive = False
+            orphans, self._shims = self._shims, set()
+            self._reply.notify_all()
+        self._sock.close()
+        self.process.wait()
+        self._lost(orphans)
+
+    def close(self) -> None:
+        """The server exits (its shims go on); its end is still heard by the reader."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
 
 class RealProcessHost:
     def __init__(self) -> None:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
+        self._server: ShimServer | None = None
+        self._waiting: dict[int, Callable[[int], None]] = {}  # shims of a server, by pid
+        self._ends: dict[int, int] = {}  # wait status of a shim that ended before it was watched
+        self._orphans: set[int] = set()  # shims of a server that died: watched through /proc
+        self._closed = False
 
     def spawn(self, argv: Sequence[str], env: dict[str, str], stdin: bytes, log: Path) -> int:
         # A memfd, not a pipe: the whole input is there at once, and nothing blocks on a reader.
@@ -91,6 +194,9 @@ class RealProcessHost:
             os.lseek(source, 0, os.SEEK_SET)
             out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
             try:
+                shim = _shim_arguments(argv)
+                if shim is not None:
+                    return self._shim_server(shim[0], log).spawn(shim[1], source, out)
                 popen = subprocess.Popen(list(argv), cwd="/", env=env, stdin=source, stdout=out, stderr=out,
                                          start_new_session=True)
             finally:
@@ -101,8 +207,53 @@ class RealProcessHost:
             self._children[popen.pid] = popen
         return popen.pid
 
+    def _shim_server(self, shim: str, log: Path) -> ShimServer:
+        with self._lock:
+            if self._server is None or not self._server.alive:
+                self._server = ShimServer(shim, log, self._shim_ended, self._shims_lost)
+            return self._server
+
+    def _shim_ended(self, pid: int, status: int) -> None:
+        with self._lock:
+            on_end = self._waiting.pop(pid, None)
+            if on_end is None:
+                self._ends[pid] = status
+        if on_end is not None:
+            threading.Thread(target=on_end, args=(_signal_of(status),), daemon=True,
+                             name=f"end-{pid}").start()
+
+    def _shims_lost(self, pids: set[int]) -> None:
+        with self._lock:
+            self._orphans |= pids
+            lost = [(pid, self._waiting.pop(pid)) for pid in pids if pid in self._waiting]
+            if self._closed:
+                return  # the worker is stopping: the next one adopts them
+        for pid, on_end in lost:
+            self.watch(pid, False, self.start_ticks(pid), on_end)
+
+    def close(self) -> None:
+        with self._lock:
+            server, self._closed = self._server, True
+        if server is not None:
+            server.close()
+
     def watch(self, pid: int, started_here: bool, start_ticks: int | None,
               on_end: Callable[[int], None]) -> None:
+        if started_here:
+            with self._lock:
+                served = pid not in self._children and pid not in self._orphans
+                if served and pid in self._ends:
+                    status: int | None = self._ends.pop(pid)
+                elif served:
+                    self._waiting[pid] = on_end  # _shim_ended calls it
+                    return
+                else:
+                    status = None
+            if status is not None:
+                on_end(_signal_of(status))
+                return
+            if pid in self._orphans:
+                started_here = False
         threading.Thread(target=self._watch, args=(pid, started_here, start_ticks, on_end), daemon=True,
                          name=f"watch-{pid}").start()
 
@@ -115,7 +266,7 @@ class RealProcessHost:
                 popen = self._children.pop(pid, None)
             if popen is not None:
                 popen.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-            shim_signal = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+            shim_signal = _signal_of(status)
         else:
             while start_ticks is not None and self.start_ticks(pid) == start_ticks:
                 time.sleep(POLL_S)
@@ -137,6 +288,14 @@ class RealProcessHost:
         return int(fields[19])
 
     def find_by_env(self, key: Key, spool: Path) -> int:
+        # A served shim wrote its pid and start time beside its status file (its environment and
+        # command line are its server's).
+        try:
+            pid, ticks = map(int, (spool / f"{key[0]}.{key[1]}.pid").read_text().split())
+        except (OSError, ValueError):
+            pid = ticks = 0
+        if pid and self.start_ticks(pid) == ticks:
+            return pid
         wanted = {f"XCE_JOB_ID={key[0]}".encode(), f"XCE_JOB_ATTEMPT={key[1]}".encode(),
                   f"XCE_SPOOL={spool}".encode()}
         for entry in Path("/proc").iterdir():

@@ -173,6 +173,9 @@ class SimProcessHost:
         timers = self.os.timers
         timers.append((self.os.sim.now_ms + int(delay_s * 1000), len(timers), self, function))
 
+    def close(self) -> None:
+        pass
+
 
 class WorkerNode:
     def __init__(self, sim: Sim, name: str, slots: int) -> None:
