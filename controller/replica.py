@@ -43,6 +43,7 @@ import random
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -576,7 +577,7 @@ def server_credentials(config: ClusterConfig, me: ConfigReplica) -> grpc.ServerC
     Read again when the files change (a renewed certificate, a new CA bundle: docs/SECURITY.md), for
     the next handshake: gRPC asks before each one."""
     assert config.tls.ca is not None and me.cert is not None and me.key is not None
-    paths = (config.tls.ca, me.cert, me.key)
+    paths = (Path(config.tls.ca), me.cert, me.key)
     try:
         first: tuple[bytes | None, ...] = tuple(p.read_bytes() for p in paths)
     except OSError as exc:
@@ -607,8 +608,8 @@ def peer_credentials(config: ClusterConfig, me: ConfigReplica) -> Credentials:
         return Credentials(insecure=True, token=config.replica_token())
     assert config.tls.ca is not None and me.cert is not None and me.key is not None
     try:
-        return Credentials(ca=config.tls.ca.read_bytes(), cert=me.cert.read_bytes(), key=me.key.read_bytes(),
-                           files=TlsFiles(config.tls.ca, me.cert, me.key))
+        return Credentials(ca=Path(config.tls.ca).read_bytes(), cert=me.cert.read_bytes(),
+                           key=me.key.read_bytes(), files=TlsFiles(config.tls.ca, me.cert, me.key))
     except OSError as exc:
         raise SystemExit(f"replica {me.id}: cannot read its TLS files: {exc}") from None
 

@@ -124,8 +124,8 @@ def test_client_commands_import_no_grpc_asyncio_or_controller_and_cache_the_lead
              "except SystemExit as exc:\n    code = exc.code\n"
              "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
              "('grpc', 'asyncio', 'controller', 'pysyncobj', 'lmdb'))\n"
-             "slow = [m for m in ('tomllib', 'dataclasses', 'google.protobuf.internal.python_message') "
-             "if m in sys.modules]\n"
+             "slow = [m for m in ('tomllib', 'dataclasses', 'pathlib', 'shutil', "
+             "'google.protobuf.internal.python_message') if m in sys.modules]\n"
              "print('HEAVY', heavy, code, 'SLOW', slow, file=sys.stderr)\n")
     leader = live.address(live.leader())
     follower = next(a for a in live.addresses if a != leader)
@@ -138,7 +138,7 @@ def test_client_commands_import_no_grpc_asyncio_or_controller_and_cache_the_lead
                                   env=env, timeout=60)
             assert "HEAVY [] 0" in done.stderr, (args, done.stderr[-2000:])
             # Past the first command the cluster file's parsed copy is cached: no TOML parser (nor
-            # dataclasses, nor protobuf's pure-Python layers) in any of them.
+            # dataclasses, pathlib, shutil, nor protobuf's pure-Python layers) in any of them.
             assert n == 0 or "SLOW []" in done.stderr, (args, done.stderr[-2000:])
         assert cached_leader(live.addresses) == leader
 

@@ -225,7 +225,7 @@ def test_a_queue_slot_limit_is_read(tmp_path: Path) -> None:
 def test_tls_is_on_unless_insecure_is_said_and_files_default_beside_the_file(tmp_path: Path) -> None:
     loaded = config.load(write(tmp_path, 'cluster_id = "c1"\npassword = "p"\n' + REPLICAS))
     assert not loaded.tls.insecure
-    assert loaded.tls.ca == tmp_path.resolve() / "tls" / "ca.crt"
+    assert loaded.tls.ca == str(tmp_path.resolve() / "tls" / "ca.crt")
     assert loaded.replica(2).cert == tmp_path.resolve() / "tls" / "replica-2.crt"
     text = 'cluster_id = "c1"\npassword = "p"\n[tls]\ninsecure = true\n' + REPLICAS
     plain = config.load(write(tmp_path, text))

@@ -17,10 +17,9 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from xce import cli_history, cli_member, cli_snapshot, cli_submit
+from xce import cli_history, cli_member, cli_submit
 from xce.array_spec import describe as array_describe
 from xce.client import Client, XceError
 from xce.cluster_file import cached_leader, grpc_addresses, remember_leader
@@ -29,25 +28,36 @@ from xce.http2 import Http2Transport
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 DEFAULT_DATA = "xce-data"
-SYSTEM_CLUSTER_FILE = Path("/etc/xce/cluster.toml")  # where xce init's bundles put it on every host
+SYSTEM_CLUSTER_FILE = "/etc/xce/cluster.toml"  # where xce init's bundles put it on every host
 STALE_HELP = "any replica answers from its own state, saying its revision (default: the leader, linearizable)"
 ACTIONS = {"kill": api.KILL, "stop": api.STOP, "resume": api.RESUME, "hold": api.HOLD,
            "release": api.RELEASE, "requeue": api.REQUEUE}
 
 
-def data_dir(explicit: str | None = None) -> Path:
-    return Path(explicit or os.environ.get("XCE_DATA") or DEFAULT_DATA).resolve()
+def data_dir(explicit: str | None = None) -> str:
+    return os.path.realpath(explicit or os.environ.get("XCE_DATA") or DEFAULT_DATA)
 
 
-def cluster_file(args: argparse.Namespace) -> Path | None:
+def cluster_file(args: argparse.Namespace) -> str | None:
     explicit = getattr(args, "cluster", None) or os.environ.get("XCE_CLUSTER")
     if explicit:
-        return Path(explicit).resolve()
-    for path in (data_dir() / "cluster.toml", SYSTEM_CLUSTER_FILE):
-        if path.exists():
+        return os.path.realpath(explicit)
+    for path in (os.path.join(data_dir(), "cluster.toml"), SYSTEM_CLUSTER_FILE):
+        if os.path.exists(path):
             return path
     return None
+
+
+def path_arg(text: str) -> Path:
+    """An argument naming a file, as a Path: pathlib (~5 ms to import) only for the commands that
+    take one, none of them a client command's."""
+    from pathlib import Path
+
+    return Path(text)
 
 
 def controllers(args: argparse.Namespace) -> list[str]:
@@ -56,7 +66,8 @@ def controllers(args: argparse.Namespace) -> list[str]:
         return [a.strip() for a in explicit.split(",") if a.strip()]
     config_path = cluster_file(args)
     if config_path is None:
-        raise SystemExit(f"xce: no --controllers, no local cluster at {data_dir() / 'cluster.toml'} "
+        local = os.path.join(data_dir(), "cluster.toml")
+        raise SystemExit(f"xce: no --controllers, no local cluster at {local} "
                          f"(start one with `xce cluster up`) and no {SYSTEM_CLUSTER_FILE}")
     try:
         # Not the whole file: only replica hosts can read the password.
@@ -163,7 +174,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = _Commands(parser.add_subparsers(dest="command", required=True), command)
 
     p = sub.add_parser("controller", help="run one controller replica")
-    p.add_argument("--config", required=True, type=Path, help="the cluster file (cluster.toml)")
+    p.add_argument("--config", required=True, type=path_arg, help="the cluster file (cluster.toml)")
     p.add_argument("--id", required=True, type=int, help="this replica's id in the cluster file")
     p.add_argument("--join", action="store_true",
                    help="a new replica: run as a learner until `xce member add` takes it in")
@@ -171,28 +182,29 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="disaster recovery: this survivor's state as a one-member cluster (etcd's name)")
 
     p = sub.add_parser("worker", help="run the worker daemon of this host")
-    p.add_argument("--config", required=True, type=Path, help="the worker's file (worker.toml)")
+    p.add_argument("--config", required=True, type=path_arg, help="the worker's file (worker.toml)")
     p.add_argument("--name", help="host name (default: from the config, else this machine's)")
 
     p = sub.add_parser("scheduler", help="run a scheduler (one holds the lease; others stand by)")
     p.add_argument("--id", help="scheduler id (default: random)")
     p.add_argument("--lease-s", type=float, default=10.0, help="lease duration in seconds")
     p.add_argument("--picker", default="fcfs", help="job_pick_plugin for queues without their own")
-    p.add_argument("--cert", type=Path, help="its certificate (role scheduler; the id defaults to its name)")
-    p.add_argument("--key", type=Path, help="the certificate's key")
+    p.add_argument("--cert", type=path_arg,
+                   help="its certificate (role scheduler; the id defaults to its name)")
+    p.add_argument("--key", type=path_arg, help="the certificate's key")
 
     p = sub.add_parser("ca", help="the cluster's certificate authority")
     casub = p.add_subparsers(dest="ca_command", required=True)
     q = casub.add_parser("init", help="create ca.crt and ca.key in DIR (unless they exist)")
-    q.add_argument("--dir", required=True, type=Path, help="where ca.crt and ca.key go")
+    q.add_argument("--dir", required=True, type=path_arg, help="where ca.crt and ca.key go")
     q.add_argument("--cluster-id", default="xce", help="the CA's name (default xce)")
     q = casub.add_parser("issue", help="issue a certificate: role replica, worker, scheduler or client")
-    q.add_argument("--dir", required=True, type=Path, help="where ca.crt and ca.key are")
+    q.add_argument("--dir", required=True, type=path_arg, help="where ca.crt and ca.key are")
     q.add_argument("--role", required=True, choices=("replica", "worker", "scheduler", "client"),
                    help="what the certificate names: a replica, worker, scheduler, or the shared client")
     q.add_argument("--name", required=True, help="replica id, host name, scheduler id, or any for client")
     q.add_argument("--san", action="append", default=[], help="a host name or IP it serves (replicas)")
-    q.add_argument("--out", type=Path, help="where to write it (default: DIR)")
+    q.add_argument("--out", type=path_arg, help="where to write it (default: DIR)")
     q.add_argument("--days", type=int, default=825, help="validity (default 825 days)")
 
     p = sub.add_parser("init", help="make a deployment: CA, certificates, password, admin token; "
@@ -206,10 +218,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--data-dir", default="/var/lib/xce", help="the replicas' state (default /var/lib/xce)")
     p.add_argument("--spool-dir", default="/var/spool/xce",
                    help="the workers' spools (default /var/spool/xce)")
-    p.add_argument("--out", required=True, type=Path, help="where to write (must not exist or be empty)")
+    p.add_argument("--out", required=True, type=path_arg, help="where to write (must not exist or be empty)")
 
     p = sub.add_parser("init-replica", help="the bundle of a replica to add, from an `xce init` output")
-    p.add_argument("--deploy", required=True, type=Path, help="the `xce init --out` directory (its CA)")
+    p.add_argument("--deploy", required=True, type=path_arg, help="the `xce init --out` directory (its CA)")
     p.add_argument("--id", required=True, type=int, help="the new replica's id (one never used before)")
     p.add_argument("--address", required=True, help="HOST:GRPC_PORT[:RAFT_PORT] (Raft default: gRPC + 100)")
 
@@ -307,7 +319,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         q.add_argument("--json", action="store_true", help="print the answer as JSON")
 
     cli_history.add_parsers(sub, STALE_HELP)
-    cli_snapshot.add_parsers(sub)
+    if command in (None, "snapshot"):  # it imports pathlib: not for other commands
+        from xce import cli_snapshot
+
+        cli_snapshot.add_parsers(sub)
     cli_member.add_parsers(sub, STALE_HELP)
 
     p = sub.add_parser("hosts", help="list hosts (like bhosts)")
@@ -352,17 +367,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "cluster":
         from xce.local_cluster import up
 
-        return up(data_dir(args.data), args.replicas, args.base_port, args.workers, args.slots)
+        return up(path_arg(data_dir(args.data)), args.replicas, args.base_port, args.workers, args.slots)
     if args.command == "demo":
         from xce.demo import run as run_demo
 
-        return run_demo(args.jobs, Path(args.data) if args.data else None)
+        return run_demo(args.jobs, path_arg(args.data) if args.data else None)
     if args.command == "ca":
         return _ca(args)
     if args.command == "init":
         return _init(args)
     if args.command == "init-replica":
         return _init_replica(args)
+    if args.command == "snapshot":
+        from xce import cli_snapshot
     if args.command == "snapshot" and args.snapshot_command == "status":
         return cli_snapshot.status(args)
     if args.command == "snapshot" and args.snapshot_command == "restore":
@@ -424,6 +441,8 @@ def _run(client: Client, args: argparse.Namespace) -> int:
     if command == "submit":
         return _submit(client, args)
     if command == "snapshot":
+        from xce import cli_snapshot
+
         return cli_snapshot.save(client, args)
     if command == "member":
         return cli_member.run(client, args)

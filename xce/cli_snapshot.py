@@ -16,7 +16,7 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
+from pathlib import Path  # (cli.py imports this module only for its commands)
 from typing import Any
 
 from xce.client import Client, XceError

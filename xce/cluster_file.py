@@ -17,14 +17,15 @@ from __future__ import annotations
 import os
 import time
 import zlib
-from pathlib import Path
 from typing import Any
+
+StrPath = str | os.PathLike[str]  # paths as str: pathlib costs a command ~5 ms to import
 
 RACY_S = 2.0
 _TABLES: dict[str, dict[str, Any]] = {}  # this process's reads, by real path and stamp
 
 
-def read_toml(path: Path | str, error: type[Exception], what: str) -> dict[str, Any]:
+def read_toml(path: StrPath, error: type[Exception], what: str) -> dict[str, Any]:
     """The file's TOML table, or `error` saying plainly what is wrong."""
     import tomllib
 
@@ -37,7 +38,7 @@ def read_toml(path: Path | str, error: type[Exception], what: str) -> dict[str, 
         raise error(f"{path}: not valid TOML: {exc}") from exc
 
 
-def client_table(path: Path | str, error: type[Exception], what: str = "cluster file") -> dict[str, Any]:
+def client_table(path: StrPath, error: type[Exception], what: str = "cluster file") -> dict[str, Any]:
     """read_toml, through this process's copy and the user's cache (module docstring)."""
     real = os.path.realpath(path)
     try:
@@ -52,7 +53,7 @@ def client_table(path: Path | str, error: type[Exception], what: str = "cluster 
         return _TABLES[key]
     import json
 
-    cache = _cache_dir() / f"cluster-{zlib.crc32(real.encode()):08x}.json"
+    cache = os.path.join(_cache_dir(), f"cluster-{zlib.crc32(real.encode()):08x}.json")
     table = _cached_table(cache, real, stamp, json)
     if table is None:
         table = read_toml(real, error, what)
@@ -68,7 +69,7 @@ def client_table(path: Path | str, error: type[Exception], what: str = "cluster 
     return table
 
 
-def _cached_table(cache: Path, real: str, stamp: list[int], json: Any) -> dict[str, Any] | None:
+def _cached_table(cache: str, real: str, stamp: list[int], json: Any) -> dict[str, Any] | None:
     try:
         fd = os.open(cache, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
@@ -88,7 +89,7 @@ def _cached_table(cache: Path, real: str, stamp: list[int], json: Any) -> dict[s
     return table
 
 
-def grpc_addresses(path: Path | str, error: type[Exception] = ValueError, cached: bool = False) -> list[str]:
+def grpc_addresses(path: StrPath, error: type[Exception] = ValueError, cached: bool = False) -> list[str]:
     """The replicas' gRPC addresses from the cluster file, without the rest of it (the password file,
     which only replica hosts hold): what a CLI or a scheduler needs. `cached`: through client_table."""
     table = client_table(path, error) if cached else read_toml(os.path.realpath(path), error,
@@ -100,20 +101,20 @@ def grpc_addresses(path: Path | str, error: type[Exception] = ValueError, cached
     return [r["grpc"] for r in replicas]
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")) / "xce"
+def _cache_dir() -> str:
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "xce")
 
 
-def _cache_path(addresses: list[str]) -> Path:
+def _cache_path(addresses: list[str]) -> str:
     key = f"{zlib.crc32(chr(10).join(sorted(addresses)).encode()):08x}"  # a name, not a secret
-    return _cache_dir() / f"leader-{key}"
+    return os.path.join(_cache_dir(), f"leader-{key}")
 
 
-def _write_private(path: Path, text: str) -> None:
+def _write_private(path: str, text: str) -> None:
     """Best effort: write `text` to `path` whole (a rename), readable by this user alone."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}")
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -124,7 +125,8 @@ def _write_private(path: Path, text: str) -> None:
 
 def cached_leader(addresses: list[str]) -> str | None:
     try:
-        found = _cache_path(addresses).read_text().strip()
+        with open(_cache_path(addresses), encoding="utf-8") as f:
+            found = f.read().strip()
     except (OSError, UnicodeDecodeError, RuntimeError):
         return None
     return found if found in addresses else None

@@ -33,10 +33,9 @@ import os
 import stat
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xce.cluster_file import client_table, read_toml
+from xce.cluster_file import StrPath, client_table, read_toml
 
 if TYPE_CHECKING:  # imported where a channel is made: the command line never makes one
     import grpc
@@ -57,8 +56,10 @@ class TlsFiles:
 
     __slots__ = ("ca", "cert", "key", "insecure")
 
-    def __init__(self, ca: Path | None, cert: Path | None, key: Path | None, insecure: bool = False) -> None:
-        self.ca, self.cert, self.key, self.insecure = ca, cert, key, insecure
+    def __init__(self, ca: StrPath | None, cert: StrPath | None, key: StrPath | None,
+                 insecure: bool = False) -> None:
+        self.ca, self.cert, self.key = (None if p is None else os.fspath(p) for p in (ca, cert, key))
+        self.insecure = insecure
 
     def _fields(self) -> tuple[Any, ...]:
         return self.ca, self.cert, self.key, self.insecure
@@ -93,7 +94,7 @@ class FileWatch:
         self.__init__()  # type: ignore[misc]
 
     @staticmethod
-    def stamp(paths: Sequence[Path | None]) -> tuple[tuple[int, int, int, int], ...]:
+    def stamp(paths: Sequence[StrPath | None]) -> tuple[tuple[int, int, int, int], ...]:
         stamps = []
         for path in paths:
             try:
@@ -104,7 +105,8 @@ class FileWatch:
                           else (0, 0, 0, 0))
         return tuple(stamps)
 
-    def read(self, paths: Sequence[Path | None], first: tuple[bytes | None, ...]) -> tuple[bytes | None, ...]:
+    def read(self, paths: Sequence[StrPath | None],
+             first: tuple[bytes | None, ...]) -> tuple[bytes | None, ...]:
         """The files' bytes; `first` (what was read when the credentials were made) until the first
         call, which reads them again: they may have changed in between."""
         stamp = self.stamp(paths)
@@ -113,7 +115,7 @@ class FileWatch:
                 self._stamp, self._data = (), first
             if stamp != self._stamp:
                 try:
-                    self._data = tuple(Path(p).read_bytes() if p is not None else None for p in paths)
+                    self._data = tuple(_bytes_of(p) if p is not None else None for p in paths)
                     self._stamp = stamp
                 except OSError:
                     pass  # half-replaced, say: the last good copy, and another look next time
@@ -199,13 +201,13 @@ class Credentials:
             items.append((MUNGE_METADATA, munge_credential()))
         return tuple(items)
 
-    def with_certificate(self, cert: Path, key: Path) -> Credentials:
+    def with_certificate(self, cert: StrPath, key: StrPath) -> Credentials:
         files = self.files and TlsFiles(self.files.ca, cert, key, self.files.insecure)
         return Credentials(self.insecure, self.ca, _read(cert, "certificate"), _read(key, "key"), self.token,
                            self.munge, files)
 
 
-def tls_files(raw: dict[str, Any], base: Path) -> TlsFiles:
+def tls_files(raw: dict[str, Any], base: StrPath) -> TlsFiles:
     """The cluster file's [tls] section, paths resolved against the file's directory."""
     tls = raw.get("tls", {})
     if not isinstance(tls, dict):
@@ -214,34 +216,34 @@ def tls_files(raw: dict[str, Any], base: Path) -> TlsFiles:
     if not isinstance(insecure, bool):
         raise CredentialsError("[tls] insecure must be true or false")
 
-    def path(key: str, default: str) -> Path | None:
+    def path(key: str, default: str) -> str | None:
         value = tls.get(key, default)
         if not isinstance(value, str):
             raise CredentialsError(f"[tls] {key} must be a path")
-        return (base / value) if value else None
+        return os.path.join(base, value) if value else None
 
     return TlsFiles(ca=path("ca", "tls/ca.crt"), cert=path("client_cert", "tls/client-xce.crt"),
                     key=path("client_key", "tls/client-xce.key"), insecure=insecure)
 
 
-def for_cluster(cluster_file: Path | None, token: str | None = None, use_token_search: bool = True,
-                cert: Path | None = None, key: Path | None = None, cached: bool = False) -> Credentials:
+def for_cluster(cluster_file: StrPath | None, token: str | None = None, use_token_search: bool = True,
+                cert: StrPath | None = None, key: StrPath | None = None, cached: bool = False) -> Credentials:
     """A person's or daemon's credentials for the cluster described by `cluster_file`; `cached`:
     read through the command line's cache (cluster_file.client_table)."""
     raw: dict[str, Any] = {}
-    base = Path.cwd()
+    base = os.getcwd()
     if cluster_file is not None:
         try:
             raw = (client_table if cached else read_toml)(cluster_file, CredentialsError, "cluster file")
         except OSError as exc:
             raise CredentialsError(f"cannot read the cluster file {cluster_file}: {exc}") from None
-        base = Path(cluster_file).resolve().parent
+        base = os.path.dirname(os.path.realpath(cluster_file))
     # Without a cluster file, only what the environment names: no default paths.
     files = tls_files(raw, base) if cluster_file is not None else TlsFiles(None, None, None)
     env = os.environ
-    ca_path = Path(env["XCE_CA"]) if env.get("XCE_CA") else files.ca
-    cert_path = cert or (Path(env["XCE_CERT"]) if env.get("XCE_CERT") else files.cert)
-    key_path = key or (Path(env["XCE_KEY"]) if env.get("XCE_KEY") else files.key)
+    ca_path = env.get("XCE_CA") or files.ca
+    cert_path = cert or env.get("XCE_CERT") or files.cert
+    key_path = key or env.get("XCE_KEY") or files.key
     auth = raw.get("auth", {}) if isinstance(raw.get("auth", {}), dict) else {}
     munge = env.get("XCE_MUNGE") == "1" or (bool(auth.get("munge", False)) and env.get("XCE_MUNGE") != "0")
     if token is None and use_token_search:
@@ -255,24 +257,29 @@ def for_cluster(cluster_file: Path | None, token: str | None = None, use_token_s
                        files=TlsFiles(ca_path, cert_path, key_path))
 
 
-def _read(path: Path, what: str) -> bytes:
+def _bytes_of(path: StrPath) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _read(path: StrPath, what: str) -> bytes:
     try:
-        return Path(path).read_bytes()
+        return _bytes_of(path)
     except OSError as exc:
         raise CredentialsError(f"cannot read the {what} {path}: {exc.strerror or exc}") from None
 
 
-def find_token(cluster_dir: Path | None) -> str | None:
+def find_token(cluster_dir: StrPath | None) -> str | None:
     env = os.environ
     if env.get("XCE_TOKEN"):
         return env["XCE_TOKEN"].strip()
-    candidates: list[tuple[Path, bool]] = []
+    candidates: list[tuple[str, bool]] = []
     if env.get("XCE_TOKEN_FILE"):
-        candidates.append((Path(env["XCE_TOKEN_FILE"]), True))
-    config_home = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
-    candidates.append((config_home / "xce" / "token", False))
+        candidates.append((env["XCE_TOKEN_FILE"], True))
+    config_home = env.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    candidates.append((os.path.join(config_home, "xce", "token"), False))
     if cluster_dir is not None:
-        candidates.append((cluster_dir / ADMIN_TOKEN_FILE, False))
+        candidates.append((os.path.join(cluster_dir, ADMIN_TOKEN_FILE), False))
     for path, required in candidates:
         token = read_token_file(path, required)
         if token:
@@ -280,7 +287,7 @@ def find_token(cluster_dir: Path | None) -> str | None:
     return None
 
 
-def read_token_file(path: Path, required: bool = False) -> str | None:
+def read_token_file(path: StrPath, required: bool = False) -> str | None:
     """The token in `path`; None if absent (or not ours to read); refused if others may read it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
