@@ -222,7 +222,10 @@ def slurm_figures(n: int) -> dict[str, Any]:
     if not (SLURM / "up.sh").exists():
         return {"error": f"no Slurm peer scripts at {SLURM}"}
     env = {**os.environ, "SLURM_PEER_SCHED_PARAMS": "batch_sched_delay=0,bf_interval=1"}
-    up = subprocess.run(["bash", str(SLURM / "up.sh")], env=env, capture_output=True, text=True, timeout=900)
+    # --clean: a fresh Slurm each run, as XCE's cluster is (a state recovered from earlier runs,
+    # finished jobs kept MinJobAge, made its figures fall by half over consecutive runs).
+    up = subprocess.run(["bash", str(SLURM / "up.sh"), "--clean"], env=env, capture_output=True, text=True,
+                        timeout=900)
     if up.returncode != 0:
         return {"error": f"Slurm did not start: {(up.stderr or up.stdout)[-400:]}"}
     env["SLURM_CONF"] = "/tmp/slurm-peer/slurm.conf"
