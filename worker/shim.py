@@ -198,9 +198,16 @@ def pid_path(status_path: str) -> str:
 def serve(sock_fd: int) -> int:
     """The server of shims (module docstring): requests `R` + NUL-separated shim arguments with two
     fds (stdin, log) -> `S pid` or `F reason`; a shim's end -> `E pid wait-status`."""
+    import resource  # noqa: F401 - os.wait4 makes its usage a resource.struct_rusage
     import select
     import socket
-
+    # Loaded here once, inherited by every fork: else each job's child dlopens glibc's NSS
+    # modules (libnss_systemd, libcap) to look its owner up, and each shim the resource module.
+    try:
+        pwd.getpwuid(os.getuid())
+        os.getgrouplist(pwd.getpwuid(os.getuid()).pw_name, os.getgid())
+    except (KeyError, OSError):
+        pass
     os.set_inheritable(sock_fd, False)
     sock = socket.socket(fileno=sock_fd)
     wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
