@@ -1,0 +1,369 @@
+"""The resource requirement language (`xce submit -R`), as LSF users write it.
+
+    select[type == X86_64 && mem > 4000 && defined(gpu)] order[-slots:mem]
+    rusage[mem=4000:gpu=1] span[ptile=4] same[type]
+
+Sections, each at most once, in any order; a string with no section at all is
+a select expression (`-R "mem > 4000"`, as LSF takes it):
+- `select[expr]`: which hosts may run the job. Operators `|| && !` (also
+  `or and not`), `== != > >= < <=` (`=` is `==`), `+ - * /`, parentheses,
+  numbers, "strings", names, `defined(name)`. A name is a host attribute
+  (`slots`, `maxmem`, `mem`, `ncpus`, ...), a numeric resource of the host,
+  or a load index; one the host lacks is undefined, and a comparison with an
+  undefined value is false, unless the name stands opposite a string, where
+  it is taken as its own text: `type == X86_64` is `type == "X86_64"`.
+- `order[[-]name:...]`: the hosts' order of preference, largest first for
+  `-name`, smallest first otherwise.
+- `rusage[name=amount:...]` (`,` separates too): consumables reserved on the
+  host for the job's life.
+- `span[hosts=1]` (all slots on one host) or `span[ptile=N]` (N per host).
+- `same[name:...]`: every host of a parallel job has the same values.
+
+Refusals are `RequirementError`, with the column (1-based) and what was
+expected there. Bounds keep hostile input cheap: at most MAX_CHARS
+characters and MAX_DEPTH nested parentheses.
+
+Pure: parsing and evaluation read nothing but their arguments; the parser
+(lark, LALR) is built on first use and is deterministic, so apply may use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MAX_CHARS = 4096
+MAX_DEPTH = 32
+
+Value = float | str | bool
+Expr = tuple[Any, ...]  # ("or"|"and", a, b) ("not", a) ("cmp", op, a, b) ("arith", op, a, b) ("neg", a)
+#                         ("num", x) ("str", s) ("name", n) ("defined", n)
+
+GRAMMAR = r"""
+start: section+ -> sections
+     | expr     -> bare
+
+section: "select" "[" expr "]"                 -> select
+       | "order" "[" [order_key (SEP order_key)*] "]" -> order
+       | "rusage" "[" [usage (SEP usage)*] "]" -> rusage
+       | "span" "[" NAME "=" NUMBER "]"         -> span
+       | "same" "[" NAME (SEP NAME)* "]"        -> same
+
+order_key: SIGN? NAME
+usage: NAME "=" NUMBER
+
+?expr: or_
+?or_: and_ (OR and_)*
+?and_: not_ (AND not_)*
+?not_: NOT not_ -> not_
+     | cmp
+?cmp: sum (COMP sum)?
+?sum: product (ADD product)*
+?product: unary (MUL unary)*
+?unary: "-" unary -> neg
+      | atom
+?atom: NUMBER -> num
+     | STRING -> str
+     | "defined" "(" NAME ")" -> defined
+     | NAME -> name
+     | "(" expr ")"
+
+OR: "||" | /or\b/
+AND: "&&" | /and\b/
+NOT: "!" | /not\b/
+COMP: "==" | "!=" | ">=" | "<=" | ">" | "<" | "="
+ADD: "+" | "-"
+MUL: "*" | "/"
+SIGN: "-" | "+"
+SEP: ":" | ","
+NAME.-1: /[A-Za-z_][A-Za-z0-9_.]*/
+NUMBER: /\d+(\.\d+)?([eE][+-]?\d+)?/ | /\.\d+([eE][+-]?\d+)?/
+STRING: /"[^"\\\n]*"/ | /'[^'\\\n]*'/
+%ignore /[ \t]+/
+"""
+
+# What lark calls the tokens it expected, in people's words.
+_TOKEN_WORDS = {
+    "NAME": "a name", "NUMBER": "a number", "STRING": "a string", "LSQB": "[", "RSQB": "]",
+    "LPAR": "(", "RPAR": ")", "COMP": "a comparison (== != > >= < <=)", "OR": "||", "AND": "&&",
+    "NOT": "!", "ADD": "+ or -", "MUL": "* or /", "SEP": ": or ,", "EQUAL": "=", "MINUS": "-",
+    "SIGN": "- or +", "$END": "the end", "SELECT": "select[", "ORDER": "order[", "RUSAGE": "rusage[",
+    "SPAN": "span[", "SAME": "same[", "DEFINED": "defined(",
+}
+SECTIONS = ("select", "order", "rusage", "span", "same")
+
+
+class RequirementError(ValueError):
+    """A resource requirement that cannot be used; the message says where and why."""
+
+    def __init__(self, message: str, column: int = 0) -> None:
+        super().__init__(f"column {column}: {message}" if column else message)
+        self.column = column
+
+
+@dataclass(frozen=True)
+class Requirement:
+    select: Expr | None = None
+    order: tuple[tuple[str, bool], ...] = ()  # (name, descending)
+    rusage: tuple[tuple[str, float], ...] = ()  # sorted by name
+    span_hosts: int = 0  # span[hosts=1]: 1; 0: no such section
+    ptile: int = 0  # span[ptile=N]: N; 0: none
+    same: tuple[str, ...] = ()
+
+    def usage(self) -> dict[str, float]:
+        return dict(self.rusage)
+
+
+_PARSER: Any = None
+
+
+def _parser() -> Any:
+    global _PARSER
+    if _PARSER is None:
+        import lark
+
+        _PARSER = lark.Lark(GRAMMAR, parser="lalr", maybe_placeholders=True, propagate_positions=True)
+    return _PARSER
+
+
+def parse(text: str) -> Requirement:
+    """The requirement `text` says (empty: none), or RequirementError saying where it is wrong."""
+    if len(text) > MAX_CHARS:
+        raise RequirementError(f"longer than {MAX_CHARS} characters")
+    if not text.strip():
+        return Requirement()
+    depth = deepest = 0
+    for column, char in enumerate(text, 1):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth > MAX_DEPTH:
+            raise RequirementError(f"more than {MAX_DEPTH} nested parentheses", column)
+        deepest = max(deepest, depth)
+    import lark
+
+    try:
+        tree = _parser().parse(text)
+    except lark.exceptions.UnexpectedCharacters as exc:
+        where = exc.pos_in_stream or 0
+        raise RequirementError(f"unexpected {text[where:where + 1]!r}{_expected(exc.allowed)}",
+                               exc.column) from None
+    except lark.exceptions.UnexpectedToken as exc:
+        at_end = exc.token.type == "$END"
+        found = "the end" if at_end else repr(str(exc.token))
+        column = len(text) + 1 if at_end or not isinstance(exc.column, int) else exc.column
+        raise RequirementError(f"unexpected {found}{_expected(exc.expected)}", column) from None
+    except lark.exceptions.UnexpectedEOF as exc:
+        raise RequirementError(f"unexpected end{_expected([str(t) for t in exc.expected])}",
+                               len(text) + 1) from None
+    return _build(tree, text)
+
+
+def _expected(tokens: Iterable[str] | None) -> str:
+    words = sorted({_TOKEN_WORDS.get(t, t.lower().strip("_")) for t in tokens or ()
+                    if not t.startswith("__")})
+    return f"; expected {', '.join(words)}" if words else ""
+
+
+def _build(tree: Any, text: str) -> Requirement:
+    if tree.data == "bare":
+        return Requirement(select=_expr(tree.children[0]))
+    fields: dict[str, Any] = {}
+    for section in tree.children:
+        kind = section.data
+        if kind in fields or (kind == "span" and "span" in fields):
+            raise RequirementError(f"{kind}[] given twice", _column(section))
+        if kind == "select":
+            fields["select"] = _expr(section.children[0])
+        elif kind == "order":
+            keys = [c for c in section.children if c is not None and getattr(c, "data", None) == "order_key"]
+            fields["order"] = tuple((str(k.children[-1]), len(k.children) > 1 and str(k.children[0]) == "-")
+                                    for k in keys)
+        elif kind == "rusage":
+            amounts: dict[str, float] = {}
+            usages = [c for c in section.children if c is not None and getattr(c, "data", None) == "usage"]
+            for usage in usages:
+                name, amount = str(usage.children[0]), float(usage.children[1])
+                if name in ("duration", "decay"):
+                    raise RequirementError(f"rusage[] {name} is not supported (reservations last the job's "
+                                           "life)", usage.children[0].column)
+                if name in amounts:
+                    raise RequirementError(f"rusage[] names {name} twice", usage.children[0].column)
+                amounts[name] = amount
+            fields["rusage"] = tuple(sorted(amounts.items()))
+        elif kind == "span":
+            name, number = section.children
+            count = _count(number, f"span[{name}=]")
+            if str(name) == "hosts":
+                if count != 1:
+                    raise RequirementError("span[hosts=] takes 1 (all slots on one host)", number.column)
+                fields["span"] = {"span_hosts": 1}
+            elif str(name) == "ptile":
+                fields["span"] = {"ptile": count}
+            else:
+                raise RequirementError(f"span[] takes hosts=1 or ptile=N, not {name}", name.column)
+        elif kind == "same":
+            fields["same"] = tuple(str(c) for c in section.children if c is not None and c.type == "NAME")
+    span = fields.pop("span", {})
+    return Requirement(**fields, **span)
+
+
+def _count(token: Any, what: str) -> int:
+    value = float(token)
+    if value != int(value) or not 1 <= value <= 1_000_000:
+        raise RequirementError(f"{what} takes a whole number from 1 to 1,000,000, not {token}", token.column)
+    return int(value)
+
+
+def _column(node: Any) -> int:
+    meta = getattr(node, "meta", None)
+    return getattr(meta, "column", 0) or 0
+
+
+def _expr(node: Any) -> Expr:
+    import lark
+
+    if isinstance(node, lark.Token):  # a lone NAME/NUMBER/STRING reduced to its token
+        return _leaf(node.type, node)
+    kind, children = node.data, [c for c in node.children if c is not None]
+    if kind == "num":
+        return ("num", float(children[0]))
+    if kind == "str":
+        return ("str", str(children[0])[1:-1])
+    if kind == "name":
+        return ("name", str(children[0]))
+    if kind == "defined":
+        return ("defined", str(children[0]))
+    if kind == "neg":
+        return ("neg", _expr(children[0]))
+    if kind == "not_":
+        return ("not", _expr(children[1]))
+    if kind in ("or_", "and_", "sum", "product", "cmp"):
+        # a op b op c ...: left to right
+        result = _expr(children[0])
+        for op, operand in zip(children[1::2], children[2::2], strict=True):
+            result = _combine(kind, str(op), result, _expr(operand))
+        return result
+    raise RequirementError(f"cannot read {kind}")  # a grammar rule without a builder: a bug
+
+
+def _leaf(kind: str, token: Any) -> Expr:
+    if kind == "NUMBER":
+        return ("num", float(token))
+    if kind == "STRING":
+        return ("str", str(token)[1:-1])
+    return ("name", str(token))
+
+
+def _combine(kind: str, op: str, a: Expr, b: Expr) -> Expr:
+    if kind == "or_":
+        return ("or", a, b)
+    if kind == "and_":
+        return ("and", a, b)
+    if kind == "cmp":
+        return ("cmp", "==" if op == "=" else op, a, b)
+    return ("arith", op, a, b)
+
+
+# ------------------------------------------------------------------ evaluation
+
+_UNDEFINED = object()
+
+
+def matches(requirement: Requirement, host: Mapping[str, Value]) -> bool:
+    """Whether `host` (its attributes, resources and load by name) passes select[]."""
+    return requirement.select is None or _truth(_value(requirement.select, host))
+
+
+def _truth(value: object) -> bool:
+    if value is _UNDEFINED:
+        return False
+    if isinstance(value, str):
+        return bool(value)
+    return bool(value)
+
+
+def _value(expr: Expr, host: Mapping[str, Value]) -> object:
+    kind = expr[0]
+    if kind == "num" or kind == "str":
+        return expr[1]
+    if kind == "name":
+        return host.get(expr[1], _UNDEFINED)
+    if kind == "defined":
+        return expr[1] in host
+    if kind == "not":
+        return not _truth(_value(expr[1], host))
+    if kind == "and":
+        return _truth(_value(expr[1], host)) and _truth(_value(expr[2], host))
+    if kind == "or":
+        return _truth(_value(expr[1], host)) or _truth(_value(expr[2], host))
+    if kind == "neg":
+        inner = _value(expr[1], host)
+        return -_number(inner) if _is_number(inner) else _UNDEFINED
+    if kind == "arith":
+        a, b = _value(expr[2], host), _value(expr[3], host)
+        if not (_is_number(a) and _is_number(b)):
+            return _UNDEFINED
+        x, y = _number(a), _number(b)
+        if expr[1] == "/":
+            return x / y if y else _UNDEFINED
+        return x + y if expr[1] == "+" else x - y if expr[1] == "-" else x * y
+    if kind == "cmp":
+        return _compare(expr[1], expr[2], expr[3], host)
+    raise ValueError(f"not an expression: {kind}")
+
+
+def _compare(op: str, left: Expr, right: Expr, host: Mapping[str, Value]) -> bool:
+    a, b = _value(left, host), _value(right, host)
+    # A bare word opposite a string is its own text (type == X86_64).
+    if a is _UNDEFINED and left[0] == "name" and isinstance(b, str):
+        a = left[1]
+    if b is _UNDEFINED and right[0] == "name" and isinstance(a, str):
+        b = right[1]
+    if a is _UNDEFINED or b is _UNDEFINED:
+        return False
+    if isinstance(a, str) or isinstance(b, str):
+        if not (isinstance(a, str) and isinstance(b, str)):
+            return False
+        x: Any = a
+        y: Any = b
+    else:
+        x, y = _number(a), _number(b)
+    if op == "==":
+        return bool(x == y)
+    if op == "!=":
+        return bool(x != y)
+    if op == ">":
+        return bool(x > y)
+    if op == ">=":
+        return bool(x >= y)
+    if op == "<":
+        return bool(x < y)
+    return bool(x <= y)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and value is not _UNDEFINED
+
+
+def _number(value: object) -> float:
+    assert isinstance(value, (int, float))
+    return float(value)
+
+
+# ------------------------------------------------------------------ queue and job
+
+def merge(queue: Requirement, job: Requirement) -> Requirement:
+    """A queue's requirement with a job's, as LSF merges them: both select[]s must hold; the job's
+    order[], span[] and same[] win where it gives them; rusage[] per resource, the job's amount
+    where it names one."""
+    if queue.select is None:
+        select = job.select
+    elif job.select is None:
+        select = queue.select
+    else:
+        select = ("and", queue.select, job.select)
+    usage = {**queue.usage(), **job.usage()}
+    has_span = job.span_hosts or job.ptile
+    return Requirement(select=select, order=job.order or queue.order, rusage=tuple(sorted(usage.items())),
+                       span_hosts=job.span_hosts if has_span else queue.span_hosts,
+                       ptile=job.ptile if has_span else queue.ptile, same=job.same or queue.same)
