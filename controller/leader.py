@@ -441,7 +441,7 @@ class LeaderCore:
             queues: dict[str, api.Queue | None] = {}
             for spec in request.jobs:
                 spec.user = caller.name  # the owner is who proved it, never what the request says
-                fsm.check_spec(tables, meta, spec)
+                fsm.check_spec(tables, meta, spec, self._proposal_format())
                 name = spec.queue or meta.default_queue or fsm.DEFAULT_QUEUE
                 if name not in queues:
                     queues[name] = fsm.read_queue(tables, name)
@@ -518,7 +518,7 @@ class LeaderCore:
             if request.HasField("priority"):
                 authz.check_priority(policy, caller, queue, request.priority, current=job.spec.priority)
             if fsm.read_result(tables, request.request_id) is None:
-                fsm.check_modify(tables, job, request)
+                fsm.check_modify(tables, job, request, self._proposal_format())
         self._propose_request(token, log.Entry(modify=request, by=caller.record()), request.request_id,
                               self._job_response)
 

@@ -70,6 +70,8 @@ INVALID = grpc.StatusCode.INVALID_ARGUMENT
     (_spec(slots=1025), "slots"),
     (_spec(queue="nosuchqueue"), "unknown queue"),
     (_spec(name="a\x00b"), "NUL"),
+    (_spec(resource_req="select[mem>]"), "column 12"),
+    (_spec(resource_req="span[hosts=2] rusage[gpu=1]"), "column 12: span[hosts=] takes 1"),
 ])
 def test_bad_job_spec_is_invalid_argument(live: LocalCluster, spec: api.JobSpec, needle: str) -> None:
     _refused(live, INVALID, lambda c: c.submit([spec]), needle)
@@ -153,6 +155,21 @@ def test_modify_to_unknown_queue_is_invalid_argument(live: LocalCluster) -> None
     with live.client() as client:
         job = client.submit([_spec(name="mod")]).jobs[0]
     _refused(live, INVALID, lambda c: c.modify(job.id, queue="nosuchqueue"), "unknown queue")
+
+
+def test_a_bad_requirement_is_refused_at_submit_and_modify_with_its_column(live: LocalCluster) -> None:
+    env = {**os.environ, "XCE_DATA": str(live.data)}
+    env.pop("XCE_CONTROLLERS", None)
+    before = _revision(live)
+    done = subprocess.run([sys.executable, "-m", "xce.cli", "submit", "-R", "select[gpu > 1 &&]", "--",
+                           "true"], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 1 and "INVALID_ARGUMENT" in done.stderr, done.stderr
+    assert "column 18" in done.stderr and _revision(live) == before, done.stderr
+    with live.client() as client:
+        job = client.submit([_spec(name="mod", resource_req="select[gpu > 1]", queue="idle")]).jobs[0]
+    _refused(live, INVALID, lambda c: c.modify(job.id, resource_req="order[-]"), "column 8")
+    with live.client() as client:
+        assert client.get_job(str(job.id)).spec.resource_req == "select[gpu > 1]"
 
 
 @pytest.mark.parametrize("flt", ["state", "colour:eq:red", "state:like:PEND", "priority:gt:high",

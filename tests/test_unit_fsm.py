@@ -977,3 +977,35 @@ def test_an_unknown_fault_is_refused_at_start(spec: str) -> None:
         faults.handlers(spec)
     assert faults.handlers("") == fsm.HANDLERS
     assert "modify" not in faults.handlers("lacks-entry=modify")
+
+
+@pytest.mark.parametrize("text", ["select[mem>]", "span[hosts=2]", "rusage[mem=1:mem=2]"])
+def test_a_bad_resource_requirement_is_refused_from_format_5_with_its_column(
+        backend: Backend, text: str) -> None:
+    ok(backend.one(init()))
+    entry = submit(request("r1", spec(resource_req=text)))
+    entry.format = fsm.ENTRY_FORMAT
+    result = backend.one(entry)
+    assert result.code == log.INVALID_ARGUMENT and "column " in result.message and text in result.message
+    assert backend.job(1) is None and backend.meta().next_job_id in (0, 1)
+    older = submit(request("r2", spec(resource_req=text)))  # format 4 and before: stored verbatim
+    older.format = 4
+    ok(backend.one(older))
+    job = backend.job(1)
+    assert job is not None and job.spec.resource_req == text
+
+
+def test_a_modify_with_a_bad_resource_requirement_changes_nothing(backend: Backend) -> None:
+    ok(backend.one(init()))
+    seed_job(backend, api.PEND)
+    before = job_bytes(backend, 1)
+    entry = modify(1, resource_req="select[gpu >")
+    entry.format = fsm.ENTRY_FORMAT
+    result = backend.one(entry)
+    assert result.code == log.INVALID_ARGUMENT and "column 13" in result.message
+    assert job_bytes(backend, 1) == before
+    good = modify(1, resource_req="select[gpu > 1] rusage[gpu=1]")
+    good.format = fsm.ENTRY_FORMAT
+    ok(backend.one(good))
+    job = backend.job(1)
+    assert job is not None and job.spec.resource_req == "select[gpu > 1] rusage[gpu=1]"

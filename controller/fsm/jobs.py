@@ -92,7 +92,7 @@ def _submit_one(applier: Applier, request: api.SubmitJobsRequest) -> log.Result:
     # All or nothing: check every spec first. Each check reads its queue, which is cheap, and a long
     # apply keeps its Raft node heard only between table operations (store._PulsingTables).
     for spec in request.jobs:
-        check_spec(tables, meta, spec)
+        check_spec(tables, meta, spec, entry.format)
         if spec.HasField("array"):
             if entry.format < arrays.FORMAT:
                 raise invalid(f"job arrays need entry format {arrays.FORMAT}")
@@ -187,7 +187,7 @@ def apply_modify(applier: Applier) -> list[log.Result]:
                 return _modify_array(applier, job, wanted, request)
         else:
             job = find_job(applier.tables, request.job_id, in_history=in_history)
-        check_modify(applier.tables, job, request)
+        check_modify(applier.tables, job, request, applier.entry.format)
         _modify_one(applier, job, request)
         return log.Result(code=log.OK, job_ids=[job.id])
 
@@ -218,7 +218,7 @@ def _modify_array(applier: Applier, record: api.Job, wanted: list[api.IndexRange
     as_checked = api.Job(id=record.id, state=record.state, spec=record.spec)
     if record.array.counts[api.PEND] or record.array.counts[api.PSUSP]:
         as_checked.state = api.PEND
-    check_modify(applier.tables, as_checked, request)
+    check_modify(applier.tables, as_checked, request, applier.entry.format)
     arrays.load(applier, record.id)
     record = applier.arrays[record.id]
     if wanted is None:
@@ -228,7 +228,7 @@ def _modify_array(applier: Applier, record: api.Job, wanted: list[api.IndexRange
     changed = 0
     for job in arrays.selected_jobs(applier.tables, record, wanted, finished=False):
         try:
-            check_modify(applier.tables, job, request)
+            check_modify(applier.tables, job, request, applier.entry.format)
         except ServiceError:
             continue
         _modify_one(applier, job, request)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from controller.fsm.records import FINISHED, MAX_HOST_NAME, MAX_REQUEST_ID_BYTES, PENDING, read_queue
 from controller.tables import Tables
+from xce import resreq
 from xce.errors import ServiceError, invalid
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -37,7 +38,20 @@ def check_request_id(request_id: str) -> None:
         raise invalid(f"request id longer than {MAX_REQUEST_ID_BYTES} bytes")
 
 
-def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec) -> None:
+# 5: resource requirements are parsed (xce/resreq.py) and a bad one refused; before, stored verbatim.
+RESREQ_FORMAT = 5
+
+
+def check_requirement(text: str, entry_format: int) -> None:
+    check_text("resource requirement", text)
+    if entry_format >= RESREQ_FORMAT:
+        try:
+            resreq.parse(text)
+        except resreq.RequirementError as exc:
+            raise invalid(f"resource requirement {text[:200]!r}: {exc}") from None
+
+
+def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: int = 1) -> None:
     if not spec.command or not spec.command[0].strip():
         raise invalid("empty command")
     if len(spec.command) > MAX_COMMAND_ARGS:
@@ -45,9 +59,9 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec) -> None:
     for arg in spec.command:
         check_text("command argument", arg)
     for what, value in (("name", spec.name), ("queue", spec.queue), ("stdout path", spec.stdout_path),
-                        ("stderr path", spec.stderr_path), ("cwd", spec.cwd), ("user", spec.user),
-                        ("resource requirement", spec.resource_req)):
+                        ("stderr path", spec.stderr_path), ("cwd", spec.cwd), ("user", spec.user)):
         check_text(what, value)
+    check_requirement(spec.resource_req, entry_format)
     for key, value in spec.env.items():
         check_text("environment name", key)
         check_text("environment value", value)
@@ -70,7 +84,7 @@ def check_queue_open(tables: Tables, name: str) -> None:
         raise ServiceError(log.FAILED_PRECONDITION, f"queue {name!r} is closed")
 
 
-def check_modify(tables: Tables, job: api.Job, request: api.ModifyJobRequest) -> None:
+def check_modify(tables: Tables, job: api.Job, request: api.ModifyJobRequest, entry_format: int = 1) -> None:
     if not (request.HasField("priority") or request.HasField("queue") or request.HasField("resource_req")):
         raise invalid("nothing to modify")
     if job.state in FINISHED:
@@ -84,7 +98,7 @@ def check_modify(tables: Tables, job: api.Job, request: api.ModifyJobRequest) ->
         if job.state not in PENDING:
             raise ServiceError(log.FAILED_PRECONDITION,
                                "the resource requirement can change only while the job is pending")
-        check_text("resource requirement", request.resource_req)
+        check_requirement(request.resource_req, entry_format)
 
 
 MAX_RUNNING_LISTED = 50_000  # with the rest of a join, well under an entry's bound

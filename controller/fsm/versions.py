@@ -26,7 +26,8 @@ from xce.v1 import log_pb2 as log
 # 2: finished jobs are cleaned into history (history.py), InitCluster's clean period and retention.
 # 3: joins list the instances their worker runs; strays and the recovery wait (recovery.py).
 # 4: job arrays: a submit may carry an array, actions and modifies may select its elements (arrays.py).
-ENTRY_FORMAT = 4
+# 5: resource requirements are parsed at submit and modify, and a bad one refused (validation.py).
+ENTRY_FORMAT = 5
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",
