@@ -21,6 +21,8 @@ def generate(out_root: Path) -> None:
             f"--pyi_out={out_root}", f"--grpc_python_out={out_root}", *protos]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
+    if any("\nextend " in (ROOT / "proto" / p).read_text() for p in protos):
+        raise SystemExit("a proto with extensions: xce/proto_load.py does not load them")
     for module in sorted((out_root / "xce").rglob("*_pb2.py")):
         module.write_text(lean_preamble(module.read_text()))
 

@@ -110,3 +110,24 @@ def test_daemons_and_file_writers_exit_through_the_interpreter(monkeypatch: pyte
         with pytest.raises(SystemExit) as exit_:
             cli.entry()
         assert exit_.value.code == 0
+
+
+def test_output_that_cannot_be_written_exits_120_as_the_interpreter_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    class Full:
+        def write(self, text: str) -> int:
+            return len(text)
+
+        def flush(self) -> None:
+            raise OSError(28, "No space left on device")
+
+    def exit_now(status: int) -> None:
+        raise _Exited(status)
+
+    monkeypatch.setattr(cli, "main", lambda: 0)
+    monkeypatch.setattr(cli.os, "_exit", exit_now)
+    monkeypatch.setattr(cli.sys, "argv", ["xce", "jobs"])
+    monkeypatch.setattr(cli.sys, "stdout", Full())
+    with pytest.raises(_Exited) as exited:
+        cli.entry()
+    assert exited.value.code == 120

@@ -51,7 +51,8 @@ def test_the_next_command_reads_the_cached_table_and_a_changed_file_is_parsed_ag
     write(path, TOML)
     parsed = fresh_process(monkeypatch)
     first = cluster_file.client_table(path, ValueError)
-    assert first == cluster_file.read_toml(path, ValueError, "x") and len(parsed) == 2
+    assert first == cluster_file.client_part(cluster_file.read_toml(path, ValueError, "x"))
+    assert len(parsed) == 2
     [copy] = cache.glob("cluster-*.json")
     assert copy.stat().st_mode & 0o777 == 0o600
     parsed = fresh_process(monkeypatch)
@@ -106,3 +107,12 @@ def test_bad_files_say_what_is_wrong(tmp_path: Path, cache: Path) -> None:
     with pytest.raises(ValueError, match="not valid TOML"):
         cluster_file.client_table(bad, ValueError)
     assert not list(cache.glob("cluster-*.json"))  # nothing cached for a file that does not parse
+
+
+def test_the_cache_holds_what_a_client_reads_never_the_password(tmp_path: Path, cache: Path) -> None:
+    path = tmp_path / "cluster.toml"
+    write(path, TOML + 'password = "s3cret-raft"\n[auth]\nmunge = true\nsecret_thing = "x"\n')
+    table = cluster_file.client_table(path, ValueError)
+    assert table["replicas"] == [{"grpc": "127.0.0.1:7001"}] and table["auth"] == {"munge": True}
+    [copy] = cache.glob("cluster-*.json")
+    assert "s3cret" not in copy.read_text() and "secret_thing" not in copy.read_text()

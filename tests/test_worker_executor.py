@@ -209,3 +209,53 @@ def test_a_worker_that_died_before_journaling_the_pid_finds_the_shim_by_its_pid_
         assert _wait_final(reports, 1).finished.exit_code == 4
     finally:
         second.close()
+
+
+def test_a_command_line_larger_than_a_socket_message_runs(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ex, reports = executor
+    out = tmp_path / "count"
+    arguments = ["a" * 1000] * 400  # 400 KB: past SOCK_SEQPACKET's ~208 KB message
+    ex.run(_job(1, "sh", "-c", f'echo $# > {out}', "sh", *arguments, cwd=tmp_path))
+    assert _wait_final(reports, 1).finished.exit_code == 0
+    assert out.read_text().strip() == "400"
+
+
+def test_jobs_get_the_default_sigpipe_and_sigxfsz(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ex, reports = executor
+    out = tmp_path / "status"
+    ex.run(_job(1, "sh", "-c", f"grep SigIgn /proc/self/status > {out}", cwd=tmp_path))
+    assert _wait_final(reports, 1).finished.exit_code == 0
+    ignored = int(out.read_text().split()[1], 16)
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        assert not ignored & (1 << (sig - 1)), f"{sig.name} ignored in the job"
+
+
+def test_every_one_of_many_short_jobs_reports_its_end(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # A shim may end before its spawn has returned (its end is kept until it is watched), and a pid
+    # may come back for a later shim: none of that may lose an end.
+    ex, reports = executor
+    for n in range(1, 151):
+        ex.run(_job(n, "sh", "-c", f"exit {n % 7}", cwd=tmp_path))
+    for n in range(1, 151):
+        assert _wait_final(reports, n, timeout_s=60).finished.exit_code == n % 7
+
+
+def test_an_end_heard_before_its_watch_is_kept_for_it_and_a_reused_pid_starts_clean() -> None:
+    from worker.process_host import RealProcessHost
+
+    host = RealProcessHost()
+    ends: list[int] = []
+    host._shim_started(4242)
+    host._shim_ended(4242, 9)  # SIGKILL, heard before the executor watches it
+    host.watch(4242, True, None, ends.append)
+    assert ends == [signal.SIGKILL]
+    host._shim_ended(4343, 0)  # an end nobody watched (a start that failed after the spawn)...
+    host._shim_started(4343)  # ...then the pid comes back for a new shim: the old end is not its
+    host.watch(4343, True, None, ends.append)
+    assert ends == [signal.SIGKILL]
+    host._shim_ended(4343, 0)
+    deadline = time.monotonic() + 10
+    while len(ends) < 2:  # told from a thread of its own
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert ends == [signal.SIGKILL, 0]

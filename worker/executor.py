@@ -231,8 +231,8 @@ class Executor:
             return list(self._running)
 
     def close(self) -> None:
+        self.host.close()  # first: an end heard meanwhile is still journaled
         self.journal.close()
-        self.host.close()
 
     # -------------------------------------------------------------- starting
 

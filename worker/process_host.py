@@ -46,6 +46,23 @@ def _shim_arguments(argv: Sequence[str]) -> tuple[str, list[str]] | None:
     return None
 
 
+def _wait_for_pid_file(status_path: str, timeout_s: float = 2.0) -> int:
+    """The pid a served shim wrote beside `status_path`, if it is alive as that process; else 0."""
+    path = os.path.splitext(status_path)[0] + ".pid"
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with open(path) as f:
+                pid, ticks = map(int, f.read().split())
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return pid if int(fields[19]) == ticks else 0
+        except (OSError, ValueError, IndexError):
+            pass
+        if time.monotonic() > deadline:
+            return 0
+        time.sleep(0.02)
+
+
 def _signal_of(status: int) -> int:
     return os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
 
@@ -102,13 +119,14 @@ class ProcessHost(Protocol):
 
 
 class ShimServer:
-    """The worker's end of worker/shim.py --serve: `spawn` asks it for a shim (its pid back), and
-    `ended(pid, wait status)` hears of each shim's end, from a reader thread; `lost(pids)` once,
-    with the shims whose ends it can no longer tell, if the server dies."""
+    """The worker's end of worker/shim.py --serve: `spawn` asks it for a shim (its pid back);
+    from a reader thread, `started(pid)` hears of each new shim before `ended(pid, wait status)`
+    of its end, and `lost(pids)` once, with the shims whose ends it can no longer tell, if the
+    server dies."""
 
-    def __init__(self, shim: str, log: Path, ended: Callable[[int, int], None],
-                 lost: Callable[[set[int]], None]) -> None:
-        self._ended, self._lost = ended, lost
+    def __init__(self, shim: str, log: Path, started: Callable[[int], None],
+                 ended: Callable[[int, int], None], lost: Callable[[set[int]], None]) -> None:
+        self._started, self._ended, self._lost = started, ended, lost
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         try:
@@ -128,45 +146,58 @@ class ShimServer:
         threading.Thread(target=self._read, daemon=True, name="shim-server").start()
 
     def spawn(self, argv: Sequence[str], stdin_fd: int, log_fd: int) -> int:
-        with self._spawn_lock:
-            socket.send_fds(self._sock, [b"R" + "\0".join(argv).encode(errors="surrogateescape")],
-                            [stdin_fd, log_fd])
-            with self._reply:
-                while not self._replies and self.alive:
-                    self._reply.wait(1.0)
-                if not self._replies:
-                    raise OSError("the server of shims is gone")
-                reply = self._replies.pop(0).decode(errors="replace")
-                if reply.startswith("S "):
-                    self._shims.add(int(reply[2:]))
+        """The pid of a new shim with these arguments; OSError if the server could not start one
+        (BrokenPipeError: it was gone before it read the request, so nothing started)."""
+        if any("\0" in arg for arg in argv):
+            raise ValueError("a NUL character in the shim's arguments")  # as Popen refuses it
+        # The arguments in a memfd: a command line may be larger than one socket message.
+        args = os.memfd_create("xce-shim-args", os.MFD_CLOEXEC)
+        try:
+            os.write(args, "\0".join(argv).encode(errors="surrogateescape"))
+            os.lseek(args, 0, os.SEEK_SET)
+            with self._spawn_lock:
+                socket.send_fds(self._sock, [b"R"], [stdin_fd, log_fd, args])
+                with self._reply:
+                    while not self._replies and self.alive:
+                        self._reply.wait(1.0)
+                    if not self._replies:
+                        raise OSError("the server of shims is gone")
+                    reply = self._replies.pop(0).decode(errors="replace")
+        finally:
+            os.close(args)
         if not reply.startswith("S "):
             raise OSError(reply[2:] or "the server of shims refused")
         return int(reply[2:])
 
     def _read(self) -> None:
-        while True:
-            try:
-                message = self._sock.recv(1024)
-            except OSError:
-                message = b""
-            if not message:
-                break
-            if message.startswith(b"E "):
-                _, pid, status = message.split()
-                with self._reply:
-                    self._shims.discard(int(pid))
-                self._ended(int(pid), int(status))
-            else:
-                with self._reply:
-                    self._replies.append(message)
-                    self._reply.notify_all()
-        with self._reply:
-            self.alive = False
-            orphans, self._shims = self._shims, set()
-            self._reply.notify_all()
-        self._sock.close()
-        self.process.wait()
-        self._lost(orphans)
+        try:
+            while True:
+                try:
+                    message = self._sock.recv(1024)
+                except OSError:
+                    message = b""
+                if not message:
+                    break
+                if message.startswith(b"E "):
+                    _, pid, status = message.split()
+                    with self._reply:
+                        self._shims.discard(int(pid))
+                    self._ended(int(pid), int(status))
+                else:
+                    with self._reply:
+                        if message.startswith(b"S "):  # here, with the reply: a death next sees it
+                            self._shims.add(int(message[2:]))
+                            self._started(int(message[2:]))  # before its end, which comes after
+                        self._replies.append(message)
+                        self._reply.notify_all()
+        finally:  # whatever stopped the reader, spawns must not wait for it
+            with self._reply:
+                self.alive = False
+                orphans, self._shims = self._shims, set()
+                self._reply.notify_all()
+            self._sock.close()
+            self.process.wait()
+            self._lost(orphans)
 
     def close(self) -> None:
         """The server exits (its shims go on); its end is still heard by the reader."""
@@ -196,7 +227,7 @@ class RealProcessHost:
             try:
                 shim = _shim_arguments(argv)
                 if shim is not None:
-                    return self._shim_server(shim[0], log).spawn(shim[1], source, out)
+                    return self._served(shim[0], shim[1], log, source, out)
                 popen = subprocess.Popen(list(argv), cwd="/", env=env, stdin=source, stdout=out, stderr=out,
                                          start_new_session=True)
             finally:
@@ -207,11 +238,37 @@ class RealProcessHost:
             self._children[popen.pid] = popen
         return popen.pid
 
+    def _served(self, shim: str, args: list[str], log: Path, stdin_fd: int, log_fd: int) -> int:
+        for attempt in (1, 2):
+            server = self._shim_server(shim, log)
+            try:
+                pid = server.spawn(args, stdin_fd, log_fd)
+            except BrokenPipeError:  # the server died before it read the request: nothing started
+                if attempt == 2:
+                    raise
+                continue
+            except OSError:
+                # It died while answering: it may have forked the shim, which writes its pid file
+                # at once. Never report a start failure for a job that runs (it would run twice).
+                found = _wait_for_pid_file(args[0])
+                if not found:
+                    raise
+                with self._lock:
+                    self._orphans.add(found)
+                return found
+            return pid
+        raise AssertionError("unreachable")
+
     def _shim_server(self, shim: str, log: Path) -> ShimServer:
         with self._lock:
             if self._server is None or not self._server.alive:
-                self._server = ShimServer(shim, log, self._shim_ended, self._shims_lost)
+                self._server = ShimServer(shim, log, self._shim_started, self._shim_ended, self._shims_lost)
             return self._server
+
+    def _shim_started(self, pid: int) -> None:
+        with self._lock:  # a new shim: whatever was kept under its pid was another process's
+            self._ends.pop(pid, None)
+            self._orphans.discard(pid)
 
     def _shim_ended(self, pid: int, status: int) -> None:
         with self._lock:
@@ -270,6 +327,8 @@ class RealProcessHost:
         else:
             while start_ticks is not None and self.start_ticks(pid) == start_ticks:
                 time.sleep(POLL_S)
+            with self._lock:
+                self._orphans.discard(pid)
         on_end(shim_signal)
 
     def killpg(self, pgid: int, sig: int) -> None:

@@ -161,7 +161,9 @@ def main(argv: list[str]) -> int:
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        # Python ignores PIPE and XFSZ, and an ignored signal stays ignored across exec: the
+        # command gets the defaults (`yes | head` ends quietly).
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
         _child(options.get("user"), options["cwd"], options["stdout"], options["stderr"], command, write_end)
     os.close(write_end)
@@ -229,7 +231,7 @@ def serve(sock_fd: int) -> int:
         _reap(sock)
         if sock.fileno() in readable:
             try:
-                message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
+                message, fds, _, _ = socket.recv_fds(sock, 16, 3)
             except InterruptedError:
                 continue
             if not message:
@@ -252,8 +254,16 @@ def _reap(sock: socket.socket) -> None:
 
 
 def _fork_shim(sock: socket.socket, message: bytes, fds: list[int], own: tuple[int, int]) -> None:
-    argv = message[1:].decode(errors="surrogateescape").split("\0")
-    if message[:1] != b"R" or len(fds) != 2 or not argv:
+    argv: list[str] = []
+    if message == b"R" and len(fds) == 3:
+        chunks = []
+        while chunk := os.read(fds[2], 1 << 20):
+            chunks.append(chunk)
+        argv = b"".join(chunks).decode(errors="surrogateescape").split("\0")
+    for fd in fds[2:]:
+        os.close(fd)
+    fds = fds[:2]
+    if len(fds) != 2 or len(argv) < 2:
         for fd in fds:
             os.close(fd)
         sock.send(b"F malformed request")

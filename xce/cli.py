@@ -745,12 +745,16 @@ def entry() -> NoReturn:
         print(code, file=sys.stderr)
         code = 1
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
     except BrokenPipeError:  # `xce jobs | head`
         code = 141
+    except (OSError, ValueError):  # a full disk, say: the interpreter's own code for it
+        code = 120
     try:
-        sys.stderr.flush()
-    except OSError:
+        if sys.stderr is not None:
+            sys.stderr.flush()
+    except (OSError, ValueError):
         pass
     os._exit(code)
 

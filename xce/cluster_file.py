@@ -56,7 +56,7 @@ def client_table(path: StrPath, error: type[Exception], what: str = "cluster fil
     cache = os.path.join(_cache_dir(), f"cluster-{zlib.crc32(real.encode()):08x}.json")
     table = _cached_table(cache, real, stamp, json)
     if table is None:
-        table = read_toml(real, error, what)
+        table = client_part(read_toml(real, error, what))
         try:
             text = json.dumps({"path": real, "stamp": stamp, "table": table})
         except (TypeError, ValueError):  # TOML dates have no JSON: parse every time
@@ -67,6 +67,23 @@ def client_table(path: StrPath, error: type[Exception], what: str = "cluster fil
             _write_private(cache, text)
     _TABLES[key] = table
     return table
+
+
+def client_part(table: dict[str, Any]) -> dict[str, Any]:
+    """What a client reads of the cluster file (the replicas' addresses, [tls], [auth] munge), and
+    nothing else: a file on a replica host may hold the cluster's password, which no cache copies."""
+    part: dict[str, Any] = {}
+    replicas = table.get("replicas")
+    if isinstance(replicas, list):
+        part["replicas"] = [{"grpc": r.get("grpc")} if isinstance(r, dict) else r for r in replicas]
+    if "tls" in table:
+        tls = table["tls"]
+        part["tls"] = {k: tls[k] for k in ("ca", "client_cert", "client_key", "insecure") if k in tls} \
+            if isinstance(tls, dict) else tls
+    auth = table.get("auth")
+    if isinstance(auth, dict) and "munge" in auth:
+        part["auth"] = {"munge": auth["munge"]}
+    return part
 
 
 def _cached_table(cache: str, real: str, stamp: list[int], json: Any) -> dict[str, Any] | None:
@@ -114,8 +131,8 @@ def _write_private(path: str, text: str) -> None:
     """Best effort: write `text` to `path` whole (a rename), readable by this user alone."""
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        tmp = f"{path}.{os.getpid()}.{os.urandom(6).hex()}"  # a name nobody could have laid a link at
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
