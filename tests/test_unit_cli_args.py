@@ -131,3 +131,18 @@ def test_output_that_cannot_be_written_exits_120_as_the_interpreter_does(
     with pytest.raises(_Exited) as exited:
         cli.entry()
     assert exited.value.code == 120
+
+
+def test_hosts_long_shows_what_a_requirement_can_ask_of_each_host(capsys: pytest.CaptureFixture[str]) -> None:
+    from xce.v1 import api_pb2 as api
+
+    spec = api.HostSpec(name="gpu1", slots=8, memory_mb=64000, resources={"gpu": 2, "license_x": 1.5},
+                        tags=["x86", "evil\x1b[31m"])
+    busy = api.Host(spec=spec, status=api.HOST_OK, generation=3, slots_used=2, running_jobs=1)
+    response = api.ListHostsResponse(hosts=[busy, api.Host(spec=api.HostSpec(name="n2"))])
+    cli._host_details(response)
+    out = capsys.readouterr().out
+    assert "HOST gpu1" in out and "slots      8 (used 2, jobs running 1)" in out
+    assert "maxmem     64000 MB" in out and "resources  gpu=2 license_x=1.5" in out
+    assert "\x1b" not in out and "x86" in out  # a tag's control characters are shown escaped
+    assert "HOST n2" in out and "resources  -" in out

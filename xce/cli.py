@@ -326,6 +326,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     cli_member.add_parsers(sub, STALE_HELP)
 
     p = sub.add_parser("hosts", help="list hosts (like bhosts)")
+    p.add_argument("-l", "--long", action="store_true",
+                   help="each host in full: slots, memory, resources, tags (like bhosts -l)")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.add_argument("--stale", action="store_true", help=STALE_HELP)
 
@@ -505,7 +507,8 @@ def _run(client: Client, args: argparse.Namespace) -> int:
         return _emit(args, lambda: _dict(result), lambda: print(f"Queue <{args.name}> {args.queue_command}d"))
     if command == "hosts":
         hosts = client.list_hosts(stale=args.stale)
-        return _emit(args, lambda: _dict(hosts), lambda: _host_table(hosts))
+        return _emit(args, lambda: _dict(hosts),
+                     lambda: (_host_details if args.long else _host_table)(hosts))
     if command == "status":
         status = client.status()
         return _emit(args, lambda: _dict(status), lambda: _status_table(status))
@@ -685,7 +688,24 @@ def _host_table(response: api.ListHostsResponse) -> None:
         if host.status == api.HOST_OK and host.spec.slots == 0:
             status = "closed"
         print(f"{host.spec.name:<20}{status:<9}{host.spec.slots:>5}{host.slots_used:>6}"
-              f"{host.running_jobs:>5}{host.generation:>6}  {','.join(host.spec.tags) or '-'}")
+              f"{host.running_jobs:>5}{host.generation:>6}  {','.join(map(shown, host.spec.tags)) or '-'}")
+
+
+def _host_details(response: api.ListHostsResponse) -> None:
+    """`xce hosts -l`: what the resource requirement language sees of each host (resreq.py names)."""
+    for n, host in enumerate(response.hosts):
+        status = {api.HOST_OK: "ok", api.HOST_UNAVAIL: "unavail"}.get(host.status, "?")
+        if host.status == api.HOST_OK and host.spec.slots == 0:
+            status = "closed"
+        since = f", since {_when(host.status_time_ms)}" if host.status_time_ms else ""
+        resources = " ".join(f"{shown(name)}={value:g}"
+                             for name, value in sorted(host.spec.resources.items()))
+        print(("\n" if n else "") + f"HOST {shown(host.spec.name)}")
+        print(f"  status     {status} (generation {host.generation}{since})")
+        print(f"  slots      {host.spec.slots} (used {host.slots_used}, jobs running {host.running_jobs})")
+        print(f"  maxmem     {host.spec.memory_mb} MB" if host.spec.memory_mb else "  maxmem     -")
+        print(f"  resources  {resources or '-'}")
+        print(f"  tags       {', '.join(shown(t) for t in host.spec.tags) or '-'}")
 
 
 def _when(ms: int) -> str:
