@@ -109,13 +109,17 @@ def test_a_bulk_kill_ends_exactly_the_selected_elements(htc: tuple[LocalCluster,
     cluster, workers = htc
     workers.start("w1", 10)
     workers.start("w2", 10)
-    # The first 20 elements run for a while: the kill finds 10-20 running and 21-300 waiting.
-    script = 'if [ "$XCE_ARRAY_INDEX" -le 20 ]; then sleep 4; fi'
+    # The first 20 elements run until the test says go (not for a fixed time, which a slow kill could
+    # outlast): the kill finds 10-20 running and 21-300 waiting.
+    go = tmp_path / "go"
+    script = f'if [ "$XCE_ARRAY_INDEX" -le 20 ]; then while [ ! -e {go} ]; do sleep 0.05; done; fi'
     array_id = _array_id(_cli(cluster, tmp_path, "submit", "-J", "k[1-400]", "--", "sh", "-c", script).stdout)
     with cluster.client() as client:
         wait_until(lambda: client.get_job(str(array_id)).array.counts[api.RUN] == 20, "20 elements running")
         said = _cli(cluster, tmp_path, "kill", f"{array_id}[10-300]").stdout
         assert "kill: done" in said, said
+        wait_until(lambda: client.get_job(str(array_id)).array.counts[api.RUN] == 9, "10-20 killed")
+        go.touch()
         wait_until(lambda: client.get_job(str(array_id)).state in (api.DONE, api.EXIT), "the end", 300)
         elements = _elements(client, array_id)
         record = client.get_job(str(array_id))
