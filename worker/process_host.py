@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from worker.shim import pid_path
+
 Key = tuple[int, int]
 POLL_S = 0.2  # how often an adopted process is looked for in /proc
 SHIM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # the shims' own environment (never the job's)
@@ -46,21 +48,33 @@ def _shim_arguments(argv: Sequence[str]) -> tuple[str, list[str]] | None:
     return None
 
 
-def _wait_for_pid_file(status_path: str, timeout_s: float = 2.0) -> int:
-    """The pid a served shim wrote beside `status_path`, if it is alive as that process; else 0."""
-    path = os.path.splitext(status_path)[0] + ".pid"
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time (clock ticks since boot), or None if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+def _served_shim(status_path: str) -> int:
+    """The pid a served shim wrote beside `status_path`, if that process still runs; else 0."""
+    try:
+        with open(pid_path(status_path)) as f:
+            pid, ticks = map(int, f.read().split())
+    except (OSError, ValueError):
+        return 0
+    return pid if _start_ticks(pid) == ticks else 0
+
+
+def _wait_for_served_shim(status_path: str, timeout_s: float = 2.0) -> int:
+    """_served_shim, given the time a just-forked shim takes to write its pid file."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with open(path) as f:
-                pid, ticks = map(int, f.read().split())
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return pid if int(fields[19]) == ticks else 0
-        except (OSError, ValueError, IndexError):
-            pass
-        if time.monotonic() > deadline:
-            return 0
+    while not (pid := _served_shim(status_path)) and time.monotonic() < deadline:
         time.sleep(0.02)
+    return pid
 
 
 def _signal_of(status: int) -> int:
@@ -250,7 +264,7 @@ class RealProcessHost:
             except OSError:
                 # It died while answering: it may have forked the shim, which writes its pid file
                 # at once. Never report a start failure for a job that runs (it would run twice).
-                found = _wait_for_pid_file(args[0])
+                found = _wait_for_served_shim(args[0])
                 if not found:
                     raise
                 with self._lock:
@@ -338,22 +352,13 @@ class RealProcessHost:
             pass
 
     def start_ticks(self, pid: int) -> int | None:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            return None
-        if fields[0] == "Z":
-            return None
-        return int(fields[19])
+        return _start_ticks(pid)
 
     def find_by_env(self, key: Key, spool: Path) -> int:
         # A served shim wrote its pid and start time beside its status file (its environment and
         # command line are its server's).
-        try:
-            pid, ticks = map(int, (spool / f"{key[0]}.{key[1]}.pid").read_text().split())
-        except (OSError, ValueError):
-            pid = ticks = 0
-        if pid and self.start_ticks(pid) == ticks:
+        pid = _served_shim(str(spool / f"{key[0]}.{key[1]}.status"))  # executor.py's status file
+        if pid:
             return pid
         wanted = {f"XCE_JOB_ID={key[0]}".encode(), f"XCE_JOB_ATTEMPT={key[1]}".encode(),
                   f"XCE_SPOOL={spool}".encode()}
