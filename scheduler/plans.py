@@ -13,7 +13,8 @@ The rule, for N slots:
 - span[hosts=1]: one host with N free; the first in preference order.
 - span[ptile=P]: k = ceil(N/P) hosts, P slots on each but the last, which
   takes the rest (N - P(k-1)), as LSF places ptile; the hosts are the first
-  k-1 in preference order with P free, then the next with the rest free.
+  k-1 in preference order with P free, and the first other host with the
+  rest free (the plan lists them all in preference order).
 - otherwise, for k = 1, 2, ..., N: at most c = ceil(N/k) slots on any host
   and exactly N in all. The k hosts that can give most (min(free, c), ties
   by preference) are taken if together they give N; each gives min(free, c)
@@ -29,7 +30,9 @@ first). Pure: no I/O, no clock; the same hosts give the same plans.
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
@@ -43,12 +46,16 @@ Plan = tuple[Placement, ...]
 
 
 class Hosts:
-    """A lazy host iterator, read once, remembered: each k walks it again from the start."""
+    """A lazy host iterator, read once, remembered: each k walks it again from the start. A name
+    seen before is skipped (a host is in a plan at most once)."""
 
     def __init__(self, hosts: Iterable[tuple[str, int]]) -> None:
         self._source = iter(hosts)
         self._seen: list[tuple[str, int]] = []
+        self._names: set[str] = set()
         self._done = False
+        self._prefix: list[int] | None = None  # sums of the largest frees, for the quick test per k
+        self._ascending: list[int] = []
 
     def __iter__(self) -> Iterator[tuple[str, int]]:
         index = 0
@@ -64,7 +71,8 @@ class Hosts:
             except StopIteration:
                 self._done = True
                 return
-            if free > 0:
+            if free > 0 and name not in self._names:
+                self._names.add(name)
                 self._seen.append((name, free))
 
     def all(self) -> Sequence[tuple[str, int]]:
@@ -72,10 +80,22 @@ class Hosts:
             pass
         return self._seen
 
+    def most(self, k: int, cap: int) -> int:
+        """The most k hosts give at cap slots each: the k largest frees, each cut to cap."""
+        if self._prefix is None:
+            descending = sorted((free for _, free in self.all()), reverse=True)
+            self._prefix = [0, *itertools.accumulate(descending)]
+            self._ascending = descending[::-1]
+        at_cap = len(self._ascending) - bisect.bisect_left(self._ascending, cap)  # hosts with >= cap free
+        full = min(k, at_cap)
+        return full * cap + self._prefix[k] - self._prefix[full]
+
 
 def plans(slots: int, hosts: Iterable[tuple[str, int]], span_hosts: int = 0,
           ptile: int = 0) -> Iterator[Plan]:
     """The plans for `slots` slots, fewest hosts first (see the module's rule)."""
+    if span_hosts not in (0, 1):
+        raise ValueError(f"span[hosts=] takes 1, not {span_hosts}")
     if slots < 1:
         return
     candidates = hosts if isinstance(hosts, Hosts) else Hosts(hosts)
@@ -91,10 +111,17 @@ def plans(slots: int, hosts: Iterable[tuple[str, int]], span_hosts: int = 0,
             yield plan
         return
     count = len(candidates.all())  # every k ranks all of them
+    if candidates.most(count, slots) < slots:
+        return  # fewer free slots than asked for, on all hosts together
+    last: Plan | None = None
     for k in range(1, min(slots, count) + 1):
-        plan = _balanced(slots, k, -(-slots // k), candidates)
-        if plan is not None:
+        cap = -(-slots // k)
+        if candidates.most(k, cap) < slots:
+            continue  # O(log hosts): only a k that fits is planned
+        plan = _balanced(slots, k, cap, candidates)
+        if plan is not None and plan != last:
             yield plan
+            last = plan
 
 
 def _balanced(slots: int, k: int, cap: int, hosts: Hosts) -> Plan | None:
@@ -130,6 +157,8 @@ def _tiled(slots: int, ptile: int, hosts: Hosts) -> Plan | None:
         if last is None:
             return None
         plan.append(Placement(last, rest))
+        order = {name: position for position, (name, _) in enumerate(hosts)}
+        plan.sort(key=lambda placement: order[placement.host])  # preference order, the rest's host too
     return tuple(plan)
 
 
@@ -137,7 +166,8 @@ def best(low: int, high: int, hosts: Iterable[tuple[str, int]], span_hosts: int 
          ptile: int = 0) -> Plan | None:
     """`-n low,high`: the plan for the largest count in [low, high] that has one, else None."""
     candidates = hosts if isinstance(hosts, Hosts) else Hosts(hosts)
-    most = min(high, sum(free for _, free in candidates))
+    frees = [free for _, free in candidates]
+    most = min(high, max(frees, default=0) if span_hosts == 1 else sum(frees))
     for count in range(most, low - 1, -1):
         plan = next(plans(count, candidates, span_hosts, ptile), None)
         if plan is not None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import pytest
+
 from scheduler.plans import Hosts, Placement, best, plans
 
 
@@ -56,9 +58,9 @@ def test_span_hosts_one() -> None:
 def test_ptile_places_full_tiles_then_the_rest() -> None:
     hosts = [("a", 2), ("b", 4), ("c", 8), ("d", 4), ("e", 1)]
     assert every(8, hosts, ptile=4) == ["b:4 c:4"]
-    assert every(10, hosts, ptile=4) == ["b:4 c:4 a:2"]  # the rest goes to the first host with room
+    assert every(10, hosts, ptile=4) == ["a:2 b:4 c:4"]  # the rest on the first host with room; in order
     assert every(3, hosts, ptile=4) == ["b:3"]  # fewer than a tile: the first host with 3 free
-    assert every(13, hosts, ptile=4) == ["b:4 c:4 d:4 a:1"]  # three tiles, the rest on the first with room
+    assert every(13, hosts, ptile=4) == ["a:1 b:4 c:4 d:4"]  # three tiles, the rest on the first with room
     assert every(12, hosts, ptile=4) == ["b:4 c:4 d:4"]
     assert every(16, hosts, ptile=4) == []  # only three hosts have a tile free
     assert every(14, [("b", 4), ("c", 4), ("d", 4), ("e", 1)], ptile=4) == []  # the rest (2) fits nowhere
@@ -91,9 +93,30 @@ def test_the_host_iterator_is_read_only_as_far_as_needed() -> None:
     assert shown(next(plans(8, Hosts(source()), ptile=4))) == "a:4 b:4" and read == ["a", "b"]
 
 
-def test_dropping_the_iterator_holds_nothing() -> None:
-    hosts = Hosts([("a", 4), ("b", 4)])
-    iterator = plans(8, hosts)
-    assert shown(next(iterator)) == "a:4 b:4"
-    iterator.close()
-    assert shown(next(plans(8, hosts))) == "a:4 b:4"  # the same hosts, planned again from the start
+def test_a_plan_comes_once_and_a_host_is_in_it_once() -> None:
+    # k = 3 and k = 4 both allow 2 per host and both give a:2 b:2 c:1: yielded once.
+    assert every(5, [("a", 2), ("b", 2), ("c", 2), ("d", 2)]) == ["a:2 b:2 c:1"]
+    assert every(4, [("a", 2), ("a", 2)]) == []  # a name given twice is one host
+    assert every(4, [("a", 2), ("a", 2), ("b", 2)]) == ["a:2 b:2"]
+
+
+def test_span_hosts_takes_only_one() -> None:
+    with pytest.raises(ValueError):
+        list(plans(4, [("a", 2), ("b", 4)], span_hosts=2))
+
+
+def test_min_max_within_span_and_ptile() -> None:
+    hosts = [("a", 3), ("b", 6), ("c", 2)]
+    assert shown(best(2, 10, hosts, span_hosts=1)) == "b:6"
+    assert shown(best(2, 10, hosts, ptile=3)) == "a:3 b:3 c:2"
+
+
+def test_no_room_is_answered_without_trying_every_host_count() -> None:
+    # 1,000,000 slots over 3,000 hosts of 1: fewer free than asked for, found by one sum.
+    assert every(1_000_000, [(f"h{i}", 1) for i in range(3000)]) == []
+    # The shape that fails every k for every count from 2H-1 down: one big host, many of 1.
+    size = 400
+    plan = best(1, 10**6, [("big", size)] + [(f"h{i}", 1) for i in range(size - 1)])
+    # The largest count with a plan: 401 at 2 per host (big gives 2, the 399 others 1 each).
+    assert plan is not None and sum(p.slots for p in plan) == size + 1 and len(plan) == size
+    assert plan[0] == Placement("big", 2)
