@@ -19,6 +19,7 @@ Example:
     users = ["all"]                   # who may submit: names, "@group"s (LSF USERS); default everyone
     admins = ["alice"]                # queue administrators
     max_user_priority = 50            # users may not set a job priority above this
+    res_req = "select[type == X86_64] rusage[mem=1000]"   # merged with each job's -R (LSF RES_REQ)
 
     [tls]                             # mutual TLS on every gRPC connection (xce/pki.py)
     ca = "tls/ca.crt"                 # the defaults; each replica's cert and key default to
@@ -310,9 +311,12 @@ def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
     users, admins = raw.get("users", []), raw.get("admins", [])
     if not all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in (users, admins)):
         raise ConfigError(f"{path}: queue {name!r}: users and admins are lists of names and @groups")
+    res_req = raw.get("res_req", "")
+    if not isinstance(res_req, str):
+        raise ConfigError(f"{path}: queue {name!r}: res_req must be a string (a resource requirement)")
     queue = api.Queue(name=name, priority=priority, description=str(raw.get("description", "")),
                       closed=closed, inactive=inactive, job_pick_plugin=str(raw.get("job_pick_plugin", "")),
-                      slot_limit=slot_limit, users=users, admins=admins)
+                      slot_limit=slot_limit, users=users, admins=admins, res_req=res_req)
     if "max_user_priority" in raw:
         cap = raw["max_user_priority"]
         if not isinstance(cap, int) or isinstance(cap, bool) or not -(2**31) <= cap < 2**31:

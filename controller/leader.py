@@ -442,6 +442,7 @@ class LeaderCore:
             for spec in request.jobs:
                 spec.user = caller.name  # the owner is who proved it, never what the request says
                 fsm.check_spec(tables, meta, spec, self._proposal_format())
+                fsm.validation.check_min_slots_known(spec, self._proposal_format())
                 name = spec.queue or meta.default_queue or fsm.DEFAULT_QUEUE
                 if name not in queues:
                     queues[name] = fsm.read_queue(tables, name)
@@ -527,7 +528,8 @@ class LeaderCore:
         self._ensure_request_id(request)
         with self.state.read() as tables:
             job = self._job_for(tables, request.job_id, caller)
-            fsm.decisions.check_dispatch(fsm.CommittedUsage(tables), job, request.host, job.attempt)
+            fsm.decisions.check_dispatch(fsm.CommittedUsage(tables), job, request.host, job.attempt,
+                                         self._proposal_format())
         dispatch = log.Dispatch(job_id=job.id, host=request.host, attempt=job.attempt,
                                 request_id=request.request_id)
         self._propose_request(token, log.Entry(dispatch=dispatch, by=caller.record()), request.request_id,

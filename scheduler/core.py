@@ -1,15 +1,20 @@
 """The scheduling core: one pass over a view -> decisions (F3).
 
 Theory of operation. A pass orders the pending jobs with the pickers
-(picker.py), then places each on one host, counting what it has already
-handed out in this pass (slots and cluster-wide counters), so one pass never
+(picker.py), then places each, counting what it has already handed out in
+this pass (slots, consumables and cluster-wide counters), so one pass never
 over-commits a host or passes a limit. What "fits" means is
 xce/feasibility.py, the same module apply re-checks every DISPATCH with:
-the job-level checks (queue active, limits) run first; the host comes from
-an index (`FreeSlots`: the available host with most free slots, then name)
-and is verified with the host checks; a job no host takes is explained by
-running the host checks on every host (per-reason counts, cached per job
-size for the pass). Every job the pass does not dispatch gets a pending
+the job-level checks (queue active, limits) run first; the hosts come from
+an index (`HostIndex`: the available hosts with free slots, most free first,
+then by name, and the same per static select[]), filtered by the rest of the
+job's requirement and laid out by scheduler/plans.py (one host if one can
+take it, else 2 hosts, ...); the plan is verified with `feasibility.check`.
+A job that has no plan is explained by running the host checks on every
+host (per-check counts); both the failure and its explanation are kept for
+the pass per (fewest slots, most slots, requirement), since free amounts
+only shrink in a pass (A4's per-pass cache: a later job asking the same
+finds it at once). Every job the pass does not dispatch gets a pending
 reason (G5), and a PEND decision is made only when that reason differs from
 the job's committed one, so a busy cluster does not churn the log.
 
@@ -20,30 +25,31 @@ refusal) is the planner's (planner.py).
 
 from __future__ import annotations
 
-import heapq
+import bisect
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scheduler import plans
 from scheduler.picker import Fcfs, Picker, ordered
-from xce import feasibility
+from xce import feasibility, resreq
 from xce.invariant import InvariantViolated
 from xce.v1 import api_pb2 as api
 
 Reason = tuple[int, str]  # (code: api.PendingReason, words), as `bjobs -p` shows them
 
 REASON_NO_HOSTS: Reason = feasibility.REASON_NO_HOSTS.key()
-REASON_HOSTS_UNAVAILABLE: Reason = feasibility.REASON_HOSTS_UNAVAILABLE.key()
-REASON_NO_SLOTS: Reason = feasibility.REASON_NO_SLOTS.key()
-REASON_TOO_BIG: Reason = feasibility.REASON_TOO_BIG.key()
 REASON_QUEUE_INACTIVE: Reason = feasibility.REASON_QUEUE_INACTIVE.key()
+_NO_ALLOCATION = feasibility.Reason(api.PEND_NO_FREE_SLOTS, "no set of hosts that fits the requirement "
+                                                            "together has room now", "plan")
 
 
 @dataclass(frozen=True)
 class Dispatch:
     job_id: int
     attempt: int
-    host: str
+    host: str  # the first host: it runs the command
+    hosts: tuple[tuple[str, int], ...] = ()  # the whole allocation, unless it is `host` with the job's slots
 
 
 @dataclass(frozen=True)
@@ -79,16 +85,17 @@ def schedule(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
 
 
 def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequence[api.Host],
-             config: CoreConfig, counters: Mapping[str, int]) -> PassResult:
+             config: CoreConfig, counters: Mapping[str, int], recount: bool = True) -> PassResult:
+    """One pass. `recount`: also send reasons whose only change is in their counts (the planner
+    allows it at a bounded rate); a changed code or wording is always sent."""
     queue_map = {q.name: q for q in queues}
     usage = PassUsage(hosts, queue_map, counters)
-    free = FreeSlots({h.spec.name: h.spec.slots - h.slots_used for h in hosts if h.status == api.HOST_OK})
+    index = HostIndex(usage.states)
     by_queue: dict[str, feasibility.Reason | None] = {}  # the queue checks, once per queue (A4)
-    explained: dict[int, feasibility.Explanation] = {}  # by job size: free slots only shrink in a pass
+    no_plan: dict[tuple[int, int, feasibility.Need], feasibility.Explanation] = {}
     limited = bool(usage.limits())
-    host_refusal, limit_refusal = feasibility.host_refusal, feasibility.limit_refusal
-    state = feasibility.HostState
-    hosts_now = usage.states  # the pass updates it in place as it places jobs
+    recovering = usage.counter(feasibility.RECOVERY_COUNTER) > 0
+    limit_refusal = feasibility.limit_refusal
     result = PassResult([])
     decisions = result.decisions
     dispatched = 0
@@ -96,39 +103,55 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
     for job in ordered([j for j in jobs if j.state == api.PEND and not j.spec.HasField("array")], queue_map,
                        config.picker, config.queue_pickers):
         spec = job.spec
-        slots = spec.slots
         queue = spec.queue
+        least, most = feasibility.least_slots(job), spec.slots
         reason = by_queue.get(queue, _UNSEEN)
         if reason is _UNSEEN:
             reason = by_queue[queue] = feasibility.queue_refusal(queue, usage)
+        if reason is None and (recovering or job.stray_hosts):
+            reason = feasibility.safety_refusal(job, usage)
         bounded = limited or job.array_limit
         if reason is None and bounded:
-            reason = limit_refusal(job, usage)
+            reason = limit_refusal(job, usage, least)
+            most = min(most, usage.room(job, most))
         if reason is None and dispatched < config.max_dispatches:
-            host = free.take(slots)
-            if host is not None:
-                total, available, used = now = hosts_now[host]
-                refusal = host_refusal(host, now, slots)
-                if refusal is not None:  # the index and the definition disagree: a bug
-                    raise InvariantViolated(f"the host index chose {host} for job {job.id}, which does "
-                                            f"not fit there: {refusal}")
-                hosts_now[host] = state(total, available, used + slots)
-                if bounded:
-                    usage.hold(job)
-                dispatched += 1
-                decisions.append(Dispatch(job.id, job.attempt, host))
-                continue
-            explanation = explained.get(slots)
+            need = feasibility.job_need(job, usage)
+            key = (least, most, need)
+            explanation = no_plan.get(key)
             if explanation is None:
-                explanation = explained[slots] = feasibility.explain(job, usage)
+                plan = index.plan(need, least, most)
+                if plan is not None:
+                    parts = [feasibility.Allocation(host, slots) for host, slots in plan]
+                    refusal = feasibility.check(job, parts, usage, need_=need, unknown=frozenset())
+                    if refusal is not None:  # the index and the definition disagree: a bug
+                        raise InvariantViolated(f"the host index chose {plan} for job {job.id}, which does "
+                                                f"not fit there: {refusal}")
+                    usage.take(parts, need, index)
+                    if bounded:
+                        usage.hold(job, sum(part.slots for part in parts))
+                    dispatched += 1
+                    single = len(plan) == 1 and plan[0].slots == spec.slots
+                    decisions.append(Dispatch(job.id, job.attempt, plan[0].host,
+                                              () if single else tuple((p.host, p.slots) for p in plan)))
+                    continue
+                explanation = no_plan[key] = feasibility.explain(job, usage, need)
                 result.refusals.update(explanation.counts)
-            reason = explanation.reason
+            reason = explanation.reason or _NO_ALLOCATION
         if reason is None:
             continue  # past this pass's dispatch limit: the next pass looks again
         result.waiting[reason.code] += 1
-        if reason.code != job.pending_code or reason.words != job.pending_reason:
+        if reason.code != job.pending_code or (reason.words != job.pending_reason and (
+                recount or _shape(reason.words) != _shape(job.pending_reason))):
             decisions.append(Pend(job.id, reason.words, reason.code))
     return result
+
+
+_DIGITS = str.maketrans("", "", "0123456789")
+
+
+def _shape(words: str) -> str:
+    """A reason's words without its numbers: what changes only when the counts do not."""
+    return words.translate(_DIGITS)
 
 
 class PassUsage:
@@ -156,27 +179,156 @@ class PassUsage:
     def limits(self) -> Mapping[str, int]:
         return self._limits
 
-    def hold(self, job: api.Job) -> None:
+    def room(self, job: api.Job, most: int) -> int:
+        """The most slots the job may take under its queue's slot limit (most if none)."""
+        name = feasibility.queue_slots_counter(job.spec.queue)
+        bound = self._limits.get(name)
+        return most if bound is None else max(0, bound - self.counter(name))
+
+    def hold(self, job: api.Job, slots: int) -> None:
         """The counters a placed job holds, counted for the rest of the pass (needed only
         where some bound exists)."""
-        for name, amount in feasibility.demands(job).items():
+        for name, amount in feasibility.demands(job, slots).items():
             self._counters[name] = self._counters.get(name, 0) + amount
 
+    def take(self, parts: Sequence[feasibility.Allocation], need: feasibility.Need, index: HostIndex) -> None:
+        """A placement: its slots and reserved consumables, taken on each of its hosts."""
+        for part in parts:
+            before = self.states[part.host]
+            reserved = before.reserved
+            if need.host_usage:
+                reserved = dict(reserved)
+                for resource, amount in need.host_usage:
+                    reserved[resource] = reserved.get(resource, 0) + amount
+            after = before._replace(used=before.used + part.slots, reserved=reserved)
+            self.states[part.host] = after
+            index.moved(part.host, before.slots - before.used, after.slots - after.used)
 
-class FreeSlots:
-    """The host index for one-host jobs: the available host with the most free
-    slots (ties by name), from a heap, so a pass is O(jobs log hosts)."""
 
-    def __init__(self, free: Mapping[str, int]) -> None:
-        self._heap = [(-n, name) for name, n in free.items()]
-        heapq.heapify(self._heap)
+Entry = tuple[int, str]  # (-free slots, host name): most free first, then by name
 
-    def take(self, slots: int) -> str | None:
-        """The host with the most free slots, its slots now taken; None if no host has
-        that many free (the top has the most). The caller verifies the pick."""
-        heap = self._heap
-        if not heap or -heap[0][0] < slots:
-            return None
-        negative_free, name = heap[0]
-        heapq.heapreplace(heap, (negative_free + slots, name))
-        return name
+
+class HostIndex:
+    """The available hosts with free slots, most free first (then by name), kept sorted as the
+    pass places jobs; and, per static select[] term a job asks, the same list of the hosts it
+    matches, made on first use. A job's candidates are read from the narrowest list, filtered
+    by the rest of its requirement (select[] terms that read usage or load, rusage[] free), and
+    laid out by scheduler/plans.py. Lists are plain sorted lists: an update is a bisection and a
+    move of pointers, fast at thousands of hosts."""
+
+    def __init__(self, states: Mapping[str, feasibility.HostState]) -> None:
+        self._states = states
+        self._all: list[Entry] = sorted((s.used - s.slots, name) for name, s in states.items()
+                                        if s.available and s.slots > s.used)
+        self._subsets: dict[resreq.Expr, list[Entry]] = {}
+        self._lists_of: dict[str, list[list[Entry]]] = {}
+        moving = set(feasibility.USAGE_NAMES) | feasibility.LOAD_INDICES
+        for state in states.values():
+            moving.update(state.totals)
+        self._moving = frozenset(moving)  # names whose value is not static
+
+    def moved(self, name: str, free_before: int, free_after: int) -> None:
+        for entries in (self._all, *self._lists_of.get(name, ())):
+            position = bisect.bisect_left(entries, (-free_before, name))
+            if position < len(entries) and entries[position] == (-free_before, name):
+                del entries[position]
+                if free_after > 0:
+                    bisect.insort(entries, (-free_after, name))
+
+    def plan(self, need: feasibility.Need, least: int, most: int) -> plans.Plan | None:
+        """The job's allocation: the plan for the most slots in [least, most] that has one."""
+        req = need.requirement
+        by_free = not req.order
+        candidates: Iterable[tuple[str, int]] = self.candidates(need)
+        if not by_free or req.same:
+            candidates = list(candidates)
+        if not by_free:
+            candidates = sorted(candidates, key=self._preference(req.order))
+        groups = _same_groups(candidates, req.same, self._states) if req.same else [candidates]
+        for group in groups:
+            if least == most:
+                plan = next(plans.plans(most, group, req.span_hosts, req.ptile, by_free), None)
+            else:
+                plan = plans.best(least, most, group, req.span_hosts, req.ptile, by_free)
+            if plan is not None:
+                return plan
+        return None
+
+    def candidates(self, need: feasibility.Need) -> Iterator[tuple[str, int]]:
+        """Hosts with free slots that pass select[] and have the rusage[] free, most free first."""
+        static, moving = self._split(need.requirement.select)
+        entries = self._subset(static) if static is not None else self._all
+        usage = need.host_usage
+        states = self._states
+        for negative_free, name in entries:
+            if moving is not None or usage:
+                state = states[name]
+                if moving is not None and resreq.evaluate(moving, feasibility.attributes(state)) is not True:
+                    continue
+                if any(state.totals.get(r, 0) - state.reserved.get(r, 0) < a for r, a in usage):
+                    continue
+            yield name, -negative_free
+
+    def _split(self, select: resreq.Expr | None) -> tuple[resreq.Expr | None, resreq.Expr | None]:
+        """select[] as (the terms of its top-level && that read static attributes only, the rest)."""
+        if select is None:
+            return None, None
+        static: list[resreq.Expr] = []
+        moving: list[resreq.Expr] = []
+        for term in _conjuncts(select):
+            (moving if resreq.names(term) & self._moving else static).append(term)
+        return _conjunction(static), _conjunction(moving)
+
+    def _subset(self, select: resreq.Expr) -> list[Entry]:
+        entries = self._subsets.get(select)
+        if entries is None:
+            entries = self._subsets[select] = [
+                entry for entry in self._all
+                if resreq.evaluate(select, self._states[entry[1]].static) is True]
+            for _, name in entries:
+                self._lists_of.setdefault(name, []).append(entries)
+        return entries
+
+    def _preference(self, order: tuple[tuple[str, bool], ...]):  # type: ignore[no-untyped-def]
+        """order[]: by each name, largest first for -name, smallest first otherwise; a host without
+        the value last; then most free, then by name."""
+        states = self._states
+
+        def key(candidate: tuple[str, int]) -> tuple[object, ...]:
+            values = feasibility.attributes(states[candidate[0]])
+            parts: list[object] = []
+            for name, descending in order:
+                value = values.get(name)
+                number = float(value) if isinstance(value, (int, float)) else None
+                parts.append((1, 0.0) if number is None else (0, -number if descending else number))
+            return (*parts, -candidate[1], candidate[0])
+
+        return key
+
+
+def _conjuncts(expr: resreq.Expr) -> list[resreq.Expr]:
+    if expr[0] == "and":
+        return [*_conjuncts(expr[1]), *_conjuncts(expr[2])]
+    return [expr]
+
+
+def _conjunction(terms: list[resreq.Expr]) -> resreq.Expr | None:
+    if not terms:
+        return None
+    result = terms[0]
+    for term in terms[1:]:
+        result = ("and", result, term)
+    return result
+
+
+def _same_groups(candidates: Iterable[tuple[str, int]], same: tuple[str, ...],
+                 states: Mapping[str, feasibility.HostState]) -> list[list[tuple[str, int]]]:
+    """same[]: the candidates by their values of those attributes (a host lacking one is left
+    out), groups in the order of their first host."""
+    groups: dict[tuple[resreq.Value, ...], list[tuple[str, int]]] = {}
+    for candidate in candidates:
+        static = states[candidate[0]].static
+        values = tuple(static.get(name) for name in same)
+        if None not in values:
+            groups.setdefault(values, []).append(candidate)  # type: ignore[arg-type]
+    return list(groups.values())

@@ -15,6 +15,10 @@ carries what a pass must know of the passes before it, as an immutable
 - a pass waits until the view holds the previous batch's outcome (`ready`),
   or `await_view_ms` passed: a pass on an older view would hand out again
   the slots that batch took;
+- reasons carry counts of hosts (xce/feasibility.py: explain), which move
+  with every job that starts or ends; a reason whose only change is in its
+  numbers is sent at most every `recount_ms` (then for every job whose
+  counts moved, up to `max_pends` a pass), a new code or wording at once;
 - a batch stays under the message limit (`max_batch_bytes`) and the
   leader's `max_decisions`, dispatches first: free slots are filled whatever
   is pending elsewhere. PEND decisions (reason changes) are at most
@@ -52,6 +56,7 @@ class PlannerConfig:
     max_batch_bytes: int = 768 << 10  # under gRPC's 1 MiB, with room for the batch's own fields
     max_decisions: int = 10_000       # what the leader takes in one batch (controller/leader.py)
     max_pends: int = 2_000            # reason changes a pass sends; the rest wait for later passes
+    recount_ms: int = 10_000          # reasons whose only change is in their counts: at most this often
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,7 @@ class PlannerState:
     refusals_seen: frozenset[tuple[int, int]] = frozenset()  # (job, attempt) refusals already counted
     await_revision: int = 0  # the last batch's revision: the next pass waits for the view to reach it
     await_until_ms: int = 0
+    recounted_ms: int | None = None  # when reasons were last sent for their counts alone
 
     def digest(self) -> str:
         canonical = json.dumps({
@@ -70,6 +76,7 @@ class PlannerState:
             "cooldown": sorted(self.cooldown.items()),
             "refusals_seen": sorted(self.refusals_seen),
             "await": [self.await_revision, self.await_until_ms],
+            **({} if self.recounted_ms is None else {"recounted": self.recounted_ms}),
         }, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -106,7 +113,8 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
     # A cooling host is in the pass as unavailable: jobs that only it could take say so.
     usable = [h if cooldown.get(h.spec.name, 0) <= now_ms else _unavailable(h) for h in view.hosts]
     pending = [j for j in view.jobs if not (j.id in in_flight and in_flight[j.id][0] == j.attempt)]
-    result = run_pass(pending, view.queues, usable, config.core, view.counters)
+    recount = state.recounted_ms is None or now_ms - state.recounted_ms >= config.recount_ms
+    result = run_pass(pending, view.queues, usable, config.core, view.counters, recount)
     refused = {j.id for j in pending if j.pending_code == api.PEND_DISPATCH_REFUSED}
     # A worker's refusal says more than what a pass without that host would say.
     decisions = [d for d in result.decisions if not (isinstance(d, Pend) and d.job_id in refused)]
@@ -114,12 +122,15 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
     for decision in decisions:
         if isinstance(decision, Dispatch):
             in_flight[decision.job_id] = (decision.attempt, now_ms)
-    next_state = PlannerState(in_flight, cooldown, seen, state.await_revision, state.await_until_ms)
+    next_state = PlannerState(in_flight, cooldown, seen, state.await_revision, state.await_until_ms,
+                              now_ms if recount else state.recounted_ms)
     return Plan(decisions, next_state, result, cooled, deferred)
 
 
-# A decision's serialized size is at most this plus its host or reason (tags, lengths, varints).
+# A decision's serialized size is at most this plus its host or reason (tags, lengths, varints),
+# and for each host of a parallel job's allocation, this plus the host's name.
 DECISION_OVERHEAD_BYTES = 32
+HOST_SLOTS_OVERHEAD_BYTES = 12
 
 
 Decisions = list[Dispatch | Pend]
@@ -133,8 +144,11 @@ def _within_bounds(decisions: Decisions, config: PlannerConfig) -> tuple[Decisio
     size = pends = 0
     for decision in ordered:
         is_pend = isinstance(decision, Pend)
-        text = decision.reason if isinstance(decision, Pend) else decision.host
-        cost = DECISION_OVERHEAD_BYTES + len(text.encode())
+        if isinstance(decision, Pend):
+            cost = DECISION_OVERHEAD_BYTES + len(decision.reason.encode())
+        else:
+            cost = DECISION_OVERHEAD_BYTES + len(decision.host.encode()) + sum(
+                HOST_SLOTS_OVERHEAD_BYTES + len(host.encode()) for host, _ in decision.hosts)
         if len(kept) >= config.max_decisions or size + cost > config.max_batch_bytes \
                 or (is_pend and pends >= config.max_pends):
             continue  # a smaller one further on may still fit; what is left comes next pass
@@ -172,7 +186,8 @@ def to_batch(plan_: Plan, started: PlannerState, epoch: int, scheduler_id: str, 
     for decision in plan_.decisions:
         if isinstance(decision, Dispatch):
             batch.decisions.add(dispatch=api.DispatchDecision(
-                job_id=decision.job_id, attempt=decision.attempt, host=decision.host))
+                job_id=decision.job_id, attempt=decision.attempt, host=decision.host,
+                hosts=[api.HostSlots(host=host, slots=slots) for host, slots in decision.hosts]))
         else:
             batch.decisions.add(pend=api.PendDecision(job_id=decision.job_id, reason=decision.reason,
                                                       code=decision.code))
@@ -189,4 +204,4 @@ def after_reply(state: PlannerState, batch: api.DecisionBatch, reply: api.Decisi
             in_flight.pop(decision.dispatch.job_id, None)
     stale = any(o.code == api.REJECT_STALE_LEASE for o in reply.outcomes)
     return PlannerState(in_flight, state.cooldown, state.refusals_seen, reply.revision,
-                        clock_ms + config.await_view_ms), stale
+                        clock_ms + config.await_view_ms, state.recounted_ms), stale

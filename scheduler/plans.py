@@ -26,6 +26,11 @@ The rule, for N slots:
 A plan lists (host, slots) in preference order; its first host runs the
 command (it has the most slots of the plan when the order is most free
 first). Pure: no I/O, no clock; the same hosts give the same plans.
+
+`by_free=True` says the hosts come most free first (the default order, no
+order[]): then the k hosts that give most are the first k, so the rule
+reads only as many hosts as it tries (k <= N), not all of them; the plans
+are the same.
 """
 
 from __future__ import annotations
@@ -49,13 +54,16 @@ class Hosts:
     """A lazy host iterator, read once, remembered: each k walks it again from the start. A name
     seen before is skipped (a host is in a plan at most once)."""
 
-    def __init__(self, hosts: Iterable[tuple[str, int]]) -> None:
+    def __init__(self, hosts: Iterable[tuple[str, int]], by_free: bool = False) -> None:
+        self.by_free = by_free  # the source comes most free first: the k that give most are the first k
         self._source = iter(hosts)
         self._seen: list[tuple[str, int]] = []
         self._names: set[str] = set()
         self._done = False
         self._prefix: list[int] | None = None  # sums of the largest frees, for the quick test per k
         self._ascending: list[int] = []
+        self._running = [0]  # by_free: sums of the first frees, as read
+        self._negated: list[int] = []  # ... and the frees, negated (ascending)
 
     def __iter__(self) -> Iterator[tuple[str, int]]:
         index = 0
@@ -80,8 +88,20 @@ class Hosts:
             pass
         return self._seen
 
+    def first(self, k: int) -> list[tuple[str, int]]:
+        """The first k hosts (fewer if there are not so many)."""
+        return list(itertools.islice(self, k))
+
     def most(self, k: int, cap: int) -> int:
         """The most k hosts give at cap slots each: the k largest frees, each cut to cap."""
+        if self.by_free:  # the first k, in order: O(log k) once read
+            k = len(self.first(k))
+            while len(self._running) <= k:
+                free = self._seen[len(self._running) - 1][1]
+                self._running.append(self._running[-1] + free)
+                self._negated.append(-free)
+            full = bisect.bisect_right(self._negated, -cap, 0, k)  # of the first k, those with >= cap free
+            return full * cap + self._running[k] - self._running[full]
         if self._prefix is None:
             descending = sorted((free for _, free in self.all()), reverse=True)
             self._prefix = [0, *itertools.accumulate(descending)]
@@ -92,13 +112,13 @@ class Hosts:
 
 
 def plans(slots: int, hosts: Iterable[tuple[str, int]], span_hosts: int = 0,
-          ptile: int = 0) -> Iterator[Plan]:
+          ptile: int = 0, by_free: bool = False) -> Iterator[Plan]:
     """The plans for `slots` slots, fewest hosts first (see the module's rule)."""
     if span_hosts not in (0, 1):
         raise ValueError(f"span[hosts=] takes 1, not {span_hosts}")
     if slots < 1:
         return
-    candidates = hosts if isinstance(hosts, Hosts) else Hosts(hosts)
+    candidates = hosts if isinstance(hosts, Hosts) else Hosts(hosts, by_free)
     if span_hosts == 1:
         for name, free in candidates:
             if free >= slots:
@@ -110,11 +130,16 @@ def plans(slots: int, hosts: Iterable[tuple[str, int]], span_hosts: int = 0,
         if plan is not None:
             yield plan
         return
-    count = len(candidates.all())  # every k ranks all of them
-    if candidates.most(count, slots) < slots:
-        return  # fewer free slots than asked for, on all hosts together
+    if candidates.by_free:
+        count = slots  # the first k are read as k grows; no more than there are
+    else:
+        count = len(candidates.all())  # every k ranks all of them
+        if candidates.most(count, slots) < slots:
+            return  # fewer free slots than asked for, on all hosts together
     last: Plan | None = None
     for k in range(1, min(slots, count) + 1):
+        if candidates.by_free and len(candidates.first(k)) < k:
+            return  # fewer hosts than k: no larger k either
         cap = -(-slots // k)
         if candidates.most(k, cap) < slots:
             continue  # O(log hosts): only a k that fits is planned
@@ -126,7 +151,7 @@ def plans(slots: int, hosts: Iterable[tuple[str, int]], span_hosts: int = 0,
 
 def _balanced(slots: int, k: int, cap: int, hosts: Hosts) -> Plan | None:
     ranked = heapq.nsmallest(k, ((-min(free, cap), position, name) for position, (name, free)
-                                 in enumerate(hosts)))
+                                 in enumerate(hosts.first(k) if hosts.by_free else hosts)))
     if -sum(give for give, _, _ in ranked) < slots:
         return None
     plan: list[Placement] = []
@@ -163,9 +188,12 @@ def _tiled(slots: int, ptile: int, hosts: Hosts) -> Plan | None:
 
 
 def best(low: int, high: int, hosts: Iterable[tuple[str, int]], span_hosts: int = 0,
-         ptile: int = 0) -> Plan | None:
-    """`-n low,high`: the plan for the largest count in [low, high] that has one, else None."""
-    candidates = hosts if isinstance(hosts, Hosts) else Hosts(hosts)
+         ptile: int = 0, by_free: bool = False) -> Plan | None:
+    """`-n low,high`: the plan for the largest count in [low, high] that has one, else None.
+    The counts are tried from the largest down: one that fits does not make every smaller one
+    fit (frees 6, 5, 3, 1 take 13 slots at 5 per host, but not 12 at 6, 4 or 3), so there is no
+    bisection; each count's k that cannot fit is skipped by `most` in O(log hosts)."""
+    candidates = hosts if isinstance(hosts, Hosts) else Hosts(hosts, by_free)
     frees = [free for _, free in candidates]
     most = min(high, max(frees, default=0) if span_hosts == 1 else sum(frees))
     for count in range(most, low - 1, -1):

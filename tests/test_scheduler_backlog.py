@@ -38,7 +38,7 @@ def _fill_backlog(client: Client) -> None:
     client.put_queue(api.Queue(name="off", priority=40, inactive=True), create=True)
     for _ in range(0, BACKLOG, 10_000):  # half inactive, half too big for any host
         half = [api.JobSpec(command=["true"], queue="off")] * 5000
-        big = [api.JobSpec(command=["true"], slots=2 * HOST_SLOTS)] * 5000
+        big = [api.JobSpec(command=["true"], slots=2 * HOST_SLOTS, resource_req="span[hosts=1]")] * 5000
         client.submit(half + big)
 
 

@@ -468,10 +468,19 @@ def test_explain_counts_the_hosts_each_check_refused() -> None:
     hosts = [api.Host(spec=api.HostSpec(name=n, slots=s), status=api.HOST_OK if ok else api.HOST_UNAVAIL,
                       slots_used=u) for n, s, ok, u in shapes]
     usage = PassUsage(hosts, {"normal": api.Queue(name="normal")}, {})
-    job = api.Job(id=1, state=api.PEND, spec=api.JobSpec(command=["true"], queue="normal", slots=4))
-    explanation = feasibility.explain(job, usage)
-    assert explanation.reason == feasibility.REASON_NO_SLOTS
+    job = api.Job(id=1, state=api.PEND, spec=api.JobSpec(command=["true"], queue="normal", slots=4,
+                                                         resource_req="span[hosts=1]"))
+    explanation = feasibility.explain(job, usage, feasibility.job_need(job, usage))
+    assert explanation.reason is not None and explanation.reason.code == api.PEND_NO_FREE_SLOTS
+    assert explanation.reason.words == "0 of 3 hosts can take 4 slots; 1 host has fewer than 4 slots; " \
+                                       "1 host lacks free slots; 1 unavailable"
     assert dict(explanation.counts) == {"host_large_enough": 1, "host_has_free_slots": 1, "host_available": 1}
+    # Spread over hosts (no span[]), the free slots of a and b count together.
+    spread = api.Job(id=2, state=api.PEND, spec=api.JobSpec(command=["true"], queue="normal", slots=4))
+    explanation = feasibility.explain(spread, usage)
+    assert explanation.reason is not None and explanation.reason.code == api.PEND_NO_FREE_SLOTS
+    assert explanation.reason.words == "2 of 3 hosts can take a part (3 free slots together); " \
+                                       "the job needs 4; 1 unavailable"
     assert feasibility.explain(job, PassUsage([], {}, {})).reason == feasibility.REASON_NO_HOSTS
 
 

@@ -80,7 +80,8 @@ def test_a_worker_s_refusal_is_not_overwritten_and_others_see_the_host_unavailab
     world = view([job(1, attempt=1, refused_host="a"), job(2)], [host("a", 1)])
     plan = planner.plan(world, PlannerState(), 1_000, CONFIG)
     # Job 1 keeps its refusal as its reason; job 2 is told the only host is unavailable for now.
-    assert plan.decisions == [Pend(2, "all hosts are unavailable", api.PEND_HOSTS_UNAVAILABLE)]
+    assert plan.decisions == [Pend(2, "0 of 1 hosts can take 1 slot; 1 unavailable",
+                                   api.PEND_HOSTS_UNAVAILABLE)]
 
 
 def test_a_stale_lease_answer_is_a_code() -> None:
@@ -126,6 +127,7 @@ def test_100000_pending_half_in_an_inactive_queue_new_active_jobs_dispatch_withi
     too_big = [job(i) for i in range(50_001, 100_001)]
     for j in too_big:
         j.spec.slots = 8
+        j.spec.resource_req = "span[hosts=1]"  # all on one host: too big for any
     jobs = [job(i, queue="off") for i in range(1, 50_001)] + too_big + [job(200_001)]
     hosts = [host(f"h{i:04d}", 4) for i in range(5_000)]
     state, clock, sizes, sent_pends = PlannerState(), 1_000, [], 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.plans import Hosts, Placement, best, plans
 
@@ -120,3 +122,14 @@ def test_no_room_is_answered_without_trying_every_host_count() -> None:
     # The largest count with a plan: 401 at 2 per host (big gives 2, the 399 others 1 each).
     assert plan is not None and sum(p.slots for p in plan) == size + 1 and len(plan) == size
     assert plan[0] == Placement("big", 2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(frees=st.lists(st.integers(0, 7), max_size=8), slots=st.integers(1, 24), low=st.integers(1, 10),
+       extra=st.integers(0, 12))
+def test_by_free_reads_fewer_hosts_but_gives_the_same_plans(frees: list[int], slots: int, low: int,
+                                                            extra: int) -> None:
+    """Hosts most free first (the default order): the k that give most are the first k."""
+    hosts = sorted(((f"h{i}", free) for i, free in enumerate(frees)), key=lambda h: (-h[1], h[0]))
+    assert list(plans(slots, hosts, by_free=True)) == list(plans(slots, hosts))
+    assert best(low, low + extra, hosts, by_free=True) == best(low, low + extra, hosts)

@@ -64,18 +64,39 @@ def test_placement_never_overcommits_and_spreads_by_free_slots() -> None:
                          CoreConfig())
     placed = [d for d in decisions if isinstance(d, Dispatch)]
     assert [(d.job_id, d.host) for d in placed] == [(1, "a"), (2, "b"), (3, "a"), (4, "b")]
-    assert [d for d in decisions if isinstance(d, Pend)] == [pend(i, core.REASON_NO_SLOTS) for i in (5, 6, 7)]
+    full = (api.PEND_NO_FREE_SLOTS, "0 of 3 hosts can take 1 slot; 2 hosts lack free slots; 1 unavailable")
+    assert [d for d in decisions if isinstance(d, Pend)] == [pend(i, full) for i in (5, 6, 7)]
+
+
+TOO_BIG = (api.PEND_NO_HOST_MATCHES, "1 of 1 hosts can take a part (4 free slots together); the job needs 9; "
+                                     "they have 4 slots in all")
 
 
 def test_a_reason_is_proposed_only_when_it_changes() -> None:
-    jobs = [job(1, "normal", slots=9, reason=core.REASON_TOO_BIG), job(2, "normal", slots=9)]
-    assert schedule(jobs, QUEUES, [host("a", 4)], 0, CoreConfig()) == [pend(2, core.REASON_TOO_BIG)]
+    jobs = [job(1, "normal", slots=9, reason=TOO_BIG), job(2, "normal", slots=9)]
+    assert schedule(jobs, QUEUES, [host("a", 4)], 0, CoreConfig()) == [pend(2, TOO_BIG)]
     assert schedule([job(3, "normal")], QUEUES, [], 0, CoreConfig()) == [pend(3, core.REASON_NO_HOSTS)]
     assert schedule([job(3, "normal")], QUEUES, [host("a", 4, ok=False)], 0, CoreConfig()) == \
-        [pend(3, core.REASON_HOSTS_UNAVAILABLE)]
+        [pend(3, (api.PEND_HOSTS_UNAVAILABLE, "0 of 1 hosts can take 1 slot; 1 unavailable"))]
     # The same words under another code (say, set before codes existed) are proposed again.
-    stale = job(4, "normal", slots=9, reason=(api.PENDING_REASON_UNSPECIFIED, core.REASON_TOO_BIG[1]))
-    assert schedule([stale], QUEUES, [host("a", 4)], 0, CoreConfig()) == [pend(4, core.REASON_TOO_BIG)]
+    stale = job(4, "normal", slots=9, reason=(api.PENDING_REASON_UNSPECIFIED, TOO_BIG[1]))
+    assert schedule([stale], QUEUES, [host("a", 4)], 0, CoreConfig()) == [pend(4, TOO_BIG)]
+
+
+def test_a_change_of_counts_alone_waits_for_a_recount_pass() -> None:
+    before = (api.PEND_NO_FREE_SLOTS, "0 of 2 hosts can take 1 slot; 2 hosts lack free slots")
+    waiting = job(1, "normal", reason=before)
+    hosts = [host("a", 4, used=4), host("b", 4, used=4), host("c", 4, ok=False)]
+    now = (api.PEND_NO_FREE_SLOTS, "0 of 3 hosts can take 1 slot; 2 hosts lack free slots; 1 unavailable")
+    # A new part of the words (unavailable hosts) is news at once; counts alone only on a recount.
+    decisions = core.run_pass([waiting], QUEUES, hosts, CoreConfig(), {}, recount=False).decisions
+    assert decisions == [pend(1, now)]
+    moved = (api.PEND_NO_FREE_SLOTS, "0 of 3 hosts can take 1 slot; 3 hosts lack free slots")
+    hosts[2] = host("c", 4, used=4)
+    assert core.run_pass([job(1, "normal", reason=moved)], QUEUES, hosts[:2], CoreConfig(), {},
+                         recount=False).decisions == []
+    assert core.run_pass([job(1, "normal", reason=moved)], QUEUES, hosts[:2], CoreConfig(), {},
+                         recount=True).decisions == [pend(1, before)]
 
 
 def test_an_inactive_queue_dispatches_nothing_and_says_why() -> None:
@@ -89,3 +110,68 @@ def test_schedule_is_deterministic() -> None:
     hosts = [host(n, 3) for n in "abcde"]
     first = schedule(GOLDEN_JOBS * 2, QUEUES, hosts, 0, CoreConfig())
     assert first == schedule(GOLDEN_JOBS * 2, QUEUES, hosts, 0, CoreConfig())
+
+
+def rich(name: str, slots: int, memory_mb: int = 0, tags: tuple[str, ...] = (), used: int = 0,
+         **resources: float) -> api.Host:
+    return api.Host(spec=api.HostSpec(name=name, slots=slots, memory_mb=memory_mb, tags=list(tags),
+                                      resources=resources), slots_used=used, status=api.HOST_OK)
+
+
+def wanting(job_id: int, req: str, slots: int = 1) -> api.Job:
+    return api.Job(id=job_id, state=api.PEND, spec=api.JobSpec(command=["t"], queue="normal", slots=slots,
+                                                               resource_req=req))
+
+
+def placed(decisions: list[core.Decision]) -> list[tuple[int, str]]:
+    return [(d.job_id, " ".join(f"{h}:{n}" for h, n in d.hosts) or d.host)
+            for d in decisions if isinstance(d, Dispatch)]
+
+
+def test_order_sorts_the_hosts_by_the_names_it_lists() -> None:
+    hosts = [rich("a", 4, 1000), rich("b", 4, 8000), rich("c", 8, 4000), rich("d", 4)]
+    jobs = [wanting(1, "order[-mem]"), wanting(2, "order[maxmem]"),
+            wanting(3, "order[-maxmem] span[hosts=1]", 2)]
+    # -mem: most free memory first; maxmem: smallest first, a host without it last; then free slots.
+    assert placed(schedule(jobs, QUEUES, hosts, 0, CoreConfig())) == [(1, "b"), (2, "a"), (3, "b")]
+
+
+def test_select_reads_free_amounts_as_the_pass_reserves_them() -> None:
+    hosts = [rich("a", 8, 8000, gpu=2), rich("b", 8, 8000)]
+    jobs = [wanting(i, "select[mem >= 3000] rusage[mem=3000]") for i in (1, 2, 3, 4, 5)]
+    # a and b each hold two 3000 MB reservations; after them mem is 2000 on both: no match.
+    decisions = schedule(jobs, QUEUES, hosts, 0, CoreConfig())
+    assert [d for _, d in placed(decisions)] == ["a", "b", "a", "b"]
+    pend5 = [d for d in decisions if isinstance(d, Pend)]
+    assert [(d.job_id, d.code, d.reason) for d in pend5] == [
+        (5, api.PEND_NO_HOST_MATCHES, "select[mem>=3000] matched 0 of 2 hosts")]
+
+
+def test_same_keeps_a_parallel_job_on_hosts_of_one_kind() -> None:
+    hosts = [rich("a", 2, tags=("type=ARM",)), rich("b", 2, tags=("type=X86_64",)),
+             rich("c", 2, tags=("type=X86_64",)), rich("d", 2)]
+    assert placed(schedule([wanting(1, "same[type]", 4)], QUEUES, hosts, 0, CoreConfig())) == [(1, "b:2 c:2")]
+    assert placed(schedule([wanting(1, "same[type]", 6)], QUEUES, hosts, 0, CoreConfig())) == []
+
+
+def test_a_job_that_fits_nowhere_leaves_the_pass_to_later_jobs_and_is_explained_once() -> None:
+    hosts = [rich("g", 4, gpu=1), rich("p", 4)]
+    jobs = [wanting(1, "rusage[gpu=1]"), wanting(2, "rusage[gpu=1]"), wanting(3, "rusage[gpu=1]"),
+            wanting(4, "")]
+    result = core.run_pass(jobs, QUEUES, hosts, CoreConfig(), {})
+    assert placed(result.decisions) == [(1, "g"), (4, "p")]
+    assert {d.job_id: d.code for d in result.decisions if isinstance(d, Pend)} == {
+        2: api.PEND_NO_FREE_RESOURCES, 3: api.PEND_NO_FREE_RESOURCES}
+    assert result.refusals == {"host_has_free_resource": 1, "host_has_resource": 1}  # one explanation
+
+
+def test_nothing_is_dispatched_while_a_restored_cluster_waits_or_a_stray_instance_runs() -> None:
+    from xce import feasibility
+
+    waiting = core.run_pass([job(1, "normal")], QUEUES, [host("a", 4)], CoreConfig(),
+                            {feasibility.RECOVERY_COUNTER: 1}).decisions
+    assert [(type(d), d.code) for d in waiting] == [(Pend, api.PEND_RECOVERING)]  # type: ignore[union-attr]
+    stray = job(2, "normal")
+    stray.stray_hosts.append("b")
+    decisions = core.run_pass([stray, job(3, "normal")], QUEUES, [host("a", 4)], CoreConfig(), {}).decisions
+    assert [(d.job_id, type(d)) for d in decisions] == [(2, Pend), (3, Dispatch)]

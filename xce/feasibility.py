@@ -32,16 +32,39 @@ base is not recorded on every job because a running job's record travels in
 every event, snapshot, Sync message and RunJob: the map would add a fifth to
 a small job's bytes.
 
+Resource requirements (issue 16; xce/resreq.py is the language). A job's
+`Need` is its queue's RES_REQ merged with its own `-R`, compiled once per
+pair of strings. What select[] reads of a host (`attributes`):
+- static attributes, fixed while the host is joined: `maxslots`, `maxmem`,
+  `ncpus`, `hname`, each tag (`gpu` is defined; `type=X86_64` is the string
+  attribute `type`);
+- committed usage: `slots` (free slots), `mem` (maxmem less what running
+  jobs reserved), each consumable resource of the worker (its free amount);
+- load indices (`r1m`, `ut`, ...): the planner's alone. Apply does not know
+  them (LOAD_INDICES are unknown there, and a select that hangs on one
+  passes), since load moves between the planner's view and the commit: a
+  barrier that re-read it would refuse good placements at random.
+rusage[] reserves whole amounts on every host of the allocation (LSF's
+default, PER_HOST; Slurm's --mem and --gres are per node too), held for the
+job's life and given back exactly (the job's `allocation` records them).
+A job's allocation is a list of (host, slots); `check` takes all of it, so
+a parallel job is placed all or nothing: its shape (the count within -n
+min,max, span[], same[]) and every host's part.
+
 Pure: no I/O, no clock; records in, a reason out.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import NamedTuple, Protocol
 
+from xce import resreq
 from xce.v1 import api_pb2 as api
 
 
@@ -50,22 +73,33 @@ class Reason:
     code: api.PendingReason
     words: str
     check: str = ""  # the check that refused
+    detail: str = ""  # what it was about (a resource's name), for the counts
 
     def key(self) -> tuple[int, str]:
         return (self.code, self.words)
 
 
 class Allocation(NamedTuple):
+    """One host's part of a job's allocation."""
+
     host: str
     slots: int
 
 
+_EMPTY: Mapping[str, int] = MappingProxyType({})
+_NO_ATTRIBUTES: Mapping[str, resreq.Value] = MappingProxyType({})
+
+
 class HostState(NamedTuple):
-    """What the checks need of a host: its slots, whether it is up, slots in use."""
+    """What the checks need of a host: its slots, whether it is up, slots in use, its consumables
+    (totals, reserved) and its static attributes."""
 
     slots: int
     available: bool
     used: int
+    totals: Mapping[str, int] = _EMPTY
+    reserved: Mapping[str, int] = _EMPTY
+    static: Mapping[str, resreq.Value] = _NO_ATTRIBUTES
 
 
 class Usage(Protocol):
@@ -86,15 +120,42 @@ def queue_slots_counter(queue: str) -> str:
     return f"queue/{queue}/slots"
 
 
-def demands(job: api.Job) -> dict[str, int]:
-    """The cluster-wide counters a running attempt of `job` holds, and how much of each."""
-    return {**base_demands(job), **extra_demands(job)}
+def demands(job: api.Job, slots: int | None = None) -> dict[str, int]:
+    """The cluster-wide counters a running attempt of `job` holds, and how much of each (`slots`:
+    the count it would run with, for a job not placed yet)."""
+    return {**base_demands(job, slots), **extra_demands(job)}
 
 
-def base_demands(job: api.Job) -> dict[str, int]:
+def base_demands(job: api.Job, slots: int | None = None) -> dict[str, int]:
     """What every running attempt holds, by a fixed rule on fields that cannot change while
     it runs: never recorded on the job, given back by the same rule."""
-    return {queue_slots_counter(job.spec.queue): job.spec.slots}
+    return {queue_slots_counter(job.spec.queue): held_slots(job) if slots is None else slots}
+
+
+def held_slots(job: api.Job) -> int:
+    """The slots the job's attempt holds (or would, at its most): its allocation's, else its spec's."""
+    return sum(part.slots for part in job.allocation) if job.allocation else job.spec.slots
+
+
+def least_slots(job: api.Job) -> int:
+    """The fewest slots it may run with: -n min,max's min, else its slots."""
+    return job.spec.min_slots if job.spec.HasField("min_slots") and job.spec.min_slots > 0 else job.spec.slots
+
+
+class Part(NamedTuple):
+    """What a running attempt holds on one host."""
+
+    host: str
+    slots: int
+    resources: Mapping[str, int]
+
+
+def allocation_of(job: api.Job) -> list[Part]:
+    """Where the attempt holds what, first host first: its recorded allocation, else its host
+    with its slots and nothing reserved (every job placed before entry format 6, and most after)."""
+    if job.allocation:
+        return [Part(a.host, a.slots, a.resources) for a in job.allocation]
+    return [Part(job.host, job.spec.slots, _EMPTY)] if job.host else []
 
 
 def extra_demands(job: api.Job) -> dict[str, int]:
@@ -122,6 +183,95 @@ def limits_of(queues: Iterable[api.Queue]) -> dict[str, int]:
     return {queue_slots_counter(q.name): q.slot_limit for q in queues if q.slot_limit > 0}
 
 
+# ---------------------------------------------------------------- what a job asks of hosts
+
+# Load indices as LSF names them: reported by workers, read by the planner only (see above).
+LOAD_INDICES = frozenset({"r15s", "r1m", "r15m", "ut", "pg", "io", "ls", "it", "tmp", "swp"})
+# Names whose value moves with committed usage (besides each consumable's own name).
+USAGE_NAMES = frozenset({"slots", "mem"})
+
+
+@dataclass(frozen=True)
+class Need:
+    """A job's resource requirement as the checks use it: its queue's merged with its own."""
+
+    requirement: resreq.Requirement
+    host_usage: tuple[tuple[str, int], ...] = ()  # rusage[]: whole amounts reserved on each host
+    select_words: str = ""  # "select[...]", for reasons
+
+    @property
+    def plain(self) -> bool:
+        """Nothing asked beyond slots: any host, in the default order."""
+        req = self.requirement
+        return req.select is None and not self.host_usage and not req.order and not req.span_hosts \
+            and not req.ptile and not req.same
+
+
+NO_NEED = Need(resreq.Requirement())
+
+
+@functools.lru_cache(maxsize=4096)
+def need(queue_requirement: str, job_requirement: str) -> Need:
+    """The merged requirement (LSF's queue RES_REQ with the job's -R). A string that does not
+    parse counts as none: entries before format 5 stored -R verbatim, unchecked, and a job
+    submitted then must neither stop a replica nor be read differently by two of them."""
+    if not queue_requirement and not job_requirement:
+        return NO_NEED
+    merged = resreq.merge(_parsed(queue_requirement), _parsed(job_requirement))
+    # Whole amounts: entry format 6 refuses others at submit; an older job's are rounded up.
+    usage = tuple((name, math.ceil(amount)) for name, amount in merged.rusage if amount > 0)
+    words = f"select[{resreq.show(merged.select)}]" if merged.select is not None else ""
+    return Need(merged, usage, words)
+
+
+def _parsed(text: str) -> resreq.Requirement:
+    try:
+        return resreq.parse(text)
+    except resreq.RequirementError:
+        return resreq.Requirement()
+
+
+def job_need(job: api.Job, usage: Usage) -> Need:
+    queue = usage.queue(job.spec.queue)
+    return need(queue.res_req if queue is not None else "", job.spec.resource_req)
+
+
+def attributes(host: HostState) -> dict[str, resreq.Value]:
+    """What select[] reads of a host now: its static attributes, free slots, and each
+    consumable's free amount (`mem` among them)."""
+    values = dict(host.static)
+    values["slots"] = float(host.slots - host.used)
+    for name, total in host.totals.items():
+        values[name] = float(total - host.reserved.get(name, 0))
+    return values
+
+
+def static_attributes(host: api.Host) -> dict[str, resreq.Value]:
+    spec = host.spec
+    values: dict[str, resreq.Value] = {"maxslots": float(spec.slots), "hname": spec.name,
+                                       "ncpus": float(spec.ncpus or spec.slots)}
+    if spec.memory_mb > 0:
+        values["maxmem"] = float(spec.memory_mb)
+    for tag in spec.tags:
+        name, eq, value = tag.partition("=")
+        if not eq:
+            values[name] = True
+        else:
+            try:
+                values[name] = float(value)
+            except ValueError:
+                values[name] = value
+    return values
+
+
+def consumables(host: api.Host) -> dict[str, int]:
+    """Per-host consumable totals: memory as `mem`, and the worker's [resources], in whole units."""
+    totals = {name: int(amount) for name, amount in host.spec.resources.items()}
+    if host.spec.memory_mb > 0:
+        totals["mem"] = host.spec.memory_mb
+    return totals
+
+
 # ---------------------------------------------------------------- job-level checks (policy)
 
 REASON_QUEUE_INACTIVE = Reason(api.PEND_QUEUE_INACTIVE, "the queue is inactive", "queue_active")
@@ -138,13 +288,13 @@ def queue_refusal(queue_name: str, usage: Usage) -> Reason | None:
     return None
 
 
-def limit_refusal(job: api.Job, usage: Usage) -> Reason | None:
+def limit_refusal(job: api.Job, usage: Usage, slots: int | None = None) -> Reason | None:
     """The checks that depend on the cluster-wide counters (they move as jobs are placed)."""
     bounds = usage.limits()
     own = own_bounds(job)
     if not bounds and not own:
         return None
-    for name, amount in demands(job).items():
+    for name, amount in demands(job, slots).items():
         bound = own.get(name, bounds.get(name))
         if bound is not None and usage.counter(name) + amount > bound:
             return Reason(api.PEND_LIMIT_REACHED, f"the limit of {name} ({bound}) is reached",
@@ -152,8 +302,9 @@ def limit_refusal(job: api.Job, usage: Usage) -> Reason | None:
     return None
 
 
-def job_refusal(job: api.Job, usage: Usage) -> Reason | None:
-    return safety_refusal(job, usage) or queue_refusal(job.spec.queue, usage) or limit_refusal(job, usage)
+def job_refusal(job: api.Job, usage: Usage, slots: int | None = None) -> Reason | None:
+    return safety_refusal(job, usage) or queue_refusal(job.spec.queue, usage) \
+        or limit_refusal(job, usage, slots)
 
 
 # ---------------------------------------------------------------- safety (never skipped)
@@ -177,29 +328,87 @@ def safety_refusal(job: api.Job, usage: Usage) -> Reason | None:
 # ---------------------------------------------------------------- host-level checks
 
 
-def host_refusal(name: str, host: HostState | None, slots: int) -> Reason | None:
-    """Whether `slots` fit on one host now. Four checks, in this order (each
-    refusal names its check); one function, since the planner calls it for
-    every placement."""
+def host_refusal(name: str, host: HostState | None, slots: int, need_: Need = NO_NEED,
+                 unknown: frozenset[str] = frozenset()) -> Reason | None:
+    """Whether `slots` of a job with `need_` fit on one host now. The checks, in this order
+    (each refusal names its check); one function, since the planner calls it for every
+    placement. `unknown`: names select[] may not read (apply passes LOAD_INDICES)."""
     if host is None:
         return Reason(api.PEND_NO_HOST_MATCHES, f"no host {name[:80]!r}", "host_known")
     if not host.available:
         return Reason(api.PEND_HOSTS_UNAVAILABLE, f"host {name} is unavailable", "host_available")
+    select = need_.requirement.select
+    if select is not None and resreq.evaluate(select, attributes(host), unknown) is False:
+        return Reason(api.PEND_NO_HOST_MATCHES, f"host {name} does not match {need_.select_words}", "select")
     if host.slots < slots:
         return Reason(api.PEND_NO_HOST_MATCHES, f"host {name} has {host.slots} slots; the job needs {slots}",
                       "host_large_enough")
+    for resource, amount in need_.host_usage:
+        if host.totals.get(resource, 0) < amount:
+            return Reason(api.PEND_NO_HOST_MATCHES, f"host {name} has {host.totals.get(resource, 0)} "
+                          f"{resource}; the job reserves {amount}", "host_has_resource", resource)
     if host.slots - host.used < slots:
         return Reason(api.PEND_NO_FREE_SLOTS, f"host {name} has {host.slots - host.used} free slots; "
                                               f"the job needs {slots}", "host_has_free_slots")
+    for resource, amount in need_.host_usage:
+        free = host.totals[resource] - host.reserved.get(resource, 0)
+        if free < amount:
+            return Reason(api.PEND_NO_FREE_RESOURCES, f"host {name} has {free} {resource} free; the job "
+                          f"reserves {amount}", "host_has_free_resource", resource)
     return None
 
 
-def check(job: api.Job, allocation: Allocation, usage: Usage, forced: bool = False) -> Reason | None:
-    """None if `job` may run with `allocation` now; else why not. `forced`: an
-    operator's run (brun), which skips the job-level (policy) checks."""
-    if (reason := safety_refusal(job, usage) if forced else job_refusal(job, usage)) is not None:
+def shape_refusal(job: api.Job, parts: Sequence[Allocation], need_: Need,
+                  usage: Usage | None = None) -> Reason | None:
+    """Whether the allocation is one the job's requirement allows: distinct hosts, the count
+    within -n min,max, span[] and same[] (the planner's rule, scheduler/plans.py, re-checked)."""
+    def bad(words: str) -> Reason:
+        return Reason(api.PEND_NO_HOST_MATCHES, f"job {job.id}: {words}", "shape")
+
+    count = sum(part.slots for part in parts)
+    if not parts or any(part.slots < 1 for part in parts):
+        return bad("an allocation needs at least one slot on each of its hosts")
+    if len({part.host for part in parts}) != len(parts):
+        return bad("a host appears twice in the allocation")
+    if not least_slots(job) <= count <= job.spec.slots:
+        return bad(f"the allocation has {count} slots; the job takes {least_slots(job)} to {job.spec.slots}")
+    req = need_.requirement
+    most = max(part.slots for part in parts)
+    if req.span_hosts == 1 and len(parts) > 1:
+        return bad("span[hosts=1] puts every slot on one host")
+    if req.ptile and (most > req.ptile or len(parts) != -(-count // req.ptile)):
+        return bad(f"span[ptile={req.ptile}] takes {-(-count // req.ptile)} hosts with at most "
+                   f"{req.ptile} slots each")
+    if not req.span_hosts and not req.ptile and most > -(-count // len(parts)):
+        return bad(f"{count} slots on {len(parts)} hosts take at most {-(-count // len(parts))} on each")
+    if req.same and len(parts) > 1 and usage is not None:
+        seen: set[tuple[resreq.Value | None, ...]] = set()
+        for part in parts:
+            host = usage.host(part.host)
+            static = host.static if host is not None else _NO_ATTRIBUTES
+            seen.add(tuple(static.get(name) for name in req.same))
+        if len(seen) > 1 or None in next(iter(seen)):
+            return bad(f"same[{':'.join(req.same)}]: the hosts differ")
+    return None
+
+
+def check(job: api.Job, allocation: Allocation | Sequence[Allocation], usage: Usage, forced: bool = False,
+          need_: Need = NO_NEED, unknown: frozenset[str] = LOAD_INDICES) -> Reason | None:
+    """None if `job` may run with `allocation` (one host's part, or all of them) now; else why
+    not. `forced`: an operator's run (brun), which skips the policy checks (job-level, select[]
+    and the allocation's shape), never the capacity ones (slots and consumables)."""
+    parts = [allocation] if isinstance(allocation, Allocation) else list(allocation)
+    count = sum(part.slots for part in parts)
+    if (reason := safety_refusal(job, usage) if forced else job_refusal(job, usage, count)) is not None:
         return reason
-    return host_refusal(allocation.host, usage.host(allocation.host), allocation.slots)
+    if forced:
+        need_ = Need(resreq.Requirement(), need_.host_usage)
+    elif (reason := shape_refusal(job, parts, need_, usage)) is not None:
+        return reason
+    for part in parts:
+        if (reason := host_refusal(part.host, usage.host(part.host), part.slots, need_, unknown)) is not None:
+            return reason
+    return None
 
 
 # ---------------------------------------------------------------- explaining a job that does not fit
@@ -218,27 +427,77 @@ class Explanation:
     counts: Mapping[str, int] = field(default_factory=dict)
 
 
-def explain(job: api.Job, usage: Usage) -> Explanation:
-    if (reason := job_refusal(job, usage)) is not None:
+# The counts in a reason's words, in this order (LSF's bjobs -p, Nomad's "filtered N nodes").
+_PHRASES = (("host_large_enough", "{h} {have} fewer than {slots} slots"),
+            ("host_has_resource", "{h} {lack} {d}"),
+            ("host_has_free_slots", "{h} {lack} free slots"),
+            ("host_has_free_resource", "{h} {lack} free {d}"),
+            ("host_closed", "{n} closed"),
+            ("host_available", "{n} unavailable"))
+# Which code a job gets, by the checks that refused hosts: the nearest to fitting first.
+_CODES = ((("host_has_free_slots",), api.PEND_NO_FREE_SLOTS),
+          (("host_has_free_resource",), api.PEND_NO_FREE_RESOURCES),
+          (("select", "host_large_enough", "host_has_resource"), api.PEND_NO_HOST_MATCHES),
+          (("host_closed",), api.PEND_HOST_CLOSED))
+_BUSY = frozenset({"host_has_free_slots", "host_has_free_resource"})  # would fit on a less busy host
+
+
+def _phrase(template: str, n: int, slots: int, detail: str) -> str:
+    one = n == 1
+    return template.format(n=n, h=f"{n} host" if one else f"{n} hosts", have="has" if one else "have",
+                           lack="lacks" if one else "lack", slots=slots, d=detail)
+
+
+def explain(job: api.Job, usage: Usage, need_: Need = NO_NEED) -> Explanation:
+    """Why `job` fits nowhere now: the host checks on every host, counted per check. A host that
+    could take a part of a parallel job counts as fitting; if such hosts exist but no plan does,
+    the reason says how many there are and what they have free together."""
+    if (reason := job_refusal(job, usage, least_slots(job))) is not None:
         return Explanation(reason)
+    least = least_slots(job)
+    req = need_.requirement
+    part = least if req.span_hosts == 1 else min(req.ptile, least) if req.ptile else 1
     counts: Counter[str] = Counter()
-    hosts = 0
+    details: dict[str, set[str]] = {}
+    hosts = fitting = free = capacity = 0
     for name, host in usage.hosts():
         hosts += 1
-        refusal = host_refusal(name, host, job.spec.slots)
+        refusal = host_refusal(name, host, part, need_)
+        if refusal is None or refusal.check in _BUSY:
+            capacity += host.slots  # what these hosts could give once their jobs end
         if refusal is None:
-            return Explanation(None)
+            fitting += 1
+            free += host.slots - host.used
+            continue
         counts[refusal.check] += 1
-    # The words stay the same while the counts move, so a busy cluster does not
-    # churn the log with new pending reasons every pass.
+        if refusal.detail:
+            details.setdefault(refusal.check, set()).add(refusal.detail)
     if not hosts:
         return Explanation(REASON_NO_HOSTS)
-    if counts["host_has_free_slots"]:
-        return Explanation(REASON_NO_SLOTS, dict(counts))
-    if counts["host_large_enough"]:
-        return Explanation(REASON_TOO_BIG, dict(counts))
-    return Explanation(REASON_HOSTS_UNAVAILABLE, dict(counts))
+    if fitting and part == least:
+        return Explanation(None)
+    # The words stay the same while only the counts move; the planner sends such a change
+    # at a bounded rate (scheduler/planner.py), so a busy cluster does not churn the log.
+    passed = hosts - counts["host_available"] - counts["host_closed"] - counts["select"]
+    parts = [f"{need_.select_words} matched {passed} of {hosts} hosts"] if need_.select_words else []
+    if fitting:  # a part of a parallel job, each
+        parts.append(f"{fitting} of {hosts} hosts can take a part ({free} free slots together); the job "
+                     f"needs {least}" + (f" in tiles of {req.ptile}" if req.ptile else ""))
+    elif not need_.select_words:
+        parts.append(f"0 of {hosts} hosts can take {part} slot{'s' if part != 1 else ''}")
+    for check_, phrase in _PHRASES:
+        if counts[check_]:
+            parts.append(_phrase(phrase, counts[check_], part, "/".join(sorted(details.get(check_, ())))))
+    if fitting:
+        code = api.PEND_NO_FREE_SLOTS
+    else:
+        code = next((c for checks, c in _CODES if any(counts[k] for k in checks)), api.PEND_HOSTS_UNAVAILABLE)
+    if capacity < least and code in (api.PEND_NO_FREE_SLOTS, api.PEND_NO_FREE_RESOURCES):
+        parts.append(f"{'they have' if capacity else 'none has'} {capacity or 'room'} slots in all")
+        code = api.PEND_NO_HOST_MATCHES  # it would not fit on an idle cluster either
+    return Explanation(Reason(code, "; ".join(parts), "explain"), dict(counts))
 
 
 def host_state(host: api.Host) -> HostState:
-    return HostState(host.spec.slots, host.status == api.HOST_OK, host.slots_used)
+    return HostState(host.spec.slots, host.status == api.HOST_OK, host.slots_used, consumables(host),
+                     dict(host.reserved) if host.reserved else _EMPTY, static_attributes(host))

@@ -273,54 +273,86 @@ def _combine(kind: str, op: str, a: Expr, b: Expr) -> Expr:
 
 # ------------------------------------------------------------------ evaluation
 
-_UNDEFINED = object()
+_UNDEFINED = object()  # a name the host lacks: a comparison with it is false
+_UNKNOWN = object()  # a name whose value is not known here (a load index at apply): neither true nor false
 
 
 def matches(requirement: Requirement, host: Mapping[str, Value]) -> bool:
     """Whether `host` (its attributes, resources and load by name) passes select[]."""
-    return requirement.select is None or _truth(_value(requirement.select, host))
+    return requirement.select is None or evaluate(requirement.select, host) is True
 
 
-def _truth(value: object) -> bool:
+def evaluate(expr: Expr, host: Mapping[str, Value], unknown: frozenset[str] = frozenset()) -> bool | None:
+    """select[] on a host, in three values (Kleene's): True, False, or None when the answer hangs
+    on a name in `unknown` (apply knows no load index, which only the planner reads: a select
+    that hangs on one passes there)."""
+    return _truth(_value(expr, host, unknown))
+
+
+def names(expr: Expr | None) -> frozenset[str]:
+    """Every name the expression reads (in defined() too)."""
+    if expr is None:
+        return frozenset()
+    if expr[0] in ("name", "defined"):
+        return frozenset((expr[1],))
+    found: frozenset[str] = frozenset()
+    for part in expr[1:]:
+        if isinstance(part, tuple):
+            found |= names(part)
+    return found
+
+
+def _truth(value: object) -> bool | None:
+    if value is _UNKNOWN:
+        return None
     if value is _UNDEFINED:
         return False
-    if isinstance(value, str):
-        return bool(value)
     return bool(value)
 
 
-def _value(expr: Expr, host: Mapping[str, Value]) -> object:
+def _value(expr: Expr, host: Mapping[str, Value], unknown: frozenset[str]) -> object:
     kind = expr[0]
     if kind == "num" or kind == "str":
         return expr[1]
     if kind == "name":
-        return host.get(expr[1], _UNDEFINED)
+        return _UNKNOWN if expr[1] in unknown else host.get(expr[1], _UNDEFINED)
     if kind == "defined":
-        return expr[1] in host
+        return _UNKNOWN if expr[1] in unknown else expr[1] in host
     if kind == "not":
-        return not _truth(_value(expr[1], host))
-    if kind == "and":
-        return _truth(_value(expr[1], host)) and _truth(_value(expr[2], host))
-    if kind == "or":
-        return _truth(_value(expr[1], host)) or _truth(_value(expr[2], host))
+        inner = _truth(_value(expr[1], host, unknown))
+        return _UNKNOWN if inner is None else not inner
+    if kind == "and" or kind == "or":
+        a = _truth(_value(expr[1], host, unknown))
+        if a is (kind == "or"):  # False and ..., True or ...: the other side is not read
+            return a
+        b = _truth(_value(expr[2], host, unknown))
+        if b is (kind == "or"):
+            return b
+        return _UNKNOWN if a is None or b is None else b
     if kind == "neg":
-        inner = _value(expr[1], host)
-        return -_number(inner) if _is_number(inner) else _UNDEFINED
+        operand = _value(expr[1], host, unknown)
+        if operand is _UNKNOWN:
+            return _UNKNOWN
+        return -float(operand) if _is_number(operand) else _UNDEFINED  # type: ignore[arg-type]
     if kind == "arith":
-        a, b = _value(expr[2], host), _value(expr[3], host)
-        if not (_is_number(a) and _is_number(b)):
+        left, right = _value(expr[2], host, unknown), _value(expr[3], host, unknown)
+        if left is _UNKNOWN or right is _UNKNOWN:
+            return _UNKNOWN
+        if not (_is_number(left) and _is_number(right)):
             return _UNDEFINED
-        x, y = _number(a), _number(b)
+        x, y = float(left), float(right)  # type: ignore[arg-type]
         if expr[1] == "/":
             return x / y if y else _UNDEFINED
         return x + y if expr[1] == "+" else x - y if expr[1] == "-" else x * y
     if kind == "cmp":
-        return _compare(expr[1], expr[2], expr[3], host)
+        return _compare(expr[1], expr[2], expr[3], host, unknown)
     raise ValueError(f"not an expression: {kind}")
 
 
-def _compare(op: str, left: Expr, right: Expr, host: Mapping[str, Value]) -> bool:
-    a, b = _value(left, host), _value(right, host)
+def _compare(op: str, left: Expr, right: Expr, host: Mapping[str, Value], unknown: frozenset[str]) -> object:
+    a, b = _value(left, host, unknown), _value(right, host, unknown)
+    if a is _UNKNOWN or b is _UNKNOWN:
+        return _UNKNOWN
     # A bare word opposite a string is its own text (type == X86_64).
     if a is _UNDEFINED and left[0] == "name" and isinstance(b, str):
         a = left[1]
@@ -334,7 +366,7 @@ def _compare(op: str, left: Expr, right: Expr, host: Mapping[str, Value]) -> boo
         x: Any = a
         y: Any = b
     else:
-        x, y = _number(a), _number(b)
+        x, y = float(a), float(b)  # type: ignore[arg-type]
     if op == "==":
         return bool(x == y)
     if op == "!=":
@@ -349,12 +381,37 @@ def _compare(op: str, left: Expr, right: Expr, host: Mapping[str, Value]) -> boo
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and value is not _UNDEFINED
+    return isinstance(value, (int, float))  # bool is an int: defined() is 1 or 0, as in LSF
 
 
-def _number(value: object) -> float:
-    assert isinstance(value, (int, float))
-    return float(value)
+_PRECEDENCE = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 5, "-": 5, "*": 6, "/": 6, "neg": 7}
+
+
+def show(expr: Expr, outer: int = 0) -> str:
+    """The expression written back, with only the parentheses it needs (for pending reasons)."""
+    kind = expr[0]
+    if kind == "num":
+        return f"{expr[1]:g}"
+    if kind == "str":
+        return f'"{expr[1]}"'
+    if kind == "name":
+        return str(expr[1])
+    if kind == "defined":
+        return f"defined({expr[1]})"
+    if kind == "not":
+        text, level = "!" + show(expr[1], _PRECEDENCE["not"]), _PRECEDENCE["not"]
+    elif kind == "neg":
+        text, level = "-" + show(expr[1], _PRECEDENCE["neg"]), _PRECEDENCE["neg"]
+    elif kind in ("and", "or"):
+        level = _PRECEDENCE[kind]
+        text = f"{show(expr[1], level)} {'&&' if kind == 'and' else '||'} {show(expr[2], level + 1)}"
+    elif kind == "cmp":
+        level = _PRECEDENCE["cmp"]
+        text = f"{show(expr[2], level + 1)}{expr[1]}{show(expr[3], level + 1)}"
+    else:  # arith
+        level = _PRECEDENCE[expr[1]]
+        text = f"{show(expr[2], level)}{expr[1]}{show(expr[3], level + 1)}"
+    return f"({text})" if level < outer else text
 
 
 # ------------------------------------------------------------------ queue and job

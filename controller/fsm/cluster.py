@@ -24,7 +24,7 @@ def apply_put_queue(applier: Applier) -> list[log.Result]:
     put = applier.entry.put_queue
 
     def body() -> log.Result:
-        check_queue(put.queue)
+        check_queue(put.queue, applier.entry.format)
         existing = read_queue(applier.tables, put.queue.name)
         if put.create and existing is not None:
             raise ServiceError(log.ALREADY_EXISTS, f"queue {put.queue.name!r} exists")
@@ -44,7 +44,7 @@ def apply_init(applier: Applier) -> list[log.Result]:
                            message=f"state belongs to cluster {meta.cluster_id}, not {init.cluster_id}")]
     for queue in init.queues:
         try:
-            check_queue(queue)
+            check_queue(queue, applier.entry.format)
         except ServiceError as exc:
             return [exc.to_result()]
     meta.cluster_id = init.cluster_id

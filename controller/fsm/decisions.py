@@ -10,12 +10,21 @@ xce/feasibility.py, exactly the checks the planner made on its view
 normal optimistic concurrency, not an error. An operator's forced run
 (`dispatch`, like brun) passes the same host checks but not the policy ones.
 
+From entry format 6 (ALLOCATION_FORMAT) a DISPATCH is an allocation: the
+hosts and slots it lists (or its host with the job's slots), checked all or
+nothing against the job's requirement (its queue's RES_REQ merged with its
+-R: select[] with load indices unknown, the allocation's shape, each host's
+slots and the consumables its rusage[] reserves there). Before, only the
+host's slots were checked, and every replica still applies such entries so.
+
 The lease is granted by the proposer's clock (the entry's stamp): the holder
 renews at the same epoch; anyone may take an expired lease, which bumps
 the epoch and so fences the old holder's batches.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import CommittedUsage, place
@@ -26,9 +35,22 @@ from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
+ALLOCATION_FORMAT = 6  # requirements, consumables and multi-host allocations at the barrier (versions.py)
 
-def dispatch_refusal(usage: CommittedUsage, job: api.Job, host: str, attempt: int,
-                     forced: bool = False) -> api.DecisionOutcome | None:
+
+def requested(job: api.Job, host: str, hosts: Sequence[api.HostSlots], usage: CommittedUsage,
+              entry_format: int) -> tuple[list[feasibility.Allocation], feasibility.Need]:
+    """The allocation a DISPATCH asks for, and the requirement it is checked against."""
+    if entry_format < ALLOCATION_FORMAT:
+        return [feasibility.Allocation(host, job.spec.slots)], feasibility.NO_NEED
+    parts = [feasibility.Allocation(h.host, h.slots) for h in hosts] \
+        or [feasibility.Allocation(host, job.spec.slots)]
+    return parts, feasibility.job_need(job, usage)
+
+
+def dispatch_refusal(usage: CommittedUsage, job: api.Job, host: str, attempt: int, forced: bool = False,
+                     hosts: Sequence[api.HostSlots] = (),
+                     entry_format: int = 1) -> api.DecisionOutcome | None:
     """Why this DISPATCH cannot be taken now, or None."""
     if job.spec.HasField("array"):
         return api.DecisionOutcome(code=api.REJECT_NOT_PENDING, message=f"job {job.id} is an array: its "
@@ -39,16 +61,20 @@ def dispatch_refusal(usage: CommittedUsage, job: api.Job, host: str, attempt: in
     if attempt != job.attempt:
         return api.DecisionOutcome(code=api.REJECT_WRONG_ATTEMPT,
                                    message=f"job {job.id} is at attempt {job.attempt}, not {attempt}")
-    reason = feasibility.check(job, feasibility.Allocation(host, job.spec.slots), usage, forced)
+    if entry_format >= ALLOCATION_FORMAT and hosts and hosts[0].host != host:
+        return api.DecisionOutcome(code=api.REJECT_MALFORMED, message=f"job {job.id}: the dispatch's host "
+                                   f"{host[:80]!r} is not its allocation's first")
+    parts, need = requested(job, host, hosts, usage, entry_format)
+    reason = feasibility.check(job, parts, usage, forced, need)
     if reason is not None:
         return api.DecisionOutcome(code=api.REJECT_INFEASIBLE, reason=reason.code,
                                    message=f"job {job.id}: {reason.words}")
     return None
 
 
-def check_dispatch(usage: CommittedUsage, job: api.Job, host: str, attempt: int) -> None:
+def check_dispatch(usage: CommittedUsage, job: api.Job, host: str, attempt: int, entry_format: int) -> None:
     """An operator's forced run (brun): the same checks, as a ServiceError."""
-    outcome = dispatch_refusal(usage, job, host, attempt, forced=True)
+    outcome = dispatch_refusal(usage, job, host, attempt, forced=True, entry_format=entry_format)
     if outcome is not None:
         missing = outcome.code == api.REJECT_INFEASIBLE and usage.host(host) is None
         raise ServiceError(log.NOT_FOUND if missing else log.FAILED_PRECONDITION, outcome.message)
@@ -62,13 +88,19 @@ def apply_dispatch(applier: Applier) -> list[log.Result]:
         if job is None:
             raise ServiceError(log.NOT_FOUND, f"no job {dispatch.job_id}")
         usage = CommittedUsage(applier.tables, applier)
-        check_dispatch(usage, job, dispatch.host, dispatch.attempt)
-        record = usage.host_record(dispatch.host)
-        assert record is not None  # check_dispatch found it
-        place(applier, job, record)
+        check_dispatch(usage, job, dispatch.host, dispatch.attempt, applier.entry.format)
+        _place(applier, usage, job, dispatch.host, (), forced=True)
         return log.Result(code=log.OK, job_ids=[job.id])
 
     return [guarded(dispatch.request_id, applier, body)]
+
+
+def _place(applier: Applier, usage: CommittedUsage, job: api.Job, host: str, hosts: Sequence[api.HostSlots],
+           forced: bool = False) -> None:
+    parts, need = requested(job, host, hosts, usage, applier.entry.format)
+    records = [usage.host_record(part.host) for part in parts]
+    assert all(r is not None for r in records)  # feasibility found them
+    place(applier, job, [r for r in records if r is not None], parts, need)
 
 
 def apply_lease(applier: Applier) -> list[log.Result]:
@@ -119,11 +151,10 @@ def _decide(applier: Applier, usage: CommittedUsage, decision: api.Decision) -> 
         job = read_job(applier.tables, dispatch.job_id)
         if job is None:
             return api.DecisionOutcome(code=api.REJECT_NO_JOB, message=f"no job {dispatch.job_id}")
-        outcome = dispatch_refusal(usage, job, dispatch.host, dispatch.attempt)
+        outcome = dispatch_refusal(usage, job, dispatch.host, dispatch.attempt, hosts=dispatch.hosts,
+                                   entry_format=applier.entry.format)
         if outcome is None:
-            record = usage.host_record(dispatch.host)
-            assert record is not None  # feasibility found it
-            place(applier, job, record)
+            _place(applier, usage, job, dispatch.host, dispatch.hosts)
         return outcome
     if kind == "pend":
         job = read_job(applier.tables, decision.pend.job_id)

@@ -1,16 +1,20 @@
-"""What a running attempt holds: slots on its host and amounts of cluster-wide counters.
+"""What a running attempt holds: slots and consumables on its hosts, amounts of cluster-wide counters.
 
 `place` takes them when a DISPATCH is accepted; `release` gives back exactly
-what `place` took (the host's slots, the base counters by the same rule on
-fields that cannot change while the job runs, and the extra ones recorded in
-its `holds`) when the attempt ends or is given up. Accounting errors are bugs:
+what `place` took (each host's slots and reserved consumables, as the job's
+allocation records them, the base counters by the same rule on fields that
+cannot change while the job runs, and the extra ones recorded in its
+`holds`) when the attempt ends or is given up. Accounting errors are bugs:
 an invariant stops the replica rather than clamp a count at zero.
+
+A parallel job holds a `host_jobs` row on every host of its allocation; its
+first host runs the command (`job.host`).
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from controller.fsm.applier import Applier
 from controller.fsm.records import host_job_key, read_counter, read_host, read_queue
@@ -60,41 +64,59 @@ class CommittedUsage:
         return self._limits
 
 
-def place(applier: Applier, job: api.Job, host: api.Host) -> None:
-    """DISPATCH accepted: the job runs on the host and holds its slots and counters."""
+def place(applier: Applier, job: api.Job, hosts: Sequence[api.Host], parts: Sequence[feasibility.Allocation],
+          need: feasibility.Need = feasibility.NO_NEED) -> None:
+    """DISPATCH accepted: the job runs on its hosts (the first runs the command) and holds their
+    slots, what its rusage[] reserves on each, and its counters."""
     job.state = api.RUN
-    job.host = host.spec.name
+    job.host = parts[0].host
     job.pending_reason = ""
     job.ClearField("pending_code")
     job.ClearField("refused_host")
     job.modify_time_ms = applier.stamp_ms
+    job.ClearField("allocation")
+    if len(parts) > 1 or parts[0].slots != job.spec.slots or need.host_usage:
+        for part in parts:
+            job.allocation.add(host=part.host, slots=part.slots, resources=dict(need.host_usage))
     job.holds.clear()
     job.holds.update(feasibility.extra_demands(job))
     for name, amount in feasibility.demands(job).items():
         applier.add_counter(name, amount)
-    host.slots_used += job.spec.slots
-    host.running_jobs += 1
-    invariant(host.slots_used <= host.spec.slots,
-              f"host {host.spec.name} over its slots: {host.slots_used} of {host.spec.slots}")
     applier.put_job(job)
-    applier.put_host(host)
-    applier.tables.put("host_jobs", host_job_key(host.spec.name, job.id), struct.pack(">i", job.attempt))
+    for host, part in zip(hosts, parts, strict=True):
+        host.slots_used += part.slots
+        host.running_jobs += 1
+        invariant(host.slots_used <= host.spec.slots,
+                  f"host {host.spec.name} over its slots: {host.slots_used} of {host.spec.slots}")
+        for resource, amount in need.host_usage:
+            host.reserved[resource] += amount
+        applier.put_host(host)
+        applier.tables.put("host_jobs", host_job_key(host.spec.name, job.id), struct.pack(">i", job.attempt))
 
 
 def release(applier: Applier, job: api.Job) -> None:
-    """The job's current attempt gives back what it holds."""
-    host = read_host(applier.tables, job.host)
-    invariant(host is not None, f"job {job.id} holds slots on {job.host!r}, which has no record")
-    assert host is not None
-    invariant(host.slots_used >= job.spec.slots and host.running_jobs >= 1,
-              f"job {job.id} gives back {job.spec.slots} slots on {job.host}, which has "
-              f"{host.slots_used} in use by {host.running_jobs} jobs")
-    host.slots_used -= job.spec.slots
-    host.running_jobs -= 1
-    applier.put_host(host)
+    """The job's current attempt gives back what it holds, on every host of its allocation."""
+    for part in feasibility.allocation_of(job):
+        host = read_host(applier.tables, part.host)
+        invariant(host is not None, f"job {job.id} holds slots on {part.host!r}, which has no record")
+        assert host is not None
+        invariant(host.slots_used >= part.slots and host.running_jobs >= 1,
+                  f"job {job.id} gives back {part.slots} slots on {part.host}, which has "
+                  f"{host.slots_used} in use by {host.running_jobs} jobs")
+        host.slots_used -= part.slots
+        host.running_jobs -= 1
+        for resource, amount in sorted(part.resources.items()):
+            left = host.reserved[resource] - amount
+            invariant(left >= 0, f"job {job.id} gives back {amount} {resource} on {part.host}, which has "
+                                 f"{host.reserved[resource]} reserved")
+            if left:
+                host.reserved[resource] = left
+            else:
+                del host.reserved[resource]
+        applier.put_host(host)
+        # In the event too: it tells the leader which host's worker to look at
+        # (worker_session.route) when the job itself no longer names a host.
+        applier.delete("host_jobs", host_job_key(part.host, job.id))
     for name, amount in sorted({**feasibility.base_demands(job), **job.holds}.items()):
         applier.add_counter(name, -amount)
     job.holds.clear()
-    # In the event too: it tells the leader which host's worker to look at
-    # (worker_session.route) when the job itself no longer names a host.
-    applier.delete("host_jobs", host_job_key(job.host, job.id))

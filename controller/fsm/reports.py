@@ -111,5 +111,6 @@ def _dispatch_failed(applier: Applier, job: api.Job, host: str, failed: api.Disp
         job.pending_code = api.PEND_DISPATCH_REFUSED
         job.refused_host = host
         job.host = ""
+        job.ClearField("allocation")
         job.pid = 0
     job.ClearField("state_before_unknown")

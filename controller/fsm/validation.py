@@ -40,15 +40,23 @@ def check_request_id(request_id: str) -> None:
 
 # 5: resource requirements are parsed (xce/resreq.py) and a bad one refused; before, stored verbatim.
 RESREQ_FORMAT = 5
+# 6: they are used (decisions.py: ALLOCATION_FORMAT): rusage[] amounts are whole, -n takes min,max.
+ALLOCATION_FORMAT = 6
+MAX_RUSAGE = 1 << 53  # an amount a double holds exactly
 
 
 def check_requirement(text: str, entry_format: int) -> None:
     check_text("resource requirement", text)
     if entry_format >= RESREQ_FORMAT:
         try:
-            resreq.parse(text)
+            parsed = resreq.parse(text)
         except resreq.RequirementError as exc:
             raise invalid(f"resource requirement {text[:200]!r}: {exc}") from None
+        if entry_format >= ALLOCATION_FORMAT:
+            for name, amount in parsed.rusage:
+                if amount != int(amount) or not 0 <= amount <= MAX_RUSAGE:
+                    raise invalid(f"resource requirement {text[:200]!r}: rusage[{name}={amount:g}]: amounts "
+                                  "are whole numbers (mem in MB)")
 
 
 def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: int = 1) -> None:
@@ -70,7 +78,20 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
     max_slots = meta.max_slots_per_job or DEFAULT_MAX_SLOTS
     if spec.HasField("slots") and not 1 <= spec.slots <= max_slots:
         raise invalid(f"slots must be between 1 and {max_slots}, got {spec.slots}")
+    # Before format 6 the field is unknown to apply (an older replica keeps it unread): so here.
+    # The leader refuses it then (check_min_slots_known).
+    if spec.HasField("min_slots") and entry_format >= ALLOCATION_FORMAT:
+        most = spec.slots if spec.HasField("slots") else 1
+        if not 1 <= spec.min_slots <= most:
+            raise invalid(f"-n {spec.min_slots},{most}: the minimum must be between 1 and the maximum")
     check_queue_open(tables, spec.queue or meta.default_queue or DEFAULT_QUEUE)
+
+
+def check_min_slots_known(spec: api.JobSpec, entry_format: int) -> None:
+    """The leader's own check: -n min,max is refused until every replica reads it."""
+    if spec.HasField("min_slots") and entry_format < ALLOCATION_FORMAT:
+        raise ServiceError(log.FAILED_PRECONDITION, "-n min,max needs every replica at entry format "
+                           f"{ALLOCATION_FORMAT} (xce status shows each one's)")
 
 
 def check_queue_open(tables: Tables, name: str) -> None:
@@ -124,7 +145,7 @@ def check_host_spec(spec: api.HostSpec) -> None:
         raise invalid(f"a join of a host of {spec.slots} slots lists at most {most} running instances")
 
 
-def check_queue(queue: api.Queue) -> None:
+def check_queue(queue: api.Queue, entry_format: int = ALLOCATION_FORMAT) -> None:
     name = queue.name
     if not name or len(name) > MAX_QUEUE_NAME or not all(c.isalnum() or c in "_-." for c in name):
         raise invalid(f"bad queue name {name!r} (letters, digits, _ - . ; 1-64)")
@@ -134,3 +155,5 @@ def check_queue(queue: api.Queue) -> None:
         raise invalid(f"bad job_pick_plugin {plugin[:80]!r}")
     if queue.slot_limit < 0:
         raise invalid(f"slot_limit must not be negative, got {queue.slot_limit}")
+    if entry_format >= ALLOCATION_FORMAT:  # before, an unknown field, kept unread
+        check_requirement(queue.res_req, entry_format)

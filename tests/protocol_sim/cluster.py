@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 from controller import fsm, sync_stream
 from scheduler.planner import PlannerConfig
 from scheduler.view import View
-from xce import worker_wire
+from xce import feasibility, worker_wire
 from xce.clock import ManualClock
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -397,10 +397,13 @@ class Sim:
     def placement_committed(self, job_id: int, attempt: int, host: str) -> bool:
         return (job_id, attempt, host) in self.placements
 
-    def job_slots(self, job_id: int) -> int:
+    def job_slots(self, job_id: int, host: str) -> int:
+        """The slots the job's committed allocation holds on `host` (its part of a parallel job)."""
         replica = self.committed_tables()
         job = fsm.read_job(replica.tables, job_id) if replica is not None else None
-        return job.spec.slots if job is not None else 1
+        if job is None:
+            return 1
+        return next((p.slots for p in feasibility.allocation_of(job) if p.host == host), job.spec.slots)
 
     # -------------------------------------------------------------- the spec's actions
 

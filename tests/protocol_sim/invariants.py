@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from controller import fsm
+from xce import feasibility
 from xce.v1 import api_pb2 as api
 
 from .cluster import Sim
@@ -61,7 +62,8 @@ def CapacitySafe(sim: Sim) -> None:
         for _, raw in tables.scan("hosts"):
             host = api.Host.FromString(raw)
             held = [fsm.read_job(tables, i) for i in fsm.host_job_ids(tables, host.spec.name)]
-            slots = sum(j.spec.slots for j in held if j is not None)
+            slots = sum(p.slots for j in held if j is not None for p in feasibility.allocation_of(j)
+                        if p.host == host.spec.name)
             assert host.slots_used == slots <= host.spec.slots, \
                 f"r{replica.rid} {host.spec.name}: slots_used {host.slots_used}, jobs hold {slots}, " \
                 f"has {host.spec.slots}"

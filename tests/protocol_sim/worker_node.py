@@ -118,7 +118,8 @@ class SimProcessHost:
         os_.next_pid += 1
         os_.ticks += 1
         status_file = Path(next(argv[i + 1] for i, arg in enumerate(argv) if arg.endswith("shim.py")))
-        process = SimProcess(os_.next_pid, self.host, key, os_.sim.job_slots(key[0]), os_.ticks, status_file,
+        slots = os_.sim.job_slots(key[0], self.host)
+        process = SimProcess(os_.next_pid, self.host, key, slots, os_.ticks, status_file,
                              os_.sim.placement_committed(key[0], key[1], self.host),
                              os_.sim.now_ms + os_.sim.rng.randrange(200, 3000))
         os_.processes[process.pid] = process

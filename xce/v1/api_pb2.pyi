@@ -34,6 +34,8 @@ class PendingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PEND_LIMIT_REACHED: _ClassVar[PendingReason]
     PEND_RECOVERING: _ClassVar[PendingReason]
     PEND_STRAY_INSTANCE: _ClassVar[PendingReason]
+    PEND_NO_FREE_RESOURCES: _ClassVar[PendingReason]
+    PEND_HOST_CLOSED: _ClassVar[PendingReason]
 
 class ControlAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -96,6 +98,8 @@ PEND_REQUEUED: PendingReason
 PEND_LIMIT_REACHED: PendingReason
 PEND_RECOVERING: PendingReason
 PEND_STRAY_INSTANCE: PendingReason
+PEND_NO_FREE_RESOURCES: PendingReason
+PEND_HOST_CLOSED: PendingReason
 CONTROL_ACTION_UNSPECIFIED: ControlAction
 KILL: ControlAction
 STOP: ControlAction
@@ -123,7 +127,7 @@ SIGNAL_CONT: SignalKind
 SIGNAL_KILL: SignalKind
 
 class JobSpec(_message.Message):
-    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array")
+    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -144,6 +148,7 @@ class JobSpec(_message.Message):
     RESOURCE_REQ_FIELD_NUMBER: _ClassVar[int]
     RERUNNABLE_FIELD_NUMBER: _ClassVar[int]
     ARRAY_FIELD_NUMBER: _ClassVar[int]
+    MIN_SLOTS_FIELD_NUMBER: _ClassVar[int]
     command: _containers.RepeatedScalarFieldContainer[str]
     name: str
     queue: str
@@ -157,7 +162,8 @@ class JobSpec(_message.Message):
     resource_req: str
     rerunnable: bool
     array: ArraySpec
-    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ...) -> None: ...
+    min_slots: int
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ...) -> None: ...
 
 class ArraySpec(_message.Message):
     __slots__ = ("ranges", "limit")
@@ -202,7 +208,7 @@ class ElementRun(_message.Message):
     def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ..., state: _Optional[_Union[JobState, str]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt", "array_id", "array_index", "array_limit", "array")
+    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt", "array_id", "array_index", "array_limit", "array", "allocation")
     class HoldsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -239,6 +245,7 @@ class Job(_message.Message):
     ARRAY_INDEX_FIELD_NUMBER: _ClassVar[int]
     ARRAY_LIMIT_FIELD_NUMBER: _ClassVar[int]
     ARRAY_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     id: int
     readable_id: str
     spec: JobSpec
@@ -268,7 +275,25 @@ class Job(_message.Message):
     array_index: int
     array_limit: int
     array: ArrayState
-    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ..., array_id: _Optional[int] = ..., array_index: _Optional[int] = ..., array_limit: _Optional[int] = ..., array: _Optional[_Union[ArrayState, _Mapping]] = ...) -> None: ...
+    allocation: _containers.RepeatedCompositeFieldContainer[HostAllocation]
+    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ..., array_id: _Optional[int] = ..., array_index: _Optional[int] = ..., array_limit: _Optional[int] = ..., array: _Optional[_Union[ArrayState, _Mapping]] = ..., allocation: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ...) -> None: ...
+
+class HostAllocation(_message.Message):
+    __slots__ = ("host", "slots", "resources")
+    class ResourcesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    slots: int
+    resources: _containers.ScalarMap[str, int]
+    def __init__(self, host: _Optional[str] = ..., slots: _Optional[int] = ..., resources: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ("user_cpu_s", "system_cpu_s", "max_rss_kb", "wall_s")
@@ -577,7 +602,7 @@ class RecoveryStatus(_message.Message):
     def __init__(self, waiting: _Optional[bool] = ..., hosts: _Optional[_Iterable[str]] = ..., until_ms: _Optional[int] = ..., wait_over: _Optional[bool] = ..., why: _Optional[str] = ...) -> None: ...
 
 class HostSpec(_message.Message):
-    __slots__ = ("name", "slots", "memory_mb", "resources", "tags", "running")
+    __slots__ = ("name", "slots", "memory_mb", "resources", "tags", "running", "ncpus")
     class ResourcesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -591,13 +616,15 @@ class HostSpec(_message.Message):
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
+    NCPUS_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     memory_mb: int
     resources: _containers.ScalarMap[str, float]
     tags: _containers.RepeatedScalarFieldContainer[str]
     running: _containers.RepeatedCompositeFieldContainer[InstanceKey]
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., memory_mb: _Optional[int] = ..., resources: _Optional[_Mapping[str, float]] = ..., tags: _Optional[_Iterable[str]] = ..., running: _Optional[_Iterable[_Union[InstanceKey, _Mapping]]] = ...) -> None: ...
+    ncpus: int
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., memory_mb: _Optional[int] = ..., resources: _Optional[_Mapping[str, float]] = ..., tags: _Optional[_Iterable[str]] = ..., running: _Optional[_Iterable[_Union[InstanceKey, _Mapping]]] = ..., ncpus: _Optional[int] = ...) -> None: ...
 
 class InstanceKey(_message.Message):
     __slots__ = ("job_id", "attempt")
@@ -608,20 +635,29 @@ class InstanceKey(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class Host(_message.Message):
-    __slots__ = ("spec", "status", "generation", "status_time_ms", "slots_used", "running_jobs")
+    __slots__ = ("spec", "status", "generation", "status_time_ms", "slots_used", "running_jobs", "reserved")
+    class ReservedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     STATUS_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     SLOTS_USED_FIELD_NUMBER: _ClassVar[int]
     RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_FIELD_NUMBER: _ClassVar[int]
     spec: HostSpec
     status: HostStatus
     generation: int
     status_time_ms: int
     slots_used: int
     running_jobs: int
-    def __init__(self, spec: _Optional[_Union[HostSpec, _Mapping]] = ..., status: _Optional[_Union[HostStatus, str]] = ..., generation: _Optional[int] = ..., status_time_ms: _Optional[int] = ..., slots_used: _Optional[int] = ..., running_jobs: _Optional[int] = ...) -> None: ...
+    reserved: _containers.ScalarMap[str, int]
+    def __init__(self, spec: _Optional[_Union[HostSpec, _Mapping]] = ..., status: _Optional[_Union[HostStatus, str]] = ..., generation: _Optional[int] = ..., status_time_ms: _Optional[int] = ..., slots_used: _Optional[int] = ..., running_jobs: _Optional[int] = ..., reserved: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class ListHostsRequest(_message.Message):
     __slots__ = ("stale",)
@@ -660,14 +696,24 @@ class LeaseResponse(_message.Message):
     def __init__(self, granted: _Optional[bool] = ..., epoch: _Optional[int] = ..., holder: _Optional[str] = ..., expires_ms: _Optional[int] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class DispatchDecision(_message.Message):
-    __slots__ = ("job_id", "attempt", "host")
+    __slots__ = ("job_id", "attempt", "host", "hosts")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     attempt: int
     host: str
-    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., host: _Optional[str] = ...) -> None: ...
+    hosts: _containers.RepeatedCompositeFieldContainer[HostSlots]
+    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., host: _Optional[str] = ..., hosts: _Optional[_Iterable[_Union[HostSlots, _Mapping]]] = ...) -> None: ...
+
+class HostSlots(_message.Message):
+    __slots__ = ("host", "slots")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    slots: int
+    def __init__(self, host: _Optional[str] = ..., slots: _Optional[int] = ...) -> None: ...
 
 class PendDecision(_message.Message):
     __slots__ = ("job_id", "reason", "code")
@@ -860,7 +906,7 @@ class Joined(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., heartbeat_s: _Optional[float] = ..., fence_s: _Optional[float] = ..., unknown_timeout_s: _Optional[float] = ...) -> None: ...
 
 class Queue(_message.Message):
-    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive", "slot_limit", "users", "admins", "max_user_priority")
+    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive", "slot_limit", "users", "admins", "max_user_priority", "res_req")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -871,6 +917,7 @@ class Queue(_message.Message):
     USERS_FIELD_NUMBER: _ClassVar[int]
     ADMINS_FIELD_NUMBER: _ClassVar[int]
     MAX_USER_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    RES_REQ_FIELD_NUMBER: _ClassVar[int]
     name: str
     priority: int
     description: str
@@ -881,7 +928,8 @@ class Queue(_message.Message):
     users: _containers.RepeatedScalarFieldContainer[str]
     admins: _containers.RepeatedScalarFieldContainer[str]
     max_user_priority: int
-    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ..., slot_limit: _Optional[int] = ..., users: _Optional[_Iterable[str]] = ..., admins: _Optional[_Iterable[str]] = ..., max_user_priority: _Optional[int] = ...) -> None: ...
+    res_req: str
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ..., slot_limit: _Optional[int] = ..., users: _Optional[_Iterable[str]] = ..., admins: _Optional[_Iterable[str]] = ..., max_user_priority: _Optional[int] = ..., res_req: _Optional[str] = ...) -> None: ...
 
 class PutQueueRequest(_message.Message):
     __slots__ = ("queue", "request_id")
