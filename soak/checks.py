@@ -45,6 +45,7 @@ class Instance:
     attempt: int
     start_ms: int
     end_ms: int | None  # None: still running when the journal was read
+    slots: int | None = None  # its part of the job's allocation on this host (journaled by the worker)
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def over_committed(instances: Iterable[Instance], slots_of_job: Mapping[int, int
     """Hosts whose running instances needed more slots at some moment than the host has."""
     changes: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for instance in instances:
-        slots = slots_of_job.get(instance.job, 1)
+        slots = instance.slots if instance.slots is not None else slots_of_job.get(instance.job, 1)
         end = instance.end_ms if instance.end_ms is not None else now_ms
         changes[instance.host] += [(instance.start_ms, slots), (end, -slots)]
     bad = []

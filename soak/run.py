@@ -195,7 +195,8 @@ def _instances(workers: LocalWorkers) -> list[checks.Instance]:
                     if final.HasField("dispatch_failed"):
                         continue
                     end_ms = final.finished.time_ms or None
-                out.append(checks.Instance(name, job, attempt, int(record["started_ms"]), end_ms))
+                out.append(checks.Instance(name, job, attempt, int(record["started_ms"]), end_ms,
+                                           record.get("slots")))
         finally:
             journal.close()
     return out

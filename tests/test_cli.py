@@ -69,8 +69,12 @@ def test_errors_exit_nonzero_with_the_reason(live: LocalCluster) -> None:
     assert result.returncode == 1 and "NOT_FOUND" in result.stderr
     result = xce(live, "submit", "-q", "nope", "--", "true", ok=False)
     assert result.returncode == 1 and "unknown queue 'nope'" in result.stderr
-    result = xce(live, "submit", "-n", "0", "--", "true", ok=False)
+    result = xce(live, "submit", "-n", "5000", "--", "true", ok=False)  # over max_slots_per_job
     assert result.returncode == 1 and "INVALID_ARGUMENT" in result.stderr
+    result = xce(live, "submit", "-n", "4,2", "--", "true", ok=False)  # refused before any call
+    assert result.returncode == 2 and "1 <= MIN <= MAX" in result.stderr
+    result = xce(live, "submit", "-R", "select[mem >]", "--", "true", ok=False)
+    assert result.returncode == 1 and "INVALID_ARGUMENT" in result.stderr and "column 13" in result.stderr
     result = xce(live, "submit", "--", ok=False)  # a usage error, refused before any call (issue 15)
     assert result.returncode == 2 and "no command" in result.stderr
 

@@ -105,3 +105,12 @@ def test_a_failovers_hops_are_read_from_the_daemons_logs(tmp_path: Path) -> None
     delays = report.hop_delays([Failover("kill", 1, fault, 0)], tmp_path)[0]
     assert {hop: round(s, 3) for hop, s in delays.items()} == {
         "elected": 0.4, "stream_lost": 0.1, "resumed": 0.6, "workers_joined": 0.9}
+
+
+def test_a_parallel_job_counts_only_its_part_on_each_host() -> None:
+    # Job 1 holds 2 slots on w1 and 2 on w2 (its workers journal their part): no host is over.
+    instances = [checks.Instance("w1", 1, 0, S, S + 500, 2), checks.Instance("w2", 2, 0, S, S + 500)]
+    assert checks.over_committed(instances, {1: 4, 2: 2}, {"w1": 2, "w2": 2}, now_ms=S + 1000) == []
+    instances.append(checks.Instance("w1", 3, 0, S + 100, S + 200, 1))
+    assert checks.over_committed(instances, {1: 4, 2: 2, 3: 1}, {"w1": 2, "w2": 2}, now_ms=S + 1000) == \
+        ["w1: 3 > 2"]

@@ -5,7 +5,8 @@
     name = "node17"           # default: this machine's host name
     slots = 8                 # default: the CPU count; 0 closes the host (like LSF MXJ=0)
     memory_mb = 64000         # default: MemTotal from /proc/meminfo
-    tags = ["gpu", "ssd"]
+    tags = ["gpu", "ssd", "type=X86_64"]   # select[defined(gpu)], select[type == X86_64]
+    ncpus = 16                # default: the CPU count (select[ncpus >= 8])
     spool_dir = "spool"       # default: xce-spool-<name> beside this file; job output and state
     kill_grace_s = 10         # SIGTERM, then SIGKILL after this long
     draining = false          # true: refuse new jobs (they go back to PEND, attempt + 1)
@@ -74,9 +75,12 @@ def parse(raw: dict[str, Any], path: Path, name: str | None = None) -> WorkerCon
         raise WorkerConfigError(f"{path}: [resources] maps names to numbers")
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise WorkerConfigError(f"{path}: tags must be a list of strings")
+    ncpus = raw.get("ncpus", os.cpu_count() or 1)
+    if not isinstance(ncpus, int) or isinstance(ncpus, bool) or not 0 <= ncpus < 1 << 20:
+        raise WorkerConfigError(f"{path}: ncpus must be a whole number")
     host = api.HostSpec(name=name or str(raw.get("name") or socket.gethostname()), slots=slots,
                         memory_mb=memory_mb, resources={k: float(v) for k, v in resources.items()},
-                        tags=tags)
+                        tags=tags, ncpus=ncpus)
     try:
         fsm.check_host_spec(host)
     except ServiceError as exc:

@@ -49,6 +49,7 @@ from typing import Any
 
 from worker.journal import KEEP_ACKED, Journal, JournalStore
 from worker.process_host import SHIM_PATH, Account, ProcessHost, RealProcessHost
+from xce import feasibility
 from xce.clock import REAL_CLOCK, Clock
 from xce.v1 import api_pb2 as api
 
@@ -86,6 +87,13 @@ class Executor:
         self._running: dict[Key, int] = {}  # instance -> shim pid, while it runs
         self._killed_hard: set[Key] = set()
         self._acks = 0  # SIGKILLed by us: the end is known even without a status
+
+    @staticmethod
+    def _slots_here(job: api.Job) -> int:
+        """The job's part of its allocation on its first host, which runs the command (all its slots
+        unless it spans hosts)."""
+        parts = feasibility.allocation_of(job)
+        return parts[0].slots if parts else job.spec.slots
 
     # -------------------------------------------------------------- restart
 
@@ -143,7 +151,8 @@ class Executor:
         account, failure = self._check(job)
         status_file = self.spool / f"{job.id}.{job.attempt}.status"
         record = {"state": "starting", "status_file": str(status_file),  # journaled before the start
-                  "readable_id": job.readable_id, "rerunnable": job.spec.rerunnable}
+                  "readable_id": job.readable_id, "rerunnable": job.spec.rerunnable,
+                  "slots": self._slots_here(job)}
         if failure is not None:
             log.warning("job %d.%d not started: %s", job.id, job.attempt, failure.dispatch_failed.reason)
             self._end(key, record, failure)

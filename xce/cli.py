@@ -316,6 +316,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                        help="this queue's job_pick_plugin ('' for the default)")
         q.add_argument("--slot-limit", dest="slot_limit", type=int,
                        help="at most this many slots of its jobs run at once (QJOB_LIMIT; 0: none)")
+        q.add_argument("--res-req", dest="res_req",
+                       help="a resource requirement merged with each job's -R (LSF RES_REQ; '' for none)")
         q.add_argument("--json", action="store_true", help="print the answer as JSON")
 
     cli_history.add_parsers(sub, STALE_HELP)
@@ -500,7 +502,8 @@ def _run(client: Client, args: argparse.Namespace) -> int:
             current = [q for q in client.list_queues().queues if q.name == args.name]
             if current:
                 queue.CopyFrom(current[0])
-        for field in ("priority", "description", "closed", "inactive", "job_pick_plugin", "slot_limit"):
+        for field in ("priority", "description", "closed", "inactive", "job_pick_plugin", "slot_limit",
+                      "res_req"):
             if getattr(args, field) is not None:
                 setattr(queue, field, getattr(args, field))
         result = client.put_queue(queue, create=args.queue_command == "create")
@@ -661,14 +664,30 @@ def _job_long(job: api.Job) -> None:
     if job.spec.HasField("array"):
         print(f"  array      {shown(_name(job))}: {_counts(job)}")
     print(f"  name       {shown(_name(job))}")
-    print(f"  queue      {shown(job.spec.queue)}   priority {job.spec.priority}   slots {job.spec.slots}")
+    slots = str(job.spec.slots)
+    if job.spec.HasField("min_slots"):
+        slots = f"{job.spec.min_slots},{slots}"
+    print(f"  queue      {shown(job.spec.queue)}   priority {job.spec.priority}   slots {slots}")
     print(f"  command    {shown(' '.join(job.spec.command))}")
     print(f"  cwd        {shown(job.spec.cwd or '-')}   user {shown(job.spec.user or '-')}")
     print(f"  attempt    {job.attempt}   submitted {job.submit_time_ms} ms")
     if job.spec.resource_req:
-        print(f"  resources  {job.spec.resource_req}")
+        print(f"  resources  {shown(job.spec.resource_req)}")
+    if job.host:
+        print(f"  hosts      {_allocation(job)}")
     if job.state in (api.DONE, api.EXIT):
         print(f"  exit code  {job.exit_code}")
+
+
+def _allocation(job: api.Job) -> str:
+    """Where the attempt runs (or ran): host*slots, and what rusage[] reserved there."""
+    if not job.allocation:
+        return f"{shown(job.host)}*{job.spec.slots}"
+    words = []
+    for part in job.allocation:
+        reserved = ",".join(f"{shown(name)}={amount}" for name, amount in sorted(part.resources.items()))
+        words.append(f"{shown(part.host)}*{part.slots}" + (f" ({reserved})" if reserved else ""))
+    return " ".join(words)
 
 
 def _queue_table(response: api.ListQueuesResponse) -> None:
@@ -705,6 +724,9 @@ def _host_details(response: api.ListHostsResponse) -> None:
         print(f"  slots      {host.spec.slots} (used {host.slots_used}, jobs running {host.running_jobs})")
         print(f"  maxmem     {host.spec.memory_mb} MB" if host.spec.memory_mb else "  maxmem     -")
         print(f"  resources  {resources or '-'}")
+        if host.reserved:
+            reserved = sorted(host.reserved.items())
+            print("  reserved   " + " ".join(f"{shown(name)}={amount}" for name, amount in reserved))
         print(f"  tags       {', '.join(shown(t) for t in host.spec.tags) or '-'}")
 
 

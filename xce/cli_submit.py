@@ -38,11 +38,23 @@ def int32(text: str) -> int:
     return value
 
 
+def slot_range(text: str) -> tuple[int, int]:
+    """An argparse type for -n: N, or MIN,MAX (bsub -n 4,8)."""
+    low, comma, high = text.partition(",")
+    first = int32(low)
+    second = int32(high) if comma else first
+    if first < 1 or second < first:
+        raise argparse.ArgumentTypeError(f"-n {text[:40]}: slots are N or MIN,MAX with 1 <= MIN <= MAX")
+    return first, second
+
+
 def add_options(p: argparse.ArgumentParser, defaults: bool = True) -> None:
     """The options of one job, as bsub takes them (also what a --file line may start with)."""
     unset = None if not defaults else ""
     p.add_argument("-q", "--queue", default=unset, help="the queue (default: the cluster's default queue)")
-    p.add_argument("-n", "--slots", type=int32, help="slots the job needs on one host (default 1)")
+    p.add_argument("-n", "--slots", type=slot_range,
+                   help="slots: N, or MIN,MAX to take as many as fit (default 1); over several hosts "
+                        "unless -R says span[hosts=1] or span[ptile=N]")
     p.add_argument("-J", "--name", default=unset,
                    help='the job name; NAME[1-100:2]%%10 makes a job array (indices start-end:step, '
                         "comma-separated; %%10: at most 10 elements running at once)")
@@ -71,7 +83,10 @@ def spec_from(args: argparse.Namespace, command: list[str]) -> api.JobSpec:
     if array is not None:
         spec.array.CopyFrom(array)
     if args.slots is not None:
-        spec.slots = args.slots
+        low, high = args.slots
+        spec.slots = high
+        if low != high:
+            spec.min_slots = low
     return spec
 
 
