@@ -39,6 +39,7 @@ PERMISSIONS = frozenset({
     "cluster.backup",     # save a snapshot of the whole state (every job, token hashes): admins only
     "cluster.members",    # add and remove controller replicas
     "cluster.read",       # status, hosts, queues
+    "hosts.control",      # close and open hosts (badmin hclose/hopen)
     "state.sync",         # the Sync stream (every job in full)
     "scheduler.lease",    # take and renew the scheduler lease
     "scheduler.decide",   # send decision batches
@@ -48,7 +49,7 @@ PERMISSIONS = frozenset({
 _USER = frozenset({"jobs.submit", "jobs.read", "jobs.control", "jobs.modify", "cluster.read"})
 _READONLY = frozenset({"jobs.read", "jobs.read.all", "cluster.read"})
 _OPERATOR = _USER | _READONLY | {"jobs.control.all", "jobs.modify.all", "jobs.run", "jobs.env.all",
-                                 "queues.state"}
+                                 "queues.state", "hosts.control"}
 
 DEFAULT_ROLES: Mapping[str, frozenset[str]] = {
     "cluster_admin": PERMISSIONS - {"worker.connect", "scheduler.lease", "scheduler.decide"},
@@ -77,6 +78,7 @@ METHOD_PERMISSION: Mapping[str, str] = {
     "RunJob": "jobs.run",
     "Status": "cluster.read",
     "ListHosts": "cluster.read",
+    "ControlHost": "hosts.control",
     "ListQueues": "cluster.read",
     "CreateQueue": "queues.manage",
     "UpdateQueue": "queues.state",

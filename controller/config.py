@@ -21,6 +21,12 @@ Example:
     max_user_priority = 50            # users may not set a job priority above this
     res_req = "select[type == X86_64] rusage[mem=1000]"   # merged with each job's -R (LSF RES_REQ)
 
+    [host_groups]                     # LSF HostGroup: -m "gpu_nodes host3", select[gpu_nodes]
+    gpu_nodes = ["g1", "g2"]
+
+    [shared_resources]                # cluster-wide consumables (Slurm Licenses=, LSF shared resources)
+    license_x = 10                    # rusage[license_x=1] takes one, whatever the host
+
     [tls]                             # mutual TLS on every gRPC connection (xce/pki.py)
     ca = "tls/ca.crt"                 # the defaults; each replica's cert and key default to
     client_cert = "tls/client-xce.crt"  # tls/replica-<id>.crt|.key
@@ -106,6 +112,8 @@ class ClusterConfig:
     munge_socket: str = ""                     # munged's socket, if not the default
     max_sync_streams: int = 4
     max_sync_streams_total: int = 64
+    host_groups: tuple[api.HostGroup, ...] = ()
+    shared: tuple[api.SharedResource, ...] = ()
 
     def replica(self, replica_id: int) -> Replica:
         for replica in self.replicas:
@@ -135,6 +143,16 @@ class ClusterConfig:
         h.update(f"{self.default_queue}\0{self.max_slots_per_job}\0{self.events_kept}\0".encode())
         for queue in sorted(self.queues, key=lambda q: q.name):
             h.update(queue.SerializeToString(deterministic=True))
+        return h.hexdigest()[:16]
+
+    def resources_digest(self) -> str:
+        """Of the host groups and shared resources (pushed from entry format 7); "" for none, as
+        the committed state without any says."""
+        if not self.host_groups and not self.shared:
+            return ""
+        h = hashlib.sha256(b"resources\0")
+        for message in (*self.host_groups, *self.shared):
+            h.update(message.SerializeToString(deterministic=True))
         return h.hexdigest()[:16]
 
 
@@ -230,7 +248,7 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
                          unknown_timeout_s=float(unknown_timeout_s), fence_s=float(fence_s),
                          events_kept=events_kept,
                          clean_period_s=float(clean_period_s), history_days=float(history_days),
-                         tls=tls, **_auth(raw, path))
+                         tls=tls, **_auth(raw, path), **_resources(raw, path))
 
 
 def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -277,6 +295,24 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
             "munge_socket": socket,
             "munge_roles": dict(munge_roles), "max_sync_streams": ints["max_sync_streams"],
             "max_sync_streams_total": ints["max_sync_streams_total"]}
+
+
+def _resources(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    groups_raw, shared_raw = raw.get("host_groups", {}), raw.get("shared_resources", {})
+    if not isinstance(groups_raw, dict) or not all(
+            isinstance(v, list) and all(isinstance(m, str) for m in v) for v in groups_raw.values()):
+        raise ConfigError(f"{path}: [host_groups] maps group names to lists of host names")
+    if not isinstance(shared_raw, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in shared_raw.values()):
+        raise ConfigError(f"{path}: [shared_resources] maps names to whole totals")
+    groups = tuple(api.HostGroup(name=name, members=sorted(set(members)))
+                   for name, members in sorted(groups_raw.items()))
+    shared = tuple(api.SharedResource(name=name, total=total) for name, total in sorted(shared_raw.items()))
+    try:
+        fsm.resources.check_resources(groups, shared)
+    except ServiceError as exc:
+        raise ConfigError(f"{path}: {exc.message}") from None
+    return {"host_groups": groups, "shared": shared}
 
 
 def _get(raw: dict[str, Any], key: str, kind: type, path: Path) -> Any:

@@ -110,7 +110,8 @@ def handlers(replica: Replica, authenticator: Authenticator) -> list[grpc.Generi
         }),
         unary("xce.v1.ClusterService", {
             "Status": (lambda request, caller: replica.status(request), api.StatusRequest),
-            "ListHosts": (services.list_hosts, api.ListHostsRequest)}),
+            "ListHosts": (services.list_hosts, api.ListHostsRequest),
+            "ControlHost": (write("ControlHost"), api.ControlHostRequest)}),
         grpc.method_handlers_generic_handler("xce.v1.SyncService", {
             "Sync": grpc.unary_stream_rpc_method_handler(services.sync)}),
         grpc.method_handlers_generic_handler("xce.v1.AdminService", {

@@ -553,6 +553,22 @@ class LeaderCore:
                               lambda _, settled: api.QueueResponse(queue=request.queue,
                                                                    revision=settled.revision))
 
+    def _control_host(self, term: Term, token: int, request: api.ControlHostRequest,
+                      caller: Principal) -> None:
+        """`xce host close|open` (LSF badmin hclose/hopen): committed, kept across re-joins."""
+        self._ensure_request_id(request)
+        fsm.validation.check_text("reason", request.reason)
+        with self.state.read() as tables:
+            if "host_control" not in versions.enabled(fsm.read_meta(tables), self._voter_ids(tables)):
+                raise failed_precondition("not every replica has announced code that closes hosts yet "
+                                          "(xce status: entry kinds in use); retry once they have")
+            known = fsm.read_host(tables, request.name) is not None
+            if not known and fsm.read_result(tables, request.request_id) is None:
+                raise ServiceError(log.NOT_FOUND, f"no host {request.name[:80]!r}")
+        entry = log.Entry(host_control=request, by=caller.record())
+        self._propose_request(token, entry, request.request_id, lambda tables, settled: api.HostResponse(
+            host=fsm.read_host(tables, request.name), revision=settled.revision))
+
     def _lease(self, term: Term, token: int, request: api.LeaseRequest, caller: Principal) -> None:
         if not request.scheduler_id or not 0 < request.duration_s <= 3600:
             raise invalid("a scheduler id and 0 < duration_s <= 3600")
@@ -786,6 +802,7 @@ class LeaderCore:
         "RevokeToken": _revoke_token,
         "AddMember": _add_member,
         "RemoveMember": _remove_member,
+        "ControlHost": _control_host,
     }
 
     def _propose_request(self, token: int, entry: log.Entry, request_id: str,
@@ -1106,11 +1123,14 @@ class LeaderCore:
 
 def config_current(meta: log.Meta, init: log.InitCluster, members: Iterable[int]) -> bool:
     """The committed configuration is the file's, as far as the entry format in use carries it."""
+    format_ = versions.proposal_format(meta, members)
     return (meta.cluster_id, meta.default_queue, meta.max_slots_per_job, meta.config_digest) == (
         init.cluster_id, init.default_queue, init.max_slots_per_job, init.config_digest) \
-        and (versions.proposal_format(meta, members) < history.FORMAT
+        and (format_ < history.FORMAT
              or (meta.clean_period_ms, meta.history_retention_ms)
-             == (init.clean_period_ms, init.history_retention_ms))
+             == (init.clean_period_ms, init.history_retention_ms)) \
+        and (format_ < fsm.resources.FORMAT or meta.resources_digest == init.resources_digest)
+
 
 
 def _submit_entry(requests: list[tuple[api.SubmitJobsRequest, log.Principal]]) -> log.Entry:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from controller import fsm, job_filter
 from controller.fsm import job_index
 from controller.tables import Tables
+from xce import feasibility
 from xce.errors import ServiceError, invalid
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -108,4 +109,8 @@ def list_queues(tables: Tables) -> api.ListQueuesResponse:
 
 def list_hosts(tables: Tables) -> api.ListHostsResponse:
     hosts = [api.Host.FromString(raw) for _, raw in tables.scan("hosts")]
-    return api.ListHostsResponse(hosts=hosts, revision=fsm.read_meta(tables).applied_index)
+    meta = fsm.read_meta(tables)
+    shared = [api.SharedResource.FromString(raw) for _, raw in tables.scan("shared")]
+    used = {r.name: fsm.read_counter(tables, feasibility.shared_counter(r.name)) for r in shared}
+    return api.ListHostsResponse(hosts=hosts, revision=meta.applied_index, groups=meta.host_groups,
+                                 shared=shared, shared_used=used)

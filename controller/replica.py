@@ -148,7 +148,9 @@ def leader_settings(config: ClusterConfig, replica_id: int, kinds: frozenset[str
                            max_slots_per_job=config.max_slots_per_job, config_digest=config.digest(),
                            queues=config.queues, events_kept=config.events_kept,
                            clean_period_ms=round(config.clean_period_s * 1000),
-                           history_retention_ms=round(config.history_days * 86_400_000))
+                           history_retention_ms=round(config.history_days * 86_400_000),
+                           host_groups=config.host_groups, shared=config.shared,
+                           resources_digest=config.resources_digest())
     return LeaderSettings(
         replica_id=replica_id, members=tuple(r.id for r in config.replicas), init=init, kinds=kinds,
         bootstrap=bootstrap_members(config),

@@ -80,16 +80,18 @@ class PassResult:
 
 
 def schedule(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequence[api.Host],
-             now_ms: int, config: CoreConfig, counters: Mapping[str, int] | None = None) -> list[Decision]:
-    return run_pass(jobs, queues, hosts, config, counters or {}).decisions
+             now_ms: int, config: CoreConfig, counters: Mapping[str, int] | None = None,
+             shared: Mapping[str, int] | None = None) -> list[Decision]:
+    return run_pass(jobs, queues, hosts, config, counters or {}, shared=shared).decisions
 
 
 def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequence[api.Host],
-             config: CoreConfig, counters: Mapping[str, int], recount: bool = True) -> PassResult:
+             config: CoreConfig, counters: Mapping[str, int], recount: bool = True,
+             shared: Mapping[str, int] | None = None) -> PassResult:
     """One pass. `recount`: also send reasons whose only change is in their counts (the planner
     allows it at a bounded rate); a changed code or wording is always sent."""
     queue_map = {q.name: q for q in queues}
-    usage = PassUsage(hosts, queue_map, counters)
+    usage = PassUsage(hosts, queue_map, counters, shared or {})
     index = HostIndex(usage.states)
     by_queue: dict[str, feasibility.Reason | None] = {}  # the queue checks, once per queue (A4)
     no_plan: dict[tuple[int, int, feasibility.Need], feasibility.Explanation] = {}
@@ -118,6 +120,10 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
             need = feasibility.job_need(job, usage)
             key = (least, most, need)
             explanation = no_plan.get(key)
+            if explanation is None and need.shared_usage:  # licenses: the job's, whatever the hosts
+                refusal = feasibility.shared_refusal(need, usage)
+                if refusal is not None:
+                    explanation = feasibility.Explanation(refusal)
             if explanation is None:
                 plan = index.plan(need, least, most)
                 if plan is not None:
@@ -129,6 +135,7 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                     usage.take(parts, need, index)
                     if bounded:
                         usage.hold(job, sum(part.slots for part in parts))
+                    usage.hold_shared(need)
                     dispatched += 1
                     single = len(plan) == 1 and plan[0].slots == spec.slots
                     decisions.append(Dispatch(job.id, job.attempt, plan[0].host,
@@ -158,11 +165,12 @@ class PassUsage:
     """feasibility.Usage as the view shows it, plus this pass's own placements."""
 
     def __init__(self, hosts: Sequence[api.Host], queues: Mapping[str, api.Queue],
-                 counters: Mapping[str, int]) -> None:
+                 counters: Mapping[str, int], shared: Mapping[str, int] | None = None) -> None:
         self.states = {h.spec.name: feasibility.host_state(h) for h in hosts}
         self._queues = queues
         self._counters = dict(counters)
         self._limits = feasibility.limits_of(queues.values())
+        self._shared = dict(shared or {})
 
     def host(self, name: str) -> feasibility.HostState | None:
         return self.states.get(name)
@@ -178,6 +186,14 @@ class PassUsage:
 
     def limits(self) -> Mapping[str, int]:
         return self._limits
+
+    def shared(self) -> Mapping[str, int]:
+        return self._shared
+
+    def hold_shared(self, need: feasibility.Need) -> None:
+        for name, amount in need.shared_usage:
+            counter = feasibility.shared_counter(name)
+            self._counters[counter] = self._counters.get(counter, 0) + amount
 
     def room(self, job: api.Job, most: int) -> int:
         """The most slots the job may take under its queue's slot limit (most if none)."""
@@ -219,8 +235,8 @@ class HostIndex:
     def __init__(self, states: Mapping[str, feasibility.HostState]) -> None:
         self._states = states
         self._all: list[Entry] = sorted((s.used - s.slots, name) for name, s in states.items()
-                                        if s.available and s.slots > s.used)
-        self._subsets: dict[resreq.Expr, list[Entry]] = {}
+                                        if s.available and not s.closed and s.slots > s.used)
+        self._subsets: dict[tuple[resreq.Expr | None, frozenset[str]], list[Entry]] = {}
         self._lists_of: dict[str, list[list[Entry]]] = {}
         moving = set(feasibility.USAGE_NAMES) | feasibility.LOAD_INDICES
         for state in states.values():
@@ -257,7 +273,7 @@ class HostIndex:
     def candidates(self, need: feasibility.Need) -> Iterator[tuple[str, int]]:
         """Hosts with free slots that pass select[] and have the rusage[] free, most free first."""
         static, moving = self._split(need.requirement.select)
-        entries = self._subset(static) if static is not None else self._all
+        entries = self._subset(static, need.asked) if static is not None or need.asked else self._all
         usage = need.host_usage
         states = self._states
         for negative_free, name in entries:
@@ -279,12 +295,15 @@ class HostIndex:
             (moving if resreq.names(term) & self._moving else static).append(term)
         return _conjunction(static), _conjunction(moving)
 
-    def _subset(self, select: resreq.Expr) -> list[Entry]:
-        entries = self._subsets.get(select)
+    def _subset(self, select: resreq.Expr | None, asked: frozenset[str]) -> list[Entry]:
+        """The hosts a static select[] term matches and -m allows (a name, or a group's members)."""
+        entries = self._subsets.get((select, asked))
         if entries is None:
-            entries = self._subsets[select] = [
+            states = self._states
+            entries = self._subsets[(select, asked)] = [
                 entry for entry in self._all
-                if resreq.evaluate(select, self._states[entry[1]].static) is True]
+                if (select is None or resreq.evaluate(select, states[entry[1]].static) is True)
+                and (not asked or entry[1] in asked or bool(states[entry[1]].groups & asked))]
             for _, name in entries:
                 self._lists_of.setdefault(name, []).append(entries)
         return entries

@@ -16,7 +16,7 @@ import struct
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
-TABLES = ("jobs", "queues", "hosts", "counters")
+TABLES = ("jobs", "queues", "hosts", "counters", "shared")
 
 
 class View:
@@ -87,6 +87,11 @@ class View:
     def counters(self) -> dict[str, int]:
         """Cluster-wide counters in use (xce/feasibility.py), by name."""
         return {k.decode(): struct.unpack(">q", v)[0] for k, v in sorted(self.tables["counters"].items())}
+
+    def shared(self) -> dict[str, int]:
+        """Cluster-wide consumables (licenses) and their totals."""
+        return {r.name: r.total for r in (api.SharedResource.FromString(v) for _, v in
+                                           sorted(self.tables["shared"].items()))}
 
     def dump(self) -> bytes:
         """Canonical bytes of the view: equal views, equal bytes."""

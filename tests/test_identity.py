@@ -209,6 +209,7 @@ def test_another_users_job_and_the_cluster_are_not_the_attackers(fleet: tuple[Lo
     for args in (["kill", str(victim.id)], ["release", str(victim.id)], ["requeue", str(victim.id)],
                  ["modify", str(victim.id), "--priority", "99"], ["run", str(victim.id), "--host", "w1"],
                  ["queue", "update", "normal", "--closed"], ["queue", "create", "mine"],
+                 ["host", "close", "w1"], ["host", "open", "w1"],
                  ["token", "create", "--user", "nobody", "--role", "cluster_admin"], ["token", "list"]):
         stderr = nobody.refused("PERMISSION_DENIED", *args)
         assert "needs " in stderr  # the message names the permission

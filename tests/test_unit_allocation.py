@@ -298,3 +298,106 @@ def test_every_placement_of_a_pass_is_taken_by_the_barrier_and_no_host_is_over(
             parts = feasibility.allocation_of(job)
             assert feasibility.least_slots(job) <= sum(p.slots for p in parts) <= job.spec.slots
             assert len({p.host for p in parts}) == len(parts)
+
+
+# ---------------------------------------------------------------- format 7: groups, -m, shared, closed hosts
+
+def resources_init(groups: dict[str, list[str]], shared: dict[str, int], digest: str = "r1") -> log.Entry:
+    return log.Entry(init=log.InitCluster(
+        cluster_id="c", config_digest="d", queues=[api.Queue(name="normal")], resources_digest=digest,
+        host_groups=[api.HostGroup(name=n, members=m) for n, m in groups.items()],
+        shared=[api.SharedResource(name=n, total=t) for n, t in shared.items()]))
+
+
+def asking(state: State, hosts: list[str], req: str = "") -> log.Result:
+    spec = api.JobSpec(command=["true"], hosts=hosts, resource_req=req)
+    return state.apply(log.Entry(submit=log.SubmitBatch(requests=[api.SubmitJobsRequest(
+        request_id=f"m{state.index}", jobs=[spec])])), 7)
+
+
+def test_host_groups_reach_the_host_records_and_m_keeps_a_job_to_them() -> None:
+    state = State()
+    state.join("g1", 2)
+    assert state.apply(resources_init({"gpu_nodes": ["g1", "g2"]}, {}), 7).code == log.OK
+    assert list(state.host("g1").groups) == ["gpu_nodes"]
+    state.join("g2", 2)
+    state.join("cpu", 2)
+    assert state.apply(log.Entry(join_host=api.HostSpec(name="g2", slots=2)), 7).code == log.OK
+    assert list(state.host("g2").groups) == ["gpu_nodes"] and list(state.host("cpu").groups) == []
+    refused = asking(state, ["nope"])
+    assert refused.code == log.INVALID_ARGUMENT and "unknown host or host group 'nope'" in refused.message
+    job = int(asking(state, ["gpu_nodes"]).job_ids[0])
+    outcome = state.dispatch(job, ("cpu", 1), format_=7)
+    assert outcome.code == api.REJECT_INFEASIBLE and "not among -m gpu_nodes" in outcome.message
+    # Format 6 did not read -m: the same dispatch is taken there, as its replicas took it.
+    assert accepted(state.dispatch(int(asking(state, ["gpu_nodes"]).job_ids[0]), ("cpu", 1), format_=6))
+    assert accepted(state.dispatch(job, ("g2", 1), format_=7))
+    # A group is a name select[] reads too.
+    picky = int(asking(state, [], "select[gpu_nodes]").job_ids[0])
+    assert state.dispatch(picky, ("cpu", 1), format_=7).code == api.REJECT_INFEASIBLE
+
+
+def test_shared_resources_are_taken_per_job_whatever_the_host_and_given_back() -> None:
+    state = State()
+    for name in ("a", "b"):
+        state.join(name, 4)
+    assert state.apply(resources_init({}, {"license_x": 2}), 7).code == log.OK
+    jobs = [int(asking(state, [], "rusage[license_x=1]").job_ids[0]) for _ in range(3)]
+    assert accepted(state.dispatch(jobs[0], ("a", 1), format_=7))
+    assert accepted(state.dispatch(jobs[1], ("b", 1), format_=7))
+    refused = state.dispatch(jobs[2], ("a", 1), format_=7)
+    assert (refused.code, refused.reason) == (api.REJECT_INFEASIBLE, api.PEND_NO_FREE_RESOURCES)
+    assert "license_x: 2 of 2 in use" in refused.message
+    assert fsm.read_counter(state.tables, feasibility.shared_counter("license_x")) == 2
+    assert dict(state.job(jobs[0]).holds) == {feasibility.shared_counter("license_x"): 1}
+    assert dict(state.host("a").reserved) == {}  # not a host's consumable
+    state.finish(jobs[0], "a")
+    assert fsm.read_counter(state.tables, feasibility.shared_counter("license_x")) == 1
+    assert accepted(state.dispatch(jobs[2], ("a", 1), format_=7))
+    # A new total is pushed when the digest changes; a resource left out goes.
+    assert state.apply(resources_init({}, {"license_y": 1}, digest="r2"), 7).code == log.OK
+    assert [k for k, _ in state.tables.scan("shared")] == [b"license_y"]
+
+
+def test_a_closed_host_takes_no_new_job_keeps_its_mark_across_joins_and_reopens() -> None:
+    state = State()
+    state.join("a", 4)
+    running = state.submit()
+    assert accepted(state.dispatch(running, ("a", 1)))
+    close = api.ControlHostRequest(name="a", close=True, reason="disk swap", request_id="c1")
+    by = log.Principal(name="ops", role="operator")
+    assert state.apply(log.Entry(host_control=close, by=by), 7).code == log.OK
+    host = state.host("a")
+    assert (host.closed, host.closed_reason, host.closed_by) == (True, "disk swap", "ops")
+    refused = state.dispatch(state.submit(), ("a", 1))
+    assert (refused.code, refused.reason) == (api.REJECT_INFEASIBLE, api.PEND_HOST_CLOSED)
+    state.join("a", 4)  # the worker restarts: still closed
+    assert state.host("a").closed and state.job(running).state == api.RUN
+    forced = state.apply(log.Entry(dispatch=log.Dispatch(job_id=state.submit(), host="a")), 7)
+    assert forced.code == log.OK  # brun may use a closed host, as LSF's may
+    reopen = api.ControlHostRequest(name="a", close=False, request_id="o1")
+    assert state.apply(log.Entry(host_control=reopen), 7).code == log.OK
+    assert not state.host("a").closed and not state.host("a").closed_reason
+    missing = api.ControlHostRequest(name="zz", close=True, request_id="c2")
+    assert state.apply(log.Entry(host_control=missing), 7).code == log.NOT_FOUND
+
+
+def test_the_pass_keeps_to_groups_licenses_and_open_hosts() -> None:
+    hosts = [api.Host(spec=api.HostSpec(name=n, slots=s), groups=g, status=api.HOST_OK, slots_used=u,
+                      closed=c)
+             for n, s, g, u, c in (("g1", 2, ["gpu_nodes"], 2, False), ("g2", 2, ["gpu_nodes"], 0, False),
+                                   ("c1", 8, [], 0, False), ("x1", 8, [], 0, True))]
+    queues = [api.Queue(name="normal")]
+
+    def job(job_id: int, hosts_: list[str], req: str = "") -> api.Job:
+        return api.Job(id=job_id, state=api.PEND, spec=api.JobSpec(command=["t"], queue="normal", slots=1,
+                                                                   hosts=hosts_, resource_req=req))
+
+    jobs = [job(1, ["gpu_nodes"]), job(2, ["x1"]), job(3, [], "rusage[lic=1]"), job(4, [], "rusage[lic=1]")]
+    decisions = core.schedule(jobs, queues, hosts, 0, core.CoreConfig(), shared={"lic": 1})
+    placed = {d.job_id: d.host for d in decisions if isinstance(d, core.Dispatch)}
+    # The first member is full: the second takes it (the seed's resource.c tried only member 0).
+    assert placed == {1: "g2", 3: "c1"}
+    pends = {d.job_id: (d.code, d.reason) for d in decisions if isinstance(d, core.Pend)}
+    assert pends[2] == (api.PEND_HOST_CLOSED, "0 of 4 hosts can take 1 slot; 3 hosts not among -m; 1 closed")
+    assert pends[4] == (api.PEND_NO_FREE_RESOURCES, "lic: 1 of 1 in use; the job takes 1")

@@ -91,3 +91,11 @@ def test_an_all_permission_implies_the_own_one() -> None:
     assert POLICY.allows(agent, "jobs.control") and POLICY.allows(agent, "jobs.modify")
     authz.check_job_action(POLICY, agent, _job("alice"), None, "jobs.control", "kill")
     assert not POLICY.allows(Principal("r", "readonly"), "jobs.control")
+
+
+def test_operators_and_admins_close_hosts_users_and_agents_do_not() -> None:
+    permission = authz.METHOD_PERMISSION["ControlHost"]
+    for role in ("operator", "cluster_admin"):
+        POLICY.require(Principal("op", role), permission)
+    for role in ("user", "readonly", "mcp_operator", "worker", "scheduler"):
+        assert "hosts.control" in _denied(lambda: POLICY.require(Principal("x", role), permission)).message  # noqa: B023

@@ -333,6 +333,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.add_argument("--stale", action="store_true", help=STALE_HELP)
 
+    p = sub.add_parser("host", help="close or open a host (like badmin hclose/hopen)")
+    hsub = p.add_subparsers(dest="host_command", required=True)
+    for name, words in (("close", "no new jobs; its running jobs finish"), ("open", "take jobs again")):
+        h = hsub.add_parser(name, help=f"{name} a host: {words}")
+        h.add_argument("name", help="the host's name")
+        if name == "close":
+            h.add_argument("--reason", default="", help="why, shown in xce hosts and pending reasons")
+        h.add_argument("--json", action="store_true", help="print the answer as JSON")
+
     p = sub.add_parser("status", help="every replica's role, term, indexes and health")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     if command is not None and not sub.built:  # no such command: the full parser lists them
@@ -512,6 +521,10 @@ def _run(client: Client, args: argparse.Namespace) -> int:
         hosts = client.list_hosts(stale=args.stale)
         return _emit(args, lambda: _dict(hosts),
                      lambda: (_host_details if args.long else _host_table)(hosts))
+    if command == "host":
+        answer = client.control_host(args.name, args.host_command == "close", getattr(args, "reason", ""))
+        return _emit(args, lambda: _dict(answer), lambda: print(
+            f"host {shown(args.name)} is now {'closed' if answer.host.closed else 'open'}"))
     if command == "status":
         status = client.status()
         return _emit(args, lambda: _dict(status), lambda: _status_table(status))
@@ -700,22 +713,28 @@ def _queue_table(response: api.ListQueuesResponse) -> None:
               f"{queue.job_pick_plugin or '-'}{default}")
 
 
+def _host_status(host: api.Host) -> str:
+    """As bhosts says it: ok, unavail, closed_Adm (by an operator), closed_Full (no slots: MXJ=0)."""
+    if host.status == api.HOST_UNAVAIL:
+        return "unavail"
+    if host.closed:
+        return "closed_Adm"
+    if host.status == api.HOST_OK and host.spec.slots == 0:
+        return "closed_Full"
+    return {api.HOST_OK: "ok"}.get(host.status, "?")
+
+
 def _host_table(response: api.ListHostsResponse) -> None:
-    print(f"{'HOST_NAME':<20}{'STATUS':<9}{'MAX':>5}{'USED':>6}{'RUN':>5}{'GEN':>6}  TAGS")
+    print(f"{'HOST_NAME':<20}{'STATUS':<12}{'MAX':>5}{'USED':>6}{'RUN':>5}{'GEN':>6}  TAGS")
     for host in response.hosts:
-        status = {api.HOST_OK: "ok", api.HOST_UNAVAIL: "unavail"}.get(host.status, "?")
-        if host.status == api.HOST_OK and host.spec.slots == 0:
-            status = "closed"
-        print(f"{host.spec.name:<20}{status:<9}{host.spec.slots:>5}{host.slots_used:>6}"
+        print(f"{host.spec.name:<20}{_host_status(host):<12}{host.spec.slots:>5}{host.slots_used:>6}"
               f"{host.running_jobs:>5}{host.generation:>6}  {','.join(map(shown, host.spec.tags)) or '-'}")
 
 
 def _host_details(response: api.ListHostsResponse) -> None:
     """`xce hosts -l`: what the resource requirement language sees of each host (resreq.py names)."""
     for n, host in enumerate(response.hosts):
-        status = {api.HOST_OK: "ok", api.HOST_UNAVAIL: "unavail"}.get(host.status, "?")
-        if host.status == api.HOST_OK and host.spec.slots == 0:
-            status = "closed"
+        status = _host_status(host)
         since = f", since {_when(host.status_time_ms)}" if host.status_time_ms else ""
         resources = " ".join(f"{shown(name)}={value:g}"
                              for name, value in sorted(host.spec.resources.items()))
@@ -728,6 +747,16 @@ def _host_details(response: api.ListHostsResponse) -> None:
             reserved = sorted(host.reserved.items())
             print("  reserved   " + " ".join(f"{shown(name)}={amount}" for name, amount in reserved))
         print(f"  tags       {', '.join(shown(t) for t in host.spec.tags) or '-'}")
+        if host.groups:
+            print(f"  groups     {', '.join(shown(g) for g in host.groups)}")
+        if host.closed:
+            by = f" by {shown(host.closed_by)}" if host.closed_by else ""
+            print(f"  closed     {_when(host.closed_time_ms)}{by}: {shown(host.closed_reason) or '-'}")
+    if response.shared:
+        print("\nSHARED RESOURCES")
+        for resource in response.shared:
+            print(f"  {shown(resource.name):<20} {response.shared_used.get(resource.name, 0)} of "
+                  f"{resource.total} in use")
 
 
 def _when(ms: int) -> str:
@@ -767,7 +796,7 @@ def _status_table(status: api.StatusResponse) -> None:
 
 # Commands that only talk to the cluster and print: nothing of theirs is left to run once they return.
 FAST_EXIT = frozenset({"submit", "jobs", "job", *ACTIONS, "run", "modify", "queues", "queue", "history",
-                       "acct", "hosts", "status", "whoami", "token", "member"})
+                       "acct", "hosts", "host", "status", "whoami", "token", "member"})
 
 
 def entry() -> NoReturn:

@@ -62,6 +62,8 @@ def add_options(p: argparse.ArgumentParser, defaults: bool = True) -> None:
                    help="stdout file (relative to the working directory); %%J: the job id, %%I: the index")
     p.add_argument("-e", "--stderr", default=unset, help="stderr file; %%J and %%I as for -o")
     p.add_argument("-R", "--resource-req", default=unset, help="resource requirement string (LSF -R)")
+    p.add_argument("-m", "--hosts", default=unset,
+                   help='hosts or host groups the job may run on, space-separated (bsub -m "gpu_nodes h3")')
     p.add_argument("--priority", type=int32, default=None if not defaults else 0,
                    help="higher runs first inside a queue (default 0)")
     p.add_argument("-r", "--rerunnable", action="store_true", default=None if not defaults else False,
@@ -82,6 +84,8 @@ def spec_from(args: argparse.Namespace, command: list[str]) -> api.JobSpec:
                        cwd=args.cwd if args.cwd is not None else os.getcwd())
     if array is not None:
         spec.array.CopyFrom(array)
+    if args.hosts:
+        spec.hosts.extend(dict.fromkeys(args.hosts.split()))
     if args.slots is not None:
         low, high = args.slots
         spec.slots = high

@@ -175,6 +175,10 @@ class Client:
         return self.call("ClusterService", "ListHosts", api.ListHostsRequest(stale=stale),
                          api.ListHostsResponse)
 
+    def control_host(self, name: str, close: bool, reason: str = "") -> api.HostResponse:
+        request = api.ControlHostRequest(name=name, close=close, reason=reason, request_id=new_request_id())
+        return self.call("ClusterService", "ControlHost", request, api.HostResponse)
+
     def list_queues(self, stale: bool = False) -> api.ListQueuesResponse:
         return self.call("AdminService", "ListQueues", api.ListQueuesRequest(stale=stale),
                          api.ListQueuesResponse)

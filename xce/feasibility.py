@@ -100,6 +100,8 @@ class HostState(NamedTuple):
     totals: Mapping[str, int] = _EMPTY
     reserved: Mapping[str, int] = _EMPTY
     static: Mapping[str, resreq.Value] = _NO_ATTRIBUTES
+    closed: bool = False  # by an operator (xce host close): no new jobs
+    groups: frozenset[str] = frozenset()  # the host groups it is a member of
 
 
 class Usage(Protocol):
@@ -114,6 +116,15 @@ class Usage(Protocol):
     def limits(self) -> Mapping[str, int]:
         """The counters that have a bound, and the bound (empty: no limit anywhere)."""
         ...
+
+    def shared(self) -> Mapping[str, int]:
+        """The cluster-wide consumables (licenses) and their totals."""
+        ...
+
+
+def shared_counter(name: str) -> str:
+    """The counter of a shared resource in use (what running jobs hold of it)."""
+    return f"shared/{name}"
 
 
 def queue_slots_counter(queue: str) -> str:
@@ -198,30 +209,39 @@ class Need:
     requirement: resreq.Requirement
     host_usage: tuple[tuple[str, int], ...] = ()  # rusage[]: whole amounts reserved on each host
     select_words: str = ""  # "select[...]", for reasons
+    asked: frozenset[str] = frozenset()  # -m: hosts and host groups (empty: any host)
+    shared_usage: tuple[tuple[str, int], ...] = ()  # rusage[] of shared resources: taken once per job
 
     @property
     def plain(self) -> bool:
         """Nothing asked beyond slots: any host, in the default order."""
         req = self.requirement
         return req.select is None and not self.host_usage and not req.order and not req.span_hosts \
-            and not req.ptile and not req.same
+            and not req.ptile and not req.same and not self.asked
+
+    def forced(self) -> Need:
+        """What an operator's forced run (brun) keeps: the consumables, not the policy."""
+        return Need(resreq.Requirement(), self.host_usage, shared_usage=self.shared_usage)
 
 
 NO_NEED = Need(resreq.Requirement())
 
 
 @functools.lru_cache(maxsize=4096)
-def need(queue_requirement: str, job_requirement: str) -> Need:
-    """The merged requirement (LSF's queue RES_REQ with the job's -R). A string that does not
+def need(queue_requirement: str, job_requirement: str, asked: tuple[str, ...] = (),
+         shared: frozenset[str] = frozenset()) -> Need:
+    """The merged requirement (LSF's queue RES_REQ with the job's -R), the hosts -m asks for, and
+    rusage[] split between each host's consumables and the `shared` ones. A string that does not
     parse counts as none: entries before format 5 stored -R verbatim, unchecked, and a job
     submitted then must neither stop a replica nor be read differently by two of them."""
-    if not queue_requirement and not job_requirement:
+    if not queue_requirement and not job_requirement and not asked:
         return NO_NEED
     merged = resreq.merge(_parsed(queue_requirement), _parsed(job_requirement))
     # Whole amounts: entry format 6 refuses others at submit; an older job's are rounded up.
     usage = tuple((name, math.ceil(amount)) for name, amount in merged.rusage if amount > 0)
     words = f"select[{resreq.show(merged.select)}]" if merged.select is not None else ""
-    return Need(merged, usage, words)
+    return Need(merged, tuple(u for u in usage if u[0] not in shared), words, frozenset(asked),
+                tuple(u for u in usage if u[0] in shared))
 
 
 def _parsed(text: str) -> resreq.Requirement:
@@ -231,9 +251,14 @@ def _parsed(text: str) -> resreq.Requirement:
         return resreq.Requirement()
 
 
-def job_need(job: api.Job, usage: Usage) -> Need:
+def job_need(job: api.Job, usage: Usage, groups_and_shared: bool = True) -> Need:
+    """The job's Need; `groups_and_shared=False` reads neither -m nor shared resources (entries
+    before format 7, whose replicas did not)."""
     queue = usage.queue(job.spec.queue)
-    return need(queue.res_req if queue is not None else "", job.spec.resource_req)
+    if not groups_and_shared:
+        return need(queue.res_req if queue is not None else "", job.spec.resource_req)
+    return need(queue.res_req if queue is not None else "", job.spec.resource_req, tuple(job.spec.hosts),
+                frozenset(usage.shared()))
 
 
 def attributes(host: HostState) -> dict[str, resreq.Value]:
@@ -252,6 +277,8 @@ def static_attributes(host: api.Host) -> dict[str, resreq.Value]:
                                        "ncpus": float(spec.ncpus or spec.slots)}
     if spec.memory_mb > 0:
         values["maxmem"] = float(spec.memory_mb)
+    for group in host.groups:  # select[gpu_nodes]: a member of that group
+        values[group] = True
     for tag in spec.tags:
         name, eq, value = tag.partition("=")
         if not eq:
@@ -329,14 +356,18 @@ def safety_refusal(job: api.Job, usage: Usage) -> Reason | None:
 
 
 def host_refusal(name: str, host: HostState | None, slots: int, need_: Need = NO_NEED,
-                 unknown: frozenset[str] = frozenset()) -> Reason | None:
+                 unknown: frozenset[str] = frozenset(), forced: bool = False) -> Reason | None:
     """Whether `slots` of a job with `need_` fit on one host now. The checks, in this order
     (each refusal names its check); one function, since the planner calls it for every
-    placement. `unknown`: names select[] may not read (apply passes LOAD_INDICES)."""
+    placement. `unknown`: names select[] may not read (apply passes LOAD_INDICES). `forced`:
+    an operator's run (brun), which may use a closed host, as LSF's brun may."""
     if host is None:
         return Reason(api.PEND_NO_HOST_MATCHES, f"no host {name[:80]!r}", "host_known")
     if not host.available:
         return Reason(api.PEND_HOSTS_UNAVAILABLE, f"host {name} is unavailable", "host_available")
+    if need_.asked and name not in need_.asked and not host.groups & need_.asked:
+        return Reason(api.PEND_NO_HOST_MATCHES,
+                      f"host {name} is not among -m {' '.join(sorted(need_.asked))}", "host_asked")
     select = need_.requirement.select
     if select is not None and resreq.evaluate(select, attributes(host), unknown) is False:
         return Reason(api.PEND_NO_HOST_MATCHES, f"host {name} does not match {need_.select_words}", "select")
@@ -347,6 +378,8 @@ def host_refusal(name: str, host: HostState | None, slots: int, need_: Need = NO
         if host.totals.get(resource, 0) < amount:
             return Reason(api.PEND_NO_HOST_MATCHES, f"host {name} has {host.totals.get(resource, 0)} "
                           f"{resource}; the job reserves {amount}", "host_has_resource", resource)
+    if host.closed and not forced:  # after the checks of what it is: closed is news only to a job it fits
+        return Reason(api.PEND_HOST_CLOSED, f"host {name} is closed", "host_closed")
     if host.slots - host.used < slots:
         return Reason(api.PEND_NO_FREE_SLOTS, f"host {name} has {host.slots - host.used} free slots; "
                                               f"the job needs {slots}", "host_has_free_slots")
@@ -401,13 +434,29 @@ def check(job: api.Job, allocation: Allocation | Sequence[Allocation], usage: Us
     count = sum(part.slots for part in parts)
     if (reason := safety_refusal(job, usage) if forced else job_refusal(job, usage, count)) is not None:
         return reason
+    if (reason := shared_refusal(need_, usage)) is not None:
+        return reason
     if forced:
-        need_ = Need(resreq.Requirement(), need_.host_usage)
+        need_ = need_.forced()
     elif (reason := shape_refusal(job, parts, need_, usage)) is not None:
         return reason
     for part in parts:
-        if (reason := host_refusal(part.host, usage.host(part.host), part.slots, need_, unknown)) is not None:
+        host = usage.host(part.host)
+        if (reason := host_refusal(part.host, host, part.slots, need_, unknown, forced)) is not None:
             return reason
+    return None
+
+
+def shared_refusal(need_: Need, usage: Usage) -> Reason | None:
+    """Whether the shared resources the job takes (licenses) are free now."""
+    if not need_.shared_usage:
+        return None
+    totals = usage.shared()
+    for name, amount in need_.shared_usage:
+        total, used = totals.get(name, 0), usage.counter(shared_counter(name))
+        if used + amount > total:
+            return Reason(api.PEND_NO_FREE_RESOURCES, f"{name}: {used} of {total} in use; the job takes "
+                          f"{amount}", "shared_free", name)
     return None
 
 
@@ -432,13 +481,14 @@ _PHRASES = (("host_large_enough", "{h} {have} fewer than {slots} slots"),
             ("host_has_resource", "{h} {lack} {d}"),
             ("host_has_free_slots", "{h} {lack} free slots"),
             ("host_has_free_resource", "{h} {lack} free {d}"),
+            ("host_asked", "{h} not among -m"),
             ("host_closed", "{n} closed"),
             ("host_available", "{n} unavailable"))
 # Which code a job gets, by the checks that refused hosts: the nearest to fitting first.
 _CODES = ((("host_has_free_slots",), api.PEND_NO_FREE_SLOTS),
           (("host_has_free_resource",), api.PEND_NO_FREE_RESOURCES),
-          (("select", "host_large_enough", "host_has_resource"), api.PEND_NO_HOST_MATCHES),
-          (("host_closed",), api.PEND_HOST_CLOSED))
+          (("host_closed",), api.PEND_HOST_CLOSED),
+          (("select", "host_asked", "host_large_enough", "host_has_resource"), api.PEND_NO_HOST_MATCHES))
 _BUSY = frozenset({"host_has_free_slots", "host_has_free_resource"})  # would fit on a less busy host
 
 
@@ -452,7 +502,7 @@ def explain(job: api.Job, usage: Usage, need_: Need = NO_NEED) -> Explanation:
     """Why `job` fits nowhere now: the host checks on every host, counted per check. A host that
     could take a part of a parallel job counts as fitting; if such hosts exist but no plan does,
     the reason says how many there are and what they have free together."""
-    if (reason := job_refusal(job, usage, least_slots(job))) is not None:
+    if (reason := job_refusal(job, usage, least_slots(job)) or shared_refusal(need_, usage)) is not None:
         return Explanation(reason)
     least = least_slots(job)
     req = need_.requirement
@@ -463,7 +513,7 @@ def explain(job: api.Job, usage: Usage, need_: Need = NO_NEED) -> Explanation:
     for name, host in usage.hosts():
         hosts += 1
         refusal = host_refusal(name, host, part, need_)
-        if refusal is None or refusal.check in _BUSY:
+        if refusal is None or refusal.check in _BUSY or refusal.check == "host_closed":
             capacity += host.slots  # what these hosts could give once their jobs end
         if refusal is None:
             fitting += 1
@@ -478,7 +528,7 @@ def explain(job: api.Job, usage: Usage, need_: Need = NO_NEED) -> Explanation:
         return Explanation(None)
     # The words stay the same while only the counts move; the planner sends such a change
     # at a bounded rate (scheduler/planner.py), so a busy cluster does not churn the log.
-    passed = hosts - counts["host_available"] - counts["host_closed"] - counts["select"]
+    passed = hosts - sum(counts[k] for k in ("host_available", "host_closed", "host_asked", "select"))
     parts = [f"{need_.select_words} matched {passed} of {hosts} hosts"] if need_.select_words else []
     if fitting:  # a part of a parallel job, each
         parts.append(f"{fitting} of {hosts} hosts can take a part ({free} free slots together); the job "
@@ -500,4 +550,5 @@ def explain(job: api.Job, usage: Usage, need_: Need = NO_NEED) -> Explanation:
 
 def host_state(host: api.Host) -> HostState:
     return HostState(host.spec.slots, host.status == api.HOST_OK, host.slots_used, consumables(host),
-                     dict(host.reserved) if host.reserved else _EMPTY, static_attributes(host))
+                     dict(host.reserved) if host.reserved else _EMPTY, static_attributes(host), host.closed,
+                     frozenset(host.groups))

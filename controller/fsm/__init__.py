@@ -50,6 +50,7 @@ from controller.fsm import (
     membership,
     recovery,
     reports,
+    resources,
     tokens,
 )
 from controller.fsm.applier import Applier, finish
@@ -121,6 +122,7 @@ HANDLERS: Mapping[str, Handler] = {
     "reports": reports.apply_reports,
     "token": tokens.apply_token,
     "member_change": membership.apply_member_change,
+    "host_control": resources.apply_host_control,
 }
 
 
@@ -186,7 +188,8 @@ __all__ = [
     "DEFAULT_MAX_SLOTS", "DEFAULT_QUEUE", "ENTRY_FORMAT", "EVENTS_KEPT", "EVENTS_MAX_BYTES", "FINISHED",
     "HANDLERS", "MAX_COMMAND_ARGS", "MAX_HOST_NAME", "MAX_JOB_ID", "MAX_QUEUE_NAME", "MAX_REQUEST_ID_BYTES",
     "MAX_STAMP_MS", "MAX_STRING", "META_KEY", "MIN_STAMP_MS", "PENDING", "PRUNE_PER_APPLY", "arrays",
-    "REQUEST_RETENTION_MS", "RUNNING", "Applier", "CommittedUsage", "EntryNotUnderstood", "Handler", "Tables",
+    "REQUEST_RETENTION_MS", "RUNNING", "Applier", "resources",
+    "CommittedUsage", "EntryNotUnderstood", "Handler", "Tables",
     "apply", "canonical_dump", "check_host_spec", "check_modify", "check_queue", "check_queue_open",
     "check_request_id", "check_spec", "decode", "describe", "find_job", "host_job_ids", "host_job_key",
     "job_key", "parse_job_id", "read_counter", "read_host", "read_job", "read_meta", "read_queue",

@@ -69,6 +69,10 @@ class Applier:
     def put_queue(self, queue: api.Queue) -> None:
         self._put("queues", queue.name.encode(), queue.SerializeToString(deterministic=True))
 
+    def put_raw(self, table: str, key: bytes, value: bytes) -> None:
+        """A record of a table without a writer of its own (shared resources)."""
+        self._put(table, key, value)
+
     def _put(self, table: str, key: bytes, value: bytes) -> None:
         self.tables.put(table, key, value)
         self.changes.append(log.Change(table=table, key=key, value=value))

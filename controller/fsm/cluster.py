@@ -9,7 +9,7 @@ An announcement records what one replica's code understands (versions.py).
 
 from __future__ import annotations
 
-from controller.fsm import history
+from controller.fsm import history, resources
 from controller.fsm.applier import Applier
 from controller.fsm.records import read_queue
 from controller.fsm.requests import guarded
@@ -47,6 +47,11 @@ def apply_init(applier: Applier) -> list[log.Result]:
             check_queue(queue, applier.entry.format)
         except ServiceError as exc:
             return [exc.to_result()]
+    if applier.entry.format >= resources.FORMAT:
+        try:
+            resources.check_resources(init.host_groups, init.shared)
+        except ServiceError as exc:
+            return [exc.to_result()]
     meta.cluster_id = init.cluster_id
     meta.default_queue = init.default_queue or DEFAULT_QUEUE
     meta.max_slots_per_job = init.max_slots_per_job or DEFAULT_MAX_SLOTS
@@ -59,6 +64,8 @@ def apply_init(applier: Applier) -> list[log.Result]:
             if read_queue(applier.tables, queue.name) != queue:
                 applier.put_queue(queue)
         meta.config_digest = init.config_digest
+    if applier.entry.format >= resources.FORMAT:
+        resources.apply_resources(applier, init)
     return [log.Result(code=log.OK)]
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from controller.fsm import resources
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import CommittedUsage, place
 from controller.fsm.records import read_job
@@ -45,7 +46,7 @@ def requested(job: api.Job, host: str, hosts: Sequence[api.HostSlots], usage: Co
         return [feasibility.Allocation(host, job.spec.slots)], feasibility.NO_NEED
     parts = [feasibility.Allocation(h.host, h.slots) for h in hosts] \
         or [feasibility.Allocation(host, job.spec.slots)]
-    return parts, feasibility.job_need(job, usage)
+    return parts, feasibility.job_need(job, usage, groups_and_shared=entry_format >= resources.FORMAT)
 
 
 def dispatch_refusal(usage: CommittedUsage, job: api.Job, host: str, attempt: int, forced: bool = False,

@@ -33,6 +33,7 @@ class CommittedUsage:
         self._hosts: dict[str, api.Host | None] = {}
         self._queues: dict[str, api.Queue | None] = {}
         self._limits: dict[str, int] | None = None
+        self._shared: dict[str, int] | None = None
 
     def host_record(self, name: str) -> api.Host | None:
         """The host record, read once per entry; `place` updates this same object."""
@@ -57,6 +58,12 @@ class CommittedUsage:
     def counter(self, name: str) -> int:
         return self._applier.counter(name) if self._applier is not None else read_counter(self._tables, name)
 
+    def shared(self) -> dict[str, int]:
+        if self._shared is None:
+            self._shared = {r.name: r.total for r in (api.SharedResource.FromString(raw)
+                                                      for _, raw in self._tables.scan("shared"))}
+        return self._shared
+
     def limits(self) -> dict[str, int]:
         if self._limits is None:
             queues = (api.Queue.FromString(raw) for _, raw in self._tables.scan("queues"))
@@ -80,7 +87,8 @@ def place(applier: Applier, job: api.Job, hosts: Sequence[api.Host], parts: Sequ
             job.allocation.add(host=part.host, slots=part.slots, resources=dict(need.host_usage))
     job.holds.clear()
     job.holds.update(feasibility.extra_demands(job))
-    for name, amount in feasibility.demands(job).items():
+    job.holds.update({feasibility.shared_counter(name): amount for name, amount in need.shared_usage})
+    for name, amount in {**feasibility.base_demands(job), **job.holds}.items():
         applier.add_counter(name, amount)
     applier.put_job(job)
     for host, part in zip(hosts, parts, strict=True):

@@ -10,7 +10,7 @@ timeout) settles its UNKWN jobs: requeued if rerunnable, else EXIT.
 
 from __future__ import annotations
 
-from controller.fsm import recovery
+from controller.fsm import recovery, resources
 from controller.fsm.applier import Applier, each
 from controller.fsm.jobs import settle_lost
 from controller.fsm.records import host_job_ids, read_host, read_job
@@ -38,6 +38,9 @@ def join_one(applier: Applier, spec: api.HostSpec) -> log.Result:
     if applier.entry.format >= recovery.FORMAT:
         host.spec.ClearField("running")  # what runs now is the join's news, not the host's record
         recovery.host_joined(applier, spec)
+    if applier.entry.format >= resources.FORMAT:
+        host.ClearField("groups")
+        host.groups.extend(resources.groups_of(applier.meta, spec.name))
     host.generation += 1
     host.status = api.HOST_OK
     host.status_time_ms = applier.stamp_ms

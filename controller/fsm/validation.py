@@ -8,7 +8,16 @@ these functions, which raise ServiceError with a code and words.
 
 from __future__ import annotations
 
-from controller.fsm.records import FINISHED, MAX_HOST_NAME, MAX_REQUEST_ID_BYTES, PENDING, read_queue
+from collections.abc import Iterable
+
+from controller.fsm.records import (
+    FINISHED,
+    MAX_HOST_NAME,
+    MAX_REQUEST_ID_BYTES,
+    PENDING,
+    read_host,
+    read_queue,
+)
 from controller.tables import Tables
 from xce import resreq
 from xce.errors import ServiceError, invalid
@@ -43,6 +52,8 @@ RESREQ_FORMAT = 5
 # 6: they are used (decisions.py: ALLOCATION_FORMAT): rusage[] amounts are whole, -n takes min,max.
 ALLOCATION_FORMAT = 6
 MAX_RUSAGE = 1 << 53  # an amount a double holds exactly
+ASKED_FORMAT = 7  # -m (resources.py: FORMAT)
+MAX_ASKED = 1000  # names in one job's -m
 
 
 def check_requirement(text: str, entry_format: int) -> None:
@@ -85,13 +96,30 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
         if not 1 <= spec.min_slots <= most:
             raise invalid(f"-n {spec.min_slots},{most}: the minimum must be between 1 and the maximum")
     check_queue_open(tables, spec.queue or meta.default_queue or DEFAULT_QUEUE)
+    if spec.hosts and entry_format >= ASKED_FORMAT:  # before, an unknown field, kept unread
+        check_asked(tables, meta, spec.hosts)
+
+
+def check_asked(tables: Tables, meta: log.Meta, names: Iterable[str]) -> None:
+    """-m names hosts that have joined, or host groups; anything else is refused at submit."""
+    names = list(names)
+    if len(names) > MAX_ASKED:
+        raise invalid(f"-m names at most {MAX_ASKED} hosts and groups")
+    groups = {g.name for g in meta.host_groups}
+    for name in names:
+        if name not in groups and read_host(tables, name) is None:
+            raise invalid(f"-m: unknown host or host group {name[:80]!r}")
+
 
 
 def check_min_slots_known(spec: api.JobSpec, entry_format: int) -> None:
-    """The leader's own check: -n min,max is refused until every replica reads it."""
+    """The leader's own check: -n min,max and -m are refused until every replica reads them."""
     if spec.HasField("min_slots") and entry_format < ALLOCATION_FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, "-n min,max needs every replica at entry format "
                            f"{ALLOCATION_FORMAT} (xce status shows each one's)")
+    if spec.hosts and entry_format < ASKED_FORMAT:
+        raise ServiceError(log.FAILED_PRECONDITION, f"-m needs every replica at entry format {ASKED_FORMAT} "
+                           "(xce status shows each one's)")
 
 
 def check_queue_open(tables: Tables, name: str) -> None:

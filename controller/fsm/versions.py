@@ -28,7 +28,8 @@ from xce.v1 import log_pb2 as log
 # 4: job arrays: a submit may carry an array, actions and modifies may select its elements (arrays.py).
 # 5: resource requirements are parsed at submit and modify, and a bad one refused (validation.py).
 # 6: allocations: requirements, consumables and several hosts checked at the barrier (decisions.py).
-ENTRY_FORMAT = 6
+# 7: host groups and shared resources (InitCluster, joins), -m, licenses at the barrier (resources.py).
+ENTRY_FORMAT = 7
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",

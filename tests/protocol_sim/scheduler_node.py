@@ -83,7 +83,8 @@ class SchedulerNode:
 
     def decide(self) -> api.DecisionBatch | None:
         view = self.view
-        snapshot = PassView(view.jobs(), view.queues(), view.hosts(), view.counters(), view.revision)
+        snapshot = PassView(view.jobs(), view.queues(), view.hosts(), view.counters(), view.revision,
+                                view.shared())
         return self.core.decide(snapshot, self.clock.monotonic_s(), self.clock.now_ms())
 
     def on_batch_reply(self, batch: api.DecisionBatch, reply: api.DecisionBatchResponse | None) -> None:

@@ -127,7 +127,7 @@ SIGNAL_CONT: SignalKind
 SIGNAL_KILL: SignalKind
 
 class JobSpec(_message.Message):
-    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots")
+    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -149,6 +149,7 @@ class JobSpec(_message.Message):
     RERUNNABLE_FIELD_NUMBER: _ClassVar[int]
     ARRAY_FIELD_NUMBER: _ClassVar[int]
     MIN_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
     command: _containers.RepeatedScalarFieldContainer[str]
     name: str
     queue: str
@@ -163,7 +164,8 @@ class JobSpec(_message.Message):
     rerunnable: bool
     array: ArraySpec
     min_slots: int
-    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ...) -> None: ...
+    hosts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ArraySpec(_message.Message):
     __slots__ = ("ranges", "limit")
@@ -635,7 +637,7 @@ class InstanceKey(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class Host(_message.Message):
-    __slots__ = ("spec", "status", "generation", "status_time_ms", "slots_used", "running_jobs", "reserved")
+    __slots__ = ("spec", "status", "generation", "status_time_ms", "slots_used", "running_jobs", "reserved", "closed", "closed_reason", "closed_time_ms", "closed_by", "groups")
     class ReservedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -650,6 +652,11 @@ class Host(_message.Message):
     SLOTS_USED_FIELD_NUMBER: _ClassVar[int]
     RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
     RESERVED_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_REASON_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_BY_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
     spec: HostSpec
     status: HostStatus
     generation: int
@@ -657,7 +664,48 @@ class Host(_message.Message):
     slots_used: int
     running_jobs: int
     reserved: _containers.ScalarMap[str, int]
-    def __init__(self, spec: _Optional[_Union[HostSpec, _Mapping]] = ..., status: _Optional[_Union[HostStatus, str]] = ..., generation: _Optional[int] = ..., status_time_ms: _Optional[int] = ..., slots_used: _Optional[int] = ..., running_jobs: _Optional[int] = ..., reserved: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    closed: bool
+    closed_reason: str
+    closed_time_ms: int
+    closed_by: str
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, spec: _Optional[_Union[HostSpec, _Mapping]] = ..., status: _Optional[_Union[HostStatus, str]] = ..., generation: _Optional[int] = ..., status_time_ms: _Optional[int] = ..., slots_used: _Optional[int] = ..., running_jobs: _Optional[int] = ..., reserved: _Optional[_Mapping[str, int]] = ..., closed: _Optional[bool] = ..., closed_reason: _Optional[str] = ..., closed_time_ms: _Optional[int] = ..., closed_by: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class HostGroup(_message.Message):
+    __slots__ = ("name", "members")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    members: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., members: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SharedResource(_message.Message):
+    __slots__ = ("name", "total")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    total: int
+    def __init__(self, name: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
+
+class ControlHostRequest(_message.Message):
+    __slots__ = ("name", "close", "reason", "request_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CLOSE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    close: bool
+    reason: str
+    request_id: str
+    def __init__(self, name: _Optional[str] = ..., close: _Optional[bool] = ..., reason: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class HostResponse(_message.Message):
+    __slots__ = ("host", "revision")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    host: Host
+    revision: int
+    def __init__(self, host: _Optional[_Union[Host, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class ListHostsRequest(_message.Message):
     __slots__ = ("stale",)
@@ -666,12 +714,25 @@ class ListHostsRequest(_message.Message):
     def __init__(self, stale: _Optional[bool] = ...) -> None: ...
 
 class ListHostsResponse(_message.Message):
-    __slots__ = ("hosts", "revision")
+    __slots__ = ("hosts", "revision", "groups", "shared", "shared_used")
+    class SharedUsedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     HOSTS_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
+    SHARED_USED_FIELD_NUMBER: _ClassVar[int]
     hosts: _containers.RepeatedCompositeFieldContainer[Host]
     revision: int
-    def __init__(self, hosts: _Optional[_Iterable[_Union[Host, _Mapping]]] = ..., revision: _Optional[int] = ...) -> None: ...
+    groups: _containers.RepeatedCompositeFieldContainer[HostGroup]
+    shared: _containers.RepeatedCompositeFieldContainer[SharedResource]
+    shared_used: _containers.ScalarMap[str, int]
+    def __init__(self, hosts: _Optional[_Iterable[_Union[Host, _Mapping]]] = ..., revision: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[HostGroup, _Mapping]]] = ..., shared: _Optional[_Iterable[_Union[SharedResource, _Mapping]]] = ..., shared_used: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class LeaseRequest(_message.Message):
     __slots__ = ("scheduler_id", "duration_s")

@@ -417,6 +417,11 @@ class ClusterServiceStub:
                 request_serializer=xce_dot_v1_dot_api__pb2.ListHostsRequest.SerializeToString,
                 response_deserializer=xce_dot_v1_dot_api__pb2.ListHostsResponse.FromString,
                 _registered_method=True)
+        self.ControlHost = channel.unary_unary(
+                '/xce.v1.ClusterService/ControlHost',
+                request_serializer=xce_dot_v1_dot_api__pb2.ControlHostRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.HostResponse.FromString,
+                _registered_method=True)
 
 
 class ClusterServiceServicer:
@@ -434,6 +439,12 @@ class ClusterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ControlHost(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -446,6 +457,11 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.ListHosts,
                     request_deserializer=xce_dot_v1_dot_api__pb2.ListHostsRequest.FromString,
                     response_serializer=xce_dot_v1_dot_api__pb2.ListHostsResponse.SerializeToString,
+            ),
+            'ControlHost': grpc.unary_unary_rpc_method_handler(
+                    servicer.ControlHost,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.ControlHostRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.HostResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -502,6 +518,33 @@ class ClusterService:
             '/xce.v1.ClusterService/ListHosts',
             xce_dot_v1_dot_api__pb2.ListHostsRequest.SerializeToString,
             xce_dot_v1_dot_api__pb2.ListHostsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ControlHost(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.ClusterService/ControlHost',
+            xce_dot_v1_dot_api__pb2.ControlHostRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.HostResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -49,7 +49,7 @@ UNAVAILABLE: Code
 UNAUTHENTICATED: Code
 
 class Entry(_message.Message):
-    __slots__ = ("stamp_ms", "proposer", "format", "by", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins", "announce", "host_statuses", "token", "member_change")
+    __slots__ = ("stamp_ms", "proposer", "format", "by", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins", "announce", "host_statuses", "token", "member_change", "host_control")
     STAMP_MS_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,7 @@ class Entry(_message.Message):
     HOST_STATUSES_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     MEMBER_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    HOST_CONTROL_FIELD_NUMBER: _ClassVar[int]
     stamp_ms: int
     proposer: int
     format: int
@@ -94,7 +95,8 @@ class Entry(_message.Message):
     host_statuses: HostStatuses
     token: TokenEntry
     member_change: MemberChange
-    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., format: _Optional[int] = ..., by: _Optional[_Union[Principal, _Mapping]] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ..., joins: _Optional[_Union[HostJoins, _Mapping]] = ..., announce: _Optional[_Union[Announce, _Mapping]] = ..., host_statuses: _Optional[_Union[HostStatuses, _Mapping]] = ..., token: _Optional[_Union[TokenEntry, _Mapping]] = ..., member_change: _Optional[_Union[MemberChange, _Mapping]] = ...) -> None: ...
+    host_control: _api_pb2.ControlHostRequest
+    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., format: _Optional[int] = ..., by: _Optional[_Union[Principal, _Mapping]] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ..., joins: _Optional[_Union[HostJoins, _Mapping]] = ..., announce: _Optional[_Union[Announce, _Mapping]] = ..., host_statuses: _Optional[_Union[HostStatuses, _Mapping]] = ..., token: _Optional[_Union[TokenEntry, _Mapping]] = ..., member_change: _Optional[_Union[MemberChange, _Mapping]] = ..., host_control: _Optional[_Union[_api_pb2.ControlHostRequest, _Mapping]] = ...) -> None: ...
 
 class Principal(_message.Message):
     __slots__ = ("name", "role", "via")
@@ -219,7 +221,7 @@ class PutQueueEntry(_message.Message):
     def __init__(self, queue: _Optional[_Union[_api_pb2.Queue, _Mapping]] = ..., request_id: _Optional[str] = ..., create: _Optional[bool] = ...) -> None: ...
 
 class InitCluster(_message.Message):
-    __slots__ = ("cluster_id", "default_queue", "max_slots_per_job", "config_digest", "queues", "events_kept", "clean_period_ms", "history_retention_ms")
+    __slots__ = ("cluster_id", "default_queue", "max_slots_per_job", "config_digest", "queues", "events_kept", "clean_period_ms", "history_retention_ms", "host_groups", "shared", "resources_digest")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_QUEUE_FIELD_NUMBER: _ClassVar[int]
     MAX_SLOTS_PER_JOB_FIELD_NUMBER: _ClassVar[int]
@@ -228,6 +230,9 @@ class InitCluster(_message.Message):
     EVENTS_KEPT_FIELD_NUMBER: _ClassVar[int]
     CLEAN_PERIOD_MS_FIELD_NUMBER: _ClassVar[int]
     HISTORY_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
+    HOST_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_DIGEST_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     default_queue: str
     max_slots_per_job: int
@@ -236,7 +241,10 @@ class InitCluster(_message.Message):
     events_kept: int
     clean_period_ms: int
     history_retention_ms: int
-    def __init__(self, cluster_id: _Optional[str] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[_api_pb2.Queue, _Mapping]]] = ..., events_kept: _Optional[int] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ...) -> None: ...
+    host_groups: _containers.RepeatedCompositeFieldContainer[_api_pb2.HostGroup]
+    shared: _containers.RepeatedCompositeFieldContainer[_api_pb2.SharedResource]
+    resources_digest: str
+    def __init__(self, cluster_id: _Optional[str] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[_api_pb2.Queue, _Mapping]]] = ..., events_kept: _Optional[int] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., host_groups: _Optional[_Iterable[_Union[_api_pb2.HostGroup, _Mapping]]] = ..., shared: _Optional[_Iterable[_Union[_api_pb2.SharedResource, _Mapping]]] = ..., resources_digest: _Optional[str] = ...) -> None: ...
 
 class Result(_message.Message):
     __slots__ = ("code", "message", "job_ids", "revision", "stamp_ms", "generation", "lease_epoch", "lease_holder", "lease_expires_ms", "rejections", "outcomes")
@@ -299,7 +307,7 @@ class Capabilities(_message.Message):
     def __init__(self, kinds: _Optional[_Iterable[str]] = ..., format: _Optional[int] = ...) -> None: ...
 
 class Meta(_message.Message):
-    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members", "clean_period_ms", "history_retention_ms", "membership", "incarnation", "recovery")
+    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members", "clean_period_ms", "history_retention_ms", "membership", "incarnation", "recovery", "host_groups", "resources_digest")
     class MembersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -325,6 +333,8 @@ class Meta(_message.Message):
     MEMBERSHIP_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     RECOVERY_FIELD_NUMBER: _ClassVar[int]
+    HOST_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_DIGEST_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
     cluster_id: str
     next_job_id: int
@@ -343,7 +353,9 @@ class Meta(_message.Message):
     membership: _containers.RepeatedCompositeFieldContainer[_api_pb2.Member]
     incarnation: str
     recovery: Recovery
-    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., membership: _Optional[_Iterable[_Union[_api_pb2.Member, _Mapping]]] = ..., incarnation: _Optional[str] = ..., recovery: _Optional[_Union[Recovery, _Mapping]] = ...) -> None: ...
+    host_groups: _containers.RepeatedCompositeFieldContainer[_api_pb2.HostGroup]
+    resources_digest: str
+    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., membership: _Optional[_Iterable[_Union[_api_pb2.Member, _Mapping]]] = ..., incarnation: _Optional[str] = ..., recovery: _Optional[_Union[Recovery, _Mapping]] = ..., host_groups: _Optional[_Iterable[_Union[_api_pb2.HostGroup, _Mapping]]] = ..., resources_digest: _Optional[str] = ...) -> None: ...
 
 class Recovery(_message.Message):
     __slots__ = ("from_revision", "hosts", "until_ms", "why", "wait_ms")
