@@ -67,6 +67,7 @@ class CoreConfig:
     picker: Picker = field(default_factory=Fcfs)
     queue_pickers: Mapping[str, Picker] = field(default_factory=dict)
     max_dispatches: int = 4000  # per pass: one entry of ~100 KB, applied in ~0.05 s
+    max_explains: int = 200  # requirements explained per pass (each reads every host: ~20 ms at 5,000)
 
 
 _UNSEEN = feasibility.Reason(api.PENDING_REASON_UNSPECIFIED, "", "unseen")  # a cache miss
@@ -95,6 +96,12 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
     index = HostIndex(usage.states)
     by_queue: dict[str, feasibility.Reason | None] = {}  # the queue checks, once per queue (A4)
     no_plan: dict[tuple[int, int, feasibility.Need], feasibility.Explanation] = {}
+    # A select[] term on usage (slots < 4, mem < 2000) may start to hold as the pass fills hosts:
+    # such a job's answer is kept only until the next placement.
+    until_placed: dict[tuple[int, int, feasibility.Need], feasibility.Explanation] = {}
+    tried_static: set[tuple[int, int, feasibility.Need]] = set()  # no plan this pass
+    tried_moving: set[tuple[int, int, feasibility.Need]] = set()  # ... until the next placement
+    explains = 0
     limited = bool(usage.limits())
     recovering = usage.counter(feasibility.RECOVERY_COUNTER) > 0
     limit_refusal = feasibility.limit_refusal
@@ -119,13 +126,15 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
         if reason is None and dispatched < config.max_dispatches:
             need = feasibility.job_need(job, usage)
             key = (least, most, need)
-            explanation = no_plan.get(key)
+            moving = index.reads_usage(need)
+            cache, tried = (until_placed, tried_moving) if moving else (no_plan, tried_static)
+            explanation = cache.get(key)
             if explanation is None and need.shared_usage:  # licenses: the job's, whatever the hosts
                 refusal = feasibility.shared_refusal(need, usage)
                 if refusal is not None:
                     explanation = feasibility.Explanation(refusal)
             if explanation is None:
-                plan = index.plan(need, least, most)
+                plan = index.plan(need, least, most) if key not in tried else None
                 if plan is not None:
                     parts = [feasibility.Allocation(host, slots) for host, slots in plan]
                     refusal = feasibility.check(job, parts, usage, need_=need, unknown=frozenset())
@@ -136,12 +145,20 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                     if bounded:
                         usage.hold(job, sum(part.slots for part in parts))
                     usage.hold_shared(need)
+                    until_placed.clear()
+                    tried_moving.clear()
                     dispatched += 1
                     single = len(plan) == 1 and plan[0].slots == spec.slots
                     decisions.append(Dispatch(job.id, job.attempt, plan[0].host,
                                               () if single else tuple((p.host, p.slots) for p in plan)))
                     continue
-                explanation = no_plan[key] = feasibility.explain(job, usage, need)
+                tried.add(key)
+                # Explaining reads every host: a pass explains at most max_explains requirements
+                # (the jobs past that keep their reasons until a later pass).
+                if explains >= config.max_explains:
+                    continue
+                explanation = cache[key] = feasibility.explain(job, usage, need)
+                explains += 1
                 result.refusals.update(explanation.counts)
             reason = explanation.reason or _NO_ALLOCATION
         if reason is None:
@@ -242,6 +259,7 @@ class HostIndex:
         for state in states.values():
             moving.update(state.totals)
         self._moving = frozenset(moving)  # names whose value is not static
+        self._splits: dict[resreq.Expr, tuple[resreq.Expr | None, resreq.Expr | None]] = {}
 
     def moved(self, name: str, free_before: int, free_after: int) -> None:
         for entries in (self._all, *self._lists_of.get(name, ())):
@@ -256,6 +274,9 @@ class HostIndex:
         req = need.requirement
         by_free = not req.order
         candidates: Iterable[tuple[str, int]] = self.candidates(need)
+        if not by_free and most == 1 and not req.same:  # one slot: the best host, without a sort
+            best = min(candidates, key=self._preference(req.order), default=None)
+            return (plans.Placement(best[0], 1),) if best is not None else None
         if not by_free or req.same:
             candidates = list(candidates)
         if not by_free:
@@ -269,6 +290,10 @@ class HostIndex:
             if plan is not None:
                 return plan
         return None
+
+    def reads_usage(self, need: feasibility.Need) -> bool:
+        """Whether the job's select[] has terms on usage or load (not only static attributes)."""
+        return need.requirement.select is not None and self._split(need.requirement.select)[1] is not None
 
     def candidates(self, need: feasibility.Need) -> Iterator[tuple[str, int]]:
         """Hosts with free slots that pass select[] and have the rusage[] free, most free first."""
@@ -289,11 +314,14 @@ class HostIndex:
         """select[] as (the terms of its top-level && that read static attributes only, the rest)."""
         if select is None:
             return None, None
+        if (known := self._splits.get(select)) is not None:
+            return known
         static: list[resreq.Expr] = []
         moving: list[resreq.Expr] = []
         for term in _conjuncts(select):
             (moving if resreq.names(term) & self._moving else static).append(term)
-        return _conjunction(static), _conjunction(moving)
+        split = self._splits[select] = (_conjunction(static), _conjunction(moving))
+        return split
 
     def _subset(self, select: resreq.Expr | None, asked: frozenset[str]) -> list[Entry]:
         """The hosts a static select[] term matches and -m allows (a name, or a group's members)."""
@@ -314,10 +342,10 @@ class HostIndex:
         states = self._states
 
         def key(candidate: tuple[str, int]) -> tuple[object, ...]:
-            values = feasibility.attributes(states[candidate[0]])
+            state = states[candidate[0]]
             parts: list[object] = []
             for name, descending in order:
-                value = values.get(name)
+                value = feasibility.value_of(state, name)
                 number = float(value) if isinstance(value, (int, float)) else None
                 parts.append((1, 0.0) if number is None else (0, -number if descending else number))
             return (*parts, -candidate[1], candidate[0])
@@ -342,12 +370,12 @@ def _conjunction(terms: list[resreq.Expr]) -> resreq.Expr | None:
 
 def _same_groups(candidates: Iterable[tuple[str, int]], same: tuple[str, ...],
                  states: Mapping[str, feasibility.HostState]) -> list[list[tuple[str, int]]]:
-    """same[]: the candidates by their values of those attributes (a host lacking one is left
-    out), groups in the order of their first host."""
-    groups: dict[tuple[resreq.Value, ...], list[tuple[str, int]]] = {}
+    """same[]: the candidates by their values of those attributes, groups in the order of their
+    first host. A host lacking one is a group of its own: it may take a job alone, never with
+    others (the barrier's rule)."""
+    groups: dict[object, list[tuple[str, int]]] = {}
     for candidate in candidates:
         static = states[candidate[0]].static
         values = tuple(static.get(name) for name in same)
-        if None not in values:
-            groups.setdefault(values, []).append(candidate)  # type: ignore[arg-type]
+        groups.setdefault(("alone", candidate[0]) if None in values else values, []).append(candidate)
     return list(groups.values())

@@ -68,34 +68,45 @@ class Hosts:
     def __iter__(self) -> Iterator[tuple[str, int]]:
         index = 0
         while True:
-            if index < len(self._seen):
+            if index < len(self._seen) or self._read():
                 yield self._seen[index]
                 index += 1
                 continue
-            if self._done:
-                return
+            return
+
+    def _read(self) -> bool:
+        """One more host from the source into what is seen; False when there is none."""
+        while not self._done:
             try:
                 name, free = next(self._source)
             except StopIteration:
                 self._done = True
-                return
+                return False
             if free > 0 and name not in self._names:
                 self._names.add(name)
                 self._seen.append((name, free))
+                return True
+        return False
 
     def all(self) -> Sequence[tuple[str, int]]:
-        for _ in self:
+        while self._read():
             pass
         return self._seen
 
-    def first(self, k: int) -> list[tuple[str, int]]:
+    def count(self, k: int) -> int:
+        """How many of the first k hosts there are (reading no further than k)."""
+        while len(self._seen) < k and self._read():
+            pass
+        return min(k, len(self._seen))
+
+    def first(self, k: int) -> Sequence[tuple[str, int]]:
         """The first k hosts (fewer if there are not so many)."""
-        return list(itertools.islice(self, k))
+        return self._seen[:self.count(k)]
 
     def most(self, k: int, cap: int) -> int:
         """The most k hosts give at cap slots each: the k largest frees, each cut to cap."""
         if self.by_free:  # the first k, in order: O(log k) once read
-            k = len(self.first(k))
+            k = self.count(k)
             while len(self._running) <= k:
                 free = self._seen[len(self._running) - 1][1]
                 self._running.append(self._running[-1] + free)
@@ -138,7 +149,7 @@ def plans(slots: int, hosts: Iterable[tuple[str, int]], span_hosts: int = 0,
             return  # fewer free slots than asked for, on all hosts together
     last: Plan | None = None
     for k in range(1, min(slots, count) + 1):
-        if candidates.by_free and len(candidates.first(k)) < k:
+        if candidates.by_free and candidates.count(k) < k:
             return  # fewer hosts than k: no larger k either
         cap = -(-slots // k)
         if candidates.most(k, cap) < slots:
@@ -190,14 +201,40 @@ def _tiled(slots: int, ptile: int, hosts: Hosts) -> Plan | None:
 def best(low: int, high: int, hosts: Iterable[tuple[str, int]], span_hosts: int = 0,
          ptile: int = 0, by_free: bool = False) -> Plan | None:
     """`-n low,high`: the plan for the largest count in [low, high] that has one, else None.
-    The counts are tried from the largest down: one that fits does not make every smaller one
-    fit (frees 6, 5, 3, 1 take 13 slots at 5 per host, but not 12 at 6, 4 or 3), so there is no
-    bisection; each count's k that cannot fit is skipped by `most` in O(log hosts)."""
+
+    span[hosts=1]: the most free slots of one host. span[ptile=P]: a count that has a plan
+    leaves one for every smaller count (a slot less on the last host, or the last full tile made
+    the rest), so the largest is found by bisection. The k-host rule is not monotone in the
+    count (frees 6, 5, 3, 1 take 13 slots at 5 per host, but not 12 at 6, 4 or 3), so for each
+    k the largest count c with cap = ceil(c / k) is read from the k that give most: c fits at k
+    exactly when (cap - 1) k < c <= min(cap k, most(k, cap)), an interval per cap."""
     candidates = hosts if isinstance(hosts, Hosts) else Hosts(hosts, by_free)
-    frees = [free for _, free in candidates]
-    most = min(high, max(frees, default=0) if span_hosts == 1 else sum(frees))
-    for count in range(most, low - 1, -1):
-        plan = next(plans(count, candidates, span_hosts, ptile), None)
-        if plan is not None:
-            return plan
-    return None
+    if low > high or low < 1:
+        return None
+    if span_hosts == 1:
+        top = min(high, max((free for _, free in candidates), default=0))
+        return next(plans(top, candidates, 1), None) if top >= low else None
+    top = min(high, sum(free for _, free in candidates.all()))
+    if top < low:
+        return None
+    if ptile:
+        def fits(count: int) -> bool:
+            return next(plans(count, candidates, 0, ptile), None) is not None
+
+        if not fits(low):
+            return None
+        lowest, highest = low, top  # fits(lowest)
+        while lowest < highest:
+            middle = (lowest + highest + 1) // 2
+            lowest, highest = (middle, highest) if fits(middle) else (lowest, middle - 1)
+        return next(plans(lowest, candidates, 0, ptile), None)
+    found = 0
+    for k in range(1, min(top, len(candidates.all())) + 1):
+        for cap in range(-(-top // k), 0, -1):
+            upper = min(cap * k, candidates.most(k, cap), top)
+            if upper < low or cap * k < found:
+                break  # smaller caps give smaller counts
+            if upper > (cap - 1) * k:
+                found = max(found, upper)
+                break
+    return next(plans(found, candidates), None) if found >= low else None

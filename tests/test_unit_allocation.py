@@ -401,3 +401,60 @@ def test_the_pass_keeps_to_groups_licenses_and_open_hosts() -> None:
     pends = {d.job_id: (d.code, d.reason) for d in decisions if isinstance(d, core.Pend)}
     assert pends[2] == (api.PEND_HOST_CLOSED, "0 of 4 hosts can take 1 slot; 3 hosts not among -m; 1 closed")
     assert pends[4] == (api.PEND_NO_FREE_RESOURCES, "lic: 1 of 1 in use; the job takes 1")
+
+
+@pytest.mark.parametrize("rerunnable", [False, True])
+def test_losing_a_partner_host_has_the_first_host_end_the_job_and_nothing_is_given_back_early(
+        rerunnable: bool) -> None:
+    state = State()
+    state.join("a", 2)
+    state.join("b", 2)
+    spec = api.JobSpec(command=["true"], slots=4, rerunnable=rerunnable)
+    job = int(state.apply(log.Entry(submit=log.SubmitBatch(requests=[api.SubmitJobsRequest(
+        request_id="p", jobs=[spec])]))).job_ids[0])
+    assert accepted(state.dispatch(job, ("a", 2), ("b", 2)))
+    generation = state.host("b").generation
+    # b stops answering: the job's command runs on a, which still reports; it is not UNKWN.
+    status = log.SetHostStatus(name="b", generation=generation, status=api.HOST_UNAVAIL)
+    assert state.apply(log.Entry(host_status=status)).code == log.OK
+    assert state.job(job).state == api.RUN
+    assert state.apply(log.Entry(resolve_host=status)).code == log.OK  # b given up
+    lost = state.job(job)
+    assert (lost.state, lost.kill_requested, lost.requeue_requested) == (api.RUN, True, rerunnable)
+    assert (state.host("a").slots_used, state.host("b").slots_used) == (2, 2)  # until a reports the end
+    report = log.HostReport(host="a", generation=state.host("a").generation, report=api.JobReport(
+        job_id=job, attempt=0, finished=api.JobFinished(term_signal=9)))
+    assert state.apply(log.Entry(report=report)).code == log.OK
+    ended = state.job(job)
+    assert ended.state == (api.PEND if rerunnable else api.EXIT)
+    assert (state.host("a").slots_used, state.host("b").slots_used) == (0, 0)
+
+
+def test_amounts_too_large_for_any_total_fit_nowhere_and_never_overflow() -> None:
+    state = State()
+    state.join("a", 4, memory_mb=8000, big=1e300)
+    refused = state.apply(log.Entry(submit=log.SubmitBatch(requests=[api.SubmitJobsRequest(
+        request_id="x", jobs=[api.JobSpec(command=["t"], resource_req="rusage[mem=1e999]")])])))
+    assert refused.code == log.INVALID_ARGUMENT and "whole numbers" in refused.message
+    # Format 5 took such amounts unchecked: read now, they fit nowhere, and nothing raises.
+    old = [int(state.apply(log.Entry(submit=log.SubmitBatch(requests=[api.SubmitJobsRequest(
+        request_id=f"o{i}", jobs=[api.JobSpec(command=["t"], resource_req=req)])])), 5).job_ids[0])
+        for i, req in enumerate(("rusage[mem=1e999]", "rusage[big=1e20]"))]
+    view = [state.job(i) for i in old]
+    hosts = [api.Host.FromString(raw) for _, raw in state.tables.scan("hosts")]
+    decisions = core.schedule(view, [api.Queue(name="normal")], hosts, 0, core.CoreConfig())
+    assert all(isinstance(d, core.Pend) for d in decisions) and len(decisions) == 2
+    for job in old:
+        assert state.dispatch(job, ("a", 1)).code == api.REJECT_INFEASIBLE
+    assert dict(state.host("a").reserved) == {}
+
+
+def test_before_format_6_a_stored_minimum_is_not_read_as_older_replicas_did_not() -> None:
+    """An older leader passes an unknown min_slots through; older replicas dispatch such a job with
+    its slots, so a newer replica must too (no shape check below format 6)."""
+    state = State()
+    state.join("a", 8)
+    spec = api.JobSpec(command=["t"], slots=4, min_slots=6)  # nonsense, but stored by an old leader
+    job = int(state.apply(log.Entry(submit=log.SubmitBatch(requests=[api.SubmitJobsRequest(
+        request_id="o", jobs=[spec])])), 5).job_ids[0])
+    assert accepted(state.dispatch(job, ("a", 4), format_=5))

@@ -133,3 +133,25 @@ def test_by_free_reads_fewer_hosts_but_gives_the_same_plans(frees: list[int], sl
     hosts = sorted(((f"h{i}", free) for i, free in enumerate(frees)), key=lambda h: (-h[1], h[0]))
     assert list(plans(slots, hosts, by_free=True)) == list(plans(slots, hosts))
     assert best(low, low + extra, hosts, by_free=True) == best(low, low + extra, hosts)
+
+
+def _best_by_every_count(low: int, high: int, hosts: list[tuple[str, int]], span_hosts: int,
+                         ptile: int) -> tuple[Placement, ...] | None:
+    for count in range(high, low - 1, -1):
+        plan = next(plans(count, hosts, span_hosts, ptile), None)
+        if plan is not None:
+            return plan
+    return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(frees=st.lists(st.integers(0, 7), max_size=7), low=st.integers(1, 12), extra=st.integers(0, 30),
+       shape=st.sampled_from([(0, 0), (1, 0), (0, 1), (0, 2), (0, 3)]))
+def test_best_finds_the_largest_count_that_has_a_plan(frees: list[int], low: int, extra: int,
+                                                       shape: tuple[int, int]) -> None:
+    """Without reading every count: the interval per host count, bisection for ptile."""
+    hosts = [(f"h{i}", free) for i, free in enumerate(frees)]
+    span_hosts, ptile = shape
+    assert best(low, low + extra, hosts, span_hosts, ptile) == \
+        _best_by_every_count(low, low + extra, hosts, span_hosts, ptile)
+

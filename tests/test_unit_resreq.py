@@ -97,3 +97,18 @@ def test_a_queue_and_a_job_merge_as_lsf_merges_them() -> None:
     one_host = merge(queue, parse("span[hosts=1]"))
     assert (one_host.span_hosts, one_host.ptile) == (1, 0)
     assert merge(Requirement(), job) == job and merge(job, Requirement()).select == job.select
+
+
+@pytest.mark.parametrize("text", ["select[defined_x > 1]", "select_me > 2", "order > 1", "sameness == 3",
+                                  "spanner > 1"])
+def test_a_name_may_start_with_a_keyword_but_format_5_refused_it_as_its_replicas_did(text: str) -> None:
+    assert parse(text).select is not None
+    with pytest.raises(RequirementError, match=r"^column \d+: unexpected"):
+        parse(text, resreq.GRAMMAR_5)
+
+
+def test_both_grammars_read_every_requirement_format_5_took_the_same() -> None:
+    for text in ("select[type == X86_64 && mem > 4000 && defined(gpu)] order[-slots:mem] "
+                 "rusage[mem=4000:gpu=1] span[ptile=4] same[type]", "mem > 4000", "defined (gpu)",
+                 "select [ a > 1 ] order [ b ]", "rusage[mem=1,gpu=2]"):
+        assert parse(text) == parse(text, resreq.GRAMMAR_5)

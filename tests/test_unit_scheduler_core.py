@@ -175,3 +175,23 @@ def test_nothing_is_dispatched_while_a_restored_cluster_waits_or_a_stray_instanc
     stray.stray_hosts.append("b")
     decisions = core.run_pass([stray, job(3, "normal")], QUEUES, [host("a", 4)], CoreConfig(), {}).decisions
     assert [(d.job_id, type(d)) for d in decisions] == [(2, Pend), (3, Dispatch)]
+
+
+def test_same_lets_a_host_without_the_attribute_take_a_job_alone() -> None:
+    hosts = [rich("plain", 4)]
+    assert placed(schedule([wanting(1, "same[type]", 2)], QUEUES, hosts, 0, CoreConfig())) == [(1, "plain")]
+    hosts = [rich("p1", 2), rich("p2", 2)]  # together they would need the same type: neither has one
+    assert placed(schedule([wanting(1, "same[type]", 4)], QUEUES, hosts, 0, CoreConfig())) == []
+
+
+def test_a_select_on_usage_that_starts_to_hold_as_the_pass_fills_a_host_is_asked_again() -> None:
+    hosts = [rich("a", 6)]
+    # Job 1 finds no host with fewer than 4 free slots; job 2 takes 3; then job 3's select holds.
+    jobs = [wanting(1, "select[slots < 4]"), wanting(2, "", 3), wanting(3, "select[slots < 4]")]
+    assert placed(schedule(jobs, QUEUES, hosts, 0, CoreConfig())) == [(2, "a"), (3, "a")]
+
+
+def test_a_pass_explains_a_bounded_number_of_requirements() -> None:
+    jobs = [wanting(i, f"select[maxmem > {i}]") for i in (1, 2, 3)]  # three requirements, none fits
+    decisions = core.run_pass(jobs, QUEUES, [rich("a", 4)], CoreConfig(max_explains=2), {}).decisions
+    assert [d.job_id for d in decisions] == [1, 2]  # job 3 keeps its reason until a later pass

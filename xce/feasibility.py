@@ -225,6 +225,14 @@ class Need:
 
 
 NO_NEED = Need(resreq.Requirement())
+MAX_AMOUNT = 1 << 53  # of a consumable: totals are capped here, and an amount above it fits nowhere
+
+
+def _whole(amount: float) -> int:
+    """An rusage[] amount as apply reserves it: rounded up (before format 6 fractions were taken);
+    one no total can hold (1e999, say, which older formats let in) fits nowhere, and never
+    overflows the int64 it would be kept in."""
+    return math.ceil(amount) if math.isfinite(amount) and amount <= MAX_AMOUNT else MAX_AMOUNT + 1
 
 
 @functools.lru_cache(maxsize=4096)
@@ -238,7 +246,7 @@ def need(queue_requirement: str, job_requirement: str, asked: tuple[str, ...] = 
         return NO_NEED
     merged = resreq.merge(_parsed(queue_requirement), _parsed(job_requirement))
     # Whole amounts: entry format 6 refuses others at submit; an older job's are rounded up.
-    usage = tuple((name, math.ceil(amount)) for name, amount in merged.rusage if amount > 0)
+    usage = tuple((name, _whole(amount)) for name, amount in merged.rusage if amount > 0)
     words = f"select[{resreq.show(merged.select)}]" if merged.select is not None else ""
     return Need(merged, tuple(u for u in usage if u[0] not in shared), words, frozenset(asked),
                 tuple(u for u in usage if u[0] in shared))
@@ -271,6 +279,15 @@ def attributes(host: HostState) -> dict[str, resreq.Value]:
     return values
 
 
+def value_of(host: HostState, name: str) -> resreq.Value | None:
+    """One name of `attributes(host)`, without making them all (order[] reads a few per host)."""
+    if name == "slots":
+        return float(host.slots - host.used)
+    if name in host.totals:
+        return float(host.totals[name] - host.reserved.get(name, 0))
+    return host.static.get(name)
+
+
 def static_attributes(host: api.Host) -> dict[str, resreq.Value]:
     spec = host.spec
     values: dict[str, resreq.Value] = {"maxslots": float(spec.slots), "hname": spec.name,
@@ -293,9 +310,9 @@ def static_attributes(host: api.Host) -> dict[str, resreq.Value]:
 
 def consumables(host: api.Host) -> dict[str, int]:
     """Per-host consumable totals: memory as `mem`, and the worker's [resources], in whole units."""
-    totals = {name: int(amount) for name, amount in host.spec.resources.items()}
+    totals = {name: int(min(amount, MAX_AMOUNT)) for name, amount in host.spec.resources.items()}
     if host.spec.memory_mb > 0:
-        totals["mem"] = host.spec.memory_mb
+        totals["mem"] = min(host.spec.memory_mb, MAX_AMOUNT)
     return totals
 
 
@@ -396,7 +413,7 @@ def shape_refusal(job: api.Job, parts: Sequence[Allocation], need_: Need,
     """Whether the allocation is one the job's requirement allows: distinct hosts, the count
     within -n min,max, span[] and same[] (the planner's rule, scheduler/plans.py, re-checked)."""
     def bad(words: str) -> Reason:
-        return Reason(api.PEND_NO_HOST_MATCHES, f"job {job.id}: {words}", "shape")
+        return Reason(api.PEND_NO_HOST_MATCHES, words, "shape")
 
     count = sum(part.slots for part in parts)
     if not parts or any(part.slots < 1 for part in parts):
@@ -426,10 +443,11 @@ def shape_refusal(job: api.Job, parts: Sequence[Allocation], need_: Need,
 
 
 def check(job: api.Job, allocation: Allocation | Sequence[Allocation], usage: Usage, forced: bool = False,
-          need_: Need = NO_NEED, unknown: frozenset[str] = LOAD_INDICES) -> Reason | None:
+          need_: Need = NO_NEED, unknown: frozenset[str] = LOAD_INDICES, shape: bool = True) -> Reason | None:
     """None if `job` may run with `allocation` (one host's part, or all of them) now; else why
     not. `forced`: an operator's run (brun), which skips the policy checks (job-level, select[]
-    and the allocation's shape), never the capacity ones (slots and consumables)."""
+    and the allocation's shape), never the capacity ones (slots and consumables). `shape=False`:
+    entries before format 6, whose replicas read neither -n min,max nor span[]."""
     parts = [allocation] if isinstance(allocation, Allocation) else list(allocation)
     count = sum(part.slots for part in parts)
     if (reason := safety_refusal(job, usage) if forced else job_refusal(job, usage, count)) is not None:
@@ -438,7 +456,7 @@ def check(job: api.Job, allocation: Allocation | Sequence[Allocation], usage: Us
         return reason
     if forced:
         need_ = need_.forced()
-    elif (reason := shape_refusal(job, parts, need_, usage)) is not None:
+    elif shape and (reason := shape_refusal(job, parts, need_, usage)) is not None:
         return reason
     for part in parts:
         host = usage.host(part.host)

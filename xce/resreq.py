@@ -45,6 +45,59 @@ GRAMMAR = r"""
 start: section+ -> sections
      | expr     -> bare
 
+section: _SELECT "[" expr "]"                 -> select
+       | _ORDER "[" [order_key (SEP order_key)*] "]" -> order
+       | _RUSAGE "[" [usage (SEP usage)*] "]" -> rusage
+       | _SPAN "[" NAME "=" NUMBER "]"         -> span
+       | _SAME "[" NAME (SEP NAME)* "]"        -> same
+
+order_key: SIGN? NAME
+usage: NAME "=" NUMBER
+
+?expr: or_
+?or_: and_ (OR and_)*
+?and_: not_ (AND not_)*
+?not_: NOT not_ -> not_
+     | cmp
+?cmp: sum (COMP sum)?
+?sum: product (ADD product)*
+?product: unary (MUL unary)*
+?unary: "-" unary -> neg
+      | atom
+?atom: NUMBER -> num
+     | STRING -> str
+     | _DEFINED "(" NAME ")" -> defined
+     | NAME -> name
+     | "(" expr ")"
+
+// Keywords only where a section or defined() follows: select_me, defined_x are names.
+_SELECT.2: /select(?=\s*\[)/
+_ORDER.2: /order(?=\s*\[)/
+_RUSAGE.2: /rusage(?=\s*\[)/
+_SPAN.2: /span(?=\s*\[)/
+_SAME.2: /same(?=\s*\[)/
+_DEFINED.2: /defined(?=\s*\()/
+OR: "||" | /or\b/
+AND: "&&" | /and\b/
+NOT: "!" | /not\b/
+COMP: "==" | "!=" | ">=" | "<=" | ">" | "<" | "="
+ADD: "+" | "-"
+MUL: "*" | "/"
+SIGN: "-" | "+"
+SEP: ":" | ","
+NAME.-1: /[A-Za-z_][A-Za-z0-9_.]*/
+NUMBER: /\d+(\.\d+)?([eE][+-]?\d+)?/ | /\.\d+([eE][+-]?\d+)?/
+STRING: /"[^"\\\n]*"/ | /'[^'\\\n]*'/
+%ignore /[ \t]+/
+"""
+
+# The grammar entries of format 5 were checked with: its keywords were plain strings, so a name that
+# starts with one (select_me, defined_x) was refused. Apply checks an entry of format 5 with it, so
+# every replica refuses what, and as, the others did (the refusal's words are stored with its request).
+GRAMMAR_5 = r"""
+start: section+ -> sections
+     | expr     -> bare
+
 section: "select" "[" expr "]"                 -> select
        | "order" "[" [order_key (SEP order_key)*] "]" -> order
        | "rusage" "[" [usage (SEP usage)*] "]" -> rusage
@@ -90,7 +143,8 @@ _TOKEN_WORDS = {
     "LPAR": "(", "RPAR": ")", "COMP": "a comparison (== != > >= < <=)", "OR": "||", "AND": "&&",
     "NOT": "!", "ADD": "+ or -", "MUL": "* or /", "SEP": ": or ,", "EQUAL": "=", "MINUS": "-",
     "SIGN": "- or +", "$END": "the end", "SELECT": "select[", "ORDER": "order[", "RUSAGE": "rusage[",
-    "SPAN": "span[", "SAME": "same[", "DEFINED": "defined(",
+    "SPAN": "span[", "SAME": "same[", "DEFINED": "defined(", "_SELECT": "select[", "_ORDER": "order[",
+    "_RUSAGE": "rusage[", "_SPAN": "span[", "_SAME": "same[", "_DEFINED": "defined(",
 }
 SECTIONS = ("select", "order", "rusage", "span", "same")
 
@@ -116,26 +170,29 @@ class Requirement:
         return dict(self.rusage)
 
 
-_PARSER: Any = None
+_PARSERS: dict[str, Any] = {}
 
 
-def _parser() -> Any:
-    global _PARSER
-    if _PARSER is None:
+def _parser(grammar: str = GRAMMAR) -> Any:
+    parser = _PARSERS.get(grammar)
+    if parser is None:
         import lark
 
-        _PARSER = lark.Lark(GRAMMAR, parser="lalr", maybe_placeholders=True, propagate_positions=True)
-    return _PARSER
+        parser = _PARSERS[grammar] = lark.Lark(grammar, parser="lalr", maybe_placeholders=True,
+                                               propagate_positions=True)
+    return parser
 
 
 def warm() -> None:
-    """Build the parser now (~0.1 s), not inside the first apply that meets a requirement."""
+    """Build the parsers now (~0.1 s each), not inside the first apply that meets a requirement."""
     _parser()
+    _parser(GRAMMAR_5)
 
 
-@functools.lru_cache(maxsize=4096)  # jobs share a few requirement strings; a parse is ~0.3 ms
-def parse(text: str) -> Requirement:
-    """The requirement `text` says (empty: none), or RequirementError saying where it is wrong."""
+@functools.lru_cache(maxsize=16384)  # jobs share a few requirement strings; a parse is ~0.3 ms
+def parse(text: str, grammar: str = GRAMMAR) -> Requirement:
+    """The requirement `text` says (empty: none), or RequirementError saying where it is wrong.
+    `grammar`: GRAMMAR_5 for entries of format 5 (see there)."""
     if len(text) > MAX_CHARS:
         raise RequirementError(f"longer than {MAX_CHARS} characters")
     if not text.strip():
@@ -149,7 +206,7 @@ def parse(text: str) -> Requirement:
     import lark
 
     try:
-        tree = _parser().parse(text)
+        tree = _parser(grammar).parse(text)
     except lark.exceptions.UnexpectedCharacters as exc:
         where = exc.pos_in_stream or 0
         raise RequirementError(f"unexpected {text[where:where + 1]!r}{_expected(exc.allowed)}",

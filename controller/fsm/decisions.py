@@ -66,7 +66,7 @@ def dispatch_refusal(usage: CommittedUsage, job: api.Job, host: str, attempt: in
         return api.DecisionOutcome(code=api.REJECT_MALFORMED, message=f"job {job.id}: the dispatch's host "
                                    f"{host[:80]!r} is not its allocation's first")
     parts, need = requested(job, host, hosts, usage, entry_format)
-    reason = feasibility.check(job, parts, usage, forced, need)
+    reason = feasibility.check(job, parts, usage, forced, need, shape=entry_format >= ALLOCATION_FORMAT)
     if reason is not None:
         return api.DecisionOutcome(code=api.REJECT_INFEASIBLE, reason=reason.code,
                                    message=f"job {job.id}: {reason.words}")

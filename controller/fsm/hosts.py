@@ -76,10 +76,11 @@ def status_one(applier: Applier, change: log.SetHostStatus) -> log.Result:
 
 
 def _mark_unknown(applier: Applier, host_name: str) -> None:
-    """The host stopped answering: what ran there is UNKWN until it reports again."""
+    """The host stopped answering: what ran there is UNKWN until it reports again. Only the jobs
+    whose command it runs (their first host): a parallel job's other hosts do not report on it."""
     for job_id in host_job_ids(applier.tables, host_name):
         job = read_job(applier.tables, job_id)
-        if job is not None and job.state in (api.RUN, api.USUSP, api.SSUSP):
+        if job is not None and job.host == host_name and job.state in (api.RUN, api.USUSP, api.SSUSP):
             job.state_before_unknown = job.state
             job.state = api.UNKWN
             job.modify_time_ms = applier.stamp_ms
@@ -96,10 +97,27 @@ def apply_resolve_host(applier: Applier) -> list[log.Result]:
     settled = []
     for job_id in host_job_ids(applier.tables, host.spec.name):
         job = read_job(applier.tables, job_id)
-        if job is None or job.state != api.UNKWN:
+        if job is None:
+            continue
+        if job.host != host.spec.name:
+            _lose_part(applier, job, host.spec.name)
+            continue
+        if job.state != api.UNKWN:
             continue
         settle_lost(applier, job, f"host {host.spec.name} lost")
         settled.append(job.id)
     if applier.entry.format >= recovery.FORMAT:
         recovery.host_resolved(applier, host.spec.name)
     return [log.Result(code=log.OK, job_ids=settled)]
+
+
+def _lose_part(applier: Applier, job: api.Job, host_name: str) -> None:
+    """A host of a parallel job's allocation, not its first, is given up: the job cannot go on whole
+    (its tasks there are lost), so its first host kills it, and the end that host reports gives
+    every host's part back (requeued if rerunnable, as Slurm requeues a job on NODE_FAIL)."""
+    if job.state not in (api.RUN, api.USUSP, api.SSUSP) or job.kill_requested:
+        return  # UNKWN: its first host is away too, and settles it
+    job.kill_requested = True
+    job.requeue_requested = job.requeue_requested or job.spec.rerunnable
+    job.modify_time_ms = applier.stamp_ms
+    applier.put_job(job)

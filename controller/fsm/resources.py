@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from controller.fsm.applier import Applier
 from controller.fsm.records import read_host
 from controller.fsm.requests import guarded
+from xce import feasibility
 from xce.errors import ServiceError, invalid
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -51,7 +52,7 @@ def check_resources(groups: Iterable[api.HostGroup], shared: Iterable[api.Shared
             raise invalid(f"host group {group.name}: at most {MAX_GROUP_MEMBERS} host names "
                           "of 1-64 characters")
     for resource in shared:
-        if not valid_name(resource.name) or resource.total < 0:
+        if not valid_name(resource.name) or not 0 <= resource.total <= feasibility.MAX_AMOUNT:
             raise invalid(f"bad shared resource {resource.name[:80]!r} = {resource.total} "
                           "(a name, a total >= 0)")
     names = [g.name for g in groups] + [r.name for r in shared]

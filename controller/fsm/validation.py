@@ -19,7 +19,7 @@ from controller.fsm.records import (
     read_queue,
 )
 from controller.tables import Tables
-from xce import resreq
+from xce import feasibility, resreq
 from xce.errors import ServiceError, invalid
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -51,7 +51,6 @@ def check_request_id(request_id: str) -> None:
 RESREQ_FORMAT = 5
 # 6: they are used (decisions.py: ALLOCATION_FORMAT): rusage[] amounts are whole, -n takes min,max.
 ALLOCATION_FORMAT = 6
-MAX_RUSAGE = 1 << 53  # an amount a double holds exactly
 ASKED_FORMAT = 7  # -m (resources.py: FORMAT)
 MAX_ASKED = 1000  # names in one job's -m
 
@@ -60,12 +59,13 @@ def check_requirement(text: str, entry_format: int) -> None:
     check_text("resource requirement", text)
     if entry_format >= RESREQ_FORMAT:
         try:
-            parsed = resreq.parse(text)
+            grammar = resreq.GRAMMAR if entry_format >= ALLOCATION_FORMAT else resreq.GRAMMAR_5
+            parsed = resreq.parse(text, grammar)
         except resreq.RequirementError as exc:
             raise invalid(f"resource requirement {text[:200]!r}: {exc}") from None
         if entry_format >= ALLOCATION_FORMAT:
             for name, amount in parsed.rusage:
-                if amount != int(amount) or not 0 <= amount <= MAX_RUSAGE:
+                if not 0 <= amount <= feasibility.MAX_AMOUNT or amount != int(amount):
                     raise invalid(f"resource requirement {text[:200]!r}: rusage[{name}={amount:g}]: amounts "
                                   "are whole numbers (mem in MB)")
 
