@@ -53,7 +53,7 @@ from typing import Any, Protocol
 
 from google.protobuf.message import Message
 
-from controller import authz, fsm, membership, proposals
+from controller import authz, fsm, job_credential, membership, proposals
 from controller.authz import Principal
 from controller.fsm import history, reports, versions
 from controller.fsm import membership as fsm_membership
@@ -63,6 +63,7 @@ from controller.pending_counts import PendingCounts
 from controller.tables import Tables
 from controller.watchdog import Change, Watchdog
 from controller.worker_session import RESEND_S, SessionOver, WorkerSession, route
+from controller.worker_session import hosts_of as worker_hosts_of
 from xce.clock import Clock
 from xce.errors import ServiceError, failed_precondition, invalid, unavailable
 from xce.v1 import api_pb2 as api
@@ -136,6 +137,7 @@ class LeaderSettings:
     policy: authz.Policy = field(default_factory=authz.Policy)
     bootstrap: tuple[api.Member, ...] = ()  # the cluster file's replicas with their addresses
     member_pause_s: float = 0.0  # wait before each membership step (XCE_FAULT member-pause: tests)
+    credential_key: bytes = b""  # of job credentials (job_credential.py), from the cluster's password
 
     def bootstrap_members(self) -> tuple[api.Member, ...]:
         return self.bootstrap or tuple(api.Member(id=m) for m in self.members)
@@ -906,7 +908,8 @@ class LeaderCore:
         term.liveness.seen(spec.name, generation, now)
         logger.info("host %s joined, generation %d", spec.name, generation)
         state = term.streams[stream]
-        session = WorkerSession(self.state, spec.name, generation, self.settings.session_full_look_s)
+        session = WorkerSession(self.state, spec.name, generation, self.settings.session_full_look_s,
+                                functools.partial(job_credential.credential, self.settings.credential_key))
         state.phase, state.session = "session", session
         term.sessions[spec.name] = stream
         session.outbox.append(api.ControllerMessage(joined=api.Joined(
@@ -936,6 +939,51 @@ class LeaderCore:
             term.reports.add((stream, relayed), relayed.ByteSize())
         if reports:
             self._flush(term, term.reports, _reports_entry, self._reports_settled)
+        if kind == "launch":
+            self._launch(term, session, message.launch)
+        elif kind == "task" and message.task.host == session.name:  # a worker speaks for its own host
+            self._task_state(term, message.task)
+
+    # ------------------------------------------------------------ tasks (xce launch): relayed, not committed
+
+    def _launch(self, term: Term, origin: WorkerSession, launch: api.LaunchTask) -> None:
+        """A task `xce launch` asked for on the origin's host: checked against committed state and
+        the credential, then passed to the target host's worker; a refusal goes back at once."""
+        launch.origin = origin.name
+        refusal, retry = self._launch_refusal(term, origin, launch), False
+        if refusal is None:
+            stream = term.sessions.get(launch.host)
+            if stream is None:
+                refusal, retry = f"host {launch.host} is not connected", True
+            else:
+                self._session(term, stream).outbox.append(api.ControllerMessage(launch=launch))
+                self._send(term, stream)
+                return
+        self._task_state(term, api.TaskState(job_id=launch.job_id, attempt=launch.attempt,
+                                             task_id=launch.task_id, host=launch.host, phase=api.TASK_REFUSED,
+                                             reason=refusal, retry=retry, origin=origin.name))
+
+    def _launch_refusal(self, term: Term, origin: WorkerSession, launch: api.LaunchTask) -> str | None:
+        if not launch.command or not 0 < len(launch.task_id) <= 64 or launch.ByteSize() > 1 << 20:
+            return "a task needs a command and a task id, and at most 1 MiB"
+        with self.state.read() as tables:
+            job = fsm.read_job(tables, launch.job_id)
+        if job is None or job.attempt != launch.attempt or job.state != api.RUN:
+            return f"job {launch.job_id} is not running at attempt {launch.attempt}"
+        hosts = worker_hosts_of(job)
+        if origin.name not in hosts or launch.host not in hosts:
+            return f"{launch.host} and {origin.name} must both be hosts of job {job.id}'s allocation " \
+                   f"({' '.join(hosts)})"
+        if not job_credential.matches(self.settings.credential_key, job, launch.credential):
+            return "the job credential does not match"
+        return None
+
+    def _task_state(self, term: Term, state: api.TaskState) -> None:
+        """What became of a task, to the worker whose `xce launch` waits for it."""
+        stream = term.sessions.get(state.origin)
+        if stream is not None:
+            self._session(term, stream).outbox.append(api.ControllerMessage(task=state))
+            self._send(term, stream)
 
     def _reports_settled(self, term: Term, batch: list[tuple[int, log.HostReport]],
                          answers: list[log.Result | None]) -> None:

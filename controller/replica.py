@@ -49,7 +49,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from controller import fsm
+from controller import fsm, job_credential
 from controller import leader as leader_core
 from controller.authn import Authenticator
 from controller.authz import Principal
@@ -153,6 +153,7 @@ def leader_settings(config: ClusterConfig, replica_id: int, kinds: frozenset[str
                            resources_digest=config.resources_digest())
     return LeaderSettings(
         replica_id=replica_id, members=tuple(r.id for r in config.replicas), init=init, kinds=kinds,
+        credential_key=job_credential.key_from(config.password, config.cluster_id),
         bootstrap=bootstrap_members(config),
         heartbeat_s=config.heartbeat_s, heartbeat_timeout_s=config.heartbeat_timeout_s,
         unknown_timeout_s=config.unknown_timeout_s, fence_s=config.fence_s,

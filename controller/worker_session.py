@@ -33,12 +33,14 @@ queued in `outbox` and taken by the leader core.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from controller import fsm
 from controller.tables import Tables
+from xce import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -63,21 +65,24 @@ class Routed:
 
 def route(event: log.Event) -> Routed:
     routed = Routed()
-    left: dict[bytes, str] = {}  # job key -> the host it left (its host_jobs row was deleted)
+    left: dict[bytes, list[str]] = {}  # job key -> the hosts it left (its host_jobs rows were deleted)
     for change in event.changes:
         if change.table == "hosts":
             routed.hosts.add(change.key.decode())
         elif change.table == "host_jobs" and change.deleted:
             host, _, job_key = change.key.partition(b"\x00")  # host names hold no NUL
-            left[job_key] = host.decode()
+            left.setdefault(job_key, []).append(host.decode())
     for change in event.changes:
         if change.table == "jobs" and not change.deleted:  # a deleted job (cleaned) had finished
             job = api.Job.FromString(change.value)
-            if job.host:
-                routed.jobs.setdefault(job.host, []).append(job)
-            if (gone := left.get(change.key)) is not None and gone != job.host:
-                routed.jobs.setdefault(gone, []).append(job)
+            for host in dict.fromkeys([*hosts_of(job), *left.get(change.key, ())]):
+                routed.jobs.setdefault(host, []).append(job)
     return routed
+
+
+def hosts_of(job: api.Job) -> list[str]:
+    """The hosts of the job's allocation, its first host (which runs the command) first."""
+    return [part.host for part in feasibility.allocation_of(job)]
 
 
 class SessionOver(Exception):
@@ -90,6 +95,7 @@ class WorkerSession:
     name: str
     generation: int
     full_look_s: float = RESEND_S
+    credential: Callable[[api.Job], str] = lambda job: ""  # the allocation's (job_credential.py)
     outbox: list[api.ControllerMessage] = field(default_factory=list)
     run_sent: set[Key] = field(default_factory=set)
     live: set[Key] = field(default_factory=set)  # instances the worker runs, as far as we know
@@ -165,7 +171,7 @@ class WorkerSession:
         self.last_full_s = now_s
         self._check_host(host)
         wanted = {(j.id, j.attempt): j for j in jobs
-                  if j is not None and j.host == self.name and j.state in fsm.RUNNING}
+                  if j is not None and self.name in hosts_of(j) and j.state in fsm.RUNNING}
         for job in wanted.values():
             self._want(job)
         for key in sorted(self.live - wanted.keys()):
@@ -178,8 +184,11 @@ class WorkerSession:
             raise SessionOver(f"host {self.name} generation {self.generation} is no longer current")
 
     def _consider(self, job: api.Job) -> None:
-        """One changed job: run it, signal it, or kill an instance no longer wanted."""
-        here = job.host == self.name
+        """One changed job: run it, signal it, or kill an instance no longer wanted. On a host of a
+        parallel job's allocation that is not its first, the instance is the job's part there (its
+        tasks): it is killed once the job is over, and forgotten when its end is reported."""
+        first = job.host == self.name
+        here = first or self.name in hosts_of(job)
         wanted = (job.id, job.attempt) if here and job.state in fsm.RUNNING else None
         if wanted is not None:
             self._want(job)
@@ -189,7 +198,7 @@ class WorkerSession:
         for key in keys:
             if key not in self.live or key == wanted:
                 continue
-            if here and key == (job.id, job.attempt) and job.state in fsm.FINISHED:
+            if first and key == (job.id, job.attempt) and job.state in fsm.FINISHED:
                 self._forget(key)  # it ended here: its finished report made it so
             else:
                 self._kill(key)
@@ -213,7 +222,8 @@ class WorkerSession:
             self.run_sent.add(key)
             self.live.add(key)
             self.stopped[key] = want_stopped
-            self.outbox.append(api.ControllerMessage(run=api.RunJob(job=job)))
+            run = api.RunJob(job=job, credential=self.credential(job))
+            self.outbox.append(api.ControllerMessage(run=run))
         if want_stopped != self.stopped.get(key):
             self.stopped[key] = want_stopped
             self._signal(key, api.SIGNAL_STOP if want_stopped else api.SIGNAL_CONT)

@@ -17,7 +17,7 @@ from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 STAMP = 1_700_000_000_000
-FORMAT = 6
+FORMAT = 8  # the newest: what 6 (allocations) and 7 (groups, licenses) brought too
 
 
 class State:
@@ -458,3 +458,29 @@ def test_before_format_6_a_stored_minimum_is_not_read_as_older_replicas_did_not(
     job = int(state.apply(log.Entry(submit=log.SubmitBatch(requests=[api.SubmitJobsRequest(
         request_id="o", jobs=[spec])])), 5).job_ids[0])
     assert accepted(state.dispatch(job, ("a", 4), format_=5))
+
+
+def test_a_part_s_reports_from_format_8_and_as_older_replicas_read_them_before() -> None:
+    state = State()
+    state.join("a", 2)
+    state.join("b", 2)
+    job = state.submit(slots=4)
+    assert accepted(state.dispatch(job, ("a", 2), ("b", 2)))
+
+    def part(body: api.JobReport, host: str = "b", format_: int = 8) -> log.Result:
+        report = log.HostReport(host=host, generation=state.host(host).generation, report=body)
+        return state.apply(log.Entry(report=report), format_)
+
+    alive = api.JobReport(job_id=job, attempt=0, started=api.JobStarted(part=True))
+    assert part(alive).code == log.OK and state.job(job).state == api.RUN  # changes nothing
+    assert part(alive, format_=7).code == log.FAILED_PRECONDITION  # as a format-7 replica reads it
+    usage = api.JobReport(job_id=job, attempt=0, part_ended=api.PartEnded(usage=api.Usage(user_cpu_s=1.5)))
+    assert part(usage, format_=7).code == log.FAILED_PRECONDITION and state.job(job).usage.user_cpu_s == 0
+    assert part(usage).code == log.OK and state.job(job).usage.user_cpu_s == 1.5
+    stranger = api.JobReport(job_id=job, attempt=1, part_ended=api.PartEnded(usage=api.Usage(user_cpu_s=9)))
+    assert part(stranger).code == log.FAILED_PRECONDITION  # another attempt: nothing added
+    state.join("c", 2)
+    assert part(usage, host="c").code == log.FAILED_PRECONDITION  # not a host of its allocation
+    state.finish(job, "a")
+    assert part(alive).code == log.FAILED_PRECONDITION  # over: the worker is told to kill the part
+    assert part(usage).code == log.OK and state.job(job).usage.user_cpu_s == 3.0  # added after the end too

@@ -29,6 +29,8 @@ ALLOWED = {
     "worker/process_host.py": "the real process host: polls /proc for a process it adopted after a restart",
     "worker/shim.py": "a process of its own (each job's group leader): measures the job's wall time and "
                       "stamps its end",
+    "worker/launch_socket.py": "the launch socket's driver (threads, a Unix socket): when a launch refused "
+                               "for now is asked again, and until when",
     "controller/faults.py": "deliberate faults for tests only: slow-entry sleeps inside an apply to make it "
                             "long, and reads nothing from the clock into what the apply writes",
 }

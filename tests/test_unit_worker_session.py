@@ -112,3 +112,50 @@ def test_a_change_routed_before_its_instance_ended_does_not_restate_it() -> None
     _route(replica, session, first)
     session.step(1.0)
     assert _sent(session) == []  # neither RunJob (0) again nor a KILL of it
+
+
+def test_every_host_of_a_parallel_job_gets_its_run_with_the_credential_and_is_killed_when_it_ends() -> None:
+    """A job on n1 (its command) and n2 (its part): n2's session sends the RunJob that lets tasks
+    start there, kills the part when the job is over, and forgets it once the part's end is
+    acknowledged; n1's forgets the job at its end, as for any job."""
+    replica = _Replica()
+    apply = replica.store.apply
+    apply(log.Entry(stamp_ms=S, init=log.InitCluster(cluster_id="c", config_digest="d",
+                                                     queues=[api.Queue(name="normal")])))
+    for name in ("n1", "n2"):
+        apply(log.Entry(stamp_ms=S, join_host=api.HostSpec(name=name, slots=2)))
+    job = apply(log.Entry(stamp_ms=S, submit=log.SubmitBatch(requests=[api.SubmitJobsRequest(
+        request_id="x", jobs=[api.JobSpec(command=["true"], slots=4)])]))).job_ids[0]
+    lease = apply(log.Entry(stamp_ms=S, lease=log.LeaseEntry(scheduler_id="s", duration_ms=10**9)))
+    batch = api.DecisionBatch(lease_epoch=lease.lease_epoch, scheduler_id="s")
+    batch.decisions.add(dispatch=api.DispatchDecision(job_id=job, attempt=0, host="n1", hosts=[
+        api.HostSlots(host="n1", slots=2), api.HostSlots(host="n2", slots=2)]))
+    entry = log.Entry(stamp_ms=S, decisions=batch, format=8)
+    assert apply(entry).outcomes[0].code == api.DECISION_ACCEPTED
+    sessions = {name: WorkerSession(replica.store, name, 1, credential=lambda j: f"cred-{j.id}")
+                for name in ("n1", "n2")}
+    for session in sessions.values():
+        session.step(0.0)
+    runs = {name: [m.run for m in s.take() if m.HasField("run")] for name, s in sessions.items()}
+    assert [(r.job.id, r.job.host, r.credential) for r in runs["n2"]] == [(job, "n1", f"cred-{job}")]
+    assert [(r.job.id, r.credential) for r in runs["n1"]] == [(job, f"cred-{job}")]
+    first = replica.store.index + 1
+    report = log.HostReport(host="n1", generation=1, report=api.JobReport(
+        job_id=job, attempt=0, finished=api.JobFinished(exit_code=0)))
+    apply(log.Entry(stamp_ms=S, report=report, format=8))
+    for index in range(first, replica.store.index + 1):
+        raw = replica.store.tables.get("events", fsm.revision_key(index)) or b""
+        routed = route(log.Event.FromString(raw))
+        for name, session in sessions.items():
+            session.changed(index, routed.jobs.get(name, []), name in routed.hosts)
+    sessions["n2"].step(0.1)
+    assert _sent(sessions["n2"]) == [("signal", job, 0, "SIGNAL_KILL")]  # its tasks end with the job
+    part_ended = api.JobReport(job_id=job, attempt=0, part_ended=api.PartEnded(
+        usage=api.Usage(user_cpu_s=2.5, max_rss_kb=900), tasks=2))
+    result = apply(log.Entry(stamp_ms=S, report=log.HostReport(host="n2", generation=1, report=part_ended),
+                             format=8))
+    assert result.code == log.OK
+    assert sessions["n2"].relayed([part_ended], [result]) and (job, 0) not in sessions["n2"].live
+    ended = fsm.read_job(replica.store.tables, job)
+    assert ended is not None and ended.state == api.DONE and ended.usage.user_cpu_s >= 2.5
+    assert ended.usage.max_rss_kb >= 900

@@ -51,6 +51,7 @@ from pathlib import Path
 
 import grpc
 
+from worker import launch_socket
 from worker.config import WorkerConfig, WorkerConfigError, load
 from worker.executor import Executor
 from worker.journal import JournalStore
@@ -96,9 +97,13 @@ class Worker:
         self._send: Send | None = None  # the joined connection's, while there is one
         self._heard = 0.0  # when the leader last said anything on the current stream
         self.failures: list[str] = []  # commands that raised (the last MAX_FAILURES_KEPT)
+        self.launch_socket = config.spool_dir / launch_socket.SOCKET_NAME
         self.executor = Executor(config.spool_dir, config.kill_grace_s, self._report,
                                  draining or (lambda: config.draining), config.journal_keep, host=host,
-                                 clock=clock, journal=journal, allow_root_jobs=config.allow_root_jobs)
+                                 clock=clock, journal=journal, allow_root_jobs=config.allow_root_jobs,
+                                 name=config.host.name, tell=self._tell,
+                                 job_env={"XCE_LAUNCH_SOCKET": str(self.launch_socket)})
+        self.launches: launch_socket.LaunchServer | None = None  # `xce launch` in jobs here (run())
         self.fence_s = 0.0  # 0: no fence (the leader's word, in `joined`)
         self.unknown_timeout_s = 0.0
         self._answered_s = clock.monotonic_s()  # when a serving leader last answered
@@ -114,7 +119,8 @@ class Worker:
         self.joined = False
         join = api.HostSpec()
         join.CopyFrom(self.config.host)
-        join.running.extend(api.InstanceKey(job_id=j, attempt=a) for j, a in sorted(self.executor.running()))
+        join.running.extend(api.InstanceKey(job_id=j, attempt=a)
+                            for j, a in sorted(self.executor.running(parts=False)))
         return api.WorkerMessage(join=join)
 
     def receive(self, frame: api.ControllerMessage, send: Send) -> bool:
@@ -223,7 +229,12 @@ class Worker:
     def _handle(self, message: api.ControllerMessage) -> None:
         kind = message.WhichOneof("body")
         if kind == "run":
-            self.executor.run(message.run.job)
+            self.executor.run(message.run.job, message.run.credential)
+        elif kind == "launch":
+            self._tell(self.executor.tasks.launch(message.launch))
+        elif kind == "task":
+            if self.launches is not None:
+                self.launches.deliver(message.task)
         elif kind == "signal":
             self.executor.signal((message.signal.job_id, message.signal.attempt), message.signal.kind)
         elif kind == "ack":
@@ -241,6 +252,24 @@ class Worker:
             pending = list(self._unacked.values())
         for report in pending:
             send(api.WorkerMessage(report=report))
+        for launch in self.launches.pending() if self.launches is not None else ():
+            send(api.WorkerMessage(launch=launch))
+
+    def _tell(self, state: api.TaskState) -> None:
+        """What became of a task, to the leader (which passes it to the host that asked); not kept:
+        a launch asked again is answered from the journal."""
+        with self._lock:
+            send = self._send
+        if send is not None:
+            send(api.WorkerMessage(task=state))
+
+    def _forward(self, launch: api.LaunchTask) -> bool:
+        with self._lock:
+            send = self._send
+        if send is None:
+            return False  # sent when it joins again
+        send(api.WorkerMessage(launch=launch))
+        return True
 
     # -------------------------------------------------------------- the gRPC loop
 
@@ -252,6 +281,11 @@ class Worker:
 
     def run(self) -> None:
         self.executor.recover()
+        try:
+            self.launches = launch_socket.LaunchServer(self.launch_socket, self.executor.launch_check,
+                                                       self._forward)
+        except OSError as exc:  # jobs here cannot launch tasks; the rest works
+            log.warning("worker %s: no launch socket %s: %s", self.config.host.name, self.launch_socket, exc)
         sd_notify.notify("READY=1", f"STATUS=host {self.config.host.name}: joining via "
                          f"{','.join(self.config.controllers)}")
         fence = threading.Thread(target=self._fence_loop, daemon=True)
@@ -261,6 +295,8 @@ class Worker:
         finally:
             self._stop.set()
             fence.join()
+            if self.launches is not None:
+                self.launches.close()
             self.executor.close()
 
     def _fence_loop(self) -> None:

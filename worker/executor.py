@@ -49,6 +49,7 @@ from typing import Any
 
 from worker.journal import KEEP_ACKED, Journal, JournalStore
 from worker.process_host import SHIM_PATH, Account, ProcessHost, RealProcessHost
+from worker.tasks import Tasks
 from xce import feasibility
 from xce.clock import REAL_CLOCK, Clock
 from xce.v1 import api_pb2 as api
@@ -71,7 +72,9 @@ class Executor:
     def __init__(self, spool: Path, kill_grace_s: float, report: Callable[[api.JobReport], None],
                  draining: Callable[[], bool] = lambda: False, keep_acked: int = KEEP_ACKED,
                  host: ProcessHost | None = None, clock: Clock = REAL_CLOCK,
-                 journal: JournalStore | None = None, allow_root_jobs: bool = False) -> None:
+                 journal: JournalStore | None = None, allow_root_jobs: bool = False, name: str = "",
+                 tell: Callable[[api.TaskState], None] = lambda state: None,
+                 job_env: dict[str, str] | None = None) -> None:
         self.spool = Path(spool)
         # Status files and the journal are the worker's alone; owners reach only users/<owner>/ (0711: pass).
         self.spool.mkdir(parents=True, exist_ok=True, mode=0o711)
@@ -87,13 +90,21 @@ class Executor:
         self._running: dict[Key, int] = {}  # instance -> shim pid, while it runs
         self._killed_hard: set[Key] = set()
         self._acks = 0  # SIGKILLed by us: the end is known even without a status
+        self.name = name  # this host's name in the cluster: a job whose first host is another is a part here
+        self._parts: set[Key] = set()  # parts of parallel jobs whose first host is another, not over yet
+        self.tasks = Tasks(self, tell)
+        self.job_env = dict(job_env or {})  # for every job: how `xce launch` reaches this worker
+
+    def report(self, report: api.JobReport) -> None:
+        self._report(report)
 
     @staticmethod
-    def _slots_here(job: api.Job) -> int:
-        """The job's part of its allocation on its first host, which runs the command (all its slots
-        unless it spans hosts)."""
+    def _slots_here(job: api.Job, host: str = "") -> int:
+        """The job's part of its allocation on `host` (default: its first, which runs the command;
+        all its slots unless it spans hosts)."""
         parts = feasibility.allocation_of(job)
-        return parts[0].slots if parts else job.spec.slots
+        mine = [p for p in parts if p.host == host] if host else parts[:1]
+        return mine[0].slots if mine else job.spec.slots
 
     # -------------------------------------------------------------- restart
 
@@ -101,6 +112,10 @@ class Executor:
         """After a restart: re-adopt live instances, report the ended ones."""
         for key, record in list(self.journal.items()):
             state = record.get("state")
+            if state == "part":
+                with self._lock:
+                    self._parts.add(key)
+                continue
             if state == "ended":
                 if not record.get("acked"):
                     self._report(_report_from(record["final"]))
@@ -127,11 +142,15 @@ class Executor:
                                                              reason="worker died while starting it")))
             else:
                 self._end(key, record, self._finished(key, record, None))
+        self.tasks.recover()
 
     # -------------------------------------------------------------- commands
 
-    def run(self, job: api.Job) -> None:
+    def run(self, job: api.Job, credential: str = "") -> None:
         key = (job.id, job.attempt)
+        if self.name and job.host and job.host != self.name:
+            self._part(key, job, credential)
+            return
         known = self.journal.get(key)
         if known is not None and known.get("readable_id", job.readable_id) == job.readable_id:
             # Its end too, even once acknowledged: a RunJob means the leader's state holds it as
@@ -152,7 +171,9 @@ class Executor:
         status_file = self.spool / f"{job.id}.{job.attempt}.status"
         record = {"state": "starting", "status_file": str(status_file),  # journaled before the start
                   "readable_id": job.readable_id, "rerunnable": job.spec.rerunnable,
-                  "slots": self._slots_here(job)}
+                  "slots": self._slots_here(job), "credential": credential}
+        if credential:  # what a task launched into it needs (tasks.py)
+            record["job"] = job.SerializeToString().hex()
         if failure is not None:
             log.warning("job %d.%d not started: %s", job.id, job.attempt, failure.dispatch_failed.reason)
             self._end(key, record, failure)
@@ -160,7 +181,7 @@ class Executor:
         self.journal.put(key, record)
         try:
             assert account is not None
-            pid = self._spawn(job, account, status_file)
+            pid = self._spawn(job, account, status_file, credential=credential)
         except Exception as exc:  # noqa: BLE001 - one bad job must not take the worker down
             self._end(key, record, _failed(job, START_FAILED, f"start failed: {exc}"))
             return
@@ -175,6 +196,22 @@ class Executor:
             self._hold(key, job)
         self._watch(key, record, started_here=True)
 
+    def _part(self, key: Key, job: api.Job, credential: str) -> None:
+        """The job's part on this host of its allocation (its first host is another): a record for
+        the tasks `xce launch` may start here; no process of its own."""
+        known = self.journal.get(key)
+        if known is None or known.get("readable_id") != job.readable_id:
+            if job.state == api.UNKWN or job.kill_requested:
+                return
+            known = {"state": "part", "readable_id": job.readable_id, "credential": credential,
+                     "job": job.SerializeToString().hex(), "slots": self._slots_here(job, self.name)}
+            self.journal.put(key, known)
+            with self._lock:
+                self._parts.add(key)
+            log.info("job %d.%d: its part here (%d slots)", *key, known["slots"])
+        if known.get("state") == "part":
+            self._hold(key, job)
+
     def _hold(self, key: Key, job: api.Job) -> None:
         state = job.state_before_unknown if job.state == api.UNKWN else job.state
         if state in STOPPED:
@@ -183,8 +220,17 @@ class Executor:
             self.signal(key, api.SIGNAL_CONT)
 
     def signal(self, key: Key, kind: api.SignalKind) -> None:
+        sig = {api.SIGNAL_STOP: signal.SIGSTOP, api.SIGNAL_CONT: signal.SIGCONT}.get(kind)
+        if sig is not None:  # tasks launched while the job is stopped start stopped
+            self._mark_stopped(key, sig == signal.SIGSTOP)
+            self.tasks.signal(key, sig)
         with self._lock:
             pid = self._running.get(key)
+            part = key in self._parts
+        if part and kind == api.SIGNAL_KILL:
+            with self._lock:
+                self._parts.discard(key)
+            self.tasks.over(key)
         if pid is None:
             return
         if kind == api.SIGNAL_STOP:
@@ -195,6 +241,29 @@ class Executor:
             self.host.killpg(pid, signal.SIGTERM)
             self.host.killpg(pid, signal.SIGCONT)  # a stopped job must see the TERM
             self.host.call_later(self.kill_grace_s, lambda: self._kill_hard(key, pid))
+
+    def launch_check(self, request: api.LaunchTask, uid: int) -> str | None:
+        """Whether `xce launch` in a job of this host may ask for this task: None, or why not."""
+        record = self.journal.get((request.job_id, request.attempt))
+        if record is None or record.get("state") not in ("running", "part") or not record.get("job"):
+            return f"job {request.job_id} at attempt {request.attempt} runs nothing on this host"
+        if not request.credential or record.get("credential") != request.credential:
+            return "the job credential does not match"
+        owner = api.Job.FromString(bytes.fromhex(record["job"])).spec.user
+        account = self.host.account(owner)
+        if uid != 0 and (account is None or account.uid != uid):
+            return f"only the job's owner ({owner}) may launch its tasks"
+        if not request.host or not request.command or not 0 < len(request.task_id) <= 64:
+            return "a task needs a host, a command and a task id"
+        return None
+
+    def _mark_stopped(self, key: Key, stopped: bool) -> None:
+        with self._lock:
+            record = self.journal.get(key)
+            if record is not None and record.get("state") in ("running", "part") \
+                    and record.get("stopped", False) != stopped:
+                record["stopped"] = stopped
+                self.journal.put(key, record)
 
     def fence(self, grace_s: float) -> list[Key]:
         """The worker-side fence: kill every running rerunnable instance (TERM, then KILL after
@@ -219,7 +288,9 @@ class Executor:
         record = self.journal.get(key)
         if record is None:
             return
-        if record.get("state") == "running":
+        if record.get("state") == "part":  # after a re-join: the leader kills it if the job is over
+            self._report(api.JobReport(job_id=key[0], attempt=key[1], started=api.JobStarted(part=True)))
+        elif record.get("state") == "running":
             self._report(self._started(key, record))
         elif record.get("state") == "ended" and (acknowledged_too or not record.get("acked")):
             if record.get("pid"):
@@ -227,6 +298,9 @@ class Executor:
             self._report(_report_from(record["final"]))
 
     def acknowledged(self, key: Key, kind: str) -> None:
+        if kind == "part_ended":
+            self.tasks.acknowledged(key)
+            return
         record = self.journal.get(key)
         if record is not None and record.get("state") == "ended" and kind != "started":
             record["acked"] = True
@@ -235,9 +309,11 @@ class Executor:
             if self._acks % PRUNE_EVERY_ACKS == 0:  # a full scan of the journal: not on every ack
                 self.journal.prune_acked()
 
-    def running(self) -> list[Key]:
+    def running(self, parts: bool = True) -> list[Key]:
+        """The instances that run here: the jobs' commands, and (`parts`) the parts of parallel jobs
+        whose first host is another (a join lists only the commands: recovery.py knows those)."""
         with self._lock:
-            return list(self._running)
+            return list(self._running) + (sorted(self._parts - self._running.keys()) if parts else [])
 
     def close(self) -> None:
         self.host.close()  # first: an end heard meanwhile is still journaled
@@ -245,9 +321,10 @@ class Executor:
 
     # -------------------------------------------------------------- starting
 
-    def _check(self, job: api.Job) -> tuple[Account | None, api.JobReport | None]:
-        """The owner's account here, or the failed dispatch that says why the job cannot run here."""
-        if self._draining():
+    def _check(self, job: api.Job, draining_too: bool = True) -> tuple[Account | None, api.JobReport | None]:
+        """The owner's account here, or the failed dispatch that says why the job cannot run here
+        (`draining_too=False`: a task of a job that runs already, which draining does not stop)."""
+        if draining_too and self._draining():
             return None, _failed(job, DRAINING, "worker draining")
         host_name = self.host.host_name()
         if not job.spec.user:
@@ -265,13 +342,20 @@ class Executor:
                                                         f"cannot run jobs of {job.spec.user}")
         return account, None
 
-    def _spawn(self, job: api.Job, account: Account, status_file: Path) -> int:
+    def _spawn(self, job: api.Job, account: Account, status_file: Path, task: api.LaunchTask | None = None,
+               credential: str = "") -> int:
         cwd = job.spec.cwd or account.home or "/"
         out = self._output(cwd, job.spec.stdout_path, job, account, "out")
         err = self._output(cwd, job.spec.stderr_path, job, account, "err")
         ids = {"XCE_JOB_ID": str(job.id), "XCE_JOB_ATTEMPT": str(job.attempt), "XCE_SPOOL": str(self.spool)}
+        if task is not None:  # its own, so a restarted worker never takes it for the job's command
+            ids["XCE_TASK_ID"] = task.task_id
+            cwd = task.cwd or cwd
         env = {"HOME": account.home, "USER": account.name, "LOGNAME": account.name, "SHELL": account.shell,
-               "PATH": DEFAULT_PATH, **job.spec.env, **ids, "XCE_JOB_READABLE_ID": job.readable_id}
+               "PATH": DEFAULT_PATH, **job.spec.env, **(dict(task.env) if task is not None else {}),
+               **self.job_env,
+               **self._hosts_env(job, account, credential or (task.credential if task is not None else "")),
+               **ids, "XCE_JOB_READABLE_ID": job.readable_id}
         if job.array_id:  # an array's element: its index, also under LSF's name
             env.update(XCE_ARRAY_ID=str(job.array_id), XCE_ARRAY_INDEX=str(job.array_index),
                        LSB_JOBINDEX=str(job.array_index))
@@ -279,9 +363,40 @@ class Executor:
         # -I: the interpreter that stays root reads no PYTHON* variable, no user site, not the cwd;
         # -S: no site at all (half of its start-up). The shim is run as a file (it needs only the
         # standard library's built-in modules), installed or not.
+        command = list(task.command) if task is not None else list(job.spec.command)
         shim = [sys.executable, "-I", "-S", SHIM, str(status_file), *switch, "--cwd", cwd,
-                "--stdout", out, "--stderr", err, "--", *job.spec.command]
+                "--stdout", out, "--stderr", err, "--", *command]
         return self.host.spawn(shim, {"PATH": SHIM_PATH, **ids}, env_bytes(env), self.spool / "shims.log")
+
+    def _hosts_env(self, job: api.Job, account: Account, credential: str) -> dict[str, str]:
+        """Where the job runs, as LSF and PBS tell it: XCE_HOSTS/LSB_HOSTS (a host per slot),
+        LSB_MCPU_HOSTS (host and slots), a host file (XCE_HOSTFILE, LSB_DJOB_HOSTFILE, a host per
+        slot, like PBS_NODEFILE), and the credential `xce launch` presents."""
+        parts = feasibility.allocation_of(job) or [feasibility.Part(self.name, job.spec.slots, {})]
+        per_slot = [part.host for part in parts for _ in range(part.slots)]
+        env = {"XCE_HOSTS": " ".join(per_slot), "LSB_HOSTS": " ".join(per_slot),
+               "LSB_MCPU_HOSTS": " ".join(f"{part.host} {part.slots}" for part in parts),
+               "LSB_DJOB_NUMPROC": str(len(per_slot))}
+        if credential:
+            env["XCE_JOB_CREDENTIAL"] = credential
+        hostfile = self.host.owner_dir(self.spool / "users" / account.name, account) / \
+            f"{job.id}.{job.attempt}.hosts"
+        try:
+            if not hostfile.exists():
+                hostfile.write_text("".join(f"{host}\n" for host in per_slot))
+                hostfile.chmod(0o644)
+            env["XCE_HOSTFILE"] = env["LSB_DJOB_HOSTFILE"] = str(hostfile)
+        except OSError as exc:
+            log.warning("job %d.%d: no host file %s: %s", job.id, job.attempt, hostfile, exc)
+        return env
+
+    def read_status(self, path: str) -> dict[str, Any]:
+        """A shim's status file, or {} if it left none."""
+        try:
+            status = json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            return {}
+        return status if isinstance(status, dict) else {}
 
     def _output(self, cwd: str, path: str, job: api.Job, account: Account, suffix: str) -> str:
         """A path the owner chose (relative to the cwd), or the owner's own directory in the spool."""
@@ -330,6 +445,7 @@ class Executor:
         with self._lock:
             self.journal.put(key, record)
             self._running.pop(key, None)
+        self.tasks.over(key)  # the job's command ended: its tasks here end too
         if report.HasField("finished"):
             f = report.finished
             log.info("job %d.%d ended: exit %d signal %d%s", *key, f.exit_code, f.term_signal,

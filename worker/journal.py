@@ -46,6 +46,24 @@ class Journal:
             raw = txn.get(name.encode(), db=self._notes)
         return None if raw is None else dict(json.loads(bytes(raw)))
 
+    def notes(self, prefix: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The notes whose names start with `prefix`, in name order."""
+        start = prefix.encode()
+        with self._env.begin() as txn:
+            cursor = txn.cursor(db=self._notes)
+            rows = []
+            if cursor.set_range(start):
+                for key, value in cursor:
+                    if not bytes(key).startswith(start):
+                        break
+                    rows.append((bytes(key).decode(), bytes(value)))
+        for name, raw in rows:
+            yield name, dict(json.loads(raw))
+
+    def delete_note(self, name: str) -> None:
+        with self._env.begin(write=True) as txn:
+            txn.delete(name.encode(), db=self._notes)
+
     def put(self, key: Key, record: dict[str, Any]) -> None:
         with self._env.begin(write=True) as txn:
             txn.put(_key(key), json.dumps(record, sort_keys=True).encode(), db=self._db)
@@ -90,6 +108,10 @@ class JournalStore(Protocol):
 
     def get_note(self, name: str) -> dict[str, Any] | None: ...
 
+    def notes(self, prefix: str) -> Iterator[tuple[str, dict[str, Any]]]: ...
+
+    def delete_note(self, name: str) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -111,6 +133,13 @@ class MemoryJournal:
     def get_note(self, name: str) -> dict[str, Any] | None:
         raw = self._notes.get(name)
         return None if raw is None else dict(json.loads(raw))
+
+    def notes(self, prefix: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        for name in sorted(n for n in self._notes if n.startswith(prefix)):
+            yield name, dict(json.loads(self._notes[name]))
+
+    def delete_note(self, name: str) -> None:
+        self._notes.pop(name, None)
 
     def put(self, key: Key, record: dict[str, Any]) -> None:
         self._rows[_key(key)] = json.dumps(record, sort_keys=True)

@@ -326,6 +326,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
         cli_snapshot.add_parsers(sub)
     cli_member.add_parsers(sub, STALE_HELP)
+    if command in (None, "launch"):
+        from xce import cli_launch
+
+        cli_launch.add_parser(sub)
 
     p = sub.add_parser("hosts", help="list hosts (like bhosts)")
     p.add_argument("-l", "--long", action="store_true",
@@ -391,6 +395,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _init(args)
     if args.command == "init-replica":
         return _init_replica(args)
+    if args.command == "launch":
+        from xce import cli_launch
+
+        return cli_launch.run(args)
     if args.command == "snapshot":
         from xce import cli_snapshot
     if args.command == "snapshot" and args.snapshot_command == "status":
@@ -796,7 +804,7 @@ def _status_table(status: api.StatusResponse) -> None:
 
 # Commands that only talk to the cluster and print: nothing of theirs is left to run once they return.
 FAST_EXIT = frozenset({"submit", "jobs", "job", *ACTIONS, "run", "modify", "queues", "queue", "history",
-                       "acct", "hosts", "host", "status", "whoami", "token", "member"})
+                       "acct", "hosts", "host", "status", "whoami", "token", "member", "launch"})
 
 
 def entry() -> NoReturn:

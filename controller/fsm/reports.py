@@ -15,10 +15,12 @@ from controller.fsm.applier import Applier, each
 from controller.fsm.holdings import release
 from controller.fsm.jobs import EXIT_KILLED, requeue_ended, settle_lost
 from controller.fsm.records import RUNNING, next_attempt, read_host, read_job
+from xce import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 FENCE_FORMAT = 2  # the first entry format whose apply reads JobFinished.fenced (versions.py)
+PART_FORMAT = 8  # reports of a parallel job's part on its other hosts: part_ended, started.part
 
 
 def apply_report(applier: Applier) -> list[log.Result]:
@@ -36,6 +38,11 @@ def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
     if host is None or host.generation != relayed.generation:
         return log.Result(code=log.FAILED_PRECONDITION, message="report from a stale connection")
     kind = report.WhichOneof("body")
+    if kind == "part_ended" or (kind == "started" and report.started.part):
+        if applier.entry.format >= PART_FORMAT:
+            return _part(applier, job, relayed)
+        if kind == "part_ended":
+            kind = None  # a body older replicas do not know: an empty report to them
     if kind in ("finished", "dispatch_failed") and applier.entry.format >= recovery.FORMAT:
         recovery.instance_ended(applier, relayed.host, report.job_id, report.attempt)  # if a stray
         job = read_job(applier.tables, report.job_id)
@@ -73,6 +80,23 @@ def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
     return log.Result(code=log.OK, job_ids=[job.id])
 
 
+def _part(applier: Applier, job: api.Job | None, relayed: log.HostReport) -> log.Result:
+    """A report about the job's part on a host of its allocation (its tasks): `started` after a
+    re-join says it lives (refused if the job is over there, so the worker is told to kill it);
+    `part_ended` adds its tasks' usage to the job's, whatever state the job is in now."""
+    report = relayed.report
+    hosts = [part.host for part in feasibility.allocation_of(job)] if job is not None else []
+    if job is None or job.attempt != report.attempt or relayed.host not in hosts:
+        return log.Result(code=log.FAILED_PRECONDITION, message="report about a part not wanted")
+    if report.HasField("started"):
+        if job.state not in RUNNING:
+            return log.Result(code=log.FAILED_PRECONDITION, message="the job is over")
+        return log.Result(code=log.OK, job_ids=[job.id])
+    _add_usage(job.usage, report.part_ended.usage)
+    applier.put_job(job)
+    return log.Result(code=log.OK, job_ids=[job.id])
+
+
 def _started(applier: Applier, job: api.Job, started: api.JobStarted) -> None:
     job.pid = started.pid
     job.start_time_ms = started.time_ms or applier.stamp_ms
@@ -90,7 +114,11 @@ def _finished(applier: Applier, job: api.Job, finished: api.JobFinished) -> None
     job.exit_status_unknown = finished.status_unknown
     ok = job.exit_code == 0 and not finished.status_unknown
     job.state = api.DONE if ok else api.EXIT
-    job.usage.CopyFrom(finished.usage)
+    if applier.entry.format >= PART_FORMAT:  # what the job's parts on other hosts reported stays
+        _add_usage(job.usage, finished.usage)
+        job.usage.wall_s = finished.usage.wall_s
+    else:
+        job.usage.CopyFrom(finished.usage)
     job.end_time_ms = finished.time_ms or applier.stamp_ms
     job.kill_requested = False
     job.ClearField("state_before_unknown")
@@ -114,3 +142,10 @@ def _dispatch_failed(applier: Applier, job: api.Job, host: str, failed: api.Disp
         job.ClearField("allocation")
         job.pid = 0
     job.ClearField("state_before_unknown")
+
+
+def _add_usage(usage: api.Usage, more: api.Usage) -> None:
+    """CPU adds up over the job's processes on every host; the peak RSS is the largest one's."""
+    usage.user_cpu_s += more.user_cpu_s
+    usage.system_cpu_s += more.system_cpu_s
+    usage.max_rss_kb = max(usage.max_rss_kb, more.max_rss_kb)

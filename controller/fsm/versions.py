@@ -29,7 +29,8 @@ from xce.v1 import log_pb2 as log
 # 5: resource requirements are parsed at submit and modify, and a bad one refused (validation.py).
 # 6: allocations: requirements, consumables and several hosts checked at the barrier (decisions.py).
 # 7: host groups and shared resources (InitCluster, joins), -m, licenses at the barrier (resources.py).
-ENTRY_FORMAT = 7
+# 8: reports of a parallel job's part on its other hosts (reports.py: PART_FORMAT).
+ENTRY_FORMAT = 8
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",

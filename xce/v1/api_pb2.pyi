@@ -70,6 +70,13 @@ class DecisionRejection(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REJECT_INFEASIBLE: _ClassVar[DecisionRejection]
     REJECT_MALFORMED: _ClassVar[DecisionRejection]
 
+class TaskPhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_PHASE_UNSPECIFIED: _ClassVar[TaskPhase]
+    TASK_STARTED: _ClassVar[TaskPhase]
+    TASK_ENDED: _ClassVar[TaskPhase]
+    TASK_REFUSED: _ClassVar[TaskPhase]
+
 class SignalKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SIGNAL_KIND_UNSPECIFIED: _ClassVar[SignalKind]
@@ -121,6 +128,10 @@ REJECT_NOT_PENDING: DecisionRejection
 REJECT_WRONG_ATTEMPT: DecisionRejection
 REJECT_INFEASIBLE: DecisionRejection
 REJECT_MALFORMED: DecisionRejection
+TASK_PHASE_UNSPECIFIED: TaskPhase
+TASK_STARTED: TaskPhase
+TASK_ENDED: TaskPhase
+TASK_REFUSED: TaskPhase
 SIGNAL_KIND_UNSPECIFIED: SignalKind
 SIGNAL_STOP: SignalKind
 SIGNAL_CONT: SignalKind
@@ -833,16 +844,20 @@ class DecisionBatchResponse(_message.Message):
     def __init__(self, rejections: _Optional[_Iterable[str]] = ..., revision: _Optional[int] = ..., outcomes: _Optional[_Iterable[_Union[DecisionOutcome, _Mapping]]] = ...) -> None: ...
 
 class WorkerMessage(_message.Message):
-    __slots__ = ("join", "heartbeat", "report", "reports")
+    __slots__ = ("join", "heartbeat", "report", "reports", "launch", "task")
     JOIN_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     REPORT_FIELD_NUMBER: _ClassVar[int]
     REPORTS_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
     join: HostSpec
     heartbeat: Heartbeat
     report: JobReport
     reports: Reports
-    def __init__(self, join: _Optional[_Union[HostSpec, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., report: _Optional[_Union[JobReport, _Mapping]] = ..., reports: _Optional[_Union[Reports, _Mapping]] = ...) -> None: ...
+    launch: LaunchTask
+    task: TaskState
+    def __init__(self, join: _Optional[_Union[HostSpec, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., report: _Optional[_Union[JobReport, _Mapping]] = ..., reports: _Optional[_Union[Reports, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., task: _Optional[_Union[TaskState, _Mapping]] = ...) -> None: ...
 
 class Reports(_message.Message):
     __slots__ = ("reports",)
@@ -851,26 +866,95 @@ class Reports(_message.Message):
     def __init__(self, reports: _Optional[_Iterable[_Union[JobReport, _Mapping]]] = ...) -> None: ...
 
 class JobReport(_message.Message):
-    __slots__ = ("job_id", "attempt", "started", "finished", "dispatch_failed")
+    __slots__ = ("job_id", "attempt", "started", "finished", "dispatch_failed", "part_ended")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
     FINISHED_FIELD_NUMBER: _ClassVar[int]
     DISPATCH_FAILED_FIELD_NUMBER: _ClassVar[int]
+    PART_ENDED_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     attempt: int
     started: JobStarted
     finished: JobFinished
     dispatch_failed: DispatchFailed
-    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., started: _Optional[_Union[JobStarted, _Mapping]] = ..., finished: _Optional[_Union[JobFinished, _Mapping]] = ..., dispatch_failed: _Optional[_Union[DispatchFailed, _Mapping]] = ...) -> None: ...
+    part_ended: PartEnded
+    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., started: _Optional[_Union[JobStarted, _Mapping]] = ..., finished: _Optional[_Union[JobFinished, _Mapping]] = ..., dispatch_failed: _Optional[_Union[DispatchFailed, _Mapping]] = ..., part_ended: _Optional[_Union[PartEnded, _Mapping]] = ...) -> None: ...
+
+class PartEnded(_message.Message):
+    __slots__ = ("usage", "tasks", "time_ms")
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    usage: Usage
+    tasks: int
+    time_ms: int
+    def __init__(self, usage: _Optional[_Union[Usage, _Mapping]] = ..., tasks: _Optional[int] = ..., time_ms: _Optional[int] = ...) -> None: ...
+
+class LaunchTask(_message.Message):
+    __slots__ = ("job_id", "attempt", "task_id", "host", "command", "env", "cwd", "credential", "origin")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    CWD_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    attempt: int
+    task_id: str
+    host: str
+    command: _containers.RepeatedScalarFieldContainer[str]
+    env: _containers.ScalarMap[str, str]
+    cwd: str
+    credential: str
+    origin: str
+    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., task_id: _Optional[str] = ..., host: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., cwd: _Optional[str] = ..., credential: _Optional[str] = ..., origin: _Optional[str] = ...) -> None: ...
+
+class TaskState(_message.Message):
+    __slots__ = ("job_id", "attempt", "task_id", "host", "phase", "pid", "exit_code", "term_signal", "reason", "retry", "origin")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    TERM_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RETRY_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    attempt: int
+    task_id: str
+    host: str
+    phase: TaskPhase
+    pid: int
+    exit_code: int
+    term_signal: int
+    reason: str
+    retry: bool
+    origin: str
+    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., task_id: _Optional[str] = ..., host: _Optional[str] = ..., phase: _Optional[_Union[TaskPhase, str]] = ..., pid: _Optional[int] = ..., exit_code: _Optional[int] = ..., term_signal: _Optional[int] = ..., reason: _Optional[str] = ..., retry: _Optional[bool] = ..., origin: _Optional[str] = ...) -> None: ...
 
 class JobStarted(_message.Message):
-    __slots__ = ("pid", "time_ms")
+    __slots__ = ("pid", "time_ms", "part")
     PID_FIELD_NUMBER: _ClassVar[int]
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    PART_FIELD_NUMBER: _ClassVar[int]
     pid: int
     time_ms: int
-    def __init__(self, pid: _Optional[int] = ..., time_ms: _Optional[int] = ...) -> None: ...
+    part: bool
+    def __init__(self, pid: _Optional[int] = ..., time_ms: _Optional[int] = ..., part: _Optional[bool] = ...) -> None: ...
 
 class JobFinished(_message.Message):
     __slots__ = ("exit_code", "term_signal", "status_unknown", "usage", "time_ms", "fenced")
@@ -907,20 +991,24 @@ class Heartbeat(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., fence_s: _Optional[float] = ..., unknown_timeout_s: _Optional[float] = ...) -> None: ...
 
 class ControllerMessage(_message.Message):
-    __slots__ = ("joined", "run", "signal", "ack", "commands", "heartbeat")
+    __slots__ = ("joined", "run", "signal", "ack", "commands", "heartbeat", "launch", "task")
     JOINED_FIELD_NUMBER: _ClassVar[int]
     RUN_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     COMMANDS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
     joined: Joined
     run: RunJob
     signal: SignalJob
     ack: ReportAck
     commands: Commands
     heartbeat: Heartbeat
-    def __init__(self, joined: _Optional[_Union[Joined, _Mapping]] = ..., run: _Optional[_Union[RunJob, _Mapping]] = ..., signal: _Optional[_Union[SignalJob, _Mapping]] = ..., ack: _Optional[_Union[ReportAck, _Mapping]] = ..., commands: _Optional[_Union[Commands, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ...) -> None: ...
+    launch: LaunchTask
+    task: TaskState
+    def __init__(self, joined: _Optional[_Union[Joined, _Mapping]] = ..., run: _Optional[_Union[RunJob, _Mapping]] = ..., signal: _Optional[_Union[SignalJob, _Mapping]] = ..., ack: _Optional[_Union[ReportAck, _Mapping]] = ..., commands: _Optional[_Union[Commands, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., task: _Optional[_Union[TaskState, _Mapping]] = ...) -> None: ...
 
 class Commands(_message.Message):
     __slots__ = ("commands",)
@@ -929,10 +1017,12 @@ class Commands(_message.Message):
     def __init__(self, commands: _Optional[_Iterable[_Union[ControllerMessage, _Mapping]]] = ...) -> None: ...
 
 class RunJob(_message.Message):
-    __slots__ = ("job",)
+    __slots__ = ("job", "credential")
     JOB_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     job: Job
-    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+    credential: str
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., credential: _Optional[str] = ...) -> None: ...
 
 class SignalJob(_message.Message):
     __slots__ = ("job_id", "attempt", "kind")

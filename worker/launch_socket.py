@@ -1,0 +1,179 @@
+"""Where `xce launch` inside a job asks for a task: a Unix socket in the worker's spool.
+
+Theory of operation. A job gets XCE_LAUNCH_SOCKET (this socket), its
+XCE_JOB_ID, XCE_JOB_ATTEMPT and XCE_JOB_CREDENTIAL. `xce launch HOST -- CMD`
+connects and sends a LaunchTask; the worker believes it only if the
+credential is the one it holds for that (job, attempt) and the peer (from
+SO_PEERCRED, which the kernel vouches for) is the job's owner or root, then
+passes it to the leader over its stream, which checks it against committed
+state and sends it to the target host's worker. What becomes of the task
+(started, ended, refused) comes back the same way and is written to the
+connection; the connection closes at the end. A refusal marked `retry` (the
+target host is not connected, say during a failover) is asked again every
+second for up to a minute. A launch still waiting when the worker re-joins
+is sent again: the task id makes the target run it at most once.
+
+Frames on the socket: 4 bytes of length (big-endian), then the protobuf.
+The socket is the worker's (mode 0666, in the 0711 spool): anyone may
+connect; only the credential and the peer's uid let a request through.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from xce.v1 import api_pb2 as api
+
+log = logging.getLogger("xce.worker")
+
+MAX_FRAME = 1 << 20
+RETRY_S = 1.0
+RETRY_FOR_S = 60.0
+SOCKET_NAME = "launch.sock"
+
+Key = tuple[int, int, str]
+
+
+def read_frame(conn: socket.socket) -> bytes | None:
+    head = _read(conn, 4)
+    if head is None:
+        return None
+    (size,) = struct.unpack(">I", head)
+    if size > MAX_FRAME:
+        return None
+    return _read(conn, size)
+
+
+def write_frame(conn: socket.socket, payload: bytes) -> None:
+    conn.sendall(struct.pack(">I", len(payload)) + payload)
+
+
+def _read(conn: socket.socket, size: int) -> bytes | None:
+    chunks, got = [], 0
+    while got < size:
+        chunk = conn.recv(size - got)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+class LaunchServer:
+    """`check(request, uid)`: None if this host's record of the job lets the request through, else
+    why not; `forward(request)`: pass it to the leader (False: not connected now)."""
+
+    def __init__(self, path: Path, check: Callable[[api.LaunchTask, int], str | None],
+                 forward: Callable[[api.LaunchTask], bool]) -> None:
+        self.path = path
+        self._check, self._forward = check, forward
+        self._lock = threading.Lock()
+        self._waiting: dict[Key, tuple[socket.socket, api.LaunchTask, float]] = {}
+        self._retry: dict[Key, float] = {}  # refused for now: ask again at
+        self._stop = threading.Event()
+        if path.exists() or path.is_symlink():
+            path.unlink()
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(path))
+        os.chmod(path, 0o666)
+        self._server.listen(64)
+        threading.Thread(target=self._accept, daemon=True, name="launch-accept").start()
+        threading.Thread(target=self._retry_loop, daemon=True, name="launch-retry").start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._server.close()
+        with self._lock:
+            waiting, self._waiting = list(self._waiting.values()), {}
+        for conn, _, _ in waiting:
+            conn.close()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True, name="launch-conn").start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            _, uid, _ = struct.unpack("3i", creds)
+            conn.settimeout(10.0)
+            raw = read_frame(conn)
+            conn.settimeout(None)
+            request = api.LaunchTask.FromString(raw) if raw is not None else None
+        except Exception:  # noqa: BLE001 - a client's garbage ends its connection, nothing else
+            conn.close()
+            return
+        if request is None:
+            conn.close()
+            return
+        why = self._check(request, uid)
+        if why is not None:
+            self._answer(conn, api.TaskState(job_id=request.job_id, attempt=request.attempt,
+                                             task_id=request.task_id, host=request.host,
+                                             phase=api.TASK_REFUSED, reason=why), last=True)
+            return
+        key = (request.job_id, request.attempt, request.task_id)
+        with self._lock:
+            earlier = self._waiting.pop(key, None)
+            self._waiting[key] = (conn, request, time.monotonic() + RETRY_FOR_S)
+        if earlier is not None:
+            earlier[0].close()  # a repeat of the same task (its launcher reconnected): this one waits
+        self._forward(request)
+
+    def deliver(self, state: api.TaskState) -> None:
+        """What became of a task this host asked for."""
+        key = (state.job_id, state.attempt, state.task_id)
+        with self._lock:
+            waiting = self._waiting.get(key)
+        if waiting is None:
+            return
+        conn, request, until = waiting
+        if state.phase == api.TASK_REFUSED and state.retry and time.monotonic() < until:
+            with self._lock:
+                self._retry[key] = time.monotonic() + RETRY_S  # asked again by the retry loop
+            return
+        last = state.phase in (api.TASK_ENDED, api.TASK_REFUSED)
+        if last:
+            with self._lock:
+                if self._waiting.get(key) is waiting:
+                    del self._waiting[key]
+                    self._retry.pop(key, None)
+        self._answer(conn, state, last)
+
+    def pending(self) -> list[api.LaunchTask]:
+        """The launches still waiting (sent again after a re-join)."""
+        with self._lock:
+            return [request for _, request, _ in self._waiting.values()]
+
+    def _retry_loop(self) -> None:
+        while not self._stop.wait(RETRY_S / 4):
+            now = time.monotonic()
+            with self._lock:
+                due = [key for key, at in self._retry.items() if at <= now]
+                requests = []
+                for key in due:
+                    del self._retry[key]
+                    if key in self._waiting:
+                        requests.append(self._waiting[key][1])
+            for request in requests:
+                self._forward(request)
+
+    @staticmethod
+    def _answer(conn: socket.socket, state: api.TaskState, last: bool) -> None:
+        try:
+            write_frame(conn, state.SerializeToString())
+        except OSError:
+            last = True
+        if last:
+            conn.close()

@@ -1,0 +1,257 @@
+"""Tasks of a job on the hosts of its allocation (`xce launch`, LSF's blaunch), and each host's part.
+
+Theory of operation. A job's allocation may span hosts; its first host runs
+the command (the executor's instance), every other host holds the job's
+*part* there: a record made when that host's RunJob arrives, with no
+process until a task is launched into it. A task is asked for by `xce
+launch` inside the job (launch_socket.py), relayed by the leader, and run
+here as the job's owner, in its own process group under a shim, like a job,
+with the job's environment and the launcher's on top, its output appended
+to the job's. At most one task per (job, attempt, task id) ever starts: the
+task is journaled (a note `task/J.A/ID`) before its process starts, and a
+repeated launch answers with the task's state.
+
+Tasks are part of the job: a stop or resume of the job reaches every task
+on every host; when the job is over (the first host's command ended, or the
+leader kills the part because the job ended) the remaining tasks are killed
+(TERM, KILL after the grace), and once all have ended the host reports
+`part_ended` with their usage, which the leader adds to the job's (M6).
+
+Nothing here knows about sockets or gRPC; states go to `tell` (the daemon
+sends them to the leader), reports to the executor's report channel.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import signal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from xce.v1 import api_pb2 as api
+
+if TYPE_CHECKING:
+    from worker.executor import Executor
+
+log = logging.getLogger("xce.worker")
+
+Key = tuple[int, int]
+MAX_TASKS = 10_000  # per job and host: a launch loop in a job must not fork without bound
+
+
+def task_note(key: Key, task_id: str) -> str:
+    return f"task/{key[0]}.{key[1]}/{task_id}"
+
+
+def part_note(key: Key) -> str:
+    return f"part/{key[0]}.{key[1]}"
+
+
+class Tasks:
+    def __init__(self, executor: Executor, tell: Callable[[api.TaskState], None]) -> None:
+        self._x = executor
+        self.tell = tell
+        self._running: dict[Key, dict[str, int]] = {}  # instance -> task id -> shim pid
+        self._over: set[Key] = set()  # instances whose job is over here: no new task, end the rest
+
+    # -------------------------------------------------------------- launching
+
+    def launch(self, request: api.LaunchTask) -> api.TaskState:
+        """Start the task (or say what became of it, for a repeat); the state to send back now."""
+        key = (request.job_id, request.attempt)
+        x = self._x
+        state = api.TaskState(job_id=request.job_id, attempt=request.attempt, task_id=request.task_id,
+                              host=x.name, origin=request.origin)
+        known = x.journal.get_note(task_note(key, request.task_id))
+        if known is not None:
+            return _state_of(state, known)
+        record = x.journal.get(key)
+        job = _job_of(record)
+        if record is None or job is None or record.get("state") not in ("running", "part"):
+            return _refused(state, f"job {key[0]} at attempt {key[1]} does not run on host {x.name}")
+        if record.get("credential") != request.credential or not request.credential:
+            return _refused(state, "the job credential does not match")
+        with x._lock:
+            if key in self._over:
+                return _refused(state, "the job is over on this host")
+            running = self._running.setdefault(key, {})
+            if len(running) >= MAX_TASKS:
+                return _refused(state, f"at most {MAX_TASKS} tasks run at once per job and host")
+        account, failure = x._check(job, draining_too=False)
+        if failure is not None:
+            return _refused(state, failure.dispatch_failed.reason)
+        assert account is not None
+        status_file = x.spool / f"{key[0]}.{key[1]}.task-{_safe(request.task_id)}.status"
+        note: dict[str, Any] = {"state": "starting", "status_file": str(status_file),
+                                "origin": request.origin}
+        x.journal.put_note(task_note(key, request.task_id), note)  # before the start: at most once
+        try:
+            pid = x._spawn(job, account, status_file, task=request)
+        except Exception as exc:  # noqa: BLE001 - a bad task must not take the worker down
+            note.update(state="ended", final={"start_error": f"start failed: {exc}"})
+            x.journal.put_note(task_note(key, request.task_id), note)
+            return _state_of(state, note)
+        note.update(state="running", pid=pid, pid_start=x.host.start_ticks(pid))
+        x.journal.put_note(task_note(key, request.task_id), note)
+        with x._lock:
+            self._running.setdefault(key, {})[request.task_id] = pid
+            stopped = record.get("stopped", False)
+        log.info("job %d.%d task %s started, pid %d", *key, request.task_id, pid)
+        if stopped:
+            x.host.killpg(pid, signal.SIGSTOP)
+        self._watch(key, request.task_id, note, started_here=True)
+        return _state_of(state, note)
+
+    def _watch(self, key: Key, task_id: str, note: dict[str, Any], started_here: bool) -> None:
+        def ended(shim_signal: int) -> None:
+            self._ended(key, task_id, note, shim_signal)
+
+        self._x.host.watch(note["pid"], started_here, note.get("pid_start"), ended)
+
+    def _ended(self, key: Key, task_id: str, note: dict[str, Any], shim_signal: int) -> None:
+        x = self._x
+        status = x.read_status(note["status_file"])
+        final: dict[str, Any] = {k: status[k] for k in ("exit_code", "term_signal", "user_cpu_s",
+                                                        "system_cpu_s", "max_rss_kb") if k in status}
+        if "start_error" in status:
+            final["start_error"] = str(status["start_error"])[:500]
+        elif "exit_code" not in final:
+            final["term_signal"] = shim_signal or signal.SIGKILL
+        note.update(state="ended", final=final)
+        with x._lock:
+            x.journal.put_note(task_note(key, task_id), note)
+            self._running.get(key, {}).pop(task_id, None)
+        log.info("job %d.%d task %s ended: %s", *key, task_id, final)
+        self.tell(_state_of(api.TaskState(job_id=key[0], attempt=key[1], task_id=task_id, host=x.name,
+                                          origin=note.get("origin", "")), note))
+        self._maybe_part_ended(key)
+
+    # -------------------------------------------------------------- the job's signals and end
+
+    def signal(self, key: Key, sig: int) -> None:
+        with self._x._lock:
+            pids = list(self._running.get(key, {}).values())
+        for pid in pids:
+            self._x.host.killpg(pid, sig)
+            if sig == signal.SIGTERM:
+                self._x.host.killpg(pid, signal.SIGCONT)  # a stopped task must see the TERM
+
+    def over(self, key: Key) -> None:
+        """The job is over on this host (its command ended here, or the leader killed its part):
+        no new task; the running ones get TERM, then KILL after the grace; once none runs, the
+        part's end is reported."""
+        x = self._x
+        with x._lock:
+            self._over.add(key)
+            pids = list(self._running.get(key, {}).items())
+        for task_id, pid in pids:
+            x.host.killpg(pid, signal.SIGTERM)
+            x.host.killpg(pid, signal.SIGCONT)
+            x.host.call_later(x.kill_grace_s, functools.partial(self._kill_hard, key, task_id, pid))
+        self._maybe_part_ended(key)
+
+    def _kill_hard(self, key: Key, task_id: str, pid: int) -> None:
+        with self._x._lock:
+            still = self._running.get(key, {}).get(task_id) == pid
+        if still:
+            self._x.host.killpg(pid, signal.SIGKILL)
+
+    def _maybe_part_ended(self, key: Key) -> None:
+        """Over and no task left: the part's end, with its tasks' usage (once)."""
+        x = self._x
+        with x._lock:
+            if key not in self._over or self._running.get(key):
+                return
+            self._running.pop(key, None)
+            done = x.journal.get_note(part_note(key))
+            if done is not None:
+                return
+            notes = [n for _, n in x.journal.notes(f"task/{key[0]}.{key[1]}/")]
+            record = x.journal.get(key)
+            if not notes and (record or {}).get("state") != "part":
+                self._over.discard(key)  # its record, ended, refuses late launches from now on
+                return  # the first host without tasks: its finished report says it all
+            usage = api.Usage()
+            for note in notes:
+                final = note.get("final", {})
+                usage.user_cpu_s += float(final.get("user_cpu_s", 0.0))
+                usage.system_cpu_s += float(final.get("system_cpu_s", 0.0))
+                usage.max_rss_kb = max(usage.max_rss_kb, int(final.get("max_rss_kb", 0)))
+            report = api.JobReport(job_id=key[0], attempt=key[1], part_ended=api.PartEnded(
+                usage=usage, tasks=len(notes), time_ms=x.clock.now_ms()))
+            x.journal.put_note(part_note(key), {"final": report.SerializeToString().hex(), "acked": False})
+        log.info("job %d.%d: its part here ended (%d tasks)", *key, len(notes))
+        x.report(report)
+
+    def acknowledged(self, key: Key) -> None:
+        """The leader has the part's end: forget the part and its tasks."""
+        x = self._x
+        with x._lock:
+            for name, _ in list(x.journal.notes(f"task/{key[0]}.{key[1]}/")):
+                x.journal.delete_note(name)
+            x.journal.delete_note(part_note(key))
+            self._over.discard(key)
+            record = x.journal.get(key)
+            if record is not None and record.get("state") == "part":
+                record.update(state="ended", acked=True)
+                x.journal.put(key, record)
+
+    # -------------------------------------------------------------- restarts
+
+    def recover(self) -> None:
+        """After a worker restart: re-adopt running tasks, finish the ended ones, re-send unacknowledged
+        part ends; the parts whose job was over are over again."""
+        x = self._x
+        for name, note in list(x.journal.notes("task/")):
+            job_attempt, _, task_id = name.removeprefix("task/").partition("/")
+            job, _, attempt = job_attempt.partition(".")
+            key = (int(job), int(attempt))
+            if note.get("state") == "ended":
+                continue
+            pid = int(note.get("pid") or 0)
+            alive = bool(pid) and x.host.start_ticks(pid) == note.get("pid_start")
+            if alive:
+                with x._lock:
+                    self._running.setdefault(key, {})[task_id] = pid
+                self._watch(key, task_id, note, started_here=False)
+            else:
+                self._ended(key, task_id, note, 0)
+        for _, note in list(x.journal.notes("part/")):
+            if not note.get("acked"):
+                x.report(api.JobReport.FromString(bytes.fromhex(note["final"])))
+
+    def running(self, key: Key) -> bool:
+        with self._x._lock:
+            return bool(self._running.get(key))
+
+
+def _job_of(record: dict[str, Any] | None) -> api.Job | None:
+    if record is None or not record.get("job"):
+        return None
+    return api.Job.FromString(bytes.fromhex(record["job"]))
+
+
+def _safe(task_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in task_id)[:64]
+
+
+def _refused(state: api.TaskState, reason: str) -> api.TaskState:
+    state.phase = api.TASK_REFUSED
+    state.reason = reason[:500]
+    return state
+
+
+def _state_of(state: api.TaskState, note: dict[str, Any]) -> api.TaskState:
+    if note.get("state") != "ended":
+        state.phase = api.TASK_STARTED
+        state.pid = int(note.get("pid", 0))
+        return state
+    final = note.get("final", {})
+    if "start_error" in final:
+        return _refused(state, str(final["start_error"]))
+    state.phase = api.TASK_ENDED
+    state.pid = int(note.get("pid", 0))
+    state.exit_code = int(final.get("exit_code", 0))
+    state.term_signal = int(final.get("term_signal", 0))
+    return state
