@@ -199,6 +199,7 @@ class _Stream:
     host: str | None = None  # the host its credential proves (None: an in-process caller, tests)
     session: WorkerSession | None = None
     early: list[api.WorkerMessage] = field(default_factory=list)  # arrived while the join commits
+    parts: bool = False  # its worker keeps parts of jobs whose first host is another (the join said)
 
 
 @dataclass
@@ -883,6 +884,8 @@ class LeaderCore:
             self._end(term, stream, exc)
             return
         state.phase = "joining"
+        state.parts = "parts" in message.join.capabilities
+        message.join.ClearField("capabilities")  # the stream's, not the host record's
         if self._proposal_format() < fsm.recovery.FORMAT:
             message.join.ClearField("running")  # older replicas would store it in the host record
         term.joins.add((stream, message.join), message.join.ByteSize())
@@ -909,7 +912,8 @@ class LeaderCore:
         logger.info("host %s joined, generation %d", spec.name, generation)
         state = term.streams[stream]
         session = WorkerSession(self.state, spec.name, generation, self.settings.session_full_look_s,
-                                functools.partial(job_credential.credential, self.settings.credential_key))
+                                functools.partial(job_credential.credential, self.settings.credential_key),
+                                parts=state.parts and self._proposal_format() >= fsm.reports.PART_FORMAT)
         state.phase, state.session = "session", session
         term.sessions[spec.name] = stream
         session.outbox.append(api.ControllerMessage(joined=api.Joined(
@@ -950,7 +954,7 @@ class LeaderCore:
         """A task `xce launch` asked for on the origin's host: checked against committed state and
         the credential, then passed to the target host's worker; a refusal goes back at once."""
         launch.origin = origin.name
-        refusal, retry = self._launch_refusal(term, origin, launch), False
+        refusal, retry = self._launch_refusal(term, origin, launch)
         if refusal is None:
             stream = term.sessions.get(launch.host)
             if stream is None:
@@ -963,20 +967,24 @@ class LeaderCore:
                                              task_id=launch.task_id, host=launch.host, phase=api.TASK_REFUSED,
                                              reason=refusal, retry=retry, origin=origin.name))
 
-    def _launch_refusal(self, term: Term, origin: WorkerSession, launch: api.LaunchTask) -> str | None:
+    def _launch_refusal(self, term: Term, origin: WorkerSession,
+                        launch: api.LaunchTask) -> tuple[str | None, bool]:
+        """Why the task may not start (None: it may), and whether to ask again later."""
         if not launch.command or not 0 < len(launch.task_id) <= 64 or launch.ByteSize() > 1 << 20:
-            return "a task needs a command and a task id, and at most 1 MiB"
+            return "a task needs a command and a task id, and at most 1 MiB", False
         with self.state.read() as tables:
             job = fsm.read_job(tables, launch.job_id)
+        if job is not None and job.attempt == launch.attempt and job.state == api.UNKWN:
+            return f"job {job.id}'s host {job.host} is not answering", True  # it may come back
         if job is None or job.attempt != launch.attempt or job.state != api.RUN:
-            return f"job {launch.job_id} is not running at attempt {launch.attempt}"
+            return f"job {launch.job_id} is not running at attempt {launch.attempt}", False
         hosts = worker_hosts_of(job)
         if origin.name not in hosts or launch.host not in hosts:
             return f"{launch.host} and {origin.name} must both be hosts of job {job.id}'s allocation " \
-                   f"({' '.join(hosts)})"
+                   f"({' '.join(hosts)})", False
         if not job_credential.matches(self.settings.credential_key, job, launch.credential):
-            return "the job credential does not match"
-        return None
+            return "the job credential does not match", False
+        return None, False
 
     def _task_state(self, term: Term, state: api.TaskState) -> None:
         """What became of a task, to the worker whose `xce launch` waits for it."""

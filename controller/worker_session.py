@@ -96,6 +96,7 @@ class WorkerSession:
     generation: int
     full_look_s: float = RESEND_S
     credential: Callable[[api.Job], str] = lambda job: ""  # the allocation's (job_credential.py)
+    parts: bool = True  # the worker keeps parts of jobs whose first host is another (its join says so)
     outbox: list[api.ControllerMessage] = field(default_factory=list)
     run_sent: set[Key] = field(default_factory=set)
     live: set[Key] = field(default_factory=set)  # instances the worker runs, as far as we know
@@ -171,7 +172,7 @@ class WorkerSession:
         self.last_full_s = now_s
         self._check_host(host)
         wanted = {(j.id, j.attempt): j for j in jobs
-                  if j is not None and self.name in hosts_of(j) and j.state in fsm.RUNNING}
+                  if j is not None and self._here(j) and j.state in fsm.RUNNING}
         for job in wanted.values():
             self._want(job)
         for key in sorted(self.live - wanted.keys()):
@@ -188,7 +189,7 @@ class WorkerSession:
         parallel job's allocation that is not its first, the instance is the job's part there (its
         tasks): it is killed once the job is over, and forgotten when its end is reported."""
         first = job.host == self.name
-        here = first or self.name in hosts_of(job)
+        here = self._here(job)
         wanted = (job.id, job.attempt) if here and job.state in fsm.RUNNING else None
         if wanted is not None:
             self._want(job)
@@ -202,6 +203,11 @@ class WorkerSession:
                 self._forget(key)  # it ended here: its finished report made it so
             else:
                 self._kill(key)
+
+    def _here(self, job: api.Job) -> bool:
+        """Whether this host runs the job's command or, if its worker keeps parts, a part of it (an
+        older worker given a part's RunJob would run the whole command)."""
+        return job.host == self.name or (self.parts and self.name in hosts_of(job))
 
     def _forget(self, key: Key) -> None:
         """The instance ended and committed state knows it: nothing more to send about it."""

@@ -477,10 +477,13 @@ def test_a_part_s_reports_from_format_8_and_as_older_replicas_read_them_before()
     usage = api.JobReport(job_id=job, attempt=0, part_ended=api.PartEnded(usage=api.Usage(user_cpu_s=1.5)))
     assert part(usage, format_=7).code == log.FAILED_PRECONDITION and state.job(job).usage.user_cpu_s == 0
     assert part(usage).code == log.OK and state.job(job).usage.user_cpu_s == 1.5
+    assert part(usage).code == log.OK and state.job(job).usage.user_cpu_s == 1.5  # a repeat: once
     stranger = api.JobReport(job_id=job, attempt=1, part_ended=api.PartEnded(usage=api.Usage(user_cpu_s=9)))
     assert part(stranger).code == log.FAILED_PRECONDITION  # another attempt: nothing added
     state.join("c", 2)
     assert part(usage, host="c").code == log.FAILED_PRECONDITION  # not a host of its allocation
     state.finish(job, "a")
     assert part(alive).code == log.FAILED_PRECONDITION  # over: the worker is told to kill the part
-    assert part(usage).code == log.OK and state.job(job).usage.user_cpu_s == 3.0  # added after the end too
+    assert state.job(job).usage.user_cpu_s == 1.5  # the command's own end kept the part's usage
+    # The first host's tasks end after its command: their usage is added after the end too.
+    assert part(usage, host="a").code == log.OK and state.job(job).usage.user_cpu_s == 3.0

@@ -121,6 +121,7 @@ class Worker:
         join.CopyFrom(self.config.host)
         join.running.extend(api.InstanceKey(job_id=j, attempt=a)
                             for j, a in sorted(self.executor.running(parts=False)))
+        join.capabilities.append("parts")  # it keeps the parts of parallel jobs (worker/tasks.py)
         return api.WorkerMessage(join=join)
 
     def receive(self, frame: api.ControllerMessage, send: Send) -> bool:
@@ -223,8 +224,10 @@ class Worker:
         try:
             self._handle(message)
         except Exception as exc:  # noqa: BLE001 - one bad command must not take the worker down
-            log.exception("worker %s: command failed: %s", self.config.host.name, message)
-            self.failures = [*self.failures[-(MAX_FAILURES_KEPT - 1):], f"{message}: {exc!r}"]
+            # Its kind and job, not the message: a RunJob or launch carries the environment and credential.
+            what = _described(message)
+            log.exception("worker %s: command failed: %s", self.config.host.name, what)
+            self.failures = [*self.failures[-(MAX_FAILURES_KEPT - 1):], f"{what}: {exc!r}"]
 
     def _handle(self, message: api.ControllerMessage) -> None:
         kind = message.WhichOneof("body")
@@ -386,6 +389,14 @@ class Worker:
         if address not in addresses:
             return addresses[0]
         return addresses[(addresses.index(address) + 1) % len(addresses)]
+
+
+def _described(message: api.ControllerMessage) -> str:
+    kind = message.WhichOneof("body") or "empty"
+    body = getattr(message, kind, None) if kind != "empty" else None
+    job = getattr(body, "job", None)
+    job_id = job.id if isinstance(job, api.Job) else getattr(body, "job_id", "")
+    return f"{kind} {job_id}".strip()
 
 
 def _drain(outgoing: queue.Queue[api.WorkerMessage | None]) -> Iterator[api.WorkerMessage]:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -109,7 +110,9 @@ class Executor:
     # -------------------------------------------------------------- restart
 
     def recover(self) -> None:
-        """After a restart: re-adopt live instances, report the ended ones."""
+        """After a restart: re-adopt live instances and tasks, report the ended ones; the tasks of
+        an instance that is over are ended (its end may have come while no worker watched)."""
+        self.tasks.recover()
         for key, record in list(self.journal.items()):
             state = record.get("state")
             if state == "part":
@@ -142,7 +145,10 @@ class Executor:
                                                              reason="worker died while starting it")))
             else:
                 self._end(key, record, self._finished(key, record, None))
-        self.tasks.recover()
+        for key in self.tasks.with_tasks():
+            known = self.journal.get(key)
+            if known is None or known.get("state") not in ("running", "part"):
+                self.tasks.over(key)
 
     # -------------------------------------------------------------- commands
 
@@ -172,7 +178,7 @@ class Executor:
         record = {"state": "starting", "status_file": str(status_file),  # journaled before the start
                   "readable_id": job.readable_id, "rerunnable": job.spec.rerunnable,
                   "slots": self._slots_here(job), "credential": credential}
-        if credential:  # what a task launched into it needs (tasks.py)
+        if credential:  # what a task launched into it needs (tasks.py); dropped at its end
             record["job"] = job.SerializeToString().hex()
         if failure is not None:
             log.warning("job %d.%d not started: %s", job.id, job.attempt, failure.dispatch_failed.reason)
@@ -270,6 +276,14 @@ class Executor:
         grace_s); each is reported `fenced`, so the leader requeues it. The ones newly fenced."""
         fenced = []
         for key in self.running():
+            with self._lock:
+                part = key in self._parts
+            if part:  # a part's tasks: the job is over once the leader gives this host up
+                with self._lock:
+                    self._parts.discard(key)
+                self.tasks.over(key, grace_s)
+                fenced.append(key)
+                continue
             with self._lock:  # not while its end is being journaled (_end): that record is the last word
                 pid = self._running.get(key)
                 record = self.journal.get(key) if pid is not None else None
@@ -379,16 +393,27 @@ class Executor:
                "LSB_DJOB_NUMPROC": str(len(per_slot))}
         if credential:
             env["XCE_JOB_CREDENTIAL"] = credential
-        hostfile = self.host.owner_dir(self.spool / "users" / account.name, account) / \
-            f"{job.id}.{job.attempt}.hosts"
+        # In a directory only the worker writes (never the owner's: a link planted there would have
+        # the worker write where it points), readable by everyone through the 0711 spool.
+        hostfile = self.hostfile((job.id, job.attempt))
         try:
-            if not hostfile.exists():
-                hostfile.write_text("".join(f"{host}\n" for host in per_slot))
-                hostfile.chmod(0o644)
+            hostfile.parent.mkdir(mode=0o755, exist_ok=True)
+            fd = os.open(hostfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "w") as out:
+                out.write("".join(f"{host}\n" for host in per_slot))
             env["XCE_HOSTFILE"] = env["LSB_DJOB_HOSTFILE"] = str(hostfile)
         except OSError as exc:
             log.warning("job %d.%d: no host file %s: %s", job.id, job.attempt, hostfile, exc)
         return env
+
+    def hostfile(self, key: Key) -> Path:
+        return self.spool / "hosts" / f"{key[0]}.{key[1]}"
+
+    def forget_hostfile(self, key: Key) -> None:
+        try:
+            self.hostfile(key).unlink()
+        except OSError:
+            pass
 
     def read_status(self, path: str) -> dict[str, Any]:
         """A shim's status file, or {} if it left none."""
@@ -442,15 +467,16 @@ class Executor:
 
     def _end(self, key: Key, record: dict[str, Any], report: api.JobReport) -> None:
         record.update(state="ended", final=report.SerializeToString().hex())
+        record.pop("job", None)  # only tasks of a running job need it
         with self._lock:
             self.journal.put(key, record)
             self._running.pop(key, None)
-        self.tasks.over(key)  # the job's command ended: its tasks here end too
         if report.HasField("finished"):
             f = report.finished
             log.info("job %d.%d ended: exit %d signal %d%s", *key, f.exit_code, f.term_signal,
                      " (status unknown)" if f.status_unknown else "")
         self._report(report)
+        self.tasks.over(key)  # the job's command ended: its tasks here end too (after its end is told)
 
     def _started(self, key: Key, record: dict[str, Any]) -> api.JobReport:
         return api.JobReport(job_id=key[0], attempt=key[1], started=api.JobStarted(

@@ -36,28 +36,38 @@ log = logging.getLogger("xce.worker")
 MAX_FRAME = 1 << 20
 RETRY_S = 1.0
 RETRY_FOR_S = 60.0
+ASK_AGAIN_S = 5.0  # how often a launch still waiting is asked again (a state lost with a stream)
+MAX_CONNECTIONS = 256  # at once, any user: each is a thread
+FIRST_FRAME_S = 10.0  # the whole request, from the connection on
+SEND_S = 5.0  # to write a state to a launcher
 SOCKET_NAME = "launch.sock"
 
 Key = tuple[int, int, str]
 
 
-def read_frame(conn: socket.socket) -> bytes | None:
-    head = _read(conn, 4)
+def read_frame(conn: socket.socket, deadline: float | None = None) -> bytes | None:
+    """One frame; None at the end, for a frame too large, or past `deadline` (monotonic)."""
+    head = _read(conn, 4, deadline)
     if head is None:
         return None
     (size,) = struct.unpack(">I", head)
     if size > MAX_FRAME:
         return None
-    return _read(conn, size)
+    return _read(conn, size, deadline)
 
 
 def write_frame(conn: socket.socket, payload: bytes) -> None:
     conn.sendall(struct.pack(">I", len(payload)) + payload)
 
 
-def _read(conn: socket.socket, size: int) -> bytes | None:
+def _read(conn: socket.socket, size: int, deadline: float | None = None) -> bytes | None:
     chunks, got = [], 0
     while got < size:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            conn.settimeout(left)
         chunk = conn.recv(size - got)
         if not chunk:
             return None
@@ -77,6 +87,7 @@ class LaunchServer:
         self._lock = threading.Lock()
         self._waiting: dict[Key, tuple[socket.socket, api.LaunchTask, float]] = {}
         self._retry: dict[Key, float] = {}  # refused for now: ask again at
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._stop = threading.Event()
         if path.exists() or path.is_symlink():
             path.unlink()
@@ -101,15 +112,27 @@ class LaunchServer:
                 conn, _ = self._server.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True, name="launch-conn").start()
+            if not self._slots.acquire(blocking=False):  # full: no thread for it
+                conn.close()
+                continue
+            try:
+                threading.Thread(target=self._serve, args=(conn,), daemon=True, name="launch-conn").start()
+            except RuntimeError:  # no thread to be had (the host's limit): this one is refused
+                self._slots.release()
+                conn.close()
 
     def _serve(self, conn: socket.socket) -> None:
         try:
+            self._serve_one(conn)
+        finally:
+            self._slots.release()
+
+    def _serve_one(self, conn: socket.socket) -> None:
+        try:
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
             _, uid, _ = struct.unpack("3i", creds)
-            conn.settimeout(10.0)
-            raw = read_frame(conn)
-            conn.settimeout(None)
+            raw = read_frame(conn, time.monotonic() + FIRST_FRAME_S)
+            conn.settimeout(SEND_S)  # a launcher that stops reading does not hold up the others
             request = api.LaunchTask.FromString(raw) if raw is not None else None
         except Exception:  # noqa: BLE001 - a client's garbage ends its connection, nothing else
             conn.close()
@@ -130,26 +153,37 @@ class LaunchServer:
         if earlier is not None:
             earlier[0].close()  # a repeat of the same task (its launcher reconnected): this one waits
         self._forward(request)
+        try:  # the thread (and its slot) lasts as long as the launcher waits; its going away ends it
+            while True:
+                try:
+                    if not conn.recv(1):
+                        break
+                except TimeoutError:
+                    continue
+        except OSError:
+            pass
+        with self._lock:
+            if self._waiting.get(key, (None,))[0] is conn:
+                del self._waiting[key]
+                self._retry.pop(key, None)
+        conn.close()
 
     def deliver(self, state: api.TaskState) -> None:
         """What became of a task this host asked for."""
         key = (state.job_id, state.attempt, state.task_id)
         with self._lock:
             waiting = self._waiting.get(key)
-        if waiting is None:
-            return
-        conn, request, until = waiting
-        if state.phase == api.TASK_REFUSED and state.retry and time.monotonic() < until:
-            with self._lock:
+            if waiting is None:
+                return
+            conn, request, until = waiting
+            if state.phase == api.TASK_REFUSED and state.retry and time.monotonic() < until:
                 self._retry[key] = time.monotonic() + RETRY_S  # asked again by the retry loop
-            return
-        last = state.phase in (api.TASK_ENDED, api.TASK_REFUSED)
-        if last:
-            with self._lock:
-                if self._waiting.get(key) is waiting:
-                    del self._waiting[key]
-                    self._retry.pop(key, None)
-        self._answer(conn, state, last)
+                return
+            last = state.phase in (api.TASK_ENDED, api.TASK_REFUSED)
+            if last:
+                del self._waiting[key]
+                self._retry.pop(key, None)
+            self._answer(conn, state, last)
 
     def pending(self) -> list[api.LaunchTask]:
         """The launches still waiting (sent again after a re-join)."""
@@ -157,6 +191,10 @@ class LaunchServer:
             return [request for _, request, _ in self._waiting.values()]
 
     def _retry_loop(self) -> None:
+        """Refused for now: ask again after RETRY_S. Every ASK_AGAIN_S, every launch still waiting is
+        asked again (its target answers from its journal), so a state lost with a broken stream,
+        or a launch lost with one, is told again; one that can no longer be is refused here."""
+        asked = time.monotonic()
         while not self._stop.wait(RETRY_S / 4):
             now = time.monotonic()
             with self._lock:
@@ -166,8 +204,17 @@ class LaunchServer:
                     del self._retry[key]
                     if key in self._waiting:
                         requests.append(self._waiting[key][1])
+                if now - asked >= ASK_AGAIN_S:
+                    asked = now
+                    requests = [request for _, request, _ in self._waiting.values()]
             for request in requests:
-                self._forward(request)
+                why = self._check(request, 0)
+                if why is not None:  # the job is over here: nobody will answer
+                    self.deliver(api.TaskState(job_id=request.job_id, attempt=request.attempt,
+                                               task_id=request.task_id, host=request.host,
+                                               phase=api.TASK_REFUSED, reason=why))
+                else:
+                    self._forward(request)
 
     @staticmethod
     def _answer(conn: socket.socket, state: api.TaskState, last: bool) -> None:

@@ -127,6 +127,10 @@ class ProcessHost(Protocol):
 
     def call_later(self, delay_s: float, function: Callable[[], None]) -> None: ...
 
+    def find_served(self, status_file: Path) -> int:
+        """The served shim that writes `status_file` (its pid file beside it), if it still runs; 0: none."""
+        ...
+
     def close(self) -> None:
         """Nothing more is started (running instances go on)."""
         ...
@@ -371,9 +375,13 @@ class RealProcessHost:
             except OSError:
                 continue
             # (-m worker.shim: a shim started by the build before this one)
-            if wanted <= env and (b"worker/shim.py" in cmdline or b"worker.shim" in cmdline):
+            if wanted <= env and not any(v.startswith(b"XCE_TASK_ID=") for v in env) \
+                    and (b"worker/shim.py" in cmdline or b"worker.shim" in cmdline):
                 return int(entry.name)
         return 0
+
+    def find_served(self, status_file: Path) -> int:
+        return _served_shim(str(status_file))
 
     def host_name(self) -> str:
         return socket.gethostname()

@@ -24,6 +24,7 @@ sends them to the leader), reports to the executor's report channel.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import signal
 from collections.abc import Callable
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("xce.worker")
 
 Key = tuple[int, int]
-MAX_TASKS = 10_000  # per job and host: a launch loop in a job must not fork without bound
+MAX_TASKS = 10_000  # ever, per job and host: each is a journal note until the part's end is acknowledged
+MIN_RUNNING = 16  # at once, per job and host: at least this, else 4 per slot it holds here
 
 
 def task_note(key: Key, task_id: str) -> str:
@@ -69,20 +71,27 @@ class Tasks:
         record = x.journal.get(key)
         job = _job_of(record)
         if record is None or job is None or record.get("state") not in ("running", "part"):
-            return _refused(state, f"job {key[0]} at attempt {key[1]} does not run on host {x.name}")
+            # Its RunJob may not have reached this host yet (it joins again, say): ask again.
+            return _refused(state, f"job {key[0]} at attempt {key[1]} does not run on host {x.name}",
+                            retry=record is None)
         if record.get("credential") != request.credential or not request.credential:
             return _refused(state, "the job credential does not match")
+        most = max(MIN_RUNNING, 4 * int(record.get("slots", 1)))
         with x._lock:
             if key in self._over:
                 return _refused(state, "the job is over on this host")
             running = self._running.setdefault(key, {})
-            if len(running) >= MAX_TASKS:
-                return _refused(state, f"at most {MAX_TASKS} tasks run at once per job and host")
+            if len(running) >= most:
+                return _refused(state, f"at most {most} tasks run at once for a job on this host")
+            if sum(1 for _ in x.journal.notes(f"task/{key[0]}.{key[1]}/")) >= MAX_TASKS:
+                return _refused(state, f"at most {MAX_TASKS} tasks for a job on this host")
+            running[request.task_id] = 0  # reserved: the part's end waits for it
         account, failure = x._check(job, draining_too=False)
         if failure is not None:
+            self._unreserve(key, request.task_id)
             return _refused(state, failure.dispatch_failed.reason)
         assert account is not None
-        status_file = x.spool / f"{key[0]}.{key[1]}.task-{_safe(request.task_id)}.status"
+        status_file = x.spool / f"{key[0]}.{key[1]}.task-{_file_id(request.task_id)}.status"
         note: dict[str, Any] = {"state": "starting", "status_file": str(status_file),
                                 "origin": request.origin}
         x.journal.put_note(task_note(key, request.task_id), note)  # before the start: at most once
@@ -91,17 +100,27 @@ class Tasks:
         except Exception as exc:  # noqa: BLE001 - a bad task must not take the worker down
             note.update(state="ended", final={"start_error": f"start failed: {exc}"})
             x.journal.put_note(task_note(key, request.task_id), note)
+            self._unreserve(key, request.task_id)
             return _state_of(state, note)
         note.update(state="running", pid=pid, pid_start=x.host.start_ticks(pid))
         x.journal.put_note(task_note(key, request.task_id), note)
         with x._lock:
             self._running.setdefault(key, {})[request.task_id] = pid
-            stopped = record.get("stopped", False)
+            stopped = (x.journal.get(key) or {}).get("stopped", False)
+            over = key in self._over  # the job ended while it started: it ends too
         log.info("job %d.%d task %s started, pid %d", *key, request.task_id, pid)
-        if stopped:
+        if over:
+            self._stop_task(key, request.task_id, pid, x.kill_grace_s)
+        elif stopped:
             x.host.killpg(pid, signal.SIGSTOP)
         self._watch(key, request.task_id, note, started_here=True)
         return _state_of(state, note)
+
+    def _unreserve(self, key: Key, task_id: str) -> None:
+        with self._x._lock:
+            if self._running.get(key, {}).get(task_id) == 0:
+                del self._running[key][task_id]
+        self._maybe_part_ended(key)
 
     def _watch(self, key: Key, task_id: str, note: dict[str, Any], started_here: bool) -> None:
         def ended(shim_signal: int) -> None:
@@ -131,25 +150,34 @@ class Tasks:
 
     def signal(self, key: Key, sig: int) -> None:
         with self._x._lock:
-            pids = list(self._running.get(key, {}).values())
+            pids = [pid for pid in self._running.get(key, {}).values() if pid]
         for pid in pids:
             self._x.host.killpg(pid, sig)
             if sig == signal.SIGTERM:
                 self._x.host.killpg(pid, signal.SIGCONT)  # a stopped task must see the TERM
 
-    def over(self, key: Key) -> None:
-        """The job is over on this host (its command ended here, or the leader killed its part):
-        no new task; the running ones get TERM, then KILL after the grace; once none runs, the
-        part's end is reported."""
+    def over(self, key: Key, grace_s: float | None = None) -> None:
+        """The job is over on this host (its command ended here, the leader killed its part, or
+        the fence): no new task; the running ones get TERM, then KILL after the grace (the
+        worker's, unless given); once none runs, the part's end is reported."""
         x = self._x
         with x._lock:
             self._over.add(key)
-            pids = list(self._running.get(key, {}).items())
+            pids = [(task_id, pid) for task_id, pid in self._running.get(key, {}).items() if pid]
         for task_id, pid in pids:
-            x.host.killpg(pid, signal.SIGTERM)
-            x.host.killpg(pid, signal.SIGCONT)
-            x.host.call_later(x.kill_grace_s, functools.partial(self._kill_hard, key, task_id, pid))
+            self._stop_task(key, task_id, pid, x.kill_grace_s if grace_s is None else grace_s)
         self._maybe_part_ended(key)
+
+    def _stop_task(self, key: Key, task_id: str, pid: int, grace_s: float) -> None:
+        x = self._x
+        x.host.killpg(pid, signal.SIGTERM)
+        x.host.killpg(pid, signal.SIGCONT)
+        x.host.call_later(grace_s, functools.partial(self._kill_hard, key, task_id, pid))
+
+    def with_tasks(self) -> list[Key]:
+        """The instances with tasks running here."""
+        with self._x._lock:
+            return [key for key, tasks in self._running.items() if tasks]
 
     def _kill_hard(self, key: Key, task_id: str, pid: int) -> None:
         with self._x._lock:
@@ -164,6 +192,7 @@ class Tasks:
             if key not in self._over or self._running.get(key):
                 return
             self._running.pop(key, None)
+            x.forget_hostfile(key)
             done = x.journal.get_note(part_note(key))
             if done is not None:
                 return
@@ -173,7 +202,7 @@ class Tasks:
                 self._over.discard(key)  # its record, ended, refuses late launches from now on
                 return  # the first host without tasks: its finished report says it all
             usage = api.Usage()
-            for note in notes:
+            for note in notes:  # (an ended, reported task's note is kept until the leader has the sum)
                 final = note.get("final", {})
                 usage.user_cpu_s += float(final.get("user_cpu_s", 0.0))
                 usage.system_cpu_s += float(final.get("system_cpu_s", 0.0))
@@ -211,6 +240,12 @@ class Tasks:
                 continue
             pid = int(note.get("pid") or 0)
             alive = bool(pid) and x.host.start_ticks(pid) == note.get("pid_start")
+            if not pid:  # the worker died between the start and journaling the pid: its pid file says
+                pid = x.host.find_served(note["status_file"])
+                alive = bool(pid)
+                if alive:
+                    note.update(state="running", pid=pid, pid_start=x.host.start_ticks(pid))
+                    x.journal.put_note(name, note)
             if alive:
                 with x._lock:
                     self._running.setdefault(key, {})[task_id] = pid
@@ -232,13 +267,15 @@ def _job_of(record: dict[str, Any] | None) -> api.Job | None:
     return api.Job.FromString(bytes.fromhex(record["job"]))
 
 
-def _safe(task_id: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in task_id)[:64]
+def _file_id(task_id: str) -> str:
+    """A file name part for any task id (distinct ids, distinct names)."""
+    return hashlib.sha256(task_id.encode()).hexdigest()[:24]
 
 
-def _refused(state: api.TaskState, reason: str) -> api.TaskState:
+def _refused(state: api.TaskState, reason: str, retry: bool = False) -> api.TaskState:
     state.phase = api.TASK_REFUSED
     state.reason = reason[:500]
+    state.retry = retry
     return state
 
 

@@ -92,7 +92,11 @@ def _part(applier: Applier, job: api.Job | None, relayed: log.HostReport) -> log
         if job.state not in RUNNING:
             return log.Result(code=log.FAILED_PRECONDITION, message="the job is over")
         return log.Result(code=log.OK, job_ids=[job.id])
+    if relayed.host in job.parts_ended:  # a repeat (its acknowledgement was lost): counted once
+        return log.Result(code=log.OK, job_ids=[job.id])
+    job.parts_ended.append(relayed.host)
     _add_usage(job.usage, report.part_ended.usage)
+    job.modify_time_ms = applier.stamp_ms
     applier.put_job(job)
     return log.Result(code=log.OK, job_ids=[job.id])
 

@@ -158,6 +158,9 @@ class SimProcessHost:
                 return process.pid
         return 0
 
+    def find_served(self, status_file: Path) -> int:
+        return 0  # the simulation launches no tasks
+
     def host_name(self) -> str:
         return self.host
 

@@ -221,7 +221,7 @@ class ElementRun(_message.Message):
     def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ..., state: _Optional[_Union[JobState, str]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt", "array_id", "array_index", "array_limit", "array", "allocation")
+    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt", "array_id", "array_index", "array_limit", "array", "allocation", "parts_ended")
     class HoldsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -259,6 +259,7 @@ class Job(_message.Message):
     ARRAY_LIMIT_FIELD_NUMBER: _ClassVar[int]
     ARRAY_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    PARTS_ENDED_FIELD_NUMBER: _ClassVar[int]
     id: int
     readable_id: str
     spec: JobSpec
@@ -289,7 +290,8 @@ class Job(_message.Message):
     array_limit: int
     array: ArrayState
     allocation: _containers.RepeatedCompositeFieldContainer[HostAllocation]
-    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ..., array_id: _Optional[int] = ..., array_index: _Optional[int] = ..., array_limit: _Optional[int] = ..., array: _Optional[_Union[ArrayState, _Mapping]] = ..., allocation: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ...) -> None: ...
+    parts_ended: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ..., array_id: _Optional[int] = ..., array_index: _Optional[int] = ..., array_limit: _Optional[int] = ..., array: _Optional[_Union[ArrayState, _Mapping]] = ..., allocation: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., parts_ended: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class HostAllocation(_message.Message):
     __slots__ = ("host", "slots", "resources")
@@ -615,7 +617,7 @@ class RecoveryStatus(_message.Message):
     def __init__(self, waiting: _Optional[bool] = ..., hosts: _Optional[_Iterable[str]] = ..., until_ms: _Optional[int] = ..., wait_over: _Optional[bool] = ..., why: _Optional[str] = ...) -> None: ...
 
 class HostSpec(_message.Message):
-    __slots__ = ("name", "slots", "memory_mb", "resources", "tags", "running", "ncpus")
+    __slots__ = ("name", "slots", "memory_mb", "resources", "tags", "running", "ncpus", "capabilities")
     class ResourcesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -630,6 +632,7 @@ class HostSpec(_message.Message):
     TAGS_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     NCPUS_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     memory_mb: int
@@ -637,7 +640,8 @@ class HostSpec(_message.Message):
     tags: _containers.RepeatedScalarFieldContainer[str]
     running: _containers.RepeatedCompositeFieldContainer[InstanceKey]
     ncpus: int
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., memory_mb: _Optional[int] = ..., resources: _Optional[_Mapping[str, float]] = ..., tags: _Optional[_Iterable[str]] = ..., running: _Optional[_Iterable[_Union[InstanceKey, _Mapping]]] = ..., ncpus: _Optional[int] = ...) -> None: ...
+    capabilities: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., memory_mb: _Optional[int] = ..., resources: _Optional[_Mapping[str, float]] = ..., tags: _Optional[_Iterable[str]] = ..., running: _Optional[_Iterable[_Union[InstanceKey, _Mapping]]] = ..., ncpus: _Optional[int] = ..., capabilities: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class InstanceKey(_message.Message):
     __slots__ = ("job_id", "attempt")

@@ -1,0 +1,186 @@
+"""A job's tasks and parts on a worker (worker/tasks.py, worker/executor.py) over a simulated process
+host: at most once, ended with the job (also across a worker restart and a race with the job's end),
+fenced, and the part's usage reported once."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+from worker.executor import Executor
+from worker.journal import MemoryJournal
+from worker.process_host import Account
+from xce.v1 import api_pb2 as api
+
+
+class Processes:
+    """Processes that live until SIGKILL or until the test ends them; TERM is ignored (a rank that
+    traps it, or is slow to die)."""
+
+    def __init__(self) -> None:
+        self.alive: dict[int, int] = {}  # pid -> start ticks
+        self.next = 100
+        self.signals: list[tuple[int, int]] = []
+
+
+class Host:
+    def __init__(self, processes: Processes) -> None:
+        self.processes = processes
+        self.watchers: dict[int, Callable[[int], None]] = {}
+        self.timers: list[Callable[[], None]] = []
+        self.on_spawn: Callable[[int], None] | None = None
+
+    def spawn(self, argv: list[str], env: dict[str, str], stdin: bytes, log: Path) -> int:
+        self.processes.next += 1
+        pid = self.processes.next
+        self.processes.alive[pid] = pid
+        if self.on_spawn is not None:
+            self.on_spawn(pid)
+        return pid
+
+    def host_name(self) -> str:
+        return "here"
+
+    def account(self, user: str) -> Account | None:
+        return Account(user, 1000, 1000, "/", "/bin/sh")
+
+    def euid(self) -> int:
+        return 1000
+
+    def owner_dir(self, path: Path, account: Account) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def watch(self, pid: int, started_here: bool, start_ticks: int | None,
+              on_end: Callable[[int], None]) -> None:
+        self.watchers[pid] = on_end
+
+    def killpg(self, pid: int, sig: int) -> None:
+        self.processes.signals.append((pid, sig))
+        if sig == signal.SIGKILL and pid in self.processes.alive:
+            self.end(pid, signal.SIGKILL)
+
+    def end(self, pid: int, sig: int = 0) -> None:
+        self.processes.alive.pop(pid, None)
+        on_end = self.watchers.pop(pid, None)
+        if on_end is not None:
+            on_end(sig)
+
+    def start_ticks(self, pid: int) -> int | None:
+        return self.processes.alive.get(pid)
+
+    def find_by_env(self, key: tuple[int, int], spool: Path) -> int:
+        return 0
+
+    def find_served(self, status_file: Path) -> int:
+        return 0
+
+    def call_later(self, delay_s: float, function: Callable[[], None]) -> None:
+        self.timers.append(function)
+
+    def fire(self) -> None:
+        timers, self.timers = self.timers, []
+        for function in timers:
+            function()
+
+    def close(self) -> None:
+        pass
+
+
+def _job(first: str = "h1") -> api.Job:
+    job = api.Job(id=5, attempt=0, host=first, readable_id="r5", state=api.RUN,
+                  spec=api.JobSpec(user="alice", slots=4, command=["rank0"]))
+    for host in ("h1", "h2"):
+        job.allocation.add(host=host, slots=2)
+    return job
+
+
+class Worker:
+    def __init__(self, name: str, tmp: Path, processes: Processes,
+                 journal: MemoryJournal | None = None) -> None:
+        self.reports: list[api.JobReport] = []
+        self.told: list[api.TaskState] = []
+        self.journal = journal or MemoryJournal()
+        self.host = Host(processes)
+        self.x = Executor(tmp / name, 1.0, self.reports.append, host=self.host,  # type: ignore[arg-type]
+                          journal=self.journal, name=name, tell=self.told.append)
+
+    def launch(self, task_id: str = "t1", credential: str = "C") -> api.TaskState:
+        return self.x.tasks.launch(api.LaunchTask(job_id=5, attempt=0, task_id=task_id, host=self.x.name,
+                                                  command=["rank"], credential=credential, origin="h1"))
+
+    def part_ends(self) -> list[api.JobReport]:
+        return [r for r in self.reports if r.HasField("part_ended")]
+
+
+def test_a_task_runs_once_per_id_and_only_with_the_credential(tmp_path: Path) -> None:
+    processes = Processes()
+    worker = Worker("h2", tmp_path, processes)
+    assert worker.launch().phase == api.TASK_REFUSED  # no RunJob here yet: nothing to launch into
+    worker.x.run(_job(), "C")
+    assert not processes.alive  # a part: no process of its own
+    assert worker.launch(credential="forged").reason == "the job credential does not match"
+    started = worker.launch()
+    assert started.phase == api.TASK_STARTED and len(processes.alive) == 1
+    again = worker.launch()  # the same id, asked again (a lost answer): its state, no second process
+    assert (again.phase, again.pid, len(processes.alive)) == (api.TASK_STARTED, started.pid, 1)
+    worker.host.end(started.pid)
+    assert worker.launch().phase == api.TASK_ENDED and not processes.alive
+
+
+def test_the_job_s_end_ends_its_tasks_and_the_part_reports_its_usage_once(tmp_path: Path) -> None:
+    processes = Processes()
+    worker = Worker("h2", tmp_path, processes)
+    worker.x.run(_job(), "C")
+    first, second = worker.launch("a").pid, worker.launch("b").pid
+    worker.x.signal((5, 0), api.SIGNAL_STOP)
+    assert {(first, signal.SIGSTOP), (second, signal.SIGSTOP)} <= set(processes.signals)
+    worker.x.signal((5, 0), api.SIGNAL_KILL)  # the leader: the job is over
+    assert worker.launch("c").phase == api.TASK_REFUSED  # no new task once it is over
+    assert worker.part_ends() == []  # not before every task ended
+    worker.host.fire()  # the grace is over: KILL
+    assert not processes.alive and len(worker.part_ends()) == 1
+    assert worker.part_ends()[0].part_ended.tasks == 2
+    worker.x.acknowledged((5, 0), "part_ended")
+    assert list(worker.journal.notes("task/")) == [] and list(worker.journal.notes("part/")) == []
+
+
+def test_a_task_that_starts_as_the_job_ends_on_the_first_host_is_ended_too(tmp_path: Path) -> None:
+    processes = Processes()
+    worker = Worker("h1", tmp_path, processes)
+    worker.x.run(_job(), "C")
+    command = max(processes.alive)
+    # The command ends (its watch thread) while the task's process is being started.
+    worker.host.on_spawn = lambda pid: worker.host.end(command) if pid != command else None
+    task = worker.launch()
+    worker.host.on_spawn = None
+    worker.host.fire()
+    assert task.pid not in processes.alive, processes.signals
+    assert [r.WhichOneof("body") for r in worker.reports if r.WhichOneof("body") != "started"] == \
+        ["finished", "part_ended"]  # the command's end first
+
+
+def test_a_restarted_worker_ends_the_tasks_of_a_job_whose_command_ended_meanwhile(tmp_path: Path) -> None:
+    processes = Processes()
+    journal = MemoryJournal()
+    worker = Worker("h1", tmp_path, processes, journal)
+    worker.x.run(_job(), "C")
+    command = min(processes.alive)
+    task = worker.launch().pid
+    processes.alive.pop(command)  # the command ends while no worker watches
+    again = Worker("h1", tmp_path, processes, journal)
+    again.x.recover()
+    again.host.fire()
+    assert task not in processes.alive
+    assert [r.WhichOneof("body") for r in again.reports] == ["finished", "part_ended"]
+
+
+def test_the_fence_ends_a_part_s_tasks(tmp_path: Path) -> None:
+    processes = Processes()
+    worker = Worker("h2", tmp_path, processes)
+    worker.x.run(_job(), "C")
+    task = worker.launch().pid
+    assert worker.x.fence(0.0) == [(5, 0)]
+    worker.host.fire()
+    assert task not in processes.alive and len(worker.part_ends()) == 1
