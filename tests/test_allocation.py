@@ -39,7 +39,7 @@ def setup(make_fleet, tmp_path: Path) -> Iterator[tuple[LocalCluster, LocalWorke
 
 def _waiter(flag: Path) -> list[str]:
     """A job that runs until the test says so (the flag file), never for a fixed time."""
-    return ["sh", "-c", f'while [ ! -e "{flag}" ]; do sleep 0.05; done']
+    return ["sh", "-c", f'i=0; while [ ! -e "{flag}" ] && [ $i -lt 12000 ]; do sleep 0.05; i=$((i+1)); done']
 
 
 def _submit(cluster: LocalCluster, *options: str, command: list[str]) -> int:

@@ -46,8 +46,10 @@ with open(out + ".tmp", "w") as f:
     json.dump({"hosts": hosts, "env": env, "ranks": ranks, "pid": os.getpid(),
                "ticks": open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]}, f)
 os.rename(out + ".tmp", out)
-while not os.path.exists(flag):  # until the test says so: the ranks run on meanwhile
-    import time; time.sleep(0.05)
+import time
+deadline = time.monotonic() + 600  # until the test says so (bounded: a test that died says nothing)
+while not os.path.exists(flag) and time.monotonic() < deadline:
+    time.sleep(0.05)
 codes = [p.wait() for p in launchers]
 sys.exit(0 if all(c == 0 for c in codes) else 3)
 '''
@@ -59,7 +61,8 @@ with socket.create_connection(("127.0.0.1", port)) as conn:
     ticks = open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]  # its start: a pid is reused
     conn.sendall(f"{rank} {os.environ['XCE_TASK_ID']} {os.getpid()} {ticks}\n".encode())
 flag = os.environ.get("RANK_FLAG", "")
-while not os.path.exists(flag):
+deadline = time.monotonic() + 600
+while not os.path.exists(flag) and time.monotonic() < deadline:
     time.sleep(0.05)
 '''
 
@@ -185,3 +188,4 @@ def test_a_task_needs_the_job_s_credential_and_one_of_its_hosts(  # type: ignore
         assert other.returncode == 2 and "only the job's owner" in other.stderr, other.stderr
     with cluster.client() as client:
         client.control(str(job_id), api.KILL)
+        wait_until(lambda: client.get_job(str(job_id)).state == api.EXIT, "the job to end")

@@ -102,7 +102,8 @@ class Worker:
                                  draining or (lambda: config.draining), config.journal_keep, host=host,
                                  clock=clock, journal=journal, allow_root_jobs=config.allow_root_jobs,
                                  name=config.host.name, tell=self._tell,
-                                 job_env={"XCE_LAUNCH_SOCKET": str(self.launch_socket)})
+                                 job_env={"XCE_LAUNCH_SOCKET": str(self.launch_socket)},
+                                 gpus=int(config.host.resources.get("gpu", 0)))
         self.launches: launch_socket.LaunchServer | None = None  # `xce launch` in jobs here (run())
         self.fence_s = 0.0  # 0: no fence (the leader's word, in `joined`)
         self.unknown_timeout_s = 0.0

@@ -75,7 +75,7 @@ class Executor:
                  host: ProcessHost | None = None, clock: Clock = REAL_CLOCK,
                  journal: JournalStore | None = None, allow_root_jobs: bool = False, name: str = "",
                  tell: Callable[[api.TaskState], None] = lambda state: None,
-                 job_env: dict[str, str] | None = None) -> None:
+                 job_env: dict[str, str] | None = None, gpus: int = 0) -> None:
         self.spool = Path(spool)
         # Status files and the journal are the worker's alone; owners reach only users/<owner>/ (0711: pass).
         self.spool.mkdir(parents=True, exist_ok=True, mode=0o711)
@@ -95,6 +95,8 @@ class Executor:
         self._parts: set[Key] = set()  # parts of parallel jobs whose first host is another, not over yet
         self.tasks = Tasks(self, tell)
         self.job_env = dict(job_env or {})  # for every job: how `xce launch` reaches this worker
+        self.gpus = gpus  # the host's GPUs (its [resources] gpu): indices 0..gpus-1
+        self._gpus: dict[Key, list[int]] = {}  # the indices each instance or part holds
 
     def report(self, report: api.JobReport) -> None:
         self._report(report)
@@ -115,6 +117,9 @@ class Executor:
         self.tasks.recover()
         for key, record in list(self.journal.items()):
             state = record.get("state")
+            if record.get("gpus") and (state in ("starting", "running", "part")
+                                       or key in self.tasks.with_tasks()):  # its tasks still use them
+                self._gpus[key] = list(record["gpus"])
             if state == "part":
                 with self._lock:
                     self._parts.add(key)
@@ -180,6 +185,13 @@ class Executor:
                   "slots": self._slots_here(job), "credential": credential}
         if credential:  # what a task launched into it needs (tasks.py); dropped at its end
             record["job"] = job.SerializeToString().hex()
+        if failure is None:
+            gpus = self._take_gpus(key, job, job.host or self.name)
+            if gpus is None:
+                failure = _failed(job, START_FAILED, f"no free GPU index on host {self.name} "
+                                                     f"(held: {self._held_gpus()})")
+            else:
+                record["gpus"] = gpus
         if failure is not None:
             log.warning("job %d.%d not started: %s", job.id, job.attempt, failure.dispatch_failed.reason)
             self._end(key, record, failure)
@@ -187,7 +199,7 @@ class Executor:
         self.journal.put(key, record)
         try:
             assert account is not None
-            pid = self._spawn(job, account, status_file, credential=credential)
+            pid = self._spawn(job, account, status_file, credential=credential, gpus=record.get("gpus"))
         except Exception as exc:  # noqa: BLE001 - one bad job must not take the worker down
             self._end(key, record, _failed(job, START_FAILED, f"start failed: {exc}"))
             return
@@ -211,6 +223,12 @@ class Executor:
                 return
             known = {"state": "part", "readable_id": job.readable_id, "credential": credential,
                      "job": job.SerializeToString().hex(), "slots": self._slots_here(job, self.name)}
+            gpus = self._take_gpus(key, job, self.name)
+            if gpus is None:  # the barrier counted them free: a record from before says otherwise
+                log.error("job %d.%d: no free GPU index for its part here (held: %s)", *key,
+                          self._held_gpus())
+            else:
+                known["gpus"] = gpus
             self.journal.put(key, known)
             with self._lock:
                 self._parts.add(key)
@@ -357,7 +375,7 @@ class Executor:
         return account, None
 
     def _spawn(self, job: api.Job, account: Account, status_file: Path, task: api.LaunchTask | None = None,
-               credential: str = "") -> int:
+               credential: str = "", gpus: list[int] | None = None) -> int:
         cwd = job.spec.cwd or account.home or "/"
         out = self._output(cwd, job.spec.stdout_path, job, account, "out")
         err = self._output(cwd, job.spec.stderr_path, job, account, "err")
@@ -370,6 +388,8 @@ class Executor:
                **self.job_env,
                **self._hosts_env(job, account, credential or (task.credential if task is not None else "")),
                **ids, "XCE_JOB_READABLE_ID": job.readable_id}
+        if self.gpus:  # the indices it holds, no others (none for a job that reserved none)
+            env["CUDA_VISIBLE_DEVICES"] = env["XCE_GPUS"] = ",".join(map(str, gpus or []))
         if job.array_id:  # an array's element: its index, also under LSF's name
             env.update(XCE_ARRAY_ID=str(job.array_id), XCE_ARRAY_INDEX=str(job.array_index),
                        LSB_JOBINDEX=str(job.array_index))
@@ -405,6 +425,36 @@ class Executor:
         except OSError as exc:
             log.warning("job %d.%d: no host file %s: %s", job.id, job.attempt, hostfile, exc)
         return env
+
+    def _take_gpus(self, key: Key, job: api.Job, host: str) -> list[int] | None:
+        """The GPU indices the job's part on `host` reserved (rusage[gpu=N]), the lowest free ones,
+        held until its processes here have all ended; None if not so many are free."""
+        wanted = next((int(p.resources.get("gpu", 0)) for p in feasibility.allocation_of(job)
+                       if p.host == host), 0)
+        with self._lock:
+            if key in self._gpus:
+                return self._gpus[key]
+            if not wanted or not self.gpus:
+                return []
+            held = {index for indices in self._gpus.values() for index in indices}
+            free = [index for index in range(self.gpus) if index not in held]
+            if len(free) < wanted:
+                return None
+            self._gpus[key] = free[:wanted]
+            return self._gpus[key]
+
+    def release_gpus(self, key: Key, locked: bool = False) -> None:
+        """`locked`: the caller holds the executor's lock already."""
+        if locked:
+            self._gpus.pop(key, None)
+            return
+        with self._lock:
+            self._gpus.pop(key, None)
+
+    def _held_gpus(self) -> str:
+        with self._lock:
+            held = sorted(self._gpus.items())
+        return ", ".join(f"{j}.{a}: {indices}" for (j, a), indices in held) or "none"
 
     def hostfile(self, key: Key) -> Path:
         return self.spool / "hosts" / f"{key[0]}.{key[1]}"

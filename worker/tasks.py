@@ -96,7 +96,7 @@ class Tasks:
                                 "origin": request.origin}
         x.journal.put_note(task_note(key, request.task_id), note)  # before the start: at most once
         try:
-            pid = x._spawn(job, account, status_file, task=request)
+            pid = x._spawn(job, account, status_file, task=request, gpus=record.get("gpus"))
         except Exception as exc:  # noqa: BLE001 - a bad task must not take the worker down
             note.update(state="ended", final={"start_error": f"start failed: {exc}"})
             x.journal.put_note(task_note(key, request.task_id), note)
@@ -193,6 +193,7 @@ class Tasks:
                 return
             self._running.pop(key, None)
             x.forget_hostfile(key)
+            x.release_gpus(key, locked=True)  # no process of the job is left here
             done = x.journal.get_note(part_note(key))
             if done is not None:
                 return

@@ -385,11 +385,19 @@ def kill_jobs_under(data: Path) -> None:
             env = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(item.startswith(marker) for item in env):
-            try:
-                os.killpg(int(entry.name), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        if not any(item.startswith(marker) for item in env):
+            continue
+        pid = int(entry.name)
+        try:  # its group: the shim that leads it (a served shim's environment is its server's)
+            group = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2])
+        except (OSError, ValueError, IndexError):
+            group = 0
+        for kill, target in ((os.killpg, group), (os.kill, pid)):
+            if target > 1 and target != os.getpgrp():
+                try:
+                    kill(target, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
 
 
 def up(data: Path, replicas: int, base_port: int, workers: int = 2, slots: int = 4) -> int:
