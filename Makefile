@@ -41,7 +41,7 @@ bench-scale: $(STAMP)
 
 # The larger TLC models of tla/README.md (tens of minutes each on 2 cores).
 tlc: $(STAMP)
-	$(BIN)/python -m tests.tlc MCTwoSchedulers MCTwoFaults MCInit
+	$(BIN)/python -m tests.tlc MCTwoSchedulers MCTwoFaults MCInit MCAlloc
 
 soak: $(STAMP)
 	$(BIN)/python -m soak $(SOAK_ARGS)

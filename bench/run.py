@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import alloc_pass
 import etcd_bench
 import fleet
 import scheduler_pass
@@ -198,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                                args.kills))
     report["ratios"] = ratios(report["xce"], report["etcd"], levels)
     report["scheduler_pass"] = guarded("scheduler pass", scheduler_pass.run)
+    report["alloc_pass"] = guarded("allocation pass", alloc_pass.run)
     if args.fleet:
         shape, jobs = args.fleet.split(":")
         hosts, slots = shape.split("x")
@@ -211,6 +213,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "pass_s_median" in sched:
         print(f"scheduler pass, {sched['jobs']:,} pending jobs on {sched['hosts']:,} hosts: "
               f"{sched['pass_s_median']} s median (target <= 1 s)")
+    alloc = report["alloc_pass"]
+    if "pass_s_median" in alloc:
+        print(f"allocation pass (select, ptile, 64-slot jobs), {alloc['jobs']:,} pending jobs on "
+              f"{alloc['hosts']:,} hosts half full: {alloc['pass_s_median']} s median, "
+              f"{alloc['dispatched']:,} dispatched ({alloc['multi_host']:,} over several hosts), "
+              f"{alloc['reasons']:,} reasons "
+              "(target <= 1 s)")
     if "placements_per_s" in report.get("fleet", {}):
         print(fleet.summary(report["fleet"]))
     if "plaintext" in report:

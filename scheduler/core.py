@@ -107,23 +107,27 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
     limit_refusal = feasibility.limit_refusal
     result = PassResult([])
     decisions = result.decisions
+    limit_reached = feasibility.Reason(api.PEND_DISPATCH_LIMIT, f"this pass placed {config.max_dispatches} "
+                                       "jobs, its limit: the next pass looks again", "dispatch_limit")
     dispatched = 0
     # An array's record is never dispatched: its elements are jobs of their own (fsm/arrays.py).
     for job in ordered([j for j in jobs if j.state == api.PEND and not j.spec.HasField("array")], queue_map,
                        config.picker, config.queue_pickers):
         spec = job.spec
         queue = spec.queue
-        least, most = feasibility.least_slots(job), spec.slots
         reason = by_queue.get(queue, _UNSEEN)
         if reason is _UNSEEN:
             reason = by_queue[queue] = feasibility.queue_refusal(queue, usage)
         if reason is None and (recovering or job.stray_hosts):
             reason = feasibility.safety_refusal(job, usage)
+        if reason is None and dispatched >= config.max_dispatches:
+            reason = limit_reached  # (its own limits are looked at when a pass may place it)
         bounded = limited or job.array_limit
+        least, most = feasibility.least_slots(job) if reason is None else 0, spec.slots
         if reason is None and bounded:
             reason = limit_refusal(job, usage, least)
             most = min(most, usage.room(job, most))
-        if reason is None and dispatched < config.max_dispatches:
+        if reason is None:
             need = feasibility.job_need(job, usage)
             key = (least, most, need)
             moving = index.reads_usage(need)
@@ -162,7 +166,7 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                 result.refusals.update(explanation.counts)
             reason = explanation.reason or _NO_ALLOCATION
         if reason is None:
-            continue  # past this pass's dispatch limit: the next pass looks again
+            continue  # past this pass's explanations: it keeps its reason until a later pass
         result.waiting[reason.code] += 1
         if reason.code != job.pending_code or (reason.words != job.pending_reason and (
                 recount or _shape(reason.words) != _shape(job.pending_reason))):
@@ -243,18 +247,20 @@ Entry = tuple[int, str]  # (-free slots, host name): most free first, then by na
 
 class HostIndex:
     """The available hosts with free slots, most free first (then by name), kept sorted as the
-    pass places jobs; and, per static select[] term a job asks, the same list of the hosts it
-    matches, made on first use. A job's candidates are read from the narrowest list, filtered
-    by the rest of its requirement (select[] terms that read usage or load, rusage[] free), and
-    laid out by scheduler/plans.py. Lists are plain sorted lists: an update is a bisection and a
-    move of pointers, fast at thousands of hosts."""
+    pass places jobs (a plain sorted list: an update is a bisection and a move of pointers, fast
+    at thousands of hosts). A job's candidates are read from it in that order, filtered by its
+    requirement: the terms of its select[] that read static attributes only, and -m, are looked
+    at once per host and pass and remembered (static attributes do not change in a pass; a job
+    that takes the first host that passes reads no further); the terms on usage or load, and the
+    rusage[] free, each time. scheduler/plans.py lays them out."""
 
     def __init__(self, states: Mapping[str, feasibility.HostState]) -> None:
         self._states = states
         self._all: list[Entry] = sorted((s.used - s.slots, name) for name, s in states.items()
                                         if s.available and not s.closed and s.slots > s.used)
-        self._subsets: dict[tuple[resreq.Expr | None, frozenset[str]], list[Entry]] = {}
-        self._lists_of: dict[str, list[list[Entry]]] = {}
+        # Per static select[] term and -m: which hosts pass, each looked at once a pass (on first
+        # need: a job that takes the first host that passes reads no further).
+        self._passes: dict[tuple[resreq.Expr | None, frozenset[str]], dict[str, bool]] = {}
         moving = set(feasibility.USAGE_NAMES) | feasibility.LOAD_INDICES
         for state in states.values():
             moving.update(state.totals)
@@ -262,12 +268,12 @@ class HostIndex:
         self._splits: dict[resreq.Expr, tuple[resreq.Expr | None, resreq.Expr | None]] = {}
 
     def moved(self, name: str, free_before: int, free_after: int) -> None:
-        for entries in (self._all, *self._lists_of.get(name, ())):
-            position = bisect.bisect_left(entries, (-free_before, name))
-            if position < len(entries) and entries[position] == (-free_before, name):
-                del entries[position]
-                if free_after > 0:
-                    bisect.insort(entries, (-free_after, name))
+        entries = self._all
+        position = bisect.bisect_left(entries, (-free_before, name))
+        if position < len(entries) and entries[position] == (-free_before, name):
+            del entries[position]
+            if free_after > 0:
+                bisect.insort(entries, (-free_after, name))
 
     def plan(self, need: feasibility.Need, least: int, most: int) -> plans.Plan | None:
         """The job's allocation: the plan for the most slots in [least, most] that has one."""
@@ -298,13 +304,24 @@ class HostIndex:
     def candidates(self, need: feasibility.Need) -> Iterator[tuple[str, int]]:
         """Hosts with free slots that pass select[] and have the rusage[] free, most free first."""
         static, moving = self._split(need.requirement.select)
-        entries = self._subset(static, need.asked) if static is not None or need.asked else self._all
+        asked = need.asked
+        known = self._passes.setdefault((static, asked), {}) if static is not None or asked else None
+        static_test = resreq.compiled(static) if static is not None else None
         usage = need.host_usage
         states = self._states
-        for negative_free, name in entries:
-            if moving is not None or usage:
+        test = resreq.compiled(moving) if moving is not None else None
+        for negative_free, name in self._all:
+            if known is not None:
+                passes = known.get(name)
+                if passes is None:
+                    state = states[name]
+                    passes = known[name] = (static_test is None or static_test(state.static)) and \
+                        (not asked or name in asked or bool(state.groups & asked))
+                if not passes:
+                    continue
+            if test is not None or usage:
                 state = states[name]
-                if moving is not None and resreq.evaluate(moving, feasibility.attributes(state)) is not True:
+                if test is not None and not test(feasibility.attributes(state)):
                     continue
                 if any(state.totals.get(r, 0) - state.reserved.get(r, 0) < a for r, a in usage):
                     continue
@@ -322,19 +339,6 @@ class HostIndex:
             (moving if resreq.names(term) & self._moving else static).append(term)
         split = self._splits[select] = (_conjunction(static), _conjunction(moving))
         return split
-
-    def _subset(self, select: resreq.Expr | None, asked: frozenset[str]) -> list[Entry]:
-        """The hosts a static select[] term matches and -m allows (a name, or a group's members)."""
-        entries = self._subsets.get((select, asked))
-        if entries is None:
-            states = self._states
-            entries = self._subsets[(select, asked)] = [
-                entry for entry in self._all
-                if (select is None or resreq.evaluate(select, states[entry[1]].static) is True)
-                and (not asked or entry[1] in asked or bool(states[entry[1]].groups & asked))]
-            for _, name in entries:
-                self._lists_of.setdefault(name, []).append(entries)
-        return entries
 
     def _preference(self, order: tuple[tuple[str, bool], ...]):  # type: ignore[no-untyped-def]
         """order[]: by each name, largest first for -name, smallest first otherwise; a host without

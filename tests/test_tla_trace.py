@@ -15,7 +15,8 @@ from tlc import TLA
 
 pytestmark = pytest.mark.tlc
 
-BATCH = {"type": "batch", "epoch": 1, "sched": "s1", "job": "j1", "attempt": 1, "host": "h1"}
+BATCH = {"type": "batch", "epoch": 1, "sched": "s1", "job": "j1", "attempt": 1, "host": "h1",
+         "hosts": frozenset({"h1"})}
 RUN = {"h1": [{"type": "run", "job": "j1", "attempt": 1}], "h2": []}
 
 

@@ -17,7 +17,7 @@ from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 STAMP = 1_700_000_000_000
-FORMAT = 8  # the newest: what 6 (allocations) and 7 (groups, licenses) brought too
+FORMAT = 9  # the newest: what 6 (allocations), 7 (groups, licenses), 8 (parts) brought too
 
 
 class State:
@@ -487,3 +487,31 @@ def test_a_part_s_reports_from_format_8_and_as_older_replicas_read_them_before()
     assert state.job(job).usage.user_cpu_s == 1.5  # the command's own end kept the part's usage
     # The first host's tasks end after its command: their usage is added after the end too.
     assert part(usage, host="a").code == log.OK and state.job(job).usage.user_cpu_s == 3.0
+
+
+def test_usage_while_running_and_the_exit_reason_from_format_9() -> None:
+    state = State()
+    state.join("a", 2)
+    state.join("b", 2)
+    job = state.submit(slots=4)
+    assert accepted(state.dispatch(job, ("a", 2), ("b", 2)))
+
+    def sample(host: str, format_: int = 9, cpu: float = 3.5) -> log.Result:
+        report = log.HostReport(host=host, generation=state.host(host).generation, report=api.JobReport(
+            job_id=job, attempt=0, usage_now=api.UsageNow(usage=api.Usage(user_cpu_s=cpu, max_rss_kb=2048),
+                                                           time_ms=77)))
+        return state.apply(log.Entry(report=report), format_)
+
+    assert sample("a", format_=8).code == log.INVALID_ARGUMENT  # an empty report, as format 8 reads it
+    assert not state.job(job).HasField("usage_now")
+    assert sample("b").code == log.FAILED_PRECONDITION  # only its first host speaks for it
+    assert sample("a").code == log.OK
+    running = state.job(job)
+    now = running.usage_now
+    assert (now.user_cpu_s, now.max_rss_kb, running.usage_time_ms) == (3.5, 2048, 77)
+    end = log.HostReport(host="a", generation=state.host("a").generation, report=api.JobReport(
+        job_id=job, attempt=0, finished=api.JobFinished(term_signal=9, exit_reason="MEMLIMIT")))
+    assert state.apply(log.Entry(report=end)).code == log.OK
+    ended = state.job(job)
+    assert (ended.state, ended.exit_reason) == (api.EXIT, "MEMLIMIT")
+    assert sample("a").code == log.FAILED_PRECONDITION  # it ended: no more samples

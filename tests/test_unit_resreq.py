@@ -112,3 +112,20 @@ def test_both_grammars_read_every_requirement_format_5_took_the_same() -> None:
                  "rusage[mem=4000:gpu=1] span[ptile=4] same[type]", "mem > 4000", "defined (gpu)",
                  "select [ a > 1 ] order [ b ]", "rusage[mem=1,gpu=2]"):
         assert parse(text) == parse(text, resreq.GRAMMAR_5)
+
+
+HOSTS = [HOST, {}, {"type": "ARM", "gpu": 0.0, "mem": 100.0, "slots": 1.0},
+         {"gpu": True, "x": "y", "ut": 0.9}]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("gpumemtypslotsut()!&|=<>+-*/ 0123\"XA_")), min_size=1,
+               max_size=40))
+def test_the_compiled_select_answers_as_the_evaluated_one(text: str) -> None:
+    try:
+        req = parse(f"select[{text}]")
+    except RequirementError:
+        return
+    assert req.select is not None
+    for host in HOSTS:
+        assert resreq.compiled(req.select)(host) is (resreq.evaluate(req.select, host) is True), (text, host)

@@ -76,6 +76,9 @@ class Host:
     def find_served(self, status_file: Path) -> int:
         return 0
 
+    def sessions_usage(self) -> dict[int, tuple[int, float]]:
+        return {}
+
     def call_later(self, delay_s: float, function: Callable[[], None]) -> None:
         self.timers.append(function)
 
@@ -184,3 +187,26 @@ def test_the_fence_ends_a_part_s_tasks(tmp_path: Path) -> None:
     assert worker.x.fence(0.0) == [(5, 0)]
     worker.host.fire()
     assert task not in processes.alive and len(worker.part_ends()) == 1
+
+
+def test_a_job_past_its_memory_limit_is_killed_and_ends_memlimit(tmp_path: Path) -> None:
+    processes = Processes()
+    worker = Worker("h1", tmp_path, processes)
+    job = _job()
+    job.spec.mem_limit_mb = 100
+    worker.x.run(job, "C")
+    command = max(processes.alive)
+    task = worker.launch().pid
+    usage = {command: (60 * 1024, 1.0), task: (30 * 1024, 0.5)}  # 90 MB together: under
+    worker.host.sessions_usage = lambda: usage  # type: ignore[method-assign]
+    worker.x.monitor(report_usage=True)
+    sample = [r for r in worker.reports if r.HasField("usage_now")]
+    assert [(r.usage_now.usage.max_rss_kb, r.usage_now.usage.user_cpu_s) for r in sample] == \
+        [(90 * 1024, 1.5)]
+    assert command in processes.alive
+    usage[task] = (50 * 1024, 0.5)  # 110 MB: past it
+    worker.x.monitor(report_usage=False)
+    worker.host.fire()
+    assert command not in processes.alive and task not in processes.alive
+    ends = [r.finished for r in worker.reports if r.HasField("finished")]
+    assert [(e.term_signal, e.exit_reason) for e in ends] == [(signal.SIGKILL, "MEMLIMIT")]

@@ -163,16 +163,17 @@ MutSendRun ==
 MutApplyReport(S, op) ==
     IF ~Wanted(S, op) THEN S
     ELSE CASE op.kind = "finished" -> [S EXCEPT !.jobs[op.job] = [state |-> "DONE", attempt |-> op.attempt,
-                                                                 host |-> None],
-                                                !.hosts[op.host].used = @ - 1]
+                                                                 host |-> None, alloc |-> {}],
+                                                !.hosts = Release(S.hosts, op.job, S.jobs[op.job].alloc)]
          []   op.kind \in {"started", "failed", "lost"} ->
-                  [S EXCEPT !.jobs[op.job] = [state |-> "PEND", attempt |-> op.attempt + 1, host |-> None],
-                            !.hosts[op.host].used = @ - 1]
+                  [S EXCEPT !.jobs[op.job] = [state |-> "PEND", attempt |-> op.attempt + 1, host |-> None,
+                                              alloc |-> {}],
+                            !.hosts = Release(S.hosts, op.job, S.jobs[op.job].alloc)]
 
 \* join_without_generation_bump: a re-join keeps the host's generation.
 MutApplyJoin(S, op) ==
     [S EXCEPT !.hosts[op.host] = [status |-> "OK", gen |-> IF @.gen = 0 THEN 1 ELSE @.gen,
-                                  used |-> @.used, slots |-> Cap]]
+                                  used |-> @.used, slots |-> Cap, gused |-> @.gused, gpus |-> GCap]]
 
 \* view_accepts_old_events: the view applies an event not newer than its revision.
 MutSyncDeliver ==
@@ -199,9 +200,27 @@ NoResync == FALSE
 MutApplyBatch(S, op) ==
     IF /\ S.jobs[op.job].state = "PEND"
        /\ S.jobs[op.job].attempt = op.attempt
-       /\ S.hosts[op.host].status = "OK"
-       /\ S.hosts[op.host].used < S.hosts[op.host].slots
-    THEN [S EXCEPT !.jobs[op.job] = [state |-> "RUN", attempt |-> op.attempt, host |-> op.host],
-                   !.hosts[op.host].used = @ + 1]
+       /\ Cardinality(op.hosts) = Span(op.job) /\ op.host \in op.hosts
+       /\ \A h \in op.hosts : Fits(S.hosts, op.job, h)
+    THEN [S EXCEPT !.jobs[op.job] = [state |-> "RUN", attempt |-> op.attempt, host |-> op.host,
+                                     alloc |-> op.hosts],
+                   !.hosts = [h \in Hosts |-> IF h \in op.hosts
+                                              THEN [S.hosts[h] EXCEPT !.used = @ + 1, !.gused = @ + G(op.job)]
+                                              ELSE S.hosts[h]]]
+    ELSE S
+
+\* partial_allocation: the barrier checks only an allocation's first host (a parallel job's other
+\* hosts taken unchecked): HeldExactly holds, CapacitySafe fails (a host over its slots or GPUs).
+MutApplyBatchFirstOnly(S, op) ==
+    IF /\ LeaseCurrent(S, op)
+       /\ S.jobs[op.job].state = "PEND"
+       /\ S.jobs[op.job].attempt = op.attempt
+       /\ Cardinality(op.hosts) = Span(op.job) /\ op.host \in op.hosts
+       /\ Fits(S.hosts, op.job, op.host)
+    THEN [S EXCEPT !.jobs[op.job] = [state |-> "RUN", attempt |-> op.attempt, host |-> op.host,
+                                     alloc |-> op.hosts],
+                   !.hosts = [h \in Hosts |-> IF h \in op.hosts
+                                              THEN [S.hosts[h] EXCEPT !.used = @ + 1, !.gused = @ + G(op.job)]
+                                              ELSE S.hosts[h]]]
     ELSE S
 =============================================================================

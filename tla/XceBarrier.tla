@@ -26,12 +26,16 @@ CONSTANTS
     Jobs,         \* job ids
     Hosts,        \* host names (one worker each)
     Schedulers,   \* scheduler processes
-    Cap,          \* slots per host; every job takes one slot
+    Cap,          \* slots per host; a job takes one slot on each host of its allocation
+    Wide,         \* the jobs that span two hosts (a parallel job: one slot on each)
+    Gpu,          \* the jobs that reserve one GPU on each host of their allocation (rusage[gpu=1])
+    GCap,         \* GPUs per host: a consumable the barrier re-checks like slots
     None,         \* a model value: no host, no scheduler
     MaxTerm,      \* bounds that keep the model finite for TLC
     MaxLog
 
-ASSUME Cap \in Nat \ {0} /\ MaxTerm \in Nat /\ MaxLog \in Nat
+ASSUME Cap \in Nat \ {0} /\ GCap \in Nat /\ Wide \subseteq Jobs /\ Gpu \subseteq Jobs
+       /\ MaxTerm \in Nat /\ MaxLog \in Nat
 
 VARIABLES
     log,        \* the leader's log: <<[term, op]>>
@@ -68,34 +72,52 @@ vars       == <<raftVars, stateVars, syncVars, rpc, workerVars>>
 (* The committed state and how one entry changes it (controller/fsm.py).  *)
 
 JobStates == {"none", "PEND", "RUN", "UNKWN", "DONE"}
-NoJob  == [state |-> "none", attempt |-> 0, host |-> None]
-NoHost == [status |-> "none", gen |-> 0, used |-> 0, slots |-> 0]
+NoJob  == [state |-> "none", attempt |-> 0, host |-> None, alloc |-> {}]
+NoHost == [status |-> "none", gen |-> 0, used |-> 0, slots |-> 0, gused |-> 0, gpus |-> 0]
+
+Span(j) == IF j \in Wide THEN 2 ELSE 1      \* hosts in the job's allocation
+G(j)    == IF j \in Gpu THEN 1 ELSE 0       \* GPUs it reserves on each of them
+
+\* The job's allocation gives back what it holds, on every one of its hosts (holdings.release).
+Release(hosts, j, a) ==
+    [h \in DOMAIN hosts |-> IF h \in a THEN [hosts[h] EXCEPT !.used = @ - 1, !.gused = @ - G(j)]
+                                       ELSE hosts[h]]
 Init0  == [jobs  |-> [j \in Jobs |-> NoJob],
            hosts |-> [h \in Hosts |-> NoHost],
            lease |-> [epoch |-> 0, holder |-> None]]
 
 Hist(i) == IF i = 0 THEN Init0 ELSE hist[i]
 
-Running(S, h) == {j \in Jobs : S.jobs[j].state \in {"RUN", "UNKWN"} /\ S.jobs[j].host = h}
+Running(S, h) == {j \in Jobs : S.jobs[j].state \in {"RUN", "UNKWN"} /\ S.jobs[j].host = h}  \* its command
 
 LeaseCurrent(S, op) == op.epoch = S.lease.epoch /\ op.sched = S.lease.holder
 
 ApplySubmit(S, op) ==
     IF S.jobs[op.job].state = "none"
-    THEN [S EXCEPT !.jobs[op.job] = [state |-> "PEND", attempt |-> 1, host |-> None]]
+    THEN [S EXCEPT !.jobs[op.job] = [state |-> "PEND", attempt |-> 1, host |-> None, alloc |-> {}]]
     ELSE S   \* a retry under the same request id changes nothing
 
 ApplyJoin(S, op) ==   \* updated in place, a new generation (M2)
-    [S EXCEPT !.hosts[op.host] = [status |-> "OK", gen |-> @.gen + 1, used |-> @.used, slots |-> Cap]]
+    [S EXCEPT !.hosts[op.host] = [status |-> "OK", gen |-> @.gen + 1, used |-> @.used, slots |-> Cap,
+                                  gused |-> @.gused, gpus |-> GCap]]
 
-ApplyBatch(S, op) ==  \* the commit barrier: each decision re-checked against committed state
+Fits(H, j, h) ==      \* one slot of j, and its GPUs, free on host h of H (committed or viewed)
+    /\ H[h].status = "OK"
+    /\ H[h].used < H[h].slots
+    /\ H[h].gused + G(j) <= H[h].gpus
+
+ApplyBatch(S, op) ==  \* the commit barrier: each decision re-checked against committed state; an
+                      \* allocation (op.hosts, its first op.host running the command) all or nothing
     IF /\ LeaseCurrent(S, op)
        /\ S.jobs[op.job].state = "PEND"
        /\ S.jobs[op.job].attempt = op.attempt
-       /\ S.hosts[op.host].status = "OK"
-       /\ S.hosts[op.host].used < S.hosts[op.host].slots
-    THEN [S EXCEPT !.jobs[op.job] = [state |-> "RUN", attempt |-> op.attempt, host |-> op.host],
-                   !.hosts[op.host].used = @ + 1]
+       /\ Cardinality(op.hosts) = Span(op.job) /\ op.host \in op.hosts
+       /\ \A h \in op.hosts : Fits(S.hosts, op.job, h)
+    THEN [S EXCEPT !.jobs[op.job] = [state |-> "RUN", attempt |-> op.attempt, host |-> op.host,
+                                     alloc |-> op.hosts],
+                   !.hosts = [h \in Hosts |-> IF h \in op.hosts
+                                              THEN [S.hosts[h] EXCEPT !.used = @ + 1, !.gused = @ + G(op.job)]
+                                              ELSE S.hosts[h]]]
     ELSE S
 
 Wanted(S, op) ==      \* a report about the current attempt, over the current connection
@@ -108,14 +130,14 @@ ApplyReport(S, op) == \* only a failed dispatch or a lost instance re-queues (M3
     IF ~Wanted(S, op) THEN S
     ELSE CASE op.kind = "started"  -> [S EXCEPT !.jobs[op.job].state = "RUN"]
          []   op.kind = "finished" -> [S EXCEPT !.jobs[op.job] = [state |-> "DONE", attempt |-> op.attempt,
-                                                                  host |-> None],
-                                             !.hosts[op.host].used = @ - 1]
+                                                                  host |-> None, alloc |-> {}],
+                                             !.hosts = Release(S.hosts, op.job, S.jobs[op.job].alloc)]
          []   op.kind \in {"failed", "lost", "fenced"} ->  \* "lost": it ended with no status (every job
                                                    \* here is rerunnable; fsm's settle_lost); "fenced":
                                                    \* its worker's fence killed it (reports.py)
                                       [S EXCEPT !.jobs[op.job] = [state |-> "PEND", attempt |-> op.attempt + 1,
-                                                                  host |-> None],
-                                             !.hosts[op.host].used = @ - 1]
+                                                                  host |-> None, alloc |-> {}],
+                                             !.hosts = Release(S.hosts, op.job, S.jobs[op.job].alloc)]
 
 ApplyUnavail(S, op) ==  \* missed heartbeats: UNAVAIL, its jobs UNKWN, unless it re-joined meanwhile
     IF S.hosts[op.host].gen = op.gen /\ S.hosts[op.host].status = "OK"
@@ -128,13 +150,21 @@ ApplyUnavail(S, op) ==  \* missed heartbeats: UNAVAIL, its jobs UNKWN, unless it
 
 Lost(S, h) == {j \in Jobs : S.jobs[j].state = "UNKWN" /\ S.jobs[j].host = h}
 
-ApplyResolve(S, op) ==  \* unavailable past the second timeout: its UNKWN jobs are requeued
+ApplyResolve(S, op) ==  \* unavailable past the second timeout: its UNKWN jobs are requeued, and
+                        \* give back what they hold on every host of their allocation.  (A job
+                        \* whose command runs on another host is killed by that host, which
+                        \* reports its end: hosts.py _lose_part; here it runs on.)
     IF S.hosts[op.host].gen = op.gen /\ S.hosts[op.host].status = "UNAVAIL"
-    THEN [S EXCEPT !.jobs = [j \in Jobs |->
-                                IF j \in Lost(S, op.host)
-                                THEN [state |-> "PEND", attempt |-> S.jobs[j].attempt + 1, host |-> None]
+    THEN LET lost == Lost(S, op.host) IN
+         [S EXCEPT !.jobs = [j \in Jobs |->
+                                IF j \in lost
+                                THEN [state |-> "PEND", attempt |-> S.jobs[j].attempt + 1, host |-> None,
+                                      alloc |-> {}]
                                 ELSE S.jobs[j]],
-                   !.hosts[op.host].used = @ - Cardinality(Lost(S, op.host))]
+                   !.hosts = [h \in Hosts |->
+                                [S.hosts[h] EXCEPT
+                                    !.used = @ - Cardinality({j \in lost : h \in S.jobs[j].alloc}),
+                                    !.gused = @ - Cardinality({j \in lost \cap Gpu : h \in S.jobs[j].alloc})]]]
     ELSE S
 
 ApplyLease(S, op) ==    \* `expired` is what the proposer's stamp says of the current lease
@@ -273,14 +303,16 @@ LeaseReply ==          \* s learns whether it holds the lease (the answer may ar
           belief' = [belief EXCEPT ![s] = IF st.lease.holder = s THEN st.lease.epoch ELSE 0]
     /\ UNCHANGED <<raftVars, stateVars, floor, view, sync, syncPos, rpc, workerVars>>
 
-SchedulerPass ==       \* from its view, maybe stale, with the epoch it believes it holds
-    /\ \E s \in Schedulers, j \in Jobs, h \in Hosts :
+SchedulerPass ==       \* from its view, maybe stale, with the epoch it believes it holds: an
+                       \* allocation of Span(j) hosts that fit, one of them first
+    /\ \E s \in Schedulers, j \in Jobs, hs \in SUBSET Hosts :
           /\ belief[s] > 0
           /\ view[s].jobs[j].state = "PEND"
-          /\ view[s].hosts[h].status = "OK"
-          /\ view[s].hosts[h].used < view[s].hosts[h].slots
-          /\ rpc' = rpc \cup {[type |-> "batch", epoch |-> belief[s], sched |-> s, job |-> j,
-                                attempt |-> view[s].jobs[j].attempt, host |-> h]}
+          /\ Cardinality(hs) = Span(j)
+          /\ \A h \in hs : Fits(view[s].hosts, j, h)
+          /\ \E h \in hs :
+                rpc' = rpc \cup {[type |-> "batch", epoch |-> belief[s], sched |-> s, job |-> j,
+                                  attempt |-> view[s].jobs[j].attempt, host |-> h, hosts |-> hs]}
     /\ UNCHANGED <<raftVars, stateVars, syncVars, workerVars>>
 
 ProposeBatch ==        \* the leader proposes a batch as one entry; nothing acts on it yet
@@ -528,14 +560,26 @@ TypeOK ==
 NoDoubleRun ==         \* never two live instances of one job
     \A x, y \in inst : x.job = y.job => x = y
 
-CapacitySafe ==        \* running slots per host within its capacity, on the host and committed
+CapacitySafe ==        \* per resource: running slots per host within its capacity, on the host and
+                       \* committed, and the GPUs committed within the host's
     \A h \in Hosts :
         /\ Cardinality({x \in inst : x.host = h}) <= Cap
         /\ st.hosts[h].used <= st.hosts[h].slots
+        /\ st.hosts[h].gused <= st.hosts[h].gpus
+
+HeldExactly ==         \* what each host has in use is what the allocations of running jobs hold
+                       \* there, taken all or nothing and given back exactly
+    /\ \A j \in Jobs :
+          IF st.jobs[j].state \in {"RUN", "UNKWN"}
+          THEN Cardinality(st.jobs[j].alloc) = Span(j) /\ st.jobs[j].host \in st.jobs[j].alloc
+          ELSE st.jobs[j].alloc = {}
+    /\ \A h \in Hosts :
+          /\ st.hosts[h].used = Cardinality({j \in Jobs : h \in st.jobs[j].alloc})
+          /\ st.hosts[h].gused = Cardinality({j \in Gpu : h \in st.jobs[j].alloc})
 
 DispatchAfterCommit == \* an instance exists only for a committed DISPATCH of that attempt
     \A x \in inst : \E i \in 1..commit :
-        Hist(i).jobs[x.job] = [state |-> "RUN", attempt |-> x.attempt, host |-> x.host]
+        LET jr == Hist(i).jobs[x.job] IN jr.state = "RUN" /\ jr.attempt = x.attempt /\ jr.host = x.host
 
 NoLostJob ==           \* an acknowledged job is in the committed state of every later leader
     \A j \in acked :

@@ -16,6 +16,8 @@
     ca = "tls/ca.crt"         # default: the cluster file's [tls] ca; not needed with cluster_config
     # token_file = "worker.token"  # with an insecure cluster: a token of role worker for this host
     allow_root_jobs = false   # run jobs whose owner is root (uid 0)
+    usage_report_s = 30       # how often each running job's CPU and RSS go to the controllers (M6)
+    memory_poll_s = 1.0       # how often jobs' memory is read, against their limits (-M, rusage[mem=])
     [resources]
     gpu = 2
 
@@ -54,6 +56,8 @@ class WorkerConfig:
     journal_keep: int = KEEP_ACKED
     credentials: Credentials = Credentials(insecure=True)
     allow_root_jobs: bool = False
+    usage_report_s: float = 30.0
+    memory_poll_s: float = 1.0
 
 
 def load(path: Path, name: str | None = None) -> WorkerConfig:
@@ -99,9 +103,16 @@ def parse(raw: dict[str, Any], path: Path, name: str | None = None) -> WorkerCon
     allow_root = raw.get("allow_root_jobs", False)
     if not isinstance(allow_root, bool):
         raise WorkerConfigError(f"{path}: allow_root_jobs must be true or false")
+    periods = {}
+    for key, default, least in (("usage_report_s", 30.0, 1.0), ("memory_poll_s", 1.0, 0.1)):
+        value = raw.get(key, default)
+        if not isinstance(value, int | float) or isinstance(value, bool) or value < least:
+            raise WorkerConfigError(f"{path}: {key} must be a number of seconds >= {least}")
+        periods[key] = float(value)
     return WorkerConfig(path=path, controllers=controllers, host=host, spool_dir=spool,
                         kill_grace_s=float(grace), draining=draining, journal_keep=keep,
-                        credentials=_credentials(raw, path, host.name), allow_root_jobs=allow_root)
+                        credentials=_credentials(raw, path, host.name), allow_root_jobs=allow_root,
+                        **periods)
 
 
 def _credentials(raw: dict[str, Any], path: Path, name: str) -> Credentials:

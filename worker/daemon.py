@@ -294,6 +294,7 @@ class Worker:
                          f"{','.join(self.config.controllers)}")
         fence = threading.Thread(target=self._fence_loop, daemon=True)
         fence.start()
+        threading.Thread(target=self._monitor_loop, daemon=True, name="monitor").start()
         try:
             self._connect_forever()
         finally:
@@ -302,6 +303,19 @@ class Worker:
             if self.launches is not None:
                 self.launches.close()
             self.executor.close()
+
+    def _monitor_loop(self) -> None:
+        """Jobs' memory against their limits every memory_poll_s; their usage every usage_report_s."""
+        reported = self.clock.monotonic_s()
+        while not self._stop.wait(self.config.memory_poll_s):
+            now = self.clock.monotonic_s()
+            report = now - reported >= self.config.usage_report_s
+            if report:
+                reported = now
+            try:
+                self.executor.monitor(report_usage=report)
+            except Exception:  # noqa: BLE001 - a look that failed must not stop the next ones
+                log.exception("worker %s: looking at jobs' usage failed", self.config.host.name)
 
     def _fence_loop(self) -> None:
         while not self._stop.wait(max(0.05, min(1.0, (self.fence_s or 10.0) / 20))):

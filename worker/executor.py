@@ -96,6 +96,8 @@ class Executor:
         self.tasks = Tasks(self, tell)
         self.job_env = dict(job_env or {})  # for every job: how `xce launch` reaches this worker
         self.gpus = gpus  # the host's GPUs (its [resources] gpu): indices 0..gpus-1
+        self._limits: dict[Key, int] = {}  # memory limits (KB) of the instances and parts running here
+        self._memlimited: set[Key] = set()  # killed for passing theirs
         self._gpus: dict[Key, list[int]] = {}  # the indices each instance or part holds
 
     def report(self, report: api.JobReport) -> None:
@@ -117,6 +119,8 @@ class Executor:
         self.tasks.recover()
         for key, record in list(self.journal.items()):
             state = record.get("state")
+            if record.get("mem_limit_kb") and state in ("starting", "running", "part"):
+                self._limits[key] = int(record["mem_limit_kb"])
             if record.get("gpus") and (state in ("starting", "running", "part")
                                        or key in self.tasks.with_tasks()):  # its tasks still use them
                 self._gpus[key] = list(record["gpus"])
@@ -185,6 +189,9 @@ class Executor:
                   "slots": self._slots_here(job), "credential": credential}
         if credential:  # what a task launched into it needs (tasks.py); dropped at its end
             record["job"] = job.SerializeToString().hex()
+        limit = _mem_limit_kb(job, job.host or self.name)
+        if limit:
+            record["mem_limit_kb"] = limit
         if failure is None:
             gpus = self._take_gpus(key, job, job.host or self.name)
             if gpus is None:
@@ -208,6 +215,8 @@ class Executor:
         self.journal.put(key, record)
         with self._lock:
             self._running[key] = pid
+            if limit:
+                self._limits[key] = limit
         log.info("job %d.%d started, pid %d", job.id, job.attempt, pid)
         self._report(self._started(key, record))
         if job.state in STOPPED:  # stopped before it reached this host
@@ -223,6 +232,11 @@ class Executor:
                 return
             known = {"state": "part", "readable_id": job.readable_id, "credential": credential,
                      "job": job.SerializeToString().hex(), "slots": self._slots_here(job, self.name)}
+            limit = _mem_limit_kb(job, self.name)
+            if limit:
+                known["mem_limit_kb"] = limit
+                with self._lock:
+                    self._limits[key] = limit
             gpus = self._take_gpus(key, job, self.name)
             if gpus is None:  # the barrier counted them free: a record from before says otherwise
                 log.error("job %d.%d: no free GPU index for its part here (held: %s)", *key,
@@ -443,6 +457,46 @@ class Executor:
             self._gpus[key] = free[:wanted]
             return self._gpus[key]
 
+    # -------------------------------------------------------------- while it runs: memory and usage (M6)
+
+    def monitor(self, report_usage: bool) -> None:
+        """One look at every job's processes here (one read of /proc): a job's part past its
+        memory limit (-M, else its rusage[mem=] here) is killed and ends with exit reason MEMLIMIT;
+        with `report_usage`, each job's usage on its first host is reported (at a bounded rate:
+        the caller's). RSS is the sum over its processes now, CPU what they used so far."""
+        sessions = self.host.sessions_usage()
+        now = self.clock.now_ms()
+        with self._lock:
+            mains, parts = dict(self._running), set(self._parts)
+            limits = dict(self._limits)
+        for key in sorted(set(mains) | parts):
+            pids = ([mains[key]] if key in mains else []) + self.tasks.pids(key)
+            rss = sum(sessions.get(pid, (0, 0.0))[0] for pid in pids)
+            cpu = sum(sessions.get(pid, (0, 0.0))[1] for pid in pids)
+            limit = limits.get(key, 0)
+            if limit and rss > limit and key not in self._memlimited:
+                self._memlimit(key, mains.get(key), rss, limit)
+            if report_usage and key in mains:
+                record = self.journal.get(key) or {}
+                wall = max(0.0, (now - int(record.get("started_ms", now))) / 1000)
+                self._report(api.JobReport(job_id=key[0], attempt=key[1], usage_now=api.UsageNow(
+                    usage=api.Usage(user_cpu_s=cpu, max_rss_kb=rss, wall_s=wall), time_ms=now)))
+
+    def _memlimit(self, key: Key, pid: int | None, rss: int, limit: int) -> None:
+        self._memlimited.add(key)
+        log.warning("job %d.%d uses %d KB, past its memory limit of %d KB: killed (MEMLIMIT)", *key, rss,
+                    limit)
+        if pid is not None:
+            with self._lock:  # journaled first: its end says why, even after a restart
+                record = self.journal.get(key)
+                if record is not None and record.get("state") == "running":
+                    record["memlimit"] = True
+                    self.journal.put(key, record)
+            self.host.killpg(pid, signal.SIGTERM)
+            self.host.killpg(pid, signal.SIGCONT)
+            self.host.call_later(min(self.kill_grace_s, 1.0), functools.partial(self._kill_hard, key, pid))
+        self.tasks.over(key, min(self.kill_grace_s, 1.0))
+
     def release_gpus(self, key: Key, locked: bool = False) -> None:
         """`locked`: the caller holds the executor's lock already."""
         if locked:
@@ -513,6 +567,8 @@ class Executor:
             finished.status_unknown = True  # it ended while no worker watched, and left no status
         # The fence marks the journal's record (this one may be the copy the watch started with).
         finished.fenced = bool(record.get("fenced") or (self.journal.get(key) or {}).get("fenced"))
+        if record.get("memlimit") or (self.journal.get(key) or {}).get("memlimit"):
+            finished.exit_reason = "MEMLIMIT"
         return report
 
     def _end(self, key: Key, record: dict[str, Any], report: api.JobReport) -> None:
@@ -521,6 +577,8 @@ class Executor:
         with self._lock:
             self.journal.put(key, record)
             self._running.pop(key, None)
+            self._limits.pop(key, None)
+            self._memlimited.discard(key)
         if report.HasField("finished"):
             f = report.finished
             log.info("job %d.%d ended: exit %d signal %d%s", *key, f.exit_code, f.term_signal,
@@ -538,6 +596,14 @@ class Executor:
         if still:
             self._killed_hard.add(key)
             self.host.killpg(pid, signal.SIGKILL)
+
+
+def _mem_limit_kb(job: api.Job, host: str) -> int:
+    """The memory limit of the job's part on `host`, in KB: its -M, else its rusage[mem=] there; 0: none."""
+    if job.spec.mem_limit_mb > 0:
+        return job.spec.mem_limit_mb * 1024
+    part = next((p for p in feasibility.allocation_of(job) if p.host == host), None)
+    return int(part.resources.get("mem", 0)) * 1024 if part is not None else 0
 
 
 def _failed(job: api.Job, code: int, reason: str) -> api.JobReport:

@@ -59,6 +59,29 @@ def _start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+_PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def sessions_usage() -> dict[int, tuple[int, float]]:
+    """Every session's processes summed, by session id: (RSS in KB, CPU seconds so far); one read
+    of /proc for all (a job's shim leads its session, so its pid is the job's session id)."""
+    found: dict[int, tuple[int, float]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        session = int(fields[3])
+        rss, cpu = found.get(session, (0, 0.0))
+        ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))  # its own and its waited-for children's
+        found[session] = (rss + int(fields[21]) * _PAGE_KB, cpu + ticks / _TICKS)
+    return found
+
+
 def _served_shim(status_path: str) -> int:
     """The pid a served shim wrote beside `status_path`, if that process still runs; else 0."""
     try:
@@ -129,6 +152,10 @@ class ProcessHost(Protocol):
 
     def find_served(self, status_file: Path) -> int:
         """The served shim that writes `status_file` (its pid file beside it), if it still runs; 0: none."""
+        ...
+
+    def sessions_usage(self) -> dict[int, tuple[int, float]]:
+        """(RSS in KB, CPU seconds so far) of every session's processes, by session id."""
         ...
 
     def close(self) -> None:
@@ -382,6 +409,9 @@ class RealProcessHost:
 
     def find_served(self, status_file: Path) -> int:
         return _served_shim(str(status_file))
+
+    def sessions_usage(self) -> dict[int, tuple[int, float]]:
+        return sessions_usage()
 
     def host_name(self) -> str:
         return socket.gethostname()

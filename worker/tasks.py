@@ -174,6 +174,11 @@ class Tasks:
         x.host.killpg(pid, signal.SIGCONT)
         x.host.call_later(grace_s, functools.partial(self._kill_hard, key, task_id, pid))
 
+    def pids(self, key: Key) -> list[int]:
+        """The running tasks' shims (each leads its session) of an instance."""
+        with self._x._lock:
+            return [pid for pid in self._running.get(key, {}).values() if pid]
+
     def with_tasks(self) -> list[Key]:
         """The instances with tasks running here."""
         with self._x._lock:

@@ -696,8 +696,19 @@ def _job_long(job: api.Job) -> None:
         print(f"  resources  {shown(job.spec.resource_req)}")
     if job.host:
         print(f"  hosts      {_allocation(job)}")
+    if job.spec.mem_limit_mb:
+        print(f"  mem limit  {job.spec.mem_limit_mb} MB per host")
+    if job.usage_time_ms and job.state not in (api.DONE, api.EXIT):
+        now = job.usage_now
+        print(f"  usage      cpu {now.user_cpu_s + now.system_cpu_s:.1f} s, rss {now.max_rss_kb // 1024} MB, "
+              f"running {now.wall_s:.0f} s (at {_when(job.usage_time_ms)}, on {shown(job.host)})")
     if job.state in (api.DONE, api.EXIT):
-        print(f"  exit code  {job.exit_code}")
+        reason = f"   ({shown(job.exit_reason)})" if job.exit_reason else ""
+        print(f"  exit code  {job.exit_code}{reason}")
+        if job.usage.wall_s or job.usage.user_cpu_s:
+            used = job.usage
+            print(f"  usage      cpu {used.user_cpu_s + used.system_cpu_s:.1f} s, max rss "
+                  f"{used.max_rss_kb // 1024} MB, ran {used.wall_s:.0f} s")
 
 
 def _allocation(job: api.Job) -> str:

@@ -62,6 +62,9 @@ def add_options(p: argparse.ArgumentParser, defaults: bool = True) -> None:
                    help="stdout file (relative to the working directory); %%J: the job id, %%I: the index")
     p.add_argument("-e", "--stderr", default=unset, help="stderr file; %%J and %%I as for -o")
     p.add_argument("-R", "--resource-req", default=unset, help="resource requirement string (LSF -R)")
+    p.add_argument("-M", "--mem-limit", dest="mem_limit", type=int32, default=None,
+                   help="memory limit in MB of the job's processes on each host (bsub -M); past it the "
+                        "job is killed, exit reason MEMLIMIT (default: its rusage[mem=])")
     p.add_argument("-m", "--hosts", default=unset,
                    help='hosts or host groups the job may run on, space-separated (bsub -m "gpu_nodes h3")')
     p.add_argument("--priority", type=int32, default=None if not defaults else 0,
@@ -86,6 +89,10 @@ def spec_from(args: argparse.Namespace, command: list[str]) -> api.JobSpec:
         spec.array.CopyFrom(array)
     if args.hosts:
         spec.hosts.extend(dict.fromkeys(args.hosts.split()))
+    if args.mem_limit is not None:
+        if args.mem_limit < 1:
+            raise UsageError(f"-M {args.mem_limit}: a memory limit is a number of MB, at least 1")
+        spec.mem_limit_mb = args.mem_limit
     if args.slots is not None:
         low, high = args.slots
         spec.slots = high

@@ -386,7 +386,8 @@ def host_refusal(name: str, host: HostState | None, slots: int, need_: Need = NO
         return Reason(api.PEND_NO_HOST_MATCHES,
                       f"host {name} is not among -m {' '.join(sorted(need_.asked))}", "host_asked")
     select = need_.requirement.select
-    if select is not None and resreq.evaluate(select, attributes(host), unknown) is False:
+    if select is not None and (not resreq.compiled(select)(attributes(host)) if not unknown
+                               else resreq.evaluate(select, attributes(host), unknown) is False):
         return Reason(api.PEND_NO_HOST_MATCHES, f"host {name} does not match {need_.select_words}", "select")
     if host.slots < slots:
         return Reason(api.PEND_NO_HOST_MATCHES, f"host {name} has {host.slots} slots; the job needs {slots}",

@@ -30,7 +30,7 @@ EXIT_KILLED = 128 + SIGKILL
 # What an attempt leaves on the job; cleared when the job goes back to PEND.
 INSTANCE_FIELDS = ("exit_code", "end_time_ms", "start_time_ms", "kill_requested", "requeue_requested", "pid",
                    "term_signal", "exit_status_unknown", "usage", "host", "state_before_unknown", "holds",
-                   "allocation", "parts_ended")
+                   "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms")
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from xce.v1 import log_pb2 as log
 
 FENCE_FORMAT = 2  # the first entry format whose apply reads JobFinished.fenced (versions.py)
 PART_FORMAT = 8  # reports of a parallel job's part on its other hosts: part_ended, started.part
+USAGE_FORMAT = 9  # usage while running (usage_now), an end's exit reason (MEMLIMIT), -M
 
 
 def apply_report(applier: Applier) -> list[log.Result]:
@@ -43,6 +44,10 @@ def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
             return _part(applier, job, relayed)
         if kind == "part_ended":
             kind = None  # a body older replicas do not know: an empty report to them
+    if kind == "usage_now":
+        if applier.entry.format >= USAGE_FORMAT:
+            return _usage_now(applier, job, relayed)
+        kind = None
     if kind in ("finished", "dispatch_failed") and applier.entry.format >= recovery.FORMAT:
         recovery.instance_ended(applier, relayed.host, report.job_id, report.attempt)  # if a stray
         job = read_job(applier.tables, report.job_id)
@@ -101,6 +106,17 @@ def _part(applier: Applier, job: api.Job | None, relayed: log.HostReport) -> log
     return log.Result(code=log.OK, job_ids=[job.id])
 
 
+def _usage_now(applier: Applier, job: api.Job | None, relayed: log.HostReport) -> log.Result:
+    """A sample of a running job's usage from its first host (M6): kept on the job, for xce job."""
+    report = relayed.report
+    if job is None or job.host != relayed.host or job.attempt != report.attempt or job.state not in RUNNING:
+        return log.Result(code=log.FAILED_PRECONDITION, message="usage of an instance not running")
+    job.usage_now.CopyFrom(report.usage_now.usage)
+    job.usage_time_ms = report.usage_now.time_ms
+    applier.put_job(job)
+    return log.Result(code=log.OK, job_ids=[job.id])
+
+
 def _started(applier: Applier, job: api.Job, started: api.JobStarted) -> None:
     job.pid = started.pid
     job.start_time_ms = started.time_ms or applier.stamp_ms
@@ -118,6 +134,8 @@ def _finished(applier: Applier, job: api.Job, finished: api.JobFinished) -> None
     job.exit_status_unknown = finished.status_unknown
     ok = job.exit_code == 0 and not finished.status_unknown
     job.state = api.DONE if ok else api.EXIT
+    if applier.entry.format >= USAGE_FORMAT and finished.exit_reason:
+        job.exit_reason = finished.exit_reason[:32]
     if applier.entry.format >= PART_FORMAT:  # what the job's parts on other hosts reported stays
         _add_usage(job.usage, finished.usage)
         job.usage.wall_s = finished.usage.wall_s

@@ -52,6 +52,7 @@ RESREQ_FORMAT = 5
 # 6: they are used (decisions.py: ALLOCATION_FORMAT): rusage[] amounts are whole, -n takes min,max.
 ALLOCATION_FORMAT = 6
 ASKED_FORMAT = 7  # -m (resources.py: FORMAT)
+MEMLIMIT_FORMAT = 9  # -M (reports.py: USAGE_FORMAT)
 MAX_ASKED = 1000  # names in one job's -m
 
 
@@ -89,6 +90,8 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
     max_slots = meta.max_slots_per_job or DEFAULT_MAX_SLOTS
     if spec.HasField("slots") and not 1 <= spec.slots <= max_slots:
         raise invalid(f"slots must be between 1 and {max_slots}, got {spec.slots}")
+    if spec.mem_limit_mb and entry_format >= MEMLIMIT_FORMAT and not 0 < spec.mem_limit_mb <= 1 << 40:
+        raise invalid(f"-M {spec.mem_limit_mb}: a memory limit is a number of MB from 1 to 2^40")
     # Before format 6 the field is unknown to apply (an older replica keeps it unread): so here.
     # The leader refuses it then (check_min_slots_known).
     if spec.HasField("min_slots") and entry_format >= ALLOCATION_FORMAT:
@@ -117,6 +120,9 @@ def check_min_slots_known(spec: api.JobSpec, entry_format: int) -> None:
     if spec.HasField("min_slots") and entry_format < ALLOCATION_FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, "-n min,max needs every replica at entry format "
                            f"{ALLOCATION_FORMAT} (xce status shows each one's)")
+    if spec.mem_limit_mb and entry_format < MEMLIMIT_FORMAT:
+        raise ServiceError(log.FAILED_PRECONDITION, "-M needs every replica at entry format "
+                           f"{MEMLIMIT_FORMAT} (xce status shows each one's)")
     if spec.hosts and entry_format < ASKED_FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, f"-m needs every replica at entry format {ASKED_FORMAT} "
                            "(xce status shows each one's)")

@@ -77,8 +77,11 @@ FAULTS = ("LeaderCrash", "ElectLeader", "WorkerCrash", "StreamBreak", "Scheduler
 
 @dataclass
 class Options:
-    hosts: int = 3
+    hosts: int = 4
     slots: int = 2
+    gpu_hosts: int = 2  # the first hosts have one GPU each ([resources] gpu = 1)
+    # Jobs of 1-8 slots, over 1-4 hosts (the k-host rule spreads them); a small one may reserve a GPU.
+    job_sizes: tuple[int, ...] = (1, 1, 1, 2, 2, 3, 4, 8)
     schedulers: int = 2
     max_jobs: int = 10
     events_kept: int = 4  # small, so Sync streams fall behind the events floor and resync by snapshot
@@ -98,7 +101,7 @@ class Options:
     # Traceable runs (trace.py): the run is recorded as spec actions, and kept within what the
     # spec can follow: one leader at a time, jobs of one slot that are rerunnable.
     trace: bool = False
-    job_slots: int | None = None  # None: 1 or 2 at random
+    job_slots: int | None = None  # None: one of job_sizes at random
     rerunnable: bool | None = None  # None: at random
     single_leader: bool = False  # no election while a leader is up (not even one deposed unawares)
 
@@ -141,7 +144,8 @@ class Sim:
         self.replies: list[Reply] = []
         self.delayed: list[tuple[int, Call]] = []  # calls held by a stalled sender until then
         self._ids = 0
-        self.workers = {f"h{i}": WorkerNode(self, f"h{i}", self.options.slots)
+        self.workers = {f"h{i}": WorkerNode(self, f"h{i}", self.options.slots,
+                                            gpus=int(i <= self.options.gpu_hosts))
                         for i in range(1, self.options.hosts + 1)}
         self.schedulers = {f"s{i}": SchedulerNode(f"s{i}", self.clock, self.options.view_factory,
                                                   self.options.planner)
@@ -414,9 +418,13 @@ class Sim:
             client.submitted += 1
             request_id = f"req-{client.submitted}"
             options = self.options
-            slots = options.job_slots if options.job_slots is not None else 1 + (pick >> 2) % 2
+            sizes = options.job_sizes
+            slots = options.job_slots if options.job_slots is not None else sizes[(pick >> 2) % len(sizes)]
             rerunnable = options.rerunnable if options.rerunnable is not None else bool((pick >> 3) & 1)
-            spec = api.JobSpec(command=["true"], slots=slots, rerunnable=rerunnable)
+            # A GPU on each of its hosts: on one host only, since only gpu_hosts have one.
+            gpu = options.gpu_hosts > 0 and slots <= options.slots and (pick >> 6) % 3 == 0
+            spec = api.JobSpec(command=["true"], slots=slots, rerunnable=rerunnable,
+                               resource_req="rusage[gpu=1] span[hosts=1]" if gpu else "")
             client.pending[request_id] = api.SubmitJobsRequest(request_id=request_id, jobs=[spec])
             return self._send("submit", "client", client.pending[request_id], pick >> 4, None)
         return self._deliver_call("submit", pick >> 1)

@@ -53,7 +53,8 @@ def NoDoubleRun(sim: Sim) -> None:
 
 
 def CapacitySafe(sim: Sim) -> None:
-    """Running slots per host never exceed its slots, on the hosts and in committed state."""
+    """Per resource: running slots per host never exceed its slots, on the hosts and in committed
+    state, and what its jobs reserve of each consumable never exceeds its total."""
     for name, node in sim.workers.items():
         used = sum(p.slots for p in sim.os.live() if p.host == name)
         assert used <= node.spec.slots, f"{name} runs {used} slots of {node.spec.slots}"
@@ -64,9 +65,40 @@ def CapacitySafe(sim: Sim) -> None:
             held = [fsm.read_job(tables, i) for i in fsm.host_job_ids(tables, host.spec.name)]
             slots = sum(p.slots for j in held if j is not None for p in feasibility.allocation_of(j)
                         if p.host == host.spec.name)
+            totals = feasibility.consumables(host)
+            over = {r: (n, totals.get(r, 0)) for r, n in host.reserved.items() if n > totals.get(r, 0)}
+            assert not over, f"r{replica.rid} {host.spec.name} reserves more than it has: {over}"
             assert host.slots_used == slots <= host.spec.slots, \
                 f"r{replica.rid} {host.spec.name}: slots_used {host.slots_used}, jobs hold {slots}, " \
                 f"has {host.spec.slots}"
+
+
+def HeldExactly(sim: Sim) -> None:
+    """What each host has in use (slots and every consumable) is what the allocations of its running
+    jobs hold there: whole allocations, the first host running the command, given back exactly."""
+    for replica in sim.raft.replicas:
+        tables = replica.tables
+        slots: Counter[str] = Counter()
+        reserved: dict[str, Counter[str]] = {}
+        for _, raw in tables.scan("jobs"):
+            job = api.Job.FromString(raw)
+            if job.state not in fsm.RUNNING:
+                continue
+            parts = feasibility.allocation_of(job)
+            assert parts and parts[0].host == job.host, \
+                f"r{replica.rid} job {job.id} runs on {job.host}: {parts}"
+            assert feasibility.least_slots(job) <= sum(p.slots for p in parts) <= job.spec.slots
+            for part in parts:
+                slots[part.host] += part.slots
+                reserved.setdefault(part.host, Counter()).update(part.resources)
+        for _, raw in tables.scan("hosts"):
+            host = api.Host.FromString(raw)
+            name = host.spec.name
+            assert host.slots_used == slots[name], \
+                f"r{replica.rid} {name}: {host.slots_used} used, jobs hold {slots[name]}"
+            held = {r: n for r, n in reserved.get(name, Counter()).items() if n}
+            assert dict(host.reserved) == held, \
+                f"r{replica.rid} {name}: reserved {dict(host.reserved)}, jobs hold {held}"
 
 
 def DispatchAfterCommit(sim: Sim) -> None:
@@ -126,7 +158,7 @@ def RefusalRespected(sim: Sim) -> None:
 
 
 INVARIANTS: dict[str, Callable[[Sim], None]] = {
-    f.__name__: f for f in (TypeOK, NoDoubleRun, CapacitySafe, DispatchAfterCommit, NoLostJob,
+    f.__name__: f for f in (TypeOK, NoDoubleRun, CapacitySafe, HeldExactly, DispatchAfterCommit, NoLostJob,
                             ViewConsistent, StaleLeaseNoEffect, FreshGeneration, StaleConnectionNoEffect,
                             RefusalRespected)}
 

@@ -60,7 +60,7 @@ SESSION_FULL_LOOK_S = 1.0  # short, so the periodic full derivation meets the ro
 
 def init_entry(events_kept: int) -> log.InitCluster:
     """The cluster's first entry; few events kept, so Sync streams fall behind the floor."""
-    return log.InitCluster(cluster_id=CLUSTER, default_queue=QUEUE, max_slots_per_job=4,
+    return log.InitCluster(cluster_id=CLUSTER, default_queue=QUEUE, max_slots_per_job=8,
                            config_digest="sim-1", queues=[api.Queue(name=QUEUE, priority=30)],
                            events_kept=events_kept)
 

@@ -106,8 +106,8 @@ class TracedRun:
 def traceable(options: Options | None = None, max_jobs: int = TRACE_JOBS) -> Options:
     """The configuration a run is recorded in: the spec's jobs take one slot and are
     rerunnable, and a leader is elected only while none is up."""
-    return replace(options or Options(), hosts=2, slots=2, schedulers=2, max_jobs=max_jobs, trace=True,
-                   job_slots=1, rerunnable=True, single_leader=True)
+    return replace(options or Options(), hosts=2, slots=2, gpu_hosts=0, schedulers=2, max_jobs=max_jobs,
+                   trace=True, job_slots=1, rerunnable=True, single_leader=True)
 
 
 def trace_seed(seed: int, steps: int = 1500, options: Options | None = None) -> TracedRun:

@@ -41,6 +41,7 @@ from tla_trace import NONE, SetOf, Step
 from controller import fsm
 from controller.leader import Term
 from scheduler.view import View
+from xce import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -53,8 +54,8 @@ if TYPE_CHECKING:
     from .scheduler_node import SchedulerNode
     from .worker_node import SimProcess, WorkerNode
 
-NO_JOB = {"state": "none", "attempt": 0, "host": NONE}
-NO_HOST = {"status": "none", "gen": 0, "used": 0, "slots": 0}
+NO_JOB = {"state": "none", "attempt": 0, "host": NONE, "alloc": frozenset()}
+NO_HOST = {"status": "none", "gen": 0, "used": 0, "slots": 0, "gused": 0, "gpus": 0}
 JOB_STATES = {api.PEND: "PEND", api.RUN: "RUN", api.USUSP: "RUN", api.SSUSP: "RUN", api.UNKWN: "UNKWN",
               api.DONE: "DONE", api.EXIT: "DONE"}
 HOST_STATUS = {api.HOST_OK: "OK", api.HOST_UNAVAIL: "UNAVAIL"}
@@ -67,13 +68,14 @@ def job_name(request_id: str) -> str:
 
 def abstract_job(job: api.Job) -> dict[str, Any]:
     state = JOB_STATES[job.state]
-    return {"state": state, "attempt": job.attempt + 1,
-            "host": job.host if state in ("RUN", "UNKWN") else NONE}
+    running = state in ("RUN", "UNKWN")
+    return {"state": state, "attempt": job.attempt + 1, "host": job.host if running else NONE,
+            "alloc": frozenset(p.host for p in feasibility.allocation_of(job)) if running else frozenset()}
 
 
 def abstract_host(host: api.Host) -> dict[str, Any]:
     return {"status": HOST_STATUS[host.status], "gen": host.generation, "used": host.slots_used,
-            "slots": host.spec.slots}
+            "slots": host.spec.slots, "gused": host.reserved.get("gpu", 0), "gpus": 0}  # GCap: 0 here
 
 
 class Queued(Protocol):
@@ -205,7 +207,8 @@ class TraceRecorder:
             "Jobs": "{" + quoted + "}",
             "Hosts": "{" + ", ".join(f'"{h}"' for h in sorted(self.sim.workers)) + "}",
             "Schedulers": "{" + ", ".join(f'"{s}"' for s in self.schedulers) + "}",
-            "Cap": str(self.sim.options.slots), "None": "None", "MaxTerm": str(self.elections + 1),
+            "Cap": str(self.sim.options.slots), "Wide": "{}", "Gpu": "{}", "GCap": "0",
+            "None": "None", "MaxTerm": str(self.elections + 1),
             "MaxLog": str(self.length + 1), "MaxFaults": "0", "Submitted": "{}",
             "MaxSyncQueue": "1000", "MaxBatches": "1000", "MaxDown": "1000",
         }
@@ -415,8 +418,10 @@ class TraceRecorder:
         return True
 
     def batch_op(self, batch: api.DecisionBatch, dispatch: api.DispatchDecision) -> dict[str, Any]:
+        hosts = frozenset(h.host for h in dispatch.hosts) or frozenset({dispatch.host})
         return {"type": "batch", "epoch": batch.lease_epoch, "sched": batch.scheduler_id,
-                "job": self.name_of(dispatch.job_id), "attempt": dispatch.attempt + 1, "host": dispatch.host}
+                "job": self.name_of(dispatch.job_id), "attempt": dispatch.attempt + 1, "host": dispatch.host,
+                "hosts": hosts}
 
     def report_op(self, relayed: log.HostReport) -> dict[str, Any]:
         report = relayed.report

@@ -161,6 +161,9 @@ class SimProcessHost:
     def find_served(self, status_file: Path) -> int:
         return 0  # the simulation launches no tasks
 
+    def sessions_usage(self) -> dict[int, tuple[int, float]]:
+        return {}  # simulated processes use nothing
+
     def host_name(self) -> str:
         return self.host
 
@@ -182,9 +185,10 @@ class SimProcessHost:
 
 
 class WorkerNode:
-    def __init__(self, sim: Sim, name: str, slots: int) -> None:
+    def __init__(self, sim: Sim, name: str, slots: int, gpus: int = 0) -> None:
         self.sim = sim
-        self.spec = api.HostSpec(name=name, slots=slots, memory_mb=1024)
+        self.spec = api.HostSpec(name=name, slots=slots, memory_mb=1024,
+                                 resources={"gpu": float(gpus)} if gpus else {})
         self.spool = sim.root / name
         self.daemon: Worker | None = None
         self.host: SimProcessHost | None = None

@@ -36,6 +36,7 @@ class PendingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PEND_STRAY_INSTANCE: _ClassVar[PendingReason]
     PEND_NO_FREE_RESOURCES: _ClassVar[PendingReason]
     PEND_HOST_CLOSED: _ClassVar[PendingReason]
+    PEND_DISPATCH_LIMIT: _ClassVar[PendingReason]
 
 class ControlAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -107,6 +108,7 @@ PEND_RECOVERING: PendingReason
 PEND_STRAY_INSTANCE: PendingReason
 PEND_NO_FREE_RESOURCES: PendingReason
 PEND_HOST_CLOSED: PendingReason
+PEND_DISPATCH_LIMIT: PendingReason
 CONTROL_ACTION_UNSPECIFIED: ControlAction
 KILL: ControlAction
 STOP: ControlAction
@@ -138,7 +140,7 @@ SIGNAL_CONT: SignalKind
 SIGNAL_KILL: SignalKind
 
 class JobSpec(_message.Message):
-    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts")
+    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -161,6 +163,7 @@ class JobSpec(_message.Message):
     ARRAY_FIELD_NUMBER: _ClassVar[int]
     MIN_SLOTS_FIELD_NUMBER: _ClassVar[int]
     HOSTS_FIELD_NUMBER: _ClassVar[int]
+    MEM_LIMIT_MB_FIELD_NUMBER: _ClassVar[int]
     command: _containers.RepeatedScalarFieldContainer[str]
     name: str
     queue: str
@@ -176,7 +179,8 @@ class JobSpec(_message.Message):
     array: ArraySpec
     min_slots: int
     hosts: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ...) -> None: ...
+    mem_limit_mb: int
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ...) -> None: ...
 
 class ArraySpec(_message.Message):
     __slots__ = ("ranges", "limit")
@@ -221,7 +225,7 @@ class ElementRun(_message.Message):
     def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ..., state: _Optional[_Union[JobState, str]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt", "array_id", "array_index", "array_limit", "array", "allocation", "parts_ended")
+    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt", "array_id", "array_index", "array_limit", "array", "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms")
     class HoldsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -260,6 +264,9 @@ class Job(_message.Message):
     ARRAY_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     PARTS_ENDED_FIELD_NUMBER: _ClassVar[int]
+    EXIT_REASON_FIELD_NUMBER: _ClassVar[int]
+    USAGE_NOW_FIELD_NUMBER: _ClassVar[int]
+    USAGE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     id: int
     readable_id: str
     spec: JobSpec
@@ -291,7 +298,10 @@ class Job(_message.Message):
     array: ArrayState
     allocation: _containers.RepeatedCompositeFieldContainer[HostAllocation]
     parts_ended: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ..., array_id: _Optional[int] = ..., array_index: _Optional[int] = ..., array_limit: _Optional[int] = ..., array: _Optional[_Union[ArrayState, _Mapping]] = ..., allocation: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., parts_ended: _Optional[_Iterable[str]] = ...) -> None: ...
+    exit_reason: str
+    usage_now: Usage
+    usage_time_ms: int
+    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ..., array_id: _Optional[int] = ..., array_index: _Optional[int] = ..., array_limit: _Optional[int] = ..., array: _Optional[_Union[ArrayState, _Mapping]] = ..., allocation: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., parts_ended: _Optional[_Iterable[str]] = ..., exit_reason: _Optional[str] = ..., usage_now: _Optional[_Union[Usage, _Mapping]] = ..., usage_time_ms: _Optional[int] = ...) -> None: ...
 
 class HostAllocation(_message.Message):
     __slots__ = ("host", "slots", "resources")
@@ -870,20 +880,30 @@ class Reports(_message.Message):
     def __init__(self, reports: _Optional[_Iterable[_Union[JobReport, _Mapping]]] = ...) -> None: ...
 
 class JobReport(_message.Message):
-    __slots__ = ("job_id", "attempt", "started", "finished", "dispatch_failed", "part_ended")
+    __slots__ = ("job_id", "attempt", "started", "finished", "dispatch_failed", "part_ended", "usage_now")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
     FINISHED_FIELD_NUMBER: _ClassVar[int]
     DISPATCH_FAILED_FIELD_NUMBER: _ClassVar[int]
     PART_ENDED_FIELD_NUMBER: _ClassVar[int]
+    USAGE_NOW_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     attempt: int
     started: JobStarted
     finished: JobFinished
     dispatch_failed: DispatchFailed
     part_ended: PartEnded
-    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., started: _Optional[_Union[JobStarted, _Mapping]] = ..., finished: _Optional[_Union[JobFinished, _Mapping]] = ..., dispatch_failed: _Optional[_Union[DispatchFailed, _Mapping]] = ..., part_ended: _Optional[_Union[PartEnded, _Mapping]] = ...) -> None: ...
+    usage_now: UsageNow
+    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., started: _Optional[_Union[JobStarted, _Mapping]] = ..., finished: _Optional[_Union[JobFinished, _Mapping]] = ..., dispatch_failed: _Optional[_Union[DispatchFailed, _Mapping]] = ..., part_ended: _Optional[_Union[PartEnded, _Mapping]] = ..., usage_now: _Optional[_Union[UsageNow, _Mapping]] = ...) -> None: ...
+
+class UsageNow(_message.Message):
+    __slots__ = ("usage", "time_ms")
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    usage: Usage
+    time_ms: int
+    def __init__(self, usage: _Optional[_Union[Usage, _Mapping]] = ..., time_ms: _Optional[int] = ...) -> None: ...
 
 class PartEnded(_message.Message):
     __slots__ = ("usage", "tasks", "time_ms")
@@ -961,20 +981,22 @@ class JobStarted(_message.Message):
     def __init__(self, pid: _Optional[int] = ..., time_ms: _Optional[int] = ..., part: _Optional[bool] = ...) -> None: ...
 
 class JobFinished(_message.Message):
-    __slots__ = ("exit_code", "term_signal", "status_unknown", "usage", "time_ms", "fenced")
+    __slots__ = ("exit_code", "term_signal", "status_unknown", "usage", "time_ms", "fenced", "exit_reason")
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     TERM_SIGNAL_FIELD_NUMBER: _ClassVar[int]
     STATUS_UNKNOWN_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
     FENCED_FIELD_NUMBER: _ClassVar[int]
+    EXIT_REASON_FIELD_NUMBER: _ClassVar[int]
     exit_code: int
     term_signal: int
     status_unknown: bool
     usage: Usage
     time_ms: int
     fenced: bool
-    def __init__(self, exit_code: _Optional[int] = ..., term_signal: _Optional[int] = ..., status_unknown: _Optional[bool] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., time_ms: _Optional[int] = ..., fenced: _Optional[bool] = ...) -> None: ...
+    exit_reason: str
+    def __init__(self, exit_code: _Optional[int] = ..., term_signal: _Optional[int] = ..., status_unknown: _Optional[bool] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., time_ms: _Optional[int] = ..., fenced: _Optional[bool] = ..., exit_reason: _Optional[str] = ...) -> None: ...
 
 class DispatchFailed(_message.Message):
     __slots__ = ("code", "reason")
