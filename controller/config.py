@@ -101,6 +101,7 @@ class ClusterConfig:
     heartbeat_timeout_s: float = 10.0
     unknown_timeout_s: float = 300.0
     fence_s: float = 150.0                    # the worker-side fence (0: none); below unknown_timeout_s
+    load_commit_s: float = 15.0               # a host's load indices committed at most this often (0: never)
     events_kept: int = 100_000
     clean_period_s: float = 3600.0            # finished jobs leave the live tables (history keeps them)
     history_days: float = 30.0                # history is kept this long
@@ -223,6 +224,9 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
                           "must not fence while the leader still waits for it) and shorter than "
                           f"unknown_timeout_s ({unknown_timeout_s}: a cut-off worker must have killed its "
                           "rerunnable jobs before the leader requeues them)")
+    load_commit_s = hosts.get("load_commit_s", 15.0)
+    if not isinstance(load_commit_s, int | float) or isinstance(load_commit_s, bool) or load_commit_s < 0:
+        raise ConfigError(f"{path}: [hosts] load_commit_s must be 0 (load indices not committed) or positive")
     state = raw.get("state", {})
     events_kept = state.get("events_kept", 100_000)
     if not isinstance(events_kept, int) or events_kept < 1:
@@ -246,6 +250,7 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
                          group_commit_max_in_flight=int(group.get("max_in_flight", 1)),
                          heartbeat_s=float(heartbeat_s), heartbeat_timeout_s=float(heartbeat_timeout_s),
                          unknown_timeout_s=float(unknown_timeout_s), fence_s=float(fence_s),
+                         load_commit_s=float(load_commit_s),
                          events_kept=events_kept,
                          clean_period_s=float(clean_period_s), history_days=float(history_days),
                          tls=tls, **_auth(raw, path), **_resources(raw, path))

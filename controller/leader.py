@@ -59,6 +59,7 @@ from controller.fsm import history, reports, versions
 from controller.fsm import membership as fsm_membership
 from controller.group_commit import GroupCommit
 from controller.host_liveness import Liveness
+from controller.load_commits import LoadCommits
 from controller.pending_counts import PendingCounts
 from controller.tables import Tables
 from controller.watchdog import Change, Watchdog
@@ -138,6 +139,7 @@ class LeaderSettings:
     bootstrap: tuple[api.Member, ...] = ()  # the cluster file's replicas with their addresses
     member_pause_s: float = 0.0  # wait before each membership step (XCE_FAULT member-pause: tests)
     credential_key: bytes = b""  # of job credentials (job_credential.py), from the cluster's password
+    load_commit_s: float = 15.0  # a host's load indices are committed at most this often (0: never)
 
     def bootstrap_members(self) -> tuple[api.Member, ...]:
         return self.bootstrap or tuple(api.Member(id=m) for m in self.members)
@@ -227,6 +229,7 @@ class Term:
     member_step: str = ""  # the membership step in progress (a proposal or Raft change); "": none
     member_retry_s: float = 0.0
     member_next: tuple[object, float] | None = None  # the next step, and when it was first seen
+    loads: LoadCommits = field(default_factory=lambda: LoadCommits(0.0))
 
 
 _Submit = tuple[api.SubmitJobsRequest, log.Principal]  # a submit request and who sent it
@@ -278,6 +281,8 @@ class LeaderCore:
                     times.append(term.next_sweep_s)
                 if term.to_step:
                     times.append(now)
+                if term.sessions and self.settings.load_commit_s > 0:
+                    times.append(term.loads.next_s)
         return min(times)
 
     def busy(self) -> bool:
@@ -332,6 +337,8 @@ class LeaderCore:
                                        if st.session is not None and st.session.due(now)])
         else:
             self._step_sessions(term, ())
+        if now >= term.loads.next_s:
+            self._commit_loads(term, now)
 
     def role_changed(self) -> None:
         self.tick()
@@ -351,7 +358,8 @@ class LeaderCore:
             self._seen = {}
             self.term = Term(self._terms, raft_term, liveness,
                              Watchdog(liveness, s.heartbeat_s / 2, int(s.unknown_timeout_s * 1000)),
-                             GroupCommit(s.submit_max_requests, s.submit_max_bytes, s.submit_max_in_flight))
+                             GroupCommit(s.submit_max_requests, s.submit_max_bytes, s.submit_max_in_flight),
+                             loads=LoadCommits(s.load_commit_s))
             logger.info("leading in term %d (leadership %d); serving once caught up and configured",
                         raft_term, self._terms)
 
@@ -870,6 +878,7 @@ class LeaderCore:
         session = state.session if state is not None else None
         if session is not None and term.sessions.get(session.name) == stream:
             del term.sessions[session.name]
+            term.loads.forget(session.name)
 
     def _join(self, term: Term, stream: int, state: _Stream, message: api.WorkerMessage) -> None:
         if message.WhichOneof("body") != "join":
@@ -931,6 +940,8 @@ class LeaderCore:
         if kind == "heartbeat" and message.heartbeat.generation == session.generation:
             if term.sessions.get(session.name) == stream:  # a superseded stream's do not count
                 term.liveness.seen(session.name, session.generation, self.clock.monotonic_s())
+                if message.heartbeat.load:
+                    term.loads.heard(session.name, session.generation, message.heartbeat.load)
             # Answered, so a worker cut off from a leader that cannot tell it
             # so (a partition) notices the silence and looks for the new one.
             session.outbox.append(api.ControllerMessage(heartbeat=api.Heartbeat(
@@ -1105,6 +1116,23 @@ class LeaderCore:
         if not term.configured:
             term.configured = True
             logger.info("serving (leadership %d)", term.number)
+
+    def _commit_loads(self, term: Term, now: float) -> None:
+        """The load indices due (load_commits.py), once every replica applies `host_loads`."""
+        if self.settings.load_commit_s > 0:
+            with self.state.read() as tables:
+                if "host_loads" not in versions.enabled(fsm.read_meta(tables), self._voter_ids(tables)):
+                    term.loads.next_s = now + self.settings.capability_poll_s
+                    return
+        sent = term.loads.due(now)
+        if not sent:
+            return
+
+        def done(results: list[log.Result] | None) -> None:
+            codes = [r.code if r is not None else None for r in _per_request(results, len(sent))]
+            term.loads.settled(sent, codes, self.clock.monotonic_s())
+
+        self._propose(log.Entry(host_loads=log.HostLoads(loads=sent)), done)
 
     def _watch(self, term: Term, now: float) -> None:
         with self.state.read() as tables:

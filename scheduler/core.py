@@ -187,7 +187,7 @@ class PassUsage:
 
     def __init__(self, hosts: Sequence[api.Host], queues: Mapping[str, api.Queue],
                  counters: Mapping[str, int], shared: Mapping[str, int] | None = None) -> None:
-        self.states = {h.spec.name: feasibility.host_state(h) for h in hosts}
+        self.states = {h.spec.name: feasibility.host_state(h, load=True) for h in hosts}
         self._queues = queues
         self._counters = dict(counters)
         self._limits = feasibility.limits_of(queues.values())

@@ -106,6 +106,26 @@ def test_groups_closed_hosts_licenses_and_a_modified_requirement(setup, tmp_path
         assert dict(client.list_hosts().shared_used) == {"license_x": 0}
 
 
+def test_load_indices_reach_the_planner_and_hosts_l(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Workers' load indices, committed, read by select[] in the planner and shown by hosts -l."""
+    cluster, _ = setup
+    with cluster.client() as client:
+        wait_until(lambda: all({"r1m", "r15m", "ut", "mem", "tmp"} <= h.load.keys()
+                               for h in client.list_hosts().hosts), "every host's load to be committed")
+        hosts = client.list_hosts().hosts
+        assert all(h.load_time_ms > 0 and 0 <= h.load["ut"] <= 1 for h in hosts)
+        detail = xce_cli(cluster, "hosts", "-l")
+        assert detail.count("  load       r15s=") == 3 and " r1m=" in detail, detail
+        runs = _submit(cluster, "-R", "select[r1m >= 0 && tmp > 0] order[r15s]", "--cwd", str(tmp_path),
+                       command=["true"])
+        never = _submit(cluster, "-R", "select[r1m > 100000]", "--cwd", str(tmp_path), command=["true"])
+        wait_until(lambda: client.get_job(str(runs)).state == api.DONE, "the job on load to run")
+        wait_until(lambda: client.get_job(str(never)).pending_code == api.PEND_NO_HOST_MATCHES,
+                   "the job no load matches to say so")
+        reason = client.get_job(str(never)).pending_reason
+        assert reason.startswith("select[r1m>100000] matched 0 of 3 hosts"), reason
+
+
 def test_a_job_of_more_slots_than_any_host_spreads_and_each_host_holds_its_part(  # type: ignore[no-untyped-def]
         setup, tmp_path: Path) -> None:
     cluster, _ = setup

@@ -163,6 +163,53 @@ def test_load_indices_are_the_planner_s_alone_the_barrier_passes_what_hangs_on_t
     assert accepted(state.dispatch(state.submit(req="select[type == ARM || r1m < 2]"), ("a", 1)))
 
 
+def test_load_indices_are_stored_for_the_generation_that_sent_them_and_cleared_by_a_join() -> None:
+    state = State()
+    state.join("a", 4)
+    generation = state.host("a").generation
+    sent = log.HostLoad(name="a", generation=generation,
+                        values={"r1m": 0.5, "ut": 0.123456, "mem": 1000.0, "bogus": 1.0, "pg": float("nan"),
+                                "swp": -1.0, "tmp": 1e300})
+    assert state.apply(log.Entry(host_loads=log.HostLoads(loads=[sent]))).code == log.OK
+    host = state.host("a")
+    # A worker is not trusted: unknown names, non-finite, negative and absurd values are dropped.
+    assert dict(host.load) == {"r1m": 0.5, "ut": 0.12, "mem": 1000.0} and host.load_time_ms > STAMP
+    stale = log.HostLoad(name="a", generation=generation - 1, values={"r1m": 9.0})
+    assert state.apply(log.Entry(host_loads=log.HostLoads(loads=[stale]))).code == log.FAILED_PRECONDITION
+    assert state.host("a").load["r1m"] == 0.5
+    missing = log.HostLoad(name="nope", generation=1, values={"r1m": 9.0})
+    assert state.apply(log.Entry(host_loads=log.HostLoads(loads=[missing]))).code == log.NOT_FOUND
+    state.join("a", 4)  # the new generation's load is its own
+    assert not state.host("a").load and not state.host("a").load_time_ms
+
+
+def test_the_planner_reads_load_indices_and_the_smaller_free_mem_and_apply_does_not() -> None:
+    def host(name: str, load: dict[str, float]) -> api.Host:
+        return api.Host(spec=api.HostSpec(name=name, slots=4, memory_mb=8000), status=api.HOST_OK, load=load)
+
+    hosts = [host("busy", {"r1m": 6.0, "mem": 7000.0}), host("idle", {"r1m": 0.2, "mem": 1500.0}),
+             host("silent", {})]
+    queues = [api.Queue(name="normal")]
+
+    def job(job_id: int, req: str) -> api.Job:
+        return api.Job(id=job_id, state=api.PEND,
+                       spec=api.JobSpec(command=["t"], queue="normal", slots=1, resource_req=req))
+
+    jobs = [job(1, "select[r1m < 1]"), job(2, "select[mem > 4000]"), job(3, "select[r1m < 0.1]"),
+            job(4, "order[r1m]")]
+    decisions = core.schedule(jobs, queues, hosts, 0, core.CoreConfig())
+    placed = {d.job_id: d.host for d in decisions if isinstance(d, core.Dispatch)}
+    # idle has 8000 unreserved but said 1500 available: only busy has 4000 free. A host that has not
+    # reported (silent) matches no select on load. order[r1m]: the least loaded.
+    assert placed == {1: "idle", 2: "busy", 4: "idle"}
+    pends = {d.job_id: d.code for d in decisions if isinstance(d, core.Pend)}
+    assert pends == {3: api.PEND_NO_HOST_MATCHES}
+    # At apply, the same hosts' records carry no load: select[r1m < 0.1] hangs on an unknown and passes.
+    at_apply = feasibility.host_state(hosts[1])
+    assert not at_apply.load and feasibility.attributes(at_apply)["mem"] == 8000.0
+    assert feasibility.attributes(feasibility.host_state(hosts[1], load=True))["mem"] == 1500.0
+
+
 def test_a_queue_s_res_req_merges_with_the_job_s() -> None:
     state = State([api.Queue(name="normal", res_req="select[defined(ssd)] rusage[mem=1000]")])
     state.join("disk", 4, memory_mb=4000, tags=["ssd"])

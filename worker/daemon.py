@@ -54,6 +54,7 @@ import grpc
 from worker import launch_socket
 from worker.config import WorkerConfig, WorkerConfigError, load
 from worker.executor import Executor
+from worker.host_load import LoadMeter
 from worker.journal import JournalStore
 from worker.process_host import ProcessHost
 from xce import daemon_logging, sd_notify, worker_wire
@@ -98,6 +99,7 @@ class Worker:
         self._heard = 0.0  # when the leader last said anything on the current stream
         self.failures: list[str] = []  # commands that raised (the last MAX_FAILURES_KEPT)
         self.launch_socket = config.spool_dir / launch_socket.SOCKET_NAME
+        self.load_meter = LoadMeter()
         self.executor = Executor(config.spool_dir, config.kill_grace_s, self._report,
                                  draining or (lambda: config.draining), config.journal_keep, host=host,
                                  clock=clock, journal=journal, allow_root_jobs=config.allow_root_jobs,
@@ -200,7 +202,9 @@ class Worker:
         return fenced
 
     def heartbeat(self) -> api.WorkerMessage:
-        return api.WorkerMessage(heartbeat=api.Heartbeat(generation=self.generation))
+        """With the host's load indices (the planner's select[r1m < 2])."""
+        return api.WorkerMessage(heartbeat=api.Heartbeat(generation=self.generation,
+                                                          load=self.load_meter.sample(self.clock.monotonic_s())))
 
     def silent_s(self) -> float:
         """How long the leader has said nothing on the current stream."""

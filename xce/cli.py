@@ -750,6 +750,9 @@ def _host_table(response: api.ListHostsResponse) -> None:
               f"{host.running_jobs:>5}{host.generation:>6}  {','.join(map(shown, host.spec.tags)) or '-'}")
 
 
+_LOAD_ORDER = ("r15s", "r1m", "r15m", "ut", "pg", "io", "ls", "it", "tmp", "swp", "mem")  # as lsload
+
+
 def _host_details(response: api.ListHostsResponse) -> None:
     """`xce hosts -l`: what the resource requirement language sees of each host (resreq.py names)."""
     for n, host in enumerate(response.hosts):
@@ -766,6 +769,9 @@ def _host_details(response: api.ListHostsResponse) -> None:
             reserved = sorted(host.reserved.items())
             print("  reserved   " + " ".join(f"{shown(name)}={amount}" for name, amount in reserved))
         print(f"  tags       {', '.join(shown(t) for t in host.spec.tags) or '-'}")
+        if host.load:  # the planner's (select[r1m < 2]), committed every [hosts] load_commit_s at most
+            load = " ".join(f"{name}={host.load[name]:g}" for name in _LOAD_ORDER if name in host.load)
+            print(f"  load       {load} (at {_when(host.load_time_ms)})")
         if host.groups:
             print(f"  groups     {', '.join(shown(g) for g in host.groups)}")
         if host.closed:

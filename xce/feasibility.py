@@ -40,10 +40,13 @@ pair of strings. What select[] reads of a host (`attributes`):
   attribute `type`);
 - committed usage: `slots` (free slots), `mem` (maxmem less what running
   jobs reserved), each consumable resource of the worker (its free amount);
-- load indices (`r1m`, `ut`, ...): the planner's alone. Apply does not know
-  them (LOAD_INDICES are unknown there, and a select that hangs on one
-  passes), since load moves between the planner's view and the commit: a
-  barrier that re-read it would refuse good placements at random.
+- load indices (`r1m`, `ut`, ...; controller/fsm/loads.py): the planner's
+  alone (`host_state(host, load=True)`). Apply does not know them
+  (LOAD_INDICES are unknown there, and a select that hangs on one passes),
+  since load moves between the planner's view and the commit: a barrier
+  that re-read it would refuse good placements at random. In the planner
+  `mem` is the smaller of the unreserved amount and what the host last
+  reported available; at apply, the unreserved amount alone.
 rusage[] reserves whole amounts on every host of the allocation (LSF's
 default, PER_HOST; Slurm's --mem and --gres are per node too), held for the
 job's life and given back exactly (the job's `allocation` records them).
@@ -87,6 +90,7 @@ class Allocation(NamedTuple):
 
 
 _EMPTY: Mapping[str, int] = MappingProxyType({})
+_EMPTY_LOAD: Mapping[str, float] = MappingProxyType({})
 _NO_ATTRIBUTES: Mapping[str, resreq.Value] = MappingProxyType({})
 
 
@@ -102,6 +106,7 @@ class HostState(NamedTuple):
     static: Mapping[str, resreq.Value] = _NO_ATTRIBUTES
     closed: bool = False  # by an operator (xce host close): no new jobs
     groups: frozenset[str] = frozenset()  # the host groups it is a member of
+    load: Mapping[str, float] = _EMPTY_LOAD  # load indices: the planner's view only (empty at apply)
 
 
 class Usage(Protocol):
@@ -270,12 +275,16 @@ def job_need(job: api.Job, usage: Usage, groups_and_shared: bool = True) -> Need
 
 
 def attributes(host: HostState) -> dict[str, resreq.Value]:
-    """What select[] reads of a host now: its static attributes, free slots, and each
-    consumable's free amount (`mem` among them)."""
+    """What select[] reads of a host now: its static attributes, free slots, each consumable's
+    free amount (`mem` among them), and in the planner its load indices (`mem` there: the
+    smaller of what is not reserved and what the host last said it has available)."""
     values = dict(host.static)
+    values.update(host.load)
     values["slots"] = float(host.slots - host.used)
     for name, total in host.totals.items():
         values[name] = float(total - host.reserved.get(name, 0))
+    if "mem" in host.load and "mem" in host.totals:
+        values["mem"] = min(values["mem"], host.load["mem"])
     return values
 
 
@@ -284,8 +293,9 @@ def value_of(host: HostState, name: str) -> resreq.Value | None:
     if name == "slots":
         return float(host.slots - host.used)
     if name in host.totals:
-        return float(host.totals[name] - host.reserved.get(name, 0))
-    return host.static.get(name)
+        free = float(host.totals[name] - host.reserved.get(name, 0))
+        return min(free, host.load[name]) if name in host.load else free
+    return host.load[name] if name in host.load else host.static.get(name)
 
 
 def static_attributes(host: api.Host) -> dict[str, resreq.Value]:
@@ -567,7 +577,8 @@ def explain(job: api.Job, usage: Usage, need_: Need = NO_NEED) -> Explanation:
     return Explanation(Reason(code, "; ".join(parts), "explain"), dict(counts))
 
 
-def host_state(host: api.Host) -> HostState:
+def host_state(host: api.Host, load: bool = False) -> HostState:
+    """`load`: with the host's load indices (the planner; apply never reads them)."""
     return HostState(host.spec.slots, host.status == api.HOST_OK, host.slots_used, consumables(host),
                      dict(host.reserved) if host.reserved else _EMPTY, static_attributes(host), host.closed,
-                     frozenset(host.groups))
+                     frozenset(host.groups), dict(host.load) if load and host.load else _EMPTY_LOAD)

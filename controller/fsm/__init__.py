@@ -47,6 +47,7 @@ from controller.fsm import (
     hosts,
     job_index,
     jobs,
+    loads,
     membership,
     recovery,
     reports,
@@ -123,6 +124,7 @@ HANDLERS: Mapping[str, Handler] = {
     "token": tokens.apply_token,
     "member_change": membership.apply_member_change,
     "host_control": resources.apply_host_control,
+    "host_loads": loads.apply_host_loads,
 }
 
 

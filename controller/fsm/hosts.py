@@ -41,6 +41,8 @@ def join_one(applier: Applier, spec: api.HostSpec) -> log.Result:
     if applier.entry.format >= resources.FORMAT:
         host.ClearField("groups")
         host.groups.extend(resources.groups_of(applier.meta, spec.name))
+    host.ClearField("load")  # the old generation's; the new one reports its own
+    host.ClearField("load_time_ms")
     host.generation += 1
     host.status = api.HOST_OK
     host.status_time_ms = applier.stamp_ms

@@ -662,7 +662,7 @@ class InstanceKey(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class Host(_message.Message):
-    __slots__ = ("spec", "status", "generation", "status_time_ms", "slots_used", "running_jobs", "reserved", "closed", "closed_reason", "closed_time_ms", "closed_by", "groups")
+    __slots__ = ("spec", "status", "generation", "status_time_ms", "slots_used", "running_jobs", "reserved", "closed", "closed_reason", "closed_time_ms", "closed_by", "groups", "load", "load_time_ms")
     class ReservedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -670,6 +670,13 @@ class Host(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class LoadEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
@@ -682,6 +689,8 @@ class Host(_message.Message):
     CLOSED_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     CLOSED_BY_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
+    LOAD_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     spec: HostSpec
     status: HostStatus
     generation: int
@@ -694,7 +703,9 @@ class Host(_message.Message):
     closed_time_ms: int
     closed_by: str
     groups: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, spec: _Optional[_Union[HostSpec, _Mapping]] = ..., status: _Optional[_Union[HostStatus, str]] = ..., generation: _Optional[int] = ..., status_time_ms: _Optional[int] = ..., slots_used: _Optional[int] = ..., running_jobs: _Optional[int] = ..., reserved: _Optional[_Mapping[str, int]] = ..., closed: _Optional[bool] = ..., closed_reason: _Optional[str] = ..., closed_time_ms: _Optional[int] = ..., closed_by: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ...) -> None: ...
+    load: _containers.ScalarMap[str, float]
+    load_time_ms: int
+    def __init__(self, spec: _Optional[_Union[HostSpec, _Mapping]] = ..., status: _Optional[_Union[HostStatus, str]] = ..., generation: _Optional[int] = ..., status_time_ms: _Optional[int] = ..., slots_used: _Optional[int] = ..., running_jobs: _Optional[int] = ..., reserved: _Optional[_Mapping[str, int]] = ..., closed: _Optional[bool] = ..., closed_reason: _Optional[str] = ..., closed_time_ms: _Optional[int] = ..., closed_by: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ..., load: _Optional[_Mapping[str, float]] = ..., load_time_ms: _Optional[int] = ...) -> None: ...
 
 class HostGroup(_message.Message):
     __slots__ = ("name", "members")
@@ -1007,14 +1018,23 @@ class DispatchFailed(_message.Message):
     def __init__(self, code: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("generation", "fence_s", "unknown_timeout_s")
+    __slots__ = ("generation", "fence_s", "unknown_timeout_s", "load")
+    class LoadEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     FENCE_S_FIELD_NUMBER: _ClassVar[int]
     UNKNOWN_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
     generation: int
     fence_s: float
     unknown_timeout_s: float
-    def __init__(self, generation: _Optional[int] = ..., fence_s: _Optional[float] = ..., unknown_timeout_s: _Optional[float] = ...) -> None: ...
+    load: _containers.ScalarMap[str, float]
+    def __init__(self, generation: _Optional[int] = ..., fence_s: _Optional[float] = ..., unknown_timeout_s: _Optional[float] = ..., load: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class ControllerMessage(_message.Message):
     __slots__ = ("joined", "run", "signal", "ack", "commands", "heartbeat", "launch", "task")

@@ -49,7 +49,7 @@ UNAVAILABLE: Code
 UNAUTHENTICATED: Code
 
 class Entry(_message.Message):
-    __slots__ = ("stamp_ms", "proposer", "format", "by", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins", "announce", "host_statuses", "token", "member_change", "host_control")
+    __slots__ = ("stamp_ms", "proposer", "format", "by", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins", "announce", "host_statuses", "token", "member_change", "host_control", "host_loads")
     STAMP_MS_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,7 @@ class Entry(_message.Message):
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     MEMBER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     HOST_CONTROL_FIELD_NUMBER: _ClassVar[int]
+    HOST_LOADS_FIELD_NUMBER: _ClassVar[int]
     stamp_ms: int
     proposer: int
     format: int
@@ -96,7 +97,8 @@ class Entry(_message.Message):
     token: TokenEntry
     member_change: MemberChange
     host_control: _api_pb2.ControlHostRequest
-    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., format: _Optional[int] = ..., by: _Optional[_Union[Principal, _Mapping]] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ..., joins: _Optional[_Union[HostJoins, _Mapping]] = ..., announce: _Optional[_Union[Announce, _Mapping]] = ..., host_statuses: _Optional[_Union[HostStatuses, _Mapping]] = ..., token: _Optional[_Union[TokenEntry, _Mapping]] = ..., member_change: _Optional[_Union[MemberChange, _Mapping]] = ..., host_control: _Optional[_Union[_api_pb2.ControlHostRequest, _Mapping]] = ...) -> None: ...
+    host_loads: HostLoads
+    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., format: _Optional[int] = ..., by: _Optional[_Union[Principal, _Mapping]] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ..., joins: _Optional[_Union[HostJoins, _Mapping]] = ..., announce: _Optional[_Union[Announce, _Mapping]] = ..., host_statuses: _Optional[_Union[HostStatuses, _Mapping]] = ..., token: _Optional[_Union[TokenEntry, _Mapping]] = ..., member_change: _Optional[_Union[MemberChange, _Mapping]] = ..., host_control: _Optional[_Union[_api_pb2.ControlHostRequest, _Mapping]] = ..., host_loads: _Optional[_Union[HostLoads, _Mapping]] = ...) -> None: ...
 
 class Principal(_message.Message):
     __slots__ = ("name", "role", "via")
@@ -191,6 +193,29 @@ class HostJoins(_message.Message):
     JOINS_FIELD_NUMBER: _ClassVar[int]
     joins: _containers.RepeatedCompositeFieldContainer[_api_pb2.HostSpec]
     def __init__(self, joins: _Optional[_Iterable[_Union[_api_pb2.HostSpec, _Mapping]]] = ...) -> None: ...
+
+class HostLoads(_message.Message):
+    __slots__ = ("loads",)
+    LOADS_FIELD_NUMBER: _ClassVar[int]
+    loads: _containers.RepeatedCompositeFieldContainer[HostLoad]
+    def __init__(self, loads: _Optional[_Iterable[_Union[HostLoad, _Mapping]]] = ...) -> None: ...
+
+class HostLoad(_message.Message):
+    __slots__ = ("name", "generation", "values")
+    class ValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    generation: int
+    values: _containers.ScalarMap[str, float]
+    def __init__(self, name: _Optional[str] = ..., generation: _Optional[int] = ..., values: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class SetHostStatus(_message.Message):
     __slots__ = ("name", "generation", "status")
