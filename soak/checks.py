@@ -22,6 +22,7 @@ final state after the drain. The checks:
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ class Instance:
     start_ms: int
     end_ms: int | None  # None: still running when the journal was read
     slots: int | None = None  # its part of the job's allocation on this host (journaled by the worker)
+    gpus: tuple[int, ...] = ()  # the GPU indices it held there (journaled by the worker)
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,35 @@ def over_committed(instances: Iterable[Instance], slots_of_job: Mapping[int, int
     return sorted(bad)
 
 
+def gpus_over_committed(instances: Iterable[Instance], host_gpus: Mapping[str, int],
+                        now_ms: int) -> list[str]:
+    """Per resource, as for slots: hosts whose instances held more GPUs at once than the host has,
+    or one index twice at once (from the indices each worker journaled)."""
+    by_host: dict[str, list[Instance]] = defaultdict(list)
+    for instance in instances:
+        if instance.gpus:
+            by_host[instance.host].append(instance)
+    bad = []
+    for host, held in sorted(by_host.items()):
+        events = sorted([(i.start_ms, len(i.gpus)) for i in held]
+                        + [(i.end_ms if i.end_ms is not None else now_ms, -len(i.gpus)) for i in held],
+                        key=lambda e: (e[0], e[1]))
+        used = peak = 0
+        for _, delta in events:
+            used += delta
+            peak = max(peak, used)
+        if peak > host_gpus.get(host, 0):
+            bad.append(f"{host}: {peak} GPUs > {host_gpus.get(host, 0)}")
+        for a, b in itertools.combinations(held, 2):
+            a_end = a.end_ms if a.end_ms is not None else now_ms
+            b_end = b.end_ms if b.end_ms is not None else now_ms
+            shared = sorted(set(a.gpus) & set(b.gpus))
+            if a.start_ms < b_end and b.start_ms < a_end and shared:
+                bad.append(f"{host}: GPU {shared} held by jobs {a.job} and {b.job}")
+                break
+    return bad
+
+
 def kills_not_effective(kills: Mapping[int, int], final: Mapping[int, FinalJob],
                         instances: Iterable[Instance]) -> list[int]:
     """kills: job -> when the kill was acknowledged (ms)."""
@@ -199,7 +230,8 @@ def memory_growth(samples: Mapping[str, Sequence[tuple[float, float]]],
 def verdict(acknowledged: Iterable[int], final: Mapping[int, FinalJob], instances: Sequence[Instance],
             host_slots: Mapping[str, int], kills: Mapping[int, int],
             stops: Mapping[int, tuple[int, Sequence[float]]],
-            rss: Mapping[str, Sequence[tuple[float, float]]], now_ms: int) -> Verdict:
+            rss: Mapping[str, Sequence[tuple[float, float]]], now_ms: int,
+            host_gpus: Mapping[str, int] | None = None) -> Verdict:
     slots = {job: f.slots for job, f in final.items()}
     waiting = unfinished(acknowledged, final)
     states: dict[str, int] = defaultdict(int)
@@ -209,7 +241,8 @@ def verdict(acknowledged: Iterable[int], final: Mapping[int, FinalJob], instance
         lost=lost(acknowledged, final),
         unfinished=waiting, unfinished_states=dict(states),
         duplicated=sorted(set(duplicated(instances)) | set(overlapping(instances, now_ms))),
-        over_committed=over_committed(instances, slots, host_slots, now_ms),
+        over_committed=over_committed(instances, slots, host_slots, now_ms)
+        + gpus_over_committed(instances, host_gpus or {}, now_ms),
         kills_not_effective=kills_not_effective(kills, final, instances),
         stops_not_effective=stops_not_effective(stops),
         stop_gaps_s={job: round(longest_pause(ticks), 2) for job, (_, ticks) in stops.items()},

@@ -6,7 +6,8 @@ with the time it was acknowledged; the checks compare these with what the
 workers and the controller say happened.
 
 Job kinds (shares of submits): plain `sleep` jobs of 0-3 s and 1-4 slots in
-the three queues with priorities 0-10 (82 %); held at submit and released 1-3
+the three queues with priorities 0-10 (82 %; a fifth of them reserve a GPU on
+each of their hosts, rusage[gpu=1]: the workers have two each); held at submit and released 1-3
 s later (6 %); killed 0-3 s after submit, pending or running (6 %); "tick"
 jobs that write a time stamp every 0.1 s for 6 s and are stopped once
 running (6 %): the generator resumes one 2 s after its ticks have paused for
@@ -105,6 +106,8 @@ class LoadGenerator:
         kind = rng.choices(("plain", "hold", "kill", "tick"), weights=(82, 6, 6, 6))[0]
         spec = api.JobSpec(command=["sleep", f"{rng.uniform(0, 3):.2f}"], slots=rng.randint(1, 4),
                            queue=rng.choice(QUEUES), priority=rng.randint(0, 10), name=f"soak-{kind}")
+        if kind == "plain" and rng.random() < 0.2:  # a GPU on each of its hosts: checked per resource
+            spec.resource_req = "rusage[gpu=1]"
         if kind == "tick":
             script = (f'f={self.ticks_dir}/$XCE_JOB_ID; i=0; while [ $i -lt 60 ]; do '
                       'date +%s.%N >> "$f"; sleep 0.1; i=$((i+1)); done')

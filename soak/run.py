@@ -32,7 +32,8 @@ from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 WORKER_SLOTS = {"w1": 8, "w2": 8, "w3": 6, "w4": 4}
-WORKER_EXTRA = "kill_grace_s = 1\njournal_keep = 100000000\n"
+WORKER_EXTRA = "kill_grace_s = 1\njournal_keep = 100000000\n[resources]\ngpu = 2\n"  # tables last
+WORKER_GPUS = {name: 2 for name in ("w1", "w2", "w3", "w4")}
 CLUSTER_EXTRA = """
 [hosts]
 heartbeat_s = 0.5
@@ -139,7 +140,7 @@ def _run(config: SoakConfig, data: Path, net: Net | None, partitions: int) -> di
     instances = _instances(workers)
     stops = {job: (acked, _ticks(data / "ticks" / str(job))) for job, acked in load.record.stops.items()}
     verdict = checks.verdict(load.record.acknowledged, final, instances, WORKER_SLOTS, load.record.kills,
-                             stops, memory.samples, int(ended * 1000))
+                             stops, memory.samples, int(ended * 1000), host_gpus=WORKER_GPUS)
     verdict.minority_commits = minority
     for job in verdict.stops_not_effective:  # the evidence, for whoever reads the report
         acked, ticks = stops[job]
@@ -196,7 +197,7 @@ def _instances(workers: LocalWorkers) -> list[checks.Instance]:
                         continue
                     end_ms = final.finished.time_ms or None
                 out.append(checks.Instance(name, job, attempt, int(record["started_ms"]), end_ms,
-                                           record.get("slots")))
+                                           record.get("slots"), tuple(record.get("gpus", ()))))
         finally:
             journal.close()
     return out

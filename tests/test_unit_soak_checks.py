@@ -40,6 +40,20 @@ def test_a_host_running_more_slots_than_it_has_is_over_committed() -> None:
     assert checks.over_committed(instances, slots, {"w1": 2, "w2": 2}, now_ms=S + 1000) == ["w1: 3 > 2"]
 
 
+def test_gpus_are_checked_per_resource_count_and_index() -> None:
+    held = [Instance("w1", 1, 0, S, S + 100, 1, (0,)), Instance("w1", 2, 0, S + 50, S + 150, 1, (1,)),
+            Instance("w2", 3, 0, S, S + 100, 1, (0, 1)), Instance("w2", 4, 0, S + 100, S + 200, 1, (0,)),
+            Instance("w3", 5, 0, S, None, 1, (1,)), Instance("w3", 6, 0, S + 10, S + 20, 1, (1,))]
+    # w1: two jobs, two indices; w2: one ends as the other takes index 0 (fine); w3: index 1 twice at once
+    assert checks.gpus_over_committed(held, {"w1": 2, "w2": 2, "w3": 2}, now_ms=S + 1000) == \
+        ["w3: GPU [1] held by jobs 5 and 6"]
+    assert checks.gpus_over_committed(held[:2], {"w1": 1}, now_ms=S + 1000) == ["w1: 2 GPUs > 1"]
+    final = {job: done(job) for job in (1, 2)}
+    failed = checks.verdict([1, 2], final, held[:2], {"w1": 2}, {}, {}, {}, now_ms=S + 1000,
+                            host_gpus={"w1": 1})
+    assert not failed.ok and failed.over_committed == ["w1: 2 GPUs > 1"]
+
+
 def test_a_kill_must_end_the_job_unless_it_finished_first() -> None:
     kill_at = S + 1000
     final = {1: done(1, state="EXIT"), 2: done(2), 3: done(3), 4: done(4, state="EXIT"),
