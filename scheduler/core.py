@@ -252,7 +252,12 @@ class HostIndex:
     requirement: the terms of its select[] that read static attributes only, and -m, are looked
     at once per host and pass and remembered (static attributes do not change in a pass; a job
     that takes the first host that passes reads no further); the terms on usage or load, and the
-    rusage[] free, each time. scheduler/plans.py lays them out."""
+    rusage[] free, each time. scheduler/plans.py lays them out.
+
+    A job with order[] reads its candidates from a ranking of the hosts by that order, made once
+    a pass per order and kept sorted as placements move hosts (as the list by free slots is), so
+    that a one-slot job takes the first host of the ranking that passes instead of ranking every
+    host again: 18,000 jobs with order[] on 500 hosts were 9 million keys a pass."""
 
     def __init__(self, states: Mapping[str, feasibility.HostState]) -> None:
         self._states = states
@@ -266,27 +271,29 @@ class HostIndex:
             moving.update(state.totals)
         self._moving = frozenset(moving)  # names whose value is not static
         self._splits: dict[resreq.Expr, tuple[resreq.Expr | None, resreq.Expr | None]] = {}
+        self._rankings: dict[tuple[tuple[str, bool], ...], _Ranking] = {}
 
     def moved(self, name: str, free_before: int, free_after: int) -> None:
+        """A placement changed the host's state (its new one is in the states already)."""
         entries = self._all
         position = bisect.bisect_left(entries, (-free_before, name))
         if position < len(entries) and entries[position] == (-free_before, name):
             del entries[position]
             if free_after > 0:
                 bisect.insort(entries, (-free_after, name))
+        for ranking in self._rankings.values():
+            ranking.moved(name, free_after)
 
     def plan(self, need: feasibility.Need, least: int, most: int) -> plans.Plan | None:
         """The job's allocation: the plan for the most slots in [least, most] that has one."""
         req = need.requirement
         by_free = not req.order
         candidates: Iterable[tuple[str, int]] = self.candidates(need)
-        if not by_free and most == 1 and not req.same:  # one slot: the best host, without a sort
-            best = min(candidates, key=self._preference(req.order), default=None)
+        if not by_free and most == 1 and not req.same:  # one slot: the first host of its ranking
+            best = next(iter(candidates), None)
             return (plans.Placement(best[0], 1),) if best is not None else None
-        if not by_free or req.same:
+        if req.same:
             candidates = list(candidates)
-        if not by_free:
-            candidates = sorted(candidates, key=self._preference(req.order))
         groups = _same_groups(candidates, req.same, self._states) if req.same else [candidates]
         for group in groups:
             if least == most:
@@ -310,7 +317,8 @@ class HostIndex:
         usage = need.host_usage
         states = self._states
         test = resreq.compiled(moving) if moving is not None else None
-        for negative_free, name in self._all:
+        order = need.requirement.order
+        for negative_free, name in self._ranking(order).entries() if order else self._all:
             if known is not None:
                 passes = known.get(name)
                 if passes is None:
@@ -340,21 +348,46 @@ class HostIndex:
         split = self._splits[select] = (_conjunction(static), _conjunction(moving))
         return split
 
-    def _preference(self, order: tuple[tuple[str, bool], ...]):  # type: ignore[no-untyped-def]
-        """order[]: by each name, largest first for -name, smallest first otherwise; a host without
-        the value last; then most free, then by name."""
-        states = self._states
+    def _ranking(self, order: tuple[tuple[str, bool], ...]) -> _Ranking:
+        ranking = self._rankings.get(order)
+        if ranking is None:
+            ranking = self._rankings[order] = _Ranking(self._states, order,
+                                                       [(name, -negative) for negative, name in self._all])
+        return ranking
 
-        def key(candidate: tuple[str, int]) -> tuple[object, ...]:
-            state = states[candidate[0]]
-            parts: list[object] = []
-            for name, descending in order:
-                value = feasibility.value_of(state, name)
-                number = float(value) if isinstance(value, (int, float)) else None
-                parts.append((1, 0.0) if number is None else (0, -number if descending else number))
-            return (*parts, -candidate[1], candidate[0])
 
-        return key
+class _Ranking:
+    """The hosts with free slots in order[]'s preference: by each name, largest first for -name,
+    smallest first otherwise; a host without the value last; then most free, then by name."""
+
+    def __init__(self, states: Mapping[str, feasibility.HostState], order: tuple[tuple[str, bool], ...],
+                 hosts: Iterable[tuple[str, int]]) -> None:
+        self._states = states
+        self._order = order
+        self._keys = {name: self._key(name, free) for name, free in hosts}
+        self._sorted = sorted(self._keys.values())
+
+    def _key(self, name: str, free: int) -> tuple[object, ...]:
+        state = self._states[name]
+        parts: list[object] = []
+        for attribute, descending in self._order:
+            value = feasibility.value_of(state, attribute)
+            number = float(value) if isinstance(value, (int, float)) else None
+            parts.append((1, 0.0) if number is None else (0, -number if descending else number))
+        return (*parts, -free, name)
+
+    def moved(self, name: str, free: int) -> None:
+        old = self._keys.pop(name, None)
+        if old is not None:
+            del self._sorted[bisect.bisect_left(self._sorted, old)]
+        if free > 0:
+            key = self._keys[name] = self._key(name, free)
+            bisect.insort(self._sorted, key)
+
+    def entries(self) -> Iterator[tuple[int, str]]:
+        """(-free slots, name) in preference order, as HostIndex's own list gives them."""
+        for key in self._sorted:
+            yield key[-2], key[-1]  # type: ignore[misc]
 
 
 def _conjuncts(expr: resreq.Expr) -> list[resreq.Expr]:

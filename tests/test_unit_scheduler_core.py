@@ -136,6 +136,20 @@ def test_order_sorts_the_hosts_by_the_names_it_lists() -> None:
     assert placed(schedule(jobs, QUEUES, hosts, 0, CoreConfig())) == [(1, "b"), (2, "a"), (3, "b")]
 
 
+def test_an_order_s_ranking_follows_each_placement_of_the_pass() -> None:
+    """order[-mem] with rusage[mem]: every placement changes the host's rank (the ranking is made once
+    a pass and kept up, not made again per job); a full host leaves it and a multi-slot job reads it
+    in order too."""
+    hosts = [rich("a", 4, 8000), rich("b", 4, 6000), rich("c", 4, 4000), rich("d", 1, 9000)]
+    jobs = [wanting(1, "rusage[mem=1000] order[-mem]")] + \
+        [wanting(i, "rusage[mem=3000] order[-mem]") for i in (2, 3, 4, 5)] + \
+        [wanting(6, "order[-mem] span[ptile=1]", 2)]
+    # d (9000) takes job 1 and is full; then a 8000 -> 5000, b 6000 -> 3000, a 5000 -> 2000,
+    # c 4000 -> 1000; job 6 takes the two hosts with most free memory left: b (3000), a (2000).
+    assert placed(schedule(jobs, QUEUES, hosts, 0, CoreConfig())) == [
+        (1, "d"), (2, "a"), (3, "b"), (4, "a"), (5, "c"), (6, "b:1 a:1")]
+
+
 def test_select_reads_free_amounts_as_the_pass_reserves_them() -> None:
     hosts = [rich("a", 8, 8000, gpu=2), rich("b", 8, 8000)]
     jobs = [wanting(i, "select[mem >= 3000] rusage[mem=3000]") for i in (1, 2, 3, 4, 5)]
