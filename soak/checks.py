@@ -48,6 +48,7 @@ class Instance:
     end_ms: int | None  # None: still running when the journal was read
     slots: int | None = None  # its part of the job's allocation on this host (journaled by the worker)
     gpus: tuple[int, ...] = ()  # the GPU indices it held there (journaled by the worker)
+    part: bool = False  # a parallel job's part on a host other than its first (no command of its own)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class FinalJob:
     state: str
     slots: int
     end_ms: int
+    hosts: tuple[str, ...] = ()  # its allocation's hosts (the last attempt's), when it ran
 
 
 @dataclass
@@ -104,7 +106,8 @@ def unfinished(acknowledged: Iterable[int], final: Mapping[int, FinalJob]) -> li
 def duplicated(instances: Iterable[Instance]) -> list[int]:
     by_job: dict[int, list[Instance]] = defaultdict(list)
     for instance in instances:
-        by_job[instance.job].append(instance)
+        if not instance.part:
+            by_job[instance.job].append(instance)
     return sorted(job for job, runs in by_job.items() if len(runs) > 1)
 
 
@@ -112,7 +115,8 @@ def overlapping(instances: Iterable[Instance], now_ms: int) -> list[int]:
     """Jobs with two instances alive at the same time (a subset of duplicated)."""
     by_job: dict[int, list[Instance]] = defaultdict(list)
     for instance in instances:
-        by_job[instance.job].append(instance)
+        if not instance.part:
+            by_job[instance.job].append(instance)
     bad = []
     for job, runs in by_job.items():
         spans = sorted((r.start_ms, r.end_ms if r.end_ms is not None else now_ms) for r in runs)
@@ -167,6 +171,24 @@ def gpus_over_committed(instances: Iterable[Instance], host_gpus: Mapping[str, i
                 bad.append(f"{host}: GPU {shared} held by jobs {a.job} and {b.job}")
                 break
     return bad
+
+
+def stray_parts(instances: Iterable[Instance], final: Mapping[int, FinalJob]) -> list[str]:
+    """Parts of a parallel job outside what was committed: on a host not in the job's allocation,
+    or beside its command on a host not in it (a partial or a second allocation). A part whose
+    command never started (killed before it reached its first host) is no fault."""
+    commands = {(i.job, i.attempt): i.host for i in instances if not i.part}
+    bad = []
+    for instance in instances:
+        if not instance.part:
+            continue
+        job = final.get(instance.job)
+        hosts = job.hosts if job is not None else ()
+        first = commands.get((instance.job, instance.attempt))
+        if instance.host not in hosts or (first is not None and first not in hosts):
+            bad.append(f"job {instance.job}.{instance.attempt}: a part on {instance.host} "
+                       f"(allocation {', '.join(hosts) or '?'}; command on {first or 'no host'})")
+    return sorted(bad)
 
 
 def kills_not_effective(kills: Mapping[int, int], final: Mapping[int, FinalJob],
@@ -242,8 +264,8 @@ def verdict(acknowledged: Iterable[int], final: Mapping[int, FinalJob], instance
         unfinished=waiting, unfinished_states=dict(states),
         duplicated=sorted(set(duplicated(instances)) | set(overlapping(instances, now_ms))),
         over_committed=over_committed(instances, slots, host_slots, now_ms)
-        + gpus_over_committed(instances, host_gpus or {}, now_ms),
-        kills_not_effective=kills_not_effective(kills, final, instances),
+        + gpus_over_committed(instances, host_gpus or {}, now_ms) + stray_parts(instances, final),
+        kills_not_effective=kills_not_effective(kills, final, [i for i in instances if not i.part]),
         stops_not_effective=stops_not_effective(stops),
         stop_gaps_s={job: round(longest_pause(ticks), 2) for job, (_, ticks) in stops.items()},
         memory_growth=memory_growth(rss))

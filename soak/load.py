@@ -6,9 +6,10 @@ with the time it was acknowledged; the checks compare these with what the
 workers and the controller say happened.
 
 Job kinds (shares of submits): plain `sleep` jobs of 0-3 s and 1-4 slots in
-the three queues with priorities 0-10 (82 %; a fifth of them reserve a GPU on
-each of their hosts, rusage[gpu=1]: the workers have two each); held at submit and released 1-3
-s later (6 %); killed 0-3 s after submit, pending or running (6 %); "tick"
+the three queues with priorities 0-10 (82 %; a fifth of them reserve a GPU
+on each of their hosts, rusage[gpu=1]: the workers have two each; of the
+others some 15 % run 2-3 slots one per host, span[ptile=1]); held at submit
+and released 1-3 s later (6 %); killed 0-3 s after submit, pending or running (6 %); "tick"
 jobs that write a time stamp every 0.1 s for 6 s and are stopped once
 running (6 %): the generator resumes one 2 s after its ticks have paused for
 a second, or STOP_BOUND_S after the stop if they never do (the checks then
@@ -108,6 +109,8 @@ class LoadGenerator:
                            queue=rng.choice(QUEUES), priority=rng.randint(0, 10), name=f"soak-{kind}")
         if kind == "plain" and rng.random() < 0.2:  # a GPU on each of its hosts: checked per resource
             spec.resource_req = "rusage[gpu=1]"
+        elif kind == "plain" and rng.random() < 0.15:  # over 2-3 hosts, whatever is free: all or nothing
+            spec.slots, spec.resource_req = rng.randint(2, 3), "span[ptile=1]"
         if kind == "tick":
             script = (f'f={self.ticks_dir}/$XCE_JOB_ID; i=0; while [ $i -lt 60 ]; do '
                       'date +%s.%N >> "$f"; sleep 0.1; i=$((i+1)); done')

@@ -123,7 +123,8 @@ def _run(config: SoakConfig, data: Path, net: Net | None, partitions: int) -> di
         drain_s = time.time() - load_end
         with Client(cluster.addresses, cluster.credentials, deadline_s=60.0) as client:
             jobs = client.list_jobs()
-        final = {j.id: checks.FinalJob(j.id, api.JobState.Name(j.state), j.spec.slots, j.end_time_ms)
+        final = {j.id: checks.FinalJob(j.id, api.JobState.Name(j.state), j.spec.slots, j.end_time_ms,
+                                       tuple(a.host for a in j.allocation) or ((j.host,) if j.host else ()))
                  for j in jobs}
         minority = sum(1 for j in jobs if j.spec.name == "soak-minority") \
             + sum(1 for f in chaos.record.failovers if f.minority_write == "ack")
@@ -150,7 +151,11 @@ def _run(config: SoakConfig, data: Path, net: Net | None, partitions: int) -> di
     figures = report.figures(config, started, load_end, drain_s, drained, load.record, chaos.record,
                              watch, final, instances, data)
     result = {"config": {k: str(v) for k, v in asdict(config).items()}, "verdict": verdict.summary(),
-              **figures}
+              **figures,
+              # what the per-resource and per-part checks had to look at (none: they proved nothing)
+              "parallel_jobs": sum(1 for f in final.values() if len(f.hosts) > 1),
+              "parts_journaled": sum(1 for i in instances if i.part),
+              "gpu_instances": sum(1 for i in instances if i.gpus)}
     (config.out / "soak.json").write_text(json.dumps(result, indent=1) + "\n")
     (config.out / "summary.txt").write_text(report.summary(result) + "\n")
     report.timeline(config.out / "timeline.png", started, instances, leaders.samples, chaos.record)
@@ -181,6 +186,7 @@ def _instances(workers: LocalWorkers) -> list[checks.Instance]:
     """Every instance a worker started, from its journal (start: when the worker
     spawned it; end: the time its shim wrote in the status file)."""
     out = []
+    parts = []
     for name in WORKER_SLOTS:
         path = workers.spool(name) / "journal"
         if not path.exists():
@@ -188,6 +194,11 @@ def _instances(workers: LocalWorkers) -> list[checks.Instance]:
         journal = Journal(path)
         try:
             for (job, attempt), record in journal.items():
+                if record.get("part_ms"):  # a parallel job's part here: held while its command runs
+                    parts.append(checks.Instance(name, job, attempt, int(record["part_ms"]), None,
+                                                 record.get("slots"), tuple(record.get("gpus", ())),
+                                                 part=True))
+                    continue
                 if not record.get("started_ms"):
                     continue  # never started (refused, or killed before it reached the host)
                 end_ms = None
@@ -200,6 +211,14 @@ def _instances(workers: LocalWorkers) -> list[checks.Instance]:
                                            record.get("slots"), tuple(record.get("gpus", ()))))
         finally:
             journal.close()
+    # A part's slots are the leader's until the job's end, which the command's host wrote (a part
+    # without tasks has no process of its own to time).
+    ends = {(i.job, i.attempt): i.end_ms for i in out}
+    for part in parts:
+        end = ends.get((part.job, part.attempt), part.start_ms)
+        out.append(checks.Instance(part.host, part.job, part.attempt, part.start_ms,
+                                   max(end, part.start_ms) if end is not None else None, part.slots,
+                                   part.gpus, part=True))
     return out
 
 

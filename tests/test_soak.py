@@ -48,6 +48,9 @@ def test_short_soak_with_leader_kills_and_a_partition_loses_nothing(tmp_path: Pa
     assert result["failover_kill"]["write"]["n"] >= 5
     assert result["drained"] and result["submits_acknowledged"] > 210  # 3 a second, as 300 were in 100 s
     assert result["stops"] > 0 and result["kills_acknowledged"] > 0
+    # The checks per resource and per host of a parallel job had something to check.
+    assert result["parallel_jobs"] > 0 and result["parts_journaled"] > 0 and result["gpu_instances"] > 0, {
+        k: result[k] for k in ("parallel_jobs", "parts_journaled", "gpu_instances")}
     if partitions:  # the cut-off leader stepped down (fallback 1 s, plus a tick and a 50 ms poll)
         partition = result["failover_partition"]
         assert partition["step_down"]["n"] == 1 and partition["step_down"]["max_ms"] <= 2000

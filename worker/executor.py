@@ -231,7 +231,8 @@ class Executor:
             if job.state == api.UNKWN or job.kill_requested:
                 return
             known = {"state": "part", "readable_id": job.readable_id, "credential": credential,
-                     "job": job.SerializeToString().hex(), "slots": self._slots_here(job, self.name)}
+                     "job": job.SerializeToString().hex(), "slots": self._slots_here(job, self.name),
+                     "part_ms": self.clock.now_ms()}  # when this host learned of its part (the soak reads it)
             limit = _mem_limit_kb(job, self.name)
             if limit:
                 known["mem_limit_kb"] = limit
