@@ -12,6 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]' --config-settings editable_mode=compat  # a path entry, not an import hook: 10 ms off every start
 	$(BIN)/python -m compileall -q xce controller scheduler worker >/dev/null  # bytecode, as an install has
 	sh scripts/install_munge.sh
+	sh scripts/install_openmpi.sh
 	touch $(STAMP)
 
 demo: $(STAMP)
