@@ -15,6 +15,13 @@ default, spread over two processes.
    Measured: kill -> the first RunJob of a (job, attempt) no host had seen
    before, i.e. a new committed dispatch delivered by the new leader.
 
+With --requirements the hosts join with attributes (256 GB, 8 GPUs, half
+X86_64 and half ARM; fleet_sim.described) and heartbeat with load indices,
+and the jobs carry -R requirements (REQUIREMENTS: select on tags, memory
+and load, rusage of mem and gpu, order[]), each re-checked at the commit
+barrier. The jobs are 90 % of the slots, so that a type's hosts are never
+short of room by chance of the order.
+
 Part of `make bench`; alone: .venv/bin/python bench/fleet.py [--hosts N ...].
 Prints figures, asserts nothing.
 """
@@ -52,7 +59,7 @@ class SimFleet:
     """The fleet_sim processes; their records are read after they stop."""
 
     def __init__(self, data: Path, addresses: list[str], hosts: int, slots: int, cluster: Path,
-                 tokens: Path, joins_per_s: float = 0.0) -> None:
+                 tokens: Path, joins_per_s: float = 0.0, attributes: bool = False) -> None:
         self.data = data
         self.procs: list[subprocess.Popen[bytes]] = []
         self.outs: list[Path] = []
@@ -63,7 +70,8 @@ class SimFleet:
             with open(data / f"fleet-{first}.log", "ab") as log:
                 self.procs.append(subprocess.Popen(
                     [sys.executable, str(HERE / "fleet_sim.py"), str(out), ",".join(addresses), str(first),
-                     str(count), str(slots), str(cluster), str(tokens), str(joins_per_s / SIM_PROCESSES)],
+                     str(count), str(slots), str(cluster), str(tokens), str(joins_per_s / SIM_PROCESSES),
+                     "1" if attributes else "0"],
                     stdout=log, stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL))
             self.outs.append(out)
@@ -108,9 +116,19 @@ def wait_for(what: str, check: Any, timeout_s: float) -> None:
         time.sleep(0.1)
 
 
-def submit(client: Client, count: int, seconds: tuple[int, int], rng: random.Random) -> None:
+# (share of jobs, -R): with --requirements. Half the hosts are of each type.
+REQUIREMENTS = ((0.30, ""), (0.20, "select[type == X86_64] rusage[mem=2000]"),
+                (0.20, "select[type == ARM && maxmem >= 128000] order[-mem]"),
+                (0.15, "select[defined(gpu)] rusage[gpu=1]"),
+                (0.15, "select[r1m < 8] order[r1m] rusage[mem=500]"))
+
+
+def submit(client: Client, count: int, seconds: tuple[int, int], rng: random.Random,
+           requirements: bool = False) -> None:
+    shares, reqs = [s for s, _ in REQUIREMENTS], [r for _, r in REQUIREMENTS]
     for start in range(0, count, JOBS_PER_REQUEST):
-        specs = [api.JobSpec(command=["sleep", str(rng.randint(*seconds))])
+        specs = [api.JobSpec(command=["sleep", str(rng.randint(*seconds))],
+                             resource_req=rng.choices(reqs, shares)[0] if requirements else "")
                  for _ in range(min(JOBS_PER_REQUEST, count - start))]
         client.submit(specs)
 
@@ -127,8 +145,9 @@ def worker_tokens(hosts: int) -> tuple[dict[str, str], str]:
 
 def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
         seed: int = 1, profile: Path | None = None, logs: Path | None = None,
-        insecure: bool = False) -> dict[str, Any]:
-    """`insecure`: plaintext gRPC (tokens are still checked), to compare with TLS."""
+        insecure: bool = False, requirements: bool = False) -> dict[str, Any]:
+    """`insecure`: plaintext gRPC (tokens are still checked), to compare with TLS. `requirements`:
+    hosts with attributes and load, jobs with -R (the module's docstring)."""
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="xce-fleet-") as tmp:
         data = Path(tmp)
@@ -142,12 +161,16 @@ def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
         try:
             cluster.start()
             cluster.leader(timeout_s=60)
-            fleet = SimFleet(data, cluster.addresses, hosts, slots, cluster.config_path, token_file)
+            fleet = SimFleet(data, cluster.addresses, hosts, slots, cluster.config_path, token_file,
+                             attributes=requirements)
             started = time.monotonic()
             wait_for(f"{hosts} hosts joined", lambda: fleet is not None and fleet.progress()[1] >= hosts, 120)
             joined_s = time.monotonic() - started
             with Client(cluster.addresses, cluster.credentials, deadline_s=60.0) as client:
-                submit(client, jobs, (2, 30), rng)
+                if requirements:  # select[r1m < 8] waits for a host's load to be committed
+                    wait_for("every host's load", lambda: all(
+                        h.load for h in client.list_hosts().hosts), 120)
+                submit(client, jobs, (2, 30), rng, requirements)
                 scheduler_start = time.time()
                 scheduler.start()
                 roles = _roles(cluster, scheduler, fleet)
@@ -158,7 +181,7 @@ def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
                                                "scheduler": scheduler.pid()})
                 wait_for(f"{jobs} placements", lambda: fleet is not None and fleet.progress()[0] >= jobs, 600)
                 cpu = {role: round(_cpu_s(pid) - cpu_before[role], 1) for role, pid in roles.items()}
-                submit(client, jobs, (2, 30), rng)  # the next wave, dispatched as slots free up
+                submit(client, jobs, (2, 30), rng, requirements)  # the next wave, as slots free up
                 for profiler in profilers:
                     profiler.wait(timeout=60)
                 kill_times = _kill_leaders(cluster, fleet, kills)
@@ -184,6 +207,7 @@ def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
     gaps = [g for g in gaps if g == g]
     return {
         "hosts": hosts, "slots_per_host": slots, "jobs": jobs, "join_s": round(joined_s, 2),
+        "requirements": requirements, "tls": not insecure,
         "placements_per_s": round(jobs / span, 1) if span > 0 else None,
         "first_to_last_s": round(span, 2),
         "scheduler_start_to_last_s": round(wave[-1] - scheduler_start, 2) if wave else None,
@@ -220,7 +244,7 @@ def _profile(into: Path | None, pids: dict[str, int]) -> list[subprocess.Popen[b
     if into is None or not spy.exists():
         return []
     into.mkdir(parents=True, exist_ok=True)
-    return [subprocess.Popen([str(spy), "record", "-p", str(pid), "-d", "8", "-f", "raw", "-o",
+    return [subprocess.Popen([str(spy), "record", "--gil", "-p", str(pid), "-d", "15", "-f", "raw", "-o",
                               str(into / f"{name}.txt")], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
             for name, pid in pids.items()]
@@ -245,14 +269,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--hosts", type=int, default=500)
     ap.add_argument("--slots", type=int, default=40)
-    ap.add_argument("--jobs", type=int, default=20_000)
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="default 20,000 (--requirements: 90%% of the slots)")
     ap.add_argument("--kills", type=int, default=5)
     ap.add_argument("--profile", type=Path, help="py-spy the leader and scheduler into this directory")
     ap.add_argument("--logs", type=Path, help="copy the daemons' logs into this directory")
     ap.add_argument("--insecure", action="store_true", help="plaintext gRPC (tokens still checked)")
+    ap.add_argument("--requirements", action="store_true",
+                    help="hosts with attributes and load, jobs with -R (default jobs: 90%% of the slots)")
     args = ap.parse_args()
-    result = run(args.hosts, args.slots, args.jobs, args.kills, profile=args.profile, logs=args.logs,
-                 insecure=args.insecure)
+    jobs = args.jobs if args.jobs is not None else \
+        int(args.hosts * args.slots * 0.9) if args.requirements else 20_000
+    result = run(args.hosts, args.slots, jobs, args.kills, profile=args.profile, logs=args.logs,
+                 insecure=args.insecure, requirements=args.requirements)
     print(summary(result))
     print(json.dumps(result))
     return 0
@@ -260,7 +289,10 @@ def main() -> int:
 
 def summary(result: dict[str, Any]) -> str:
     failover = result["failover"]
-    return (f"fleet: {result['hosts']} hosts x {result['slots_per_host']} slots, {result['jobs']:,} jobs: "
+    mode = (" with -R requirements" if result.get("requirements") else "") + \
+        (", TLS" if result.get("tls") else ", plaintext")
+    return (f"fleet: {result['hosts']} hosts x {result['slots_per_host']} slots, "
+            f"{result['jobs']:,} jobs{mode}: "
             f"{result['placements_per_s']:,} committed placements/s "
             f"(first to last RunJob {result['first_to_last_s']} s; target >= 5,000/s)\n"
             f"failover under that load ({failover['kills']} kills): kill -> first new dispatch p50 "

@@ -11,10 +11,11 @@ the number after `sleep` in its command (0 otherwise).
 For the benchmark it records, per (job, attempt), when its RunJob first
 arrived (wall clock) and from which replica, and writes a progress file every half second and the
 full record on SIGTERM:
-  python bench/fleet_sim.py OUT.json ADDRESSES FIRST COUNT SLOTS CLUSTER TOKENS [JOINS_PER_S]
+  python bench/fleet_sim.py OUT.json ADDRESSES FIRST COUNT SLOTS CLUSTER TOKENS [JOINS_PER_S [ATTRS]]
 (CLUSTER: the cluster file, for its TLS files; TOKENS: a JSON file of each host's worker token, since
 a simulated host has no certificate of its own: it proves its name with a token of role worker;
-JOINS_PER_S: the hosts first connect at this rate, not all at once)
+JOINS_PER_S: the hosts first connect at this rate, not all at once; ATTRS 1: each host joins with
+attributes for requirements, `described`, and heartbeats with load indices)
 """
 
 from __future__ import annotations
@@ -53,12 +54,29 @@ def declared_seconds(job: api.Job) -> float:
     return 0.0
 
 
+def described(spec: api.HostSpec, index: int) -> api.HostSpec:
+    """A host for the requirements benchmark: 256 GB, 8 GPUs, half X86_64 and half ARM."""
+    spec.memory_mb = 256_000
+    spec.ncpus = spec.slots
+    spec.tags.append("type=X86_64" if index % 2 == 0 else "type=ARM")
+    spec.resources["gpu"] = 8
+    return spec
+
+
+def load_of(index: int) -> dict[str, float]:
+    """Load indices that differ between hosts (select[r1m < 8] matches most, order[r1m] ranks them)."""
+    return {"r15s": float(index % 11), "r1m": (index % 97) / 10, "r15m": 1.0, "ut": (index % 10) / 10,
+            "mem": 200_000.0, "tmp": 50_000.0, "swp": 0.0}
+
+
 @dataclass
 class SimHost:
     name: str
     slots: int
     fleet: Fleet
     target: str
+    index: int = 0
+    attributes: bool = False
     generation: int = 0
     unacked: dict[tuple[int, int, str], api.JobReport] = field(default_factory=dict)
     running: dict[Key, asyncio.TimerHandle] = field(default_factory=dict)
@@ -85,7 +103,8 @@ class SimHost:
 
     async def _session(self) -> bool:
         outbox: asyncio.Queue[api.WorkerMessage | None] = asyncio.Queue()
-        outbox.put_nowait(api.WorkerMessage(join=api.HostSpec(name=self.name, slots=self.slots)))
+        spec = api.HostSpec(name=self.name, slots=self.slots)
+        outbox.put_nowait(api.WorkerMessage(join=described(spec, self.index) if self.attributes else spec))
         call = self.fleet.channel(self.target).stream_stream(
             CONNECT, request_serializer=api.WorkerMessage.SerializeToString,
             response_deserializer=api.ControllerMessage.FromString)(
@@ -121,9 +140,10 @@ class SimHost:
 
     async def _heartbeat(self, outbox: asyncio.Queue[api.WorkerMessage | None], generation: int,
                          period_s: float) -> None:
+        load = load_of(self.index) if self.attributes else {}
         while True:
             await asyncio.sleep(period_s)
-            outbox.put_nowait(api.WorkerMessage(heartbeat=api.Heartbeat(generation=generation)))
+            outbox.put_nowait(api.WorkerMessage(heartbeat=api.Heartbeat(generation=generation, load=load)))
 
     def _handle(self, message: api.ControllerMessage) -> None:
         kind = message.WhichOneof("body")
@@ -197,14 +217,14 @@ class Fleet:
 
 
 async def main(out: Path, addresses: list[str], first: int, count: int, slots: int, cluster: Path,
-               tokens: Path, joins_per_s: float = 0.0) -> None:
+               tokens: Path, joins_per_s: float = 0.0, attributes: bool = False) -> None:
     fleet = Fleet(addresses, for_cluster(cluster, use_token_search=False), json.loads(tokens.read_text()))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    hosts = [SimHost(f"sim{first + i:05d}", slots, fleet, addresses[i % len(addresses)])
-             for i in range(count)]
+    hosts = [SimHost(f"sim{first + i:05d}", slots, fleet, addresses[i % len(addresses)], first + i,
+                     attributes) for i in range(count)]
     tasks = [loop.create_task(host.run_forever(i / joins_per_s if joins_per_s > 0 else 0.0))
              for i, host in enumerate(hosts)]
     progress = out.with_suffix(".progress")
@@ -224,4 +244,4 @@ async def main(out: Path, addresses: list[str], first: int, count: int, slots: i
 if __name__ == "__main__":
     asyncio.run(main(Path(sys.argv[1]), sys.argv[2].split(","), int(sys.argv[3]), int(sys.argv[4]),
                      int(sys.argv[5]), Path(sys.argv[6]), Path(sys.argv[7]),
-                     float(sys.argv[8]) if len(sys.argv) > 8 else 0.0))
+                     float(sys.argv[8]) if len(sys.argv) > 8 else 0.0, sys.argv[9:10] == ["1"]))

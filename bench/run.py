@@ -205,6 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         hosts, slots = shape.split("x")
         report["fleet"] = guarded("fleet", lambda: fleet.run(int(hosts), int(slots), int(jobs),
                                                              args.fleet_kills))
+        # The same fleet with -R requirements on every job, attributes and load on every host (A1-A3).
+        report["fleet_requirements"] = guarded("fleet with requirements", lambda: fleet.run(
+            int(hosts), int(slots), int(int(hosts) * int(slots) * 0.9), 0, requirements=True))
     if not args.no_plaintext:
         report["plaintext"] = plaintext(args, levels)
     print(f"XCE code {report['code']}, {os.cpu_count()} CPUs, {args.seconds:g} s per level")
@@ -222,6 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               "(target <= 1 s)")
     if "placements_per_s" in report.get("fleet", {}):
         print(fleet.summary(report["fleet"]))
+    if "placements_per_s" in report.get("fleet_requirements", {}):
+        print(fleet.summary(report["fleet_requirements"]).splitlines()[0])
     if "plaintext" in report:
         print(security_table(report, levels))
     for kind, load in report["xce"].get("reads", {}).items():

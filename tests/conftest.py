@@ -54,15 +54,25 @@ def xce_cli(cluster: LocalCluster, *args: str) -> str:
     return done.stdout
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m deselected theirs
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked slow (longer model checks and runs) wait for `make test-slow` (XCE_SLOW=1):
     `make test` stays within its budget on two cores."""
+    if any(item.path.name == "test_tlc.py" for item in items):
+        import tlc  # the long model checks run while the other tests mostly wait on daemons
+
+        tlc.start_ahead(tlc.AHEAD)
     if os.environ.get("XCE_SLOW") == "1":
         return
     later = pytest.mark.skip(reason="slow: `make test-slow` runs it")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(later)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if "tlc" in sys.modules:
+        sys.modules["tlc"].stop_all()  # a run ahead that no test waited for (a failure, -x, -k)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -54,6 +54,22 @@ def test_gpus_are_checked_per_resource_count_and_index() -> None:
     assert not failed.ok and failed.over_committed == ["w1: 2 GPUs > 1"]
 
 
+def test_parts_count_on_their_hosts_never_as_second_runs_and_only_inside_the_allocation() -> None:
+    final = {1: FinalJob(1, "DONE", 2, S + 500, ("w1", "w2")), 2: FinalJob(2, "DONE", 1, S + 900, ("w2",)),
+             3: FinalJob(3, "DONE", 2, S + 500, ("w1", "w3"))}
+    instances = [Instance("w1", 1, 0, S, S + 500, 1), Instance("w2", 1, 0, S + 10, S + 500, 1, part=True),
+                 Instance("w2", 2, 0, S + 100, S + 900, 1),  # while job 1's part holds w2's only slot
+                 Instance("w1", 3, 0, S + 600, S + 700, 1),
+                 Instance("w4", 3, 0, S + 610, S + 700, 1, part=True)]
+    assert checks.duplicated(instances) == [] and checks.overlapping(instances, S + 1000) == []
+    assert checks.over_committed(instances, {1: 2, 2: 1, 3: 2}, {"w1": 1, "w2": 1, "w4": 1}, S + 1000) \
+        == ["w2: 2 > 1"]
+    assert checks.stray_parts(instances, final) == [
+        "job 3.0: a part on w4 (allocation w1, w3; command on w1)"]
+    verdict = checks.verdict([1, 2, 3], final, instances, {"w1": 1, "w2": 1, "w4": 1}, {}, {}, {}, S + 1000)
+    assert not verdict.ok and verdict.duplicated == []
+
+
 def test_a_kill_must_end_the_job_unless_it_finished_first() -> None:
     kill_at = S + 1000
     final = {1: done(1, state="EXIT"), 2: done(2), 3: done(3), 4: done(4, state="EXIT"),

@@ -9,6 +9,12 @@ changed.
 
     .venv/bin/python -m tests.tlc MCTwoSchedulers     # one model of tla/, figures printed
     .venv/bin/python -m tests.tlc MCci --coverage
+
+Ahead of time (`start_ahead`, from conftest.py when test_tlc.py is collected):
+the long models run in the background at the lowest CPU priority (nice 19)
+while the other tests mostly wait on daemons, one run at a time; `result`
+gives a run started ahead (waiting for it) or runs it now. Every TLC this
+module started is killed at the session's end (`stop_all`).
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -42,8 +50,20 @@ class TLCUnavailable(RuntimeError):
     pass
 
 
-@cache
+# The runs conftest.py starts ahead when test_tlc.py is collected: (model, overrides, coverage).
+AHEAD = [("MCci", (), True), ("MCAllocCI", (), False), ("MCLive", (), False)]
+_JAR_LOCK = threading.Lock()
+_RUNNING: set[subprocess.Popen[str]] = set()
+_AHEAD: dict[tuple[str, tuple[str, ...], bool], Future[Run]] = {}
+
+
 def jar() -> Path:
+    with _JAR_LOCK:  # built once, though a run ahead and a test may ask at once
+        return _jar()
+
+
+@cache
+def _jar() -> Path:
     """tla2tools.jar: $XCE_TLC_JAR, else built from the source kept in ../shared (~10 s once)."""
     if given := os.environ.get("XCE_TLC_JAR"):
         return Path(given)
@@ -177,10 +197,45 @@ def config(model: str, overrides: tuple[str, ...] = ()) -> str:
     return text
 
 
+def start_ahead(runs: list[tuple[str, tuple[str, ...], bool]]) -> None:
+    """Start these (model, overrides, coverage) runs in the background, one after the other, at
+    nice 19: `result` picks them up."""
+    for key in runs:
+        _AHEAD[key] = Future()
+
+    def work() -> None:
+        for key in runs:
+            future = _AHEAD[key]
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(run(key[0], key[1], coverage=key[2], nice=True))
+            except BaseException as exc:  # noqa: BLE001 - the test that asks for it raises it
+                future.set_exception(exc)
+
+    threading.Thread(target=work, name="tlc-ahead", daemon=True).start()
+
+
+def result(model: str, overrides: tuple[str, ...] = (), *, coverage: bool = False) -> Run:
+    """The run started ahead, once it ends; else one now."""
+    future = _AHEAD.get((model, overrides, coverage))
+    return future.result() if future is not None else run(model, overrides, coverage=coverage)
+
+
+def stop_all() -> None:
+    """Kill every TLC still running (the session ends) and cancel the runs not started."""
+    for future in _AHEAD.values():
+        future.cancel()
+    for proc in list(_RUNNING):
+        proc.kill()
+
+
 def run(model: str, overrides: tuple[str, ...] = (), *, coverage: bool = False, workers: int = 2,
-        timeout: float = 1800, module: str = "MCXceBarrier", files: dict[str, str] | None = None) -> Run:
+        timeout: float = 1800, module: str = "MCXceBarrier", files: dict[str, str] | None = None,
+        nice: bool = False) -> Run:
     """TLC on a copy of tla/ with the model's configuration (tla/<model>.cfg, or `files` may
-    hold `<model>.cfg` and generated modules); output kept whatever the result."""
+    hold `<model>.cfg` and generated modules); output kept whatever the result. `nice`: at the
+    lowest CPU priority (a run ahead: the tests that run meanwhile come first)."""
     files = files or {}
     with tempfile.TemporaryDirectory(prefix="xce-tlc-") as work:
         directory = Path(work)
@@ -194,11 +249,20 @@ def run(model: str, overrides: tuple[str, ...] = (), *, coverage: bool = False, 
                    "-metadir", str(directory / "states"), "-config", f"{model}.run.cfg", "-noGenerateSpecTE"]
         if coverage:
             command += ["-coverage", "1000"]  # minutes: reported once, at the end
+        if nice:
+            command = ["nice", "-n", "19", *command]
         start = time.monotonic()
-        done = subprocess.run([*command, f"{module}.tla"], cwd=directory, capture_output=True, text=True,
-                              timeout=timeout)
+        proc = subprocess.Popen([*command, f"{module}.tla"], cwd=directory, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        _RUNNING.add(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        finally:
+            proc.kill()
+            proc.wait()
+            _RUNNING.discard(proc)
         sources = {p.stem: p.read_text().splitlines() for p in directory.glob("*.tla")}
-        return Run(model, done.returncode, done.stdout + done.stderr, time.monotonic() - start, sources)
+        return Run(model, proc.returncode, stdout + stderr, time.monotonic() - start, sources)
 
 
 def main() -> int:
