@@ -84,7 +84,9 @@ Send = Callable[[api.WorkerMessage], None]
 class Worker:
     def __init__(self, config: WorkerConfig, rng: random.Random | None = None, clock: Clock = REAL_CLOCK,
                  host: ProcessHost | None = None, journal: JournalStore | None = None,
-                 draining: Callable[[], bool] | None = None) -> None:
+                 draining: Callable[[], bool] | None = None,
+                 load: Callable[[float], dict[str, float]] | None = None) -> None:
+        """`load`: the host's load indices at a monotonic time (default: measured, host_load.py)."""
         self.config = config
         self.generation = 0
         self.joined = False
@@ -99,7 +101,7 @@ class Worker:
         self._heard = 0.0  # when the leader last said anything on the current stream
         self.failures: list[str] = []  # commands that raised (the last MAX_FAILURES_KEPT)
         self.launch_socket = config.spool_dir / launch_socket.SOCKET_NAME
-        self.load_meter = LoadMeter()
+        self._load = load or LoadMeter().sample
         self.executor = Executor(config.spool_dir, config.kill_grace_s, self._report,
                                  draining or (lambda: config.draining), config.journal_keep, host=host,
                                  clock=clock, journal=journal, allow_root_jobs=config.allow_root_jobs,
@@ -204,7 +206,7 @@ class Worker:
     def heartbeat(self) -> api.WorkerMessage:
         """With the host's load indices (the planner's select[r1m < 2])."""
         return api.WorkerMessage(heartbeat=api.Heartbeat(generation=self.generation,
-                                                          load=self.load_meter.sample(self.clock.monotonic_s())))
+                                                          load=self._load(self.clock.monotonic_s())))
 
     def silent_s(self) -> float:
         """How long the leader has said nothing on the current stream."""

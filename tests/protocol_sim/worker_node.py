@@ -212,7 +212,8 @@ class WorkerNode:
         self.host = SimProcessHost(self.sim.os, self.name)
         self.sim.os.hosts[self.name] = self.host
         self.daemon = Worker(config, rng=self.sim.rng, clock=self.sim.clock, host=self.host,
-                             journal=self.sim.os.journal(self.name), draining=lambda: self.draining)
+                             journal=self.sim.os.journal(self.name), draining=lambda: self.draining,
+                             load=_simulated_load)
         self.boots += 1
         self.daemon.executor.recover()
 
@@ -284,3 +285,8 @@ def _command_text(message: api.ControllerMessage) -> str:
     if kind == "ack":
         return f"ack {message.ack.kind} {message.ack.job_id}.{message.ack.attempt}"
     return kind or "?"
+
+
+def _simulated_load(now_s: float) -> dict[str, float]:
+    """Load indices from the simulated clock, not this machine's /proc: a seed gives the same run."""
+    return {"r1m": round(now_s % 4.0, 2), "ut": round((now_s % 10.0) / 10.0, 2)}
