@@ -63,10 +63,13 @@ def described(spec: api.HostSpec, index: int) -> api.HostSpec:
     return spec
 
 
-def load_of(index: int) -> dict[str, float]:
-    """Load indices that differ between hosts (select[r1m < 8] matches most, order[r1m] ranks them)."""
-    return {"r15s": float(index % 11), "r1m": (index % 97) / 10, "r15m": 1.0, "ut": (index % 10) / 10,
-            "mem": 200_000.0, "tmp": 50_000.0, "swp": 0.0}
+def load_of(index: int, now_s: float) -> dict[str, float]:
+    """Load indices that differ between hosts (select[r1m < 8] matches most, order[r1m] ranks them)
+    and move every 20 s, so that the leader commits each host's every load_commit_s (15 s) as it
+    would on a live cluster."""
+    step = int(now_s // 20)
+    return {"r15s": float((index + step) % 11), "r1m": ((index + step) % 97) / 10, "r15m": 1.0,
+            "ut": ((index + step) % 10) / 10, "mem": 200_000.0, "tmp": 50_000.0, "swp": 0.0}
 
 
 @dataclass
@@ -140,9 +143,9 @@ class SimHost:
 
     async def _heartbeat(self, outbox: asyncio.Queue[api.WorkerMessage | None], generation: int,
                          period_s: float) -> None:
-        load = load_of(self.index) if self.attributes else {}
         while True:
             await asyncio.sleep(period_s)
+            load = load_of(self.index, time.time()) if self.attributes else {}
             outbox.put_nowait(api.WorkerMessage(heartbeat=api.Heartbeat(generation=generation, load=load)))
 
     def _handle(self, message: api.ControllerMessage) -> None:

@@ -26,6 +26,7 @@ refusal) is the planner's (planner.py).
 from __future__ import annotations
 
 import bisect
+import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from scheduler import plans
 from scheduler.picker import Fcfs, Picker, ordered
 from xce import feasibility, resreq
-from xce.invariant import InvariantViolated
+from xce.invariant import InvariantViolated, invariant
 from xce.v1 import api_pb2 as api
 
 Reason = tuple[int, str]  # (code: api.PendingReason, words), as `bjobs -p` shows them
@@ -372,14 +373,16 @@ class _Ranking:
         parts: list[object] = []
         for attribute, descending in self._order:
             value = feasibility.value_of(state, attribute)
-            number = float(value) if isinstance(value, (int, float)) else None
+            number = float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
             parts.append((1, 0.0) if number is None else (0, -number if descending else number))
         return (*parts, -free, name)
 
     def moved(self, name: str, free: int) -> None:
         old = self._keys.pop(name, None)
         if old is not None:
-            del self._sorted[bisect.bisect_left(self._sorted, old)]
+            position = bisect.bisect_left(self._sorted, old)
+            invariant(self._sorted[position] == old, f"the ranking by {self._order} lost host {name}")
+            del self._sorted[position]
         if free > 0:
             key = self._keys[name] = self._key(name, free)
             bisect.insort(self._sorted, key)

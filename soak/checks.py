@@ -58,6 +58,7 @@ class FinalJob:
     slots: int
     end_ms: int
     hosts: tuple[str, ...] = ()  # its allocation's hosts (the last attempt's), when it ran
+    attempt: int = 0  # its last attempt
 
 
 @dataclass
@@ -176,16 +177,20 @@ def gpus_over_committed(instances: Iterable[Instance], host_gpus: Mapping[str, i
 def stray_parts(instances: Iterable[Instance], final: Mapping[int, FinalJob]) -> list[str]:
     """Parts of a parallel job outside what was committed: on a host not in the job's allocation,
     or beside its command on a host not in it (a partial or a second allocation). A part whose
-    command never started (killed before it reached its first host) is no fault."""
+    command never started (killed before it reached its first host, or its start failed and the
+    job went back to pending) is no fault, nor are an earlier attempt's parts (the final record
+    has only the last attempt's allocation)."""
     commands = {(i.job, i.attempt): i.host for i in instances if not i.part}
     bad = []
     for instance in instances:
         if not instance.part:
             continue
         job = final.get(instance.job)
-        hosts = job.hosts if job is not None else ()
         first = commands.get((instance.job, instance.attempt))
-        if instance.host not in hosts or (first is not None and first not in hosts):
+        if job is None or first is None or instance.attempt != job.attempt:
+            continue
+        hosts = job.hosts
+        if instance.host not in hosts or first not in hosts:
             bad.append(f"job {instance.job}.{instance.attempt}: a part on {instance.host} "
                        f"(allocation {', '.join(hosts) or '?'}; command on {first or 'no host'})")
     return sorted(bad)

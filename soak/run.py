@@ -124,7 +124,8 @@ def _run(config: SoakConfig, data: Path, net: Net | None, partitions: int) -> di
         with Client(cluster.addresses, cluster.credentials, deadline_s=60.0) as client:
             jobs = client.list_jobs()
         final = {j.id: checks.FinalJob(j.id, api.JobState.Name(j.state), j.spec.slots, j.end_time_ms,
-                                       tuple(a.host for a in j.allocation) or ((j.host,) if j.host else ()))
+                                       tuple(a.host for a in j.allocation) or ((j.host,) if j.host else ()),
+                                       j.attempt)
                  for j in jobs}
         minority = sum(1 for j in jobs if j.spec.name == "soak-minority") \
             + sum(1 for f in chaos.record.failovers if f.minority_write == "ack")

@@ -204,6 +204,11 @@ def test_the_planner_reads_load_indices_and_the_smaller_free_mem_and_apply_does_
     assert placed == {1: "idle", 2: "busy", 4: "idle"}
     pends = {d.job_id: d.code for d in decisions if isinstance(d, core.Pend)}
     assert pends == {3: api.PEND_NO_HOST_MATCHES}
+    # A host without maxmem has no mem to reserve: what it reports never stands for one (apply would
+    # find mem undefined and refuse what the planner sent).
+    bare = api.Host(spec=api.HostSpec(name="bare", slots=4), status=api.HOST_OK, load={"mem": 90000.0})
+    assert [d for d in core.schedule([job(5, "select[mem > 4000]")], queues, [bare], 0, core.CoreConfig())
+            if isinstance(d, core.Dispatch)] == []
     # At apply, the same hosts' records carry no load: select[r1m < 0.1] hangs on an unknown and passes.
     at_apply = feasibility.host_state(hosts[1])
     assert not at_apply.load and feasibility.attributes(at_apply)["mem"] == 8000.0

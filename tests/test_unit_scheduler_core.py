@@ -150,6 +150,17 @@ def test_an_order_s_ranking_follows_each_placement_of_the_pass() -> None:
         (1, "d"), (2, "a"), (3, "b"), (4, "a"), (5, "c"), (6, "b:1 a:1")]
 
 
+def test_a_tag_that_is_not_a_finite_number_is_text_and_never_breaks_an_order() -> None:
+    """x=nan from a worker's tags: no number (a NaN in a ranking's keys would lose hosts in it)."""
+    hosts = [rich("a", 2, tags=("x=nan",)), rich("b", 2, tags=("x=1",)), rich("c", 2, tags=("x=inf",)),
+             rich("d", 2, tags=("x=nan",)), rich("e", 2, tags=("x=2",))]
+    jobs = [wanting(i, "order[x]") for i in range(1, 12)]
+    decisions = schedule(jobs, QUEUES, hosts, 0, CoreConfig())
+    # b and e (x 1, 2) first, then the three without a number, most free then by name; the eleventh waits.
+    assert [h for _, h in placed(decisions)] == ["b", "b", "e", "e", "a", "c", "d", "a", "c", "d"]
+    assert [d.job_id for d in decisions if isinstance(d, Pend)] == [11]
+
+
 def test_select_reads_free_amounts_as_the_pass_reserves_them() -> None:
     hosts = [rich("a", 8, 8000, gpu=2), rich("b", 8, 8000)]
     jobs = [wanting(i, "select[mem >= 3000] rusage[mem=3000]") for i in (1, 2, 3, 4, 5)]

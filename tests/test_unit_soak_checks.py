@@ -68,6 +68,14 @@ def test_parts_count_on_their_hosts_never_as_second_runs_and_only_inside_the_all
         "job 3.0: a part on w4 (allocation w1, w3; command on w1)"]
     verdict = checks.verdict([1, 2, 3], final, instances, {"w1": 1, "w2": 1, "w4": 1}, {}, {}, {}, S + 1000)
     assert not verdict.ok and verdict.duplicated == []
+    # Requeued after attempt 0's start failed: its part on w2 is no fault, nor one whose command never
+    # started; the last attempt's parts are checked against its own allocation.
+    requeued = {4: FinalJob(4, "DONE", 2, S + 900, ("w3", "w4"), attempt=1)}
+    parts = [Instance("w2", 4, 0, S, S, 1, part=True), Instance("w3", 4, 1, S + 100, S + 900, 1),
+             Instance("w4", 4, 1, S + 110, S + 900, 1, part=True), Instance("w1", 4, 1, S + 120, S + 900, 1,
+                                                                          part=True)]
+    assert checks.stray_parts(parts, requeued) == ["job 4.1: a part on w1 (allocation w3, w4; command on w3)"]
+    assert checks.stray_parts(parts[:3], requeued) == []
 
 
 def test_a_kill_must_end_the_job_unless_it_finished_first() -> None:

@@ -51,10 +51,17 @@ class TLCUnavailable(RuntimeError):
 
 
 # The runs conftest.py starts ahead when test_tlc.py is collected: (model, overrides, coverage).
-AHEAD = [("MCci", (), True), ("MCAllocCI", (), False), ("MCLive", (), False)]
+# Each with the test of test_tlc.py that reads it: a run whose test is not selected is not started.
+AHEAD = {"test_ci_model_is_checked_exhaustively_and_takes_every_action": ("MCci", (), True),
+         "test_allocation_model_takes_parallel_and_gpu_jobs_all_or_nothing_and_gives_back_exactly":
+             ("MCAllocCI", (), False),
+         "test_liveness_holds_at_the_smallest_constants": ("MCLive", (), False)}
 _JAR_LOCK = threading.Lock()
+_PROCS_LOCK = threading.Lock()  # a process starts, or all are killed: never between the two
+_STOPPING = threading.Event()
 _RUNNING: set[subprocess.Popen[str]] = set()
 _AHEAD: dict[tuple[str, tuple[str, ...], bool], Future[Run]] = {}
+_THREADS: list[threading.Thread] = []
 
 
 def jar() -> Path:
@@ -200,6 +207,8 @@ def config(model: str, overrides: tuple[str, ...] = ()) -> str:
 def start_ahead(runs: list[tuple[str, tuple[str, ...], bool]]) -> None:
     """Start these (model, overrides, coverage) runs in the background, one after the other, at
     nice 19: `result` picks them up."""
+    if not runs:
+        return
     for key in runs:
         _AHEAD[key] = Future()
 
@@ -213,7 +222,9 @@ def start_ahead(runs: list[tuple[str, tuple[str, ...], bool]]) -> None:
             except BaseException as exc:  # noqa: BLE001 - the test that asks for it raises it
                 future.set_exception(exc)
 
-    threading.Thread(target=work, name="tlc-ahead", daemon=True).start()
+    thread = threading.Thread(target=work, name="tlc-ahead", daemon=True)
+    _THREADS.append(thread)
+    thread.start()
 
 
 def result(model: str, overrides: tuple[str, ...] = (), *, coverage: bool = False) -> Run:
@@ -223,11 +234,16 @@ def result(model: str, overrides: tuple[str, ...] = (), *, coverage: bool = Fals
 
 
 def stop_all() -> None:
-    """Kill every TLC still running (the session ends) and cancel the runs not started."""
+    """Kill every TLC still running (the session ends), cancel the runs not started, and wait for
+    the thread that ran them (no TLC starts once this is called; a jar being built is waited for)."""
+    _STOPPING.set()
     for future in _AHEAD.values():
         future.cancel()
-    for proc in list(_RUNNING):
-        proc.kill()
+    with _PROCS_LOCK:
+        for proc in list(_RUNNING):
+            proc.kill()
+    for thread in _THREADS:
+        thread.join(timeout=120)
 
 
 def run(model: str, overrides: tuple[str, ...] = (), *, coverage: bool = False, workers: int = 2,
@@ -252,9 +268,12 @@ def run(model: str, overrides: tuple[str, ...] = (), *, coverage: bool = False, 
         if nice:
             command = ["nice", "-n", "19", *command]
         start = time.monotonic()
-        proc = subprocess.Popen([*command, f"{module}.tla"], cwd=directory, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-        _RUNNING.add(proc)
+        with _PROCS_LOCK:
+            if _STOPPING.is_set():
+                raise TLCUnavailable("the session is ending: no TLC is started")
+            proc = subprocess.Popen([*command, f"{module}.tla"], cwd=directory, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+            _RUNNING.add(proc)
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         finally:

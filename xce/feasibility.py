@@ -279,7 +279,9 @@ def attributes(host: HostState) -> dict[str, resreq.Value]:
     free amount (`mem` among them), and in the planner its load indices (`mem` there: the
     smaller of what is not reserved and what the host last said it has available)."""
     values = dict(host.static)
-    values.update(host.load)
+    for name, value in host.load.items():  # a reported mem only lowers the consumable's, never stands for it
+        if name != "mem":
+            values[name] = value
     values["slots"] = float(host.slots - host.used)
     for name, total in host.totals.items():
         values[name] = float(total - host.reserved.get(name, 0))
@@ -295,7 +297,7 @@ def value_of(host: HostState, name: str) -> resreq.Value | None:
     if name in host.totals:
         free = float(host.totals[name] - host.reserved.get(name, 0))
         return min(free, host.load[name]) if name in host.load else free
-    return host.load[name] if name in host.load else host.static.get(name)
+    return host.load[name] if name in host.load and name != "mem" else host.static.get(name)
 
 
 def static_attributes(host: api.Host) -> dict[str, resreq.Value]:
@@ -312,9 +314,11 @@ def static_attributes(host: api.Host) -> dict[str, resreq.Value]:
             values[name] = True
         else:
             try:
-                values[name] = float(value)
+                number = float(value)
             except ValueError:
                 values[name] = value
+            else:  # nan or inf from a tag is text: no order or comparison is defined on it
+                values[name] = number if math.isfinite(number) else value
     return values
 
 
