@@ -150,8 +150,9 @@ def test_an_order_s_ranking_follows_each_placement_of_the_pass() -> None:
         (1, "d"), (2, "a"), (3, "b"), (4, "a"), (5, "c"), (6, "b:1 a:1")]
 
 
-def test_a_tag_that_is_not_a_finite_number_is_text_and_never_breaks_an_order() -> None:
-    """x=nan from a worker's tags: no number (a NaN in a ranking's keys would lose hosts in it)."""
+def test_a_tag_that_is_not_a_finite_number_ranks_as_missing_and_never_breaks_an_order() -> None:
+    """x=nan or x=inf from a worker's tags: ranked as no value (a NaN in a ranking's keys would lose
+    hosts in it). What select[] makes of them is apply's as before: not changed here."""
     hosts = [rich("a", 2, tags=("x=nan",)), rich("b", 2, tags=("x=1",)), rich("c", 2, tags=("x=inf",)),
              rich("d", 2, tags=("x=nan",)), rich("e", 2, tags=("x=2",))]
     jobs = [wanting(i, "order[x]") for i in range(1, 12)]

@@ -314,11 +314,9 @@ def static_attributes(host: api.Host) -> dict[str, resreq.Value]:
             values[name] = True
         else:
             try:
-                number = float(value)
+                values[name] = float(value)
             except ValueError:
                 values[name] = value
-            else:  # nan or inf from a tag is text: no order or comparison is defined on it
-                values[name] = number if math.isfinite(number) else value
     return values
 
 
