@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from xce import grammar_errors
+
 MAX_CHARS = 4096
 MAX_DEPTH = 32
 MAX_REFERENCES = 256
@@ -130,23 +132,7 @@ def parse(text: str) -> Expr:
         depth += {"(": 1, ")": -1}.get(char, 0)
         if depth > MAX_DEPTH:
             raise DependencyError(f"more than {MAX_DEPTH} nested parentheses", column)
-    import lark
-
-    try:
-        tree = _parser().parse(text)
-    except lark.exceptions.UnexpectedCharacters as exc:
-        where = exc.pos_in_stream or 0
-        raise DependencyError(f"unexpected {text[where:where + 1]!r}{_expected(exc.allowed)}",
-                              exc.column) from None
-    except lark.exceptions.UnexpectedToken as exc:
-        at_end = exc.token.type == "$END"
-        found = "the end" if at_end else repr(str(exc.token))
-        column = len(text) + 1 if at_end or not isinstance(exc.column, int) else exc.column
-        raise DependencyError(f"unexpected {found}{_expected(exc.expected)}", column) from None
-    except lark.exceptions.UnexpectedEOF as exc:
-        raise DependencyError(f"unexpected end{_expected([str(t) for t in exc.expected])}",
-                              len(text) + 1) from None
-    expr = _build(tree)
+    expr = _build(grammar_errors.parse(_parser(), text, DependencyError, _TOKEN_WORDS))
     if len(references(expr)) > MAX_REFERENCES:
         raise DependencyError(f"more than {MAX_REFERENCES} job references")
     return expr
@@ -157,11 +143,6 @@ def _parser() -> Any:
     import lark
 
     return lark.Lark(GRAMMAR, parser="lalr", maybe_placeholders=True, propagate_positions=True)
-
-
-def _expected(tokens: Iterable[str] | None) -> str:
-    words = sorted({_TOKEN_WORDS.get(t, t.lower()) for t in tokens or () if not t.startswith("__")})
-    return f"; expected {', '.join(words)}" if words else ""
 
 
 def _build(node: Any) -> Expr:

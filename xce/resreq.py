@@ -30,9 +30,11 @@ Pure: parsing and evaluation read nothing but their arguments; the parser
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from xce import grammar_errors
 
 MAX_CHARS = 4096
 MAX_DEPTH = 32
@@ -203,29 +205,8 @@ def parse(text: str, grammar: str = GRAMMAR) -> Requirement:
         if depth > MAX_DEPTH:
             raise RequirementError(f"more than {MAX_DEPTH} nested parentheses", column)
         deepest = max(deepest, depth)
-    import lark
-
-    try:
-        tree = _parser(grammar).parse(text)
-    except lark.exceptions.UnexpectedCharacters as exc:
-        where = exc.pos_in_stream or 0
-        raise RequirementError(f"unexpected {text[where:where + 1]!r}{_expected(exc.allowed)}",
-                               exc.column) from None
-    except lark.exceptions.UnexpectedToken as exc:
-        at_end = exc.token.type == "$END"
-        found = "the end" if at_end else repr(str(exc.token))
-        column = len(text) + 1 if at_end or not isinstance(exc.column, int) else exc.column
-        raise RequirementError(f"unexpected {found}{_expected(exc.expected)}", column) from None
-    except lark.exceptions.UnexpectedEOF as exc:
-        raise RequirementError(f"unexpected end{_expected([str(t) for t in exc.expected])}",
-                               len(text) + 1) from None
+    tree = grammar_errors.parse(_parser(grammar), text, RequirementError, _TOKEN_WORDS)
     return _build(tree, text)
-
-
-def _expected(tokens: Iterable[str] | None) -> str:
-    words = sorted({_TOKEN_WORDS.get(t, t.lower().strip("_")) for t in tokens or ()
-                    if not t.startswith("__")})
-    return f"; expected {', '.join(words)}" if words else ""
 
 
 def _build(tree: Any, text: str) -> Requirement:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from controller.fsm import recovery, resources
 from controller.fsm.applier import Applier, each
 from controller.fsm.jobs import settle_lost
-from controller.fsm.records import host_job_ids, read_host, read_job
+from controller.fsm.records import host_at, host_job_ids, read_host, read_job
 from controller.fsm.validation import check_host_spec
 from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
@@ -59,13 +59,9 @@ def apply_host_statuses(applier: Applier) -> list[log.Result]:
 
 
 def status_one(applier: Applier, change: log.SetHostStatus) -> log.Result:
-    host = read_host(applier.tables, change.name)
-    if host is None:
-        return log.Result(code=log.NOT_FOUND, message=f"no host {change.name[:80]!r}")
-    if host.generation != change.generation:  # the host re-joined meanwhile: stale
-        return log.Result(code=log.FAILED_PRECONDITION,
-                          message=f"host {change.name} is at generation {host.generation}, "
-                                  f"not {change.generation}")
+    host = host_at(applier.tables, change.name, change.generation)
+    if isinstance(host, log.Result):  # no such host, or it re-joined meanwhile: stale
+        return host
     if change.status not in (api.HOST_OK, api.HOST_UNAVAIL):
         return log.Result(code=log.INVALID_ARGUMENT, message=f"bad host status {change.status}")
     if host.status != change.status:

@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping
 
 from controller.fsm.applier import Applier, each
-from controller.fsm.records import read_host
+from controller.fsm.records import host_at
 from xce import feasibility
 from xce.v1 import log_pb2 as log
 
@@ -40,13 +40,9 @@ def apply_host_loads(applier: Applier) -> list[log.Result]:
 
 
 def load_one(applier: Applier, load: log.HostLoad) -> log.Result:
-    host = read_host(applier.tables, load.name)
-    if host is None:
-        return log.Result(code=log.NOT_FOUND, message=f"no host {load.name[:80]!r}")
-    if host.generation != load.generation:  # the host re-joined meanwhile: the old one's load
-        return log.Result(code=log.FAILED_PRECONDITION,
-                          message=f"host {load.name} is at generation {host.generation}, "
-                                  f"not {load.generation}")
+    host = host_at(applier.tables, load.name, load.generation)
+    if isinstance(host, log.Result):  # no such host, or it re-joined meanwhile: the old one's load
+        return host
     host.ClearField("load")
     host.load.update(clean(load.values))
     host.load_time_ms = applier.stamp_ms

@@ -65,6 +65,18 @@ def read_host(tables: Tables, name: str) -> api.Host | None:
     return None if raw is None else api.Host.FromString(raw)
 
 
+def host_at(tables: Tables, name: str, generation: int) -> api.Host | log.Result:
+    """The host's record if it is at that generation; else the refusal (no such host, or it
+    re-joined meanwhile: what the change was about is stale)."""
+    host = read_host(tables, name)
+    if host is None:
+        return log.Result(code=log.NOT_FOUND, message=f"no host {name[:80]!r}")
+    if host.generation != generation:
+        return log.Result(code=log.FAILED_PRECONDITION,
+                          message=f"host {name} is at generation {host.generation}, not {generation}")
+    return host
+
+
 def read_counter(tables: Tables, name: str) -> int:
     raw = tables.get("counters", name.encode())
     return 0 if raw is None else int(struct.unpack(">q", raw)[0])
