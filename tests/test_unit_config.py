@@ -288,6 +288,20 @@ def test_the_fence_defaults_to_half_the_unknown_timeout_and_0_turns_it_off(tmp_p
     assert config.load(path).fence_s == 0
 
 
+@pytest.mark.parametrize("value", ["-1", "true", '"15"'])
+def test_a_load_commit_period_that_is_not_a_duration_is_refused(tmp_path: Path, value: str) -> None:
+    refused = load_error(tmp_path, GOOD + f"\n[hosts]\nload_commit_s = {value}\n")
+    assert "[hosts] load_commit_s must be 0" in refused
+
+
+def test_load_indices_are_committed_every_15_s_by_default_and_0_turns_them_off(tmp_path: Path) -> None:
+    path = tmp_path / "cluster.toml"
+    path.write_text(GOOD)
+    assert config.load(path).load_commit_s == 15.0
+    path.write_text(GOOD + "\n[hosts]\nload_commit_s = 0\n")
+    assert config.load(path).load_commit_s == 0
+
+
 def test_a_worker_whose_kill_grace_outlasts_the_fence_window_is_refused(tmp_path: Path) -> None:
     from worker.config import WorkerConfigError
     from worker.config import load as load_worker

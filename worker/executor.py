@@ -465,17 +465,23 @@ class Executor:
         memory limit (-M, else its rusage[mem=] here) is killed and ends with exit reason MEMLIMIT;
         with `report_usage`, each job's usage on its first host is reported (at a bounded rate:
         the caller's). RSS is the sum over its processes now, CPU what they used so far."""
-        sessions = self.host.sessions_usage()
-        now = self.clock.now_ms()
         with self._lock:
             mains, parts = dict(self._running), set(self._parts)
             limits = dict(self._limits)
+        if not mains and not parts:
+            return  # nothing runs here: no need to read every process of the host
+        sessions = self.host.sessions_usage()
+        now = self.clock.now_ms()
         for key in sorted(set(mains) | parts):
             pids = ([mains[key]] if key in mains else []) + self.tasks.pids(key)
             rss = sum(sessions.get(pid, (0, 0.0))[0] for pid in pids)
             cpu = sum(sessions.get(pid, (0, 0.0))[1] for pid in pids)
             limit = limits.get(key, 0)
-            if limit and rss > limit and key not in self._memlimited:
+            with self._lock:
+                over = bool(limit) and rss > limit and key not in self._memlimited
+                if over:
+                    self._memlimited.add(key)
+            if over:
                 self._memlimit(key, mains.get(key), rss, limit)
             if report_usage and key in mains:
                 record = self.journal.get(key) or {}
@@ -484,7 +490,6 @@ class Executor:
                     usage=api.Usage(user_cpu_s=cpu, max_rss_kb=rss, wall_s=wall), time_ms=now)))
 
     def _memlimit(self, key: Key, pid: int | None, rss: int, limit: int) -> None:
-        self._memlimited.add(key)
         log.warning("job %d.%d uses %d KB, past its memory limit of %d KB: killed (MEMLIMIT)", *key, rss,
                     limit)
         if pid is not None:
