@@ -111,7 +111,7 @@ def _proc_state(pid: int) -> str:
 def _gone(pid: int) -> bool:
     try:
         return _proc_state(pid) == "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # reaped, or being reaped as we read (ESRCH)
         return True
 
 
