@@ -19,7 +19,7 @@ def _pids_alive(pids: list[int]) -> list[int]:
     for pid in pids:
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone, or being reaped as we read (ESRCH)
             continue
         if state != "Z":
             alive.append(pid)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FAST_HOSTS, role_of, wait_until, xce_cli
-from xce.client import Client
+from xce.client import Client, XceError
 from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from xce.v1 import api_pb2 as api
 
@@ -53,8 +53,13 @@ def test_a_lone_survivor_is_forced_into_a_cluster_and_members_are_added_back(mak
             held = client.submit([api.JobSpec(command=["true"], cwd="/tmp", queue="parked")]).jobs[0]
         # What the survivor keeps is what it applied: it has the parked job before the others are lost.
         with Client([cluster.address(1)], cluster.credentials, follow_leader=False) as survivor:
-            wait_until(lambda: survivor.get_job(str(held.id), stale=True).state == api.PEND,
-                       "replica 1 to apply the last submit")
+            def applied() -> bool:
+                try:
+                    return survivor.get_job(str(held.id), stale=True).state == api.PEND
+                except XceError:  # NOT_FOUND: replica 1 has not applied the submit yet
+                    return False
+
+            wait_until(applied, "replica 1 to apply the last submit")
         for lost in (2, 3):  # two of three replicas, for good
             cluster.kill(lost)
             shutil.rmtree(cluster.config.replica_dir(lost))
