@@ -20,6 +20,7 @@ Example:
     admins = ["alice"]                # queue administrators
     max_user_priority = 50            # users may not set a job priority above this
     res_req = "select[type == X86_64] rusage[mem=1000]"   # merged with each job's -R (LSF RES_REQ)
+    kill_invalid_depend = false       # kill its jobs whose -w can never hold (Slurm); else they pend
 
     [host_groups]                     # LSF HostGroup: -m "gpu_nodes host3", select[gpu_nodes]
     gpu_nodes = ["g1", "g2"]
@@ -346,6 +347,9 @@ def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
     closed, inactive = raw.get("closed", False), raw.get("inactive", False)
     if not isinstance(closed, bool) or not isinstance(inactive, bool):
         raise ConfigError(f"{path}: queue {name!r}: closed and inactive must be true or false")
+    kill_invalid_depend = raw.get("kill_invalid_depend", False)
+    if not isinstance(kill_invalid_depend, bool):
+        raise ConfigError(f"{path}: queue {name!r}: kill_invalid_depend must be true or false")
     slot_limit = raw.get("slot_limit", 0)
     if not isinstance(slot_limit, int) or isinstance(slot_limit, bool) or not 0 <= slot_limit < 2**31:
         raise ConfigError(f"{path}: queue {name!r}: slot_limit must be an integer >= 0 (0: no limit)")
@@ -357,7 +361,8 @@ def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
         raise ConfigError(f"{path}: queue {name!r}: res_req must be a string (a resource requirement)")
     queue = api.Queue(name=name, priority=priority, description=str(raw.get("description", "")),
                       closed=closed, inactive=inactive, job_pick_plugin=str(raw.get("job_pick_plugin", "")),
-                      slot_limit=slot_limit, users=users, admins=admins, res_req=res_req)
+                      slot_limit=slot_limit, users=users, admins=admins, res_req=res_req,
+                      kill_invalid_depend=kill_invalid_depend)
     if "max_user_priority" in raw:
         cap = raw["max_user_priority"]
         if not isinstance(cap, int) or isinstance(cap, bool) or not -(2**31) <= cap < 2**31:

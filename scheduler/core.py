@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from scheduler import plans
 from scheduler.picker import Fcfs, Picker, ordered
-from xce import feasibility, resreq
+from xce import depend, feasibility, resreq
 from xce.invariant import InvariantViolated, invariant
 from xce.v1 import api_pb2 as api
 
@@ -119,6 +119,8 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
         reason = by_queue.get(queue, _UNSEEN)
         if reason is _UNSEEN:
             reason = by_queue[queue] = feasibility.queue_refusal(queue, usage)
+        if reason is None and spec.depend and job.depend_state != api.DEPEND_SATISFIED:
+            reason = dependency_reason(job)
         if reason is None and (recovering or job.stray_hosts):
             reason = feasibility.safety_refusal(job, usage)
         if reason is None and dispatched >= config.max_dispatches:
@@ -173,6 +175,19 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                 recount or _shape(reason.words) != _shape(job.pending_reason))):
             decisions.append(Pend(job.id, reason.words, reason.code))
     return result
+
+
+def dependency_reason(job: api.Job) -> feasibility.Reason:
+    """DEPENDENCY_PENDING or DEPENDENCY_NEVER_SATISFIED, with the condition (apply's verdict)."""
+    try:
+        shown = depend.show(depend.parse(job.spec.depend))
+    except depend.DependencyError:  # refused at submit
+        shown = job.spec.depend
+    shown = shown if len(shown) <= 200 else shown[:197] + "..."
+    if job.depend_state == api.DEPEND_NEVER:
+        return feasibility.Reason(api.PEND_DEPENDENCY_NEVER, f"dependency never satisfied: {shown} can no "
+                                  "longer hold (xce kill it, or requeue what it waits for)", "depend")
+    return feasibility.Reason(api.PEND_DEPENDENCY, f"dependency pending: {shown}", "depend")
 
 
 _DIGITS = str.maketrans("", "", "0123456789")

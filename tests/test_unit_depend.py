@@ -8,21 +8,21 @@ import pytest
 from xce import depend
 from xce.depend import DependencyError, Facts, Verdict
 
-RUN, DONE = Facts("RUN", started=True), Facts("DONE", started=True)
+RUN, DONE = Facts("RUN"), Facts("DONE")
 PEND = Facts("PEND")
 
 
-def ex(code: int, started: bool = True) -> Facts:
-    return Facts("EXIT", exit_code=code, started=started)
+def ex(code: int) -> Facts:
+    return Facts("EXIT", exit_code=code)
 
 
 def lookup(jobs: dict[int, list[Facts]]) -> depend.Lookup:
     """Job id -> its facts (one, or one per element of an array); an index picks an element."""
-    def find(job: int, index: int | str | None) -> list[Facts] | None:
+    def find(job: int, index: int | str | None) -> list[depend.Group] | None:
         facts = jobs.get(job)
         if facts is None:
             return None
-        return [facts[index]] if isinstance(index, int) else facts
+        return [(facts[index], 1)] if isinstance(index, int) else [(f, 1) for f in facts]
     return find
 
 
@@ -67,7 +67,7 @@ def test_bounds_keep_hostile_input_cheap() -> None:
 
 
 def test_each_condition_holds_waits_or_is_never_met() -> None:
-    jobs = lookup({1: [DONE], 2: [ex(3)], 3: [RUN], 4: [PEND], 5: [ex(0, started=False)]})
+    jobs = lookup({1: [DONE], 2: [ex(3)], 3: [RUN], 4: [PEND], 5: [ex(0)]})
 
     def verdict(text: str) -> Verdict:
         return depend.evaluate(depend.parse(text), jobs)
@@ -79,7 +79,7 @@ def test_each_condition_holds_waits_or_is_never_met() -> None:
     assert verdict("exit(2, == 0)") is Verdict.NEVER and verdict("exit(1)") is Verdict.NEVER
     assert verdict("ended(1) && ended(2)") is Verdict.SATISFIED and verdict("ended(3)") is Verdict.PENDING
     assert verdict("started(3)") is Verdict.SATISFIED and verdict("started(4)") is Verdict.PENDING
-    assert verdict("started(5)") is Verdict.NEVER  # killed while pending: it never started
+    assert verdict("started(5)") is Verdict.SATISFIED  # LSF's started(): past pending, EXIT included
     # && fails for good on one operand that fails for good; || holds on one that holds.
     assert verdict("done(2) && done(3)") is Verdict.NEVER
     assert verdict("done(3) || done(1)") is Verdict.SATISFIED

@@ -318,6 +318,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                        help="at most this many slots of its jobs run at once (QJOB_LIMIT; 0: none)")
         q.add_argument("--res-req", dest="res_req",
                        help="a resource requirement merged with each job's -R (LSF RES_REQ; '' for none)")
+        q.add_argument("--kill-invalid-depend", dest="kill_invalid_depend", action="store_true", default=None,
+                       help="kill its jobs whose -w condition can never hold (Slurm kill_invalid_depend)")
+        q.add_argument("--keep-invalid-depend", dest="kill_invalid_depend", action="store_false",
+                       help="leave them pending, saying why (the default)")
         q.add_argument("--json", action="store_true", help="print the answer as JSON")
 
     cli_history.add_parsers(sub, STALE_HELP)
@@ -520,7 +524,7 @@ def _run(client: Client, args: argparse.Namespace) -> int:
             if current:
                 queue.CopyFrom(current[0])
         for field in ("priority", "description", "closed", "inactive", "job_pick_plugin", "slot_limit",
-                      "res_req"):
+                      "res_req", "kill_invalid_depend"):
             if getattr(args, field) is not None:
                 setattr(queue, field, getattr(args, field))
         result = client.put_queue(queue, create=args.queue_command == "create")
@@ -698,6 +702,11 @@ def _job_long(job: api.Job) -> None:
         print(f"  hosts      {_allocation(job)}")
     if job.spec.mem_limit_mb:
         print(f"  mem limit  {job.spec.mem_limit_mb} MB per host")
+    if job.spec.depend:
+        verdict = {api.DEPEND_PENDING: "not yet", api.DEPEND_SATISFIED: "satisfied",
+                   api.DEPEND_NEVER: "never satisfied"}.get(job.depend_state, "not evaluated")
+        kill = ", killed if it can never hold" if job.spec.kill_on_invalid_dep else ""
+        print(f"  depends on {shown(job.spec.depend)}   ({verdict}{kill})")
     if job.usage_time_ms and job.state not in (api.DONE, api.EXIT):
         now = job.usage_now
         print(f"  usage      cpu {now.user_cpu_s + now.system_cpu_s:.1f} s, rss {now.max_rss_kb // 1024} MB, "

@@ -67,6 +67,11 @@ def add_options(p: argparse.ArgumentParser, defaults: bool = True) -> None:
                         "job is killed, exit reason MEMLIMIT (default: its rusage[mem=])")
     p.add_argument("-m", "--hosts", default=unset,
                    help='hosts or host groups the job may run on, space-separated (bsub -m "gpu_nodes h3")')
+    p.add_argument("-w", "--depend", default=unset,
+                   help='run only once this holds (bsub -w): done(12), exit(13, != 0), ended(14), '
+                        'started(15), an element 17[3], numdone(17, >= 100) ...; && || ! and parentheses')
+    p.add_argument("--kill-on-invalid-dep", action="store_true", default=None if not defaults else False,
+                   help="kill the job once its -w condition can never hold (else it pends, saying so)")
     p.add_argument("--priority", type=int32, default=None if not defaults else 0,
                    help="higher runs first inside a queue (default 0)")
     p.add_argument("-r", "--rerunnable", action="store_true", default=None if not defaults else False,
@@ -89,6 +94,10 @@ def spec_from(args: argparse.Namespace, command: list[str]) -> api.JobSpec:
         spec.array.CopyFrom(array)
     if args.hosts:
         spec.hosts.extend(dict.fromkeys(args.hosts.split()))
+    if args.depend:
+        spec.depend = args.depend
+    if args.kill_on_invalid_dep:
+        spec.kill_on_invalid_dep = True
     if args.mem_limit is not None:
         if args.mem_limit < 1:
             raise UsageError(f"-M {args.mem_limit}: a memory limit is a number of MB, at least 1")

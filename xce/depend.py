@@ -7,8 +7,8 @@ Conditions on a job (a job id, an array's element `17[3]`, or a whole array
 `17` or `17[*]`, meaning every element):
 - `done(J)`: it ended DONE; `exit(J)`: it ended EXIT, with `exit(J, N)` or
   `exit(J, OP N)` on its exit code (OP one of == != > >= < <=);
-- `ended(J)`: it ended either way; `started(J)`: it has started (or ended
-  after starting);
+- `ended(J)`: it ended either way; `started(J)`: it is past pending, as LSF
+  has it: RUN, stopped, DONE or EXIT (a job killed while pending included);
 - a bare `J` is `done(J)`, as in LSF.
 Counts over an array's elements: `numdone(A, OP N)`, `numexit`, `numended`,
 `numstart`, `numrun`, `numpend`; `*` instead of `OP N` means all elements.
@@ -76,7 +76,7 @@ STAR: "*"
 _TOKEN_WORDS = {"CONDITION": "done(, exit(, ended( or started(", "COUNTER": "numdone( ...",
                 "JOB": "a job id", "INDEX": "an element index", "INT": "a number", "STAR": "*",
                 "COMP": "a comparison (== != > >= < <=)", "LPAR": "(", "RPAR": ")", "LSQB": "[",
-                "RSQB": "]", "COMMA": ",", "OR": "||", "AND": "&&", "NOT": "!", "$END": "the end"}
+                "RSQB": "]", "COMMA": "a comma", "OR": "||", "AND": "&&", "NOT": "!", "$END": "the end"}
 
 _OPS: dict[str, Callable[[int, int], bool]] = {
     "==": operator.eq, "=": operator.eq, "!=": operator.ne, ">": operator.gt, ">=": operator.ge,
@@ -98,20 +98,21 @@ class DependencyError(ValueError):
 
 @dataclass(frozen=True)
 class Facts:
-    """What a condition reads of one job (or one element of an array)."""
+    """What a condition reads of one job (or of every element of an array in one state)."""
 
     state: str  # PEND, PSUSP, RUN, USUSP, SSUSP, UNKWN, DONE, EXIT
     exit_code: int = 0
-    started: bool = False  # it has run (RUN or stopped, or ended after a start)
 
 
 FINISHED = frozenset({"DONE", "EXIT"})
 RUNNING = frozenset({"RUN", "USUSP", "SSUSP", "UNKWN"})
 PENDING = frozenset({"PEND", "PSUSP"})
 
-# The facts of a job id: one for a job or an element (`index` given), one per element of an array
-# (`index` None or "*"), None if no such job is known (live or in history).
-Lookup = Callable[[int, "int | str | None"], Sequence[Facts] | None]
+# The facts of a job id with how many jobs they stand for: one for a job or an element (`index`
+# given), groups covering every element of an array (`index` None or "*"; an array of a million
+# elements is a few groups by state), None if no such job is known (live or in history).
+Group = tuple[Facts, int]
+Lookup = Callable[[int, "int | str | None"], Sequence[Group] | None]
 
 
 class Verdict(Enum):
@@ -227,9 +228,9 @@ def _holds(expr: Expr, lookup: Lookup) -> tuple[bool, bool]:
     return _count(expr[1], facts, expr[3], expr[4])
 
 
-def _condition(kind: str, facts: Sequence[Facts], op: str | None, code: int | None) -> tuple[bool, bool]:
-    """Every one of `facts` (a job, or each element of an array) meets the condition."""
-    results = [_one(kind, f, op, code) for f in facts]
+def _condition(kind: str, groups: Sequence[Group], op: str | None, code: int | None) -> tuple[bool, bool]:
+    """Every job of `groups` (a job, or each element of an array) meets the condition."""
+    results = [_one(kind, f, op, code) for f, n in groups if n > 0]
     now = all(r[0] for r in results)
     # All hold and stay so, or one fails for good: settled.
     settled = all(r[0] and r[1] for r in results) or any(not r[0] and r[1] for r in results)
@@ -245,35 +246,35 @@ def _one(kind: str, facts: Facts, op: str | None, code: int | None) -> tuple[boo
         return matches, ended
     if kind == "ended":
         return ended, ended
-    started = facts.started or facts.state in RUNNING
-    return started, started or ended  # started: once, for good; ended unstarted: never
+    started = facts.state not in PENDING
+    return started, ended  # a requeue takes a running job back to pending
 
 
 _COUNTED: dict[str, Callable[[Facts], bool]] = {
     "done": lambda f: f.state == "DONE",
     "exit": lambda f: f.state == "EXIT",
     "ended": lambda f: f.state in FINISHED,
-    "start": lambda f: f.started or f.state in RUNNING,
+    "start": lambda f: f.state not in PENDING,
     "run": lambda f: f.state in RUNNING,
     "pend": lambda f: f.state in PENDING,
 }
 _GROWS = frozenset({"done", "exit", "ended", "start"})  # counts that only grow
 
 
-def _count(kind: str, facts: Sequence[Facts], op: str, n: int | None) -> tuple[bool, bool]:
-    count = sum(1 for f in facts if _COUNTED[kind](f))
+def _count(kind: str, groups: Sequence[Group], op: str, n: int | None) -> tuple[bool, bool]:
+    count = sum(k for f, k in groups if _COUNTED[kind](f))
     if op == "*":
-        op, n = "==", len(facts)
+        op, n = "==", sum(k for _, k in groups)
     assert n is not None
     relation = _OPS[op]
     now = relation(count, n)
-    if all(f.state in FINISHED for f in facts):
+    if all(f.state in FINISHED for f, k in groups if k > 0):
         return now, True
     if kind not in _GROWS:
         return now, False
     # It can still grow by the elements not counted that have not ended: settled if the relation
     # has the same answer over every count it may reach.
-    most = count + sum(1 for f in facts if not _COUNTED[kind](f) and f.state not in FINISHED)
+    most = count + sum(k for f, k in groups if not _COUNTED[kind](f) and f.state not in FINISHED)
     return now, all(relation(c, n) == now for c in _reachable(count, most, n))
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from controller.fsm import arrays, history, job_index, retention
+from controller.fsm import arrays, depends, history, job_index, retention
 from controller.fsm.records import FINISHED, META_KEY, counter_value, job_key, read_counter, revision_key
 from controller.tables import Tables
 from xce.invariant import invariant
@@ -38,6 +38,8 @@ class Applier:
     counter_deltas: dict[str, int] = field(default_factory=dict)
     arrays: dict[int, api.Job] = field(default_factory=dict)  # array records this entry loaded (arrays.py)
     arrays_read: dict[int, bytes] = field(default_factory=dict)  # ... and their bytes when loaded
+    depend_touched: set[int] = field(default_factory=set)  # jobs whose dependents are due (depends.py)
+    depend_due: set[int] = field(default_factory=set)  # jobs whose own condition is due
 
     @property
     def stamp_ms(self) -> int:
@@ -51,7 +53,8 @@ class Applier:
         job_index.update(self.tables, before, job)
         if job.array_id:  # before history.follow, which forgets a job that is live again
             arrays.follow(self, before, job)
-        history.follow(self.tables, before, job)
+        history.follow(self.tables, before, job, self.entry.format)
+        depends.follow(self, before, job)
 
     def clean_job(self, job_id: int) -> None:
         """A finished job leaves the live table (its history record stays)."""
@@ -110,6 +113,7 @@ def finish(applier: Applier, results: list[log.Result], rejected: bool) -> None:
     """Counters, the event, the applied index: the end of every applied entry."""
     meta, tables, index = applier.meta, applier.tables, applier.index
     arrays.settle(applier)
+    depends.settle(applier)
     _write_counters(applier)
     if applier.entry.format >= history.FORMAT:
         for job_id in history.clean(tables, meta, applier.stamp_ms):

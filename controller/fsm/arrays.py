@@ -154,6 +154,8 @@ def settle(applier: Applier) -> None:
 
 
 def _top_up(applier: Applier, record: api.Job) -> None:
+    if record.spec.depend and record.depend_state != api.DEPEND_SATISFIED:
+        return  # its elements wait inside it until its -w condition holds (depends.py)
     state = record.array
     waiting = state.counts[api.PEND] - sum(r.last - r.first + 1 for r in state.runs if r.state == api.PEND)
     while waiting < state.window:
@@ -193,6 +195,8 @@ def element_spec(record: api.Job, index: int) -> api.JobSpec:
     spec = api.JobSpec()
     spec.CopyFrom(record.spec)
     spec.ClearField("array")
+    spec.ClearField("depend")  # the record waits for it (_top_up)
+    spec.ClearField("kill_on_invalid_dep")
     spec.name = f"{record.spec.name}[{index}]"
     return spec
 

@@ -62,6 +62,10 @@ def dispatch_refusal(usage: CommittedUsage, job: api.Job, host: str, attempt: in
     if attempt != job.attempt:
         return api.DecisionOutcome(code=api.REJECT_WRONG_ATTEMPT,
                                    message=f"job {job.id} is at attempt {job.attempt}, not {attempt}")
+    if job.spec.depend and job.depend_state != api.DEPEND_SATISFIED and not forced:  # brun runs it anyway
+        waiting = "can never hold" if job.depend_state == api.DEPEND_NEVER else "does not hold yet"
+        return api.DecisionOutcome(code=api.REJECT_INFEASIBLE, reason=api.PEND_DEPENDENCY,
+                                   message=f"job {job.id}: its dependency {waiting}")
     if entry_format >= ALLOCATION_FORMAT and hosts and hosts[0].host != host:
         return api.DecisionOutcome(code=api.REJECT_MALFORMED, message=f"job {job.id}: the dispatch's host "
                                    f"{host[:80]!r} is not its allocation's first")

@@ -13,7 +13,8 @@ Tables:
 - `history`: id (8 bytes) -> Job, as it finished;
 - `history_index`: b"e" finished_ms id, b"u" len user finished_ms id,
   b"q" len queue finished_ms id (values empty): history newest first per
-  user, per queue or overall;
+  user, per queue or overall; b"a" array index id: a finished element by its
+  array and index (ELEMENT_FORMAT), for dependency conditions;
 - `acct`: hour (8 bytes) len user len queue -> UsageTotals: what the jobs
   in history that finished in that hour used. Kept in step with `history`
   (a requeued job's totals are taken back) and pruned with it.
@@ -42,6 +43,9 @@ HOUR_MS = 3600 * 1000
 PER_APPLY = 256
 # The first entry format that cleans and prunes (versions.ENTRY_FORMAT).
 FORMAT = 2
+# ... that keys finished elements by array and index (b"a" array(8) index(8) id(8)): a replica must
+# not find an element that another, which applied the element's end with older code, cannot.
+ELEMENT_FORMAT = 10
 
 
 def clean_period_ms(meta: log.Meta) -> int:
@@ -57,9 +61,25 @@ def read(tables: Tables, job_id: int) -> api.Job | None:
     return None if raw is None else api.Job.FromString(raw)
 
 
-def index_keys(job: api.Job) -> set[bytes]:
+def index_keys(job: api.Job, elements: bool = True) -> set[bytes]:
     tail = struct.pack(">q", finished_ms(job)) + job_key(job.id)
-    return {b"e" + tail, b"u" + name_part(job.spec.user) + tail, b"q" + name_part(job.spec.queue) + tail}
+    found = {b"e" + tail, b"u" + name_part(job.spec.user) + tail, b"q" + name_part(job.spec.queue) + tail}
+    if job.array_id and elements:
+        found.add(_element_key(job.array_id, job.array_index) + job_key(job.id))
+    return found
+
+
+def _element_key(array_id: int, index: int) -> bytes:
+    return b"a" + job_key(array_id) + struct.pack(">q", index)
+
+
+def element_id(tables: Tables, array_id: int, index: int) -> int | None:
+    """The id of an array's element that finished and left the live tables (from entry format
+    ELEMENT_FORMAT on: what a -w condition on `17[3]` reads once it is cleaned)."""
+    prefix = _element_key(array_id, index)
+    for key, _ in tables.scan("history_index", prefix):
+        return struct.unpack(">Q", key[-8:])[0] if key.startswith(prefix) and len(key) == 25 else None
+    return None
 
 
 def acct_key(job: api.Job) -> bytes:
@@ -86,22 +106,23 @@ def add_totals(into: api.UsageTotals, more: api.UsageTotals, sign: int = 1) -> N
         setattr(into, name, getattr(into, name) + sign * getattr(more, name))
 
 
-def follow(tables: Tables, before: api.Job | None, job: api.Job) -> None:
+def follow(tables: Tables, before: api.Job | None, job: api.Job, entry_format: int = 1) -> None:
     """After a write of `job` to the live table (`before`: what it replaced there):
     a finished job is (re)written to history, a job that is live again leaves it."""
     if job.state in FINISHED:
-        _put(tables, read(tables, job.id) if before is not None and before.state in FINISHED else None, job)
+        _put(tables, read(tables, job.id) if before is not None and before.state in FINISHED else None, job,
+             elements=entry_format >= ELEMENT_FORMAT)
     elif before is None or before.state in FINISHED:
         old = read(tables, job.id)  # requeued: from the live table, or back from history
         if old is not None:
             _remove(tables, old)
 
 
-def _put(tables: Tables, old: api.Job | None, job: api.Job) -> None:
+def _put(tables: Tables, old: api.Job | None, job: api.Job, elements: bool = False) -> None:
     if old is not None:
         _remove(tables, old)
     tables.put("history", job_key(job.id), job.SerializeToString(deterministic=True))
-    for key in sorted(index_keys(job)):
+    for key in sorted(index_keys(job, elements)):
         tables.put("history_index", key, b"")
     _account(tables, job, +1)
 

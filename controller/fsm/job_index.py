@@ -8,6 +8,7 @@ id, so a scan of one prefix yields job ids in order (the order of ListJobs):
     b"q" len(2) queue      id
     b"f" finished_ms(8)    id    -- finished jobs, by when the cluster recorded the end
     b"a" array(8) index(8) id    -- an array's element jobs, by index (arrays.py)
+    b"w" job(8)            id    -- a pending job whose -w condition reads `job` (depends.py)
 
 Names are length-prefixed, so no name is a prefix of another's keys. The
 index is derived from the jobs table alone: `update` follows every job write
@@ -23,8 +24,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator
 
-from controller.fsm.records import FINISHED, job_key
+from controller.fsm.records import FINISHED, PENDING, job_key
 from controller.tables import Tables
+from xce import depend
 from xce.v1 import api_pb2 as api
 
 TABLE = "job_index"
@@ -56,7 +58,21 @@ def keys(job: api.Job) -> set[bytes]:
         found.add(b"f" + struct.pack(">q", finished_ms(job)) + tail)
     if job.array_id:
         found.add(array_prefix(job.array_id) + struct.pack(">q", job.array_index) + tail)
+    if job.spec.depend and job.state in PENDING:
+        found.update(b"w" + job_key(ref) + tail for ref in _references(job.spec.depend))
     return found
+
+
+def _references(text: str) -> frozenset[int]:
+    try:
+        return depend.references(depend.parse(text))
+    except depend.DependencyError:  # refused at submit: a job never holds one
+        return frozenset()
+
+
+def dependents(tables: Tables, job_id: int) -> list[int]:
+    """The pending jobs whose -w condition reads `job_id`, in order."""
+    return list(ids(tables, b"w" + job_key(job_id)))
 
 
 def array_prefix(array_id: int) -> bytes:

@@ -177,6 +177,11 @@ def _control_array(applier: Applier, record: api.Job, wanted: list[api.IndexRang
     return log.Result(code=log.OK, job_ids=[record.id])  # the elements' ids would make a large result
 
 
+def kill_array(applier: Applier, record: api.Job) -> None:
+    """Every element of an array that a kill reaches (a -w condition that can never hold)."""
+    _control_array(applier, record, None, api.KILL)
+
+
 def apply_modify(applier: Applier) -> list[log.Result]:
     request = applier.entry.modify
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from controller.fsm import depends
 from controller.fsm.records import (
     FINISHED,
     MAX_HOST_NAME,
@@ -101,6 +102,8 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
     check_queue_open(tables, spec.queue or meta.default_queue or DEFAULT_QUEUE)
     if spec.hosts and entry_format >= ASKED_FORMAT:  # before, an unknown field, kept unread
         check_asked(tables, meta, spec.hosts)
+    if entry_format >= depends.FORMAT:
+        depends.check(tables, spec)
 
 
 def check_asked(tables: Tables, meta: log.Meta, names: Iterable[str]) -> None:
@@ -126,6 +129,9 @@ def check_min_slots_known(spec: api.JobSpec, entry_format: int) -> None:
     if spec.hosts and entry_format < ASKED_FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, f"-m needs every replica at entry format {ASKED_FORMAT} "
                            "(xce status shows each one's)")
+    if (spec.depend or spec.kill_on_invalid_dep) and entry_format < depends.FORMAT:
+        raise ServiceError(log.FAILED_PRECONDITION, "-w needs every replica at entry format "
+                           f"{depends.FORMAT} (xce status shows each one's)")
 
 
 def check_queue_open(tables: Tables, name: str) -> None:

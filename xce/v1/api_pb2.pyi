@@ -19,6 +19,13 @@ class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EXIT: _ClassVar[JobState]
     UNKWN: _ClassVar[JobState]
 
+class DependState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DEPEND_NONE: _ClassVar[DependState]
+    DEPEND_PENDING: _ClassVar[DependState]
+    DEPEND_SATISFIED: _ClassVar[DependState]
+    DEPEND_NEVER: _ClassVar[DependState]
+
 class PendingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     PENDING_REASON_UNSPECIFIED: _ClassVar[PendingReason]
@@ -37,6 +44,8 @@ class PendingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PEND_NO_FREE_RESOURCES: _ClassVar[PendingReason]
     PEND_HOST_CLOSED: _ClassVar[PendingReason]
     PEND_DISPATCH_LIMIT: _ClassVar[PendingReason]
+    PEND_DEPENDENCY: _ClassVar[PendingReason]
+    PEND_DEPENDENCY_NEVER: _ClassVar[PendingReason]
 
 class ControlAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -93,6 +102,10 @@ SSUSP: JobState
 DONE: JobState
 EXIT: JobState
 UNKWN: JobState
+DEPEND_NONE: DependState
+DEPEND_PENDING: DependState
+DEPEND_SATISFIED: DependState
+DEPEND_NEVER: DependState
 PENDING_REASON_UNSPECIFIED: PendingReason
 PEND_QUEUE_INACTIVE: PendingReason
 PEND_JOB_HELD: PendingReason
@@ -109,6 +122,8 @@ PEND_STRAY_INSTANCE: PendingReason
 PEND_NO_FREE_RESOURCES: PendingReason
 PEND_HOST_CLOSED: PendingReason
 PEND_DISPATCH_LIMIT: PendingReason
+PEND_DEPENDENCY: PendingReason
+PEND_DEPENDENCY_NEVER: PendingReason
 CONTROL_ACTION_UNSPECIFIED: ControlAction
 KILL: ControlAction
 STOP: ControlAction
@@ -140,7 +155,7 @@ SIGNAL_CONT: SignalKind
 SIGNAL_KILL: SignalKind
 
 class JobSpec(_message.Message):
-    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb")
+    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -164,6 +179,8 @@ class JobSpec(_message.Message):
     MIN_SLOTS_FIELD_NUMBER: _ClassVar[int]
     HOSTS_FIELD_NUMBER: _ClassVar[int]
     MEM_LIMIT_MB_FIELD_NUMBER: _ClassVar[int]
+    DEPEND_FIELD_NUMBER: _ClassVar[int]
+    KILL_ON_INVALID_DEP_FIELD_NUMBER: _ClassVar[int]
     command: _containers.RepeatedScalarFieldContainer[str]
     name: str
     queue: str
@@ -180,7 +197,9 @@ class JobSpec(_message.Message):
     min_slots: int
     hosts: _containers.RepeatedScalarFieldContainer[str]
     mem_limit_mb: int
-    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ...) -> None: ...
+    depend: str
+    kill_on_invalid_dep: bool
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ...) -> None: ...
 
 class ArraySpec(_message.Message):
     __slots__ = ("ranges", "limit")
@@ -225,7 +244,7 @@ class ElementRun(_message.Message):
     def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ..., state: _Optional[_Union[JobState, str]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt", "array_id", "array_index", "array_limit", "array", "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms")
+    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt", "array_id", "array_index", "array_limit", "array", "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms", "depend_state")
     class HoldsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -267,6 +286,7 @@ class Job(_message.Message):
     EXIT_REASON_FIELD_NUMBER: _ClassVar[int]
     USAGE_NOW_FIELD_NUMBER: _ClassVar[int]
     USAGE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    DEPEND_STATE_FIELD_NUMBER: _ClassVar[int]
     id: int
     readable_id: str
     spec: JobSpec
@@ -301,7 +321,8 @@ class Job(_message.Message):
     exit_reason: str
     usage_now: Usage
     usage_time_ms: int
-    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ..., array_id: _Optional[int] = ..., array_index: _Optional[int] = ..., array_limit: _Optional[int] = ..., array: _Optional[_Union[ArrayState, _Mapping]] = ..., allocation: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., parts_ended: _Optional[_Iterable[str]] = ..., exit_reason: _Optional[str] = ..., usage_now: _Optional[_Union[Usage, _Mapping]] = ..., usage_time_ms: _Optional[int] = ...) -> None: ...
+    depend_state: DependState
+    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ..., array_id: _Optional[int] = ..., array_index: _Optional[int] = ..., array_limit: _Optional[int] = ..., array: _Optional[_Union[ArrayState, _Mapping]] = ..., allocation: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., parts_ended: _Optional[_Iterable[str]] = ..., exit_reason: _Optional[str] = ..., usage_now: _Optional[_Union[Usage, _Mapping]] = ..., usage_time_ms: _Optional[int] = ..., depend_state: _Optional[_Union[DependState, str]] = ...) -> None: ...
 
 class HostAllocation(_message.Message):
     __slots__ = ("host", "slots", "resources")
@@ -1103,7 +1124,7 @@ class Joined(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., heartbeat_s: _Optional[float] = ..., fence_s: _Optional[float] = ..., unknown_timeout_s: _Optional[float] = ...) -> None: ...
 
 class Queue(_message.Message):
-    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive", "slot_limit", "users", "admins", "max_user_priority", "res_req")
+    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive", "slot_limit", "users", "admins", "max_user_priority", "res_req", "kill_invalid_depend")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -1115,6 +1136,7 @@ class Queue(_message.Message):
     ADMINS_FIELD_NUMBER: _ClassVar[int]
     MAX_USER_PRIORITY_FIELD_NUMBER: _ClassVar[int]
     RES_REQ_FIELD_NUMBER: _ClassVar[int]
+    KILL_INVALID_DEPEND_FIELD_NUMBER: _ClassVar[int]
     name: str
     priority: int
     description: str
@@ -1126,7 +1148,8 @@ class Queue(_message.Message):
     admins: _containers.RepeatedScalarFieldContainer[str]
     max_user_priority: int
     res_req: str
-    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ..., slot_limit: _Optional[int] = ..., users: _Optional[_Iterable[str]] = ..., admins: _Optional[_Iterable[str]] = ..., max_user_priority: _Optional[int] = ..., res_req: _Optional[str] = ...) -> None: ...
+    kill_invalid_depend: bool
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ..., slot_limit: _Optional[int] = ..., users: _Optional[_Iterable[str]] = ..., admins: _Optional[_Iterable[str]] = ..., max_user_priority: _Optional[int] = ..., res_req: _Optional[str] = ..., kill_invalid_depend: _Optional[bool] = ...) -> None: ...
 
 class PutQueueRequest(_message.Message):
     __slots__ = ("queue", "request_id")

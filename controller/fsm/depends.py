@@ -1,0 +1,225 @@
+"""Job dependencies (-w) in the state: refused at submit if unusable, kept current as the jobs read move.
+
+Theory of operation (LSF's -w, evaluated by xce/depend.py). A job's
+condition reads other jobs' states; apply keeps its verdict in the job
+(`depend_state`: PENDING, SATISFIED, NEVER) so that the scheduler and the
+commit barrier read one committed answer instead of each looking up the
+jobs it names (the scheduler's view has no history, and a condition on a
+cleaned job is read from history).
+
+- At submit a condition must parse and every job it names must be known,
+  live or in history (`check`): a job that does not exist yet would be one
+  submitted later, and LSF refuses that too. An element `17[3]` must be an
+  index of array 17; `[*]`, counts and whole-array exit codes need an array.
+- While a job with a condition is pending, the job index holds a key
+  b"w" referenced(8) dependent(8) per job it reads (job_index.py), so a
+  change of a referenced job finds its dependents without a scan.
+- Every job write (Applier.put_job) notes the job, and for an element its
+  array, as `touched` when what a condition reads of it changed (state and
+  exit code; an array's per-state counts). At the end of the entry
+  (`settle`, from applier.finish) each pending dependent of a touched job
+  is evaluated again and written if its verdict moved; a job that becomes
+  pending with a condition (submit, requeue) is evaluated too. A verdict of
+  NEVER kills the job when its queue has `kill_invalid_depend` or the job
+  asked (`kill_on_invalid_dep`); the kill is a write, so it may settle
+  further jobs in the same loop.
+- An array with a condition keeps its elements inside the record until the
+  condition holds (arrays.py: _top_up); the elements carry no condition.
+
+Facts read per job: its state and exit code; an array's per-state element
+counts (so a million elements are a few groups); an element by its job, its
+run in the record, or, once cleaned, by history's element key (history.py,
+written from this format on). Pure: reads only the tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from controller.fsm import arrays, history, job_index
+from controller.fsm.records import PENDING, read_job, read_queue
+from controller.tables import Tables
+from xce import array_spec, depend
+from xce.errors import ServiceError, invalid
+from xce.v1 import api_pb2 as api
+
+if TYPE_CHECKING:
+    from controller.fsm.applier import Applier
+
+FORMAT = 10  # the entry format from which submits may carry -w (versions.py)
+EXIT_REASON = "DEPENDENCY"
+_STATE_NAMES = {value: name for name, value in api.JobState.items()}
+
+
+# ---------------------------------------------------------------- at submit
+
+
+def check(tables: Tables, spec: api.JobSpec) -> None:
+    """A condition that parses and names only known jobs, used as they can be; else INVALID_ARGUMENT."""
+    if not spec.depend:
+        if spec.kill_on_invalid_dep:
+            raise invalid("--kill-on-invalid-dep needs a dependency (-w)")
+        return
+    try:
+        expr = depend.parse(spec.depend)
+    except depend.DependencyError as exc:
+        raise invalid(f"-w {spec.depend[:200]!r}: {exc}") from None
+    for kind, job_id, index, code in _uses(expr):
+        job = _find(tables, job_id)
+        if job is None:
+            raise invalid(f"-w: job {job_id} is not known (neither live nor in history)")
+        is_array = arrays.is_array(job)
+        if isinstance(index, int):
+            if not is_array:
+                raise invalid(f"-w: job {job_id} is not an array: {job_id}[{index}] names nothing")
+            if not array_spec.positions_of(job.spec.array, [api.IndexRange(start=index, end=index, step=1)]):
+                raise invalid(f"-w: array {job_id} has no index {index}")
+        elif (index == "*" or kind.startswith("num")) and not is_array:
+            raise invalid(f"-w: job {job_id} is not an array: {kind}({job_id}{'[*]' if index else ''}) "
+                          "reads an array's elements")
+        elif index == "*" and spec.HasField("array"):
+            raise invalid(f"-w: {job_id}[*] from an array means element by element in LSF, which XCE does "
+                          f"not do: write done({job_id}) for the whole array")
+        if code is not None and is_array and not isinstance(index, int):
+            raise invalid(f"-w: exit({job_id}, ...) with an exit code names one job or element, not a "
+                          "whole array (numexit counts an array's exits)")
+
+
+def _uses(expr: depend.Expr) -> Iterator[tuple[str, int, int | str | None, int | None]]:
+    """(condition, job, index, exit code) of every job reference in the condition."""
+    if expr[0] in ("or", "and"):
+        yield from _uses(expr[1])
+        yield from _uses(expr[2])
+    elif expr[0] == "not":
+        yield from _uses(expr[1])
+    elif expr[0] == "cond":
+        yield expr[1], expr[2], expr[3], expr[5]
+    else:
+        yield "num" + expr[1], expr[2], None, None
+
+
+def _find(tables: Tables, job_id: int) -> api.Job | None:
+    job = read_job(tables, job_id)
+    return job if job is not None else history.read(tables, job_id)
+
+
+# ---------------------------------------------------------------- what conditions read
+
+
+def facts_key(job: api.Job) -> tuple[object, ...]:
+    """What a condition reads of a job: when this changes, its dependents are evaluated again."""
+    return (job.state, job.exit_code, tuple(job.array.counts))
+
+
+def lookup(tables: Tables) -> depend.Lookup:
+    def find(job_id: int, index: int | str | None) -> Sequence[depend.Group] | None:
+        job = _find(tables, job_id)
+        if job is None:
+            return None
+        if not arrays.is_array(job):
+            return [(_facts(job.state, job.exit_code), 1)]
+        if isinstance(index, int):
+            element = _element(tables, job, index)
+            return None if element is None else [element]
+        return [(_facts(state, 0), count) for state, count in enumerate(job.array.counts) if count > 0]
+
+    return find
+
+
+def _facts(state: int, exit_code: int) -> depend.Facts:
+    return depend.Facts(_STATE_NAMES[state], exit_code)
+
+
+def _element(tables: Tables, record: api.Job, index: int) -> depend.Group | None:
+    job_id = arrays.element_id(tables, record.id, index)
+    if job_id is None:
+        job_id = history.element_id(tables, record.id, index)
+    if job_id is not None:
+        job = _find(tables, job_id)
+        if job is not None:
+            return _facts(job.state, job.exit_code), 1
+    positions = array_spec.positions_of(record.spec.array, [api.IndexRange(start=index, end=index, step=1)])
+    if not positions:
+        return None
+    position = positions[0][0]
+    run = next((r for r in record.array.runs if r.first <= position <= r.last), None)
+    return None if run is None else (_facts(run.state, 0), 1)
+
+
+def verdict(tables: Tables, job: api.Job) -> api.DependState:
+    if not job.spec.depend:
+        return api.DEPEND_NONE
+    try:
+        expr = depend.parse(job.spec.depend)
+    except depend.DependencyError:  # checked at submit; a job never holds a bad one
+        return api.DEPEND_NEVER
+    found = depend.evaluate(expr, lookup(tables))
+    return {depend.Verdict.SATISFIED: api.DEPEND_SATISFIED, depend.Verdict.PENDING: api.DEPEND_PENDING,
+            depend.Verdict.NEVER: api.DEPEND_NEVER}[found]
+
+
+# ---------------------------------------------------------------- following writes
+
+
+def follow(applier: Applier, before: api.Job | None, job: api.Job) -> None:
+    """After a job write: note what may move a condition."""
+    if before is None or facts_key(before) != facts_key(job):
+        applier.depend_touched.add(job.id)
+        if job.array_id:
+            applier.depend_touched.add(job.array_id)
+    if job.spec.depend and job.state in PENDING and (before is None or before.state not in PENDING):
+        applier.depend_due.add(job.id)  # submitted or requeued: its own verdict is due
+
+
+def settle(applier: Applier) -> None:
+    """The end of an entry: every pending dependent of a touched job gets its verdict again."""
+    tables = applier.tables
+    while applier.depend_touched or applier.depend_due:
+        due = set(applier.depend_due)
+        for job_id in sorted(applier.depend_touched):
+            due.update(job_index.dependents(tables, job_id))
+        applier.depend_touched.clear()
+        applier.depend_due.clear()
+        for job_id in sorted(due):
+            job = applier.arrays.get(job_id) or read_job(tables, job_id)
+            if job is None or not job.spec.depend or job.state not in PENDING:
+                continue
+            _judge(applier, job)
+        if applier.arrays:
+            arrays.settle(applier)  # an array released or killed here; its writes may touch more
+
+
+def _judge(applier: Applier, job: api.Job) -> None:
+    found = verdict(applier.tables, job)
+    if found == job.depend_state:
+        return
+    if arrays.is_array(job):
+        record = arrays.load(applier, job.id)
+        assert record is not None
+        record.depend_state = found  # arrays.settle writes it, and tops it up once satisfied
+        if found == api.DEPEND_NEVER and _kills(applier, record):
+            from controller.fsm import jobs  # jobs imports the applier, which imports this module
+
+            try:
+                jobs.kill_array(applier, record)
+            except ServiceError:
+                pass  # nothing left to kill
+        return
+    job.depend_state = found
+    if found == api.DEPEND_NEVER and _kills(applier, job):
+        job.state = api.EXIT
+        job.end_time_ms = applier.stamp_ms
+        job.exit_code = 128 + 9  # as a job killed before it ran (jobs.EXIT_KILLED)
+        job.exit_reason = EXIT_REASON
+        job.pending_reason = ""
+        job.pending_code = api.PENDING_REASON_UNSPECIFIED
+        job.modify_time_ms = applier.stamp_ms
+    applier.put_job(job)
+
+
+def _kills(applier: Applier, job: api.Job) -> bool:
+    if job.spec.kill_on_invalid_dep:
+        return True
+    queue = read_queue(applier.tables, job.spec.queue)
+    return queue is not None and queue.kill_invalid_depend
