@@ -28,6 +28,12 @@ Example:
     [shared_resources]                # cluster-wide consumables (Slurm Licenses=, LSF shared resources)
     license_x = 10                    # rusage[license_x=1] takes one, whatever the host
 
+    [[limits]]                        # LSF lsb.resources Limit: what running jobs hold together
+    name = "users_normal"
+    queues = ["normal"]               # consumers (absent: all); users = [...], projects = [...] too
+    per_user = true                   # each user apart (per_queue, per_project likewise)
+    slots = 64                        # bounds: slots, jobs, resources = { gpu = 8, license_x = 2 }
+
     [tls]                             # mutual TLS on every gRPC connection (xce/pki.py)
     ca = "tls/ca.crt"                 # the defaults; each replica's cert and key default to
     client_cert = "tls/client-xce.crt"  # tls/replica-<id>.crt|.key
@@ -66,6 +72,7 @@ from typing import Any
 from controller import authz, fsm
 from controller.raft import RaftSettings
 from xce import cluster_file
+from xce import limits as xce_limits
 from xce.credentials import CredentialsError, TlsFiles, tls_files
 from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
@@ -116,6 +123,7 @@ class ClusterConfig:
     max_sync_streams_total: int = 64
     host_groups: tuple[api.HostGroup, ...] = ()
     shared: tuple[api.SharedResource, ...] = ()
+    limits: tuple[api.Limit, ...] = ()
 
     def replica(self, replica_id: int) -> Replica:
         for replica in self.replicas:
@@ -155,6 +163,15 @@ class ClusterConfig:
         h = hashlib.sha256(b"resources\0")
         for message in (*self.host_groups, *self.shared):
             h.update(message.SerializeToString(deterministic=True))
+        return h.hexdigest()[:16]
+
+    def limits_digest(self) -> str:
+        """Of the limits (pushed from entry format 11); "" for none, as the state without any says."""
+        if not self.limits:
+            return ""
+        h = hashlib.sha256(b"limits\0")
+        for limit in self.limits:
+            h.update(limit.SerializeToString(deterministic=True))
         return h.hexdigest()[:16]
 
 
@@ -254,7 +271,8 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
                          load_commit_s=float(load_commit_s),
                          events_kept=events_kept,
                          clean_period_s=float(clean_period_s), history_days=float(history_days),
-                         tls=tls, **_auth(raw, path), **_resources(raw, path))
+                         tls=tls, limits=_limits(raw, path, {q.name for q in queues}),
+                         **_auth(raw, path), **_resources(raw, path))
 
 
 def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -301,6 +319,55 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
             "munge_socket": socket,
             "munge_roles": dict(munge_roles), "max_sync_streams": ints["max_sync_streams"],
             "max_sync_streams_total": ints["max_sync_streams_total"]}
+
+
+LIMIT_KEYS = frozenset({"name", "users", "per_user", "queues", "per_queue", "projects", "per_project",
+                        "slots", "jobs", "resources"})
+
+
+def _limits(raw: dict[str, Any], path: Path, queues: set[str]) -> tuple[api.Limit, ...]:
+    """[[limits]] (LSF's Limit sections); each error names the limit and the key."""
+    items = raw.get("limits", [])
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise ConfigError(f"{path}: [[limits]] are tables, each with a name and bounds")
+    found = []
+    for number, item in enumerate(items, 1):
+        name = item.get("name")
+        if not isinstance(name, str):
+            raise ConfigError(f"{path}: limit #{number}: name must be a string")
+        where = f"{path}: limit {name!r}"
+        for key in sorted(set(item) - LIMIT_KEYS):
+            raise ConfigError(f"{where}: {key}: not a key of a limit ({', '.join(sorted(LIMIT_KEYS))})")
+        limit = api.Limit(name=name)
+        for key in ("users", "queues", "projects"):
+            values = item.get(key, [])
+            if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                raise ConfigError(f"{where}: {key}: a list of names")
+            getattr(limit, key).extend(values)
+        for key in ("per_user", "per_queue", "per_project"):
+            value = item.get(key, False)
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: {key}: true or false")
+            setattr(limit, key, value)
+        for key in ("slots", "jobs"):
+            value = item.get(key, 0)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ConfigError(f"{where}: {key}: a whole number (0: no bound)")
+            setattr(limit, key, value)
+        resources = item.get("resources", {})
+        if not isinstance(resources, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in resources.values()):
+            raise ConfigError(f"{where}: resources: a table of names to whole numbers")
+        limit.resources.update(resources)
+        for queue in limit.queues:
+            if queue not in queues and queue != "all":
+                raise ConfigError(f"{where}: queues: no queue {queue!r} in this file")
+        found.append(limit)
+    try:
+        xce_limits.check(found)
+    except xce_limits.LimitError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return tuple(found)
 
 
 def _resources(raw: dict[str, Any], path: Path) -> dict[str, Any]:

@@ -55,7 +55,7 @@ from google.protobuf.message import Message
 
 from controller import authz, fsm, job_credential, membership, proposals
 from controller.authz import Principal
-from controller.fsm import history, reports, versions
+from controller.fsm import history, limit_config, reports, versions
 from controller.fsm import membership as fsm_membership
 from controller.group_commit import GroupCommit
 from controller.host_liveness import Liveness
@@ -1213,7 +1213,8 @@ def config_current(meta: log.Meta, init: log.InitCluster, members: Iterable[int]
         and (format_ < history.FORMAT
              or (meta.clean_period_ms, meta.history_retention_ms)
              == (init.clean_period_ms, init.history_retention_ms)) \
-        and (format_ < fsm.resources.FORMAT or meta.resources_digest == init.resources_digest)
+        and (format_ < fsm.resources.FORMAT or meta.resources_digest == init.resources_digest) \
+        and (format_ < limit_config.FORMAT or meta.limits_digest == init.limits_digest)
 
 
 

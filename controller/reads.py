@@ -103,8 +103,14 @@ def list_queues(tables: Tables) -> api.ListQueuesResponse:
     meta = fsm.read_meta(tables)
     queues = [api.Queue.FromString(raw) for _, raw in tables.scan("queues")]
     queues.sort(key=lambda q: (-q.priority, q.name))
+    defs = [api.Limit.FromString(raw) for _, raw in tables.scan("limits")]
+    used = {}
+    for key, _ in tables.scan("counters", b"limit/"):
+        if not key.startswith(b"limit/"):
+            break
+        used[key.decode()] = fsm.read_counter(tables, key.decode())
     return api.ListQueuesResponse(queues=queues, default_queue=meta.default_queue,
-                                  revision=meta.applied_index)
+                                  revision=meta.applied_index, limits=defs, limit_used=used)
 
 
 def list_hosts(tables: Tables) -> api.ListHostsResponse:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from scheduler import plans
 from scheduler.picker import Fcfs, Picker, ordered
-from xce import depend, feasibility, resreq
+from xce import depend, feasibility, limits, resreq
 from xce.invariant import InvariantViolated, invariant
 from xce.v1 import api_pb2 as api
 
@@ -83,17 +83,18 @@ class PassResult:
 
 def schedule(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequence[api.Host],
              now_ms: int, config: CoreConfig, counters: Mapping[str, int] | None = None,
-             shared: Mapping[str, int] | None = None) -> list[Decision]:
-    return run_pass(jobs, queues, hosts, config, counters or {}, shared=shared).decisions
+             shared: Mapping[str, int] | None = None, limit_defs: Sequence[api.Limit] = ()) -> list[Decision]:
+    return run_pass(jobs, queues, hosts, config, counters or {}, shared=shared,
+                    limit_defs=limit_defs).decisions
 
 
 def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequence[api.Host],
              config: CoreConfig, counters: Mapping[str, int], recount: bool = True,
-             shared: Mapping[str, int] | None = None) -> PassResult:
+             shared: Mapping[str, int] | None = None, limit_defs: Sequence[api.Limit] = ()) -> PassResult:
     """One pass. `recount`: also send reasons whose only change is in their counts (the planner
     allows it at a bounded rate); a changed code or wording is always sent."""
     queue_map = {q.name: q for q in queues}
-    usage = PassUsage(hosts, queue_map, counters, shared or {})
+    usage = PassUsage(hosts, queue_map, counters, shared or {}, limit_defs)
     index = HostIndex(usage.states)
     by_queue: dict[str, feasibility.Reason | None] = {}  # the queue checks, once per queue (A4)
     no_plan: dict[tuple[int, int, feasibility.Need], feasibility.Explanation] = {}
@@ -103,7 +104,7 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
     tried_static: set[tuple[int, int, feasibility.Need]] = set()  # no plan this pass
     tried_moving: set[tuple[int, int, feasibility.Need]] = set()  # ... until the next placement
     explains = 0
-    limited = bool(usage.limits())
+    limited = bool(usage.limits()) or bool(limit_defs)
     recovering = usage.counter(feasibility.RECOVERY_COUNTER) > 0
     limit_refusal = feasibility.limit_refusal
     result = PassResult([])
@@ -145,28 +146,32 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                 if plan is not None:
                     parts = [feasibility.Allocation(host, slots) for host, slots in plan]
                     refusal = feasibility.check(job, parts, usage, need_=need, unknown=frozenset())
-                    if refusal is not None:  # the index and the definition disagree: a bug
+                    if refusal is None:
+                        usage.take(parts, need, index)
+                        if bounded:
+                            usage.hold(job, sum(part.slots for part in parts), need, len(parts))
+                        usage.hold_shared(need)
+                        until_placed.clear()
+                        tried_moving.clear()
+                        dispatched += 1
+                        single = len(plan) == 1 and plan[0].slots == spec.slots
+                        decisions.append(Dispatch(job.id, job.attempt, plan[0].host,
+                                                  () if single else tuple((p.host, p.slots) for p in plan)))
+                        continue
+                    if refusal.check != "within_limits":  # the index and the definition disagree: a bug
                         raise InvariantViolated(f"the host index chose {plan} for job {job.id}, which does "
                                                 f"not fit there: {refusal}")
-                    usage.take(parts, need, index)
-                    if bounded:
-                        usage.hold(job, sum(part.slots for part in parts))
-                    usage.hold_shared(need)
-                    until_placed.clear()
-                    tried_moving.clear()
-                    dispatched += 1
-                    single = len(plan) == 1 and plan[0].slots == spec.slots
-                    decisions.append(Dispatch(job.id, job.attempt, plan[0].host,
-                                              () if single else tuple((p.host, p.slots) for p in plan)))
-                    continue
-                tried.add(key)
-                # Explaining reads every host: a pass explains at most max_explains requirements
-                # (the jobs past that keep their reasons until a later pass).
-                if explains >= config.max_explains:
-                    continue
-                explanation = cache[key] = feasibility.explain(job, usage, need)
-                explains += 1
-                result.refusals.update(explanation.counts)
+                    # A limit on consumables, which the plan's hosts count: this job's answer, not cached.
+                    explanation = feasibility.Explanation(refusal)
+                else:
+                    tried.add(key)
+                    # Explaining reads every host: a pass explains at most max_explains requirements
+                    # (the jobs past that keep their reasons until a later pass).
+                    if explains >= config.max_explains:
+                        continue
+                    explanation = cache[key] = feasibility.explain(job, usage, need)
+                    explains += 1
+                    result.refusals.update(explanation.counts)
             reason = explanation.reason or _NO_ALLOCATION
         if reason is None:
             continue  # past this pass's explanations: it keeps its reason until a later pass
@@ -202,12 +207,14 @@ class PassUsage:
     """feasibility.Usage as the view shows it, plus this pass's own placements."""
 
     def __init__(self, hosts: Sequence[api.Host], queues: Mapping[str, api.Queue],
-                 counters: Mapping[str, int], shared: Mapping[str, int] | None = None) -> None:
+                 counters: Mapping[str, int], shared: Mapping[str, int] | None = None,
+                 limit_defs: Sequence[api.Limit] = ()) -> None:
         self.states = {h.spec.name: feasibility.host_state(h, load=True) for h in hosts}
         self._queues = queues
         self._counters = dict(counters)
         self._limits = feasibility.limits_of(queues.values())
         self._shared = dict(shared or {})
+        self._limit_defs = list(limit_defs)
 
     def host(self, name: str) -> feasibility.HostState | None:
         return self.states.get(name)
@@ -227,21 +234,32 @@ class PassUsage:
     def shared(self) -> Mapping[str, int]:
         return self._shared
 
+    def limit_defs(self) -> Sequence[api.Limit]:
+        return self._limit_defs
+
     def hold_shared(self, need: feasibility.Need) -> None:
         for name, amount in need.shared_usage:
             counter = feasibility.shared_counter(name)
             self._counters[counter] = self._counters.get(counter, 0) + amount
 
     def room(self, job: api.Job, most: int) -> int:
-        """The most slots the job may take under its queue's slot limit (most if none)."""
+        """The most slots the job may take under its queue's slot limit and the configured limits
+        (most if none)."""
         name = feasibility.queue_slots_counter(job.spec.queue)
         bound = self._limits.get(name)
-        return most if bound is None else max(0, bound - self.counter(name))
+        if bound is not None:
+            most = max(0, bound - self.counter(name))
+        if self._limit_defs:
+            most = limits.room(feasibility.limit_demands(job, self._limit_defs, most), self.counter, most)
+        return most
 
-    def hold(self, job: api.Job, slots: int) -> None:
+    def hold(self, job: api.Job, slots: int, need: feasibility.Need | None = None, hosts: int = 1) -> None:
         """The counters a placed job holds, counted for the rest of the pass (needed only
         where some bound exists)."""
-        for name, amount in feasibility.demands(job, slots).items():
+        held = dict(feasibility.demands(job, slots))
+        for demand in feasibility.limit_demands(job, self._limit_defs, slots, need, hosts):
+            held[demand.counter] = demand.amount
+        for name, amount in held.items():
             self._counters[name] = self._counters.get(name, 0) + amount
 
     def take(self, parts: Sequence[feasibility.Allocation], need: feasibility.Need, index: HostIndex) -> None:

@@ -91,6 +91,7 @@ class PassView:
     counters: Mapping[str, int]
     revision: int
     shared: Mapping[str, int] = field(default_factory=dict)  # cluster-wide consumables: their totals
+    limits: Sequence[api.Limit] = ()  # the configured limits (xce/limits.py)
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,8 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
     usable = [h if cooldown.get(h.spec.name, 0) <= now_ms else _unavailable(h) for h in view.hosts]
     pending = [j for j in view.jobs if not (j.id in in_flight and in_flight[j.id][0] == j.attempt)]
     recount = state.recounted_ms is None or now_ms - state.recounted_ms >= config.recount_ms
-    result = run_pass(pending, view.queues, usable, config.core, view.counters, recount, view.shared)
+    result = run_pass(pending, view.queues, usable, config.core, view.counters, recount, view.shared,
+                      view.limits)
     refused = {j.id for j in pending if j.pending_code == api.PEND_DISPATCH_REFUSED}
     # A worker's refusal says more than what a pass without that host would say.
     decisions = [d for d in result.decisions if not (isinstance(d, Pend) and d.job_id in refused)]

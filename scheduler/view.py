@@ -16,7 +16,7 @@ import struct
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
-TABLES = ("jobs", "queues", "hosts", "counters", "shared")
+TABLES = ("jobs", "queues", "hosts", "counters", "shared", "limits")
 
 
 class View:
@@ -92,6 +92,10 @@ class View:
         """Cluster-wide consumables (licenses) and their totals."""
         return {r.name: r.total for r in (api.SharedResource.FromString(v) for _, v in
                                            sorted(self.tables["shared"].items()))}
+
+    def limits(self) -> list[api.Limit]:
+        """The configured limits (xce/limits.py), by name."""
+        return [api.Limit.FromString(v) for _, v in sorted(self.tables["limits"].items())]
 
     def dump(self) -> bytes:
         """Canonical bytes of the view: equal views, equal bytes."""

@@ -299,6 +299,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.add_argument("--stale", action="store_true", help=STALE_HELP)
 
+    p = sub.add_parser("limits", help="the limits and what running jobs hold of them (like blimits)")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
+    p.add_argument("--stale", action="store_true", help=STALE_HELP)
+
     p = sub.add_parser("queue", help="create or update a queue")
     qsub = p.add_subparsers(dest="queue_command", required=True)
     for name in ("create", "update"):  # update changes only what is given
@@ -517,6 +521,10 @@ def _run(client: Client, args: argparse.Namespace) -> int:
     if command == "queues":
         response = client.list_queues(stale=args.stale)
         return _emit(args, lambda: _dict(response), lambda: _queue_table(response))
+    if command == "limits":
+        response = client.list_queues(stale=args.stale)
+        return _emit(args, lambda: {"limits": [_dict(x) for x in response.limits],
+                                    "used": dict(response.limit_used)}, lambda: _limit_table(response))
     if command == "queue":
         queue = api.Queue(name=args.name, priority=30)
         if args.queue_command == "update":
@@ -694,7 +702,8 @@ def _job_long(job: api.Job) -> None:
         slots = f"{job.spec.min_slots},{slots}"
     print(f"  queue      {shown(job.spec.queue)}   priority {job.spec.priority}   slots {slots}")
     print(f"  command    {shown(' '.join(job.spec.command))}")
-    print(f"  cwd        {shown(job.spec.cwd or '-')}   user {shown(job.spec.user or '-')}")
+    project = f"   project {shown(job.spec.project)}" if job.spec.project else ""
+    print(f"  cwd        {shown(job.spec.cwd or '-')}   user {shown(job.spec.user or '-')}{project}")
     print(f"  attempt    {job.attempt}   submitted {job.submit_time_ms} ms")
     if job.spec.resource_req:
         print(f"  resources  {shown(job.spec.resource_req)}")
@@ -739,6 +748,40 @@ def _queue_table(response: api.ListQueuesResponse) -> None:
         limit = str(queue.slot_limit) if queue.slot_limit else "-"
         print(f"{queue.name:<16}{queue.priority:>5}  {status:<15}{limit:>6}  "
               f"{queue.job_pick_plugin or '-'}{default}")
+
+
+def _limit_table(response: api.ListQueuesResponse) -> None:
+    """Like blimits: per limit and consumer, what is held of each bound."""
+    if not response.limits:
+        print("no limits ([[limits]] in the cluster's file)")
+        return
+    held: dict[tuple[str, str], dict[str, int]] = {}
+    for counter, amount in response.limit_used.items():
+        _, name, rest = counter.split("/", 2)
+        key, _, metric = rest.rpartition("/")
+        held.setdefault((name, key), {})[metric] = amount
+    print(f"{'LIMIT':<20}{'CONSUMER':<32}USED/BOUND")
+    for limit in response.limits:
+        bounds = {"slots": limit.slots, "jobs": limit.jobs, **dict(limit.resources)}
+        bounds = {m: b for m, b in bounds.items() if b > 0}
+        rows = sorted((key, used) for (name, key), used in held.items() if name == limit.name) \
+            or [("all", {})]
+        for key, used in rows:
+            who = "; ".join(filter(None, [", ".join(_consumer(part) for part in key.split(","))
+                                          if key != "all" else "", _scope(limit)])) or "all jobs"
+            shown_bounds = "  ".join(f"{m} {used.get(m, 0)}/{b}" for m, b in bounds.items())
+            print(f"{shown(limit.name):<20}{shown(who):<32}{shown_bounds}")
+
+
+def _consumer(part: str) -> str:
+    kind, _, value = part.partition("=")
+    return f"{ {'u': 'user', 'q': 'queue', 'p': 'project'}.get(kind, kind)} {value}"
+
+
+def _scope(limit: api.Limit) -> str:
+    named = (("users", limit.users), ("queues", limit.queues), ("projects", limit.projects))
+    lists = [(w, v) for w, v in named if v]
+    return "; ".join(f"{w} {','.join(v)}" for w, v in lists)
 
 
 def _host_status(host: api.Host) -> str:
@@ -829,8 +872,8 @@ def _status_table(status: api.StatusResponse) -> None:
 
 
 # Commands that only talk to the cluster and print: nothing of theirs is left to run once they return.
-FAST_EXIT = frozenset({"submit", "jobs", "job", *ACTIONS, "run", "modify", "queues", "queue", "history",
-                       "acct", "hosts", "host", "status", "whoami", "token", "member", "launch"})
+FAST_EXIT = frozenset({"submit", "jobs", "job", *ACTIONS, "run", "modify", "queues", "queue", "limits",
+                       "history", "acct", "hosts", "host", "status", "whoami", "token", "member", "launch"})
 
 
 def entry() -> NoReturn:

@@ -67,6 +67,8 @@ def add_options(p: argparse.ArgumentParser, defaults: bool = True) -> None:
                         "job is killed, exit reason MEMLIMIT (default: its rusage[mem=])")
     p.add_argument("-m", "--hosts", default=unset,
                    help='hosts or host groups the job may run on, space-separated (bsub -m "gpu_nodes h3")')
+    p.add_argument("-P", "--project", default=unset,
+                   help='the project the job is charged to (bsub -P); "/" nests: research/genomics')
     p.add_argument("-w", "--depend", default=unset,
                    help='run only once this holds (bsub -w): done(12), exit(13, != 0), ended(14), '
                         'started(15), an element 17[3], numdone(17, >= 100) ...; && || ! and parentheses')
@@ -96,6 +98,8 @@ def spec_from(args: argparse.Namespace, command: list[str]) -> api.JobSpec:
         spec.hosts.extend(dict.fromkeys(args.hosts.split()))
     if args.depend:
         spec.depend = args.depend
+    if args.project:
+        spec.project = args.project
     if args.kill_on_invalid_dep:
         spec.kill_on_invalid_dep = True
     if args.mem_limit is not None:

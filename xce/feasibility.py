@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple, Protocol
 
-from xce import resreq
+from xce import limits, resreq
 from xce.v1 import api_pb2 as api
 
 
@@ -124,6 +124,10 @@ class Usage(Protocol):
 
     def shared(self) -> Mapping[str, int]:
         """The cluster-wide consumables (licenses) and their totals."""
+        ...
+
+    def limit_defs(self) -> Sequence[api.Limit]:
+        """The configured limits (xce/limits.py), by name."""
         ...
 
 
@@ -344,23 +348,40 @@ def queue_refusal(queue_name: str, usage: Usage) -> Reason | None:
     return None
 
 
-def limit_refusal(job: api.Job, usage: Usage, slots: int | None = None) -> Reason | None:
-    """The checks that depend on the cluster-wide counters (they move as jobs are placed)."""
+def limit_refusal(job: api.Job, usage: Usage, slots: int | None = None, need_: Need | None = None,
+                  hosts: int = 1) -> Reason | None:
+    """The checks that depend on the cluster-wide counters (they move as jobs are placed). Without
+    `need_` (before a plan) the configured limits' consumables are not looked at."""
     bounds = usage.limits()
     own = own_bounds(job)
-    if not bounds and not own:
-        return None
-    for name, amount in demands(job, slots).items():
-        bound = own.get(name, bounds.get(name))
-        if bound is not None and usage.counter(name) + amount > bound:
-            return Reason(api.PEND_LIMIT_REACHED, f"the limit of {name} ({bound}) is reached",
-                          "within_limits")
+    if bounds or own:
+        for name, amount in demands(job, slots).items():
+            bound = own.get(name, bounds.get(name))
+            if bound is not None and usage.counter(name) + amount > bound:
+                return Reason(api.PEND_LIMIT_REACHED, f"the limit of {name} ({bound}) is reached",
+                              "within_limits")
+    defs = usage.limit_defs()
+    if defs:
+        found = limit_demands(job, defs, held_slots(job) if slots is None else slots, need_, hosts)
+        hit = limits.refusal(found, usage.counter)
+        if hit is not None:
+            return Reason(api.PEND_LIMIT_REACHED, limits.words(hit[0], hit[1], job), "within_limits",
+                          hit[0].limit.name)
     return None
 
 
-def job_refusal(job: api.Job, usage: Usage, slots: int | None = None) -> Reason | None:
+def limit_demands(job: api.Job, defs: Sequence[api.Limit], slots: int, need_: Need | None = None,
+                  hosts: int = 1) -> list[limits.Demand]:
+    """What the job would hold of the configured limits' counters (xce/limits.py)."""
+    if need_ is None:
+        return limits.demands(defs, job, slots, hosts)
+    return limits.demands(defs, job, slots, hosts, need_.host_usage, need_.shared_usage)
+
+
+def job_refusal(job: api.Job, usage: Usage, slots: int | None = None, need_: Need | None = None,
+                hosts: int = 1) -> Reason | None:
     return safety_refusal(job, usage) or queue_refusal(job.spec.queue, usage) \
-        or limit_refusal(job, usage, slots)
+        or limit_refusal(job, usage, slots, need_, hosts)
 
 
 # ---------------------------------------------------------------- safety (never skipped)
@@ -463,7 +484,8 @@ def check(job: api.Job, allocation: Allocation | Sequence[Allocation], usage: Us
     entries before format 6, whose replicas read neither -n min,max nor span[]."""
     parts = [allocation] if isinstance(allocation, Allocation) else list(allocation)
     count = sum(part.slots for part in parts)
-    if (reason := safety_refusal(job, usage) if forced else job_refusal(job, usage, count)) is not None:
+    reason = safety_refusal(job, usage) if forced else job_refusal(job, usage, count, need_, len(parts))
+    if reason is not None:
         return reason
     if (reason := shared_refusal(need_, usage)) is not None:
         return reason

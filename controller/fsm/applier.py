@@ -72,9 +72,14 @@ class Applier:
     def put_queue(self, queue: api.Queue) -> None:
         self._put("queues", queue.name.encode(), queue.SerializeToString(deterministic=True))
 
-    def put_raw(self, table: str, key: bytes, value: bytes) -> None:
-        """A record of a table without a writer of its own (shared resources)."""
-        self._put(table, key, value)
+    def replace_table(self, table: str, wanted: dict[bytes, bytes]) -> None:
+        """Make a small configuration table exactly `wanted`, writing only what differs."""
+        for key, _ in list(self.tables.scan(table)):
+            if key not in wanted:
+                self.delete(table, key)
+        for key in sorted(wanted):
+            if self.tables.get(table, key) != wanted[key]:
+                self._put(table, key, wanted[key])
 
     def _put(self, table: str, key: bytes, value: bytes) -> None:
         self.tables.put(table, key, value)

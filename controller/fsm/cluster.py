@@ -9,7 +9,7 @@ An announcement records what one replica's code understands (versions.py).
 
 from __future__ import annotations
 
-from controller.fsm import history, resources
+from controller.fsm import history, limit_config, resources
 from controller.fsm.applier import Applier
 from controller.fsm.records import read_queue
 from controller.fsm.requests import guarded
@@ -52,6 +52,11 @@ def apply_init(applier: Applier) -> list[log.Result]:
             resources.check_resources(init.host_groups, init.shared)
         except ServiceError as exc:
             return [exc.to_result()]
+    if applier.entry.format >= limit_config.FORMAT:
+        try:
+            limit_config.check(init)
+        except ServiceError as exc:
+            return [exc.to_result()]
     meta.cluster_id = init.cluster_id
     meta.default_queue = init.default_queue or DEFAULT_QUEUE
     meta.max_slots_per_job = init.max_slots_per_job or DEFAULT_MAX_SLOTS
@@ -66,6 +71,8 @@ def apply_init(applier: Applier) -> list[log.Result]:
         meta.config_digest = init.config_digest
     if applier.entry.format >= resources.FORMAT:
         resources.apply_resources(applier, init)
+    if applier.entry.format >= limit_config.FORMAT:
+        limit_config.apply_limits(applier, init)
     return [log.Result(code=log.OK)]
 
 

@@ -105,7 +105,7 @@ def _place(applier: Applier, usage: CommittedUsage, job: api.Job, host: str, hos
     parts, need = requested(job, host, hosts, usage, applier.entry.format)
     records = [usage.host_record(part.host) for part in parts]
     assert all(r is not None for r in records)  # feasibility found them
-    place(applier, job, [r for r in records if r is not None], parts, need)
+    place(applier, job, [r for r in records if r is not None], parts, need, usage.limit_defs())
 
 
 def apply_lease(applier: Applier) -> list[log.Result]:

@@ -34,6 +34,7 @@ class CommittedUsage:
         self._queues: dict[str, api.Queue | None] = {}
         self._limits: dict[str, int] | None = None
         self._shared: dict[str, int] | None = None
+        self._limit_defs: list[api.Limit] | None = None
 
     def host_record(self, name: str) -> api.Host | None:
         """The host record, read once per entry; `place` updates this same object."""
@@ -64,6 +65,11 @@ class CommittedUsage:
                                                       for _, raw in self._tables.scan("shared"))}
         return self._shared
 
+    def limit_defs(self) -> list[api.Limit]:
+        if self._limit_defs is None:
+            self._limit_defs = [api.Limit.FromString(raw) for _, raw in self._tables.scan("limits")]
+        return self._limit_defs
+
     def limits(self) -> dict[str, int]:
         if self._limits is None:
             queues = (api.Queue.FromString(raw) for _, raw in self._tables.scan("queues"))
@@ -72,9 +78,10 @@ class CommittedUsage:
 
 
 def place(applier: Applier, job: api.Job, hosts: Sequence[api.Host], parts: Sequence[feasibility.Allocation],
-          need: feasibility.Need = feasibility.NO_NEED) -> None:
+          need: feasibility.Need = feasibility.NO_NEED, limit_defs: Sequence[api.Limit] = ()) -> None:
     """DISPATCH accepted: the job runs on its hosts (the first runs the command) and holds their
-    slots, what its rusage[] reserves on each, and its counters."""
+    slots, what its rusage[] reserves on each, and its counters (the configured limits' among them,
+    as they are now: recorded in `holds`, so a limit changed meanwhile gives back what was taken)."""
     job.state = api.RUN
     job.host = parts[0].host
     job.pending_reason = ""
@@ -88,6 +95,8 @@ def place(applier: Applier, job: api.Job, hosts: Sequence[api.Host], parts: Sequ
     job.holds.clear()
     job.holds.update(feasibility.extra_demands(job))
     job.holds.update({feasibility.shared_counter(name): amount for name, amount in need.shared_usage})
+    for demand in feasibility.limit_demands(job, limit_defs, sum(p.slots for p in parts), need, len(parts)):
+        job.holds[demand.counter] = demand.amount
     for name, amount in {**feasibility.base_demands(job), **job.holds}.items():
         applier.add_counter(name, amount)
     applier.put_job(job)

@@ -75,14 +75,8 @@ def apply_resources(applier: Applier, init: log.InitCluster) -> None:
             host.ClearField("groups")
             host.groups.extend(groups)
             applier.put_host(host)
-    wanted = {r.name: r for r in init.shared}
-    for key, _ in list(applier.tables.scan("shared")):
-        if key.decode() not in wanted:
-            applier.delete("shared", key)
-    for name in sorted(wanted):
-        raw = wanted[name].SerializeToString(deterministic=True)
-        if applier.tables.get("shared", name.encode()) != raw:
-            applier.put_raw("shared", name.encode(), raw)
+    applier.replace_table("shared", {r.name.encode(): r.SerializeToString(deterministic=True)
+                                     for r in init.shared})
     meta.resources_digest = init.resources_digest
 
 

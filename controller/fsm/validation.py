@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from controller.fsm import depends
+from controller.fsm import depends, limit_config
 from controller.fsm.records import (
     FINISHED,
     MAX_HOST_NAME,
@@ -104,6 +104,20 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
         check_asked(tables, meta, spec.hosts)
     if entry_format >= depends.FORMAT:
         depends.check(tables, spec)
+    if spec.project and entry_format >= limit_config.FORMAT:
+        check_project(spec.project)
+
+
+MAX_PROJECT = 256
+
+
+def check_project(project: str) -> None:
+    """-P: names joined by "/" (research/genomics), each of letters, digits, _ - . and +."""
+    parts = project.split("/")
+    if len(project) > MAX_PROJECT or not all(part and all(c.isascii() and (c.isalnum() or c in "_-.+")
+                                                          for c in part) for part in parts):
+        raise invalid(f"-P {project[:80]!r}: a project is names joined by / (research/genomics), each of "
+                      f"letters, digits, _ - . +; at most {MAX_PROJECT} characters")
 
 
 def check_asked(tables: Tables, meta: log.Meta, names: Iterable[str]) -> None:
@@ -129,6 +143,9 @@ def check_min_slots_known(spec: api.JobSpec, entry_format: int) -> None:
     if spec.hosts and entry_format < ASKED_FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, f"-m needs every replica at entry format {ASKED_FORMAT} "
                            "(xce status shows each one's)")
+    if spec.project and entry_format < limit_config.FORMAT:
+        raise ServiceError(log.FAILED_PRECONDITION, "-P needs every replica at entry format "
+                           f"{limit_config.FORMAT} (xce status shows each one's)")
     if (spec.depend or spec.kill_on_invalid_dep) and entry_format < depends.FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, "-w needs every replica at entry format "
                            f"{depends.FORMAT} (xce status shows each one's)")

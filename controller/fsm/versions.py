@@ -32,7 +32,8 @@ from xce.v1 import log_pb2 as log
 # 8: reports of a parallel job's part on its other hosts (reports.py: PART_FORMAT).
 # 9: usage while running, an end's exit reason (MEMLIMIT), -M (reports.py: USAGE_FORMAT).
 # 10: dependencies (-w): checked at submit, kept current by apply, at the barrier (depends.py).
-ENTRY_FORMAT = 10
+# 11: limits (InitCluster, the `limits` table, their counters at the barrier; limit_config.py), -P.
+ENTRY_FORMAT = 11
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",

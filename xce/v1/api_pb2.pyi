@@ -155,7 +155,7 @@ SIGNAL_CONT: SignalKind
 SIGNAL_KILL: SignalKind
 
 class JobSpec(_message.Message):
-    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep")
+    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -181,6 +181,7 @@ class JobSpec(_message.Message):
     MEM_LIMIT_MB_FIELD_NUMBER: _ClassVar[int]
     DEPEND_FIELD_NUMBER: _ClassVar[int]
     KILL_ON_INVALID_DEP_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
     command: _containers.RepeatedScalarFieldContainer[str]
     name: str
     queue: str
@@ -199,7 +200,8 @@ class JobSpec(_message.Message):
     mem_limit_mb: int
     depend: str
     kill_on_invalid_dep: bool
-    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ...) -> None: ...
+    project: str
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ...) -> None: ...
 
 class ArraySpec(_message.Message):
     __slots__ = ("ranges", "limit")
@@ -744,6 +746,37 @@ class SharedResource(_message.Message):
     total: int
     def __init__(self, name: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
 
+class Limit(_message.Message):
+    __slots__ = ("name", "users", "per_user", "queues", "per_queue", "projects", "per_project", "slots", "jobs", "resources")
+    class ResourcesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    PER_USER_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    PER_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    PROJECTS_FIELD_NUMBER: _ClassVar[int]
+    PER_PROJECT_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    users: _containers.RepeatedScalarFieldContainer[str]
+    per_user: bool
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    per_queue: bool
+    projects: _containers.RepeatedScalarFieldContainer[str]
+    per_project: bool
+    slots: int
+    jobs: int
+    resources: _containers.ScalarMap[str, int]
+    def __init__(self, name: _Optional[str] = ..., users: _Optional[_Iterable[str]] = ..., per_user: _Optional[bool] = ..., queues: _Optional[_Iterable[str]] = ..., per_queue: _Optional[bool] = ..., projects: _Optional[_Iterable[str]] = ..., per_project: _Optional[bool] = ..., slots: _Optional[int] = ..., jobs: _Optional[int] = ..., resources: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
 class ControlHostRequest(_message.Message):
     __slots__ = ("name", "close", "reason", "request_id")
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -1174,14 +1207,25 @@ class ListQueuesRequest(_message.Message):
     def __init__(self, stale: _Optional[bool] = ...) -> None: ...
 
 class ListQueuesResponse(_message.Message):
-    __slots__ = ("queues", "default_queue", "revision")
+    __slots__ = ("queues", "default_queue", "revision", "limits", "limit_used")
+    class LimitUsedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_QUEUE_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_USED_FIELD_NUMBER: _ClassVar[int]
     queues: _containers.RepeatedCompositeFieldContainer[Queue]
     default_queue: str
     revision: int
-    def __init__(self, queues: _Optional[_Iterable[_Union[Queue, _Mapping]]] = ..., default_queue: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+    limits: _containers.RepeatedCompositeFieldContainer[Limit]
+    limit_used: _containers.ScalarMap[str, int]
+    def __init__(self, queues: _Optional[_Iterable[_Union[Queue, _Mapping]]] = ..., default_queue: _Optional[str] = ..., revision: _Optional[int] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., limit_used: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class TokenInfo(_message.Message):
     __slots__ = ("id", "user", "role", "expires_ms", "created_ms", "created_by", "description")

@@ -246,7 +246,7 @@ class PutQueueEntry(_message.Message):
     def __init__(self, queue: _Optional[_Union[_api_pb2.Queue, _Mapping]] = ..., request_id: _Optional[str] = ..., create: _Optional[bool] = ...) -> None: ...
 
 class InitCluster(_message.Message):
-    __slots__ = ("cluster_id", "default_queue", "max_slots_per_job", "config_digest", "queues", "events_kept", "clean_period_ms", "history_retention_ms", "host_groups", "shared", "resources_digest")
+    __slots__ = ("cluster_id", "default_queue", "max_slots_per_job", "config_digest", "queues", "events_kept", "clean_period_ms", "history_retention_ms", "host_groups", "shared", "resources_digest", "limits", "limits_digest")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_QUEUE_FIELD_NUMBER: _ClassVar[int]
     MAX_SLOTS_PER_JOB_FIELD_NUMBER: _ClassVar[int]
@@ -258,6 +258,8 @@ class InitCluster(_message.Message):
     HOST_GROUPS_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_DIGEST_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     default_queue: str
     max_slots_per_job: int
@@ -269,7 +271,9 @@ class InitCluster(_message.Message):
     host_groups: _containers.RepeatedCompositeFieldContainer[_api_pb2.HostGroup]
     shared: _containers.RepeatedCompositeFieldContainer[_api_pb2.SharedResource]
     resources_digest: str
-    def __init__(self, cluster_id: _Optional[str] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[_api_pb2.Queue, _Mapping]]] = ..., events_kept: _Optional[int] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., host_groups: _Optional[_Iterable[_Union[_api_pb2.HostGroup, _Mapping]]] = ..., shared: _Optional[_Iterable[_Union[_api_pb2.SharedResource, _Mapping]]] = ..., resources_digest: _Optional[str] = ...) -> None: ...
+    limits: _containers.RepeatedCompositeFieldContainer[_api_pb2.Limit]
+    limits_digest: str
+    def __init__(self, cluster_id: _Optional[str] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[_api_pb2.Queue, _Mapping]]] = ..., events_kept: _Optional[int] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., host_groups: _Optional[_Iterable[_Union[_api_pb2.HostGroup, _Mapping]]] = ..., shared: _Optional[_Iterable[_Union[_api_pb2.SharedResource, _Mapping]]] = ..., resources_digest: _Optional[str] = ..., limits: _Optional[_Iterable[_Union[_api_pb2.Limit, _Mapping]]] = ..., limits_digest: _Optional[str] = ...) -> None: ...
 
 class Result(_message.Message):
     __slots__ = ("code", "message", "job_ids", "revision", "stamp_ms", "generation", "lease_epoch", "lease_holder", "lease_expires_ms", "rejections", "outcomes")
@@ -332,7 +336,7 @@ class Capabilities(_message.Message):
     def __init__(self, kinds: _Optional[_Iterable[str]] = ..., format: _Optional[int] = ...) -> None: ...
 
 class Meta(_message.Message):
-    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members", "clean_period_ms", "history_retention_ms", "membership", "incarnation", "recovery", "host_groups", "resources_digest")
+    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members", "clean_period_ms", "history_retention_ms", "membership", "incarnation", "recovery", "host_groups", "resources_digest", "limits_digest")
     class MembersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -360,6 +364,7 @@ class Meta(_message.Message):
     RECOVERY_FIELD_NUMBER: _ClassVar[int]
     HOST_GROUPS_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_DIGEST_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
     cluster_id: str
     next_job_id: int
@@ -380,7 +385,8 @@ class Meta(_message.Message):
     recovery: Recovery
     host_groups: _containers.RepeatedCompositeFieldContainer[_api_pb2.HostGroup]
     resources_digest: str
-    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., membership: _Optional[_Iterable[_Union[_api_pb2.Member, _Mapping]]] = ..., incarnation: _Optional[str] = ..., recovery: _Optional[_Union[Recovery, _Mapping]] = ..., host_groups: _Optional[_Iterable[_Union[_api_pb2.HostGroup, _Mapping]]] = ..., resources_digest: _Optional[str] = ...) -> None: ...
+    limits_digest: str
+    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., membership: _Optional[_Iterable[_Union[_api_pb2.Member, _Mapping]]] = ..., incarnation: _Optional[str] = ..., recovery: _Optional[_Union[Recovery, _Mapping]] = ..., host_groups: _Optional[_Iterable[_Union[_api_pb2.HostGroup, _Mapping]]] = ..., resources_digest: _Optional[str] = ..., limits_digest: _Optional[str] = ...) -> None: ...
 
 class Recovery(_message.Message):
     __slots__ = ("from_revision", "hosts", "until_ms", "why", "wait_ms")
