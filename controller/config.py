@@ -20,6 +20,8 @@ Example:
     admins = ["alice"]                # queue administrators
     max_user_priority = 50            # users may not set a job priority above this
     res_req = "select[type == X86_64] rusage[mem=1000]"   # merged with each job's -R (LSF RES_REQ)
+    job_pick_plugin = "fairshare"     # this queue's picker: fcfs (the default), lifo, fairshare
+    fairshare = { half_life_s = 3600, users = { alice = 3, default = 1 }, projects = { research = 2 } }
     kill_invalid_depend = false       # kill its jobs whose -w can never hold (Slurm); else they pend
 
     [host_groups]                     # LSF HostGroup: -m "gpu_nodes host3", select[gpu_nodes]
@@ -71,7 +73,7 @@ from typing import Any
 
 from controller import authz, fsm
 from controller.raft import RaftSettings
-from xce import cluster_file
+from xce import cluster_file, fairshare
 from xce import limits as xce_limits
 from xce.credentials import CredentialsError, TlsFiles, tls_files
 from xce.errors import ServiceError
@@ -321,6 +323,32 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
             "max_sync_streams_total": ints["max_sync_streams_total"]}
 
 
+FAIRSHARE_KEYS = frozenset({"half_life_s", "users", "projects"})
+
+
+def _fairshare(raw: Any, where: str) -> api.FairShare:
+    """A queue's [queues.fairshare]: half_life_s, users = { alice = 3 }, projects = { research = 2 }."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: a table of half_life_s, users and projects")
+    for key in sorted(set(raw) - FAIRSHARE_KEYS):
+        raise ConfigError(f"{where}: {key}: not a key of fairshare ({', '.join(sorted(FAIRSHARE_KEYS))})")
+    half = raw.get("half_life_s", 0)
+    if not isinstance(half, int) or isinstance(half, bool):
+        raise ConfigError(f"{where}: half_life_s: whole seconds")
+    config = api.FairShare(half_life_s=half)
+    for key in ("users", "projects"):
+        table = raw.get(key, {})
+        if not isinstance(table, dict) or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                  for v in table.values()):
+            raise ConfigError(f"{where}: {key}: a table of names to whole shares")
+        getattr(config, key).update(table)
+    try:
+        fairshare.check(config, where)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return config
+
+
 LIMIT_KEYS = frozenset({"name", "users", "per_user", "queues", "per_queue", "projects", "per_project",
                         "slots", "jobs", "resources"})
 
@@ -430,6 +458,8 @@ def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
                       closed=closed, inactive=inactive, job_pick_plugin=str(raw.get("job_pick_plugin", "")),
                       slot_limit=slot_limit, users=users, admins=admins, res_req=res_req,
                       kill_invalid_depend=kill_invalid_depend)
+    if "fairshare" in raw:
+        queue.fairshare.CopyFrom(_fairshare(raw["fairshare"], f"{path}: queue {name!r}: fairshare"))
     if "max_user_priority" in raw:
         cap = raw["max_user_priority"]
         if not isinstance(cap, int) or isinstance(cap, bool) or not -(2**31) <= cap < 2**31:

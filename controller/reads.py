@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from controller import fsm, job_filter
 from controller.fsm import job_index
 from controller.tables import Tables
-from xce import feasibility
+from xce import fairshare, feasibility
 from xce.errors import ServiceError, invalid
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -109,8 +109,14 @@ def list_queues(tables: Tables) -> api.ListQueuesResponse:
         if not key.startswith(b"limit/"):
             break
         used[key.decode()] = fsm.read_counter(tables, key.decode())
+    shares = []
+    for key, raw in tables.scan("share_usage"):
+        record = api.ShareUsage.FromString(raw)
+        record.queue, record.project, record.user = fairshare.split_key(key)
+        shares.append(record)
     return api.ListQueuesResponse(queues=queues, default_queue=meta.default_queue,
-                                  revision=meta.applied_index, limits=defs, limit_used=used)
+                                  revision=meta.applied_index, limits=defs, limit_used=used,
+                                  share_usage=shares)
 
 
 def list_hosts(tables: Tables) -> api.ListHostsResponse:

@@ -22,7 +22,7 @@ from controller.tables import Tables
 from xce.errors import ServiceError
 from xce.v1 import log_pb2 as log
 
-SNAPSHOT_TABLES = ("jobs", "queues", "hosts", "counters", "shared", "limits")
+SNAPSHOT_TABLES = ("jobs", "queues", "hosts", "counters", "shared", "limits", "share_usage")
 CHUNK_BYTES = 256_000  # under the 1 MiB message limit; small, since each stream may hold two
 EVENTS_PER_READ = 1000
 

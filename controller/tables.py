@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from typing import Protocol
 
 TABLES = ("meta", "jobs", "queues", "hosts", "host_jobs", "counters", "requests", "request_expiry", "events",
-          "tokens", "job_index", "history", "history_index", "acct", "strays", "shared", "limits")
+          "tokens", "job_index", "history", "history_index", "acct", "strays", "shared", "limits",
+          "share_usage")
 
 
 class Tables(Protocol):

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler import plans
-from scheduler.picker import Fcfs, Picker, ordered
+from scheduler.picker import Fcfs, PassContext, Picker, ordered
 from xce import depend, feasibility, limits, resreq
 from xce.invariant import InvariantViolated, invariant
 from xce.v1 import api_pb2 as api
@@ -90,7 +90,8 @@ def schedule(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
 
 def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequence[api.Host],
              config: CoreConfig, counters: Mapping[str, int], recount: bool = True,
-             shared: Mapping[str, int] | None = None, limit_defs: Sequence[api.Limit] = ()) -> PassResult:
+             shared: Mapping[str, int] | None = None, limit_defs: Sequence[api.Limit] = (),
+             context: PassContext | None = None) -> PassResult:
     """One pass. `recount`: also send reasons whose only change is in their counts (the planner
     allows it at a bounded rate); a changed code or wording is always sent."""
     queue_map = {q.name: q for q in queues}
@@ -114,7 +115,7 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
     dispatched = 0
     # An array's record is never dispatched: its elements are jobs of their own (fsm/arrays.py).
     for job in ordered([j for j in jobs if j.state == api.PEND and not j.spec.HasField("array")], queue_map,
-                       config.picker, config.queue_pickers):
+                       config.picker, config.queue_pickers, context or PassContext(jobs)):
         spec = job.spec
         queue = spec.queue
         reason = by_queue.get(queue, _UNSEEN)

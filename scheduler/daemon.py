@@ -145,7 +145,7 @@ class Scheduler:
         with self.follower.lock:
             view = self.follower.view
             snapshot = PassView(view.jobs(), view.queues(), view.hosts(), view.counters(), view.revision,
-                                view.shared(), view.limits())
+                                view.shared(), view.limits(), view.share_usage())
         # Not under the lock: a pass may take a while, and the lease thread must never
         # wait for one (decide reads the lease once, at its start).
         batch = self.decider.decide(snapshot, self.clock.monotonic_s(), self.clock.now_ms())

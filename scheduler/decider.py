@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scheduler import planner
 from scheduler.core import CoreConfig
@@ -68,7 +68,7 @@ class Decider:
         config = planner.PlannerConfig(core, self.config.in_flight_ms, self.config.refusal_cooldown_ms,
                                        self.config.await_view_ms)
         started = self.state
-        plan = planner.plan(view, started, clock_ms, config)
+        plan = planner.plan(replace(view, now_ms=now_ms), started, clock_ms, config)
         self.state = plan.state
         if log.isEnabledFor(logging.DEBUG):
             waiting = {api.PendingReason.Name(code): n for code, n in plan.result.waiting.items()}

@@ -12,9 +12,11 @@ register under the `xce.pickers` entry point group.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol
 
+from xce import fairshare
 from xce.v1 import api_pb2 as api
 
 ENTRY_POINT_GROUP = "xce.pickers"
@@ -22,6 +24,16 @@ ENTRY_POINT_GROUP = "xce.pickers"
 
 class Picker(Protocol):
     def order(self, jobs: Sequence[api.Job], queues: Mapping[str, api.Queue]) -> list[api.Job]: ...
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """What a picker with `reads_context` is given besides the pending jobs (committed, and the
+    pass's time): every job of the view, and the fair-share usage records."""
+
+    jobs: Sequence[api.Job] = ()
+    share_usage: Mapping[str, Mapping[tuple[str, str], tuple[int, int]]] = field(default_factory=dict)
+    now_ms: int = 0
 
 
 class Fcfs:
@@ -46,7 +58,30 @@ class Lifo:
         return sorted(jobs, key=key)
 
 
-BUILT_IN: dict[str, type] = {"fcfs": Fcfs, "lifo": Lifo}
+class FairShare:
+    """LSF's fairshare inside a queue with `fairshare` shares (xce/fairshare.py); FCFS in one without."""
+
+    reads_context = True
+
+    def order(self, jobs: Sequence[api.Job], queues: Mapping[str, api.Queue],
+              context: PassContext | None = None) -> list[api.Job]:
+        context = context or PassContext()
+        by_queue: dict[str, list[api.Job]] = {}
+        for job in jobs:
+            by_queue.setdefault(job.spec.queue, []).append(job)
+        result: list[api.Job] = []
+        for name, waiting in by_queue.items():
+            queue = queues.get(name)
+            if queue is None or not queue.HasField("fairshare"):
+                result.extend(Fcfs().order(waiting, queues))
+                continue
+            running = [j for j in context.jobs if j.spec.queue == name and j.state in fairshare.RUNNING]
+            result.extend(fairshare.order(queue.fairshare, name, [*waiting, *running],
+                                          context.share_usage.get(name, {}), context.now_ms))
+        return result
+
+
+BUILT_IN: dict[str, type] = {"fcfs": Fcfs, "lifo": Lifo, "fairshare": FairShare}
 
 
 class PickerError(ValueError):
@@ -66,7 +101,7 @@ def load(name: str) -> Picker:
 
 
 def ordered(jobs: Iterable[api.Job], queues: Mapping[str, api.Queue], default: Picker,
-            overrides: Mapping[str, Picker]) -> list[api.Job]:
+            overrides: Mapping[str, Picker], context: PassContext | None = None) -> list[api.Job]:
     """All jobs in pass order: queues by priority, each queue ordered by its picker."""
     by_queue: dict[str, list[api.Job]] = {}
     for job in jobs:
@@ -78,5 +113,9 @@ def ordered(jobs: Iterable[api.Job], queues: Mapping[str, api.Queue], default: P
 
     result: list[api.Job] = []
     for name in sorted(by_queue, key=queue_key):
-        result.extend(overrides.get(name, default).order(by_queue[name], queues))
+        chosen = overrides.get(name, default)
+        if getattr(chosen, "reads_context", False):
+            result.extend(chosen.order(by_queue[name], queues, context))  # type: ignore[call-arg]
+        else:
+            result.extend(chosen.order(by_queue[name], queues))
     return result

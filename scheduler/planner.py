@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.core import CoreConfig, Dispatch, PassResult, Pend, run_pass
+from scheduler.picker import PassContext
 from xce.v1 import api_pb2 as api
 
 
@@ -92,6 +93,8 @@ class PassView:
     revision: int
     shared: Mapping[str, int] = field(default_factory=dict)  # cluster-wide consumables: their totals
     limits: Sequence[api.Limit] = ()  # the configured limits (xce/limits.py)
+    share_usage: Mapping[str, Mapping[tuple[str, str], tuple[int, int]]] = field(default_factory=dict)
+    now_ms: int = 0  # the wall clock of the pass (fair share decays committed usage to it); in the batch
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
     pending = [j for j in view.jobs if not (j.id in in_flight and in_flight[j.id][0] == j.attempt)]
     recount = state.recounted_ms is None or now_ms - state.recounted_ms >= config.recount_ms
     result = run_pass(pending, view.queues, usable, config.core, view.counters, recount, view.shared,
-                      view.limits)
+                      view.limits, PassContext(view.jobs, view.share_usage, view.now_ms))
     refused = {j.id for j in pending if j.pending_code == api.PEND_DISPATCH_REFUSED}
     # A worker's refusal says more than what a pass without that host would say.
     decisions = [d for d in result.decisions if not (isinstance(d, Pend) and d.job_id in refused)]

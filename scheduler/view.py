@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import struct
 
+from xce import fairshare
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
-TABLES = ("jobs", "queues", "hosts", "counters", "shared", "limits")
+TABLES = ("jobs", "queues", "hosts", "counters", "shared", "limits", "share_usage")
 
 
 class View:
@@ -96,6 +97,15 @@ class View:
     def limits(self) -> list[api.Limit]:
         """The configured limits (xce/limits.py), by name."""
         return [api.Limit.FromString(v) for _, v in sorted(self.tables["limits"].items())]
+
+    def share_usage(self) -> dict[str, dict[tuple[str, str], tuple[int, int]]]:
+        """Fair-share usage (controller/fsm/shares.py): queue -> (project, user) -> (slot-ms, stamp)."""
+        found: dict[str, dict[tuple[str, str], tuple[int, int]]] = {}
+        for key, value in sorted(self.tables["share_usage"].items()):
+            queue, project, user = fairshare.split_key(key)
+            record = api.ShareUsage.FromString(value)
+            found.setdefault(queue, {})[(project, user)] = (record.slot_ms, record.stamp_ms)
+        return found
 
     def dump(self) -> bytes:
         """Canonical bytes of the view: equal views, equal bytes."""

@@ -299,6 +299,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.add_argument("--stale", action="store_true", help=STALE_HELP)
 
+    p = sub.add_parser("fairshare", help="shares, usage and priority of fair-share queues (bqueues -r)")
+    p.add_argument("queue", nargs="?", help="only this queue")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
+    p.add_argument("--stale", action="store_true", help=STALE_HELP)
+
     p = sub.add_parser("limits", help="the limits and what running jobs hold of them (like blimits)")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.add_argument("--stale", action="store_true", help=STALE_HELP)
@@ -521,6 +526,8 @@ def _run(client: Client, args: argparse.Namespace) -> int:
     if command == "queues":
         response = client.list_queues(stale=args.stale)
         return _emit(args, lambda: _dict(response), lambda: _queue_table(response))
+    if command == "fairshare":
+        return _fairshare(client, args)
     if command == "limits":
         response = client.list_queues(stale=args.stale)
         return _emit(args, lambda: {"limits": [_dict(x) for x in response.limits],
@@ -750,6 +757,38 @@ def _queue_table(response: api.ListQueuesResponse) -> None:
               f"{queue.job_pick_plugin or '-'}{default}")
 
 
+def _fairshare(client: Client, args: argparse.Namespace) -> int:
+    """Each fair-share queue's tree: shares, running slots, recent slots and the priority now."""
+    from xce import fairshare
+
+    response = client.list_queues(stale=args.stale)
+    queues = [q for q in response.queues if q.HasField("fairshare") and args.queue in (None, q.name)]
+    if args.queue and not queues:
+        raise cli_submit.UsageError(f"no fair-share queue {args.queue!r} (fairshare in the cluster's file)")
+    now = int(time.time() * 1000)
+    tables = {}
+    for queue in queues:
+        usage = {(u.project, u.user): (u.slot_ms, u.stamp_ms) for u in response.share_usage
+                 if u.queue == queue.name}
+        jobs = client.list_jobs([f"queue:eq:{queue.name}", "state:in:PEND,RUN,USUSP,UNKWN"],
+                                stale=args.stale)
+        tables[queue.name] = (queue, fairshare.report(queue.fairshare, queue.name, jobs, usage, now))
+
+    def table() -> None:
+        for name, (queue, rows) in tables.items():
+            half = queue.fairshare.half_life_s or fairshare.DEFAULT_HALF_LIFE_S
+            print(f"queue {shown(name)} (picker {shown(queue.job_pick_plugin or '-')}, half-life {half} s)")
+            print(f"  {'NODE':<36}{'SHARES':>8}{'RUNNING':>9}{'RECENT':>9}  PRIORITY")
+            for path, shares, running, recent, priority in rows:
+                depth = path.count("/") + path.count(":")
+                label = ("  " * depth + (path.rsplit(":", 1)[-1] if ":" in path else path.rsplit("/", 1)[-1]))
+                print(f"  {shown(label):<36}{shares:>8}{running:>9.1f}{recent:>9.2f}  {priority:.4g}")
+
+    return _emit(args, lambda: {name: [dict(zip(("node", "shares", "running", "recent", "priority"), row,
+                                                strict=True)) for row in rows]
+                                for name, (_, rows) in tables.items()}, table)
+
+
 def _limit_table(response: api.ListQueuesResponse) -> None:
     """Like blimits: per limit and consumer, what is held of each bound."""
     if not response.limits:
@@ -873,7 +912,8 @@ def _status_table(status: api.StatusResponse) -> None:
 
 # Commands that only talk to the cluster and print: nothing of theirs is left to run once they return.
 FAST_EXIT = frozenset({"submit", "jobs", "job", *ACTIONS, "run", "modify", "queues", "queue", "limits",
-                       "history", "acct", "hosts", "host", "status", "whoami", "token", "member", "launch"})
+                       "fairshare", "history", "acct", "hosts", "host", "status", "whoami", "token", "member",
+                       "launch"})
 
 
 def entry() -> NoReturn:

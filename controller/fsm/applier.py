@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from controller.fsm import arrays, depends, history, job_index, retention
+from controller.fsm import arrays, depends, history, job_index, retention, shares
 from controller.fsm.records import FINISHED, META_KEY, counter_value, job_key, read_counter, revision_key
 from controller.tables import Tables
 from xce.invariant import invariant
@@ -55,6 +55,7 @@ class Applier:
             arrays.follow(self, before, job)
         history.follow(self.tables, before, job, self.entry.format)
         depends.follow(self, before, job)
+        shares.follow(self, before, job)
 
     def clean_job(self, job_id: int) -> None:
         """A finished job leaves the live table (its history record stays)."""
@@ -71,6 +72,10 @@ class Applier:
 
     def put_queue(self, queue: api.Queue) -> None:
         self._put("queues", queue.name.encode(), queue.SerializeToString(deterministic=True))
+
+    def put_raw(self, table: str, key: bytes, value: bytes) -> None:
+        """A record of a table without a writer of its own (fair-share usage)."""
+        self._put(table, key, value)
 
     def replace_table(self, table: str, wanted: dict[bytes, bytes]) -> None:
         """Make a small configuration table exactly `wanted`, writing only what differs."""

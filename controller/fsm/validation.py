@@ -20,7 +20,7 @@ from controller.fsm.records import (
     read_queue,
 )
 from controller.tables import Tables
-from xce import feasibility, resreq
+from xce import fairshare, feasibility, resreq
 from xce.errors import ServiceError, invalid
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -214,3 +214,8 @@ def check_queue(queue: api.Queue, entry_format: int = ALLOCATION_FORMAT) -> None
         raise invalid(f"slot_limit must not be negative, got {queue.slot_limit}")
     if entry_format >= ALLOCATION_FORMAT:  # before, an unknown field, kept unread
         check_requirement(queue.res_req, entry_format)
+    if queue.HasField("fairshare") and entry_format >= limit_config.FORMAT:
+        try:
+            fairshare.check(queue.fairshare, f"queue {name!r}: fairshare")
+        except ValueError as exc:
+            raise invalid(str(exc)) from None

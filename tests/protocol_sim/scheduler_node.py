@@ -84,7 +84,7 @@ class SchedulerNode:
     def decide(self) -> api.DecisionBatch | None:
         view = self.view
         snapshot = PassView(view.jobs(), view.queues(), view.hosts(), view.counters(), view.revision,
-                                view.shared(), view.limits())
+                                view.shared(), view.limits(), view.share_usage())
         return self.core.decide(snapshot, self.clock.monotonic_s(), self.clock.now_ms())
 
     def on_batch_reply(self, batch: api.DecisionBatch, reply: api.DecisionBatchResponse | None) -> None:

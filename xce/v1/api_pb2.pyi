@@ -1157,7 +1157,7 @@ class Joined(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., heartbeat_s: _Optional[float] = ..., fence_s: _Optional[float] = ..., unknown_timeout_s: _Optional[float] = ...) -> None: ...
 
 class Queue(_message.Message):
-    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive", "slot_limit", "users", "admins", "max_user_priority", "res_req", "kill_invalid_depend")
+    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive", "slot_limit", "users", "admins", "max_user_priority", "res_req", "kill_invalid_depend", "fairshare")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -1170,6 +1170,7 @@ class Queue(_message.Message):
     MAX_USER_PRIORITY_FIELD_NUMBER: _ClassVar[int]
     RES_REQ_FIELD_NUMBER: _ClassVar[int]
     KILL_INVALID_DEPEND_FIELD_NUMBER: _ClassVar[int]
+    FAIRSHARE_FIELD_NUMBER: _ClassVar[int]
     name: str
     priority: int
     description: str
@@ -1182,7 +1183,46 @@ class Queue(_message.Message):
     max_user_priority: int
     res_req: str
     kill_invalid_depend: bool
-    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ..., slot_limit: _Optional[int] = ..., users: _Optional[_Iterable[str]] = ..., admins: _Optional[_Iterable[str]] = ..., max_user_priority: _Optional[int] = ..., res_req: _Optional[str] = ..., kill_invalid_depend: _Optional[bool] = ...) -> None: ...
+    fairshare: FairShare
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ..., slot_limit: _Optional[int] = ..., users: _Optional[_Iterable[str]] = ..., admins: _Optional[_Iterable[str]] = ..., max_user_priority: _Optional[int] = ..., res_req: _Optional[str] = ..., kill_invalid_depend: _Optional[bool] = ..., fairshare: _Optional[_Union[FairShare, _Mapping]] = ...) -> None: ...
+
+class FairShare(_message.Message):
+    __slots__ = ("half_life_s", "users", "projects")
+    class UsersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class ProjectsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    HALF_LIFE_S_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    PROJECTS_FIELD_NUMBER: _ClassVar[int]
+    half_life_s: int
+    users: _containers.ScalarMap[str, int]
+    projects: _containers.ScalarMap[str, int]
+    def __init__(self, half_life_s: _Optional[int] = ..., users: _Optional[_Mapping[str, int]] = ..., projects: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class ShareUsage(_message.Message):
+    __slots__ = ("slot_ms", "stamp_ms", "queue", "project", "user")
+    SLOT_MS_FIELD_NUMBER: _ClassVar[int]
+    STAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    slot_ms: int
+    stamp_ms: int
+    queue: str
+    project: str
+    user: str
+    def __init__(self, slot_ms: _Optional[int] = ..., stamp_ms: _Optional[int] = ..., queue: _Optional[str] = ..., project: _Optional[str] = ..., user: _Optional[str] = ...) -> None: ...
 
 class PutQueueRequest(_message.Message):
     __slots__ = ("queue", "request_id")
@@ -1207,7 +1247,7 @@ class ListQueuesRequest(_message.Message):
     def __init__(self, stale: _Optional[bool] = ...) -> None: ...
 
 class ListQueuesResponse(_message.Message):
-    __slots__ = ("queues", "default_queue", "revision", "limits", "limit_used")
+    __slots__ = ("queues", "default_queue", "revision", "limits", "limit_used", "share_usage")
     class LimitUsedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1220,12 +1260,14 @@ class ListQueuesResponse(_message.Message):
     REVISION_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_USED_FIELD_NUMBER: _ClassVar[int]
+    SHARE_USAGE_FIELD_NUMBER: _ClassVar[int]
     queues: _containers.RepeatedCompositeFieldContainer[Queue]
     default_queue: str
     revision: int
     limits: _containers.RepeatedCompositeFieldContainer[Limit]
     limit_used: _containers.ScalarMap[str, int]
-    def __init__(self, queues: _Optional[_Iterable[_Union[Queue, _Mapping]]] = ..., default_queue: _Optional[str] = ..., revision: _Optional[int] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., limit_used: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    share_usage: _containers.RepeatedCompositeFieldContainer[ShareUsage]
+    def __init__(self, queues: _Optional[_Iterable[_Union[Queue, _Mapping]]] = ..., default_queue: _Optional[str] = ..., revision: _Optional[int] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., limit_used: _Optional[_Mapping[str, int]] = ..., share_usage: _Optional[_Iterable[_Union[ShareUsage, _Mapping]]] = ...) -> None: ...
 
 class TokenInfo(_message.Message):
     __slots__ = ("id", "user", "role", "expires_ms", "created_ms", "created_by", "description")

@@ -1,0 +1,46 @@
+"""Fair-share usage in the state (entry format 11): each job's slot-time, credited at its end.
+
+The `share_usage` table maps queue \\0 project \\0 user to a ShareUsage: the
+slot-ms its jobs used, decayed with the queue's half-life as of `stamp_ms`
+(xce/fairshare.py: `credit`, integer arithmetic, so every replica agrees).
+A job of a queue with `fairshare` that ends after it started adds its
+slots times its run time (the worker's start and end times, as the job
+records them), decayed to the entry's stamp. The Sync stream carries the
+table: the scheduler decays each record to its pass's time and orders the
+queue's jobs (scheduler/picker.py: FairShare). Records are never deleted:
+there is one per queue, project and user that ever ran there.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from controller.fsm.records import FINISHED, read_queue
+from xce import fairshare
+from xce.v1 import api_pb2 as api
+
+if TYPE_CHECKING:
+    from controller.fsm.applier import Applier
+
+FORMAT = 11
+TABLE = "share_usage"
+
+
+def follow(applier: Applier, before: api.Job | None, job: api.Job) -> None:
+    """After a job write: a job that has just ended credits its queue's fair share."""
+    if job.state not in FINISHED or (before is not None and before.state in FINISHED) \
+            or applier.entry.format < FORMAT:
+        return
+    amount = fairshare.slot_ms(job)
+    if amount <= 0 or job.spec.HasField("array"):
+        return
+    queue = read_queue(applier.tables, job.spec.queue)
+    if queue is None or not queue.HasField("fairshare"):
+        return
+    key = fairshare.usage_key(job.spec.queue, fairshare.project_of(job.spec), job.spec.user)
+    raw = applier.tables.get(TABLE, key)
+    record = api.ShareUsage() if raw is None else api.ShareUsage.FromString(raw)
+    value, stamp = fairshare.credit(record.slot_ms, record.stamp_ms or applier.stamp_ms, applier.stamp_ms,
+                                    fairshare.half_life_ms(queue.fairshare), amount)
+    applier.put_raw(TABLE, key, api.ShareUsage(slot_ms=value, stamp_ms=stamp).SerializeToString(
+        deterministic=True))

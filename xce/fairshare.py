@@ -1,0 +1,267 @@
+"""Fair share (LSF fairshare, Slurm's fair tree): who of a busy queue's users and projects goes next.
+
+A queue with `fairshare` in its record (and the `fairshare` picker) gives
+each user and project a share. Its consumers form a tree: the queue, then
+the job's project path (`-P research/genomics`: research, then genomics
+under it; no -P: the project `default`), then the user. At every level
+each node has a priority
+
+    priority = (its shares / its siblings' shares) / (running slots + recent slots + EPSILON)
+
+where running slots are what its jobs hold now, and recent slots are its
+historical usage (the slot-time of its jobs that ended, decayed with the
+queue's half-life) as an average over a half-life (a steady r slots decays
+to r * half_life / ln 2 slot-ms). A pass takes, at each level, the child of
+highest priority (then the larger share, then the name), down to a user,
+and that user's next job (job priority, then submit time, then id); the job
+counts as running from then on, so one pass already shares out the slots
+it places. Saturated, slots go in the ratio of the shares.
+
+Every input is committed (the queue's record, the jobs, the `share_usage`
+table that apply credits at each job's end) and the time is the pass's
+`now_ms`, so every scheduler computes the same order. Apply's credit is
+integer arithmetic (`credit`: whole sixteenths of a half-life, by a table of
+2^(-i/16) in fixed point), so replicas agree bit for bit; the order's
+floats are the scheduler's own.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from xce import feasibility
+from xce.v1 import api_pb2 as api
+
+STEPS = 16  # a half-life in steps of this many
+# round(2 ** (-i / 16) * 2 ** 30): fixed, so that every replica decays alike (no libm in apply)
+_FACTORS = (1073741824, 1028218693, 984625594, 942880699, 902905651, 864625413, 827968132, 792865000,
+            759250125, 727060411, 696235434, 666717336, 638450708, 611382493, 585461881, 560640218)
+DEFAULT = "default"
+EPSILON = 1e-9
+MAX_SHARES = 1 << 30
+MAX_NAMES = 10_000
+DEFAULT_HALF_LIFE_S = 5 * 3600  # LSF's HIST_HOURS
+RUNNING = frozenset({api.RUN, api.USUSP, api.UNKWN})  # states whose slots count as running (not SSUSP)
+
+
+def half_life_ms(config: api.FairShare) -> int:
+    return (config.half_life_s or DEFAULT_HALF_LIFE_S) * 1000
+
+
+def credit(value: int, stamp_ms: int, now_ms: int, half_life: int, add: int) -> tuple[int, int]:
+    """A usage record (value in slot-ms, as of stamp_ms) decayed to now in whole steps, plus `add`:
+    the new (value, stamp). Integers only: the same on every replica."""
+    step_ms = max(1, half_life // STEPS)
+    steps = max(0, now_ms - stamp_ms) // step_ms
+    halvings, rest = divmod(steps, STEPS)
+    value = value >> halvings if halvings < 64 else 0
+    value = (value * _FACTORS[rest]) >> 30
+    return value + add, stamp_ms + steps * step_ms if value else now_ms
+
+
+def decayed(value: int, stamp_ms: int, now_ms: int, half_life: int) -> float:
+    """What a usage record is worth now (slot-ms)."""
+    return value * math.pow(2.0, -max(0, now_ms - stamp_ms) / half_life)
+
+
+def usage_key(queue: str, project: str, user: str) -> bytes:
+    return f"{queue}\0{project}\0{user}".encode()
+
+
+def split_key(key: bytes) -> tuple[str, str, str]:
+    queue, project, user = key.decode().split("\0")
+    return queue, project, user
+
+
+def project_of(spec: api.JobSpec) -> str:
+    return spec.project or DEFAULT
+
+
+def slot_ms(job: api.Job) -> int:
+    """What a job that ended used: its slots times its run time (0 if it never started)."""
+    if not job.start_time_ms or job.end_time_ms <= job.start_time_ms:
+        return 0
+    return feasibility.held_slots(job) * (job.end_time_ms - job.start_time_ms)
+
+
+def check(config: api.FairShare, where: str) -> None:
+    """ValueError naming the key: shares are whole numbers from 1, names are users or project paths."""
+    if not 0 <= config.half_life_s <= 10 * 365 * 86400:
+        raise ValueError(f"{where}: half_life_s: from 1 s to ten years, got {config.half_life_s}")
+    for key, shares in (("users", config.users), ("projects", config.projects)):
+        if len(shares) > MAX_NAMES:
+            raise ValueError(f"{where}: {key}: at most {MAX_NAMES} names")
+        for name, value in shares.items():
+            if not 1 <= value <= MAX_SHARES:
+                raise ValueError(f"{where}: {key}: {name!r}: shares are whole numbers from 1 to "
+                                 f"{MAX_SHARES}, got {value}")
+            parts = name.split("/") if key == "projects" else [name]
+            if not name or len(name) > 256 or "\0" in name or not all(parts):
+                raise ValueError(f"{where}: {key}: bad name {name[:80]!r}")
+
+
+# ---------------------------------------------------------------- the tree
+
+
+@dataclass
+class Node:
+    """A project, or a user under its project (a leaf)."""
+
+    name: str
+    path: str
+    shares: int
+    running: float = 0.0  # slots its jobs hold now (and, in a pass, those ordered so far)
+    recent: float = 0.0  # decayed historical usage, as average slots over a half-life
+    children: dict[str, Node] = field(default_factory=dict)
+    jobs: list[api.Job] = field(default_factory=list)  # a leaf's pending jobs, in its order
+    taken: int = 0  # of `jobs`, how many the pass ordered
+    first: tuple[int, int, int] = (0, 0, 0)  # the order key of its earliest pending job: ties go FCFS
+
+    def usage(self) -> float:
+        return self.running + self.recent
+
+    def sibling_shares(self) -> int:
+        return sum(child.shares for child in self.children.values())
+
+
+def _shares_of(config: api.FairShare, kind: str, name: str) -> int:
+    table = config.users if kind == "user" else config.projects
+    return table.get(name, table.get(DEFAULT, 1))
+
+
+def build(config: api.FairShare, queue: str, jobs: Iterable[api.Job],
+          usage: Mapping[tuple[str, str], tuple[int, int]], now_ms: int) -> Node:
+    """The queue's tree: its running jobs' slots, its users' recent usage, its pending jobs at the leaves.
+    `usage`: (project, user) -> (slot-ms, stamp) from the share_usage table."""
+    root = Node(queue, "", 1)
+    half = half_life_ms(config)
+
+    def leaf(project: str, user: str) -> list[Node]:
+        path, node, parts = [root], root, project.split("/")
+        for depth in range(len(parts)):
+            name = "/".join(parts[:depth + 1])
+            child = node.children.get(name)
+            if child is None:
+                child = node.children[name] = Node(parts[depth], name, _shares_of(config, "project", name))
+            path.append(child)
+            node = child
+        child = node.children.get("@" + user)
+        if child is None:
+            shares = _shares_of(config, "user", user)
+            child = node.children["@" + user] = Node(user, f"{project}:{user}", shares)
+        path.append(child)
+        return path
+
+    for job in jobs:
+        if job.spec.queue != queue:
+            continue
+        path = leaf(project_of(job.spec), job.spec.user)
+        if job.state == api.PEND:
+            path[-1].jobs.append(job)
+        elif job.state in RUNNING:
+            for node in path:
+                node.running += feasibility.held_slots(job)
+    to_slots = math.log(2) / half
+    for (project, user), (value, stamp) in sorted(usage.items()):
+        recent = decayed(value, stamp, now_ms, half) * to_slots
+        if recent < 1e-6:
+            continue
+        for node in leaf(project, user):
+            node.recent += recent
+    return root
+
+
+def priority(node: Node, parent: Node) -> float:
+    fraction = node.shares / max(1, parent.sibling_shares())
+    return fraction / (node.usage() + EPSILON)
+
+
+def order(config: api.FairShare, queue: str, jobs: Sequence[api.Job],
+          usage: Mapping[tuple[str, str], tuple[int, int]], now_ms: int) -> list[api.Job]:
+    """The queue's pending jobs in fair-share order (see the module's words). Each internal node keeps
+    a heap of its children by priority; taking a job moves only the nodes on its path, which are
+    pushed again (an entry whose node moved since is skipped): n log(children) for n jobs."""
+    root = build(config, queue, jobs, usage, now_ms)
+    remaining: dict[int, int] = {}
+    totals: dict[int, int] = {}
+    version: dict[int, int] = {}
+    heaps: dict[int, list[tuple[float, int, tuple[int, int, int], str, int, Node]]] = {}
+
+    def prepare(node: Node) -> int:
+        node.jobs.sort(key=_job_key)
+        count = len(node.jobs) + sum(prepare(child) for child in node.children.values())
+        remaining[id(node)] = count
+        totals[id(node)] = node.sibling_shares()
+        version[id(node)] = 0
+        firsts = [_job_key(node.jobs[0])] if node.jobs else []
+        firsts += [child.first for child in node.children.values() if remaining[id(child)]]
+        node.first = min(firsts, default=(0, 0, 0))
+        return count
+
+    def entry(child: Node, parent: Node) -> tuple[float, int, tuple[int, int, int], str, int, Node]:
+        fraction = child.shares / max(1, totals[id(parent)])
+        return (-fraction / (child.usage() + EPSILON), -child.shares, child.first, child.path,
+                version[id(child)], child)
+
+    prepare(root)
+    for node in _walk(root):
+        heaps[id(node)] = [entry(c, node) for c in node.children.values() if remaining[id(c)]]
+        heapq.heapify(heaps[id(node)])
+    result: list[api.Job] = []
+    while remaining[id(root)]:
+        path = [root]
+        node = root
+        while node.taken >= len(node.jobs):
+            heap = heaps[id(node)]
+            while True:
+                seen, child = heap[0][-2:]
+                if seen == version[id(child)] and remaining[id(child)]:
+                    break
+                heapq.heappop(heap)
+            node = child
+            path.append(node)
+        job = node.jobs[node.taken]
+        node.taken += 1
+        if node.taken < len(node.jobs):
+            node.first = _job_key(node.jobs[node.taken])
+        result.append(job)
+        for step in path:
+            step.running += job.spec.slots
+            remaining[id(step)] -= 1
+            version[id(step)] += 1
+        for parent, child in zip(path, path[1:], strict=False):
+            if remaining[id(child)]:
+                heapq.heappush(heaps[id(parent)], entry(child, parent))
+    return result
+
+
+def _job_key(job: api.Job) -> tuple[int, int, int]:
+    return (-job.spec.priority, job.submit_time_ms, job.id)
+
+
+def _walk(node: Node) -> Iterable[Node]:
+    yield node
+    for child in node.children.values():
+        yield from _walk(child)
+
+
+Row = tuple[str, int, float, float, float]
+
+
+def report(config: api.FairShare, queue: str, jobs: Sequence[api.Job],
+           usage: Mapping[tuple[str, str], tuple[int, int]], now_ms: int) -> list[Row]:
+    """Rows of `xce fairshare` (bqueues -r, sshare): path, shares, running slots, recent slots, priority."""
+    root = build(config, queue, jobs, usage, now_ms)
+    rows: list[Row] = []
+
+    def visit(node: Node) -> None:
+        for child in sorted(node.children.values(), key=lambda c: c.path):
+            rows.append((child.path, child.shares, child.running, child.recent, priority(child, node)))
+            visit(child)
+
+    visit(root)
+    return rows
+
