@@ -23,6 +23,9 @@ Example:
     job_pick_plugin = "fairshare"     # this queue's picker: fcfs (the default), lifo, fairshare
     fairshare = { half_life_s = 3600, users = { alice = 3, default = 1 }, projects = { research = 2 } }
     kill_invalid_depend = false       # kill its jobs whose -w can never hold (Slurm); else they pend
+    preemptive = ["low"]              # may preempt these (each preemptable, of lower priority)
+    # preemptable = true, preempt_action = "suspend" | "requeue", preempt_min_run_s = 60,
+    # max_preemptions = 3, preemptable_resources = ["gpu"]: on the queues preempted
 
     [host_groups]                     # LSF HostGroup: -m "gpu_nodes host3", select[gpu_nodes]
     gpu_nodes = ["g1", "g2"]
@@ -214,6 +217,7 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
     if len({r.id for r in replicas}) != len(replicas):
         raise ConfigError(f"{path}: duplicate replica ids")
     queues = tuple(_queue(q, path) for q in raw.get("queues", [{"name": "normal", "priority": 30}]))
+    _check_preemption(queues, path)
     if len({q.name for q in queues}) != len(queues):
         raise ConfigError(f"{path}: duplicate queue names")
     default_queue = raw.get("default_queue", queues[0].name if queues else "normal")
@@ -321,6 +325,65 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
             "munge_socket": socket,
             "munge_roles": dict(munge_roles), "max_sync_streams": ints["max_sync_streams"],
             "max_sync_streams_total": ints["max_sync_streams_total"]}
+
+
+PREEMPT_ACTIONS = {"suspend": api.PREEMPT_SUSPEND, "requeue": api.PREEMPT_REQUEUE}
+
+
+def _preemption(raw: dict[str, Any], queue: api.Queue, where: str) -> None:
+    """A queue's preemption keys (LSF's PREEMPTION): preemptive, preemptable, preempt_action,
+    preempt_min_run_s, max_preemptions, preemptable_resources."""
+    for key in ("preemptive", "preemptable_resources"):
+        values = raw.get(key, [])
+        if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+            raise ConfigError(f"{where}: {key}: a list of names")
+        getattr(queue, key).extend(values)
+    preemptable = raw.get("preemptable", False)
+    if not isinstance(preemptable, bool):
+        raise ConfigError(f"{where}: preemptable: true or false")
+    queue.preemptable = preemptable
+    action = raw.get("preempt_action", "suspend")
+    if action not in PREEMPT_ACTIONS:
+        raise ConfigError(f"{where}: preempt_action: suspend or requeue, not {action!r}")
+    queue.preempt_action = PREEMPT_ACTIONS[action]
+    for key in ("preempt_min_run_s", "max_preemptions"):
+        value = raw.get(key, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**31:
+            raise ConfigError(f"{where}: {key}: a whole number >= 0 (0: none)")
+        setattr(queue, key, value)
+
+
+def _check_preemption(queues: tuple[api.Queue, ...], path: Path) -> None:
+    """Across queues: each name in `preemptive` is a preemptable queue of lower priority, and no
+    queue preempts itself through others (a cycle)."""
+    by_name = {q.name: q for q in queues}
+    for queue in queues:
+        for name in queue.preemptive:
+            where = f"{path}: queue {queue.name!r}: preemptive"
+            if name not in by_name:
+                raise ConfigError(f"{where}: no queue {name!r}")
+    for queue in queues:  # a cycle first: it is the clearer message when priorities also disagree
+        seen: set[str] = set()
+        todo = list(queue.preemptive)
+        while todo:
+            name = todo.pop()
+            if name == queue.name:
+                through = ", ".join(sorted(seen)) or "itself"
+                raise ConfigError(f"{path}: queue {queue.name!r}: preemptive: a preemption cycle: "
+                                  f"{queue.name!r} preempts itself through {through}")
+            if name not in seen:
+                seen.add(name)
+                todo.extend(by_name[name].preemptive)
+    for queue in queues:
+        for name in queue.preemptive:
+            where = f"{path}: queue {queue.name!r}: preemptive"
+            other = by_name[name]
+            if not other.preemptable:
+                raise ConfigError(f"{where}: queue {name!r} is not preemptable (preemptable = true there)")
+            if other.priority >= queue.priority:
+                raise ConfigError(f"{where}: queue {name!r} has priority {other.priority}, not below "
+                                  f"{queue.priority}: a job is never preempted for one of equal or lower "
+                                  "priority")
 
 
 FAIRSHARE_KEYS = frozenset({"half_life_s", "users", "projects"})
@@ -458,6 +521,7 @@ def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
                       closed=closed, inactive=inactive, job_pick_plugin=str(raw.get("job_pick_plugin", "")),
                       slot_limit=slot_limit, users=users, admins=admins, res_req=res_req,
                       kill_invalid_depend=kill_invalid_depend)
+    _preemption(raw, queue, f"{path}: queue {name!r}")
     if "fairshare" in raw:
         queue.fairshare.CopyFrom(_fairshare(raw["fairshare"], f"{path}: queue {name!r}: fairshare"))
     if "max_user_priority" in raw:

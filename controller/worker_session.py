@@ -158,7 +158,7 @@ class WorkerSession:
                 self.live.add(key)
                 if result.code != log.OK:  # an instance committed state does not want
                     self._kill(key)
-            elif kind != "usage_now":  # a sample says nothing of the instance's end
+            elif kind not in ("usage_now", "suspended"):  # these say nothing of the instance's end
                 self._forget(key)
             self.outbox.append(api.ControllerMessage(ack=api.ReportAck(
                 job_id=report.job_id, attempt=report.attempt, kind=kind)))

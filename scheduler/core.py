@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler import plans
+from scheduler import plans, preemption
 from scheduler.picker import Fcfs, PassContext, Picker, ordered
 from xce import depend, feasibility, limits, resreq
 from xce.invariant import InvariantViolated, invariant
@@ -60,7 +60,16 @@ class Pend:
     code: api.PendingReason = api.PENDING_REASON_UNSPECIFIED
 
 
-Decision = Dispatch | Pend
+@dataclass(frozen=True)
+class Preempt:
+    """The job takes one host from its victims (scheduler/preemption.py), each at its attempt."""
+
+    job_id: int
+    attempt: int
+    victims: tuple[tuple[int, int], ...]
+
+
+Decision = Dispatch | Pend | Preempt
 
 
 @dataclass
@@ -69,6 +78,7 @@ class CoreConfig:
     queue_pickers: Mapping[str, Picker] = field(default_factory=dict)
     max_dispatches: int = 4000  # per pass: one entry of ~100 KB, applied in ~0.05 s
     max_explains: int = 200  # requirements explained per pass (each reads every host: ~20 ms at 5,000)
+    max_preemptions: int = 16  # PREEMPT decisions per pass (each looks at the hosts with victims)
 
 
 _UNSEEN = feasibility.Reason(api.PENDING_REASON_UNSPECIFIED, "", "unseen")  # a cache miss
@@ -113,10 +123,22 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
     limit_reached = feasibility.Reason(api.PEND_DISPATCH_LIMIT, f"this pass placed {config.max_dispatches} "
                                        "jobs, its limit: the next pass looks again", "dispatch_limit")
     dispatched = 0
+    context = context or PassContext(jobs)
+    # Running jobs as the view has them (a dispatch in flight is not among `jobs`, but it runs).
+    preempting = _Preempting(context.jobs, queue_map, context.now_ms) if any(
+        preemption.preemptive(q) for q in queues) else None
     # An array's record is never dispatched: its elements are jobs of their own (fsm/arrays.py).
-    for job in ordered([j for j in jobs if j.state == api.PEND and not j.spec.HasField("array")], queue_map,
-                       config.picker, config.queue_pickers, context or PassContext(jobs)):
+    waiting = ordered([j for j in jobs if j.state == api.PEND and not j.spec.HasField("array")], queue_map,
+                      config.picker, config.queue_pickers, context)
+    for job in _with_resumes(waiting, jobs, queue_map):  # (a resume in flight is not among `jobs`)
         spec = job.spec
+        if job.state == api.SSUSP:  # a preempted job whose slots were given back: it takes them again
+            if dispatched < config.max_dispatches and usage.take_back(job, index):
+                dispatched += 1
+                single = not job.allocation
+                decisions.append(Dispatch(job.id, job.attempt, job.host, () if single else tuple(
+                    (part.host, part.slots) for part in job.allocation)))
+            continue
         queue = spec.queue
         reason = by_queue.get(queue, _UNSEEN)
         if reason is _UNSEEN:
@@ -174,6 +196,15 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                     explains += 1
                     result.refusals.update(explanation.counts)
             reason = explanation.reason or _NO_ALLOCATION
+            if preempting is not None and reason.code in _PREEMPTS_FOR:
+                if preempting.waits(job):
+                    reason = _PREEMPTION_PENDING
+                    usage.reserve(preempting.freed.get(job.id, ()), index)  # not for jobs after it
+                elif len(preempting.sent) < config.max_preemptions:
+                    choice = preempting.choose(job, need, least, usage)
+                    if choice is not None:
+                        decisions.append(choice)
+                        continue
         if reason is None:
             continue  # past this pass's explanations: it keeps its reason until a later pass
         result.waiting[reason.code] += 1
@@ -181,6 +212,63 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                 recount or _shape(reason.words) != _shape(job.pending_reason))):
             decisions.append(Pend(job.id, reason.words, reason.code))
     return result
+
+
+_PREEMPTS_FOR = frozenset({api.PEND_NO_FREE_SLOTS, api.PEND_NO_FREE_RESOURCES, api.PEND_HOST_CLOSED})
+_PREEMPTION_PENDING = feasibility.Reason(api.PEND_PREEMPTION_PENDING, "preemption pending: waiting for the "
+                                         "jobs it preempted to give back their slots", "preempting")
+
+
+def _with_resumes(waiting: list[api.Job], jobs: Sequence[api.Job],
+                  queues: Mapping[str, api.Queue]) -> list[api.Job]:
+    """The pass's order with the suspended victims that gave back their slots first in their queue:
+    after the pending jobs of queues above theirs (which might only preempt them again)."""
+    resumable = sorted((j for j in jobs if j.state == api.SSUSP and j.released),
+                       key=lambda j: (-j.spec.priority, j.start_time_ms, j.id))
+    if not resumable:
+        return waiting
+
+    def rank(job: api.Job) -> tuple[int, str]:
+        queue = queues.get(job.spec.queue)
+        return (-(queue.priority if queue else 0), job.spec.queue)
+
+    return sorted([*resumable, *waiting], key=rank)  # stable: resumes, then the picker's order
+
+
+class _Preempting:
+    """The pass's preemptions: the running jobs by host, what is preempted already."""
+
+    def __init__(self, jobs: Sequence[api.Job], queues: Mapping[str, api.Queue], now_ms: int) -> None:
+        self.queues = queues
+        self.now_ms = now_ms
+        self.by_host: dict[str, list[api.Job]] = {}
+        self.holding: dict[int, int] = Counter()  # preemptor -> victims not yet given back
+        self.freed: dict[int, list[api.HostAllocation]] = {}  # preemptor -> what its victims gave back
+        for job in jobs:
+            parts = feasibility.allocation_of(job)
+            if job.state == api.RUN and len(parts) == 1 and not job.preempted_by:
+                self.by_host.setdefault(parts[0].host, []).append(job)
+            if job.preempted_by and not job.released and job.state in (api.RUN, api.SSUSP):
+                self.holding[job.preempted_by] += 1
+            if job.preempted_by and job.released and job.state == api.SSUSP:
+                self.freed.setdefault(job.preempted_by, []).extend(job.released)
+        self.sent: list[Preempt] = []
+
+    def waits(self, job: api.Job) -> bool:
+        """It preempted jobs that still hold their slots."""
+        return self.holding.get(job.id, 0) > 0
+
+    def choose(self, job: api.Job, need: feasibility.Need, slots: int, usage: PassUsage) -> Preempt | None:
+        if not preemption.preemptive(self.queues.get(job.spec.queue)):
+            return None
+        choice = preemption.choose(job, need, slots, usage.states, self.by_host, self.queues, self.now_ms)
+        if choice is None:
+            return None
+        taken = {victim.id for victim in choice.victims}
+        self.by_host[choice.host] = [v for v in self.by_host[choice.host] if v.id not in taken]
+        decision = Preempt(job.id, job.attempt, tuple((v.id, v.attempt) for v in choice.victims))
+        self.sent.append(decision)
+        return decision
 
 
 def dependency_reason(job: api.Job) -> feasibility.Reason:
@@ -262,6 +350,30 @@ class PassUsage:
             held[demand.counter] = demand.amount
         for name, amount in held.items():
             self._counters[name] = self._counters.get(name, 0) + amount
+
+    def take_back(self, job: api.Job, index: HostIndex) -> bool:
+        """A suspended victim resumes if what it gave back is free again on its hosts: taken."""
+        for part in job.released:
+            state = self.states.get(part.host)
+            if state is None or not state.available or state.slots - state.used < part.slots or any(
+                    state.totals.get(n, 0) - state.reserved.get(n, 0) < a for n, a in part.resources.items()):
+                return False
+        self.reserve(job.released, index)
+        return True
+
+    def reserve(self, parts: Iterable[api.HostAllocation], index: HostIndex) -> None:
+        """Slots and consumables taken for the rest of the pass (a resume; what a waiting preemptor's
+        victims gave back already, kept for it): as much as is free, never more."""
+        for part in parts:
+            if part.host not in self.states:
+                continue
+            before = self.states[part.host]
+            reserved = dict(before.reserved)
+            for name, amount in part.resources.items():
+                reserved[name] = min(before.totals.get(name, 0), reserved.get(name, 0) + amount)
+            after = before._replace(used=min(before.slots, before.used + part.slots), reserved=reserved)
+            self.states[part.host] = after
+            index.moved(part.host, before.slots - before.used, after.slots - after.used)
 
     def take(self, parts: Sequence[feasibility.Allocation], need: feasibility.Need, index: HostIndex) -> None:
         """A placement: its slots and reserved consumables, taken on each of its hosts."""

@@ -43,7 +43,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.core import CoreConfig, Dispatch, PassResult, Pend, run_pass
+from scheduler.core import CoreConfig, Decision, Dispatch, PassResult, Pend, Preempt, run_pass
 from scheduler.picker import PassContext
 from xce.v1 import api_pb2 as api
 
@@ -99,7 +99,7 @@ class PassView:
 
 @dataclass(frozen=True)
 class Plan:
-    decisions: list[Dispatch | Pend]
+    decisions: list[Decision]
     state: PlannerState
     result: PassResult
     cooled: list[tuple[str, int]]  # (host, job) refusals first seen in this pass
@@ -139,19 +139,23 @@ DECISION_OVERHEAD_BYTES = 32
 HOST_SLOTS_OVERHEAD_BYTES = 12
 
 
-Decisions = list[Dispatch | Pend]
+Decisions = list[Decision]
 
 
 def _within_bounds(decisions: Decisions, config: PlannerConfig) -> tuple[Decisions, int]:
-    """Dispatches first, then PENDs, in the pass's order, while the batch stays within its bounds."""
+    """Dispatches first, then PREEMPTs, then PENDs, in the pass's order, while the batch stays within
+    its bounds."""
     ordered: Decisions = [d for d in decisions if isinstance(d, Dispatch)]
+    ordered += [d for d in decisions if isinstance(d, Preempt)]
     ordered += [d for d in decisions if isinstance(d, Pend)]
-    kept: list[Dispatch | Pend] = []
+    kept: Decisions = []
     size = pends = 0
     for decision in ordered:
         is_pend = isinstance(decision, Pend)
         if isinstance(decision, Pend):
             cost = DECISION_OVERHEAD_BYTES + len(decision.reason.encode())
+        elif isinstance(decision, Preempt):
+            cost = DECISION_OVERHEAD_BYTES * (1 + len(decision.victims))
         else:
             cost = DECISION_OVERHEAD_BYTES + len(decision.host.encode()) + sum(
                 HOST_SLOTS_OVERHEAD_BYTES + len(host.encode()) for host, _ in decision.hosts)
@@ -194,6 +198,10 @@ def to_batch(plan_: Plan, started: PlannerState, epoch: int, scheduler_id: str, 
             batch.decisions.add(dispatch=api.DispatchDecision(
                 job_id=decision.job_id, attempt=decision.attempt, host=decision.host,
                 hosts=[api.HostSlots(host=host, slots=slots) for host, slots in decision.hosts]))
+        elif isinstance(decision, Preempt):
+            batch.decisions.add(preempt=api.PreemptDecision(
+                job_id=decision.job_id, attempt=decision.attempt,
+                victims=[api.Victim(job_id=j, attempt=a) for j, a in decision.victims]))
         else:
             batch.decisions.add(pend=api.PendDecision(job_id=decision.job_id, reason=decision.reason,
                                                       code=decision.code))

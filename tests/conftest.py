@@ -17,7 +17,7 @@ from typing import TypeVar
 import pytest
 
 from controller.store import StateStore
-from xce.local_cluster import LocalCluster, LocalWorkers
+from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -140,6 +140,24 @@ def make_fleet(make_cluster) -> Iterator[Callable[[str], tuple[LocalCluster, Loc
     finally:
         for workers in fleets:
             workers.stop()
+
+
+@pytest.fixture
+def make_scheduled(make_fleet) -> Iterator[Callable[[str], tuple[LocalCluster, LocalWorkers]]]:  # type: ignore[no-untyped-def]
+    """Serving clusters with a scheduler and workers (started by the test), of the given config."""
+    schedulers: list[LocalScheduler] = []
+
+    def build(extra_config: str) -> tuple[LocalCluster, LocalWorkers]:
+        cluster, workers = make_fleet(extra_config)
+        schedulers.append(LocalScheduler(cluster))
+        schedulers[-1].start()
+        return cluster, workers
+
+    try:
+        yield build
+    finally:
+        for scheduler in schedulers:
+            scheduler.kill()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from tests.conftest import FAST_HOSTS, wait_until, xce_cli
 from worker.journal import Journal
 from xce.client import Client
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from xce.local_cluster import LocalCluster, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
@@ -23,14 +22,8 @@ MAX_ARRAY = "\n[auth]\nmax_array_size = 5000\n"
 
 
 @pytest.fixture
-def htc(make_fleet) -> Iterator[tuple[LocalCluster, LocalWorkers]]:  # type: ignore[no-untyped-def]
-    cluster, workers = make_fleet(FAST_HOSTS + MAX_ARRAY)
-    scheduler = LocalScheduler(cluster)
-    scheduler.start()
-    try:
-        yield cluster, workers
-    finally:
-        scheduler.kill()
+def htc(make_scheduled) -> tuple[LocalCluster, LocalWorkers]:  # type: ignore[no-untyped-def]
+    return make_scheduled(FAST_HOSTS + MAX_ARRAY)  # type: ignore[no-any-return]
 
 
 def _cli(cluster: LocalCluster, cwd: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:

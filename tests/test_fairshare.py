@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from tests.conftest import FAST_HOSTS, wait_until
 from tests.test_arrays import _instances
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from xce.local_cluster import LocalCluster, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 pytestmark = [pytest.mark.cluster,
@@ -30,14 +29,8 @@ fairshare = {{ half_life_s = {HALF_LIFE_S}, users = {{ {A} = 3, {B} = 1 }} }}
 
 
 @pytest.fixture
-def fair(make_fleet) -> Iterator[tuple[LocalCluster, LocalWorkers]]:  # type: ignore[no-untyped-def]
-    cluster, workers = make_fleet(FAST_HOSTS + QUEUE)
-    scheduler = LocalScheduler(cluster)
-    scheduler.start()
-    try:
-        yield cluster, workers
-    finally:
-        scheduler.kill()
+def fair(make_scheduled) -> tuple[LocalCluster, LocalWorkers]:  # type: ignore[no-untyped-def]
+    return make_scheduled(FAST_HOSTS + QUEUE)  # type: ignore[no-any-return]
 
 
 def _spec(seconds: int) -> api.JobSpec:

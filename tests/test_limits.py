@@ -3,14 +3,13 @@ and a job held back says which limit it reached."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import FAST_HOSTS, wait_until
 from tests.test_arrays import _array_id, _cli, _instances, _most_at_once
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from xce.local_cluster import LocalCluster, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
@@ -25,14 +24,8 @@ slots = 3
 
 
 @pytest.fixture
-def limited(make_fleet) -> Iterator[tuple[LocalCluster, LocalWorkers]]:  # type: ignore[no-untyped-def]
-    cluster, workers = make_fleet(FAST_HOSTS + LIMITS)
-    scheduler = LocalScheduler(cluster)
-    scheduler.start()
-    try:
-        yield cluster, workers
-    finally:
-        scheduler.kill()
+def limited(make_scheduled) -> tuple[LocalCluster, LocalWorkers]:  # type: ignore[no-untyped-def]
+    return make_scheduled(FAST_HOSTS + LIMITS)  # type: ignore[no-any-return]
 
 
 def test_a_per_user_slot_limit_is_never_exceeded(limited: tuple[LocalCluster, LocalWorkers],

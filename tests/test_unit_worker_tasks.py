@@ -76,6 +76,9 @@ class Host:
     def find_served(self, status_file: Path) -> int:
         return 0
 
+    def group_stopped(self, pgid: int) -> bool:
+        return True
+
     def sessions_usage(self) -> dict[int, tuple[int, float]]:
         return {}
 

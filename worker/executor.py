@@ -64,6 +64,7 @@ USER_NOT_ALLOWED = -6  # root without allow_root_jobs, or a user other than a no
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 SHIM = str(Path(__file__).resolve().parent / "shim.py")
 PRUNE_EVERY_ACKS = 100
+CONFIRM_EVERY_S, CONFIRM_TRIES = 0.05, 600  # a stopped group is looked for in /proc for up to 30 s
 
 
 STOPPED = (api.USUSP, api.SSUSP)
@@ -274,6 +275,7 @@ class Executor:
             return
         if kind == api.SIGNAL_STOP:
             self.host.killpg(pid, signal.SIGSTOP)
+            self._confirm_stopped(key, pid)
         elif kind == api.SIGNAL_CONT:
             self.host.killpg(pid, signal.SIGCONT)
         elif kind == api.SIGNAL_KILL:
@@ -297,12 +299,36 @@ class Executor:
         return None
 
     def _mark_stopped(self, key: Key, stopped: bool) -> None:
+        """Journaled, with when: `stops` lists [stopped ms, continued ms or 0], so the time an instance
+        held no CPU is on record (a preempted job's slots were its preemptor's then)."""
         with self._lock:
             record = self.journal.get(key)
             if record is not None and record.get("state") in ("running", "part") \
                     and record.get("stopped", False) != stopped:
                 record["stopped"] = stopped
+                stops = record.setdefault("stops", [])
+                if stopped:
+                    stops.append([self.clock.now_ms(), 0])
+                elif stops:
+                    stops[-1][1] = self.clock.now_ms()
                 self.journal.put(key, record)
+
+    def _confirm_stopped(self, key: Key, pid: int, tries: int = 0) -> None:
+        """Report `suspended` once every process of the instance's group is stopped (T in /proc): what
+        lets the leader give a preempted job's slots to its preemptor (controller/fsm/preempt.py)."""
+        with self._lock:
+            record = self.journal.get(key)
+            current = self._running.get(key) == pid and record is not None and record.get("stopped")
+        if not current:
+            return  # ended, or continued meanwhile
+        if self.host.group_stopped(pid):
+            self._report(api.JobReport(job_id=key[0], attempt=key[1],
+                                       suspended=api.JobSuspended(time_ms=self.clock.now_ms())))
+        elif tries < CONFIRM_TRIES:
+            self.host.call_later(CONFIRM_EVERY_S, lambda: self._confirm_stopped(key, pid, tries + 1))
+        else:
+            log.warning("job %d.%d: its processes did not all stop within %.0f s; not reported stopped", *key,
+                        CONFIRM_TRIES * CONFIRM_EVERY_S)
 
     def fence(self, grace_s: float) -> list[Key]:
         """The worker-side fence: kill every running rerunnable instance (TERM, then KILL after
@@ -581,6 +607,9 @@ class Executor:
         record.update(state="ended", final=report.SerializeToString().hex())
         record.pop("job", None)  # only tasks of a running job need it
         with self._lock:
+            stops = (self.journal.get(key) or {}).get("stops")  # `record` may be the watch's first copy
+            if stops:
+                record["stops"] = stops
             self.journal.put(key, record)
             self._running.pop(key, None)
             self._limits.pop(key, None)

@@ -100,6 +100,20 @@ def _wait_for_served_shim(status_path: str, timeout_s: float = 2.0) -> int:
     return pid
 
 
+def group_stopped(pgid: int) -> bool:
+    """Every process of the group stopped (T, or t when traced), or none left: one pass over /proc."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):  # gone meanwhile
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("T", "t", "Z", "X"):
+            return False
+    return True
+
+
 def _signal_of(status: int) -> int:
     return os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
 
@@ -139,6 +153,10 @@ class ProcessHost(Protocol):
         ...
 
     def killpg(self, pgid: int, sig: int) -> None: ...
+
+    def group_stopped(self, pgid: int) -> bool:
+        """Whether every process of the group is stopped (T in /proc), or none is left."""
+        ...
 
     def start_ticks(self, pid: int) -> int | None:
         """The process's start time (clock ticks since boot), or None if it is gone."""
@@ -412,6 +430,9 @@ class RealProcessHost:
 
     def sessions_usage(self) -> dict[int, tuple[int, float]]:
         return sessions_usage()
+
+    def group_stopped(self, pgid: int) -> bool:
+        return group_stopped(pgid)
 
     def host_name(self) -> str:
         return socket.gethostname()

@@ -267,7 +267,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--queue", help="only this queue")
     p.add_argument("--filter", action="append", default=[], help="field:op:value, repeatable")
     p.add_argument("-p", "--pending", action="store_true",
-                   help="pending jobs with their reasons (like bjobs -p)")
+                   help="pending and preempted (SSUSP) jobs with their reasons (like bjobs -p)")
     p.add_argument("-A", "--array-elements", action="store_true",
                    help="every element of each job array, not only the array's summary")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
@@ -487,7 +487,7 @@ def _run(client: Client, args: argparse.Namespace) -> int:
         if args.queue:
             filters.append(f"queue:eq:{args.queue}")
         if args.pending:
-            filters.append("state:in:PEND,PSUSP")
+            filters.append("state:in:PEND,PSUSP,SSUSP")
         elif not args.array_elements:
             filters.append("array:eq:0")  # an array is one line, its summary
         jobs = client.list_jobs(filters, stale=args.stale)
@@ -673,6 +673,8 @@ def _no_scheduler(status: api.StatusResponse) -> str:
 def pending_reason(job: api.Job, no_scheduler: str = "") -> str:
     """What `xce jobs -p` says: the committed reason, with the code, unless nothing decides at all."""
     held = job.pending_code == api.PEND_JOB_HELD or job.state == api.PSUSP
+    if job.state == api.SSUSP:  # preempted: what it waits for (controller/fsm/preempt.py)
+        return f"SUSPENDED: {job.pending_reason or 'suspended by the system'}"
     if no_scheduler and not held:
         code, words = api.PEND_WAITING_FOR_SCHEDULER, no_scheduler
         if job.pending_reason:
@@ -698,7 +700,7 @@ def _job_long(job: api.Job) -> None:
         print(f"Job <{job_label(job)}> ({shown(job.readable_id)}; {own})")
     else:
         print(f"Job <{job.id}> ({shown(job.readable_id)})")
-    reason = f"  ({shown(pending_reason(job))})" if job.state in (api.PEND, api.PSUSP) and \
+    reason = f"  ({shown(pending_reason(job))})" if job.state in (api.PEND, api.PSUSP, api.SSUSP) and \
         not job.spec.HasField("array") else ""
     print(f"  state      {api.JobState.Name(job.state)}{reason}")
     if job.spec.HasField("array"):
@@ -718,6 +720,9 @@ def _job_long(job: api.Job) -> None:
         print(f"  hosts      {_allocation(job)}")
     if job.spec.mem_limit_mb:
         print(f"  mem limit  {job.spec.mem_limit_mb} MB per host")
+    if job.preemptions or job.preempting:
+        victims = f"   preempting {', '.join(map(str, job.preempting))}" if job.preempting else ""
+        print(f"  preempted  {job.preemptions} time{'s' if job.preemptions != 1 else ''}{victims}")
     if job.spec.depend:
         verdict = {api.DEPEND_PENDING: "not yet", api.DEPEND_SATISFIED: "satisfied",
                    api.DEPEND_NEVER: "never satisfied"}.get(job.depend_state, "not evaluated")

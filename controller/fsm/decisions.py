@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from controller.fsm import resources
+from controller.fsm import preempt, resources
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import CommittedUsage, place
 from controller.fsm.records import read_job
@@ -156,6 +156,14 @@ def _decide(applier: Applier, usage: CommittedUsage, decision: api.Decision) -> 
         job = read_job(applier.tables, dispatch.job_id)
         if job is None:
             return api.DecisionOutcome(code=api.REJECT_NO_JOB, message=f"no job {dispatch.job_id}")
+        if job.state == api.SSUSP and job.released and applier.entry.format >= preempt.FORMAT:
+            if dispatch.attempt != job.attempt:
+                return api.DecisionOutcome(code=api.REJECT_WRONG_ATTEMPT, message=f"job {job.id} is at "
+                                           f"attempt {job.attempt}, not {dispatch.attempt}")
+            outcome = preempt.resume_refusal(usage, job, dispatch.host, dispatch.hosts)
+            if outcome is None:
+                preempt.resume(applier, usage, job)
+            return outcome
         outcome = dispatch_refusal(usage, job, dispatch.host, dispatch.attempt, hosts=dispatch.hosts,
                                    entry_format=applier.entry.format)
         if outcome is None:
@@ -171,4 +179,9 @@ def _decide(applier: Applier, usage: CommittedUsage, decision: api.Decision) -> 
             job.pending_code = decision.pend.code
             applier.put_job(job)
         return None
+    if kind == "preempt" and applier.entry.format >= preempt.FORMAT:
+        outcome = preempt.preempt_refusal(applier, decision.preempt)
+        if outcome is None:
+            preempt.take(applier, decision.preempt)
+        return outcome
     return api.DecisionOutcome(code=api.REJECT_MALFORMED, message="empty decision")

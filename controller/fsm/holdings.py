@@ -87,6 +87,7 @@ def place(applier: Applier, job: api.Job, hosts: Sequence[api.Host], parts: Sequ
     job.pending_reason = ""
     job.ClearField("pending_code")
     job.ClearField("refused_host")
+    job.ClearField("preempting")
     job.modify_time_ms = applier.stamp_ms
     job.ClearField("allocation")
     if len(parts) > 1 or parts[0].slots != job.spec.slots or need.host_usage:
@@ -112,8 +113,14 @@ def place(applier: Applier, job: api.Job, hosts: Sequence[api.Host], parts: Sequ
 
 
 def release(applier: Applier, job: api.Job) -> None:
-    """The job's current attempt gives back what it holds, on every host of its allocation."""
+    """The job's current attempt gives back what it holds, on every host of its allocation (a
+    suspended victim: less what it gave back already, preempt.py)."""
+    given = {part.host: part for part in job.released}
     for part in feasibility.allocation_of(job):
+        if part.host in given:
+            back = given[part.host]
+            kept = {name: amount - back.resources.get(name, 0) for name, amount in part.resources.items()}
+            part = feasibility.Part(part.host, part.slots - back.slots, {n: a for n, a in kept.items() if a})
         host = read_host(applier.tables, part.host)
         invariant(host is not None, f"job {job.id} holds slots on {part.host!r}, which has no record")
         assert host is not None
@@ -137,3 +144,4 @@ def release(applier: Applier, job: api.Job) -> None:
     for name, amount in sorted({**feasibility.base_demands(job), **job.holds}.items()):
         applier.add_counter(name, -amount)
     job.holds.clear()
+    job.ClearField("released")

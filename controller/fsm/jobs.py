@@ -30,7 +30,8 @@ EXIT_KILLED = 128 + SIGKILL
 # What an attempt leaves on the job; cleared when the job goes back to PEND.
 INSTANCE_FIELDS = ("exit_code", "end_time_ms", "start_time_ms", "kill_requested", "requeue_requested", "pid",
                    "term_signal", "exit_status_unknown", "usage", "host", "state_before_unknown", "holds",
-                   "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms")
+                   "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms", "preempted_by",
+                   "released")
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,10 @@ def check_control(job: api.Job, action: api.ControlAction) -> Transition:
     # A kill asked twice is refused; a kill after a requeue turns it into a kill.
     being_killed = job.state in RUNNING and job.kill_requested \
         and (action == api.REQUEUE or not job.requeue_requested)
-    if job.state not in table or (action in (api.KILL, api.REQUEUE) and being_killed):
+    # A preempted job is stopped and resumed by the scheduler (preempt.py): a user's stop or resume
+    # would take it out of that, and its slots are the preemptor's.
+    preempted = job.preempted_by and job.state == api.SSUSP and action in (api.STOP, api.RESUME)
+    if job.state not in table or (action in (api.KILL, api.REQUEUE) and being_killed) or preempted:
         raise ServiceError(log.FAILED_PRECONDITION,
                            f"cannot {api.ControlAction.Name(action).lower()} job {job.id} "
                            f"in state {api.JobState.Name(job.state)}")

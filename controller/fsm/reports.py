@@ -10,7 +10,7 @@ job its worker killed by the worker-side fence (cut off from the leader for
 
 from __future__ import annotations
 
-from controller.fsm import recovery
+from controller.fsm import preempt, recovery
 from controller.fsm.applier import Applier, each
 from controller.fsm.holdings import release
 from controller.fsm.jobs import EXIT_KILLED, requeue_ended, settle_lost
@@ -47,6 +47,10 @@ def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
     if kind == "usage_now":
         if applier.entry.format >= USAGE_FORMAT:
             return _usage_now(applier, job, relayed)
+        kind = None
+    if kind == "suspended":
+        if applier.entry.format >= preempt.FORMAT:
+            return _suspended(applier, job, relayed)
         kind = None
     if kind in ("finished", "dispatch_failed") and applier.entry.format >= recovery.FORMAT:
         recovery.instance_ended(applier, relayed.host, report.job_id, report.attempt)  # if a stray
@@ -114,6 +118,17 @@ def _usage_now(applier: Applier, job: api.Job | None, relayed: log.HostReport) -
     job.usage_now.CopyFrom(report.usage_now.usage)
     job.usage_time_ms = report.usage_now.time_ms
     applier.put_job(job)
+    return log.Result(code=log.OK, job_ids=[job.id])
+
+
+def _suspended(applier: Applier, job: api.Job | None, relayed: log.HostReport) -> log.Result:
+    """Its worker stopped the instance: a preempted job's slots go to its preemptor now."""
+    report = relayed.report
+    if job is None or job.host != relayed.host or job.attempt != report.attempt or job.state not in RUNNING:
+        return log.Result(code=log.FAILED_PRECONDITION, message="report about an instance not wanted")
+    if preempt.stopped(applier, job):
+        job.modify_time_ms = applier.stamp_ms
+        applier.put_job(job)
     return log.Result(code=log.OK, job_ids=[job.id])
 
 

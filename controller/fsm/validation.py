@@ -55,6 +55,7 @@ ALLOCATION_FORMAT = 6
 ASKED_FORMAT = 7  # -m (resources.py: FORMAT)
 MEMLIMIT_FORMAT = 9  # -M (reports.py: USAGE_FORMAT)
 MAX_ASKED = 1000  # names in one job's -m
+PREEMPT_FORMAT = 12  # preempt.py: FORMAT (not imported: it imports the applier, which imports this)
 
 
 def check_requirement(text: str, entry_format: int) -> None:
@@ -214,6 +215,8 @@ def check_queue(queue: api.Queue, entry_format: int = ALLOCATION_FORMAT) -> None
         raise invalid(f"slot_limit must not be negative, got {queue.slot_limit}")
     if entry_format >= ALLOCATION_FORMAT:  # before, an unknown field, kept unread
         check_requirement(queue.res_req, entry_format)
+    if entry_format >= PREEMPT_FORMAT and (queue.preempt_min_run_s < 0 or queue.max_preemptions < 0):
+        raise invalid(f"queue {name!r}: preempt_min_run_s and max_preemptions are never negative")
     if queue.HasField("fairshare") and entry_format >= limit_config.FORMAT:
         try:
             fairshare.check(queue.fairshare, f"queue {name!r}: fairshare")

@@ -32,8 +32,10 @@ from xce.v1 import log_pb2 as log
 # 8: reports of a parallel job's part on its other hosts (reports.py: PART_FORMAT).
 # 9: usage while running, an end's exit reason (MEMLIMIT), -M (reports.py: USAGE_FORMAT).
 # 10: dependencies (-w): checked at submit, kept current by apply, at the barrier (depends.py).
-# 11: limits (InitCluster, the `limits` table, their counters at the barrier; limit_config.py), -P.
-ENTRY_FORMAT = 11
+# 11: limits (InitCluster, the `limits` table, their counters at the barrier; limit_config.py), -P,
+#     fair-share usage credited at each end (shares.py).
+# 12: preemption: PREEMPT decisions, `suspended` reports, the resume of a suspended victim (preempt.py).
+ENTRY_FORMAT = 12
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",

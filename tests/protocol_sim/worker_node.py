@@ -161,6 +161,9 @@ class SimProcessHost:
     def find_served(self, status_file: Path) -> int:
         return 0  # the simulation launches no tasks
 
+    def group_stopped(self, pgid: int) -> bool:
+        return True  # a simulated process stops at once
+
     def sessions_usage(self) -> dict[int, tuple[int, float]]:
         return {}  # simulated processes use nothing
 

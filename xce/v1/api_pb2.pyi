@@ -46,6 +46,7 @@ class PendingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PEND_DISPATCH_LIMIT: _ClassVar[PendingReason]
     PEND_DEPENDENCY: _ClassVar[PendingReason]
     PEND_DEPENDENCY_NEVER: _ClassVar[PendingReason]
+    PEND_PREEMPTION_PENDING: _ClassVar[PendingReason]
 
 class ControlAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -93,6 +94,11 @@ class SignalKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SIGNAL_STOP: _ClassVar[SignalKind]
     SIGNAL_CONT: _ClassVar[SignalKind]
     SIGNAL_KILL: _ClassVar[SignalKind]
+
+class PreemptAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PREEMPT_SUSPEND: _ClassVar[PreemptAction]
+    PREEMPT_REQUEUE: _ClassVar[PreemptAction]
 JOB_STATE_UNSPECIFIED: JobState
 PEND: JobState
 PSUSP: JobState
@@ -124,6 +130,7 @@ PEND_HOST_CLOSED: PendingReason
 PEND_DISPATCH_LIMIT: PendingReason
 PEND_DEPENDENCY: PendingReason
 PEND_DEPENDENCY_NEVER: PendingReason
+PEND_PREEMPTION_PENDING: PendingReason
 CONTROL_ACTION_UNSPECIFIED: ControlAction
 KILL: ControlAction
 STOP: ControlAction
@@ -153,6 +160,8 @@ SIGNAL_KIND_UNSPECIFIED: SignalKind
 SIGNAL_STOP: SignalKind
 SIGNAL_CONT: SignalKind
 SIGNAL_KILL: SignalKind
+PREEMPT_SUSPEND: PreemptAction
+PREEMPT_REQUEUE: PreemptAction
 
 class JobSpec(_message.Message):
     __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project")
@@ -246,7 +255,7 @@ class ElementRun(_message.Message):
     def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ..., state: _Optional[_Union[JobState, str]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt", "array_id", "array_index", "array_limit", "array", "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms", "depend_state")
+    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt", "array_id", "array_index", "array_limit", "array", "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms", "depend_state", "preemptions", "preempted_by", "released", "preempting")
     class HoldsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -289,6 +298,10 @@ class Job(_message.Message):
     USAGE_NOW_FIELD_NUMBER: _ClassVar[int]
     USAGE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     DEPEND_STATE_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTED_BY_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTING_FIELD_NUMBER: _ClassVar[int]
     id: int
     readable_id: str
     spec: JobSpec
@@ -324,7 +337,11 @@ class Job(_message.Message):
     usage_now: Usage
     usage_time_ms: int
     depend_state: DependState
-    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ..., array_id: _Optional[int] = ..., array_index: _Optional[int] = ..., array_limit: _Optional[int] = ..., array: _Optional[_Union[ArrayState, _Mapping]] = ..., allocation: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., parts_ended: _Optional[_Iterable[str]] = ..., exit_reason: _Optional[str] = ..., usage_now: _Optional[_Union[Usage, _Mapping]] = ..., usage_time_ms: _Optional[int] = ..., depend_state: _Optional[_Union[DependState, str]] = ...) -> None: ...
+    preemptions: int
+    preempted_by: int
+    released: _containers.RepeatedCompositeFieldContainer[HostAllocation]
+    preempting: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ..., array_id: _Optional[int] = ..., array_index: _Optional[int] = ..., array_limit: _Optional[int] = ..., array: _Optional[_Union[ArrayState, _Mapping]] = ..., allocation: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., parts_ended: _Optional[_Iterable[str]] = ..., exit_reason: _Optional[str] = ..., usage_now: _Optional[_Union[Usage, _Mapping]] = ..., usage_time_ms: _Optional[int] = ..., depend_state: _Optional[_Union[DependState, str]] = ..., preemptions: _Optional[int] = ..., preempted_by: _Optional[int] = ..., released: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., preempting: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class HostAllocation(_message.Message):
     __slots__ = ("host", "slots", "resources")
@@ -877,12 +894,32 @@ class PendDecision(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., reason: _Optional[str] = ..., code: _Optional[_Union[PendingReason, str]] = ...) -> None: ...
 
 class Decision(_message.Message):
-    __slots__ = ("dispatch", "pend")
+    __slots__ = ("dispatch", "pend", "preempt")
     DISPATCH_FIELD_NUMBER: _ClassVar[int]
     PEND_FIELD_NUMBER: _ClassVar[int]
+    PREEMPT_FIELD_NUMBER: _ClassVar[int]
     dispatch: DispatchDecision
     pend: PendDecision
-    def __init__(self, dispatch: _Optional[_Union[DispatchDecision, _Mapping]] = ..., pend: _Optional[_Union[PendDecision, _Mapping]] = ...) -> None: ...
+    preempt: PreemptDecision
+    def __init__(self, dispatch: _Optional[_Union[DispatchDecision, _Mapping]] = ..., pend: _Optional[_Union[PendDecision, _Mapping]] = ..., preempt: _Optional[_Union[PreemptDecision, _Mapping]] = ...) -> None: ...
+
+class PreemptDecision(_message.Message):
+    __slots__ = ("job_id", "attempt", "victims")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    VICTIMS_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    attempt: int
+    victims: _containers.RepeatedCompositeFieldContainer[Victim]
+    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., victims: _Optional[_Iterable[_Union[Victim, _Mapping]]] = ...) -> None: ...
+
+class Victim(_message.Message):
+    __slots__ = ("job_id", "attempt")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    attempt: int
+    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class DecisionBatch(_message.Message):
     __slots__ = ("lease_epoch", "base_revision", "decisions", "scheduler_id", "now_ms", "planner_digest", "clock_ms")
@@ -945,7 +982,7 @@ class Reports(_message.Message):
     def __init__(self, reports: _Optional[_Iterable[_Union[JobReport, _Mapping]]] = ...) -> None: ...
 
 class JobReport(_message.Message):
-    __slots__ = ("job_id", "attempt", "started", "finished", "dispatch_failed", "part_ended", "usage_now")
+    __slots__ = ("job_id", "attempt", "started", "finished", "dispatch_failed", "part_ended", "usage_now", "suspended")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
@@ -953,6 +990,7 @@ class JobReport(_message.Message):
     DISPATCH_FAILED_FIELD_NUMBER: _ClassVar[int]
     PART_ENDED_FIELD_NUMBER: _ClassVar[int]
     USAGE_NOW_FIELD_NUMBER: _ClassVar[int]
+    SUSPENDED_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     attempt: int
     started: JobStarted
@@ -960,7 +998,14 @@ class JobReport(_message.Message):
     dispatch_failed: DispatchFailed
     part_ended: PartEnded
     usage_now: UsageNow
-    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., started: _Optional[_Union[JobStarted, _Mapping]] = ..., finished: _Optional[_Union[JobFinished, _Mapping]] = ..., dispatch_failed: _Optional[_Union[DispatchFailed, _Mapping]] = ..., part_ended: _Optional[_Union[PartEnded, _Mapping]] = ..., usage_now: _Optional[_Union[UsageNow, _Mapping]] = ...) -> None: ...
+    suspended: JobSuspended
+    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., started: _Optional[_Union[JobStarted, _Mapping]] = ..., finished: _Optional[_Union[JobFinished, _Mapping]] = ..., dispatch_failed: _Optional[_Union[DispatchFailed, _Mapping]] = ..., part_ended: _Optional[_Union[PartEnded, _Mapping]] = ..., usage_now: _Optional[_Union[UsageNow, _Mapping]] = ..., suspended: _Optional[_Union[JobSuspended, _Mapping]] = ...) -> None: ...
+
+class JobSuspended(_message.Message):
+    __slots__ = ("time_ms",)
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    time_ms: int
+    def __init__(self, time_ms: _Optional[int] = ...) -> None: ...
 
 class UsageNow(_message.Message):
     __slots__ = ("usage", "time_ms")
@@ -1157,7 +1202,7 @@ class Joined(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., heartbeat_s: _Optional[float] = ..., fence_s: _Optional[float] = ..., unknown_timeout_s: _Optional[float] = ...) -> None: ...
 
 class Queue(_message.Message):
-    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive", "slot_limit", "users", "admins", "max_user_priority", "res_req", "kill_invalid_depend", "fairshare")
+    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive", "slot_limit", "users", "admins", "max_user_priority", "res_req", "kill_invalid_depend", "fairshare", "preemptive", "preemptable", "preempt_action", "preempt_min_run_s", "max_preemptions", "preemptable_resources")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -1171,6 +1216,12 @@ class Queue(_message.Message):
     RES_REQ_FIELD_NUMBER: _ClassVar[int]
     KILL_INVALID_DEPEND_FIELD_NUMBER: _ClassVar[int]
     FAIRSHARE_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTIVE_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTABLE_FIELD_NUMBER: _ClassVar[int]
+    PREEMPT_ACTION_FIELD_NUMBER: _ClassVar[int]
+    PREEMPT_MIN_RUN_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTABLE_RESOURCES_FIELD_NUMBER: _ClassVar[int]
     name: str
     priority: int
     description: str
@@ -1184,7 +1235,13 @@ class Queue(_message.Message):
     res_req: str
     kill_invalid_depend: bool
     fairshare: FairShare
-    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ..., slot_limit: _Optional[int] = ..., users: _Optional[_Iterable[str]] = ..., admins: _Optional[_Iterable[str]] = ..., max_user_priority: _Optional[int] = ..., res_req: _Optional[str] = ..., kill_invalid_depend: _Optional[bool] = ..., fairshare: _Optional[_Union[FairShare, _Mapping]] = ...) -> None: ...
+    preemptive: _containers.RepeatedScalarFieldContainer[str]
+    preemptable: bool
+    preempt_action: PreemptAction
+    preempt_min_run_s: int
+    max_preemptions: int
+    preemptable_resources: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ..., slot_limit: _Optional[int] = ..., users: _Optional[_Iterable[str]] = ..., admins: _Optional[_Iterable[str]] = ..., max_user_priority: _Optional[int] = ..., res_req: _Optional[str] = ..., kill_invalid_depend: _Optional[bool] = ..., fairshare: _Optional[_Union[FairShare, _Mapping]] = ..., preemptive: _Optional[_Iterable[str]] = ..., preemptable: _Optional[bool] = ..., preempt_action: _Optional[_Union[PreemptAction, str]] = ..., preempt_min_run_s: _Optional[int] = ..., max_preemptions: _Optional[int] = ..., preemptable_resources: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FairShare(_message.Message):
     __slots__ = ("half_life_s", "users", "projects")
