@@ -1,8 +1,9 @@
 """Scheduler pass time with arbitration on (issue 17): 50,000 pending jobs on 5,000 hosts, fair share,
 30 % of the running jobs preemptable, a slot limit per user.
 
-The hosts (16 slots) are mostly full (12-16 slots used) with running jobs of 500 users, 30 % of them in the
-preemptable queue `low`; the pending jobs: 10 % in the preemptive queue `urgent` (1-4 slots), 90 % in
+The hosts (16 slots) are full or nearly (half full, the rest 12-16 slots used) with running jobs of
+500 users, 30 % of them in the preemptable queue `low`; the pending jobs: 10 % in the preemptive
+queue `urgent` (1-4 slots), 90 % in
 `normal`, a fair-share queue (shares per user, recent usage of each user), every user under a limit of
 64 slots in `normal`. One pass of the pure core as the scheduler runs it (at most 4,000 dispatches and
 16 preemptions). Target: <= 1 s. The live scheduler runs this same pass over TLS, its view fed by the
@@ -43,7 +44,7 @@ def world(jobs: int, hosts: int, users: int = 500, seed: int = 17) -> dict[str, 
     for i in range(hosts):
         name = f"host{i:05d}"
         used = 0
-        for _ in range(rng.randrange(12, 17)):  # mostly full: urgent jobs must preempt
+        for _ in range(16 if i % 2 else rng.randrange(12, 17)):  # half the hosts full: preemption
             queue = "low" if rng.random() < 0.3 else "normal"
             user = f"u{rng.randrange(users):03d}"
             if queue == "normal" and counters[f"limit/per_user/u={user}/slots"] >= 64:

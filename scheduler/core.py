@@ -153,7 +153,8 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
         least, most = feasibility.least_slots(job) if reason is None else 0, spec.slots
         if reason is None and bounded:
             reason = limit_refusal(job, usage, least)
-            most = min(most, usage.room(job, most))
+            if least < most:  # -n min,max: as many as the limits leave (least fits: checked above)
+                most = min(most, usage.room(job, most))
         if reason is None:
             need = feasibility.job_need(job, usage)
             key = (least, most, need)
@@ -245,14 +246,19 @@ class _Preempting:
         self.holding: dict[int, int] = Counter()  # preemptor -> victims not yet given back
         self.freed: dict[int, list[api.HostAllocation]] = {}  # preemptor -> what its victims gave back
         for job in jobs:
-            parts = feasibility.allocation_of(job)
-            if job.state == api.RUN and len(parts) == 1 and not job.preempted_by:
-                self.by_host.setdefault(parts[0].host, []).append(job)
-            if job.preempted_by and not job.released and job.state in (api.RUN, api.SSUSP):
-                self.holding[job.preempted_by] += 1
-            if job.preempted_by and job.released and job.state == api.SSUSP:
-                self.freed.setdefault(job.preempted_by, []).extend(job.released)
+            state = job.state
+            if state != api.RUN and state != api.SSUSP:
+                continue
+            if job.preempted_by:
+                if not job.released:
+                    self.holding[job.preempted_by] += 1
+                elif state == api.SSUSP:
+                    self.freed.setdefault(job.preempted_by, []).extend(job.released)
+            elif state == api.RUN and len(job.allocation) <= 1:
+                host = job.allocation[0].host if job.allocation else job.host
+                self.by_host.setdefault(host, []).append(job)
         self.sent: list[Preempt] = []
+        self.candidates: preemption.Candidates | None = None  # made on first need
 
     def waits(self, job: api.Job) -> bool:
         """It preempted jobs that still hold their slots."""
@@ -261,11 +267,12 @@ class _Preempting:
     def choose(self, job: api.Job, need: feasibility.Need, slots: int, usage: PassUsage) -> Preempt | None:
         if not preemption.preemptive(self.queues.get(job.spec.queue)):
             return None
-        choice = preemption.choose(job, need, slots, usage.states, self.by_host, self.queues, self.now_ms)
+        if self.candidates is None:
+            self.candidates = preemption.Candidates(self.by_host, self.queues, self.now_ms)
+        choice = preemption.choose(job, need, slots, usage.states, self.candidates)
         if choice is None:
             return None
-        taken = {victim.id for victim in choice.victims}
-        self.by_host[choice.host] = [v for v in self.by_host[choice.host] if v.id not in taken]
+        self.candidates.taken(choice.host, choice.victims)
         decision = Preempt(job.id, job.attempt, tuple((v.id, v.attempt) for v in choice.victims))
         self.sent.append(decision)
         return decision
@@ -303,7 +310,7 @@ class PassUsage:
         self._counters = dict(counters)
         self._limits = feasibility.limits_of(queues.values())
         self._shared = dict(shared or {})
-        self._limit_defs = list(limit_defs)
+        self._limit_defs = limits.LimitSet(limit_defs)
 
     def host(self, name: str) -> feasibility.HostState | None:
         return self.states.get(name)

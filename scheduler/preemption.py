@@ -47,14 +47,20 @@ def preemptive(queue: api.Queue | None) -> bool:
 
 def may_take(preemptor: api.Job, victim: api.Job, queues: Mapping[str, api.Queue], now_ms: int) -> bool:
     """Whether `victim` may be preempted for `preemptor` now (also apply's check, by the entry's stamp)."""
-    mine, theirs = queues.get(preemptor.spec.queue), queues.get(victim.spec.queue)
-    if mine is None or theirs is None or victim.spec.queue not in mine.preemptive or not theirs.preemptable:
+    mine = queues.get(preemptor.spec.queue)
+    if mine is None or victim.spec.queue not in mine.preemptive or victim.id == preemptor.id:
         return False
-    if rank(victim, queues) >= rank(preemptor, queues):
+    return rank(victim, queues) < rank(preemptor, queues) and eligible(victim, queues, now_ms)
+
+
+def eligible(victim: api.Job, queues: Mapping[str, api.Queue], now_ms: int) -> bool:
+    """What makes a job a possible victim of any preemptor (the rest is the pair's ranks and queues)."""
+    theirs = queues.get(victim.spec.queue)
+    if theirs is None or not theirs.preemptable:
         return False
     if victim.state != api.RUN or victim.kill_requested or victim.requeue_requested or victim.preempted_by:
         return False
-    if victim.spec.HasField("array") or victim.id == preemptor.id:
+    if victim.spec.HasField("array"):
         return False
     if theirs.max_preemptions and victim.preemptions >= theirs.max_preemptions:
         return False
@@ -83,48 +89,112 @@ def _freed(state: feasibility.HostState, slots: int, resources: Mapping[str, int
     return state._replace(used=state.used - slots, reserved=reserved)
 
 
+@dataclass
+class _Candidate:
+    job: api.Job
+    rank: tuple[int, int]
+    slots: int  # given back on its host
+    resources: dict[str, int]
+
+
+class Candidates:
+    """A pass's possible victims by host, each host's in the order they would be taken (lowest
+    priority, then most slots given back, then the most recently started), made once a pass; a
+    preemptor filters them by its queue and rank."""
+
+    def __init__(self, by_host: Mapping[str, Sequence[api.Job]], queues: Mapping[str, api.Queue],
+                 now_ms: int) -> None:
+        self.queues = queues
+        self.by_host: dict[str, list[_Candidate]] = {}
+        self._for_queue: dict[str, dict[str, list[_Candidate]]] = {}  # preemptor's queue -> host -> ...
+        for host in sorted(by_host):
+            found = []
+            for job in by_host[host]:
+                if eligible(job, queues, now_ms):
+                    slots, resources = given_back(job, host, queues)
+                    found.append(_Candidate(job, rank(job, queues), slots, resources))
+            if found:
+                found.sort(key=lambda c: (c.rank, -c.slots, -c.job.start_time_ms, c.job.id))
+                self.by_host[host] = found
+
+    def taken(self, host: str, jobs: Sequence[api.Job]) -> None:
+        gone = {job.id for job in jobs}
+        self.by_host[host] = [c for c in self.by_host[host] if c.job.id not in gone]
+        for listed in self._for_queue.values():
+            if host in listed:
+                listed[host] = [c for c in listed[host] if c.job.id not in gone]
+
+    def for_queue(self, queue: api.Queue) -> dict[str, list[_Candidate]]:
+        """The candidates in the queues `queue` may preempt, by host (made once per queue and pass)."""
+        found = self._for_queue.get(queue.name)
+        if found is None:
+            allowed = set(queue.preemptive)
+            found = self._for_queue[queue.name] = {}
+            for host, listed in self.by_host.items():
+                kept = [c for c in listed if c.job.spec.queue in allowed]
+                if kept:
+                    found[host] = kept
+        return found
+
+
 def choose(preemptor: api.Job, need: feasibility.Need, slots: int,
-           states: Mapping[str, feasibility.HostState], by_host: Mapping[str, Sequence[api.Job]],
-           queues: Mapping[str, api.Queue], now_ms: int) -> Choice | None:
+           states: Mapping[str, feasibility.HostState], candidates: Candidates) -> Choice | None:
     """The host and the smallest sufficient set of victims there, or None."""
+    queues = candidates.queues
+    mine = queues.get(preemptor.spec.queue)
+    if mine is None or not mine.preemptive:
+        return None
+    ceiling = rank(preemptor, queues)
     best: tuple[tuple[tuple[int, int], int, int, str], Choice] | None = None
-    for host in sorted(by_host):
+    for host, listed in candidates.for_queue(mine).items():
         state = states.get(host)
-        if state is None or not state.available or state.closed:
+        if state is None or not state.available or state.closed or not listed or listed[0].rank >= ceiling:
+            continue
+        free = state.slots - state.used
+        usable = listed if listed[-1].rank < ceiling else [c for c in listed if c.rank < ceiling]
+        missing, largest = max(0, slots - free), max(c.slots for c in usable)
+        if free + sum(c.slots for c in usable) < slots:
+            continue
+        # The best a set here could be: its lowest victim first, as few as the largest would need,
+        # giving back just what is missing. A host that cannot beat the best so far is not looked at
+        # further (hosts come by name: a tie loses).
+        fewest = max(1, -(-missing // largest)) if largest else 1
+        if best is not None and (usable[0].rank, fewest, missing) >= best[0][:3]:
             continue
         if feasibility.host_refusal(host, state._replace(used=0, reserved={}), slots, need) is not None:
             continue  # it could not run here even with the host empty
-        candidates = sorted((v for v in by_host[host] if may_take(preemptor, v, queues, now_ms)),
-                            key=lambda v: (rank(v, queues), -given_back(v, host, queues)[0],
-                                           -v.start_time_ms, v.id))
-        taken = _enough(preemptor, need, slots, host, state, candidates, queues)
+        taken = _enough(need, slots, host, state, usable)
         if taken is None:
             continue
-        key = (max(rank(v, queues) for v in taken), len(taken),
-               sum(given_back(v, host, queues)[0] for v in taken), host)
+        key = (max(c.rank for c in taken), len(taken), sum(c.slots for c in taken), host)
         if best is None or key < best[0]:
-            best = (key, Choice(host, tuple(taken)))
+            best = (key, Choice(host, tuple(c.job for c in taken)))
     return None if best is None else best[1]
 
 
-def _enough(preemptor: api.Job, need: feasibility.Need, slots: int, host: str, state: feasibility.HostState,
-            candidates: Sequence[api.Job], queues: Mapping[str, api.Queue]) -> list[api.Job] | None:
-    def fits(victims: Iterable[api.Job]) -> bool:
-        freed = state
-        for victim in victims:
-            freed = _freed(freed, *given_back(victim, host, queues))
+def _enough(need: feasibility.Need, slots: int, host: str, state: feasibility.HostState,
+            candidates: Sequence[_Candidate]) -> list[_Candidate] | None:
+    def fits(freed: feasibility.HostState) -> bool:
         return feasibility.host_refusal(host, freed, slots, need) is None
 
-    taken: list[api.Job] = []
-    for victim in candidates:
-        taken.append(victim)
-        if fits(taken):
+    def without(victims: Iterable[_Candidate]) -> feasibility.HostState:
+        freed = state
+        for victim in victims:
+            freed = _freed(freed, victim.slots, victim.resources)
+        return freed
+
+    taken: list[_Candidate] = []
+    freed = state
+    for candidate in candidates:
+        taken.append(candidate)
+        freed = _freed(freed, candidate.slots, candidate.resources)
+        if fits(freed):
             break
     else:
         return None
     # Drop what the set does not need, the highest priority first: the smallest sufficient set.
-    for victim in sorted(taken, key=lambda v: rank(v, queues), reverse=True):
-        rest = [v for v in taken if v is not victim]
-        if rest and fits(rest):
+    for victim in sorted(taken, key=lambda c: c.rank, reverse=True):
+        rest = [c for c in taken if c is not victim]
+        if rest and fits(without(rest)):
             taken = rest
     return taken

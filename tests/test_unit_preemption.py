@@ -38,7 +38,8 @@ def choose(preemptor: api.Job, jobs: list[api.Job], slots_total: int = 8, mem_to
     reserved = {"mem": held} if mem_total else {}
     totals = {"mem": mem_total} if mem_total else {}
     states = {"h1": feasibility.HostState(slots_total, True, used, totals, reserved)}
-    return preemption.choose(preemptor, need, preemptor.spec.slots, states, {"h1": jobs}, QUEUES, NOW)
+    candidates = preemption.Candidates({"h1": jobs}, QUEUES, NOW)
+    return preemption.choose(preemptor, need, preemptor.spec.slots, states, candidates)
 
 
 def pending(slots: int, queue: str = "high") -> api.Job:

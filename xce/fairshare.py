@@ -27,7 +27,6 @@ floats are the scheduler's own.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -117,8 +116,6 @@ class Node:
     recent: float = 0.0  # decayed historical usage, as average slots over a half-life
     children: dict[str, Node] = field(default_factory=dict)
     jobs: list[api.Job] = field(default_factory=list)  # a leaf's pending jobs, in its order
-    taken: int = 0  # of `jobs`, how many the pass ordered
-    first: tuple[int, int, int] = (0, 0, 0)  # the order key of its earliest pending job: ties go FCFS
 
     def usage(self) -> float:
         return self.running + self.recent
@@ -155,10 +152,14 @@ def build(config: api.FairShare, queue: str, jobs: Iterable[api.Job],
         path.append(child)
         return path
 
+    paths: dict[tuple[str, str], list[Node]] = {}
     for job in jobs:
         if job.spec.queue != queue:
             continue
-        path = leaf(project_of(job.spec), job.spec.user)
+        who = (project_of(job.spec), job.spec.user)
+        path = paths.get(who)
+        if path is None:
+            path = paths[who] = leaf(*who)
         if job.state == api.PEND:
             path[-1].jobs.append(job)
         elif job.state in RUNNING:
@@ -181,71 +182,37 @@ def priority(node: Node, parent: Node) -> float:
 
 def order(config: api.FairShare, queue: str, jobs: Sequence[api.Job],
           usage: Mapping[tuple[str, str], tuple[int, int]], now_ms: int) -> list[api.Job]:
-    """The queue's pending jobs in fair-share order (see the module's words). Each internal node keeps
-    a heap of its children by priority; taking a job moves only the nodes on its path, which are
-    pushed again (an entry whose node moved since is skipped): n log(children) for n jobs."""
+    """The queue's pending jobs in fair-share order (see the module's words), as one sort per node:
+    a user's jobs by job priority, submit time and id; a node's, its children's merged, each job
+    keyed by (its child's usage + the slots of the child's jobs before it) / the child's fraction of
+    its siblings' shares, smallest first (ties: the larger share, the job's own order, the path).
+    Taking, at every level, the child of highest priority, job by job, gives the same order."""
     root = build(config, queue, jobs, usage, now_ms)
-    remaining: dict[int, int] = {}
-    totals: dict[int, int] = {}
-    version: dict[int, int] = {}
-    heaps: dict[int, list[tuple[float, int, tuple[int, int, int], str, int, Node]]] = {}
 
-    def prepare(node: Node) -> int:
-        node.jobs.sort(key=_job_key)
-        count = len(node.jobs) + sum(prepare(child) for child in node.children.values())
-        remaining[id(node)] = count
-        totals[id(node)] = node.sibling_shares()
-        version[id(node)] = 0
-        firsts = [_job_key(node.jobs[0])] if node.jobs else []
-        firsts += [child.first for child in node.children.values() if remaining[id(child)]]
-        node.first = min(firsts, default=(0, 0, 0))
-        return count
+    def ordered(node: Node) -> list[api.Job]:
+        if not node.children:
+            return sorted(node.jobs, key=_job_key)
+        total = max(1, node.sibling_shares())
+        keyed: list[tuple[float, int, tuple[int, int, int], str, api.Job]] = []
+        for child in node.children.values():
+            fraction = child.shares / total
+            used = child.usage() + EPSILON
+            for job in ordered(child):
+                keyed.append((used / fraction, -child.shares, _job_key(job), child.path, job))
+                used += job.spec.slots
+        keyed.sort(key=_merge_key)
+        return [entry[-1] for entry in keyed]
 
-    def entry(child: Node, parent: Node) -> tuple[float, int, tuple[int, int, int], str, int, Node]:
-        fraction = child.shares / max(1, totals[id(parent)])
-        return (-fraction / (child.usage() + EPSILON), -child.shares, child.first, child.path,
-                version[id(child)], child)
+    return ordered(root)
 
-    prepare(root)
-    for node in _walk(root):
-        heaps[id(node)] = [entry(c, node) for c in node.children.values() if remaining[id(c)]]
-        heapq.heapify(heaps[id(node)])
-    result: list[api.Job] = []
-    while remaining[id(root)]:
-        path = [root]
-        node = root
-        while node.taken >= len(node.jobs):
-            heap = heaps[id(node)]
-            while True:
-                seen, child = heap[0][-2:]
-                if seen == version[id(child)] and remaining[id(child)]:
-                    break
-                heapq.heappop(heap)
-            node = child
-            path.append(node)
-        job = node.jobs[node.taken]
-        node.taken += 1
-        if node.taken < len(node.jobs):
-            node.first = _job_key(node.jobs[node.taken])
-        result.append(job)
-        for step in path:
-            step.running += job.spec.slots
-            remaining[id(step)] -= 1
-            version[id(step)] += 1
-        for parent, child in zip(path, path[1:], strict=False):
-            if remaining[id(child)]:
-                heapq.heappush(heaps[id(parent)], entry(child, parent))
-    return result
+
+def _merge_key(entry: tuple[float, int, tuple[int, int, int], str, api.Job]
+               ) -> tuple[float, int, tuple[int, int, int], str]:
+    return entry[:4]
 
 
 def _job_key(job: api.Job) -> tuple[int, int, int]:
     return (-job.spec.priority, job.submit_time_ms, job.id)
-
-
-def _walk(node: Node) -> Iterable[Node]:
-    yield node
-    for child in node.children.values():
-        yield from _walk(child)
 
 
 Row = tuple[str, int, float, float, float]

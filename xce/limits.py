@@ -86,15 +86,33 @@ class Demand:
     metric: str
 
 
+class LimitSet(list[api.Limit]):
+    """The limits of one pass or entry, remembering which apply to whom (users, queues and projects
+    repeat across thousands of jobs)."""
+
+    def __init__(self, limits: Iterable[api.Limit] = ()) -> None:
+        super().__init__(limits)
+        self._matches: dict[tuple[str, str, str], list[tuple[api.Limit, str]]] = {}
+
+    def matching(self, job: api.Job) -> list[tuple[api.Limit, str]]:
+        who = (job.spec.user, job.spec.queue, job.spec.project)
+        found = self._matches.get(who)
+        if found is None:
+            found = self._matches[who] = _matching(self, job)
+        return found
+
+
+def _matching(limits: Iterable[api.Limit], job: api.Job) -> list[tuple[api.Limit, str]]:
+    return [(limit, _key(limit, job)) for limit in limits if consumer(limit, job)]
+
+
 def demands(limits: Iterable[api.Limit], job: api.Job, slots: int, hosts: int = 1,
             per_host: Sequence[tuple[str, int]] = (), shared: Sequence[tuple[str, int]] = ()) -> list[Demand]:
     """The bounded counters a running attempt of `job` with `slots` over `hosts` hosts holds
     (`per_host`: what its rusage[] reserves on each host; `shared`: the licenses it takes)."""
     found = []
-    for limit in limits:
-        if not consumer(limit, job):
-            continue
-        key = _key(limit, job)
+    matches = limits.matching(job) if isinstance(limits, LimitSet) else _matching(limits, job)
+    for limit, key in matches:
         for metric, bound, amount in (("slots", limit.slots, slots), ("jobs", limit.jobs, 1)):
             if bound > 0:
                 found.append(Demand(counter(limit.name, key, metric), amount, bound, limit, metric))

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from controller.fsm.applier import Applier
 from controller.fsm.records import host_job_key, read_counter, read_host, read_queue
 from controller.tables import Tables
-from xce import feasibility
+from xce import feasibility, limits
 from xce.invariant import invariant
 from xce.v1 import api_pb2 as api
 
@@ -34,7 +34,7 @@ class CommittedUsage:
         self._queues: dict[str, api.Queue | None] = {}
         self._limits: dict[str, int] | None = None
         self._shared: dict[str, int] | None = None
-        self._limit_defs: list[api.Limit] | None = None
+        self._limit_defs: limits.LimitSet | None = None
 
     def host_record(self, name: str) -> api.Host | None:
         """The host record, read once per entry; `place` updates this same object."""
@@ -65,9 +65,10 @@ class CommittedUsage:
                                                       for _, raw in self._tables.scan("shared"))}
         return self._shared
 
-    def limit_defs(self) -> list[api.Limit]:
+    def limit_defs(self) -> limits.LimitSet:
         if self._limit_defs is None:
-            self._limit_defs = [api.Limit.FromString(raw) for _, raw in self._tables.scan("limits")]
+            raws = self._tables.scan("limits")
+            self._limit_defs = limits.LimitSet(api.Limit.FromString(raw) for _, raw in raws)
         return self._limit_defs
 
     def limits(self) -> dict[str, int]:
