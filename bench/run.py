@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import alloc_pass
+import arbitration_pass
 import etcd_bench
 import fleet
+import preempt_latency
 import scheduler_pass
 import xce_bench
 
@@ -200,6 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["ratios"] = ratios(report["xce"], report["etcd"], levels)
     report["scheduler_pass"] = guarded("scheduler pass", scheduler_pass.run)
     report["alloc_pass"] = guarded("allocation pass", alloc_pass.run)
+    report["arbitration_pass"] = guarded("arbitration pass", arbitration_pass.run)
+    report["preempt_latency"] = guarded("preemption latency", preempt_latency.run)
     if args.fleet:
         shape, jobs = args.fleet.split(":")
         hosts, slots = shape.split("x")
@@ -223,6 +227,16 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{alloc['dispatched']:,} dispatched ({alloc['multi_host']:,} over several hosts), "
               f"{alloc['reasons']:,} reasons "
               "(target <= 1 s)")
+    arb = report["arbitration_pass"]
+    if "pass_s_median" in arb:
+        print(f"arbitration pass (fair share, 30 % preemptable, a limit per user), {arb['jobs']:,} pending "
+              f"jobs on {arb['hosts']:,} hosts: {arb['pass_s_median']} s median, {arb['preemptions']} "
+              "preemptions (target <= 1 s)")
+    latency = report["preempt_latency"]
+    if "running_ms_p50" in latency:
+        print(f"preemption latency: submit -> victims suspended p50 {latency['suspended_ms_p50']} ms, p99 "
+              f"{latency['suspended_ms_p99']} ms; -> preemptor running p50 {latency['running_ms_p50']} ms, "
+              f"p99 {latency['running_ms_p99']} ms")
     if "placements_per_s" in report.get("fleet", {}):
         print(fleet.summary(report["fleet"]))
     if "placements_per_s" in report.get("fleet_requirements", {}):

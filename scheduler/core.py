@@ -391,7 +391,9 @@ class PassUsage:
                 reserved = dict(reserved)
                 for resource, amount in need.host_usage:
                     reserved[resource] = reserved.get(resource, 0) + amount
-            after = before._replace(used=before.used + part.slots, reserved=reserved)
+            # An exclusive job takes the whole host: nothing else there in this pass either.
+            used = before.slots if need.exclusive else before.used + part.slots
+            after = before._replace(used=used, reserved=reserved)
             self.states[part.host] = after
             index.moved(part.host, before.slots - before.used, after.slots - after.used)
 
@@ -481,6 +483,8 @@ class HostIndex:
                         (not asked or name in asked or bool(state.groups & asked))
                 if not passes:
                     continue
+            if need.exclusive and -negative_free < states[name].slots:
+                continue  # not idle
             if test is not None or usage:
                 state = states[name]
                 if test is not None and not test(feasibility.attributes(state)):

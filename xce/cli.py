@@ -709,7 +709,8 @@ def _job_long(job: api.Job) -> None:
     slots = str(job.spec.slots)
     if job.spec.HasField("min_slots"):
         slots = f"{job.spec.min_slots},{slots}"
-    print(f"  queue      {shown(job.spec.queue)}   priority {job.spec.priority}   slots {slots}")
+    exclusive = "   exclusive (-x)" if job.spec.exclusive else ""
+    print(f"  queue      {shown(job.spec.queue)}   priority {job.spec.priority}   slots {slots}{exclusive}")
     print(f"  command    {shown(' '.join(job.spec.command))}")
     project = f"   project {shown(job.spec.project)}" if job.spec.project else ""
     print(f"  cwd        {shown(job.spec.cwd or '-')}   user {shown(job.spec.user or '-')}{project}")

@@ -67,6 +67,8 @@ def add_options(p: argparse.ArgumentParser, defaults: bool = True) -> None:
                         "job is killed, exit reason MEMLIMIT (default: its rusage[mem=])")
     p.add_argument("-m", "--hosts", default=unset,
                    help='hosts or host groups the job may run on, space-separated (bsub -m "gpu_nodes h3")')
+    p.add_argument("-x", "--exclusive", action="store_true", default=None if not defaults else False,
+                   help="run only on hosts where nothing else runs, and keep them so (bsub -x)")
     p.add_argument("-P", "--project", default=unset,
                    help='the project the job is charged to (bsub -P); "/" nests: research/genomics')
     p.add_argument("-w", "--depend", default=unset,
@@ -100,6 +102,8 @@ def spec_from(args: argparse.Namespace, command: list[str]) -> api.JobSpec:
         spec.depend = args.depend
     if args.project:
         spec.project = args.project
+    if args.exclusive:
+        spec.exclusive = True
     if args.kill_on_invalid_dep:
         spec.kill_on_invalid_dep = True
     if args.mem_limit is not None:

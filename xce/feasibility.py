@@ -59,6 +59,7 @@ Pure: no I/O, no clock; records in, a reason out.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections import Counter
@@ -220,13 +221,14 @@ class Need:
     select_words: str = ""  # "select[...]", for reasons
     asked: frozenset[str] = frozenset()  # -m: hosts and host groups (empty: any host)
     shared_usage: tuple[tuple[str, int], ...] = ()  # rusage[] of shared resources: taken once per job
+    exclusive: bool = False  # -x: only hosts where nothing runs, and the whole host while it runs
 
     @property
     def plain(self) -> bool:
         """Nothing asked beyond slots: any host, in the default order."""
         req = self.requirement
         return req.select is None and not self.host_usage and not req.order and not req.span_hosts \
-            and not req.ptile and not req.same and not self.asked
+            and not req.ptile and not req.same and not self.asked and not self.exclusive
 
     def forced(self) -> Need:
         """What an operator's forced run (brun) keeps: the consumables, not the policy."""
@@ -274,8 +276,9 @@ def job_need(job: api.Job, usage: Usage, groups_and_shared: bool = True) -> Need
     queue = usage.queue(job.spec.queue)
     if not groups_and_shared:
         return need(queue.res_req if queue is not None else "", job.spec.resource_req)
-    return need(queue.res_req if queue is not None else "", job.spec.resource_req, tuple(job.spec.hosts),
-                frozenset(usage.shared()))
+    found = need(queue.res_req if queue is not None else "", job.spec.resource_req, tuple(job.spec.hosts),
+                 frozenset(usage.shared()))
+    return dataclasses.replace(found, exclusive=True) if job.spec.exclusive else found
 
 
 def attributes(host: HostState) -> dict[str, resreq.Value]:
@@ -431,6 +434,9 @@ def host_refusal(name: str, host: HostState | None, slots: int, need_: Need = NO
                           f"{resource}; the job reserves {amount}", "host_has_resource", resource)
     if host.closed and not forced:  # after the checks of what it is: closed is news only to a job it fits
         return Reason(api.PEND_HOST_CLOSED, f"host {name} is closed", "host_closed")
+    if need_.exclusive and host.used > 0:
+        return Reason(api.PEND_NO_FREE_SLOTS,
+                      f"host {name} runs other jobs: an exclusive job (-x) takes idle hosts", "host_idle")
     if host.slots - host.used < slots:
         return Reason(api.PEND_NO_FREE_SLOTS, f"host {name} has {host.slots - host.used} free slots; "
                                               f"the job needs {slots}", "host_has_free_slots")
@@ -533,22 +539,25 @@ class Explanation:
 _PHRASES = (("host_large_enough", "{h} {have} fewer than {slots} slots"),
             ("host_has_resource", "{h} {lack} {d}"),
             ("host_has_free_slots", "{h} {lack} free slots"),
+            ("host_idle", "{h} {run} other jobs (the job is exclusive, -x)"),
             ("host_has_free_resource", "{h} {lack} free {d}"),
             ("host_asked", "{h} not among -m"),
             ("host_closed", "{n} closed"),
             ("host_available", "{n} unavailable"))
 # Which code a job gets, by the checks that refused hosts: the nearest to fitting first.
-_CODES = ((("host_has_free_slots",), api.PEND_NO_FREE_SLOTS),
+_CODES = ((("host_has_free_slots", "host_idle"), api.PEND_NO_FREE_SLOTS),
           (("host_has_free_resource",), api.PEND_NO_FREE_RESOURCES),
           (("host_closed",), api.PEND_HOST_CLOSED),
           (("select", "host_asked", "host_large_enough", "host_has_resource"), api.PEND_NO_HOST_MATCHES))
-_BUSY = frozenset({"host_has_free_slots", "host_has_free_resource"})  # would fit on a less busy host
+# Would fit on a less busy host:
+_BUSY = frozenset({"host_has_free_slots", "host_has_free_resource", "host_idle"})
 
 
 def _phrase(template: str, n: int, slots: int, detail: str) -> str:
     one = n == 1
     return template.format(n=n, h=f"{n} host" if one else f"{n} hosts", have="has" if one else "have",
-                           lack="lacks" if one else "lack", slots=slots, d=detail)
+                           lack="lacks" if one else "lack", run="runs" if one else "run", slots=slots,
+                           d=detail)
 
 
 def explain(job: api.Job, usage: Usage, need_: Need = NO_NEED) -> Explanation:
@@ -603,6 +612,8 @@ def explain(job: api.Job, usage: Usage, need_: Need = NO_NEED) -> Explanation:
 
 def host_state(host: api.Host, load: bool = False) -> HostState:
     """`load`: with the host's load indices (the planner; apply never reads them)."""
-    return HostState(host.spec.slots, host.status == api.HOST_OK, host.slots_used, consumables(host),
+    # A host an exclusive job runs on has no room for any other (its slots count as all used).
+    used = host.spec.slots if host.exclusive_job else host.slots_used
+    return HostState(host.spec.slots, host.status == api.HOST_OK, used, consumables(host),
                      dict(host.reserved) if host.reserved else _EMPTY, static_attributes(host), host.closed,
                      frozenset(host.groups), dict(host.load) if load and host.load else _EMPTY_LOAD)

@@ -25,6 +25,7 @@ the epoch and so fences the old holder's batches.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from controller.fsm import preempt, resources
 from controller.fsm.applier import Applier
@@ -46,7 +47,10 @@ def requested(job: api.Job, host: str, hosts: Sequence[api.HostSlots], usage: Co
         return [feasibility.Allocation(host, job.spec.slots)], feasibility.NO_NEED
     parts = [feasibility.Allocation(h.host, h.slots) for h in hosts] \
         or [feasibility.Allocation(host, job.spec.slots)]
-    return parts, feasibility.job_need(job, usage, groups_and_shared=entry_format >= resources.FORMAT)
+    need = feasibility.job_need(job, usage, groups_and_shared=entry_format >= resources.FORMAT)
+    if need.exclusive and entry_format < preempt.FORMAT:  # (-x is refused before it: never so)
+        need = replace(need, exclusive=False)
+    return parts, need
 
 
 def dispatch_refusal(usage: CommittedUsage, job: api.Job, host: str, attempt: int, forced: bool = False,

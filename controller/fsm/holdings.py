@@ -105,6 +105,8 @@ def place(applier: Applier, job: api.Job, hosts: Sequence[api.Host], parts: Sequ
     for host, part in zip(hosts, parts, strict=True):
         host.slots_used += part.slots
         host.running_jobs += 1
+        if need.exclusive:
+            host.exclusive_job = job.id
         invariant(host.slots_used <= host.spec.slots,
                   f"host {host.spec.name} over its slots: {host.slots_used} of {host.spec.slots}")
         for resource, amount in need.host_usage:
@@ -130,6 +132,8 @@ def release(applier: Applier, job: api.Job) -> None:
                   f"{host.slots_used} in use by {host.running_jobs} jobs")
         host.slots_used -= part.slots
         host.running_jobs -= 1
+        if host.exclusive_job == job.id:
+            host.exclusive_job = 0
         for resource, amount in sorted(part.resources.items()):
             left = host.reserved[resource] - amount
             invariant(left >= 0, f"job {job.id} gives back {amount} {resource} on {part.host}, which has "

@@ -144,6 +144,9 @@ def check_min_slots_known(spec: api.JobSpec, entry_format: int) -> None:
     if spec.hosts and entry_format < ASKED_FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, f"-m needs every replica at entry format {ASKED_FORMAT} "
                            "(xce status shows each one's)")
+    if spec.exclusive and entry_format < PREEMPT_FORMAT:
+        raise ServiceError(log.FAILED_PRECONDITION, "-x needs every replica at entry format "
+                           f"{PREEMPT_FORMAT} (xce status shows each one's)")
     if spec.project and entry_format < limit_config.FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, "-P needs every replica at entry format "
                            f"{limit_config.FORMAT} (xce status shows each one's)")

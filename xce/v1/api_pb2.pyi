@@ -164,7 +164,7 @@ PREEMPT_SUSPEND: PreemptAction
 PREEMPT_REQUEUE: PreemptAction
 
 class JobSpec(_message.Message):
-    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project")
+    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -191,6 +191,7 @@ class JobSpec(_message.Message):
     DEPEND_FIELD_NUMBER: _ClassVar[int]
     KILL_ON_INVALID_DEP_FIELD_NUMBER: _ClassVar[int]
     PROJECT_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
     command: _containers.RepeatedScalarFieldContainer[str]
     name: str
     queue: str
@@ -210,7 +211,8 @@ class JobSpec(_message.Message):
     depend: str
     kill_on_invalid_dep: bool
     project: str
-    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ...) -> None: ...
+    exclusive: bool
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ...) -> None: ...
 
 class ArraySpec(_message.Message):
     __slots__ = ("ranges", "limit")
@@ -702,7 +704,7 @@ class InstanceKey(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class Host(_message.Message):
-    __slots__ = ("spec", "status", "generation", "status_time_ms", "slots_used", "running_jobs", "reserved", "closed", "closed_reason", "closed_time_ms", "closed_by", "groups", "load", "load_time_ms")
+    __slots__ = ("spec", "status", "generation", "status_time_ms", "slots_used", "running_jobs", "reserved", "closed", "closed_reason", "closed_time_ms", "closed_by", "groups", "load", "load_time_ms", "exclusive_job")
     class ReservedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -731,6 +733,7 @@ class Host(_message.Message):
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
     LOAD_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    EXCLUSIVE_JOB_FIELD_NUMBER: _ClassVar[int]
     spec: HostSpec
     status: HostStatus
     generation: int
@@ -745,7 +748,8 @@ class Host(_message.Message):
     groups: _containers.RepeatedScalarFieldContainer[str]
     load: _containers.ScalarMap[str, float]
     load_time_ms: int
-    def __init__(self, spec: _Optional[_Union[HostSpec, _Mapping]] = ..., status: _Optional[_Union[HostStatus, str]] = ..., generation: _Optional[int] = ..., status_time_ms: _Optional[int] = ..., slots_used: _Optional[int] = ..., running_jobs: _Optional[int] = ..., reserved: _Optional[_Mapping[str, int]] = ..., closed: _Optional[bool] = ..., closed_reason: _Optional[str] = ..., closed_time_ms: _Optional[int] = ..., closed_by: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ..., load: _Optional[_Mapping[str, float]] = ..., load_time_ms: _Optional[int] = ...) -> None: ...
+    exclusive_job: int
+    def __init__(self, spec: _Optional[_Union[HostSpec, _Mapping]] = ..., status: _Optional[_Union[HostStatus, str]] = ..., generation: _Optional[int] = ..., status_time_ms: _Optional[int] = ..., slots_used: _Optional[int] = ..., running_jobs: _Optional[int] = ..., reserved: _Optional[_Mapping[str, int]] = ..., closed: _Optional[bool] = ..., closed_reason: _Optional[str] = ..., closed_time_ms: _Optional[int] = ..., closed_by: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ..., load: _Optional[_Mapping[str, float]] = ..., load_time_ms: _Optional[int] = ..., exclusive_job: _Optional[int] = ...) -> None: ...
 
 class HostGroup(_message.Message):
     __slots__ = ("name", "members")
