@@ -42,7 +42,7 @@ bench-scale: $(STAMP)
 
 # The larger TLC models of tla/README.md (tens of minutes each on 2 cores).
 tlc: $(STAMP)
-	$(BIN)/python -m tests.tlc MCTwoSchedulers MCTwoFaults MCInit MCAlloc
+	$(BIN)/python -m tests.tlc MCTwoSchedulers MCTwoFaults MCInit MCAlloc MCPreempt
 
 soak: $(STAMP)
 	$(BIN)/python -m soak $(SOAK_ARGS)

@@ -6,6 +6,7 @@ import os
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 
 from xce.local_cluster import LocalCluster
@@ -29,11 +30,26 @@ def test_40_stalled_snapshot_streams_cost_the_leader_less_than_100_mb(  # type: 
         make_cluster) -> None:
     cluster: LocalCluster = make_cluster(extra_config="\n[auth]\nmax_sync_streams = 64\n")
     cluster.start()
-    leader = cluster.leader()
     spec = api.JobSpec(command=["true"], name="sync-memory", queue="idle")
     with cluster.client() as client:
         for start in range(0, JOBS, 5000):
             client.submit([spec] * min(5000, JOBS - start))
+    # On a loaded machine leadership may move while the streams open (a replica refuses them once it
+    # no longer leads): then the measurement starts again on the new leader, a bounded number of times.
+    for attempt in range(3):
+        leader = cluster.leader()
+        try:
+            before, peak = _stalled_streams(cluster, leader)
+            break
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.FAILED_PRECONDITION or attempt == 2:
+                raise
+    print(f"leader RSS {before:.0f} -> {peak:.0f} MB with {STREAMS} stalled streams on {JOBS} jobs")
+    assert peak - before < 100, f"leader RSS {before:.0f} -> {peak:.0f} MB with {STREAMS} stalled streams"
+
+
+def _stalled_streams(cluster: LocalCluster, leader: int) -> tuple[float, float]:
+    """The leader's RSS before, and at its peak over 5 s with STREAMS snapshot streams open and unread."""
     pid = cluster.procs[leader].pid
     before = _rss_mb(pid)
     credentials = cluster.credentials
@@ -55,5 +71,4 @@ def test_40_stalled_snapshot_streams_cost_the_leader_less_than_100_mb(  # type: 
         finally:
             for call in calls:
                 call.cancel()
-    print(f"leader RSS {before:.0f} -> {peak:.0f} MB with {STREAMS} stalled streams on {JOBS} jobs")
-    assert peak - before < 100, f"leader RSS {before:.0f} -> {peak:.0f} MB with {STREAMS} stalled streams"
+    return before, peak

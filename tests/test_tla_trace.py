@@ -17,7 +17,7 @@ pytestmark = pytest.mark.tlc
 
 BATCH = {"type": "batch", "epoch": 1, "sched": "s1", "job": "j1", "attempt": 1, "host": "h1",
          "hosts": frozenset({"h1"})}
-RUN = {"h1": [{"type": "run", "job": "j1", "attempt": 1}], "h2": []}
+RUN = {"h1": [{"type": "run", "job": "j1", "attempt": 1, "stop": False}], "h2": []}
 
 
 def dispatch() -> list[Step]:

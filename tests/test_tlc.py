@@ -56,6 +56,25 @@ def test_tlc_catches_a_barrier_that_checks_only_an_allocation_s_first_host() -> 
     assert result.code == EXIT_INVARIANT and result.violated() == "CapacitySafe", _explain(result)
 
 
+def test_preemption_model_never_runs_a_preemptor_beside_a_victim_not_yet_stopped() -> None:
+    """MCPreemptCI: a low job preempted for a high one on a host of one slot keeps its slot until its
+    worker says it stopped: CapacitySafe counts the instances not stopped. The preemption, the stop and
+    its report are taken; the resume comes later than this model's log reaches (MCPreempt, `make tlc`)."""
+    result = ahead("MCPreemptCI", coverage=True)
+    print(result.summary())
+    assert result.passed, _explain(result)
+    taken = result.coverage()
+    for action in ("SchedulerPreempt", "SendStop", "WorkerStop"):
+        assert taken.get(action, 0) > 0, (action, taken)
+
+
+def test_tlc_catches_a_preemption_that_gives_back_the_victim_s_slots_before_it_stopped() -> None:
+    result = run("MCPreemptCI", ("ApplyPreempt <- MutApplyPreemptEarly",))
+    print(result.summary())
+    print("\n".join(result.trace()))
+    assert result.code == EXIT_INVARIANT and result.violated() == "CapacitySafe", _explain(result)
+
+
 def test_liveness_holds_at_the_smallest_constants() -> None:
     result = ahead("MCLive")
     print(result.summary())

@@ -113,7 +113,7 @@ def trace_config(constants: Mapping[str, str]) -> str:
 # Jobs, hosts and schedulers are strings (model values of a .cfg cannot be named in the data).
 SETUP_CONSTANTS = {
     "Jobs": '{"j1", "j2"}', "Hosts": '{"h1", "h2"}', "Schedulers": '{"s1"}', "Cap": "1",
-    "Wide": "{}", "Gpu": "{}", "GCap": "0",
+    "Wide": "{}", "Gpu": "{}", "GCap": "0", "Low": "{}",
     "None": "None", "MaxTerm": "3", "MaxLog": "100", "MaxFaults": "0", "Submitted": '{"j1"}',
     "MaxSyncQueue": "100", "MaxBatches": "100", "MaxDown": "100",
 }

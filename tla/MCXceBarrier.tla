@@ -45,6 +45,12 @@ MCNext ==
     \/ Fault(StreamBreak) \/ Step(Resync) \/ Step(SyncTail) \/ Step(SyncDeliver)
     \/ Fault(SyncRepeat) \/ Fault(SchedulerCrash) \/ Fault(Compact)
 
+\* Next and preemption's actions (XceBarrier's PreemptNext), for a model with preemptable jobs.
+MCPreemptNext ==
+    \/ MCNext
+    \/ Step(SchedulerPreempt) \/ Step(SchedulerResume) \/ Step(SendStop) \/ Step(SendCont)
+    \/ Step(WorkerStop) \/ Step(WorkerCont)
+
 \* Next with no budget, for liveness: faults as often as they like.
 LiveNext ==
     \/ Step(Submit) \/ Step(LeaderCrash) \/ Step(ElectLeader) \/ Step(CommitApply)
@@ -104,12 +110,15 @@ SetupInit ==
     /\ upq = [h \in Hosts |-> {}]
     /\ unacked = [h \in Hosts |-> {}]
     /\ known = [h \in Hosts |-> {}]
+    /\ stopped = {}
+    /\ halted = [h \in Hosts |-> {}]
 
 \* Safety from the spec's own Init, or from a started cluster.
 MCSpec      == Init /\ faults = 0 /\ [][MCNext]_mcVars
 MCSetupSpec == SetupInit /\ faults = 0 /\ [][MCNext]_mcVars
 \* Liveness: every action of Next, faults without a budget, the spec's fairness.
 MCLiveSpec  == SetupInit /\ faults = 0 /\ [][LiveNext]_mcVars /\ Fairness
+MCPreemptSpec == SetupInit /\ faults = 0 /\ [][MCPreemptNext]_mcVars
 
 -----------------------------------------------------------------------------
 \* EntryBound of each model (a .cfg cannot write a record): on top of the started
@@ -118,6 +127,12 @@ CIEntries    == [noop |-> 2, submit |-> 2, join |-> 3, lease |-> 2, batch |-> 2,
                  unavail |-> 1, resolve |-> 1]
 LiveEntries  == [noop |-> 1, submit |-> 1, join |-> 2, lease |-> 1, batch |-> 1, report |-> 1,
                  unavail |-> 1, resolve |-> 1]
+\* A low job dispatched, preempted, stopped; the high one dispatched, started; the low one resumed.
+PreemptEntries == [noop |-> 2, submit |-> 2, join |-> 2, lease |-> 1, batch |-> 3, report |-> 5,
+                   unavail |-> 0, resolve |-> 0, preempt |-> 1]
+\* CI's cut: a low job dispatched and preempted, its stop reported, the high one dispatched.
+CIPreemptEntries == [noop |-> 1, submit |-> 2, join |-> 1, lease |-> 1, batch |-> 2, report |-> 2,
+                     unavail |-> 0, resolve |-> 0, preempt |-> 1]
 
 \* The CI model (and MCTwoFaults, MCTwoSchedulers, which extend it) reports every end
 \* WorkerFinish sees with a status: a "lost" end (no status) still comes from machine
@@ -154,9 +169,11 @@ MutSendRun ==
           /\ j \in Running(Proposed, h)
           /\ <<j, Proposed.jobs[j].attempt>> \notin known[h]
           /\ down' = [down EXCEPT ![h] = Append(@, [type |-> "run", job |-> j,
-                                                    attempt |-> Proposed.jobs[j].attempt])]
+                                                    attempt |-> Proposed.jobs[j].attempt,
+                                                    stop |-> Proposed.jobs[j].state \in Halting])]
           /\ known' = [known EXCEPT ![h] = @ \cup {<<j, Proposed.jobs[j].attempt>>}]
-    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, conn, joining, upq, unacked>>
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, conn, joining, upq, unacked,
+                   stopped, halted>>
 
 \* requeue_on_success: a `started` report puts the job back to PEND (the seed's bug-1512).
 \* (Written out whole: ApplyReport is the operator it replaces.)
@@ -207,6 +224,16 @@ MutApplyBatch(S, op) ==
                    !.hosts = [h \in Hosts |-> IF h \in op.hosts
                                               THEN [S.hosts[h] EXCEPT !.used = @ + 1, !.gused = @ + G(op.job)]
                                               ELSE S.hosts[h]]]
+    ELSE S
+
+\* preempt_releases_early: PREEMPT gives the victim's slots back at once, not once its worker says it
+\* stopped: the preemptor may run beside a victim still running, and CapacitySafe fails.
+MutApplyPreemptEarly(S, op) ==
+    IF /\ LeaseCurrent(S, op)
+       /\ S.jobs[op.job].state = "PEND" /\ S.jobs[op.job].attempt = op.attempt /\ op.job \notin Low
+       /\ op.victim \in Low /\ S.jobs[op.victim].state = "RUN" /\ S.jobs[op.victim].attempt = op.vattempt
+    THEN [S EXCEPT !.jobs[op.victim].state = "SSUSP",
+                   !.hosts = Release(S.hosts, op.victim, S.jobs[op.victim].alloc)]
     ELSE S
 
 \* partial_allocation: the barrier checks only an allocation's first host (a parallel job's other

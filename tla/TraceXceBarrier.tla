@@ -106,6 +106,7 @@ Recorded ==
     /\ journal = TraceStart.journal /\ up = TraceStart.up /\ conn = TraceStart.conn
     /\ joining = TraceStart.joining /\ down = TraceStart.down /\ upq = TraceStart.upq
     /\ unacked = TraceStart.unacked /\ known = TraceStart.known
+    /\ stopped = {} /\ halted = [h \in Hosts |-> {}]   \* the simulation does not preempt
 
 TraceInit ==
     /\ i = 0

@@ -31,10 +31,11 @@ CONSTANTS
     Gpu,          \* the jobs that reserve one GPU on each host of their allocation (rusage[gpu=1])
     GCap,         \* GPUs per host: a consumable the barrier re-checks like slots
     None,         \* a model value: no host, no scheduler
+    Low,          \* the jobs of a preemptable queue; the others are of a queue that may preempt them
     MaxTerm,      \* bounds that keep the model finite for TLC
     MaxLog
 
-ASSUME Cap \in Nat \ {0} /\ GCap \in Nat /\ Wide \subseteq Jobs /\ Gpu \subseteq Jobs
+ASSUME Cap \in Nat \ {0} /\ GCap \in Nat /\ Wide \subseteq Jobs /\ Gpu \subseteq Jobs /\ Low \subseteq Jobs
        /\ MaxTerm \in Nat /\ MaxLog \in Nat
 
 VARIABLES
@@ -60,18 +61,24 @@ VARIABLES
     down,       \* down[h]: commands in flight to h (a FIFO stream)
     upq,        \* upq[h]: reports in flight from h
     unacked,    \* unacked[h]: reports h keeps until the leader acknowledges them
-    known       \* known[h]: <<job, attempt>> the leader's session believes h runs
+    known,      \* known[h]: <<job, attempt>> the leader's session believes h runs
+    stopped,    \* <<job, attempt>> of the instances whose process group is stopped (SIGSTOP)
+    halted      \* halted[h]: <<job, attempt>> the leader's session told h to stop
 
 raftVars   == <<log, commit, term, leaderUp, ready>>
 stateVars  == <<st, hist, acked>>
 syncVars   == <<floor, view, sync, syncPos, belief>>
-workerVars == <<inst, journal, up, conn, joining, down, upq, unacked, known>>
+workerVars == <<inst, journal, up, conn, joining, down, upq, unacked, known, stopped, halted>>
 vars       == <<raftVars, stateVars, syncVars, rpc, workerVars>>
 
 -----------------------------------------------------------------------------
 (* The committed state and how one entry changes it (controller/fsm.py).  *)
 
-JobStates == {"none", "PEND", "RUN", "UNKWN", "DONE"}
+\* STOPPING: preempted, its worker told to stop it, its slots still held; SSUSP: stopped, its slots
+\* given back (controller/fsm/preempt.py: SSUSP, and SSUSP with `released`).
+JobStates == {"none", "PEND", "RUN", "UNKWN", "DONE", "STOPPING", "SSUSP"}
+Live == {"RUN", "UNKWN", "STOPPING", "SSUSP"}   \* an instance of the attempt may run
+Halting == {"STOPPING", "SSUSP"}                \* its instance is to be stopped
 NoJob  == [state |-> "none", attempt |-> 0, host |-> None, alloc |-> {}]
 NoHost == [status |-> "none", gen |-> 0, used |-> 0, slots |-> 0, gused |-> 0, gpus |-> 0]
 
@@ -88,7 +95,7 @@ Init0  == [jobs  |-> [j \in Jobs |-> NoJob],
 
 Hist(i) == IF i = 0 THEN Init0 ELSE hist[i]
 
-Running(S, h) == {j \in Jobs : S.jobs[j].state \in {"RUN", "UNKWN"} /\ S.jobs[j].host = h}  \* its command
+Running(S, h) == {j \in Jobs : S.jobs[j].state \in Live /\ S.jobs[j].host = h}  \* its command
 
 LeaseCurrent(S, op) == op.epoch = S.lease.epoch /\ op.sched = S.lease.holder
 
@@ -109,6 +116,15 @@ Fits(H, j, h) ==      \* one slot of j, and its GPUs, free on host h of H (commi
 ApplyBatch(S, op) ==  \* the commit barrier: each decision re-checked against committed state; an
                       \* allocation (op.hosts, its first op.host running the command) all or nothing
     IF /\ LeaseCurrent(S, op)
+       /\ S.jobs[op.job].state = "SSUSP"   \* a suspended victim resumes: its own allocation, if it fits
+       /\ S.jobs[op.job].attempt = op.attempt
+       /\ op.hosts = S.jobs[op.job].alloc /\ op.host = S.jobs[op.job].host
+       /\ \A h \in op.hosts : Fits(S.hosts, op.job, h)
+    THEN [S EXCEPT !.jobs[op.job].state = "RUN",
+                   !.hosts = [h \in Hosts |-> IF h \in op.hosts
+                                              THEN [S.hosts[h] EXCEPT !.used = @ + 1, !.gused = @ + G(op.job)]
+                                              ELSE S.hosts[h]]]
+    ELSE IF /\ LeaseCurrent(S, op)
        /\ S.jobs[op.job].state = "PEND"
        /\ S.jobs[op.job].attempt = op.attempt
        /\ Cardinality(op.hosts) = Span(op.job) /\ op.host \in op.hosts
@@ -124,20 +140,37 @@ Wanted(S, op) ==      \* a report about the current attempt, over the current co
     /\ S.hosts[op.host].gen = op.gen
     /\ S.jobs[op.job].host = op.host
     /\ S.jobs[op.job].attempt = op.attempt
-    /\ S.jobs[op.job].state \in {"RUN", "UNKWN"}
+    /\ S.jobs[op.job].state \in Live
+
+\* What an ending attempt gives back: nothing more if it was suspended (it gave its slots already).
+Held(S, j) == IF S.jobs[j].state = "SSUSP" THEN {} ELSE S.jobs[j].alloc
 
 ApplyReport(S, op) == \* only a failed dispatch or a lost instance re-queues (M3); a success never does
     IF ~Wanted(S, op) THEN S
-    ELSE CASE op.kind = "started"  -> [S EXCEPT !.jobs[op.job].state = "RUN"]
+    ELSE CASE op.kind = "started"  -> IF S.jobs[op.job].state = "UNKWN"
+                                      THEN [S EXCEPT !.jobs[op.job].state = "RUN"] ELSE S
+         []   op.kind = "suspended" -> \* its worker stopped it: a preempted job's slots are given back
+                                      IF S.jobs[op.job].state = "STOPPING"
+                                      THEN [S EXCEPT !.jobs[op.job].state = "SSUSP",
+                                                     !.hosts = Release(S.hosts, op.job, S.jobs[op.job].alloc)]
+                                      ELSE S
          []   op.kind = "finished" -> [S EXCEPT !.jobs[op.job] = [state |-> "DONE", attempt |-> op.attempt,
                                                                   host |-> None, alloc |-> {}],
-                                             !.hosts = Release(S.hosts, op.job, S.jobs[op.job].alloc)]
+                                             !.hosts = Release(S.hosts, op.job, Held(S, op.job))]
          []   op.kind \in {"failed", "lost", "fenced"} ->  \* "lost": it ended with no status (every job
                                                    \* here is rerunnable; fsm's settle_lost); "fenced":
                                                    \* its worker's fence killed it (reports.py)
                                       [S EXCEPT !.jobs[op.job] = [state |-> "PEND", attempt |-> op.attempt + 1,
                                                                   host |-> None, alloc |-> {}],
-                                             !.hosts = Release(S.hosts, op.job, S.jobs[op.job].alloc)]
+                                             !.hosts = Release(S.hosts, op.job, Held(S, op.job))]
+
+ApplyPreempt(S, op) ==  \* PREEMPT: the victim, at its attempt, of lower priority and running, is to be
+                        \* stopped; it keeps its slots until its worker says it stopped (preempt.py)
+    IF /\ LeaseCurrent(S, op)
+       /\ S.jobs[op.job].state = "PEND" /\ S.jobs[op.job].attempt = op.attempt /\ op.job \notin Low
+       /\ op.victim \in Low /\ S.jobs[op.victim].state = "RUN" /\ S.jobs[op.victim].attempt = op.vattempt
+    THEN [S EXCEPT !.jobs[op.victim].state = "STOPPING"]
+    ELSE S
 
 ApplyUnavail(S, op) ==  \* missed heartbeats: UNAVAIL, its jobs UNKWN, unless it re-joined meanwhile
     IF S.hosts[op.host].gen = op.gen /\ S.hosts[op.host].status = "OK"
@@ -181,6 +214,7 @@ ApplyOp(S, op) ==
     []   op.type = "unavail" -> ApplyUnavail(S, op)
     []   op.type = "resolve" -> ApplyResolve(S, op)
     []   op.type = "lease"   -> ApplyLease(S, op)
+    []   op.type = "preempt" -> ApplyPreempt(S, op)
 
 -----------------------------------------------------------------------------
 (* Helpers.                                                                *)
@@ -216,6 +250,7 @@ CloseStream(h) ==      \* both ends learn; what was in flight is gone
     /\ down' = [down EXCEPT ![h] = << >>]
     /\ upq' = [upq EXCEPT ![h] = {}]
     /\ known' = [known EXCEPT ![h] = {}]
+    /\ halted' = [halted EXCEPT ![h] = {}]
 
 -----------------------------------------------------------------------------
 Init ==
@@ -242,6 +277,8 @@ Init ==
     /\ upq = [h \in Hosts |-> {}]
     /\ unacked = [h \in Hosts |-> {}]
     /\ known = [h \in Hosts |-> {}]
+    /\ stopped = {}
+    /\ halted = [h \in Hosts |-> {}]
 
 -----------------------------------------------------------------------------
 (* The replicated log and its leader.                                     *)
@@ -260,10 +297,11 @@ LeaderCrash ==         \* entries past the commit index may be lost; every strea
     /\ down' = [h \in Hosts |-> << >>]
     /\ upq' = [h \in Hosts |-> {}]
     /\ known' = [h \in Hosts |-> {}]
+    /\ halted' = [h \in Hosts |-> {}]
     /\ joining' = [h \in Hosts |-> 0]
     /\ sync' = [s \in Schedulers |-> << >>]
     /\ syncPos' = [s \in Schedulers |-> -1]
-    /\ UNCHANGED <<commit, term, stateVars, floor, view, belief, rpc, inst, journal, up, unacked>>
+    /\ UNCHANGED <<commit, term, stateVars, floor, view, belief, rpc, inst, journal, up, unacked, stopped>>
 
 ElectLeader ==         \* a new term; the leader appends a no-op and serves once it commits
     /\ ~leaderUp /\ term < MaxTerm /\ Room
@@ -384,7 +422,7 @@ WorkerRejoin ==        \* a worker (restarted if it crashed) connects and propos
           /\ Propose([type |-> "join", host |-> h])
           /\ joining' = [joining EXCEPT ![h] = Len(log) + 1]
     /\ UNCHANGED <<commit, term, leaderUp, ready, stateVars, syncVars, rpc, inst, journal, conn,
-                   down, upq, unacked, known>>
+                   down, upq, unacked, known, stopped, halted>>
 
 Joined ==              \* the join committed: a stream at the new generation; the worker
                        \* re-reports what runs and every unacknowledged report
@@ -395,17 +433,21 @@ Joined ==              \* the join committed: a stream at the new generation; th
           /\ conn' = [conn EXCEPT ![h] = Hist(joining[h]).hosts[h].gen]
           /\ joining' = [joining EXCEPT ![h] = 0]
           /\ known' = [known EXCEPT ![h] = {}]
+          /\ halted' = [halted EXCEPT ![h] = {}]
           /\ upq' = [upq EXCEPT ![h] = unacked[h] \cup {Report(x, "started") : x \in {y \in inst : y.host = h}}]
-    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, down, unacked>>
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, down, unacked, stopped>>
 
 SendRun ==             \* commit before send: RunJob only for a committed placement
     /\ \E h \in Hosts, j \in Jobs :
           /\ SessionCurrent(h)
           /\ j \in Running(st, h)
           /\ <<j, st.jobs[j].attempt>> \notin known[h]
-          /\ down' = [down EXCEPT ![h] = Append(@, [type |-> "run", job |-> j, attempt |-> st.jobs[j].attempt])]
+          /\ down' = [down EXCEPT ![h] = Append(@, [type |-> "run", job |-> j, attempt |-> st.jobs[j].attempt,
+                                                    stop |-> st.jobs[j].state \in Halting])]
           /\ known' = [known EXCEPT ![h] = @ \cup {<<j, st.jobs[j].attempt>>}]
-    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, conn, joining, upq, unacked>>
+          /\ halted' = IF st.jobs[j].state \in Halting
+                       THEN [halted EXCEPT ![h] = @ \cup {<<j, st.jobs[j].attempt>>}] ELSE halted
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, conn, joining, upq, unacked, stopped>>
 
 SendKill ==            \* an instance committed state no longer wants is killed
     /\ \E h \in Hosts :
@@ -413,7 +455,8 @@ SendKill ==            \* an instance committed state no longer wants is killed
           /\ \E k \in known[h] \ WantedOn(h) :
                 /\ down' = [down EXCEPT ![h] = Append(@, [type |-> "kill", job |-> k[1], attempt |-> k[2]])]
                 /\ known' = [known EXCEPT ![h] = @ \ {k}]
-    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, conn, joining, upq, unacked>>
+                /\ halted' = [halted EXCEPT ![h] = @ \ {k}]
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, conn, joining, upq, unacked, stopped>>
 
 WorkerStart ==         \* at most one instance per (job, attempt): journaled before it starts
     /\ \E h \in Hosts :
@@ -423,13 +466,19 @@ WorkerStart ==         \* at most one instance per (job, attempt): journaled bef
                  x == [job |-> m.job, attempt |-> m.attempt, host |-> h]
              IN /\ down' = [down EXCEPT ![h] = Tail(@)]
                 /\ IF Key(m) \in journal[h]
-                   THEN UNCHANGED <<inst, journal, upq, unacked>>   \* a repeat: its reports again
+                   THEN /\ UNCHANGED <<inst, journal, unacked>>   \* a repeat: its reports again; stopped
+                        /\ stopped' = IF x \notin inst THEN stopped    \* or continued as the RunJob says
+                                      ELSE IF m.stop THEN stopped \cup {Key(m)} ELSE stopped \ {Key(m)}
+                        /\ upq' = IF m.stop /\ x \in inst THEN [upq EXCEPT ![h] = @ \cup {Report(x, "suspended")}]
+                                  ELSE upq
                    ELSE /\ journal' = [journal EXCEPT ![h] = @ \cup {Key(m)}]
                         /\ \E kind \in {"started", "failed"} :     \* "failed": refused (draining, M1)
                               /\ inst' = IF kind = "started" THEN inst \cup {x} ELSE inst
+                              /\ stopped' = IF kind = "started" /\ m.stop THEN stopped \cup {Key(m)} ELSE stopped
                               /\ unacked' = [unacked EXCEPT ![h] = @ \cup {Report(x, kind)}]
-                              /\ upq' = [upq EXCEPT ![h] = @ \cup {Report(x, kind)}]
-    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, up, conn, joining, known>>
+                              /\ upq' = [upq EXCEPT ![h] = @ \cup {Report(x, kind)}
+                                            \cup (IF kind = "started" /\ m.stop THEN {Report(x, "suspended")} ELSE {})]
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, up, conn, joining, known, halted>>
 
 WorkerSignal ==        \* a KILL ends the instance; its end is reported like any other
     /\ \E h \in Hosts :
@@ -440,20 +489,23 @@ WorkerSignal ==        \* a KILL ends the instance; its end is reported like any
              IN /\ down' = [down EXCEPT ![h] = Tail(@)]
                 /\ IF x \in inst
                    THEN /\ inst' = inst \ {x}
+                        /\ stopped' = stopped \ {Key(x)}   \* a stopped job is continued to see its TERM
                         /\ unacked' = [unacked EXCEPT ![h] = @ \cup {Report(x, "finished")}]
                         /\ upq' = [upq EXCEPT ![h] = @ \cup {Report(x, "finished")}]
-                   ELSE UNCHANGED <<inst, unacked, upq>>
-    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, journal, up, conn, joining, known>>
+                   ELSE UNCHANGED <<inst, unacked, upq, stopped>>
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, journal, up, conn, joining, known, halted>>
 
 WorkerFinish ==        \* an instance ends (its daemon may be down: the report waits in the journal);
                        \* "lost": no status was left and no daemon that started it saw the end
     /\ \E x \in inst, kind \in EndKinds :
+          /\ Key(x) \in stopped => kind = "fenced"   \* a stopped process ends only by its worker's fence
           /\ inst' = inst \ {x}
+          /\ stopped' = stopped \ {Key(x)}
           /\ unacked' = [unacked EXCEPT ![x.host] = @ \cup {Report(x, kind)}]
           /\ upq' = IF up[x.host] /\ conn[x.host] # 0
                     THEN [upq EXCEPT ![x.host] = @ \cup {Report(x, kind)}]
                     ELSE upq
-    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, journal, up, conn, joining, down, known>>
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, journal, up, conn, joining, down, known, halted>>
 
 RelayReport ==         \* the leader proposes a report with the generation of the stream it came on
     /\ Serving /\ Room
@@ -465,7 +517,7 @@ RelayReport ==         \* the leader proposes a report with the generation of th
           /\ known' = IF r.kind = "started" THEN [known EXCEPT ![h] = @ \cup {<<r.job, r.attempt>>}]
                       ELSE known
     /\ UNCHANGED <<commit, term, leaderUp, ready, stateVars, syncVars, rpc, inst, journal, up, conn,
-                   joining, down, unacked>>
+                   joining, down, unacked, stopped, halted>>
 
 AckReport ==           \* acknowledged once a report of this stream committed: forgotten
     /\ \E h \in Hosts : \E r \in unacked[h] :
@@ -474,7 +526,8 @@ AckReport ==           \* acknowledged once a report of this stream committed: f
                 log[i].op = [type |-> "report", host |-> h, gen |-> conn[h], job |-> r.job,
                              attempt |-> r.attempt, kind |-> r.kind]
           /\ unacked' = [unacked EXCEPT ![h] = @ \ {r}]
-    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, conn, joining, down, upq, known>>
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, conn, joining, down, upq, known,
+                   stopped, halted>>
 
 WorkerCrash ==         \* the daemon dies (its jobs live on, in their own sessions), or the
                        \* whole machine does (they die too; reported from the journal later)
@@ -485,8 +538,9 @@ WorkerCrash ==         \* the daemon dies (its jobs live on, in their own sessio
           /\ joining' = [joining EXCEPT ![h] = 0]
           /\ IF machine
              THEN /\ inst' = {x \in inst : x.host # h}
+                  /\ stopped' = stopped \ {Key(x) : x \in {y \in inst : y.host = h}}
                   /\ unacked' = [unacked EXCEPT ![h] = @ \cup {Report(x, "lost") : x \in {y \in inst : y.host = h}}]
-             ELSE UNCHANGED <<inst, unacked>>
+             ELSE UNCHANGED <<inst, unacked, stopped>>
     /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, journal>>
 
 HeartbeatTimeout ==    \* the leader proposes UNAVAIL for the generation it last committed;
@@ -511,7 +565,7 @@ ResolveHost ==         \* past unknown_timeout_s: requeue its UNKWN jobs.  Timin
 
 WorkerStreamBreak ==
     /\ \E h \in Hosts : conn[h] # 0 /\ CloseStream(h)
-    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, joining, unacked>>
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, joining, unacked, stopped>>
 
 SyncStreamBreak ==
     /\ \E s \in Schedulers :
@@ -524,6 +578,76 @@ StreamBreak ==         \* a worker stream or a Sync stream breaks
     WorkerStreamBreak \/ SyncStreamBreak
 
 -----------------------------------------------------------------------------
+(* Preemption (scheduler/preemption.py, controller/fsm/preempt.py, the   *)
+(* worker's stop and its report).  Its actions are not in Next: a model   *)
+(* with preemptable jobs (Low) takes PreemptNext too (MCPreemptCI).       *)
+
+SchedulerPreempt ==    \* from its view: a pending job of a preemptive queue takes a running job of
+                       \* a preemptable one (one host each)
+    /\ \E s \in Schedulers, j \in Jobs \ Low, v \in Low :
+          /\ belief[s] > 0
+          /\ view[s].jobs[j].state = "PEND" /\ view[s].jobs[v].state = "RUN"
+          /\ rpc' = rpc \cup {[type |-> "preempt", epoch |-> belief[s], sched |-> s, job |-> j,
+                               attempt |-> view[s].jobs[j].attempt, victim |-> v,
+                               vattempt |-> view[s].jobs[v].attempt]}
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, workerVars>>
+
+SchedulerResume ==     \* a suspended victim whose hosts have room again, by the view: its own allocation
+    /\ \E s \in Schedulers, j \in Jobs :
+          /\ belief[s] > 0
+          /\ view[s].jobs[j].state = "SSUSP"
+          /\ \A h \in view[s].jobs[j].alloc : Fits(view[s].hosts, j, h)
+          /\ rpc' = rpc \cup {[type |-> "batch", epoch |-> belief[s], sched |-> s, job |-> j,
+                               attempt |-> view[s].jobs[j].attempt, host |-> view[s].jobs[j].host,
+                               hosts |-> view[s].jobs[j].alloc]}
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, workerVars>>
+
+SendStop ==            \* commit before send: a preempted job's worker is told to stop it
+    /\ \E h \in Hosts, j \in Jobs :
+          /\ SessionCurrent(h)
+          /\ st.jobs[j].state \in Halting /\ st.jobs[j].host = h
+          /\ <<j, st.jobs[j].attempt>> \in known[h] \ halted[h]
+          /\ down' = [down EXCEPT ![h] = Append(@, [type |-> "stop", job |-> j, attempt |-> st.jobs[j].attempt])]
+          /\ halted' = [halted EXCEPT ![h] = @ \cup {<<j, st.jobs[j].attempt>>}]
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, conn, joining, upq, unacked, known,
+                   stopped>>
+
+SendCont ==            \* resumed (its slots taken back): its worker is told to continue it
+    /\ \E h \in Hosts, j \in Jobs :
+          /\ SessionCurrent(h)
+          /\ st.jobs[j].state = "RUN" /\ st.jobs[j].host = h
+          /\ <<j, st.jobs[j].attempt>> \in halted[h]
+          /\ down' = [down EXCEPT ![h] = Append(@, [type |-> "cont", job |-> j, attempt |-> st.jobs[j].attempt])]
+          /\ halted' = [halted EXCEPT ![h] = @ \ {<<j, st.jobs[j].attempt>>}]
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, conn, joining, upq, unacked, known,
+                   stopped>>
+
+WorkerStop ==          \* SIGSTOP to the group; once every process of it is stopped it says so
+    /\ \E h \in Hosts :
+          /\ up[h] /\ conn[h] # 0 /\ down[h] # << >>
+          /\ Head(down[h]).type = "stop"
+          /\ LET m == Head(down[h])
+                 x == [job |-> m.job, attempt |-> m.attempt, host |-> h]
+             IN /\ down' = [down EXCEPT ![h] = Tail(@)]
+                /\ IF x \in inst
+                   THEN /\ stopped' = stopped \cup {Key(x)}
+                        /\ upq' = [upq EXCEPT ![h] = @ \cup {Report(x, "suspended")}]
+                   ELSE UNCHANGED <<stopped, upq>>
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, conn, joining, unacked, known, halted>>
+
+WorkerCont ==          \* SIGCONT to the group
+    /\ \E h \in Hosts :
+          /\ up[h] /\ conn[h] # 0 /\ down[h] # << >>
+          /\ Head(down[h]).type = "cont"
+          /\ down' = [down EXCEPT ![h] = Tail(@)]
+          /\ stopped' = stopped \ {Key(Head(down[h]))}
+    /\ UNCHANGED <<raftVars, stateVars, syncVars, rpc, inst, journal, up, conn, joining, upq, unacked, known,
+                   halted>>
+
+PreemptNext ==
+    SchedulerPreempt \/ SchedulerResume \/ SendStop \/ SendCont \/ WorkerStop \/ WorkerCont
+
+-----------------------------------------------------------------------------
 Next ==
     \/ Submit \/ LeaderCrash \/ ElectLeader \/ CommitApply
     \/ SchedulerPass \/ ProposeBatch \/ LeaseTakeover \/ LeaseReply
@@ -533,6 +657,7 @@ Next ==
     \/ Resync \/ SyncTail \/ SyncDeliver \/ SyncRepeat \/ SchedulerCrash \/ Compact
 
 Spec == Init /\ [][Next]_vars
+PreemptSpec == Init /\ [][Next \/ PreemptNext]_vars
 
 (* Progress is owed only to what the stable case needs. *)
 Fairness ==
@@ -555,27 +680,30 @@ TypeOK ==
     /\ \A j \in Jobs : st.jobs[j].state \in JobStates
     /\ \A s \in Schedulers : view[s].rev \in 0..commit /\ syncPos[s] \in -1..commit
     /\ \A x \in inst : x.job \in Jobs /\ x.host \in Hosts
+    /\ stopped \subseteq {Key(x) : x \in inst}
     /\ \A h \in Hosts : conn[h] \in 0..st.hosts[h].gen
 
 NoDoubleRun ==         \* never two live instances of one job
     \A x, y \in inst : x.job = y.job => x = y
 
 CapacitySafe ==        \* per resource: running slots per host within its capacity, on the host and
-                       \* committed, and the GPUs committed within the host's
+                       \* committed, and the GPUs committed within the host's.  On the host, the
+                       \* instances not stopped: a preemptor never runs beside a victim that has not
+                       \* stopped yet, and a suspended victim resumes only into room
     \A h \in Hosts :
-        /\ Cardinality({x \in inst : x.host = h}) <= Cap
+        /\ Cardinality({x \in inst : x.host = h /\ Key(x) \notin stopped}) <= Cap
         /\ st.hosts[h].used <= st.hosts[h].slots
         /\ st.hosts[h].gused <= st.hosts[h].gpus
 
 HeldExactly ==         \* what each host has in use is what the allocations of running jobs hold
                        \* there, taken all or nothing and given back exactly
     /\ \A j \in Jobs :
-          IF st.jobs[j].state \in {"RUN", "UNKWN"}
+          IF st.jobs[j].state \in Live
           THEN Cardinality(st.jobs[j].alloc) = Span(j) /\ st.jobs[j].host \in st.jobs[j].alloc
           ELSE st.jobs[j].alloc = {}
-    /\ \A h \in Hosts :
-          /\ st.hosts[h].used = Cardinality({j \in Jobs : h \in st.jobs[j].alloc})
-          /\ st.hosts[h].gused = Cardinality({j \in Gpu : h \in st.jobs[j].alloc})
+    /\ \A h \in Hosts :     \* a suspended victim's slots are given back, its allocation kept
+          /\ st.hosts[h].used = Cardinality({j \in Jobs : h \in Held(st, j)})
+          /\ st.hosts[h].gused = Cardinality({j \in Gpu : h \in Held(st, j)})
 
 DispatchAfterCommit == \* an instance exists only for a committed DISPATCH of that attempt
     \A x \in inst : \E i \in 1..commit :
@@ -591,9 +719,9 @@ ViewConsistent ==      \* a view at revision r equals the committed state at r
         /\ view[s].jobs = Hist(view[s].rev).jobs
         /\ view[s].hosts = Hist(view[s].rev).hosts
 
-StaleLeaseNoEffect ==  \* a batch of an epoch (or holder) that is not current changes nothing
+StaleLeaseNoEffect ==  \* a batch (or PREEMPT) of an epoch (or holder) that is not current changes nothing
     \A i \in 1..commit :
-        (log[i].op.type = "batch" /\ ~LeaseCurrent(Hist(i - 1), log[i].op)) => Hist(i) = Hist(i - 1)
+        (log[i].op.type \in {"batch", "preempt"} /\ ~LeaseCurrent(Hist(i - 1), log[i].op)) => Hist(i) = Hist(i - 1)
 
 FreshGeneration ==     \* every join of a host gets a generation above all earlier ones
     \A i, k \in 1..commit :

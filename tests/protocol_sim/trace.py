@@ -207,7 +207,7 @@ class TraceRecorder:
             "Jobs": "{" + quoted + "}",
             "Hosts": "{" + ", ".join(f'"{h}"' for h in sorted(self.sim.workers)) + "}",
             "Schedulers": "{" + ", ".join(f'"{s}"' for s in self.schedulers) + "}",
-            "Cap": str(self.sim.options.slots), "Wide": "{}", "Gpu": "{}", "GCap": "0",
+            "Cap": str(self.sim.options.slots), "Wide": "{}", "Gpu": "{}", "GCap": "0", "Low": "{}",
             "None": "None", "MaxTerm": str(self.elections + 1),
             "MaxLog": str(self.length + 1), "MaxFaults": "0", "Submitted": "{}",
             "MaxSyncQueue": "1000", "MaxBatches": "1000", "MaxDown": "1000",
@@ -636,7 +636,8 @@ class TraceRecorder:
                 else:  # a first RunJob, or one the spec cannot send: TLC judges
                     self.known[host].add(key)
                     item = ("run", *key)
-                    self.down[host].append({"type": "run", "job": key[0], "attempt": key[1]})
+                    stop = job.state in (api.SSUSP, api.USUSP)  # the spec's `stop`: the RunJob's state
+                    self.down[host].append({"type": "run", "job": key[0], "attempt": key[1], "stop": stop})
                     self.emit("SendRun", f"run {key} to {host}", **self.downs())
             elif kind == "signal" and message.signal.kind == api.SIGNAL_KILL and current:
                 key = (self.name_of(message.signal.job_id), message.signal.attempt + 1)
