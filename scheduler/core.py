@@ -215,7 +215,9 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
     return result
 
 
-_PREEMPTS_FOR = frozenset({api.PEND_NO_FREE_SLOTS, api.PEND_NO_FREE_RESOURCES, api.PEND_HOST_CLOSED})
+# Only a lack of slots preempts: a license short cluster-wide (NO_FREE_RESOURCES) is not a host's to
+# give, and preempting for it would stop one victim after another, every pass.
+_PREEMPTS_FOR = frozenset({api.PEND_NO_FREE_SLOTS})
 _PREEMPTION_PENDING = feasibility.Reason(api.PEND_PREEMPTION_PENDING, "preemption pending: waiting for the "
                                          "jobs it preempted to give back their slots", "preempting")
 

@@ -60,7 +60,7 @@ def eligible(victim: api.Job, queues: Mapping[str, api.Queue], now_ms: int) -> b
         return False
     if victim.state != api.RUN or victim.kill_requested or victim.requeue_requested or victim.preempted_by:
         return False
-    if victim.spec.HasField("array"):
+    if victim.spec.HasField("array") or victim.spec.exclusive:  # an exclusive job's host stays its own
         return False
     if theirs.max_preemptions and victim.preemptions >= theirs.max_preemptions:
         return False

@@ -141,3 +141,18 @@ def test_the_pass_keeps_what_victims_gave_back_for_their_preemptor_and_resumes_t
                            context=picker.PassContext(jobs, {}, NOW))
     dispatched = [d.job_id for d in result.decisions if isinstance(d, core.Dispatch)]
     assert dispatched == [1, 2]  # both resume (2 free slots); job 10 waits
+
+
+def test_an_exclusive_job_is_never_a_victim_and_a_license_short_preempts_nobody() -> None:
+    alone = running(1, "low", 8)
+    alone.spec.exclusive = True
+    assert choose(pending(1), [alone]) is None  # its host would stay closed to the preemptor too
+    queues = [api.Queue(name="high", priority=50, preemptive=["low"]),
+              api.Queue(name="low", priority=30, preemptable=True)]
+    host = api.Host(spec=api.HostSpec(name="h1", slots=8), slots_used=2, status=api.HOST_OK)
+    jobs = [running(2, "low", 1), running(3, "low", 1),
+            api.Job(id=9, state=api.PEND,
+                    spec=api.JobSpec(queue="high", slots=1, resource_req="rusage[lic=1]"))]
+    result = core.run_pass(jobs, queues, [host], core.CoreConfig(), {"shared/lic": 1}, shared={"lic": 1},
+                           context=picker.PassContext(jobs, {}, NOW))
+    assert not [d for d in result.decisions if isinstance(d, core.Preempt)]  # slots are free: no victim helps
