@@ -232,7 +232,7 @@ class WorkerSession:
             self.outbox.append(api.ControllerMessage(run=run))
         if want_stopped != self.stopped.get(key):
             self.stopped[key] = want_stopped
-            self._signal(key, api.SIGNAL_STOP if want_stopped else api.SIGNAL_CONT)
+            self._signal(key, api.SIGNAL_STOP if want_stopped else api.SIGNAL_CONT, state == api.SSUSP)
         if job.kill_requested:
             self._kill(key)
 
@@ -241,6 +241,6 @@ class WorkerSession:
             self.kill_sent.add(key)
             self._signal(key, api.SIGNAL_KILL)
 
-    def _signal(self, key: Key, kind: api.SignalKind) -> None:
+    def _signal(self, key: Key, kind: api.SignalKind, preempted: bool = False) -> None:
         self.outbox.append(api.ControllerMessage(signal=api.SignalJob(job_id=key[0], attempt=key[1],
-                                                                      kind=kind)))
+                                                                      kind=kind, preempted=preempted)))

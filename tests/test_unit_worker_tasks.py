@@ -213,3 +213,53 @@ def test_a_job_past_its_memory_limit_is_killed_and_ends_memlimit(tmp_path: Path)
     assert command not in processes.alive and task not in processes.alive
     ends = [r.finished for r in worker.reports if r.HasField("finished")]
     assert [(e.term_signal, e.exit_reason) for e in ends] == [(signal.SIGKILL, "MEMLIMIT")]
+
+
+def _one_host_job(state: api.JobState.ValueType = api.RUN) -> api.Job:
+    job = api.Job(id=7, attempt=0, host="h1", readable_id="r7", state=state,
+                  spec=api.JobSpec(user="alice", slots=1, command=["work"], rerunnable=True))
+    job.allocation.add(host="h1", slots=1)
+    return job
+
+
+def test_a_job_stopped_for_a_preemption_is_killed_at_once_never_continued(tmp_path: Path) -> None:
+    """Its slots are its preemptor's: continued for a TERM handler, it would run beside it."""
+    processes = Processes()
+    worker = Worker("h1", tmp_path, processes)
+    worker.x.run(_one_host_job(), "C")
+    pid = max(processes.alive)
+    worker.x.signal((7, 0), api.SIGNAL_STOP, preempted=True)
+    assert [r for r in worker.reports if r.HasField("suspended")]
+    del processes.signals[:]
+    worker.x.signal((7, 0), api.SIGNAL_KILL)
+    assert processes.signals == [(pid, signal.SIGKILL)] and pid not in processes.alive
+    ends = [r.finished for r in worker.reports if r.HasField("finished")]
+    assert [e.term_signal for e in ends] == [signal.SIGKILL]
+
+
+def test_the_fence_kills_a_preempted_job_at_once_and_a_user_stopped_one_with_term(tmp_path: Path) -> None:
+    processes = Processes()
+    worker = Worker("h1", tmp_path, processes)
+    worker.x.run(_one_host_job(api.SSUSP), "C")  # restated after a restart: stopped for a preemption
+    preempted = max(processes.alive)
+    user_stopped = _one_host_job(api.USUSP)
+    user_stopped.id = 8
+    worker.x.run(user_stopped, "C")
+    stopped = max(processes.alive)
+    del processes.signals[:]
+    assert sorted(worker.x.fence(5.0)) == [(7, 0), (8, 0)]
+    assert (preempted, signal.SIGKILL) in processes.signals
+    assert not [s for p, s in processes.signals if p == preempted and s in (signal.SIGTERM, signal.SIGCONT)]
+    assert [s for p, s in processes.signals if p == stopped] == [signal.SIGTERM, signal.SIGCONT]
+
+
+def test_a_resumed_victim_is_killed_with_term_again(tmp_path: Path) -> None:
+    processes = Processes()
+    worker = Worker("h1", tmp_path, processes)
+    worker.x.run(_one_host_job(), "C")
+    pid = max(processes.alive)
+    worker.x.signal((7, 0), api.SIGNAL_STOP, preempted=True)
+    worker.x.signal((7, 0), api.SIGNAL_CONT)
+    del processes.signals[:]
+    worker.x.signal((7, 0), api.SIGNAL_KILL)
+    assert processes.signals == [(pid, signal.SIGTERM), (pid, signal.SIGCONT)]

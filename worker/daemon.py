@@ -246,7 +246,8 @@ class Worker:
             if self.launches is not None:
                 self.launches.deliver(message.task)
         elif kind == "signal":
-            self.executor.signal((message.signal.job_id, message.signal.attempt), message.signal.kind)
+            signal_ = message.signal
+            self.executor.signal((signal_.job_id, signal_.attempt), signal_.kind, signal_.preempted)
         elif kind == "ack":
             ack = message.ack
             with self._lock:

@@ -37,7 +37,6 @@ simulation runs this very code on a simulated host.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -255,14 +254,15 @@ class Executor:
     def _hold(self, key: Key, job: api.Job) -> None:
         state = job.state_before_unknown if job.state == api.UNKWN else job.state
         if state in STOPPED:
-            self.signal(key, api.SIGNAL_STOP)
+            self.signal(key, api.SIGNAL_STOP, preempted=state == api.SSUSP)
         elif state == api.RUN:
             self.signal(key, api.SIGNAL_CONT)
 
-    def signal(self, key: Key, kind: api.SignalKind) -> None:
+    def signal(self, key: Key, kind: api.SignalKind, preempted: bool = False) -> None:
+        """`preempted`: a STOP for a preemption (the job's slots go to another job once it is stopped)."""
         sig = {api.SIGNAL_STOP: signal.SIGSTOP, api.SIGNAL_CONT: signal.SIGCONT}.get(kind)
         if sig is not None:  # tasks launched while the job is stopped start stopped
-            self._mark_stopped(key, sig == signal.SIGSTOP)
+            self._mark_stopped(key, sig == signal.SIGSTOP, preempted)
             self.tasks.signal(key, sig)
         with self._lock:
             pid = self._running.get(key)
@@ -270,7 +270,7 @@ class Executor:
         if part and kind == api.SIGNAL_KILL:
             with self._lock:
                 self._parts.discard(key)
-            self.tasks.over(key)
+            self.tasks.over(key, 0.0 if self._given_away(key) else None)
         if pid is None:
             return
         if kind == api.SIGNAL_STOP:
@@ -279,9 +279,23 @@ class Executor:
         elif kind == api.SIGNAL_CONT:
             self.host.killpg(pid, signal.SIGCONT)
         elif kind == api.SIGNAL_KILL:
-            self.host.killpg(pid, signal.SIGTERM)
-            self.host.killpg(pid, signal.SIGCONT)  # a stopped job must see the TERM
-            self.host.call_later(self.kill_grace_s, lambda: self._kill_hard(key, pid))
+            self._terminate(key, pid, self.kill_grace_s)
+
+    def _given_away(self, key: Key) -> bool:
+        """Stopped for a preemption: its slots may be another job's now."""
+        record = self.journal.get(key) or {}
+        return bool(record.get("stopped") and record.get("preempted"))
+
+    def _terminate(self, key: Key, pid: int, grace_s: float) -> None:
+        """TERM (continued, so that a stopped job sees it), then KILL after the grace. A job stopped for
+        a preemption is killed at once: continued, its TERM handler would run on slots another job
+        has (LSF's kill without time for clean-up)."""
+        if self._given_away(key):
+            self._kill_hard(key, pid)
+            return
+        self.host.killpg(pid, signal.SIGTERM)
+        self.host.killpg(pid, signal.SIGCONT)
+        self.host.call_later(grace_s, lambda: self._kill_hard(key, pid))
 
     def launch_check(self, request: api.LaunchTask, uid: int) -> str | None:
         """Whether `xce launch` in a job of this host may ask for this task: None, or why not."""
@@ -298,14 +312,23 @@ class Executor:
             return "a task needs a host, a command and a task id"
         return None
 
-    def _mark_stopped(self, key: Key, stopped: bool) -> None:
+    def _mark_stopped(self, key: Key, stopped: bool, preempted: bool = False) -> None:
         """Journaled, with when: `stops` lists [stopped ms, continued ms or 0], so the time an instance
-        held no CPU is on record (a preempted job's slots were its preemptor's then)."""
+        held no CPU is on record (a preempted job's slots were its preemptor's then); `preempted` while
+        it is stopped for a preemption (a restated stop may say so of a job stopped already)."""
         with self._lock:
             record = self.journal.get(key)
+            if record is not None and record.get("state") in ("running", "part") and stopped and preempted \
+                    and record.get("stopped") and not record.get("preempted"):
+                record["preempted"] = True
+                self.journal.put(key, record)
             if record is not None and record.get("state") in ("running", "part") \
                     and record.get("stopped", False) != stopped:
                 record["stopped"] = stopped
+                if stopped and preempted:
+                    record["preempted"] = True
+                else:
+                    record.pop("preempted", None)
                 stops = record.setdefault("stops", [])
                 if stopped:
                     stops.append([self.clock.now_ms(), 0])
@@ -340,7 +363,7 @@ class Executor:
             if part:  # a part's tasks: the job is over once the leader gives this host up
                 with self._lock:
                     self._parts.discard(key)
-                self.tasks.over(key, grace_s)
+                self.tasks.over(key, 0.0 if self._given_away(key) else grace_s)
                 fenced.append(key)
                 continue
             with self._lock:  # not while its end is being journaled (_end): that record is the last word
@@ -351,9 +374,7 @@ class Executor:
                 record["fenced"] = True  # journaled first: a restart in the grace still reports it fenced
                 self.journal.put(key, record)
             fenced.append(key)
-            self.host.killpg(pid, signal.SIGTERM)
-            self.host.killpg(pid, signal.SIGCONT)
-            self.host.call_later(grace_s, functools.partial(self._kill_hard, key, pid))
+            self._terminate(key, pid, grace_s)
         return fenced
 
     def rereport(self, key: Key, acknowledged_too: bool = False) -> None:
@@ -524,9 +545,7 @@ class Executor:
                 if record is not None and record.get("state") == "running":
                     record["memlimit"] = True
                     self.journal.put(key, record)
-            self.host.killpg(pid, signal.SIGTERM)
-            self.host.killpg(pid, signal.SIGCONT)
-            self.host.call_later(min(self.kill_grace_s, 1.0), functools.partial(self._kill_hard, key, pid))
+            self._terminate(key, pid, min(self.kill_grace_s, 1.0))
         self.tasks.over(key, min(self.kill_grace_s, 1.0))
 
     def release_gpus(self, key: Key, locked: bool = False) -> None:

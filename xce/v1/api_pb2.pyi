@@ -1174,14 +1174,16 @@ class RunJob(_message.Message):
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., credential: _Optional[str] = ...) -> None: ...
 
 class SignalJob(_message.Message):
-    __slots__ = ("job_id", "attempt", "kind")
+    __slots__ = ("job_id", "attempt", "kind", "preempted")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTED_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     attempt: int
     kind: SignalKind
-    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., kind: _Optional[_Union[SignalKind, str]] = ...) -> None: ...
+    preempted: bool
+    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., kind: _Optional[_Union[SignalKind, str]] = ..., preempted: _Optional[bool] = ...) -> None: ...
 
 class ReportAck(_message.Message):
     __slots__ = ("job_id", "attempt", "kind")
