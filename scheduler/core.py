@@ -130,8 +130,14 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
     # An array's record is never dispatched: its elements are jobs of their own (fsm/arrays.py).
     waiting = ordered([j for j in jobs if j.state == api.PEND and not j.spec.HasField("array")], queue_map,
                       config.picker, config.queue_pickers, context)
+    if preempting is not None:
+        preempting.keep(waiting, usage, index)
     for job in _with_resumes(waiting, jobs, queue_map):  # (a resume in flight is not among `jobs`)
         spec = job.spec
+        if preempting is not None and job.id in preempting.kept:
+            usage.unreserve(preempting.kept.pop(job.id), index)  # its own to take, from here on
+            for forgotten in (no_plan, until_placed, tried_static, tried_moving):
+                forgotten.clear()  # what found no room before may find it now
         if job.state == api.SSUSP:  # a preempted job whose slots were given back: it takes them again
             if dispatched < config.max_dispatches and usage.take_back(job, index):
                 dispatched += 1
@@ -200,7 +206,7 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
             if preempting is not None and reason.code in _PREEMPTS_FOR:
                 if preempting.waits(job):
                     reason = _PREEMPTION_PENDING
-                    usage.reserve(preempting.freed.get(job.id, ()), index)  # not for jobs after it
+                    usage.reserve(preempting.freed.get(job.id, ()), index)  # kept for it, all the pass
                 elif len(preempting.sent) < config.max_preemptions:
                     choice = preempting.choose(job, need, least, usage)
                     if choice is not None:
@@ -261,6 +267,15 @@ class _Preempting:
                 self.by_host.setdefault(host, []).append(job)
         self.sent: list[Preempt] = []
         self.candidates: preemption.Candidates | None = None  # made on first need
+        self.kept: dict[int, list[api.HostAllocation]] = {}  # preemptor -> what is kept for it until its turn
+
+    def keep(self, waiting: Sequence[api.Job], usage: PassUsage, index: HostIndex) -> None:
+        """What a pending preemptor's victims gave back is its own: kept from the jobs before it in the
+        pass (another preemptor among them would otherwise take it, and this one preempt again)."""
+        for job in waiting:
+            freed = self.freed.get(job.id)
+            if freed:
+                self.kept[job.id] = usage.reserve(freed, index)
 
     def waits(self, job: api.Job) -> bool:
         """It preempted jobs that still hold their slots."""
@@ -370,17 +385,34 @@ class PassUsage:
         self.reserve(job.released, index)
         return True
 
-    def reserve(self, parts: Iterable[api.HostAllocation], index: HostIndex) -> None:
+    def reserve(self, parts: Iterable[api.HostAllocation], index: HostIndex) -> list[api.HostAllocation]:
         """Slots and consumables taken for the rest of the pass (a resume; what a waiting preemptor's
-        victims gave back already, kept for it): as much as is free, never more."""
+        victims gave back already, kept for it): as much as is free, never more. What was taken."""
+        taken = []
         for part in parts:
             if part.host not in self.states:
                 continue
             before = self.states[part.host]
             reserved = dict(before.reserved)
+            resources = {}
             for name, amount in part.resources.items():
                 reserved[name] = min(before.totals.get(name, 0), reserved.get(name, 0) + amount)
+                resources[name] = reserved[name] - before.reserved.get(name, 0)
             after = before._replace(used=min(before.slots, before.used + part.slots), reserved=reserved)
+            self.states[part.host] = after
+            index.moved(part.host, before.slots - before.used, after.slots - after.used)
+            taken.append(api.HostAllocation(host=part.host, slots=after.used - before.used,
+                                            resources=resources))
+        return taken
+
+    def unreserve(self, parts: Iterable[api.HostAllocation], index: HostIndex) -> None:
+        """What reserve took, given back (to the job it was kept for)."""
+        for part in parts:
+            before = self.states[part.host]
+            reserved = dict(before.reserved)
+            for name, amount in part.resources.items():
+                reserved[name] -= amount
+            after = before._replace(used=before.used - part.slots, reserved=reserved)
             self.states[part.host] = after
             index.moved(part.host, before.slots - before.used, after.slots - after.used)
 
@@ -432,13 +464,17 @@ class HostIndex:
         self._rankings: dict[tuple[tuple[str, bool], ...], _Ranking] = {}
 
     def moved(self, name: str, free_before: int, free_after: int) -> None:
-        """A placement changed the host's state (its new one is in the states already)."""
+        """A placement changed the host's state (its new one is in the states already); or a
+        reservation was given back to the job it was kept for (free again: listed again)."""
+        state = self._states[name]
+        if not state.available or state.closed:
+            free_after = 0
         entries = self._all
         position = bisect.bisect_left(entries, (-free_before, name))
         if position < len(entries) and entries[position] == (-free_before, name):
             del entries[position]
-            if free_after > 0:
-                bisect.insort(entries, (-free_after, name))
+        if free_after > 0:
+            bisect.insort(entries, (-free_after, name))
         for ranking in self._rankings.values():
             ranking.moved(name, free_after)
 

@@ -156,3 +156,25 @@ def test_an_exclusive_job_is_never_a_victim_and_a_license_short_preempts_nobody(
     result = core.run_pass(jobs, queues, [host], core.CoreConfig(), {"shared/lic": 1}, shared={"lic": 1},
                            context=picker.PassContext(jobs, {}, NOW))
     assert not [d for d in result.decisions if isinstance(d, core.Preempt)]  # slots are free: no victim helps
+
+
+def test_what_victims_gave_back_is_their_preemptor_s_not_an_earlier_job_s() -> None:
+    """Two urgent jobs: the later one's victim gave back its slot. The earlier one does not take it (and
+    preempts its own victim); the later one runs there (found by the protocol simulation: the earlier
+    took it, and the later preempted again)."""
+    queues = [api.Queue(name="high", priority=50, preemptive=["low"]),
+              api.Queue(name="low", priority=30, preemptable=True)]
+    host = api.Host(spec=api.HostSpec(name="h1", slots=2), slots_used=1, status=api.HOST_OK)
+    given = running(1, "low", 1, preempted_by=9)
+    given.state = api.SSUSP
+    given.released.add(host="h1", slots=1)
+    other = running(2, "low", 1)
+    earlier = api.Job(id=8, state=api.PEND, submit_time_ms=1, spec=api.JobSpec(queue="high", slots=1))
+    preemptor = api.Job(id=9, state=api.PEND, submit_time_ms=2, spec=api.JobSpec(queue="high", slots=1),
+                        preempting=[1])
+    jobs = [given, other, earlier, preemptor]
+    result = core.run_pass(jobs, queues, [host], core.CoreConfig(), {},
+                           context=picker.PassContext(jobs, {}, NOW))
+    assert [d.job_id for d in result.decisions if isinstance(d, core.Dispatch)] == [9]
+    preempts = [d for d in result.decisions if isinstance(d, core.Preempt)]
+    assert [(d.job_id, d.victims) for d in preempts] == [(8, ((2, 0),))]
