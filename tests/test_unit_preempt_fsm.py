@@ -46,12 +46,12 @@ class Cluster(State):
             job_id=job_id, attempt=self.job(job_id).attempt, **body))
         return self.apply(log.Entry(report=report))
 
-    def preempt(self, job_id: int, *victims: int) -> api.DecisionOutcome:
+    def preempt(self, job_id: int, *victims: int, format_: int = FORMAT) -> api.DecisionOutcome:
         decision = api.PreemptDecision(job_id=job_id, attempt=self.job(job_id).attempt, victims=[
             api.Victim(job_id=v, attempt=self.job(v).attempt) for v in victims])
         batch = api.DecisionBatch(lease_epoch=self.epoch, scheduler_id="s")
         batch.decisions.add(preempt=decision)
-        return self.apply(log.Entry(decisions=batch)).outcomes[0]
+        return self.apply(log.Entry(decisions=batch), format_).outcomes[0]
 
 
 def test_victims_hold_their_slots_until_they_have_stopped_then_resume_on_them() -> None:
@@ -119,3 +119,19 @@ def test_a_requeue_victim_is_killed_and_runs_again_at_the_next_attempt() -> None
     victim = cluster.job(again)
     assert (victim.state, victim.attempt, victim.preemptions) == (api.PEND, 1, 1)
     assert accepted(cluster.dispatch(urgent, ("h1", 2)))
+
+
+def test_a_preemptor_preempts_again_only_once_its_victims_gave_back_their_slots() -> None:
+    """Two passes on one stale view chose different victims for one job: the second is refused while
+    the first victim still holds its slot (entry format 13; format 12 entries apply as they did)."""
+    cluster = Cluster()
+    first, second, third = (cluster.run("low") for _ in range(3))
+    urgent = cluster.run("high")
+    assert accepted(cluster.preempt(urgent, first, format_=13))
+    refused = cluster.preempt(urgent, second, format_=13)
+    assert (refused.code, refused.reason) == (api.REJECT_INFEASIBLE, api.PEND_PREEMPTION_PENDING)
+    assert f"waits for job {first}" in refused.message and cluster.job(second).state == api.RUN
+    assert accepted(cluster.preempt(urgent, second, format_=12))  # as committed before format 13
+    cluster.report(first, suspended=api.JobSuspended(time_ms=5))
+    cluster.report(second, suspended=api.JobSuspended(time_ms=5))
+    assert accepted(cluster.preempt(urgent, third, format_=13))  # all given back: it may again

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import CommittedUsage
-from controller.fsm.records import read_host, read_job, read_queue
+from controller.fsm.records import RUNNING, read_host, read_job, read_queue
 from controller.tables import Tables
 from scheduler import preemption
 from xce import feasibility
@@ -39,6 +39,7 @@ from xce.invariant import invariant
 from xce.v1 import api_pb2 as api
 
 FORMAT = 12  # PREEMPT decisions, suspended reports, resume (versions.py)
+ONE_AT_A_TIME_FORMAT = 13  # a preemptor waits for its victims before it may preempt again
 
 
 def queues_of(tables: Tables) -> dict[str, api.Queue]:
@@ -59,6 +60,15 @@ def preempt_refusal(applier: Applier, decision: api.PreemptDecision) -> api.Deci
         return refuse(api.REJECT_WRONG_ATTEMPT, f"job {job.id} is at attempt {job.attempt}")
     if not decision.victims or len({v.job_id for v in decision.victims}) != len(decision.victims):
         return refuse(api.REJECT_MALFORMED, "a preemption names its victims, each once")
+    if applier.entry.format >= ONE_AT_A_TIME_FORMAT:
+        # Two passes on one stale view may each choose victims for it: the second would stop more jobs
+        # than it needs. It preempts again only once what it took was given back (and did not do).
+        for earlier in job.preempting:
+            victim = read_job(applier.tables, earlier)
+            if victim is not None and victim.preempted_by == job.id and victim.state in RUNNING \
+                    and not victim.released:
+                return refuse(api.REJECT_INFEASIBLE,
+                              f"job {job.id} waits for job {earlier} to give back its slots")
     queues = queues_of(applier.tables)
     for named in decision.victims:
         victim = read_job(applier.tables, named.job_id)
