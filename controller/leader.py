@@ -55,7 +55,7 @@ from google.protobuf.message import Message
 
 from controller import authz, fsm, job_credential, membership, proposals
 from controller.authz import Principal
-from controller.fsm import history, limit_config, reports, versions
+from controller.fsm import depends, history, limit_config, reports, versions
 from controller.fsm import membership as fsm_membership
 from controller.group_commit import GroupCommit
 from controller.host_liveness import Liveness
@@ -454,6 +454,11 @@ class LeaderCore:
                 spec.user = caller.name  # the owner is who proved it, never what the request says
                 fsm.check_spec(tables, meta, spec, self._proposal_format())
                 fsm.validation.check_min_slots_known(spec, self._proposal_format())
+                if spec.depend and policy.private_jobs:
+                    # A job the caller may not see is unknown to it, in -w too: its end would leak.
+                    for named in depends.named(tables, spec):
+                        if not authz.visible(policy, caller, named):
+                            raise invalid(depends.UNKNOWN.format(named.id))
                 name = spec.queue or meta.default_queue or fsm.DEFAULT_QUEUE
                 if name not in queues:
                     queues[name] = fsm.read_queue(tables, name)

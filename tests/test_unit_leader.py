@@ -513,6 +513,17 @@ def test_with_private_jobs_another_users_job_is_not_found() -> None:
     h.call(2, "ControlJob", api.ControlJobRequest(job_id="1", action=api.HOLD), MALLORY)
     refused = h.replies[2]
     assert isinstance(refused, ServiceError) and refused.code == log.NOT_FOUND  # not even "alice's"
+    # Nor through a dependency: mallory's job would learn how alice's ended.
+    h.proposed.clear()
+    waits = api.SubmitJobsRequest(request_id="m", jobs=[api.JobSpec(command=["x"], depend="done(1)")])
+    h.call(3, "SubmitJobs", waits, MALLORY)
+    refused = h.replies[3]
+    assert isinstance(refused, ServiceError) and refused.code == log.INVALID_ARGUMENT
+    assert str(refused) == "-w: job 1 is not known (neither live nor in history)"  # as for no job at all
+    assert h.proposed == []
+    h.call(4, "SubmitJobs", api.SubmitJobsRequest(request_id="a2", jobs=[
+        api.JobSpec(command=["x"], depend="done(1)")]), ALICE)
+    assert not isinstance(h.replies.get(4), ServiceError)  # her own: fine
 
 
 def test_a_malformed_token_request_is_invalid_and_nothing_is_proposed() -> None:

@@ -68,7 +68,7 @@ def check(tables: Tables, spec: api.JobSpec) -> None:
     for kind, job_id, index, code in _uses(expr):
         job = _find(tables, job_id)
         if job is None:
-            raise invalid(f"-w: job {job_id} is not known (neither live nor in history)")
+            raise invalid(UNKNOWN.format(job_id))
         is_array = arrays.is_array(job)
         if isinstance(index, int):
             if not is_array:
@@ -84,6 +84,15 @@ def check(tables: Tables, spec: api.JobSpec) -> None:
         if code is not None and is_array and not isinstance(index, int):
             raise invalid(f"-w: exit({job_id}, ...) with an exit code names one job or element, not a "
                           "whole array (numexit counts an array's exits)")
+
+
+UNKNOWN = "-w: job {} is not known (neither live nor in history)"
+
+
+def named(tables: Tables, spec: api.JobSpec) -> list[api.Job]:
+    """The jobs a condition that `check` accepted names, live or in history."""
+    found = (_find(tables, job_id) for _, job_id, _, _ in _uses(depend.parse(spec.depend)))
+    return [job for job in found if job is not None]
 
 
 def _uses(expr: depend.Expr) -> Iterator[tuple[str, int, int | str | None, int | None]]:
