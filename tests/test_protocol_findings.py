@@ -51,13 +51,14 @@ def cut_off_past_unknown_timeout(options: Options) -> Sim:
 
 def test_giving_up_on_a_host_that_is_only_cut_off_runs_its_job_twice_without_the_fence() -> None:
     with pytest.raises(AssertionError, match="runs twice"):
-        cut_off_past_unknown_timeout(Options(resolve_needs_dead_host=False, max_jobs=4, fence_s=0.0))
+        cut_off_past_unknown_timeout(Options(resolve_needs_dead_host=False, max_jobs=4, fence_s=0.0,
+                                             preemption=False))
 
 
 def test_with_the_worker_side_fence_a_host_cut_off_past_unknown_timeout_runs_nothing_twice() -> None:
     # fence_s 3 + kill_grace_s 1 < unknown_timeout_s 6: the cut-off worker kills the job first.
     sim = cut_off_past_unknown_timeout(Options(resolve_needs_dead_host=False, max_jobs=4,
-                                               fence_s=UNKNOWN_TIMEOUT_S / 2))
+                                               fence_s=UNKNOWN_TIMEOUT_S / 2, preemption=False))
     [job_id] = sim.client.acked
     runs = sorted((p.key[1], p.host, p.alive) for p in sim.os.processes.values() if p.key[0] == job_id)
     assert len(runs) >= 2, runs  # the fenced instance died, and the job ran again, elsewhere

@@ -10,6 +10,7 @@ failure prints the seed and the step sequence. CI runs a fixed budget;
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 import pytest
 from protocol_sim.runner import run_seed
@@ -32,3 +33,14 @@ def test_the_same_seed_gives_the_same_run() -> None:
     first, second = run_seed(7, 600), run_seed(7, 600)
     assert first.digest == second.digest
     assert run_seed(8, 600).digest != first.digest
+
+
+def test_the_runs_preempt_by_suspend_and_requeue_and_resume_victims() -> None:
+    """The seeds meet preemption (tests/protocol_sim/leader.py's queues): victims suspended and
+    requeued, stops that take effect late (a process in a system call), and resumes (rarer: the faults
+    often end a suspended victim before its preemptor ends; these seeds have some)."""
+    seen: Counter[str] = Counter()
+    for seed in range(16, 20):
+        seen.update(run_seed(seed, STEPS).stats)
+    assert seen["suspend victims"] and seen["requeue victims"], seen
+    assert seen["processes stopped"] and seen["processes stopped late"] and seen["processes continued"], seen

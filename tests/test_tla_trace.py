@@ -103,7 +103,10 @@ def test_a_simulated_run_is_a_behaviour_of_the_spec(seed: int) -> None:
 
 
 def test_every_simulated_bug_with_a_spec_mutation_is_expected_here() -> None:
-    assert set(REJECTED_AT) == set(bugs.BUGS) - {"planner_ignores_refusal_cooldown"}  # a planner bug
+    # A planner bug; and a preemption bug, which traceable runs (one queue) never meet: the recorder
+    # does not map preemption's steps yet (tla/README.md); MutApplyPreemptEarly is its spec mutation.
+    untraced = {"planner_ignores_refusal_cooldown", "preempt_gives_back_at_once"}
+    assert set(REJECTED_AT) == set(bugs.BUGS) - untraced
 
 
 @pytest.mark.parametrize("bug", sorted(REJECTED_AT))

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from controller import fsm
+from controller.fsm import preempt
 from controller.fsm.holdings import release
 from scheduler.planner import PlannerConfig
 from scheduler.view import View
@@ -98,6 +99,25 @@ def stale_lease_accepted(options: Options) -> Options:
     return replace(options, handlers={**options.handlers, "decisions": buggy})
 
 
+def preempt_gives_back_at_once(options: Options) -> Options:
+    """A PREEMPT gives its suspended victims' slots back when it commits, not when their workers
+    report them stopped (tla/XceBarrier.tla's MutApplyPreemptEarly): a preemptor may start beside a
+    victim still running."""
+    original = options.handlers["decisions"]
+
+    def buggy(applier: fsm.Applier) -> list[log.Result]:
+        results = original(applier)
+        for decision in applier.entry.decisions.decisions:
+            if decision.HasField("preempt"):
+                for named in decision.preempt.victims:
+                    victim = fsm.read_job(applier.tables, named.job_id)
+                    if victim is not None and preempt.stopped(applier, victim):
+                        applier.put_job(victim)
+        return results
+
+    return replace(options, handlers={**options.handlers, "decisions": buggy})
+
+
 def planner_ignores_refusal_cooldown(options: Options) -> Options:
     """The planner forgets a worker's refusal at once: a draining host costs an attempt
     every pass (a bug only the real planner can show: the old simulation had no cool-down)."""
@@ -106,7 +126,8 @@ def planner_ignores_refusal_cooldown(options: Options) -> Options:
 
 BUGS: dict[str, Callable[[Options], Options]] = {
     f.__name__: f for f in (run_before_commit, requeue_on_success, join_without_generation_bump,
-                            view_accepts_old_events, stale_lease_accepted, planner_ignores_refusal_cooldown)}
+                            view_accepts_old_events, stale_lease_accepted, planner_ignores_refusal_cooldown,
+                            preempt_gives_back_at_once)}
 
 
 def inject(name: str, options: Options | None = None) -> Options:

@@ -39,12 +39,12 @@ from typing import Any, TypeVar
 from controller import fsm, sync_stream
 from scheduler.planner import PlannerConfig
 from scheduler.view import View
-from xce import feasibility, worker_wire
+from xce import worker_wire
 from xce.clock import ManualClock
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
-from .leader import CLUSTER, QUEUE, UNKNOWN_TIMEOUT_S, ReplicaDriver
+from .leader import CLUSTER, QUEUE, SCAVENGER, UNKNOWN_TIMEOUT_S, URGENT, ReplicaDriver
 from .network import Call, Reply, Stream
 from .raft import LogEntry, RaftCluster, Replica
 from .scheduler_node import SchedulerNode
@@ -84,6 +84,10 @@ class Options:
     job_sizes: tuple[int, ...] = (1, 1, 1, 2, 2, 3, 4, 8)
     schedulers: int = 2
     max_jobs: int = 10
+    # Three queues, the highest preempting the others (leader.queues): a job goes to `urgent` two
+    # times in five, to `scavenger` one in five. Suspended victims stop after a delay, as a process
+    # in uninterruptible sleep does (SimProcessHost.killpg).
+    preemption: bool = True
     events_kept: int = 4  # small, so Sync streams fall behind the events floor and resync by snapshot
     # The timing assumption of the spec's ResolveHost: a host unavailable past
     # unknown_timeout_s is down, its instances dead. False lets the leader give
@@ -111,6 +115,7 @@ class Client:
     pending: dict[str, api.SubmitJobsRequest] = field(default_factory=dict)
     acked: dict[int, int] = field(default_factory=dict)  # job id -> revision of its commit
     submitted: int = 0
+    warm: int = 0  # submitted by runner.start beyond max_jobs
 
 
 T = TypeVar("T")
@@ -158,11 +163,13 @@ class Sim:
         self.state_hashes: dict[int, bytes] = {}
         self.view_hashes: dict[int, bytes] = {0: View().dump()}
         self.placements: set[tuple[int, int, str]] = set()
+        self.preempted: set[tuple[int, int]] = set()  # (victim, its preemptions): counted in stats
         self.join_indices: dict[str, list[int]] = {name: [] for name in self.workers}
         self.join_generations: dict[str, list[int]] = {name: [] for name in self.workers}
         self.refused_now: dict[tuple[int, int], tuple[str, int]] = {}  # pending refusals: (host, stamp)
         self.refused_at: dict[int, dict[tuple[int, int], tuple[str, int]]] = {}  # ... after each index
         self.violations: list[str] = []
+        self.judged: dict[str, set[tuple[int, int]]] = {}  # invariant -> (replica, applied index) it holds in
         self.entries_checked: dict[int, int] = {}  # replica -> committed entries compared so far
         self.stats: Counter[str] = Counter()  # how often the interesting cases happened
         self.trace: list[str] = []
@@ -318,6 +325,9 @@ class Sim:
                 job = api.Job.FromString(change.value)
                 if job.host and job.state in fsm.RUNNING:
                     self.placements.add((job.id, job.attempt, job.host))
+                if job.preempted_by and (job.id, job.preemptions) not in self.preempted:
+                    self.preempted.add((job.id, job.preemptions))
+                    self.stats["requeue victims" if job.requeue_requested else "suspend victims"] += 1
                 for key in [k for k in self.refused_now if k[0] == job.id]:
                     del self.refused_now[key]
                 if job.state == api.PEND and job.pending_code == api.PEND_DISPATCH_REFUSED:
@@ -401,31 +411,43 @@ class Sim:
     def placement_committed(self, job_id: int, attempt: int, host: str) -> bool:
         return (job_id, attempt, host) in self.placements
 
-    def job_slots(self, job_id: int, host: str) -> int:
-        """The slots the job's committed allocation holds on `host` (its part of a parallel job)."""
+    def committed_job(self, job_id: int) -> api.Job | None:
         replica = self.committed_tables()
-        job = fsm.read_job(replica.tables, job_id) if replica is not None else None
-        if job is None:
-            return 1
-        return next((p.slots for p in feasibility.allocation_of(job) if p.host == host), job.spec.slots)
+        return fsm.read_job(replica.tables, job_id) if replica is not None else None
+
+    def new_job(self, pick: int) -> api.JobSpec:
+        """The job a Submit of `pick` submits."""
+        options = self.options
+        sizes = options.job_sizes
+        slots = options.job_slots if options.job_slots is not None else sizes[(pick >> 2) % len(sizes)]
+        rerunnable = options.rerunnable if options.rerunnable is not None else bool((pick >> 3) & 1)
+        # A GPU on each of its hosts: on one host only, since only gpu_hosts have one.
+        gpu = options.gpu_hosts > 0 and slots <= options.slots and (pick >> 6) % 3 == 0
+        queue = QUEUE if not options.preemption else \
+            {1: URGENT, 2: SCAVENGER, 3: URGENT}.get((pick >> 12) % 5, QUEUE)
+        return api.JobSpec(command=["true"], slots=slots, rerunnable=rerunnable, queue=queue,
+                           resource_req="rusage[gpu=1] span[hosts=1]" if gpu else "")
+
+    def pick_for(self, queue: str, after: int = 0) -> int:
+        """The first Submit pick above `after` of a new job of one slot without a GPU, rerunnable, in
+        `queue`, to the leader (the first of several)."""
+        for pick in range(after + 2 - after % 2, after + (1 << 20), 2):
+            spec = self.new_job(pick)
+            if spec.slots == 1 and not spec.resource_req and spec.rerunnable and spec.queue == queue \
+                    and (pick >> 4) % 4 == 0:
+                return pick
+        raise AssertionError(f"no pick gives a job in {queue}")
 
     # -------------------------------------------------------------- the spec's actions
 
     def Submit(self, pick: int) -> str | None:
         """The client submits a new job, or a submit call in flight reaches its replica."""
         client = self.client
-        if pick % 2 == 0 and client.submitted < self.options.max_jobs:
+        if pick % 2 == 0 and client.submitted < self.options.max_jobs + client.warm:
             client.submitted += 1
             request_id = f"req-{client.submitted}"
-            options = self.options
-            sizes = options.job_sizes
-            slots = options.job_slots if options.job_slots is not None else sizes[(pick >> 2) % len(sizes)]
-            rerunnable = options.rerunnable if options.rerunnable is not None else bool((pick >> 3) & 1)
-            # A GPU on each of its hosts: on one host only, since only gpu_hosts have one.
-            gpu = options.gpu_hosts > 0 and slots <= options.slots and (pick >> 6) % 3 == 0
-            spec = api.JobSpec(command=["true"], slots=slots, rerunnable=rerunnable,
-                               resource_req="rusage[gpu=1] span[hosts=1]" if gpu else "")
-            client.pending[request_id] = api.SubmitJobsRequest(request_id=request_id, jobs=[spec])
+            request = api.SubmitJobsRequest(request_id=request_id, jobs=[self.new_job(pick)])
+            client.pending[request_id] = request
             return self._send("submit", "client", client.pending[request_id], pick >> 4, None)
         return self._deliver_call("submit", pick >> 1)
 
@@ -623,6 +645,9 @@ class Sim:
         return self._deliver_down(pick, ("joined",))
 
     def WorkerFinish(self, pick: int, due_only: bool = False) -> str | None:
+        # With preemption, mostly the processes whose time is up end (three times in four), so that
+        # jobs are still running when urgent ones come.
+        due_only = due_only or (self.options.preemption and (pick >> 7) % 4 != 0)
         live = [p for p in self.os.live() if not p.stopped and (not due_only or p.ends_at_ms <= self.now_ms)]
         process = _pick(sorted(live, key=lambda p: p.pid), pick)
         if process is None:
@@ -753,6 +778,7 @@ class Sim:
 
     def Tick(self, pick: int) -> str | None:
         self.clock.advance(20 + pick % 400)
+        self.os.stop_due()
         fired = self.os.fire_timers()
         killed = self._dead_hosts() if self.options.resolve_needs_dead_host else 0
         for node in self.workers.values():
@@ -918,6 +944,10 @@ def _decisions_text(batch: api.DecisionBatch) -> str:
         if decision.HasField("dispatch"):
             d = decision.dispatch
             parts.append(f"run {d.job_id}.{d.attempt}@{d.host}")
+        elif decision.HasField("preempt"):
+            p = decision.preempt
+            parts.append(f"preempt {', '.join(f'{v.job_id}.{v.attempt}' for v in p.victims)} "
+                         f"for {p.job_id}.{p.attempt}")
         else:
             parts.append(f"pend {decision.pend.job_id}")
     return ", ".join(parts)
@@ -929,4 +959,4 @@ def _lease_text(reply: api.LeaseResponse | None) -> str:
     return f"{'granted' if reply.granted else 'held by ' + reply.holder}, epoch {reply.epoch}"
 
 
-__all__ = ["FAULTS", "QUEUE", "SIM_ACTIONS", "SPEC_ACTIONS", "Options", "Sim"]
+__all__ = ["FAULTS", "QUEUE", "SCAVENGER", "SIM_ACTIONS", "SPEC_ACTIONS", "URGENT", "Options", "Sim"]

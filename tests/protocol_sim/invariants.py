@@ -18,6 +18,7 @@ from xce import feasibility
 from xce.v1 import api_pb2 as api
 
 from .cluster import Sim
+from .raft import Replica
 
 
 def _noticed(sim: Sim, name: str) -> None:
@@ -52,18 +53,45 @@ def NoDoubleRun(sim: Sim) -> None:
     assert not doubled, f"job {doubled[0] if doubled else 0} runs twice: {twice}"
 
 
+def _states(sim: Sim, name: str) -> list[Replica]:
+    """The replicas whose state `name` has not judged yet: a replica's state is a function of its
+    applied index (TypeOK holds them to it), so a state judged once needs no second look."""
+    judged = sim.judged.setdefault(name, set())
+    fresh = [r for r in sim.raft.replicas if (r.rid, r.applied) not in judged]
+    judged.update((r.rid, r.applied) for r in fresh)
+    return fresh
+
+
+def _holds(job: api.Job) -> list[api.HostAllocation]:
+    """What a job holds on each of its hosts: its allocation, less what it gave back while suspended."""
+    given = {part.host: part for part in job.released}
+    held = []
+    for part in feasibility.allocation_of(job):
+        back = given.get(part.host)
+        if back is None:
+            held.append(part)
+        else:
+            resources = {r: n - back.resources.get(r, 0) for r, n in part.resources.items()}
+            held.append(api.HostAllocation(host=part.host, slots=part.slots - back.slots,
+                                           resources={r: n for r, n in resources.items() if n}))
+    return held
+
+
 def CapacitySafe(sim: Sim) -> None:
-    """Per resource: running slots per host never exceed its slots, on the hosts and in committed
-    state, and what its jobs reserve of each consumable never exceeds its total."""
+    """Per resource: the slots of the processes running (not stopped) on a host never exceed its
+    slots, a preemptor's beside its victims' included; in committed state, what its jobs hold (a
+    suspended victim's given back) never exceeds its slots, nor any consumable its total."""
     for name, node in sim.workers.items():
-        used = sum(p.slots for p in sim.os.live() if p.host == name)
-        assert used <= node.spec.slots, f"{name} runs {used} slots of {node.spec.slots}"
-    for replica in sim.raft.replicas:
+        running = [p for p in sim.os.live() if p.host == name and not p.stopped]
+        used = sum(p.slots for p in running)
+        assert used <= node.spec.slots, \
+            f"{name} runs {used} slots of {node.spec.slots}: {[(p.key, p.slots) for p in running]}"
+    for replica in _states(sim, "CapacitySafe"):
         tables = replica.tables
         for _, raw in tables.scan("hosts"):
             host = api.Host.FromString(raw)
             held = [fsm.read_job(tables, i) for i in fsm.host_job_ids(tables, host.spec.name)]
-            slots = sum(p.slots for j in held if j is not None for p in feasibility.allocation_of(j)
+            slots = sum(p.slots for j in held if j is not None for p in _holds(j)
                         if p.host == host.spec.name)
             totals = feasibility.consumables(host)
             over = {r: (n, totals.get(r, 0)) for r, n in host.reserved.items() if n > totals.get(r, 0)}
@@ -75,8 +103,9 @@ def CapacitySafe(sim: Sim) -> None:
 
 def HeldExactly(sim: Sim) -> None:
     """What each host has in use (slots and every consumable) is what the allocations of its running
-    jobs hold there: whole allocations, the first host running the command, given back exactly."""
-    for replica in sim.raft.replicas:
+    jobs hold there: whole allocations, the first host running the command, given back exactly (a
+    suspended victim's in two steps: at its stop, what its queue lets go; at its end, the rest)."""
+    for replica in _states(sim, "HeldExactly"):
         tables = replica.tables
         slots: Counter[str] = Counter()
         reserved: dict[str, Counter[str]] = {}
@@ -88,7 +117,7 @@ def HeldExactly(sim: Sim) -> None:
             assert parts and parts[0].host == job.host, \
                 f"r{replica.rid} job {job.id} runs on {job.host}: {parts}"
             assert feasibility.least_slots(job) <= sum(p.slots for p in parts) <= job.spec.slots
-            for part in parts:
+            for part in _holds(job):
                 slots[part.host] += part.slots
                 reserved.setdefault(part.host, Counter()).update(part.resources)
         for _, raw in tables.scan("hosts"):

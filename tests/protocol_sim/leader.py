@@ -52,17 +52,30 @@ if TYPE_CHECKING:
 
 CLUSTER = "sim"
 QUEUE = "normal"
+URGENT = "urgent"  # preempts `normal` (by suspending) and `scavenger` (by requeueing)
+SCAVENGER = "scavenger"
 HEARTBEAT_S = 0.5
 HEARTBEAT_TIMEOUT_S = 2.0
 UNKNOWN_TIMEOUT_S = 6.0
 SESSION_FULL_LOOK_S = 1.0  # short, so the periodic full derivation meets the routed changes often
 
 
-def init_entry(events_kept: int) -> log.InitCluster:
+def queues(preemption: bool) -> list[api.Queue]:
+    """One queue; with preemption, a queue above it that preempts it (suspending, its GPUs given back
+    too) and one below it (requeueing), each job preempted at most twice."""
+    if not preemption:
+        return [api.Queue(name=QUEUE, priority=30)]
+    return [api.Queue(name=URGENT, priority=60, preemptive=[QUEUE, SCAVENGER]),
+            api.Queue(name=QUEUE, priority=30, preemptable=True, preempt_action=api.PREEMPT_SUSPEND,
+                      preemptable_resources=["gpu"], max_preemptions=2),
+            api.Queue(name=SCAVENGER, priority=10, preemptable=True, preempt_action=api.PREEMPT_REQUEUE,
+                      max_preemptions=2)]
+
+
+def init_entry(events_kept: int, preemption: bool) -> log.InitCluster:
     """The cluster's first entry; few events kept, so Sync streams fall behind the floor."""
     return log.InitCluster(cluster_id=CLUSTER, default_queue=QUEUE, max_slots_per_job=8,
-                           config_digest="sim-1", queues=[api.Queue(name=QUEUE, priority=30)],
-                           events_kept=events_kept)
+                           config_digest="sim-1", queues=queues(preemption), events_kept=events_kept)
 
 
 class SimState:
@@ -114,7 +127,7 @@ class ReplicaDriver:
     def __post_init__(self) -> None:
         settings = LeaderSettings(
             replica_id=self.replica.rid, members=tuple(r.rid for r in self.sim.raft.replicas),
-            init=init_entry(self.sim.options.events_kept),
+            init=init_entry(self.sim.options.events_kept, self.sim.options.preemption),
             kinds=frozenset(self.sim.handlers), heartbeat_s=HEARTBEAT_S,
             heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S, unknown_timeout_s=UNKNOWN_TIMEOUT_S,
             fence_s=self.sim.options.fence_s, submit_max_requests=4, session_full_look_s=SESSION_FULL_LOOK_S)

@@ -24,7 +24,7 @@ from tla_trace import Step
 from controller import fsm
 from xce.v1 import api_pb2 as api
 
-from .cluster import FAULTS, SIM_ACTIONS, SPEC_ACTIONS, Options, Sim
+from .cluster import FAULTS, QUEUE, SCAVENGER, SIM_ACTIONS, SPEC_ACTIONS, URGENT, Options, Sim
 from .invariants import check_all
 
 # How often each step is tried in the safety phase (relative).
@@ -49,6 +49,7 @@ PROGRESS = ("Joined", "WorkerStart", "WorkerSignal", "AckReport", "RelayReport",
 
 
 TRACE_JOBS = 15
+URGENT_JOBS = 3  # preempting at the start (with preemption)
 
 
 class SimFailure(AssertionError):
@@ -105,9 +106,10 @@ class TracedRun:
 
 def traceable(options: Options | None = None, max_jobs: int = TRACE_JOBS) -> Options:
     """The configuration a run is recorded in: the spec's jobs take one slot and are
-    rerunnable, and a leader is elected only while none is up."""
+    rerunnable, and a leader is elected only while none is up. One queue: the recorder does not
+    map preemption's steps yet (tla/README.md)."""
     return replace(options or Options(), hosts=2, slots=2, gpu_hosts=0, schedulers=2, max_jobs=max_jobs,
-                   trace=True, job_slots=1, rerunnable=True, single_leader=True)
+                   trace=True, job_slots=1, rerunnable=True, single_leader=True, preemption=False)
 
 
 def trace_seed(seed: int, steps: int = 1500, options: Options | None = None) -> TracedRun:
@@ -172,11 +174,32 @@ def settle(sim: Sim, until: Callable[[Sim], bool] | None = None, max_rounds: int
 
 def start(sim: Sim, jobs: int = WARM_JOBS) -> None:
     """Before the faults: a leader, workers joined, a scheduler with the lease and `jobs`
-    jobs submitted and started, so the first fault meets work in flight."""
+    jobs submitted and started, so the first fault meets work in flight. With preemption, the
+    jobs fill every slot, and urgent jobs preempt some of them: the first faults meet victims
+    requeued, victims stopping, their reports, the preemptors' dispatches and the victims' resumes
+    (these jobs do not count against max_jobs)."""
     settle(sim, bootstrapped)
-    for pick in range(jobs):
-        sim.step("Submit", pick * 4 * 16)  # a new job (pick even) to the leader
+    options = sim.options
+    if options.preemption:
+        jobs = max(jobs, options.hosts * options.slots)
+        sim.client.warm = jobs + URGENT_JOBS
+        # Jobs of one slot, a quarter of them in `scavenger` (requeued when preempted), the rest in
+        # `normal` (suspended).
+        picks = []
+        for k in range(jobs):
+            picks.append(sim.pick_for(SCAVENGER if k % 4 == 3 else QUEUE, picks[-1] if picks else 0))
+    else:
+        picks = [pick * 4 * 16 for pick in range(jobs)]  # a new job (pick even) to the leader
+    for pick in picks:
+        sim.step("Submit", pick)
     settle(sim, lambda s: len(s.os.processes) >= jobs)
+    if options.preemption:
+        pick = 0
+        for _ in range(URGENT_JOBS):
+            pick = sim.pick_for(URGENT, pick)
+            sim.step("Submit", pick)
+        settle(sim, lambda s: sum(j.spec.queue == URGENT and (bool(j.preempting) or j.state != api.PEND)
+                                  for j in s.unfinished_jobs()) == URGENT_JOBS)
 
 
 def bootstrapped(sim: Sim) -> bool:

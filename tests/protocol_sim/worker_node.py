@@ -37,9 +37,10 @@ from worker.config import WorkerConfig
 from worker.daemon import Worker
 from worker.journal import KEEP_ACKED, MemoryJournal
 from worker.process_host import Account
-from xce import worker_wire
+from xce import feasibility, worker_wire
 from xce.v1 import api_pb2 as api
 
+from .leader import URGENT
 from .network import Stream
 
 if TYPE_CHECKING:
@@ -61,7 +62,9 @@ class SimProcess:
     committed_at_spawn: bool  # ghost, for DispatchAfterCommit
     ends_at_ms: int
     alive: bool = True
-    stopped: bool = False
+    stopped: bool = False  # SIGSTOP took effect: it runs nothing (state T)
+    stop_due_ms: int = 0  # SIGSTOP sent, not yet in effect (the process is in a system call)
+    stopped_at_ms: int = 0
     terminating: bool = False
 
 
@@ -96,6 +99,13 @@ class SimOS:
         if daemon_host is not None:
             daemon_host.ended(process.pid, 0 if status else term_signal)
 
+    def stop_due(self) -> None:
+        """Stops that were pending take effect as time passes."""
+        for process in self.live():
+            if process.stop_due_ms and process.stop_due_ms <= self.sim.now_ms:
+                process.stop_due_ms, process.stopped, process.stopped_at_ms = 0, True, self.sim.now_ms
+                self.sim.stats["processes stopped late"] += 1
+
     def fire_timers(self) -> int:
         due = sorted((t for t in self.timers if t[0] <= self.sim.now_ms), key=lambda t: (t[0], t[1]))
         self.timers = [t for t in self.timers if t[0] > self.sim.now_ms]
@@ -118,10 +128,18 @@ class SimProcessHost:
         os_.next_pid += 1
         os_.ticks += 1
         status_file = Path(next(argv[i + 1] for i, arg in enumerate(argv) if arg.endswith("shim.py")))
-        slots = os_.sim.job_slots(key[0], self.host)
+        job = os_.sim.committed_job(key[0])
+        # The slots its committed allocation holds here (its part of a parallel job).
+        slots = 1 if job is None else next(
+            (p.slots for p in feasibility.allocation_of(job) if p.host == self.host), job.spec.slots)
+        # With preemption, preemptable work runs long and urgent work short: urgent jobs meet full
+        # hosts; the jobs runner.start fills the cluster with run past its urgent job's preemption.
+        lasts = (200, 3000) if job is None or not os_.sim.options.preemption else \
+            (200, 1500) if job.spec.queue == URGENT else \
+            (3000, 6000) if job.id <= os_.sim.client.warm else (1000, 4000)
         process = SimProcess(os_.next_pid, self.host, key, slots, os_.ticks, status_file,
                              os_.sim.placement_committed(key[0], key[1], self.host),
-                             os_.sim.now_ms + os_.sim.rng.randrange(200, 3000))
+                             os_.sim.now_ms + os_.sim.rng.randrange(*lasts))
         os_.processes[process.pid] = process
         return process.pid
 
@@ -139,10 +157,21 @@ class SimProcessHost:
         process = self.os.processes.get(pgid)
         if process is None or not process.alive:
             return
+        now = self.os.sim.now_ms
         if sig == signal.SIGSTOP:
-            process.stopped = True
+            if not process.stopped and not process.stop_due_ms:
+                # At once, or once the process leaves a system call: a worker must wait for T.
+                delay = self.os.sim.rng.choice((0, 0, 150, 1200))
+                if delay:
+                    process.stop_due_ms = now + delay
+                else:
+                    process.stopped, process.stopped_at_ms = True, now
+                    self.os.sim.stats["processes stopped"] += 1
         elif sig == signal.SIGCONT:
-            process.stopped = False
+            if process.stopped:
+                process.ends_at_ms += now - process.stopped_at_ms  # its work waited while stopped
+                self.os.sim.stats["processes continued"] += 1
+            process.stopped, process.stop_due_ms = False, 0
         elif sig == signal.SIGTERM:
             process.terminating = True  # the shim ignores it; the command ends at its next step
         elif sig == signal.SIGKILL:
@@ -162,7 +191,8 @@ class SimProcessHost:
         return 0  # the simulation launches no tasks
 
     def group_stopped(self, pgid: int) -> bool:
-        return True  # a simulated process stops at once
+        process = self.os.processes.get(pgid)
+        return process is not None and process.alive and process.stopped
 
     def sessions_usage(self) -> dict[int, tuple[int, float]]:
         return {}  # simulated processes use nothing
