@@ -26,6 +26,7 @@ refusal) is the planner's (planner.py).
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -116,8 +117,8 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
     tried_moving: set[tuple[int, int, feasibility.Need]] = set()  # ... until the next placement
     explains = 0
     limited = bool(usage.limits()) or bool(limit_defs)
+    limit_refused: dict[LimitKey, feasibility.Reason] = {}
     recovering = usage.counter(feasibility.RECOVERY_COUNTER) > 0
-    limit_refusal = feasibility.limit_refusal
     result = PassResult([])
     decisions = result.decisions
     limit_reached = feasibility.Reason(api.PEND_DISPATCH_LIMIT, f"this pass placed {config.max_dispatches} "
@@ -128,11 +129,19 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
     preempting = _Preempting(context.jobs, queue_map, context.now_ms) if any(
         preemption.preemptive(q) for q in queues) else None
     # An array's record is never dispatched: its elements are jobs of their own (fsm/arrays.py).
-    waiting = ordered([j for j in jobs if j.state == api.PEND and not j.spec.HasField("array")], queue_map,
-                      config.picker, config.queue_pickers, context)
+    pending = [j for j in jobs if j.state == api.PEND and not j.spec.HasField("array")]
+    blocked: dict[int, feasibility.Reason] = {}  # job -> the limit that refuses it all the pass
+    blocked_jobs: list[api.Job] = []
+    if limited or any(j.array_limit for j in pending):
+        # Counters only grow in a pass: a job a limit refuses at its start is refused all through it.
+        # Such jobs are not ordered (their reasons do not depend on their places), and the jobs that
+        # may run are ordered without them (LSF skips the jobs of a user at its limit too).
+        pending, blocked_jobs, blocked = _limit_blocked(pending, usage, limited, limit_refused)
+    waiting = ordered(pending, queue_map, config.picker, config.queue_pickers, context)
     if preempting is not None:
         preempting.keep(waiting, usage, index)
-    for job in _with_resumes(waiting, jobs, queue_map):  # (a resume in flight is not among `jobs`)
+    # (a resume in flight is not among `jobs`)
+    for job in itertools.chain(_with_resumes(waiting, jobs, queue_map), blocked_jobs):
         spec = job.spec
         if preempting is not None and job.id in preempting.kept:
             usage.unreserve(preempting.kept.pop(job.id), index)  # its own to take, from here on
@@ -153,12 +162,12 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
             reason = dependency_reason(job)
         if reason is None and (recovering or job.stray_hosts):
             reason = feasibility.safety_refusal(job, usage)
-        if reason is None and dispatched >= config.max_dispatches:
+        if reason is None and dispatched >= config.max_dispatches and job.id not in blocked:
             reason = limit_reached  # (its own limits are looked at when a pass may place it)
         bounded = limited or job.array_limit
         least, most = feasibility.least_slots(job) if reason is None else 0, spec.slots
         if reason is None and bounded:
-            reason = limit_refusal(job, usage, least)
+            reason = blocked.get(job.id) or _limit_reason(job, usage, limit_refused)
             if least < most:  # -n min,max: as many as the limits leave (least fits: checked above)
                 most = min(most, usage.room(job, most))
         if reason is None:
@@ -221,6 +230,42 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
     return result
 
 
+LimitKey = tuple[str, str, str, int, int, int]
+
+
+def _key_of(job: api.Job) -> LimitKey:
+    """What a job's limits read of it: jobs with the same key are refused alike."""
+    spec = job.spec
+    return (spec.queue, spec.user, spec.project, feasibility.least_slots(job), job.array_id, job.array_limit)
+
+
+def _limit_reason(job: api.Job, usage: PassUsage, refused: dict[LimitKey, feasibility.Reason]
+                  ) -> feasibility.Reason | None:
+    """limit_refusal at the job's least slots; a refusal is kept for the rest of the pass."""
+    key = _key_of(job)
+    reason = refused.get(key)
+    if reason is None:
+        reason = feasibility.limit_refusal(job, usage, key[3])
+        if reason is not None:
+            refused[key] = reason
+    return reason
+
+
+def _limit_blocked(pending: list[api.Job], usage: PassUsage, limited: bool,
+                   refused: dict[LimitKey, feasibility.Reason]
+                   ) -> tuple[list[api.Job], list[api.Job], dict[int, feasibility.Reason]]:
+    """(the jobs no limit refuses now, the ones one does, and why by job)."""
+    open_, blocked, why = [], [], {}
+    for job in pending:
+        reason = _limit_reason(job, usage, refused) if limited or job.array_limit else None
+        if reason is None:
+            open_.append(job)
+        else:
+            blocked.append(job)
+            why[job.id] = reason
+    return open_, blocked, why
+
+
 # Only a lack of slots preempts: a license short cluster-wide (NO_FREE_RESOURCES) is not a host's to
 # give, and preempting for it would stop one victim after another, every pass.
 _PREEMPTS_FOR = frozenset({api.PEND_NO_FREE_SLOTS})
@@ -250,21 +295,26 @@ class _Preempting:
     def __init__(self, jobs: Sequence[api.Job], queues: Mapping[str, api.Queue], now_ms: int) -> None:
         self.queues = queues
         self.now_ms = now_ms
-        self.by_host: dict[str, list[api.Job]] = {}
+        self.by_host: dict[str, list[api.Job]] = {}  # the running jobs of preemptable queues
         self.holding: dict[int, int] = Counter()  # preemptor -> victims not yet given back
         self.freed: dict[int, list[api.HostAllocation]] = {}  # preemptor -> what its victims gave back
+        preemptable = {name for name, queue in queues.items() if queue.preemptable}
+        run, ssusp = api.RUN, api.SSUSP
         for job in jobs:
             state = job.state
-            if state != api.RUN and state != api.SSUSP:
+            if state != run and state != ssusp:
                 continue
-            if job.preempted_by:
+            by = job.preempted_by
+            if by:
                 if not job.released:
-                    self.holding[job.preempted_by] += 1
-                elif state == api.SSUSP:
-                    self.freed.setdefault(job.preempted_by, []).extend(job.released)
-            elif state == api.RUN and len(job.allocation) <= 1:
-                host = job.allocation[0].host if job.allocation else job.host
-                self.by_host.setdefault(host, []).append(job)
+                    self.holding[by] += 1
+                elif state == ssusp:
+                    self.freed.setdefault(by, []).extend(job.released)
+            elif state == run and job.spec.queue in preemptable:  # a possible victim
+                allocation = job.allocation
+                if len(allocation) <= 1:
+                    host = allocation[0].host if allocation else job.host
+                    self.by_host.setdefault(host, []).append(job)
         self.sent: list[Preempt] = []
         self.candidates: preemption.Candidates | None = None  # made on first need
         self.kept: dict[int, list[api.HostAllocation]] = {}  # preemptor -> what is kept for it until its turn

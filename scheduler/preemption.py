@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from xce import feasibility
 from xce.v1 import api_pb2 as api
@@ -72,6 +73,8 @@ def eligible(victim: api.Job, queues: Mapping[str, api.Queue], now_ms: int) -> b
 
 def given_back(victim: api.Job, host: str, queues: Mapping[str, api.Queue]) -> tuple[int, dict[str, int]]:
     """What the victim gives back on `host` once preempted: slots, and consumables."""
+    if not victim.allocation:  # most jobs: one host, nothing reserved (feasibility.allocation_of)
+        return (victim.spec.slots, {}) if victim.host == host else (0, {})
     queue = queues.get(victim.spec.queue)
     requeue = queue is not None and queue.preempt_action == api.PREEMPT_REQUEUE
     listed = set(queue.preemptable_resources) if queue is not None else set()
@@ -89,51 +92,96 @@ def _freed(state: feasibility.HostState, slots: int, resources: Mapping[str, int
     return state._replace(used=state.used - slots, reserved=reserved)
 
 
-@dataclass
-class _Candidate:
-    job: api.Job
+class _Candidate(NamedTuple):
+    """Its fields in the order victims are taken (as a tuple, it sorts so: the job id is unique)."""
+
     rank: tuple[int, int]
+    fewer_slots: int  # -slots: the most slots first
+    started_before: int  # -start time: the most recently started first
+    job_id: int
     slots: int  # given back on its host
     resources: dict[str, int]
+    job: api.Job
 
 
 class Candidates:
     """A pass's possible victims by host, each host's in the order they would be taken (lowest
-    priority, then most slots given back, then the most recently started), made once a pass; a
-    preemptor filters them by its queue and rank."""
+    priority, then most slots given back, then the most recently started); a preemptor filters
+    them by its queue and rank. A host's list is made when a preemptor first looks at it; before
+    that, bounds over the host's running jobs (the lowest rank, the most slots one holds) let a
+    preemptor pass over a host where no set could beat the best it has (most hosts, most passes)."""
 
     def __init__(self, by_host: Mapping[str, Sequence[api.Job]], queues: Mapping[str, api.Queue],
                  now_ms: int) -> None:
         self.queues = queues
-        self.by_host: dict[str, list[_Candidate]] = {}
-        self._for_queue: dict[str, dict[str, list[_Candidate]]] = {}  # preemptor's queue -> host -> ...
-        for host in sorted(by_host):
-            found = []
-            for job in by_host[host]:
-                if eligible(job, queues, now_ms):
-                    slots, resources = given_back(job, host, queues)
-                    found.append(_Candidate(job, rank(job, queues), slots, resources))
-            if found:
-                found.sort(key=lambda c: (c.rank, -c.slots, -c.job.start_time_ms, c.job.id))
-                self.by_host[host] = found
+        self.now_ms = now_ms
+        self._jobs = by_host
+        self._hosts = sorted(by_host)
+        self._built: dict[str, list[_Candidate]] = {}
+        self._for_queue: dict[tuple[str, str], list[_Candidate]] = {}  # (preemptor's queue, host) -> ...
+        # (preemptor's queue, host) -> what its candidates there give back together, and the most one does
+        self._sums: dict[tuple[str, str], tuple[int, int]] = {}
+        self._bounds: dict[str, tuple[tuple[int, int], int]] | None = None
+        self._preemptable = {name for name, queue in queues.items() if queue.preemptable}
+
+    def hosts(self) -> list[str]:
+        return self._hosts
+
+    def bound(self, host: str) -> tuple[tuple[int, int], int] | None:
+        """No victim on `host` ranks below the first, nor gives back more slots than the second (None:
+        it has no running job of a preemptable queue). Bounds over all of them, eligible or not."""
+        if self._bounds is None:
+            self._bounds = {}
+            for name, jobs in self._jobs.items():
+                mine = [job for job in jobs if job.spec.queue in self._preemptable]
+                if mine:
+                    self._bounds[name] = (min(rank(job, self.queues) for job in mine),
+                                          max(feasibility.held_slots(job) for job in mine))
+        return self._bounds.get(host)
+
+    def lowest(self) -> tuple[int, int] | None:
+        """No victim anywhere ranks below this."""
+        self.bound("")
+        assert self._bounds is not None
+        return min((low for low, _ in self._bounds.values()), default=None)
+
+    def listed(self, queue: api.Queue, host: str) -> list[_Candidate]:
+        """The candidates on `host` in the queues `queue` may preempt, in the order they would be taken."""
+        key = (queue.name, host)
+        found = self._for_queue.get(key)
+        if found is None:
+            built = self._built.get(host)
+            if built is None:
+                built = self._built[host] = self._build(host)
+            allowed = set(queue.preemptive)
+            found = self._for_queue[key] = [c for c in built if c.job.spec.queue in allowed]
+        return found
+
+    def _build(self, host: str) -> list[_Candidate]:
+        found = []
+        for job in self._jobs.get(host, ()):
+            if job.spec.queue in self._preemptable and eligible(job, self.queues, self.now_ms):
+                slots, resources = given_back(job, host, self.queues)
+                found.append(_Candidate(rank(job, self.queues), -slots, -job.start_time_ms, job.id, slots,
+                                        resources, job))
+        found.sort()
+        return found
 
     def taken(self, host: str, jobs: Sequence[api.Job]) -> None:
+        """These jobs are victims now: no longer candidates (the bounds, over more jobs, still hold)."""
         gone = {job.id for job in jobs}
-        self.by_host[host] = [c for c in self.by_host[host] if c.job.id not in gone]
-        for listed in self._for_queue.values():
-            if host in listed:
-                listed[host] = [c for c in listed[host] if c.job.id not in gone]
+        if host in self._built:
+            self._built[host] = [c for c in self._built[host] if c.job.id not in gone]
+        for key in [key for key in self._for_queue if key[1] == host]:
+            self._for_queue[key] = [c for c in self._for_queue[key] if c.job.id not in gone]
+            self._sums.pop(key, None)
 
-    def for_queue(self, queue: api.Queue) -> dict[str, list[_Candidate]]:
-        """The candidates in the queues `queue` may preempt, by host (made once per queue and pass)."""
-        found = self._for_queue.get(queue.name)
+    def sums(self, queue: str, host: str, listed: Sequence[_Candidate]) -> tuple[int, int]:
+        """The slots `listed` (listed()'s, on `host`) gives back together, and the most one gives."""
+        found = self._sums.get((queue, host))
         if found is None:
-            allowed = set(queue.preemptive)
-            found = self._for_queue[queue.name] = {}
-            for host, listed in self.by_host.items():
-                kept = [c for c in listed if c.job.spec.queue in allowed]
-                if kept:
-                    found[host] = kept
+            slots = [c.slots for c in listed]
+            found = self._sums[(queue, host)] = (sum(slots), max(slots))
         return found
 
 
@@ -146,18 +194,33 @@ def choose(preemptor: api.Job, need: feasibility.Need, slots: int,
         return None
     ceiling = rank(preemptor, queues)
     best: tuple[tuple[tuple[int, int], int, int, str], Choice] | None = None
-    for host, listed in candidates.for_queue(mine).items():
+    # No set beats one victim of the lowest rank giving back one slot (a later host only ties).
+    unbeatable = (candidates.lowest(), 1, 1)
+    for host in candidates.hosts():
+        bound = candidates.bound(host)
+        if bound is None or bound[0] >= ceiling:
+            continue
         state = states.get(host)
-        if state is None or not state.available or state.closed or not listed or listed[0].rank >= ceiling:
+        if state is None or not state.available or state.closed:
             continue
         free = state.slots - state.used
-        usable = listed if listed[-1].rank < ceiling else [c for c in listed if c.rank < ceiling]
-        missing, largest = max(0, slots - free), max(c.slots for c in usable)
-        if free + sum(c.slots for c in usable) < slots:
-            continue
+        missing = max(0, slots - free)
         # The best a set here could be: its lowest victim first, as few as the largest would need,
         # giving back just what is missing. A host that cannot beat the best so far is not looked at
-        # further (hosts come by name: a tie loses).
+        # further (hosts come by name: a tie loses); the bounds say so before its list is made.
+        if best is not None and (bound[0], max(1, -(-missing // max(1, bound[1]))), missing) >= best[0][:3]:
+            continue
+        listed = candidates.listed(mine, host)
+        if not listed or listed[0].rank >= ceiling:
+            continue
+        if listed[-1].rank < ceiling:
+            usable = listed
+            total, largest = candidates.sums(mine.name, host, listed)
+        else:
+            usable = [c for c in listed if c.rank < ceiling]
+            total, largest = sum(c.slots for c in usable), max(c.slots for c in usable)
+        if free + total < slots:
+            continue
         fewest = max(1, -(-missing // largest)) if largest else 1
         if best is not None and (usable[0].rank, fewest, missing) >= best[0][:3]:
             continue
@@ -169,6 +232,8 @@ def choose(preemptor: api.Job, need: feasibility.Need, slots: int,
         key = (max(c.rank for c in taken), len(taken), sum(c.slots for c in taken), host)
         if best is None or key < best[0]:
             best = (key, Choice(host, tuple(c.job for c in taken)))
+            if key[:3] == unbeatable:
+                break
     return None if best is None else best[1]
 
 

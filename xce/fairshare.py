@@ -153,18 +153,22 @@ def build(config: api.FairShare, queue: str, jobs: Iterable[api.Job],
         return path
 
     paths: dict[tuple[str, str], list[Node]] = {}
+    pend = api.PEND
     for job in jobs:
-        if job.spec.queue != queue:
+        spec = job.spec
+        state = job.state
+        if spec.queue != queue or (state != pend and state not in RUNNING):
             continue
-        who = (project_of(job.spec), job.spec.user)
+        who = (spec.project or DEFAULT, spec.user)
         path = paths.get(who)
         if path is None:
             path = paths[who] = leaf(*who)
-        if job.state == api.PEND:
+        if state == pend:
             path[-1].jobs.append(job)
-        elif job.state in RUNNING:
+        else:
+            slots = feasibility.held_slots(job)
             for node in path:
-                node.running += feasibility.held_slots(job)
+                node.running += slots
     to_slots = math.log(2) / half
     for (project, user), (value, stamp) in sorted(usage.items()):
         recent = decayed(value, stamp, now_ms, half) * to_slots
@@ -189,26 +193,27 @@ def order(config: api.FairShare, queue: str, jobs: Sequence[api.Job],
     Taking, at every level, the child of highest priority, job by job, gives the same order."""
     root = build(config, queue, jobs, usage, now_ms)
 
-    def ordered(node: Node) -> list[api.Job]:
+    def ordered(node: Node) -> list[tuple[tuple[int, int, int], int, api.Job]]:
+        """(the job's own order, its slots, the job), in the node's order. (Tuples sort as they are:
+        the job's own order ends with its id, so no two compare equal and jobs are never compared.)"""
         if not node.children:
-            return sorted(node.jobs, key=_job_key)
+            jobs = [(_job_key(job), job.spec.slots, job) for job in node.jobs]
+            jobs.sort()
+            return jobs
         total = max(1, node.sibling_shares())
-        keyed: list[tuple[float, int, tuple[int, int, int], str, api.Job]] = []
+        keyed: list[tuple[float, int, tuple[int, int, int], str, int, api.Job]] = []
+        append = keyed.append
         for child in node.children.values():
             fraction = child.shares / total
             used = child.usage() + EPSILON
-            for job in ordered(child):
-                keyed.append((used / fraction, -child.shares, _job_key(job), child.path, job))
-                used += job.spec.slots
-        keyed.sort(key=_merge_key)
-        return [entry[-1] for entry in keyed]
+            shares, path = -child.shares, child.path
+            for key, slots, job in ordered(child):
+                append((used / fraction, shares, key, path, slots, job))
+                used += slots
+        keyed.sort()
+        return [(entry[2], entry[4], entry[5]) for entry in keyed]
 
-    return ordered(root)
-
-
-def _merge_key(entry: tuple[float, int, tuple[int, int, int], str, api.Job]
-               ) -> tuple[float, int, tuple[int, int, int], str]:
-    return entry[:4]
+    return [entry[2] for entry in ordered(root)]
 
 
 def _job_key(job: api.Job) -> tuple[int, int, int]:
