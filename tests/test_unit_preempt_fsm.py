@@ -135,3 +135,18 @@ def test_a_preemptor_preempts_again_only_once_its_victims_gave_back_their_slots(
     cluster.report(first, suspended=api.JobSuspended(time_ms=5))
     cluster.report(second, suspended=api.JobSuspended(time_ms=5))
     assert accepted(cluster.preempt(urgent, third, format_=13))  # all given back: it may again
+
+
+def test_a_suspended_victim_being_killed_does_not_resume() -> None:
+    cluster = Cluster()
+    victim = cluster.run("low")
+    for _ in range(3):
+        cluster.run("low")
+    urgent = cluster.run("high")
+    assert accepted(cluster.preempt(urgent, victim, format_=13))
+    cluster.report(victim, suspended=api.JobSuspended(time_ms=5))
+    assert cluster.control(urgent, api.KILL).code == log.OK  # the preemptor goes: the slot is free
+    assert cluster.control(victim, api.KILL).code == log.OK
+    refused = cluster.dispatch(victim, ("h1", 1), format_=13)
+    assert refused.code == api.REJECT_NOT_PENDING and "being killed" in refused.message
+    assert cluster.host("h1").slots_used == 3 and cluster.job(victim).state == api.SSUSP

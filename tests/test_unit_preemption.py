@@ -178,3 +178,19 @@ def test_what_victims_gave_back_is_their_preemptor_s_not_an_earlier_job_s() -> N
     assert [d.job_id for d in result.decisions if isinstance(d, core.Dispatch)] == [9]
     preempts = [d for d in result.decisions if isinstance(d, core.Preempt)]
     assert [(d.job_id, d.victims) for d in preempts] == [(8, ((2, 0),))]
+
+
+def test_a_suspended_victim_being_killed_is_not_resumed() -> None:
+    queues = [api.Queue(name="high", priority=50, preemptive=["low"]),
+              api.Queue(name="low", priority=30, preemptable=True)]
+    host = api.Host(spec=api.HostSpec(name="h1", slots=2), slots_used=0, status=api.HOST_OK)
+    dying = running(1, "low", 1, preempted_by=9, kill_requested=True)
+    dying.state = api.SSUSP
+    dying.released.add(host="h1", slots=1)
+    resting = running(2, "low", 1, preempted_by=9)
+    resting.state = api.SSUSP
+    resting.released.add(host="h1", slots=1)
+    jobs = [dying, resting]
+    result = core.run_pass(jobs, queues, [host], core.CoreConfig(), {},
+                           context=picker.PassContext(jobs, {}, NOW))
+    assert [d.job_id for d in result.decisions if isinstance(d, core.Dispatch)] == [2]

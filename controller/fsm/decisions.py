@@ -164,7 +164,8 @@ def _decide(applier: Applier, usage: CommittedUsage, decision: api.Decision) -> 
             if dispatch.attempt != job.attempt:
                 return api.DecisionOutcome(code=api.REJECT_WRONG_ATTEMPT, message=f"job {job.id} is at "
                                            f"attempt {job.attempt}, not {dispatch.attempt}")
-            outcome = preempt.resume_refusal(usage, job, dispatch.host, dispatch.hosts)
+            outcome = preempt.resume_refusal(usage, job, dispatch.host, dispatch.hosts,
+                                             applier.entry.format)
             if outcome is None:
                 preempt.resume(applier, usage, job)
             return outcome

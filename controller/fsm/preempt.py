@@ -39,7 +39,8 @@ from xce.invariant import invariant
 from xce.v1 import api_pb2 as api
 
 FORMAT = 12  # PREEMPT decisions, suspended reports, resume (versions.py)
-ONE_AT_A_TIME_FORMAT = 13  # a preemptor waits for its victims before it may preempt again
+ONE_AT_A_TIME_FORMAT = 13  # a preemptor waits for its victims before it may preempt again; a victim
+# being killed does not resume
 
 
 def queues_of(tables: Tables) -> dict[str, api.Queue]:
@@ -136,9 +137,13 @@ def stopped(applier: Applier, job: api.Job) -> bool:
     return True
 
 
-def resume_refusal(usage: CommittedUsage, job: api.Job, host: str, hosts: Sequence[api.HostSlots]
-                   ) -> api.DecisionOutcome | None:
-    """A DISPATCH of a suspended victim: its own allocation, and room for what it gave back."""
+def resume_refusal(usage: CommittedUsage, job: api.Job, host: str, hosts: Sequence[api.HostSlots],
+                   entry_format: int = FORMAT) -> api.DecisionOutcome | None:
+    """A DISPATCH of a suspended victim: its own allocation, and room for what it gave back; not one
+    on its way out (format 13: it would take slots back to be killed)."""
+    if entry_format >= ONE_AT_A_TIME_FORMAT and (job.kill_requested or job.requeue_requested):
+        return api.DecisionOutcome(code=api.REJECT_NOT_PENDING,
+                                   message=f"job {job.id} is being killed: it does not resume")
     mine = [(part.host, part.slots) for part in feasibility.allocation_of(job)]
     asked = [(h.host, h.slots) for h in hosts] or [(host, job.spec.slots)]
     if asked != mine or host != job.host:

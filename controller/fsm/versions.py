@@ -35,7 +35,8 @@ from xce.v1 import log_pb2 as log
 # 11: limits (InitCluster, the `limits` table, their counters at the barrier; limit_config.py), -P,
 #     fair-share usage credited at each end (shares.py).
 # 12: preemption: PREEMPT decisions, `suspended` reports, the resume of a suspended victim (preempt.py).
-# 13: a PREEMPT for a job whose earlier victims still hold their slots is refused (preempt.py).
+# 13: a PREEMPT for a job whose earlier victims still hold their slots is refused, and the resume of a
+#     suspended victim being killed (preempt.py).
 ENTRY_FORMAT = 13
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
