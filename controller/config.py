@@ -23,6 +23,7 @@ Example:
     job_pick_plugin = "fairshare"     # this queue's picker: fcfs (the default), lifo, fairshare
     fairshare = { half_life_s = 3600, users = { alice = 3, default = 1 }, projects = { research = 2 } }
     kill_invalid_depend = false       # kill its jobs whose -w can never hold (Slurm); else they pend
+    exclusive = false                 # true: takes -x jobs, which keep whole hosts (LSF EXCLUSIVE = Y)
     preemptive = ["low"]              # may preempt these (each preemptable, of lower priority)
     # preemptable = true, preempt_action = "suspend" | "requeue", preempt_min_run_s = 60,
     # max_preemptions = 3, preemptable_resources = ["gpu"]: on the queues preempted
@@ -505,9 +506,9 @@ def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
     closed, inactive = raw.get("closed", False), raw.get("inactive", False)
     if not isinstance(closed, bool) or not isinstance(inactive, bool):
         raise ConfigError(f"{path}: queue {name!r}: closed and inactive must be true or false")
-    kill_invalid_depend = raw.get("kill_invalid_depend", False)
-    if not isinstance(kill_invalid_depend, bool):
-        raise ConfigError(f"{path}: queue {name!r}: kill_invalid_depend must be true or false")
+    kill_invalid_depend, exclusive = raw.get("kill_invalid_depend", False), raw.get("exclusive", False)
+    if not isinstance(kill_invalid_depend, bool) or not isinstance(exclusive, bool):
+        raise ConfigError(f"{path}: queue {name!r}: kill_invalid_depend and exclusive must be true or false")
     slot_limit = raw.get("slot_limit", 0)
     if not isinstance(slot_limit, int) or isinstance(slot_limit, bool) or not 0 <= slot_limit < 2**31:
         raise ConfigError(f"{path}: queue {name!r}: slot_limit must be an integer >= 0 (0: no limit)")
@@ -520,7 +521,7 @@ def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
     queue = api.Queue(name=name, priority=priority, description=str(raw.get("description", "")),
                       closed=closed, inactive=inactive, job_pick_plugin=str(raw.get("job_pick_plugin", "")),
                       slot_limit=slot_limit, users=users, admins=admins, res_req=res_req,
-                      kill_invalid_depend=kill_invalid_depend)
+                      kill_invalid_depend=kill_invalid_depend, exclusive=exclusive)
     _preemption(raw, queue, f"{path}: queue {name!r}")
     if "fairshare" in raw:
         queue.fairshare.CopyFrom(_fairshare(raw["fairshare"], f"{path}: queue {name!r}: fairshare"))

@@ -15,9 +15,18 @@ from xce.v1 import api_pb2 as api
 pytestmark = pytest.mark.cluster
 
 
+# LSF's EXCLUSIVE = Y: only a queue that says so takes -x jobs.
+QUEUES = """
+[[queues]]
+name = "whole"
+priority = 30
+exclusive = true
+"""
+
+
 @pytest.fixture
 def scheduled(make_scheduled) -> tuple[LocalCluster, LocalWorkers]:  # type: ignore[no-untyped-def]
-    return make_scheduled(FAST_HOSTS)  # type: ignore[no-any-return]
+    return make_scheduled(FAST_HOSTS + QUEUES)  # type: ignore[no-any-return]
 
 
 def test_an_exclusive_job_runs_alone_on_its_host(scheduled: tuple[LocalCluster, LocalWorkers],
@@ -30,7 +39,7 @@ def test_an_exclusive_job_runs_alone_on_its_host(scheduled: tuple[LocalCluster, 
     first = _array_id(_cli(cluster, tmp_path, "submit", "--", *wait).stdout)
     with cluster.client() as client:
         wait_until(lambda: client.get_job(str(first)).pid != 0, "a job on one host")
-        alone = _array_id(_cli(cluster, tmp_path, "submit", "-x", "--", *wait).stdout)
+        alone = _array_id(_cli(cluster, tmp_path, "submit", "-q", "whole", "-x", "--", *wait).stdout)
         wait_until(lambda: client.get_job(str(alone)).pid != 0, "the exclusive job")
         assert client.get_job(str(alone)).host != client.get_job(str(first)).host  # an idle host
         others = [_array_id(_cli(cluster, tmp_path, "submit", "--", "true").stdout) for _ in range(6)]
@@ -45,3 +54,7 @@ def test_an_exclusive_job_runs_alone_on_its_host(scheduled: tuple[LocalCluster, 
     mine = next(run for run in by_host[host] if run[0] == alone)
     beside = [run for run in by_host[host] if run[0] != alone and run[2] < mine[3] and run[3] > mine[2]]
     assert not beside, (mine, beside)  # by the journal of its host: nothing ran there meanwhile
+    # A queue that does not take exclusive jobs refuses -x at submit.
+    refused = _cli(cluster, tmp_path, "submit", "-x", "--", "true", ok=False)  # the default queue, normal
+    assert refused.returncode != 0 and "INVALID_ARGUMENT" in refused.stderr
+    assert "queue normal does not take exclusive jobs" in refused.stderr

@@ -68,3 +68,17 @@ def test_the_leader_refuses_x_until_every_replica_reads_it() -> None:
 
     with pytest.raises(ServiceError, match="-x needs every replica at entry format 12"):
         check_min_slots_known(api.JobSpec(command=["x"], exclusive=True), 11)
+
+
+def test_only_a_queue_that_takes_exclusive_jobs_takes_x_from_format_13() -> None:
+    """LSF's EXCLUSIVE = Y: else any user could keep whole hosts to itself."""
+    cluster = Cluster()
+    spec = api.JobSpec(command=["x"], exclusive=True)
+    refused = cluster.apply(log.Entry(submit=log.SubmitBatch(requests=[
+        api.SubmitJobsRequest(request_id="x13", jobs=[spec])])), 13)
+    assert refused.code == log.INVALID_ARGUMENT
+    assert refused.message == "-x: queue normal does not take exclusive jobs (its `exclusive = true` would)"
+    taking = State((api.Queue(name="normal", exclusive=True),))
+    taken = taking.apply(log.Entry(submit=log.SubmitBatch(requests=[
+        api.SubmitJobsRequest(request_id="x13", jobs=[spec])])), 13)
+    assert taken.code == log.OK, taken.message

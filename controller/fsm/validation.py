@@ -56,6 +56,7 @@ ASKED_FORMAT = 7  # -m (resources.py: FORMAT)
 MEMLIMIT_FORMAT = 9  # -M (reports.py: USAGE_FORMAT)
 MAX_ASKED = 1000  # names in one job's -m
 PREEMPT_FORMAT = 12  # preempt.py: FORMAT (not imported: it imports the applier, which imports this)
+EXCLUSIVE_QUEUE_FORMAT = 13  # -x only in a queue that takes exclusive jobs
 
 
 def check_requirement(text: str, entry_format: int) -> None:
@@ -101,6 +102,12 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
         if not 1 <= spec.min_slots <= most:
             raise invalid(f"-n {spec.min_slots},{most}: the minimum must be between 1 and the maximum")
     check_queue_open(tables, spec.queue or meta.default_queue or DEFAULT_QUEUE)
+    if spec.exclusive and entry_format >= EXCLUSIVE_QUEUE_FORMAT:
+        name = spec.queue or meta.default_queue or DEFAULT_QUEUE
+        queue = read_queue(tables, name)
+        if queue is None or not queue.exclusive:
+            # LSF: a queue takes exclusive jobs only if it says so; else any user could keep hosts whole.
+            raise invalid(f"-x: queue {name} does not take exclusive jobs (its `exclusive = true` would)")
     if spec.hosts and entry_format >= ASKED_FORMAT:  # before, an unknown field, kept unread
         check_asked(tables, meta, spec.hosts)
     if entry_format >= depends.FORMAT:
