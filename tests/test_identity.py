@@ -246,6 +246,15 @@ def test_another_users_array_and_its_elements_are_not_the_attackers(fleet: tuple
         client.control(str(array.id), api.KILL)
 
 
+def test_a_user_cannot_keep_whole_hosts_in_a_queue_that_does_not_take_exclusive_jobs(
+        fleet: tuple[LocalCluster, LocalWorkers], nobody: Attacker) -> None:
+    cluster, _ = fleet
+    before = _revision(cluster)
+    stderr = nobody.refused("INVALID_ARGUMENT", "submit", "-x", "-n", "4", "--", "sleep", "60")
+    assert "queue normal does not take exclusive jobs" in stderr
+    assert _revision(cluster) == before  # nothing reached the log
+
+
 def test_a_user_controls_its_own_jobs_within_the_queue_cap(fleet: tuple[LocalCluster, LocalWorkers],
                                                            nobody: Attacker) -> None:
     cluster, _ = fleet
