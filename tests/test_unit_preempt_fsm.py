@@ -150,3 +150,55 @@ def test_a_suspended_victim_being_killed_does_not_resume() -> None:
     refused = cluster.dispatch(victim, ("h1", 1), format_=13)
     assert refused.code == api.REJECT_NOT_PENDING and "being killed" in refused.message
     assert cluster.host("h1").slots_used == 3 and cluster.job(victim).state == api.SSUSP
+
+
+def test_fair_share_charges_a_requeued_attempt_and_not_a_victim_s_time_suspended() -> None:
+    """Entry format 13: an attempt requeued is charged until the requeue; the time a preempted job
+    spent suspended with its slots given back is not charged to it."""
+    t0 = 1_800_000_000_000
+
+    class Fair(Cluster):
+        def __init__(self) -> None:
+            self.now = t0
+            State.__init__(self, (api.Queue(name="high", priority=50, preemptive=["low"]),
+                                  api.Queue(name="low", priority=30, preemptable=True,
+                                            fairshare=api.FairShare(half_life_s=10**8))))
+            self.join("h1", 4, memory_mb=8000)
+
+        def apply(self, entry: log.Entry, format_: int = 13) -> log.Result:
+            entry.stamp_ms = self.now  # every entry at the test's clock
+            return super().apply(entry, 13)
+
+        def worker(self, job_id: int, **body: object) -> None:
+            report = log.HostReport(host="h1", generation=self.host("h1").generation, report=api.JobReport(
+                job_id=job_id, attempt=self.job(job_id).attempt, **body))
+            assert self.apply(log.Entry(report=report)).code == log.OK
+
+        def submit_to(self, queue: str, slots: int) -> int:
+            result = self.apply(log.Entry(submit=log.SubmitBatch(requests=[api.SubmitJobsRequest(
+                request_id=f"r{self.index}", jobs=[api.JobSpec(command=["x"], queue=queue, slots=slots,
+                                                               rerunnable=True)])])))
+            assert result.code == log.OK, result.message
+            return int(result.job_ids[0])
+
+    cluster = Fair()
+    victim = cluster.submit_to("low", 1)
+    assert accepted(cluster.dispatch(victim, ("h1", 1)))
+    cluster.worker(victim, started=api.JobStarted(pid=9, time_ms=t0))
+    cluster.now = t0 + 1000
+    urgent = cluster.submit_to("high", 4)
+    assert accepted(cluster.preempt(urgent, victim))
+    cluster.now = t0 + 2000
+    cluster.worker(victim, suspended=api.JobSuspended(time_ms=cluster.now))  # its slot given back at 2 s
+    cluster.now = t0 + 9000
+    assert cluster.control(urgent, api.KILL).code == log.OK
+    assert accepted(cluster.dispatch(victim, ("h1", 1)))  # resumed at 9 s
+    assert cluster.job(victim).suspended_ms == 7000
+    cluster.now = t0 + 20_000
+    assert cluster.control(victim, api.REQUEUE).code == log.OK
+    cluster.now = t0 + 21_000
+    cluster.worker(victim, finished=api.JobFinished(exit_code=0, term_signal=15, time_ms=cluster.now))
+    requeued = cluster.job(victim)
+    assert (requeued.state, requeued.attempt, requeued.suspended_ms) == (api.PEND, 1, 0)
+    raw = cluster.tables.get("share_usage", b"low\0default\0")
+    assert raw is not None and api.ShareUsage.FromString(raw).slot_ms == 21_000 - 7000

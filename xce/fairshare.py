@@ -79,11 +79,15 @@ def project_of(spec: api.JobSpec) -> str:
     return spec.project or DEFAULT
 
 
-def slot_ms(job: api.Job) -> int:
-    """What a job that ended used: its slots times its run time (0 if it never started)."""
-    if not job.start_time_ms or job.end_time_ms <= job.start_time_ms:
+def slot_ms(job: api.Job, end_ms: int = 0) -> int:
+    """What an attempt used: its slots times its run time (0 if it never started), less the time it
+    was suspended with its slots given back (to a preemptor). `end_ms`: when it ended, if the job
+    does not say (a requeued attempt)."""
+    end = job.end_time_ms or end_ms
+    if not job.start_time_ms or end <= job.start_time_ms:
         return 0
-    return feasibility.held_slots(job) * (job.end_time_ms - job.start_time_ms)
+    suspended = job.suspended_ms + (max(0, end - job.stopped_at_ms) if job.stopped_at_ms else 0)
+    return feasibility.held_slots(job) * max(0, end - job.start_time_ms - suspended)
 
 
 def check(config: api.FairShare, where: str) -> None:

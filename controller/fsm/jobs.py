@@ -31,7 +31,7 @@ EXIT_KILLED = 128 + SIGKILL
 INSTANCE_FIELDS = ("exit_code", "end_time_ms", "start_time_ms", "kill_requested", "requeue_requested", "pid",
                    "term_signal", "exit_status_unknown", "usage", "host", "state_before_unknown", "holds",
                    "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms", "preempted_by",
-                   "released")
+                   "released", "suspended_ms", "stopped_at_ms")
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,8 @@ def stopped(applier: Applier, job: api.Job) -> bool:
         applier.put_host(host)
         job.released.add(host=part.host, slots=part.slots, resources=resources)
     job.pending_reason = f"preempted by job {job.preempted_by}: suspended; resumes when its slots are free"
+    if applier.entry.format >= ONE_AT_A_TIME_FORMAT:
+        job.stopped_at_ms = applier.stamp_ms  # from here its slots are another's: not charged to it
     return True
 
 
@@ -177,6 +179,9 @@ def resume(applier: Applier, usage: CommittedUsage, job: api.Job) -> None:
             host.reserved[name] += amount
         applier.put_host(host)
     job.ClearField("released")
+    if job.stopped_at_ms:
+        job.suspended_ms += max(0, applier.stamp_ms - job.stopped_at_ms)
+        job.stopped_at_ms = 0
     job.state = api.RUN
     job.preempted_by = 0
     job.pending_reason = ""

@@ -5,7 +5,10 @@ slot-ms its jobs used, decayed with the queue's half-life as of `stamp_ms`
 (xce/fairshare.py: `credit`, integer arithmetic, so every replica agrees).
 A job of a queue with `fairshare` that ends after it started adds its
 slots times its run time (the worker's start and end times, as the job
-records them), decayed to the entry's stamp. The Sync stream carries the
+records them), decayed to the entry's stamp. From entry format 13 an
+attempt that is requeued adds what it used until the requeue's entry, and
+the time a preempted job spent suspended with its slots given back is not
+counted (controller/fsm/preempt.py records it in `suspended_ms`). The Sync stream carries the
 table: the scheduler decays each record to its pass's time and orders the
 queue's jobs (scheduler/picker.py: FairShare). Records are never deleted:
 there is one per queue, project and user that ever ran there.
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from controller.fsm.records import FINISHED, read_queue
+from controller.fsm.records import FINISHED, RUNNING, read_queue
 from xce import fairshare
 from xce.v1 import api_pb2 as api
 
@@ -23,15 +26,22 @@ if TYPE_CHECKING:
     from controller.fsm.applier import Applier
 
 FORMAT = 11
+CHARGE_FORMAT = 13  # requeued attempts charged; time suspended for a preemption not
 TABLE = "share_usage"
 
 
 def follow(applier: Applier, before: api.Job | None, job: api.Job) -> None:
-    """After a job write: a job that has just ended credits its queue's fair share."""
-    if job.state not in FINISHED or (before is not None and before.state in FINISHED) \
-            or applier.entry.format < FORMAT:
+    """After a job write: a job that has just ended credits its queue's fair share; from format 13,
+    so does an attempt that was requeued (what it used until the requeue's entry)."""
+    if applier.entry.format < FORMAT or (before is not None and before.state in FINISHED):
         return
-    amount = fairshare.slot_ms(job)
+    if job.state in FINISHED:
+        amount = fairshare.slot_ms(job)
+    elif applier.entry.format >= CHARGE_FORMAT and before is not None and before.state in RUNNING \
+            and job.state == api.PEND and job.attempt > before.attempt:
+        amount = fairshare.slot_ms(before, applier.stamp_ms)
+    else:
+        return
     if amount <= 0 or job.spec.HasField("array"):
         return
     queue = read_queue(applier.tables, job.spec.queue)

@@ -36,7 +36,8 @@ from xce.v1 import log_pb2 as log
 #     fair-share usage credited at each end (shares.py).
 # 12: preemption: PREEMPT decisions, `suspended` reports, the resume of a suspended victim (preempt.py).
 # 13: a PREEMPT for a job whose earlier victims still hold their slots is refused, and the resume of a
-#     suspended victim being killed (preempt.py); -x only in a queue with `exclusive` (validation.py).
+#     suspended victim being killed (preempt.py); -x only in a queue with `exclusive` (validation.py);
+#     fair share charges requeued attempts, not the time suspended for a preemption (shares.py).
 ENTRY_FORMAT = 13
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
