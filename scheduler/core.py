@@ -300,13 +300,13 @@ class _Preempting:
         self.holding: dict[int, int] = Counter()  # preemptor -> victims not yet given back
         self.freed: dict[int, list[api.HostAllocation]] = {}  # preemptor -> what its victims gave back
         preemptable = {name for name, queue in queues.items() if queue.preemptable}
-        run, ssusp = api.RUN, api.SSUSP
+        run, ssusp, unknown = api.RUN, api.SSUSP, api.UNKWN
         for job in jobs:
             state = job.state
-            if state != run and state != ssusp:
+            if state != run and state != ssusp and state != unknown:
                 continue
             by = job.preempted_by
-            if by:
+            if by:  # (a victim whose host went silent still holds what it held: UNKWN)
                 if not job.released:
                     self.holding[by] += 1
                 elif state == ssusp:

@@ -194,3 +194,21 @@ def test_a_suspended_victim_being_killed_is_not_resumed() -> None:
     result = core.run_pass(jobs, queues, [host], core.CoreConfig(), {},
                            context=picker.PassContext(jobs, {}, NOW))
     assert [d.job_id for d in result.decisions if isinstance(d, core.Dispatch)] == [2]
+
+
+def test_a_preemptor_whose_victim_s_host_went_silent_waits_for_it() -> None:
+    """UNKWN keeps what the victim held: the preemptor waits and preempts nobody else meanwhile."""
+    queues = [api.Queue(name="high", priority=50, preemptive=["low"]),
+              api.Queue(name="low", priority=30, preemptable=True)]
+    hosts = [api.Host(spec=api.HostSpec(name="h1", slots=1), slots_used=1, status=api.HOST_UNAVAIL),
+             api.Host(spec=api.HostSpec(name="h2", slots=1), slots_used=1, status=api.HOST_OK)]
+    silent = running(1, "low", 1, preempted_by=9, state_before_unknown=api.SSUSP)
+    silent.state = api.UNKWN
+    other = running(2, "low", 1, host="h2")
+    preemptor = api.Job(id=9, state=api.PEND, spec=api.JobSpec(queue="high", slots=1), preempting=[1])
+    jobs = [silent, other, preemptor]
+    result = core.run_pass(jobs, queues, hosts, core.CoreConfig(), {},
+                           context=picker.PassContext(jobs, {}, NOW))
+    assert not [d for d in result.decisions if isinstance(d, core.Preempt)]
+    assert {d.job_id: d.code for d in result.decisions if isinstance(d, core.Pend)} == \
+        {9: api.PEND_PREEMPTION_PENDING}
