@@ -1,0 +1,135 @@
+"""Standard Workload Format traces (the Parallel Workloads Archive's SWF), read for simulation.
+
+A trace is header lines (`; MaxNodes: 256`) and one line per job of 18
+whitespace-separated fields; the ones read here (1-based): 1 job id, 2 submit
+time (s), 3 wait, 4 run time, 5 allocated processors, 8 requested processors,
+9 requested time, 11 status, 12 user, 15 queue. -1 is "unknown".
+
+Cleaning (../shared/traces/README.md, the rule behind the published figures):
+a job's processors are max(allocated, requested); its estimate is the
+requested time, or its run time when that is unknown; a job whose run time is
+0 is dropped, a negative run time becomes 10 s; a job with no processor count
+(both fields below 1) is skipped and reported with its line; jobs are sorted
+by id. A malformed line is an error naming the file and the line, as is a
+trace with no job left.
+
+Pure: a file in, records out.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FIELDS = 18
+NEGATIVE_RUN_S = 10  # what a negative run time becomes (the published protocol's rule)
+
+
+class SwfError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    submit_s: int
+    wait_s: int  # -1: unknown
+    run_s: int
+    procs: int
+    estimate_s: int
+    status: int  # -1: unknown
+    user: int  # -1: unknown
+    queue: int  # -1: unknown
+    line: int  # where it was read (1-based)
+
+
+@dataclass
+class Trace:
+    jobs: list[Job]
+    header: dict[str, str] = field(default_factory=dict)  # "MaxNodes" -> "256"
+    skipped: list[tuple[int, str]] = field(default_factory=list)  # (line, why)
+    dropped_zero_run: int = 0
+
+    def max_nodes(self) -> int:
+        """The machine's size: MaxNodes, else MaxProcs, else the widest job."""
+        for key in ("MaxNodes", "MaxProcs"):
+            value = self.header.get(key, "").split()
+            if value and value[0].isdigit() and int(value[0]) > 0:
+                return int(value[0])
+        return max(job.procs for job in self.jobs)
+
+
+def read(path: str | Path) -> Trace:
+    """The trace in `path` (`.gz`: gzip), cleaned; SwfError naming the line for a malformed one."""
+    path = Path(path)
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", encoding="utf-8", errors="replace") as stream:
+                text = stream.read()
+        else:
+            text = path.read_text(encoding="utf-8", errors="replace")
+    except (OSError, EOFError) as exc:
+        raise SwfError(f"{path}: cannot read: {exc}") from None
+    return parse(text.splitlines(), str(path))
+
+
+def parse(lines: Iterable[str], where: str = "<trace>") -> Trace:
+    trace = Trace([])
+    seen: dict[int, int] = {}
+    for number, raw in enumerate(lines, start=1):
+        text = raw.strip()
+        if not text:
+            continue
+        if text.startswith(";"):
+            key, colon, value = text[1:].partition(":")
+            if colon and key.strip() and key.strip() not in trace.header:
+                trace.header[key.strip()] = value.strip()
+            continue
+        parts = text.split()
+        if len(parts) != FIELDS:
+            raise SwfError(f"{where}:{number}: {len(parts)} fields, an SWF job line has {FIELDS}")
+        try:
+            values = [_number(part) for part in parts]
+        except ValueError:
+            bad = next(p for p in parts if not _is_number(p))
+            raise SwfError(f"{where}:{number}: {bad[:40]!r} is not a number") from None
+        job_id, submit, wait, run, allocated = (int(v) for v in values[:5])
+        requested, requested_time, status, user, queue = (int(values[i]) for i in (7, 8, 10, 11, 14))
+        if job_id in seen:
+            raise SwfError(f"{where}:{number}: job {job_id} again (first on line {seen[job_id]})")
+        seen[job_id] = number
+        if submit < 0:
+            raise SwfError(f"{where}:{number}: job {job_id} has a negative submit time ({submit})")
+        procs = max(allocated, requested)
+        if procs < 1:
+            trace.skipped.append((number, f"job {job_id}: no processor count (allocated {allocated}, "
+                                          f"requested {requested})"))
+            continue
+        if run == 0:
+            trace.dropped_zero_run += 1
+            continue
+        if run < 0:
+            run = NEGATIVE_RUN_S
+        estimate = requested_time if requested_time > 0 else run
+        trace.jobs.append(Job(job_id, submit, wait, run, procs, estimate, status, user, queue, number))
+    if not trace.jobs:
+        raise SwfError(f"{where}: no job in the trace")
+    trace.jobs.sort(key=lambda job: job.id)
+    return trace
+
+
+def _number(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(text)
+    return value
+
+
+def _is_number(text: str) -> bool:
+    try:
+        _number(text)
+    except ValueError:
+        return False
+    return True
