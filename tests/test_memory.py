@@ -60,3 +60,25 @@ def test_a_job_past_its_limit_ends_memlimit_and_a_running_job_shows_its_usage(  
             wait_until(lambda: client.get_job(str(busy.id)).state == api.DONE, "the busy job to end")
     finally:
         scheduler.kill()
+
+
+def test_a_job_past_its_run_limit_is_killed_with_the_runlimit_reason(  # type: ignore[no-untyped-def]
+        make_fleet, tmp_path: Path) -> None:
+    """-W (bsub -W): the worker kills a job that has run past its limit; it ends EXIT, RUNLIMIT."""
+    cluster, workers = make_fleet(FAST_HOSTS)
+    workers.start("w1", 2, "memory_poll_s = 0.2\n")
+    scheduler = LocalScheduler(cluster)
+    scheduler.start()
+    try:
+        with cluster.client() as client:
+            # The CLI takes minutes (LSF's [hour:]minute); the API takes seconds: 1 s here.
+            sleeper = client.submit([api.JobSpec(command=["sleep", "300"], cwd=str(tmp_path),
+                                                 run_limit_s=1)]).jobs[0]
+            wait_until(lambda: client.get_job(str(sleeper.id)).state == api.EXIT, "the sleeper to be killed")
+            ended = client.get_job(str(sleeper.id))
+            assert ended.exit_reason == "RUNLIMIT" and ended.term_signal in (9, 15)
+            assert ended.end_time_ms - ended.start_time_ms < 60_000  # not its 300 s
+            shown = xce_cli(cluster, "job", str(sleeper.id))
+            assert "(RUNLIMIT)" in shown and "run limit  0:00" in shown
+    finally:
+        scheduler.kill()

@@ -146,3 +146,22 @@ def test_hosts_long_shows_what_a_requirement_can_ask_of_each_host(capsys: pytest
     assert "maxmem     64000 MB" in out and "resources  gpu=2 license_x=1.5" in out
     assert "\x1b" not in out and "x86" in out  # a tag's control characters are shown escaped
     assert "HOST n2" in out and "resources  -" in out
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90", 5400), ("1:30", 5400), ("0:05", 300), ("2", 120)])
+def test_run_limits_are_lsf_s_hour_minute(text: str, seconds: int) -> None:
+    from xce import cli_submit
+
+    assert cli_submit.minutes(text) == seconds
+    args = cli.build_parser().parse_args(["submit", "-W", text, "-We", "1", "--", "x"])
+    spec = cli_submit.spec_from(args, ["x"])
+    assert (spec.run_limit_s, spec.estimate_s) == (seconds, 60)
+
+
+@pytest.mark.parametrize("text", ["0", "1:60", "-5", "an hour", "99999999"])
+def test_a_bad_run_limit_is_one_line_and_exit_2(text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["submit", "-W", text, "--", "true"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "[hour:]minute" in err and len(err.strip().splitlines()) == 1, err

@@ -263,3 +263,33 @@ def test_a_resumed_victim_is_killed_with_term_again(tmp_path: Path) -> None:
     del processes.signals[:]
     worker.x.signal((7, 0), api.SIGNAL_KILL)
     assert processes.signals == [(pid, signal.SIGTERM), (pid, signal.SIGCONT)]
+
+
+def test_a_job_past_its_run_limit_is_killed_with_runlimit_stopped_time_not_counted(tmp_path: Path) -> None:
+    from xce.clock import ManualClock
+
+    processes = Processes()
+    clock = ManualClock(1_000_000)
+    reports: list[api.JobReport] = []
+    host = Host(processes)
+    x = Executor(tmp_path / "h1", 1.0, reports.append, host=host, journal=MemoryJournal(),  # type: ignore[arg-type]
+                 name="h1", clock=clock)
+    job = _one_host_job()
+    job.spec.run_limit_s = 60
+    x.run(job, "C")
+    pid = max(processes.alive)
+    clock.advance(40_000)
+    x.signal((7, 0), api.SIGNAL_STOP)  # stopped 30 s: not run time
+    clock.advance(30_000)
+    x.signal((7, 0), api.SIGNAL_CONT)
+    clock.advance(15_000)  # 55 s run, 85 s since the start
+    x.monitor(report_usage=False)
+    assert pid in processes.alive
+    clock.advance(10_000)  # 65 s run
+    x.monitor(report_usage=False)
+    assert (pid, signal.SIGTERM) in processes.signals
+    x.monitor(report_usage=False)
+    assert processes.signals.count((pid, signal.SIGTERM)) == 1  # killed once
+    host.fire()  # the grace passed: SIGKILL
+    ends = [r.finished for r in reports if r.HasField("finished")]
+    assert [(e.term_signal, e.exit_reason) for e in ends] == [(signal.SIGKILL, "RUNLIMIT")]

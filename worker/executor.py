@@ -98,6 +98,7 @@ class Executor:
         self.gpus = gpus  # the host's GPUs (its [resources] gpu): indices 0..gpus-1
         self._limits: dict[Key, int] = {}  # memory limits (KB) of the instances and parts running here
         self._memlimited: set[Key] = set()  # killed for passing theirs
+        self._run_limits: dict[Key, int] = {}  # run limits (-W, ms) of the instances running here
         self._gpus: dict[Key, list[int]] = {}  # the indices each instance or part holds
 
     def report(self, report: api.JobReport) -> None:
@@ -121,6 +122,8 @@ class Executor:
             state = record.get("state")
             if record.get("mem_limit_kb") and state in ("starting", "running", "part"):
                 self._limits[key] = int(record["mem_limit_kb"])
+            if record.get("run_limit_ms") and state in ("starting", "running"):
+                self._run_limits[key] = int(record["run_limit_ms"])
             if record.get("gpus") and (state in ("starting", "running", "part")
                                        or key in self.tasks.with_tasks()):  # its tasks still use them
                 self._gpus[key] = list(record["gpus"])
@@ -192,6 +195,8 @@ class Executor:
         limit = _mem_limit_kb(job, job.host or self.name)
         if limit:
             record["mem_limit_kb"] = limit
+        if job.spec.run_limit_s > 0:
+            record["run_limit_ms"] = job.spec.run_limit_s * 1000
         if failure is None:
             gpus = self._take_gpus(key, job, job.host or self.name)
             if gpus is None:
@@ -217,6 +222,8 @@ class Executor:
             self._running[key] = pid
             if limit:
                 self._limits[key] = limit
+            if record.get("run_limit_ms"):
+                self._run_limits[key] = int(record["run_limit_ms"])
         log.info("job %d.%d started, pid %d", job.id, job.attempt, pid)
         self._report(self._started(key, record))
         if job.state in STOPPED:  # stopped before it reached this host
@@ -514,11 +521,14 @@ class Executor:
         the caller's). RSS is the sum over its processes now, CPU what they used so far."""
         with self._lock:
             mains, parts = dict(self._running), set(self._parts)
-            limits = dict(self._limits)
+            limits, run_limits = dict(self._limits), dict(self._run_limits)
         if not mains and not parts:
             return  # nothing runs here: no need to read every process of the host
-        sessions = self.host.sessions_usage()
         now = self.clock.now_ms()
+        for key, run_limit in sorted(run_limits.items()):
+            if key in mains and self._ran_ms(key, now) > run_limit:
+                self._runlimit(key, mains[key], run_limit)
+        sessions = self.host.sessions_usage()
         for key in sorted(set(mains) | parts):
             pids = ([mains[key]] if key in mains else []) + self.tasks.pids(key)
             rss = sum(sessions.get(pid, (0, 0.0))[0] for pid in pids)
@@ -535,6 +545,23 @@ class Executor:
                 wall = max(0.0, (now - int(record.get("started_ms", now))) / 1000)
                 self._report(api.JobReport(job_id=key[0], attempt=key[1], usage_now=api.UsageNow(
                     usage=api.Usage(user_cpu_s=cpu, max_rss_kb=rss, wall_s=wall), time_ms=now)))
+
+    def _ran_ms(self, key: Key, now: int) -> int:
+        """How long the instance has run: since its start, less the time it was stopped (journaled)."""
+        record = self.journal.get(key) or {}
+        stopped = sum(int(end or now) - int(begin) for begin, end in record.get("stops", ()))
+        return now - int(record.get("started_ms", now)) - stopped
+
+    def _runlimit(self, key: Key, pid: int, limit_ms: int) -> None:
+        log.warning("job %d.%d ran past its run limit of %d s: killed (RUNLIMIT)", *key, limit_ms // 1000)
+        with self._lock:  # journaled first: its end says why, even after a restart
+            self._run_limits.pop(key, None)  # once
+            record = self.journal.get(key)
+            if record is not None and record.get("state") == "running":
+                record["runlimit"] = True
+                self.journal.put(key, record)
+        self._terminate(key, pid, self.kill_grace_s)
+        self.tasks.over(key)
 
     def _memlimit(self, key: Key, pid: int | None, rss: int, limit: int) -> None:
         log.warning("job %d.%d uses %d KB, past its memory limit of %d KB: killed (MEMLIMIT)", *key, rss,
@@ -620,6 +647,8 @@ class Executor:
         finished.fenced = bool(record.get("fenced") or (self.journal.get(key) or {}).get("fenced"))
         if record.get("memlimit") or (self.journal.get(key) or {}).get("memlimit"):
             finished.exit_reason = "MEMLIMIT"
+        elif record.get("runlimit") or (self.journal.get(key) or {}).get("runlimit"):
+            finished.exit_reason = "RUNLIMIT"
         return report
 
     def _end(self, key: Key, record: dict[str, Any], report: api.JobReport) -> None:
@@ -632,6 +661,7 @@ class Executor:
             self.journal.put(key, record)
             self._running.pop(key, None)
             self._limits.pop(key, None)
+            self._run_limits.pop(key, None)
             self._memlimited.discard(key)
         if report.HasField("finished"):
             f = report.finished

@@ -721,6 +721,10 @@ def _job_long(job: api.Job) -> None:
         print(f"  hosts      {_allocation(job)}")
     if job.spec.mem_limit_mb:
         print(f"  mem limit  {job.spec.mem_limit_mb} MB per host")
+    if job.spec.run_limit_s or job.spec.estimate_s:
+        estimate = f"   estimate {_hours_minutes(job.spec.estimate_s)}" if job.spec.estimate_s else ""
+        limit = _hours_minutes(job.spec.run_limit_s) if job.spec.run_limit_s else "none"
+        print(f"  run limit  {limit}{estimate}")
     if job.preemptions or job.preempting:
         victims = f"   preempting {', '.join(map(str, job.preempting))}" if job.preempting else ""
         print(f"  preempted  {job.preemptions} time{'s' if job.preemptions != 1 else ''}{victims}")
@@ -740,6 +744,11 @@ def _job_long(job: api.Job) -> None:
             used = job.usage
             print(f"  usage      cpu {used.user_cpu_s + used.system_cpu_s:.1f} s, max rss "
                   f"{used.max_rss_kb // 1024} MB, ran {used.wall_s:.0f} s")
+
+
+def _hours_minutes(seconds: int) -> str:
+    """LSF's [hour:]minute, as -W takes it."""
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}"
 
 
 def _allocation(job: api.Job) -> str:

@@ -38,6 +38,22 @@ def int32(text: str) -> int:
     return value
 
 
+MAX_RUN_LIMIT_S = 10 * 366 * 86400  # ten years: a limit past this is a typo
+
+
+def minutes(text: str) -> int:
+    """An argparse type for -W and -We: LSF's [hour:]minute, in seconds."""
+    hours, colon, mins = text.partition(":")
+    try:
+        total = (int(hours) * 60 + int(mins)) if colon else int(hours)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: [hour:]minute, as 90 or 1:30") from None
+    if total < 1 or colon and not 0 <= int(mins) < 60 or total * 60 > MAX_RUN_LIMIT_S:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: [hour:]minute from 1 minute to ten years "
+                                         "(minutes below 60 after a colon)")
+    return total * 60
+
+
 def slot_range(text: str) -> tuple[int, int]:
     """An argparse type for -n: N, or MIN,MAX (bsub -n 4,8)."""
     low, comma, high = text.partition(",")
@@ -65,6 +81,11 @@ def add_options(p: argparse.ArgumentParser, defaults: bool = True) -> None:
     p.add_argument("-M", "--mem-limit", dest="mem_limit", type=int32, default=None,
                    help="memory limit in MB of the job's processes on each host (bsub -M); past it the "
                         "job is killed, exit reason MEMLIMIT (default: its rusage[mem=])")
+    p.add_argument("-W", "--run-limit", dest="run_limit", type=minutes, default=None,
+                   help="run limit, [hour:]minute (bsub -W): past it the job is killed, exit reason RUNLIMIT "
+                        "(time suspended not counted)")
+    p.add_argument("-We", "--estimate", dest="estimate", type=minutes, default=None,
+                   help="how long the job is expected to run, [hour:]minute (bsub -We); else its -W")
     p.add_argument("-m", "--hosts", default=unset,
                    help='hosts or host groups the job may run on, space-separated (bsub -m "gpu_nodes h3")')
     p.add_argument("-x", "--exclusive", action="store_true", default=None if not defaults else False,
@@ -106,6 +127,10 @@ def spec_from(args: argparse.Namespace, command: list[str]) -> api.JobSpec:
         spec.exclusive = True
     if args.kill_on_invalid_dep:
         spec.kill_on_invalid_dep = True
+    if args.run_limit is not None:
+        spec.run_limit_s = args.run_limit
+    if args.estimate is not None:
+        spec.estimate_s = args.estimate
     if args.mem_limit is not None:
         if args.mem_limit < 1:
             raise UsageError(f"-M {args.mem_limit}: a memory limit is a number of MB, at least 1")

@@ -57,6 +57,8 @@ MEMLIMIT_FORMAT = 9  # -M (reports.py: USAGE_FORMAT)
 MAX_ASKED = 1000  # names in one job's -m
 PREEMPT_FORMAT = 12  # preempt.py: FORMAT (not imported: it imports the applier, which imports this)
 EXCLUSIVE_QUEUE_FORMAT = 13  # -x only in a queue that takes exclusive jobs
+RUN_LIMIT_FORMAT = 14  # -W and -We
+MAX_RUN_LIMIT_S = 10 * 366 * 86400
 
 
 def check_requirement(text: str, entry_format: int) -> None:
@@ -114,6 +116,10 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
         depends.check(tables, spec)
     if spec.project and entry_format >= limit_config.FORMAT:
         check_project(spec.project)
+    if entry_format >= RUN_LIMIT_FORMAT:
+        for flag, seconds in (("-W", spec.run_limit_s), ("-We", spec.estimate_s)):
+            if not 0 <= seconds <= MAX_RUN_LIMIT_S:
+                raise invalid(f"{flag} {seconds} s: from 0 (none) to ten years ({MAX_RUN_LIMIT_S} s)")
 
 
 MAX_PROJECT = 256
@@ -154,6 +160,9 @@ def check_min_slots_known(spec: api.JobSpec, entry_format: int) -> None:
     if spec.exclusive and entry_format < PREEMPT_FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, "-x needs every replica at entry format "
                            f"{PREEMPT_FORMAT} (xce status shows each one's)")
+    if (spec.run_limit_s or spec.estimate_s) and entry_format < RUN_LIMIT_FORMAT:
+        raise ServiceError(log.FAILED_PRECONDITION, "-W and -We need every replica at entry format "
+                           f"{RUN_LIMIT_FORMAT} (xce status shows each one's)")
     if spec.project and entry_format < limit_config.FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, "-P needs every replica at entry format "
                            f"{limit_config.FORMAT} (xce status shows each one's)")

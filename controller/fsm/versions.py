@@ -38,7 +38,8 @@ from xce.v1 import log_pb2 as log
 # 13: a PREEMPT for a job whose earlier victims still hold their slots is refused, and the resume of a
 #     suspended victim being killed (preempt.py); -x only in a queue with `exclusive` (validation.py);
 #     fair share charges requeued attempts, not the time suspended for a preemption (shares.py).
-ENTRY_FORMAT = 13
+# 14: -W run limits and -We estimates on job specs, checked at submit (validation.py).
+ENTRY_FORMAT = 14
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",

@@ -164,7 +164,7 @@ PREEMPT_SUSPEND: PreemptAction
 PREEMPT_REQUEUE: PreemptAction
 
 class JobSpec(_message.Message):
-    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive")
+    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive", "run_limit_s", "estimate_s")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -192,6 +192,8 @@ class JobSpec(_message.Message):
     KILL_ON_INVALID_DEP_FIELD_NUMBER: _ClassVar[int]
     PROJECT_FIELD_NUMBER: _ClassVar[int]
     EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
+    RUN_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATE_S_FIELD_NUMBER: _ClassVar[int]
     command: _containers.RepeatedScalarFieldContainer[str]
     name: str
     queue: str
@@ -212,7 +214,9 @@ class JobSpec(_message.Message):
     kill_on_invalid_dep: bool
     project: str
     exclusive: bool
-    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ...) -> None: ...
+    run_limit_s: int
+    estimate_s: int
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ..., run_limit_s: _Optional[int] = ..., estimate_s: _Optional[int] = ...) -> None: ...
 
 class ArraySpec(_message.Message):
     __slots__ = ("ranges", "limit")
