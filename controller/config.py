@@ -24,6 +24,7 @@ Example:
     fairshare = { half_life_s = 3600, users = { alice = 3, default = 1 }, projects = { research = 2 } }
     kill_invalid_depend = false       # kill its jobs whose -w can never hold (Slurm); else they pend
     exclusive = false                 # true: takes -x jobs, which keep whole hosts (LSF EXCLUSIVE = Y)
+    backfill = "any"                  # past a waiting job: any | none (in order) | easy | end_before
     preemptive = ["low"]              # may preempt these (each preemptable, of lower priority)
     # preemptable = true, preempt_action = "suspend" | "requeue", preempt_min_run_s = 60,
     # max_preemptions = 3, preemptable_resources = ["gpu"]: on the queues preempted
@@ -331,6 +332,9 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
 PREEMPT_ACTIONS = {"suspend": api.PREEMPT_SUSPEND, "requeue": api.PREEMPT_REQUEUE}
 
 
+BACKFILL = ("any", "none", "easy", "end_before")  # scheduler/core.py: _Order
+
+
 def _preemption(raw: dict[str, Any], queue: api.Queue, where: str) -> None:
     """A queue's preemption keys (LSF's PREEMPTION): preemptive, preemptable, preempt_action,
     preempt_min_run_s, max_preemptions, preemptable_resources."""
@@ -347,6 +351,10 @@ def _preemption(raw: dict[str, Any], queue: api.Queue, where: str) -> None:
     if action not in PREEMPT_ACTIONS:
         raise ConfigError(f"{where}: preempt_action: suspend or requeue, not {action!r}")
     queue.preempt_action = PREEMPT_ACTIONS[action]
+    backfill = raw.get("backfill", "any")
+    if backfill not in BACKFILL:
+        raise ConfigError(f"{where}: backfill: one of {', '.join(BACKFILL)}, not {str(backfill)[:40]!r}")
+    queue.backfill = "" if backfill == "any" else backfill
     for key in ("preempt_min_run_s", "max_preemptions"):
         value = raw.get(key, 0)
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**31:

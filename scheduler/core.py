@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler import plans, preemption
+from scheduler import backfill, plans, preemption
 from scheduler.picker import Fcfs, PassContext, Picker, ordered
 from xce import depend, feasibility, limits, resreq
 from xce.invariant import InvariantViolated, invariant
@@ -125,6 +125,11 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                                        "jobs, its limit: the next pass looks again", "dispatch_limit")
     dispatched = 0
     context = context or PassContext(jobs)
+    # A queue's backfill (scheduler/backfill.py): its first job that finds no room holds the rest.
+    modes = {q.name: q.backfill for q in queues if q.backfill and q.backfill != "any"}
+    blocks: dict[str, backfill.Block] = {}
+    ends: backfill.Ends | None = None  # running jobs' expected ends, made when a reservation needs them
+    started: list[tuple[api.Job, int]] = []  # this pass's placements until then
     # Running jobs as the view has them (a dispatch in flight is not among `jobs`, but it runs).
     preempting = _Preempting(context.jobs, queue_map, context.now_ms) if any(
         preemption.preemptive(q) for q in queues) else None
@@ -170,6 +175,16 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
             reason = blocked.get(job.id) or _limit_reason(job, usage, limit_refused)
             if least < most:  # -n min,max: as many as the limits leave (least fits: checked above)
                 most = min(most, usage.room(job, most))
+        extra = False  # it starts past its queue's head on the head's extra slots (easy)
+        block = blocks.get(queue) if modes else None
+        if reason is None and block is not None:
+            if block.mode != "none" and not block.computed:
+                if ends is None:
+                    ends = backfill.Ends.of(context.jobs)
+                    for placed_job, placed_slots in started:
+                        ends.placed(placed_job, placed_slots, context.now_ms)
+                block.reserve(backfill.free_slots(usage.states), ends)
+            reason, extra = block.verdict(job, least, context.now_ms)
         if reason is None:
             need = feasibility.job_need(job, usage)
             key = (least, most, need)
@@ -196,6 +211,14 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                         single = len(plan) == 1 and plan[0].slots == spec.slots
                         decisions.append(Dispatch(job.id, job.attempt, plan[0].host,
                                                   () if single else tuple((p.host, p.slots) for p in plan)))
+                        if modes:
+                            placed = sum(p.slots for p in plan)
+                            if ends is not None:
+                                ends.placed(job, placed, context.now_ms)
+                            else:
+                                started.append((job, placed))
+                            if extra and block is not None:
+                                block.extra -= placed
                         continue
                     if refusal.check != "within_limits":  # the index and the definition disagree: a bug
                         raise InvariantViolated(f"the host index chose {plan} for job {job.id}, which does "
@@ -207,6 +230,8 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                     # Explaining reads every host: a pass explains at most max_explains requirements
                     # (the jobs past that keep their reasons until a later pass).
                     if explains >= config.max_explains:
+                        if queue in modes and queue not in blocks:
+                            blocks[queue] = backfill.Block(modes[queue], job)
                         continue
                     explanation = cache[key] = feasibility.explain(job, usage, need)
                     explains += 1
@@ -220,7 +245,11 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                     choice = preempting.choose(job, need, least, usage)
                     if choice is not None:
                         decisions.append(choice)
+                        if queue in modes and queue not in blocks:
+                            blocks[queue] = backfill.Block(modes[queue], job)
                         continue
+            if queue in modes and queue not in blocks and reason.code in _HOLDS_ITS_QUEUE:
+                blocks[queue] = backfill.Block(modes[queue], job)
         if reason is None:
             continue  # past this pass's explanations: it keeps its reason until a later pass
         result.waiting[reason.code] += 1
@@ -265,6 +294,10 @@ def _limit_blocked(pending: list[api.Job], usage: PassUsage, limited: bool,
             why[job.id] = reason
     return open_, blocked, why
 
+
+# A job waiting for room (not for a limit, a dependency or a host it names) holds its queue's order.
+_HOLDS_ITS_QUEUE = frozenset({api.PEND_NO_FREE_SLOTS, api.PEND_NO_FREE_RESOURCES,
+                              api.PEND_PREEMPTION_PENDING})
 
 # Only a lack of slots preempts: a license short cluster-wide (NO_FREE_RESOURCES) is not a host's to
 # give, and preempting for it would stop one victim after another, every pass.

@@ -47,6 +47,7 @@ class PendingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PEND_DEPENDENCY: _ClassVar[PendingReason]
     PEND_DEPENDENCY_NEVER: _ClassVar[PendingReason]
     PEND_PREEMPTION_PENDING: _ClassVar[PendingReason]
+    PEND_RESERVATION: _ClassVar[PendingReason]
 
 class ControlAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -131,6 +132,7 @@ PEND_DISPATCH_LIMIT: PendingReason
 PEND_DEPENDENCY: PendingReason
 PEND_DEPENDENCY_NEVER: PendingReason
 PEND_PREEMPTION_PENDING: PendingReason
+PEND_RESERVATION: PendingReason
 CONTROL_ACTION_UNSPECIFIED: ControlAction
 KILL: ControlAction
 STOP: ControlAction
@@ -1216,7 +1218,7 @@ class Joined(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., heartbeat_s: _Optional[float] = ..., fence_s: _Optional[float] = ..., unknown_timeout_s: _Optional[float] = ...) -> None: ...
 
 class Queue(_message.Message):
-    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive", "slot_limit", "users", "admins", "max_user_priority", "res_req", "kill_invalid_depend", "fairshare", "preemptive", "preemptable", "preempt_action", "preempt_min_run_s", "max_preemptions", "preemptable_resources", "exclusive")
+    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive", "slot_limit", "users", "admins", "max_user_priority", "res_req", "kill_invalid_depend", "fairshare", "preemptive", "preemptable", "preempt_action", "preempt_min_run_s", "max_preemptions", "preemptable_resources", "exclusive", "backfill")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -1237,6 +1239,7 @@ class Queue(_message.Message):
     MAX_PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
     PREEMPTABLE_RESOURCES_FIELD_NUMBER: _ClassVar[int]
     EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_FIELD_NUMBER: _ClassVar[int]
     name: str
     priority: int
     description: str
@@ -1257,7 +1260,8 @@ class Queue(_message.Message):
     max_preemptions: int
     preemptable_resources: _containers.RepeatedScalarFieldContainer[str]
     exclusive: bool
-    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ..., slot_limit: _Optional[int] = ..., users: _Optional[_Iterable[str]] = ..., admins: _Optional[_Iterable[str]] = ..., max_user_priority: _Optional[int] = ..., res_req: _Optional[str] = ..., kill_invalid_depend: _Optional[bool] = ..., fairshare: _Optional[_Union[FairShare, _Mapping]] = ..., preemptive: _Optional[_Iterable[str]] = ..., preemptable: _Optional[bool] = ..., preempt_action: _Optional[_Union[PreemptAction, str]] = ..., preempt_min_run_s: _Optional[int] = ..., max_preemptions: _Optional[int] = ..., preemptable_resources: _Optional[_Iterable[str]] = ..., exclusive: _Optional[bool] = ...) -> None: ...
+    backfill: str
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ..., slot_limit: _Optional[int] = ..., users: _Optional[_Iterable[str]] = ..., admins: _Optional[_Iterable[str]] = ..., max_user_priority: _Optional[int] = ..., res_req: _Optional[str] = ..., kill_invalid_depend: _Optional[bool] = ..., fairshare: _Optional[_Union[FairShare, _Mapping]] = ..., preemptive: _Optional[_Iterable[str]] = ..., preemptable: _Optional[bool] = ..., preempt_action: _Optional[_Union[PreemptAction, str]] = ..., preempt_min_run_s: _Optional[int] = ..., max_preemptions: _Optional[int] = ..., preemptable_resources: _Optional[_Iterable[str]] = ..., exclusive: _Optional[bool] = ..., backfill: _Optional[str] = ...) -> None: ...
 
 class FairShare(_message.Message):
     __slots__ = ("half_life_s", "users", "projects")
