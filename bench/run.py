@@ -27,6 +27,7 @@ import arbitration_pass
 import etcd_bench
 import fleet
 import preempt_latency
+import published_figures
 import scheduler_pass
 import xce_bench
 
@@ -204,6 +205,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["alloc_pass"] = guarded("allocation pass", alloc_pass.run)
     report["arbitration_pass"] = guarded("arbitration pass", arbitration_pass.run)
     report["preempt_latency"] = guarded("preemption latency", preempt_latency.run)
+    report["published_figures"] = [guarded(f"published figures, {name} {mode}",
+                                           lambda name=name, mode=mode: published_figures.run(name, mode))
+                                   for name in ("lublin_256.swf", "lublin_256_new2.swf")
+                                   for mode in ("none", "end_before")]
     if args.fleet:
         shape, jobs = args.fleet.split(":")
         hosts, slots = shape.split("x")
@@ -237,6 +242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"preemption latency: submit -> victims suspended p50 {latency['suspended_ms_p50']} ms, p99 "
               f"{latency['suspended_ms_p99']} ms; -> preemptor running p50 {latency['running_ms_p50']} ms, "
               f"p99 {latency['running_ms_p99']} ms")
+    for figures in report["published_figures"]:
+        if "bsld" in figures:
+            print(f"published figures, {figures['trace']} backfill={figures['backfill']}: bsld "
+                  f"{figures['bsld']} (published {figures['published']}, off {figures['off_pct']} %), "
+                  f"{figures['jobs_per_s']} jobs/s")
     if "placements_per_s" in report.get("fleet", {}):
         print(fleet.summary(report["fleet"]))
     if "placements_per_s" in report.get("fleet_requirements", {}):
