@@ -25,7 +25,7 @@ where the head's allocation has a shape). Pure: the pass's time is given.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from xce import feasibility
@@ -46,14 +46,24 @@ class Ends:
     known: list[tuple[int | None, int]] = field(default_factory=list)
 
     @classmethod
-    def of(cls, jobs: Sequence[api.Job]) -> Ends:
+    def of(cls, jobs: Sequence[api.Job], states: Mapping[str, feasibility.HostState], now_ms: int) -> Ends:
+        """Only what ends on hosts that take jobs counts (free_slots' hosts); an exclusive job frees its
+        whole host; a job past its estimate is expected to end any moment, not in the past."""
         ends = cls()
         for job in jobs:
             if job.state in (api.RUN, api.USUSP, api.SSUSP, api.UNKWN):
+                taking = []  # (its slots there, the host's slots) on the hosts that take jobs
+                for part in feasibility.allocation_of(job):
+                    state = states.get(part.host)
+                    if state is not None and state.available and not state.closed:
+                        taking.append((part.slots, state.slots))
+                if not taking:
+                    continue
+                slots = sum(whole if job.spec.exclusive else mine for mine, whole in taking)
                 estimate = estimate_ms(job)
                 known = job.state == api.RUN and estimate is not None and job.start_time_ms > 0
-                ends.known.append((job.start_time_ms + estimate if known and estimate else None,
-                                   feasibility.held_slots(job)))
+                end = max(job.start_time_ms + estimate, now_ms + 1) if known and estimate else None
+                ends.known.append((end, slots))
         return ends
 
     def placed(self, job: api.Job, slots: int, now_ms: int) -> None:
@@ -70,6 +80,7 @@ class Block:
     at_ms: int | None = None  # its reservation (None: unknown)
     extra: int = 0  # easy: slots left over at the reservation
     computed: bool = False
+    shaped: bool = False  # enough slots are free now: it waits for a shape of hosts, not for slots
 
     def reserve(self, free_now: int, ends: Ends) -> None:
         """The head's reservation from the slots free now and the expected ends, once."""
@@ -79,6 +90,7 @@ class Block:
         need = feasibility.least_slots(self.head)
         free = free_now
         if free >= need:  # room in total, not in the shape it asks for: no end to wait for is known
+            self.shaped = True
             return
         for end, slots in sorted((e for e in ends.known if e[0] is not None), key=lambda e: e[0] or 0):
             free += slots
@@ -94,8 +106,12 @@ class Block:
                                       "jobs in order (backfill = none)", "in_order"), False
         estimate = estimate_ms(job)
         if self.at_ms is None or estimate is None:
-            why = "this job has no estimate (-We or -W)" if estimate is None and self.at_ms is not None else \
-                "its reservation cannot be known (a running job without an estimate, -We or -W)"
+            if estimate is None and self.at_ms is not None:
+                why = "this job has no estimate (-We or -W)"
+            elif self.shaped:
+                why = "it waits for hosts of a shape, not for a number of slots: no reservation"
+            else:
+                why = "its reservation cannot be known (a running job without an estimate, -We or -W)"
             return feasibility.Reason(api.PEND_RESERVATION, f"waiting behind job {head}: {why}",
                                       "reservation"), False
         end = now_ms + estimate

@@ -148,10 +148,8 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
     # (a resume in flight is not among `jobs`)
     for job in itertools.chain(_with_resumes(waiting, jobs, queue_map), blocked_jobs):
         spec = job.spec
-        if preempting is not None and job.id in preempting.kept:
-            usage.unreserve(preempting.kept.pop(job.id), index)  # its own to take, from here on
-            for forgotten in (no_plan, until_placed, tried_static, tried_moving):
-                forgotten.clear()  # what found no room before may find it now
+        # What its victims gave back, kept for it (it stays kept unless this job is placed on it).
+        kept = preempting.kept.pop(job.id, None) if preempting is not None and preempting.kept else None
         if job.state == api.SSUSP:  # a preempted job whose slots were given back: it takes them again
             if dispatched < config.max_dispatches and usage.take_back(job, index):
                 dispatched += 1
@@ -175,17 +173,30 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
             reason = blocked.get(job.id) or _limit_reason(job, usage, limit_refused)
             if least < most:  # -n min,max: as many as the limits leave (least fits: checked above)
                 most = min(most, usage.room(job, most))
-        extra = False  # it starts past its queue's head on the head's extra slots (easy)
-        block = blocks.get(queue) if modes else None
-        if reason is None and block is not None:
-            if block.mode != "none" and not block.computed:
-                if ends is None:
-                    ends = backfill.Ends.of(context.jobs)
-                    for placed_job, placed_slots in started:
-                        ends.placed(placed_job, placed_slots, context.now_ms)
-                block.reserve(backfill.free_slots(usage.states), ends)
-            reason, extra = block.verdict(job, least, context.now_ms)
+        charged: list[backfill.Block] = []  # heads whose extra slots it would start on (easy)
+        if reason is None and blocks:
+            # Its queue's head, and the reservations of the queues before it (a job of a lower queue
+            # must not delay them either; strict order holds its own queue only).
+            for owner, block in blocks.items():
+                if owner != queue and block.mode == "none":
+                    continue
+                if block.mode != "none" and not block.computed:
+                    if ends is None:
+                        ends = backfill.Ends.of(context.jobs, usage.states, context.now_ms)
+                        for placed_job, placed_slots in started:
+                            ends.placed(placed_job, placed_slots, context.now_ms)
+                    block.reserve(backfill.free_slots(usage.states), ends)
+                reason, extra = block.verdict(job, least, context.now_ms)
+                if reason is not None:
+                    break
+                if extra:
+                    charged.append(block)
+                    most = min(most, block.extra)  # (-n min,max: no more than the slots left over)
         if reason is None:
+            if kept:
+                usage.unreserve(kept, index)  # its own to take now
+                for forgotten in (no_plan, until_placed, tried_static, tried_moving):
+                    forgotten.clear()  # what found no room before may find it now
             need = feasibility.job_need(job, usage)
             key = (least, most, need)
             moving = index.reads_usage(need)
@@ -217,7 +228,7 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                                 ends.placed(job, placed, context.now_ms)
                             else:
                                 started.append((job, placed))
-                            if extra and block is not None:
+                            for block in charged:
                                 block.extra -= placed
                         continue
                     if refusal.check != "within_limits":  # the index and the definition disagree: a bug
@@ -230,17 +241,23 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                     # Explaining reads every host: a pass explains at most max_explains requirements
                     # (the jobs past that keep their reasons until a later pass).
                     if explains >= config.max_explains:
-                        if queue in modes and queue not in blocks:
+                        if kept:
+                            usage.reserve(kept, index)  # not placed: still its own
+                        # Unexplained this pass: it holds its queue if its last reason did.
+                        if queue in modes and queue not in blocks and job.pending_code in _HOLDS_ITS_QUEUE:
                             blocks[queue] = backfill.Block(modes[queue], job)
                         continue
                     explanation = cache[key] = feasibility.explain(job, usage, need)
                     explains += 1
                     result.refusals.update(explanation.counts)
             reason = explanation.reason or _NO_ALLOCATION
+            if kept:
+                usage.reserve(kept, index)  # not placed: still its own, all the pass
             if preempting is not None and reason.code in _PREEMPTS_FOR:
                 if preempting.waits(job):
                     reason = _PREEMPTION_PENDING
-                    usage.reserve(preempting.freed.get(job.id, ()), index)  # kept for it, all the pass
+                    if kept is None:
+                        usage.reserve(preempting.freed.get(job.id, ()), index)  # kept for it, all the pass
                 elif len(preempting.sent) < config.max_preemptions:
                     choice = preempting.choose(job, need, least, usage)
                     if choice is not None:
@@ -248,7 +265,9 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                         if queue in modes and queue not in blocks:
                             blocks[queue] = backfill.Block(modes[queue], job)
                         continue
-            if queue in modes and queue not in blocks and reason.code in _HOLDS_ITS_QUEUE:
+            if queue in modes and queue not in blocks and reason.code in _HOLDS_ITS_QUEUE and (
+                    modes[queue] == "none" or reason.code != api.PEND_NO_FREE_RESOURCES):
+                # (a reservation counts slots: a head short of a consumable holds only strict order)
                 blocks[queue] = backfill.Block(modes[queue], job)
         if reason is None:
             continue  # past this pass's explanations: it keeps its reason until a later pass

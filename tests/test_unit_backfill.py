@@ -95,3 +95,54 @@ def test_a_bad_backfill_is_refused_at_load_naming_the_queue_and_the_key(tmp_path
 
     words = load_error(tmp_path, GOOD + '\n[[queues]]\nname = "a"\nbackfill = "sometimes"\n')
     assert "queue 'a': backfill: one of any, none, easy, end_before, not 'sometimes'" in words
+
+
+def test_easy_takes_no_more_than_the_extra_slots_for_a_job_of_several_sizes() -> None:
+    """-n 1,4 past the reservation: on the extra slot only (found by review)."""
+    running = [run(1, "h1", 1, 10, 100), run(2, "h2", 2, 0, 50)]
+    hosts = {"h1": (1, 1), "h2": (2, 2), "h3": (1, 0), "h4": (1, 0), "h5": (1, 0), "h6": (1, 0)}
+    flexible = pend(12, 4, 200)
+    flexible.spec.min_slots = 1
+    jobs = [*running, pend(10, 5, 100), flexible]
+    fleet = [api.Host(spec=api.HostSpec(name=name, slots=slots), slots_used=used, status=api.HOST_OK)
+             for name, (slots, used) in sorted(hosts.items())]
+    result = core.run_pass(jobs, [api.Queue(name="q", backfill="easy")], fleet, core.CoreConfig(), {},
+                           context=picker.PassContext(jobs, {}, NOW))
+    placed = [d for d in result.decisions if isinstance(d, core.Dispatch)]
+    assert [(d.job_id, sum(n for _, n in d.hosts) if d.hosts else 1) for d in placed] == [(12, 1)]
+
+
+def test_a_preemptor_held_behind_its_queue_keeps_what_its_victims_gave_back() -> None:
+    """Strict order holds preemptor 9 behind job 8: its victim's freed slot stays its own; the victim
+    does not resume on it (found by review)."""
+    queues = [api.Queue(name="high", priority=50, preemptive=["low"], backfill="none"),
+              api.Queue(name="low", priority=30, preemptable=True)]
+    host = api.Host(spec=api.HostSpec(name="h1", slots=2), slots_used=1, status=api.HOST_OK)
+    victim = api.Job(id=1, state=api.SSUSP, host="h1", start_time_ms=NOW - 3_600_000, preempted_by=9,
+                     spec=api.JobSpec(queue="low", slots=1))
+    victim.released.add(host="h1", slots=1)
+    other = api.Job(id=2, state=api.RUN, host="h1", start_time_ms=NOW - 10, spec=api.JobSpec(queue="high",
+                                                                                             slots=1))
+    head = api.Job(id=8, state=api.PEND, submit_time_ms=1, spec=api.JobSpec(queue="high", slots=2))
+    preemptor = api.Job(id=9, state=api.PEND, submit_time_ms=2, spec=api.JobSpec(queue="high", slots=1),
+                        preempting=[1])
+    jobs = [victim, other, head, preemptor]
+    result = core.run_pass(jobs, queues, [host], core.CoreConfig(), {},
+                           context=picker.PassContext(jobs, {}, NOW))
+    assert not [d for d in result.decisions if isinstance(d, core.Dispatch)]  # not the victim's resume
+
+
+def test_a_lower_queue_does_not_delay_a_higher_queue_s_reservation() -> None:
+    queues = [api.Queue(name="hi", priority=50, backfill="easy"), api.Queue(name="lo", priority=10)]
+    fleet = [api.Host(spec=api.HostSpec(name=name, slots=1), slots_used=used, status=api.HOST_OK)
+             for name, (_, used) in sorted(HOSTS.items())]
+    head = pend(10, 3, 100)
+    head.spec.queue = "hi"
+    long, short = pend(11, 1, 10**6), pend(12, 1, 20)
+    long.spec.queue = short.spec.queue = "lo"
+    jobs = [*RUNNING, head, long, short]
+    result = core.run_pass(jobs, queues, fleet, core.CoreConfig(), {},
+                           context=picker.PassContext(jobs, {}, NOW))
+    assert [d.job_id for d in result.decisions if isinstance(d, core.Dispatch)] == [12]
+    codes = {d.job_id: d.code for d in result.decisions if isinstance(d, core.Pend)}
+    assert codes[11] == api.PEND_RESERVATION

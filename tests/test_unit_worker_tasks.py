@@ -293,3 +293,15 @@ def test_a_job_past_its_run_limit_is_killed_with_runlimit_stopped_time_not_count
     host.fire()  # the grace passed: SIGKILL
     ends = [r.finished for r in reports if r.HasField("finished")]
     assert [(e.term_signal, e.exit_reason) for e in ends] == [(signal.SIGKILL, "RUNLIMIT")]
+
+
+def test_the_tasks_of_a_job_stopped_for_a_preemption_are_killed_at_once_too(tmp_path: Path) -> None:
+    processes = Processes()
+    worker = Worker("h1", tmp_path, processes)
+    worker.x.run(_job(), "C")
+    task = worker.launch().pid
+    worker.x.signal((5, 0), api.SIGNAL_STOP, preempted=True)
+    del processes.signals[:]
+    worker.x.signal((5, 0), api.SIGNAL_KILL)
+    assert (task, signal.SIGKILL) in processes.signals and task not in processes.alive
+    assert not [s for p, s in processes.signals if p == task and s in (signal.SIGTERM, signal.SIGCONT)]

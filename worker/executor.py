@@ -525,15 +525,17 @@ class Executor:
         if not mains and not parts:
             return  # nothing runs here: no need to read every process of the host
         now = self.clock.now_ms()
+        ended: set[Key] = set()
         for key, run_limit in sorted(run_limits.items()):
             if key in mains and self._ran_ms(key, now) > run_limit:
                 self._runlimit(key, mains[key], run_limit)
+                ended.add(key)
         sessions = self.host.sessions_usage()
         for key in sorted(set(mains) | parts):
             pids = ([mains[key]] if key in mains else []) + self.tasks.pids(key)
             rss = sum(sessions.get(pid, (0, 0.0))[0] for pid in pids)
             cpu = sum(sessions.get(pid, (0, 0.0))[1] for pid in pids)
-            limit = limits.get(key, 0)
+            limit = limits.get(key, 0) if key not in ended else 0  # (killed for its run limit just now)
             with self._lock:
                 over = bool(limit) and rss > limit and key not in self._memlimited
                 if over:
@@ -561,7 +563,7 @@ class Executor:
                 record["runlimit"] = True
                 self.journal.put(key, record)
         self._terminate(key, pid, self.kill_grace_s)
-        self.tasks.over(key)
+        self.tasks.over(key, 0.0 if self._given_away(key) else None)
 
     def _memlimit(self, key: Key, pid: int | None, rss: int, limit: int) -> None:
         log.warning("job %d.%d uses %d KB, past its memory limit of %d KB: killed (MEMLIMIT)", *key, rss,
@@ -573,7 +575,7 @@ class Executor:
                     record["memlimit"] = True
                     self.journal.put(key, record)
             self._terminate(key, pid, min(self.kill_grace_s, 1.0))
-        self.tasks.over(key, min(self.kill_grace_s, 1.0))
+        self.tasks.over(key, 0.0 if self._given_away(key) else min(self.kill_grace_s, 1.0))
 
     def release_gpus(self, key: Key, locked: bool = False) -> None:
         """`locked`: the caller holds the executor's lock already."""
@@ -655,9 +657,10 @@ class Executor:
         record.update(state="ended", final=report.SerializeToString().hex())
         record.pop("job", None)  # only tasks of a running job need it
         with self._lock:
-            stops = (self.journal.get(key) or {}).get("stops")  # `record` may be the watch's first copy
-            if stops:
-                record["stops"] = stops
+            latest = self.journal.get(key) or {}  # `record` may be the watch's first copy
+            given_away = bool(latest.get("stopped") and latest.get("preempted"))
+            if latest.get("stops"):
+                record["stops"] = latest["stops"]
             self.journal.put(key, record)
             self._running.pop(key, None)
             self._limits.pop(key, None)
@@ -668,7 +671,9 @@ class Executor:
             log.info("job %d.%d ended: exit %d signal %d%s", *key, f.exit_code, f.term_signal,
                      " (status unknown)" if f.status_unknown else "")
         self._report(report)
-        self.tasks.over(key)  # the job's command ended: its tasks here end too (after its end is told)
+        # The job's command ended: its tasks here end too (after its end is told); at once if it was
+        # stopped for a preemption.
+        self.tasks.over(key, 0.0 if given_away else None)
 
     def _started(self, key: Key, record: dict[str, Any]) -> api.JobReport:
         return api.JobReport(job_id=key[0], attempt=key[1], started=api.JobStarted(

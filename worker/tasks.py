@@ -169,7 +169,12 @@ class Tasks:
         self._maybe_part_ended(key)
 
     def _stop_task(self, key: Key, task_id: str, pid: int, grace_s: float) -> None:
+        """TERM (continued to see it), KILL after the grace; no grace: KILL at once, never continued (a
+        job stopped for a preemption: its slots are another job's)."""
         x = self._x
+        if grace_s <= 0:
+            self._kill_hard(key, task_id, pid)
+            return
         x.host.killpg(pid, signal.SIGTERM)
         x.host.killpg(pid, signal.SIGCONT)
         x.host.call_later(grace_s, functools.partial(self._kill_hard, key, task_id, pid))
