@@ -290,8 +290,7 @@ class Executor:
 
     def _given_away(self, key: Key) -> bool:
         """Stopped for a preemption: its slots may be another job's now."""
-        record = self.journal.get(key) or {}
-        return bool(record.get("stopped") and record.get("preempted"))
+        return _stopped_for_preemption(self.journal.get(key) or {})
 
     def _terminate(self, key: Key, pid: int, grace_s: float) -> None:
         """TERM (continued, so that a stopped job sees it), then KILL after the grace. A job stopped for
@@ -658,7 +657,7 @@ class Executor:
         record.pop("job", None)  # only tasks of a running job need it
         with self._lock:
             latest = self.journal.get(key) or {}  # `record` may be the watch's first copy
-            given_away = bool(latest.get("stopped") and latest.get("preempted"))
+            given_away = _stopped_for_preemption(latest)
             if latest.get("stops"):
                 record["stops"] = latest["stops"]
             self.journal.put(key, record)
@@ -685,6 +684,10 @@ class Executor:
         if still:
             self._killed_hard.add(key)
             self.host.killpg(pid, signal.SIGKILL)
+
+
+def _stopped_for_preemption(record: dict[str, Any]) -> bool:
+    return bool(record.get("stopped") and record.get("preempted"))
 
 
 def _mem_limit_kb(job: api.Job, host: str) -> int:
