@@ -244,8 +244,7 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                         if kept:
                             usage.reserve(kept, index)  # not placed: still its own
                         # Unexplained this pass: it holds its queue if its last reason did.
-                        if queue in modes and queue not in blocks and job.pending_code in _HOLDS_ITS_QUEUE:
-                            blocks[queue] = backfill.Block(modes[queue], job)
+                        _hold(modes, blocks, job, job.pending_code)
                         continue
                     explanation = cache[key] = feasibility.explain(job, usage, need)
                     explains += 1
@@ -262,13 +261,9 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                     choice = preempting.choose(job, need, least, usage)
                     if choice is not None:
                         decisions.append(choice)
-                        if queue in modes and queue not in blocks:
-                            blocks[queue] = backfill.Block(modes[queue], job)
+                        _hold(modes, blocks, job, api.PEND_PREEMPTION_PENDING)
                         continue
-            if queue in modes and queue not in blocks and reason.code in _HOLDS_ITS_QUEUE and (
-                    modes[queue] == "none" or reason.code != api.PEND_NO_FREE_RESOURCES):
-                # (a reservation counts slots: a head short of a consumable holds only strict order)
-                blocks[queue] = backfill.Block(modes[queue], job)
+            _hold(modes, blocks, job, reason.code)
         if reason is None:
             continue  # past this pass's explanations: it keeps its reason until a later pass
         result.waiting[reason.code] += 1
@@ -317,6 +312,16 @@ def _limit_blocked(pending: list[api.Job], usage: PassUsage, limited: bool,
 # A job waiting for room (not for a limit, a dependency or a host it names) holds its queue's order.
 _HOLDS_ITS_QUEUE = frozenset({api.PEND_NO_FREE_SLOTS, api.PEND_NO_FREE_RESOURCES,
                               api.PEND_PREEMPTION_PENDING})
+
+def _hold(modes: Mapping[str, str], blocks: dict[str, backfill.Block], job: api.Job,
+          code: int) -> None:
+    """The job, waiting for `code`, becomes its queue's head if the queue has none and a backfill mode
+    (a reservation counts slots: a head short of a consumable holds only strict order)."""
+    queue = job.spec.queue
+    if queue in modes and queue not in blocks and code in _HOLDS_ITS_QUEUE and (
+            modes[queue] == "none" or code != api.PEND_NO_FREE_RESOURCES):
+        blocks[queue] = backfill.Block(modes[queue], job)
+
 
 # Only a lack of slots preempts: a license short cluster-wide (NO_FREE_RESOURCES) is not a host's to
 # give, and preempting for it would stop one victim after another, every pass.
