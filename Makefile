@@ -49,7 +49,7 @@ soak: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy controller xce worker scheduler soak
+	$(BIN)/mypy controller xce worker scheduler soak simulator
 
 proto: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py

@@ -32,10 +32,15 @@ def stream_id(cluster_id: str, meta: log.Meta) -> str:
     return f"{cluster_id}@{meta.incarnation}" if meta.incarnation else cluster_id
 
 
-def events_available(meta: log.Meta, from_revision: int) -> bool:
-    """Every event after from_revision is still in the table."""
-    return 0 < from_revision <= meta.applied_index and (
+def events_available(meta: log.Meta, from_revision: int, history: bool = False) -> bool:
+    """Every event after from_revision is still in the table (after 0: a history from the first)."""
+    return (from_revision > 0 or history) and from_revision <= meta.applied_index and (
         meta.events_floor == 0 or from_revision + 1 >= meta.events_floor)
+
+
+def compacted(meta: log.Meta, revision: int) -> ServiceError:
+    return ServiceError(log.OUT_OF_RANGE, f"resync required: events after {revision} were compacted "
+                                          f"(floor {meta.events_floor}: every event from it on is kept)")
 
 
 def snapshot(tables: Tables, cluster_id: str) -> Iterator[log.SyncMessage]:
@@ -88,6 +93,16 @@ class SyncFeed:
         sends each before the next is read, so a snapshot is never held whole (sync_reader.py)."""
         meta = fsm.read_meta(tables)
         ident = stream_id(self.cluster_id, meta)
+        if self.request.history:  # a recorder: events only, or nothing
+            if not events_available(meta, self.request.from_revision, history=True):
+                if self.request.from_revision > meta.applied_index:
+                    raise ServiceError(log.OUT_OF_RANGE, f"revision {self.request.from_revision} is ahead "
+                                                         f"of this cluster's ({meta.applied_index})")
+                floor, start = meta.events_floor, self.request.from_revision
+                raise ServiceError(log.OUT_OF_RANGE, f"the events after revision {start} "
+                                                     f"are not all kept: the events floor is {floor} (every "
+                                                     "event from it on is kept)")
+            return
         if self.request.cluster_id == ident and events_available(meta, self.request.from_revision):
             return
         for message in snapshot(tables, ident):
@@ -98,9 +113,9 @@ class SyncFeed:
     def next(self, tables: Tables) -> tuple[list[log.SyncMessage], bool, int]:
         """(messages, whether more are ready at once, the applied revision)."""
         meta = fsm.read_meta(tables)
-        if not events_available(meta, self.revision) and self.revision < meta.applied_index:
-            raise ServiceError(log.OUT_OF_RANGE, f"resync required: events after {self.revision} were "
-                                                 f"compacted (floor {meta.events_floor})")
+        history = self.request.history
+        if not events_available(meta, self.revision, history) and self.revision < meta.applied_index:
+            raise compacted(meta, self.revision)
         events = events_after(tables, self.revision)
         if events:
             self.revision = events[-1].revision

@@ -30,7 +30,7 @@ from scheduler.decider import Decider
 from scheduler.follower import Follower
 from scheduler.lease import Lease
 from scheduler.picker import Picker
-from scheduler.planner import PassView
+from scheduler.planner import pass_view
 from scheduler.view import View
 from xce import daemon_logging, pki, sd_notify
 from xce.client import Client, XceError
@@ -143,9 +143,7 @@ class Scheduler:
 
     def _pass(self) -> None:
         with self.follower.lock:
-            view = self.follower.view
-            snapshot = PassView(view.jobs(), view.queues(), view.hosts(), view.counters(), view.revision,
-                                view.shared(), view.limits(), view.share_usage())
+            snapshot = pass_view(self.follower.view)
         # Not under the lock: a pass may take a while, and the lease thread must never
         # wait for one (decide reads the lease once, at its start).
         batch = self.decider.decide(snapshot, self.clock.monotonic_s(), self.clock.now_ms())

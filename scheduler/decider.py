@@ -25,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from scheduler import planner
-from scheduler.core import CoreConfig
 from scheduler.lease import Lease
 from scheduler.picker import Picker
 from xce.v1 import api_pb2 as api
@@ -61,12 +60,8 @@ class Decider:
         epoch = self.lease.epoch
         if not self.lease.holds(now_s) or not planner.ready(self.state, view.revision, clock_ms):
             return None
-        core = CoreConfig(picker=self.pickers(self.default_picker),
-                          queue_pickers={q.name: self.pickers(q.job_pick_plugin) for q in view.queues
-                                         if q.job_pick_plugin},
-                          max_dispatches=self.config.core.max_dispatches)
-        config = planner.PlannerConfig(core, self.config.in_flight_ms, self.config.refusal_cooldown_ms,
-                                       self.config.await_view_ms)
+        settings = self.config.settings(self.default_picker)
+        config = planner.configured(settings, view.queues, self.pickers)
         started = self.state
         plan = planner.plan(replace(view, now_ms=now_ms), started, clock_ms, config)
         self.state = plan.state
@@ -81,7 +76,8 @@ class Decider:
         if not plan.decisions:
             return None
         self.batches += 1
-        return planner.to_batch(plan, started, epoch, self.scheduler_id, view.revision, clock_ms, now_ms)
+        return planner.to_batch(plan, started, epoch, self.scheduler_id, view.revision, clock_ms, now_ms,
+                                settings)
 
     def batch_answered(self, batch: api.DecisionBatch, reply: api.DecisionBatchResponse | None,
                        now_s: float) -> None:

@@ -40,11 +40,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler.core import CoreConfig, Decision, Dispatch, PassResult, Pend, Preempt, run_pass
-from scheduler.picker import PassContext
+from scheduler.picker import PassContext, Picker
+from scheduler.view import View
 from xce.v1 import api_pb2 as api
 
 
@@ -58,6 +59,28 @@ class PlannerConfig:
     max_decisions: int = 10_000       # what the leader takes in one batch (controller/leader.py)
     max_pends: int = 2_000            # reason changes a pass sends; the rest wait for later passes
     recount_ms: int = 10_000          # reasons whose only change is in their counts: at most this often
+
+    def settings(self, default_picker: str) -> api.PlannerSettings:
+        """As recorded in each batch (with the default picker's name: pickers are code, named)."""
+        core = self.core
+        return api.PlannerSettings(
+            default_picker=default_picker, max_dispatches=core.max_dispatches, in_flight_ms=self.in_flight_ms,
+            refusal_cooldown_ms=self.refusal_cooldown_ms, await_view_ms=self.await_view_ms,
+            max_batch_bytes=self.max_batch_bytes, max_decisions=self.max_decisions, max_pends=self.max_pends,
+            recount_ms=self.recount_ms, max_explains=core.max_explains, max_preemptions=core.max_preemptions)
+
+
+def configured(settings: api.PlannerSettings, queues: Sequence[api.Queue],
+               pickers: Callable[[str], Picker]) -> PlannerConfig:
+    """The configuration of a pass: the scheduler's settings, with the default picker and each
+    queue's own (`job_pick_plugin`) resolved by name."""
+    core = CoreConfig(picker=pickers(settings.default_picker),
+                      queue_pickers={q.name: pickers(q.job_pick_plugin) for q in queues if q.job_pick_plugin},
+                      max_dispatches=settings.max_dispatches, max_explains=settings.max_explains,
+                      max_preemptions=settings.max_preemptions)
+    return PlannerConfig(core, settings.in_flight_ms, settings.refusal_cooldown_ms, settings.await_view_ms,
+                         settings.max_batch_bytes, settings.max_decisions, settings.max_pends,
+                         settings.recount_ms)
 
 
 @dataclass(frozen=True)
@@ -80,6 +103,23 @@ class PlannerState:
             **({} if self.recounted_ms is None else {"recounted": self.recounted_ms}),
         }, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def to_proto(self) -> api.PlannerState:
+        return api.PlannerState(
+            in_flight=[api.InFlight(job_id=j, attempt=a, sent_ms=t)
+                       for j, (a, t) in sorted(self.in_flight.items())],
+            cooldown=[api.Cooldown(host=h, until_ms=u) for h, u in sorted(self.cooldown.items())],
+            refusals_seen=[api.JobAttempt(job_id=j, attempt=a) for j, a in sorted(self.refusals_seen)],
+            await_revision=self.await_revision, await_until_ms=self.await_until_ms,
+            recounted=self.recounted_ms is not None, recounted_ms=self.recounted_ms or 0)
+
+    @staticmethod
+    def from_proto(state: api.PlannerState) -> PlannerState:
+        return PlannerState({f.job_id: (f.attempt, f.sent_ms) for f in state.in_flight},
+                            {c.host: c.until_ms for c in state.cooldown},
+                            frozenset((r.job_id, r.attempt) for r in state.refusals_seen),
+                            state.await_revision, state.await_until_ms,
+                            state.recounted_ms if state.recounted else None)
 
 
 @dataclass(frozen=True)
@@ -106,6 +146,13 @@ class Plan:
     deferred: int = 0  # decisions left for later passes (over a bound of the batch)
 
 
+def pass_view(view: View) -> PassView:
+    """What a pass reads of a scheduler's view (the daemon, the simulations and a recording's re-run
+    alike)."""
+    return PassView(view.jobs(), view.queues(), view.hosts(), view.counters(), view.revision, view.shared(),
+                    view.limits(), view.share_usage())
+
+
 def ready(state: PlannerState, revision: int, clock_ms: int) -> bool:
     """The view holds the previous batch's outcome, or that is overdue."""
     return revision >= state.await_revision or clock_ms > state.await_until_ms
@@ -113,7 +160,11 @@ def ready(state: PlannerState, revision: int, clock_ms: int) -> bool:
 
 def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConfig) -> Plan:
     now_ms = clock_ms  # every time the planner keeps is on this clock
-    in_flight = {j: (a, t) for j, (a, t) in state.in_flight.items() if now_ms - t < config.in_flight_ms}
+    # A dispatch stays in flight until the view shows it (the job no longer pending at that attempt),
+    # at most in_flight_ms: what the view shows cannot come back, as attempts only grow.
+    pending_at = {j.id: j.attempt for j in view.jobs if j.state == api.PEND}
+    in_flight = {j: (a, t) for j, (a, t) in state.in_flight.items()
+                 if now_ms - t < config.in_flight_ms and pending_at.get(j) == a}
     cooldown, seen, cooled = _note_refusals(view.jobs, state, now_ms, config)
     # A cooling host is in the pass as unavailable: jobs that only it could take say so.
     usable = [h if cooldown.get(h.spec.name, 0) <= now_ms else _unavailable(h) for h in view.hosts]
@@ -124,7 +175,7 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
     refused = {j.id for j in pending if j.pending_code == api.PEND_DISPATCH_REFUSED}
     # A worker's refusal says more than what a pass without that host would say.
     decisions = [d for d in result.decisions if not (isinstance(d, Pend) and d.job_id in refused)]
-    decisions, deferred = _within_bounds(decisions, config)
+    decisions, deferred = _within_bounds(decisions, config, state.to_proto().ByteSize())
     for decision in decisions:
         if isinstance(decision, Dispatch):
             in_flight[decision.job_id] = (decision.attempt, now_ms)
@@ -136,20 +187,21 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
 # A decision's serialized size is at most this plus its host or reason (tags, lengths, varints),
 # and for each host of a parallel job's allocation, this plus the host's name.
 DECISION_OVERHEAD_BYTES = 32
+SETTINGS_BYTES = 128  # the batch's PlannerSettings, with room for a long picker name
 HOST_SLOTS_OVERHEAD_BYTES = 12
 
 
 Decisions = list[Decision]
 
 
-def _within_bounds(decisions: Decisions, config: PlannerConfig) -> tuple[Decisions, int]:
-    """Dispatches first, then PREEMPTs, then PENDs, in the pass's order, while the batch stays within
-    its bounds."""
+def _within_bounds(decisions: Decisions, config: PlannerConfig, recorded: int) -> tuple[Decisions, int]:
+    """Dispatches first, then PREEMPTs, then PENDs, in the pass's order, while the batch (with the
+    `recorded` bytes of its inputs) stays within its bounds."""
     ordered: Decisions = [d for d in decisions if isinstance(d, Dispatch)]
     ordered += [d for d in decisions if isinstance(d, Preempt)]
     ordered += [d for d in decisions if isinstance(d, Pend)]
     kept: Decisions = []
-    size = pends = 0
+    size, pends = recorded + SETTINGS_BYTES, 0
     for decision in ordered:
         is_pend = isinstance(decision, Pend)
         if isinstance(decision, Pend):
@@ -189,10 +241,12 @@ def _note_refusals(jobs: Sequence[api.Job], state: PlannerState, now_ms: int, co
 
 
 def to_batch(plan_: Plan, started: PlannerState, epoch: int, scheduler_id: str, revision: int,
-             clock_ms: int, now_ms: int) -> api.DecisionBatch:
-    """The pass as one DecisionBatch, with the inputs that let it be re-run."""
+             clock_ms: int, now_ms: int, settings: api.PlannerSettings | None = None) -> api.DecisionBatch:
+    """The pass as one DecisionBatch, with the inputs that let it be re-run: with the view at
+    `revision`, the planner state it started from and the settings, a pass is a pure function."""
     batch = api.DecisionBatch(lease_epoch=epoch, base_revision=revision, scheduler_id=scheduler_id,
-                              clock_ms=clock_ms, now_ms=now_ms, planner_digest=started.digest())
+                              clock_ms=clock_ms, now_ms=now_ms, planner_digest=started.digest(),
+                              planner_state=started.to_proto(), planner=settings)
     for decision in plan_.decisions:
         if isinstance(decision, Dispatch):
             batch.decisions.add(dispatch=api.DispatchDecision(

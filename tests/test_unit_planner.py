@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler import planner
+from scheduler import picker, planner
 from scheduler.core import Dispatch, Pend
 from scheduler.planner import PassView, PlannerConfig, PlannerState
 from xce import feasibility
@@ -95,18 +95,38 @@ def test_a_stale_lease_answer_is_a_code() -> None:
 
 
 def test_a_batch_records_the_pass_inputs_and_the_digest_is_the_state_s() -> None:
-    world = view([job(1), job(2)], [host("a", 4)], revision=42)
-    started = PlannerState(cooldown={"x": 9_999})
-    plan = planner.plan(world, started, 1_234, CONFIG)
-    batch = planner.to_batch(plan, started, 7, "s1", world.revision, 1_234, 1_700_000_001_234)
+    world = view([job(1), job(2), job(3, attempt=2), job(4)], [host("a", 4), host("b", 1)], revision=42)
+    started = PlannerState(in_flight={3: (2, 1_000)}, cooldown={"b": 9_999},
+                           refusals_seen=frozenset({(5, 1)}), await_revision=41, await_until_ms=3_000,
+                           recounted_ms=0)
+    config = PlannerConfig(max_pends=7, recount_ms=3_000)
+    plan = planner.plan(world, started, 1_234, config)
+    settings = config.settings("fcfs")
+    batch = planner.to_batch(plan, started, 7, "s1", world.revision, 1_234, 1_700_000_001_234, settings)
     assert (batch.base_revision, batch.clock_ms, batch.now_ms, batch.lease_epoch, batch.scheduler_id) == \
         (42, 1_234, 1_700_000_001_234, 7, "s1")
-    assert batch.planner_digest == PlannerState(cooldown={"x": 9_999}).digest() != PlannerState().digest()
-    # Re-run from the recorded inputs (a recorded state is checked against the digest): the same decisions.
-    recorded = PlannerState(cooldown={"x": 9_999})
-    assert recorded.digest() == batch.planner_digest
-    replay = planner.plan(world, recorded, batch.clock_ms, CONFIG)
-    assert planner.to_batch(replay, recorded, 7, "s1", 42, batch.clock_ms, batch.now_ms) == batch
+    assert batch.planner_digest == started.digest() != PlannerState().digest()
+    # Re-run from what the batch alone records (its state is checked against the digest): the same decisions.
+    recorded = PlannerState.from_proto(api.DecisionBatch.FromString(batch.SerializeToString()).planner_state)
+    assert recorded == started and recorded.digest() == batch.planner_digest
+    again = planner.configured(batch.planner, world.queues, picker.load)
+    assert (again.max_pends, again.recount_ms, type(again.core.picker)) == (7, 3_000, picker.Fcfs)
+    replay = planner.plan(world, recorded, batch.clock_ms, again)
+    again_batch = planner.to_batch(replay, recorded, 7, "s1", 42, batch.clock_ms, batch.now_ms, batch.planner)
+    assert again_batch == batch
+    assert [d.dispatch.job_id for d in batch.decisions] == [1, 2, 4]  # 3 is in flight; b cools
+
+
+def test_a_dispatch_stays_in_flight_only_while_the_view_shows_it_pending_at_that_attempt() -> None:
+    hosts = [host("a", 4)]
+    first = planner.plan(view([job(1), job(2)], hosts), PlannerState(), 1_000, CONFIG)
+    assert set(first.state.in_flight) == {1, 2}
+    running = job(1)
+    running.state = api.RUN
+    # The view shows 1 running and 2 requeued (attempt 1): neither is in flight any more, so the
+    # batch that records this state stays small.
+    later = planner.plan(view([running, job(2, attempt=1)], hosts), first.state, 1_100, CONFIG)
+    assert set(later.state.in_flight) == {2} and later.state.in_flight[2][0] == 1
 
 
 def test_a_queue_slot_limit_counts_the_pass_s_own_placements() -> None:

@@ -339,6 +339,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
         cli_snapshot.add_parsers(sub)
     cli_member.add_parsers(sub, STALE_HELP)
+    if command in (None, "record", "sim"):
+        from xce import cli_sim
+
+        cli_sim.add_parsers(sub)
     if command in (None, "launch"):
         from xce import cli_launch
 
@@ -414,6 +418,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cli_launch.run(args)
     if args.command == "snapshot":
         from xce import cli_snapshot
+    if args.command == "sim":
+        from xce import cli_sim
+
+        return cli_sim.sim(args)
     if args.command == "snapshot" and args.snapshot_command == "status":
         return cli_snapshot.status(args)
     if args.command == "snapshot" and args.snapshot_command == "restore":
@@ -478,6 +486,10 @@ def _run(client: Client, args: argparse.Namespace) -> int:
         from xce import cli_snapshot
 
         return cli_snapshot.save(client, args)
+    if command == "record":
+        from xce import cli_sim
+
+        return cli_sim.record(client, args)
     if command == "member":
         return cli_member.run(client, args)
     if command == "jobs":

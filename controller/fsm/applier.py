@@ -26,6 +26,8 @@ from xce.v1 import log_pb2 as log
 
 T = TypeVar("T")
 
+PASS_RECORD_FORMAT = 15  # a decisions entry's event carries its batch (versions.py)
+
 
 @dataclass
 class Applier:
@@ -134,6 +136,8 @@ def finish(applier: Applier, results: list[log.Result], rejected: bool) -> None:
                       by=[f"{p.role}:{p.name}" for p in principals(applier.entry)])
     if rejected:
         event.rejected.CopyFrom(results[0])
+    if applier.kind == "decisions" and applier.entry.format >= PASS_RECORD_FORMAT:
+        event.batch.CopyFrom(applier.entry.decisions)  # the pass's inputs and decisions, for xce record
     raw_event = event.SerializeToString(deterministic=True)
     tables.put("events", revision_key(index), raw_event)
     meta.events_bytes += len(raw_event)

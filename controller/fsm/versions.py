@@ -39,7 +39,8 @@ from xce.v1 import log_pb2 as log
 #     suspended victim being killed (preempt.py); -x only in a queue with `exclusive` (validation.py);
 #     fair share charges requeued attempts, not the time suspended for a preemption (shares.py).
 # 14: -W run limits and -We estimates on job specs, checked at submit (validation.py).
-ENTRY_FORMAT = 14
+# 15: a decisions entry's event carries its batch, so a recording can re-run the pass (applier.py).
+ENTRY_FORMAT = 15
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",

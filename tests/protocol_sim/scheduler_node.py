@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from scheduler import picker
 from scheduler.decider import Decider
 from scheduler.lease import Lease
-from scheduler.planner import PassView, PlannerConfig
+from scheduler.planner import PlannerConfig, pass_view
 from scheduler.view import View
 from xce.clock import Clock
 from xce.v1 import api_pb2 as api
@@ -82,10 +82,7 @@ class SchedulerNode:
     # -------------------------------------------------------------- a pass
 
     def decide(self) -> api.DecisionBatch | None:
-        view = self.view
-        snapshot = PassView(view.jobs(), view.queues(), view.hosts(), view.counters(), view.revision,
-                                view.shared(), view.limits(), view.share_usage())
-        return self.core.decide(snapshot, self.clock.monotonic_s(), self.clock.now_ms())
+        return self.core.decide(pass_view(self.view), self.clock.monotonic_s(), self.clock.now_ms())
 
     def on_batch_reply(self, batch: api.DecisionBatch, reply: api.DecisionBatchResponse | None) -> None:
         if batch.scheduler_id == self.id:

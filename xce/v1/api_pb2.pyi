@@ -936,7 +936,7 @@ class Victim(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class DecisionBatch(_message.Message):
-    __slots__ = ("lease_epoch", "base_revision", "decisions", "scheduler_id", "now_ms", "planner_digest", "clock_ms")
+    __slots__ = ("lease_epoch", "base_revision", "decisions", "scheduler_id", "now_ms", "planner_digest", "clock_ms", "planner_state", "planner")
     LEASE_EPOCH_FIELD_NUMBER: _ClassVar[int]
     BASE_REVISION_FIELD_NUMBER: _ClassVar[int]
     DECISIONS_FIELD_NUMBER: _ClassVar[int]
@@ -944,6 +944,8 @@ class DecisionBatch(_message.Message):
     NOW_MS_FIELD_NUMBER: _ClassVar[int]
     PLANNER_DIGEST_FIELD_NUMBER: _ClassVar[int]
     CLOCK_MS_FIELD_NUMBER: _ClassVar[int]
+    PLANNER_STATE_FIELD_NUMBER: _ClassVar[int]
+    PLANNER_FIELD_NUMBER: _ClassVar[int]
     lease_epoch: int
     base_revision: int
     decisions: _containers.RepeatedCompositeFieldContainer[Decision]
@@ -951,7 +953,79 @@ class DecisionBatch(_message.Message):
     now_ms: int
     planner_digest: str
     clock_ms: int
-    def __init__(self, lease_epoch: _Optional[int] = ..., base_revision: _Optional[int] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., scheduler_id: _Optional[str] = ..., now_ms: _Optional[int] = ..., planner_digest: _Optional[str] = ..., clock_ms: _Optional[int] = ...) -> None: ...
+    planner_state: PlannerState
+    planner: PlannerSettings
+    def __init__(self, lease_epoch: _Optional[int] = ..., base_revision: _Optional[int] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., scheduler_id: _Optional[str] = ..., now_ms: _Optional[int] = ..., planner_digest: _Optional[str] = ..., clock_ms: _Optional[int] = ..., planner_state: _Optional[_Union[PlannerState, _Mapping]] = ..., planner: _Optional[_Union[PlannerSettings, _Mapping]] = ...) -> None: ...
+
+class PlannerState(_message.Message):
+    __slots__ = ("in_flight", "cooldown", "refusals_seen", "await_revision", "await_until_ms", "recounted", "recounted_ms")
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    COOLDOWN_FIELD_NUMBER: _ClassVar[int]
+    REFUSALS_SEEN_FIELD_NUMBER: _ClassVar[int]
+    AWAIT_REVISION_FIELD_NUMBER: _ClassVar[int]
+    AWAIT_UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
+    RECOUNTED_FIELD_NUMBER: _ClassVar[int]
+    RECOUNTED_MS_FIELD_NUMBER: _ClassVar[int]
+    in_flight: _containers.RepeatedCompositeFieldContainer[InFlight]
+    cooldown: _containers.RepeatedCompositeFieldContainer[Cooldown]
+    refusals_seen: _containers.RepeatedCompositeFieldContainer[JobAttempt]
+    await_revision: int
+    await_until_ms: int
+    recounted: bool
+    recounted_ms: int
+    def __init__(self, in_flight: _Optional[_Iterable[_Union[InFlight, _Mapping]]] = ..., cooldown: _Optional[_Iterable[_Union[Cooldown, _Mapping]]] = ..., refusals_seen: _Optional[_Iterable[_Union[JobAttempt, _Mapping]]] = ..., await_revision: _Optional[int] = ..., await_until_ms: _Optional[int] = ..., recounted: _Optional[bool] = ..., recounted_ms: _Optional[int] = ...) -> None: ...
+
+class InFlight(_message.Message):
+    __slots__ = ("job_id", "attempt", "sent_ms")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    SENT_MS_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    attempt: int
+    sent_ms: int
+    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., sent_ms: _Optional[int] = ...) -> None: ...
+
+class JobAttempt(_message.Message):
+    __slots__ = ("job_id", "attempt")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    attempt: int
+    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class Cooldown(_message.Message):
+    __slots__ = ("host", "until_ms")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    until_ms: int
+    def __init__(self, host: _Optional[str] = ..., until_ms: _Optional[int] = ...) -> None: ...
+
+class PlannerSettings(_message.Message):
+    __slots__ = ("default_picker", "max_dispatches", "in_flight_ms", "refusal_cooldown_ms", "await_view_ms", "max_batch_bytes", "max_decisions", "max_pends", "recount_ms", "max_explains", "max_preemptions")
+    DEFAULT_PICKER_FIELD_NUMBER: _ClassVar[int]
+    MAX_DISPATCHES_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_MS_FIELD_NUMBER: _ClassVar[int]
+    REFUSAL_COOLDOWN_MS_FIELD_NUMBER: _ClassVar[int]
+    AWAIT_VIEW_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCH_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_PENDS_FIELD_NUMBER: _ClassVar[int]
+    RECOUNT_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_EXPLAINS_FIELD_NUMBER: _ClassVar[int]
+    MAX_PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
+    default_picker: str
+    max_dispatches: int
+    in_flight_ms: int
+    refusal_cooldown_ms: int
+    await_view_ms: int
+    max_batch_bytes: int
+    max_decisions: int
+    max_pends: int
+    recount_ms: int
+    max_explains: int
+    max_preemptions: int
+    def __init__(self, default_picker: _Optional[str] = ..., max_dispatches: _Optional[int] = ..., in_flight_ms: _Optional[int] = ..., refusal_cooldown_ms: _Optional[int] = ..., await_view_ms: _Optional[int] = ..., max_batch_bytes: _Optional[int] = ..., max_decisions: _Optional[int] = ..., max_pends: _Optional[int] = ..., recount_ms: _Optional[int] = ..., max_explains: _Optional[int] = ..., max_preemptions: _Optional[int] = ...) -> None: ...
 
 class DecisionOutcome(_message.Message):
     __slots__ = ("code", "reason", "message")

@@ -314,18 +314,20 @@ class Change(_message.Message):
     def __init__(self, table: _Optional[str] = ..., key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., deleted: _Optional[bool] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("revision", "changes", "rejected", "kind", "by")
+    __slots__ = ("revision", "changes", "rejected", "kind", "by", "batch")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     CHANGES_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     BY_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     revision: int
     changes: _containers.RepeatedCompositeFieldContainer[Change]
     rejected: Result
     kind: str
     by: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, revision: _Optional[int] = ..., changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., rejected: _Optional[_Union[Result, _Mapping]] = ..., kind: _Optional[str] = ..., by: _Optional[_Iterable[str]] = ...) -> None: ...
+    batch: _api_pb2.DecisionBatch
+    def __init__(self, revision: _Optional[int] = ..., changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., rejected: _Optional[_Union[Result, _Mapping]] = ..., kind: _Optional[str] = ..., by: _Optional[_Iterable[str]] = ..., batch: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ...) -> None: ...
 
 class Capabilities(_message.Message):
     __slots__ = ("kinds", "format")
@@ -403,12 +405,14 @@ class Recovery(_message.Message):
     def __init__(self, from_revision: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., until_ms: _Optional[int] = ..., why: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
-    __slots__ = ("from_revision", "cluster_id")
+    __slots__ = ("from_revision", "cluster_id", "history")
     FROM_REVISION_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
     from_revision: int
     cluster_id: str
-    def __init__(self, from_revision: _Optional[int] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+    history: bool
+    def __init__(self, from_revision: _Optional[int] = ..., cluster_id: _Optional[str] = ..., history: _Optional[bool] = ...) -> None: ...
 
 class SyncMessage(_message.Message):
     __slots__ = ("snapshot_begin", "snapshot_chunk", "snapshot_end", "event", "progress")
