@@ -424,13 +424,34 @@ def _shape(words: str) -> str:
     return words.translate(_DIGITS)
 
 
+# Host states made from the very records of an earlier pass (the view keeps a record parsed until it
+# changes: scheduler/view.py), by the record's identity and what a caller may have changed in place
+# since (the record is kept so its id is not reused).
+_STATES: dict[int, tuple[api.Host, tuple[object, ...], feasibility.HostState]] = {}
+_STATES_KEPT = 50_000
+
+
+def _host_state(host: api.Host) -> feasibility.HostState:
+    moving = (host.slots_used, host.status, host.closed, host.exclusive_job, host.generation,
+              host.spec.slots, tuple(host.reserved.items()) if host.reserved else (),
+              tuple(host.load.items()) if host.load else ())
+    hit = _STATES.get(id(host))
+    if hit is not None and hit[0] is host and hit[1] == moving:
+        return hit[2]
+    if len(_STATES) >= _STATES_KEPT:
+        _STATES.clear()
+    state = feasibility.host_state(host, load=True)
+    _STATES[id(host)] = (host, moving, state)
+    return state
+
+
 class PassUsage:
     """feasibility.Usage as the view shows it, plus this pass's own placements."""
 
     def __init__(self, hosts: Sequence[api.Host], queues: Mapping[str, api.Queue],
                  counters: Mapping[str, int], shared: Mapping[str, int] | None = None,
                  limit_defs: Sequence[api.Limit] = ()) -> None:
-        self.states = {h.spec.name: feasibility.host_state(h, load=True) for h in hosts}
+        self.states = {h.spec.name: _host_state(h) for h in hosts}
         self._queues = queues
         self._counters = dict(counters)
         self._limits = feasibility.limits_of(queues.values())

@@ -12,11 +12,15 @@ update lands in place (M4). Pure: no I/O, no clock, no threads.
 from __future__ import annotations
 
 import struct
+from typing import TypeVar
+
+from google.protobuf.message import Message
 
 from xce import fairshare
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
+M = TypeVar("M", bound=Message)
 TABLES = ("jobs", "queues", "hosts", "counters", "shared", "limits", "share_usage")
 
 
@@ -29,6 +33,7 @@ class View:
         self.snapshots = 0  # how many snapshots were swapped in
         self.events = 0     # how many events were applied (skips not counted)
         self.last_kind = ""  # the entry kind of the last event applied
+        self._cache: dict[str, dict[bytes, tuple[bytes, Message]]] = {}  # table -> key -> (raw, parsed)
 
     def sync_request(self) -> log.SyncRequest:
         """Where a (re)connected Sync stream resumes: after this revision, of this cluster."""
@@ -73,7 +78,9 @@ class View:
     # -------------------------------------------------------------- reading
 
     def jobs(self) -> list[api.Job]:
-        return [api.Job.FromString(v) for _, v in sorted(self.tables["jobs"].items())]
+        """Every job, by id. The records are kept parsed between calls (a pass reads them all, and
+        few change between passes): read them, never change them."""
+        return self._parsed("jobs", api.Job)
 
     def job(self, job_id: int) -> api.Job | None:
         raw = self.tables["jobs"].get(struct.pack(">Q", job_id))
@@ -83,7 +90,20 @@ class View:
         return [api.Queue.FromString(v) for _, v in sorted(self.tables["queues"].items())]
 
     def hosts(self) -> list[api.Host]:
-        return [api.Host.FromString(v) for _, v in sorted(self.tables["hosts"].items())]
+        """Every host, by name; kept parsed like jobs()."""
+        return self._parsed("hosts", api.Host)
+
+    def _parsed(self, table: str, kind: type[M]) -> list[M]:
+        known = self._cache.get(table, {})
+        fresh: dict[bytes, tuple[bytes, Message]] = {}
+        out: list[M] = []
+        for key, raw in sorted(self.tables[table].items()):
+            hit = known.get(key)  # the very bytes parsed before: unchanged
+            record = hit[1] if hit is not None and hit[0] is raw else kind.FromString(raw)
+            fresh[key] = (raw, record)
+            out.append(record)  # type: ignore[arg-type]
+        self._cache[table] = fresh
+        return out
 
     def counters(self) -> dict[str, int]:
         """Cluster-wide counters in use (xce/feasibility.py), by name."""
