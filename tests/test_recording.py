@@ -82,6 +82,14 @@ def test_a_recorded_live_run_re_runs_byte_identical_and_a_changed_policy_diverge
     assert f"pass {first['number']} (committed at revision {first['revision']}" in changed.stdout
     assert f"recorded: {first['recorded']}" in changed.stdout, changed.stdout
 
+    # The recording's jobs as a workload, with a what-if: both runs report every job that ran.
+    sim = json.loads(_cli(cluster, tmp_path, "sim", "--workload", str(out), "--set",
+                          "queue.batch.backfill=none", "--add-hosts", "2x4", "--json").stdout)
+    ran = {job.id for job in (api.Job.FromString(c.value) for e in recorded.events for c in e.changes
+                              if c.table == "jobs" and not c.deleted) if job.start_time_ms}
+    assert sim["as_given"]["overall"]["jobs"] == sim["what_if"]["overall"]["jobs"] == len(ran) > 250, sim
+    assert sim["what_if"]["slots"] == sim["as_given"]["slots"] + 8 == 16
+
 
 
 def _run_the_workload(cluster: LocalCluster, workers: LocalWorkers, tmp_path: Path, hold_on: str,

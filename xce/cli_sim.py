@@ -40,8 +40,14 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--until", type=int, default=0, metavar="REV", help="with --follow: stop at this revision")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
 
-    p = sub.add_parser("sim", help="re-run a recording's passes, with what-ifs (no cluster needed)")
+    p = sub.add_parser("sim", help="simulate a workload on the real scheduler, or re-run a recording's "
+                                   "passes; what-ifs (no cluster needed)")
     what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--swf", type=Path, metavar="FILE", help="simulate an SWF trace (.swf or .swf.gz)")
+    what.add_argument("--workload", type=Path, metavar="FILE",
+                      help="simulate the jobs of a recording (xce record) on its hosts and queues")
+    what.add_argument("--synthetic", type=int, metavar="JOBS",
+                      help="simulate a synthetic trace of JOBS jobs (with --hosts, --load, --seed)")
     what.add_argument("--replay", type=Path, metavar="FILE",
                       help="re-run every recorded pass on the view it read; say what came out differently")
     what.add_argument("--verify", type=Path, metavar="FILE",
@@ -49,6 +55,18 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a what-if: scheduler.picker, scheduler.max_dispatches, queue.NAME.picker, "
                         "queue.NAME.backfill, queue.NAME.priority, queue.NAME.slot_limit (repeat it)")
+    p.add_argument("--add-hosts", metavar="NxS", help="a what-if: N more hosts of S slots each")
+    p.add_argument("--scale-arrivals", type=float, metavar="F",
+                   help="a what-if: jobs arrive F times as often (1.5: the same jobs in 2/3 of the time)")
+    p.add_argument("--hosts", metavar="N[xS]",
+                   help="the machine: N hosts of S slots (default: an SWF trace's MaxNodes x 1; synthetic "
+                        "1000x16)")
+    p.add_argument("--backfill", choices=("any", "none", "easy", "end_before"),
+                   help="the queue's backfill for an SWF or synthetic trace (default: any)")
+    p.add_argument("--window", metavar="FIRST:COUNT", help="only COUNT jobs of an SWF trace from index FIRST")
+    p.add_argument("--load", type=float, default=0.8, help="synthetic: the offered load (default 0.8)")
+    p.add_argument("--seed", type=int, default=1, help="synthetic: the generator's seed (default 1)")
+    p.add_argument("--plot", type=Path, metavar="DIR", help="write PNG plots to DIR")
     p.add_argument("--out", type=Path, help="with --replay: write the re-run batches here (JSON lines)")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
 
@@ -87,6 +105,10 @@ def record(client: Client, args: argparse.Namespace) -> int:
 
 
 def sim(args: argparse.Namespace) -> int:
+    if args.replay is None and args.verify is None:
+        from xce import cli_simulate
+
+        return cli_simulate.run(args)
     from scheduler.picker import PickerError
     from simulator import replay, whatif
     from xce import recording

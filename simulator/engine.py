@@ -1,0 +1,319 @@
+"""The simulated cluster: the real state machine and the real scheduler on a virtual clock.
+
+Theory of operation. One replica's state lives in memory (MemoryTables) and
+every change is a log entry applied by the real `fsm.apply`, stamped with
+the virtual time: the cluster's start (InitCluster, a lease), each host's
+join, each submit, each decision batch, each worker report. The scheduler is
+the real `Decider` (planner, pickers, allocation, backfill, preemption, fair
+share) reading a real `View`, fed each applied entry's event as the Sync
+stream would feed it. No Raft, no gRPC, no processes, no wall clock.
+
+Time moves from event to event (a heap; arrivals before ends at equal
+times), with passes after each event, as many as keep making decisions (a
+live scheduler passes after each change it sees, and again at once after a
+batch): the published simulations pass so too (bench/published_figures.py). The simulated workers
+watch the events as real workers watch their streams: a job that became
+RUN on their host starts and ends after its run time (or its -W run limit:
+killed, RUNLIMIT); a job to be killed (a kill, a requeue-mode preemption) is
+reported ended at once; a job suspended by a preemption is reported stopped
+at once and its clock stops until it runs again. Deterministic: the same
+workload and settings give the same entries, so the same figures.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from controller import fsm
+from controller.fsm.versions import ENTRY_FORMAT
+from controller.tables import MemoryTables
+from scheduler import picker, planner
+from scheduler.core import CoreConfig
+from scheduler.decider import Decider
+from scheduler.lease import Lease
+from scheduler.view import View
+from simulator.whatif import WhatIf
+from simulator.workload import SimJob, Workload
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+SCHEDULER = "sim"
+# The workload's time 0 is this on the cluster's clock: apply takes a time of 0 for "none".
+EPOCH_MS = 10**12
+LEASE_S = 10.0**9  # for the whole run
+RECOUNT_MS = 3600 * 1000  # pending reasons whose only change is in their counts: hourly (cosmetic)
+PASSES_AT_ONCE = 50  # passes at one virtual time while they keep deciding (a bound against a loop)
+KILLED = 9  # SIGKILL
+
+# At equal times, in this order: what workers do at once (a start, a suspension, a kill, reported
+# before the next pass), arrivals, ends.
+REACT, ARRIVAL, END = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Settings:
+    default_picker: str = "fcfs"
+    whatif: WhatIf = field(default_factory=WhatIf)
+    max_dispatches: int = 10**6  # a pass may fill the whole machine: time does not move within it
+    sample_every_ms: int = 0  # queue length and busy slots, at most this often (0: about 1,000 samples)
+
+
+@dataclass
+class Finished:
+    key: int
+    job_id: int
+    queue: str
+    user: str
+    slots: int
+    submit_ms: int
+    start_ms: int
+    end_ms: int
+    state: int
+    exit_reason: str = ""
+    attempts: int = 1
+
+
+@dataclass
+class _Run:
+    attempt: int
+    host: str
+    generation: int
+    left_ms: int  # of its run time
+    since_ms: int  # when its clock last started (-1: stopped)
+    limit_kill: bool  # its run limit ends it before its run time
+    slots: int
+    ticket: int = 0  # the end that counts (earlier ones were moved)
+    ending: bool = False
+
+
+@dataclass
+class Sample:
+    time_ms: int
+    pending: int
+    busy_slots: int
+
+
+@dataclass
+class Result:
+    finished: list[Finished]
+    samples: list[Sample]
+    slots: int
+    passes: int = 0
+    batches: int = 0
+    entries: int = 0
+    unfinished: int = 0  # jobs still pending or running when nothing more could happen
+
+
+class Engine:
+    def __init__(self, workload: Workload, settings: Settings | None = None,
+                 progress: Callable[[int, int, int], None] | None = None) -> None:
+        self.workload = workload
+        self.settings = settings or Settings()
+        self.progress = progress
+        self.tables = MemoryTables()
+        self.index = 0
+        self.now_ms = EPOCH_MS + (workload.jobs[0].submit_ms if workload.jobs else 0)
+        self.view = View()
+        config = planner.PlannerConfig(CoreConfig(max_dispatches=self.settings.max_dispatches),
+                                       recount_ms=RECOUNT_MS)
+        whatif = self.settings.whatif
+        default = str(whatif.scheduler.get("picker", self.settings.default_picker))
+        if "max_dispatches" in whatif.scheduler:
+            config = planner.PlannerConfig(CoreConfig(max_dispatches=int(whatif.scheduler["max_dispatches"])),
+                                           recount_ms=RECOUNT_MS)
+        self.decider = Decider(Lease(SCHEDULER, LEASE_S), picker.load, default, config=config)
+        self._heap: list[tuple[int, int, int, object]] = []
+        self._seq = 0
+        self._jobs: dict[int, SimJob] = {}  # job id -> what it is in the workload
+        self._runs: dict[int, _Run] = {}
+        self._pending: set[int] = set()
+        self._ended: set[tuple[int, int]] = set()
+        self._busy = 0
+        self.result = Result([], [], workload.slots)
+        span = (workload.jobs[-1].submit_ms - workload.jobs[0].submit_ms) if workload.jobs else 0
+        self._sample_ms = self.settings.sample_every_ms or max(1000, span // 1000)
+        self._next_sample = 0
+
+    # -------------------------------------------------------------- the run
+
+    def run(self) -> Result:
+        self._start()
+        for job in self.workload.jobs:
+            self._push(EPOCH_MS + job.submit_ms, ARRIVAL, job)
+        while self._heap:
+            self.now_ms, kind, _, payload = heapq.heappop(self._heap)
+            if kind == ARRIVAL:
+                self._arrive(payload)  # type: ignore[arg-type]
+            else:
+                self._end(*payload)  # type: ignore[misc]
+            self._passes()  # after each event, as a live scheduler passes after each change it sees
+            self._sample()
+        self.result.unfinished = len(self._pending) + len(self._runs)
+        self.result.entries = self.index
+        return self.result
+
+    def _start(self) -> None:
+        queues = [self.settings.whatif.queue(q) for q in self.workload.queues]
+        # Finished jobs leave the live tables at once (the report keeps them); few events are kept.
+        init = log.InitCluster(cluster_id="sim", config_digest="sim", queues=queues, events_kept=1000,
+                               clean_period_ms=1, default_queue=queues[0].name if queues else "")
+        self._apply(log.Entry(init=init))
+        lease = self._apply(log.Entry(lease=log.LeaseEntry(scheduler_id=SCHEDULER,
+                                                          duration_ms=int(LEASE_S * 1000))))[0]
+        now_s = self.now_ms / 1000
+        self.decider.lease_answered(api.LeaseResponse(granted=True, epoch=lease.lease_epoch), now_s, now_s)
+        for spec in self.workload.hosts:
+            self._apply(log.Entry(join_host=spec))
+
+    def _arrive(self, job: SimJob) -> None:
+        request = api.SubmitJobsRequest(request_id=f"sim-{job.key}", jobs=[job.spec])
+        principal = log.Principal(name=job.spec.user, role="user", via="sim")
+        result = self._apply(log.Entry(submit=log.SubmitBatch(requests=[request], by=[principal])))[0]
+        if result.code != log.OK:
+            raise SimulationError(f"job {job.key} was refused at submit: {result.message}")
+        for job_id in result.job_ids:
+            self._jobs[int(job_id)] = job
+            self._pending.add(int(job_id))
+
+    def _passes(self) -> None:
+        for _ in range(PASSES_AT_ONCE):
+            self.result.passes += 1
+            batch = self.decider.decide(planner.pass_view(self.view), self.now_ms / 1000, self.now_ms)
+            if batch is None:
+                return
+            self.result.batches += 1
+            outcome = self._apply(log.Entry(decisions=batch))[0]
+            reply = api.DecisionBatchResponse(revision=self.index, outcomes=outcome.outcomes)
+            self.decider.batch_answered(batch, reply, self.now_ms / 1000)
+            # What the workers do at once (suspended reports, kills) comes before the next pass.
+            while self._heap and self._heap[0][0] == self.now_ms and self._heap[0][1] == REACT:
+                _, _, _, payload = heapq.heappop(self._heap)
+                self._end(*payload)  # type: ignore[misc]
+
+    # -------------------------------------------------------------- the state machine
+
+    def _apply(self, entry: log.Entry) -> list[log.Result]:
+        self.index += 1
+        entry.stamp_ms = self.now_ms
+        entry.format = ENTRY_FORMAT
+        results = fsm.apply(self.tables, self.index, entry.SerializeToString())
+        if results is None:
+            raise SimulationError(f"entry {self.index} ({entry.WhichOneof('body')}) was not applied")
+        raw = self.tables.get("events", fsm.revision_key(self.index))
+        if raw is not None:
+            event = log.Event.FromString(raw)
+            self.view.apply(log.SyncMessage(event=event))
+            self._watch(event)
+        return results
+
+    # -------------------------------------------------------------- the simulated workers
+
+    def _watch(self, event: log.Event) -> None:
+        for change in event.changes:
+            if change.table != "jobs" or change.deleted:
+                continue
+            job = api.Job.FromString(change.value)
+            if job.id not in self._jobs:
+                continue  # an array's own record
+            run = self._runs.get(job.id)
+            if run is not None and run.attempt != job.attempt:
+                self._stopped_running(job.id)
+                run = None
+            if job.state in (api.DONE, api.EXIT):
+                self._pending.discard(job.id)
+                if run is not None:
+                    self._stopped_running(job.id)
+                if (job.id, job.attempt) not in self._ended:
+                    self._ended.add((job.id, job.attempt))
+                    self._finished(job)
+            elif job.state in (api.PEND, api.PSUSP):
+                self._pending.add(job.id)
+            elif job.state == api.RUN and run is None and job.host:
+                self._pending.discard(job.id)
+                self._started(job)
+            elif run is not None and not run.ending:
+                self._changed(job, run)
+
+    def _started(self, job: api.Job) -> None:
+        sim = self._jobs[job.id]
+        host = fsm.read_host(self.tables, job.host)
+        limit_ms = job.spec.run_limit_s * 1000
+        limited = 0 < limit_ms < sim.run_ms
+        slots = sum(a.slots for a in job.allocation) or job.spec.slots
+        run = _Run(job.attempt, job.host, host.generation if host else 0, limit_ms if limited else sim.run_ms,
+                   self.now_ms, limited, slots)
+        self._runs[job.id] = run
+        self._busy += slots
+        run.ticket += 1
+        self._push(self.now_ms, REACT, (job.id, run.attempt, run.ticket, "started"))
+
+    def _stopped_running(self, job_id: int) -> None:
+        self._busy -= self._runs.pop(job_id).slots
+
+    def _changed(self, job: api.Job, run: _Run) -> None:
+        if job.kill_requested:
+            run.ending, run.ticket = True, run.ticket + 1
+            self._push(self.now_ms, REACT, (job.id, run.attempt, run.ticket, "killed"))
+        elif job.state in (api.SSUSP, api.USUSP) and run.since_ms >= 0:
+            run.left_ms -= self.now_ms - run.since_ms
+            run.since_ms = -1
+            run.ticket += 1
+            if job.state == api.SSUSP and not job.released:
+                self._push(self.now_ms, REACT, (job.id, run.attempt, run.ticket, "suspended"))
+        elif job.state == api.RUN and run.since_ms < 0:
+            run.since_ms = self.now_ms
+            self._schedule_end(job.id, run)
+
+    def _schedule_end(self, job_id: int, run: _Run) -> None:
+        run.ticket += 1
+        self._push(self.now_ms + max(run.left_ms, 0), END, (job_id, run.attempt, run.ticket, "end"))
+
+    def _end(self, job_id: int, attempt: int, ticket: int, why: str) -> None:
+        run = self._runs.get(job_id)
+        if run is None or run.attempt != attempt or run.ticket != ticket:
+            return  # moved on meanwhile (stopped, resumed, requeued)
+        report = api.JobReport(job_id=job_id, attempt=attempt)
+        if why == "started":  # as a worker reports it, with the time the job started
+            report.started.CopyFrom(api.JobStarted(pid=job_id, time_ms=self.now_ms))
+            self._schedule_end(job_id, run)
+        elif why == "suspended":
+            report.suspended.time_ms = self.now_ms
+        elif why == "killed":
+            report.finished.CopyFrom(api.JobFinished(term_signal=KILLED, time_ms=self.now_ms))
+        elif run.limit_kill:
+            report.finished.CopyFrom(api.JobFinished(term_signal=KILLED, time_ms=self.now_ms,
+                                                     exit_reason="RUNLIMIT"))
+        else:
+            report.finished.CopyFrom(api.JobFinished(exit_code=0, time_ms=self.now_ms))
+        self._apply(log.Entry(report=log.HostReport(host=run.host, generation=run.generation, report=report)))
+
+    def _finished(self, job: api.Job) -> None:
+        sim = self._jobs[job.id]
+        start = job.start_time_ms or job.end_time_ms  # (a job killed before it started)
+        self.result.finished.append(Finished(
+            sim.key, job.id, job.spec.queue, job.spec.user, job.spec.slots, job.submit_time_ms - EPOCH_MS,
+            start - EPOCH_MS, job.end_time_ms - EPOCH_MS, job.state, job.exit_reason, job.attempt + 1))
+        if self.progress is not None:
+            self.progress(len(self.result.finished), len(self.workload.jobs), self.now_ms - EPOCH_MS)
+
+    # -------------------------------------------------------------- bookkeeping
+
+    def _push(self, time_ms: int, kind: int, payload: object) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (time_ms, kind, self._seq, payload))
+
+    def _sample(self) -> None:
+        if self.now_ms >= self._next_sample:
+            self.result.samples.append(Sample(self.now_ms - EPOCH_MS, len(self._pending), self._busy))
+            self._next_sample = self.now_ms + self._sample_ms
+
+
+class SimulationError(RuntimeError):
+    pass
+
+
+def simulate(workload: Workload, settings: Settings | None = None,
+             progress: Callable[[int, int, int], None] | None = None) -> Result:
+    return Engine(workload, settings, progress).run()

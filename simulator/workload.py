@@ -1,0 +1,178 @@
+"""What a simulation runs: jobs (when each arrives, how long it runs), hosts and queues.
+
+Theory of operation. Every source becomes the same `Workload`, so the
+simulator knows nothing of where it came from:
+- an SWF trace (xce/swf.py, cleaned by its documented rules): each job asks
+  for its processors as slots, in one queue, from user `u<number>`; its
+  requested time (SWF field 9) is its estimate (-We); the machine is
+  MaxNodes (or the largest job) one-slot hosts unless hosts are given;
+- a recording (xce/recording.py): every job submitted in it, with its spec
+  as submitted and its run time (end - start of its last attempt; a job that
+  never ran or never ended runs as long as the recording saw it run, or is
+  left out), on the recording's hosts and queues;
+- a synthetic trace (`synthetic`): Poisson arrivals at the rate that gives the
+  offered load asked for, sizes 1 slot or a power of two, log-uniform run
+  times from 10 s to 36 h, estimates 1-3 times the run time. Reproducible
+  from its seed.
+What-ifs on a workload (`more_hosts`, `scaled_arrivals`) make a new one. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from xce import swf
+from xce.recording import Recording
+from xce.v1 import api_pb2 as api
+
+DEFAULT_QUEUE = "normal"
+
+
+@dataclass(frozen=True)
+class SimJob:
+    key: int        # its number in the source (SWF job number, recorded job id, index)
+    submit_ms: int
+    run_ms: int     # how long it runs once started
+    spec: api.JobSpec
+
+
+@dataclass(frozen=True)
+class Workload:
+    jobs: Sequence[SimJob]  # in submit order
+    hosts: Sequence[api.HostSpec]
+    queues: Sequence[api.Queue]
+    source: str
+    notes: Sequence[str] = field(default_factory=tuple)  # what was assumed or left out
+
+    @property
+    def slots(self) -> int:
+        return sum(h.slots for h in self.hosts)
+
+
+def one_slot_hosts(count: int, prefix: str = "n") -> list[api.HostSpec]:
+    width = len(str(count))
+    return [api.HostSpec(name=f"{prefix}{i:0{width}d}", slots=1) for i in range(count)]
+
+
+def host_specs(count: int, slots: int, prefix: str = "h") -> list[api.HostSpec]:
+    width = len(str(count))
+    return [api.HostSpec(name=f"{prefix}{i:0{width}d}", slots=slots) for i in range(count)]
+
+
+def from_swf(trace: swf.Trace, source: str, hosts: Sequence[api.HostSpec] = (),
+             queue: api.Queue | None = None) -> Workload:
+    queue = queue or api.Queue(name=DEFAULT_QUEUE)
+    fleet = list(hosts) or one_slot_hosts(trace.max_nodes())
+    total = sum(h.slots for h in fleet)
+    jobs, too_big = [], 0
+    for job in trace.jobs:
+        if job.procs > total:
+            too_big += 1
+            continue
+        spec = api.JobSpec(command=["sim"], queue=queue.name, slots=job.procs,
+                           user=f"u{job.user}" if job.user >= 0 else "unknown",
+                           estimate_s=max(job.estimate_s, 0))
+        jobs.append(SimJob(job.id, job.submit_s * 1000, job.run_s * 1000, spec))
+    notes = [f"{len(trace.skipped)} lines skipped by the cleaning rules"] if trace.skipped else []
+    if trace.dropped_zero_run:
+        notes.append(f"{trace.dropped_zero_run} jobs of no run time left out")
+    if too_big:
+        notes.append(f"{too_big} jobs larger than the machine ({total} slots) left out")
+    return Workload(_ordered(jobs), fleet, [queue], source, tuple(notes))
+
+
+def synthetic(jobs: int, hosts: int, slots_per_host: int, load: float, seed: int,
+              queue: api.Queue | None = None) -> Workload:
+    if jobs <= 0 or hosts <= 0 or slots_per_host <= 0 or not 0 < load <= 10:
+        raise ValueError("synthetic: jobs, hosts and slots per host above 0, and a load in (0, 10]")
+    queue = queue or api.Queue(name=DEFAULT_QUEUE)
+    rng = random.Random(seed)
+    total = hosts * slots_per_host
+    largest = max(1, min(total, slots_per_host * 4))
+    exponents = int(math.log2(largest))
+    sizes = [1 if rng.random() < 0.35 else 2 ** rng.randint(1, max(1, exponents)) for _ in range(jobs)]
+    sizes = [min(s, largest) for s in sizes]
+    runs = [int(math.exp(rng.uniform(math.log(10), math.log(36 * 3600)))) for _ in range(jobs)]
+    area = sum(s * r for s, r in zip(sizes, runs, strict=True)) / jobs  # slot-seconds a job, on average
+    rate = load * total / area  # arrivals a second for that load
+    now, made = 0.0, []
+    for i in range(jobs):
+        now += rng.expovariate(rate)
+        estimate = int(runs[i] * rng.uniform(1.0, 3.0))
+        spec = api.JobSpec(command=["sim"], queue=queue.name, slots=sizes[i], user=f"u{rng.randint(1, 50)}",
+                           estimate_s=estimate)
+        made.append(SimJob(i + 1, int(now * 1000), runs[i] * 1000, spec))
+    source = f"synthetic: {jobs} jobs, {hosts} hosts x {slots_per_host} slots, load {load}, seed {seed}"
+    return Workload(made, host_specs(hosts, slots_per_host), [queue], source)
+
+
+def from_recording(recording: Recording, source: str) -> Workload:
+    """Every job the recording saw submitted (or pending at its start), with its recorded run time."""
+    first: dict[int, api.Job] = {}
+    last: dict[int, api.Job] = {}
+    for raw in recording.baseline["jobs"].values():
+        job = api.Job.FromString(raw)
+        if job.state in (api.PEND, api.PSUSP):
+            first[job.id] = last[job.id] = job
+    seen_end = recording.events[-1].revision if recording.events else 0
+    for event in recording.events:
+        for change in event.changes:
+            if change.table != "jobs" or change.deleted:
+                continue
+            job = api.Job.FromString(change.value)
+            if job.spec.HasField("array"):
+                continue  # an array's own record; its elements come as jobs
+            first.setdefault(job.id, job)
+            last[job.id] = job
+    jobs, never = [], 0
+    for job_id, job in first.items():
+        end = last[job_id]
+        if not end.start_time_ms:
+            never += 1
+            continue
+        if end.end_time_ms:
+            run_ms = end.end_time_ms - end.start_time_ms
+        else:
+            run_ms = max(end.modify_time_ms, end.start_time_ms) - end.start_time_ms
+        spec = api.JobSpec()
+        spec.CopyFrom(job.spec)
+        jobs.append(SimJob(job_id, job.submit_time_ms, max(run_ms, 0), spec))
+    hosts = [api.Host.FromString(v).spec for _, v in sorted(recording.baseline["hosts"].items())]
+    known = {h.name for h in hosts}
+    queues = {q.name: q for q in map(api.Queue.FromString, recording.baseline["queues"].values())}
+    for event in recording.events:
+        for change in event.changes:
+            if change.table == "hosts" and not change.deleted:
+                host = api.Host.FromString(change.value)
+                if host.spec.name not in known:
+                    known.add(host.spec.name)
+                    hosts.append(host.spec)
+            elif change.table == "queues" and not change.deleted:
+                queue = api.Queue.FromString(change.value)
+                queues.setdefault(queue.name, queue)
+    notes = [f"{never} jobs that never started in the recording left out"] if never else []
+    notes.append(f"the recording ends at revision {seen_end}; its holds, kills and modifications are not "
+                 "replayed")
+    return Workload(_ordered(jobs), hosts, list(queues.values()), source, tuple(notes))
+
+
+def more_hosts(workload: Workload, count: int, slots: int) -> Workload:
+    added = host_specs(count, slots, prefix="added")
+    return replace(workload, hosts=[*workload.hosts, *added],
+                   notes=(*workload.notes, f"{count} hosts of {slots} slots added"))
+
+
+def scaled_arrivals(workload: Workload, factor: float) -> Workload:
+    """Arrivals `factor` times as often (1.5: the same jobs in two thirds of the time)."""
+    if not 0 < factor <= 1000:
+        raise ValueError(f"--scale-arrivals: a factor in (0, 1000], not {factor}")
+    start = workload.jobs[0].submit_ms if workload.jobs else 0
+    jobs = [replace(j, submit_ms=start + round((j.submit_ms - start) / factor)) for j in workload.jobs]
+    return replace(workload, jobs=jobs, notes=(*workload.notes, f"arrivals scaled by {factor}"))
+
+
+def _ordered(jobs: list[SimJob]) -> list[SimJob]:
+    return sorted(jobs, key=lambda j: (j.submit_ms, j.key))

@@ -1,0 +1,153 @@
+"""The simulator (simulator/): the real apply and scheduler on a virtual clock, its workloads, reports,
+what-ifs and determinism. Pure: no daemon (the CLI runs as a subprocess where the test says so)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulator import engine, report, whatif, workload
+from xce import recording, swf
+from xce.v1 import api_pb2 as api
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ROOT.parent / "shared" / "traces"
+
+
+def _jobs(*rows: tuple[int, int, int], queue: str = "normal", user: str = "ann",
+          limit_s: int = 0) -> list[workload.SimJob]:
+    """(submit s, run s, slots) rows."""
+    return [workload.SimJob(i + 1, submit * 1000, run * 1000, api.JobSpec(
+                command=["sim"], queue=queue, slots=slots, user=user, run_limit_s=limit_s))
+            for i, (submit, run, slots) in enumerate(rows)]
+
+
+def _by_key(result: engine.Result) -> dict[int, engine.Finished]:
+    return {f.key: f for f in result.finished}
+
+
+def test_jobs_run_for_their_time_in_order_and_wait_for_room() -> None:
+    w = workload.Workload(_jobs((0, 100, 2), (10, 50, 2), (20, 10, 1)), workload.host_specs(1, 3),
+                          [api.Queue(name="normal", backfill="none")], "three jobs")
+    done = _by_key(engine.simulate(w))
+    assert (done[1].start_ms, done[1].end_ms) == (0, 100_000)
+    assert (done[2].start_ms, done[2].end_ms) == (100_000, 150_000)  # 1 slot free until job 1 ends
+    assert done[3].start_ms == 100_000  # strict order: not ahead of job 2, though a slot was free
+    figures = report.figures(list(done.values()), 3)
+    assert figures.avg_wait_s == round((0 + 90 + 80) / 3, 2) and figures.makespan_s == 150.0
+
+
+def test_backfill_any_lets_a_later_job_start_in_a_free_slot() -> None:
+    w = workload.Workload(_jobs((0, 100, 2), (10, 50, 2), (20, 10, 1)), workload.host_specs(1, 3),
+                          [api.Queue(name="normal")], "three jobs")
+    assert _by_key(engine.simulate(w))[3].start_ms == 20_000
+
+
+def test_a_job_past_its_run_limit_is_killed_with_runlimit() -> None:
+    w = workload.Workload(_jobs((0, 500, 1), limit_s=60), workload.host_specs(1, 1),
+                          [api.Queue(name="normal")], "one job")
+    result = engine.simulate(w)
+    (job,) = result.finished
+    assert (job.end_ms - job.start_ms, job.state, job.exit_reason) == (60_000, api.EXIT, "RUNLIMIT")
+    assert report.report(result, "x")["run_limit_kills"] == 1
+
+
+def test_preemption_suspends_a_victim_whose_clock_stops_until_it_resumes() -> None:
+    queues = [api.Queue(name="urgent", priority=60, preemptive=["low"]),
+              api.Queue(name="low", priority=5, preemptable=True)]
+    jobs = [*_jobs((0, 100, 2), queue="low"), *_jobs((30, 20, 2), queue="urgent", user="bob")]
+    jobs[1] = workload.SimJob(2, jobs[1].submit_ms, jobs[1].run_ms, jobs[1].spec)
+    w = workload.Workload(jobs, workload.host_specs(1, 2), queues, "a preemption")
+    result = engine.simulate(w)
+    done = _by_key(result)
+    assert (done[2].start_ms, done[2].end_ms) == (30_000, 50_000)  # at once, on the victim's slots
+    # The victim ran 30 s, was stopped for 20 s, and ran its other 70 s after.
+    assert (done[1].start_ms, done[1].end_ms, done[1].state) == (0, 120_000, api.DONE)
+    assert result.unfinished == 0
+
+
+def test_a_requeue_victim_runs_again_from_the_start() -> None:
+    queues = [api.Queue(name="urgent", priority=60, preemptive=["scavenger"]),
+              api.Queue(name="scavenger", priority=5, preemptable=True, preempt_action=api.PREEMPT_REQUEUE)]
+    victim = workload.SimJob(1, 0, 100_000, api.JobSpec(command=["sim"], queue="scavenger", slots=1,
+                                                        user="a", rerunnable=True))
+    urgent = workload.SimJob(2, 40_000, 10_000, api.JobSpec(command=["sim"], queue="urgent", slots=1,
+                                                            user="b"))
+    fleet = workload.host_specs(1, 1)
+    done = _by_key(engine.simulate(workload.Workload([victim, urgent], fleet, queues, "r")))
+    assert (done[2].start_ms, done[2].end_ms) == (40_000, 50_000)
+    assert (done[1].start_ms, done[1].end_ms, done[1].attempts) == (50_000, 150_000, 2)
+
+
+def test_the_published_first_window_of_lublin_1_through_apply() -> None:
+    """The same figure as the pass driven directly (tests/test_published_figures.py): 163.71."""
+    trace = swf.read(TRACES / "lublin_256.swf")
+    window = swf.Trace(trace.jobs[1981:1981 + 1024], trace.header)
+    w = workload.from_swf(window, "lublin-1", queue=api.Queue(name="normal", backfill="end_before"))
+    figures = report.report(engine.simulate(w), w.source)
+    assert figures["overall"]["avg_bsld"] == 163.71 and figures["overall"]["jobs"] == 1024
+
+
+def test_what_ifs_change_the_workload_and_the_policy() -> None:
+    base = workload.synthetic(50, 4, 4, 0.8, seed=3)
+    more = workload.more_hosts(base, 2, 8)
+    assert more.slots == base.slots + 16 and [h.name for h in more.hosts][-2:] == ["added0", "added1"]
+    faster = workload.scaled_arrivals(base, 2.0)
+    assert faster.jobs[-1].submit_ms - faster.jobs[0].submit_ms == \
+        round((base.jobs[-1].submit_ms - base.jobs[0].submit_ms) / 2)
+    with pytest.raises(ValueError, match="factor"):
+        workload.scaled_arrivals(base, 0)
+    strict = engine.simulate(base, engine.Settings(whatif=whatif.parse(["queue.normal.backfill=none"])))
+    loose = engine.simulate(base)
+    waits = [report.figures(r.finished, base.slots).avg_wait_s for r in (strict, loose)]
+    assert waits[0] > waits[1]
+
+
+def test_a_recording_s_jobs_are_a_workload() -> None:
+    rec = recording.Recording(0)
+    rec.baseline["hosts"][b"w1"] = api.Host(spec=api.HostSpec(name="w1", slots=4)).SerializeToString()
+    rec.baseline["queues"][b"normal"] = api.Queue(name="normal").SerializeToString()
+    ran = api.Job(id=5, state=api.DONE, submit_time_ms=1_000, start_time_ms=3_000, end_time_ms=63_000,
+                  spec=api.JobSpec(command=["x"], queue="normal", slots=2, user="ann"))
+    never = api.Job(id=6, state=api.EXIT, submit_time_ms=2_000, spec=api.JobSpec(queue="normal", slots=1))
+    rec.events.append(recording.log.Event(revision=1, kind="reports", changes=[
+        recording.log.Change(table="jobs", key=(5).to_bytes(8, "big"), value=ran.SerializeToString()),
+        recording.log.Change(table="jobs", key=(6).to_bytes(8, "big"), value=never.SerializeToString())]))
+    w = workload.from_recording(rec, "r")
+    assert [(j.key, j.submit_ms, j.run_ms, j.spec.slots) for j in w.jobs] == [(5, 1_000, 60_000, 2)]
+    assert [h.name for h in w.hosts] == ["w1"] and "1 jobs that never started" in w.notes[0]
+
+
+def test_the_same_input_gives_the_same_report_bytes_in_fresh_processes(tmp_path: Path) -> None:
+    """Two processes with different hash seeds (set and dict orders of strings differ): same bytes."""
+    args = [sys.executable, "-m", "xce.cli", "sim", "--synthetic", "150", "--hosts", "6x4", "--seed", "7",
+            "--set", "queue.normal.backfill=easy", "--json"]
+    outs = []
+    for seed in ("1", "2"):
+        done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=300,
+                              env={**os.environ, "PYTHONHASHSEED": seed})
+        assert done.returncode == 0, done.stderr
+        outs.append(done.stdout)
+    assert outs[0] == outs[1]
+    answer = json.loads(outs[0])
+    assert answer["as_given"]["overall"]["jobs"] == answer["what_if"]["overall"]["jobs"] == 150
+    assert answer["changes"] == ["--set queue.normal.backfill=easy"]
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--synthetic", "10", "--set", "queue.normal.colour=red"], "unknown key 'queue.normal.colour' (known"),
+    (["--synthetic", "10", "--set", "queue.other.backfill=none"], "names queues the workload does not have"),
+    (["--synthetic", "10", "--hosts", "ax2"], "N or NxS"),
+    (["--synthetic", "10", "--scale-arrivals", "-1"], "a factor in (0, 1000]"),
+    (["--swf", "/nonexistent.swf"], "cannot read"),
+    (["--workload", "/nonexistent.jsonl"], "cannot read it"),
+])
+def test_bad_simulation_input_is_refused_clearly(args: list[str], words: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "xce.cli", "sim", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 2 and words in done.stderr, done.stderr

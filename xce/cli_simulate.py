@@ -1,0 +1,169 @@
+"""`xce sim --swf | --synthetic | --workload`: a workload through the real scheduler on a virtual clock.
+
+The workload runs as given; with what-ifs (`--set`, `--add-hosts`,
+`--scale-arrivals`) it runs a second time with them, and both runs' figures
+are printed side by side (and plotted with `--plot DIR`). The figures are the
+same bytes for the same input and options (plots excepted); a progress line
+goes to the terminal (stderr) on runs longer than a couple of seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from simulator import engine, report, whatif, workload
+from xce import recording, swf
+from xce.v1 import api_pb2 as api
+
+PROGRESS_AFTER_S = 2.0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        changes = whatif.parse(args.set)
+        base = _workload(args)
+        changed = _what_if(base, args, changes)
+    except (whatif.WhatIfError, swf.SwfError, recording.RecordingError, ValueError) as exc:
+        print(f"xce sim: {exc}", file=sys.stderr)
+        return 2
+    unknown = changes.unknown_queues([q.name for q in base.queues])
+    if unknown:
+        print(f"xce sim: --set names queues the workload does not have: {', '.join(unknown)} (it has "
+              f"{', '.join(q.name for q in base.queues)})", file=sys.stderr)
+        return 2
+    if not base.jobs:
+        print("xce sim: the workload has no jobs", file=sys.stderr)
+        return 2
+    try:
+        runs = [("as given", base, engine.Settings())]
+        if changed is not None:
+            runs.append(("what-if", changed, engine.Settings(whatif=changes)))
+        results = [(name, w, engine.simulate(w, settings, _progress(name))) for name, w, settings in runs]
+    except engine.SimulationError as exc:
+        print(f"xce sim: {exc}", file=sys.stderr)
+        return 1
+    figures = [(name, report.report(result, w.source, w.notes)) for name, w, result in results]
+    if args.json:
+        out: dict[str, Any] = figures[0][1] if len(figures) == 1 else {
+            "as_given": figures[0][1], "what_if": figures[1][1], "changes": _changes(args)}
+        print(json.dumps(out, sort_keys=True, indent=1))
+    else:
+        for name, each in figures:
+            if len(figures) > 1:
+                print(f"== {name}" + (f": {'; '.join(_changes(args))}" if name == "what-if" else ""))
+            sys.stdout.write(report.as_text(each))
+        if len(figures) > 1:
+            a, b = figures[0][1]["overall"], figures[1][1]["overall"]
+            print(f"what-if against as given: avg wait {_delta(a['avg_wait_s'], b['avg_wait_s'])}, "
+                  f"avg bsld {_delta(a['avg_bsld'], b['avg_bsld'])}, utilization "
+                  f"{a['utilization']:.4f} -> {b['utilization']:.4f}")
+    if args.plot is not None:
+        from simulator import plots
+
+        try:
+            written = plots.write([(name, result) for name, _, result in results], args.plot)
+        except RuntimeError as exc:
+            print(f"xce sim: {exc}", file=sys.stderr)
+            return 1
+        print("plots: " + ", ".join(str(p) for p in written), file=sys.stderr)
+    return 0
+
+
+def _workload(args: argparse.Namespace) -> workload.Workload:
+    if args.synthetic is not None:
+        count, slots = _hosts(args.hosts or "1000x16")
+        queue = api.Queue(name=workload.DEFAULT_QUEUE, backfill=_backfill(args))
+        return workload.synthetic(args.synthetic, count, slots, args.load, args.seed, queue)
+    if args.swf is not None:
+        trace = swf.read(args.swf)
+        if not trace.jobs:
+            raise ValueError(f"{args.swf}: no jobs")
+        if args.window:
+            first, count = _window(args.window)
+            trace = swf.Trace(trace.jobs[first:first + count], trace.header, trace.skipped,
+                              trace.dropped_zero_run)
+        hosts = workload.host_specs(*_hosts(args.hosts)) if args.hosts else []
+        queue = api.Queue(name=workload.DEFAULT_QUEUE, backfill=_backfill(args))
+        return workload.from_swf(trace, str(args.swf), hosts, queue)
+    if args.hosts or args.backfill:
+        raise ValueError("--hosts and --backfill are for SWF and synthetic traces (a recording has its own)")
+    return workload.from_recording(recording.read(args.workload), str(args.workload))
+
+
+def _what_if(base: workload.Workload, args: argparse.Namespace,
+             changes: whatif.WhatIf) -> workload.Workload | None:
+    if not (changes or args.add_hosts or args.scale_arrivals):
+        return None
+    changed = base
+    if args.add_hosts:
+        changed = workload.more_hosts(changed, *_hosts(args.add_hosts))
+    if args.scale_arrivals:
+        changed = workload.scaled_arrivals(changed, args.scale_arrivals)
+    return changed
+
+
+def _hosts(text: str) -> tuple[int, int]:
+    count, _, slots = text.lower().partition("x")
+    try:
+        n, s = int(count), int(slots or "1")
+    except ValueError:
+        raise ValueError(f"hosts {text!r}: N or NxS, whole numbers (64x32: 64 hosts of 32 slots)") from None
+    if not (0 < n <= 100_000 and 0 < s <= 100_000):
+        raise ValueError(f"hosts {text!r}: 1 to 100,000 hosts of 1 to 100,000 slots")
+    return n, s
+
+
+def _window(text: str) -> tuple[int, int]:
+    first, _, count = text.partition(":")
+    try:
+        a, b = int(first), int(count)
+    except ValueError:
+        raise ValueError(f"--window {text!r}: FIRST:COUNT, whole numbers") from None
+    if a < 0 or b <= 0:
+        raise ValueError(f"--window {text!r}: FIRST 0 or more, COUNT above 0")
+    return a, b
+
+
+def _backfill(args: argparse.Namespace) -> str:
+    return "" if args.backfill in (None, "any") else str(args.backfill)
+
+
+def _changes(args: argparse.Namespace) -> list[str]:
+    said = [f"--set {item}" for item in args.set]
+    if args.add_hosts:
+        said.append(f"--add-hosts {args.add_hosts}")
+    if args.scale_arrivals:
+        said.append(f"--scale-arrivals {args.scale_arrivals}")
+    return said
+
+
+def _delta(before: float, after: float) -> str:
+    if before == 0:
+        return f"{before:.2f} -> {after:.2f}"
+    return f"{before:.2f} -> {after:.2f} ({100 * (after - before) / before:+.1f} %)"
+
+
+def _progress(name: str) -> Any:
+    if not sys.stderr.isatty():
+        return None
+    began = time.monotonic()
+    shown = [0.0]
+
+    def tick(done: int, total: int, now_ms: int) -> None:
+        elapsed = time.monotonic() - began
+        if elapsed < PROGRESS_AFTER_S or elapsed - shown[0] < 0.5 and done < total:
+            return
+        shown[0] = elapsed
+        width = 30
+        filled = width * done // max(total, 1)
+        sys.stderr.write(f"\r{name}: [{'#' * filled}{'.' * (width - filled)}] {done}/{total} jobs ended, "
+                         f"{done / elapsed:.0f} jobs/s")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return tick
