@@ -25,6 +25,7 @@ Example:
     kill_invalid_depend = false       # kill its jobs whose -w can never hold (Slurm); else they pend
     exclusive = false                 # true: takes -x jobs, which keep whole hosts (LSF EXCLUSIVE = Y)
     backfill = "any"                  # past a waiting job: any | none (in order) | easy | end_before
+                                      # | conservative (scheduler/backfill.py)
     preemptive = ["low"]              # may preempt these (each preemptable, of lower priority)
     # preemptable = true, preempt_action = "suspend" | "requeue", preempt_min_run_s = 60,
     # max_preemptions = 3, preemptable_resources = ["gpu"]: on the queues preempted
@@ -332,7 +333,7 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
 PREEMPT_ACTIONS = {"suspend": api.PREEMPT_SUSPEND, "requeue": api.PREEMPT_REQUEUE}
 
 
-BACKFILL = ("any", "none", "easy", "end_before")  # scheduler/core.py: _Order
+BACKFILL = ("any", "none", "easy", "end_before", "conservative")  # scheduler/core.py: _Order
 
 
 def _preemption(raw: dict[str, Any], queue: api.Queue, where: str) -> None:

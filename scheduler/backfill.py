@@ -12,11 +12,19 @@ queue for the rest of the pass, by the queue's mode:
   backfilling figures (../shared/traces/README.md);
 - `easy`: EASY backfilling: a later job starts if it fits now and ends by
   the reservation, or takes no more than the slots the reservation leaves
-  over (its "extra" slots, used up as such jobs start).
+  over (its "extra" slots, used up as such jobs start);
+- `conservative`: conservative backfilling: every job that cannot start gets
+  a reservation, in the pass's order, in a profile of free slots over time
+  (the slots free now, plus each expected end's; less each reservation over
+  its estimate); a later job starts only if the profile has room for it from
+  now to its end, so it delays no earlier job. A job without an estimate
+  holds its slots for ever (in the profile). The first DEPTH jobs past the
+  head are looked at; the rest wait behind it, as Slurm's bf_max_job_test.
 A job's expected run time is its estimate (-We), else its run limit (-W). A
 reservation that depends on an end nobody can tell (a running job without
 either; a stopped one) is unknown; with an unknown reservation, or a
-waiting job without an estimate, the job waits behind the head.
+waiting job without an estimate, the job waits behind the head
+(conservative: behind the first job whose reservation is unknown).
 
 Reservations count slots over all the hosts that can take jobs (exact for
 hosts of one slot, as the published traces' machines; an approximation
@@ -31,7 +39,7 @@ from dataclasses import dataclass, field
 from xce import feasibility
 from xce.v1 import api_pb2 as api
 
-MODES = ("any", "none", "easy", "end_before")  # controller/config.py: BACKFILL
+MODES = ("any", "none", "easy", "end_before", "conservative")  # controller/config.py: BACKFILL
 
 
 def estimate_ms(job: api.Job) -> int | None:
@@ -71,6 +79,66 @@ class Ends:
         self.known.append((now_ms + estimate if estimate is not None else None, slots))
 
 
+DEPTH = 200  # conservative: the jobs after the head that a pass reserves for
+
+
+@dataclass
+class Profile:
+    """Free slots over time: steps [start ms, free], ascending; the last one lasts for ever."""
+
+    steps: list[list[int]]
+
+    @classmethod
+    def of(cls, free_now: int, ends: Ends, now_ms: int) -> Profile:
+        """An end nobody can tell frees nothing (it runs for ever, as far as the profile knows)."""
+        steps = [[now_ms, free_now]]
+        for end, slots in sorted((e for e in ends.known if e[0] is not None), key=lambda e: e[0] or 0):
+            at = max(end or 0, now_ms)
+            if steps[-1][0] == at:
+                steps[-1][1] += slots
+            else:
+                steps.append([at, steps[-1][1] + slots])
+        return cls(steps)
+
+    def room(self, start_ms: int, length_ms: int | None) -> int:
+        """The fewest free slots from start for length (None: for ever)."""
+        end = None if length_ms is None else start_ms + length_ms
+        least = None
+        for i, (at, free) in enumerate(self.steps):
+            until = self.steps[i + 1][0] if i + 1 < len(self.steps) else None
+            if until is not None and until <= start_ms:
+                continue
+            if end is not None and at >= end:
+                break
+            least = free if least is None else min(least, free)
+        return least if least is not None else 0
+
+    def earliest(self, slots: int, length_ms: int | None, after_ms: int) -> int | None:
+        """The first time from after_ms at which slots stay free for length (None: never)."""
+        for at in [after_ms, *(at for at, _ in self.steps if at > after_ms)]:
+            if self.room(at, length_ms) >= slots:
+                return at
+        return None
+
+    def take(self, start_ms: int, slots: int, length_ms: int | None) -> None:
+        end = None if length_ms is None else start_ms + length_ms
+        self._split(start_ms)
+        if end is not None:
+            self._split(end)
+        for step in self.steps:
+            if step[0] >= start_ms and (end is None or step[0] < end):
+                step[1] -= slots
+
+    def _split(self, at_ms: int) -> None:
+        for i, (at, _) in enumerate(self.steps):
+            if at == at_ms:
+                return
+            if at > at_ms:  # (never before the first step: the profile starts now)
+                self.steps.insert(i, [at_ms, self.steps[max(i - 1, 0)][1]])
+                return
+        self.steps.append([at_ms, self.steps[-1][1]])
+
+
 @dataclass
 class Block:
     """A queue's head, the job that waits for room, and what it lets past it."""
@@ -81,8 +149,11 @@ class Block:
     extra: int = 0  # easy: slots left over at the reservation
     computed: bool = False
     shaped: bool = False  # enough slots are free now: it waits for a shape of hosts, not for slots
+    profile: Profile | None = None  # conservative
+    stuck: api.Job | None = None  # conservative: the first job whose reservation is unknown
+    reserved: int = 0  # conservative: jobs given a reservation after the head
 
-    def reserve(self, free_now: int, ends: Ends) -> None:
+    def reserve(self, free_now: int, ends: Ends, now_ms: int) -> None:
         """The head's reservation from the slots free now and the expected ends, once."""
         if self.computed:
             return
@@ -92,18 +163,27 @@ class Block:
         if free >= need:  # room in total, not in the shape it asks for: no end to wait for is known
             self.shaped = True
             return
+        if self.mode == "conservative":
+            self.profile = Profile.of(free_now, ends, now_ms)
+            self.at_ms = self.profile.earliest(need, estimate_ms(self.head), now_ms)
+            if self.at_ms is not None:
+                self.profile.take(self.at_ms, need, estimate_ms(self.head))
+            return
         for end, slots in sorted((e for e in ends.known if e[0] is not None), key=lambda e: e[0] or 0):
             free += slots
             if free >= need:
                 self.at_ms, self.extra = end, free - need
                 return
 
-    def verdict(self, job: api.Job, slots: int, now_ms: int) -> tuple[feasibility.Reason | None, bool]:
-        """(None if the job may start past the head now, else why not; whether it would use the extra)."""
+    def verdict(self, job: api.Job, slots: int, now_ms: int) -> tuple[feasibility.Reason | None, int | None]:
+        """(None if the job may start past the head now, else why not; the most slots it may then take
+        if they are counted against the reservation: charge() them once it starts)."""
         head = self.head.id
         if self.mode == "none":
             return feasibility.Reason(api.PEND_RESERVATION, f"waiting behind job {head}: its queue starts "
-                                      "jobs in order (backfill = none)", "in_order"), False
+                                      "jobs in order (backfill = none)", "in_order"), None
+        if self.mode == "conservative":
+            return self._conservative(job, slots, now_ms)
         estimate = estimate_ms(job)
         if self.at_ms is None or estimate is None:
             if estimate is None and self.at_ms is not None:
@@ -113,15 +193,68 @@ class Block:
             else:
                 why = "its reservation cannot be known (a running job without an estimate, -We or -W)"
             return feasibility.Reason(api.PEND_RESERVATION, f"waiting behind job {head}: {why}",
-                                      "reservation"), False
+                                      "reservation"), None
         end = now_ms + estimate
         if end < self.at_ms or self.mode == "easy" and end == self.at_ms:
-            return None, False
+            return None, None
         if self.mode == "easy" and slots <= self.extra:
-            return None, True
+            return None, self.extra
         return feasibility.Reason(api.PEND_RESERVATION, f"would delay job {head}, which has room in "
                                   f"{max(0, self.at_ms - now_ms) // 1000} s (its reservation)",
-                                  "reservation"), False
+                                  "reservation"), None
+
+    def _conservative(self, job: api.Job, slots: int,
+                      now_ms: int) -> tuple[feasibility.Reason | None, int | None]:
+        head = self.head.id
+        if self.profile is None or self.at_ms is None or self.stuck is not None:
+            behind = self.stuck.id if self.stuck is not None else head
+            why = ("it waits for hosts of a shape, not for a number of slots: no reservation" if self.shaped
+                   else "its reservation cannot be known (a running job without an estimate, -We or -W)")
+            return feasibility.Reason(api.PEND_RESERVATION, f"waiting behind job {behind}: {why}",
+                                      "reservation"), None
+        length = estimate_ms(job)
+        room = self.profile.room(now_ms, length)
+        if room >= slots:
+            return None, room
+        if self.reserved >= DEPTH:
+            return feasibility.Reason(api.PEND_RESERVATION, f"waiting behind job {head}: a pass reserves for "
+                                      f"the first {DEPTH} jobs after it (backfill = conservative)",
+                                      "reservation"), None
+        return self._reserved(job, slots, now_ms, now_ms), None
+
+    def _reserved(self, job: api.Job, slots: int, now_ms: int, after_ms: int) -> feasibility.Reason:
+        assert self.profile is not None
+        length = estimate_ms(job)
+        at = self.profile.earliest(slots, length, after_ms)
+        if at is None:
+            self.stuck = job
+            return feasibility.Reason(api.PEND_RESERVATION, f"waiting behind job {self.head.id}: its own "
+                                      "reservation cannot be known (a running job without an estimate, -We "
+                                      "or -W)", "reservation")
+        self.profile.take(at, slots, length)
+        self.reserved += 1
+        return feasibility.Reason(api.PEND_RESERVATION, f"would delay earlier jobs' reservations (job "
+                                  f"{self.head.id} first); its own: room in {max(0, at - now_ms) // 1000} s",
+                                  "reservation")
+
+    def charge(self, job: api.Job, slots: int, now_ms: int) -> None:
+        """The job started past the head on `slots` that verdict() counted against the reservation."""
+        if self.profile is not None:
+            self.profile.take(now_ms, slots, estimate_ms(job))
+        else:
+            self.extra -= slots
+
+    def missed(self, job: api.Job, slots: int, now_ms: int) -> None:
+        """The job that verdict() let past found no room after all: enough slots, not in the shape it
+        asks for. Conservative: it is reserved for like any other, from the next expected end (the
+        profile counts slots, not shapes; an end is when its shape may come free)."""
+        if self.profile is None or self.stuck is not None or self.reserved >= DEPTH:
+            return
+        later = [at for at, _ in self.profile.steps if at > now_ms]
+        if later:
+            self._reserved(job, slots, now_ms, later[0])
+        else:
+            self.stuck = job
 
 
 def free_slots(states: dict[str, feasibility.HostState]) -> int:

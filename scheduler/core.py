@@ -185,13 +185,13 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                         ends = backfill.Ends.of(context.jobs, usage.states, context.now_ms)
                         for placed_job, placed_slots in started:
                             ends.placed(placed_job, placed_slots, context.now_ms)
-                    block.reserve(backfill.free_slots(usage.states), ends)
-                reason, extra = block.verdict(job, least, context.now_ms)
+                    block.reserve(backfill.free_slots(usage.states), ends, context.now_ms)
+                reason, cap = block.verdict(job, least, context.now_ms)
                 if reason is not None:
                     break
-                if extra:
+                if cap is not None:
                     charged.append(block)
-                    most = min(most, block.extra)  # (-n min,max: no more than the slots left over)
+                    most = min(most, cap)  # (-n min,max: no more than the reservations leave)
         if reason is None:
             if kept:
                 usage.unreserve(kept, index)  # its own to take now
@@ -229,7 +229,7 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                             else:
                                 started.append((job, placed))
                             for block in charged:
-                                block.extra -= placed
+                                block.charge(job, placed, context.now_ms)
                         continue
                     if refusal.check != "within_limits":  # the index and the definition disagree: a bug
                         raise InvariantViolated(f"the host index chose {plan} for job {job.id}, which does "
@@ -245,6 +245,7 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                             usage.reserve(kept, index)  # not placed: still its own
                         # Unexplained this pass: it holds its queue if its last reason did.
                         _hold(modes, blocks, job, job.pending_code)
+                        _missed(charged, job, least, context.now_ms)
                         continue
                     explanation = cache[key] = feasibility.explain(job, usage, need)
                     explains += 1
@@ -262,8 +263,10 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
                     if choice is not None:
                         decisions.append(choice)
                         _hold(modes, blocks, job, api.PEND_PREEMPTION_PENDING)
+                        _missed(charged, job, least, context.now_ms)
                         continue
             _hold(modes, blocks, job, reason.code)
+            _missed(charged, job, least, context.now_ms)
         if reason is None:
             continue  # past this pass's explanations: it keeps its reason until a later pass
         result.waiting[reason.code] += 1
@@ -321,6 +324,11 @@ def _hold(modes: Mapping[str, str], blocks: dict[str, backfill.Block], job: api.
     if queue in modes and queue not in blocks and code in _HOLDS_ITS_QUEUE and (
             modes[queue] == "none" or code != api.PEND_NO_FREE_RESOURCES):
         blocks[queue] = backfill.Block(modes[queue], job)
+
+
+def _missed(charged: Sequence[backfill.Block], job: api.Job, least: int, now_ms: int) -> None:
+    for block in charged:
+        block.missed(job, least, now_ms)
 
 
 # Only a lack of slots preempts: a license short cluster-wide (NO_FREE_RESOURCES) is not a host's to

@@ -6,7 +6,7 @@ the list of the known ones, a bad value with what the key takes. Keys:
 - `scheduler.picker`: the default job picker (fcfs, lifo, fairshare, or a
   registered plugin); `scheduler.max_dispatches`: dispatches per pass;
 - `queue.NAME.picker` (the queue's job_pick_plugin), `queue.NAME.backfill`
-  (any, none, easy, end_before), `queue.NAME.priority`,
+  (any, none, easy, end_before, conservative), `queue.NAME.priority`,
   `queue.NAME.slot_limit` (0: none).
 They apply to the queues a pass sees and to the scheduler's settings; the
 recorded state is otherwise what it was. Pure.

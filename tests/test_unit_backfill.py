@@ -94,7 +94,7 @@ def test_a_bad_backfill_is_refused_at_load_naming_the_queue_and_the_key(tmp_path
     from tests.test_unit_config import GOOD, load_error
 
     words = load_error(tmp_path, GOOD + '\n[[queues]]\nname = "a"\nbackfill = "sometimes"\n')
-    assert "queue 'a': backfill: one of any, none, easy, end_before, not 'sometimes'" in words
+    assert "queue 'a': backfill: one of any, none, easy, end_before, conservative, not 'sometimes'" in words
 
 
 def test_easy_takes_no_more_than_the_extra_slots_for_a_job_of_several_sizes() -> None:
@@ -146,3 +146,53 @@ def test_a_lower_queue_does_not_delay_a_higher_queue_s_reservation() -> None:
     assert [d.job_id for d in result.decisions if isinstance(d, core.Dispatch)] == [12]
     codes = {d.job_id: d.code for d in result.decisions if isinstance(d, core.Pend)}
     assert codes[11] == api.PEND_RESERVATION
+
+
+# Four hosts of one slot: job 1 ends in 100 s, job 2 in 300 s; two are free. Head 10 (4 slots) has its
+# reservation at 300 s. Job 11 (3 slots, 100 s) fits at 100 s; job 12 (1 slot, 250 s) ends before the
+# head's reservation but would delay job 11's; job 13 (1 slot, 50 s) delays nobody.
+SECOND = [run(1, "h1", 1, 0, 100), run(2, "h2", 1, 0, 300)]
+SECOND_WAITING = [pend(10, 4, 100), pend(11, 3, 100), pend(12, 1, 250), pend(13, 1, 50)]
+
+
+def test_conservative_reserves_for_every_job_where_easy_delays_the_second() -> None:
+    jobs = [*SECOND, *SECOND_WAITING]
+    assert one_pass("easy", jobs, HOSTS) == {10: "PEND_NO_FREE_SLOTS", 11: "PEND_NO_FREE_SLOTS", 12: "run",
+                                             13: "run"}
+    assert one_pass("conservative", jobs, HOSTS) == {10: "PEND_NO_FREE_SLOTS", 11: "PEND_RESERVATION",
+                                                     12: "PEND_RESERVATION", 13: "run"}
+    fleet = [api.Host(spec=api.HostSpec(name=name, slots=1), slots_used=used, status=api.HOST_OK)
+             for name, (_, used) in sorted(HOSTS.items())]
+    result = core.run_pass(jobs, [api.Queue(name="q", backfill="conservative")], fleet, core.CoreConfig(), {},
+                           context=picker.PassContext(jobs, {}, NOW))
+    words = {d.job_id: d.reason for d in result.decisions if isinstance(d, core.Pend)}
+    assert words[11] == "would delay earlier jobs' reservations (job 10 first); its own: room in 100 s"
+    # 12 would overlap 11 (100-200 s) and the head (300-400 s): its room is after both
+    assert words[12] == "would delay earlier jobs' reservations (job 10 first); its own: room in 400 s"
+
+
+def test_conservative_in_the_common_case_is_easy_and_unknown_ends_hold_later_jobs() -> None:
+    jobs = [*RUNNING, *WAITING]
+    assert one_pass("conservative", jobs, HOSTS) == one_pass("easy", jobs, HOSTS)
+    unknown = [run(1, "h1", 1, 10, 0), run(2, "h2", 1, 0, 0)]
+    outcome = one_pass("conservative", [*unknown, pend(10, 3, 100), pend(11, 1, 30)], HOSTS)
+    assert outcome[11] == "PEND_RESERVATION"
+
+
+def test_a_conservative_job_that_finds_no_host_of_its_shape_is_reserved_for_from_the_next_end() -> None:
+    """Job 11 (2 slots on one host) passes the profile (2 slots free) but no single host has 2 before
+    job 1 ends (100 s), when the head takes them all (100-200 s): it is reserved for at 200 s, and job 13
+    (3 slots) after it, at 250 s; job 12 takes a free slot now (it ends before anyone's reservation)."""
+    hosts = {"h1": (2, 2), "h2": (1, 0), "h3": (1, 0)}
+    running = [run(1, "h1", 2, 0, 100)]
+    shaped = pend(11, 2, 50)
+    shaped.spec.resource_req = "span[hosts=1]"
+    jobs = [*running, pend(10, 4, 100), shaped, pend(12, 1, 50), pend(13, 3, 100)]
+    assert one_pass("conservative", jobs, hosts) == {10: "PEND_NO_FREE_SLOTS", 11: "PEND_NO_FREE_SLOTS",
+                                                     12: "run", 13: "PEND_RESERVATION"}
+    fleet = [api.Host(spec=api.HostSpec(name=name, slots=slots), slots_used=used, status=api.HOST_OK)
+             for name, (slots, used) in sorted(hosts.items())]
+    result = core.run_pass(jobs, [api.Queue(name="q", backfill="conservative")], fleet, core.CoreConfig(), {},
+                           context=picker.PassContext(jobs, {}, NOW))
+    words = {d.job_id: d.reason for d in result.decisions if isinstance(d, core.Pend)}
+    assert words[13] == "would delay earlier jobs' reservations (job 10 first); its own: room in 250 s"

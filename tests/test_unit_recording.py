@@ -83,7 +83,8 @@ def test_an_unknown_what_if_key_is_refused_listing_the_known_ones() -> None:
     assert "unknown key 'queue.normal.colour'" in str(caught.value)
     for known in whatif.KNOWN:
         assert known in str(caught.value)
-    for bad, words in [("queue.normal.backfill=sometimes", "backfill is one of any, none, easy, end_before"),
+    for bad, words in [("queue.normal.backfill=sometimes",
+                        "backfill is one of any, none, easy, end_before, conservative"),
                        ("queue.normal.picker=nope", "unknown job picker 'nope'"),
                        ("scheduler.max_dispatches=0", "out of range"),
                        ("queue.normal.priority=high", "whole"),

@@ -61,7 +61,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--hosts", metavar="N[xS]",
                    help="the machine: N hosts of S slots (default: an SWF trace's MaxNodes x 1; synthetic "
                         "1000x16)")
-    p.add_argument("--backfill", choices=("any", "none", "easy", "end_before"),
+    p.add_argument("--backfill", choices=("any", "none", "easy", "end_before", "conservative"),
                    help="the queue's backfill for an SWF or synthetic trace (default: any)")
     p.add_argument("--window", metavar="FIRST:COUNT", help="only COUNT jobs of an SWF trace from index FIRST")
     p.add_argument("--load", type=float, default=0.8, help="synthetic: the offered load (default 0.8)")
