@@ -17,6 +17,7 @@ from typing import TypeVar
 import pytest
 
 from controller.store import StateStore
+from xce.client import Client, XceError
 from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,6 +167,24 @@ def fleet(make_fleet) -> tuple[LocalCluster, LocalWorkers]:  # type: ignore[no-u
     return make_fleet()  # type: ignore[no-any-return]
 
 
+def wait_converged(cluster: LocalCluster, timeout_s: float = 20.0) -> int:
+    """Wait until every running replica applied the same index; return it (before comparing stopped
+    replicas' dumps: a follower may still be applying what the leader answered)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        applied = set()
+        for replica_id in cluster.procs:
+            try:
+                with Client([cluster.address(replica_id)], cluster.credentials, deadline_s=1) as client:
+                    applied.add(client.status(local_only=True).replicas[0].applied_index)
+            except XceError:
+                applied.add(-1)
+        if len(applied) == 1 and -1 not in applied:
+            return applied.pop()
+        time.sleep(0.1)
+    raise TimeoutError(f"replicas did not converge: {applied}")
+
+
 def replica_dump(cluster: LocalCluster, replica_id: int) -> tuple[bytes, int]:
     """A stopped replica's canonical dump and applied index, read from its LMDB files."""
     store = StateStore(cluster.config.replica_dir(replica_id) / "state", cluster.config.cluster_id)
@@ -253,7 +272,6 @@ class Submitting:
             return sum(1 for _, when in self.acked.values() if when > moment)
 
     def _run(self, k: int, limit: int, prefix: str) -> None:
-        from xce.client import Client, XceError
         from xce.v1 import api_pb2 as api
 
         addresses = self.addresses or self.cluster.addresses
@@ -275,8 +293,6 @@ class Submitting:
 
 def role_of(cluster: LocalCluster, replica_id: int) -> str:
     """What the replica says of its own role ('' if it does not answer)."""
-    from xce.client import Client, XceError
-
     try:
         with Client([cluster.address(replica_id)], cluster.credentials, deadline_s=0.5,
                     call_timeout_s=0.5, follow_leader=False) as client:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import replica_dump
+from conftest import replica_dump, wait_converged
 
 from xce.client import Client, XceError
 from xce.local_cluster import LocalCluster
@@ -24,23 +24,6 @@ pytestmark = pytest.mark.cluster
 def _spec(i: int) -> api.JobSpec:
     return api.JobSpec(command=["sleep", str(i % 7)], name=f"job-{i}", priority=i % 5,
                        env={"INDEX": str(i)}, cwd="/tmp")
-
-
-def _wait_converged(cluster: LocalCluster, timeout_s: float = 20.0) -> int:
-    """Wait until every running replica applied the same index; return it."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        applied = set()
-        for replica_id in cluster.procs:
-            try:
-                with Client([cluster.address(replica_id)], cluster.credentials, deadline_s=1) as client:
-                    applied.add(client.status(local_only=True).replicas[0].applied_index)
-            except XceError:
-                applied.add(-1)
-        if len(applied) == 1 and -1 not in applied:
-            return applied.pop()
-        time.sleep(0.1)
-    raise TimeoutError(f"replicas did not converge: {applied}")
 
 
 def test_acknowledged_jobs_survive_leader_kill(cluster: LocalCluster) -> None:
@@ -118,7 +101,7 @@ def test_kill_all_replicas_and_restart_changes_nothing(cluster: LocalCluster) ->
             client.submit([_spec(i + k) for k in range(20)])
         job = client.list_jobs()[5]
         client.control(job.id, api.HOLD)
-    revision = _wait_converged(cluster)
+    revision = wait_converged(cluster)
     for replica_id in list(cluster.procs):
         cluster.kill(replica_id)
     before = {r: replica_dump(cluster, r) for r in (1, 2, 3)}
@@ -129,7 +112,7 @@ def test_kill_all_replicas_and_restart_changes_nothing(cluster: LocalCluster) ->
     cluster.leader()
     with cluster.client() as client:
         assert len(client.list_jobs()) == 200
-    assert _wait_converged(cluster) == revision  # nothing re-applied, no new entry
+    assert wait_converged(cluster) == revision  # nothing re-applied, no new entry
     for replica_id in list(cluster.procs):
         cluster.kill(replica_id)
     after = {r: replica_dump(cluster, r) for r in (1, 2, 3)}
@@ -153,7 +136,7 @@ def test_wiped_replica_catches_up_through_snapshot(make_cluster) -> None:  # typ
         for i in range(150, 200):
             client.submit([_spec(i)])
     cluster.start([follower])
-    revision = _wait_converged(cluster, timeout_s=30)
+    revision = wait_converged(cluster, timeout_s=30)
     log_text = (cluster.data / f"replica-{follower}.log").read_text()
     assert "installed" in log_text  # it came through a snapshot, not a log replay from 1
     with Client([cluster.address(follower)], cluster.credentials) as client:
@@ -201,7 +184,7 @@ def test_three_leader_kills_under_load_lose_and_duplicate_nothing(cluster: Local
         for w in workers:
             w.join(timeout=90)
     assert not errors
-    _wait_converged(cluster, timeout_s=30)
+    wait_converged(cluster, timeout_s=30)
     with cluster.client() as client:
         jobs = client.list_jobs()
     by_request = {j.request_id: j.SerializeToString(deterministic=True) for j in jobs}

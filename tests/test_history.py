@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import FAST_HOSTS, replica_dump, wait_until, xce_cli
+from conftest import FAST_HOSTS, replica_dump, wait_converged, wait_until, xce_cli
 
 from xce.local_cluster import LocalCluster, LocalWorkers
 from xce.v1 import api_pb2 as api
@@ -61,7 +61,11 @@ def test_finished_jobs_are_cleaned_into_history_and_stay_findable(
         again = wait_until(lambda: (j := client.get_job(good.id)).state == api.DONE and j,
                      "the requeued job to end")
         assert again.attempt == 1
+        # (its clean into history is the last entry this test makes)
+        wait_until(lambda: [j.attempt for j in client.history(api.HistoryRequest())
+                            if j.id == good.id] == [1], "the requeued job's clean into history")
     # Every replica holds the same history.
+    wait_converged(cluster)
     cluster.stop()
     dumps = {replica_dump(cluster, r.id)[0] for r in cluster.config.replicas}
     assert len(dumps) == 1
