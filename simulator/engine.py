@@ -22,9 +22,10 @@ workload and settings give the same entries, so the same figures.
 
 from __future__ import annotations
 
+import copy
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from controller import fsm
 from controller.fsm.versions import ENTRY_FORMAT
@@ -118,12 +119,12 @@ class Engine:
         self.view = View()
         config = planner.PlannerConfig(CoreConfig(max_dispatches=self.settings.max_dispatches),
                                        recount_ms=RECOUNT_MS)
-        whatif = self.settings.whatif
-        default = str(whatif.scheduler.get("picker", self.settings.default_picker))
-        if "max_dispatches" in whatif.scheduler:
-            config = planner.PlannerConfig(CoreConfig(max_dispatches=int(whatif.scheduler["max_dispatches"])),
-                                           recount_ms=RECOUNT_MS)
-        self.decider = Decider(Lease(SCHEDULER, LEASE_S), picker.load, default, config=config)
+        self.decider = Decider(Lease(SCHEDULER, LEASE_S), picker.load, self.settings.default_picker,
+                               config=config)
+        self._scheduler_what_if(self.settings.whatif)
+        self.last_batch: api.DecisionBatch | None = None  # the last pass's decisions (interactive)
+        self.last_outcomes: list[api.DecisionOutcome] = []  # per decision
+        self._begun = False
         self._heap: list[tuple[int, int, int, object]] = []
         self._seq = 0
         self._jobs: dict[int, SimJob] = {}  # job id -> what it is in the workload
@@ -139,20 +140,74 @@ class Engine:
     # -------------------------------------------------------------- the run
 
     def run(self) -> Result:
+        while self.step():
+            pass
+        return self.finish()
+
+    def begin(self) -> None:
+        """The cluster, its hosts and the arrivals to come (once; step() begins if need be)."""
+        if self._begun:
+            return
+        self._begun = True
         self._start()
         for job in self.workload.jobs:
             self._push(EPOCH_MS + job.submit_ms, ARRIVAL, job)
-        while self._heap:
-            self.now_ms, kind, _, payload = heapq.heappop(self._heap)
-            if kind == ARRIVAL:
-                self._arrive(payload)  # type: ignore[arg-type]
-            else:
-                self._end(*payload)  # type: ignore[misc]
-            self._passes()  # after each event, as a live scheduler passes after each change it sees
-            self._sample()
+
+    def step(self) -> bool:
+        """The next event and the passes after it; False once nothing is left to happen."""
+        self.begin()
+        if not self._heap:
+            return False
+        self.now_ms, kind, _, payload = heapq.heappop(self._heap)
+        if kind == ARRIVAL:
+            self._arrive(payload)  # type: ignore[arg-type]
+        else:
+            self._end(*payload)  # type: ignore[misc]
+        self._passes()  # after each event, as a live scheduler passes after each change it sees
+        self._sample()
+        return True
+
+    def next_event_ms(self) -> int | None:
+        """When the next event happens (the workload's time), if any."""
+        self.begin()
+        return self._heap[0][0] - EPOCH_MS if self._heap else None
+
+    def finish(self) -> Result:
         self.result.unfinished = len(self._pending) + len(self._runs)
         self.result.entries = self.index
         return self.result
+
+    def snapshot(self) -> Engine:
+        """A copy of the whole simulated state (tables, view, planner, workers, clock) that runs on
+        independently; the workload's jobs are shared (never changed)."""
+        memo: dict[int, object] = {id(job): job for job in self.workload.jobs}
+        memo[id(self.workload)] = self.workload
+        memo[id(self.progress)] = self.progress
+        return copy.deepcopy(self, memo)
+
+    def what_if(self, changes: WhatIf) -> list[str]:
+        """Apply what-ifs from now on: the scheduler's settings at once, a queue's through a
+        put_queue entry as a configuration change would. Returns the queues changed."""
+        self.begin()
+        self._scheduler_what_if(changes)
+        changed = []
+        for queue in self.view.queues():
+            after = changes.queue(queue)
+            if after is not queue and after != queue:
+                result = self._apply(log.Entry(put_queue=log.PutQueueEntry(queue=after,
+                                                                           request_id=f"sim-{self.index}")))
+                if result and result[0].code != log.OK:
+                    raise SimulationError(f"queue {queue.name}: {result[0].message}")
+                changed.append(queue.name)
+        self.settings = replace(self.settings, whatif=changes)
+        return changed
+
+    def _scheduler_what_if(self, changes: WhatIf) -> None:
+        if "picker" in changes.scheduler:
+            self.decider.default_picker = str(changes.scheduler["picker"])
+        if "max_dispatches" in changes.scheduler:
+            core = replace(self.decider.config.core, max_dispatches=int(changes.scheduler["max_dispatches"]))
+            self.decider.config = replace(self.decider.config, core=core)
 
     def _start(self) -> None:
         queues = [self.settings.whatif.queue(q) for q in self.workload.queues]
@@ -179,18 +234,26 @@ class Engine:
 
     def _passes(self) -> None:
         for _ in range(PASSES_AT_ONCE):
-            self.result.passes += 1
-            batch = self.decider.decide(planner.pass_view(self.view), self.now_ms / 1000, self.now_ms)
-            if batch is None:
+            if self.one_pass() is None:
                 return
-            self.result.batches += 1
-            outcome = self._apply(log.Entry(decisions=batch))[0]
-            reply = api.DecisionBatchResponse(revision=self.index, outcomes=outcome.outcomes)
-            self.decider.batch_answered(batch, reply, self.now_ms / 1000)
-            # What the workers do at once (suspended reports, kills) comes before the next pass.
-            while self._heap and self._heap[0][0] == self.now_ms and self._heap[0][1] == REACT:
-                _, _, _, payload = heapq.heappop(self._heap)
-                self._end(*payload)  # type: ignore[misc]
+
+    def one_pass(self) -> api.DecisionBatch | None:
+        """A pass at the current time, its decisions applied (None: it decided nothing)."""
+        self.begin()
+        self.result.passes += 1
+        batch = self.decider.decide(planner.pass_view(self.view), self.now_ms / 1000, self.now_ms)
+        if batch is None:
+            return None
+        self.result.batches += 1
+        outcome = self._apply(log.Entry(decisions=batch))[0]
+        self.last_batch, self.last_outcomes = batch, list(outcome.outcomes)
+        reply = api.DecisionBatchResponse(revision=self.index, outcomes=outcome.outcomes)
+        self.decider.batch_answered(batch, reply, self.now_ms / 1000)
+        # What the workers do at once (suspended reports, kills) comes before the next pass.
+        while self._heap and self._heap[0][0] == self.now_ms and self._heap[0][1] == REACT:
+            _, _, _, payload = heapq.heappop(self._heap)
+            self._end(*payload)  # type: ignore[misc]
+        return batch
 
     # -------------------------------------------------------------- the state machine
 

@@ -154,3 +154,28 @@ def test_bad_simulation_input_is_refused_clearly(args: list[str], words: str) ->
     done = subprocess.run([sys.executable, "-m", "xce.cli", "sim", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
     assert done.returncode == 2 and words in done.stderr, done.stderr
+
+
+def test_interactive_steps_snapshots_restores_and_a_what_if_from_the_snapshot_on() -> None:
+    """Stepping gives what a whole run gives; a restore runs on from the kept state as it was; a what-if
+    set after a restore changes only what comes after it."""
+    import io
+
+    from xce import cli_interactive
+
+    base = workload.synthetic(50, 4, 4, 0.8, seed=3)
+    whole = report.as_text(report.report(engine.simulate(base), base.source, base.notes))
+    out = io.StringIO()
+    session = cli_interactive.Session(engine.Engine(base), out)
+    session.serve(["step 40", "snapshot half", "run", "report", "restore half", "report", "run", "report",
+                   "restore half", "set queue.normal.backfill=none", "run", "report",
+                   "restore nothing", "set queue.other.backfill=none", "frobnicate", "quit", "view"])
+    text = out.getvalue()
+    reports = [part.split("\n")[0:3] for part in text.split("simulated ")[1:]]
+    first, _, again, _ = ("simulated " + part for part in text.split("simulated ")[1:])
+    assert first.startswith(whole) and again.startswith(whole)  # stepping, and after a restore
+    assert reports[1] != reports[0]  # the restored state had fewer jobs ended
+    assert "(queues changed: normal)" in text and reports[3] != reports[0]
+    assert "error: no snapshot 'nothing' (kept: half)" in text
+    assert "error: no such queue: other" in text and "unknown command 'frobnicate'" in text
+    assert text.rstrip().splitlines()[-1].startswith("unknown command")  # `quit`: the `view` after never ran

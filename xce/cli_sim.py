@@ -67,6 +67,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--load", type=float, default=0.8, help="synthetic: the offered load (default 0.8)")
     p.add_argument("--seed", type=int, default=1, help="synthetic: the generator's seed (default 1)")
     p.add_argument("--plot", type=Path, metavar="DIR", help="write PNG plots to DIR")
+    p.add_argument("--interactive", action="store_true",
+                   help="step the simulation from standard input: events, passes, the view, pending reasons, "
+                        "snapshots and restores, what-ifs from any point ('help' lists the commands)")
     p.add_argument("--out", type=Path, help="with --replay: write the re-run batches here (JSON lines)")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
 

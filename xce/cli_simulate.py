@@ -38,6 +38,10 @@ def run(args: argparse.Namespace) -> int:
     if not base.jobs:
         print("xce sim: the workload has no jobs", file=sys.stderr)
         return 2
+    if args.interactive:  # the workload with its what-ifs from the start; more with `set`
+        from xce import cli_interactive
+
+        return cli_interactive.serve(engine.Engine(changed or base, engine.Settings(whatif=changes)))
     try:
         runs = [("as given", base, engine.Settings())]
         if changed is not None:
