@@ -34,30 +34,45 @@ class Tables(Protocol):
 
 
 class MemoryTables:
-    """Sorted dicts; what LMDB would hold, for pure tests."""
+    """Dicts, with each table's keys kept sorted; what LMDB would hold, for pure tests and the
+    simulator. A scan walks the keys as they were when it began (skipping those deleted since)."""
 
     def __init__(self) -> None:
         self._data: dict[str, dict[bytes, bytes]] = {t: {} for t in TABLES}
+        self._keys: dict[str, list[bytes]] = {t: [] for t in TABLES}
+
+    def copy(self) -> MemoryTables:
+        """An independent copy (a transaction's scratch, a snapshot)."""
+        fresh = MemoryTables()
+        fresh._data = {table: dict(rows) for table, rows in self._data.items()}
+        fresh._keys = {table: list(keys) for table, keys in self._keys.items()}
+        return fresh
 
     def get(self, table: str, key: bytes) -> bytes | None:
         return self._data[table].get(key)
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
-        self._data[table][key] = value
+        items = self._data[table]
+        if key not in items:
+            bisect.insort(self._keys[table], key)
+        items[key] = value
 
     def delete(self, table: str, key: bytes) -> None:
-        self._data[table].pop(key, None)
+        items = self._data[table]
+        if items.pop(key, None) is not None:
+            keys = self._keys[table]
+            del keys[bisect.bisect_left(keys, key)]
 
     def scan(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         items = self._data[table]
-        keys = sorted(items)
+        keys = self._keys[table]
         for key in keys[bisect.bisect_left(keys, start):]:
             if key in items:
                 yield key, items[key]
 
     def scan_back(self, table: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
         items = self._data[table]
-        keys = sorted(items)
+        keys = self._keys[table]
         for key in reversed(keys[:bisect.bisect_right(keys, start)]):
             if key in items:
                 yield key, items[key]

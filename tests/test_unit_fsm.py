@@ -124,8 +124,7 @@ class MemoryBackend(Backend):
     def apply(self, index: int, data: bytes,
               handlers: Mapping[str, fsm.Handler] = fsm.HANDLERS) -> list[log.Result] | None:
         # One transaction, as the store's: apply to a copy, keep it only if apply returns.
-        scratch = MemoryTables()
-        scratch._data = {table: dict(rows) for table, rows in self.tables._data.items()}
+        scratch = self.tables.copy()
         results = fsm.apply(scratch, index, data, handlers)
         self.tables = scratch
         return results
