@@ -102,12 +102,14 @@ def schedule(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
 def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequence[api.Host],
              config: CoreConfig, counters: Mapping[str, int], recount: bool = True,
              shared: Mapping[str, int] | None = None, limit_defs: Sequence[api.Limit] = (),
-             context: PassContext | None = None) -> PassResult:
+             context: PassContext | None = None, fleet: Fleet | None = None) -> PassResult:
     """One pass. `recount`: also send reasons whose only change is in their counts (the planner
-    allows it at a bounded rate); a changed code or wording is always sent."""
+    allows it at a bounded rate); a changed code or wording is always sent. `fleet`: what the pass
+    would make of `hosts`, if the caller keeps it between passes."""
     queue_map = {q.name: q for q in queues}
-    usage = PassUsage(hosts, queue_map, counters, shared or {}, limit_defs)
-    index = HostIndex(usage.states)
+    usage = PassUsage(hosts, queue_map, counters, shared or {}, limit_defs,
+                      fleet.states if fleet is not None else None)
+    index = HostIndex(usage.states, fleet)
     by_queue: dict[str, feasibility.Reason | None] = {}  # the queue checks, once per queue (A4)
     no_plan: dict[tuple[int, int, feasibility.Need], feasibility.Explanation] = {}
     # A select[] term on usage (slots < 4, mem < 2000) may start to hold as the pass fills hosts:
@@ -432,34 +434,15 @@ def _shape(words: str) -> str:
     return words.translate(_DIGITS)
 
 
-# Host states made from the very records of an earlier pass (the view keeps a record parsed until it
-# changes: scheduler/view.py), by the record's identity and what a caller may have changed in place
-# since (the record is kept so its id is not reused).
-_STATES: dict[int, tuple[api.Host, tuple[object, ...], feasibility.HostState]] = {}
-_STATES_KEPT = 50_000
-
-
-def _host_state(host: api.Host) -> feasibility.HostState:
-    moving = (host.slots_used, host.status, host.closed, host.exclusive_job, host.generation,
-              host.spec.slots, tuple(host.reserved.items()) if host.reserved else (),
-              tuple(host.load.items()) if host.load else ())
-    hit = _STATES.get(id(host))
-    if hit is not None and hit[0] is host and hit[1] == moving:
-        return hit[2]
-    if len(_STATES) >= _STATES_KEPT:
-        _STATES.clear()
-    state = feasibility.host_state(host, load=True)
-    _STATES[id(host)] = (host, moving, state)
-    return state
-
-
 class PassUsage:
     """feasibility.Usage as the view shows it, plus this pass's own placements."""
 
     def __init__(self, hosts: Sequence[api.Host], queues: Mapping[str, api.Queue],
                  counters: Mapping[str, int], shared: Mapping[str, int] | None = None,
-                 limit_defs: Sequence[api.Limit] = ()) -> None:
-        self.states = {h.spec.name: _host_state(h) for h in hosts}
+                 limit_defs: Sequence[api.Limit] = (),
+                 states: Mapping[str, feasibility.HostState] | None = None) -> None:
+        self.states = dict(states) if states is not None else {
+            h.spec.name: feasibility.host_state(h, load=True) for h in hosts}
         self._queues = queues
         self._counters = dict(counters)
         self._limits = feasibility.limits_of(queues.values())
@@ -572,6 +555,35 @@ class PassUsage:
 Entry = tuple[int, str]  # (-free slots, host name): most free first, then by name
 
 
+def free_entry(name: str, state: feasibility.HostState) -> Entry | None:
+    """The host's place in HostIndex's order, if it takes jobs and has a free slot."""
+    if state.available and not state.closed and state.slots > state.used:
+        return (state.used - state.slots, name)
+    return None
+
+
+MOVING_ALWAYS = feasibility.USAGE_NAMES | feasibility.LOAD_INDICES
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """What a pass makes of the hosts before it places anything, for a caller that keeps it between
+    passes (scheduler/view.py: View.fleet): each host's feasibility state, HostIndex's order of the
+    hosts with free slots, and the names whose values are not static (usage, load, consumables)."""
+
+    states: Mapping[str, feasibility.HostState]
+    free: Sequence[Entry]  # sorted
+    moving: frozenset[str]
+
+    @classmethod
+    def of(cls, states: Mapping[str, feasibility.HostState]) -> Fleet:
+        moving = set(MOVING_ALWAYS)
+        for state in states.values():
+            moving.update(state.totals)
+        free = sorted(e for e in (free_entry(n, s) for n, s in states.items()) if e is not None)
+        return cls(states, free, frozenset(moving))
+
+
 class HostIndex:
     """The available hosts with free slots, most free first (then by name), kept sorted as the
     pass places jobs (a plain sorted list: an update is a bisection and a move of pointers, fast
@@ -586,17 +598,15 @@ class HostIndex:
     that a one-slot job takes the first host of the ranking that passes instead of ranking every
     host again: 18,000 jobs with order[] on 500 hosts were 9 million keys a pass."""
 
-    def __init__(self, states: Mapping[str, feasibility.HostState]) -> None:
+    def __init__(self, states: Mapping[str, feasibility.HostState], fleet: Fleet | None = None) -> None:
+        """`fleet`: the same states' order and names, kept by the caller (else made here)."""
         self._states = states
-        self._all: list[Entry] = sorted((s.used - s.slots, name) for name, s in states.items()
-                                        if s.available and not s.closed and s.slots > s.used)
+        fleet = fleet or Fleet.of(states)
+        self._all: list[Entry] = list(fleet.free)
         # Per static select[] term and -m: which hosts pass, each looked at once a pass (on first
         # need: a job that takes the first host that passes reads no further).
         self._passes: dict[tuple[resreq.Expr | None, frozenset[str]], dict[str, bool]] = {}
-        moving = set(feasibility.USAGE_NAMES) | feasibility.LOAD_INDICES
-        for state in states.values():
-            moving.update(state.totals)
-        self._moving = frozenset(moving)  # names whose value is not static
+        self._moving = fleet.moving  # names whose value is not static
         self._splits: dict[resreq.Expr, tuple[resreq.Expr | None, resreq.Expr | None]] = {}
         self._rankings: dict[tuple[tuple[str, bool], ...], _Ranking] = {}
 

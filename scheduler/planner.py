@@ -43,9 +43,10 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.core import CoreConfig, Decision, Dispatch, PassResult, Pend, Preempt, run_pass
+from scheduler.core import CoreConfig, Decision, Dispatch, Fleet, PassResult, Pend, Preempt, run_pass
 from scheduler.picker import PassContext, Picker
 from scheduler.view import View
+from xce import feasibility
 from xce.v1 import api_pb2 as api
 
 
@@ -135,6 +136,7 @@ class PassView:
     limits: Sequence[api.Limit] = ()  # the configured limits (xce/limits.py)
     share_usage: Mapping[str, Mapping[tuple[str, str], tuple[int, int]]] = field(default_factory=dict)
     now_ms: int = 0  # the wall clock of the pass (fair share decays committed usage to it); in the batch
+    fleet: Fleet | None = None  # what a pass makes of the hosts, if the view keeps it (View.fleet)
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,7 @@ def pass_view(view: View) -> PassView:
     """What a pass reads of a scheduler's view (the daemon, the simulations and a recording's re-run
     alike)."""
     return PassView(view.jobs(), view.queues(), view.hosts(), view.counters(), view.revision, view.shared(),
-                    view.limits(), view.share_usage())
+                    view.limits(), view.share_usage(), fleet=view.fleet())
 
 
 def ready(state: PlannerState, revision: int, clock_ms: int) -> bool:
@@ -167,11 +169,16 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
                  if now_ms - t < config.in_flight_ms and pending_at.get(j) == a}
     cooldown, seen, cooled = _note_refusals(view.jobs, state, now_ms, config)
     # A cooling host is in the pass as unavailable: jobs that only it could take say so.
-    usable = [h if cooldown.get(h.spec.name, 0) <= now_ms else _unavailable(h) for h in view.hosts]
+    cooling = {name for name, until in cooldown.items() if until > now_ms}
+    usable = [_unavailable(h) if h.spec.name in cooling else h for h in view.hosts] if cooling else view.hosts
+    fleet = view.fleet
+    if fleet is not None and cooling:
+        fleet = Fleet.of({**fleet.states, **{h.spec.name: feasibility.host_state(h, load=True)
+                                            for h in usable if h.spec.name in cooling}})
     pending = [j for j in view.jobs if not (j.id in in_flight and in_flight[j.id][0] == j.attempt)]
     recount = state.recounted_ms is None or now_ms - state.recounted_ms >= config.recount_ms
     result = run_pass(pending, view.queues, usable, config.core, view.counters, recount, view.shared,
-                      view.limits, PassContext(view.jobs, view.share_usage, view.now_ms))
+                      view.limits, PassContext(view.jobs, view.share_usage, view.now_ms), fleet)
     refused = {j.id for j in pending if j.pending_code == api.PEND_DISPATCH_REFUSED}
     # A worker's refusal says more than what a pass without that host would say.
     decisions = [d for d in result.decisions if not (isinstance(d, Pend) and d.job_id in refused)]

@@ -11,16 +11,19 @@ update lands in place (M4). Pure: no I/O, no clock, no threads.
 
 from __future__ import annotations
 
+import bisect
+import copy
 import struct
-from typing import TypeVar
+from collections import Counter
+from collections.abc import Mapping
 
 from google.protobuf.message import Message
 
-from xce import fairshare
+from scheduler.core import MOVING_ALWAYS, Fleet, free_entry
+from xce import fairshare, feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
-M = TypeVar("M", bound=Message)
 TABLES = ("jobs", "queues", "hosts", "counters", "shared", "limits", "share_usage")
 
 
@@ -33,7 +36,26 @@ class View:
         self.snapshots = 0  # how many snapshots were swapped in
         self.events = 0     # how many events were applied (skips not counted)
         self.last_kind = ""  # the entry kind of the last event applied
-        self._cache: dict[str, dict[bytes, tuple[bytes, Message]]] = {}  # table -> key -> (raw, parsed)
+        # jobs and hosts kept parsed, in key order, between reads: only what changed is parsed again
+        self._parsed_tables = {"jobs": _Parsed(api.Job), "hosts": _Parsed(api.Host)}
+        self._fleet: Fleet | None = None  # what a pass makes of the hosts, as the view has them
+        self._totals: Counter[str] = Counter()  # consumables' names: on how many hosts
+
+    def __deepcopy__(self, memo: dict[int, object]) -> View:
+        """The rows and where the view stands; what is kept parsed is made again as it is read."""
+        other = View()
+        other.restore(self.tables, self.revision)
+        other.cluster_id, other.snapshots, other.events = self.cluster_id, self.snapshots, self.events
+        other.last_kind = self.last_kind
+        other._building = copy.deepcopy(self._building, memo)
+        return other
+
+    def restore(self, tables: Mapping[str, Mapping[bytes, bytes]], revision: int) -> None:
+        """Start from these rows at this revision (a recording's baseline), as a snapshot would."""
+        self.tables = {t: dict(tables.get(t, {})) for t in TABLES}
+        self.revision = revision
+        for parsed in self._parsed_tables.values():
+            parsed.reset()
 
     def sync_request(self) -> log.SyncRequest:
         """Where a (re)connected Sync stream resumes: after this revision, of this cluster."""
@@ -55,6 +77,8 @@ class View:
                     self._building[record.table][record.key] = record.value
         elif kind == "snapshot_end" and self._building is not None:
             self.tables, self._building = self._building, None
+            for parsed in self._parsed_tables.values():
+                parsed.reset()
             self.revision = message.snapshot_end.revision
             self.snapshots += 1
         elif kind == "event":
@@ -71,6 +95,9 @@ class View:
                 table.pop(change.key, None)
             else:
                 table[change.key] = change.value
+            parsed = self._parsed_tables.get(change.table)
+            if parsed is not None:
+                parsed.dirty.add(change.key)
         self.revision = event.revision
         self.events += 1
         self.last_kind = event.kind
@@ -80,7 +107,7 @@ class View:
     def jobs(self) -> list[api.Job]:
         """Every job, by id. The records are kept parsed between calls (a pass reads them all, and
         few change between passes): read them, never change them."""
-        return self._parsed("jobs", api.Job)
+        return self._parsed_tables["jobs"].read(self.tables["jobs"])  # type: ignore[return-value]
 
     def job(self, job_id: int) -> api.Job | None:
         raw = self.tables["jobs"].get(struct.pack(">Q", job_id))
@@ -91,19 +118,42 @@ class View:
 
     def hosts(self) -> list[api.Host]:
         """Every host, by name; kept parsed like jobs()."""
-        return self._parsed("hosts", api.Host)
+        return self._parsed_tables["hosts"].read(self.tables["hosts"])  # type: ignore[return-value]
 
-    def _parsed(self, table: str, kind: type[M]) -> list[M]:
-        known = self._cache.get(table, {})
-        fresh: dict[bytes, tuple[bytes, Message]] = {}
-        out: list[M] = []
-        for key, raw in sorted(self.tables[table].items()):
-            hit = known.get(key)  # the very bytes parsed before: unchanged
-            record = hit[1] if hit is not None and hit[0] is raw else kind.FromString(raw)
-            fresh[key] = (raw, record)
-            out.append(record)  # type: ignore[arg-type]
-        self._cache[table] = fresh
-        return out
+    def fleet(self) -> Fleet:
+        """What a pass makes of the hosts (scheduler/core.py: Fleet): each host's feasibility state
+        (load included) and the order of those with free slots, made again only for the hosts whose
+        records changed. Read it, never change it."""
+        hosts = self.hosts()
+        parsed = self._parsed_tables["hosts"]
+        if parsed.reshaped or self._fleet is None:  # (hosts came or went: made again, all)
+            states = {h.spec.name: feasibility.host_state(h, load=True) for h in hosts}
+            self._fleet = Fleet.of(states)
+            self._totals = Counter(name for s in states.values() for name in s.totals)
+        elif parsed.touched:
+            states = dict(self._fleet.states)
+            free = list(self._fleet.free)
+            for key in parsed.touched:
+                host: api.Host = parsed.records[bisect.bisect_left(parsed.keys, key)]  # type: ignore[assignment]
+                name = host.spec.name
+                before, after = states[name], feasibility.host_state(host, load=True)
+                states[name] = after
+                old, new = free_entry(name, before), free_entry(name, after)
+                if old != new:
+                    if old is not None:
+                        del free[bisect.bisect_left(free, old)]
+                    if new is not None:
+                        bisect.insort(free, new)
+                self._totals.subtract(before.totals.keys())
+                self._totals.update(after.totals.keys())
+            named = {n for n, count in self._totals.items() if count > 0}
+            moving = self._fleet.moving
+            if moving != MOVING_ALWAYS | named:
+                moving = frozenset(MOVING_ALWAYS | named)
+            self._fleet = Fleet(states, free, moving)
+        parsed.touched.clear()
+        parsed.reshaped = False
+        return self._fleet
 
     def counters(self) -> dict[str, int]:
         """Cluster-wide counters in use (xce/feasibility.py), by name."""
@@ -134,3 +184,50 @@ class View:
             for key, value in sorted(self.tables[table].items()):
                 out += struct.pack(">HII", len(table), len(key), len(value)) + table.encode() + key + value
         return bytes(out)
+
+
+class _Parsed:
+    """A table's records parsed, in key order, kept between reads: a read parses only the keys
+    changed since the last (an event's changes name them), and returns a new list."""
+
+    def __init__(self, kind: type[Message]) -> None:
+        self.kind = kind
+        self.keys: list[bytes] = []
+        self.records: list[Message] = []
+        self.dirty: set[bytes] = set()
+        self.whole = True  # parse everything at the next read (a snapshot came)
+        # For a reader that keeps something per record: the keys parsed again since it looked, and
+        # whether keys came or went (it starts over).
+        self.touched: set[bytes] = set()
+        self.reshaped = True
+
+    def reset(self) -> None:
+        self.whole = True
+        self.dirty.clear()
+
+    def read(self, table: dict[bytes, bytes]) -> list[Message]:
+        if self.whole:
+            self.keys = sorted(table)
+            self.records = [self.kind.FromString(table[k]) for k in self.keys]
+            self.whole = False
+            self.dirty.clear()
+            self.reshaped = True
+        elif self.dirty:
+            keys, records = self.keys, self.records
+            for key in sorted(self.dirty):
+                at = bisect.bisect_left(keys, key)
+                here = at < len(keys) and keys[at] == key
+                raw = table.get(key)
+                if raw is None:
+                    if here:
+                        del keys[at], records[at]
+                        self.reshaped = True
+                elif here:
+                    records[at] = self.kind.FromString(raw)
+                    self.touched.add(key)
+                else:
+                    keys.insert(at, key)
+                    records.insert(at, self.kind.FromString(raw))
+                    self.reshaped = True
+            self.dirty.clear()
+        return list(self.records)

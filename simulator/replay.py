@@ -127,8 +127,7 @@ def compare(each: Pass, again: api.DecisionBatch) -> Divergence | None:
 def _on_their_views(recording: Recording, todo: list[Pass]) -> Iterator[tuple[Pass, View | None]]:
     """Each pass with the view at its base revision (None: older than the baseline)."""
     view = View()
-    view.tables = {t: dict(rows) for t, rows in recording.baseline.items()}
-    view.revision = recording.from_revision
+    view.restore(recording.baseline, recording.from_revision)
     events = recording.events
     at = 0
     for each in sorted(todo, key=lambda p: (p.batch.base_revision, p.number)):
