@@ -35,7 +35,7 @@ class Tables(Protocol):
 
 class MemoryTables:
     """Dicts, with each table's keys kept sorted; what LMDB would hold, for pure tests and the
-    simulator. A scan walks the keys as they were when it began (skipping those deleted since)."""
+    simulator. A scan sees the table as it is at each step, as an LMDB cursor in a write transaction."""
 
     def __init__(self) -> None:
         self._data: dict[str, dict[bytes, bytes]] = {t: {} for t in TABLES}
@@ -64,15 +64,19 @@ class MemoryTables:
             del keys[bisect.bisect_left(keys, key)]
 
     def scan(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
-        items = self._data[table]
-        keys = self._keys[table]
-        for key in keys[bisect.bisect_left(keys, start):]:
-            if key in items:
-                yield key, items[key]
+        # Each step finds its place again: the table may change between steps (a cursor's walk), and
+        # most scans stop after a few keys (no copy of the keys).
+        items, keys = self._data[table], self._keys[table]
+        at = bisect.bisect_left(keys, start)
+        while at < len(keys):
+            key = keys[at]
+            yield key, items[key]
+            at = bisect.bisect_right(keys, key)
 
     def scan_back(self, table: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
-        items = self._data[table]
-        keys = self._keys[table]
-        for key in reversed(keys[:bisect.bisect_right(keys, start)]):
-            if key in items:
-                yield key, items[key]
+        items, keys = self._data[table], self._keys[table]
+        at = bisect.bisect_right(keys, start) - 1
+        while at >= 0:
+            key = keys[at]
+            yield key, items[key]
+            at = bisect.bisect_left(keys, key) - 1

@@ -92,6 +92,10 @@ class PassResult:
     refusals: Counter[str] = field(default_factory=Counter)  # hosts refused, per check, over explanations
 
 
+# The states of the jobs a pass may act on: pending ones, and suspended ones it may resume.
+WAITING = frozenset({api.PEND, api.SSUSP})
+
+
 def schedule(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequence[api.Host],
              now_ms: int, config: CoreConfig, counters: Mapping[str, int] | None = None,
              shared: Mapping[str, int] | None = None, limit_defs: Sequence[api.Limit] = ()) -> list[Decision]:

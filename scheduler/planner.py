@@ -43,7 +43,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.core import CoreConfig, Decision, Dispatch, Fleet, PassResult, Pend, Preempt, run_pass
+from scheduler.core import WAITING, CoreConfig, Decision, Dispatch, Fleet, PassResult, Pend, Preempt, run_pass
 from scheduler.picker import PassContext, Picker
 from scheduler.view import View
 from xce import feasibility
@@ -137,6 +137,8 @@ class PassView:
     share_usage: Mapping[str, Mapping[tuple[str, str], tuple[int, int]]] = field(default_factory=dict)
     now_ms: int = 0  # the wall clock of the pass (fair share decays committed usage to it); in the batch
     fleet: Fleet | None = None  # what a pass makes of the hosts, if the view keeps it (View.fleet)
+    # The jobs a pass may act on (View.waiting: pending or suspended), by id, if the view keeps them.
+    waiting: Sequence[api.Job] | None = None
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ def pass_view(view: View) -> PassView:
     """What a pass reads of a scheduler's view (the daemon, the simulations and a recording's re-run
     alike)."""
     return PassView(view.jobs(), view.queues(), view.hosts(), view.counters(), view.revision, view.shared(),
-                    view.limits(), view.share_usage(), fleet=view.fleet())
+                    view.limits(), view.share_usage(), fleet=view.fleet(), waiting=view.waiting())
 
 
 def ready(state: PlannerState, revision: int, clock_ms: int) -> bool:
@@ -164,10 +166,11 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
     now_ms = clock_ms  # every time the planner keeps is on this clock
     # A dispatch stays in flight until the view shows it (the job no longer pending at that attempt),
     # at most in_flight_ms: what the view shows cannot come back, as attempts only grow.
-    pending_at = {j.id: j.attempt for j in view.jobs if j.state == api.PEND}
+    waiting = view.waiting if view.waiting is not None else [j for j in view.jobs if j.state in WAITING]
+    pending_at = {j.id: j.attempt for j in waiting if j.state == api.PEND}
     in_flight = {j: (a, t) for j, (a, t) in state.in_flight.items()
                  if now_ms - t < config.in_flight_ms and pending_at.get(j) == a}
-    cooldown, seen, cooled = _note_refusals(view.jobs, state, now_ms, config)
+    cooldown, seen, cooled = _note_refusals(waiting, state, now_ms, config)
     # A cooling host is in the pass as unavailable: jobs that only it could take say so.
     cooling = {name for name, until in cooldown.items() if until > now_ms}
     usable = [_unavailable(h) if h.spec.name in cooling else h for h in view.hosts] if cooling else view.hosts
@@ -175,7 +178,7 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
     if fleet is not None and cooling:
         fleet = Fleet.of({**fleet.states, **{h.spec.name: feasibility.host_state(h, load=True)
                                             for h in usable if h.spec.name in cooling}})
-    pending = [j for j in view.jobs if not (j.id in in_flight and in_flight[j.id][0] == j.attempt)]
+    pending = [j for j in waiting if not (j.id in in_flight and in_flight[j.id][0] == j.attempt)]
     recount = state.recounted_ms is None or now_ms - state.recounted_ms >= config.recount_ms
     result = run_pass(pending, view.queues, usable, config.core, view.counters, recount, view.shared,
                       view.limits, PassContext(view.jobs, view.share_usage, view.now_ms), fleet)

@@ -15,11 +15,11 @@ import bisect
 import copy
 import struct
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from google.protobuf.message import Message
 
-from scheduler.core import MOVING_ALWAYS, Fleet, free_entry
+from scheduler.core import MOVING_ALWAYS, WAITING, Fleet, free_entry
 from xce import fairshare, feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -37,7 +37,7 @@ class View:
         self.events = 0     # how many events were applied (skips not counted)
         self.last_kind = ""  # the entry kind of the last event applied
         # jobs and hosts kept parsed, in key order, between reads: only what changed is parsed again
-        self._parsed_tables = {"jobs": _Parsed(api.Job), "hosts": _Parsed(api.Host)}
+        self._parsed_tables = {"jobs": _Parsed(api.Job, waits), "hosts": _Parsed(api.Host)}
         self._fleet: Fleet | None = None  # what a pass makes of the hosts, as the view has them
         self._totals: Counter[str] = Counter()  # consumables' names: on how many hosts
 
@@ -108,6 +108,13 @@ class View:
         """Every job, by id. The records are kept parsed between calls (a pass reads them all, and
         few change between passes): read them, never change them."""
         return self._parsed_tables["jobs"].read(self.tables["jobs"])  # type: ignore[return-value]
+
+    def waiting(self) -> list[api.Job]:
+        """The jobs a pass may act on (pending, and suspended ones it may resume: WAITING), by id; a
+        subset of jobs(), kept like it (a pass over a long-running cluster need not walk every job)."""
+        parsed = self._parsed_tables["jobs"]
+        parsed.read(self.tables["jobs"])
+        return parsed.kept()  # type: ignore[return-value]
 
     def job(self, job_id: int) -> api.Job | None:
         raw = self.tables["jobs"].get(struct.pack(">Q", job_id))
@@ -186,14 +193,22 @@ class View:
         return bytes(out)
 
 
+def waits(job: Message) -> bool:
+    return job.state in WAITING  # type: ignore[attr-defined]
+
+
 class _Parsed:
     """A table's records parsed, in key order, kept between reads: a read parses only the keys
-    changed since the last (an event's changes name them), and returns a new list."""
+    changed since the last (an event's changes name them), and returns a new list. With `keep`, the
+    records it holds true of are also kept apart, in key order (kept())."""
 
-    def __init__(self, kind: type[Message]) -> None:
+    def __init__(self, kind: type[Message], keep: Callable[[Message], bool] | None = None) -> None:
         self.kind = kind
+        self.keep = keep
         self.keys: list[bytes] = []
         self.records: list[Message] = []
+        self._kept: dict[bytes, Message] = {}
+        self._kept_keys: list[bytes] = []
         self.dirty: set[bytes] = set()
         self.whole = True  # parse everything at the next read (a snapshot came)
         # For a reader that keeps something per record: the keys parsed again since it looked, and
@@ -205,6 +220,10 @@ class _Parsed:
         self.whole = True
         self.dirty.clear()
 
+    def kept(self) -> list[Message]:
+        kept = self._kept
+        return [kept[key] for key in self._kept_keys]
+
     def read(self, table: dict[bytes, bytes]) -> list[Message]:
         if self.whole:
             self.keys = sorted(table)
@@ -212,22 +231,40 @@ class _Parsed:
             self.whole = False
             self.dirty.clear()
             self.reshaped = True
+            if self.keep is not None:
+                keep = self.keep
+                self._kept = {k: r for k, r in zip(self.keys, self.records, strict=True) if keep(r)}
+                self._kept_keys = list(self._kept)  # (in key order, as self.keys)
         elif self.dirty:
             keys, records = self.keys, self.records
             for key in sorted(self.dirty):
                 at = bisect.bisect_left(keys, key)
                 here = at < len(keys) and keys[at] == key
                 raw = table.get(key)
+                record = None
                 if raw is None:
                     if here:
                         del keys[at], records[at]
                         self.reshaped = True
                 elif here:
-                    records[at] = self.kind.FromString(raw)
+                    record = records[at] = self.kind.FromString(raw)
                     self.touched.add(key)
                 else:
+                    record = self.kind.FromString(raw)
                     keys.insert(at, key)
-                    records.insert(at, self.kind.FromString(raw))
+                    records.insert(at, record)
                     self.reshaped = True
+                if self.keep is not None:
+                    self._keep(key, record)
             self.dirty.clear()
         return list(self.records)
+
+    def _keep(self, key: bytes, record: Message | None) -> None:
+        kept, was = self._kept, key in self._kept
+        if record is not None and self.keep is not None and self.keep(record):
+            kept[key] = record
+            if not was:
+                bisect.insort(self._kept_keys, key)
+        elif was:
+            del kept[key]
+            del self._kept_keys[bisect.bisect_left(self._kept_keys, key)]

@@ -77,8 +77,9 @@ def test_events_available_only_above_the_floor_of_a_known_revision() -> None:
 
 def test_records_kept_parsed_between_reads_are_what_a_fresh_parse_gives() -> None:
     """The view parses only the keys an event changed (scheduler/view.py: _Parsed): after random adds,
-    changes, deletions and a snapshot, every read equals a fresh parse of the rows, host states equal
-    fresh ones, and a list handed out before is not changed by later events."""
+    changes, deletions and a snapshot, every read equals a fresh parse of the rows (the waiting
+    jobs, its subset), host states equal fresh ones, and a list handed out before is not changed by
+    later events."""
     import random
 
     from scheduler import core
@@ -99,7 +100,8 @@ def test_records_kept_parsed_between_reads_are_what_a_fresh_parse_gives() -> Non
                 changes.append(log.Change(table=table, key=key, deleted=True))
                 continue
             if table == "jobs":
-                value = api.Job(id=number, attempt=rng.randint(0, 9)).SerializeToString()
+                state = rng.choice([api.PEND, api.RUN, api.SSUSP, api.DONE])
+                value = api.Job(id=number, attempt=rng.randint(0, 9), state=state).SerializeToString()
             else:  # (some with a consumable, which names a moving value)
                 host = api.Host(spec=api.HostSpec(name=key.decode(), slots=8), status=api.HOST_OK,
                                 slots_used=rng.randint(0, 8), closed=rng.random() < 0.1)
@@ -118,6 +120,8 @@ def test_records_kept_parsed_between_reads_are_what_a_fresh_parse_gives() -> Non
         if rng.random() < 0.5:
             jobs = view.jobs()
             assert [j.SerializeToString() for j in jobs] == [rows["jobs"][k] for k in sorted(rows["jobs"])]
+            assert [j.SerializeToString() for j in view.waiting()] == [
+                j.SerializeToString() for j in jobs if j.state in core.WAITING]
             hosts = [api.Host.FromString(rows["hosts"][k]) for k in sorted(rows["hosts"])]
             assert view.hosts() == hosts
             fresh = core.Fleet.of({h.spec.name: feasibility.host_state(h, load=True) for h in hosts})
