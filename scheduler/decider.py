@@ -40,6 +40,7 @@ class Decider:
     config: planner.PlannerConfig = field(default_factory=planner.PlannerConfig)
     state: planner.PlannerState = field(default_factory=planner.PlannerState)
     batches: int = 0
+    deferred: int = 0  # decisions the last pass left for later passes (over a bound of its batch)
 
     @property
     def scheduler_id(self) -> str:
@@ -64,7 +65,7 @@ class Decider:
         config = planner.configured(settings, view.queues, self.pickers)
         started = self.state
         plan = planner.plan(replace(view, now_ms=now_ms), started, clock_ms, config)
-        self.state = plan.state
+        self.state, self.deferred = plan.state, plan.deferred
         if log.isEnabledFor(logging.DEBUG):
             waiting = {api.PendingReason.Name(code): n for code, n in plan.result.waiting.items()}
             log.debug("scheduler %s: pass at revision %d: %d decisions (%d left for later passes); "

@@ -59,6 +59,9 @@ class Settings:
     whatif: WhatIf = field(default_factory=WhatIf)
     max_dispatches: int = 10**6  # a pass may fill the whole machine: time does not move within it
     sample_every_ms: int = 0  # queue length and busy slots, at most this often (0: about 1,000 samples)
+    # Skip the pass after a batch when it could decide nothing new (Engine.one_pass); False passes
+    # again after every batch, as a live scheduler does (the tests hold both to the same results).
+    skip_idle_passes: bool = True
 
 
 @dataclass
@@ -125,6 +128,7 @@ class Engine:
         self.last_batch: api.DecisionBatch | None = None  # the last pass's decisions (interactive)
         self.last_outcomes: list[api.DecisionOutcome] = []  # per decision
         self._begun = False
+        self._again = True  # whether a pass at once after the last batch could decide something new
         self._heap: list[tuple[int, int, int, object]] = []
         self._seq = 0
         self._jobs: dict[int, SimJob] = {}  # job id -> what it is in the workload
@@ -234,7 +238,7 @@ class Engine:
 
     def _passes(self) -> None:
         for _ in range(PASSES_AT_ONCE):
-            if self.one_pass() is None:
+            if self.one_pass() is None or (self.settings.skip_idle_passes and not self._again):
                 return
 
     def one_pass(self) -> api.DecisionBatch | None:
@@ -249,9 +253,17 @@ class Engine:
         self.last_batch, self.last_outcomes = batch, list(outcome.outcomes)
         reply = api.DecisionBatchResponse(revision=self.index, outcomes=outcome.outcomes)
         self.decider.batch_answered(batch, reply, self.now_ms / 1000)
-        # What the workers do at once (suspended reports, kills) comes before the next pass.
+        # The pass placed, preempted and explained with what it saw, and took its own placements into
+        # account: a pass at once after it decides something new only if the batch was cut or refused
+        # in part, preempted (victims give back), or the workers did more than start what it placed.
+        dispatched = sum(d.WhichOneof("body") == "dispatch" for d in batch.decisions)
+        self._again = (self.decider.deferred > 0 or dispatched >= self.decider.config.core.max_dispatches
+                       or any(d.WhichOneof("body") == "preempt" for d in batch.decisions)
+                       or any(o.code != api.DECISION_ACCEPTED for o in outcome.outcomes))
+        # What the workers do at once (starts, suspended reports, kills) comes before the next pass.
         while self._heap and self._heap[0][0] == self.now_ms and self._heap[0][1] == REACT:
             _, _, _, payload = heapq.heappop(self._heap)
+            self._again |= payload[3] != "started"  # type: ignore[index]
             self._end(*payload)  # type: ignore[misc]
         return batch
 

@@ -84,6 +84,38 @@ def test_a_requeue_victim_runs_again_from_the_start() -> None:
     assert (done[1].start_ms, done[1].end_ms, done[1].attempts) == (50_000, 150_000, 2)
 
 
+@pytest.mark.parametrize("sets", [[], ["queue.low.backfill=none"], ["queue.low.backfill=easy"],
+                                  ["queue.low.backfill=conservative"], ["queue.low.picker=fairshare"]])
+def test_skipping_the_idle_pass_after_a_batch_changes_nothing(sets: list[str]) -> None:
+    """The engine skips the pass after a batch when it cannot decide anything new (engine.one_pass):
+    the same jobs end at the same times, and the history (hosts, pending reasons) is byte for byte the
+    same as when it passes again after every batch; preemptions (suspend and requeue) included."""
+    base = workload.synthetic(400, 12, 8, 0.95, seed=11)
+    queues = [api.Queue(name="urgent", priority=60, preemptive=["low", "scavenger"]),
+              api.Queue(name="low", priority=5, preemptable=True),
+              api.Queue(name="scavenger", priority=1, preemptable=True, preempt_action=api.PREEMPT_REQUEUE)]
+    jobs = []
+    for job in base.jobs:
+        spec = api.JobSpec()
+        spec.CopyFrom(job.spec)
+        spec.queue = ("low", "low", "urgent", "scavenger")[job.key % 4]
+        spec.rerunnable = spec.queue == "scavenger"
+        jobs.append(workload.SimJob(job.key, job.submit_ms, job.run_ms, spec))
+    w = workload.Workload(jobs, base.hosts, queues, "mixed")
+    runs = []
+    for skip in (True, False):
+        sim = engine.Engine(w, engine.Settings(whatif=whatif.parse(sets), skip_idle_passes=skip))
+        result = sim.run()
+        runs.append((result.finished, list(sim.tables.scan("history")), result.passes))
+    (finished, history, passes), (finished_all, history_all, passes_all) = runs
+    assert len(finished) == 400 and finished == finished_all and history == history_all
+    assert passes < passes_all  # (it did skip)
+    preempted = [api.Job.FromString(raw) for _, raw in history if api.Job.FromString(raw).preemptions]
+    assert "low" in {j.spec.queue for j in preempted}  # (victims stopped and resumed)
+    if not sets:
+        assert "scavenger" in {j.spec.queue for j in preempted}  # (... and requeued)
+
+
 def test_the_published_first_window_of_lublin_1_through_apply() -> None:
     """The same figure as the pass driven directly (tests/test_published_figures.py): 163.71."""
     trace = swf.read(TRACES / "lublin_256.swf")
