@@ -152,9 +152,13 @@ class Plan:
 
 def pass_view(view: View) -> PassView:
     """What a pass reads of a scheduler's view (the daemon, the simulations and a recording's re-run
-    alike)."""
+    alike). Where no job waits, a pass decides nothing whatever the hosts and the running jobs are:
+    they are left out (a pass keeps its bookkeeping all the same)."""
+    waiting = view.waiting()
+    if not waiting:
+        return PassView([], view.queues(), [], view.counters(), view.revision, waiting=waiting)
     return PassView(view.jobs(), view.queues(), view.hosts(), view.counters(), view.revision, view.shared(),
-                    view.limits(), view.share_usage(), fleet=view.fleet(), waiting=view.waiting())
+                    view.limits(), view.share_usage(), fleet=view.fleet(), waiting=waiting)
 
 
 def ready(state: PlannerState, revision: int, clock_ms: int) -> bool:
