@@ -26,6 +26,7 @@ refusal) is the planner's (planner.py).
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import math
 from collections import Counter
@@ -433,6 +434,7 @@ def dependency_reason(job: api.Job) -> feasibility.Reason:
 _DIGITS = str.maketrans("", "", "0123456789")
 
 
+@functools.lru_cache(maxsize=4096)  # a pass compares each waiting job's words: the same few, pass after pass
 def _shape(words: str) -> str:
     """A reason's words without its numbers: what changes only when the counts do not."""
     return words.translate(_DIGITS)
