@@ -6,7 +6,8 @@ Zhang et al., SC'20 (RLScheduler), average bounded slowdown over ten windows of 
 pass (scheduler/core.py: run_pass) on a machine of one-slot hosts, on a virtual clock: an event at a
 time (arrivals before ends at equal times), a pass after each; the queue's `backfill` is `none` for
 the first figures and `end_before` (the paper's rule) for the second. Jobs carry their estimate as
--We. This drives the core directly; `xce sim` (issue 18, to come) will drive it through apply.
+-We. This drives the core directly, fast enough for `make test-slow`; `xce sim` drives it through
+apply and gives the same figures (docs/SIMULATION.md: Fidelity).
 
 `.venv/bin/python bench/published_figures.py [--trace lublin_256.swf] [--windows N]`; part of
 `make bench`. Prints figures beside the published ones; asserts nothing.

@@ -29,6 +29,7 @@ import fleet
 import preempt_latency
 import published_figures
 import scheduler_pass
+import sim_speed
 import xce_bench
 
 RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
@@ -209,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                            lambda name=name, mode=mode: published_figures.run(name, mode))
                                    for name in ("lublin_256.swf", "lublin_256_new2.swf")
                                    for mode in ("none", "end_before")]
+    report["sim_speed"] = guarded("simulation speed", sim_speed.run)
     if args.fleet:
         shape, jobs = args.fleet.split(":")
         hosts, slots = shape.split("x")
@@ -247,6 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"published figures, {figures['trace']} backfill={figures['backfill']}: bsld "
                   f"{figures['bsld']} (published {figures['published']}, off {figures['off_pct']} %), "
                   f"{figures['jobs_per_s']} jobs/s")
+    for figures in report["sim_speed"].get("runs", ()):
+        print(sim_speed.summary(figures))
     if "placements_per_s" in report.get("fleet", {}):
         print(fleet.summary(report["fleet"]))
     if "placements_per_s" in report.get("fleet_requirements", {}):
