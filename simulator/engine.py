@@ -36,7 +36,7 @@ from scheduler.decider import Decider
 from scheduler.lease import Lease
 from scheduler.view import View
 from simulator.whatif import WhatIf
-from simulator.workload import SimJob, Workload
+from simulator.workload import Action, SimJob, Workload
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -49,8 +49,8 @@ PASSES_AT_ONCE = 50  # passes at one virtual time while they keep deciding (a bo
 KILLED = 9  # SIGKILL
 
 # At equal times, in this order: what workers do at once (a start, a suspension, a kill, reported
-# before the next pass), arrivals, ends.
-REACT, ARRIVAL, END = 0, 1, 2
+# before the next pass), arrivals, what users do (a recording's actions), ends.
+REACT, ARRIVAL, ACTION, END = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,8 @@ class Result:
     batches: int = 0
     entries: int = 0
     unfinished: int = 0  # jobs still pending or running when nothing more could happen
+    actions: int = 0  # a workload's actions done (holds, kills, modifications...)
+    actions_refused: int = 0  # ... refused by apply, as the simulated job was not where it was then
 
 
 class Engine:
@@ -132,6 +134,7 @@ class Engine:
         self._heap: list[tuple[int, int, int, object]] = []
         self._seq = 0
         self._jobs: dict[int, SimJob] = {}  # job id -> what it is in the workload
+        self._ids: dict[int, int] = {}  # a workload job's key -> its job id
         self._runs: dict[int, _Run] = {}
         self._pending: set[int] = set()
         self._ended: set[tuple[int, int]] = set()
@@ -156,6 +159,8 @@ class Engine:
         self._start()
         for job in self.workload.jobs:
             self._push(EPOCH_MS + job.submit_ms, ARRIVAL, job)
+        for action in self.workload.actions:
+            self._push(EPOCH_MS + action.time_ms, ACTION, action)
 
     def step(self) -> bool:
         """The next event and the passes after it; False once nothing is left to happen."""
@@ -165,6 +170,8 @@ class Engine:
         self.now_ms, kind, _, payload = heapq.heappop(self._heap)
         if kind == ARRIVAL:
             self._arrive(payload)  # type: ignore[arg-type]
+        elif kind == ACTION:
+            self._act(payload)  # type: ignore[arg-type]
         else:
             self._end(*payload)  # type: ignore[misc]
         self._passes()  # after each event, as a live scheduler passes after each change it sees
@@ -234,7 +241,37 @@ class Engine:
             raise SimulationError(f"job {job.key} was refused at submit: {result.message}")
         for job_id in result.job_ids:
             self._jobs[int(job_id)] = job
+            self._ids[job.key] = int(job_id)
             self._pending.add(int(job_id))
+
+    def _act(self, action: Action) -> None:
+        """A user's action on the job of its key (it arrived before: a recording's actions follow the
+        submits they act on), as the request that did it: who asked is recorded, as it was."""
+        job_id = self._ids.get(action.key)
+        if job_id is None:  # (an action before its job's submit: not in a recording)
+            self.result.actions_refused += 1
+            return
+        role, _, name = action.by.partition(":")
+        by = log.Principal(name=name or role, role=role if name else "user", via="sim")
+        request_id = f"sim-action-{self.index}"
+        if action.control:
+            control = api.ControlJobRequest(job_id=str(job_id), action=action.control,  # type: ignore[arg-type]
+                                            request_id=request_id)
+            entry = log.Entry(control=control, by=by)
+        else:
+            modify = api.ModifyJobRequest(job_id=str(job_id), request_id=request_id)
+            if action.priority is not None:
+                modify.priority = action.priority
+            if action.queue is not None:
+                modify.queue = action.queue
+            if action.resource_req is not None:
+                modify.resource_req = action.resource_req
+            entry = log.Entry(modify=modify, by=by)
+        outcome = self._apply(entry)[0]
+        if outcome.code == log.OK:
+            self.result.actions += 1
+        else:
+            self.result.actions_refused += 1
 
     def _passes(self) -> None:
         for _ in range(PASSES_AT_ONCE):

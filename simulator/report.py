@@ -66,7 +66,8 @@ def report(result: Result, source: str, notes: Iterable[str] = ()) -> dict[str, 
         "users": {u: figures(jobs, result.slots).as_dict() for u, jobs in by_user.items()},
         "run_limit_kills": sum(1 for j in done if j.exit_reason == "RUNLIMIT"),
         "unfinished": result.unfinished,
-        "simulation": {"passes": result.passes, "batches": result.batches, "entries": result.entries},
+        "simulation": {"passes": result.passes, "batches": result.batches, "entries": result.entries,
+                       "actions": result.actions, "actions_refused": result.actions_refused},
     }
 
 

@@ -8,8 +8,11 @@ simulator knows nothing of where it came from:
   MaxNodes (or the largest job) one-slot hosts unless hosts are given;
 - a recording (xce/recording.py): every job submitted in it, with its spec
   as submitted and its run time (end - start of its last attempt; a job that
-  never ran or never ended runs as long as the recording saw it run, or is
-  left out), on the recording's hosts and queues;
+  never ended runs as long as the recording saw it run; one that never ran
+  is left out, unless it was killed while it waited), on the recording's
+  hosts and queues, and what users did to jobs (`Action`: holds, releases,
+  kills, stops, resumes, requeues of running jobs, modifications of
+  priority, queue and -R) at the times they did it;
 - a synthetic trace (`synthetic`): Poisson arrivals at the rate that gives the
   offered load asked for, sizes 1 slot or a power of two, log-uniform run
   times from 10 s to 36 h, estimates 1-3 times the run time. Reproducible
@@ -23,12 +26,14 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from xce import swf
 from xce.recording import Recording
 from xce.v1 import api_pb2 as api
 
 DEFAULT_QUEUE = "normal"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -40,12 +45,27 @@ class SimJob:
 
 
 @dataclass(frozen=True)
+class Action:
+    """What someone did to a job at a time, done again to the simulated job of the same key: a
+    control action (api.ControlAction), or else a modification of the fields given."""
+
+    time_ms: int
+    key: int
+    control: int = 0
+    priority: int | None = None
+    queue: str | None = None
+    resource_req: str | None = None
+    by: str = ""  # who, as the recording has it ("role:name")
+
+
+@dataclass(frozen=True)
 class Workload:
     jobs: Sequence[SimJob]  # in submit order
     hosts: Sequence[api.HostSpec]
     queues: Sequence[api.Queue]
     source: str
     notes: Sequence[str] = field(default_factory=tuple)  # what was assumed or left out
+    actions: Sequence[Action] = ()  # in time order
 
     @property
     def slots(self) -> int:
@@ -110,7 +130,8 @@ def synthetic(jobs: int, hosts: int, slots_per_host: int, load: float, seed: int
 
 
 def from_recording(recording: Recording, source: str) -> Workload:
-    """Every job the recording saw submitted (or pending at its start), with its recorded run time."""
+    """Every job the recording saw submitted (or pending at its start), with its recorded run time, and
+    what users did to them."""
     first: dict[int, api.Job] = {}
     last: dict[int, api.Job] = {}
     for raw in recording.baseline["jobs"].values():
@@ -118,6 +139,8 @@ def from_recording(recording: Recording, source: str) -> Workload:
         if job.state in (api.PEND, api.PSUSP):
             first[job.id] = last[job.id] = job
     seen_end = recording.events[-1].revision if recording.events else 0
+    actions: list[Action] = []
+    killed_waiting: dict[int, int] = {}  # job -> when it was killed while it waited
     for event in recording.events:
         for change in event.changes:
             if change.table != "jobs" or change.deleted:
@@ -125,13 +148,26 @@ def from_recording(recording: Recording, source: str) -> Workload:
             job = api.Job.FromString(change.value)
             if job.spec.HasField("array"):
                 continue  # an array's own record; its elements come as jobs
+            before = last.get(job.id)
+            if before is not None and event.kind in ("control", "modify"):
+                action = _action(before, job, event.by[0] if event.by else "")
+                if action is not None:
+                    actions.append(action)
+                    if action.control == api.KILL and not before.start_time_ms:
+                        killed_waiting[job.id] = action.time_ms
             first.setdefault(job.id, job)
             last[job.id] = job
     jobs, never = [], 0
     for job_id, job in first.items():
         end = last[job_id]
         if not end.start_time_ms:
-            never += 1
+            if job_id in killed_waiting:  # it held its place in the queue until then
+                spec = api.JobSpec()
+                spec.CopyFrom(job.spec)
+                waited_ms = max(killed_waiting[job_id] - job.submit_time_ms, 0)
+                jobs.append(SimJob(job_id, job.submit_time_ms, waited_ms, spec))
+            else:
+                never += 1
             continue
         if end.end_time_ms:
             run_ms = end.end_time_ms - end.start_time_ms
@@ -154,9 +190,46 @@ def from_recording(recording: Recording, source: str) -> Workload:
                 queue = api.Queue.FromString(change.value)
                 queues.setdefault(queue.name, queue)
     notes = [f"{never} jobs that never started in the recording left out"] if never else []
-    notes.append(f"the recording ends at revision {seen_end}; its holds, kills and modifications are not "
-                 "replayed")
-    return Workload(_ordered(jobs), hosts, list(queues.values()), source, tuple(notes))
+    included = {job.key for job in jobs}
+    actions = [a for a in actions if a.key in included]
+    notes.append(f"the recording ends at revision {seen_end}; {len(actions)} actions on its jobs done again "
+                 "at their times (holds, kills, modifications...); host losses are not")
+    return Workload(_ordered(jobs), hosts, list(queues.values()), source, tuple(notes),
+                    sorted(actions, key=lambda a: (a.time_ms, a.key)))
+
+
+_RUNS = (api.RUN, api.SSUSP, api.USUSP, api.UNKWN)
+
+
+def _action(before: api.Job, after: api.Job, by: str) -> Action | None:
+    """What a control or modify entry did to a job, from its record before and after (a recording
+    keeps the records, not the requests). A requeue of an ended job is not done again: the
+    simulated job ends once."""
+    when, key = after.modify_time_ms, after.id
+    if after.spec.priority != before.spec.priority or after.spec.queue != before.spec.queue \
+            or after.spec.resource_req != before.spec.resource_req:
+        return Action(when, key, priority=_changed(before.spec.priority, after.spec.priority),
+                      queue=_changed(before.spec.queue, after.spec.queue),
+                      resource_req=_changed(before.spec.resource_req, after.spec.resource_req), by=by)
+    control = 0
+    if after.requeue_requested and not before.requeue_requested:
+        control = api.REQUEUE
+    elif (after.kill_requested and not before.kill_requested) or (
+            before.state in (api.PEND, api.PSUSP) and after.state == api.EXIT):
+        control = api.KILL
+    elif before.state == api.PEND and after.state == api.PSUSP:
+        control = api.HOLD
+    elif before.state == api.PSUSP and after.state == api.PEND:
+        control = api.RELEASE
+    elif before.state in _RUNS and after.state == api.USUSP:
+        control = api.STOP
+    elif before.state == api.USUSP and after.state == api.RUN:
+        control = api.RESUME
+    return Action(when, key, control, by=by) if control else None
+
+
+def _changed(before: T, after: T) -> T | None:
+    return after if after != before else None
 
 
 def more_hosts(workload: Workload, count: int, slots: int) -> Workload:
@@ -171,7 +244,9 @@ def scaled_arrivals(workload: Workload, factor: float) -> Workload:
         raise ValueError(f"--scale-arrivals: a factor in (0, 1000], not {factor}")
     start = workload.jobs[0].submit_ms if workload.jobs else 0
     jobs = [replace(j, submit_ms=start + round((j.submit_ms - start) / factor)) for j in workload.jobs]
-    return replace(workload, jobs=jobs, notes=(*workload.notes, f"arrivals scaled by {factor}"))
+    actions = [replace(a, time_ms=start + round((a.time_ms - start) / factor)) for a in workload.actions]
+    notes = (*workload.notes, f"arrivals scaled by {factor}")
+    return replace(workload, jobs=jobs, actions=actions, notes=notes)
 
 
 def _ordered(jobs: list[SimJob]) -> list[SimJob]:

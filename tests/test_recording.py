@@ -82,12 +82,18 @@ def test_a_recorded_live_run_re_runs_byte_identical_and_a_changed_policy_diverge
     assert f"pass {first['number']} (committed at revision {first['revision']}" in changed.stdout
     assert f"recorded: {first['recorded']}" in changed.stdout, changed.stdout
 
-    # The recording's jobs as a workload, with a what-if: both runs report every job that ran.
+    # The recording's jobs as a workload, with a what-if: both runs report every job that ran, and the
+    # one killed while it waited; the hold, its release and that kill are done again.
     sim = json.loads(_cli(cluster, tmp_path, "sim", "--workload", str(out), "--set",
                           "queue.batch.backfill=none", "--add-hosts", "2x4", "--json").stdout)
-    ran = {job.id for job in (api.Job.FromString(c.value) for e in recorded.events for c in e.changes
-                              if c.table == "jobs" and not c.deleted) if job.start_time_ms}
-    assert sim["as_given"]["overall"]["jobs"] == sim["what_if"]["overall"]["jobs"] == len(ran) > 250, sim
+    records = [api.Job.FromString(c.value) for e in recorded.events for c in e.changes
+               if c.table == "jobs" and not c.deleted]
+    ran = {job.id for job in records if job.start_time_ms}
+    killed_waiting = {job.id for job in records if job.state == api.EXIT} - ran
+    assert len(killed_waiting) == 1, killed_waiting
+    jobs = len(ran | killed_waiting)
+    assert sim["as_given"]["overall"]["jobs"] == sim["what_if"]["overall"]["jobs"] == jobs > 250, sim
+    assert sim["as_given"]["simulation"]["actions"] >= 3, sim["as_given"]["simulation"]
     assert sim["what_if"]["slots"] == sim["as_given"]["slots"] + 8 == 16
 
 

@@ -3,6 +3,7 @@ what-ifs and determinism. Pure: no daemon (the CLI runs as a subprocess where th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -156,6 +157,50 @@ def test_a_recording_s_jobs_are_a_workload() -> None:
     w = workload.from_recording(rec, "r")
     assert [(j.key, j.submit_ms, j.run_ms, j.spec.slots) for j in w.jobs] == [(5, 1_000, 60_000, 2)]
     assert [h.name for h in w.hosts] == ["w1"] and "1 jobs that never started" in w.notes[0]
+
+
+def test_a_recording_s_holds_kills_and_modifications_are_done_again_at_their_times() -> None:
+    """One slot. Recorded: B was held from 20 s to 300 s, D killed at 60 s while it waited, E's priority
+    raised at 55 s. Simulated with those actions, E starts first when A ends and B only once released;
+    without them (the jobs alone) B would start at 100 s."""
+    rec = recording.Recording(0)
+    rec.baseline["hosts"][b"w1"] = api.Host(spec=api.HostSpec(name="w1", slots=1)).SerializeToString()
+    rec.baseline["queues"][b"normal"] = api.Queue(name="normal").SerializeToString()
+    revision, T0 = 0, 1000  # (s; a time of 0 is no time)
+
+    def event(kind: str, job_id: int, state: int, at_s: int, submit_s: int, start_s: int | None = None,
+              end_s: int | None = None, priority: int = 0, by: str = "user:ann") -> None:
+        nonlocal revision
+        revision += 1
+        ms = {"start_time_ms": start_s, "end_time_ms": end_s, "modify_time_ms": at_s,
+              "submit_time_ms": submit_s}
+        job = api.Job(id=job_id, state=state, **{k: (T0 + v) * 1000 for k, v in ms.items() if v is not None},
+                      spec=api.JobSpec(command=["x"], queue="normal", slots=1, user="ann", priority=priority))
+        key = job_id.to_bytes(8, "big")
+        rec.events.append(recording.log.Event(revision=revision, kind=kind, by=[by], changes=[
+            recording.log.Change(table="jobs", key=key, value=job.SerializeToString())]))
+
+    for job_id, submit_s in ((1, 0), (2, 10), (3, 30), (4, 40), (5, 50)):
+        event("submit", job_id, api.PEND, submit_s, submit_s)
+    event("control", 2, api.PSUSP, 20, 10)                          # B held
+    event("modify", 5, api.PEND, 55, 50, priority=90, by="admin:root")  # E's priority raised
+    event("control", 4, api.EXIT, 60, 40, end_s=60)                 # D killed while it waited
+    event("reports", 1, api.DONE, 100, 0, start_s=0, end_s=100)
+    event("reports", 5, api.DONE, 110, 50, start_s=100, end_s=110, priority=90)
+    event("reports", 3, api.DONE, 160, 30, start_s=110, end_s=160)
+    event("control", 2, api.PEND, 300, 10)                          # B released
+    event("reports", 2, api.DONE, 350, 10, start_s=300, end_s=350)
+    w = workload.from_recording(rec, "r")
+    assert [(a.time_ms // 1000 - T0, a.key, a.control, a.priority) for a in w.actions] == [
+        (20, 2, api.HOLD, None), (55, 5, 0, 90), (60, 4, api.KILL, None), (300, 2, api.RELEASE, None)]
+    assert "4 actions on its jobs done again" in w.notes[-1]
+    result = engine.simulate(w)
+    done = {k: (f.start_ms // 1000 - T0, f.end_ms // 1000 - T0, f.state) for k, f in _by_key(result).items()}
+    assert (result.actions, result.actions_refused) == (4, 0)
+    assert done == {1: (0, 100, api.DONE), 5: (100, 110, api.DONE), 3: (110, 160, api.DONE),
+                    2: (300, 350, api.DONE), 4: (60, 60, api.EXIT)}  # D: killed before it ever ran
+    alone = _by_key(engine.simulate(dataclasses.replace(w, actions=())))
+    assert alone[2].start_ms // 1000 - T0 == 100  # (the actions are what held it)
 
 
 def test_the_same_input_gives_the_same_report_bytes_in_fresh_processes(tmp_path: Path) -> None:
