@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from xce import feasibility
+from xce import depend, feasibility
 from xce.v1 import api_pb2 as api
 
 
@@ -193,6 +193,7 @@ def choose(preemptor: api.Job, need: feasibility.Need, slots: int,
     if mine is None or not mine.preemptive:
         return None
     ceiling = rank(preemptor, queues)
+    spared = waited_on(preemptor)
     best: tuple[tuple[tuple[int, int], int, int, str], Choice] | None = None
     # No set beats one victim of the lowest rank giving back one slot (a later host only ties).
     unbeatable = (candidates.lowest(), 1, 1)
@@ -211,9 +212,11 @@ def choose(preemptor: api.Job, need: feasibility.Need, slots: int,
         if best is not None and (bound[0], max(1, -(-missing // max(1, bound[1]))), missing) >= best[0][:3]:
             continue
         listed = candidates.listed(mine, host)
+        if spared:
+            listed = [c for c in listed if c.job.id not in spared and c.job.array_id not in spared]
         if not listed or listed[0].rank >= ceiling:
             continue
-        if listed[-1].rank < ceiling:
+        if listed[-1].rank < ceiling and not spared:
             usable = listed
             total, largest = candidates.sums(mine.name, host, listed)
         else:
@@ -235,6 +238,18 @@ def choose(preemptor: api.Job, need: feasibility.Need, slots: int,
             if key[:3] == unbeatable:
                 break
     return None if best is None else best[1]
+
+
+def waited_on(preemptor: api.Job) -> frozenset[int]:
+    """The jobs (and arrays) its -w condition reads: never its victims. Preempting one would undo the
+    condition (started(V) no longer holds once V is requeued), and the two would take turns for ever.
+    The scheduler's choice only: apply's check (may_take) is unchanged."""
+    if not preemptor.spec.depend:
+        return frozenset()
+    try:
+        return depend.references(depend.parse(preemptor.spec.depend))
+    except depend.DependencyError:
+        return frozenset()
 
 
 def _enough(need: feasibility.Need, slots: int, host: str, state: feasibility.HostState,

@@ -58,6 +58,18 @@ def test_the_lowest_priority_goes_first_and_the_set_is_the_smallest_sufficient()
     assert ids(choose(pending(5), jobs)) == [1, 3]  # the mid one is needed; then one low of 1 slot (5, not 6)
 
 
+def test_a_job_the_preemptor_waits_on_is_never_its_victim() -> None:
+    """-w started(4): preempting job 4 (or its array's element) would undo the condition, and the two
+    would take turns for ever (found by the simulator: dispatch, preempt, requeue, over and over)."""
+    jobs = [running(1, "mid", 4), running(4, "low", 2), running(5, "low", 2, array_id=9)]
+    waiting = pending(2)
+    assert ids(choose(waiting, jobs)) == [4]  # the lowest of 2 slots, first by id
+    waiting.spec.depend = "started(4) && ended(9)"
+    assert ids(choose(waiting, jobs)) == [1]  # neither 4 nor array 9's element: the mid job
+    waiting.spec.depend = "started(1) && started(4) && ended(9)"
+    assert choose(waiting, jobs) is None
+
+
 def test_equal_or_higher_priority_and_other_queues_are_never_taken() -> None:
     same = [running(1, "high", 8)]
     assert choose(pending(1), same) is None
