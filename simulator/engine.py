@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import heapq
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -131,6 +132,8 @@ class Engine:
         self.last_outcomes: list[api.DecisionOutcome] = []  # per decision
         self._begun = False
         self._again = True  # whether a pass at once after the last batch could decide something new
+        self._last_jobs: set[int] = set()  # the jobs the last entry changed
+        self._reads_running: dict[str, bool] = {}  # picker name -> whether its order reads what runs
         self._heap: list[tuple[int, int, int, object]] = []
         self._seq = 0
         self._jobs: dict[int, SimJob] = {}  # job id -> what it is in the workload
@@ -292,10 +295,15 @@ class Engine:
         self.decider.batch_answered(batch, reply, self.now_ms / 1000)
         # The pass placed, preempted and explained with what it saw, and took its own placements into
         # account: a pass at once after it decides something new only if the batch was cut or refused
-        # in part, preempted (victims give back), or the workers did more than start what it placed.
-        dispatched = sum(d.WhichOneof("body") == "dispatch" for d in batch.decisions)
+        # in part, preempted (victims give back), changed jobs it did not name (a -w started(...) now
+        # holds), placed jobs where the order reads what runs (fair share), or the workers did more
+        # than start what it placed.
+        kinds = [d.WhichOneof("body") for d in batch.decisions]
+        named = {getattr(d, kind).job_id for d, kind in zip(batch.decisions, kinds, strict=True)}
+        dispatched = kinds.count("dispatch")
         self._again = (self.decider.deferred > 0 or dispatched >= self.decider.config.core.max_dispatches
-                       or any(d.WhichOneof("body") == "preempt" for d in batch.decisions)
+                       or "preempt" in kinds or bool(self._last_jobs - named)
+                       or (dispatched > 0 and self._order_reads_running())
                        or any(o.code != api.DECISION_ACCEPTED for o in outcome.outcomes))
         # What the workers do at once (starts, suspended reports, kills) comes before the next pass.
         while self._heap and self._heap[0][0] == self.now_ms and self._heap[0][1] == REACT:
@@ -314,6 +322,7 @@ class Engine:
         if results is None:
             raise SimulationError(f"entry {self.index} ({entry.WhichOneof('body')}) was not applied")
         raw = self.tables.get("events", fsm.revision_key(self.index))
+        self._last_jobs = set()
         if raw is not None:
             event = log.Event.FromString(raw)
             self.view.apply(log.SyncMessage(event=event))
@@ -322,10 +331,19 @@ class Engine:
 
     # -------------------------------------------------------------- the simulated workers
 
+    def _order_reads_running(self) -> bool:
+        """Whether a picker in use orders by what runs (reads_context: fair share)."""
+        queues = self.view.queues()
+        names = {self.decider.default_picker, *(q.job_pick_plugin for q in queues if q.job_pick_plugin)}
+        for name in names - self._reads_running.keys():
+            self._reads_running[name] = bool(getattr(picker.load(name), "reads_context", False))
+        return any(self._reads_running[name] for name in names)
+
     def _watch(self, event: log.Event) -> None:
         for change in event.changes:
-            if change.table != "jobs" or change.deleted:
+            if change.table != "jobs" or change.deleted:  # (a deletion: a finished job cleaned)
                 continue
+            self._last_jobs.add(struct.unpack(">Q", change.key)[0])
             job = api.Job.FromString(change.value)
             if job.id not in self._jobs:
                 continue  # an array's own record

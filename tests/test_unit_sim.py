@@ -90,10 +90,12 @@ def test_a_requeue_victim_runs_again_from_the_start() -> None:
 def test_skipping_the_idle_pass_after_a_batch_changes_nothing(sets: list[str]) -> None:
     """The engine skips the pass after a batch when it cannot decide anything new (engine.one_pass):
     the same jobs end at the same times, and the history (hosts, pending reasons) is byte for byte the
-    same as when it passes again after every batch; preemptions (suspend and requeue) included."""
+    same as when it passes again after every batch; preemptions (suspend and requeue), fair share
+    (whose order reads what runs) and -w started(...) (which a dispatch satisfies) included."""
     base = workload.synthetic(400, 12, 8, 0.95, seed=11)
+    shares = api.FairShare(users={f"u{n}": 1 + n % 3 for n in range(1, 51)})
     queues = [api.Queue(name="urgent", priority=60, preemptive=["low", "scavenger"]),
-              api.Queue(name="low", priority=5, preemptable=True),
+              api.Queue(name="low", priority=5, preemptable=True, fairshare=shares),
               api.Queue(name="scavenger", priority=1, preemptable=True, preempt_action=api.PREEMPT_REQUEUE)]
     jobs = []
     for job in base.jobs:
@@ -101,6 +103,8 @@ def test_skipping_the_idle_pass_after_a_batch_changes_nothing(sets: list[str]) -
         spec.CopyFrom(job.spec)
         spec.queue = ("low", "low", "urgent", "scavenger")[job.key % 4]
         spec.rerunnable = spec.queue == "scavenger"
+        if job.key % 7 == 0:  # (job ids are the keys: arrivals in key order)
+            spec.depend = f"started({job.key - 3})"
         jobs.append(workload.SimJob(job.key, job.submit_ms, job.run_ms, spec))
     w = workload.Workload(jobs, base.hosts, queues, "mixed")
     runs = []
@@ -115,6 +119,25 @@ def test_skipping_the_idle_pass_after_a_batch_changes_nothing(sets: list[str]) -
     assert "low" in {j.spec.queue for j in preempted}  # (victims stopped and resumed)
     if not sets:
         assert "scavenger" in {j.spec.queue for j in preempted}  # (... and requeued)
+
+
+@pytest.mark.parametrize("mode", ["easy", "conservative"])
+def test_after_a_batch_under_fair_share_the_next_pass_is_not_skipped(mode: str) -> None:
+    """Fair share orders by what runs: once A2 and A3 (user a) are placed past the reservation, a's jobs
+    sink, and X (user b, long), refused before the head's reservation, comes first and fits."""
+    queue = api.Queue(name="normal", job_pick_plugin="fairshare", backfill=mode,
+                      fairshare=api.FairShare(users={"a": 1, "b": 1, "c": 1}))
+
+    def job(key: int, submit_s: int, run_s: int, user: str, slots: int, estimate_s: int) -> workload.SimJob:
+        return workload.SimJob(key, submit_s * 1000, run_s * 1000, api.JobSpec(
+            command=["x"], queue="normal", slots=slots, user=user, estimate_s=estimate_s))
+
+    jobs = [job(1, 0, 100, "c", 4, 100), job(2, 0, 1000, "c", 4, 1000), job(3, 10, 50, "a", 8, 100),
+            job(4, 20, 500, "b", 1, 2000), job(5, 30, 5, "a", 1, 10), job(6, 40, 5, "a", 1, 10)]
+    w = workload.Workload(jobs, [api.HostSpec(name="h1", slots=8)], [queue], "fair share")
+    for skip in (True, False):
+        done = _by_key(engine.Engine(w, engine.Settings(skip_idle_passes=skip)).run())
+        assert done[4].start_ms == 100_000, (skip, done[4])
 
 
 def test_the_published_first_window_of_lublin_1_through_apply() -> None:
