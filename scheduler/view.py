@@ -37,7 +37,7 @@ class View:
         self.events = 0     # how many events were applied (skips not counted)
         self.last_kind = ""  # the entry kind of the last event applied
         # jobs and hosts kept parsed, in key order, between reads: only what changed is parsed again
-        self._parsed_tables = {"jobs": _Parsed(api.Job, waits), "hosts": _Parsed(api.Host)}
+        self._parsed_tables = {"jobs": _Parsed(api.Job, waits), "hosts": _Parsed(api.Host, touches=True)}
         self._fleet: Fleet | None = None  # what a pass makes of the hosts, as the view has them
         self._totals: Counter[str] = Counter()  # consumables' names: on how many hosts
 
@@ -202,9 +202,11 @@ class _Parsed:
     changed since the last (an event's changes name them), and returns a new list. With `keep`, the
     records it holds true of are also kept apart, in key order (kept())."""
 
-    def __init__(self, kind: type[Message], keep: Callable[[Message], bool] | None = None) -> None:
+    def __init__(self, kind: type[Message], keep: Callable[[Message], bool] | None = None,
+                 touches: bool = False) -> None:
         self.kind = kind
         self.keep = keep
+        self.touches = touches  # keep `touched` (a reader clears it: View.fleet)
         self.keys: list[bytes] = []
         self.records: list[Message] = []
         self._kept: dict[bytes, Message] = {}
@@ -248,7 +250,8 @@ class _Parsed:
                         self.reshaped = True
                 elif here:
                     record = records[at] = self.kind.FromString(raw)
-                    self.touched.add(key)
+                    if self.touches:
+                        self.touched.add(key)
                 else:
                     record = self.kind.FromString(raw)
                     keys.insert(at, key)

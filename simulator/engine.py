@@ -246,6 +246,8 @@ class Engine:
             self._jobs[int(job_id)] = job
             self._ids[job.key] = int(job_id)
             self._pending.add(int(job_id))
+        if job.held:  # (before any pass)
+            self._act(Action(job.submit_ms, job.key, api.HOLD, by=f"user:{job.spec.user}"))
 
     def _act(self, action: Action) -> None:
         """A user's action on the job of its key (it arrived before: a recording's actions follow the
@@ -253,6 +255,9 @@ class Engine:
         job_id = self._ids.get(action.key)
         if job_id is None:  # (an action before its job's submit: not in a recording)
             self.result.actions_refused += 1
+            return
+        if action.control == api.REQUEUE and job_id not in self._runs:
+            self.result.actions_refused += 1  # a requeue of a job that ended: it ends once here
             return
         role, _, name = action.by.partition(":")
         by = log.Principal(name=name or role, role=role if name else "user", via="sim")

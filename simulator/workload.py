@@ -42,6 +42,7 @@ class SimJob:
     submit_ms: int
     run_ms: int     # how long it runs once started
     spec: api.JobSpec
+    held: bool = False  # held from its submit on (a recording's job first seen held)
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ def from_recording(recording: Recording, source: str) -> Workload:
                 spec = api.JobSpec()
                 spec.CopyFrom(job.spec)
                 waited_ms = max(killed_waiting[job_id] - job.submit_time_ms, 0)
-                jobs.append(SimJob(job_id, job.submit_time_ms, waited_ms, spec))
+                jobs.append(SimJob(job_id, job.submit_time_ms, waited_ms, spec, held=job.state == api.PSUSP))
             else:
                 never += 1
             continue
@@ -175,7 +176,7 @@ def from_recording(recording: Recording, source: str) -> Workload:
             run_ms = max(end.modify_time_ms, end.start_time_ms) - end.start_time_ms
         spec = api.JobSpec()
         spec.CopyFrom(job.spec)
-        jobs.append(SimJob(job_id, job.submit_time_ms, max(run_ms, 0), spec))
+        jobs.append(SimJob(job_id, job.submit_time_ms, max(run_ms, 0), spec, held=job.state == api.PSUSP))
     hosts = [api.Host.FromString(v).spec for _, v in sorted(recording.baseline["hosts"].items())]
     known = {h.name for h in hosts}
     queues = {q.name: q for q in map(api.Queue.FromString, recording.baseline["queues"].values())}
@@ -203,8 +204,7 @@ _RUNS = (api.RUN, api.SSUSP, api.USUSP, api.UNKWN)
 
 def _action(before: api.Job, after: api.Job, by: str) -> Action | None:
     """What a control or modify entry did to a job, from its record before and after (a recording
-    keeps the records, not the requests). A requeue of an ended job is not done again: the
-    simulated job ends once."""
+    keeps the records, not the requests). A stop of a waiting job is a hold (the same PSUSP)."""
     when, key = after.modify_time_ms, after.id
     if after.spec.priority != before.spec.priority or after.spec.queue != before.spec.queue \
             or after.spec.resource_req != before.spec.resource_req:
@@ -215,8 +215,9 @@ def _action(before: api.Job, after: api.Job, by: str) -> Action | None:
     if after.requeue_requested and not before.requeue_requested:
         control = api.REQUEUE
     elif (after.kill_requested and not before.kill_requested) or (
-            before.state in (api.PEND, api.PSUSP) and after.state == api.EXIT):
-        control = api.KILL
+            before.state in (api.PEND, api.PSUSP) and after.state == api.EXIT) or (
+            before.requeue_requested and not after.requeue_requested and after.kill_requested):
+        control = api.KILL  # (the last: a kill of a job being requeued, which then stays ended)
     elif before.state == api.PEND and after.state == api.PSUSP:
         control = api.HOLD
     elif before.state == api.PSUSP and after.state == api.PEND:

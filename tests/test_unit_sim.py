@@ -226,6 +226,41 @@ def test_a_recording_s_holds_kills_and_modifications_are_done_again_at_their_tim
     assert alone[2].start_ms // 1000 - T0 == 100  # (the actions are what held it)
 
 
+def test_a_job_held_before_the_recording_stays_held_and_an_ended_job_is_not_requeued() -> None:
+    """Job 1 was held when the recording began and released at 300 s: it waits until then. Job 2 was
+    requeued at 410 s and then killed; simulated, it ended at 31 s, so neither is done again (it ends
+    once) and both are counted refused."""
+    rec = recording.Recording(0)
+    rec.baseline["hosts"][b"w1"] = api.Host(spec=api.HostSpec(name="w1", slots=1)).SerializeToString()
+    rec.baseline["queues"][b"normal"] = api.Queue(name="normal").SerializeToString()
+    T0 = 1000  # (s; a time of 0 is no time)
+
+    def job(job_id: int, state: int, at: int, submit: int, start: int | None = None, end: int | None = None,
+            **more: bool) -> api.Job:
+        ms = {"start_time_ms": start, "end_time_ms": end, "modify_time_ms": at, "submit_time_ms": submit}
+        return api.Job(id=job_id, state=state, **{k: (T0 + v) * 1000 for k, v in ms.items() if v is not None},
+                       spec=api.JobSpec(command=["x"], queue="normal", slots=1, user="ann"), **more)
+
+    rec.baseline["jobs"][(1).to_bytes(8, "big")] = job(1, api.PSUSP, 0, 0).SerializeToString()
+    for revision, (kind, record) in enumerate([
+            ("control", job(1, api.PEND, 300, 0)), ("decisions", job(1, api.RUN, 300, 0, start=300)),
+            ("reports", job(1, api.DONE, 350, 0, start=300, end=350)), ("submit", job(2, api.PEND, 10, 10)),
+            ("decisions", job(2, api.RUN, 400, 10, start=400)),
+            ("control", job(2, api.RUN, 410, 10, start=400, kill_requested=True, requeue_requested=True)),
+            ("control", job(2, api.RUN, 420, 10, start=400, kill_requested=True)),
+            ("reports", job(2, api.EXIT, 421, 10, start=400, end=421))], start=1):
+        rec.events.append(recording.log.Event(revision=revision, kind=kind, by=["user:ann"], changes=[
+            recording.log.Change(table="jobs", key=record.id.to_bytes(8, "big"),
+                                 value=record.SerializeToString())]))
+    w = workload.from_recording(rec, "r")
+    assert [(a.time_ms // 1000 - T0, a.key, a.control) for a in w.actions] == [
+        (300, 1, api.RELEASE), (410, 2, api.REQUEUE), (420, 2, api.KILL)]
+    result = engine.simulate(w)
+    ends = sorted((f.key, f.start_ms // 1000 - T0, f.end_ms // 1000 - T0, f.state) for f in result.finished)
+    assert ends == [(1, 300, 350, api.DONE), (2, 10, 31, api.DONE)]
+    assert (result.actions, result.actions_refused) == (2, 2)  # the hold at submit and the release
+
+
 def test_the_same_input_gives_the_same_report_bytes_in_fresh_processes(tmp_path: Path) -> None:
     """Two processes with different hash seeds (set and dict orders of strings differ): same bytes."""
     args = [sys.executable, "-m", "xce.cli", "sim", "--synthetic", "150", "--hosts", "6x4", "--seed", "7",
