@@ -113,7 +113,7 @@ class View:
         """The jobs a pass may act on (pending, and suspended ones it may resume: WAITING), by id; a
         subset of jobs(), kept like it (a pass over a long-running cluster need not walk every job)."""
         parsed = self._parsed_tables["jobs"]
-        parsed.read(self.tables["jobs"])
+        parsed.refresh(self.tables["jobs"])
         return parsed.kept()  # type: ignore[return-value]
 
     def job(self, job_id: int) -> api.Job | None:
@@ -227,6 +227,11 @@ class _Parsed:
         return [kept[key] for key in self._kept_keys]
 
     def read(self, table: dict[bytes, bytes]) -> list[Message]:
+        self.refresh(table)
+        return list(self.records)
+
+    def refresh(self, table: dict[bytes, bytes]) -> None:
+        """Parse what changed since the last read (all of it after a snapshot)."""
         if self.whole:
             self.keys = sorted(table)
             self.records = [self.kind.FromString(table[k]) for k in self.keys]
@@ -260,7 +265,6 @@ class _Parsed:
                 if self.keep is not None:
                     self._keep(key, record)
             self.dirty.clear()
-        return list(self.records)
 
     def _keep(self, key: bytes, record: Message | None) -> None:
         kept, was = self._kept, key in self._kept

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import heapq
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -267,13 +266,9 @@ class Engine:
                                             request_id=request_id)
             entry = log.Entry(control=control, by=by)
         else:
-            modify = api.ModifyJobRequest(job_id=str(job_id), request_id=request_id)
-            if action.priority is not None:
-                modify.priority = action.priority
-            if action.queue is not None:
-                modify.queue = action.queue
-            if action.resource_req is not None:
-                modify.resource_req = action.resource_req
+            changed = {name: getattr(action, name) for name in ("priority", "queue", "resource_req")}
+            modify = api.ModifyJobRequest(job_id=str(job_id), request_id=request_id,
+                                          **{k: v for k, v in changed.items() if v is not None})
             entry = log.Entry(modify=modify, by=by)
         outcome = self._apply(entry)[0]
         if outcome.code == log.OK:
@@ -341,15 +336,15 @@ class Engine:
         queues = self.view.queues()
         names = {self.decider.default_picker, *(q.job_pick_plugin for q in queues if q.job_pick_plugin)}
         for name in names - self._reads_running.keys():
-            self._reads_running[name] = bool(getattr(picker.load(name), "reads_context", False))
+            self._reads_running[name] = bool(getattr(self.decider.pickers(name), "reads_context", False))
         return any(self._reads_running[name] for name in names)
 
     def _watch(self, event: log.Event) -> None:
         for change in event.changes:
             if change.table != "jobs" or change.deleted:  # (a deletion: a finished job cleaned)
                 continue
-            self._last_jobs.add(struct.unpack(">Q", change.key)[0])
             job = api.Job.FromString(change.value)
+            self._last_jobs.add(job.id)
             if job.id not in self._jobs:
                 continue  # an array's own record
             run = self._runs.get(job.id)
