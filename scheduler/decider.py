@@ -21,7 +21,7 @@ through the function it is given.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from scheduler import planner
@@ -41,6 +41,9 @@ class Decider:
     state: planner.PlannerState = field(default_factory=planner.PlannerState)
     batches: int = 0
     deferred: int = 0  # decisions the last pass left for later passes (over a bound of its batch)
+    # The last pass's configuration and what it was made of (config, default picker, the queues'
+    # pickers): made again only when one of them changed.
+    _configured: tuple[object, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def scheduler_id(self) -> str:
@@ -61,8 +64,7 @@ class Decider:
         epoch = self.lease.epoch
         if not self.lease.holds(now_s) or not planner.ready(self.state, view.revision, clock_ms):
             return None
-        settings = self.config.settings(self.default_picker)
-        config = planner.configured(settings, view.queues, self.pickers)
+        settings, config = self._pass_config(view.queues)
         started = self.state
         plan = planner.plan(replace(view, now_ms=now_ms), started, clock_ms, config)
         self.state, self.deferred = plan.state, plan.deferred
@@ -79,6 +81,15 @@ class Decider:
         self.batches += 1
         return planner.to_batch(plan, started, epoch, self.scheduler_id, view.revision, clock_ms, now_ms,
                                 settings)
+
+    def _pass_config(self, queues: Sequence[api.Queue]) -> tuple[api.PlannerSettings, planner.PlannerConfig]:
+        plugins = tuple((q.name, q.job_pick_plugin) for q in queues if q.job_pick_plugin)
+        made = self._configured
+        if not made or made[0] is not self.config or made[1] != self.default_picker or made[2] != plugins:
+            settings = self.config.settings(self.default_picker)
+            made = self._configured = (self.config, self.default_picker, plugins, settings,
+                                       planner.configured(settings, queues, self.pickers))
+        return made[3], made[4]  # type: ignore[return-value]
 
     def batch_answered(self, batch: api.DecisionBatch, reply: api.DecisionBatchResponse | None,
                        now_s: float) -> None:

@@ -38,6 +38,7 @@ same decisions. Pure: no I/O, no clock (the time is passed in), no threads.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -106,6 +107,11 @@ class PlannerState:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def to_proto(self) -> api.PlannerState:
+        """The state as a batch records it (made once: read it, never change it)."""
+        return self._proto
+
+    @functools.cached_property
+    def _proto(self) -> api.PlannerState:
         return api.PlannerState(
             in_flight=[api.InFlight(job_id=j, attempt=a, sent_ms=t)
                        for j, (a, t) in sorted(self.in_flight.items())],
@@ -175,6 +181,10 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
     in_flight = {j: (a, t) for j, (a, t) in state.in_flight.items()
                  if now_ms - t < config.in_flight_ms and pending_at.get(j) == a}
     cooldown, seen, cooled = _note_refusals(waiting, state, now_ms, config)
+    recount = state.recounted_ms is None or now_ms - state.recounted_ms >= config.recount_ms
+    if not waiting:  # a pass decides nothing (run_pass: no job to act on); its bookkeeping all the same
+        return Plan([], PlannerState(in_flight, cooldown, seen, state.await_revision, state.await_until_ms,
+                                     now_ms if recount else state.recounted_ms), PassResult([]), cooled)
     # A cooling host is in the pass as unavailable: jobs that only it could take say so.
     cooling = {name for name, until in cooldown.items() if until > now_ms}
     usable = [_unavailable(h) if h.spec.name in cooling else h for h in view.hosts] if cooling else view.hosts
@@ -183,13 +193,13 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
         fleet = Fleet.of({**fleet.states, **{h.spec.name: feasibility.host_state(h, load=True)
                                             for h in usable if h.spec.name in cooling}})
     pending = [j for j in waiting if not (j.id in in_flight and in_flight[j.id][0] == j.attempt)]
-    recount = state.recounted_ms is None or now_ms - state.recounted_ms >= config.recount_ms
     result = run_pass(pending, view.queues, usable, config.core, view.counters, recount, view.shared,
                       view.limits, PassContext(view.jobs, view.share_usage, view.now_ms), fleet)
     refused = {j.id for j in pending if j.pending_code == api.PEND_DISPATCH_REFUSED}
     # A worker's refusal says more than what a pass without that host would say.
     decisions = [d for d in result.decisions if not (isinstance(d, Pend) and d.job_id in refused)]
-    decisions, deferred = _within_bounds(decisions, config, state.to_proto().ByteSize())
+    decisions, deferred = _within_bounds(decisions, config, state.to_proto().ByteSize()) if decisions \
+        else (decisions, 0)
     for decision in decisions:
         if isinstance(decision, Dispatch):
             in_flight[decision.job_id] = (decision.attempt, now_ms)

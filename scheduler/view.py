@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 
 from google.protobuf.message import Message
 
-from scheduler.core import MOVING_ALWAYS, WAITING, Fleet, free_entry
+from scheduler.core import MOVING_ALWAYS, WAITING, Entry, Fleet, free_entry
 from xce import fairshare, feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -39,6 +39,9 @@ class View:
         # jobs and hosts kept parsed, in key order, between reads: only what changed is parsed again
         self._parsed_tables = {"jobs": _Parsed(api.Job, waits), "hosts": _Parsed(api.Host, touches=True)}
         self._fleet: Fleet | None = None  # what a pass makes of the hosts, as the view has them
+        # ... its states and its free entries, updated in place
+        self._states: dict[str, feasibility.HostState] = {}
+        self._free: list[Entry] = []
         self._totals: Counter[str] = Counter()  # consumables' names: on how many hosts
 
     def __deepcopy__(self, memo: dict[int, object]) -> View:
@@ -83,6 +86,10 @@ class View:
             self.snapshots += 1
         elif kind == "event":
             self._apply_event(message.event)
+
+    def apply_event(self, event: log.Event) -> None:
+        """apply() of an event, for a caller that has the event alone (the simulator)."""
+        self._apply_event(event)
 
     def _apply_event(self, event: log.Event) -> None:
         if event.revision <= self.revision:
@@ -130,16 +137,19 @@ class View:
     def fleet(self) -> Fleet:
         """What a pass makes of the hosts (scheduler/core.py: Fleet): each host's feasibility state
         (load included) and the order of those with free slots, made again only for the hosts whose
-        records changed. Read it, never change it."""
-        hosts = self.hosts()
+        records changed. Read it, never change it; the next call updates it in place (a pass reads it
+        before the next pass's call)."""
         parsed = self._parsed_tables["hosts"]
+        parsed.refresh(self.tables["hosts"])
         if parsed.reshaped or self._fleet is None:  # (hosts came or went: made again, all)
-            states = {h.spec.name: feasibility.host_state(h, load=True) for h in hosts}
-            self._fleet = Fleet.of(states)
+            hosts: list[api.Host] = parsed.records  # type: ignore[assignment]
+            states = self._states = {h.spec.name: feasibility.host_state(h, load=True) for h in hosts}
+            made = Fleet.of(states)
+            self._free = list(made.free)
+            self._fleet = Fleet(states, self._free, made.moving)
             self._totals = Counter(name for s in states.values() for name in s.totals)
         elif parsed.touched:
-            states = dict(self._fleet.states)
-            free = list(self._fleet.free)
+            states, free = self._states, self._free
             for key in parsed.touched:
                 host: api.Host = parsed.records[bisect.bisect_left(parsed.keys, key)]  # type: ignore[assignment]
                 name = host.spec.name

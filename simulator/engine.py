@@ -325,7 +325,7 @@ class Engine:
         self._last_jobs = set()
         if raw is not None:
             event = log.Event.FromString(raw)
-            self.view.apply(log.SyncMessage(event=event))
+            self.view.apply_event(event)
             self._watch(event)
         return results
 
