@@ -132,7 +132,9 @@ class Engine:
         self._begun = False
         self._again = True  # whether a pass at once after the last batch could decide something new
         self._last_jobs: set[int] = set()  # the jobs the last entry changed
-        self._reads_running: dict[str, bool] = {}  # picker name -> whether its order reads what runs
+        # Whether a picker in use orders by what runs, and of what (the default picker, the queues)
+        self._order_reads = False
+        self._order_key: tuple[str, tuple[bytes, ...]] | None = None
         self._heap: list[tuple[int, int, int, object]] = []
         self._seq = 0
         self._jobs: dict[int, SimJob] = {}  # job id -> what it is in the workload
@@ -333,11 +335,13 @@ class Engine:
 
     def _order_reads_running(self) -> bool:
         """Whether a picker in use orders by what runs (reads_context: fair share)."""
-        queues = self.view.queues()
-        names = {self.decider.default_picker, *(q.job_pick_plugin for q in queues if q.job_pick_plugin)}
-        for name in names - self._reads_running.keys():
-            self._reads_running[name] = bool(getattr(self.decider.pickers(name), "reads_context", False))
-        return any(self._reads_running[name] for name in names)
+        key = (self.decider.default_picker, tuple(self.view.tables["queues"].values()))
+        if self._order_key != key:
+            queues = self.view.queues()
+            names = {self.decider.default_picker, *(q.job_pick_plugin for q in queues if q.job_pick_plugin)}
+            self._order_key, self._order_reads = key, any(
+                getattr(self.decider.pickers(name), "reads_context", False) for name in names)
+        return self._order_reads
 
     def _watch(self, event: log.Event) -> None:
         for change in event.changes:
@@ -404,19 +408,22 @@ class Engine:
         run = self._runs.get(job_id)
         if run is None or run.attempt != attempt or run.ticket != ticket:
             return  # moved on meanwhile (stopped, resumed, requeued)
-        report = api.JobReport(job_id=job_id, attempt=attempt)
         if why == "started":  # as a worker reports it, with the time the job started
-            report.started.CopyFrom(api.JobStarted(pid=job_id, time_ms=self.now_ms))
+            report = api.JobReport(job_id=job_id, attempt=attempt,
+                                   started=api.JobStarted(pid=job_id, time_ms=self.now_ms))
             self._schedule_end(job_id, run)
         elif why == "suspended":
-            report.suspended.time_ms = self.now_ms
+            report = api.JobReport(job_id=job_id, attempt=attempt,
+                                   suspended=api.JobSuspended(time_ms=self.now_ms))
         elif why == "killed":
-            report.finished.CopyFrom(api.JobFinished(term_signal=KILLED, time_ms=self.now_ms))
+            report = api.JobReport(job_id=job_id, attempt=attempt,
+                                   finished=api.JobFinished(term_signal=KILLED, time_ms=self.now_ms))
         elif run.limit_kill:
-            report.finished.CopyFrom(api.JobFinished(term_signal=KILLED, time_ms=self.now_ms,
-                                                     exit_reason="RUNLIMIT"))
+            report = api.JobReport(job_id=job_id, attempt=attempt, finished=api.JobFinished(
+                term_signal=KILLED, time_ms=self.now_ms, exit_reason="RUNLIMIT"))
         else:
-            report.finished.CopyFrom(api.JobFinished(exit_code=0, time_ms=self.now_ms))
+            report = api.JobReport(job_id=job_id, attempt=attempt,
+                                   finished=api.JobFinished(exit_code=0, time_ms=self.now_ms))
         self._apply(log.Entry(report=log.HostReport(host=run.host, generation=run.generation, report=report)))
 
     def _finished(self, job: api.Job) -> None:
