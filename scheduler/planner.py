@@ -85,6 +85,10 @@ def configured(settings: api.PlannerSettings, queues: Sequence[api.Queue],
                          settings.recount_ms)
 
 
+# What json.dumps(..., separators=(",", ":")) makes for each call, made once: the digest's input.
+_CANONICAL = json.JSONEncoder(separators=(",", ":"))
+
+
 @dataclass(frozen=True)
 class PlannerState:
     """What the planner remembers between passes; never changed in place."""
@@ -97,13 +101,13 @@ class PlannerState:
     recounted_ms: int | None = None  # when reasons were last sent for their counts alone
 
     def digest(self) -> str:
-        canonical = json.dumps({
+        canonical = _CANONICAL.encode({
             "in_flight": sorted((j, a, t) for j, (a, t) in self.in_flight.items()),
             "cooldown": sorted(self.cooldown.items()),
             "refusals_seen": sorted(self.refusals_seen),
             "await": [self.await_revision, self.await_until_ms],
             **({} if self.recounted_ms is None else {"recounted": self.recounted_ms}),
-        }, separators=(",", ":"))
+        })
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def to_proto(self) -> api.PlannerState:
