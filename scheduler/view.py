@@ -138,8 +138,9 @@ class View:
     def fleet(self) -> Fleet:
         """What a pass makes of the hosts (scheduler/core.py: Fleet): each host's feasibility state
         (load included) and the order of those with free slots, made again only for the hosts whose
-        records changed. Read it, never change it; the next call updates it in place (a pass reads it
-        before the next pass's call)."""
+        records changed. Read it, never change it (but for run_pass, which puts back what it changed
+        before it returns); the next call updates it in place (a pass reads it before the next pass's
+        call)."""
         parsed = self._parsed_tables["hosts"]
         parsed.refresh(self.tables["hosts"])
         if parsed.reshaped or self._fleet is None:  # (hosts came or went: made again, all)
