@@ -110,11 +110,22 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
              context: PassContext | None = None, fleet: Fleet | None = None) -> PassResult:
     """One pass. `recount`: also send reasons whose only change is in their counts (the planner
     allows it at a bounded rate); a changed code or wording is always sent. `fleet`: what the pass
-    would make of `hosts`, if the caller keeps it between passes."""
+    would make of `hosts`, if the caller keeps it between passes (the pass changes it as it places
+    jobs, and puts it back as it was before it returns)."""
     queue_map = {q.name: q for q in queues}
     usage = PassUsage(hosts, queue_map, counters, shared or {}, limit_defs,
-                      fleet.states if fleet is not None else None)
+                      lent=fleet.states if fleet is not None else None)
     index = HostIndex(usage.states, fleet)
+    try:
+        return _placed(jobs, queues, queue_map, config, recount, limit_defs, context, usage, index)
+    finally:
+        usage.give_back()
+
+
+def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Mapping[str, api.Queue],
+            config: CoreConfig, recount: bool, limit_defs: Sequence[api.Limit], context: PassContext | None,
+            usage: PassUsage, index: HostIndex) -> PassResult:
+    """run_pass, on its hosts' states and index."""
     by_queue: dict[str, feasibility.Reason | None] = {}  # the queue checks, once per queue (A4)
     no_plan: dict[tuple[int, int, feasibility.Need], feasibility.Explanation] = {}
     # A select[] term on usage (slots < 4, mem < 2000) may start to hold as the pass fills hosts:
@@ -446,14 +457,30 @@ class PassUsage:
     def __init__(self, hosts: Sequence[api.Host], queues: Mapping[str, api.Queue],
                  counters: Mapping[str, int], shared: Mapping[str, int] | None = None,
                  limit_defs: Sequence[api.Limit] = (),
-                 states: Mapping[str, feasibility.HostState] | None = None) -> None:
-        self.states = dict(states) if states is not None else {
+                 states: Mapping[str, feasibility.HostState] | None = None,
+                 lent: dict[str, feasibility.HostState] | None = None) -> None:
+        """`states`: the hosts' states, made of `hosts` if not given; `lent`: the same, changed in place
+        by the pass's placements until give_back() (copying a thousand states cost more than a pass
+        that places one job)."""
+        self.states = lent if lent is not None else dict(states) if states is not None else {
             h.spec.name: feasibility.host_state(h, load=True) for h in hosts}
+        self._lent: dict[str, feasibility.HostState] | None = {} if lent is not None else None
         self._queues = queues
         self._counters = dict(counters)
         self._limits = feasibility.limits_of(queues.values())
         self._shared = dict(shared or {})
         self._limit_defs = limits.LimitSet(limit_defs)
+
+    def give_back(self) -> None:
+        """The lent states as they were lent."""
+        if self._lent:
+            self.states.update(self._lent)
+            self._lent.clear()
+
+    def _put(self, name: str, state: feasibility.HostState) -> None:
+        if self._lent is not None and name not in self._lent:
+            self._lent[name] = self.states[name]
+        self.states[name] = state
 
     def host(self, name: str) -> feasibility.HostState | None:
         return self.states.get(name)
@@ -525,7 +552,7 @@ class PassUsage:
                 reserved[name] = min(before.totals.get(name, 0), reserved.get(name, 0) + amount)
                 resources[name] = reserved[name] - before.reserved.get(name, 0)
             after = before._replace(used=min(before.slots, before.used + part.slots), reserved=reserved)
-            self.states[part.host] = after
+            self._put(part.host, after)
             index.moved(part.host, before.slots - before.used, after.slots - after.used)
             taken.append(api.HostAllocation(host=part.host, slots=after.used - before.used,
                                             resources=resources))
@@ -539,7 +566,7 @@ class PassUsage:
             for name, amount in part.resources.items():
                 reserved[name] -= amount
             after = before._replace(used=before.used - part.slots, reserved=reserved)
-            self.states[part.host] = after
+            self._put(part.host, after)
             index.moved(part.host, before.slots - before.used, after.slots - after.used)
 
     def take(self, parts: Sequence[feasibility.Allocation], need: feasibility.Need, index: HostIndex) -> None:
@@ -554,7 +581,7 @@ class PassUsage:
             # An exclusive job takes the whole host: nothing else there in this pass either.
             used = before.slots if need.exclusive else before.used + part.slots
             after = before._replace(used=used, reserved=reserved)
-            self.states[part.host] = after
+            self._put(part.host, after)
             index.moved(part.host, before.slots - before.used, after.slots - after.used)
 
 
@@ -577,12 +604,12 @@ class Fleet:
     passes (scheduler/view.py: View.fleet): each host's feasibility state, HostIndex's order of the
     hosts with free slots, and the names whose values are not static (usage, load, consumables)."""
 
-    states: Mapping[str, feasibility.HostState]
+    states: dict[str, feasibility.HostState]  # (a pass changes it while it runs: run_pass)
     free: Sequence[Entry]  # sorted
     moving: frozenset[str]
 
     @classmethod
-    def of(cls, states: Mapping[str, feasibility.HostState]) -> Fleet:
+    def of(cls, states: dict[str, feasibility.HostState]) -> Fleet:
         moving = set(MOVING_ALWAYS)
         for state in states.values():
             moving.update(state.totals)
@@ -604,7 +631,7 @@ class HostIndex:
     that a one-slot job takes the first host of the ranking that passes instead of ranking every
     host again: 18,000 jobs with order[] on 500 hosts were 9 million keys a pass."""
 
-    def __init__(self, states: Mapping[str, feasibility.HostState], fleet: Fleet | None = None) -> None:
+    def __init__(self, states: dict[str, feasibility.HostState], fleet: Fleet | None = None) -> None:
         """`fleet`: the same states' order and names, kept by the caller (else made here)."""
         self._states = states
         fleet = fleet or Fleet.of(states)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from scheduler import planner
 from scheduler.lease import Lease
@@ -66,7 +66,7 @@ class Decider:
             return None
         settings, config = self._pass_config(view.queues)
         started = self.state
-        plan = planner.plan(replace(view, now_ms=now_ms), started, clock_ms, config)
+        plan = planner.plan(view, started, clock_ms, config, wall_ms=now_ms)
         self.state, self.deferred = plan.state, plan.deferred
         if log.isEnabledFor(logging.DEBUG):
             waiting = {api.PendingReason.Name(code): n for code, n in plan.result.waiting.items()}

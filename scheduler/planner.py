@@ -85,6 +85,10 @@ def configured(settings: api.PlannerSettings, queues: Sequence[api.Queue],
                          settings.recount_ms)
 
 
+# What json.dumps(..., separators=(",", ":")) makes for each call, made once: the digest's input.
+_CANONICAL = json.JSONEncoder(separators=(",", ":"))
+
+
 @dataclass(frozen=True)
 class PlannerState:
     """What the planner remembers between passes; never changed in place."""
@@ -97,13 +101,13 @@ class PlannerState:
     recounted_ms: int | None = None  # when reasons were last sent for their counts alone
 
     def digest(self) -> str:
-        canonical = json.dumps({
+        canonical = _CANONICAL.encode({
             "in_flight": sorted((j, a, t) for j, (a, t) in self.in_flight.items()),
             "cooldown": sorted(self.cooldown.items()),
             "refusals_seen": sorted(self.refusals_seen),
             "await": [self.await_revision, self.await_until_ms],
             **({} if self.recounted_ms is None else {"recounted": self.recounted_ms}),
-        }, separators=(",", ":"))
+        })
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def to_proto(self) -> api.PlannerState:
@@ -172,7 +176,10 @@ def ready(state: PlannerState, revision: int, clock_ms: int) -> bool:
     return revision >= state.await_revision or clock_ms > state.await_until_ms
 
 
-def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConfig) -> Plan:
+def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConfig,
+         wall_ms: int | None = None) -> Plan:
+    """`wall_ms`: the pass's wall clock, if not the view's `now_ms` (the decider's, without a copy of
+    the view made for it)."""
     now_ms = clock_ms  # every time the planner keeps is on this clock
     # A dispatch stays in flight until the view shows it (the job no longer pending at that attempt),
     # at most in_flight_ms: what the view shows cannot come back, as attempts only grow.
@@ -193,8 +200,9 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
         fleet = Fleet.of({**fleet.states, **{h.spec.name: feasibility.host_state(h, load=True)
                                             for h in usable if h.spec.name in cooling}})
     pending = [j for j in waiting if not (j.id in in_flight and in_flight[j.id][0] == j.attempt)]
+    wall = view.now_ms if wall_ms is None else wall_ms
     result = run_pass(pending, view.queues, usable, config.core, view.counters, recount, view.shared,
-                      view.limits, PassContext(view.jobs, view.share_usage, view.now_ms), fleet)
+                      view.limits, PassContext(view.jobs, view.share_usage, wall), fleet)
     refused = {j.id for j in pending if j.pending_code == api.PEND_DISPATCH_REFUSED}
     # A worker's refusal says more than what a pass without that host would say.
     decisions = [d for d in result.decisions if not (isinstance(d, Pend) and d.job_id in refused)]

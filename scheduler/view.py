@@ -42,6 +42,7 @@ class View:
         # ... its states and its free entries, updated in place
         self._states: dict[str, feasibility.HostState] = {}
         self._free: list[Entry] = []
+        self._made_of: dict[str, api.Host] = {}  # the record each state was made of
         self._totals: Counter[str] = Counter()  # consumables' names: on how many hosts
 
     def __deepcopy__(self, memo: dict[int, object]) -> View:
@@ -137,37 +138,42 @@ class View:
     def fleet(self) -> Fleet:
         """What a pass makes of the hosts (scheduler/core.py: Fleet): each host's feasibility state
         (load included) and the order of those with free slots, made again only for the hosts whose
-        records changed. Read it, never change it; the next call updates it in place (a pass reads it
-        before the next pass's call)."""
+        records changed. Read it, never change it (but for run_pass, which puts back what it changed
+        before it returns); the next call updates it in place (a pass reads it before the next pass's
+        call)."""
         parsed = self._parsed_tables["hosts"]
         parsed.refresh(self.tables["hosts"])
         if parsed.reshaped or self._fleet is None:  # (hosts came or went: made again, all)
             hosts: list[api.Host] = parsed.records  # type: ignore[assignment]
             states = self._states = {h.spec.name: feasibility.host_state(h, load=True) for h in hosts}
+            self._made_of = {h.spec.name: h for h in hosts}
             made = Fleet.of(states)
             self._free = list(made.free)
             self._fleet = Fleet(states, self._free, made.moving)
             self._totals = Counter(name for s in states.values() for name in s.totals)
         elif parsed.touched:
-            states, free = self._states, self._free
+            states, free, made_of = self._states, self._free, self._made_of
+            renamed = False  # a host's consumables changed (their names may have)
             for key in parsed.touched:
                 host: api.Host = parsed.records[bisect.bisect_left(parsed.keys, key)]  # type: ignore[assignment]
                 name = host.spec.name
-                before, after = states[name], feasibility.host_state(host, load=True)
-                states[name] = after
+                before = states[name]
+                after = states[name] = feasibility.host_state(host, True, (made_of[name], before))
+                made_of[name] = host
                 old, new = free_entry(name, before), free_entry(name, after)
                 if old != new:
                     if old is not None:
                         del free[bisect.bisect_left(free, old)]
                     if new is not None:
                         bisect.insort(free, new)
-                self._totals.subtract(before.totals.keys())
-                self._totals.update(after.totals.keys())
-            named = {n for n, count in self._totals.items() if count > 0}
-            moving = self._fleet.moving
-            if moving != MOVING_ALWAYS | named:
-                moving = frozenset(MOVING_ALWAYS | named)
-            self._fleet = Fleet(states, free, moving)
+                if after.totals is not before.totals:
+                    self._totals.subtract(before.totals.keys())
+                    self._totals.update(after.totals.keys())
+                    renamed = True
+            if renamed:
+                named = {n for n, count in self._totals.items() if count > 0}
+                if self._fleet.moving != MOVING_ALWAYS | named:
+                    self._fleet = Fleet(states, free, frozenset(MOVING_ALWAYS | named))
         parsed.touched.clear()
         parsed.reshaped = False
         return self._fleet

@@ -169,3 +169,13 @@ def test_100000_pending_half_in_an_inactive_queue_new_active_jobs_dispatch_withi
     assert sent_pends == 2 * CONFIG.max_pends  # the reasons follow, a bounded number each pass
     deferred = planner.plan(view(jobs, hosts, queues=queues), state, clock, CONFIG).deferred
     assert deferred == 100_000 - 2 * CONFIG.max_pends - CONFIG.max_pends  # what the third pass leaves
+
+
+def test_a_planner_state_s_digest_is_the_recorded_format() -> None:
+    """Recordings are checked against the digest: its value for a state never changes (these were made by
+    json.dumps of the state's canonical form, before the digest was made faster)."""
+    assert PlannerState().digest() == "7a21ccbf1f2289cd25c3a9ed1eb3dd51a3ddae71d67eb39cc823a6c752ad7166"
+    state = PlannerState(in_flight={3: (2, 1_000), 12: (0, 7)}, cooldown={"b": 9_999, 'hôte"1': 5},
+                         refusals_seen=frozenset({(5, 1), (2, 3)}), await_revision=41, await_until_ms=3_000,
+                         recounted_ms=0)
+    assert state.digest() == "6607970bae8276b4860174ae1d13e4a86df6a896bdcad128d55ef4b331dac017"

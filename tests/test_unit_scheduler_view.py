@@ -107,6 +107,10 @@ def test_records_kept_parsed_between_reads_are_what_a_fresh_parse_gives() -> Non
                                 slots_used=rng.randint(0, 8), closed=rng.random() < 0.1)
                 if rng.random() < 0.2:
                     host.spec.resources[rng.choice(["gpu", "fpga"])] = 2
+                if rng.random() < 0.2:  # (what a state makes of the spec and the groups alone, changed)
+                    host.spec.tags.append(rng.choice(["fast", "rack=r1", "rack=r2"]))
+                if rng.random() < 0.2:
+                    host.groups.append(rng.choice(["gpu_nodes", "big"]))
                 value = host.SerializeToString()
             rows[table][key] = value
             changes.append(log.Change(table=table, key=key, value=value))
@@ -128,6 +132,14 @@ def test_records_kept_parsed_between_reads_are_what_a_fresh_parse_gives() -> Non
             kept = view.fleet()
             assert (dict(kept.states), list(kept.free)) == (fresh.states, fresh.free)
             assert kept.moving == fresh.moving
+            # A pass places jobs on the kept states (run_pass lends them), as on its own copy, and puts
+            # them back as they were.
+            queue = api.Queue(name="normal")
+            waiting = [api.Job(id=100 + n, state=api.PEND, spec=api.JobSpec(queue="normal", slots=3))
+                       for n in range(4)]
+            placed = core.run_pass(waiting, [queue], hosts, core.CoreConfig(), {}, fleet=kept).decisions
+            assert placed == core.run_pass(waiting, [queue], hosts, core.CoreConfig(), {}).decisions
+            assert (dict(kept.states), list(kept.free)) == (fresh.states, fresh.free)
             handed.append((jobs, [j.SerializeToString() for j in jobs]))
     for jobs, then in handed:
         assert [j.SerializeToString() for j in jobs] == then

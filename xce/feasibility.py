@@ -610,10 +610,18 @@ def explain(job: api.Job, usage: Usage, need_: Need = NO_NEED) -> Explanation:
     return Explanation(Reason(code, "; ".join(parts), "explain"), dict(counts))
 
 
-def host_state(host: api.Host, load: bool = False) -> HostState:
-    """`load`: with the host's load indices (the planner; apply never reads them)."""
+def host_state(host: api.Host, load: bool = False,
+               earlier: tuple[api.Host, HostState] | None = None) -> HostState:
+    """`load`: with the host's load indices (the planner; apply never reads them). `earlier`: a record
+    of the same host and the state made of it: what comes of the spec and the groups alone is taken
+    from it if they did not change (a planner keeping the states of a fleet makes them again for
+    every job that starts or ends)."""
     # A host an exclusive job runs on has no room for any other (its slots count as all used).
     used = host.spec.slots if host.exclusive_job else host.slots_used
-    return HostState(host.spec.slots, host.status == api.HOST_OK, used, consumables(host),
-                     dict(host.reserved) if host.reserved else _EMPTY, static_attributes(host), host.closed,
-                     frozenset(host.groups), dict(host.load) if load and host.load else _EMPTY_LOAD)
+    if earlier is not None and earlier[0].spec == host.spec and earlier[0].groups == host.groups:
+        totals, static, groups = earlier[1].totals, earlier[1].static, earlier[1].groups
+    else:
+        totals, static, groups = consumables(host), static_attributes(host), frozenset(host.groups)
+    return HostState(host.spec.slots, host.status == api.HOST_OK, used, totals,
+                     dict(host.reserved) if host.reserved else _EMPTY, static, host.closed,
+                     groups, dict(host.load) if load and host.load else _EMPTY_LOAD)
