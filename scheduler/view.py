@@ -95,17 +95,19 @@ class View:
     def _apply_event(self, event: log.Event) -> None:
         if event.revision <= self.revision:
             return  # already applied: a repeat after a reconnect
+        tables, parsed_tables = self.tables, self._parsed_tables
         for change in event.changes:
-            table = self.tables.get(change.table)
+            name, key = change.table, change.key  # (each read of a message's field makes an object)
+            table = tables.get(name)
             if table is None:
                 continue
             if change.deleted:
-                table.pop(change.key, None)
+                table.pop(key, None)
             else:
-                table[change.key] = change.value
-            parsed = self._parsed_tables.get(change.table)
+                table[key] = change.value
+            parsed = parsed_tables.get(name)
             if parsed is not None:
-                parsed.dirty.add(change.key)
+                parsed.dirty.add(key)
         self.revision = event.revision
         self.events += 1
         self.last_kind = event.kind

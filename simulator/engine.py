@@ -344,11 +344,12 @@ class Engine:
         return self._order_reads
 
     def _watch(self, event: log.Event) -> None:
+        changed = self._last_jobs
         for change in event.changes:
             if change.table != "jobs" or change.deleted:  # (a deletion: a finished job cleaned)
                 continue
             job = api.Job.FromString(change.value)
-            self._last_jobs.add(job.id)
+            changed.add(job.id)
             if job.id not in self._jobs:
                 continue  # an array's own record
             run = self._runs.get(job.id)
