@@ -103,7 +103,9 @@ COUNTS = ("jobs", "done", "exited", "started", "slot_ms", "cpu_ms", "wait_ms", "
 
 def add_totals(into: api.UsageTotals, more: api.UsageTotals, sign: int = 1) -> None:
     for name in COUNTS:
-        setattr(into, name, getattr(into, name) + sign * getattr(more, name))
+        amount = getattr(more, name)
+        if amount:  # most are 0 for a job (cpu, exits...), and a read and a write of each cost more
+            setattr(into, name, getattr(into, name) + sign * amount)
 
 
 def follow(tables: Tables, before: api.Job | None, job: api.Job, entry_format: int = 1) -> None:
