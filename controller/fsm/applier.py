@@ -52,11 +52,12 @@ class Applier:
         key = job_key(job.id)
         raw = self.tables.get("jobs", key)
         before = None if raw is None else api.Job.FromString(raw)
-        self._put("jobs", key, job.SerializeToString(deterministic=True))
+        value = job.SerializeToString(deterministic=True)
+        self._put("jobs", key, value)
         job_index.update(self.tables, before, job)
         if job.array_id:  # before history.follow, which forgets a job that is live again
             arrays.follow(self, before, job)
-        history.follow(self.tables, before, job, self.entry.format)
+        history.follow(self.tables, before, job, self.entry.format, value)
         depends.follow(self, before, job)
         shares.follow(self, before, job)
 
