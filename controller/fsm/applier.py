@@ -20,7 +20,7 @@ from typing import TypeVar
 from controller.fsm import arrays, depends, history, job_index, retention, shares
 from controller.fsm.records import FINISHED, META_KEY, counter_value, job_key, read_counter, revision_key
 from controller.tables import Tables
-from xce.invariant import invariant
+from xce.invariant import InvariantViolated, invariant
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -165,7 +165,8 @@ def _write_counters(applier: Applier) -> None:
         if delta == 0:
             continue
         value = read_counter(applier.tables, name) + delta
-        invariant(value >= 0, f"counter {name} would go below zero ({value}) at entry {applier.index}")
+        if value < 0:  # an invariant, its message made only if broken (most entries move a counter)
+            raise InvariantViolated(f"counter {name} would go below zero ({value}) at entry {applier.index}")
         if value == 0:
             applier.delete("counters", name.encode())
         else:
