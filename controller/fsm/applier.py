@@ -29,7 +29,7 @@ T = TypeVar("T")
 PASS_RECORD_FORMAT = 15  # a decisions entry's event carries its batch (versions.py)
 
 
-@dataclass
+@dataclass(slots=True)
 class Applier:
     tables: Tables
     index: int
