@@ -137,7 +137,9 @@ def finish(applier: Applier, results: list[log.Result], rejected: bool) -> None:
     event = applier.event
     event.revision = index
     event.kind = applier.kind
-    event.by.extend(f"{p.role}:{p.name}" for p in principals(applier.entry))
+    by = principals(applier.entry)
+    if by:  # most entries are the leader's own
+        event.by.extend([f"{p.role}:{p.name}" for p in by])
     if rejected:
         event.rejected.CopyFrom(results[0])
     if applier.kind == "decisions" and applier.entry.format >= PASS_RECORD_FORMAT:
