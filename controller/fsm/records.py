@@ -105,8 +105,8 @@ def readable_id(cluster_id: str, proposer: int, stamp_ms: int, seq: int) -> str:
 @functools.lru_cache(maxsize=16)
 def _readable_prefix(cluster_id: str, proposer: int, stamp_ms: int) -> str:
     # Every job of an entry shares it; formatting the time was a sixth of a large submit's apply.
-    # time.gmtime of the whole seconds: the same text as a UTC datetime's strftime (checked over the
-    # whole stamp range), in a third of the time, as most submits are of an entry stamped anew.
+    # From the stamp's whole seconds by time.gmtime (a conversion; no clock is read): the text a UTC
+    # datetime's strftime gave over the whole stamp range (test_unit_fsm), in a third of the time.
     return f"{cluster_id}-{proposer}-{time.strftime('%Y%m%d%H%M%S', time.gmtime(stamp_ms // 1000))}"
 
 
