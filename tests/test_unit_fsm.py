@@ -302,6 +302,17 @@ def test_submit_readable_id_is_cluster_proposer_time_seq(backend: Backend) -> No
         assert re.fullmatch(r"[A-Za-z0-9_.]+-\d+-\d{14}-\d+", job.readable_id)
 
 
+def test_readable_id_time_is_the_utc_datetime_text_over_the_whole_stamp_range() -> None:
+    """The time is formatted from whole seconds with time.gmtime: the text a UTC datetime of the
+    stamp gave, which older replicas wrote (negative stamps and single-digit years included)."""
+    rng = random.Random(7)
+    stamps = [fsm.MIN_STAMP_MS, fsm.MAX_STAMP_MS, 0, -1, -999, -1000, -1001, 1, 999, 1000, 1500, -1500]
+    stamps += [rng.randint(fsm.MIN_STAMP_MS, fsm.MAX_STAMP_MS) for _ in range(5000)]
+    for stamp in stamps:
+        when = datetime.datetime.fromtimestamp(stamp / 1000, tz=datetime.UTC).strftime("%Y%m%d%H%M%S")
+        assert fsm.readable_id("c", 2, stamp, 9) == f"c-2-{when}-9", stamp
+
+
 def test_rejected_submit_is_all_or_nothing_and_consumes_no_ids(backend: Backend) -> None:
     ok(backend.one(init()))
     bad = backend.one(submit(request("r1", spec(), api.JobSpec(command=[]), spec())))

@@ -97,7 +97,7 @@ from controller.fsm.validation import (
 )
 from controller.fsm.versions import ENTRY_FORMAT, EntryNotUnderstood, describe
 from controller.tables import Tables
-from xce.invariant import invariant
+from xce.invariant import InvariantViolated
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -149,7 +149,8 @@ def apply(tables: Tables, index: int, data: bytes,
     if entry.format >= recovery.FORMAT:
         recovery.time_passes(applier)  # first: a dispatch stamped past the wait is the wait's end
     results = handlers[kind](applier)
-    invariant(len(results) >= 1, f"entry {index} ({kind}) applied without a result")
+    if not results:  # an invariant, its message made only if broken (every entry passes here)
+        raise InvariantViolated(f"entry {index} ({kind}) applied without a result")
     finish(applier, results, rejected=False)
     return results
 

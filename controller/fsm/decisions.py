@@ -57,6 +57,17 @@ def dispatch_refusal(usage: CommittedUsage, job: api.Job, host: str, attempt: in
                      hosts: Sequence[api.HostSlots] = (),
                      entry_format: int = 1) -> api.DecisionOutcome | None:
     """Why this DISPATCH cannot be taken now, or None."""
+    refusal = _refusal_or_request(usage, job, host, attempt, forced, hosts, entry_format)
+    return refusal if isinstance(refusal, api.DecisionOutcome) else None
+
+
+Request = tuple[list[feasibility.Allocation], feasibility.Need]
+
+
+def _refusal_or_request(usage: CommittedUsage, job: api.Job, host: str, attempt: int, forced: bool,
+                        hosts: Sequence[api.HostSlots], entry_format: int) -> api.DecisionOutcome | Request:
+    """Why this DISPATCH cannot be taken now; else what it was checked as, for `_place` (working out
+    the requirement again cost a few us a dispatch)."""
     if job.spec.HasField("array"):
         return api.DecisionOutcome(code=api.REJECT_NOT_PENDING, message=f"job {job.id} is an array: its "
                                    "elements are dispatched, each as a job of its own")
@@ -78,7 +89,7 @@ def dispatch_refusal(usage: CommittedUsage, job: api.Job, host: str, attempt: in
     if reason is not None:
         return api.DecisionOutcome(code=api.REJECT_INFEASIBLE, reason=reason.code,
                                    message=f"job {job.id}: {reason.words}")
-    return None
+    return parts, need
 
 
 def check_dispatch(usage: CommittedUsage, job: api.Job, host: str, attempt: int, entry_format: int) -> None:
@@ -98,15 +109,14 @@ def apply_dispatch(applier: Applier) -> list[log.Result]:
             raise ServiceError(log.NOT_FOUND, f"no job {dispatch.job_id}")
         usage = CommittedUsage(applier.tables, applier)
         check_dispatch(usage, job, dispatch.host, dispatch.attempt, applier.entry.format)
-        _place(applier, usage, job, dispatch.host, (), forced=True)
+        _place(applier, usage, job, requested(job, dispatch.host, (), usage, applier.entry.format))
         return log.Result(code=log.OK, job_ids=[job.id])
 
     return [guarded(dispatch.request_id, applier, body)]
 
 
-def _place(applier: Applier, usage: CommittedUsage, job: api.Job, host: str, hosts: Sequence[api.HostSlots],
-           forced: bool = False) -> None:
-    parts, need = requested(job, host, hosts, usage, applier.entry.format)
+def _place(applier: Applier, usage: CommittedUsage, job: api.Job, request: Request) -> None:
+    parts, need = request
     records = [usage.host_record(part.host) for part in parts]
     assert all(r is not None for r in records)  # feasibility found them
     place(applier, job, [r for r in records if r is not None], parts, need, usage.limit_defs())
@@ -169,11 +179,12 @@ def _decide(applier: Applier, usage: CommittedUsage, decision: api.Decision) -> 
             if outcome is None:
                 preempt.resume(applier, usage, job)
             return outcome
-        outcome = dispatch_refusal(usage, job, dispatch.host, dispatch.attempt, hosts=dispatch.hosts,
-                                   entry_format=applier.entry.format)
-        if outcome is None:
-            _place(applier, usage, job, dispatch.host, dispatch.hosts)
-        return outcome
+        refusal = _refusal_or_request(usage, job, dispatch.host, dispatch.attempt, False, dispatch.hosts,
+                                      applier.entry.format)
+        if isinstance(refusal, api.DecisionOutcome):
+            return refusal
+        _place(applier, usage, job, refusal)
+        return None
     if kind == "pend":
         job = read_job(applier.tables, decision.pend.job_id)
         if job is None or job.state != api.PEND:

@@ -173,7 +173,8 @@ def verdict(tables: Tables, job: api.Job) -> api.DependState:
 
 def follow(applier: Applier, before: api.Job | None, job: api.Job) -> None:
     """After a job write: note what may move a condition."""
-    if before is None or facts_key(before) != facts_key(job):
+    # The state first: most writes move it, and then the facts' key (a tuple of the counts) is not needed.
+    if before is None or before.state != job.state or facts_key(before) != facts_key(job):
         applier.depend_touched.add(job.id)
         if job.array_id:
             applier.depend_touched.add(job.array_id)

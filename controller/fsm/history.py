@@ -103,25 +103,30 @@ COUNTS = ("jobs", "done", "exited", "started", "slot_ms", "cpu_ms", "wait_ms", "
 
 def add_totals(into: api.UsageTotals, more: api.UsageTotals, sign: int = 1) -> None:
     for name in COUNTS:
-        setattr(into, name, getattr(into, name) + sign * getattr(more, name))
+        amount = getattr(more, name)
+        if amount:  # most are 0 for a job (cpu, exits...), and a read and a write of each cost more
+            setattr(into, name, getattr(into, name) + sign * amount)
 
 
-def follow(tables: Tables, before: api.Job | None, job: api.Job, entry_format: int = 1) -> None:
+def follow(tables: Tables, before: api.Job | None, job: api.Job, entry_format: int = 1,
+           raw: bytes | None = None) -> None:
     """After a write of `job` to the live table (`before`: what it replaced there):
-    a finished job is (re)written to history, a job that is live again leaves it."""
+    a finished job is (re)written to history, a job that is live again leaves it.
+    `raw`: the job as written, if the caller has it."""
     if job.state in FINISHED:
         _put(tables, read(tables, job.id) if before is not None and before.state in FINISHED else None, job,
-             elements=entry_format >= ELEMENT_FORMAT)
+             elements=entry_format >= ELEMENT_FORMAT, raw=raw)
     elif before is None or before.state in FINISHED:
         old = read(tables, job.id)  # requeued: from the live table, or back from history
         if old is not None:
             _remove(tables, old)
 
 
-def _put(tables: Tables, old: api.Job | None, job: api.Job, elements: bool = False) -> None:
+def _put(tables: Tables, old: api.Job | None, job: api.Job, elements: bool = False,
+         raw: bytes | None = None) -> None:
     if old is not None:
         _remove(tables, old)
-    tables.put("history", job_key(job.id), job.SerializeToString(deterministic=True))
+    tables.put("history", job_key(job.id), job.SerializeToString(deterministic=True) if raw is None else raw)
     for key in sorted(index_keys(job, elements)):
         tables.put("history_index", key, b"")
     _account(tables, job, +1)

@@ -20,7 +20,7 @@ from controller.fsm.applier import Applier
 from controller.fsm.records import host_job_key, read_counter, read_host, read_queue
 from controller.tables import Tables
 from xce import feasibility, limits
-from xce.invariant import invariant
+from xce.invariant import InvariantViolated, invariant
 from xce.v1 import api_pb2 as api
 
 
@@ -107,8 +107,9 @@ def place(applier: Applier, job: api.Job, hosts: Sequence[api.Host], parts: Sequ
         host.running_jobs += 1
         if need.exclusive:
             host.exclusive_job = job.id
-        invariant(host.slots_used <= host.spec.slots,
-                  f"host {host.spec.name} over its slots: {host.slots_used} of {host.spec.slots}")
+        if host.slots_used > host.spec.slots:  # the message is made only if broken: a dispatch's hot path
+            raise InvariantViolated(f"host {host.spec.name} over its slots: {host.slots_used} of "
+                                    f"{host.spec.slots}")
         for resource, amount in need.host_usage:
             host.reserved[resource] += amount
         applier.put_host(host)
@@ -125,11 +126,12 @@ def release(applier: Applier, job: api.Job) -> None:
             kept = {name: amount - back.resources.get(name, 0) for name, amount in part.resources.items()}
             part = feasibility.Part(part.host, part.slots - back.slots, {n: a for n, a in kept.items() if a})
         host = read_host(applier.tables, part.host)
-        invariant(host is not None, f"job {job.id} holds slots on {part.host!r}, which has no record")
-        assert host is not None
-        invariant(host.slots_used >= part.slots and host.running_jobs >= 1,
-                  f"job {job.id} gives back {part.slots} slots on {part.host}, which has "
-                  f"{host.slots_used} in use by {host.running_jobs} jobs")
+        # Invariants whose messages are made only if broken (each job's end passes here).
+        if host is None:
+            raise InvariantViolated(f"job {job.id} holds slots on {part.host!r}, which has no record")
+        if host.slots_used < part.slots or host.running_jobs < 1:
+            raise InvariantViolated(f"job {job.id} gives back {part.slots} slots on {part.host}, which has "
+                                    f"{host.slots_used} in use by {host.running_jobs} jobs")
         host.slots_used -= part.slots
         host.running_jobs -= 1
         if host.exclusive_job == job.id:

@@ -21,6 +21,7 @@ reorder the clean-up.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterable, Iterator
 
@@ -34,7 +35,9 @@ TABLE = "job_index"
 INDEXED = ("state", "user", "queue")
 
 
+@functools.lru_cache(maxsize=4096)
 def name_part(name: str) -> bytes:
+    # Cached: every job write encodes its user and queue, for its old and new keys both.
     raw = name.encode()
     return struct.pack(">H", len(raw)) + raw
 
@@ -51,15 +54,15 @@ def finished_ms(job: api.Job) -> int:
 
 
 def keys(job: api.Job) -> set[bytes]:
-    tail = job_key(job.id)
-    found = {state_key(job.state, job.id), b"u" + name_part(job.spec.user) + tail,
-             b"q" + name_part(job.spec.queue) + tail}
-    if job.state in FINISHED:
+    tail, spec, state = job_key(job.id), job.spec, job.state
+    found = {b"s" + bytes((state,)) + tail, b"u" + name_part(spec.user) + tail,
+             b"q" + name_part(spec.queue) + tail}
+    if state in FINISHED:
         found.add(b"f" + struct.pack(">q", finished_ms(job)) + tail)
     if job.array_id:
         found.add(array_prefix(job.array_id) + struct.pack(">q", job.array_index) + tail)
-    if job.spec.depend and job.state in PENDING:
-        found.update(b"w" + job_key(ref) + tail for ref in _references(job.spec.depend))
+    if spec.depend and state in PENDING:
+        found.update(b"w" + job_key(ref) + tail for ref in _references(spec.depend))
     return found
 
 

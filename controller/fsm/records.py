@@ -11,9 +11,9 @@ and `acct` (history.py).
 
 from __future__ import annotations
 
-import datetime
 import functools
 import struct
+import time
 
 from controller.tables import Tables
 from xce.errors import ServiceError
@@ -105,8 +105,9 @@ def readable_id(cluster_id: str, proposer: int, stamp_ms: int, seq: int) -> str:
 @functools.lru_cache(maxsize=16)
 def _readable_prefix(cluster_id: str, proposer: int, stamp_ms: int) -> str:
     # Every job of an entry shares it; formatting the time was a sixth of a large submit's apply.
-    when = datetime.datetime.fromtimestamp(stamp_ms / 1000, tz=datetime.UTC)
-    return f"{cluster_id}-{proposer}-{when.strftime('%Y%m%d%H%M%S')}"
+    # From the stamp's whole seconds by time.gmtime (a conversion; no clock is read): the text a UTC
+    # datetime's strftime gave over the whole stamp range (test_unit_fsm), in a third of the time.
+    return f"{cluster_id}-{proposer}-{time.strftime('%Y%m%d%H%M%S', time.gmtime(stamp_ms // 1000))}"
 
 
 def _is_number(text: str) -> bool:

@@ -150,11 +150,14 @@ def host_joined(applier: Applier, spec: api.HostSpec) -> None:
         applier.tables.put("strays", stray_key(spec.name, job_id), struct.pack(">i", attempt))
 
 
-def instance_ended(applier: Applier, host: str, job_id: int, attempt: int) -> None:
-    """The worker of `host` reported that instance ended: if it was a stray, it is one no more."""
+def instance_ended(applier: Applier, host: str, job_id: int, attempt: int) -> bool:
+    """The worker of `host` reported that instance ended: if it was a stray, it is one no more
+    (True: the job's record may have changed)."""
     raw = applier.tables.get("strays", stray_key(host, job_id))
     if raw is not None and struct.unpack(">i", raw)[0] == attempt:
         _clear(applier, host, job_id)
+        return True
+    return False
 
 
 def host_resolved(applier: Applier, host: str) -> None:

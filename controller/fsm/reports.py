@@ -52,9 +52,9 @@ def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
         if applier.entry.format >= preempt.FORMAT:
             return _suspended(applier, job, relayed)
         kind = None
-    if kind in ("finished", "dispatch_failed") and applier.entry.format >= recovery.FORMAT:
-        recovery.instance_ended(applier, relayed.host, report.job_id, report.attempt)  # if a stray
-        job = read_job(applier.tables, report.job_id)
+    if kind in ("finished", "dispatch_failed") and applier.entry.format >= recovery.FORMAT \
+            and recovery.instance_ended(applier, relayed.host, report.job_id, report.attempt):  # if a stray
+        job = read_job(applier.tables, report.job_id)  # its record changed
     if job is None or job.host != relayed.host or job.attempt != report.attempt or job.state not in RUNNING:
         return log.Result(code=log.FAILED_PRECONDITION, message="report about an instance not wanted")
     if kind == "dispatch_failed" and report.dispatch_failed.code >= 0:  # M3: only a failure requeues
