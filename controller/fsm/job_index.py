@@ -54,19 +54,31 @@ def finished_ms(job: api.Job) -> int:
 
 
 def keys(job: api.Job) -> set[bytes]:
-    tail, spec, state = job_key(job.id), job.spec, job.state
-    found = {b"s" + bytes((state,)) + tail, b"u" + name_part(spec.user) + tail,
-             b"q" + name_part(spec.queue) + tail}
-    if state in FINISHED:
-        found.add(b"f" + struct.pack(">q", finished_ms(job)) + tail)
+    tail, spec = job_key(job.id), job.spec
+    found = _state_keys(job, tail)
+    found.add(b"u" + name_part(spec.user) + tail)
+    found.add(b"q" + name_part(spec.queue) + tail)
     if job.array_id:
         found.add(array_prefix(job.array_id) + struct.pack(">q", job.array_index) + tail)
-    if spec.depend and state in PENDING:
-        found.update(b"w" + job_key(ref) + tail for ref in _references(spec.depend))
     return found
 
 
+def _state_keys(job: api.Job, tail: bytes) -> set[bytes]:
+    """The keys that follow the job's state (and its end time, and its -w condition while pending)."""
+    state = job.state
+    found = {b"s" + bytes((state,)) + tail}
+    if state in FINISHED:
+        found.add(b"f" + struct.pack(">q", finished_ms(job)) + tail)
+    if state in PENDING:
+        depend_text = job.spec.depend
+        if depend_text:
+            found.update(b"w" + job_key(ref) + tail for ref in _references(depend_text))
+    return found
+
+
+@functools.lru_cache(maxsize=4096)
 def _references(text: str) -> frozenset[int]:
+    # Cached: a pending job's condition is parsed again at each write of it (frozen, so shared safely).
     try:
         return depend.references(depend.parse(text))
     except depend.DependencyError:  # refused at submit: a job never holds one
@@ -88,8 +100,17 @@ def state_key(state: int, job_id: int) -> bytes:
 
 
 def update(tables: Tables, before: api.Job | None, after: api.Job | None) -> None:
-    old = keys(before) if before is not None else set()
-    new = keys(after) if after is not None else set()
+    if before is None or after is None or before.id != after.id or before.array_id != after.array_id \
+            or before.array_index != after.array_index or before.spec.user != after.spec.user \
+            or before.spec.queue != after.spec.queue:
+        old = keys(before) if before is not None else set()
+        new = keys(after) if after is not None else set()
+    else:  # most writes: only the keys that follow the state can differ (each prefix is a key family)
+        if before.state == after.state and before.state not in FINISHED \
+                and (before.state not in PENDING or before.spec.depend == after.spec.depend):
+            return  # a start report, a usage sample: no indexed field moved
+        tail = job_key(after.id)
+        old, new = _state_keys(before, tail), _state_keys(after, tail)
     for key in sorted(old - new):
         tables.delete(TABLE, key)
     for key in sorted(new - old):
