@@ -36,16 +36,20 @@ def follow(applier: Applier, before: api.Job | None, job: api.Job) -> None:
     if applier.entry.format < FORMAT or (before is not None and before.state in FINISHED):
         return
     if job.state in FINISHED:
-        amount = fairshare.slot_ms(job)
+        charged, end_ms = job, 0
     elif applier.entry.format >= CHARGE_FORMAT and before is not None and before.state in RUNNING \
             and job.state == api.PEND and job.attempt > before.attempt:
-        amount = fairshare.slot_ms(before, applier.stamp_ms)
+        charged, end_ms = before, applier.stamp_ms
     else:
         return
-    if amount <= 0 or job.spec.HasField("array"):
+    if job.spec.HasField("array"):
         return
+    # The queue before the amount: most queues have no fair share, and then no amount is needed.
     queue = read_queue(applier.tables, job.spec.queue)
     if queue is None or not queue.HasField("fairshare"):
+        return
+    amount = fairshare.slot_ms(charged, end_ms)
+    if amount <= 0:
         return
     key = fairshare.usage_key(job.spec.queue, fairshare.project_of(job.spec), job.spec.user)
     raw = applier.tables.get(TABLE, key)
