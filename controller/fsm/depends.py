@@ -187,8 +187,9 @@ def settle(applier: Applier) -> None:
     tables = applier.tables
     while applier.depend_touched or applier.depend_due:
         due = set(applier.depend_due)
-        for job_id in sorted(applier.depend_touched):
-            due.update(job_index.dependents(tables, job_id))
+        if applier.depend_touched and job_index.any_waiting(tables):  # one look when no job waits on any
+            for job_id in sorted(applier.depend_touched):
+                due.update(job_index.dependents(tables, job_id))
         applier.depend_touched.clear()
         applier.depend_due.clear()
         for job_id in sorted(due):

@@ -90,6 +90,13 @@ def dependents(tables: Tables, job_id: int) -> list[int]:
     return list(ids(tables, b"w" + job_key(job_id)))
 
 
+def any_waiting(tables: Tables) -> bool:
+    """Whether any pending job has a -w condition (some job has dependents)."""
+    for key, _ in tables.scan(TABLE, b"w"):
+        return key.startswith(b"w")
+    return False
+
+
 def array_prefix(array_id: int) -> bytes:
     """The keys of an array's element jobs: b"a" array(8) index(8) id(8)."""
     return b"a" + job_key(array_id)
