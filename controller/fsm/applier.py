@@ -20,7 +20,7 @@ from typing import TypeVar
 from controller.fsm import arrays, depends, history, job_index, retention, shares
 from controller.fsm.records import FINISHED, META_KEY, counter_value, job_key, read_counter, revision_key
 from controller.tables import Tables
-from xce.invariant import InvariantViolated, invariant
+from xce.invariant import InvariantViolated
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -66,7 +66,8 @@ class Applier:
         key = job_key(job_id)
         raw = self.tables.get("jobs", key)
         job = None if raw is None else api.Job.FromString(raw)
-        invariant(job is None or job.state in FINISHED, f"cleaning job {job_id}, which has not finished")
+        if job is not None and job.state not in FINISHED:  # its message made only if broken (each job's end)
+            raise InvariantViolated(f"cleaning job {job_id}, which has not finished")
         if job is not None:
             self.delete("jobs", key)
             job_index.update(self.tables, job, None)
