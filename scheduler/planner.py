@@ -279,18 +279,24 @@ def to_batch(plan_: Plan, started: PlannerState, epoch: int, scheduler_id: str, 
     batch = api.DecisionBatch(lease_epoch=epoch, base_revision=revision, scheduler_id=scheduler_id,
                               clock_ms=clock_ms, now_ms=now_ms, planner_digest=started.digest(),
                               planner_state=started.to_proto(), planner=settings)
+    add = batch.decisions.add
     for decision in plan_.decisions:
         if isinstance(decision, Dispatch):
-            batch.decisions.add(dispatch=api.DispatchDecision(
-                job_id=decision.job_id, attempt=decision.attempt, host=decision.host,
-                hosts=[api.HostSlots(host=host, slots=slots) for host, slots in decision.hosts]))
+            # Set in place: a DispatchDecision made apart is copied into the batch (a third of the cost).
+            dispatch = add().dispatch
+            dispatch.SetInParent()
+            dispatch.job_id, dispatch.attempt = decision.job_id, decision.attempt
+            dispatch.host = decision.host
+            for host, slots in decision.hosts:
+                dispatch.hosts.add(host=host, slots=slots)
         elif isinstance(decision, Preempt):
             batch.decisions.add(preempt=api.PreemptDecision(
                 job_id=decision.job_id, attempt=decision.attempt,
                 victims=[api.Victim(job_id=j, attempt=a) for j, a in decision.victims]))
         else:
-            batch.decisions.add(pend=api.PendDecision(job_id=decision.job_id, reason=decision.reason,
-                                                      code=decision.code))
+            pend = add().pend
+            pend.SetInParent()
+            pend.job_id, pend.reason, pend.code = decision.job_id, decision.reason, decision.code
     return batch
 
 
