@@ -205,7 +205,8 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
                       view.limits, PassContext(view.jobs, view.share_usage, wall), fleet)
     refused = {j.id for j in pending if j.pending_code == api.PEND_DISPATCH_REFUSED}
     # A worker's refusal says more than what a pass without that host would say.
-    decisions = [d for d in result.decisions if not (isinstance(d, Pend) and d.job_id in refused)]
+    decisions = [d for d in result.decisions if not (isinstance(d, Pend) and d.job_id in refused)] \
+        if refused else list(result.decisions)
     decisions, deferred = _within_bounds(decisions, config, state.to_proto().ByteSize()) if decisions \
         else (decisions, 0)
     for decision in decisions:
@@ -229,9 +230,11 @@ Decisions = list[Decision]
 def _within_bounds(decisions: Decisions, config: PlannerConfig, recorded: int) -> tuple[Decisions, int]:
     """Dispatches first, then PREEMPTs, then PENDs, in the pass's order, while the batch (with the
     `recorded` bytes of its inputs) stays within its bounds."""
-    ordered: Decisions = [d for d in decisions if isinstance(d, Dispatch)]
-    ordered += [d for d in decisions if isinstance(d, Preempt)]
-    ordered += [d for d in decisions if isinstance(d, Pend)]
+    ordered: Decisions = decisions
+    if len(decisions) > 1:  # (most passes make one decision)
+        ordered = [d for d in decisions if isinstance(d, Dispatch)]
+        ordered += [d for d in decisions if isinstance(d, Preempt)]
+        ordered += [d for d in decisions if isinstance(d, Pend)]
     kept: Decisions = []
     size, pends = recorded + SETTINGS_BYTES, 0
     for decision in ordered:
@@ -259,11 +262,16 @@ def _unavailable(host: api.Host) -> api.Host:
     return copy
 
 
+_NONE_SEEN: frozenset[tuple[int, int]] = frozenset()
+
+
 def _note_refusals(jobs: Sequence[api.Job], state: PlannerState, now_ms: int, config: PlannerConfig,
                    ) -> tuple[dict[str, int], frozenset[tuple[int, int]], list[tuple[str, int]]]:
     cooldown = {h: until for h, until in state.cooldown.items() if until > now_ms}
     refused = {(j.id, j.attempt): j.refused_host for j in jobs
                if j.state == api.PEND and j.pending_code == api.PEND_DISPATCH_REFUSED and j.refused_host}
+    if not refused:  # (the common case: none seen, none to keep)
+        return cooldown, _NONE_SEEN, []
     cooled = []
     for key in sorted(refused.keys() - state.refusals_seen):
         host = refused[key]
