@@ -126,6 +126,17 @@ class View:
         parsed.refresh(self.tables["jobs"])
         return parsed.kept()  # type: ignore[return-value]
 
+    def parsed_job(self, key: bytes, raw: bytes) -> api.Job:
+        """`raw`, the record an event wrote at `key` of the jobs, parsed: the one jobs() keeps if the
+        view still holds those bytes there (the simulator reads each job change too: parsed once).
+        Read it, never change it."""
+        table = self.tables["jobs"]
+        if table.get(key) != raw:  # (written again later in the same event)
+            return api.Job.FromString(raw)
+        parsed = self._parsed_tables["jobs"]
+        parsed.refresh(table)
+        return parsed.record(key)  # type: ignore[return-value]
+
     def job(self, job_id: int) -> api.Job | None:
         raw = self.tables["jobs"].get(struct.pack(">Q", job_id))
         return None if raw is None else api.Job.FromString(raw)
@@ -243,6 +254,10 @@ class _Parsed:
     def kept(self) -> list[Message]:
         kept = self._kept
         return [kept[key] for key in self._kept_keys]
+
+    def record(self, key: bytes) -> Message:
+        """The record at `key`, which the table has, as of the last refresh."""
+        return self.records[bisect.bisect_left(self.keys, key)]
 
     def read(self, table: dict[bytes, bytes]) -> list[Message]:
         self.refresh(table)

@@ -348,7 +348,7 @@ class Engine:
         for change in event.changes:
             if change.table != "jobs" or change.deleted:  # (a deletion: a finished job cleaned)
                 continue
-            job = api.Job.FromString(change.value)
+            job = self.view.parsed_job(change.key, change.value)
             changed.add(job.id)
             if job.id not in self._jobs:
                 continue  # an array's own record
