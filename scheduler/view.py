@@ -36,8 +36,9 @@ class View:
         self.snapshots = 0  # how many snapshots were swapped in
         self.events = 0     # how many events were applied (skips not counted)
         self.last_kind = ""  # the entry kind of the last event applied
-        # jobs and hosts kept parsed, in key order, between reads: only what changed is parsed again
-        self._parsed_tables = {"jobs": _Parsed(api.Job, waits), "hosts": _Parsed(api.Host, touches=True)}
+        # jobs, hosts and queues kept parsed, in key order, between reads: only what changed is parsed again
+        self._parsed_tables = {"jobs": _Parsed(api.Job, waits), "hosts": _Parsed(api.Host, touches=True),
+                               "queues": _Parsed(api.Queue)}
         self._fleet: Fleet | None = None  # what a pass makes of the hosts, as the view has them
         # ... its states and its free entries, updated in place
         self._states: dict[str, feasibility.HostState] = {}
@@ -142,7 +143,8 @@ class View:
         return None if raw is None else api.Job.FromString(raw)
 
     def queues(self) -> list[api.Queue]:
-        return [api.Queue.FromString(v) for _, v in sorted(self.tables["queues"].items())]
+        """Every queue, by name; kept parsed like jobs() (every pass reads them)."""
+        return self._parsed_tables["queues"].read(self.tables["queues"])  # type: ignore[return-value]
 
     def hosts(self) -> list[api.Host]:
         """Every host, by name; kept parsed like jobs()."""
