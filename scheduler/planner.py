@@ -313,9 +313,11 @@ def after_reply(state: PlannerState, batch: api.DecisionBatch, reply: api.Decisi
     """The batch's outcome: wait for the view to hold it; rejected dispatches may be
     tried again at once. True when the lease was stale (the batch changed nothing)."""
     in_flight = dict(state.in_flight)
-    for decision, outcome in zip(batch.decisions, reply.outcomes, strict=False):
-        if outcome.code != api.DECISION_ACCEPTED and decision.HasField("dispatch"):
-            in_flight.pop(decision.dispatch.job_id, None)
-    stale = any(o.code == api.REJECT_STALE_LEASE for o in reply.outcomes)
+    codes = [o.code for o in reply.outcomes]
+    if any(code != api.DECISION_ACCEPTED for code in codes):  # (the decisions are read only then)
+        for decision, code in zip(batch.decisions, codes, strict=False):
+            if code != api.DECISION_ACCEPTED and decision.HasField("dispatch"):
+                in_flight.pop(decision.dispatch.job_id, None)
+    stale = api.REJECT_STALE_LEASE in codes
     return PlannerState(in_flight, state.cooldown, state.refusals_seen, reply.revision,
                         clock_ms + config.await_view_ms, state.recounted_ms), stale
