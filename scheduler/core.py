@@ -139,8 +139,7 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
     recovering = usage.counter(feasibility.RECOVERY_COUNTER) > 0
     result = PassResult([])
     decisions = result.decisions
-    limit_reached = feasibility.Reason(api.PEND_DISPATCH_LIMIT, f"this pass placed {config.max_dispatches} "
-                                       "jobs, its limit: the next pass looks again", "dispatch_limit")
+    limit_reached = _limit_reached(config.max_dispatches)
     dispatched = 0
     context = context or PassContext(jobs)
     # A queue's backfill (scheduler/backfill.py): its first job that finds no room holds the rest.
@@ -292,6 +291,12 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
                 recount or _shape(reason.words) != _shape(job.pending_reason))):
             decisions.append(Pend(job.id, reason.words, reason.code))
     return result
+
+
+@functools.lru_cache(maxsize=16)  # the same few limits, pass after pass (an f-string a pass was ~1 %)
+def _limit_reached(max_dispatches: int) -> feasibility.Reason:
+    return feasibility.Reason(api.PEND_DISPATCH_LIMIT, f"this pass placed {max_dispatches} jobs, its limit: "
+                              "the next pass looks again", "dispatch_limit")
 
 
 LimitKey = tuple[str, str, str, int, int, int]
@@ -666,6 +671,16 @@ class HostIndex:
         if not by_free and most == 1 and not req.same:  # one slot: the first host of its ranking
             best = next(iter(candidates), None)
             return (plans.Placement(best[0], 1),) if best is not None else None
+        if by_free and least == most and not req.same and req.span_hosts in (0, 1) and (
+                req.ptile == 0 or most <= req.ptile):
+            # The first candidate has the most free slots: if it takes the job alone, that is the plan
+            # of fewest hosts whatever the layout (plans.plans reads it first), without laying one out.
+            first = next(iter(candidates), None)
+            if first is None:
+                return None
+            if first[1] >= most >= 1:
+                return (plans.Placement(first[0], most),)
+            candidates = itertools.chain((first,), candidates)
         if req.same:
             candidates = list(candidates)
         groups = _same_groups(candidates, req.same, self._states) if req.same else [candidates]

@@ -97,11 +97,9 @@ class Decider:
             self.lease.renew_at_s = 0.0
             return
         self.state, stale = planner.after_reply(self.state, batch, reply, int(now_s * 1000), self.config)
-        rejected = [(o, d) for o, d in zip(reply.outcomes, batch.decisions, strict=False)
-                    if o.code != api.DECISION_ACCEPTED]
+        rejected = [o for o in reply.outcomes[:len(batch.decisions)] if o.code != api.DECISION_ACCEPTED]
         if rejected:
             log.info("scheduler %s: %d of %d decisions rejected (%s: %s)", self.scheduler_id, len(rejected),
-                     len(batch.decisions), api.DecisionRejection.Name(rejected[0][0].code),
-                     rejected[0][0].message)
+                     len(batch.decisions), api.DecisionRejection.Name(rejected[0].code), rejected[0].message)
         if stale:
             self.lease.lost()

@@ -40,6 +40,9 @@ class Fcfs:
     """First come, first served, within queue and job priorities (F2)."""
 
     def order(self, jobs: Sequence[api.Job], queues: Mapping[str, api.Queue]) -> list[api.Job]:
+        if len(jobs) < 2:
+            return list(jobs)  # (most passes order one job)
+
         def key(job: api.Job) -> tuple[int, int, int, int]:
             queue = queues.get(job.spec.queue)
             return (-(queue.priority if queue else 0), -job.spec.priority, job.submit_time_ms, job.id)
@@ -51,6 +54,9 @@ class Lifo:
     """Last come, first served inside a queue: an example of a per-queue override."""
 
     def order(self, jobs: Sequence[api.Job], queues: Mapping[str, api.Queue]) -> list[api.Job]:
+        if len(jobs) < 2:
+            return list(jobs)  # (most passes order one job)
+
         def key(job: api.Job) -> tuple[int, int, int, int]:
             queue = queues.get(job.spec.queue)
             return (-(queue.priority if queue else 0), -job.spec.priority, -job.submit_time_ms, -job.id)
@@ -112,7 +118,7 @@ def ordered(jobs: Iterable[api.Job], queues: Mapping[str, api.Queue], default: P
         return (-(queue.priority if queue else 0), name)
 
     result: list[api.Job] = []
-    for name in sorted(by_queue, key=queue_key):
+    for name in sorted(by_queue, key=queue_key) if len(by_queue) > 1 else by_queue:
         chosen = overrides.get(name, default)
         if getattr(chosen, "reads_context", False):
             result.extend(chosen.order(by_queue[name], queues, context))  # type: ignore[call-arg]

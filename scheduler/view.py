@@ -36,8 +36,9 @@ class View:
         self.snapshots = 0  # how many snapshots were swapped in
         self.events = 0     # how many events were applied (skips not counted)
         self.last_kind = ""  # the entry kind of the last event applied
-        # jobs and hosts kept parsed, in key order, between reads: only what changed is parsed again
-        self._parsed_tables = {"jobs": _Parsed(api.Job, waits), "hosts": _Parsed(api.Host, touches=True)}
+        # jobs, hosts and queues kept parsed, in key order, between reads: only what changed is parsed again
+        self._parsed_tables = {"jobs": _Parsed(api.Job, waits), "hosts": _Parsed(api.Host, touches=True),
+                               "queues": _Parsed(api.Queue)}
         self._fleet: Fleet | None = None  # what a pass makes of the hosts, as the view has them
         # ... its states and its free entries, updated in place
         self._states: dict[str, feasibility.HostState] = {}
@@ -126,12 +127,24 @@ class View:
         parsed.refresh(self.tables["jobs"])
         return parsed.kept()  # type: ignore[return-value]
 
+    def parsed_job(self, key: bytes, raw: bytes) -> api.Job:
+        """`raw`, the record an event wrote at `key` of the jobs, parsed: the one jobs() keeps if the
+        view still holds those bytes there (the simulator reads each job change too: parsed once).
+        Read it, never change it."""
+        table = self.tables["jobs"]
+        if table.get(key) != raw:  # (written again later in the same event)
+            return api.Job.FromString(raw)
+        parsed = self._parsed_tables["jobs"]
+        parsed.refresh(table)
+        return parsed.record(key)  # type: ignore[return-value]
+
     def job(self, job_id: int) -> api.Job | None:
         raw = self.tables["jobs"].get(struct.pack(">Q", job_id))
         return None if raw is None else api.Job.FromString(raw)
 
     def queues(self) -> list[api.Queue]:
-        return [api.Queue.FromString(v) for _, v in sorted(self.tables["queues"].items())]
+        """Every queue, by name; kept parsed like jobs() (every pass reads them)."""
+        return self._parsed_tables["queues"].read(self.tables["queues"])  # type: ignore[return-value]
 
     def hosts(self) -> list[api.Host]:
         """Every host, by name; kept parsed like jobs()."""
@@ -243,6 +256,10 @@ class _Parsed:
     def kept(self) -> list[Message]:
         kept = self._kept
         return [kept[key] for key in self._kept_keys]
+
+    def record(self, key: bytes) -> Message:
+        """The record at `key`, which the table has, as of the last refresh."""
+        return self.records[bisect.bisect_left(self.keys, key)]
 
     def read(self, table: dict[bytes, bytes]) -> list[Message]:
         self.refresh(table)

@@ -238,9 +238,11 @@ class Engine:
             self._apply(log.Entry(join_host=spec))
 
     def _arrive(self, job: SimJob) -> None:
-        request = api.SubmitJobsRequest(request_id=f"sim-{job.key}", jobs=[job.spec])
-        principal = log.Principal(name=job.spec.user, role="user", via="sim")
-        result = self._apply(log.Entry(submit=log.SubmitBatch(requests=[request], by=[principal])))[0]
+        # Made in place: messages made apart are copied into the entry (the job's spec, twice).
+        entry = log.Entry()
+        entry.submit.requests.add(request_id=f"sim-{job.key}").jobs.append(job.spec)
+        entry.submit.by.add(name=job.spec.user, role="user", via="sim")
+        result = self._apply(entry)[0]
         if result.code != log.OK:
             raise SimulationError(f"job {job.key} was refused at submit: {result.message}")
         for job_id in result.job_ids:
@@ -348,7 +350,7 @@ class Engine:
         for change in event.changes:
             if change.table != "jobs" or change.deleted:  # (a deletion: a finished job cleaned)
                 continue
-            job = api.Job.FromString(change.value)
+            job = self.view.parsed_job(change.key, change.value)
             changed.add(job.id)
             if job.id not in self._jobs:
                 continue  # an array's own record
@@ -409,23 +411,27 @@ class Engine:
         run = self._runs.get(job_id)
         if run is None or run.attempt != attempt or run.ticket != ticket:
             return  # moved on meanwhile (stopped, resumed, requeued)
+        # Made in place: messages made apart are copied into the entry (each level again).
+        entry = log.Entry()
+        entry.report.host, entry.report.generation = run.host, run.generation
+        report = entry.report.report
+        report.job_id, report.attempt = job_id, attempt
         if why == "started":  # as a worker reports it, with the time the job started
-            report = api.JobReport(job_id=job_id, attempt=attempt,
-                                   started=api.JobStarted(pid=job_id, time_ms=self.now_ms))
+            report.started.SetInParent()
+            report.started.pid, report.started.time_ms = job_id, self.now_ms
             self._schedule_end(job_id, run)
         elif why == "suspended":
-            report = api.JobReport(job_id=job_id, attempt=attempt,
-                                   suspended=api.JobSuspended(time_ms=self.now_ms))
-        elif why == "killed":
-            report = api.JobReport(job_id=job_id, attempt=attempt,
-                                   finished=api.JobFinished(term_signal=KILLED, time_ms=self.now_ms))
-        elif run.limit_kill:
-            report = api.JobReport(job_id=job_id, attempt=attempt, finished=api.JobFinished(
-                term_signal=KILLED, time_ms=self.now_ms, exit_reason="RUNLIMIT"))
+            report.suspended.SetInParent()
+            report.suspended.time_ms = self.now_ms
         else:
-            report = api.JobReport(job_id=job_id, attempt=attempt,
-                                   finished=api.JobFinished(exit_code=0, time_ms=self.now_ms))
-        self._apply(log.Entry(report=log.HostReport(host=run.host, generation=run.generation, report=report)))
+            finished = report.finished
+            finished.SetInParent()
+            if why == "killed" or run.limit_kill:
+                finished.term_signal = KILLED
+            finished.time_ms = self.now_ms
+            if why != "killed" and run.limit_kill:
+                finished.exit_reason = "RUNLIMIT"
+        self._apply(entry)
 
     def _finished(self, job: api.Job) -> None:
         sim = self._jobs[job.id]

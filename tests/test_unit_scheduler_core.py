@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from scheduler import core, picker
+from scheduler import core, picker, plans
 from scheduler.core import CoreConfig, Dispatch, Pend, schedule
+from xce import feasibility
 from xce.v1 import api_pb2 as api
 
 QUEUES = [api.Queue(name="night", priority=20), api.Queue(name="normal", priority=30),
@@ -221,3 +224,20 @@ def test_a_pass_explains_a_bounded_number_of_requirements() -> None:
     jobs = [wanting(i, f"select[maxmem > {i}]") for i in (1, 2, 3)]  # three requirements, none fits
     decisions = core.run_pass(jobs, QUEUES, [rich("a", 4)], CoreConfig(max_explains=2), {}).decisions
     assert [d.job_id for d in decisions] == [1, 2]  # job 3 keeps its reason until a later pass
+
+
+@pytest.mark.parametrize("requirement", ["", "span[hosts=1]", "span[ptile=4]", "span[ptile=16]"])
+def test_the_index_plans_a_job_as_plans_lays_out_its_candidates(requirement: str) -> None:
+    """HostIndex.plan's shortcut (the host with most free takes the job alone) gives plans.plans'
+    first plan, and so does the rest, whatever the frees."""
+    rng = random.Random(7)
+    need = feasibility.need("", requirement)
+    for _ in range(300):
+        used = [rng.choice([0, 4, 8, 12, 15, 16]) for _ in range(rng.randint(0, 8))]
+        hosts = [host(f"h{i:02d}", 16, used=u) for i, u in enumerate(used)]
+        states = {h.spec.name: feasibility.host_state(h, load=True) for h in hosts}
+        slots = rng.choice([1, 2, 4, 5, 8, 12, 16, 20, 33])
+        index = core.HostIndex(states)
+        expected = next(plans.plans(slots, list(index.candidates(need)), need.requirement.span_hosts,
+                                    need.requirement.ptile, True), None)
+        assert index.plan(need, slots, slots) == expected

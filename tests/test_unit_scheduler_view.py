@@ -143,3 +143,15 @@ def test_records_kept_parsed_between_reads_are_what_a_fresh_parse_gives() -> Non
             handed.append((jobs, [j.SerializeToString() for j in jobs]))
     for jobs, then in handed:
         assert [j.SerializeToString() for j in jobs] == then
+
+
+def test_a_job_change_read_through_the_view_is_the_record_the_view_keeps() -> None:
+    view = View()
+    key = b"\0\0\0\0\0\0\0\x07"
+    first, last = (api.Job(id=7, state=api.PEND, attempt=p).SerializeToString() for p in (1, 2))
+    event = log.Event(revision=1, changes=[log.Change(table="jobs", key=key, value=value)
+                                           for value in (first, last)])
+    view.apply_event(event)
+    assert view.parsed_job(key, first).attempt == 1  # written again later in the event: its own
+    kept = view.parsed_job(key, last)
+    assert kept.attempt == 2 and kept is view.jobs()[0] and kept is view.waiting()[0]
