@@ -322,7 +322,7 @@ class Engine:
         self.index += 1
         entry.stamp_ms = self.now_ms
         entry.format = ENTRY_FORMAT
-        results = fsm.apply(self.tables, self.index, entry.SerializeToString())
+        results = fsm.apply(self.tables, self.index, entry.SerializeToString(deterministic=True))
         if results is None:
             raise SimulationError(f"entry {self.index} ({entry.WhichOneof('body')}) was not applied")
         raw = self.tables.get("events", fsm.revision_key(self.index))
