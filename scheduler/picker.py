@@ -6,7 +6,9 @@ by job priority (descending), then submit time (ascending), then job id
 (ascending), so equal submit times still give one order. The core asks
 `pickers_for(config)` which picker serves each queue: `job_pick_plugin` for
 all, with a per-queue override in `queue_pickers`; third-party pickers
-register under the `xce.pickers` entry point group.
+register under the `xce.pickers` entry point group. A picker keeps no state
+between calls: the daemon and the decider load one per name and keep it, and
+a replay or a simulation must order jobs as the live pass did.
 """
 
 from __future__ import annotations
