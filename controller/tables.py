@@ -9,7 +9,7 @@ in-memory `MemoryTables` here serves unit tests of the pure core.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 TABLES = ("meta", "jobs", "queues", "hosts", "host_jobs", "counters", "requests", "request_expiry", "events",
@@ -87,36 +87,34 @@ class SortedKeys:
 
     def ceiling(self, key: bytes) -> bytes | None:
         """The first key >= key."""
-        at = bisect.bisect_left(self.maxes, key)
-        if at == len(self.maxes):
-            return None
-        keys = self.chunks[at]
-        return keys[bisect.bisect_left(keys, key)]
+        return self._after(key, bisect.bisect_left)
 
     def higher(self, key: bytes) -> bytes | None:
         """The first key > key."""
-        at = bisect.bisect_right(self.maxes, key)
-        if at == len(self.maxes):
-            return None
-        keys = self.chunks[at]
-        return keys[bisect.bisect_right(keys, key)]
+        return self._after(key, bisect.bisect_right)
 
     def floor(self, key: bytes) -> bytes | None:
         """The last key <= key."""
-        at = bisect.bisect_left(self.maxes, key)  # the first chunk that reaches key
-        if at < len(self.maxes):
-            keys = self.chunks[at]
-            below = bisect.bisect_right(keys, key) - 1
-            if below >= 0:
-                return keys[below]
-        return self.chunks[at - 1][-1] if at > 0 else None
+        return self._before(key, bisect.bisect_right)
 
     def lower(self, key: bytes) -> bytes | None:
         """The last key < key."""
-        at = bisect.bisect_left(self.maxes, key)
+        return self._before(key, bisect.bisect_left)
+
+    def _after(self, key: bytes, find: Callable[[list[bytes], bytes], int]) -> bytes | None:
+        """The first key past `find`'s place for key (bisect_left: >= key; bisect_right: > key)."""
+        at = find(self.maxes, key)  # the first chunk that has such a key
+        if at == len(self.maxes):
+            return None
+        keys = self.chunks[at]
+        return keys[find(keys, key)]
+
+    def _before(self, key: bytes, find: Callable[[list[bytes], bytes], int]) -> bytes | None:
+        """The last key before `find`'s place for key (bisect_right: <= key; bisect_left: < key)."""
+        at = bisect.bisect_left(self.maxes, key)  # the first chunk that reaches key
         if at < len(self.maxes):
             keys = self.chunks[at]
-            below = bisect.bisect_left(keys, key) - 1
+            below = find(keys, key) - 1
             if below >= 0:
                 return keys[below]
         return self.chunks[at - 1][-1] if at > 0 else None

@@ -244,12 +244,7 @@ def waited_on(preemptor: api.Job) -> frozenset[int]:
     """The jobs (and arrays) its -w condition reads: never its victims. Preempting one would undo the
     condition (started(V) no longer holds once V is requeued), and the two would take turns for ever.
     The scheduler's choice only: apply's check (may_take) is unchanged."""
-    if not preemptor.spec.depend:
-        return frozenset()
-    try:
-        return depend.references(depend.parse(preemptor.spec.depend))
-    except depend.DependencyError:
-        return frozenset()
+    return depend.references_of(preemptor.spec.depend) if preemptor.spec.depend else frozenset()
 
 
 def _enough(need: feasibility.Need, slots: int, host: str, state: feasibility.HostState,

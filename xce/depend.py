@@ -192,6 +192,16 @@ def _ref(node: Any) -> tuple[int, int | str | None]:
     return int(job), "*" if str(index) == "*" else int(index)
 
 
+@functools.lru_cache(maxsize=4096)
+def references_of(text: str) -> frozenset[int]:
+    """Every job id a held condition's text reads; none for a text that does not parse (refused at
+    submit: a job never holds one). Cached: a pending job's condition is read at each write of it."""
+    try:
+        return references(parse(text))
+    except DependencyError:
+        return frozenset()
+
+
 def references(expr: Expr) -> frozenset[int]:
     """Every job id the condition reads (to check at submit that each is known)."""
     if expr[0] in ("or", "and"):

@@ -106,8 +106,11 @@ COUNTS = ("jobs", "done", "exited", "started", "slot_ms", "cpu_ms", "wait_ms", "
 
 
 def add_totals(into: api.UsageTotals, more: api.UsageTotals, sign: int = 1) -> None:
-    for name in COUNTS:
-        amount = getattr(more, name)
+    _add_counts(into, ((name, getattr(more, name)) for name in COUNTS), sign)
+
+
+def _add_counts(into: api.UsageTotals, counts: Iterable[tuple[str, int]], sign: int) -> None:
+    for name, amount in counts:
         if amount:  # most are 0 for a job (cpu, exits...), and a read and a write of each cost more
             setattr(into, name, getattr(into, name) + sign * amount)
 
@@ -152,9 +155,7 @@ def _account(tables: Tables, job: api.Job, sign: int) -> None:
         return  # the hour's totals were pruned already (they go a little before its jobs)
     totals = api.UsageTotals(user=job.spec.user, queue=job.spec.queue) if raw is None \
         else api.UsageTotals.FromString(raw)
-    for name, amount in _counts(job):  # as add_totals of usage_of, without building the message
-        if amount:
-            setattr(totals, name, getattr(totals, name) + sign * amount)
+    _add_counts(totals, _counts(job), sign)  # (add_totals of usage_of, without making its message)
     if totals.jobs == 0:
         tables.delete("acct", key)
     else:

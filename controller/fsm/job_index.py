@@ -72,17 +72,8 @@ def _state_keys(job: api.Job, tail: bytes) -> set[bytes]:
     if state in PENDING:
         depend_text = job.spec.depend
         if depend_text:
-            found.update(b"w" + job_key(ref) + tail for ref in _references(depend_text))
+            found.update(b"w" + job_key(ref) + tail for ref in depend.references_of(depend_text))
     return found
-
-
-@functools.lru_cache(maxsize=4096)
-def _references(text: str) -> frozenset[int]:
-    # Cached: a pending job's condition is parsed again at each write of it (frozen, so shared safely).
-    try:
-        return depend.references(depend.parse(text))
-    except depend.DependencyError:  # refused at submit: a job never holds one
-        return frozenset()
 
 
 def dependents(tables: Tables, job_id: int) -> list[int]:
