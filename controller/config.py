@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -284,14 +285,34 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
                          **_auth(raw, path), **_resources(raw, path))
 
 
+def _line_of(path: Path, table: str) -> str:
+    """":N", the line of the file where `[table]` (or `table =`) starts; "" if it cannot be found."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for number, line in enumerate(lines, 1):
+        text = line.strip().replace(" ", "")
+        if text.startswith((f"[{table}]", f"{table}=")):
+            return f":{number}"
+    return ""
+
+
 def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     auth = raw.get("auth", {})
     if not isinstance(auth, dict):
         raise ConfigError(f"{path}: [auth] must be a table")
+    # The roles table is the authorization of every request: a bad one stops the replica at start,
+    # naming the line, rather than refusing everyone later (the seed's API server answered 403 to all).
+    raw_roles = raw.get("roles", {})
+    if not isinstance(raw_roles, dict):
+        raise ConfigError(f"{path}{_line_of(path, 'roles')}: [roles] must be tables [roles.NAME] with "
+                          "permissions = [...]")
     try:
-        roles = authz.roles_from_config(raw.get("roles", {}))
+        roles = authz.roles_from_config(raw_roles)
     except ValueError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+        named = re.search(r"\[roles\.([^\]]+)\]", str(exc))
+        raise ConfigError(f"{path}{_line_of(path, 'roles.' + named[1]) if named else ''}: {exc}") from None
     ints = {}
     for key, default, least in (("max_jobs_per_request", 10_000, 1), ("max_sync_streams", 4, 1),
                                 ("max_sync_streams_total", 64, 1), ("max_pend_jobs_per_user", 0, 0),

@@ -269,6 +269,17 @@ def test_bad_security_settings_are_config_errors(tmp_path: Path, extra: str, wor
     assert words in load_error(tmp_path, GOOD + "\n" + extra)
 
 
+def test_a_bad_roles_table_names_its_line(tmp_path: Path) -> None:
+    """The seed's API server answered 403 to everyone when its RBAC file was bad; a replica refuses to
+    start instead, naming the file's line."""
+    text = GOOD + '\n[roles.auditor]\npermissions = ["jobs.read"]\n\n[roles.x]\npermissions = ["jobs.all"]\n'
+    line = text.splitlines().index("[roles.x]") + 1
+    assert f"xce.toml:{line}: [roles.x]: unknown permissions jobs.all" in load_error(tmp_path, text)
+    not_tables = "roles = 3\n" + GOOD
+    assert f":{not_tables.splitlines().index('roles = 3') + 1}: [roles] must be tables" \
+        in load_error(tmp_path, not_tables)
+
+
 @pytest.mark.parametrize(("hosts", "words"), [
     ("unknown_timeout_s = 20\nfence_s = 20", "shorter than unknown_timeout_s (20"),
     ("fence_s = 5", "longer than heartbeat_timeout_s (10.0"),

@@ -365,6 +365,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="every replica's role, term, indexes and health")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
+
+    p = sub.add_parser("gateway", help="serve the REST API (/xce/v1/) for people, scripts and agents")
+    p.add_argument("--listen", default="127.0.0.1:8080", help="HOST:PORT (default 127.0.0.1:8080)")
     if command is not None and not sub.built:  # no such command: the full parser lists them
         return build_parser()
     return parser
@@ -398,6 +401,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"xce scheduler: {exc}", file=sys.stderr)
             return 2
         return run_scheduler(controllers(args), credentials(args), args.id, args.lease_s, args.picker)
+    if args.command == "gateway":
+        from gateway.main import run as run_gateway
+
+        return run_gateway(controllers(args), credentials(args), args.listen)
     if args.command == "cluster":
         from xce.local_cluster import up
 

@@ -329,6 +329,49 @@ class LocalScheduler:
         self.proc = None
 
 
+class LocalGateway:
+    """An `xce gateway` process (the REST API) for a LocalCluster, on a free port; killed at the end."""
+
+    def __init__(self, cluster: LocalCluster, name: str = "gateway") -> None:
+        self.cluster = cluster
+        self.name = name
+        self.port = free_ports(1)[0]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        """Start it and wait until it answers (its OpenAPI document, which needs no key)."""
+        import urllib.request
+
+        env = dict(os.environ)
+        env.pop("XCE_TOKEN", None)  # it sends each caller's key, never one of its own
+        with open(self.cluster.data / f"{self.name}.log", "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "xce.cli", "--cluster", str(self.cluster.config_path), "gateway",
+                 "--listen", f"127.0.0.1:{self.port}"], env=env,
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the gateway exited with {self.proc.returncode}: see {self.name}.log")
+            try:
+                with urllib.request.urlopen(f"{self.url}/xce/v1/openapi.json", timeout=2):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the gateway did not answer within {timeout_s:.0f} s") from None
+                time.sleep(0.05)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+
 class LocalWorkers:
     """`xce worker` processes joined to a LocalCluster; every one is killed at the end."""
 

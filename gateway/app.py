@@ -1,0 +1,194 @@
+"""`/xce/v1/`: the REST API over the replicas' gRPC services (issue 19).
+
+Every route takes the caller's API key (`Authorization: Bearer xce_...`: an identity token), makes the
+matching gRPC call with it through backend.py, and answers JSON (render.py). Bad input is refused
+before any call (forms.py) or by the controllers; either way the answer is a problem details document
+(problems.py) and nothing changed. The gateway keeps no state between requests: any number can run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+
+from gateway import forms, problems, render
+from gateway.backend import Backend
+from gateway.problems import Problem
+from xce.client import Client, XceError, new_request_id
+from xce.credentials import new_token
+from xce.v1 import api_pb2 as api
+
+PREFIX = "/xce/v1"
+JSON_TYPES = ("application/json", "application/problem+json")
+T = TypeVar("T")
+log = logging.getLogger("xce.gateway")
+
+
+def api_key(request: Request) -> str:
+    """The caller's key from `Authorization: Bearer KEY`, or a 401 saying what to send."""
+    header = request.headers.get("authorization", "")
+    scheme, _, key = header.partition(" ")
+    if not header:
+        raise Problem(401, "no API key: send 'Authorization: Bearer <key>' (an XCE token; an admin "
+                           "makes one with `xce token create` or POST /xce/v1/apikeys)")
+    if scheme.lower() != "bearer" or not key.strip():
+        raise Problem(401, "the Authorization header must be 'Bearer <key>'")
+    return key.strip()
+
+
+async def read_json(request: Request) -> Any:
+    """The body as JSON, at most forms.MAX_BODY bytes (read no further), or a problem."""
+    kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if kind not in JSON_TYPES:
+        raise Problem(415, f"the body must be application/json, not {kind[:60]}")
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > forms.MAX_BODY:
+        raise Problem(413, f"the body has {length} bytes; at most {forms.MAX_BODY}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > forms.MAX_BODY:
+            raise Problem(413, f"the body is larger than {forms.MAX_BODY} bytes")
+        chunks.append(chunk)
+    return forms.json_body(b"".join(chunks))
+
+
+def make_app(backend: Backend) -> FastAPI:
+    app = FastAPI(title="XCE", version="1", openapi_url=f"{PREFIX}/openapi.json", docs_url=None,
+                  redoc_url=None, description="The XCE batch workload manager's REST API. Every request "
+                  "carries an API key (Authorization: Bearer); errors are RFC 9457 problem details.")
+
+    async def call(request: Request, work: Callable[[Client], T]) -> T:
+        client = backend.client(api_key(request))
+        try:
+            return await run_in_threadpool(work, client)
+        finally:
+            backend.learned(client)
+
+    def problem_response(request: Request, problem: Problem) -> JSONResponse:
+        return JSONResponse(problems.body(problem, request.url.path), problem.status,
+                            problems.headers(problem), media_type=problems.PROBLEM_TYPE)
+
+    @app.exception_handler(Problem)
+    async def _problem(request: Request, exc: Problem) -> JSONResponse:
+        return problem_response(request, exc)
+
+    @app.exception_handler(XceError)
+    async def _service(request: Request, exc: XceError) -> JSONResponse:
+        return problem_response(request, problems.of_code(exc.code_name, exc.message))
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        detail = f"no such path: {request.url.path}" if exc.status_code == 404 else str(exc.detail)
+        return problem_response(request, Problem(exc.status_code, detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = [f"{'.'.join(str(p) for p in error.get('loc', ()))}: {error.get('msg', '')}"
+                 for error in exc.errors()[:5]]
+        return problem_response(request, Problem(400, "; ".join(parts) or "bad request"))
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return problem_response(request, Problem(500, f"internal error ({type(exc).__name__}); see the "
+                                                      "gateway's log"))
+
+    # ------------------------------------------------------------------ jobs
+
+    @app.post(f"{PREFIX}/jobs", status_code=201, summary="Submit jobs (one spec, or {\"jobs\": [...]})")
+    async def submit(request: Request) -> dict[str, Any]:
+        """A JobSpec in protobuf JSON ("command": [...], "slots", "queue", "resource_req", ...); a name
+        like "sweep[1-100]%5" makes a job array. `Idempotency-Key` makes a retried request one submit."""
+        api_key(request)
+        specs = forms.submit(await read_json(request))
+        request_id = request.headers.get("idempotency-key") or new_request_id()
+        if len(request_id) > 128:
+            raise Problem(400, "Idempotency-Key is at most 128 characters")
+        done = await call(request, lambda c: c.submit(specs, request_id))
+        return {"jobs": render.messages(done.jobs), "revision": str(done.revision)}
+
+    @app.get(f"{PREFIX}/jobs", summary="List jobs (filter=field:op:value, repeatable)")
+    async def list_jobs(request: Request, filters: Annotated[list[str], Query(alias="filter")] = [],  # noqa: B006
+                        page_size: int | None = None, page_token: str = "",
+                        stale: bool = False) -> dict[str, Any]:
+        size = forms.page_size(page_size)
+        wanted = api.ListJobsRequest(filters=filters, page_size=size, page_token=page_token, stale=stale)
+        page = await call(request, lambda c: c.call("JobService", "ListJobs", wanted, api.ListJobsResponse))
+        return {"jobs": render.messages(page.jobs), "next_page_token": page.next_page_token,
+                "revision": str(page.revision)}
+
+    @app.get(f"{PREFIX}/jobs/{{job_id}}", summary="One job: numeric id, readable id, or array element")
+    async def get_job(request: Request, job_id: str, stale: bool = False) -> dict[str, Any]:
+        return render.message(await call(request, lambda c: c.get_job(job_id, stale)))
+
+    @app.post(f"{PREFIX}/jobs/{{job_id}}/actions", summary="kill, stop, resume, hold, release or requeue")
+    async def act(request: Request, job_id: str) -> dict[str, Any]:
+        api_key(request)
+        action = forms.action(await read_json(request))
+        return render.message(await call(request, lambda c: c.control(job_id, action)))
+
+    @app.patch(f"{PREFIX}/jobs/{{job_id}}", summary="Modify priority, queue or resource requirement")
+    async def modify(request: Request, job_id: str) -> dict[str, Any]:
+        api_key(request)
+        change = forms.modification(await read_json(request))
+        return render.message(await call(request, lambda c: c.modify(job_id, **change)))
+
+    # ------------------------------------------------------------------ cluster
+
+    @app.get(f"{PREFIX}/hosts", summary="Hosts, host groups and shared resources")
+    async def hosts(request: Request, stale: bool = False) -> dict[str, Any]:
+        return render.message(await call(request, lambda c: c.list_hosts(stale)))
+
+    @app.get(f"{PREFIX}/queues", summary="Queues")
+    async def queues(request: Request, stale: bool = False) -> dict[str, Any]:
+        return render.message(await call(request, lambda c: c.list_queues(stale)))
+
+    @app.get(f"{PREFIX}/status", summary="Every replica's role, term and indexes; the scheduler lease")
+    async def status(request: Request) -> dict[str, Any]:
+        return render.message(await call(request, lambda c: c.status()))
+
+    @app.get(f"{PREFIX}/history", summary="Finished jobs, newest first")
+    async def history(request: Request, user: str = "", queue: str = "",
+                      state: Annotated[list[str], Query()] = [],  # noqa: B006
+                      since_ms: int | None = None, until_ms: int | None = None, exit_code: int | None = None,
+                      page_size: int | None = None, page_token: str = "",
+                      stale: bool = False) -> dict[str, Any]:
+        wanted = forms.history({"user": user, "queue": queue, "state": state, "since_ms": since_ms,
+                                "until_ms": until_ms, "exit_code": exit_code, "page_size": page_size,
+                                "page_token": page_token, "stale": stale})
+        page = await call(request, lambda c: c.call("JobService", "ListHistory", wanted, api.HistoryResponse))
+        return {"jobs": render.messages(page.jobs), "next_page_token": page.next_page_token}
+
+    @app.get(f"{PREFIX}/whoami", summary="Who the cluster takes the key's holder for, and what they may do")
+    async def whoami(request: Request) -> dict[str, Any]:
+        return render.message(await call(request, lambda c: c.who_am_i()))
+
+    # ------------------------------------------------------------------ keys
+
+    @app.post(f"{PREFIX}/apikeys", status_code=201, summary="Make an API key (admins); shown only here")
+    async def create_key(request: Request) -> dict[str, Any]:
+        api_key(request)
+        wanted = forms.new_key(await read_json(request))
+        key, digest = new_token()
+        made = await call(request, lambda c: c.create_token(digest, wanted["user"], wanted["role"],
+                                                           wanted.get("expires_ms", 0),
+                                                           wanted.get("description", "")))
+        return {"key": key, **render.message(made.token)}
+
+    @app.get(f"{PREFIX}/apikeys", summary="The API keys (ids, users, roles; never the keys)")
+    async def list_keys(request: Request) -> dict[str, Any]:
+        return {"keys": render.messages(await call(request, lambda c: c.list_tokens()))}
+
+    @app.delete(f"{PREFIX}/apikeys/{{key_id}}", summary="Revoke an API key by id")
+    async def revoke_key(request: Request, key_id: str) -> dict[str, Any]:
+        return render.message((await call(request, lambda c: c.revoke_token(key_id))).token)
+
+    return app
