@@ -63,6 +63,9 @@ DEFAULT_ROLES: Mapping[str, frozenset[str]] = {
     "scheduler": frozenset({"state.sync", "scheduler.lease", "scheduler.decide", "cluster.read",
                             "jobs.read", "jobs.read.all", "jobs.env.all"}),
     "replica": frozenset({"cluster.read"}),
+    # `xce gateway`'s own key: the one Sync stream it fans out to its SSE clients (issue 19). Each
+    # client's own key decides what of it that client is sent.
+    "gateway": frozenset({"state.sync", "cluster.read"}),
 }
 
 # The permission each method needs before anything else is looked at; the

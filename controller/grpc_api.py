@@ -215,7 +215,13 @@ class _Services:
     async def who_am_i(self, request: api.WhoAmIRequest, caller: Principal) -> api.WhoAmIResponse:
         return api.WhoAmIResponse(name=caller.name, role=caller.role, via=caller.via,
                                   kind=caller.role if caller.role in ("worker", "scheduler", "replica")
-                                  else "user", permissions=sorted(self.policy.permissions(caller)))
+                                  else "user", permissions=sorted(self.policy.permissions(caller)),
+                                  sees_every_job=self._sees_every_job(caller))
+
+    def _sees_every_job(self, caller: Principal) -> bool:
+        policy = self.policy
+        return policy.allows(caller, "jobs.read") and (not policy.private_jobs
+                                                       or policy.allows(caller, "jobs.read.all"))
 
     # -------------------------------------------------------------- membership
 

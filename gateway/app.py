@@ -8,18 +8,22 @@ before any call (forms.py) or by the controllers; either way the answer is a pro
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Annotated, Any, TypeVar
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from gateway import forms, problems, render
+from gateway import forms, problems, render, sse
 from gateway.backend import Backend
+from gateway.event_hub import EventHub, Gap, unavailable
 from gateway.problems import Problem
 from xce.client import Client, XceError, new_request_id
 from xce.credentials import new_token
@@ -61,9 +65,22 @@ async def read_json(request: Request) -> Any:
 
 
 def make_app(backend: Backend) -> FastAPI:
+    hubs: list[EventHub] = []
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        hub = EventHub(backend, backend.own, asyncio.get_running_loop())
+        hub.start()
+        hubs.append(hub)
+        try:
+            yield
+        finally:
+            hub.close()
+
     app = FastAPI(title="XCE", version="1", openapi_url=f"{PREFIX}/openapi.json", docs_url=None,
-                  redoc_url=None, description="The XCE batch workload manager's REST API. Every request "
-                  "carries an API key (Authorization: Bearer); errors are RFC 9457 problem details.")
+                  redoc_url=None, lifespan=lifespan,
+                  description="The XCE batch workload manager's REST API. Every request carries an API key "
+                  "(Authorization: Bearer); errors are RFC 9457 problem details.")
 
     async def call(request: Request, work: Callable[[Client], T]) -> T:
         client = backend.client(api_key(request))
@@ -171,6 +188,43 @@ def make_app(backend: Backend) -> FastAPI:
     async def whoami(request: Request) -> dict[str, Any]:
         return render.message(await call(request, lambda c: c.who_am_i()))
 
+    # ------------------------------------------------------------------ events
+
+    @app.get(f"{PREFIX}/events", summary="Server-sent events: job, host and queue changes as they commit",
+             response_class=StreamingResponse)
+    async def events(request: Request, user: Annotated[list[str], Query()] = [],  # noqa: B006
+                     queue: Annotated[list[str], Query()] = [],  # noqa: B006
+                     job: Annotated[list[int], Query()] = [],  # noqa: B006
+                     since: str | None = None) -> StreamingResponse:
+        """`Last-Event-ID` (or `since`) resumes after that message, without a gap or a repeat; without
+        it, the stream starts now. `user`, `queue` and `job` keep only those (repeatable). A caller
+        is sent only what its key may read (hosts and queues: cluster.read; jobs: jobs.read, only
+        its own with private_jobs)."""
+        key = api_key(request)
+        me = await call(request, lambda c: c.who_am_i())
+        held = set(me.permissions)
+        audience = sse.Audience(me.name, jobs=bool(held & {"jobs.read", "jobs.read.all"}),
+                                every_job=me.sees_every_job, cluster="cluster.read" in held,
+                                users=frozenset(user), queues=frozenset(queue), job_ids=frozenset(job))
+        if not audience.jobs and not audience.cluster:
+            raise Problem(403, f"{me.name} (role {me.role}) may not follow events: needs jobs.read or "
+                               "cluster.read", "PERMISSION_DENIED")
+        last = request.headers.get("last-event-id") or since
+        position = sse.parse_position(last) if last else None
+        hub = hubs[0]
+        if not hub.usable:
+            raise unavailable(hub)
+        deadline = time.monotonic() + HUB_WAIT_S
+        while hub.floor is None or position is not None and position.revision > hub.revision:
+            if time.monotonic() > deadline:
+                if hub.floor is None:
+                    raise unavailable(hub)
+                break  # an id from ahead of this cluster (another one, or restored): resync below
+            await asyncio.sleep(0.05)
+        return StreamingResponse(follow(hub, audience, position, backend.client(key)),
+                                 media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
     # ------------------------------------------------------------------ keys
 
     @app.post(f"{PREFIX}/apikeys", status_code=201, summary="Make an API key (admins); shown only here")
@@ -192,3 +246,55 @@ def make_app(backend: Backend) -> FastAPI:
         return render.message((await call(request, lambda c: c.revoke_token(key_id))).token)
 
     return app
+
+
+HUB_WAIT_S = 15.0      # for the event hub's first snapshot, or to reach a client's revision
+KEEPALIVE_S = 15.0     # a comment line on an idle stream, so that proxies and clients see it alive
+RECHECK_S = 30.0       # the caller's key is asked about again this often: a revoked key's stream ends
+
+
+async def follow(hub: EventHub, audience: sse.Audience, position: sse.Position | None,
+                 caller: Client) -> AsyncIterator[bytes]:
+    """One client's stream: from the buffer, or from a catch-up first; a keepalive when idle."""
+    yield b"retry: 1000\n\n"
+    if position is not None and position.revision > hub.revision:
+        yield sse.resync(f"event id {position} is ahead of this cluster's revision", hub.revision)
+        position = None
+    place = position or hub.head() or sse.Position(hub.revision)
+    recheck = time.monotonic() + RECHECK_S
+    while True:
+        waiter = hub.waiter()
+        items = hub.after(place)
+        if items is None:
+            async for item in hub.catch_up(place, lambda p: hub.after(p) is not None):
+                if isinstance(item, Gap):
+                    floor = hub.floor or place
+                    yield sse.resync(f"the events after {place} are no longer kept: {item.reason}",
+                                     floor.revision)
+                    place = floor
+                    break
+                if audience.admits(item):
+                    yield item.frame()
+                place = sse.Position(item.revision, -1 if item.last else item.index)
+            continue
+        for item in items:
+            if isinstance(item, Gap):
+                yield sse.resync(item.reason, item.revision)
+                place = sse.Position(item.revision)
+                continue
+            if audience.admits(item):
+                yield item.frame()
+            place = sse.Position(item.revision, -1 if item.last else item.index)
+        if items:
+            continue
+        if time.monotonic() > recheck:
+            try:
+                await run_in_threadpool(caller.who_am_i)
+            except XceError as exc:
+                if exc.code_name in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+                    return  # the key was revoked or expired: the stream ends
+            recheck = time.monotonic() + RECHECK_S
+        try:
+            await asyncio.wait_for(waiter.wait(), KEEPALIVE_S)
+        except TimeoutError:
+            yield b": keepalive\n\n"

@@ -20,7 +20,9 @@ DEADLINE_S = 15.0  # a failover takes about a second; a leader lost for longer i
 class Backend:
     def __init__(self, addresses: Sequence[str], credentials: Credentials,
                  deadline_s: float = DEADLINE_S) -> None:
-        # The gateway's own token, if any, is never sent: each call carries its caller's.
+        # The gateway's own key is not sent with callers' requests: each carries its caller's. It is
+        # the event hub's only (gateway/event_hub.py).
+        self.own = credentials
         self._tls = Credentials(credentials.insecure, credentials.ca, credentials.cert, credentials.key,
                                 files=credentials.files)
         self.addresses = list(addresses)
@@ -35,6 +37,10 @@ class Backend:
         client = Client(self.addresses, creds, deadline_s=self.deadline_s, transport=self.transport)
         client.prefer(self._leader)
         return client
+
+    @property
+    def leader(self) -> str:
+        return self._leader
 
     def learned(self, client: Client) -> None:
         """The replica `client` ended on (the leader, after a redirect) is where the next calls go."""

@@ -336,6 +336,7 @@ class LocalGateway:
         self.cluster = cluster
         self.name = name
         self.port = free_ports(1)[0]
+        self.key: str | None = None
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -346,8 +347,9 @@ class LocalGateway:
         """Start it and wait until it answers (its OpenAPI document, which needs no key)."""
         import urllib.request
 
-        env = dict(os.environ)
-        env.pop("XCE_TOKEN", None)  # it sends each caller's key, never one of its own
+        if self.key is None:  # its own key (role gateway) for the event stream; callers bring theirs
+            self.key = self.cluster.new_token(self.name, "gateway")
+        env = {**os.environ, "XCE_TOKEN": self.key}
         with open(self.cluster.data / f"{self.name}.log", "ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "xce.cli", "--cluster", str(self.cluster.config_path), "gateway",

@@ -26,13 +26,9 @@ from typing import TextIO
 
 from scheduler.view import View
 from xce import recording
-from xce.client import RETRYABLE, Client, XceError, hint
-from xce.http2 import RpcFailure
+from xce.client import Client, XceError
+from xce.sync_follow import GIVE_UP_S, sync_messages
 from xce.v1 import log_pb2 as log
-
-SYNC = "/xce.v1.SyncService/Sync"
-STREAM_S = 24 * 3600.0  # one stream's deadline when following; it is then resumed
-GIVE_UP_S = 60.0  # no replica answered for this long: the recording ends here
 
 
 @dataclass
@@ -104,38 +100,7 @@ class Recorder:
 
     def _messages(self, history: bool) -> Iterator[log.SyncMessage]:
         """The stream's messages, resumed after the last event read when it breaks (until stopped)."""
-        quiet_since = self.clock()
-        while not self.stop.is_set():
-            resume = history or self.revision > 0
-            request = log.SyncRequest(from_revision=self.revision, history=resume)
-            target = self.client.target
-            try:
-                stream = self.client.transport.stream(target, SYNC, request.SerializeToString(),
-                                                      self.client.credentials.metadata(), STREAM_S)
-                for raw in stream:
-                    quiet_since = self.clock()
-                    message = log.SyncMessage.FromString(raw)
-                    if message.HasField("event") and message.event.revision <= self.revision:
-                        continue  # already written before the stream broke
-                    yield message
-                    if self.stop.is_set():
-                        return
-            except RpcFailure as failure:
-                leader = hint(failure.trailers)
-                if failure.code == "FAILED_PRECONDITION" and leader:
-                    self.client.prefer(leader)
-                    continue
-                if failure.code not in RETRYABLE:
-                    raise XceError(failure.code, failure.details) from None
-                self.client.prefer(self._next(target))
-            if self.clock() - quiet_since > GIVE_UP_S:
-                raise XceError("UNAVAILABLE", f"no replica served the Sync stream for {GIVE_UP_S:.0f} s")
-            self.stop.wait(0.2)
-
-    def _next(self, address: str) -> str:
-        addresses = self.client.addresses
-        return addresses[(addresses.index(address) + 1) % len(addresses)] if address in addresses \
-            else addresses[0]
+        return sync_messages(self.client, history, lambda: self.revision, self.stop, self.clock, GIVE_UP_S)
 
     # -------------------------------------------------------------- the file
 

@@ -1487,18 +1487,20 @@ class WhoAmIRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class WhoAmIResponse(_message.Message):
-    __slots__ = ("name", "role", "kind", "permissions", "via")
+    __slots__ = ("name", "role", "kind", "permissions", "via", "sees_every_job")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     PERMISSIONS_FIELD_NUMBER: _ClassVar[int]
     VIA_FIELD_NUMBER: _ClassVar[int]
+    SEES_EVERY_JOB_FIELD_NUMBER: _ClassVar[int]
     name: str
     role: str
     kind: str
     permissions: _containers.RepeatedScalarFieldContainer[str]
     via: str
-    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., kind: _Optional[str] = ..., permissions: _Optional[_Iterable[str]] = ..., via: _Optional[str] = ...) -> None: ...
+    sees_every_job: bool
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., kind: _Optional[str] = ..., permissions: _Optional[_Iterable[str]] = ..., via: _Optional[str] = ..., sees_every_job: _Optional[bool] = ...) -> None: ...
 
 class SaveSnapshotRequest(_message.Message):
     __slots__ = ()
