@@ -118,7 +118,8 @@ class Authenticator:
             raise Unauthenticated("unknown or revoked token")
         if info.expires_ms and info.expires_ms <= self._clock.now_ms():
             raise Unauthenticated(f"token {info.id} expired")
-        return Principal(info.user, info.role, "token", self.groups(info.user))
+        return Principal(info.user, info.role, "token", self.groups(info.user),
+                         scope=info.scope if info.HasField("scope") else None, key_id=info.id)
 
     # ------------------------------------------------------------ MUNGE
 

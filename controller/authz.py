@@ -36,6 +36,7 @@ PERMISSIONS = frozenset({
     "queues.state",       # open, close, activate, inactivate queues
     "queues.manage",      # create queues, change anything about them
     "tokens.manage",      # create, list and revoke tokens
+    "audit.read",         # read everyone's audit trail (without it: one's own rows)
     "cluster.backup",     # save a snapshot of the whole state (every job, token hashes): admins only
     "cluster.members",    # add and remove controller replicas
     "cluster.read",       # status, hosts, queues
@@ -49,7 +50,7 @@ PERMISSIONS = frozenset({
 _USER = frozenset({"jobs.submit", "jobs.read", "jobs.control", "jobs.modify", "cluster.read"})
 _READONLY = frozenset({"jobs.read", "jobs.read.all", "cluster.read"})
 _OPERATOR = _USER | _READONLY | {"jobs.control.all", "jobs.modify.all", "jobs.run", "jobs.env.all",
-                                 "queues.state", "hosts.control"}
+                                 "queues.state", "hosts.control", "audit.read"}
 
 DEFAULT_ROLES: Mapping[str, frozenset[str]] = {
     "cluster_admin": PERMISSIONS - {"worker.connect", "scheduler.lease", "scheduler.decide"},
@@ -88,6 +89,7 @@ METHOD_PERMISSION: Mapping[str, str] = {
     "CreateToken": "tokens.manage",
     "RevokeToken": "tokens.manage",
     "ListTokens": "tokens.manage",
+    "ListAudit": "jobs.read",
     "Sync": "state.sync",
     "SaveSnapshot": "cluster.backup",
     "AddMember": "cluster.members",
@@ -109,6 +111,9 @@ class Principal:
     role: str
     via: str = "token"                          # token, certificate, munge
     groups: frozenset[str] = field(default_factory=frozenset)
+    # A scoped token's scope (issue 19, G7) and the token's id, which a refusal names.
+    scope: api.TokenScope | None = field(default=None, compare=False, hash=False)
+    key_id: str = ""
 
     def record(self) -> log.Principal:
         return log.Principal(name=self.name, role=self.role, via=self.via)
@@ -247,3 +252,61 @@ def redact(policy: Policy, principal: Principal, job: api.Job) -> api.Job:
     for key in shown.spec.env:
         shown.spec.env[key] = ""
     return shown
+
+
+# ------------------------------------------------------------------ scopes
+
+
+SCOPE_ACTIONS = ("submit", "kill", "stop", "resume", "hold", "release", "requeue", "modify", "run")
+
+
+def check_scope(principal: Principal, action: str, queues: Iterable[str] = (), owner: str = "") -> None:
+    """A scoped key acts only inside its scope: its actions, its queues, its users' jobs."""
+    scope = principal.scope
+    if scope is None:
+        return
+    if scope.actions and action not in scope.actions:
+        raise out_of_scope(principal, f"{action} is not among its actions ({', '.join(scope.actions)})")
+    for queue in queues:
+        if scope.queues and queue not in scope.queues:
+            raise out_of_scope(principal, f"queue {queue!r} is not among its queues "
+                                          f"({', '.join(scope.queues)})")
+    if owner and scope.users and owner not in scope.users:
+        raise out_of_scope(principal, f"the job's owner {owner!r} is not among its users "
+                                      f"({', '.join(scope.users)})")
+
+
+def check_scope_totals(principal: Principal, jobs: int, slots: int, more_jobs: int, more_slots: int) -> None:
+    """`jobs` and `slots` of its user's unfinished jobs now, and what a submit would add."""
+    scope = principal.scope
+    if scope is None:
+        return
+    if scope.max_jobs and jobs + more_jobs > scope.max_jobs:
+        raise out_of_scope(principal, f"{principal.name} has {jobs} unfinished jobs; {more_jobs} more would "
+                                      f"pass its max_jobs {scope.max_jobs}")
+    if scope.max_slots and slots + more_slots > scope.max_slots:
+        raise out_of_scope(principal, f"{principal.name}'s unfinished jobs hold {slots} slots; {more_slots} "
+                                      f"more would pass its max_slots {scope.max_slots}")
+
+
+def out_of_scope(principal: Principal, why: str) -> ServiceError:
+    return ServiceError(log.PERMISSION_DENIED,
+                        f"outside the scope of key {principal.key_id or '?'} ({principal.name}): {why}")
+
+
+def describe_scope(scope: api.TokenScope) -> str:
+    parts = [f"{name} {', '.join(getattr(scope, name))}" for name in ("actions", "queues", "users")
+             if getattr(scope, name)]
+    parts += [f"{name} {getattr(scope, name)}" for name in ("max_jobs", "max_slots") if getattr(scope, name)]
+    return "; ".join(parts) or "unbounded"
+
+
+def check_scope_spec(scope: api.TokenScope) -> None:
+    unknown = sorted(set(scope.actions) - set(SCOPE_ACTIONS))
+    if unknown:
+        raise ServiceError(log.INVALID_ARGUMENT, f"unknown scope actions {', '.join(unknown)} "
+                                                 f"(known: {', '.join(SCOPE_ACTIONS)})")
+    if scope.max_jobs < 0 or scope.max_slots < 0:
+        raise ServiceError(log.INVALID_ARGUMENT, "a scope's max_jobs and max_slots are 0 (no bound) or more")
+    if len(scope.SerializeToString()) > 4096:
+        raise ServiceError(log.INVALID_ARGUMENT, "the scope is larger than 4 KiB")

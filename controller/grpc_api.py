@@ -39,7 +39,7 @@ from google.protobuf.message import DecodeError, Message
 from controller import authz, backup, history_reads, reads, sync_reader, sync_stream
 from controller.authn import Authenticator
 from controller.authz import Principal
-from controller.fsm import membership, tokens
+from controller.fsm import audit, membership, tokens
 from controller.replica import Ended, Replica, peer_status_full
 from controller.store import StateStore
 from xce import worker_wire
@@ -130,6 +130,7 @@ def handlers(replica: Replica, authenticator: Authenticator) -> list[grpc.Generi
             "RevokeToken": (write("RevokeToken"), api.RevokeTokenRequest),
             "ListTokens": (services.list_tokens, api.ListTokensRequest),
             "WhoAmI": (services.who_am_i, api.WhoAmIRequest),
+            "ListAudit": (services.list_audit, api.ListAuditRequest),
             "AddMember": (services.add_member, api.AddMemberRequest),
             "RemoveMember": (write("RemoveMember"), api.RemoveMemberRequest),
             "ListMembers": (services.list_members, api.ListMembersRequest),
@@ -162,12 +163,12 @@ class _Services:
         view = self._viewer(caller)
         if isinstance(response, api.SubmitJobsResponse):
             jobs = [shown for job in response.jobs if (shown := view(job)) is not None]
-            return api.SubmitJobsResponse(jobs=jobs, revision=response.revision)
+            return api.SubmitJobsResponse(jobs=jobs, revision=response.revision, dry_run=response.dry_run)
         if isinstance(response, api.JobResponse) and response.HasField("job"):
             shown = view(response.job)
             if shown is None:
                 raise ServiceError(log.NOT_FOUND, f"no job {response.job.id}")
-            return api.JobResponse(job=shown, revision=response.revision)
+            return api.JobResponse(job=shown, revision=response.revision, dry_run=response.dry_run)
         return response
 
     async def _barrier(self, stale: bool) -> None:
@@ -211,6 +212,22 @@ class _Services:
         with self.replica.store.read() as tables:
             return api.ListTokensResponse(tokens=tokens.list_tokens(tables),
                                           revision=self.replica.store.meta().applied_index)
+
+    async def list_audit(self, request: api.ListAuditRequest, caller: Principal) -> api.ListAuditResponse:
+        """The audit trail, newest first: everyone's with audit.read, else one's own rows."""
+        principal = request.principal
+        if not self.policy.allows(caller, "audit.read"):
+            if principal and principal != caller.name:
+                raise authz.denied(caller, "audit.read", f"read {principal}'s audit trail")
+            principal = caller.name
+        size = request.page_size or 500
+        if not 0 < size <= 5000:
+            raise invalid("page_size is between 1 and 5000")
+        await self._barrier(False)
+        with self.replica.store.read() as tables:
+            rows, token = audit.read(tables, principal, request.since_ms, size, request.page_token)
+            return api.ListAuditResponse(records=rows, next_page_token=token,
+                                         revision=self.replica.store.meta().applied_index)
 
     async def who_am_i(self, request: api.WhoAmIRequest, caller: Principal) -> api.WhoAmIResponse:
         return api.WhoAmIResponse(name=caller.name, role=caller.role, via=caller.via,

@@ -53,7 +53,7 @@ from typing import Any, Protocol
 
 from google.protobuf.message import Message
 
-from controller import authz, fsm, job_credential, membership, proposals
+from controller import audit_trail, authz, fsm, job_credential, membership, proposals
 from controller.authz import Principal
 from controller.fsm import depends, history, limit_config, reports, versions
 from controller.fsm import membership as fsm_membership
@@ -420,12 +420,44 @@ class LeaderCore:
             self._reply(token, invalid(f"unknown method {method}"))
             return
         term = self.term
+        note: api.AuditRequest | None = None
         try:
             if term is None or not term.configured or not self.consensus.caught_up():
                 raise self.refusal()
+            if caller.scope is not None and method not in SCOPED_METHODS:
+                raise authz.out_of_scope(caller, f"a scoped key only submits and acts on jobs, not {method}")
+            note = audit_trail.prepare(method, request, caller)
+            if note is not None and not self._audit_ready():
+                note = None
+                raise failed_precondition("the audit trail (and scoped keys) wait until every replica runs "
+                                          f"entry format {fsm.audit.FORMAT} (xce status)")
             handler(self, term, token, request, caller)
         except ServiceError as exc:
-            self._reply(token, exc)
+            # A denied action (permission, scope) is recorded before the caller hears of it; bad
+            # input changes nothing, the trail included.
+            if note is None or exc.code != log.PERMISSION_DENIED:
+                self._reply(token, exc)
+            else:
+                refusal = exc
+                words = f"{log.Code.Name(refusal.code)}: {refusal.message}"
+                self._propose(audit_trail.entry(note, caller, api.REFUSED, words),
+                              lambda _: self._reply(token, refusal))
+
+    def _audit_ready(self) -> bool:
+        if self._proposal_format() < fsm.audit.FORMAT:
+            return False
+        with self.state.read() as tables:
+            return "audit" in versions.enabled(fsm.read_meta(tables), self._voter_ids(tables))
+
+    def _dry_run(self, token: int, request: Any, caller: Principal, response: Any, words: str) -> None:
+        """Answer what would happen, once its audit row is committed; nothing else is proposed."""
+        response.dry_run = words
+
+        def done(results: list[log.Result] | None) -> None:
+            self._reply(token, response if results else unavailable(
+                "the dry run's audit record was not committed (leadership changed); retry"))
+
+        self._propose(audit_trail.entry(request.audit, caller, api.DRY_RUN, words), done)
 
     def _submit(self, term: Term, token: int, request: api.SubmitJobsRequest, caller: Principal) -> None:
         self._ensure_request_id(request)
@@ -464,6 +496,18 @@ class LeaderCore:
                     queues[name] = fsm.read_queue(tables, name)
                     authz.check_submit_queue(policy, caller, queues[name])
                 authz.check_priority(policy, caller, queues[name], spec.priority)
+                authz.check_scope(caller, "submit", [name], caller.name)
+            if caller.scope is not None and (caller.scope.max_jobs or caller.scope.max_slots):
+                jobs, slots = audit_trail.unfinished(tables, caller.name, caller.scope.max_jobs)
+                more_slots = sum((self._array_size(s) if s.HasField("array") else 1) * (s.slots or 1)
+                                 for s in request.jobs)
+                authz.check_scope_totals(caller, jobs, slots, wanted, more_slots)
+            if request.HasField("audit") and request.audit.dry_run:
+                shown = [_with_defaults(spec, meta) for spec in request.jobs]
+                self._dry_run(token, request, caller, api.SubmitJobsResponse(
+                    jobs=[api.Job(spec=spec, state=api.PEND) for spec in shown], revision=meta.applied_index),
+                    audit_trail.would_submit(shown))
+                return
         term.submits.add((token, (request, caller.record())), request.ByteSize())
         self._flush(term, term.submits, _submit_entry, self._submits_settled)
 
@@ -515,8 +559,16 @@ class LeaderCore:
                 api.ControlAction.values() else "control"
             authz.check_job_action(self.settings.policy, caller, job, fsm.read_queue(tables, job.spec.queue),
                                    "jobs.control", action)
+            authz.check_scope(caller, action, [job.spec.queue], job.spec.user)
+            transition = None
             if fsm.read_result(tables, request.request_id) is None and not is_array:
-                fsm.jobs.check_control(job, request.action)
+                transition = fsm.jobs.check_control(job, request.action)
+            if request.HasField("audit") and request.audit.dry_run:
+                words = audit_trail.would_control(job, action, transition.to if transition else None,
+                                                  bool(transition and transition.kill_requested))
+                self._dry_run(token, request, caller, api.JobResponse(
+                    job=job, revision=fsm.read_meta(tables).applied_index), words)
+                return
         self._propose_request(token, log.Entry(control=request, by=caller.record()), request.request_id,
                               self._job_response)
 
@@ -527,6 +579,8 @@ class LeaderCore:
             job, _ = self._target_for(tables, request.job_id, caller)
             queue = fsm.read_queue(tables, job.spec.queue)
             authz.check_job_action(policy, caller, job, queue, "jobs.modify", "modify")
+            moved_to = [request.queue] if request.HasField("queue") else []
+            authz.check_scope(caller, "modify", [job.spec.queue, *moved_to], job.spec.user)
             if request.HasField("queue") and request.queue != job.spec.queue:
                 queue = fsm.read_queue(tables, request.queue)
                 authz.check_submit_queue(policy, caller, queue)
@@ -536,6 +590,11 @@ class LeaderCore:
                 authz.check_priority(policy, caller, queue, request.priority, current=job.spec.priority)
             if fsm.read_result(tables, request.request_id) is None:
                 fsm.check_modify(tables, job, request, self._proposal_format())
+            if request.HasField("audit") and request.audit.dry_run:
+                self._dry_run(token, request, caller, api.JobResponse(
+                    job=job, revision=fsm.read_meta(tables).applied_index),
+                    audit_trail.would_modify(job, request))
+                return
         self._propose_request(token, log.Entry(modify=request, by=caller.record()), request.request_id,
                               self._job_response)
 
@@ -544,6 +603,7 @@ class LeaderCore:
         self._ensure_request_id(request)
         with self.state.read() as tables:
             job = self._job_for(tables, request.job_id, caller)
+            authz.check_scope(caller, "run", [job.spec.queue], job.spec.user)
             fsm.decisions.check_dispatch(fsm.CommittedUsage(tables), job, request.host, job.attempt,
                                          self._proposal_format())
         dispatch = log.Dispatch(job_id=job.id, host=request.host, attempt=job.attempt,
@@ -643,6 +703,12 @@ class LeaderCore:
                           f"(roles: {', '.join(sorted(self.settings.policy.roles))})")
         info = api.TokenInfo(user=request.user, role=request.role, expires_ms=request.expires_ms,
                              created_by=caller.name, description=request.description)
+        if request.HasField("scope"):
+            authz.check_scope_spec(request.scope)
+            if not self._audit_ready():
+                raise failed_precondition("scoped keys wait until every replica runs entry format "
+                                          f"{fsm.audit.FORMAT} (xce status)")
+            info.scope.CopyFrom(request.scope)
         entry = log.Entry(token=log.TokenEntry(sha256=request.sha256, info=info,
                                                request_id=request.request_id), by=caller.record())
         self._propose_request(token, entry, request.request_id, self._token_response)
@@ -1221,6 +1287,21 @@ def config_current(meta: log.Meta, init: log.InitCluster, members: Iterable[int]
         and (format_ < fsm.resources.FORMAT or meta.resources_digest == init.resources_digest) \
         and (format_ < limit_config.FORMAT or meta.limits_digest == init.limits_digest)
 
+
+
+# What a scoped key may call at all (its scope then decides on each job).
+SCOPED_METHODS = frozenset({"SubmitJobs", "ControlJob", "ModifyJob", "RunJob"})
+
+
+def _with_defaults(spec: api.JobSpec, meta: log.Meta) -> api.JobSpec:
+    """The spec as apply would store it: its queue and slot count filled in."""
+    shown = api.JobSpec()
+    shown.CopyFrom(spec)
+    if not shown.queue:
+        shown.queue = meta.default_queue or fsm.DEFAULT_QUEUE
+    if not shown.HasField("slots"):
+        shown.slots = 1
+    return shown
 
 
 def _submit_entry(requests: list[tuple[api.SubmitJobsRequest, log.Principal]]) -> log.Entry:

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, TypeVar
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
@@ -62,6 +62,20 @@ async def read_json(request: Request) -> Any:
             raise Problem(413, f"the body is larger than {forms.MAX_BODY} bytes")
         chunks.append(chunk)
     return forms.json_body(b"".join(chunks))
+
+
+def audit_note(request: Request, dry_run: bool) -> api.AuditRequest:
+    """Every write through the gateway is audited; `X-XCE-Via` names a relay (the MCP server: mcp)."""
+    via = request.headers.get("x-xce-via", "rest")
+    if not (0 < len(via) <= 32 and via.replace("-", "").isascii() and via.replace("-", "").isalnum()):
+        raise Problem(400, "X-XCE-Via is a name of letters, digits and '-' (at most 32)")
+    return api.AuditRequest(via=via.lower(), dry_run=dry_run)
+
+
+def job_answer(answer: api.JobResponse) -> dict[str, Any]:
+    if answer.dry_run:
+        return {"dry_run": answer.dry_run, "job": render.message(answer.job)}
+    return render.message(answer.job)
 
 
 def make_app(backend: Backend) -> FastAPI:
@@ -121,15 +135,20 @@ def make_app(backend: Backend) -> FastAPI:
     # ------------------------------------------------------------------ jobs
 
     @app.post(f"{PREFIX}/jobs", status_code=201, summary="Submit jobs (one spec, or {\"jobs\": [...]})")
-    async def submit(request: Request) -> dict[str, Any]:
+    async def submit(request: Request, response: Response, dry_run: bool = False) -> dict[str, Any]:
         """A JobSpec in protobuf JSON ("command": [...], "slots", "queue", "resource_req", ...); a name
-        like "sweep[1-100]%5" makes a job array. `Idempotency-Key` makes a retried request one submit."""
+        like "sweep[1-100]%5" makes a job array. `Idempotency-Key` makes a retried request one submit.
+        `dry_run=true` checks everything and answers what would happen (200), submitting nothing."""
         api_key(request)
         specs = forms.submit(await read_json(request))
         request_id = request.headers.get("idempotency-key") or new_request_id()
         if len(request_id) > 128:
             raise Problem(400, "Idempotency-Key is at most 128 characters")
-        done = await call(request, lambda c: c.submit(specs, request_id))
+        note = audit_note(request, dry_run)
+        done = await call(request, lambda c: c.submit(specs, request_id, note))
+        if dry_run:
+            response.status_code = 200
+            return {"dry_run": done.dry_run, "jobs": render.messages(done.jobs)}
         return {"jobs": render.messages(done.jobs), "revision": str(done.revision)}
 
     @app.get(f"{PREFIX}/jobs", summary="List jobs (filter=field:op:value, repeatable)")
@@ -147,16 +166,31 @@ def make_app(backend: Backend) -> FastAPI:
         return render.message(await call(request, lambda c: c.get_job(job_id, stale)))
 
     @app.post(f"{PREFIX}/jobs/{{job_id}}/actions", summary="kill, stop, resume, hold, release or requeue")
-    async def act(request: Request, job_id: str) -> dict[str, Any]:
+    async def act(request: Request, job_id: str, dry_run: bool = False) -> dict[str, Any]:
+        """The job after the action; `dry_run=true`: {"dry_run": what would happen, "job": as it is}."""
         api_key(request)
         action = forms.action(await read_json(request))
-        return render.message(await call(request, lambda c: c.control(job_id, action)))
+        note = audit_note(request, dry_run)
+        return job_answer(await call(request, lambda c: c.control_job(job_id, action, audit=note)))
 
     @app.patch(f"{PREFIX}/jobs/{{job_id}}", summary="Modify priority, queue or resource requirement")
-    async def modify(request: Request, job_id: str) -> dict[str, Any]:
+    async def modify(request: Request, job_id: str, dry_run: bool = False) -> dict[str, Any]:
+        """The job after the change; `dry_run=true`: {"dry_run": what would happen, "job": as it is}."""
         api_key(request)
         change = forms.modification(await read_json(request))
-        return render.message(await call(request, lambda c: c.modify(job_id, **change)))
+        note = audit_note(request, dry_run)
+        return job_answer(await call(request, lambda c: c.modify_job(job_id, **change, audit=note)))
+
+    @app.get(f"{PREFIX}/audit", summary="The audit trail, newest first (everyone's with audit.read)")
+    async def audit(request: Request, principal: str = "", since_ms: int = 0, page_size: int | None = None,
+                    page_token: str = "") -> dict[str, Any]:
+        if since_ms < 0:
+            raise Problem(400, "since_ms must be a non-negative integer")
+        wanted = api.ListAuditRequest(principal=principal, since_ms=since_ms,
+                                      page_size=forms.page_size(page_size), page_token=page_token)
+        page = await call(request, lambda c: c.call("AdminService", "ListAudit", wanted,
+                                                    api.ListAuditResponse))
+        return {"records": render.messages(page.records), "next_page_token": page.next_page_token}
 
     # ------------------------------------------------------------------ cluster
 
@@ -232,9 +266,9 @@ def make_app(backend: Backend) -> FastAPI:
         api_key(request)
         wanted = forms.new_key(await read_json(request))
         key, digest = new_token()
-        made = await call(request, lambda c: c.create_token(digest, wanted["user"], wanted["role"],
-                                                           wanted.get("expires_ms", 0),
-                                                           wanted.get("description", "")))
+        made = await call(request, lambda c: c.create_token(
+            digest, wanted["user"], wanted["role"], wanted.get("expires_ms", 0),
+            wanted.get("description", ""), wanted.get("scope")))
         return {"key": key, **render.message(made.token)}
 
     @app.get(f"{PREFIX}/apikeys", summary="The API keys (ids, users, roles; never the keys)")

@@ -113,7 +113,7 @@ def modification(value: Any) -> dict[str, Any]:
 def new_key(value: Any) -> dict[str, Any]:
     """{"user": str, "role": str, "expires_ms": int, "description": str}: user and role required."""
     body = _object(value, "the body")
-    known = {"user", "role", "expires_ms", "description"}
+    known = {"user", "role", "expires_ms", "description", "scope"}
     unknown = sorted(set(body) - known)
     if unknown:
         raise Problem(400, f"unknown keys {', '.join(unknown)}: known are {', '.join(sorted(known))}")
@@ -125,6 +125,13 @@ def new_key(value: Any) -> dict[str, Any]:
         raise Problem(400, "expires_ms must be a non-negative integer (ms since the epoch; 0: never)")
     if not isinstance(body.get("description", ""), str):
         raise Problem(400, "description must be a string")
+    if "scope" in body:  # {"queues": [...], "users": [...], "actions": [...], "max_jobs": N, "max_slots": N}
+        scope = api.TokenScope()
+        try:
+            json_format.ParseDict(_object(body["scope"], "scope"), scope)
+        except (json_format.ParseError, ValueError, TypeError, OverflowError) as exc:
+            raise Problem(400, f"scope: {str(exc)[:300]}") from None
+        body = {**body, "scope": scope}
     return body
 
 

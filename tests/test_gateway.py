@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -216,3 +217,57 @@ def test_role_by_endpoint_matrix(cluster: LocalCluster, gateway: LocalGateway) -
                     assert answer.json()["code"] == "PERMISSION_DENIED"
     expected = {(name, role): row[3][i] for name, row in MATRIX.items() for i, role in enumerate(ROLES)}
     assert seen == expected
+
+
+def test_dry_runs_scopes_and_the_audit_trail(cluster: LocalCluster, gateway: LocalGateway) -> None:
+    """A dry run changes no job and adds one audit row; a scoped agent key's write outside its scope
+    is refused, naming the scope, and audited; every write through the gateway is in the trail."""
+    from tests.conftest import xce_cli
+
+    with http(gateway, cluster.admin_token) as admin:
+        scope = {"queues": ["normal"], "actions": ["submit", "kill", "modify"], "max_jobs": 2}
+        made = admin.post("/apikeys", json={"user": "agent", "role": "mcp_operator", "scope": scope})
+        assert made.status_code == 201, made.text
+        assert made.json()["scope"]["max_jobs"] == 2
+        agent_key = made.json()["key"]
+        target = admin.post("/jobs", json={"command": ["sleep", "60"], "name": "theirs"}).json()["jobs"][0]
+        jobs_before = admin.get("/jobs").json()
+        with http(gateway, agent_key) as agent:
+            agent.headers["X-XCE-Via"] = "mcp"
+            dry = agent.post("/jobs", params={"dry_run": "true"}, json={"command": ["true"], "name": "try"})
+            assert dry.status_code == 200, dry.text
+            assert dry.json()["dry_run"].startswith("would submit job 'try' in queue normal")
+            assert dry.json()["jobs"][0]["spec"]["queue"] == "normal"
+            job = target["id"]
+            dry_kill = agent.post(f"/jobs/{job}/actions", params={"dry_run": "1"}, json={"action": "kill"})
+            assert dry_kill.json()["dry_run"] == f"would kill job {target['id']}: PEND -> EXIT"
+            assert dry_kill.json()["job"]["state"] == "PEND"
+            dry_modify = agent.patch(f"/jobs/{job}", params={"dry_run": "true"}, json={"priority": 4})
+            assert "priority 0 -> 4" in dry_modify.json()["dry_run"]
+            assert admin.get("/jobs").json()["jobs"] == jobs_before["jobs"]  # nothing changed
+
+            outside = agent.post("/jobs", json={"command": ["true"], "queue": "priority"})
+            assert outside.status_code == 403, outside.text
+            detail = outside.json()["detail"]
+            assert "outside the scope of key" in detail and "'priority'" in detail
+            held = agent.post(f"/jobs/{target['id']}/actions", json={"action": "hold"})
+            assert held.status_code == 403 and "hold is not among its actions" in held.json()["detail"]
+            for name in ("a", "b"):
+                assert agent.post("/jobs", json={"command": ["true"], "name": name}).status_code == 201
+            third = agent.post("/jobs", json={"command": ["true"], "name": "c"})
+            assert third.status_code == 403 and "max_jobs 2" in third.json()["detail"]
+            assert agent.post(f"/jobs/{job}/actions", json={"action": "kill"}).json()["state"] == "EXIT"
+            own = agent.get("/audit").json()["records"]  # without audit.read: its own rows only
+        everyone = admin.get("/audit").json()["records"]
+    expected = [("kill", "CONFIRMED"), ("submit", "REFUSED"), ("submit", "CONFIRMED"),
+                ("submit", "CONFIRMED"), ("hold", "REFUSED"), ("submit", "REFUSED"), ("modify", "DRY_RUN"),
+                ("kill", "DRY_RUN"), ("submit", "DRY_RUN")]
+    assert [(r["action"], r["outcome"]) for r in own] == expected
+    assert all(r["principal"] == "agent" and r["via"] == "mcp" for r in own)
+    assert own[0]["result"] == "OK" and "max_jobs" in own[1]["result"]
+    assert '"queue": "priority"' in own[5]["params"]
+    admins = [r for r in everyone if r["principal"] == "root"]  # the admin's own writes, via rest
+    assert [(r["action"], r["outcome"], r["via"]) for r in admins] == [("submit", "CONFIRMED", "rest")]
+    shown = json.loads(xce_cli(cluster, "audit", "--user", "agent", "--json"))["records"]
+    assert [(r["action"], r["outcome"]) for r in shown] == expected
+    assert "refused" in xce_cli(cluster, "audit", "-n", "3")

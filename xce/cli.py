@@ -232,6 +232,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     q.add_argument("--role", default="user", help="user (default), operator, cluster_admin, ...")
     q.add_argument("--expires-s", type=int, default=0, help="seconds it is valid (default: no expiry)")
     q.add_argument("--description", default="", help="words for whoever lists the tokens")
+    q.add_argument("--scope-queues", default="", help="an agent key's scope: only jobs of these queues (a,b)")
+    q.add_argument("--scope-users", default="", help="... only jobs of these owners")
+    q.add_argument("--scope-actions", default="",
+                   help="... only these actions (submit,kill,stop,resume,hold,release,requeue,modify,run)")
+    q.add_argument("--scope-max-jobs", type=int, default=0, help="... at most this many unfinished jobs")
+    q.add_argument("--scope-max-slots", type=int, default=0, help="... holding at most this many slots")
     q.add_argument("--json", action="store_true", help="print the answer as JSON")
     q = tsub.add_parser("list", help="the tokens (ids, users, roles; never the tokens)")
     q.add_argument("--json", action="store_true", help="print the answer as JSON")
@@ -523,6 +529,10 @@ def _run(client: Client, args: argparse.Namespace) -> int:
     if command == "acct":
         totals = cli_history.accounting(client, args)
         return _emit(args, lambda: _dict(totals), lambda: cli_history.print_accounting(totals))
+    if command == "audit":
+        rows = cli_history.audit(client, args)
+        return _emit(args, lambda: {"records": [_dict(r) for r in rows]},
+                     lambda: cli_history.print_audit(rows))
     if command == "job":
         job = client.get_job(args.id, stale=args.stale)
         return _emit(args, lambda: _dict(job), lambda: _job_long(job))
@@ -583,11 +593,22 @@ def _run(client: Client, args: argparse.Namespace) -> int:
     raise AssertionError(command)
 
 
+def _token_scope(args: argparse.Namespace) -> api.TokenScope | None:
+    def names(text: str) -> list[str]:
+        return [name.strip() for name in text.split(",") if name.strip()]
+
+    scope = api.TokenScope(queues=names(args.scope_queues), users=names(args.scope_users),
+                           actions=names(args.scope_actions), max_jobs=args.scope_max_jobs,
+                           max_slots=args.scope_max_slots)
+    return scope if scope.ByteSize() else None
+
+
 def _token(client: Client, args: argparse.Namespace) -> int:
     if args.token_command == "create":
         token, digest = new_token()
         expires_ms = int((time.time() + args.expires_s) * 1000) if args.expires_s > 0 else 0
-        info = client.create_token(digest, args.user, args.role, expires_ms, args.description).token
+        info = client.create_token(digest, args.user, args.role, expires_ms, args.description,
+                                   _token_scope(args)).token
         return _emit(args, lambda: {"token": token, **_dict(info)}, lambda: print(
             f"{token}\n(token {info.id} for {info.user}, role {info.role}; shown once: store it 0600, "
             "for example in ~/.config/xce/token)"))
@@ -946,8 +967,8 @@ def _status_table(status: api.StatusResponse) -> None:
 
 # Commands that only talk to the cluster and print: nothing of theirs is left to run once they return.
 FAST_EXIT = frozenset({"submit", "jobs", "job", *ACTIONS, "run", "modify", "queues", "queue", "limits",
-                       "fairshare", "history", "acct", "hosts", "host", "status", "whoami", "token", "member",
-                       "launch"})
+                       "fairshare", "history", "acct", "audit", "hosts", "host", "status", "whoami", "token",
+                       "member", "launch"})
 
 
 def entry() -> NoReturn:

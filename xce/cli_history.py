@@ -1,4 +1,5 @@
-"""`xce history` (like bhist / sacct) and `xce acct` (like bacct): finished jobs and usage totals.
+"""`xce history` (like bhist / sacct), `xce acct` (like bacct) and `xce audit`: finished jobs, usage
+totals, and the audit trail of the gateway's and agents' writes.
 
 Times are given as an ISO date or date-time (UTC unless it names a zone,
 e.g. 2026-11-30T14:00 or 2026-11-30T14:00+01:00) or as an age: 30m, 12h,
@@ -66,6 +67,30 @@ def add_parsers(sub: Any, stale_help: str) -> None:
     p.add_argument("--until", type=_time_arg, default=0, help="to the end of this hour (ISO time or age)")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     p.add_argument("--stale", action="store_true", help=stale_help)
+
+
+    p = sub.add_parser("audit", help="the audit trail: writes through the gateway and agents, dry runs, "
+                                     "refusals (newest first)")
+    p.add_argument("-u", "--user", default="", help="only this principal's rows (without audit.read: yours)")
+    p.add_argument("--since", type=_time_arg, default=0, help="at or after (ISO time or age: 7d)")
+    p.add_argument("-n", "--limit", type=int, default=DEFAULT_LIMIT,
+                   help=f"at most this many rows (default {DEFAULT_LIMIT}; 0: all)")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
+
+
+def audit(client: Client, args: argparse.Namespace) -> list[api.AuditRecord]:
+    if args.limit < 0:
+        raise SystemExit("xce audit: --limit must not be negative")
+    return client.list_audit(api.ListAuditRequest(principal=args.user, since_ms=args.since), args.limit)
+
+
+def print_audit(rows: list[api.AuditRecord]) -> None:
+    """[time] [principal] [action] [params] [dry_run|confirmed|refused], and how it ended."""
+    print(f"{'TIME (UTC)':<20}{'PRINCIPAL':<14}{'VIA':<6}{'ACTION':<9}{'OUTCOME':<10}{'RESULT':<24}PARAMS")
+    for row in rows:
+        outcome = api.AuditOutcome.Name(row.outcome).lower()
+        print(f"{_stamp(row.time_ms):<20}{row.principal[:13]:<14}{row.via[:5]:<6}{row.action[:8]:<9}"
+              f"{outcome:<10}{row.result[:23]:<24}{row.params[:200]}")
 
 
 def history_request(args: argparse.Namespace) -> api.HistoryRequest:

@@ -107,8 +107,10 @@ class Client:
 
     # -------------------------------------------------------------- calls
 
-    def submit(self, specs: Sequence[api.JobSpec], request_id: str | None = None) -> api.SubmitJobsResponse:
-        request = api.SubmitJobsRequest(request_id=request_id or new_request_id(), jobs=specs)
+    def submit(self, specs: Sequence[api.JobSpec], request_id: str | None = None,
+               audit: api.AuditRequest | None = None) -> api.SubmitJobsResponse:
+        """`audit`: record it in the audit trail (and with dry_run, only check it)."""
+        request = api.SubmitJobsRequest(request_id=request_id or new_request_id(), jobs=specs, audit=audit)
         return self.call("JobService", "SubmitJobs", request, api.SubmitJobsResponse)
 
     def get_job(self, job_id: str | int, stale: bool = False) -> api.Job:
@@ -148,9 +150,13 @@ class Client:
 
     def control(self, job_id: str | int, action: api.ControlAction,
                 request_id: str | None = None) -> api.Job:
+        return self.control_job(job_id, action, request_id).job
+
+    def control_job(self, job_id: str | int, action: api.ControlAction, request_id: str | None = None,
+                    audit: api.AuditRequest | None = None) -> api.JobResponse:
         request = api.ControlJobRequest(job_id=str(job_id), action=action,
-                                        request_id=request_id or new_request_id())
-        return self.call("JobService", "ControlJob", request, api.JobResponse).job
+                                        request_id=request_id or new_request_id(), audit=audit)
+        return self.call("JobService", "ControlJob", request, api.JobResponse)
 
     def run(self, job_id: str | int, host: str, request_id: str | None = None) -> api.Job:
         request = api.RunJobRequest(job_id=str(job_id), host=host, request_id=request_id or new_request_id())
@@ -158,14 +164,18 @@ class Client:
 
     def modify(self, job_id: str | int, priority: int | None = None, queue: str | None = None,
                resource_req: str | None = None) -> api.Job:
-        request = api.ModifyJobRequest(job_id=str(job_id), request_id=new_request_id())
+        return self.modify_job(job_id, priority, queue, resource_req).job
+
+    def modify_job(self, job_id: str | int, priority: int | None = None, queue: str | None = None,
+                   resource_req: str | None = None, audit: api.AuditRequest | None = None) -> api.JobResponse:
+        request = api.ModifyJobRequest(job_id=str(job_id), request_id=new_request_id(), audit=audit)
         if priority is not None:
             request.priority = priority
         if queue is not None:
             request.queue = queue
         if resource_req is not None:
             request.resource_req = resource_req
-        return self.call("JobService", "ModifyJob", request, api.JobResponse).job
+        return self.call("JobService", "ModifyJob", request, api.JobResponse)
 
     def status(self, local_only: bool = False) -> api.StatusResponse:
         return self.call("ClusterService", "Status", api.StatusRequest(local_only=local_only),
@@ -189,9 +199,9 @@ class Client:
         return self.call("AdminService", method, request, api.QueueResponse)
 
     def create_token(self, sha256: str, user: str, role: str, expires_ms: int = 0,
-                     description: str = "") -> api.TokenResponse:
+                     description: str = "", scope: api.TokenScope | None = None) -> api.TokenResponse:
         request = api.CreateTokenRequest(sha256=sha256, user=user, role=role, expires_ms=expires_ms,
-                                         description=description, request_id=new_request_id())
+                                         description=description, request_id=new_request_id(), scope=scope)
         return self.call("AdminService", "CreateToken", request, api.TokenResponse)
 
     def revoke_token(self, token_id: str) -> api.TokenResponse:
@@ -201,6 +211,20 @@ class Client:
     def list_tokens(self) -> list[api.TokenInfo]:
         return list(self.call("AdminService", "ListTokens", api.ListTokensRequest(),
                               api.ListTokensResponse).tokens)
+
+    def list_audit(self, request: api.ListAuditRequest, limit: int = 0) -> list[api.AuditRecord]:
+        """The audit trail, newest first, page by page up to `limit` (0: all)."""
+        rows: list[api.AuditRecord] = []
+        page_request = api.ListAuditRequest()
+        page_request.CopyFrom(request)
+        while True:
+            if limit:
+                page_request.page_size = min(limit - len(rows), 5000)
+            page = self.call("AdminService", "ListAudit", page_request, api.ListAuditResponse)
+            rows.extend(page.records)
+            page_request.page_token = page.next_page_token
+            if not page.next_page_token or (limit and len(rows) >= limit):
+                return rows[:limit] if limit else rows
 
     def who_am_i(self) -> api.WhoAmIResponse:
         return self.call("AdminService", "WhoAmI", api.WhoAmIRequest(), api.WhoAmIResponse)

@@ -41,6 +41,7 @@ from google.protobuf.message import DecodeError
 
 from controller.fsm import (
     arrays,
+    audit,
     cluster,
     decisions,
     history,
@@ -125,6 +126,7 @@ HANDLERS: Mapping[str, Handler] = {
     "member_change": membership.apply_member_change,
     "host_control": resources.apply_host_control,
     "host_loads": loads.apply_host_loads,
+    "audit": audit.apply_audit,
 }
 
 

@@ -43,6 +43,7 @@ class Applier:
     arrays_read: dict[int, bytes] = field(default_factory=dict)  # ... and their bytes when loaded
     depend_touched: set[int] = field(default_factory=set)  # jobs whose dependents are due (depends.py)
     depend_due: set[int] = field(default_factory=set)  # jobs whose own condition is due
+    audit_rows: int = 0  # audit rows this entry wrote (audit.py: their keys' order in the entry)
 
     @property
     def stamp_ms(self) -> int:

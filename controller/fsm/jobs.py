@@ -11,13 +11,13 @@ the loss of its host) ends the attempt (reports.py, hosts.py), through
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.fsm import arrays, history
+from controller.fsm import arrays, audit, history
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import release
 from controller.fsm.records import FINISHED, PENDING, RUNNING, find_job, next_attempt, readable_id
-from controller.fsm.requests import guarded
 from controller.fsm.validation import DEFAULT_QUEUE, check_modify, check_spec
 from xce.errors import ServiceError, invalid
 from xce.v1 import api_pb2 as api
@@ -86,8 +86,11 @@ def clear_instance(job: api.Job) -> None:
 
 
 def apply_submit(applier: Applier) -> list[log.Result]:
-    return [guarded(request.request_id, applier, functools.partial(_submit_one, applier, request))
-            for request in applier.entry.submit.requests]
+    batch = applier.entry.submit
+    by = list(batch.by)
+    return [audit.audited(applier, request.request_id, request.audit if request.HasField("audit") else None,
+                          by[i] if i < len(by) else None, functools.partial(_submit_one, applier, request))
+            for i, request in enumerate(batch.requests)]
 
 
 def _submit_one(applier: Applier, request: api.SubmitJobsRequest) -> log.Result:
@@ -135,7 +138,7 @@ def apply_control(applier: Applier) -> list[log.Result]:
         _control_one(applier, job, check_control(job, request.action))
         return log.Result(code=log.OK, job_ids=[job.id])
 
-    return [guarded(request.request_id, applier, body)]
+    return [_audited(applier, request, body)]
 
 
 def _control_one(applier: Applier, job: api.Job, transition: Transition) -> None:
@@ -201,7 +204,14 @@ def apply_modify(applier: Applier) -> list[log.Result]:
         _modify_one(applier, job, request)
         return log.Result(code=log.OK, job_ids=[job.id])
 
-    return [guarded(request.request_id, applier, body)]
+    return [_audited(applier, request, body)]
+
+
+def _audited(applier: Applier, request: api.ControlJobRequest | api.ModifyJobRequest,
+             body: Callable[[], log.Result]) -> log.Result:
+    entry = applier.entry
+    return audit.audited(applier, request.request_id, request.audit if request.HasField("audit") else None,
+                         entry.by if entry.HasField("by") else None, body)
 
 
 def _modify_one(applier: Applier, job: api.Job, request: api.ModifyJobRequest) -> None:

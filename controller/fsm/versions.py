@@ -40,7 +40,9 @@ from xce.v1 import log_pb2 as log
 #     fair share charges requeued attempts, not the time suspended for a preemption (shares.py).
 # 14: -W run limits and -We estimates on job specs, checked at submit (validation.py).
 # 15: a decisions entry's event carries its batch, so a recording can re-run the pass (applier.py).
-ENTRY_FORMAT = 15
+# 16: the audit trail: audited submits, actions and modifications write a row; `audit` entries (a dry
+#     run, a refusal); scoped tokens (audit.py).
+ENTRY_FORMAT = 16
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",

@@ -49,6 +49,13 @@ class PendingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PEND_PREEMPTION_PENDING: _ClassVar[PendingReason]
     PEND_RESERVATION: _ClassVar[PendingReason]
 
+class AuditOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    AUDIT_OUTCOME_UNSPECIFIED: _ClassVar[AuditOutcome]
+    CONFIRMED: _ClassVar[AuditOutcome]
+    DRY_RUN: _ClassVar[AuditOutcome]
+    REFUSED: _ClassVar[AuditOutcome]
+
 class ControlAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CONTROL_ACTION_UNSPECIFIED: _ClassVar[ControlAction]
@@ -133,6 +140,10 @@ PEND_DEPENDENCY: PendingReason
 PEND_DEPENDENCY_NEVER: PendingReason
 PEND_PREEMPTION_PENDING: PendingReason
 PEND_RESERVATION: PendingReason
+AUDIT_OUTCOME_UNSPECIFIED: AuditOutcome
+CONFIRMED: AuditOutcome
+DRY_RUN: AuditOutcome
+REFUSED: AuditOutcome
 CONTROL_ACTION_UNSPECIFIED: ControlAction
 KILL: ControlAction
 STOP: ControlAction
@@ -395,20 +406,94 @@ class RunJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., host: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class SubmitJobsRequest(_message.Message):
-    __slots__ = ("request_id", "jobs")
+    __slots__ = ("request_id", "jobs", "audit")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     jobs: _containers.RepeatedCompositeFieldContainer[JobSpec]
-    def __init__(self, request_id: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobSpec, _Mapping]]] = ...) -> None: ...
+    audit: AuditRequest
+    def __init__(self, request_id: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobSpec, _Mapping]]] = ..., audit: _Optional[_Union[AuditRequest, _Mapping]] = ...) -> None: ...
+
+class AuditRequest(_message.Message):
+    __slots__ = ("via", "dry_run", "action", "params")
+    VIA_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    via: str
+    dry_run: bool
+    action: str
+    params: str
+    def __init__(self, via: _Optional[str] = ..., dry_run: _Optional[bool] = ..., action: _Optional[str] = ..., params: _Optional[str] = ...) -> None: ...
+
+class AuditRecord(_message.Message):
+    __slots__ = ("revision", "time_ms", "principal", "role", "via", "action", "params", "outcome", "result")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    VIA_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    time_ms: int
+    principal: str
+    role: str
+    via: str
+    action: str
+    params: str
+    outcome: AuditOutcome
+    result: str
+    def __init__(self, revision: _Optional[int] = ..., time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., role: _Optional[str] = ..., via: _Optional[str] = ..., action: _Optional[str] = ..., params: _Optional[str] = ..., outcome: _Optional[_Union[AuditOutcome, str]] = ..., result: _Optional[str] = ...) -> None: ...
+
+class ListAuditRequest(_message.Message):
+    __slots__ = ("principal", "since_ms", "page_size", "page_token")
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    principal: str
+    since_ms: int
+    page_size: int
+    page_token: str
+    def __init__(self, principal: _Optional[str] = ..., since_ms: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListAuditResponse(_message.Message):
+    __slots__ = ("records", "next_page_token", "revision")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[AuditRecord]
+    next_page_token: str
+    revision: int
+    def __init__(self, records: _Optional[_Iterable[_Union[AuditRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class TokenScope(_message.Message):
+    __slots__ = ("queues", "users", "actions", "max_jobs", "max_slots")
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_JOBS_FIELD_NUMBER: _ClassVar[int]
+    MAX_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    users: _containers.RepeatedScalarFieldContainer[str]
+    actions: _containers.RepeatedScalarFieldContainer[str]
+    max_jobs: int
+    max_slots: int
+    def __init__(self, queues: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ..., actions: _Optional[_Iterable[str]] = ..., max_jobs: _Optional[int] = ..., max_slots: _Optional[int] = ...) -> None: ...
 
 class SubmitJobsResponse(_message.Message):
-    __slots__ = ("jobs", "revision")
+    __slots__ = ("jobs", "revision", "dry_run")
     JOBS_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[Job]
     revision: int
-    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., revision: _Optional[int] = ...) -> None: ...
+    dry_run: str
+    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., revision: _Optional[int] = ..., dry_run: _Optional[str] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("job_id", "stale")
@@ -441,36 +526,42 @@ class ListJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class ControlJobRequest(_message.Message):
-    __slots__ = ("job_id", "action", "request_id")
+    __slots__ = ("job_id", "action", "request_id", "audit")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     action: ControlAction
     request_id: str
-    def __init__(self, job_id: _Optional[str] = ..., action: _Optional[_Union[ControlAction, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    audit: AuditRequest
+    def __init__(self, job_id: _Optional[str] = ..., action: _Optional[_Union[ControlAction, str]] = ..., request_id: _Optional[str] = ..., audit: _Optional[_Union[AuditRequest, _Mapping]] = ...) -> None: ...
 
 class ModifyJobRequest(_message.Message):
-    __slots__ = ("job_id", "priority", "queue", "resource_req", "request_id")
+    __slots__ = ("job_id", "priority", "queue", "resource_req", "request_id", "audit")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_REQ_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     priority: int
     queue: str
     resource_req: str
     request_id: str
-    def __init__(self, job_id: _Optional[str] = ..., priority: _Optional[int] = ..., queue: _Optional[str] = ..., resource_req: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    audit: AuditRequest
+    def __init__(self, job_id: _Optional[str] = ..., priority: _Optional[int] = ..., queue: _Optional[str] = ..., resource_req: _Optional[str] = ..., request_id: _Optional[str] = ..., audit: _Optional[_Union[AuditRequest, _Mapping]] = ...) -> None: ...
 
 class JobResponse(_message.Message):
-    __slots__ = ("job", "revision")
+    __slots__ = ("job", "revision", "dry_run")
     JOB_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     job: Job
     revision: int
-    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
+    dry_run: str
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., revision: _Optional[int] = ..., dry_run: _Optional[str] = ...) -> None: ...
 
 class HistoryRequest(_message.Message):
     __slots__ = ("user", "queue", "states", "since_ms", "until_ms", "exit_code", "page_size", "page_token", "stale")
@@ -1421,7 +1512,7 @@ class ListQueuesResponse(_message.Message):
     def __init__(self, queues: _Optional[_Iterable[_Union[Queue, _Mapping]]] = ..., default_queue: _Optional[str] = ..., revision: _Optional[int] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., limit_used: _Optional[_Mapping[str, int]] = ..., share_usage: _Optional[_Iterable[_Union[ShareUsage, _Mapping]]] = ...) -> None: ...
 
 class TokenInfo(_message.Message):
-    __slots__ = ("id", "user", "role", "expires_ms", "created_ms", "created_by", "description")
+    __slots__ = ("id", "user", "role", "expires_ms", "created_ms", "created_by", "description", "scope")
     ID_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -1429,6 +1520,7 @@ class TokenInfo(_message.Message):
     CREATED_MS_FIELD_NUMBER: _ClassVar[int]
     CREATED_BY_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
     id: str
     user: str
     role: str
@@ -1436,23 +1528,26 @@ class TokenInfo(_message.Message):
     created_ms: int
     created_by: str
     description: str
-    def __init__(self, id: _Optional[str] = ..., user: _Optional[str] = ..., role: _Optional[str] = ..., expires_ms: _Optional[int] = ..., created_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+    scope: TokenScope
+    def __init__(self, id: _Optional[str] = ..., user: _Optional[str] = ..., role: _Optional[str] = ..., expires_ms: _Optional[int] = ..., created_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., description: _Optional[str] = ..., scope: _Optional[_Union[TokenScope, _Mapping]] = ...) -> None: ...
 
 class CreateTokenRequest(_message.Message):
-    __slots__ = ("sha256", "user", "role", "expires_ms", "description", "request_id")
+    __slots__ = ("sha256", "user", "role", "expires_ms", "description", "request_id", "scope")
     SHA256_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
     sha256: str
     user: str
     role: str
     expires_ms: int
     description: str
     request_id: str
-    def __init__(self, sha256: _Optional[str] = ..., user: _Optional[str] = ..., role: _Optional[str] = ..., expires_ms: _Optional[int] = ..., description: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    scope: TokenScope
+    def __init__(self, sha256: _Optional[str] = ..., user: _Optional[str] = ..., role: _Optional[str] = ..., expires_ms: _Optional[int] = ..., description: _Optional[str] = ..., request_id: _Optional[str] = ..., scope: _Optional[_Union[TokenScope, _Mapping]] = ...) -> None: ...
 
 class RevokeTokenRequest(_message.Message):
     __slots__ = ("id", "request_id")

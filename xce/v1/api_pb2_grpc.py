@@ -798,6 +798,11 @@ class AdminServiceStub:
                 request_serializer=xce_dot_v1_dot_api__pb2.WhoAmIRequest.SerializeToString,
                 response_deserializer=xce_dot_v1_dot_api__pb2.WhoAmIResponse.FromString,
                 _registered_method=True)
+        self.ListAudit = channel.unary_unary(
+                '/xce.v1.AdminService/ListAudit',
+                request_serializer=xce_dot_v1_dot_api__pb2.ListAuditRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.ListAuditResponse.FromString,
+                _registered_method=True)
         self.AddMember = channel.unary_unary(
                 '/xce.v1.AdminService/AddMember',
                 request_serializer=xce_dot_v1_dot_api__pb2.AddMemberRequest.SerializeToString,
@@ -866,6 +871,12 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAudit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def AddMember(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -926,6 +937,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.WhoAmI,
                     request_deserializer=xce_dot_v1_dot_api__pb2.WhoAmIRequest.FromString,
                     response_serializer=xce_dot_v1_dot_api__pb2.WhoAmIResponse.SerializeToString,
+            ),
+            'ListAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAudit,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.ListAuditRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.ListAuditResponse.SerializeToString,
             ),
             'AddMember': grpc.unary_unary_rpc_method_handler(
                     servicer.AddMember,
@@ -1159,6 +1175,33 @@ class AdminService:
             '/xce.v1.AdminService/WhoAmI',
             xce_dot_v1_dot_api__pb2.WhoAmIRequest.SerializeToString,
             xce_dot_v1_dot_api__pb2.WhoAmIResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.AdminService/ListAudit',
+            xce_dot_v1_dot_api__pb2.ListAuditRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.ListAuditResponse.FromString,
             options,
             channel_credentials,
             insecure,

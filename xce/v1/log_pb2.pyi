@@ -49,7 +49,7 @@ UNAVAILABLE: Code
 UNAUTHENTICATED: Code
 
 class Entry(_message.Message):
-    __slots__ = ("stamp_ms", "proposer", "format", "by", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins", "announce", "host_statuses", "token", "member_change", "host_control", "host_loads")
+    __slots__ = ("stamp_ms", "proposer", "format", "by", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins", "announce", "host_statuses", "token", "member_change", "host_control", "host_loads", "audit")
     STAMP_MS_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +74,7 @@ class Entry(_message.Message):
     MEMBER_CHANGE_FIELD_NUMBER: _ClassVar[int]
     HOST_CONTROL_FIELD_NUMBER: _ClassVar[int]
     HOST_LOADS_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_FIELD_NUMBER: _ClassVar[int]
     stamp_ms: int
     proposer: int
     format: int
@@ -98,7 +99,14 @@ class Entry(_message.Message):
     member_change: MemberChange
     host_control: _api_pb2.ControlHostRequest
     host_loads: HostLoads
-    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., format: _Optional[int] = ..., by: _Optional[_Union[Principal, _Mapping]] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ..., joins: _Optional[_Union[HostJoins, _Mapping]] = ..., announce: _Optional[_Union[Announce, _Mapping]] = ..., host_statuses: _Optional[_Union[HostStatuses, _Mapping]] = ..., token: _Optional[_Union[TokenEntry, _Mapping]] = ..., member_change: _Optional[_Union[MemberChange, _Mapping]] = ..., host_control: _Optional[_Union[_api_pb2.ControlHostRequest, _Mapping]] = ..., host_loads: _Optional[_Union[HostLoads, _Mapping]] = ...) -> None: ...
+    audit: AuditEntry
+    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., format: _Optional[int] = ..., by: _Optional[_Union[Principal, _Mapping]] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ..., joins: _Optional[_Union[HostJoins, _Mapping]] = ..., announce: _Optional[_Union[Announce, _Mapping]] = ..., host_statuses: _Optional[_Union[HostStatuses, _Mapping]] = ..., token: _Optional[_Union[TokenEntry, _Mapping]] = ..., member_change: _Optional[_Union[MemberChange, _Mapping]] = ..., host_control: _Optional[_Union[_api_pb2.ControlHostRequest, _Mapping]] = ..., host_loads: _Optional[_Union[HostLoads, _Mapping]] = ..., audit: _Optional[_Union[AuditEntry, _Mapping]] = ...) -> None: ...
+
+class AuditEntry(_message.Message):
+    __slots__ = ("record",)
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    record: _api_pb2.AuditRecord
+    def __init__(self, record: _Optional[_Union[_api_pb2.AuditRecord, _Mapping]] = ...) -> None: ...
 
 class Principal(_message.Message):
     __slots__ = ("name", "role", "via")
@@ -338,7 +346,7 @@ class Capabilities(_message.Message):
     def __init__(self, kinds: _Optional[_Iterable[str]] = ..., format: _Optional[int] = ...) -> None: ...
 
 class Meta(_message.Message):
-    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members", "clean_period_ms", "history_retention_ms", "membership", "incarnation", "recovery", "host_groups", "resources_digest", "limits_digest")
+    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members", "clean_period_ms", "history_retention_ms", "membership", "incarnation", "recovery", "host_groups", "resources_digest", "limits_digest", "audit_rows")
     class MembersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -367,6 +375,7 @@ class Meta(_message.Message):
     HOST_GROUPS_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_DIGEST_FIELD_NUMBER: _ClassVar[int]
     LIMITS_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_ROWS_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
     cluster_id: str
     next_job_id: int
@@ -388,7 +397,8 @@ class Meta(_message.Message):
     host_groups: _containers.RepeatedCompositeFieldContainer[_api_pb2.HostGroup]
     resources_digest: str
     limits_digest: str
-    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., membership: _Optional[_Iterable[_Union[_api_pb2.Member, _Mapping]]] = ..., incarnation: _Optional[str] = ..., recovery: _Optional[_Union[Recovery, _Mapping]] = ..., host_groups: _Optional[_Iterable[_Union[_api_pb2.HostGroup, _Mapping]]] = ..., resources_digest: _Optional[str] = ..., limits_digest: _Optional[str] = ...) -> None: ...
+    audit_rows: int
+    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., membership: _Optional[_Iterable[_Union[_api_pb2.Member, _Mapping]]] = ..., incarnation: _Optional[str] = ..., recovery: _Optional[_Union[Recovery, _Mapping]] = ..., host_groups: _Optional[_Iterable[_Union[_api_pb2.HostGroup, _Mapping]]] = ..., resources_digest: _Optional[str] = ..., limits_digest: _Optional[str] = ..., audit_rows: _Optional[int] = ...) -> None: ...
 
 class Recovery(_message.Message):
     __slots__ = ("from_revision", "hosts", "until_ms", "why", "wait_ms")

@@ -1,0 +1,106 @@
+"""The audit trail (issue 19, G6): one row per audited request, written by apply.
+
+A request relayed by the gateway or the MCP server carries an AuditRequest. The leader fills in its
+action and parameters (the request as JSON), then either proposes the request itself, whose apply
+writes the row beside its changes (CONFIRMED, with the result apply gave it), or, for a dry run and
+for a request it refused, an `audit` entry that writes only the row (DRY_RUN, REFUSED). The row's
+time and principal are the entry's. Rows are keyed by revision and their order in the entry, so the
+trail reads in commit order; the newest AUDIT_KEPT are kept.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+from controller.fsm.applier import Applier
+from controller.fsm.requests import guarded
+from controller.tables import Tables
+from xce.errors import invalid
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+FORMAT = 16            # audit rows, `audit` entries, scoped tokens (versions.py)
+AUDIT_KEPT = 100_000   # rows kept; the oldest go first
+PRUNE_PER_ROW = 4      # rows pruned at most per row written: bounded work per apply
+MAX_PARAMS = 4096      # characters of a request's parameters kept in its row
+MAX_VIA = 32
+
+
+def key(revision: int, seq: int) -> bytes:
+    return struct.pack(">QH", revision, seq)
+
+
+def write(applier: Applier, record: api.AuditRecord, by: log.Principal) -> None:
+    """Store `record` with the entry's revision, time and `by`."""
+    row = api.AuditRecord()
+    row.CopyFrom(record)
+    row.revision = applier.index
+    row.time_ms = applier.stamp_ms
+    row.principal, row.role = by.name, by.role
+    applier.tables.put("audit", key(applier.index, applier.audit_rows),
+                       row.SerializeToString(deterministic=True))
+    applier.audit_rows += 1
+    meta = applier.meta
+    meta.audit_rows += 1
+    if meta.audit_rows > AUDIT_KEPT:
+        doomed = [k for k, _ in zip((k for k, _ in applier.tables.scan("audit")),
+                                    range(min(PRUNE_PER_ROW, meta.audit_rows - AUDIT_KEPT)), strict=False)]
+        for old in doomed:
+            applier.tables.delete("audit", old)
+        meta.audit_rows -= len(doomed)
+
+
+def audited(applier: Applier, request_id: str, audit: api.AuditRequest | None, by: log.Principal | None,
+            body: Callable[[], log.Result]) -> log.Result:
+    """`guarded(request_id, body)`, and the request's CONFIRMED row if it asked for one and ran now (a
+    repeat of a request id returns the first result and writes nothing)."""
+    ran = [False]
+
+    def run() -> log.Result:
+        ran[0] = True
+        return body()
+
+    result = guarded(request_id, applier, run)
+    if ran[0] and audit is not None and by is not None and applier.entry.format >= FORMAT:
+        words = "OK" if result.code == log.OK else f"{log.Code.Name(result.code)}: {result.message}"
+        write(applier, api.AuditRecord(via=audit.via, action=audit.action, params=audit.params,
+                                       outcome=api.CONFIRMED, result=words), by)
+    return result
+
+
+def apply_audit(applier: Applier) -> list[log.Result]:
+    """A dry run's or a refusal's row alone."""
+    entry = applier.entry
+    record = entry.audit.record
+    if record.outcome not in (api.DRY_RUN, api.REFUSED) or not entry.HasField("by"):
+        return [log.Result(code=log.INVALID_ARGUMENT, message="an audit entry is a dry run or a refusal, "
+                                                              "with its principal")]
+    write(applier, record, entry.by)
+    return [log.Result(code=log.OK)]
+
+
+def read(tables: Tables, principal: str, since_ms: int, page_size: int, page_token: str
+         ) -> tuple[list[api.AuditRecord], str]:
+    """Rows newest first (of `principal` only, if given), after `page_token`; the next page's token."""
+    try:
+        start = bytes.fromhex(page_token) if page_token else b"\xff" * 10
+    except ValueError:
+        raise invalid(f"bad page token {page_token[:40]!r}") from None
+    if len(start) != 10:
+        raise invalid(f"bad page token {page_token[:40]!r}")
+    rows: list[api.AuditRecord] = []
+    last = b""
+    for k, raw in tables.scan_back("audit", start):
+        if page_token and k == start:
+            continue  # the last row of the page before
+        record = api.AuditRecord.FromString(raw)
+        if since_ms and record.time_ms < since_ms:
+            break
+        last = k
+        if principal and record.principal != principal:
+            continue
+        rows.append(record)
+        if len(rows) >= page_size:
+            return rows, last.hex()
+    return rows, ""

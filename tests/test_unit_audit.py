@@ -1,0 +1,158 @@
+"""The audit trail and scoped keys (issue 19: G6, G7), pure: apply's rows (controller/fsm/audit.py),
+the leader's helpers (controller/audit_trail.py) and the scope checks (controller/authz.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller import audit_trail, authz, fsm
+from controller.fsm import audit
+from controller.tables import MemoryTables
+from xce.errors import ServiceError
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
+
+STAMP = 1_700_000_000_000
+ANN = log.Principal(name="ann", role="mcp_operator", via="token")
+
+
+class State:
+    def __init__(self, format_: int = audit.FORMAT) -> None:
+        self.tables, self.index, self.format = MemoryTables(), 0, format_
+        self.step(log.Entry(init=log.InitCluster(cluster_id="demo", config_digest="d", default_queue="normal",
+                                                 queues=[api.Queue(name="normal"), api.Queue(name="gpu")])))
+
+    def step(self, entry: log.Entry) -> list[log.Result]:
+        self.index += 1
+        entry.stamp_ms, entry.format = STAMP + self.index, self.format
+        results = fsm.apply(self.tables, self.index, entry.SerializeToString())
+        assert results is not None
+        return results
+
+    def rows(self) -> list[api.AuditRecord]:
+        return [api.AuditRecord.FromString(raw) for _, raw in self.tables.scan("audit")]
+
+
+def noted(request: object, method: str, dry_run: bool = False) -> api.AuditRequest:
+    request.audit.CopyFrom(api.AuditRequest(via="rest", dry_run=dry_run))  # type: ignore[attr-defined]
+    note = audit_trail.prepare(method, request, authz.Principal("ann", "mcp_operator"))
+    assert note is not None
+    return note
+
+
+def test_an_audited_write_writes_its_row_beside_its_changes() -> None:
+    state = State()
+    submit = api.SubmitJobsRequest(request_id="r1", jobs=[api.JobSpec(command=["sleep", "1"], user="ann")])
+    noted(submit, "SubmitJobs")
+    plain = api.SubmitJobsRequest(request_id="r2", jobs=[api.JobSpec(command=["true"], user="bob")])
+    bob = log.Principal(name="bob", role="user")
+    state.step(log.Entry(submit=log.SubmitBatch(requests=[submit, plain], by=[ANN, bob])))
+    kill = api.ControlJobRequest(job_id="1", action=api.KILL, request_id="r3")
+    noted(kill, "ControlJob")
+    state.step(log.Entry(control=kill, by=ANN))
+    modify = api.ModifyJobRequest(job_id="1", priority=5, request_id="r4")
+    noted(modify, "ModifyJob")
+    [refused] = state.step(log.Entry(modify=modify, by=ANN))  # the job is over: apply refuses it
+    assert refused.code != log.OK
+    rows = state.rows()
+    assert [(r.principal, r.role, r.via, r.action, r.outcome) for r in rows] == [
+        ("ann", "mcp_operator", "rest", "submit", api.CONFIRMED),
+        ("ann", "mcp_operator", "rest", "kill", api.CONFIRMED),
+        ("ann", "mcp_operator", "rest", "modify", api.CONFIRMED)]  # bob's unaudited submit has none
+    assert [r.revision for r in rows] == [2, 3, 4] and rows[0].time_ms == STAMP + 2
+    assert '"command": ["sleep", "1"]' in rows[0].params and "r1" not in rows[0].params
+    assert rows[0].result == "OK" and rows[2].result.startswith("FAILED_PRECONDITION")
+    state.step(log.Entry(control=kill, by=ANN))  # a retry of the same request id: no second row
+    assert len(state.rows()) == 3 and state.tables.get("meta", fsm.META_KEY) is not None
+    assert fsm.read_meta(state.tables).audit_rows == 3
+
+
+def test_before_format_16_an_audit_request_writes_nothing() -> None:
+    state = State(format_=15)
+    submit = api.SubmitJobsRequest(request_id="r1", jobs=[api.JobSpec(command=["x"], user="ann")])
+    noted(submit, "SubmitJobs")
+    state.step(log.Entry(submit=log.SubmitBatch(requests=[submit], by=[ANN])))
+    assert state.rows() == []
+
+
+def test_dry_runs_and_refusals_are_rows_alone() -> None:
+    state = State()
+    kill = api.ControlJobRequest(job_id="9", action=api.HOLD)
+    note = noted(kill, "ControlJob", dry_run=True)
+    before = state.tables.copy()
+    ann = authz.Principal("ann", "mcp_operator")
+    state.step(audit_trail.entry(note, ann, api.DRY_RUN, "would hold job 9"))
+    state.step(audit_trail.entry(note, authz.Principal("eve", "user"), api.REFUSED, "PERMISSION_DENIED: no"))
+    rows = state.rows()
+    assert [(r.principal, r.action, r.outcome, r.result) for r in rows] == [
+        ("ann", "hold", api.DRY_RUN, "would hold job 9"),
+        ("eve", "hold", api.REFUSED, "PERMISSION_DENIED: no")]
+    assert list(state.tables.scan("jobs")) == list(before.scan("jobs"))  # nothing else changed
+    [bad] = state.step(log.Entry(audit=log.AuditEntry(record=api.AuditRecord(outcome=api.CONFIRMED)), by=ANN))
+    assert bad.code == log.INVALID_ARGUMENT and len(state.rows()) == 2
+
+
+def test_the_trail_is_bounded_and_read_newest_first_by_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(audit, "AUDIT_KEPT", 10)
+    state = State()
+    note = api.AuditRequest(via="rest", action="hold", params="{}")
+    for i in range(14):
+        who = authz.Principal("ann" if i % 2 else "bob", "user")
+        state.step(audit_trail.entry(note, who, api.DRY_RUN, f"row {i}"))
+    assert [r.result for r in state.rows()] == [f"row {i}" for i in range(4, 14)]
+    assert fsm.read_meta(state.tables).audit_rows == 10
+    first, token = audit.read(state.tables, "", 0, 4, "")
+    second, _ = audit.read(state.tables, "", 0, 4, token)
+    assert [r.result for r in first + second] == [f"row {i}" for i in range(13, 5, -1)]
+    anns, _ = audit.read(state.tables, "ann", 0, 100, "")
+    assert [r.result for r in anns] == [f"row {i}" for i in (13, 11, 9, 7, 5)]
+    recent, _ = audit.read(state.tables, "", STAMP + 13, 100, "")  # row i was entry i + 2
+    assert [r.result for r in recent] == ["row 13", "row 12", "row 11"]
+    with pytest.raises(ServiceError):
+        audit.read(state.tables, "", 0, 4, "zz")
+
+
+def test_params_are_cut_and_exclude_the_request_id() -> None:
+    request = api.SubmitJobsRequest(request_id="secret-id", jobs=[api.JobSpec(command=["x" * 10_000])])
+    text = audit_trail.params_of(request)
+    assert len(text) <= audit.MAX_PARAMS and text.endswith("characters in all)") and "secret-id" not in text
+    assert audit_trail.action_of("ControlJob", api.ControlJobRequest(action=api.REQUEUE)) == "requeue"
+    scoped = authz.Principal("ann", "mcp_operator", scope=api.TokenScope(queues=["normal"]))
+    unasked = api.ModifyJobRequest(job_id="1", priority=3)
+    note = audit_trail.prepare("ModifyJob", unasked, scoped)  # a scoped key's writes are always audited
+    assert note is not None and note.via == "key" and note.action == "modify"
+    assert audit_trail.prepare("ModifyJob", api.ModifyJobRequest(), authz.Principal("ann", "user")) is None
+
+
+def test_a_scope_names_what_it_refuses() -> None:
+    scope = api.TokenScope(queues=["normal"], users=["ann"], actions=["submit", "kill"], max_jobs=3,
+                           max_slots=8)
+    key = authz.Principal("ann", "mcp_operator", scope=scope, key_id="0123abcd")
+    authz.check_scope(key, "submit", ["normal"], "ann")
+    for action, queues, owner, words in (("hold", ["normal"], "ann", "hold is not among its actions"),
+                                         ("kill", ["gpu"], "ann", "queue 'gpu' is not among its queues"),
+                                         ("kill", ["normal"], "bob", "owner 'bob' is not among its users")):
+        with pytest.raises(ServiceError) as caught:
+            authz.check_scope(key, action, queues, owner)
+        assert caught.value.code == log.PERMISSION_DENIED and words in caught.value.message
+        assert "outside the scope of key 0123abcd (ann)" in caught.value.message
+    authz.check_scope_totals(key, 2, 4, 1, 4)
+    with pytest.raises(ServiceError, match="max_jobs 3"):
+        authz.check_scope_totals(key, 3, 4, 1, 1)
+    with pytest.raises(ServiceError, match="max_slots 8"):
+        authz.check_scope_totals(key, 1, 6, 1, 4)
+    authz.check_scope(authz.Principal("bob", "user"), "hold", ["gpu"], "eve")  # no scope: no fence
+    with pytest.raises(ServiceError, match="unknown scope actions fly"):
+        authz.check_scope_spec(api.TokenScope(actions=["fly"]))
+
+
+def test_unfinished_counts_an_array_by_its_elements() -> None:
+    state = State()
+    array = api.JobSpec(command=["x"], user="ann", slots=2, name="a",
+                        array=api.ArraySpec(ranges=[api.IndexRange(start=1, end=5)]))
+    jobs = [array, api.JobSpec(command=["y"], user="ann"), api.JobSpec(command=["z"], user="bob")]
+    state.step(log.Entry(submit=log.SubmitBatch(requests=[api.SubmitJobsRequest(request_id="r", jobs=jobs)],
+                                                by=[ANN])))
+    assert audit_trail.unfinished(state.tables, "ann") == (6, 11)
+    state.step(log.Entry(control=api.ControlJobRequest(job_id="2", action=api.KILL, request_id="k"), by=ANN))
+    assert audit_trail.unfinished(state.tables, "ann") == (5, 10)
