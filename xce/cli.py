@@ -374,6 +374,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("gateway", help="serve the REST API (/xce/v1/) for people, scripts and agents")
     p.add_argument("--listen", default="127.0.0.1:8080", help="HOST:PORT (default 127.0.0.1:8080)")
+
+    p = sub.add_parser("mcp", help="the MCP server for agents (stdio; the gateway's client, its own key)")
+    p.add_argument("--gateway", default="http://127.0.0.1:8080", help="the gateway's URL")
+    p.add_argument("--http", default="", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
     if command is not None and not sub.built:  # no such command: the full parser lists them
         return build_parser()
     return parser
@@ -407,6 +411,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"xce scheduler: {exc}", file=sys.stderr)
             return 2
         return run_scheduler(controllers(args), credentials(args), args.id, args.lease_s, args.picker)
+    if args.command == "mcp":
+        from xce.credentials import CredentialsError, find_token
+
+        try:
+            key = find_token(None)
+        except CredentialsError as exc:
+            print(f"xce mcp: {exc}", file=sys.stderr)
+            return 2
+        if not key:
+            print("xce mcp: no key: give the agent's token as $XCE_TOKEN or $XCE_TOKEN_FILE (a 0600 file)",
+                  file=sys.stderr)
+            return 2
+        from gateway.mcp_server import run as run_mcp
+
+        return run_mcp(args.gateway, key, args.http)
     if args.command == "gateway":
         from gateway.main import run as run_gateway
 

@@ -1,0 +1,302 @@
+"""`xce mcp`: the MCP server through which an agent (Claude Code, any MCP client) operates XCE (issue 19).
+
+A client of the gateway's REST API with its own API key: the controllers authenticate that key,
+apply its role (mcp_readonly, mcp_operator) and scope, and record every write in the audit trail as
+relayed by mcp. The server keeps no state. Tools are `scheduler_`-prefixed; every write has
+`dry_run`, which shows what would happen and changes nothing but the trail. Tools report state as
+it is, plainly.
+
+Stdio (the default, for a local agent) or streamable HTTP (`--http HOST:PORT`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from gateway import agent_advice
+
+PREFIX = "/xce/v1"
+MAX_LISTED = 20_000     # jobs read for a status or an estimate (the rest is said to be left out)
+POLL_S = 1.0            # scheduler_wait_job asks this often
+
+INSTRUCTIONS = """XCE is a batch workload manager: jobs wait in queues (PEND) until the scheduler places
+them on hosts (RUN), then end DONE (exit 0) or EXIT. Use the scheduler_ tools to see and act on the cluster.
+- Start with scheduler_cluster_status; scheduler_list_jobs and scheduler_get_job show jobs;
+  scheduler_pending_reasons says why jobs wait.
+- Every write (scheduler_submit, scheduler_cancel, scheduler_hold, scheduler_release,
+  scheduler_modify) takes dry_run: try it first; it shows what would happen and changes nothing.
+- Every action is recorded in the cluster's audit trail under this server's key, and the key may be
+  scoped (queues, users, actions, job and slot limits): a refusal names the scope.
+- scheduler_wait_job waits for a job to end; scheduler_analyze_failure explains why it failed;
+  scheduler_suggest_resources and scheduler_estimate_wait_time help size and time a submission.
+Job ids are numbers (12) or readable ids (cluster-1-20261204120000-12); an array element is 12[3]."""
+
+
+class Gateway:
+    """The gateway's REST API with this server's key; a refusal becomes a ToolError with its detail."""
+
+    def __init__(self, url: str, key: str, timeout_s: float = 30.0,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.http = httpx.AsyncClient(base_url=url.rstrip("/") + PREFIX, timeout=timeout_s,
+                                      transport=transport,
+                                      headers={"Authorization": f"Bearer {key}", "X-XCE-Via": "mcp"})
+
+    async def get(self, path: str, **params: Any) -> Any:
+        return self._answer(await self._send("GET", path, params=params))
+
+    async def send(self, method: str, path: str, body: Any, dry_run: bool = False) -> Any:
+        params = {"dry_run": "true"} if dry_run else {}
+        return self._answer(await self._send(method, path, json=body, params=params))
+
+    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return await self.http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ToolError(f"the XCE gateway did not answer ({type(exc).__name__}): is it running?"
+                            ) from None
+
+    @staticmethod
+    def _answer(answer: httpx.Response) -> Any:
+        if answer.status_code < 400:
+            return answer.json()
+        try:
+            problem = answer.json()
+            detail = f"{problem.get('title', answer.status_code)}: {problem.get('detail', '')}"
+        except ValueError:
+            detail = f"HTTP {answer.status_code}"
+        raise ToolError(detail)
+
+    async def all_jobs(self, filters: Sequence[str] = ()) -> tuple[list[dict[str, Any]], bool]:
+        """Live jobs (up to MAX_LISTED), and whether some were left out."""
+        jobs: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            page = await self.get("/jobs", filter=list(filters), page_size=5000, page_token=token)
+            jobs.extend(page["jobs"])
+            token = page.get("next_page_token", "")
+            if not token:
+                return jobs, False
+            if len(jobs) >= MAX_LISTED:
+                return jobs, True
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+
+def row(job: dict[str, Any]) -> dict[str, Any]:
+    """A job in a list: who, where, what state and why."""
+    spec = job.get("spec", {})
+    out = {"id": job.get("id"), "readable_id": job.get("readable_id"), "name": spec.get("name", ""),
+           "user": spec.get("user", ""), "queue": spec.get("queue", ""), "slots": spec.get("slots", 1),
+           "state": job.get("state", "")}
+    for key in ("pending_reason", "host", "exit_code", "exit_reason"):
+        if job.get(key):
+            out[key] = job[key]
+    return out
+
+
+def build(gateway: Gateway) -> MCPServer:
+    server: MCPServer = MCPServer(name="xce", title="XCE batch workload manager", instructions=INSTRUCTIONS,
+                                  version="1")
+
+    # ------------------------------------------------------------------ reads
+
+    @server.tool(name="scheduler_cluster_status",
+                 description="The cluster at a glance: replicas and leader, hosts and slots, queues, "
+                             "jobs by state.")
+    async def cluster_status() -> dict[str, Any]:
+        status, hosts, queues = await asyncio.gather(gateway.get("/status"), gateway.get("/hosts"),
+                                                     gateway.get("/queues"))
+        jobs, partial = await gateway.all_jobs()
+        states: dict[str, int] = {}
+        for job in jobs:
+            states[job.get("state", "")] = states.get(job.get("state", ""), 0) + 1
+        up = [h for h in hosts.get("hosts", []) if h.get("status") == "HOST_OK"]
+        return {
+            "cluster": status.get("cluster_id"),
+            "replicas": [{"id": r.get("id"), "role": r.get("role"), "health": r.get("health")}
+                         for r in status.get("replicas", [])],
+            "scheduler": status.get("scheduler_lease_holder", "") or "none holds the lease",
+            "hosts": {"total": len(hosts.get("hosts", [])), "up": len(up),
+                      "slots": sum(agent_advice.number(h["spec"].get("slots")) for h in up),
+                      "slots_used": sum(agent_advice.number(h.get("slots_used")) for h in up)},
+            "queues": [q.get("name") for q in queues.get("queues", [])],
+            "jobs_by_state": states, "jobs_counted": len(jobs) if not partial else f"first {len(jobs)}"}
+
+    @server.tool(name="scheduler_list_jobs",
+                 description="Live jobs, by user, queue, state (PEND, RUN, DONE, EXIT...), "
+                             "or filters of the form field:op:value (id, state, queue, name, user, priority, "
+                             "slots; op eq ne lt le gt ge in).")
+    async def list_jobs(user: str = "", queue: str = "", state: str = "", filters: list[str] | None = None,
+                        limit: int = 50) -> dict[str, Any]:
+        wanted = list(filters or [])
+        wanted += [f"user:eq:{user}"] if user else []
+        wanted += [f"queue:eq:{queue}"] if queue else []
+        wanted += [f"state:eq:{state.upper()}"] if state else []
+        page = await gateway.get("/jobs", filter=wanted, page_size=max(1, min(limit, 5000)))
+        jobs = page["jobs"]
+        return {"jobs": [row(j) for j in jobs], "shown": len(jobs), "more": bool(page.get("next_page_token"))}
+
+    @server.tool(name="scheduler_get_job",
+                 description="One job in full: its spec, state, times, host, usage.")
+    async def get_job(job_id: str) -> dict[str, Any]:
+        return await gateway.get(f"/jobs/{job_id}")  # type: ignore[no-any-return]
+
+    @server.tool(name="scheduler_list_hosts",
+                 description="Hosts: status, slots and slots in use, memory, closed or open, load.")
+    async def list_hosts() -> dict[str, Any]:
+        hosts = await gateway.get("/hosts")
+        return {"hosts": [{"name": h["spec"]["name"], "status": h.get("status"),
+                           "slots": h["spec"].get("slots", 0), "slots_used": h.get("slots_used", 0),
+                           "memory_mb": h["spec"].get("memory_mb", "0"), "closed": h.get("closed", False),
+                           "load": h.get("load", {})} for h in hosts.get("hosts", [])]}
+
+    @server.tool(name="scheduler_list_queues",
+                 description="Queues: priority, whether open and active, limits, policies (fair share, "
+                             "preemption, backfill).")
+    async def list_queues() -> dict[str, Any]:
+        return await gateway.get("/queues")  # type: ignore[no-any-return]
+
+    @server.tool(name="scheduler_pending_reasons",
+                 description="Why jobs wait: for one job, its reason; else the pending jobs (of a user or "
+                             "queue) grouped by reason.")
+    async def pending_reasons(job_id: str = "", user: str = "", queue: str = "") -> dict[str, Any]:
+        if job_id:
+            job = await gateway.get(f"/jobs/{job_id}")
+            return {"job": job.get("id"), "state": job.get("state"),
+                    "pending_code": job.get("pending_code", ""),
+                    "pending_reason": job.get("pending_reason", ""),
+                    "depend_state": job.get("depend_state", "")}
+        wanted = ["state:in:PEND,PSUSP"] + ([f"user:eq:{user}"] if user else []) + \
+            ([f"queue:eq:{queue}"] if queue else [])
+        jobs, partial = await gateway.all_jobs(wanted)
+        return {**agent_advice.pending_summary(jobs), "partial": partial}
+
+    # ------------------------------------------------------------------ writes
+
+    @server.tool(name="scheduler_submit",
+                 description="Submit a job from a template: general_serial (one slot), multi_core (slots on "
+                             "one host), parallel (slots on any hosts), high_memory (memory reserved). "
+                             "mem_mb is its memory limit (-M), run_limit_s its run limit (-W). dry_run: "
+                             "check and show, submit nothing.")
+    async def submit(command: list[str], template: str = "general_serial", slots: int | None = None,
+                     mem_mb: int | None = None, run_limit_s: int | None = None, queue: str = "",
+                     name: str = "", cwd: str = "", dry_run: bool = False) -> dict[str, Any]:
+        try:
+            spec = agent_advice.job_spec(command, template, slots, mem_mb, run_limit_s, queue, name)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        if cwd:
+            spec["cwd"] = cwd
+        done = await gateway.send("POST", "/jobs", spec, dry_run)
+        if dry_run:
+            return {"dry_run": done["dry_run"], "job": done["jobs"][0]}
+        return {"submitted": row(done["jobs"][0])}
+
+    async def act(job_id: str, action: str, dry_run: bool) -> dict[str, Any]:
+        done = await gateway.send("POST", f"/jobs/{job_id}/actions", {"action": action}, dry_run)
+        return {"dry_run": done["dry_run"], "job": row(done["job"])} if dry_run else {"job": row(done)}
+
+    @server.tool(name="scheduler_cancel",
+                 description="Kill a job (pending: it ends at once; running: its processes are killed). "
+                             "dry_run: show what would happen.")
+    async def cancel(job_id: str, dry_run: bool = False) -> dict[str, Any]:
+        return await act(job_id, "kill", dry_run)
+
+    @server.tool(name="scheduler_hold", description="Hold a pending job: it is not started until released. "
+                                                    "dry_run: show what would happen.")
+    async def hold(job_id: str, dry_run: bool = False) -> dict[str, Any]:
+        return await act(job_id, "hold", dry_run)
+
+    @server.tool(name="scheduler_release", description="Release a held job: it may be started again. "
+                                                       "dry_run: show what would happen.")
+    async def release(job_id: str, dry_run: bool = False) -> dict[str, Any]:
+        return await act(job_id, "release", dry_run)
+
+    @server.tool(name="scheduler_modify",
+                 description="Change a job's priority, queue or resource requirement. dry_run: show the "
+                             "change.")
+    async def modify(job_id: str, priority: int | None = None, queue: str | None = None,
+                     resource_req: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+        change = {k: v for k, v in (("priority", priority), ("queue", queue), ("resource_req", resource_req))
+                  if v is not None}
+        if not change:
+            raise ToolError("nothing to change: give priority, queue or resource_req")
+        done = await gateway.send("PATCH", f"/jobs/{job_id}", change, dry_run)
+        return {"dry_run": done["dry_run"], "job": row(done["job"])} if dry_run else {"job": row(done)}
+
+    # ------------------------------------------------------------------ advanced
+
+    @server.tool(name="scheduler_wait_job",
+                 description="Wait until a job ends (DONE or EXIT), up to timeout_s; reports progress as its "
+                             "state changes. Says so if it has not ended by then.")
+    async def wait_job(job_id: str, ctx: Context, timeout_s: float = 300.0) -> dict[str, Any]:
+        deadline = time.monotonic() + max(0.0, min(timeout_s, 3600.0))
+        last = ""
+        while True:
+            job = await gateway.get(f"/jobs/{job_id}")
+            state = job.get("state", "")
+            if state != last:
+                await ctx.report_progress(1.0 if state in ("DONE", "EXIT") else 0.5, 1.0,
+                                          f"job {job.get('id')} is {state}")
+                last = state
+            if state in ("DONE", "EXIT"):
+                return {"ended": True, "job": row(job), "exit_code": job.get("exit_code", 0)}
+            if time.monotonic() >= deadline:
+                return {"ended": False, "job": row(job),
+                        "note": f"not ended after {timeout_s:.0f} s; it is {state}"}
+            await asyncio.sleep(POLL_S)
+
+    @server.tool(name="scheduler_analyze_failure",
+                 description="Why a job ended as it did: exit code, signal, memory or run limit, lost host; "
+                             "with what to change.")
+    async def analyze_failure(job_id: str) -> dict[str, Any]:
+        return agent_advice.explain_failure(await gateway.get(f"/jobs/{job_id}"))
+
+    @server.tool(name="scheduler_suggest_resources",
+                 description="Slots, memory and run limit for a command, from the history of this key's "
+                             "user's finished jobs of the same program.")
+    async def suggest_resources(command: list[str]) -> dict[str, Any]:
+        me = await gateway.get("/whoami")
+        history = await gateway.get("/history", user=me["name"], page_size=2000)
+        return agent_advice.suggest_resources(history.get("jobs", []), command)
+
+    @server.tool(name="scheduler_estimate_wait_time",
+                 description="When a job would start if submitted now: the simulator run on the cluster's "
+                             "current hosts and jobs; says what it assumed.")
+    async def estimate_wait_time(command: list[str] | None = None, template: str = "general_serial",
+                                 slots: int | None = None, mem_mb: int | None = None,
+                                 run_limit_s: int | None = None, queue: str = "") -> dict[str, Any]:
+        try:
+            spec = agent_advice.job_spec(command or ["true"], template, slots, mem_mb, run_limit_s, queue)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        hosts, queues = await asyncio.gather(gateway.get("/hosts"), gateway.get("/queues"))
+        jobs, partial = await gateway.all_jobs(["state:in:PEND,RUN,USUSP,SSUSP"])
+        queue_list = queues.get("queues", [])
+        spec.setdefault("queue", queues.get("default_queue", "normal"))
+        estimate = await asyncio.to_thread(agent_advice.estimate_wait, hosts.get("hosts", []), queue_list,
+                                           jobs, spec, int(time.time() * 1000))
+        if partial:
+            estimate["assumed"].append(f"only the first {len(jobs)} jobs were read")
+        return estimate
+
+    return server
+
+
+def run(gateway_url: str, key: str, http_listen: str = "") -> int:
+    gateway = Gateway(gateway_url, key)
+    server = build(gateway)
+    if http_listen:
+        host, _, port = http_listen.rpartition(":")
+        server.run("streamable-http", host=host or "127.0.0.1", port=int(port))
+    else:
+        server.run("stdio")
+    return 0
