@@ -76,6 +76,7 @@ METHOD_PERMISSION: Mapping[str, str] = {
     "GetJob": "jobs.read",
     "ListJobs": "jobs.read",
     "ListHistory": "jobs.read",
+    "GetJobOutput": "jobs.read",
     "Accounting": "jobs.read",
     "ControlJob": "jobs.control",
     "ModifyJob": "jobs.modify",

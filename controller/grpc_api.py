@@ -107,6 +107,7 @@ def handlers(replica: Replica, authenticator: Authenticator) -> list[grpc.Generi
             "RunJob": (write("RunJob"), api.RunJobRequest),
             "ListHistory": (services.list_history, api.HistoryRequest),
             "Accounting": (services.accounting, api.AccountingRequest),
+            "GetJobOutput": (write("GetJobOutput"), api.JobOutputRequest),  # the leader asks the worker
         }),
         unary("xce.v1.ClusterService", {
             "Status": (lambda request, caller: replica.status(request), api.StatusRequest),

@@ -53,13 +53,14 @@ from typing import Any, Protocol
 
 from google.protobuf.message import Message
 
-from controller import audit_trail, authz, fsm, job_credential, membership, proposals
+from controller import audit_trail, authz, fsm, job_credential, membership, output_relay, proposals
 from controller.authz import Principal
 from controller.fsm import depends, history, limit_config, reports, versions
 from controller.fsm import membership as fsm_membership
 from controller.group_commit import GroupCommit
 from controller.host_liveness import Liveness
 from controller.load_commits import LoadCommits
+from controller.output_relay import OutputRelay
 from controller.pending_counts import PendingCounts
 from controller.tables import Tables
 from controller.watchdog import Change, Watchdog
@@ -202,6 +203,7 @@ class _Stream:
     session: WorkerSession | None = None
     early: list[api.WorkerMessage] = field(default_factory=list)  # arrived while the join commits
     parts: bool = False  # its worker keeps parts of jobs whose first host is another (the join said)
+    output: bool = False  # its worker reads job output for the leader (OutputRequest; the join said)
 
 
 @dataclass
@@ -230,6 +232,7 @@ class Term:
     member_retry_s: float = 0.0
     member_next: tuple[object, float] | None = None  # the next step, and when it was first seen
     loads: LoadCommits = field(default_factory=lambda: LoadCommits(0.0))
+    outputs: OutputRelay = field(default_factory=OutputRelay)  # output requests in flight (output_relay.py)
 
 
 _Submit = tuple[api.SubmitJobsRequest, log.Principal]  # a submit request and who sent it
@@ -283,6 +286,8 @@ class LeaderCore:
                     times.append(now)
                 if term.sessions and self.settings.load_commit_s > 0:
                     times.append(term.loads.next_s)
+                if (output_due := term.outputs.next_deadline_s()) is not None:
+                    times.append(output_due)
         return min(times)
 
     def busy(self) -> bool:
@@ -313,6 +318,9 @@ class LeaderCore:
             return
         self._proposals.expire()
         now = self.clock.monotonic_s()
+        for waiting in term.outputs.expired(now):
+            self._reply(waiting.token, failed_precondition(
+                f"host {waiting.host} did not answer within {output_relay.TIMEOUT_S:.0f} s"))
         if not term.configured:
             self._configure(term, now)
             return
@@ -370,6 +378,8 @@ class LeaderCore:
             self._effects.append(EndStream(stream, error))
         for token, _ in term.submits.drain():
             self._reply(token, unavailable("leadership changed; retry with the same request id"))
+        for waiting in term.outputs.drain():
+            self._reply(waiting.token, unavailable("leadership changed; retry"))
         term.reports.drain()
         term.joins.drain()
         self._proposals.fail_all()
@@ -597,6 +607,26 @@ class LeaderCore:
                 return
         self._propose_request(token, log.Entry(modify=request, by=caller.record()), request.request_id,
                               self._job_response)
+
+    def _output(self, term: Term, token: int, request: api.JobOutputRequest, caller: Principal) -> None:
+        """Ask the worker of the job's host for its output's tail (output_relay.py); the owner's, or
+        any with jobs.env.all (what may see a job's environment may see what it printed)."""
+        tail = output_relay.tail_of(request)
+        with self.state.read() as tables:
+            job = self._job_for(tables, request.job_id, caller)
+        if not authz.owns(caller, job) and not self.settings.policy.allows(caller, "jobs.env.all"):
+            raise authz.denied(caller, "jobs.env.all", f"read the output of job {job.id} of {job.spec.user}")
+        if not job.host:
+            raise failed_precondition(f"job {job.id} has not run: it has no output yet")
+        stream = term.sessions.get(job.host)
+        state = term.streams.get(stream) if stream is not None else None
+        if stream is None or state is None or state.session is None:
+            raise failed_precondition(f"host {job.host} is not connected: its output cannot be read now")
+        if not state.output:
+            raise failed_precondition(f"the worker of host {job.host} does not relay output (older code)")
+        number = term.outputs.ask(token, stream, job.host, self.clock.monotonic_s())
+        state.session.outbox.append(output_relay.asked(number, job, request, tail))
+        self._send(term, stream)
 
     def _run(self, term: Term, token: int, request: api.RunJobRequest, caller: Principal) -> None:
         """Like LSF brun: a DISPATCH through the committed path, with the same host checks."""
@@ -874,6 +904,7 @@ class LeaderCore:
         "ControlJob": _control,
         "ModifyJob": _modify,
         "RunJob": _run,
+        "GetJobOutput": _output,
         "CreateQueue": lambda self, term, token, request, caller: self._put_queue(term, token, request, True,
                                                                                    caller),
         "UpdateQueue": lambda self, term, token, request, caller: self._put_queue(term, token, request, False,
@@ -946,6 +977,9 @@ class LeaderCore:
         if term is None:
             return
         state = term.streams.pop(stream, None)
+        for waiting in term.outputs.closed(stream):
+            self._reply(waiting.token, failed_precondition(
+                f"host {waiting.host}'s worker disconnected before it answered; retry"))
         session = state.session if state is not None else None
         if session is not None and term.sessions.get(session.name) == stream:
             del term.sessions[session.name]
@@ -965,6 +999,7 @@ class LeaderCore:
             return
         state.phase = "joining"
         state.parts = "parts" in message.join.capabilities
+        state.output = "output" in message.join.capabilities
         message.join.ClearField("capabilities")  # the stream's, not the host record's
         if self._proposal_format() < fsm.recovery.FORMAT:
             message.join.ClearField("running")  # older replicas would store it in the host record
@@ -1025,6 +1060,10 @@ class LeaderCore:
             term.reports.add((stream, relayed), relayed.ByteSize())
         if reports:
             self._flush(term, term.reports, _reports_entry, self._reports_settled)
+        if kind == "output":
+            answered = term.outputs.answered(stream, message.output)
+            if answered is not None:
+                self._reply(answered[0].token, answered[1])
         if kind == "launch":
             self._launch(term, session, message.launch)
         elif kind == "task" and message.task.host == session.name:  # a worker speaks for its own host

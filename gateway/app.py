@@ -173,6 +173,19 @@ def make_app(backend: Backend) -> FastAPI:
         note = audit_note(request, dry_run)
         return job_answer(await call(request, lambda c: c.control_job(job_id, action, audit=note)))
 
+    @app.get(f"{PREFIX}/jobs/{{job_id}}/output", summary="The end of a job's stdout or stderr (its owner's)")
+    async def output(request: Request, job_id: str, stream: str = "stdout", tail: int = 65536) -> Response:
+        """Read by the worker of the job's host and relayed to the leader (workers accept no
+        connections); text/plain, with X-XCE-Output-Size (the whole file's) and X-XCE-Host."""
+        if stream not in ("stdout", "stderr"):
+            raise Problem(400, f"stream is stdout or stderr, not {stream[:20]!r}")
+        if not 0 < tail <= 512 << 10:
+            raise Problem(400, "tail is between 1 and 524288 bytes")
+        got = await call(request, lambda c: c.job_output(job_id, stream == "stderr", tail))
+        return Response(got.data, media_type="text/plain; charset=utf-8",
+                        headers={"X-XCE-Output-Size": str(got.size), "X-XCE-Host": got.host,
+                                 "X-Content-Type-Options": "nosniff"})
+
     @app.patch(f"{PREFIX}/jobs/{{job_id}}", summary="Modify priority, queue or resource requirement")
     async def modify(request: Request, job_id: str, dry_run: bool = False) -> dict[str, Any]:
         """The job after the change; `dry_run=true`: {"dry_run": what would happen, "job": as it is}."""

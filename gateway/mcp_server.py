@@ -73,6 +73,15 @@ class Gateway:
             detail = f"HTTP {answer.status_code}"
         raise ToolError(detail)
 
+    async def output(self, job_id: str, stream: str, tail_bytes: int) -> dict[str, Any]:
+        answer = await self._send("GET", f"/jobs/{job_id}/output",
+                                  params={"stream": stream, "tail": tail_bytes})
+        if answer.status_code >= 400:
+            self._answer(answer)
+        size = agent_advice.number(answer.headers.get("x-xce-output-size"))
+        return {"job": job_id, "stream": stream, "host": answer.headers.get("x-xce-host", ""), "size": size,
+                "text": answer.content.decode(errors="replace"), "truncated": size > len(answer.content)}
+
     async def all_jobs(self, filters: Sequence[str] = ()) -> tuple[list[dict[str, Any]], bool]:
         """Live jobs (up to MAX_LISTED), and whether some were left out."""
         jobs: list[dict[str, Any]] = []
@@ -179,6 +188,12 @@ def build(gateway: Gateway) -> MCPServer:
         jobs, partial = await gateway.all_jobs(wanted)
         return {**agent_advice.pending_summary(jobs), "partial": partial}
 
+    @server.tool(name="scheduler_job_output",
+                 description="The end of a job's output (stdout, or stderr), as its host's worker reads it; "
+                             "the job's owner's key only.")
+    async def job_output(job_id: str, stream: str = "stdout", tail_bytes: int = 4096) -> dict[str, Any]:
+        return await gateway.output(job_id, stream, tail_bytes)
+
     # ------------------------------------------------------------------ writes
 
     @server.tool(name="scheduler_submit",
@@ -258,7 +273,14 @@ def build(gateway: Gateway) -> MCPServer:
                  description="Why a job ended as it did: exit code, signal, memory or run limit, lost host; "
                              "with what to change.")
     async def analyze_failure(job_id: str) -> dict[str, Any]:
-        return agent_advice.explain_failure(await gateway.get(f"/jobs/{job_id}"))
+        job = await gateway.get(f"/jobs/{job_id}")
+        found = agent_advice.explain_failure(job)
+        if job.get("host"):  # what it printed last, if its host can be asked and this key may read it
+            try:
+                found["stderr_tail"] = (await gateway.output(str(job["id"]), "stderr", 2048))["text"]
+            except ToolError as exc:
+                found["stderr_tail"] = f"(not available: {exc})"
+        return found
 
     @server.tool(name="scheduler_suggest_resources",
                  description="Slots, memory and run limit for a command, from the history of this key's "

@@ -33,7 +33,8 @@ time.sleep(30)
 TOOLS = {"scheduler_cluster_status", "scheduler_list_jobs", "scheduler_get_job", "scheduler_list_hosts",
          "scheduler_list_queues", "scheduler_pending_reasons", "scheduler_submit", "scheduler_cancel",
          "scheduler_hold", "scheduler_release", "scheduler_modify", "scheduler_wait_job",
-         "scheduler_analyze_failure", "scheduler_suggest_resources", "scheduler_estimate_wait_time"}
+         "scheduler_analyze_failure", "scheduler_suggest_resources", "scheduler_estimate_wait_time",
+         "scheduler_job_output"}
 
 
 @pytest.fixture
@@ -117,6 +118,12 @@ def test_every_tool_against_a_live_cluster(served: tuple[LocalCluster, LocalGate
         out["cancel"] = unwrap(await agent.call("scheduler_cancel", job_id=job))
         out["wait"] = unwrap(await agent.call("scheduler_wait_job", job_id=later, timeout_s=60))
         out["suggest"] = unwrap(await agent.call("scheduler_suggest_resources", command=["/bin/true"]))
+        said = unwrap(await agent.call("scheduler_submit", command=["sh", "-c", "echo out; echo err >&2"],
+                                       name="talker", cwd=str(tmp_path)))
+        await agent.call("scheduler_wait_job", job_id=said["submitted"]["id"], timeout_s=60)
+        out["stdout"] = unwrap(await agent.call("scheduler_job_output", job_id=said["submitted"]["id"]))
+        out["stderr"] = unwrap(await agent.call("scheduler_job_output", job_id=said["submitted"]["id"],
+                                                stream="stderr"))
         out["bad"] = await agent.call("scheduler_submit", command=["x"], template="gpu_magic")
         out["unknown"] = await agent.call("scheduler_get_job", job_id="999999")
         out["progress"] = list(agent.progress)
@@ -142,6 +149,8 @@ def test_every_tool_against_a_live_cluster(served: tuple[LocalCluster, LocalGate
     assert out["wait"]["ended"] and out["wait"]["job"]["state"] == "DONE"
     assert any("DONE" in p for p in out["progress"])  # progress notifications as its state changed
     assert out["suggest"]["based_on"] >= 1 and out["suggest"]["program"] == "true"
+    assert (out["stdout"]["text"], out["stdout"]["host"], out["stdout"]["size"]) == ("out\n", "w1", 4)
+    assert out["stderr"]["text"] == "err\n" and not out["stderr"]["truncated"]
     assert "unknown template 'gpu_magic'" in out["bad"]["error"]
     assert "Not Found" in out["unknown"]["error"] and "999999" in out["unknown"]["error"]
 
@@ -171,3 +180,4 @@ def test_golden_submit_wait_analyze_a_job_out_of_memory(served: tuple[LocalClust
     assert analysis["causes"][0].endswith("over its limit of 100 MB (-M)")
     assert analysis["suggestions"][0].startswith("ask for more memory: mem_mb ")
     assert int(analysis["suggestions"][0].rsplit(" ", 1)[1]) >= 200
+    assert "stderr_tail" in analysis and not analysis["stderr_tail"].startswith("(not available")

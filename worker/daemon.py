@@ -96,6 +96,7 @@ class Worker:
         self._target = config.controllers[0]
         self._call: grpc.Call | None = None
         self._lock = threading.Lock()
+        self._readers = threading.BoundedSemaphore(4)  # output reads at once (the rest time out)
         self._unacked: dict[tuple[int, int, str], api.JobReport] = {}
         self._send: Send | None = None  # the joined connection's, while there is one
         self._heard = 0.0  # when the leader last said anything on the current stream
@@ -127,6 +128,7 @@ class Worker:
         join.running.extend(api.InstanceKey(job_id=j, attempt=a)
                             for j, a in sorted(self.executor.running(parts=False)))
         join.capabilities.append("parts")  # it keeps the parts of parallel jobs (worker/tasks.py)
+        join.capabilities.append("output")  # it reads a job's output for the leader (OutputRequest)
         return api.WorkerMessage(join=join)
 
     def receive(self, frame: api.ControllerMessage, send: Send) -> bool:
@@ -248,11 +250,29 @@ class Worker:
         elif kind == "signal":
             signal_ = message.signal
             self.executor.signal((signal_.job_id, signal_.attempt), signal_.kind, signal_.preempted)
+        elif kind == "output":
+            # Read aside: a job's file may sit on a file system that hangs (its owner chose the
+            # path); the stream's own messages, heartbeats first, must not wait for it.
+            if self._readers.acquire(blocking=False):
+                threading.Thread(target=self._read_output, args=(message.output,), daemon=True).start()
         elif kind == "ack":
             ack = message.ack
             with self._lock:
                 self._unacked.pop((ack.job_id, ack.attempt, ack.kind), None)
             self.executor.acknowledged((ack.job_id, ack.attempt), ack.kind)
+
+    def _read_output(self, asked: api.OutputRequest) -> None:
+        try:
+            answer = self.executor.output_tail(asked.job, asked.stderr, asked.tail_bytes)
+        except Exception as exc:  # noqa: BLE001 - answered, so the caller is not left waiting
+            answer = api.OutputAnswer(error=f"{type(exc).__name__}: {exc}")
+        finally:
+            self._readers.release()
+        answer.request = asked.request
+        with self._lock:
+            send = self._send
+        if send is not None:
+            send(api.WorkerMessage(output=answer))
 
     def _resend(self, send: Send) -> None:
         """After a join: everything unacknowledged, and what still runs here."""

@@ -41,6 +41,7 @@ import json
 import logging
 import os
 import signal
+import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -606,6 +607,23 @@ class Executor:
             return {}
         return status if isinstance(status, dict) else {}
 
+    def output_tail(self, job: api.Job, stderr: bool, tail: int) -> api.OutputAnswer:
+        """The end of an instance's stdout or stderr file, for the leader (GetJobOutput): where
+        `_spawn` put it. Read as root, so only a regular file the job's owner owns is read, never
+        through a symbolic link: the owner could have put one in its place."""
+        account = self.host.account(job.spec.user)
+        if account is None:
+            return api.OutputAnswer(error=f"user {job.spec.user} has no account on this host")
+        suffix, chosen = ("err", job.spec.stderr_path) if stderr else ("out", job.spec.stdout_path)
+        cwd = job.spec.cwd or account.home or "/"
+        path = str(Path(cwd) / output_path(chosen, job)) if chosen else \
+            str(self.spool / "users" / account.name / f"{job.id}.{job.attempt}.{suffix}")
+        try:
+            data, size = read_tail(path, account.uid, tail)
+        except OutputUnreadable as exc:
+            return api.OutputAnswer(path=path, error=str(exc))
+        return api.OutputAnswer(path=path, data=data, size=size)
+
     def _output(self, cwd: str, path: str, job: api.Job, account: Account, suffix: str) -> str:
         """A path the owner chose (relative to the cwd), or the owner's own directory in the spool."""
         if path:
@@ -726,3 +744,40 @@ def env_bytes(env: dict[str, str]) -> bytes:
     """The job's environment as the shim reads it: NAME=VALUE items, NUL-separated (a NUL inside a
     name or value cannot reach exec anyway; the controller refuses none, so it is dropped here)."""
     return b"\0".join(f"{k}={v}".replace("\0", "").encode() for k, v in env.items())
+
+
+class OutputUnreadable(Exception):
+    pass
+
+
+MAX_TAIL = 512 << 10
+
+
+def read_tail(path: str, owner_uid: int, tail: int) -> tuple[bytes, int]:
+    """(the last `tail` bytes, the size) of a regular file of `owner_uid`'s, opened without following
+    a link at its last component and without blocking (a FIFO in its place must not hang the worker)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise OutputUnreadable(f"no file {path} (the job has not written it, or it was removed)") from None
+    except OSError as exc:
+        raise OutputUnreadable(f"cannot open {path}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OutputUnreadable(f"{path} is not a regular file")
+        if info.st_uid != owner_uid:
+            raise OutputUnreadable(f"{path} is not the job owner's file")
+        size = info.st_size
+        start = max(0, size - max(0, min(tail, MAX_TAIL)))
+        chunks, offset = [], start
+        while offset < size:
+            chunk = os.pread(fd, size - offset, offset)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks), size
+    finally:
+        os.close(fd)

@@ -289,6 +289,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("id", help="a job id, an array (17), or elements of it (17[1-100], 17[5,9])")
         p.add_argument("--json", action="store_true", help="print the answer as JSON")
 
+    p = sub.add_parser("peek", help="the end of a job's output, read on its host (like bpeek)")
+    p.add_argument("id", help="job id (numeric, readable, or an array element 12[3])")
+    p.add_argument("--stderr", action="store_true", help="its stderr (default: stdout)")
+    p.add_argument("-n", "--bytes", type=int, default=65536, help="the last this many bytes (at most 524288)")
+
     p = sub.add_parser("run", help="force-run a pending job on a host (like brun)")
     p.add_argument("id", help="the pending job")
     p.add_argument("--host", "-m", required=True, help="the host to run it on")
@@ -548,6 +553,14 @@ def _run(client: Client, args: argparse.Namespace) -> int:
     if command == "acct":
         totals = cli_history.accounting(client, args)
         return _emit(args, lambda: _dict(totals), lambda: cli_history.print_accounting(totals))
+    if command == "peek":
+        got = client.job_output(args.id, args.stderr, args.bytes)
+        if got.size > len(got.data):
+            print(f"(the last {len(got.data)} of {got.size} bytes of {got.path} on {got.host})",
+                  file=sys.stderr)
+        sys.stdout.buffer.write(got.data)
+        sys.stdout.flush()
+        return 0
     if command == "audit":
         rows = cli_history.audit(client, args)
         return _emit(args, lambda: {"records": [_dict(r) for r in rows]},
@@ -986,8 +999,8 @@ def _status_table(status: api.StatusResponse) -> None:
 
 # Commands that only talk to the cluster and print: nothing of theirs is left to run once they return.
 FAST_EXIT = frozenset({"submit", "jobs", "job", *ACTIONS, "run", "modify", "queues", "queue", "limits",
-                       "fairshare", "history", "acct", "audit", "hosts", "host", "status", "whoami", "token",
-                       "member", "launch"})
+                       "fairshare", "history", "acct", "audit", "peek", "hosts", "host", "status", "whoami",
+                       "token", "member", "launch"})
 
 
 def entry() -> NoReturn:

@@ -131,6 +131,12 @@ class Client:
             if not token:
                 return jobs
 
+    def job_output(self, job_id: str | int, stderr: bool = False,
+                   tail_bytes: int = 0) -> api.JobOutputResponse:
+        """The end of a job's stdout (or stderr), read by its host's worker (like bpeek)."""
+        request = api.JobOutputRequest(job_id=str(job_id), stderr=stderr, tail_bytes=tail_bytes)
+        return self.call("JobService", "GetJobOutput", request, api.JobOutputResponse)
+
     def history(self, request: api.HistoryRequest, limit: int = 0) -> list[api.Job]:
         """Finished jobs, newest first, page by page up to `limit` (0: all)."""
         jobs: list[api.Job] = []

@@ -1139,20 +1139,22 @@ class DecisionBatchResponse(_message.Message):
     def __init__(self, rejections: _Optional[_Iterable[str]] = ..., revision: _Optional[int] = ..., outcomes: _Optional[_Iterable[_Union[DecisionOutcome, _Mapping]]] = ...) -> None: ...
 
 class WorkerMessage(_message.Message):
-    __slots__ = ("join", "heartbeat", "report", "reports", "launch", "task")
+    __slots__ = ("join", "heartbeat", "report", "reports", "launch", "task", "output")
     JOIN_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     REPORT_FIELD_NUMBER: _ClassVar[int]
     REPORTS_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
     join: HostSpec
     heartbeat: Heartbeat
     report: JobReport
     reports: Reports
     launch: LaunchTask
     task: TaskState
-    def __init__(self, join: _Optional[_Union[HostSpec, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., report: _Optional[_Union[JobReport, _Mapping]] = ..., reports: _Optional[_Union[Reports, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., task: _Optional[_Union[TaskState, _Mapping]] = ...) -> None: ...
+    output: OutputAnswer
+    def __init__(self, join: _Optional[_Union[HostSpec, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., report: _Optional[_Union[JobReport, _Mapping]] = ..., reports: _Optional[_Union[Reports, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., task: _Optional[_Union[TaskState, _Mapping]] = ..., output: _Optional[_Union[OutputAnswer, _Mapping]] = ...) -> None: ...
 
 class Reports(_message.Message):
     __slots__ = ("reports",)
@@ -1314,8 +1316,56 @@ class Heartbeat(_message.Message):
     load: _containers.ScalarMap[str, float]
     def __init__(self, generation: _Optional[int] = ..., fence_s: _Optional[float] = ..., unknown_timeout_s: _Optional[float] = ..., load: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
+class JobOutputRequest(_message.Message):
+    __slots__ = ("job_id", "stderr", "tail_bytes")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    TAIL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    stderr: bool
+    tail_bytes: int
+    def __init__(self, job_id: _Optional[str] = ..., stderr: _Optional[bool] = ..., tail_bytes: _Optional[int] = ...) -> None: ...
+
+class JobOutputResponse(_message.Message):
+    __slots__ = ("data", "size", "host", "path")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    size: int
+    host: str
+    path: str
+    def __init__(self, data: _Optional[bytes] = ..., size: _Optional[int] = ..., host: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class OutputRequest(_message.Message):
+    __slots__ = ("request", "job", "stderr", "tail_bytes")
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    TAIL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    request: int
+    job: Job
+    stderr: bool
+    tail_bytes: int
+    def __init__(self, request: _Optional[int] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., stderr: _Optional[bool] = ..., tail_bytes: _Optional[int] = ...) -> None: ...
+
+class OutputAnswer(_message.Message):
+    __slots__ = ("request", "data", "size", "path", "error")
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    request: int
+    data: bytes
+    size: int
+    path: str
+    error: str
+    def __init__(self, request: _Optional[int] = ..., data: _Optional[bytes] = ..., size: _Optional[int] = ..., path: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+
 class ControllerMessage(_message.Message):
-    __slots__ = ("joined", "run", "signal", "ack", "commands", "heartbeat", "launch", "task")
+    __slots__ = ("joined", "run", "signal", "ack", "commands", "heartbeat", "launch", "task", "output")
     JOINED_FIELD_NUMBER: _ClassVar[int]
     RUN_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
@@ -1324,6 +1374,7 @@ class ControllerMessage(_message.Message):
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
     joined: Joined
     run: RunJob
     signal: SignalJob
@@ -1332,7 +1383,8 @@ class ControllerMessage(_message.Message):
     heartbeat: Heartbeat
     launch: LaunchTask
     task: TaskState
-    def __init__(self, joined: _Optional[_Union[Joined, _Mapping]] = ..., run: _Optional[_Union[RunJob, _Mapping]] = ..., signal: _Optional[_Union[SignalJob, _Mapping]] = ..., ack: _Optional[_Union[ReportAck, _Mapping]] = ..., commands: _Optional[_Union[Commands, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., task: _Optional[_Union[TaskState, _Mapping]] = ...) -> None: ...
+    output: OutputRequest
+    def __init__(self, joined: _Optional[_Union[Joined, _Mapping]] = ..., run: _Optional[_Union[RunJob, _Mapping]] = ..., signal: _Optional[_Union[SignalJob, _Mapping]] = ..., ack: _Optional[_Union[ReportAck, _Mapping]] = ..., commands: _Optional[_Union[Commands, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., task: _Optional[_Union[TaskState, _Mapping]] = ..., output: _Optional[_Union[OutputRequest, _Mapping]] = ...) -> None: ...
 
 class Commands(_message.Message):
     __slots__ = ("commands",)

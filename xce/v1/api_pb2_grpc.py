@@ -69,6 +69,11 @@ class JobServiceStub:
                 request_serializer=xce_dot_v1_dot_api__pb2.HistoryRequest.SerializeToString,
                 response_deserializer=xce_dot_v1_dot_api__pb2.HistoryResponse.FromString,
                 _registered_method=True)
+        self.GetJobOutput = channel.unary_unary(
+                '/xce.v1.JobService/GetJobOutput',
+                request_serializer=xce_dot_v1_dot_api__pb2.JobOutputRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.JobOutputResponse.FromString,
+                _registered_method=True)
         self.Accounting = channel.unary_unary(
                 '/xce.v1.JobService/Accounting',
                 request_serializer=xce_dot_v1_dot_api__pb2.AccountingRequest.SerializeToString,
@@ -121,6 +126,12 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetJobOutput(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Accounting(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -164,6 +175,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.ListHistory,
                     request_deserializer=xce_dot_v1_dot_api__pb2.HistoryRequest.FromString,
                     response_serializer=xce_dot_v1_dot_api__pb2.HistoryResponse.SerializeToString,
+            ),
+            'GetJobOutput': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetJobOutput,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.JobOutputRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.JobOutputResponse.SerializeToString,
             ),
             'Accounting': grpc.unary_unary_rpc_method_handler(
                     servicer.Accounting,
@@ -360,6 +376,33 @@ class JobService:
             '/xce.v1.JobService/ListHistory',
             xce_dot_v1_dot_api__pb2.HistoryRequest.SerializeToString,
             xce_dot_v1_dot_api__pb2.HistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetJobOutput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.JobService/GetJobOutput',
+            xce_dot_v1_dot_api__pb2.JobOutputRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.JobOutputResponse.FromString,
             options,
             channel_credentials,
             insecure,
