@@ -98,6 +98,7 @@ class Replica:
     raft: str
     cert: Path | None = None      # its TLS certificate and key (None: insecure)
     key: Path | None = None
+    metrics: str = ""             # HOST:PORT of its Prometheus /metrics ("": none)
 
 
 @dataclass(frozen=True)
@@ -524,8 +525,21 @@ def _replica(raw: dict[str, Any], path: Path, tls_base: Path | None) -> Replica:
     if tls_base is not None:
         cert = tls_base / str(raw.get("cert", f"tls/replica-{replica_id}.crt"))
         key = tls_base / str(raw.get("key", f"tls/replica-{replica_id}.key"))
+    metrics = raw.get("metrics", "")
+    if not isinstance(metrics, str) or (metrics and not _is_address(metrics)):
+        raise ConfigError(f"{path}: replica {replica_id}: metrics is HOST:PORT, not {metrics!r}")
     return Replica(id=replica_id, grpc=_get(raw, "grpc", str, path), raft=_get(raw, "raft", str, path),
-                   cert=cert, key=key)
+                   cert=cert, key=key, metrics=metrics)
+
+
+def _is_address(text: str) -> bool:
+    from xce.metrics import split
+
+    try:
+        split(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _queue(raw: dict[str, Any], path: Path) -> api.Queue:

@@ -145,6 +145,7 @@ class _Services:
         self.authenticator = authenticator
         self.policy = replica.config.policy
         self._sync_streams: dict[tuple[str, str], int] = {}  # per principal (role, name): open Sync streams
+        replica.sync_streams_open = lambda: sum(self._sync_streams.values())  # for its metrics
 
     async def _caller(self, context: grpc.aio.ServicerContext, permission: str) -> Principal:
         return await _authorized(self.authenticator, self.policy, context, permission)

@@ -41,7 +41,7 @@ import logging
 import os
 import random
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,11 +69,13 @@ from controller.leader import (
     TransferLeadership,
 )
 from controller.raft import FAIL_STOP_EXIT, SUCCESS, RaftNode
+from controller.replica_metrics import ReplicaMetrics
 from controller.store import StateStore, StoreError, lock_data_dir
 from xce import sd_notify
 from xce.clock import REAL_CLOCK, Clock
 from xce.credentials import Credentials, FileWatch, TlsFiles
 from xce.errors import ServiceError, unavailable
+from xce.metrics import serve as serve_metrics
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -214,6 +216,9 @@ class Replica:
         self._held = 0  # calls waiting in leader_settled
         self._changed = asyncio.Event()  # replaced and set after each input while calls are held
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.sync_streams_open: Callable[[], int] = lambda: 0  # set by grpc_api (its metrics)
+        self.metrics: ReplicaMetrics | None = None  # with [[replicas]] metrics = "host:port"
+        self._proposed_at: dict[int, float] = {}  # proposal token -> when, for the commit latency
 
     # -------------------------------------------------------------- from the tick thread
 
@@ -278,6 +283,8 @@ class Replica:
         self._perform()
 
     def _role_changed(self, role: str) -> None:  # tick thread
+        if self.metrics is not None:
+            self.metrics.role_changes.inc()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._on_role)
 
@@ -287,6 +294,9 @@ class Replica:
         self._wake.set()
 
     def _proposal_done(self, token: int, results: list[log.Result] | None) -> None:
+        started = self._proposed_at.pop(token, None)
+        if started is not None and results is not None and self.metrics is not None:
+            self.metrics.commit_latency.observe(self.clock.monotonic_s() - started)
         self.core.proposal_done(token, results)
         self._perform()
 
@@ -426,6 +436,8 @@ class Replica:
         loop = self._loop
         assert loop is not None
         token = effect.token
+        if self.metrics is not None:
+            self._proposed_at[token] = self.clock.monotonic_s()
 
         def done(result: Any, error: int) -> None:  # tick thread
             loop.call_soon_threadsafe(self._proposal_done, token, result if error == SUCCESS else None)
@@ -544,6 +556,11 @@ class Replica:
             server.add_secure_port(self.me.grpc, server_credentials(self.config, self.me))
         await server.start()
         logger.info("replica %d serving gRPC on %s, Raft on %s", self.me.id, self.me.grpc, self.me.raft)
+        metrics_server = None
+        if self.me.metrics:
+            self.metrics = ReplicaMetrics(self, lambda: self.sync_streams_open())
+            metrics_server = serve_metrics(self.me.metrics, self.metrics.registry)
+            logger.info("replica %d serving metrics on http://%s/metrics", self.me.id, self.me.metrics)
         me = self.me
         sd_notify.notify("READY=1", f"STATUS=replica {me.id}: {self.mode}, gRPC on {me.grpc}, "
                                     f"Raft on {me.raft}")
@@ -554,6 +571,8 @@ class Replica:
         else:
             sd_notify.notify("STOPPING=1")
         await server.stop(grace=1.0)
+        if metrics_server is not None:
+            metrics_server.shutdown()
         timer.cancel()
         for task in list(self._tasks):
             task.cancel()

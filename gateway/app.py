@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, TypeVar
 
 from fastapi import FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
@@ -91,10 +92,29 @@ def make_app(backend: Backend) -> FastAPI:
         finally:
             hub.close()
 
+    registry = CollectorRegistry()
+    requests = Counter("xce_gateway_requests_total", "Requests by method, route and status",
+                       ["method", "route", "status"], registry=registry)
+    followers = Gauge("xce_gateway_event_clients", "Clients following /xce/v1/events", registry=registry)
+    Gauge("xce_gateway_event_revision", "The last revision the event hub took", registry=registry
+          ).set_function(lambda: float(hubs[0].revision) if hubs else 0.0)
+
     app = FastAPI(title="XCE", version="1", openapi_url=f"{PREFIX}/openapi.json", docs_url=None,
                   redoc_url=None, lifespan=lifespan,
                   description="The XCE batch workload manager's REST API. Every request carries an API key "
                   "(Authorization: Bearer); errors are RFC 9457 problem details.")
+
+    @app.middleware("http")
+    async def count(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        answer = await call_next(request)
+        route = request.scope.get("route")
+        requests.labels(request.method, getattr(route, "path", "unmatched"), str(answer.status_code)).inc()
+        return answer
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        """Prometheus metrics: counts only, no key needed (as a daemon's /metrics)."""
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     async def call(request: Request, work: Callable[[Client], T]) -> T:
         client = backend.client(api_key(request))
@@ -268,7 +288,7 @@ def make_app(backend: Backend) -> FastAPI:
                     raise unavailable(hub)
                 break  # an id from ahead of this cluster (another one, or restored): resync below
             await asyncio.sleep(0.05)
-        return StreamingResponse(follow(hub, audience, position, backend.client(key)),
+        return StreamingResponse(counted(followers, follow(hub, audience, position, backend.client(key))),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -295,13 +315,23 @@ def make_app(backend: Backend) -> FastAPI:
     return app
 
 
+async def counted(gauge: Gauge, stream: AsyncGenerator[bytes, None]) -> AsyncIterator[bytes]:
+    gauge.inc()
+    try:
+        async for chunk in stream:
+            yield chunk
+    finally:
+        gauge.dec()
+        await stream.aclose()  # its catch-up thread stops now, not when collected
+
+
 HUB_WAIT_S = 15.0      # for the event hub's first snapshot, or to reach a client's revision
 KEEPALIVE_S = 15.0     # a comment line on an idle stream, so that proxies and clients see it alive
 RECHECK_S = 30.0       # the caller's key is asked about again this often: a revoked key's stream ends
 
 
 async def follow(hub: EventHub, audience: sse.Audience, position: sse.Position | None,
-                 caller: Client) -> AsyncIterator[bytes]:
+                 caller: Client) -> AsyncGenerator[bytes, None]:
     """One client's stream: from the buffer, or from a catch-up first; a keepalive when idle."""
     yield b"retry: 1000\n\n"
     if position is not None and position.revision > hub.revision:

@@ -25,6 +25,8 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
 from scheduler import picker as picker_module
 from scheduler.decider import Decider
 from scheduler.follower import Follower
@@ -36,6 +38,8 @@ from xce import daemon_logging, pki, sd_notify
 from xce.client import Client, XceError
 from xce.clock import REAL_CLOCK, Clock
 from xce.credentials import Credentials
+from xce.metrics import BUCKETS
+from xce.metrics import serve as serve_metrics
 from xce.v1 import api_pb2 as api
 
 log = logging.getLogger("xce.scheduler")
@@ -72,6 +76,15 @@ class Scheduler:
                                     call_timeout_s=max(0.2, lease_s / 6))
         self._stop = threading.Event()
         self._renew_now = threading.Event()
+        # Prometheus metrics (served only with --metrics): passes, decisions, the lease.
+        self.registry = CollectorRegistry()
+        self._pass_s = Histogram("xce_scheduler_pass_seconds", "One pass of the decider (a batch or none)",
+                                 buckets=BUCKETS, registry=self.registry)
+        self._decisions = Counter("xce_scheduler_decisions_total", "Decisions sent, by kind and outcome",
+                                  ["kind", "outcome"], registry=self.registry)
+        lease = Gauge("xce_scheduler_lease_held", "1 while this scheduler holds the lease",
+                      registry=self.registry)
+        lease.set_function(lambda: float(self.holds_lease()))
 
     @property
     def epoch(self) -> int:
@@ -146,7 +159,9 @@ class Scheduler:
             snapshot = pass_view(self.follower.view)
         # Not under the lock: a pass may take a while, and the lease thread must never
         # wait for one (decide reads the lease once, at its start).
-        batch = self.decider.decide(snapshot, self.clock.monotonic_s(), self.clock.now_ms())
+        began = self.clock.monotonic_s()
+        batch = self.decider.decide(snapshot, began, self.clock.now_ms())
+        self._pass_s.observe(self.clock.monotonic_s() - began)
         if batch is None:
             return
         self._to_leader(self._client)
@@ -156,11 +171,18 @@ class Scheduler:
         except XceError as exc:
             log.info("scheduler %s: batch not sent: %s", self.id, exc)
             reply = None
+        self._count(batch, reply)
         with self._lock:
             self.decider.batch_answered(batch, reply, self.clock.monotonic_s())
             renew = self.decider.lease.due(self.clock.monotonic_s())
         if renew:
             self._renew_now.set()  # maybe a new leader, or a stale lease: confirm it now
+
+    def _count(self, batch: api.DecisionBatch, reply: api.DecisionBatchResponse | None) -> None:
+        for i, decision in enumerate(batch.decisions):
+            outcome = "unknown" if reply is None else \
+                "rejected" if i < len(reply.rejections) and reply.rejections[i] else "accepted"
+            self._decisions.labels(decision.WhichOneof("body") or "empty", outcome).inc()
 
     def _to_leader(self, client: Client) -> None:
         """Calls go where the Sync stream is served, which only the leader does: after a
@@ -182,7 +204,7 @@ class Scheduler:
 
 
 def run(addresses: Sequence[str], credentials: Credentials, scheduler_id: str | None, lease_s: float,
-        picker: str = "fcfs") -> int:
+        picker: str = "fcfs", metrics: str = "") -> int:
     try:
         picker_module.load(picker)
     except picker_module.PickerError as exc:
@@ -195,5 +217,8 @@ def run(addresses: Sequence[str], credentials: Credentials, scheduler_id: str | 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: scheduler.stop())
     log.info("scheduler %s: controllers %s", scheduler.id, ",".join(addresses))
+    if metrics:
+        serve_metrics(metrics, scheduler.registry)
+        log.info("scheduler %s: metrics on http://%s/metrics", scheduler.id, metrics)
     scheduler.run()
     return 0

@@ -102,9 +102,9 @@ def make_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[typ
     started: list[LocalCluster] = []
 
     def build(replicas: int = 3, extra_config: str = "", name: str = "cluster",
-              insecure: bool = False, cluster_id: str = "local") -> LocalCluster:
+              insecure: bool = False, cluster_id: str = "local", metrics: bool = False) -> LocalCluster:
         cluster = LocalCluster(tmp_path / name, replicas, extra_config=extra_config, insecure=insecure,
-                               cluster_id=cluster_id)
+                               cluster_id=cluster_id, metrics=metrics)
         started.append(cluster)
         return cluster
 

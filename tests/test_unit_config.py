@@ -322,3 +322,18 @@ def test_a_worker_whose_kill_grace_outlasts_the_fence_window_is_refused(tmp_path
     worker.write_text('cluster_config = "cluster.toml"\nname = "n1"\nkill_grace_s = 5\ninsecure = true\n')
     with pytest.raises(WorkerConfigError, match=r"kill_grace_s 5 \+ the cluster's \[hosts\] fence_s 15"):
         load_worker(worker)
+
+
+def test_a_metrics_address_must_be_host_and_port(tmp_path: Path) -> None:
+    from worker.config import WorkerConfigError
+    from worker.config import load as load_worker
+
+    text = GOOD.replace('raft = "127.0.0.1:7202"', 'raft = "127.0.0.1:7202"\nmetrics = "127.0.0.1:9102"')
+    assert config.load(write(tmp_path, text)).replicas[1].metrics == "127.0.0.1:9102"
+    bad = GOOD.replace('raft = "127.0.0.1:7202"', 'raft = "127.0.0.1:7202"\nmetrics = "everywhere"')
+    assert "replica 2: metrics is HOST:PORT, not 'everywhere'" in load_error(tmp_path, bad)
+    (tmp_path / "cluster.toml").write_text(GOOD)
+    worker = tmp_path / "worker.toml"
+    worker.write_text('cluster_config = "cluster.toml"\nname = "n1"\ninsecure = true\nmetrics = "x:99999"\n')
+    with pytest.raises(WorkerConfigError, match="metrics is HOST:PORT"):
+        load_worker(worker)

@@ -58,6 +58,7 @@ class WorkerConfig:
     allow_root_jobs: bool = False
     usage_report_s: float = 30.0
     memory_poll_s: float = 1.0
+    metrics: str = ""  # HOST:PORT of its Prometheus /metrics ("": none)
 
 
 def load(path: Path, name: str | None = None) -> WorkerConfig:
@@ -109,10 +110,23 @@ def parse(raw: dict[str, Any], path: Path, name: str | None = None) -> WorkerCon
         if not isinstance(value, int | float) or isinstance(value, bool) or value < least:
             raise WorkerConfigError(f"{path}: {key} must be a number of seconds >= {least}")
         periods[key] = float(value)
+    metrics = raw.get("metrics", "")
+    if not isinstance(metrics, str) or metrics and not _address(metrics):
+        raise WorkerConfigError(f"{path}: metrics is HOST:PORT, not {metrics!r}")
     return WorkerConfig(path=path, controllers=controllers, host=host, spool_dir=spool,
                         kill_grace_s=float(grace), draining=draining, journal_keep=keep,
                         credentials=_credentials(raw, path, host.name), allow_root_jobs=allow_root,
-                        **periods)
+                        metrics=metrics, **periods)
+
+
+def _address(text: str) -> bool:
+    from xce.metrics import split
+
+    try:
+        split(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _credentials(raw: dict[str, Any], path: Path, name: str) -> Credentials:

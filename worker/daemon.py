@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
+from prometheus_client import CollectorRegistry, Gauge
 
 from worker import launch_socket
 from worker.config import WorkerConfig, WorkerConfigError, load
@@ -60,6 +61,7 @@ from worker.process_host import ProcessHost
 from xce import daemon_logging, sd_notify, worker_wire
 from xce.clock import REAL_CLOCK, Clock
 from xce.grpc_transport import channel_options, leader_hint
+from xce.metrics import serve as serve_metrics
 from xce.v1 import api_pb2 as api
 
 log = logging.getLogger("xce.worker")
@@ -461,6 +463,18 @@ def _drain(outgoing: queue.Queue[api.WorkerMessage | None]) -> Iterator[api.Work
 
 
 
+def worker_registry(worker: Worker) -> CollectorRegistry:
+    """The worker's Prometheus metrics, read when scraped."""
+    registry = CollectorRegistry()
+    Gauge("xce_worker_connected", "1 while joined to a leader", registry=registry).set_function(
+        lambda: float(worker.joined))
+    Gauge("xce_worker_running_jobs", "Job instances running on this host", registry=registry).set_function(
+        lambda: float(len(worker.executor.running())))
+    Gauge("xce_worker_reports_unacked", "Reports the leader has not acknowledged yet",
+          registry=registry).set_function(lambda: float(len(worker._unacked)))  # noqa: SLF001
+    return registry
+
+
 def run(config_path: Path, name: str | None = None) -> int:
     try:
         config = load(config_path, name)
@@ -473,5 +487,7 @@ def run(config_path: Path, name: str | None = None) -> int:
         signal.signal(sig, lambda *_: worker.stop())
     log.info("worker %s: %d slots, controllers %s", config.host.name, config.host.slots,
              ",".join(config.controllers))
+    if config.metrics:
+        serve_metrics(config.metrics, worker_registry(worker))
     worker.run()
     return 0

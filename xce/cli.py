@@ -192,6 +192,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--cert", type=path_arg,
                    help="its certificate (role scheduler; the id defaults to its name)")
     p.add_argument("--key", type=path_arg, help="the certificate's key")
+    p.add_argument("--metrics", default="", metavar="HOST:PORT", help="serve Prometheus /metrics there")
 
     p = sub.add_parser("ca", help="the cluster's certificate authority")
     casub = p.add_subparsers(dest="ca_command", required=True)
@@ -415,7 +416,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except PickerError as exc:
             print(f"xce scheduler: {exc}", file=sys.stderr)
             return 2
-        return run_scheduler(controllers(args), credentials(args), args.id, args.lease_s, args.picker)
+        return run_scheduler(controllers(args), credentials(args), args.id, args.lease_s, args.picker,
+                             args.metrics)
     if args.command == "mcp":
         from xce.credentials import CredentialsError, find_token
 

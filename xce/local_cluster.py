@@ -52,7 +52,8 @@ def free_ports(count: int) -> list[int]:
 
 
 def write_config(data: Path, replicas: int = 3, base_port: int = 0, cluster_id: str = "local",
-                 extra: str = "", hosts: Sequence[str] | None = None, insecure: bool = False) -> Path:
+                 extra: str = "", hosts: Sequence[str] | None = None, insecure: bool = False,
+                 metrics: bool = False) -> Path:
     """Write data/cluster.toml unless it exists; return its path. `hosts`: each
     replica's address (default 127.0.0.1 for all)."""
     # 0711: others may pass through to the workers' spools (job owners reach users/<owner>/ there),
@@ -75,7 +76,8 @@ def write_config(data: Path, replicas: int = 3, base_port: int = 0, cluster_id: 
         host = hosts[i] if hosts else "127.0.0.1"
         pki.issue(tls, "replica", str(i + 1), sans=[host, "localhost"])
         lines += ["[[replicas]]", f"id = {i + 1}", f'grpc = "{host}:{ports[i]}"',
-                  f'raft = "{host}:{ports[replicas + i]}"', ""]
+                  f'raft = "{host}:{ports[replicas + i]}"',
+                  *([f'metrics = "{host}:{free_ports(1)[0]}"'] if metrics else []), ""]
     lines += ["[tls]", 'ca = "tls/ca.crt"', 'client_cert = "tls/client-xce.crt"',
               'client_key = "tls/client-xce.key"', *(["insecure = true"] if insecure else []), "",
               "[[auth.tokens]]", f'sha256 = "{digest}"', f'user = "{_me()}"', 'role = "cluster_admin"', ""]
@@ -93,7 +95,8 @@ def _me() -> str:
 class LocalCluster:
     def __init__(self, data: Path, replicas: int = 3, base_port: int = 0, extra_config: str = "",
                  log_to_files: bool = True, hosts: Sequence[str] | None = None, insecure: bool = False,
-                 prefix: Callable[[int], Sequence[str]] | None = None, cluster_id: str = "local") -> None:
+                 prefix: Callable[[int], Sequence[str]] | None = None, cluster_id: str = "local",
+                 metrics: bool = False) -> None:
         """`hosts` and `prefix`: each replica's address, and what to run it under
         (soak/netns.py puts each replica in a network namespace of its own)."""
         from controller.config import load
@@ -101,7 +104,7 @@ class LocalCluster:
         self.data = Path(data)
         self.prefix = prefix
         self.config_path = write_config(self.data, replicas, base_port, cluster_id=cluster_id,
-                                        extra=extra_config, hosts=hosts, insecure=insecure)
+                                        extra=extra_config, hosts=hosts, insecure=insecure, metrics=metrics)
         self.config = load(self.config_path)
         self.log_to_files = log_to_files
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
@@ -299,10 +302,12 @@ class LocalCluster:
 class LocalScheduler:
     """An `xce scheduler` process for a LocalCluster; killed at the end."""
 
-    def __init__(self, cluster: LocalCluster, name: str = "sched-1", lease_s: float = 3.0) -> None:
+    def __init__(self, cluster: LocalCluster, name: str = "sched-1", lease_s: float = 3.0,
+                 metrics: str = "") -> None:
         self.cluster = cluster
         self.name = name
         self.lease_s = lease_s
+        self.metrics = metrics
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -315,7 +320,7 @@ class LocalScheduler:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "xce.cli", "--cluster", str(self.cluster.config_path),
                  "scheduler", "--id", self.name, "--lease-s", str(self.lease_s), "--cert", str(cert),
-                 "--key", str(key)], env=env,
+                 "--key", str(key), *(["--metrics", self.metrics] if self.metrics else [])], env=env,
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def pid(self) -> int:
