@@ -32,15 +32,19 @@ def action_of(method: str, request: Any) -> str:
     if method == "ControlJob":
         return api.ControlAction.Name(request.action).lower() if request.action in \
             api.ControlAction.values() else "control"
-    return {"SubmitJobs": "submit", "ModifyJob": "modify", "RunJob": "run"}.get(method, method)
+    return {"SubmitJobs": "submit", "ModifyJob": "modify", "RunJob": "run"}.get(method, method.lower())
 
 
 def params_of(request: Any) -> str:
     """The request as JSON, without its request id and audit; cut at audit.MAX_PARAMS characters."""
     shown = type(request)()
     shown.CopyFrom(request)
-    for name in ("request_id", "audit"):
-        shown.ClearField(name)
+    for name in ("request_id", "audit", "sha256"):
+        if name in shown.DESCRIPTOR.fields_by_name:
+            shown.ClearField(name)
+    for spec in getattr(shown, "jobs", ()):  # environment values stay out of the trail (keys kept)
+        for key in spec.env:
+            spec.env[key] = ""
     text = json_format.MessageToJson(shown, preserving_proto_field_name=True, sort_keys=True, indent=None)
     if len(text) > audit.MAX_PARAMS:
         text = text[:audit.MAX_PARAMS - 40] + f"... ({len(text)} characters in all)"
@@ -48,8 +52,13 @@ def params_of(request: Any) -> str:
 
 
 def prepare(method: str, request: Any, caller: Principal) -> api.AuditRequest | None:
-    """The request's audit, action and parameters filled in; None if it is not audited."""
-    if method not in AUDITED or not (request.HasField("audit") or caller.scope is not None):
+    """The request's audit, action and parameters filled in; None if it is not audited. Every write
+    of a scoped key is (one outside job work only to record its refusal)."""
+    if method not in AUDITED:
+        if caller.scope is None or method == "GetJobOutput":
+            return None
+        return api.AuditRequest(via="key", action=action_of(method, request), params=params_of(request))
+    if not (request.HasField("audit") or caller.scope is not None):
         return None
     note: api.AuditRequest = request.audit
     if len(note.via) > audit.MAX_VIA:

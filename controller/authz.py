@@ -258,7 +258,12 @@ def redact(policy: Policy, principal: Principal, job: api.Job) -> api.Job:
 # ------------------------------------------------------------------ scopes
 
 
-SCOPE_ACTIONS = ("submit", "kill", "stop", "resume", "hold", "release", "requeue", "modify", "run")
+SCOPE_ACTIONS = ("submit", "kill", "stop", "resume", "hold", "release", "requeue", "modify")
+# What a scoped key may ask at all (its role then decides, and its scope on each job): job work and
+# reads; never the Sync stream, backups, tokens, queues, hosts, members or a force-run.
+SCOPED_PERMISSIONS = frozenset({"jobs.read", "jobs.submit", "jobs.control", "jobs.modify", "cluster.read"})
+# Checked by the leader, not the gRPC layer: a denied audited write is recorded before it is answered.
+LEADER_CHECKED = frozenset({"jobs.submit", "jobs.control", "jobs.modify"})
 
 
 def check_scope(principal: Principal, action: str, queues: Iterable[str] = (), owner: str = "") -> None:

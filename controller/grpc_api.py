@@ -452,15 +452,21 @@ def _unary_service(authenticator: Authenticator, policy: authz.Policy, name: str
                    methods: dict[str, tuple[Handler, type[Message]]]) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(
         name, {method: grpc.unary_unary_rpc_method_handler(
-            _unary(authenticator, policy, authz.METHOD_PERMISSION.get(method), fn, cls))
+            _unary(authenticator, policy, authz.METHOD_PERMISSION.get(method), fn, cls,
+                   write=method in LEADER_WRITES))
             for method, (fn, cls) in methods.items()})
 
 
+# The writes the leader core takes (leader.LeaderCore._CALLS): it checks what the gRPC layer leaves.
+LEADER_WRITES = frozenset({"SubmitJobs", "ControlJob", "ModifyJob", "RunJob", "CreateQueue", "UpdateQueue",
+                           "CreateToken", "RevokeToken", "RemoveMember", "ControlHost", "GetJobOutput"})
+
+
 def _unary(authenticator: Authenticator, policy: authz.Policy, permission: str | None, fn: Handler,
-           request_class: type[Message]) -> Callable[..., Awaitable[bytes]]:
+           request_class: type[Message], write: bool = False) -> Callable[..., Awaitable[bytes]]:
     async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
-            caller = await _authorized(authenticator, policy, context, permission)
+            caller = await _authorized(authenticator, policy, context, permission, write)
             _HOLD_S.set(hold_s(context))
             response = await fn(parse(request_class, raw), caller)
         except ServiceError as exc:
@@ -471,10 +477,17 @@ def _unary(authenticator: Authenticator, policy: authz.Policy, permission: str |
 
 
 async def _authorized(authenticator: Authenticator, policy: authz.Policy, context: grpc.aio.ServicerContext,
-                      permission: str | None) -> Principal:
-    """The proven caller, if it holds `permission` (None: any authenticated caller)."""
+                      permission: str | None, write: bool = False) -> Principal:
+    """The proven caller, if it holds `permission` (None: any authenticated caller). A write the
+    leader decides on is let through to it when the leader checks its permission (the job writes),
+    or holds a scoped key to its scope: either way a denial is recorded (controller/audit_trail.py)."""
     caller = await authenticator.principal(context)
-    if permission is not None:
+    if caller.scope is not None:
+        if write:
+            return caller
+        if permission is not None and permission not in authz.SCOPED_PERMISSIONS:
+            raise authz.out_of_scope(caller, f"a scoped key may not read with {permission}")
+    if permission is not None and not (write and permission in authz.LEADER_CHECKED):
         policy.require(caller, permission)
     return caller
 

@@ -233,6 +233,10 @@ class Term:
     member_next: tuple[object, float] | None = None  # the next step, and when it was first seen
     loads: LoadCommits = field(default_factory=lambda: LoadCommits(0.0))
     outputs: OutputRelay = field(default_factory=OutputRelay)  # output requests in flight (output_relay.py)
+    # A scoped key's submits and requeues proposed but not yet applied: (jobs, slots) per user, so that
+    # requests checked while a batch commits all count (authz.check_scope_totals); and per call token.
+    scoped_in_flight: dict[str, tuple[int, int]] = field(default_factory=dict)
+    scoped_tokens: dict[int, tuple[str, int, int]] = field(default_factory=dict)
 
 
 _Submit = tuple[api.SubmitJobsRequest, log.Principal]  # a submit request and who sent it
@@ -434,13 +438,17 @@ class LeaderCore:
         try:
             if term is None or not term.configured or not self.consensus.caught_up():
                 raise self.refusal()
-            if caller.scope is not None and method not in SCOPED_METHODS:
-                raise authz.out_of_scope(caller, f"a scoped key only submits and acts on jobs, not {method}")
             note = audit_trail.prepare(method, request, caller)
             if note is not None and not self._audit_ready():
                 note = None
                 raise failed_precondition("the audit trail (and scoped keys) wait until every replica runs "
                                           f"entry format {fsm.audit.FORMAT} (xce status)")
+            if caller.scope is not None and method not in SCOPED_METHODS:
+                raise authz.out_of_scope(caller, f"a scoped key only submits and acts on jobs, not {method}")
+            # The gRPC layer left these to the leader, so that a denial is recorded (grpc_api._authorized).
+            permission = authz.METHOD_PERMISSION.get(method)
+            if permission is not None and (permission in authz.LEADER_CHECKED or caller.scope is not None):
+                self.settings.policy.require(caller, permission)
             handler(self, term, token, request, caller)
         except ServiceError as exc:
             # A denied action (permission, scope) is recorded before the caller hears of it; bad
@@ -507,25 +515,54 @@ class LeaderCore:
                     authz.check_submit_queue(policy, caller, queues[name])
                 authz.check_priority(policy, caller, queues[name], spec.priority)
                 authz.check_scope(caller, "submit", [name], caller.name)
-            if caller.scope is not None and (caller.scope.max_jobs or caller.scope.max_slots):
-                jobs, slots = audit_trail.unfinished(tables, caller.name, caller.scope.max_jobs)
-                more_slots = sum((self._array_size(s) if s.HasField("array") else 1) * (s.slots or 1)
-                                 for s in request.jobs)
-                authz.check_scope_totals(caller, jobs, slots, wanted, more_slots)
+            more_slots = sum((self._array_size(s) if s.HasField("array") else 1) * (s.slots or 1)
+                             for s in request.jobs)
+            self._check_scope_totals(term, tables, caller, wanted, more_slots)
             if request.HasField("audit") and request.audit.dry_run:
                 shown = [_with_defaults(spec, meta) for spec in request.jobs]
                 self._dry_run(token, request, caller, api.SubmitJobsResponse(
                     jobs=[api.Job(spec=spec, state=api.PEND) for spec in shown], revision=meta.applied_index),
                     audit_trail.would_submit(shown))
                 return
+        self._hold_scoped(term, token, caller, wanted, more_slots)
         term.submits.add((token, (request, caller.record())), request.ByteSize())
         self._flush(term, term.submits, _submit_entry, self._submits_settled)
+
+    def _check_scope_totals(self, term: Term, tables: Tables, caller: Principal, jobs: int,
+                            slots: int) -> None:
+        """A scoped key's limits, counting what is committed and what it has in flight."""
+        scope = caller.scope
+        if scope is None or not (scope.max_jobs or scope.max_slots):
+            return
+        now_jobs, now_slots = audit_trail.unfinished(tables, caller.name, scope.max_jobs)
+        flying_jobs, flying_slots = term.scoped_in_flight.get(caller.name, (0, 0))
+        authz.check_scope_totals(caller, now_jobs + flying_jobs, now_slots + flying_slots, jobs, slots)
+
+    def _hold_scoped(self, term: Term, token: int, caller: Principal, jobs: int, slots: int) -> None:
+        if caller.scope is None or not (caller.scope.max_jobs or caller.scope.max_slots):
+            return
+        held_jobs, held_slots = term.scoped_in_flight.get(caller.name, (0, 0))
+        term.scoped_in_flight[caller.name] = (held_jobs + jobs, held_slots + slots)
+        term.scoped_tokens[token] = (caller.name, jobs, slots)
+
+    def _release_scoped(self, term: Term, token: int) -> None:
+        held = term.scoped_tokens.pop(token, None)
+        if held is None:
+            return
+        user, jobs, slots = held
+        left = term.scoped_in_flight.get(user, (0, 0))
+        remaining = (left[0] - jobs, left[1] - slots)
+        if remaining[0] <= 0 and remaining[1] <= 0:
+            term.scoped_in_flight.pop(user, None)
+        else:
+            term.scoped_in_flight[user] = remaining
 
     def _submits_settled(self, term: Term, batch: list[tuple[int, _Submit]],
                          answers: list[log.Result | None]) -> None:
         # Answered even when the leadership ended meanwhile: the callers are waiting.
         with self.state.read() as tables:
             for (token, (request, _)), result in zip(batch, answers, strict=True):
+                self._release_scoped(term, token)  # applied (or not): the committed count says it now
                 try:
                     self._reply(token, self._submitted(tables, request.request_id, result))
                 except ServiceError as exc:
@@ -573,12 +610,20 @@ class LeaderCore:
             transition = None
             if fsm.read_result(tables, request.request_id) is None and not is_array:
                 transition = fsm.jobs.check_control(job, request.action)
+            # A requeue makes finished work unfinished again: it counts against the key's limits.
+            revived = 0
+            if request.action == api.REQUEUE and caller.scope is not None:
+                revived = sum(job.array.counts[s] for s in fsm.FINISHED if s < len(job.array.counts)) \
+                    if is_array else int(job.state in fsm.FINISHED)
+                self._check_scope_totals(term, tables, caller, revived, revived * max(1, job.spec.slots))
             if request.HasField("audit") and request.audit.dry_run:
                 words = audit_trail.would_control(job, action, transition.to if transition else None,
                                                   bool(transition and transition.kill_requested))
                 self._dry_run(token, request, caller, api.JobResponse(
                     job=job, revision=fsm.read_meta(tables).applied_index), words)
                 return
+        if revived:
+            self._hold_scoped(term, token, caller, revived, revived * max(1, job.spec.slots))
         self._propose_request(token, log.Entry(control=request, by=caller.record()), request.request_id,
                               self._job_response)
 
@@ -633,7 +678,6 @@ class LeaderCore:
         self._ensure_request_id(request)
         with self.state.read() as tables:
             job = self._job_for(tables, request.job_id, caller)
-            authz.check_scope(caller, "run", [job.spec.queue], job.spec.user)
             fsm.decisions.check_dispatch(fsm.CommittedUsage(tables), job, request.host, job.attempt,
                                          self._proposal_format())
         dispatch = log.Dispatch(job_id=job.id, host=request.host, attempt=job.attempt,
@@ -920,7 +964,11 @@ class LeaderCore:
 
     def _propose_request(self, token: int, entry: log.Entry, request_id: str,
                          respond: Callable[[Tables, log.Result], Message]) -> None:
+        term = self.term
+
         def done(results: list[log.Result] | None) -> None:
+            if term is not None:
+                self._release_scoped(term, token)
             with self.state.read() as tables:
                 try:
                     settled = proposals.settle(tables, request_id, results[0] if results else None)
@@ -1329,7 +1377,7 @@ def config_current(meta: log.Meta, init: log.InitCluster, members: Iterable[int]
 
 
 # What a scoped key may call at all (its scope then decides on each job).
-SCOPED_METHODS = frozenset({"SubmitJobs", "ControlJob", "ModifyJob", "RunJob"})
+SCOPED_METHODS = frozenset({"SubmitJobs", "ControlJob", "ModifyJob", "GetJobOutput"})
 
 
 def _with_defaults(spec: api.JobSpec, meta: log.Meta) -> api.JobSpec:

@@ -43,9 +43,12 @@ def api_key(request: Request) -> str:
     if not header:
         raise Problem(401, "no API key: send 'Authorization: Bearer <key>' (an XCE token; an admin "
                            "makes one with `xce token create` or POST /xce/v1/apikeys)")
-    if scheme.lower() != "bearer" or not key.strip():
+    key = key.strip()
+    if scheme.lower() != "bearer" or not key:
         raise Problem(401, "the Authorization header must be 'Bearer <key>'")
-    return key.strip()
+    if not (key.isascii() and key.isprintable()) or len(key) > 512:
+        raise Problem(401, "the key is not one XCE makes (printable ASCII, at most 512 characters)")
+    return key
 
 
 async def read_json(request: Request) -> Any:
@@ -217,8 +220,8 @@ def make_app(backend: Backend) -> FastAPI:
     @app.get(f"{PREFIX}/audit", summary="The audit trail, newest first (everyone's with audit.read)")
     async def audit(request: Request, principal: str = "", since_ms: int = 0, page_size: int | None = None,
                     page_token: str = "") -> dict[str, Any]:
-        if since_ms < 0:
-            raise Problem(400, "since_ms must be a non-negative integer")
+        if not 0 <= since_ms < 1 << 63:
+            raise Problem(400, "since_ms must be a non-negative 64-bit integer")
         wanted = api.ListAuditRequest(principal=principal, since_ms=since_ms,
                                       page_size=forms.page_size(page_size), page_token=page_token)
         page = await call(request, lambda c: c.call("AdminService", "ListAudit", wanted,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,7 +75,7 @@ class Gateway:
         raise ToolError(detail)
 
     async def output(self, job_id: str, stream: str, tail_bytes: int) -> dict[str, Any]:
-        answer = await self._send("GET", f"/jobs/{job_id}/output",
+        answer = await self._send("GET", f"/jobs/{quoted(job_id)}/output",
                                   params={"stream": stream, "tail": tail_bytes})
         if answer.status_code >= 400:
             self._answer(answer)
@@ -97,6 +98,13 @@ class Gateway:
 
     async def close(self) -> None:
         await self.http.aclose()
+
+
+def quoted(job_id: str) -> str:
+    """A job id as one path segment: `12`, a readable id, `12[3]`; never a way to another endpoint."""
+    if not job_id or len(job_id) > 256 or job_id in (".", ".."):
+        raise ToolError("a job id is a number (12), a readable id, or an array element (12[3])")
+    return urllib.parse.quote(job_id, safe="[]")
 
 
 def row(job: dict[str, Any]) -> dict[str, Any]:
@@ -156,7 +164,7 @@ def build(gateway: Gateway) -> MCPServer:
     @server.tool(name="scheduler_get_job",
                  description="One job in full: its spec, state, times, host, usage.")
     async def get_job(job_id: str) -> dict[str, Any]:
-        return await gateway.get(f"/jobs/{job_id}")  # type: ignore[no-any-return]
+        return await gateway.get(f"/jobs/{quoted(job_id)}")  # type: ignore[no-any-return]
 
     @server.tool(name="scheduler_list_hosts",
                  description="Hosts: status, slots and slots in use, memory, closed or open, load.")
@@ -178,7 +186,7 @@ def build(gateway: Gateway) -> MCPServer:
                              "queue) grouped by reason.")
     async def pending_reasons(job_id: str = "", user: str = "", queue: str = "") -> dict[str, Any]:
         if job_id:
-            job = await gateway.get(f"/jobs/{job_id}")
+            job = await gateway.get(f"/jobs/{quoted(job_id)}")
             return {"job": job.get("id"), "state": job.get("state"),
                     "pending_code": job.get("pending_code", ""),
                     "pending_reason": job.get("pending_reason", ""),
@@ -216,7 +224,7 @@ def build(gateway: Gateway) -> MCPServer:
         return {"submitted": row(done["jobs"][0])}
 
     async def act(job_id: str, action: str, dry_run: bool) -> dict[str, Any]:
-        done = await gateway.send("POST", f"/jobs/{job_id}/actions", {"action": action}, dry_run)
+        done = await gateway.send("POST", f"/jobs/{quoted(job_id)}/actions", {"action": action}, dry_run)
         return {"dry_run": done["dry_run"], "job": row(done["job"])} if dry_run else {"job": row(done)}
 
     @server.tool(name="scheduler_cancel",
@@ -244,7 +252,7 @@ def build(gateway: Gateway) -> MCPServer:
                   if v is not None}
         if not change:
             raise ToolError("nothing to change: give priority, queue or resource_req")
-        done = await gateway.send("PATCH", f"/jobs/{job_id}", change, dry_run)
+        done = await gateway.send("PATCH", f"/jobs/{quoted(job_id)}", change, dry_run)
         return {"dry_run": done["dry_run"], "job": row(done["job"])} if dry_run else {"job": row(done)}
 
     # ------------------------------------------------------------------ advanced
@@ -256,7 +264,7 @@ def build(gateway: Gateway) -> MCPServer:
         deadline = time.monotonic() + max(0.0, min(timeout_s, 3600.0))
         last = ""
         while True:
-            job = await gateway.get(f"/jobs/{job_id}")
+            job = await gateway.get(f"/jobs/{quoted(job_id)}")
             state = job.get("state", "")
             if state != last:
                 await ctx.report_progress(1.0 if state in ("DONE", "EXIT") else 0.5, 1.0,
@@ -273,7 +281,7 @@ def build(gateway: Gateway) -> MCPServer:
                  description="Why a job ended as it did: exit code, signal, memory or run limit, lost host; "
                              "with what to change.")
     async def analyze_failure(job_id: str) -> dict[str, Any]:
-        job = await gateway.get(f"/jobs/{job_id}")
+        job = await gateway.get(f"/jobs/{quoted(job_id)}")
         found = agent_advice.explain_failure(job)
         if job.get("host"):  # what it printed last, if its host can be asked and this key may read it
             try:

@@ -111,6 +111,7 @@ def bad_requests(job_id: str) -> list[tuple[str, str, dict[str, Any], int, str]]
         ("PATCH", f"/jobs/{job_id}", {"json": {"queue": "nope"}}, 400, "nope"),
         ("GET", "/history", {"params": {"state": "RUN"}}, 400, "DONE or EXIT"),
         ("GET", "/history", {"params": {"since_ms": "-5"}}, 400, "since_ms"),
+        ("GET", "/audit", {"params": {"since_ms": str(10 ** 20)}}, 400, "since_ms"),
         ("POST", "/apikeys", {"json": {"user": "a"}}, 400, "role"),
         ("POST", "/apikeys", {"json": {"user": "a", "role": "wizard"}}, 400, "wizard"),
         ("DELETE", "/apikeys/0000000000000000", {}, 404, ""),
@@ -143,6 +144,10 @@ def test_keys_are_checked_and_survive_restarts(cluster: LocalCluster, gateway: L
             assert answer.headers["www-authenticate"].startswith("Bearer")
     with http(gateway, "xce_not-a-key") as wrong:
         assert wrong.get("/jobs").status_code == 401
+    for odd in ("xce_\u00e9\u00e9", "x" * 600):  # not a key XCE makes: a 401, never a 500
+        header = f"Bearer {odd}".encode("latin-1")
+        answer = httpx.get(gateway.url + V1 + "/jobs", headers={"Authorization": header})
+        assert answer.status_code == 401 and "printable ASCII" in answer.json()["detail"]
     with http(gateway, cluster.admin_token) as admin:
         made = admin.post("/apikeys", json={"user": "alice", "role": "user", "description": "alice's"})
         assert made.status_code == 201, made.text
@@ -271,3 +276,54 @@ def test_dry_runs_scopes_and_the_audit_trail(cluster: LocalCluster, gateway: Loc
     shown = json.loads(xce_cli(cluster, "audit", "--user", "agent", "--json"))["records"]
     assert [(r["action"], r["outcome"]) for r in shown] == expected
     assert "refused" in xce_cli(cluster, "audit", "-n", "3")
+
+
+def test_a_scoped_key_stays_inside_its_limits_and_job_work(cluster: LocalCluster,
+                                                           gateway: LocalGateway) -> None:
+    """Its max_jobs holds against requeues of finished jobs and against submits sent all at once; it
+    may not read the state's streams, tokens or backups, and what it is refused is audited."""
+    import threading
+
+    from xce.client import XceError
+    from xce.v1 import api_pb2 as api
+
+    with http(gateway, cluster.admin_token) as admin:
+        scoped = admin.post("/apikeys", json={"user": "agent", "role": "cluster_admin",
+                                              "scope": {"max_jobs": 2}})
+        key = scoped.json()["key"]
+        readonly = admin.post("/apikeys", json={"user": "watcher", "role": "mcp_readonly"}).json()["key"]
+    with http(gateway, key) as agent:
+        first = agent.post("/jobs", json={"command": ["sleep", "60"]}).json()["jobs"][0]["id"]
+        assert agent.post(f"/jobs/{first}/actions", json={"action": "kill"}).json()["state"] == "EXIT"
+        second = agent.post("/jobs", json={"command": ["sleep", "60"]}).json()["jobs"][0]["id"]
+        assert agent.post("/jobs", json={"command": ["sleep", "60"]}).status_code == 201  # now 2 unfinished
+        requeued = agent.post(f"/jobs/{first}/actions", json={"action": "requeue"})
+        assert requeued.status_code == 403 and "max_jobs 2" in requeued.json()["detail"]
+        assert agent.post(f"/jobs/{second}/actions", json={"action": "kill"}).status_code == 200
+    codes: list[int] = []
+
+    def submit() -> None:
+        with http(gateway, key) as racer:
+            codes.append(racer.post("/jobs", json={"command": ["sleep", "60"]}).status_code)
+
+    racers = [threading.Thread(target=submit) for _ in range(12)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(60)
+    assert sorted(codes) == [201] + [403] * 11  # 1 unfinished + 1 more = its 2, however they race
+    with cluster.client(credentials=cluster.credentials_for(key)) as client:
+        for call in (client.list_tokens, lambda: client.put_queue(api.Queue(name="mine"), create=True),
+                     lambda: client.save_snapshot(open("/dev/null", "wb"))):  # noqa: SIM115
+            with pytest.raises(XceError) as refused:
+                call()
+            assert refused.value.code_name == "PERMISSION_DENIED" and "scoped key" in refused.value.message
+    with http(gateway, readonly) as watcher:
+        denied = watcher.post("/jobs", json={"command": ["true"]})
+        assert denied.status_code == 403 and "jobs.submit" in denied.json()["detail"]
+    with http(gateway, cluster.admin_token) as admin:
+        rows = admin.get("/audit").json()["records"]
+    refused_rows = [(r["principal"], r["action"]) for r in rows if r["outcome"] == "REFUSED"]
+    assert ("watcher", "submit") in refused_rows  # denied by its role: recorded too
+    assert ("agent", "createqueue") in refused_rows and ("agent", "requeue") in refused_rows
+    assert refused_rows.count(("agent", "submit")) == 11

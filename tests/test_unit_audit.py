@@ -30,7 +30,8 @@ class State:
         return results
 
     def rows(self) -> list[api.AuditRecord]:
-        return [api.AuditRecord.FromString(raw) for _, raw in self.tables.scan("audit")]
+        """Every row, oldest first."""
+        return audit.read(self.tables, "", 0, 1_000_000, "")[0][::-1]
 
 
 def noted(request: object, method: str, dry_run: bool = False) -> api.AuditRequest:
@@ -93,14 +94,14 @@ def test_dry_runs_and_refusals_are_rows_alone() -> None:
 
 
 def test_the_trail_is_bounded_and_read_newest_first_by_page(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(audit, "AUDIT_KEPT", 10)
+    monkeypatch.setattr(audit, "DRY_RUNS_KEPT", 10)
     state = State()
     note = api.AuditRequest(via="rest", action="hold", params="{}")
     for i in range(14):
         who = authz.Principal("ann" if i % 2 else "bob", "user")
         state.step(audit_trail.entry(note, who, api.DRY_RUN, f"row {i}"))
     assert [r.result for r in state.rows()] == [f"row {i}" for i in range(4, 14)]
-    assert fsm.read_meta(state.tables).audit_rows == 10
+    assert fsm.read_meta(state.tables).audit_dry_rows == 10
     first, token = audit.read(state.tables, "", 0, 4, "")
     second, _ = audit.read(state.tables, "", 0, 4, token)
     assert [r.result for r in first + second] == [f"row {i}" for i in range(13, 5, -1)]
@@ -156,3 +157,30 @@ def test_unfinished_counts_an_array_by_its_elements() -> None:
     assert audit_trail.unfinished(state.tables, "ann") == (6, 11)
     state.step(log.Entry(control=api.ControlJobRequest(job_id="2", action=api.KILL, request_id="k"), by=ANN))
     assert audit_trail.unfinished(state.tables, "ann") == (5, 10)
+
+
+def test_dry_runs_do_not_push_out_what_was_done_or_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dry runs cost nothing: a user's flood of them must not erase another's refused or confirmed rows."""
+    monkeypatch.setattr(audit, "DRY_RUNS_KEPT", 3)
+    monkeypatch.setattr(audit, "AUDIT_KEPT", 3)
+    state = State()
+    note = api.AuditRequest(via="rest", action="kill", params="{}")
+    state.step(audit_trail.entry(note, authz.Principal("eve", "user"), api.REFUSED, "kill bob's job"))
+    for i in range(20):
+        state.step(audit_trail.entry(note, authz.Principal("eve", "user"), api.DRY_RUN, f"dry {i}"))
+    rows = state.rows()
+    assert [r.result for r in rows] == ["kill bob's job", "dry 17", "dry 18", "dry 19"]
+    for i in range(3):
+        state.step(audit_trail.entry(note, authz.Principal("ann", "user"), api.REFUSED, f"no {i}"))
+    assert [r.result for r in state.rows() if r.outcome == api.REFUSED] == ["no 0", "no 1", "no 2"]
+    meta = fsm.read_meta(state.tables)
+    assert (meta.audit_rows, meta.audit_dry_rows) == (3, 3)
+
+
+def test_a_submit_s_environment_values_stay_out_of_the_trail() -> None:
+    request = api.SubmitJobsRequest(jobs=[api.JobSpec(command=["x"], env={"TOKEN": "hunter2"})])
+    text = audit_trail.params_of(request)
+    assert "hunter2" not in text and '"TOKEN": ""' in text
+    assert request.jobs[0].env["TOKEN"] == "hunter2"  # the request itself is unchanged
+    create = api.CreateTokenRequest(sha256="ab" * 32, user="agent", role="mcp_operator")
+    assert "abab" not in audit_trail.params_of(create)

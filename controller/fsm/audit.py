@@ -10,8 +10,9 @@ trail reads in commit order; the newest AUDIT_KEPT are kept.
 
 from __future__ import annotations
 
+import heapq
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from controller.fsm.applier import Applier
 from controller.fsm.requests import guarded
@@ -21,10 +22,12 @@ from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 FORMAT = 16            # audit rows, `audit` entries, scoped tokens (versions.py)
-AUDIT_KEPT = 100_000   # rows kept; the oldest go first
+AUDIT_KEPT = 50_000    # confirmed and refused rows kept; the oldest go first
+DRY_RUNS_KEPT = 10_000  # dry-run rows, kept apart: dry runs cost nothing, and must not push the rest out
 PRUNE_PER_ROW = 4      # rows pruned at most per row written: bounded work per apply
-MAX_PARAMS = 4096      # characters of a request's parameters kept in its row
+MAX_PARAMS = 2048      # characters of a request's parameters kept in its row (a row is at most ~3 KB)
 MAX_VIA = 32
+ACTED, DRY = b"a", b"d"  # the two key spaces of the table
 
 
 def key(revision: int, seq: int) -> bytes:
@@ -38,17 +41,29 @@ def write(applier: Applier, record: api.AuditRecord, by: log.Principal) -> None:
     row.revision = applier.index
     row.time_ms = applier.stamp_ms
     row.principal, row.role = by.name, by.role
-    applier.tables.put("audit", key(applier.index, applier.audit_rows),
+    space = DRY if row.outcome == api.DRY_RUN else ACTED
+    applier.tables.put("audit", space + key(applier.index, applier.audit_rows),
                        row.SerializeToString(deterministic=True))
     applier.audit_rows += 1
     meta = applier.meta
-    meta.audit_rows += 1
-    if meta.audit_rows > AUDIT_KEPT:
-        doomed = [k for k, _ in zip((k for k, _ in applier.tables.scan("audit")),
-                                    range(min(PRUNE_PER_ROW, meta.audit_rows - AUDIT_KEPT)), strict=False)]
-        for old in doomed:
-            applier.tables.delete("audit", old)
-        meta.audit_rows -= len(doomed)
+    if space == DRY:
+        meta.audit_dry_rows = _prune(applier, DRY, meta.audit_dry_rows + 1, DRY_RUNS_KEPT)
+    else:
+        meta.audit_rows = _prune(applier, ACTED, meta.audit_rows + 1, AUDIT_KEPT)
+
+
+def _prune(applier: Applier, space: bytes, rows: int, kept: int) -> int:
+    """The oldest rows of `space` past `kept` (a bounded number each time); the rows left."""
+    if rows <= kept:
+        return rows
+    doomed: list[bytes] = []
+    for k, _ in applier.tables.scan("audit", space):
+        if not k.startswith(space) or len(doomed) >= min(PRUNE_PER_ROW, rows - kept):
+            break
+        doomed.append(k)
+    for old in doomed:
+        applier.tables.delete("audit", old)
+    return rows - len(doomed)
 
 
 def audited(applier: Applier, request_id: str, audit: api.AuditRequest | None, by: log.Principal | None,
@@ -91,7 +106,7 @@ def read(tables: Tables, principal: str, since_ms: int, page_size: int, page_tok
         raise invalid(f"bad page token {page_token[:40]!r}")
     rows: list[api.AuditRecord] = []
     last = b""
-    for k, raw in tables.scan_back("audit", start):
+    for k, raw in heapq.merge(_back(tables, ACTED, start), _back(tables, DRY, start), reverse=True):
         if page_token and k == start:
             continue  # the last row of the page before
         record = api.AuditRecord.FromString(raw)
@@ -104,3 +119,11 @@ def read(tables: Tables, principal: str, since_ms: int, page_size: int, page_tok
         if len(rows) >= page_size:
             return rows, last.hex()
     return rows, ""
+
+
+def _back(tables: Tables, space: bytes, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """One key space's rows at or before `start`, newest first, keyed without the space."""
+    for k, raw in tables.scan_back("audit", space + start):
+        if not k.startswith(space):
+            return
+        yield k[len(space):], raw
