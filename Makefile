@@ -13,6 +13,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m compileall -q xce controller scheduler worker gateway >/dev/null  # bytecode, as an install has
 	sh scripts/install_munge.sh
 	sh scripts/install_openmpi.sh
+	sh scripts/install_chromium.sh
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -26,6 +26,7 @@ import alloc_pass
 import arbitration_pass
 import etcd_bench
 import fleet
+import gateway_bench
 import preempt_latency
 import published_figures
 import scheduler_pass
@@ -211,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    for name in ("lublin_256.swf", "lublin_256_new2.swf")
                                    for mode in ("none", "end_before")]
     report["sim_speed"] = guarded("simulation speed", sim_speed.run)
+    report["gateway"] = guarded("gateway", lambda: gateway_bench.run(args.seconds))
     if args.fleet:
         shape, jobs = args.fleet.split(":")
         hosts, slots = shape.split("x")
@@ -251,6 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{figures['jobs_per_s']} jobs/s")
     for figures in report["sim_speed"].get("runs", ()):
         print(sim_speed.summary(figures))
+    if "rest" in report["gateway"]:
+        print(gateway_bench.summary(report["gateway"]))
     if "placements_per_s" in report.get("fleet", {}):
         print(fleet.summary(report["fleet"]))
     if "placements_per_s" in report.get("fleet_requirements", {}):

@@ -22,7 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from gateway import forms, problems, render, sse
+from gateway import dashboard_routes, forms, problems, render, sse
 from gateway.backend import Backend
 from gateway.event_hub import EventHub, Gap, unavailable
 from gateway.problems import Problem
@@ -37,9 +37,13 @@ log = logging.getLogger("xce.gateway")
 
 
 def api_key(request: Request) -> str:
-    """The caller's key from `Authorization: Bearer KEY`, or a 401 saying what to send."""
+    """The caller's key from `Authorization: Bearer KEY` (or, for a read, the dashboard's HttpOnly
+    cookie: dashboard_routes.py), or a 401 saying what to send."""
     header = request.headers.get("authorization", "")
     scheme, _, key = header.partition(" ")
+    cookie = request.cookies.get(dashboard_routes.COOKIE, "")
+    if not header and cookie and request.method == "GET":
+        header, scheme, key = f"Bearer {cookie}", "Bearer", cookie
     if not header:
         raise Problem(401, "no API key: send 'Authorization: Bearer <key>' (an XCE token; an admin "
                            "makes one with `xce token create` or POST /xce/v1/apikeys)")
@@ -154,6 +158,8 @@ def make_app(backend: Backend) -> FastAPI:
         log.exception("internal error on %s %s", request.method, request.url.path)
         return problem_response(request, Problem(500, f"internal error ({type(exc).__name__}); see the "
                                                       "gateway's log"))
+
+    dashboard_routes.add_routes(app, backend, read_json)
 
     # ------------------------------------------------------------------ jobs
 

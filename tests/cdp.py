@@ -1,0 +1,74 @@
+"""A headless Chromium driven over the DevTools protocol (for the dashboard's test): start it, run
+script in the page, take a screenshot, stop it. Debian's `chromium`; no browser download."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from websockets.sync.client import connect
+
+BINARY = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class Browser:
+    def __init__(self, profile: Path, width: int = 1280, height: int = 900) -> None:
+        assert BINARY is not None, "chromium is not installed (make's install step installs it)"
+        profile.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [BINARY, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             "--no-first-run", "--no-default-browser-check", "--remote-debugging-port=0",
+             f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        while not (port_file.exists() and port_file.read_text().strip()):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.close()
+                raise RuntimeError("chromium did not start")
+            time.sleep(0.05)
+        port = int(port_file.read_text().split()[0])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
+            pages = [t for t in json.load(answer) if t["type"] == "page"]
+        self.ws = connect(pages[0]["webSocketDebuggerUrl"], max_size=64 << 20, open_timeout=10)
+        self._next = 0
+
+    def send(self, method: str, **params: Any) -> dict[str, Any]:
+        self._next += 1
+        self.ws.send(json.dumps({"id": self._next, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.ws.recv(timeout=60))
+            if message.get("id") == self._next:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})  # type: ignore[no-any-return]
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression[:80]}: {result['exceptionDetails'].get('text')}")
+        return result["result"].get("value")
+
+    def go(self, url: str) -> None:
+        self.send("Page.enable")
+        self.send("Page.navigate", url=url)
+
+    def screenshot(self, path: Path) -> None:
+        path.write_bytes(base64.b64decode(self.send("Page.captureScreenshot", format="png")["data"]))
+
+    def close(self) -> None:
+        ws = getattr(self, "ws", None)
+        if ws is not None:
+            ws.close()
+        if self.proc.poll() is None:
+            import os
+
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
