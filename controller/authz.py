@@ -258,7 +258,7 @@ def redact(policy: Policy, principal: Principal, job: api.Job) -> api.Job:
 # ------------------------------------------------------------------ scopes
 
 
-SCOPE_ACTIONS = ("submit", "kill", "stop", "resume", "hold", "release", "requeue", "modify")
+SCOPE_ACTIONS = ("submit", "kill", "stop", "resume", "hold", "release", "requeue", "modify", "checkpoint")
 # What a scoped key may ask at all (its role then decides, and its scope on each job): job work and
 # reads; never the Sync stream, backups, tokens, queues, hosts, members or a force-run.
 SCOPED_PERMISSIONS = frozenset({"jobs.read", "jobs.submit", "jobs.control", "jobs.modify", "cluster.read"})

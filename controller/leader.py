@@ -609,7 +609,7 @@ class LeaderCore:
             authz.check_scope(caller, action, [job.spec.queue], job.spec.user)
             transition = None
             if fsm.read_result(tables, request.request_id) is None and not is_array:
-                transition = fsm.jobs.check_control(job, request.action)
+                transition = fsm.jobs.check_control(job, request.action, self._proposal_format())
             # A requeue makes finished work unfinished again: it counts against the key's limits.
             revived = 0
             if request.action == api.REQUEUE and caller.scope is not None:

@@ -8,7 +8,6 @@ to its result on this leader) and role changes are counted as they happen. A dri
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -63,7 +62,7 @@ class _State:
         yield workers
 
     def _count(self) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-        now = time.monotonic()
+        now = self.replica.clock.monotonic_s()
         if now - self._counted_at < CACHE_S:
             return self._counts
         states: dict[str, int] = {}

@@ -102,6 +102,7 @@ class WorkerSession:
     live: set[Key] = field(default_factory=set)  # instances the worker runs, as far as we know
     stopped: dict[Key, bool | None] = field(default_factory=dict)
     kill_sent: set[Key] = field(default_factory=set)
+    checkpointed: dict[Key, int] = field(default_factory=dict)  # the checkpoint count last sent
     inbox: list[tuple[int, int]] = field(default_factory=list)  # (revision, id of a job it changed)
     recheck: bool = False  # the host record changed: is this connection still current?
     full: bool = True  # derive everything from the state next time
@@ -215,6 +216,7 @@ class WorkerSession:
         self.run_sent.discard(key)
         self.stopped.pop(key, None)
         self.kill_sent.discard(key)
+        self.checkpointed.pop(key, None)
 
     def _want(self, job: api.Job) -> None:
         key = (job.id, job.attempt)
@@ -235,6 +237,13 @@ class WorkerSession:
             self._signal(key, api.SIGNAL_STOP if want_stopped else api.SIGNAL_CONT, state == api.SSUSP)
         if job.kill_requested:
             self._kill(key)
+        elif job.checkpoints and job.spec.checkpoint_signal and \
+                self.checkpointed.get(key, 0) < job.checkpoints:
+            # Sent again on a new connection or leader: the worker signals each checkpoint number once.
+            self.checkpointed[key] = job.checkpoints
+            self.outbox.append(api.ControllerMessage(signal=api.SignalJob(
+                job_id=key[0], attempt=key[1], kind=api.SIGNAL_CHECKPOINT, signal=job.spec.checkpoint_signal,
+                checkpoint=job.checkpoints)))
 
     def _kill(self, key: Key) -> None:
         if key not in self.kill_sent:

@@ -22,7 +22,8 @@ from xce.v1 import api_pb2 as api
 MAX_BODY = 1 << 20          # bytes: a gRPC request may be no larger (xce/grpc_transport.py)
 MAX_JOBS = 10_000           # jobs in one submit: the controllers' max_jobs_per_request default
 ACTIONS: dict[str, api.ControlAction] = {"kill": api.KILL, "stop": api.STOP, "resume": api.RESUME,
-                                         "hold": api.HOLD, "release": api.RELEASE, "requeue": api.REQUEUE}
+                                         "hold": api.HOLD, "release": api.RELEASE, "requeue": api.REQUEUE,
+                                         "checkpoint": api.CHECKPOINT}
 MODIFIABLE = ("priority", "queue", "resource_req")
 INT32 = (-(1 << 31), (1 << 31) - 1)
 

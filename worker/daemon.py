@@ -251,7 +251,11 @@ class Worker:
                 self.launches.deliver(message.task)
         elif kind == "signal":
             signal_ = message.signal
-            self.executor.signal((signal_.job_id, signal_.attempt), signal_.kind, signal_.preempted)
+            if signal_.kind == api.SIGNAL_CHECKPOINT:
+                key = (signal_.job_id, signal_.attempt)
+                self.executor.checkpoint(key, signal_.signal, signal_.checkpoint)
+            else:
+                self.executor.signal((signal_.job_id, signal_.attempt), signal_.kind, signal_.preempted)
         elif kind == "output":
             # Read aside: a job's file may sit on a file system that hangs (its owner chose the
             # path); the stream's own messages, heartbeats first, must not wait for it.

@@ -289,6 +289,21 @@ class Executor:
         elif kind == api.SIGNAL_KILL:
             self._terminate(key, pid, self.kill_grace_s)
 
+    def checkpoint(self, key: Key, sig: int, number: int) -> None:
+        """The job's -k signal to its process group, once per checkpoint number: a leader sends the
+        latest again on every new connection, so the number signalled is journaled with the instance
+        (a restarted worker does not signal it again). The job checkpoints itself as its handler does."""
+        if sig not in (signal.SIGHUP, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):  # the shim outlives
+            return
+        with self._lock:
+            pid = self._running.get(key)
+            record = self.journal.get(key) or {}
+            if pid is None or int(record.get("checkpointed", 0)) >= number:
+                return
+            record["checkpointed"] = number
+            self.journal.put(key, record)
+        self.host.killpg(pid, sig)
+
     def _given_away(self, key: Key) -> bool:
         """Stopped for a preemption: its slots may be another job's now."""
         return _stopped_for_preemption(self.journal.get(key) or {})

@@ -154,7 +154,9 @@ def main(argv: list[str]) -> int:
               "-- COMMAND ...", file=sys.stderr)
         return 2
     status_path, command = argv[0], argv[2:]
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    # The group's signals are the command's: a kill's TERM, and a checkpoint's (-k: HUP, INT, USR1 or
+    # USR2) must not end this shim first.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, _ignore)
     started = time.monotonic()
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
@@ -163,7 +165,8 @@ def main(argv: list[str]) -> int:
         os.close(read_end)
         # Python ignores PIPE and XFSZ, and an ignored signal stays ignored across exec: the
         # command gets the defaults (`yes | head` ends quietly).
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
+                    signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
         _child(options.get("user"), options["cwd"], options["stdout"], options["stderr"], command, write_end)
     os.close(write_end)

@@ -35,7 +35,7 @@ DEFAULT_DATA = "xce-data"
 SYSTEM_CLUSTER_FILE = "/etc/xce/cluster.toml"  # where xce init's bundles put it on every host
 STALE_HELP = "any replica answers from its own state, saying its revision (default: the leader, linearizable)"
 ACTIONS = {"kill": api.KILL, "stop": api.STOP, "resume": api.RESUME, "hold": api.HOLD,
-           "release": api.RELEASE, "requeue": api.REQUEUE}
+           "release": api.RELEASE, "requeue": api.REQUEUE, "checkpoint": api.CHECKPOINT}
 
 
 def data_dir(explicit: str | None = None) -> str:

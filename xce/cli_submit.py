@@ -54,6 +54,19 @@ def minutes(text: str) -> int:
     return total * 60
 
 
+CHECKPOINT_SIGNALS = {"HUP": 1, "INT": 2, "USR1": 10, "USR2": 12}
+
+
+def checkpoint_signal(text: str) -> int:
+    """An argparse type for -k: the signal a checkpoint sends the job (bsub -k, with a signal)."""
+    name = text.upper().removeprefix("SIG")
+    if name in CHECKPOINT_SIGNALS:
+        return CHECKPOINT_SIGNALS[name]
+    if text.isdigit() and int(text) in CHECKPOINT_SIGNALS.values():
+        return int(text)
+    raise argparse.ArgumentTypeError(f"{text[:20]!r}: the checkpoint signal is HUP, INT, USR1 or USR2")
+
+
 def slot_range(text: str) -> tuple[int, int]:
     """An argparse type for -n: N, or MIN,MAX (bsub -n 4,8)."""
     low, comma, high = text.partition(",")
@@ -86,6 +99,9 @@ def add_options(p: argparse.ArgumentParser, defaults: bool = True) -> None:
                         "(time suspended not counted)")
     p.add_argument("-We", "--estimate", dest="estimate", type=minutes, default=None,
                    help="how long the job is expected to run, [hour:]minute (bsub -We); else its -W")
+    p.add_argument("-k", "--checkpoint", dest="checkpoint", type=checkpoint_signal, default=None,
+                   help="the job checkpoints itself on this signal (HUP, INT, USR1, USR2), sent by "
+                        "`xce checkpoint` (bsub -k, bchkpnt)")
     p.add_argument("-m", "--hosts", default=unset,
                    help='hosts or host groups the job may run on, space-separated (bsub -m "gpu_nodes h3")')
     p.add_argument("-x", "--exclusive", action="store_true", default=None if not defaults else False,
@@ -129,6 +145,8 @@ def spec_from(args: argparse.Namespace, command: list[str]) -> api.JobSpec:
         spec.kill_on_invalid_dep = True
     if args.run_limit is not None:
         spec.run_limit_s = args.run_limit
+    if getattr(args, "checkpoint", None) is not None:
+        spec.checkpoint_signal = args.checkpoint
     if args.estimate is not None:
         spec.estimate_s = args.estimate
     if args.mem_limit is not None:

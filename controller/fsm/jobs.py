@@ -31,7 +31,7 @@ EXIT_KILLED = 128 + SIGKILL
 INSTANCE_FIELDS = ("exit_code", "end_time_ms", "start_time_ms", "kill_requested", "requeue_requested", "pid",
                    "term_signal", "exit_status_unknown", "usage", "host", "state_before_unknown", "holds",
                    "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms", "preempted_by",
-                   "released", "suspended_ms", "stopped_at_ms")
+                   "released", "suspended_ms", "stopped_at_ms", "checkpoints", "checkpoint_time_ms")
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class Transition:
     kill_requested: bool = False
     code: api.PendingReason = api.PENDING_REASON_UNSPECIFIED
     requeue_requested: bool = False  # back to PEND once the running instance has ended
+    checkpoint: bool = False       # count a checkpoint (its worker sends the job's -k signal)
 
 
 _REQUEUED = Transition(api.PEND, "requeued", requeue=True, code=api.PEND_REQUEUED)
@@ -60,13 +61,17 @@ CONTROL: dict[int, dict[int, Transition]] = {
     # then), so the next attempt can never run beside it.
     api.REQUEUE: {**{s: _REQUEUED for s in FINISHED},
                   **{s: Transition(s, kill_requested=True, requeue_requested=True) for s in RUNNING}},
+    # Like LSF's bchkpnt: a running job is sent its -k signal (entry format 16); it goes on running.
+    api.CHECKPOINT: {api.RUN: Transition(api.RUN, checkpoint=True)},
 }
 
 
-def check_control(job: api.Job, action: api.ControlAction) -> Transition:
+def check_control(job: api.Job, action: api.ControlAction, entry_format: int = audit.FORMAT) -> Transition:
     table = CONTROL.get(action)
-    if table is None:
-        raise invalid(f"unknown control action {action}")
+    if table is None or (action == api.CHECKPOINT and entry_format < audit.FORMAT):
+        raise invalid(f"unknown control action {action}")  # what code before format 16 said
+    if action == api.CHECKPOINT and not job.spec.checkpoint_signal:
+        raise ServiceError(log.FAILED_PRECONDITION, f"job {job.id} is not checkpointable: submit it with -k")
     # A kill asked twice is refused; a kill after a requeue turns it into a kill.
     being_killed = job.state in RUNNING and job.kill_requested \
         and (action == api.REQUEUE or not job.requeue_requested)
@@ -135,7 +140,7 @@ def apply_control(applier: Applier) -> list[log.Result]:
                 return _control_array(applier, job, wanted, request.action)
         else:
             job = find_job(applier.tables, request.job_id, in_history=in_history)
-        _control_one(applier, job, check_control(job, request.action))
+        _control_one(applier, job, check_control(job, request.action, applier.entry.format))
         return log.Result(code=log.OK, job_ids=[job.id])
 
     return [_audited(applier, request, body)]
@@ -153,6 +158,9 @@ def _control_one(applier: Applier, job: api.Job, transition: Transition) -> None
     if transition.requeue:
         job.attempt = next_attempt(job)
         clear_instance(job)
+    if transition.checkpoint:
+        job.checkpoints += 1
+        job.checkpoint_time_ms = applier.stamp_ms
     if transition.to == api.EXIT:
         job.end_time_ms = applier.stamp_ms
         job.exit_code = EXIT_KILLED  # like a job killed with SIGKILL before it ran
@@ -162,7 +170,7 @@ def _control_one(applier: Applier, job: api.Job, transition: Transition) -> None
 def _control_array(applier: Applier, record: api.Job, wanted: list[api.IndexRange] | None,
                    action: api.ControlAction) -> log.Result:
     """An action on a whole array or a selection: each selected element it applies to."""
-    if action not in CONTROL:
+    if action not in CONTROL or (action == api.CHECKPOINT and applier.entry.format < audit.FORMAT):
         raise invalid(f"unknown control action {action}")
     arrays.load(applier, record.id)
     record = applier.arrays[record.id]
@@ -171,7 +179,7 @@ def _control_array(applier: Applier, record: api.Job, wanted: list[api.IndexRang
     # Only a requeue reaches finished elements: the others skip them without reading them.
     for job in arrays.selected_jobs(applier.tables, record, wanted, finished=action == api.REQUEUE):
         try:
-            transition = check_control(job, action)
+            transition = check_control(job, action, applier.entry.format)
         except ServiceError:
             continue  # an element in a state the action does not apply to is left as it is
         _control_one(applier, job, transition)

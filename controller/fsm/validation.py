@@ -58,6 +58,8 @@ MAX_ASKED = 1000  # names in one job's -m
 PREEMPT_FORMAT = 12  # preempt.py: FORMAT (not imported: it imports the applier, which imports this)
 EXCLUSIVE_QUEUE_FORMAT = 13  # -x only in a queue that takes exclusive jobs
 RUN_LIMIT_FORMAT = 14  # -W and -We
+CHECKPOINT_FORMAT = 16  # -k (and the CHECKPOINT action: jobs.py)
+CHECKPOINT_SIGNALS = (1, 2, 10, 12)  # what a job's shim outlives (worker/shim.py): HUP, INT, USR1, USR2
 MAX_RUN_LIMIT_S = 10 * 366 * 86400
 
 
@@ -120,6 +122,10 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
         for flag, seconds in (("-W", spec.run_limit_s), ("-We", spec.estimate_s)):
             if not 0 <= seconds <= MAX_RUN_LIMIT_S:
                 raise invalid(f"{flag} {seconds} s: from 0 (none) to ten years ({MAX_RUN_LIMIT_S} s)")
+    if entry_format >= CHECKPOINT_FORMAT and spec.checkpoint_signal and \
+            spec.checkpoint_signal not in CHECKPOINT_SIGNALS:
+        raise invalid(f"-k {spec.checkpoint_signal}: the checkpoint signal is HUP (1), INT (2), USR1 (10) "
+                      "or USR2 (12)")
 
 
 MAX_PROJECT = 256
@@ -160,6 +166,9 @@ def check_min_slots_known(spec: api.JobSpec, entry_format: int) -> None:
     if spec.exclusive and entry_format < PREEMPT_FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, "-x needs every replica at entry format "
                            f"{PREEMPT_FORMAT} (xce status shows each one's)")
+    if spec.checkpoint_signal and entry_format < CHECKPOINT_FORMAT:
+        raise ServiceError(log.FAILED_PRECONDITION, "-k needs every replica at entry format "
+                           f"{CHECKPOINT_FORMAT} (xce status shows each one's)")
     if (spec.run_limit_s or spec.estimate_s) and entry_format < RUN_LIMIT_FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, "-W and -We need every replica at entry format "
                            f"{RUN_LIMIT_FORMAT} (xce status shows each one's)")
