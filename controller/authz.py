@@ -271,7 +271,7 @@ def check_scope(principal: Principal, action: str, queues: Iterable[str] = (), o
     scope = principal.scope
     if scope is None:
         return
-    if scope.actions and action not in scope.actions:
+    if action and scope.actions and action not in scope.actions:
         raise out_of_scope(principal, f"{action} is not among its actions ({', '.join(scope.actions)})")
     for queue in queues:
         if scope.queues and queue not in scope.queues:

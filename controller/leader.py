@@ -371,7 +371,8 @@ class LeaderCore:
             self.term = Term(self._terms, raft_term, liveness,
                              Watchdog(liveness, s.heartbeat_s / 2, int(s.unknown_timeout_s * 1000)),
                              GroupCommit(s.submit_max_requests, s.submit_max_bytes, s.submit_max_in_flight),
-                             loads=LoadCommits(s.load_commit_s))
+                             loads=LoadCommits(s.load_commit_s),
+                             outputs=OutputRelay(self.clock.now_ms() << 16))
             logger.info("leading in term %d (leadership %d); serving once caught up and configured",
                         raft_term, self._terms)
 
@@ -661,6 +662,7 @@ class LeaderCore:
             job = self._job_for(tables, request.job_id, caller)
         if not authz.owns(caller, job) and not self.settings.policy.allows(caller, "jobs.env.all"):
             raise authz.denied(caller, "jobs.env.all", f"read the output of job {job.id} of {job.spec.user}")
+        authz.check_scope(caller, "", [job.spec.queue], job.spec.user)  # a scoped key: its queues and users
         if not job.host:
             raise failed_precondition(f"job {job.id} has not run: it has no output yet")
         stream = term.sessions.get(job.host)

@@ -31,8 +31,10 @@ class Waiting:
 
 
 class OutputRelay:
-    def __init__(self) -> None:
-        self._last = 0
+    def __init__(self, first: int = 0) -> None:
+        """`first`: where this leadership's request numbers start (its start time, shifted: no two
+        leaderships use the same numbers, besides the worker answering only on the asking stream)."""
+        self._last = first
         self.waiting: dict[int, Waiting] = {}
 
     def ask(self, token: int, stream: int, host: str, now_s: float) -> int:

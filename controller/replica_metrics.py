@@ -8,6 +8,7 @@ to its result on this leader) and role changes are counted as they happen. A dri
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -37,6 +38,7 @@ class _State:
         self.replica = replica
         self.metrics = metrics
         self._counted_at = float("-inf")
+        self._lock = threading.Lock()
         self._counts: tuple[dict[str, int], dict[str, int], dict[str, int]] = ({}, {}, {})
 
     def collect(self) -> Iterator[Metric]:
@@ -62,9 +64,14 @@ class _State:
         yield workers
 
     def _count(self) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-        now = self.replica.clock.monotonic_s()
-        if now - self._counted_at < CACHE_S:
+        with self._lock:  # scrapes at once count once
+            now = self.replica.clock.monotonic_s()
+            if now - self._counted_at >= CACHE_S:
+                self._counts = self._read()
+                self._counted_at = now
             return self._counts
+
+    def _read(self) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
         states: dict[str, int] = {}
         queues: dict[str, int] = {}
         hosts: dict[str, int] = {}
@@ -79,8 +86,7 @@ class _State:
             for _, raw in tables.scan("hosts"):
                 status_name = api.HostStatus.Name(api.Host.FromString(raw).status)
                 hosts[status_name] = hosts.get(status_name, 0) + 1
-        self._counted_at, self._counts = now, (states, queues, hosts)
-        return self._counts
+        return states, queues, hosts
 
 
 def _keys(tables: Any, prefix: bytes) -> int:

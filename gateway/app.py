@@ -31,6 +31,7 @@ from xce.credentials import new_token
 from xce.v1 import api_pb2 as api
 
 PREFIX = "/xce/v1"
+KNOWN_METHODS = frozenset({"GET", "POST", "PATCH", "PUT", "DELETE", "HEAD", "OPTIONS"})
 JSON_TYPES = ("application/json", "application/problem+json")
 T = TypeVar("T")
 log = logging.getLogger("xce.gateway")
@@ -115,7 +116,8 @@ def make_app(backend: Backend) -> FastAPI:
     async def count(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         answer = await call_next(request)
         route = request.scope.get("route")
-        requests.labels(request.method, getattr(route, "path", "unmatched"), str(answer.status_code)).inc()
+        method = request.method if request.method in KNOWN_METHODS else "other"  # a label's values are few
+        requests.labels(method, getattr(route, "path", "unmatched"), str(answer.status_code)).inc()
         return answer
 
     @app.get("/metrics", include_in_schema=False)

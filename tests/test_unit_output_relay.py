@@ -78,6 +78,9 @@ def test_a_link_a_fifo_or_another_s_file_is_not_read(tmp_path: Path) -> None:
         read_tail(str(secret), os.getuid() + 1, 100)
     with pytest.raises(OutputUnreadable, match="no file"):
         read_tail(str(tmp_path / "missing"), os.getuid(), 100)
+    # A device is never opened for reading (a watchdog's open arms it): only looked up.
+    with pytest.raises(OutputUnreadable, match="not a regular file"):
+        read_tail("/dev/null", os.stat("/dev/null").st_uid, 100)
 
 
 def _refusal(path: str) -> str:

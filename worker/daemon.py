@@ -259,15 +259,20 @@ class Worker:
         elif kind == "output":
             # Read aside: a job's file may sit on a file system that hangs (its owner chose the
             # path); the stream's own messages, heartbeats first, must not wait for it.
-            if self._readers.acquire(blocking=False):
-                threading.Thread(target=self._read_output, args=(message.output,), daemon=True).start()
+            # Answered on the connection it was asked on, or not at all: a request number is that
+            # leader's, and another leader's request may carry the same.
+            with self._lock:
+                asked_on = self._send
+            if asked_on is not None and self._readers.acquire(blocking=False):
+                threading.Thread(target=self._read_output, args=(message.output, asked_on),
+                                 daemon=True).start()
         elif kind == "ack":
             ack = message.ack
             with self._lock:
                 self._unacked.pop((ack.job_id, ack.attempt, ack.kind), None)
             self.executor.acknowledged((ack.job_id, ack.attempt), ack.kind)
 
-    def _read_output(self, asked: api.OutputRequest) -> None:
+    def _read_output(self, asked: api.OutputRequest, asked_on: Send) -> None:
         try:
             answer = self.executor.output_tail(asked.job, asked.stderr, asked.tail_bytes)
         except Exception as exc:  # noqa: BLE001 - answered, so the caller is not left waiting
@@ -276,9 +281,9 @@ class Worker:
             self._readers.release()
         answer.request = asked.request
         with self._lock:
-            send = self._send
-        if send is not None:
-            send(api.WorkerMessage(output=answer))
+            same = self._send == asked_on  # bound methods are equal, not identical
+        if same:
+            asked_on(api.WorkerMessage(output=answer))
 
     def _resend(self, send: Send) -> None:
         """After a join: everything unacknowledged, and what still runs here."""

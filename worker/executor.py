@@ -626,9 +626,10 @@ class Executor:
         """The end of an instance's stdout or stderr file, for the leader (GetJobOutput): where
         `_spawn` put it. Read as root, so only a regular file the job's owner owns is read, never
         through a symbolic link: the owner could have put one in its place."""
-        account = self.host.account(job.spec.user)
+        account, refused = self._check(job, draining_too=False)  # whose jobs this host runs at all
         if account is None:
-            return api.OutputAnswer(error=f"user {job.spec.user} has no account on this host")
+            reason = refused.dispatch_failed.reason if refused is not None else "no account"
+            return api.OutputAnswer(error=reason)
         suffix, chosen = ("err", job.spec.stderr_path) if stderr else ("out", job.spec.stdout_path)
         cwd = job.spec.cwd or account.home or "/"
         path = str(Path(cwd) / output_path(chosen, job)) if chosen else \
@@ -769,21 +770,30 @@ MAX_TAIL = 512 << 10
 
 
 def read_tail(path: str, owner_uid: int, tail: int) -> tuple[bytes, int]:
-    """(the last `tail` bytes, the size) of a regular file of `owner_uid`'s, opened without following
-    a link at its last component and without blocking (a FIFO in its place must not hang the worker)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    """(the last `tail` bytes, the size) of a regular file of `owner_uid`'s. The path is the job owner's
+    to choose, and this worker is root: it is first only looked up (O_PATH, not following a link at
+    its last component), and opened for reading only once it is known to be such a file, so that no
+    device is ever opened (a watchdog's open arms it, a tape's rewinds it) and no FIFO blocks."""
     try:
-        fd = os.open(path, flags)
+        handle = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         raise OutputUnreadable(f"no file {path} (the job has not written it, or it was removed)") from None
     except OSError as exc:
         raise OutputUnreadable(f"cannot open {path}: {exc.strerror or exc}") from None
     try:
-        info = os.fstat(fd)
+        info = os.fstat(handle)
+        if stat.S_ISLNK(info.st_mode):
+            raise OutputUnreadable(f"cannot open {path}: it is a symbolic link")
         if not stat.S_ISREG(info.st_mode):
             raise OutputUnreadable(f"{path} is not a regular file")
         if info.st_uid != owner_uid:
             raise OutputUnreadable(f"{path} is not the job owner's file")
+        # The same inode, through the handle (not the path again, which may have changed since).
+        fd = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    finally:
+        os.close(handle)
+    try:
+        info = os.fstat(fd)
         size = info.st_size
         start = max(0, size - max(0, min(tail, MAX_TAIL)))
         chunks, offset = [], start

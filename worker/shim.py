@@ -218,8 +218,10 @@ def serve(sock_fd: int) -> int:
     wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, _ignore)  # a handler, so that the wakeup fd hears of children
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, _ignore)  # the worker's stop is the socket's end
+    # The worker's stop is the socket's end; and a shim forked from here is its job's group leader
+    # before its main() installs its own: a checkpoint's USR1 or USR2 then must not end it either.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, _ignore)
     while True:
         try:
             readable, _, _ = select.select([sock.fileno(), wake_r], [], [])

@@ -18,7 +18,7 @@ from controller.fsm import arrays, audit, history
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import release
 from controller.fsm.records import FINISHED, PENDING, RUNNING, find_job, next_attempt, readable_id
-from controller.fsm.validation import DEFAULT_QUEUE, check_modify, check_spec
+from controller.fsm.validation import CHECKPOINT_FORMAT, DEFAULT_QUEUE, check_modify, check_spec
 from xce.errors import ServiceError, invalid
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -61,15 +61,16 @@ CONTROL: dict[int, dict[int, Transition]] = {
     # then), so the next attempt can never run beside it.
     api.REQUEUE: {**{s: _REQUEUED for s in FINISHED},
                   **{s: Transition(s, kill_requested=True, requeue_requested=True) for s in RUNNING}},
-    # Like LSF's bchkpnt: a running job is sent its -k signal (entry format 16); it goes on running.
+    # Like LSF's bchkpnt: a running job is sent its -k signal (entry format 17); it goes on running.
     api.CHECKPOINT: {api.RUN: Transition(api.RUN, checkpoint=True)},
 }
 
 
-def check_control(job: api.Job, action: api.ControlAction, entry_format: int = audit.FORMAT) -> Transition:
+def check_control(job: api.Job, action: api.ControlAction,
+                  entry_format: int = CHECKPOINT_FORMAT) -> Transition:
     table = CONTROL.get(action)
-    if table is None or (action == api.CHECKPOINT and entry_format < audit.FORMAT):
-        raise invalid(f"unknown control action {action}")  # what code before format 16 said
+    if table is None or (action == api.CHECKPOINT and entry_format < CHECKPOINT_FORMAT):
+        raise invalid(f"unknown control action {action}")  # what code before format 17 said
     if action == api.CHECKPOINT and not job.spec.checkpoint_signal:
         raise ServiceError(log.FAILED_PRECONDITION, f"job {job.id} is not checkpointable: submit it with -k")
     # A kill asked twice is refused; a kill after a requeue turns it into a kill.
@@ -170,7 +171,7 @@ def _control_one(applier: Applier, job: api.Job, transition: Transition) -> None
 def _control_array(applier: Applier, record: api.Job, wanted: list[api.IndexRange] | None,
                    action: api.ControlAction) -> log.Result:
     """An action on a whole array or a selection: each selected element it applies to."""
-    if action not in CONTROL or (action == api.CHECKPOINT and applier.entry.format < audit.FORMAT):
+    if action not in CONTROL or (action == api.CHECKPOINT and applier.entry.format < CHECKPOINT_FORMAT):
         raise invalid(f"unknown control action {action}")
     arrays.load(applier, record.id)
     record = applier.arrays[record.id]

@@ -58,7 +58,7 @@ MAX_ASKED = 1000  # names in one job's -m
 PREEMPT_FORMAT = 12  # preempt.py: FORMAT (not imported: it imports the applier, which imports this)
 EXCLUSIVE_QUEUE_FORMAT = 13  # -x only in a queue that takes exclusive jobs
 RUN_LIMIT_FORMAT = 14  # -W and -We
-CHECKPOINT_FORMAT = 16  # -k (and the CHECKPOINT action: jobs.py)
+CHECKPOINT_FORMAT = 17  # -k (and the CHECKPOINT action: jobs.py)
 CHECKPOINT_SIGNALS = (1, 2, 10, 12)  # what a job's shim outlives (worker/shim.py): HUP, INT, USR1, USR2
 MAX_RUN_LIMIT_S = 10 * 366 * 86400
 

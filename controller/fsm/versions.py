@@ -42,7 +42,8 @@ from xce.v1 import log_pb2 as log
 # 15: a decisions entry's event carries its batch, so a recording can re-run the pass (applier.py).
 # 16: the audit trail: audited submits, actions and modifications write a row; `audit` entries (a dry
 #     run, a refusal); scoped tokens (audit.py).
-ENTRY_FORMAT = 16
+# 17: checkpoints: -k on job specs, the CHECKPOINT action (jobs.py, validation.py).
+ENTRY_FORMAT = 17
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",
