@@ -24,6 +24,7 @@ pytestmark = pytest.mark.cluster
 
 GROW = """
 import time
+print("grew", flush=True)
 held = []
 for _ in range(100):  # up to 500 MB, 5 MB every 20 ms: a 100 MB limit is met on the way
     held.append(bytearray(5 << 20))
@@ -157,7 +158,8 @@ def test_every_tool_against_a_live_cluster(served: tuple[LocalCluster, LocalGate
 
 def test_golden_submit_wait_analyze_a_job_out_of_memory(served: tuple[LocalCluster, LocalGateway, str],
                                                        tmp_path: Path) -> None:
-    """submit -> wait -> analyze on a job killed for memory: fixed results (ids and times aside)."""
+    """submit -> wait -> output -> analyze on a job killed for memory: fixed results (ids, times and
+    sizes aside)."""
     cluster, gateway, key = served
     (tmp_path / "grow.py").write_text(GROW)
 
@@ -167,14 +169,17 @@ def test_golden_submit_wait_analyze_a_job_out_of_memory(served: tuple[LocalClust
                                        cwd=str(tmp_path)))
         job = made["submitted"]["id"]
         waited = unwrap(await agent.call("scheduler_wait_job", job_id=job, timeout_s=120))
+        output = unwrap(await agent.call("scheduler_job_output", job_id=job, stream="stdout"))
         analysis = unwrap(await agent.call("scheduler_analyze_failure", job_id=job))
-        return [made, waited, analysis]
+        return [made, waited, output, analysis]
 
-    made, waited, analysis = with_agent(gateway, key, script)
+    made, waited, output, analysis = with_agent(gateway, key, script)
     assert {k: made["submitted"][k] for k in ("name", "queue", "slots", "state")} == {
         "name": "grower", "queue": "normal", "slots": 1, "state": "PEND"}
     ended = (waited["ended"], waited["job"]["state"], waited["job"]["exit_reason"])
     assert ended == (True, "EXIT", "MEMLIMIT")
+    shown = (output["stream"], output["host"], output["text"], output["truncated"])
+    assert shown == ("stdout", "w1", "grew\n", False)
     assert analysis["exit_reason"] == "MEMLIMIT" and analysis["state"] == "EXIT"
     assert analysis["causes"][0].startswith("killed for memory: its processes reached ")
     assert analysis["causes"][0].endswith("over its limit of 100 MB (-M)")
