@@ -17,7 +17,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
 from google.protobuf.message import Message
 
@@ -139,17 +139,7 @@ class Client:
 
     def history(self, request: api.HistoryRequest, limit: int = 0) -> list[api.Job]:
         """Finished jobs, newest first, page by page up to `limit` (0: all)."""
-        jobs: list[api.Job] = []
-        page_request = api.HistoryRequest()
-        page_request.CopyFrom(request)
-        while True:
-            if limit:
-                page_request.page_size = min(limit - len(jobs), 5000)
-            page = self.call("JobService", "ListHistory", page_request, api.HistoryResponse)
-            jobs.extend(page.jobs)
-            page_request.page_token = page.next_page_token
-            if not page.next_page_token or (limit and len(jobs) >= limit):
-                return jobs[:limit] if limit else jobs
+        return self._paged("JobService", "ListHistory", request, api.HistoryResponse, "jobs", limit)
 
     def accounting(self, request: api.AccountingRequest) -> api.AccountingResponse:
         return self.call("JobService", "Accounting", request, api.AccountingResponse)
@@ -220,17 +210,22 @@ class Client:
 
     def list_audit(self, request: api.ListAuditRequest, limit: int = 0) -> list[api.AuditRecord]:
         """The audit trail, newest first, page by page up to `limit` (0: all)."""
-        rows: list[api.AuditRecord] = []
-        page_request = api.ListAuditRequest()
+        return self._paged("AdminService", "ListAudit", request, api.ListAuditResponse, "records", limit)
+
+    def _paged(self, service: str, method: str, request: Message, response_class: type[Message], items: str,
+               limit: int) -> list[Any]:
+        """Every page's `items` from `request` on (page_size, page_token), up to `limit` (0: all)."""
+        found: list[Any] = []
+        page_request = type(request)()
         page_request.CopyFrom(request)
         while True:
             if limit:
-                page_request.page_size = min(limit - len(rows), 5000)
-            page = self.call("AdminService", "ListAudit", page_request, api.ListAuditResponse)
-            rows.extend(page.records)
-            page_request.page_token = page.next_page_token
-            if not page.next_page_token or (limit and len(rows) >= limit):
-                return rows[:limit] if limit else rows
+                page_request.page_size = min(limit - len(found), 5000)  # type: ignore[attr-defined]
+            page = self.call(service, method, page_request, response_class)
+            found.extend(getattr(page, items))
+            page_request.page_token = page.next_page_token  # type: ignore[attr-defined]
+            if not page.next_page_token or (limit and len(found) >= limit):  # type: ignore[attr-defined]
+                return found[:limit] if limit else found
 
     def who_am_i(self) -> api.WhoAmIResponse:
         return self.call("AdminService", "WhoAmI", api.WhoAmIRequest(), api.WhoAmIResponse)
