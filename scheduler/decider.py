@@ -59,6 +59,10 @@ class Decider:
     def holds_lease(self, now_s: float) -> bool:
         return self.lease.holds(now_s)
 
+    def idle(self, waiting: Sequence[api.Job], now_s: float) -> bool:
+        """Whether a pass at `now_s`, with these jobs waiting, may be left out (planner.idle)."""
+        return planner.idle(waiting, self.state, int(now_s * 1000), self.config)
+
     def decide(self, view: planner.PassView, now_s: float, now_ms: int) -> api.DecisionBatch | None:
         clock_ms = int(now_s * 1000)
         epoch = self.lease.epoch

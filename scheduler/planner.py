@@ -171,6 +171,17 @@ def pass_view(view: View) -> PassView:
                     view.limits(), view.share_usage(), fleet=view.fleet(), waiting=waiting)
 
 
+def idle(waiting: Sequence[api.Job], state: PlannerState, clock_ms: int, config: PlannerConfig) -> bool:
+    """Whether a pass now may be left out with no effect on any later one: nothing waits, so it would
+    decide nothing, and of its bookkeeping only the recount's stamp would not be done the same by the
+    next pass (which drops in-flight dispatches, cooldowns and refusals seen by the same tests, each
+    true for good once true: the time only grows, and a job is pending at an attempt only until it
+    leaves it). So the recount must not be due. The next batch records the state it started from,
+    which may then still list what this pass would have dropped; its decisions are the same."""
+    counted = state.recounted_ms
+    return not waiting and counted is not None and clock_ms - counted < config.recount_ms
+
+
 def ready(state: PlannerState, revision: int, clock_ms: int) -> bool:
     """The view holds the previous batch's outcome, or that is overdue."""
     return revision >= state.await_revision or clock_ms > state.await_until_ms

@@ -567,3 +567,35 @@ def test_usage_while_running_and_the_exit_reason_from_format_9() -> None:
     ended = state.job(job)
     assert (ended.state, ended.exit_reason) == (api.EXIT, "MEMLIMIT")
     assert sample("a").code == log.FAILED_PRECONDITION  # it ended: no more samples
+
+
+def test_from_format_18_a_dispatch_stamps_the_start_until_the_worker_reports_its_own() -> None:
+    """What a pass reads of a running job (backfill's expected end, preemption's newest victims, fair
+    share's charge) holds from the dispatch; the worker's started report sets its own time, a failed
+    dispatch leaves the job never started, and before format 18 the start waits for the report."""
+    state = State()
+    state.join("a", 4)
+    report = log.HostReport(host="a", generation=state.host("a").generation)
+
+    def reported(body: api.JobReport) -> log.Result:
+        report.report.CopyFrom(body)
+        return state.apply(log.Entry(report=report), 18)
+
+    first = state.submit()
+    assert accepted(state.dispatch(first, ("a", 1), format_=18))
+    dispatched = state.job(first)
+    assert dispatched.start_time_ms == dispatched.modify_time_ms > 0 and dispatched.pid == 0
+    started = api.JobReport(job_id=first, attempt=0, started=api.JobStarted(pid=42, time_ms=STAMP + 999_000))
+    assert reported(started).code == log.OK
+    assert (state.job(first).start_time_ms, state.job(first).pid) == (STAMP + 999_000, 42)
+
+    second = state.submit()
+    assert accepted(state.dispatch(second, ("a", 1), format_=18))
+    failed = api.JobReport(job_id=second, attempt=0, dispatch_failed=api.DispatchFailed(code=-1, reason="no"))
+    assert reported(failed).code == log.OK
+    back = state.job(second)
+    assert (back.state, back.attempt, back.start_time_ms) == (api.PEND, 1, 0)
+
+    older = state.submit()
+    assert accepted(state.dispatch(older, ("a", 1), format_=17))
+    assert state.job(older).state == api.RUN and state.job(older).start_time_ms == 0

@@ -5,7 +5,9 @@ that exist and that do not, random stamps, repeated and skipped indexes)
 applied to a fresh `MemoryTables` and to a fresh LMDB `StateStore` yields the
 same results and byte-identical canonical dumps (an entry the code cannot
 apply stops both alike, writing nothing); applying the sequence again at the
-same indexes returns None everywhere and changes nothing.
+same indexes returns None everywhere and changes nothing. `apply_entry` (the
+simulator's, given each decodable entry as a message) does the same, and
+hands back the event the events table holds.
 
 The inputs that once broke apply (request ids longer than LMDB's key
 limit, non-ASCII digits and 64-bit overflows in job ids, stamps outside
@@ -19,6 +21,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -239,14 +242,36 @@ def attempt(apply: Callable[..., list[log.Result] | None], *args: object) -> lis
         return f"stopped at {exc.index}: {exc.kind}"
 
 
+def same_as_message(tables: MemoryTables, index: int, data: bytes, applied: list[log.Result] | None | str,
+                    applied_to: MemoryTables) -> None:
+    """apply_entry of the decoded entry does what apply of its bytes did (`applied`, to `applied_to`)."""
+    try:
+        entry = log.Entry.FromString(data)
+    except DecodeError:
+        assert applied is None or (isinstance(applied, str) and "undecodable" in applied)  # (None: applied)
+        return
+    try:
+        by_message = fsm.apply_entry(tables, index, entry)
+    except fsm.EntryNotUnderstood as exc:
+        assert applied == f"stopped at {exc.index}: {exc.kind}"
+        return
+    if by_message is None or isinstance(applied, str) or applied is None:
+        assert by_message is None and applied is None
+        return
+    assert results_bytes(by_message.results) == results_bytes(applied)
+    stored = applied_to.get("events", fsm.revision_key(index))
+    assert by_message.event.SerializeToString(deterministic=True) == stored
+
+
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(program=programs())
 def test_any_entry_sequence_gives_identical_dumps_and_replay_changes_nothing(
         program: list[tuple[int, bytes]]) -> None:
-    memory = MemoryTables()
-    # What StateStore writes into its meta table when it creates the environment.
-    memory.put("meta", IDENTITY_KEY, CLUSTER.encode())
-    fsm.rebuild_derived(memory)  # and the version of its derived tables
+    memory, by_message = MemoryTables(), MemoryTables()
+    for tables in (memory, by_message):
+        # What StateStore writes into its meta table when it creates the environment.
+        tables.put("meta", IDENTITY_KEY, CLUSTER.encode())
+        fsm.rebuild_derived(tables)  # and the version of its derived tables
     with tempfile.TemporaryDirectory() as tmp:
         store = StateStore(Path(tmp) / "state", CLUSTER)
         try:
@@ -254,6 +279,7 @@ def test_any_entry_sequence_gives_identical_dumps_and_replay_changes_nothing(
             for index, data in program:
                 in_memory = attempt(fsm.apply, memory, index, data)
                 in_lmdb = attempt(store.apply, index, data)
+                same_as_message(by_message, index, data, in_memory, memory)
                 if isinstance(in_memory, str) or isinstance(in_lmdb, str):
                     # An entry this code cannot apply stops both alike and changes nothing.
                     assert in_memory == in_lmdb, (index, data)
@@ -263,7 +289,7 @@ def test_any_entry_sequence_gives_identical_dumps_and_replay_changes_nothing(
                 if in_memory is not None:
                     applied.append(index)
             dump = store.canonical_dump()
-            assert b"".join(fsm.canonical_dump(memory)) == dump
+            assert b"".join(fsm.canonical_dump(memory)) == dump == b"".join(fsm.canonical_dump(by_message))
 
             meta = store.meta()
             assert meta.applied_index == (applied[-1] if applied else 0)

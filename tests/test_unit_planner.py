@@ -179,3 +179,36 @@ def test_a_planner_state_s_digest_is_the_recorded_format() -> None:
                          refusals_seen=frozenset({(5, 1), (2, 3)}), await_revision=41, await_until_ms=3_000,
                          recounted_ms=0)
     assert state.digest() == "6607970bae8276b4860174ae1d13e4a86df6a896bdcad128d55ef4b331dac017"
+
+
+def test_a_pass_where_nothing_waits_may_be_left_out_unless_its_recount_is_due() -> None:
+    """planner.idle: the simulator leaves such a pass out. Nothing waits, so it decides nothing; what it
+    drops from the state (a dispatch the view shows running, an expired cool-down, a refusal seen) the
+    next pass drops the same, so that pass decides the same and leaves the same state; only the state it
+    records as its start still lists them. A due recount would be stamped by the idle pass: not left out."""
+    config = PlannerConfig(recount_ms=60_000)
+    hosts = [host("a", 4), host("b", 4)]
+    refused = planner.plan(view([job(1, attempt=1, refused_host="a"), job(2)], hosts), PlannerState(), 1_000,
+                           config)
+    assert refused.state.in_flight and refused.state.cooldown and refusals(refused.state)
+    running = [job(1, attempt=1), job(2)]
+    for one in running:
+        one.state = api.RUN
+    quiet = view(running, hosts)
+    now = 1_000 + CONFIG.refusal_cooldown_ms + 1
+    assert planner.idle([], refused.state, now, config)
+    assert not planner.idle([job(3)], refused.state, now, config)  # something waits
+    assert not planner.idle([], refused.state, 1_000 + 60_000, config)  # its recount is due
+    assert not planner.idle([], PlannerState(), now, config)  # never counted
+    passed = planner.plan(quiet, refused.state, now, config)
+    assert passed.decisions == [] and passed.state != refused.state  # it would have dropped things
+    later = view([*running, job(3), job(4, attempt=2, refused_host="b")], hosts)
+    after_idle = planner.plan(later, passed.state, now + 500, config)
+    without = planner.plan(later, refused.state, now + 500, config)
+    assert (without.decisions, without.state, without.cooled) == \
+        (after_idle.decisions, after_idle.state, after_idle.cooled)
+    assert dispatches(without) == [(3, "a"), (4, "a")] and without.cooled == [("b", 4)]
+
+
+def refusals(state: PlannerState) -> frozenset[tuple[int, int]]:
+    return state.refusals_seen

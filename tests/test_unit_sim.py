@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -90,8 +91,64 @@ def test_a_requeue_victim_runs_again_from_the_start() -> None:
 def test_skipping_the_idle_pass_after_a_batch_changes_nothing(sets: list[str]) -> None:
     """The engine skips the pass after a batch when it cannot decide anything new (engine.one_pass):
     the same jobs end at the same times, and the history (hosts, pending reasons) is byte for byte the
-    same as when it passes again after every batch; preemptions (suspend and requeue), fair share
-    (whose order reads what runs) and -w started(...) (which a dispatch satisfies) included."""
+    same as when it passes again after every batch and every event; preemptions (suspend and requeue),
+    fair share (whose order reads what runs), -w started(...) (which a dispatch satisfies) and -W run
+    limits included. The engine also leaves out a pass where nothing waits (planner.idle)."""
+    w = _mixed()
+    runs = []
+    for skip in (True, False):
+        sim = engine.Engine(w, engine.Settings(whatif=whatif.parse(sets), skip_idle_passes=skip))
+        result = sim.run()
+        runs.append((result.finished, list(sim.tables.scan("history")), result.passes))
+    (finished, history, passes), (finished_all, history_all, passes_all) = runs
+    assert len(finished) == 400 and finished == finished_all and history == history_all
+    assert passes < passes_all  # (it did skip)
+    preempted = [api.Job.FromString(raw) for _, raw in history if api.Job.FromString(raw).preemptions]
+    assert "low" in {j.spec.queue for j in preempted}  # (victims stopped and resumed)
+    if not sets:
+        assert "scavenger" in {j.spec.queue for j in preempted}  # (... and requeued)
+
+
+@pytest.mark.parametrize("sets", [[], ["queue.low.backfill=easy"], ["queue.low.backfill=conservative"],
+                                  ["queue.low.picker=fairshare"]])
+def test_workers_that_report_each_start_change_nothing_but_the_pid(sets: list[str]) -> None:
+    """Without start reports (the default) the job's start time is its dispatch's (entry format 18),
+    which is the time a start report at the same virtual instant gives: every pass decides the same
+    (backfill's expected ends, preemption's newest victims and fair share read start times), the same
+    jobs end at the same times, and the records differ only in the pid a worker reports."""
+    w = _mixed()
+    runs = []
+    for reports in (False, True):
+        sim = engine.Engine(w, engine.Settings(whatif=whatif.parse(sets), start_reports=reports))
+        decisions: list[bytes] = []
+        one_pass = sim.one_pass
+
+        def recorded(one_pass: Callable[[], api.DecisionBatch | None] = one_pass,
+                     decisions: list[bytes] = decisions) -> api.DecisionBatch | None:
+            batch = one_pass()
+            if batch is not None:
+                decisions.append(b"".join(d.SerializeToString(deterministic=True) for d in batch.decisions))
+            return batch
+
+        sim.one_pass = recorded  # type: ignore[method-assign]
+        result = sim.run()
+        history, pids = [], set()
+        for _, raw in sim.tables.scan("history"):
+            job = api.Job.FromString(raw)
+            pids.add(job.pid != 0)
+            job.pid = 0
+            history.append(job.SerializeToString(deterministic=True))
+        assert pids == ({True} if reports else {False})
+        runs.append((result.finished, history, decisions, result.entries))
+    (finished, history, decisions, entries), (finished_r, history_r, decisions_r, entries_r) = runs
+    assert len(finished) == 400 and finished == finished_r and history == history_r
+    assert decisions == decisions_r and len(decisions) > 100
+    assert entries < entries_r  # (one fewer an attempt that started)
+
+
+def _mixed() -> workload.Workload:
+    """400 jobs over three queues (urgent preempts low by suspending and scavenger by requeueing),
+    fair share in low, -w started(...) on some, -W run limits on others."""
     base = workload.synthetic(400, 12, 8, 0.95, seed=11)
     shares = api.FairShare(users={f"u{n}": 1 + n % 3 for n in range(1, 51)})
     queues = [api.Queue(name="urgent", priority=60, preemptive=["low", "scavenger"]),
@@ -105,20 +162,10 @@ def test_skipping_the_idle_pass_after_a_batch_changes_nothing(sets: list[str]) -
         spec.rerunnable = spec.queue == "scavenger"
         if job.key % 7 == 0:  # (job ids are the keys: arrivals in key order)
             spec.depend = f"started({job.key - 3})"
+        if job.key % 11 == 0:
+            spec.run_limit_s = max(1, job.run_ms // 2000)
         jobs.append(workload.SimJob(job.key, job.submit_ms, job.run_ms, spec))
-    w = workload.Workload(jobs, base.hosts, queues, "mixed")
-    runs = []
-    for skip in (True, False):
-        sim = engine.Engine(w, engine.Settings(whatif=whatif.parse(sets), skip_idle_passes=skip))
-        result = sim.run()
-        runs.append((result.finished, list(sim.tables.scan("history")), result.passes))
-    (finished, history, passes), (finished_all, history_all, passes_all) = runs
-    assert len(finished) == 400 and finished == finished_all and history == history_all
-    assert passes < passes_all  # (it did skip)
-    preempted = [api.Job.FromString(raw) for _, raw in history if api.Job.FromString(raw).preemptions]
-    assert "low" in {j.spec.queue for j in preempted}  # (victims stopped and resumed)
-    if not sets:
-        assert "scavenger" in {j.spec.queue for j in preempted}  # (... and requeued)
+    return workload.Workload(jobs, base.hosts, queues, "mixed")
 
 
 @pytest.mark.parametrize("mode", ["easy", "conservative"])

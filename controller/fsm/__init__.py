@@ -36,6 +36,7 @@ retention, versions, dump.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from google.protobuf.message import DecodeError
 
@@ -140,21 +141,43 @@ def apply(tables: Tables, index: int, data: bytes,
     meta = read_meta(tables)
     if index <= meta.applied_index:
         return None
-    entry = decode(index, data, handlers)
+    return _apply(tables, index, decode(index, data, handlers), meta, handlers).results
+
+
+class Applied(NamedTuple):
+    results: list[log.Result]
+    event: log.Event  # as stored in the events table at the entry's revision
+
+
+def apply_entry(tables: Tables, index: int, entry: log.Entry,
+                handlers: Mapping[str, Handler] = HANDLERS) -> Applied | None:
+    """apply(), for a driver that makes each entry itself and keeps no log (the simulator): the entry
+    as a message (apply would decode the bytes it serialized, field for field the same message), and
+    its event with the results (the events table has those bytes). The same checks, the same
+    writes. The entry is the apply's to change: do not use it afterwards."""
+    meta = read_meta(tables)
+    if index <= meta.applied_index:
+        return None
+    understood(index, entry, handlers)
+    return _apply(tables, index, entry, meta, handlers)
+
+
+def _apply(tables: Tables, index: int, entry: log.Entry, meta: log.Meta,
+           handlers: Mapping[str, Handler]) -> Applied:
     kind = entry.WhichOneof("body") or ""
     applier = Applier(tables, index, entry, meta, kind)
     if not MIN_STAMP_MS <= entry.stamp_ms <= MAX_STAMP_MS:
         results = [log.Result(code=log.INVALID_ARGUMENT, message=f"stamp {entry.stamp_ms} out of range")]
         applier.entry = log.Entry()
         finish(applier, results, rejected=True)
-        return results
+        return Applied(results, applier.event)
     if entry.format >= recovery.FORMAT:
         recovery.time_passes(applier)  # first: a dispatch stamped past the wait is the wait's end
     results = handlers[kind](applier)
     if not results:  # an invariant, its message made only if broken (every entry passes here)
         raise InvariantViolated(f"entry {index} ({kind}) applied without a result")
     finish(applier, results, rejected=False)
-    return results
+    return Applied(results, applier.event)
 
 
 # The version of the derived tables (job_index, history): a store whose meta table records
@@ -179,23 +202,31 @@ def decode(index: int, data: bytes, handlers: Mapping[str, Handler] = HANDLERS) 
         entry = log.Entry.FromString(data)
     except DecodeError as exc:
         raise EntryNotUnderstood(index, "undecodable", 0, f"undecodable: {exc}") from None
-    kind = entry.WhichOneof("body")
-    if entry.format > ENTRY_FORMAT:
-        raise EntryNotUnderstood(index, describe(data)[0], entry.format,
-                                 f"format {entry.format} is newer than this code's ({ENTRY_FORMAT})")
-    if kind is None or kind not in handlers:
-        raise EntryNotUnderstood(index, describe(data)[0], entry.format or 1,
-                                 "this code has no handler for the entry's kind")
+    understood(index, entry, handlers, data)
     return entry
+
+
+def understood(index: int, entry: log.Entry, handlers: Mapping[str, Handler] = HANDLERS,
+               data: bytes | None = None) -> None:
+    """Raise EntryNotUnderstood unless this code can apply the entry (`data`: its bytes, if known)."""
+    kind = entry.WhichOneof("body")
+    if entry.format <= ENTRY_FORMAT and kind is not None and kind in handlers:
+        return
+    named = describe(entry.SerializeToString() if data is None else data)[0]
+    if entry.format > ENTRY_FORMAT:
+        raise EntryNotUnderstood(index, named, entry.format,
+                                 f"format {entry.format} is newer than this code's ({ENTRY_FORMAT})")
+    raise EntryNotUnderstood(index, named, entry.format or 1, "this code has no handler for the entry's kind")
 
 
 __all__ = [
     "DEFAULT_MAX_SLOTS", "DEFAULT_QUEUE", "ENTRY_FORMAT", "EVENTS_KEPT", "EVENTS_MAX_BYTES", "FINISHED",
     "HANDLERS", "MAX_COMMAND_ARGS", "MAX_HOST_NAME", "MAX_JOB_ID", "MAX_QUEUE_NAME", "MAX_REQUEST_ID_BYTES",
     "MAX_STAMP_MS", "MAX_STRING", "META_KEY", "MIN_STAMP_MS", "PENDING", "PRUNE_PER_APPLY", "arrays",
-    "REQUEST_RETENTION_MS", "RUNNING", "Applier", "resources",
+    "REQUEST_RETENTION_MS", "RUNNING", "Applied", "Applier", "resources",
     "CommittedUsage", "EntryNotUnderstood", "Handler", "Tables",
-    "apply", "canonical_dump", "check_host_spec", "check_modify", "check_queue", "check_queue_open",
+    "apply", "apply_entry", "canonical_dump", "check_host_spec", "check_modify", "check_queue",
+    "check_queue_open",
     "check_request_id", "check_spec", "decode", "describe", "find_job", "host_job_ids", "host_job_key",
     "job_key", "parse_job_id", "read_counter", "read_host", "read_job", "read_meta", "read_queue",
     "read_result", "readable_id", "rebuild_derived", "revision_key",

@@ -9,6 +9,12 @@ an invariant stops the replica rather than clamp a count at zero.
 
 A parallel job holds a `host_jobs` row on every host of its allocation; its
 first host runs the command (`job.host`).
+
+From entry format 18 (START_FORMAT) a placed job's start time is its
+dispatch's commit time until its worker reports when it started (as Slurm's
+StartTime is the allocation's): what a pass reads of a running job (the
+backfill's expected end, the preemption's newest victims, fair share's
+charge) holds from its dispatch on, not from the worker's report.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from controller.tables import Tables
 from xce import feasibility, limits
 from xce.invariant import InvariantViolated, invariant
 from xce.v1 import api_pb2 as api
+
+START_FORMAT = 18  # a dispatch stamps the job's start time (versions.py)
 
 
 class CommittedUsage:
@@ -90,6 +98,8 @@ def place(applier: Applier, job: api.Job, hosts: Sequence[api.Host], parts: Sequ
     job.ClearField("refused_host")
     job.ClearField("preempting")
     job.modify_time_ms = applier.stamp_ms
+    if applier.entry.format >= START_FORMAT:
+        job.start_time_ms = applier.stamp_ms  # until its worker's `started` says (reports.py)
     job.ClearField("allocation")
     if len(parts) > 1 or parts[0].slots != job.spec.slots or need.host_usage:
         for part in parts:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from controller.fsm import preempt, recovery
 from controller.fsm.applier import Applier, each
-from controller.fsm.holdings import release
+from controller.fsm.holdings import START_FORMAT, release
 from controller.fsm.jobs import EXIT_KILLED, requeue_ended, settle_lost
 from controller.fsm.records import RUNNING, next_attempt, read_host, read_job
 from xce import feasibility
@@ -178,6 +178,8 @@ def _dispatch_failed(applier: Applier, job: api.Job, host: str, failed: api.Disp
         job.host = ""
         job.ClearField("allocation")
         job.pid = 0
+        if applier.entry.format >= START_FORMAT:  # the dispatch's start time: it never started
+            job.start_time_ms = 0
     job.ClearField("state_before_unknown")
 
 

@@ -43,7 +43,8 @@ from xce.v1 import log_pb2 as log
 # 16: the audit trail: audited submits, actions and modifications write a row; `audit` entries (a dry
 #     run, a refusal); scoped tokens (audit.py).
 # 17: checkpoints: -k on job specs, the CHECKPOINT action (jobs.py, validation.py).
-ENTRY_FORMAT = 17
+# 18: a dispatch stamps the job's start time, until its worker reports its own (holdings.py).
+ENTRY_FORMAT = 18
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",
