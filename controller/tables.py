@@ -9,7 +9,7 @@ in-memory `MemoryTables` here serves unit tests of the pure core.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 TABLES = ("meta", "jobs", "queues", "hosts", "host_jobs", "counters", "requests", "request_expiry", "events",
@@ -44,6 +44,15 @@ class SortedKeys:
         self.chunk = chunk
         self.chunks: list[list[bytes]] = []  # none empty
         self.maxes: list[bytes] = []  # each chunk's last key
+
+    @staticmethod
+    def of(keys: Iterable[bytes], chunk: int = 1000) -> SortedKeys:
+        """These keys (none twice), sorted."""
+        made = SortedKeys(chunk)
+        ordered = sorted(keys)
+        made.chunks = [ordered[at:at + chunk] for at in range(0, len(ordered), chunk)]
+        made.maxes = [keys_[-1] for keys_ in made.chunks]
+        return made
 
     def copy(self) -> SortedKeys:
         fresh = SortedKeys(self.chunk)
@@ -122,11 +131,13 @@ class SortedKeys:
 
 class MemoryTables:
     """Dicts, with each table's keys kept sorted; what LMDB would hold, for pure tests and the
-    simulator. A scan sees the table as it is at each step, as an LMDB cursor in a write transaction."""
+    simulator. A scan sees the table as it is at each step, as an LMDB cursor in a write transaction.
+    A table's keys are sorted from its first scan on: the tables only read by key (the jobs, the
+    hosts' jobs, history...) keep no order they would pay for at each new key."""
 
     def __init__(self) -> None:
         self._data: dict[str, dict[bytes, bytes]] = {t: {} for t in TABLES}
-        self._keys: dict[str, SortedKeys] = {t: SortedKeys() for t in TABLES}
+        self._keys: dict[str, SortedKeys] = {}  # the tables scanned so far
 
     def copy(self) -> MemoryTables:
         """An independent copy (a transaction's scratch, a snapshot)."""
@@ -141,25 +152,35 @@ class MemoryTables:
     def put(self, table: str, key: bytes, value: bytes) -> None:
         items = self._data[table]
         if key not in items:
-            self._keys[table].add(key)
+            keys = self._keys.get(table)
+            if keys is not None:
+                keys.add(key)
         items[key] = value
 
     def delete(self, table: str, key: bytes) -> None:
         items = self._data[table]
         if items.pop(key, None) is not None:
-            self._keys[table].remove(key)
+            keys = self._keys.get(table)
+            if keys is not None:
+                keys.remove(key)
+
+    def _sorted(self, table: str) -> SortedKeys:
+        keys = self._keys.get(table)
+        if keys is None:
+            keys = self._keys[table] = SortedKeys.of(self._data[table])
+        return keys
 
     def scan(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         # Each step finds its place again: the table may change between steps (a cursor's walk), and
         # most scans stop after a few keys (no copy of the keys).
-        items, keys = self._data[table], self._keys[table]
+        items, keys = self._data[table], self._sorted(table)
         key = keys.ceiling(start)
         while key is not None:
             yield key, items[key]
             key = keys.higher(key)
 
     def scan_back(self, table: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
-        items, keys = self._data[table], self._keys[table]
+        items, keys = self._data[table], self._sorted(table)
         key = keys.floor(start)
         while key is not None:
             yield key, items[key]

@@ -36,6 +36,7 @@ class View:
         self.snapshots = 0  # how many snapshots were swapped in
         self.events = 0     # how many events were applied (skips not counted)
         self.last_kind = ""  # the entry kind of the last event applied
+        self._jobs_written: list[tuple[bytes, bytes]] | None = None  # (apply_event's `jobs`)
         # jobs, hosts and queues kept parsed, in key order, between reads: only what changed is parsed again
         self._parsed_tables = {"jobs": _Parsed(api.Job, waits), "hosts": _Parsed(api.Host, touches=True),
                                "queues": _Parsed(api.Queue)}
@@ -89,14 +90,19 @@ class View:
         elif kind == "event":
             self._apply_event(message.event)
 
-    def apply_event(self, event: log.Event) -> None:
-        """apply() of an event, for a caller that has the event alone (the simulator)."""
-        self._apply_event(event)
+    def apply_event(self, event: log.Event, jobs: list[tuple[bytes, bytes]] | None = None) -> None:
+        """apply() of an event, for a caller that has the event alone (the simulator). `jobs`: where
+        to add the event's writes of job records, (key, record), in order (not its deletions)."""
+        self._jobs_written = jobs
+        try:
+            self._apply_event(event)
+        finally:
+            self._jobs_written = None
 
     def _apply_event(self, event: log.Event) -> None:
         if event.revision <= self.revision:
             return  # already applied: a repeat after a reconnect
-        tables, parsed_tables = self.tables, self._parsed_tables
+        tables, parsed_tables, jobs = self.tables, self._parsed_tables, self._jobs_written
         for change in event.changes:
             name, key = change.table, change.key  # (each read of a message's field makes an object)
             table = tables.get(name)
@@ -105,7 +111,9 @@ class View:
             if change.deleted:
                 table.pop(key, None)
             else:
-                table[key] = change.value
+                value = table[key] = change.value
+                if jobs is not None and name == "jobs":
+                    jobs.append((key, value))
             parsed = parsed_tables.get(name)
             if parsed is not None:
                 parsed.dirty.add(key)

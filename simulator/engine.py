@@ -337,8 +337,9 @@ class Engine:
         if applied is None:
             raise SimulationError(f"entry {self.index} ({kind}) was not applied")
         self._last_jobs = set()
-        self.view.apply_event(applied.event)
-        self._watch(applied.event)
+        jobs: list[tuple[bytes, bytes]] = []
+        self.view.apply_event(applied.event, jobs)
+        self._watch(jobs)
         return applied.results
 
     # -------------------------------------------------------------- the simulated workers
@@ -353,12 +354,11 @@ class Engine:
                 getattr(self.decider.pickers(name), "reads_context", False) for name in names)
         return self._order_reads
 
-    def _watch(self, event: log.Event) -> None:
+    def _watch(self, jobs: list[tuple[bytes, bytes]]) -> None:
+        """The job records an entry wrote (not those it deleted: a finished job cleaned), in order."""
         changed = self._last_jobs
-        for change in event.changes:
-            if change.table != "jobs" or change.deleted:  # (a deletion: a finished job cleaned)
-                continue
-            job = self.view.parsed_job(change.key, change.value)
+        for key, value in jobs:
+            job = self.view.parsed_job(key, value)
             changed.add(job.id)
             if job.id not in self._jobs:
                 continue  # an array's own record

@@ -68,3 +68,33 @@ def test_a_scan_walks_the_table_as_it_is_at_each_step_as_a_cursor_does(seed: int
                 model.pop(change, None)
             expected = _before(model, key) if backwards else _after(model, key)
         assert expected is None and seen
+
+
+def test_a_table_first_scanned_late_is_sorted_then_and_kept_so() -> None:
+    """A table is kept in order from its first scan on (those only read by key never pay for it): what
+    was put and deleted before that, over several chunks, scans in order, as does what comes after."""
+    rng = random.Random(7)
+    tables, model = MemoryTables(), {}
+    for step in range(6000):
+        key = rng.randrange(5000).to_bytes(2, "big")
+        if rng.random() < 0.7:
+            tables.put("history", key, b"%d" % step)
+            model[key] = b"%d" % step
+        else:
+            tables.delete("history", key)
+            model.pop(key, None)
+    unscanned = tables.copy()
+    assert "history" not in tables._keys and len(model) > 2000  # (more than two chunks of 1,000)
+    assert list(tables.scan("history")) == sorted(model.items()) == list(unscanned.scan("history"))
+    for step in range(500):
+        key = rng.randrange(5000).to_bytes(2, "big")
+        if step % 2:
+            tables.put("history", key, b"later")
+            model[key] = b"later"
+        else:
+            tables.delete("history", key)
+            model.pop(key, None)
+    start = (2500).to_bytes(2, "big")
+    assert list(tables.scan("history", start)) == [(k, model[k]) for k in sorted(model) if k >= start]
+    assert list(tables.scan_back("history", start)) == [
+        (k, model[k]) for k in sorted(model, reverse=True) if k <= start]
