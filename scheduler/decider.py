@@ -41,6 +41,9 @@ class Decider:
     state: planner.PlannerState = field(default_factory=planner.PlannerState)
     batches: int = 0
     deferred: int = 0  # decisions the last pass left for later passes (over a bound of its batch)
+    # Jobs of dispatches whose batch's outcome is unknown (no reply): maybe never committed, so such
+    # a job may be pending at that attempt again (after a hold and a release); see idle().
+    unsettled: set[int] = field(default_factory=set)
     # The last pass's configuration and what it was made of (config, default picker, the queues'
     # pickers): made again only when one of them changed.
     _configured: tuple[object, ...] = field(default=(), repr=False, compare=False)
@@ -60,7 +63,12 @@ class Decider:
         return self.lease.holds(now_s)
 
     def idle(self, waiting: Sequence[api.Job], now_s: float) -> bool:
-        """Whether a pass at `now_s`, with these jobs waiting, may be left out (planner.idle)."""
+        """Whether a pass at `now_s`, with these jobs waiting, may be left out (planner.idle): never
+        while a dispatch of unknown outcome is in flight (planner.idle holds for accepted ones)."""
+        if self.unsettled:
+            self.unsettled &= self.state.in_flight.keys()
+            if self.unsettled:
+                return False
         return planner.idle(waiting, self.state, int(now_s * 1000), self.config)
 
     def decide(self, view: planner.PassView, now_s: float, now_ms: int) -> api.DecisionBatch | None:
@@ -99,6 +107,7 @@ class Decider:
                        now_s: float) -> None:
         if reply is None:  # outcome unknown (maybe a new leader): confirm the lease
             self.lease.renew_at_s = 0.0
+            self.unsettled.update(d.dispatch.job_id for d in batch.decisions if d.HasField("dispatch"))
             return
         self.state, stale = planner.after_reply(self.state, batch, reply, int(now_s * 1000), self.config)
         rejected = [o for o in reply.outcomes[:len(batch.decisions)] if o.code != api.DECISION_ACCEPTED]

@@ -172,12 +172,15 @@ def pass_view(view: View) -> PassView:
 
 
 def idle(waiting: Sequence[api.Job], state: PlannerState, clock_ms: int, config: PlannerConfig) -> bool:
-    """Whether a pass now may be left out with no effect on any later one: nothing waits, so it would
-    decide nothing, and of its bookkeeping only the recount's stamp would not be done the same by the
-    next pass (which drops in-flight dispatches, cooldowns and refusals seen by the same tests, each
-    true for good once true: the time only grows, and a job is pending at an attempt only until it
-    leaves it). So the recount must not be due. The next batch records the state it started from,
-    which may then still list what this pass would have dropped; its decisions are the same."""
+    """Whether a pass now may be left out with no effect on any later one, for a caller whose
+    dispatches in flight were all accepted (after_reply drops the rejected ones; Decider.idle keeps
+    out those of a batch with no answer): nothing waits, so it would decide nothing, and of its
+    bookkeeping only the recount's stamp would not be done the same by the next pass. That pass drops
+    in-flight dispatches, cooldowns and refusals seen by the same tests, each true for good once true:
+    the time only grows, an accepted dispatch's job left PEND at that attempt for good (only a requeue
+    makes it pending again, at the next attempt), and a refused attempt is not refused again. So the
+    recount must not be due. The next batch records the state it started from, which may then still
+    list what this pass would have dropped; its decisions are the same."""
     counted = state.recounted_ms
     return not waiting and counted is not None and clock_ms - counted < config.recount_ms
 

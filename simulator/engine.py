@@ -139,7 +139,8 @@ class Engine:
         self._begun = False
         self._again = True  # whether a pass at once after the last batch could decide something new
         self._last_jobs: set[int] = set()  # the jobs the last entry changed
-        # Whether a picker in use orders by what runs, and of what (the default picker, the queues)
+        # Whether a pass's placements may move what the next decides, and of what (the default picker,
+        # the queues)
         self._order_reads = False
         self._order_key: tuple[str, tuple[bytes, ...]] | None = None
         self._heap: list[tuple[int, int, int, object]] = []
@@ -310,14 +311,14 @@ class Engine:
         # The pass placed, preempted and explained with what it saw, and took its own placements into
         # account: a pass at once after it decides something new only if the batch was cut or refused
         # in part, preempted (victims give back), changed jobs it did not name (a -w started(...) now
-        # holds), placed jobs where the order reads what runs (fair share), or the workers did more
-        # than start what it placed.
+        # holds), placed jobs where what runs moves the others (_placements_move_others), or the
+        # workers did more than start what it placed.
         kinds = [d.WhichOneof("body") for d in batch.decisions]
         named = {getattr(d, kind).job_id for d, kind in zip(batch.decisions, kinds, strict=True)}
         dispatched = kinds.count("dispatch")
         self._again = (self.decider.deferred > 0 or dispatched >= self.decider.config.core.max_dispatches
                        or "preempt" in kinds or bool(self._last_jobs - named)
-                       or (dispatched > 0 and self._order_reads_running())
+                       or (dispatched > 0 and self._placements_move_others())
                        or any(o.code != api.DECISION_ACCEPTED for o in outcome.outcomes))
         # What the workers do at once (starts, suspended reports, kills) comes before the next pass.
         while self._heap and self._heap[0][0] == self.now_ms and self._heap[0][1] == REACT:
@@ -344,14 +345,18 @@ class Engine:
 
     # -------------------------------------------------------------- the simulated workers
 
-    def _order_reads_running(self) -> bool:
-        """Whether a picker in use orders by what runs (reads_context: fair share)."""
+    def _placements_move_others(self) -> bool:
+        """Whether what a pass places may change what the next one decides for the jobs it left: a
+        picker in use orders by what runs (reads_context: fair share), or a queue keeps its order or
+        reservations (backfill other than `any`: a blocked job's reservation is worked out when the
+        pass meets it, from what ran then, not from what the pass places after it)."""
         key = (self.decider.default_picker, tuple(self.view.tables["queues"].values()))
         if self._order_key != key:
             queues = self.view.queues()
             names = {self.decider.default_picker, *(q.job_pick_plugin for q in queues if q.job_pick_plugin)}
             self._order_key, self._order_reads = key, any(
-                getattr(self.decider.pickers(name), "reads_context", False) for name in names)
+                getattr(self.decider.pickers(name), "reads_context", False) for name in names) or any(
+                q.backfill not in ("", "any") for q in queues)
         return self._order_reads
 
     def _watch(self, jobs: list[tuple[bytes, bytes]]) -> None:

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller import fsm
+from controller.fsm import history
 from controller.tables import MemoryTables
 from scheduler import core
 from xce import feasibility
@@ -599,3 +600,30 @@ def test_from_format_18_a_dispatch_stamps_the_start_until_the_worker_reports_its
     older = state.submit()
     assert accepted(state.dispatch(older, ("a", 1), format_=17))
     assert state.job(older).state == api.RUN and state.job(older).start_time_ms == 0
+
+
+@pytest.mark.parametrize("format_", [17, 18])
+def test_a_job_killed_before_its_worker_started_it_counts_from_its_dispatch_from_format_18(
+        format_: int) -> None:
+    """From format 18 an attempt counts from its allocation, as Slurm's usage does: a job killed before
+    its worker reported a start held its slots from its dispatch (accounting's started, run and wait
+    times; fair share charges the same times). Before, it counted nothing."""
+    state = State()
+    state.join("a", 4)
+    job_id = state.submit(slots=2)
+    assert accepted(state.dispatch(job_id, ("a", 2), format_=format_))
+    dispatched = state.job(job_id).modify_time_ms
+    kill = log.Entry(control=api.ControlJobRequest(job_id=str(job_id), action=api.KILL),
+                     stamp_ms=dispatched + 1)
+    assert state.apply(kill, format_).code == log.OK
+    report = log.HostReport(host="a", generation=state.host("a").generation, report=api.JobReport(
+        job_id=job_id, attempt=0, finished=api.JobFinished(term_signal=9, time_ms=dispatched + 200_000)))
+    assert state.apply(log.Entry(report=report, stamp_ms=dispatched + 200_000), format_).code == log.OK
+    ended = state.job(job_id)
+    totals = history.usage_of(ended)
+    assert ended.state == api.EXIT
+    if format_ >= 18:
+        assert (totals.started, totals.run_ms, totals.slot_ms) == (1, 200_000, 400_000)
+        assert totals.wait_ms == dispatched - ended.submit_time_ms
+    else:
+        assert (ended.start_time_ms, totals.started, totals.run_ms, totals.slot_ms) == (0, 0, 0, 0)

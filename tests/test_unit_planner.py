@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from scheduler import picker, planner
 from scheduler.core import Dispatch, Pend
+from scheduler.decider import Decider
+from scheduler.lease import Lease
 from scheduler.planner import PassView, PlannerConfig, PlannerState
 from xce import feasibility
 from xce.v1 import api_pb2 as api
@@ -212,3 +214,22 @@ def test_a_pass_where_nothing_waits_may_be_left_out_unless_its_recount_is_due() 
 
 def refusals(state: PlannerState) -> frozenset[tuple[int, int]]:
     return state.refusals_seen
+
+
+def test_a_dispatch_of_unknown_outcome_keeps_every_pass() -> None:
+    """planner.idle holds for accepted dispatches only. A batch with no answer may never have been
+    committed: its job, held and released, is pending at the same attempt again, and a pass left out
+    while it was held would not have dropped it from the in-flight dispatches (it would wait for their
+    expiry). The Decider leaves out no pass while such a dispatch is in flight."""
+    decider = Decider(Lease("s", 10.0**6), picker.load, config=PlannerConfig(recount_ms=60_000))
+    decider.lease_answered(api.LeaseResponse(granted=True, epoch=1), 1.0, 1.0)
+    batch = decider.decide(view([job(1)], [host("a", 4)]), 1.0, 1_000)
+    assert batch is not None and batch.decisions[0].dispatch.job_id == 1
+    decider.batch_answered(batch, None, 1.0)  # the leader died: was it committed?
+    held = job(1)
+    held.state = api.PSUSP  # it was not, and the job was held: nothing waits
+    assert not decider.idle([], 2.0) and planner.idle([], decider.state, 2_000, decider.config)
+    assert decider.decide(view([held], [host("a", 4)]), 2.0, 2_000) is None  # it drops the dispatch
+    assert not decider.state.in_flight and decider.idle([], 3.0)
+    released = decider.decide(view([job(1)], [host("a", 4)]), 4.0, 4_000)
+    assert released is not None and released.decisions[0].dispatch.job_id == 1

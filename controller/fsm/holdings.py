@@ -11,10 +11,15 @@ A parallel job holds a `host_jobs` row on every host of its allocation; its
 first host runs the command (`job.host`).
 
 From entry format 18 (START_FORMAT) a placed job's start time is its
-dispatch's commit time until its worker reports when it started (as Slurm's
-StartTime is the allocation's): what a pass reads of a running job (the
-backfill's expected end, the preemption's newest victims, fair share's
-charge) holds from its dispatch on, not from the worker's report.
+dispatch's commit time until its worker reports when it started: the attempt
+counts from its allocation, as Slurm's StartTime and usage do (and LSF's
+start at dispatch). So what a pass reads of a running job (backfill's
+expected end, preemption's newest victims and minimum run time) holds from
+its dispatch, and accounting (started, wait and run time) and fair share's
+charge count the slots it held from then, whether or not its worker ever ran
+the process (a job killed, refused or lost before its worker started it held
+them). Before format 18, an attempt whose worker never reported a start
+counted nothing, and could not be a preemption's victim.
 """
 
 from __future__ import annotations

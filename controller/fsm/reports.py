@@ -178,7 +178,7 @@ def _dispatch_failed(applier: Applier, job: api.Job, host: str, failed: api.Disp
         job.host = ""
         job.ClearField("allocation")
         job.pid = 0
-        if applier.entry.format >= START_FORMAT:  # the dispatch's start time: it never started
+        if applier.entry.format >= START_FORMAT:  # the dispatch's: the next attempt has not started
             job.start_time_ms = 0
     job.ClearField("state_before_unknown")
 

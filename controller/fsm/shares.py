@@ -4,8 +4,9 @@ The `share_usage` table maps queue \\0 project \\0 user to a ShareUsage: the
 slot-ms its jobs used, decayed with the queue's half-life as of `stamp_ms`
 (xce/fairshare.py: `credit`, integer arithmetic, so every replica agrees).
 A job of a queue with `fairshare` that ends after it started adds its
-slots times its run time (the worker's start and end times, as the job
-records them), decayed to the entry's stamp. From entry format 13 an
+slots times its run time (its start and end times, as the job records
+them: from entry format 18 the start is the dispatch's until its worker
+reports its own, holdings.py), decayed to the entry's stamp. From entry format 13 an
 attempt that is requeued adds what it used until the requeue's entry, and
 the time a preempted job spent suspended with its slots given back is not
 counted (controller/fsm/preempt.py records it in `suspended_ms`). The Sync stream carries the
