@@ -7,7 +7,7 @@ runs whole (every event an apply, the passes after each); the rate is jobs ended
 the time 100,000 jobs take at that rate is printed beside the issue's target (60 s). Asserts nothing.
 
 `.venv/bin/python bench/sim_speed.py [--jobs 100000] [--nasa-jobs N] [--hosts 1000x16]`; part of
-`make bench` (about 2.5 minutes).
+`make bench` (about 1.5 minutes).
 """
 
 from __future__ import annotations

@@ -135,6 +135,9 @@ class _SlowTables:
         time.sleep(SLOW_OPERATION_S)
         self._tables.delete(table, key)
 
+    def first(self, table: str, start: bytes = b"") -> tuple[bytes, bytes] | None:
+        return self._tables.first(table, start)
+
     def scan(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         return self._tables.scan(table, start)
 

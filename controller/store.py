@@ -76,6 +76,12 @@ class LmdbTables:
     def delete(self, table: str, key: bytes) -> None:
         self._txn.delete(key, db=self._dbs[table])
 
+    def first(self, table: str, start: bytes = b"") -> tuple[bytes, bytes] | None:
+        cursor = self._txn.cursor(db=self._dbs[table])
+        if not cursor.set_range(start):
+            return None
+        return bytes(cursor.key()), bytes(cursor.value())
+
     def scan(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         cursor = self._txn.cursor(db=self._dbs[table])
         if not cursor.set_range(start):
@@ -121,6 +127,10 @@ class _PulsingTables(LmdbTables):
     def delete(self, table: str, key: bytes) -> None:
         self._count()
         super().delete(table, key)
+
+    def first(self, table: str, start: bytes = b"") -> tuple[bytes, bytes] | None:
+        self._count()
+        return super().first(table, start)
 
     def scan(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         for item in super().scan(table, start):

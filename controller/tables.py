@@ -28,6 +28,11 @@ class Tables(Protocol):
         """Items with key >= start in key order."""
         ...
 
+    def first(self, table: str, start: bytes = b"") -> tuple[bytes, bytes] | None:
+        """The first item with key >= start (a scan's first step: most entries look once, to find
+        nothing due to clean or prune)."""
+        ...
+
     def scan_back(self, table: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Items with key <= start in reverse key order."""
         ...
@@ -169,6 +174,10 @@ class MemoryTables:
         if keys is None:
             keys = self._keys[table] = SortedKeys.of(self._data[table])
         return keys
+
+    def first(self, table: str, start: bytes = b"") -> tuple[bytes, bytes] | None:
+        key = self._sorted(table).ceiling(start)
+        return None if key is None else (key, self._data[table][key])
 
     def scan(self, table: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         # Each step finds its place again: the table may change between steps (a cursor's walk), and

@@ -34,6 +34,8 @@ def test_memory_tables_agree_with_a_sorted_dict_as_chunks_split_and_empty(seed: 
         if step % 25 == 0:
             start = bytes([rng.randrange(42)])
             assert list(tables.scan("jobs", start)) == [(k, model[k]) for k in sorted(model) if k >= start]
+            at_start = [(k, model[k]) for k in sorted(model) if k >= start]
+            assert tables.first("jobs", start) == (at_start[0] if at_start else None)
             assert list(tables.scan_back("jobs", start)) == [
                 (k, model[k]) for k in sorted(model, reverse=True) if k <= start]
             assert list(tables.scan("jobs")) == sorted(model.items())

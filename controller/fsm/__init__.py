@@ -152,9 +152,11 @@ class Applied(NamedTuple):
 def apply_entry(tables: Tables, index: int, entry: log.Entry,
                 handlers: Mapping[str, Handler] = HANDLERS) -> Applied | None:
     """apply(), for a driver that makes each entry itself and keeps no log (the simulator): the entry
-    as a message (apply would decode the bytes it serialized, field for field the same message), and
-    its event with the results (the events table has those bytes). The same checks, the same
-    writes. The entry is the apply's to change: do not use it afterwards."""
+    as a message (apply would decode the bytes it serialized into the same fields), and its event
+    with the results (the events table has those bytes). The same checks, the same writes; a map
+    field may iterate in another order than after decoding, which can change only which of several
+    bad environment names or host resources a refusal names first. The entry is the apply's to
+    change: do not use it afterwards."""
     meta = read_meta(tables)
     if index <= meta.applied_index:
         return None

@@ -171,6 +171,8 @@ def clean(tables: Tables, meta: log.Meta, stamp_ms: int) -> list[int]:
 def prune(tables: Tables, meta: log.Meta, stamp_ms: int) -> None:
     """Drop history and usage totals older than the retention, at most PER_APPLY of each."""
     cutoff = stamp_ms - retention_ms(meta)
+    if _nothing_to_prune(tables, cutoff):
+        return  # (most entries: one look at each)
     doomed: list[int] = []
     for key, _ in tables.scan("history_index", b"e"):
         if not key.startswith(b"e") or len(doomed) >= PER_APPLY or struct.unpack(">q", key[1:9])[0] > cutoff:
@@ -190,6 +192,16 @@ def prune(tables: Tables, meta: log.Meta, stamp_ms: int) -> None:
         stale.append(key)
     for key in stale:
         tables.delete("acct", key)
+
+
+def _nothing_to_prune(tables: Tables, cutoff: int) -> bool:
+    """Whether neither the oldest end in history nor the oldest hour of totals is past the retention
+    (the loops of prune would stop at their first key)."""
+    oldest = tables.first("history_index", b"e")
+    if oldest is not None and oldest[0].startswith(b"e") and struct.unpack(">q", oldest[0][1:9])[0] <= cutoff:
+        return False
+    hour = tables.first("acct")
+    return hour is None or (struct.unpack(">q", hour[0][:8])[0] + 1) * HOUR_MS > cutoff
 
 
 def newest_first(tables: Tables, key_prefix: bytes, before: bytes | None = None) -> Iterator[tuple[int, int]]:

@@ -83,9 +83,8 @@ def dependents(tables: Tables, job_id: int) -> list[int]:
 
 def any_waiting(tables: Tables) -> bool:
     """Whether any pending job has a -w condition (some job has dependents)."""
-    for key, _ in tables.scan(TABLE, b"w"):
-        return key.startswith(b"w")
-    return False
+    first = tables.first(TABLE, b"w")
+    return first is not None and first[0].startswith(b"w")
 
 
 def array_prefix(array_id: int) -> bytes:
@@ -126,6 +125,9 @@ def ids(tables: Tables, key_prefix: bytes, after_id: int = 0) -> Iterator[int]:
 def finished_before(tables: Tables, cutoff_ms: int, limit: int) -> list[int]:
     """Up to `limit` ids of finished jobs whose end was recorded at or before cutoff_ms, oldest first."""
     found: list[int] = []
+    first = tables.first(TABLE, b"f")
+    if first is None or not first[0].startswith(b"f") or struct.unpack(">q", first[0][1:9])[0] > cutoff_ms:
+        return found  # (most entries: one look)
     for key, _ in tables.scan(TABLE, b"f"):
         if not key.startswith(b"f") or len(found) >= limit \
                 or struct.unpack(">q", key[1:9])[0] > cutoff_ms:

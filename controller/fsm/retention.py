@@ -29,29 +29,28 @@ def prune_events(tables: Tables, index: int, meta: log.Meta) -> int:
     Not the oldest revision kept: a revision with no event (a Raft no-op, at each
     election) lies between them, and a watcher right before it has lost nothing."""
     cutoff = index - (meta.events_kept or EVENTS_KEPT)
-    doomed: list[bytes] = []
     floor = meta.events_floor
-    for key, value in tables.scan("events"):
-        revision = struct.unpack(">Q", key)[0]
-        too_old = revision <= cutoff or (meta.events_bytes > EVENTS_MAX_BYTES and revision < index)
-        if not too_old or len(doomed) >= PRUNE_PER_APPLY:
+    for _ in range(PRUNE_PER_APPLY):  # the oldest, while it is too old (most entries: one, or none)
+        oldest = tables.first("events")
+        if oldest is None:
             break
-        doomed.append(key)
+        key, value = oldest
+        revision = struct.unpack(">Q", key)[0]
+        if not (revision <= cutoff or (meta.events_bytes > EVENTS_MAX_BYTES and revision < index)):
+            break
+        tables.delete("events", key)
         floor = revision + 1
         meta.events_bytes -= len(value)
-    for key in doomed:
-        tables.delete("events", key)
     return floor
 
 
 def prune_requests(tables: Tables, stamp_ms: int) -> None:
     cutoff = stamp_ms - REQUEST_RETENTION_MS
-    doomed: list[bytes] = []
-    for key, _ in tables.scan("request_expiry"):
-        if struct.unpack(">q", key[:8])[0] >= cutoff or len(doomed) >= PRUNE_PER_APPLY:
+    for _ in range(PRUNE_PER_APPLY):  # the oldest, while it is past the retention
+        oldest = tables.first("request_expiry")
+        if oldest is None or struct.unpack(">q", oldest[0][:8])[0] >= cutoff:
             break
-        doomed.append(key)
-    for key in doomed:
+        key = oldest[0]
         tables.delete("request_expiry", key)
         request_id = key[8:]
         raw = tables.get("requests", request_id)
