@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pwd
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -207,6 +208,43 @@ def test_a_worker_that_died_before_journaling_the_pid_finds_the_shim_by_its_pid_
         assert second._running == {(1, 0): pid}
         go.touch()
         assert _wait_final(reports, 1).finished.exit_code == 4
+    finally:
+        second.close()
+
+
+def test_a_job_that_ends_after_its_executor_closed_is_left_to_the_next_one(tmp_path: Path) -> None:
+    """A shim watched through /proc (its server died) ends after the executor closed: the watch writes
+    nothing to the closed journal (it raised in that thread, failing whichever test came next), and the
+    next executor recovers the end from the job's status file."""
+    spool, started, go = tmp_path / "spool", tmp_path / "started", tmp_path / "go"
+    failed: list[threading.ExceptHookArgs] = []
+    hook = threading.excepthook
+    threading.excepthook = failed.append
+    try:
+        first = Executor(spool, kill_grace_s=0.5, report=lambda report: None, allow_root_jobs=True)
+        first.run(_job(1, "sh", "-c", f"echo x > {started}; while [ ! -e {go} ]; do sleep 0.05; done; exit 3",
+                       cwd=tmp_path))
+        _wait_for(started, "the job did not start")
+        server = first.host._server.process  # type: ignore[attr-defined]
+        server.kill()  # the job's shim goes on, watched through /proc by a thread of its own
+        server.wait()
+        deadline = time.monotonic() + 30
+        while not (watches := [t for t in threading.enumerate() if t.name.startswith("watch-")]):
+            assert time.monotonic() < deadline, "no watch of the shim"
+            time.sleep(0.02)
+        first.close()
+        go.touch()
+        for watch in watches:
+            watch.join(timeout=30)
+            assert not watch.is_alive(), "the job did not end"
+    finally:
+        threading.excepthook = hook
+    assert not failed, [str(args.exc_value) for args in failed]
+    reports: list[api.JobReport] = []
+    second = Executor(spool, kill_grace_s=0.5, report=reports.append, allow_root_jobs=True)
+    try:
+        second.recover()
+        assert _wait_final(reports, 1).finished.exit_code == 3
     finally:
         second.close()
 

@@ -88,6 +88,7 @@ class Executor:
         self.host = host or RealProcessHost()
         self.clock = clock
         self._lock = threading.Lock()  # reports come from the host's watch threads too
+        self._closed = False  # (under the lock) the journal is closed: a watch that ends late writes nothing
         self.journal: JournalStore = journal or Journal(self.spool / "journal", keep_acked)
         self._running: dict[Key, int] = {}  # instance -> shim pid, while it runs
         self._killed_hard: set[Key] = set()
@@ -433,7 +434,9 @@ class Executor:
 
     def close(self) -> None:
         self.host.close()  # first: an end heard meanwhile is still journaled
-        self.journal.close()
+        with self._lock:  # an end heard later is left to the next executor's recovery (its status file)
+            self._closed = True
+            self.journal.close()
 
     # -------------------------------------------------------------- starting
 
@@ -679,17 +682,25 @@ class Executor:
         else:
             finished.status_unknown = True  # it ended while no worker watched, and left no status
         # The fence marks the journal's record (this one may be the copy the watch started with).
-        finished.fenced = bool(record.get("fenced") or (self.journal.get(key) or {}).get("fenced"))
-        if record.get("memlimit") or (self.journal.get(key) or {}).get("memlimit"):
+        journaled = self._journaled(key)
+        finished.fenced = bool(record.get("fenced") or journaled.get("fenced"))
+        if record.get("memlimit") or journaled.get("memlimit"):
             finished.exit_reason = "MEMLIMIT"
-        elif record.get("runlimit") or (self.journal.get(key) or {}).get("runlimit"):
+        elif record.get("runlimit") or journaled.get("runlimit"):
             finished.exit_reason = "RUNLIMIT"
         return report
+
+    def _journaled(self, key: Key) -> dict[str, Any]:
+        """The instance's journal record ({} once the executor closed: a watch may end after it)."""
+        with self._lock:
+            return {} if self._closed else (self.journal.get(key) or {})
 
     def _end(self, key: Key, record: dict[str, Any], report: api.JobReport) -> None:
         record.update(state="ended", final=report.SerializeToString().hex())
         record.pop("job", None)  # only tasks of a running job need it
         with self._lock:
+            if self._closed:
+                return
             latest = self.journal.get(key) or {}  # `record` may be the watch's first copy
             given_away = _stopped_for_preemption(latest)
             if latest.get("stops"):

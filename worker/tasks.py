@@ -199,7 +199,7 @@ class Tasks:
         """Over and no task left: the part's end, with its tasks' usage (once)."""
         x = self._x
         with x._lock:
-            if key not in self._over or self._running.get(key):
+            if x._closed or key not in self._over or self._running.get(key):
                 return
             self._running.pop(key, None)
             x.forget_hostfile(key)
