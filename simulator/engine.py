@@ -141,8 +141,8 @@ class Engine:
         self._last_jobs: set[int] = set()  # the jobs the last entry changed
         # Whether a pass's placements may move what the next decides, and of what (the default picker,
         # the queues)
-        self._order_reads = False
-        self._order_key: tuple[str, tuple[bytes, ...]] | None = None
+        self._moves_others = False
+        self._moves_key: tuple[str, tuple[bytes, ...]] | None = None
         self._heap: list[tuple[int, int, int, object]] = []
         self._seq = 0
         self._jobs: dict[int, SimJob] = {}  # job id -> what it is in the workload
@@ -351,13 +351,13 @@ class Engine:
         reservations (backfill other than `any`: a blocked job's reservation is worked out when the
         pass meets it, from what ran then, not from what the pass places after it)."""
         key = (self.decider.default_picker, tuple(self.view.tables["queues"].values()))
-        if self._order_key != key:
+        if self._moves_key != key:
             queues = self.view.queues()
             names = {self.decider.default_picker, *(q.job_pick_plugin for q in queues if q.job_pick_plugin)}
-            self._order_key, self._order_reads = key, any(
+            self._moves_key, self._moves_others = key, any(
                 getattr(self.decider.pickers(name), "reads_context", False) for name in names) or any(
                 q.backfill not in ("", "any") for q in queues)
-        return self._order_reads
+        return self._moves_others
 
     def _watch(self, jobs: list[tuple[bytes, bytes]]) -> None:
         """The job records an entry wrote (not those it deleted: a finished job cleaned), in order."""
