@@ -21,11 +21,20 @@ from controller.authz import Principal
 from controller.fsm import arrays, audit, job_index
 from controller.fsm.records import FINISHED, read_job
 from controller.tables import Tables
-from xce.errors import invalid
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 AUDITED = ("SubmitJobs", "ControlJob", "ModifyJob")
+AGENT_ROLE_PREFIX = "mcp_"  # an agent's key (mcp_readonly, mcp_operator, a [roles.mcp_...] of the file)
+
+
+def via_of(caller: Principal, named: str) -> str:
+    """How the request came, as its row says: from the credential, never from what the request
+    names (any client may name anything): `mcp` for an agent's key, `rest` for a request that named
+    a relay (the gateway names itself), `key` for the other writes of a scoped key."""
+    if caller.role.startswith(AGENT_ROLE_PREFIX):
+        return "mcp"
+    return "rest" if named else "key"
 
 
 def action_of(method: str, request: Any) -> str:
@@ -57,14 +66,12 @@ def prepare(method: str, request: Any, caller: Principal) -> api.AuditRequest | 
     if method not in AUDITED:
         if caller.scope is None or method == "GetJobOutput":
             return None
-        return api.AuditRequest(via="key", action=action_of(method, request), params=params_of(request))
+        return api.AuditRequest(via=via_of(caller, ""), action=action_of(method, request),
+                                 params=params_of(request))
     if not (request.HasField("audit") or caller.scope is not None):
         return None
     note: api.AuditRequest = request.audit
-    if len(note.via) > audit.MAX_VIA:
-        raise invalid(f"audit via is at most {audit.MAX_VIA} characters")
-    if not note.via:
-        note.via = "key"  # a scoped key's write that named no relay
+    note.via = via_of(caller, note.via)
     note.action = action_of(method, request)
     note.params = params_of(request)
     return note

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter as Tally
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, TypeVar
@@ -73,12 +74,11 @@ async def read_json(request: Request) -> Any:
     return forms.json_body(b"".join(chunks))
 
 
-def audit_note(request: Request, dry_run: bool) -> api.AuditRequest:
-    """Every write through the gateway is audited; `X-XCE-Via` names a relay (the MCP server: mcp)."""
-    via = request.headers.get("x-xce-via", "rest")
-    if not (0 < len(via) <= 32 and via.replace("-", "").isascii() and via.replace("-", "").isalnum()):
-        raise Problem(400, "X-XCE-Via is a name of letters, digits and '-' (at most 32)")
-    return api.AuditRequest(via=via.lower(), dry_run=dry_run)
+def audit_note(dry_run: bool) -> api.AuditRequest:
+    """Every write through the gateway is audited, as relayed by rest. No header of the request's says
+    otherwise: the leader records an agent's key (mcp_readonly, mcp_operator) as relayed by mcp, from
+    the credential (controller/audit_trail.py)."""
+    return api.AuditRequest(via="rest", dry_run=dry_run)
 
 
 def job_answer(answer: api.JobResponse) -> dict[str, Any]:
@@ -87,8 +87,10 @@ def job_answer(answer: api.JobResponse) -> dict[str, Any]:
     return render.message(answer.job)
 
 
-def make_app(backend: Backend) -> FastAPI:
+def make_app(backend: Backend, max_event_streams: int = 16) -> FastAPI:
+    """The app; `max_event_streams`: event streams one user (the keys' principal) may follow at once."""
     hubs: list[EventHub] = []
+    streams_of: Tally[str] = Tally()  # principal -> event streams open (event loop thread only)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -175,7 +177,7 @@ def make_app(backend: Backend) -> FastAPI:
         request_id = request.headers.get("idempotency-key") or new_request_id()
         if len(request_id) > 128:
             raise Problem(400, "Idempotency-Key is at most 128 characters")
-        note = audit_note(request, dry_run)
+        note = audit_note(dry_run)
         done = await call(request, lambda c: c.submit(specs, request_id, note))
         if dry_run:
             response.status_code = 200
@@ -201,7 +203,7 @@ def make_app(backend: Backend) -> FastAPI:
         """The job after the action; `dry_run=true`: {"dry_run": what would happen, "job": as it is}."""
         api_key(request)
         action = forms.action(await read_json(request))
-        note = audit_note(request, dry_run)
+        note = audit_note(dry_run)
         return job_answer(await call(request, lambda c: c.control_job(job_id, action, audit=note)))
 
     @app.get(f"{PREFIX}/jobs/{{job_id}}/output", summary="The end of a job's stdout or stderr (its owner's)")
@@ -222,7 +224,7 @@ def make_app(backend: Backend) -> FastAPI:
         """The job after the change; `dry_run=true`: {"dry_run": what would happen, "job": as it is}."""
         api_key(request)
         change = forms.modification(await read_json(request))
-        note = audit_note(request, dry_run)
+        note = audit_note(dry_run)
         return job_answer(await call(request, lambda c: c.modify_job(job_id, **change, audit=note)))
 
     @app.get(f"{PREFIX}/audit", summary="The audit trail, newest first (everyone's with audit.read)")
@@ -287,6 +289,10 @@ def make_app(backend: Backend) -> FastAPI:
         if not audience.jobs and not audience.cluster:
             raise Problem(403, f"{me.name} (role {me.role}) may not follow events: needs jobs.read or "
                                "cluster.read", "PERMISSION_DENIED")
+        if streams_of[me.name] >= max_event_streams:
+            raise Problem(429, f"{me.name} follows {streams_of[me.name]} event streams already (at most "
+                               f"{max_event_streams} at once: the gateway's --max-event-streams)",
+                          "RESOURCE_EXHAUSTED")
         last = request.headers.get("last-event-id") or since
         position = sse.parse_position(last) if last else None
         hub = hubs[0]
@@ -299,7 +305,8 @@ def make_app(backend: Backend) -> FastAPI:
                     raise unavailable(hub)
                 break  # an id from ahead of this cluster (another one, or restored): resync below
             await asyncio.sleep(0.05)
-        return StreamingResponse(counted(followers, follow(hub, audience, position, backend.client(key))),
+        return StreamingResponse(counted(followers, follow(hub, audience, position, backend.client(key)),
+                                         streams_of, me.name),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -326,13 +333,18 @@ def make_app(backend: Backend) -> FastAPI:
     return app
 
 
-async def counted(gauge: Gauge, stream: AsyncGenerator[bytes, None]) -> AsyncIterator[bytes]:
+async def counted(gauge: Gauge, stream: AsyncGenerator[bytes, None], streams_of: Tally[str],
+                  principal: str) -> AsyncIterator[bytes]:
     gauge.inc()
+    streams_of[principal] += 1
     try:
         async for chunk in stream:
             yield chunk
     finally:
         gauge.dec()
+        streams_of[principal] -= 1
+        if streams_of[principal] <= 0:
+            del streams_of[principal]
         await stream.aclose()  # its catch-up thread stops now, not when collected
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Sequence
 
+from gateway.http_limits import HttpLimits
 from xce.credentials import Credentials
 
 
@@ -16,24 +16,29 @@ def split_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def run(addresses: Sequence[str], credentials: Credentials, listen: str) -> int:
-    import uvicorn
-
+def run(addresses: Sequence[str], credentials: Credentials, listen: str,
+        limits: HttpLimits | None = None, max_event_streams: int = 16) -> int:
     from gateway.app import make_app
     from gateway.backend import Backend
+    from gateway.http_guard import serve
+    from xce import daemon_logging
 
     try:
         host, port = split_listen(listen)
+        (limits or HttpLimits()).check()
+        if max_event_streams < 1:
+            raise ValueError("--max-event-streams must be at least 1")
     except ValueError as exc:
         print(f"xce gateway: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s gateway %(levelname)s %(message)s")
+    daemon_logging.setup("gateway")
     backend = Backend(addresses, credentials)
     try:
         # One process, one event loop; the gRPC calls run in its thread pool. Run more gateways
-        # (they share nothing) for more throughput.
-        uvicorn.run(make_app(backend), host=host, port=port, log_level="warning", access_log=False,
-                    server_header=False, timeout_graceful_shutdown=5)
+        # (they share nothing) for more throughput. log_config=None: uvicorn's loggers go through
+        # the daemon's handler (and its RepeatFilter), not handlers of their own.
+        serve(make_app(backend, max_event_streams), host, port, limits or HttpLimits(), log_level="warning",
+              access_log=False, server_header=False, timeout_graceful_shutdown=5, log_config=None)
     finally:
         backend.close()
     return 0

@@ -1,27 +1,44 @@
-"""`xce mcp`: the MCP server through which an agent (Claude Code, any MCP client) operates XCE (issue 19).
+"""`xce mcp`: the MCP server through which an agent (Claude Code, any MCP client) operates XCE.
 
-A client of the gateway's REST API with its own API key: the controllers authenticate that key,
-apply its role (mcp_readonly, mcp_operator) and scope, and record every write in the audit trail as
-relayed by mcp. The server keeps no state. Tools are `scheduler_`-prefixed; every write has
-`dry_run`, which shows what would happen and changes nothing but the trail. Tools report state as
-it is, plainly.
+A client of the gateway's REST API that makes every call with its caller's API key: the controllers
+authenticate that key, apply its role and scope, and record every write in the audit trail under it
+(as relayed by mcp when it is an agent's key: role mcp_readonly or mcp_operator). The server keeps no
+state. Tools are `scheduler_`-prefixed; every write has `dry_run`, which shows what would happen and
+changes nothing but the trail. Tools report state as it is, plainly.
 
-Stdio (the default, for a local agent) or streamable HTTP (`--http HOST:PORT`).
+Who the caller is:
+- stdio (the default, for a local agent): the process that started the server, with the server's
+  own key ($XCE_TOKEN or a token file).
+- streamable HTTP (`--http [HOST:]PORT`): whoever sends the request. Every request carries its own
+  key (`Authorization: Bearer`, the MCP authorization model); a request without a key the cluster
+  takes is answered 401 with `WWW-Authenticate` and calls nothing, and each tool call acts as the
+  key of its request (`KeyVerifier`; a session stays bound to the key that opened it). The key the
+  server itself found is never taken over HTTP: it is the stdio caller's. The server binds 127.0.0.1
+  unless told otherwise, and another address only with TLS (`--tls-cert`, `--tls-key`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import ipaddress
+import sys
 import time
 import urllib.parse
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from gateway import agent_advice
+from gateway.http_limits import HttpLimits
 
 PREFIX = "/xce/v1"
 MAX_LISTED = 20_000     # jobs read for a status or an estimate (the rest is said to be left out)
@@ -33,7 +50,7 @@ them on hosts (RUN), then end DONE (exit 0) or EXIT. Use the scheduler_ tools to
   scheduler_pending_reasons says why jobs wait.
 - Every write (scheduler_submit, scheduler_cancel, scheduler_hold, scheduler_release,
   scheduler_modify) takes dry_run: try it first; it shows what would happen and changes nothing.
-- Every action is recorded in the cluster's audit trail under this server's key, and the key may be
+- Every action is recorded in the cluster's audit trail under the caller's key, and the key may be
   scoped (queues, users, actions, job and slot limits): a refusal names the scope.
 - scheduler_wait_job waits for a job to end; scheduler_analyze_failure explains why it failed;
   scheduler_suggest_resources and scheduler_estimate_wait_time help size and time a submission.
@@ -41,13 +58,23 @@ Job ids are numbers (12) or readable ids (cluster-1-20261204120000-12); an array
 
 
 class Gateway:
-    """The gateway's REST API with this server's key; a refusal becomes a ToolError with its detail."""
+    """The gateway's REST API with the caller's key; a refusal becomes a ToolError with its detail.
+    `key`: the stdio caller's (the server's own); without it, each call takes the key of the HTTP
+    request it serves (`get_access_token`: set by the SDK's bearer middleware from KeyVerifier)."""
 
-    def __init__(self, url: str, key: str, timeout_s: float = 30.0,
+    def __init__(self, url: str, key: str = "", timeout_s: float = 30.0,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.key = key
         self.http = httpx.AsyncClient(base_url=url.rstrip("/") + PREFIX, timeout=timeout_s,
-                                      transport=transport,
-                                      headers={"Authorization": f"Bearer {key}", "X-XCE-Via": "mcp"})
+                                      transport=transport)
+
+    def caller_key(self) -> str:
+        if self.key:
+            return self.key
+        token = get_access_token()
+        if token is None:  # the bearer middleware lets no request through without one
+            raise ToolError("this request carries no key")
+        return token.token
 
     async def get(self, path: str, **params: Any) -> Any:
         return self._answer(await self._send("GET", path, params=params))
@@ -57,8 +84,9 @@ class Gateway:
         return self._answer(await self._send(method, path, json=body, params=params))
 
     async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self.caller_key()}"}
         try:
-            return await self.http.request(method, path, **kwargs)
+            return await self.http.request(method, path, headers=headers, **kwargs)
         except httpx.HTTPError as exc:
             raise ToolError(f"the XCE gateway did not answer ({type(exc).__name__}): is it running?"
                             ) from None
@@ -119,9 +147,56 @@ def row(job: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def build(gateway: Gateway) -> MCPServer:
+class KeyVerifier:
+    """The SDK's TokenVerifier for `--http`: a bearer key is taken if the gateway takes it (GET /whoami
+    with it), and is not `refused` (the server's own key). A taken key is remembered for
+    `remember_s` (at most `max_remembered` of them, by digest), so a session's requests do not each
+    cost a round trip; what a key may do is checked by the controllers at every call regardless."""
+
+    def __init__(self, gateway: Gateway, refused: str = "", remember_s: float = 10.0,
+                 max_remembered: int = 1024) -> None:
+        self.gateway = gateway
+        self.refused = digest(refused) if refused else ""
+        self.remember_s = remember_s
+        self.max_remembered = max_remembered
+        self._taken: OrderedDict[str, tuple[float, AccessToken]] = OrderedDict()
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if not token or len(token) > 512 or not (token.isascii() and token.isprintable()):
+            return None
+        key_digest = digest(token)
+        if key_digest == self.refused:
+            return None
+        now = time.monotonic()
+        known = self._taken.get(key_digest)
+        if known is not None and now - known[0] < self.remember_s:
+            return known[1]
+        try:
+            answer = await self.gateway.http.get("/whoami", headers={"Authorization": f"Bearer {token}"})
+        except httpx.HTTPError:
+            return None
+        if answer.status_code != 200:
+            return None
+        me = answer.json()
+        # The session is bound to this exact key (client_id): another key of the same user opens its own.
+        taken = AccessToken(token=token, client_id=f"key-{key_digest[:32]}", subject=str(me.get("name", "")),
+                            scopes=[])
+        self._taken[key_digest] = (now, taken)
+        self._taken.move_to_end(key_digest)
+        while len(self._taken) > self.max_remembered:
+            self._taken.popitem(last=False)
+        return taken
+
+
+def digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def build(gateway: Gateway, verifier: KeyVerifier | None = None, url: str = "") -> MCPServer:
+    auth = None if verifier is None else AuthSettings(issuer_url=url or "http://127.0.0.1",  # type: ignore[arg-type]
+                                                      resource_server_url=None)
     server: MCPServer = MCPServer(name="xce", title="XCE batch workload manager", instructions=INSTRUCTIONS,
-                                  version="1")
+                                  version="1", token_verifier=verifier, auth=auth)
 
     # ------------------------------------------------------------------ reads
 
@@ -321,12 +396,60 @@ def build(gateway: Gateway) -> MCPServer:
     return server
 
 
-def run(gateway_url: str, key: str, http_listen: str = "") -> int:
-    gateway = Gateway(gateway_url, key)
-    server = build(gateway)
-    if http_listen:
-        host, _, port = http_listen.rpartition(":")
-        server.run("streamable-http", host=host or "127.0.0.1", port=int(port))
-    else:
-        server.run("stdio")
+def run_stdio(gateway_url: str, key: str) -> int:
+    build(Gateway(gateway_url, key)).run("stdio")
+    return 0
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    listen: str  # [HOST:]PORT
+    tls_cert: str = ""
+    tls_key: str = ""
+    limits: HttpLimits = field(default_factory=HttpLimits)
+
+
+def http_address(options: HttpOptions) -> tuple[str, int]:
+    """Where to listen, or ValueError: 127.0.0.1 unless a host is given; an address that is not
+    loopback only with TLS (keys travel in every request)."""
+    host, _, port = options.listen.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--http wants [HOST:]PORT, not {options.listen!r}")
+    if bool(options.tls_cert) != bool(options.tls_key):
+        raise ValueError("--tls-cert and --tls-key go together")
+    if not options.tls_cert and not _loopback(host):
+        raise ValueError(f"{host} is not a loopback address: callers' keys would cross the network in clear; "
+                         "give --tls-cert and --tls-key, or listen on 127.0.0.1")
+    return host, int(port)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run_http(gateway_url: str, options: HttpOptions, refused_key: str = "") -> int:
+    """Serve streamable HTTP at `options.listen`, each request acting as the key it carries."""
+    from gateway.http_guard import serve
+    from xce import daemon_logging
+
+    try:
+        host, port = http_address(options)
+        options.limits.check()
+    except ValueError as exc:
+        print(f"xce mcp: {exc}", file=sys.stderr)
+        return 2
+    daemon_logging.setup("mcp")
+    gateway = Gateway(gateway_url)
+    scheme = "https" if options.tls_cert else "http"
+    server = build(gateway, KeyVerifier(gateway, refused_key), f"{scheme}://{host}:{port}")
+    app = server.streamable_http_app(host=host)
+    tls = {"ssl_certfile": options.tls_cert, "ssl_keyfile": options.tls_key} if options.tls_cert else {}
+    serve(app, host, port, options.limits, log_level="warning", access_log=False, server_header=False,
+          log_config=None, **tls)
     return 0

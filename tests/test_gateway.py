@@ -247,7 +247,6 @@ def test_dry_runs_scopes_and_the_audit_trail(cluster: LocalCluster, gateway: Loc
         target = admin.post("/jobs", json={"command": ["sleep", "60"], "name": "theirs"}).json()["jobs"][0]
         jobs_before = admin.get("/jobs").json()
         with http(gateway, agent_key) as agent:
-            agent.headers["X-XCE-Via"] = "mcp"
             dry = agent.post("/jobs", params={"dry_run": "true"}, json={"command": ["true"], "name": "try"})
             assert dry.status_code == 200, dry.text
             assert dry.json()["dry_run"].startswith("would submit job 'try' in queue normal")

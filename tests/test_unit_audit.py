@@ -57,9 +57,9 @@ def test_an_audited_write_writes_its_row_beside_its_changes() -> None:
     assert refused.code != log.OK
     rows = state.rows()
     assert [(r.principal, r.role, r.via, r.action, r.outcome) for r in rows] == [
-        ("ann", "mcp_operator", "rest", "submit", api.CONFIRMED),
-        ("ann", "mcp_operator", "rest", "kill", api.CONFIRMED),
-        ("ann", "mcp_operator", "rest", "modify", api.CONFIRMED)]  # bob's unaudited submit has none
+        ("ann", "mcp_operator", "mcp", "submit", api.CONFIRMED),
+        ("ann", "mcp_operator", "mcp", "kill", api.CONFIRMED),
+        ("ann", "mcp_operator", "mcp", "modify", api.CONFIRMED)]  # bob's unaudited submit has none
     assert [r.revision for r in rows] == [2, 3, 4] and rows[0].time_ms == STAMP + 2
     assert '"command": ["sleep", "1"]' in rows[0].params and "r1" not in rows[0].params
     assert rows[0].result == "OK" and rows[2].result.startswith("FAILED_PRECONDITION")
@@ -118,10 +118,23 @@ def test_params_are_cut_and_exclude_the_request_id() -> None:
     text = audit_trail.params_of(request)
     assert len(text) <= audit.MAX_PARAMS and text.endswith("characters in all)") and "secret-id" not in text
     assert audit_trail.action_of("ControlJob", api.ControlJobRequest(action=api.REQUEUE)) == "requeue"
-    scoped = authz.Principal("ann", "mcp_operator", scope=api.TokenScope(queues=["normal"]))
+    scoped = authz.Principal("ann", "user", scope=api.TokenScope(queues=["normal"]))
     unasked = api.ModifyJobRequest(job_id="1", priority=3)
     note = audit_trail.prepare("ModifyJob", unasked, scoped)  # a scoped key's writes are always audited
     assert note is not None and note.via == "key" and note.action == "modify"
+    agent = authz.Principal("ann", "mcp_operator", scope=api.TokenScope(queues=["normal"]))
+    assert audit_trail.prepare("ModifyJob", unasked, agent).via == "mcp"  # type: ignore[union-attr]
+
+
+def test_the_relay_a_row_names_comes_from_the_credential_not_the_request() -> None:
+    """Any client may put any `via` in its request: an agent's key is mcp whatever it says, and no
+    other key is mcp whatever it says."""
+    for role, named, expected in (("user", "mcp", "rest"), ("cluster_admin", "mcp", "rest"),
+                                  ("mcp_operator", "rest", "mcp"), ("mcp_readonly", "", "mcp"),
+                                  ("user", "x" * 5000, "rest")):
+        request = api.ModifyJobRequest(job_id="1", priority=3, audit=api.AuditRequest(via=named))
+        note = audit_trail.prepare("ModifyJob", request, authz.Principal("ann", role))
+        assert note is not None and note.via == expected, (role, named)
     assert audit_trail.prepare("ModifyJob", api.ModifyJobRequest(), authz.Principal("ann", "user")) is None
 
 

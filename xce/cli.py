@@ -31,6 +31,8 @@ from xce.v1 import api_pb2 as api
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from gateway.http_limits import HttpLimits
+
 DEFAULT_DATA = "xce-data"
 SYSTEM_CLUSTER_FILE = "/etc/xce/cluster.toml"  # where xce init's bundles put it on every host
 STALE_HELP = "any replica answers from its own state, saying its revision (default: the leader, linearizable)"
@@ -380,13 +382,46 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("gateway", help="serve the REST API (/xce/v1/) for people, scripts and agents")
     p.add_argument("--listen", default="127.0.0.1:8080", help="HOST:PORT (default 127.0.0.1:8080)")
+    p.add_argument("--max-event-streams", type=int, default=16, metavar="N",
+                   help="event streams one user may follow at once (default 16)")
+    http_limit_options(p)
 
-    p = sub.add_parser("mcp", help="the MCP server for agents (stdio; the gateway's client, its own key)")
+    p = sub.add_parser("mcp", help="the MCP server for agents (stdio with its own key; or HTTP, each caller "
+                                   "with theirs)")
     p.add_argument("--gateway", default="http://127.0.0.1:8080", help="the gateway's URL")
-    p.add_argument("--http", default="", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
+    p.add_argument("--http", default="", metavar="[HOST:]PORT",
+                   help="serve streamable HTTP instead of stdio (host 127.0.0.1 unless given; another "
+                        "host needs --tls-cert and --tls-key); every request must carry its caller's key")
+    p.add_argument("--tls-cert", default="", help="certificate (PEM) for --http")
+    p.add_argument("--tls-key", default="", help="its private key (PEM) for --http")
+    http_limit_options(p)
     if command is not None and not sub.built:  # no such command: the full parser lists them
         return build_parser()
     return parser
+
+
+def http_limit_options(p: argparse.ArgumentParser) -> None:
+    """The connection limits of an HTTP server (gateway/http_guard.py; docs/SECURITY.md)."""
+    from gateway.http_limits import HttpLimits
+
+    d = HttpLimits()
+    p.add_argument("--max-connections", type=int, default=d.max_connections, metavar="N",
+                   help=f"connections open at once (default {d.max_connections})")
+    p.add_argument("--max-connections-per-peer", type=int, default=d.max_connections_per_peer, metavar="N",
+                   help=f"connections from one address (default {d.max_connections_per_peer})")
+    p.add_argument("--header-timeout-s", type=float, default=d.header_timeout_s, metavar="S",
+                   help=f"a request's headers must arrive within this (default {d.header_timeout_s:g})")
+    p.add_argument("--body-timeout-s", type=float, default=d.body_timeout_s, metavar="S",
+                   help=f"its body within this after them (default {d.body_timeout_s:g})")
+    p.add_argument("--idle-timeout-s", type=float, default=d.idle_timeout_s, metavar="S",
+                   help=f"an idle connection is closed after this (default {d.idle_timeout_s:g})")
+
+
+def http_limits(args: argparse.Namespace) -> HttpLimits:
+    from gateway.http_limits import HttpLimits
+
+    return HttpLimits(args.max_connections, args.max_connections_per_peer, args.header_timeout_s,
+                      args.body_timeout_s, args.idle_timeout_s)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -426,17 +461,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         except CredentialsError as exc:
             print(f"xce mcp: {exc}", file=sys.stderr)
             return 2
-        if not key:
+        if not key and not args.http:
             print("xce mcp: no key: give the agent's token as $XCE_TOKEN or $XCE_TOKEN_FILE (a 0600 file)",
                   file=sys.stderr)
             return 2
-        from gateway.mcp_server import run as run_mcp
+        from gateway.mcp_server import HttpOptions, run_http, run_stdio
 
-        return run_mcp(args.gateway, key, args.http)
+        if not args.http:
+            return run_stdio(args.gateway, key or "")
+        # Over HTTP each request acts as the key it carries; the key found here (if any) is refused.
+        return run_http(args.gateway, HttpOptions(args.http, args.tls_cert, args.tls_key, http_limits(args)),
+                        refused_key=key or "")
     if args.command == "gateway":
         from gateway.main import run as run_gateway
 
-        return run_gateway(controllers(args), credentials(args), args.listen)
+        return run_gateway(controllers(args), credentials(args), args.listen, http_limits(args),
+                           args.max_event_streams)
     if args.command == "cluster":
         from xce.local_cluster import up
 

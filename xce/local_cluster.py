@@ -337,9 +337,10 @@ class LocalScheduler:
 class LocalGateway:
     """An `xce gateway` process (the REST API) for a LocalCluster, on a free port; killed at the end."""
 
-    def __init__(self, cluster: LocalCluster, name: str = "gateway") -> None:
+    def __init__(self, cluster: LocalCluster, name: str = "gateway", args: Sequence[str] = ()) -> None:
         self.cluster = cluster
         self.name = name
+        self.args = list(args)  # more of `xce gateway`'s options (its limits)
         self.port = free_ports(1)[0]
         self.key: str | None = None
         self.proc: subprocess.Popen[bytes] | None = None
@@ -358,7 +359,7 @@ class LocalGateway:
         with open(self.cluster.data / f"{self.name}.log", "ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "xce.cli", "--cluster", str(self.cluster.config_path), "gateway",
-                 "--listen", f"127.0.0.1:{self.port}"], env=env,
+                 "--listen", f"127.0.0.1:{self.port}", *self.args], env=env,
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout_s
         while True:

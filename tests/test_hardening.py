@@ -1,0 +1,284 @@
+"""Hardening against local users and clients without credentials, on real processes: three replicas, a
+scheduler, two workers and a gateway, in a directory uid 65534 may pass through, with the attacker a
+real process of uid 65534 (setpriv) wherever a local user is the threat."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import FAST_HOSTS, NOBODY, ROOT, wait_until
+from xce.local_cluster import LocalCluster, LocalGateway, LocalScheduler, LocalWorkers, free_ports
+
+pytestmark = pytest.mark.cluster
+AS_NOBODY = ["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}", "--clear-groups"]
+
+
+@dataclass
+class Site:
+    cluster: LocalCluster
+    workers: LocalWorkers
+    gateway: LocalGateway
+    shared: Path  # a directory nobody may use (its jobs' working directory)
+
+    def admin(self) -> httpx.Client:
+        return httpx.Client(base_url=f"{self.gateway.url}/xce/v1", timeout=30,
+                            headers={"Authorization": f"Bearer {self.cluster.admin_token}"})
+
+    def as_nobody(self, argv: list[str], env: dict[str, str] | None = None,
+                  timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+        """`argv` (after the interpreter) run by uid 65534 with a minimal environment."""
+        return subprocess.run([*AS_NOBODY, sys.executable, *argv], cwd=self.shared,
+                              env={"PATH": "/usr/bin:/bin", "HOME": str(self.shared), **(env or {})},
+                              capture_output=True, text=True, timeout=timeout_s)
+
+
+@pytest.fixture(scope="module")
+def site(reachable_by_nobody: None) -> Iterator[Site]:
+    # Job owners pass through the spools (their output directories are there): a 0711 directory.
+    home = Path(tempfile.mkdtemp(prefix="xce-hardening-", dir="/tmp"))
+    home.chmod(0o711)
+    shared = home / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    cluster = LocalCluster(home / "cluster", extra_config=FAST_HOSTS)
+    workers = LocalWorkers(cluster)
+    scheduler = LocalScheduler(cluster)
+    gateway = LocalGateway(cluster)
+    try:
+        cluster.start()
+        cluster.leader()
+        workers.start("w1", 4)
+        workers.start("w2", 4)
+        scheduler.start()
+        gateway.start()
+        made = Site(cluster, workers, gateway, shared)
+        with made.admin() as admin:
+            wait_until(lambda: [h["status"] for h in admin.get("/hosts").json()["hosts"]] == ["HOST_OK"] * 2,
+                       "both workers joined")
+        yield made
+    finally:
+        gateway.kill()
+        scheduler.kill()
+        workers.stop()
+        cluster.stop()
+        for log in sorted((home / "cluster").glob("*.log")):
+            if os.environ.get("XCE_TEST_LOGS"):
+                print(f"----- {log.name} -----", log.read_text(errors="replace")[-8000:], sep="\n")
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------- MCP over HTTP
+
+
+class McpHttp:
+    """`xce mcp --http` started by root the way an admin would have: with root's agent key as its own."""
+
+    def __init__(self, site: Site, server_key: str, port_only: bool = False) -> None:
+        self.site = site
+        self.port = free_ports(1)[0]
+        self.listen = str(self.port) if port_only else f"127.0.0.1:{self.port}"
+        self.server_key = server_key
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def __enter__(self) -> McpHttp:
+        env = {**os.environ, "XCE_TOKEN": self.server_key}
+        with open(self.site.cluster.data / "mcp.log", "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "xce.cli", "mcp", "--gateway", self.site.gateway.url,
+                 "--http", self.listen],
+                env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+        def answers() -> bool:
+            assert self.proc is not None and self.proc.poll() is None, "xce mcp --http exited"
+            try:
+                return httpx.get(self.url, timeout=2).status_code == 401
+            except httpx.HTTPError:
+                return False
+
+        wait_until(answers, "xce mcp --http to answer", 30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def call_as_nobody(self, key: str, *calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+        done = self.site.as_nobody([str(ROOT / "tests" / "mcp_call.py"), self.url, json.dumps(calls)],
+                                   {"MCP_KEY": key} if key else {})
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def _audit_rows(site: Site, principal: str) -> list[dict[str, Any]]:
+    with site.admin() as admin:
+        return admin.get("/audit", params={"principal": principal, "page_size": 1000}).json()["records"]  # type: ignore[no-any-return]
+
+
+def _job_count(site: Site) -> int:
+    with site.admin() as admin:
+        return len(admin.get("/jobs", params={"page_size": 5000}).json()["jobs"])
+
+
+def test_mcp_http_takes_no_request_without_a_key_of_the_caller_s_own(site: Site) -> None:
+    """Started by root with root's agent key: a local user (uid 65534) without a key is answered 401
+    with WWW-Authenticate and nothing is called; the server's own key, stolen, is refused too."""
+    server_key = site.cluster.new_token("root", "mcp_operator")
+    rows, jobs = len(_audit_rows(site, "root")), _job_count(site)
+    with McpHttp(site, server_key) as mcp:
+        submit = ("scheduler_submit", {"command": ["id", "-u"], "cwd": str(site.shared)})
+        keyless = mcp.call_as_nobody("", submit)
+        assert keyless["refused"] == 401 and keyless["www_authenticate"].startswith("Bearer"), keyless
+        stolen = mcp.call_as_nobody(server_key, submit)
+        assert stolen["refused"] == 401, stolen
+        forged = mcp.call_as_nobody("xce_" + "0" * 43, submit)
+        assert forged["refused"] == 401, forged
+    assert _job_count(site) == jobs  # nothing was submitted
+    assert len(_audit_rows(site, "root")) == rows  # and nothing done or tried under root's key
+
+
+def test_mcp_http_acts_as_the_key_each_request_carries(site: Site) -> None:
+    """uid 65534 with a read-only key reads but no write tool works; with its own user key its job runs
+    as uid 65534, not as the root who started the server, and is audited under its own name."""
+    server_key = site.cluster.new_token("root", "mcp_operator")
+    readonly = site.cluster.new_token("nobody", "mcp_readonly")
+    own = site.cluster.new_token("nobody", "user")
+    with site.admin() as admin:
+        roots = admin.post("/jobs", json={"command": ["sleep", "300"], "name": "root's",
+                                          "cwd": "/tmp"}).json()["jobs"][0]["id"]
+    jobs = _job_count(site)
+    with McpHttp(site, server_key) as mcp:
+        looked = mcp.call_as_nobody(readonly, ("scheduler_list_jobs", {}),
+                                    ("scheduler_submit", {"command": ["id", "-u"], "cwd": str(site.shared)}),
+                                    ("scheduler_cancel", {"job_id": str(roots)}),
+                                    ("scheduler_hold", {"job_id": str(roots)}))["results"]
+        assert any(j["id"] == roots for j in looked[0]["jobs"])
+        for refused in looked[1:]:
+            assert "Forbidden" in refused["error"] and "mcp_readonly" in refused["error"], refused
+        assert _job_count(site) == jobs
+        ran = mcp.call_as_nobody(own, ("scheduler_submit", {"command": ["id", "-u"], "cwd": str(site.shared),
+                                                             "name": "mine"}))["results"][0]
+        job = ran["submitted"]["id"]
+        assert ran["submitted"]["user"] == "nobody"
+        ended = mcp.call_as_nobody(own, ("scheduler_wait_job", {"job_id": str(job), "timeout_s": 60}),
+                                   ("scheduler_job_output", {"job_id": str(job)}))["results"]
+        assert ended[0]["ended"] and ended[0]["job"]["state"] == "DONE", ended
+        assert ended[1]["text"] == f"{NOBODY.pw_uid}\n"
+        killed = mcp.call_as_nobody(own, ("scheduler_cancel", {"job_id": str(roots)}))["results"][0]
+        assert "Forbidden" in killed["error"]  # a user key may not kill root's job either
+    with site.admin() as admin:
+        assert admin.get(f"/jobs/{roots}").json()["state"] == "RUN" or \
+            admin.get(f"/jobs/{roots}").json()["state"] == "PEND"
+        admin.post(f"/jobs/{roots}/actions", json={"action": "kill"})
+    mine = [r for r in _audit_rows(site, "nobody") if r["action"] == "submit" and r["outcome"] == "CONFIRMED"]
+    assert [(r["role"], r["via"]) for r in mine] == [("user", "rest")]  # its own key, not an agent's
+    refused = [r for r in _audit_rows(site, "nobody") if r["outcome"] == "REFUSED"]
+    assert {r["role"] for r in refused} == {"mcp_readonly", "user"}
+
+
+def test_mcp_http_binds_loopback_and_another_address_only_with_tls(site: Site) -> None:
+    port = free_ports(1)[0]
+    done = subprocess.run([sys.executable, "-m", "xce.cli", "mcp", "--gateway", site.gateway.url,
+                           "--http", f"0.0.0.0:{port}"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "not a loopback address" in done.stderr and "--tls-cert" in done.stderr
+    with McpHttp(site, "", port_only=True) as mcp:  # a port alone: 127.0.0.1
+        assert httpx.get(mcp.url, timeout=5).status_code == 401
+
+
+# ---------------------------------------------------------------------- connection hygiene
+
+
+def _descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _as_nobody_in_background(mode: str, port: int, seconds: float, count: int = 5000,
+                             source: str = "127.0.0.2") -> subprocess.Popen[str]:
+    """tests/slow_client.py run by uid 65534: `count` connections it never finishes, for `seconds`."""
+    argv = [str(ROOT / "tests" / "slow_client.py"), mode, "127.0.0.1", str(port), source, str(count),
+            str(seconds)]
+    return subprocess.Popen([*AS_NOBODY, sys.executable, *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin"})
+
+
+def test_a_slowloris_of_5000_connections_leaves_the_gateway_serving(site: Site) -> None:
+    """uid 65534 holds 5,000 connections to the gateway from 127.0.0.2, each a request it never
+    finishes: a caller at 127.0.0.1 is served throughout, the gateway never holds more than its
+    per-peer cap of them, closes them at the header deadline, and its log grows by less than 1 MB."""
+    gateway = LocalGateway(site.cluster, "gateway-guarded", ["--header-timeout-s", "2",
+                                                            "--max-connections-per-peer", "64"])
+    gateway.start()
+    try:
+        assert gateway.proc is not None
+        log = site.cluster.data / "gateway-guarded.log"
+        log_before, fds_before = log.stat().st_size, _descriptors(gateway.proc.pid)
+        attack = _as_nobody_in_background("http", gateway.port, seconds=8)
+        served, slowest, most_fds = 0, 0.0, 0
+        try:
+            with httpx.Client(base_url=f"{gateway.url}/xce/v1", timeout=10,
+                              headers={"Authorization": f"Bearer {site.cluster.admin_token}"}) as me:
+                while attack.poll() is None:
+                    started = time.monotonic()
+                    assert me.get("/whoami").status_code == 200
+                    slowest = max(slowest, time.monotonic() - started)
+                    served += 1
+                    most_fds = max(most_fds, _descriptors(gateway.proc.pid))
+                    time.sleep(0.1)
+            out, err = attack.communicate(timeout=60)
+        finally:
+            attack.kill()
+        held = json.loads(out)
+        assert held["opened"] >= 5000, (held, err)
+        assert held["closed_by_server"] >= 5000 - 64, held  # past the cap at once, the rest at the deadline
+        assert served >= 20 and slowest < 5.0, (served, slowest)
+        assert most_fds < fds_before + 64 + 32, (most_fds, fds_before)
+        assert log.stat().st_size - log_before < 1 << 20
+        print(f"slowloris: {held}; {served} requests served, slowest {slowest:.3f} s; at most {most_fds} "
+              f"descriptors (from {fds_before}); log +{log.stat().st_size - log_before} bytes")
+    finally:
+        gateway.kill()
+
+
+def test_a_spoofed_via_header_is_not_believed(site: Site) -> None:
+    """Any REST client may send `X-XCE-Via: mcp`: its row says rest, as its key is not an agent's."""
+    key = site.cluster.new_token("nobody", "user")
+    with httpx.Client(base_url=f"{site.gateway.url}/xce/v1", timeout=30,
+                      headers={"Authorization": f"Bearer {key}", "X-XCE-Via": "mcp"}) as spoofer:
+        made = spoofer.post("/jobs", params={"dry_run": "true"}, json={"command": ["true"], "name": "spoof"})
+        assert made.status_code == 200, made.text
+    [row] = [r for r in _audit_rows(site, "nobody") if '"spoof"' in r["params"]]
+    assert (row["via"], row["outcome"]) == ("rest", "DRY_RUN")
+
+
+def test_event_streams_are_capped_per_user(site: Site) -> None:
+    """One user holds at most --max-event-streams (16) streams at once; another user is not held up."""
+    key = site.cluster.new_token("nobody", "user")
+    with httpx.Client(base_url=f"{site.gateway.url}/xce/v1", timeout=30) as http, \
+            contextlib.ExitStack() as streams:
+        mine = {"Authorization": f"Bearer {key}"}
+        for _ in range(16):
+            assert streams.enter_context(http.stream("GET", "/events", headers=mine)).status_code == 200
+        with http.stream("GET", "/events", headers=mine) as refused:
+            refused.read()
+            assert refused.status_code == 429 and "at most 16" in refused.json()["detail"]
+        other = site.cluster.new_token("someone-else", "user")
+        with http.stream("GET", "/events", headers={"Authorization": f"Bearer {other}"}) as served:
+            assert served.status_code == 200
