@@ -55,6 +55,8 @@ Example:
     max_pend_jobs_per_user = 0        # LSF MAX_PEND_JOBS: pending (PEND, PSUSP) jobs per user; 0: no limit
     max_sync_streams = 4              # concurrent Sync streams per principal
     max_sync_streams_total = 64       # ... and in all, on this replica
+    handshake_timeout_s = 10.0        # a connection's TLS handshake must end within this, or it is closed
+    idle_connection_timeout_s = 600.0 # a connection without a call this long is closed (GOAWAY)
     munge = false                     # accept MUNGE credentials (uid and gid from the local munged)
     munge_roles = { root = "cluster_admin" }   # role by user name for MUNGE callers; default user
     munge_socket = "/run/munge/munge.socket.2" # munged's socket (this is the default)
@@ -131,6 +133,8 @@ class ClusterConfig:
     munge_socket: str = ""                     # munged's socket, if not the default
     max_sync_streams: int = 4
     max_sync_streams_total: int = 64
+    handshake_timeout_s: float = 10.0
+    idle_connection_timeout_s: float = 600.0
     host_groups: tuple[api.HostGroup, ...] = ()
     shared: tuple[api.SharedResource, ...] = ()
     limits: tuple[api.Limit, ...] = ()
@@ -322,6 +326,12 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ConfigError(f"{path}: [auth] {key} must be an integer >= {least}")
         ints[key] = value
+    floats: dict[str, float] = {}
+    for name, seconds in (("handshake_timeout_s", 10.0), ("idle_connection_timeout_s", 600.0)):
+        given = auth.get(name, seconds)
+        if not isinstance(given, (int, float)) or isinstance(given, bool) or not 0 < given <= 86400:
+            raise ConfigError(f"{path}: [auth] {name} must be a number of seconds above 0 (at most a day)")
+        floats[name] = float(given)
     for key in ("private_jobs", "munge"):
         if not isinstance(auth.get(key, False), bool):
             raise ConfigError(f"{path}: [auth] {key} must be true or false")
@@ -349,7 +359,7 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     return {"policy": policy, "static_tokens": static, "munge": bool(auth.get("munge", False)),
             "munge_socket": socket,
             "munge_roles": dict(munge_roles), "max_sync_streams": ints["max_sync_streams"],
-            "max_sync_streams_total": ints["max_sync_streams_total"]}
+            "max_sync_streams_total": ints["max_sync_streams_total"], **floats}
 
 
 PREEMPT_ACTIONS = {"suspend": api.PREEMPT_SUSPEND, "requeue": api.PREEMPT_REQUEUE}

@@ -492,8 +492,15 @@ async def _authorized(authenticator: Authenticator, policy: authz.Policy, contex
     return caller
 
 
-def server_options() -> list[tuple[str, Any]]:
+def server_options(handshake_timeout_s: float = 10.0,
+                   idle_connection_timeout_s: float = 600.0) -> list[tuple[str, Any]]:
+    """The server's channel options. A connection that has not finished its TLS handshake within
+    `handshake_timeout_s` is closed (gRPC's default waits 120 s: half-open handshakes from one local
+    user held every descriptor), and one without a call for `idle_connection_timeout_s` is told to go
+    (GOAWAY; clients reconnect as they need)."""
     return [
+        ("grpc.server_handshake_timeout_ms", int(handshake_timeout_s * 1000)),
+        ("grpc.max_connection_idle_ms", int(idle_connection_timeout_s * 1000)),
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", 16 * MAX_MESSAGE_BYTES),
         ("grpc.keepalive_time_ms", 10_000),

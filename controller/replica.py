@@ -76,6 +76,7 @@ from xce.clock import REAL_CLOCK, Clock
 from xce.credentials import Credentials, FileWatch, TlsFiles
 from xce.errors import ServiceError, unavailable
 from xce.metrics import serve as serve_metrics
+from xce.rlimits import raise_descriptor_limit
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -541,8 +542,10 @@ class Replica:
         self._on_role()
         timer = self._loop.create_task(self._run_timer())
         timer.add_done_callback(_timer_ended)
-        server = grpc.aio.server(options=grpc_api.server_options())
         config = self.config
+        raise_descriptor_limit()
+        server = grpc.aio.server(options=grpc_api.server_options(config.handshake_timeout_s,
+                                                                 config.idle_connection_timeout_s))
         authenticator = Authenticator(self.store, self.clock, config.static_tokens, config.munge_roles,
                                       config.munge, tls=not config.tls.insecure,
                                       munge_socket=config.munge_socket,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import resource
 import socket
 import threading
 import weakref
@@ -36,6 +35,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from gateway.http_limits import HttpLimits
+from xce.rlimits import raise_descriptor_limit
 
 log = logging.getLogger("xce.http")
 
@@ -147,19 +147,6 @@ class GuardedProtocol(H11Protocol):
 
 def protocol_for(guard: Guard) -> type[GuardedProtocol]:
     return type("Guarded", (GuardedProtocol,), {"guard": guard})
-
-
-def raise_descriptor_limit() -> int:
-    """The soft limit of open files raised to the hard one; returns it."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft < hard:
-        target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-        except (ValueError, OSError):
-            pass
-    return soft
 
 
 def serve(app: Any, host: str, port: int, limits: HttpLimits, **more: Any) -> None:

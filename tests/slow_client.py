@@ -1,8 +1,9 @@
-"""`python tests/slow_client.py MODE HOST PORT SOURCE COUNT SECONDS`: an attacker that holds COUNT
+"""`python tests/slow_client.py MODE HOST PORT SOURCE COUNT SECONDS [once]`: an attacker that holds COUNT
 connections to HOST:PORT from address SOURCE for SECONDS, never finishing a request: MODE `http` sends
 a request line and then a header byte at a time (slowloris), `tls` a TLS record header and never the
 rest of its ClientHello (a half-open handshake). A connection the server closes is opened again, at
-most COUNT openings a second (bounded). Prints {"opened": N, "closed_by_server": N, "open_at_end": N}."""
+most COUNT openings a second (bounded); with `once`, never (what the server does with those it holds).
+Prints {"opened": N, "closed_by_server": N, "open_at_end": N}."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def alive(sock: socket.socket, more: bytes) -> bool:
     return True
 
 
-def main(mode: str, host: str, port: int, source: str, count: int, seconds: float) -> int:
+def main(mode: str, host: str, port: int, source: str, count: int, seconds: float, once: bool) -> int:
     held: list[socket.socket] = []
     opened = closed = 0
     end = time.monotonic() + seconds
@@ -64,7 +65,7 @@ def main(mode: str, host: str, port: int, source: str, count: int, seconds: floa
                 closed += 1
                 sock.close()
         held = kept
-        for _ in range(count - len(held)):
+        for _ in range(0 if once and opened else count - len(held)):
             sock = open_one(host, port, source, OPENING[mode])
             if sock is not None:
                 held.append(sock)
@@ -76,4 +77,4 @@ def main(mode: str, host: str, port: int, source: str, count: int, seconds: floa
 
 if __name__ == "__main__":
     mode, host, port, source, count, seconds = sys.argv[1:7]
-    sys.exit(main(mode, host, int(port), source, int(count), float(seconds)))
+    sys.exit(main(mode, host, int(port), source, int(count), float(seconds), sys.argv[7:8] == ["once"]))

@@ -24,6 +24,8 @@ from tests.conftest import FAST_HOSTS, NOBODY, ROOT, wait_until
 from xce.local_cluster import LocalCluster, LocalGateway, LocalScheduler, LocalWorkers, free_ports
 
 pytestmark = pytest.mark.cluster
+HANDSHAKE_S = 3.0
+HANDSHAKE = f"\n[auth]\nhandshake_timeout_s = {HANDSHAKE_S}\n"
 AS_NOBODY = ["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}", "--clear-groups"]
 
 
@@ -54,7 +56,7 @@ def site(reachable_by_nobody: None) -> Iterator[Site]:
     shared = home / "shared"
     shared.mkdir()
     shared.chmod(0o777)
-    cluster = LocalCluster(home / "cluster", extra_config=FAST_HOSTS)
+    cluster = LocalCluster(home / "cluster", extra_config=FAST_HOSTS + HANDSHAKE)
     workers = LocalWorkers(cluster)
     scheduler = LocalScheduler(cluster)
     gateway = LocalGateway(cluster)
@@ -211,10 +213,10 @@ def _descriptors(pid: int) -> int:
 
 
 def _as_nobody_in_background(mode: str, port: int, seconds: float, count: int = 5000,
-                             source: str = "127.0.0.2") -> subprocess.Popen[str]:
+                             source: str = "127.0.0.2", once: bool = False) -> subprocess.Popen[str]:
     """tests/slow_client.py run by uid 65534: `count` connections it never finishes, for `seconds`."""
     argv = [str(ROOT / "tests" / "slow_client.py"), mode, "127.0.0.1", str(port), source, str(count),
-            str(seconds)]
+            str(seconds), *(["once"] if once else [])]
     return subprocess.Popen([*AS_NOBODY, sys.executable, *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={"PATH": "/usr/bin:/bin"})
 
@@ -282,3 +284,92 @@ def test_event_streams_are_capped_per_user(site: Site) -> None:
         other = site.cluster.new_token("someone-else", "user")
         with http.stream("GET", "/events", headers={"Authorization": f"Bearer {other}"}) as served:
             assert served.status_code == 200
+
+
+def test_5000_half_open_tls_handshakes_neither_stop_submits_nor_keep_descriptors(site: Site) -> None:
+    """uid 65534 opens 5,000 TLS connections to the leader and never finishes a handshake, holding
+    them: the leader keeps taking root's submits throughout, and closes them at the handshake
+    deadline, its descriptors back near where they were."""
+    from xce.client import Client
+    from xce.v1 import api_pb2 as api
+
+    cluster = site.cluster
+    leader = cluster.leader()
+    pid = cluster.procs[leader].pid
+    port = int(cluster.address(leader).rsplit(":", 1)[1])
+    before = _descriptors(pid)
+    attack = _as_nobody_in_background("tls", port, seconds=HANDSHAKE_S + 6, once=True)
+    submitted, slowest, most = 0, 0.0, 0
+    try:
+        with Client(cluster.addresses, cluster.credentials, deadline_s=30) as client:
+            started = time.monotonic()
+            while time.monotonic() - started < HANDSHAKE_S + 4:
+                most = max(most, _descriptors(pid))
+                began = time.monotonic()
+                client.submit([api.JobSpec(command=["true"], cwd="/tmp", name="through")])
+                slowest = max(slowest, time.monotonic() - began)
+                submitted += 1
+                time.sleep(0.1)
+            closed = wait_until(lambda: _descriptors(pid) < before + 50 and _descriptors(pid),
+                                "the leader to close the half-open connections", HANDSHAKE_S + 5)
+        out, err = attack.communicate(timeout=60)
+    finally:
+        attack.kill()
+    held = json.loads(out)
+    assert held["opened"] >= 5000 and most > before + 4000, (held, most, before, err)  # they were there
+    assert held["closed_by_server"] >= 4900, held  # the server closed them, not the attacker
+    assert submitted >= 10 and slowest < 5.0, (submitted, slowest)
+    print(f"half-open TLS: {held}; {submitted} submits, slowest {slowest:.3f} s; descriptors {before} -> "
+          f"{most} -> {closed}")
+
+
+HOLD_LAUNCH_SLOTS = """
+import json, socket, sys, time
+held = []
+for _ in range(int(sys.argv[2])):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(sys.argv[1])
+    except OSError:
+        continue
+    held.append(sock)
+time.sleep(1.0)
+closed = 0
+for sock in held:
+    sock.setblocking(False)
+    try:
+        closed += sock.recv(1, socket.MSG_PEEK) == b""
+    except BlockingIOError:
+        pass
+print(json.dumps({"connected": len(held), "closed_by_worker": closed}), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_one_user_cannot_take_every_launch_slot(site: Site) -> None:
+    """uid 65534 opens 300 connections to a worker's launch socket and holds them: the worker keeps
+    at most 128 of one uid, and another user's launch is still answered."""
+    from worker.launch_socket import read_frame, write_frame
+    from xce.v1 import api_pb2 as api
+
+    path = site.workers.spool("w1") / "launch.sock"
+    holder = subprocess.Popen([*AS_NOBODY, sys.executable, "-c", HOLD_LAUNCH_SLOTS, str(path), "300"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env={"PATH": "/usr/bin:/bin"})
+    try:
+        assert holder.stdout is not None
+        held = json.loads(holder.stdout.readline() or "{}")
+        assert held.get("connected") == 300 and held["closed_by_worker"] == 300 - 128, held
+        import socket
+
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as mine:
+            mine.connect(str(path))
+            write_frame(mine, api.LaunchTask(job_id=999999, attempt=0, task_id="t", host="w2",
+                                             credential="0" * 64, command=["true"]).SerializeToString())
+            answer = read_frame(mine, time.monotonic() + 10)
+        assert answer is not None, "the worker closed another user's launch unanswered"
+        state = api.TaskState.FromString(answer)
+        assert state.phase == api.TASK_REFUSED and state.reason, state
+    finally:
+        holder.kill()
+        holder.communicate(timeout=10)

@@ -15,7 +15,10 @@ is sent again: the task id makes the target run it at most once.
 
 Frames on the socket: 4 bytes of length (big-endian), then the protobuf.
 The socket is the worker's (mode 0666, in the 0711 spool): anyone may
-connect; only the credential and the peer's uid let a request through.
+connect; only the credential and the peer's uid let a request through. A
+connection holds a thread while its launcher waits: at most MAX_CONNECTIONS
+at once, and at most MAX_PER_UID of one uid, so that one user cannot take
+them all (a connection past either is closed at once).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import socket
 import struct
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,12 +41,22 @@ MAX_FRAME = 1 << 20
 RETRY_S = 1.0
 RETRY_FOR_S = 60.0
 ASK_AGAIN_S = 5.0  # how often a launch still waiting is asked again (a state lost with a stream)
-MAX_CONNECTIONS = 256  # at once, any user: each is a thread
+MAX_CONNECTIONS = 512  # at once, any user: each is a thread
+MAX_PER_UID = 128  # at once, of one uid (a job on 100 hosts launches on its 99 others at once)
 FIRST_FRAME_S = 10.0  # the whole request, from the connection on
 SEND_S = 5.0  # to write a state to a launcher
 SOCKET_NAME = "launch.sock"
 
 Key = tuple[int, int, str]
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    """The connecting process's uid, as the kernel says (SO_PEERCRED); -1 if it cannot be read."""
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return -1
+    return int(struct.unpack("3i", creds)[1])
 
 
 def read_frame(conn: socket.socket, deadline: float | None = None) -> bytes | None:
@@ -88,6 +102,7 @@ class LaunchServer:
         self._waiting: dict[Key, tuple[socket.socket, api.LaunchTask, float]] = {}
         self._retry: dict[Key, float] = {}  # refused for now: ask again at
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._by_uid: Counter[int] = Counter()  # connections held, by the peer's uid (under _lock)
         self._stop = threading.Event()
         if path.exists() or path.is_symlink():
             path.unlink()
@@ -112,25 +127,43 @@ class LaunchServer:
                 conn, _ = self._server.accept()
             except OSError:
                 return
+            uid = _peer_uid(conn)
+            with self._lock:
+                mine = self._by_uid[uid] < MAX_PER_UID
+                if mine:
+                    self._by_uid[uid] += 1
+            if not mine:
+                log.warning("launch socket: uid %d holds %d connections already: one more closed", uid,
+                            MAX_PER_UID)
+                conn.close()
+                continue
             if not self._slots.acquire(blocking=False):  # full: no thread for it
+                self._release_uid(uid)
                 conn.close()
                 continue
             try:
-                threading.Thread(target=self._serve, args=(conn,), daemon=True, name="launch-conn").start()
+                threading.Thread(target=self._serve, args=(conn, uid), daemon=True,
+                                 name="launch-conn").start()
             except RuntimeError:  # no thread to be had (the host's limit): this one is refused
                 self._slots.release()
+                self._release_uid(uid)
                 conn.close()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _release_uid(self, uid: int) -> None:
+        with self._lock:
+            self._by_uid[uid] -= 1
+            if self._by_uid[uid] <= 0:
+                del self._by_uid[uid]
+
+    def _serve(self, conn: socket.socket, uid: int) -> None:
         try:
-            self._serve_one(conn)
+            self._serve_one(conn, uid)
         finally:
             self._slots.release()
+            self._release_uid(uid)
 
-    def _serve_one(self, conn: socket.socket) -> None:
+    def _serve_one(self, conn: socket.socket, uid: int) -> None:
         try:
-            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-            _, uid, _ = struct.unpack("3i", creds)
             raw = read_frame(conn, time.monotonic() + FIRST_FRAME_S)
             conn.settimeout(SEND_S)  # a launcher that stops reading does not hold up the others
             request = api.LaunchTask.FromString(raw) if raw is not None else None
