@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from controller import request_ids
 from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -245,13 +246,21 @@ def visible(policy: Policy, principal: Principal, job: api.Job) -> bool:
 
 
 def redact(policy: Policy, principal: Principal, job: api.Job) -> api.Job:
-    """Other users' environment values are hidden unless the caller has jobs.env.all (keys stay)."""
-    if owns(principal, job) or policy.allows(principal, "jobs.env.all") or not job.spec.env:
+    """Other users' environment values are hidden unless the caller has jobs.env.all (keys stay), and
+    their request ids always (an id answers a retry of its caller's only, but says what it was); the
+    owner sees its own id as it sent it (controller/request_ids.py)."""
+    mine = owns(principal, job)
+    hide_env = not mine and bool(job.spec.env) and not policy.allows(principal, "jobs.env.all")
+    stored = job.request_id
+    own_id = request_ids.shown(stored) if mine else ""
+    if not hide_env and own_id == stored:
         return job
     shown = api.Job()
     shown.CopyFrom(job)
-    for key in shown.spec.env:
-        shown.spec.env[key] = ""
+    shown.request_id = own_id
+    if hide_env:
+        for key in shown.spec.env:
+            shown.spec.env[key] = ""
     return shown
 
 

@@ -53,7 +53,16 @@ from typing import Any, Protocol
 
 from google.protobuf.message import Message
 
-from controller import audit_trail, authz, fsm, job_credential, membership, output_relay, proposals
+from controller import (
+    audit_trail,
+    authz,
+    fsm,
+    job_credential,
+    membership,
+    output_relay,
+    proposals,
+    request_ids,
+)
 from controller.authz import Principal
 from controller.fsm import depends, history, limit_config, reports, versions
 from controller.fsm import membership as fsm_membership
@@ -450,6 +459,8 @@ class LeaderCore:
             permission = authz.METHOD_PERMISSION.get(method)
             if permission is not None and (permission in authz.LEADER_CHECKED or caller.scope is not None):
                 self.settings.policy.require(caller, permission)
+            if getattr(request, "request_id", ""):
+                self._own_request_id(request, caller)
             handler(self, term, token, request, caller)
         except ServiceError as exc:
             # A denied action (permission, scope) is recorded before the caller hears of it; bad
@@ -461,6 +472,22 @@ class LeaderCore:
                 words = f"{log.Code.Name(refusal.code)}: {refusal.message}"
                 self._propose(audit_trail.entry(note, caller, api.REFUSED, words),
                               lambda _: self._reply(token, refusal))
+
+    def _own_request_id(self, request: Any, caller: Principal) -> None:
+        """The client's request id made the caller's own key (controller/request_ids.py); the same id
+        for another request of the same caller is refused."""
+        why = request_ids.problem(request.request_id)
+        if why:
+            raise invalid(why)
+        start = request_ids.prefix(caller.name, request.request_id).encode()
+        key = request_ids.owned(caller.name, request.request_id, request)
+        with self.state.read() as tables:
+            found = tables.first("requests", start)
+        if found is not None and found[0].startswith(start) and found[0] != key.encode():
+            raise ServiceError(log.ALREADY_EXISTS,
+                               f"request id {request.request_id!r} was used by {caller.name} for another "
+                               "request: a retry sends the same request, a new request takes a new id")
+        request.request_id = key
 
     def _audit_ready(self) -> bool:
         if self._proposal_format() < fsm.audit.FORMAT:

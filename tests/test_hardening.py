@@ -373,3 +373,29 @@ def test_one_user_cannot_take_every_launch_slot(site: Site) -> None:
     finally:
         holder.kill()
         holder.communicate(timeout=10)
+
+
+def test_an_idempotency_key_is_the_caller_s_own(site: Site) -> None:
+    """A key uid 65534 used first never answers root's submit with its job; root's retry finds root's
+    job; root's other request under the same key is a 409; nobody sees root's request id."""
+    theirs = site.cluster.new_token("nobody", "user")
+    key = {"Idempotency-Key": "nightly-build"}
+    body = {"command": ["true"], "name": "build", "cwd": "/tmp"}
+    with httpx.Client(base_url=f"{site.gateway.url}/xce/v1", timeout=30,
+                      headers={"Authorization": f"Bearer {theirs}"}) as attacker, site.admin() as admin:
+        planted = attacker.post("/jobs", json=body, headers=key)
+        assert planted.status_code == 201, planted.text
+        mine = admin.post("/jobs", json=body, headers=key)
+        assert mine.status_code == 201, mine.text
+        [planted_job], [my_job] = planted.json()["jobs"], mine.json()["jobs"]
+        assert my_job["id"] != planted_job["id"] and my_job["spec"]["user"] == "root"
+        again = admin.post("/jobs", json=body, headers=key)
+        assert [j["id"] for j in again.json()["jobs"]] == [my_job["id"]]  # a retry: the same job
+        other = admin.post("/jobs", json={**body, "name": "another"}, headers=key)
+        assert other.status_code == 409 and other.headers["content-type"] == "application/problem+json"
+        assert other.json()["code"] == "ALREADY_EXISTS" and "nightly-build" in other.json()["detail"]
+        assert admin.get(f"/jobs/{my_job['id']}").json()["request_id"] == "nightly-build"  # its own, as sent
+        seen = attacker.get(f"/jobs/{my_job['id']}").json()
+        assert seen["spec"]["user"] == "root" and "request_id" not in seen  # empty: not rendered
+        names = [j["spec"]["name"] for j in admin.get("/jobs", params={"page_size": 5000}).json()["jobs"]]
+        assert names.count("build") == 2 and "another" not in names

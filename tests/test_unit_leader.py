@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from memory_state import MemoryState
 
-from controller import authz, fsm
+from controller import authz, fsm, request_ids
 from controller.authz import Principal
 from controller.leader import (
     AskPeers,
@@ -559,3 +559,37 @@ def test_workers_are_told_the_fence_only_once_every_member_applies_fenced_ends()
     join(h, 6, name="n2")
     assert [(m.joined.fence_s, m.joined.unknown_timeout_s) for m in h.sent[6] if m.HasField("joined")] == [
         (5.0, 10.0)]
+
+
+def test_a_request_id_is_the_caller_s_own() -> None:
+    """Another caller's use of an id finds nothing of the first's (its own job is made); the same
+    caller retrying finds its result; the same caller with another request is refused."""
+    h = Harness()
+    h.serve()
+    ann, bob = Principal("ann", "user"), Principal("bob", "user")
+    h.call(1, "SubmitJobs", submit("shared"), ann)
+    h.commit()
+    h.call(2, "SubmitJobs", submit("shared"), bob)
+    h.commit()
+    first, second = h.replies[1], h.replies[2]
+    assert isinstance(first, api.SubmitJobsResponse) and isinstance(second, api.SubmitJobsResponse)
+    assert [(j.id, j.spec.user) for j in first.jobs] == [(1, "ann")]
+    assert [(j.id, j.spec.user) for j in second.jobs] == [(2, "bob")]
+    h.call(3, "SubmitJobs", submit("shared"), ann)  # a retry: answered from the stored result
+    assert not h.proposed
+    retried = h.replies[3]
+    assert isinstance(retried, api.SubmitJobsResponse) and [j.id for j in retried.jobs] == [1]
+    h.call(4, "SubmitJobs", submit("shared", jobs=2), ann)
+    refused = h.replies[4]
+    assert isinstance(refused, ServiceError) and refused.code == log.ALREADY_EXISTS
+    assert "'shared' was used by ann for another request" in refused.message and not h.proposed
+
+
+def test_a_request_id_is_printable_and_short_enough_to_store_beside_its_owner() -> None:
+    h = Harness()
+    h.serve()
+    for bad in ("x" * (request_ids.MAX_CLIENT_ID_BYTES + 1), "a\x1fb", "new\nline"):
+        h.call(1, "SubmitJobs", submit(bad))
+        refused = h.replies.pop(1)
+        assert isinstance(refused, ServiceError) and refused.code == log.INVALID_ARGUMENT, bad
+    assert not h.proposed

@@ -171,7 +171,9 @@ class ReplicaDriver:
         self.calls[token] = call
         method = {"submit": "SubmitJobs", "lease": "AcquireLease", "batch": "SubmitDecisions"}[call.kind]
         before = self.replica.last_index()
-        self.core.call(token, method, call.request, _caller(call))
+        request = type(call.request)()  # what arrives is the bytes' own copy: the core may rewrite it
+        request.CopyFrom(call.request)
+        self.core.call(token, method, request, _caller(call))
         answered = token not in self.calls
         self.perform()
         if answered:

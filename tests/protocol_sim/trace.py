@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tla_trace import NONE, SetOf, Step
 
-from controller import fsm
+from controller import fsm, request_ids
 from controller.leader import Term
 from scheduler.view import View
 from xce import feasibility
@@ -63,7 +63,8 @@ Item = tuple[str, str, int] | None  # a spec message of a worker frame: ("run" |
 
 
 def job_name(request_id: str) -> str:
-    return "j" + request_id.removeprefix("req-")
+    """The spec's name of a job, from its request id as the client sent it (stored as its own key)."""
+    return "j" + request_ids.shown(request_id).removeprefix("req-")
 
 
 def abstract_job(job: api.Job) -> dict[str, Any]:
