@@ -134,8 +134,16 @@ class Policy:
     roles: Mapping[str, frozenset[str]] = field(default_factory=lambda: dict(DEFAULT_ROLES))
     private_jobs: bool = False                  # Slurm PrivateData=jobs; LSF's default is false
     max_jobs_per_request: int = 10_000
-    max_pend_jobs_per_user: int = 0             # 0: no limit (LSF MAX_PEND_JOBS; pending_counts.py)
+    max_pend_jobs_per_user: int = 10_000        # 0: no limit (LSF MAX_PEND_JOBS; pending_counts.py)
     max_array_size: int = 1_000_000             # elements of one job array (LSF MAX_JOB_ARRAY_SIZE)
+    submit_rate_per_user: float = 1_000.0       # jobs a second, sustained (submit_rates.py); 0: no bound
+    submit_burst_per_user: int = 20_000         # ... and at once
+    limits_exempt_roles: frozenset[str] = frozenset({"cluster_admin"})  # neither bound applies to them
+
+    def exempt(self, principal: Principal) -> bool:
+        """The per-user submit bounds do not hold the cluster's administrators (Slurm exempts its
+        SlurmUser and root from its rate limit likewise)."""
+        return principal.role in self.limits_exempt_roles
 
     def permissions(self, principal: Principal) -> frozenset[str]:
         return self.roles.get(principal.role, frozenset())

@@ -52,7 +52,10 @@ Example:
     private_jobs = false              # true: users see only their own jobs (Slurm PrivateData=jobs)
     max_jobs_per_request = 10000
     max_array_size = 1000000          # LSF MAX_JOB_ARRAY_SIZE: elements of one job array
-    max_pend_jobs_per_user = 0        # LSF MAX_PEND_JOBS: pending (PEND, PSUSP) jobs per user; 0: no limit
+    max_pend_jobs_per_user = 10000    # LSF MAX_PEND_JOBS: pending (PEND, PSUSP) jobs per user; 0: no limit
+    submit_rate_per_user = 1000       # jobs a second a user may submit, sustained; 0: no bound
+    submit_burst_per_user = 20000     # ... and at once
+    limits_exempt_roles = ["cluster_admin"]   # the two bounds above do not apply to these roles
     max_sync_streams = 4              # concurrent Sync streams per principal
     max_sync_streams_total = 64       # ... and in all, on this replica
     handshake_timeout_s = 10.0        # a connection's TLS handshake must end within this, or it is closed
@@ -320,13 +323,19 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}{_line_of(path, 'roles.' + named[1]) if named else ''}: {exc}") from None
     ints = {}
     for key, default, least in (("max_jobs_per_request", 10_000, 1), ("max_sync_streams", 4, 1),
-                                ("max_sync_streams_total", 64, 1), ("max_pend_jobs_per_user", 0, 0),
-                                ("max_array_size", 1_000_000, 1)):
+                                ("max_sync_streams_total", 64, 1), ("max_pend_jobs_per_user", 10_000, 0),
+                                ("max_array_size", 1_000_000, 1), ("submit_burst_per_user", 20_000, 1)):
         value = auth.get(key, default)
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ConfigError(f"{path}: [auth] {key} must be an integer >= {least}")
         ints[key] = value
     floats: dict[str, float] = {}
+    rate = auth.get("submit_rate_per_user", 1000)
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate < 0:
+        raise ConfigError(f"{path}: [auth] submit_rate_per_user must be a number of jobs a second >= 0")
+    exempt = auth.get("limits_exempt_roles", ["cluster_admin"])
+    if not isinstance(exempt, list) or not all(isinstance(r, str) and r in roles for r in exempt):
+        raise ConfigError(f"{path}: [auth] limits_exempt_roles must list roles ({', '.join(sorted(roles))})")
     for name, seconds in (("handshake_timeout_s", 10.0), ("idle_connection_timeout_s", 600.0)):
         given = auth.get(name, seconds)
         if not isinstance(given, (int, float)) or isinstance(given, bool) or not 0 < given <= 86400:
@@ -352,7 +361,9 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     policy = authz.Policy(roles=roles, private_jobs=bool(auth.get("private_jobs", False)),
                           max_jobs_per_request=ints["max_jobs_per_request"],
                           max_pend_jobs_per_user=ints["max_pend_jobs_per_user"],
-                          max_array_size=ints["max_array_size"])
+                          max_array_size=ints["max_array_size"], submit_rate_per_user=float(rate),
+                          submit_burst_per_user=ints["submit_burst_per_user"],
+                          limits_exempt_roles=frozenset(exempt))
     socket = auth.get("munge_socket", "")
     if not isinstance(socket, str):
         raise ConfigError(f"{path}: [auth] munge_socket must be a path")

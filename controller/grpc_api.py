@@ -203,7 +203,26 @@ class _Services:
 
     async def list_queues(self, request: api.ListQueuesRequest, caller: Principal) -> api.ListQueuesResponse:
         await self._barrier(request.stale)
-        return self._read(reads.list_queues)
+        if not request.user_bounds:
+            return self._read(reads.list_queues)
+        policy = self.policy
+        bounds = api.UserBounds(max_pend_jobs_per_user=policy.max_pend_jobs_per_user,
+                                submit_rate_per_user=policy.submit_rate_per_user,
+                                submit_burst_per_user=policy.submit_burst_per_user,
+                                exempt_roles=sorted(policy.limits_exempt_roles),
+                                max_jobs_per_request=policy.max_jobs_per_request,
+                                max_array_size=policy.max_array_size, user=caller.name,
+                                exempt=policy.exempt(caller))
+
+        def read(tables: Any) -> api.ListQueuesResponse:
+            answer = reads.list_queues(tables)
+            # Counted as far as it matters: past the limit (a million, without one) the number says enough.
+            enough = (policy.max_pend_jobs_per_user or 1_000_000) + 1
+            bounds.pending = reads.pending_of(tables, caller.name, enough)
+            answer.user_bounds.CopyFrom(bounds)
+            return answer
+
+        return self._read(read)
 
     async def list_hosts(self, request: api.ListHostsRequest, caller: Principal) -> api.ListHostsResponse:
         await self._barrier(request.stale)

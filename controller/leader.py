@@ -71,6 +71,7 @@ from controller.host_liveness import Liveness
 from controller.load_commits import LoadCommits
 from controller.output_relay import OutputRelay
 from controller.pending_counts import PendingCounts
+from controller.submit_rates import SubmitRates
 from controller.tables import Tables
 from controller.watchdog import Change, Watchdog
 from controller.worker_session import RESEND_S, SessionOver, WorkerSession, route
@@ -266,6 +267,8 @@ class LeaderCore:
         self._terms = 0
         self._effects: list[Effect] = []
         self._proposals = proposals.Proposals(clock)
+        policy = settings.policy
+        self._submit_rates = SubmitRates(policy.submit_rate_per_user, policy.submit_burst_per_user)
         self._peers: dict[int, tuple[frozenset[str], int]] = {}
         # The entry format to propose; None: read it again. It moves only with an announcement,
         # which only a leader proposes: read at a leadership's start and after each one.
@@ -520,7 +523,7 @@ class LeaderCore:
                               f"{policy.max_jobs_per_request} ([auth] max_jobs_per_request)")
             # An array counts as its elements (LSF counts each element toward MAX_PEND_JOBS).
             wanted = sum(self._array_size(spec) if spec.HasField("array") else 1 for spec in request.jobs)
-            limit = policy.max_pend_jobs_per_user
+            limit = 0 if policy.exempt(caller) else policy.max_pend_jobs_per_user
             pending = term.pending.count(tables, caller.name) if limit else 0
             if limit and pending + wanted > limit:
                 raise ServiceError(log.RESOURCE_EXHAUSTED,
@@ -552,6 +555,13 @@ class LeaderCore:
                     jobs=[api.Job(spec=spec, state=api.PEND) for spec in shown], revision=meta.applied_index),
                     audit_trail.would_submit(shown))
                 return
+        if not policy.exempt(caller):
+            wait_s = self._submit_rates.take(caller.name, wanted, self.clock.monotonic_s())
+            if wait_s:
+                raise ServiceError(log.RESOURCE_EXHAUSTED,
+                                   f"{caller.name} submits faster than {policy.submit_rate_per_user:g} jobs "
+                                   f"a second (at most {policy.submit_burst_per_user} at once: [auth] "
+                                   f"submit_rate_per_user); {wanted} more fit in {wait_s:.1f} s")
         self._hold_scoped(term, token, caller, wanted, more_slots)
         term.submits.add((token, (request, caller.record())), request.ByteSize())
         self._flush(term, term.submits, _submit_entry, self._submits_settled)

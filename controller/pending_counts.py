@@ -9,7 +9,9 @@ when it first needs it in a leadership, then the job changes of every
 applied entry's event. When events were pruned before it read them, the
 index is dropped and scanned again on next use. The count is of committed
 jobs: submits in flight are not in it, so a user can pass the limit by at
-most one group-committed batch. LSF's check is as soft.
+most one group-committed batch. LSF's check is as soft. A job array counts
+its pending elements, as LSF counts them (the array's record holds the
+counts of its elements by state; an element's own record is not counted).
 
 Pure: the caller hands in tables and events.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from controller.fsm import arrays
 from controller.fsm.records import PENDING
 from controller.tables import Tables
 from xce.v1 import api_pb2 as api
@@ -27,7 +30,7 @@ from xce.v1 import log_pb2 as log
 
 class PendingCounts:
     def __init__(self) -> None:
-        self._owner: dict[int, str] | None = None  # pending job -> its owner; None: not built
+        self._owner: dict[int, tuple[str, int]] | None = None  # job -> (owner, pending); None: not built
         self._counts: Counter[str] = Counter()
 
     def count(self, tables: Tables, user: str) -> int:
@@ -61,9 +64,20 @@ class PendingCounts:
         assert self._owner is not None
         before = self._owner.pop(job_id, None)
         if before is not None:
-            self._counts[before] -= 1
-            if not self._counts[before]:
-                del self._counts[before]
-        if job is not None and job.state in PENDING and job.spec.user:
-            self._owner[job_id] = job.spec.user
-            self._counts[job.spec.user] += 1
+            user, pending = before
+            self._counts[user] -= pending
+            if not self._counts[user]:
+                del self._counts[user]
+        pending = _pending(job) if job is not None and job.spec.user else 0
+        if pending:
+            assert job is not None
+            self._owner[job_id] = (job.spec.user, pending)
+            self._counts[job.spec.user] += pending
+
+
+def _pending(job: api.Job) -> int:
+    if job.array_id:  # an element: its array's record counts it
+        return 0
+    if arrays.is_array(job):
+        return sum(n for state, n in enumerate(job.array.counts) if state in PENDING)
+    return 1 if job.state in PENDING else 0

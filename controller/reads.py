@@ -119,6 +119,22 @@ def list_queues(tables: Tables) -> api.ListQueuesResponse:
                                   share_usage=shares)
 
 
+def pending_of(tables: Tables, user: str, enough: int) -> int:
+    """`user`'s pending jobs (PEND, PSUSP; an array's pending elements each), counted up to `enough`."""
+    count = 0
+    for job_id in job_index.ids(tables, job_index.prefix("user", user)):
+        job = fsm.read_job(tables, job_id)
+        if job is None or job.array_id:  # an element is counted by its array's record
+            continue
+        if fsm.arrays.is_array(job):
+            count += sum(n for state, n in enumerate(job.array.counts) if state in fsm.PENDING)
+        elif job.state in fsm.PENDING:
+            count += 1
+        if count >= enough:
+            return count
+    return count
+
+
 def list_hosts(tables: Tables) -> api.ListHostsResponse:
     hosts = [api.Host.FromString(raw) for _, raw in tables.scan("hosts")]
     meta = fsm.read_meta(tables)

@@ -20,12 +20,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import FAST_HOSTS, NOBODY, ROOT, wait_until
+from tests.conftest import FAST_HOSTS, NOBODY, ROOT, nobody_cli_env, wait_until, xce_as_nobody
 from xce.local_cluster import LocalCluster, LocalGateway, LocalScheduler, LocalWorkers, free_ports
 
 pytestmark = pytest.mark.cluster
 HANDSHAKE_S = 3.0
 HANDSHAKE = f"\n[auth]\nhandshake_timeout_s = {HANDSHAKE_S}\n"
+PARKED = '\n[[queues]]\nname = "parked"\npriority = 10\ninactive = true\n'  # jobs wait there
 AS_NOBODY = ["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}", "--clear-groups"]
 
 
@@ -56,7 +57,7 @@ def site(reachable_by_nobody: None) -> Iterator[Site]:
     shared = home / "shared"
     shared.mkdir()
     shared.chmod(0o777)
-    cluster = LocalCluster(home / "cluster", extra_config=FAST_HOSTS + HANDSHAKE)
+    cluster = LocalCluster(home / "cluster", extra_config=FAST_HOSTS + HANDSHAKE + PARKED)
     workers = LocalWorkers(cluster)
     scheduler = LocalScheduler(cluster)
     gateway = LocalGateway(cluster)
@@ -399,3 +400,44 @@ def test_an_idempotency_key_is_the_caller_s_own(site: Site) -> None:
         assert seen["spec"]["user"] == "root" and "request_id" not in seen  # empty: not rendered
         names = [j["spec"]["name"] for j in admin.get("/jobs", params={"page_size": 5000}).json()["jobs"]]
         assert names.count("build") == 2 and "another" not in names
+
+
+def test_one_user_s_200000_submits_stop_at_the_default_pending_limit(site: Site) -> None:
+    """A user key submits 200,000 jobs (an array of 10,000, then 19 requests of 10,000): past the
+    default max_pend_jobs_per_user (10,000) each is RESOURCE_EXHAUSTED naming it; another user's job
+    runs as on an idle cluster, and `xce limits` shows the flooder where it stands."""
+    from xce.client import Client, XceError
+    from xce.v1 import api_pb2 as api
+
+    flooder = site.cluster.new_token("nobody", "user")
+    refusals: list[str] = []
+    with Client(site.cluster.addresses, site.cluster.credentials_for(flooder), deadline_s=60) as client:
+        elements = api.ArraySpec(ranges=[api.IndexRange(start=1, end=10_000)])
+        [array] = client.submit([api.JobSpec(command=["true"], name="flood", queue="parked", cwd="/tmp",
+                                             array=elements)]).jobs
+        batch = [api.JobSpec(command=["true"], name="more", queue="parked", cwd="/tmp")] * 10_000
+        for _ in range(19):
+            try:
+                client.submit(batch)
+            except XceError as exc:
+                refusals.append(f"{exc.code_name}: {exc.message}")
+    try:
+        assert len(refusals) == 19 and all(r.startswith("RESOURCE_EXHAUSTED") for r in refusals), refusals[:2]
+        assert "nobody has 10000 pending jobs; 10000 more would pass 10000 ([auth] max_pend_jobs_per_user)" \
+            in refusals[0]
+        other = site.cluster.new_token("daemon", "user")  # another account of the host
+        with Client(site.cluster.addresses, site.cluster.credentials_for(other), deadline_s=60) as client:
+            began = time.monotonic()
+            [job] = client.submit([api.JobSpec(command=["true"], cwd="/tmp")]).jobs
+            done = wait_until(lambda: client.get_job(str(job.id)).state == api.DONE, "another user's job", 30)
+            took = time.monotonic() - began
+        assert done and took < 5.0, took
+        env = nobody_cli_env(site.cluster, site.shared) | {"XCE_TOKEN": flooder}
+        shown = xce_as_nobody(["limits"], env, site.shared)
+        assert shown.returncode == 0, shown.stderr
+        assert "pending jobs     10000/10000" in shown.stdout and "max_pend_jobs_per_user" in shown.stdout
+        assert "1000 jobs/s, 20000 at once" in shown.stdout
+        print(f"200,000 submits: 10,000 taken, 19 requests refused; another user's job DONE in {took:.2f} s")
+    finally:
+        with site.admin() as admin:
+            admin.post(f"/jobs/{array.id}/actions", json={"action": "kill"})

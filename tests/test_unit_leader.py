@@ -593,3 +593,45 @@ def test_a_request_id_is_printable_and_short_enough_to_store_beside_its_owner() 
         refused = h.replies.pop(1)
         assert isinstance(refused, ServiceError) and refused.code == log.INVALID_ARGUMENT, bad
     assert not h.proposed
+
+
+def test_users_are_held_to_the_default_pending_limit_and_submit_rate_and_admins_are_not() -> None:
+    h = Harness()  # the defaults: 10,000 pending a user, 1,000 jobs a second (20,000 at once)
+    h.serve()
+    ann = Principal("ann", "user")
+    h.call(1, "SubmitJobs", submit("a", jobs=10_000), ann)
+    h.commit()
+    h.call(2, "SubmitJobs", submit("b"), ann)
+    refused = h.replies[2]
+    assert isinstance(refused, ServiceError) and refused.code == log.RESOURCE_EXHAUSTED
+    assert "max_pend_jobs_per_user" in refused.message
+    h.call(3, "SubmitJobs", submit("c", jobs=10_000))  # the admin: exempt from both
+    h.commit()
+    assert isinstance(h.replies[3], api.SubmitJobsResponse)
+    bob = Principal("bob", "user")
+    h.call(4, "SubmitJobs", submit("d", jobs=10_000), bob)
+    h.commit()
+    h.call(5, "SubmitJobs", submit("e", jobs=10_000), bob)
+    h.commit()
+    assert isinstance(h.replies[4], api.SubmitJobsResponse) and isinstance(h.replies[5], ServiceError)
+
+
+def test_a_user_who_submits_faster_than_the_rate_waits_for_the_bucket() -> None:
+    h = Harness()
+    h.core.settings = dataclasses.replace(h.core.settings, policy=authz.Policy(max_pend_jobs_per_user=0))
+    h.serve()
+    ann = Principal("ann", "user")
+    for token in range(1, 3):  # 20,000 at once: the default burst
+        h.call(token, "SubmitJobs", submit(f"r{token}", jobs=10_000), ann)
+        h.commit()
+        assert isinstance(h.replies[token], api.SubmitJobsResponse)
+    h.call(3, "SubmitJobs", submit("r3", jobs=1_000), ann)
+    limited = h.replies[3]
+    assert isinstance(limited, ServiceError) and limited.code == log.RESOURCE_EXHAUSTED
+    assert "ann submits faster than 1000 jobs a second" in limited.message
+    assert "1000 more fit in 1.0 s" in limited.message
+    assert not h.proposed
+    h.clock.advance(1_000)
+    h.call(4, "SubmitJobs", submit("r3", jobs=1_000), ann)
+    h.commit()
+    assert isinstance(h.replies[4], api.SubmitJobsResponse)

@@ -39,3 +39,23 @@ def test_the_index_follows_the_events_as_a_scan_would_count(
         counts.applied([None if pruned else log.Event(revision=revision, changes=[change])])
         for who in USERS:
             assert counts.count(tables, who) == _scan(tables, who)
+
+
+def test_an_array_counts_its_pending_elements_and_an_element_s_record_nothing() -> None:
+    """LSF counts each element toward MAX_PEND_JOBS: the array's record holds them by state."""
+    tables, counts = MemoryTables(), PendingCounts()
+    by_state = [0] * (max(api.JobState.values()) + 1)
+    by_state[api.PEND], by_state[api.PSUSP], by_state[api.RUN] = 9_990, 5, 5
+    spec = api.JobSpec(user="alice", array=api.ArraySpec(ranges=[api.IndexRange(start=1, end=10_000)]))
+    array = api.Job(id=1, state=api.PEND, spec=spec, array=api.ArrayState(size=10_000, counts=by_state))
+    element = api.Job(id=2, state=api.PEND, array_id=1, array_index=7, spec=api.JobSpec(user="alice"))
+    for job in (array, element):
+        tables.put("jobs", struct.pack(">Q", job.id), job.SerializeToString())
+    assert counts.count(tables, "alice") == 9_995
+    by_state[api.PEND] -= 1000
+    by_state[api.DONE] = 1000
+    array.array.counts[:] = by_state
+    raw = array.SerializeToString()
+    change = log.Change(table="jobs", key=struct.pack(">Q", 1), value=raw)
+    counts.applied([log.Event(revision=2, changes=[change])])
+    assert counts.count(tables, "alice") == 8_995

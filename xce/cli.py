@@ -632,9 +632,10 @@ def _run(client: Client, args: argparse.Namespace) -> int:
     if command == "fairshare":
         return _fairshare(client, args)
     if command == "limits":
-        response = client.list_queues(stale=args.stale)
+        response = client.list_queues(stale=args.stale, user_bounds=True)
         return _emit(args, lambda: {"limits": [_dict(x) for x in response.limits],
-                                    "used": dict(response.limit_used)}, lambda: _limit_table(response))
+                                    "used": dict(response.limit_used),
+                                    "per_user": _dict(response.user_bounds)}, lambda: _limit_table(response))
     if command == "queue":
         queue = api.Queue(name=args.name, priority=30)
         if args.queue_command == "update":
@@ -919,7 +920,21 @@ def _fairshare(client: Client, args: argparse.Namespace) -> int:
 
 
 def _limit_table(response: api.ListQueuesResponse) -> None:
-    """Like blimits: per limit and consumer, what is held of each bound."""
+    """Like blimits: per limit and consumer, what is held of each bound; first the bounds on each
+    user's submits, and where the caller stands."""
+    per_user = response.user_bounds
+    if per_user.user:
+        exempt = f" (role exempt: {', '.join(per_user.exempt_roles)})" if per_user.exempt else ""
+        most = per_user.max_pend_jobs_per_user
+        pend = f"{per_user.pending}/{most}" if most else f"{per_user.pending} (no limit)"
+        rate = f"{per_user.submit_rate_per_user:g} jobs/s, {per_user.submit_burst_per_user} at once" \
+            if per_user.submit_rate_per_user else "no bound"
+        print(f"PER USER ([auth] in the cluster file), for {shown(per_user.user)}{exempt}:")
+        print(f"  pending jobs     {pend:<24}max_pend_jobs_per_user")
+        print(f"  submit rate      {rate:<24}submit_rate_per_user, submit_burst_per_user")
+        print(f"  jobs a request   {per_user.max_jobs_per_request:<24}max_jobs_per_request")
+        print(f"  array elements   {per_user.max_array_size:<24}max_array_size")
+        print()
     if not response.limits:
         print("no limits ([[limits]] in the cluster's file)")
         return

@@ -185,9 +185,9 @@ class Client:
         request = api.ControlHostRequest(name=name, close=close, reason=reason, request_id=new_request_id())
         return self.call("ClusterService", "ControlHost", request, api.HostResponse)
 
-    def list_queues(self, stale: bool = False) -> api.ListQueuesResponse:
-        return self.call("AdminService", "ListQueues", api.ListQueuesRequest(stale=stale),
-                         api.ListQueuesResponse)
+    def list_queues(self, stale: bool = False, user_bounds: bool = False) -> api.ListQueuesResponse:
+        wanted = api.ListQueuesRequest(stale=stale, user_bounds=user_bounds)
+        return self.call("AdminService", "ListQueues", wanted, api.ListQueuesResponse)
 
     def put_queue(self, queue: api.Queue, create: bool) -> api.QueueResponse:
         request = api.PutQueueRequest(queue=queue, request_id=new_request_id())

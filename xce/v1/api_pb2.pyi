@@ -1549,13 +1549,15 @@ class QueueResponse(_message.Message):
     def __init__(self, queue: _Optional[_Union[Queue, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class ListQueuesRequest(_message.Message):
-    __slots__ = ("stale",)
+    __slots__ = ("stale", "user_bounds")
     STALE_FIELD_NUMBER: _ClassVar[int]
+    USER_BOUNDS_FIELD_NUMBER: _ClassVar[int]
     stale: bool
-    def __init__(self, stale: _Optional[bool] = ...) -> None: ...
+    user_bounds: bool
+    def __init__(self, stale: _Optional[bool] = ..., user_bounds: _Optional[bool] = ...) -> None: ...
 
 class ListQueuesResponse(_message.Message):
-    __slots__ = ("queues", "default_queue", "revision", "limits", "limit_used", "share_usage")
+    __slots__ = ("queues", "default_queue", "revision", "limits", "limit_used", "share_usage", "user_bounds")
     class LimitUsedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1569,13 +1571,37 @@ class ListQueuesResponse(_message.Message):
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_USED_FIELD_NUMBER: _ClassVar[int]
     SHARE_USAGE_FIELD_NUMBER: _ClassVar[int]
+    USER_BOUNDS_FIELD_NUMBER: _ClassVar[int]
     queues: _containers.RepeatedCompositeFieldContainer[Queue]
     default_queue: str
     revision: int
     limits: _containers.RepeatedCompositeFieldContainer[Limit]
     limit_used: _containers.ScalarMap[str, int]
     share_usage: _containers.RepeatedCompositeFieldContainer[ShareUsage]
-    def __init__(self, queues: _Optional[_Iterable[_Union[Queue, _Mapping]]] = ..., default_queue: _Optional[str] = ..., revision: _Optional[int] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., limit_used: _Optional[_Mapping[str, int]] = ..., share_usage: _Optional[_Iterable[_Union[ShareUsage, _Mapping]]] = ...) -> None: ...
+    user_bounds: UserBounds
+    def __init__(self, queues: _Optional[_Iterable[_Union[Queue, _Mapping]]] = ..., default_queue: _Optional[str] = ..., revision: _Optional[int] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., limit_used: _Optional[_Mapping[str, int]] = ..., share_usage: _Optional[_Iterable[_Union[ShareUsage, _Mapping]]] = ..., user_bounds: _Optional[_Union[UserBounds, _Mapping]] = ...) -> None: ...
+
+class UserBounds(_message.Message):
+    __slots__ = ("max_pend_jobs_per_user", "submit_rate_per_user", "submit_burst_per_user", "exempt_roles", "max_jobs_per_request", "max_array_size", "user", "exempt", "pending")
+    MAX_PEND_JOBS_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_RATE_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_BURST_PER_USER_FIELD_NUMBER: _ClassVar[int]
+    EXEMPT_ROLES_FIELD_NUMBER: _ClassVar[int]
+    MAX_JOBS_PER_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    MAX_ARRAY_SIZE_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    EXEMPT_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    max_pend_jobs_per_user: int
+    submit_rate_per_user: float
+    submit_burst_per_user: int
+    exempt_roles: _containers.RepeatedScalarFieldContainer[str]
+    max_jobs_per_request: int
+    max_array_size: int
+    user: str
+    exempt: bool
+    pending: int
+    def __init__(self, max_pend_jobs_per_user: _Optional[int] = ..., submit_rate_per_user: _Optional[float] = ..., submit_burst_per_user: _Optional[int] = ..., exempt_roles: _Optional[_Iterable[str]] = ..., max_jobs_per_request: _Optional[int] = ..., max_array_size: _Optional[int] = ..., user: _Optional[str] = ..., exempt: _Optional[bool] = ..., pending: _Optional[int] = ...) -> None: ...
 
 class TokenInfo(_message.Message):
     __slots__ = ("id", "user", "role", "expires_ms", "created_ms", "created_by", "description", "scope")
