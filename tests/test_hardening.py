@@ -441,3 +441,44 @@ def test_one_user_s_200000_submits_stop_at_the_default_pending_limit(site: Site)
     finally:
         with site.admin() as admin:
             admin.post(f"/jobs/{array.id}/actions", json={"action": "kill"})
+
+
+# ---------------------------------------------------------------------- output reads
+
+
+def test_peek_reads_as_the_owner_through_no_symbolic_link(site: Site) -> None:
+    """A file of uid 65534's sits in a directory only root may enter. Its job's output directory,
+    swapped for a link to that directory after the job ended, shows nothing of it through `xce peek`
+    (not even whether a file is there); and a job's output in a directory its owner can no longer
+    enter is not shown either: the read is the owner's, not root's."""
+    rootonly = site.shared.parent / "rootonly"
+    rootonly.mkdir(mode=0o700)
+    secret = rootonly / "secret.txt"
+    secret.write_text("SECRET\n")
+    os.chown(secret, NOBODY.pw_uid, NOBODY.pw_gid)
+    work = site.shared / "peek"
+    env = nobody_cli_env(site.cluster, site.shared) | {"XCE_TOKEN": site.cluster.new_token("nobody", "user")}
+    for directory in (work, work / "out", work / "closed"):
+        directory.mkdir()
+        os.chown(directory, NOBODY.pw_uid, NOBODY.pw_gid)
+
+    def submit(output: str) -> str:
+        done = xce_as_nobody(["submit", "-o", output, "--", "sh", "-c", "echo mine"], env, work)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split("<", 1)[1].split(">", 1)[0]
+
+    swapped, missing, closed = submit("out/secret.txt"), submit("out/nothing.txt"), submit("closed/mine.txt")
+    with site.admin() as admin:
+        for job in (swapped, missing, closed):
+            wait_until(lambda: admin.get(f"/jobs/{job}").json()["state"] == "DONE", f"job {job} to end")  # noqa: B023
+    assert xce_as_nobody(["peek", swapped], env, work).stdout == "mine\n"  # before the swap: its own
+    # What a hostile owner does next: the directory becomes a link to root's.
+    subprocess.run([*AS_NOBODY, "sh", "-c", f"rm -r {work}/out && ln -s {rootonly} {work}/out"], check=True)
+    for job in (swapped, missing):
+        peeked = xce_as_nobody(["peek", job], env, work)
+        assert peeked.returncode != 0 and "SECRET" not in peeked.stdout, peeked
+        assert f"{work}/out is a symbolic link" in peeked.stderr, peeked.stderr  # alike: nothing on existence
+    os.chown(work / "closed", 0, 0)  # an admin takes the directory away: its owner may not enter now
+    (work / "closed").chmod(0o700)
+    shut = xce_as_nobody(["peek", closed], env, work)
+    assert shut.returncode != 0 and "mine" not in shut.stdout and "Permission denied" in shut.stderr, shut

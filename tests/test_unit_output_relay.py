@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from controller.output_relay import MAX_TAIL, TIMEOUT_S, OutputRelay, asked, tail_of
-from worker.executor import OutputUnreadable, read_tail
+from worker.output_reader import OutputUnreadable, read_tail
 from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
 
@@ -89,3 +89,25 @@ def _refusal(path: str) -> str:
     except OutputUnreadable as exc:
         return str(exc)
     return "read"
+
+
+def test_no_component_of_the_path_is_followed_through_a_link(tmp_path: Path) -> None:
+    """A link anywhere in the path is refused, named, before the file is looked at: the owner chose
+    the path and could point a directory anywhere."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "job.out").write_text("mine\n")
+    (tmp_path / "via").symlink_to(real)
+    assert read_tail(str(real / "job.out"), os.getuid(), 100) == (b"mine\n", 5)
+    with pytest.raises(OutputUnreadable, match=f"{tmp_path}/via is a symbolic link"):
+        read_tail(str(tmp_path / "via" / "job.out"), os.getuid(), 100)
+    with pytest.raises(OutputUnreadable, match=f"{tmp_path}/via is a symbolic link"):
+        read_tail(str(tmp_path / "via" / "missing.out"), os.getuid(), 100)  # same words: nothing on existence
+    (real / "deeper").symlink_to(real)
+    with pytest.raises(OutputUnreadable, match="deeper is a symbolic link"):
+        read_tail(str(real / "deeper" / "job.out"), os.getuid(), 100)
+    with pytest.raises(OutputUnreadable, match="Not a directory"):
+        read_tail(str(real / "job.out" / "x"), os.getuid(), 100)
+    with pytest.raises(OutputUnreadable, match="not an absolute path"):
+        read_tail("relative/job.out", os.getuid(), 100)
+    assert read_tail(str(real) + "/./job.out", os.getuid(), 3) == (b"ne\n", 5)

@@ -41,7 +41,6 @@ import json
 import logging
 import os
 import signal
-import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -49,7 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from worker.journal import KEEP_ACKED, Journal, JournalStore
-from worker.process_host import SHIM_PATH, Account, ProcessHost, RealProcessHost
+from worker.output_reader import OutputUnreadable
+from worker.process_host import SHIM, SHIM_PATH, Account, ProcessHost, RealProcessHost
 from worker.tasks import Tasks
 from xce import feasibility
 from xce.clock import REAL_CLOCK, Clock
@@ -62,7 +62,6 @@ Key = tuple[int, int]
 COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, DRAINING, START_FAILED = -1, -2, -3, -4, -5
 USER_NOT_ALLOWED = -6  # root without allow_root_jobs, or a user other than a non-root worker's
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-SHIM = str(Path(__file__).resolve().parent / "shim.py")
 PRUNE_EVERY_ACKS = 100
 CONFIRM_EVERY_S, CONFIRM_TRIES = 0.05, 600  # a stopped group is looked for in /proc for up to 30 s
 
@@ -627,18 +626,19 @@ class Executor:
 
     def output_tail(self, job: api.Job, stderr: bool, tail: int) -> api.OutputAnswer:
         """The end of an instance's stdout or stderr file, for the leader (GetJobOutput): where
-        `_spawn` put it. Read as root, so only a regular file the job's owner owns is read, never
-        through a symbolic link: the owner could have put one in its place."""
+        `_spawn` put it. Read as the job's owner, through no symbolic link, a regular file of the
+        owner's only (worker/output_reader.py): the owner chose the path."""
         account, refused = self._check(job, draining_too=False)  # whose jobs this host runs at all
         if account is None:
             reason = refused.dispatch_failed.reason if refused is not None else "no account"
             return api.OutputAnswer(error=reason)
         suffix, chosen = ("err", job.spec.stderr_path) if stderr else ("out", job.spec.stdout_path)
         cwd = job.spec.cwd or account.home or "/"
+        # (the spool resolved: its own path may hold a link, which output reads never pass through)
         path = str(Path(cwd) / output_path(chosen, job)) if chosen else \
-            str(self.spool / "users" / account.name / f"{job.id}.{job.attempt}.{suffix}")
+            str(self.spool.resolve() / "users" / account.name / f"{job.id}.{job.attempt}.{suffix}")
         try:
-            data, size = read_tail(path, account.uid, tail)
+            data, size = self.host.read_output(account, path, tail, self.spool / "shims.log")
         except OutputUnreadable as exc:
             return api.OutputAnswer(path=path, error=str(exc))
         return api.OutputAnswer(path=path, data=data, size=size)
@@ -773,47 +773,3 @@ def env_bytes(env: dict[str, str]) -> bytes:
     return b"\0".join(f"{k}={v}".replace("\0", "").encode() for k, v in env.items())
 
 
-class OutputUnreadable(Exception):
-    pass
-
-
-MAX_TAIL = 512 << 10
-
-
-def read_tail(path: str, owner_uid: int, tail: int) -> tuple[bytes, int]:
-    """(the last `tail` bytes, the size) of a regular file of `owner_uid`'s. The path is the job owner's
-    to choose, and this worker is root: it is first only looked up (O_PATH, not following a link at
-    its last component), and opened for reading only once it is known to be such a file, so that no
-    device is ever opened (a watchdog's open arms it, a tape's rewinds it) and no FIFO blocks."""
-    try:
-        handle = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise OutputUnreadable(f"no file {path} (the job has not written it, or it was removed)") from None
-    except OSError as exc:
-        raise OutputUnreadable(f"cannot open {path}: {exc.strerror or exc}") from None
-    try:
-        info = os.fstat(handle)
-        if stat.S_ISLNK(info.st_mode):
-            raise OutputUnreadable(f"cannot open {path}: it is a symbolic link")
-        if not stat.S_ISREG(info.st_mode):
-            raise OutputUnreadable(f"{path} is not a regular file")
-        if info.st_uid != owner_uid:
-            raise OutputUnreadable(f"{path} is not the job owner's file")
-        # The same inode, through the handle (not the path again, which may have changed since).
-        fd = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    finally:
-        os.close(handle)
-    try:
-        info = os.fstat(fd)
-        size = info.st_size
-        start = max(0, size - max(0, min(tail, MAX_TAIL)))
-        chunks, offset = [], start
-        while offset < size:
-            chunk = os.pread(fd, size - offset, offset)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            offset += len(chunk)
-        return b"".join(chunks), size
-    finally:
-        os.close(fd)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import select
 import socket
 import stat
 import subprocess
@@ -33,11 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from worker import output_reader
 from worker.shim import pid_path
 
 Key = tuple[int, int]
 POLL_S = 0.2  # how often an adopted process is looked for in /proc
 SHIM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # the shims' own environment (never the job's)
+SHIM = str(Path(__file__).resolve().parent / "shim.py")
+OUTPUT_READ_S = 10.0  # a read on a hung file system is given up (the relay's own wait is 10 s)
 
 
 def _shim_arguments(argv: Sequence[str]) -> tuple[str, list[str]] | None:
@@ -141,6 +145,12 @@ class ProcessHost(Protocol):
 
     def euid(self) -> int:
         """Who the worker runs as."""
+        ...
+
+    def read_output(self, account: Account, path: str, tail: int, log: Path) -> tuple[bytes, int]:
+        """(the last `tail` bytes, the size) of a job's output file, read as `account` through no
+        symbolic link (worker/output_reader.py); OutputUnreadable says why not. `log`: the shims'
+        log, should a server of shims be started for it."""
         ...
 
     def owner_dir(self, path: Path, account: Account) -> Path:
@@ -261,6 +271,35 @@ class ShimServer:
             self._sock.close()
             self.process.wait()
             self._lost(orphans)
+
+    def read_output(self, fields: Sequence[str], timeout_s: float) -> bytes:
+        """What a reader forked by the server answered on a pipe of its own (shim.py: `O`), or b""
+        if it closed without a word or took longer than `timeout_s`."""
+        args = os.memfd_create("xce-read-args", os.MFD_CLOEXEC)
+        read_end, write_end = os.pipe2(os.O_CLOEXEC)
+        try:
+            os.write(args, "\0".join(fields).encode(errors="surrogateescape"))
+            os.lseek(args, 0, os.SEEK_SET)
+            try:
+                socket.send_fds(self._sock, [b"O"], [args, write_end])
+            except OSError:
+                return b""
+        finally:
+            os.close(args)
+            os.close(write_end)
+        chunks: list[bytes] = []
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([read_end], [], [], left)[0]:
+                    return b""
+                chunk = os.read(read_end, 1 << 20)
+                if not chunk:
+                    return b"".join(chunks)
+                chunks.append(chunk)
+        finally:
+            os.close(read_end)
 
     def close(self) -> None:
         """The server exits (its shims go on); its end is still heard by the reader."""
@@ -447,6 +486,21 @@ class RealProcessHost:
 
     def euid(self) -> int:
         return os.geteuid()
+
+    def read_output(self, account: Account, path: str, tail: int, log: Path) -> tuple[bytes, int]:
+        if os.geteuid() != 0:  # a worker that is not root runs its own user's jobs only
+            return output_reader.read_tail(path, account.uid, tail)
+        groups = ",".join(str(g) for g in os.getgrouplist(account.name, account.gid))
+        fields = [str(account.uid), str(account.gid), groups, str(account.uid), path, str(tail)]
+        answer = self._shim_server(SHIM, log).read_output(fields, OUTPUT_READ_S)
+        if answer.startswith(b"OK "):
+            head, _, data = answer.partition(b"\n")
+            if head[3:].isdigit():
+                return data, int(head[3:])
+        if answer.startswith(b"ERR "):
+            raise output_reader.OutputUnreadable(answer[4:1004].decode(errors="replace"))
+        raise output_reader.OutputUnreadable(f"{path} could not be read as {account.name} (the reader gave "
+                                             "no answer: too many reading at once, or it failed)")
 
     def owner_dir(self, path: Path, account: Account) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o711)

@@ -42,6 +42,13 @@ shims and says how each ended (`E pid status`, as wait4 gives it); it exits
 when the worker's end of the socket closes, leaving running shims to go on
 alone (init reaps them). The socket is an unnamed pair, closed in every shim
 before anything runs: no job can ask the server for anything.
+
+The server also reads the end of a job's output for the worker as the job's
+owner (`O`: worker/output_reader.py): a forked child becomes the owner
+(groups, gid, uid) and reads, without an exec, so an interpreter only root
+may run (a root-only pyenv) is no obstacle, and answers on a pipe the
+request carried. Its end is not reported (it is no shim); at most
+MAX_READERS run at once.
 """
 
 from __future__ import annotations
@@ -200,9 +207,14 @@ def pid_path(status_path: str) -> str:
     return os.path.splitext(status_path)[0] + ".pid"
 
 
+MAX_READERS = 16
+
+
 def serve(sock_fd: int) -> int:
     """The server of shims (module docstring): requests `R` + NUL-separated shim arguments with two
-    fds (stdin, log) -> `S pid` or `F reason`; a shim's end -> `E pid wait-status`."""
+    fds (stdin, log) -> `S pid` or `F reason`; a shim's end -> `E pid wait-status`. `O` with a memfd
+    of NUL-separated uid, gid, groups (comma-separated), owner uid, path and tail, and a pipe's
+    write end: a reader answers on the pipe (`OK size` NL data, or `ERR reason`)."""
     import resource  # noqa: F401 - os.wait4 makes its usage a resource.struct_rusage
     import select
     import socket
@@ -213,6 +225,8 @@ def serve(sock_fd: int) -> int:
         os.getgrouplist(pwd.getpwuid(os.getuid()).pw_name, os.getgid())
     except (KeyError, OSError):
         pass
+    reader = _load_reader()
+    readers: set[int] = set()
     os.set_inheritable(sock_fd, False)
     sock = socket.socket(fileno=sock_fd)
     wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
@@ -233,7 +247,7 @@ def serve(sock_fd: int) -> int:
                     pass
             except BlockingIOError:
                 pass
-        _reap(sock)
+        _reap(sock, readers)
         if sock.fileno() in readable:
             try:
                 message, fds, _, _ = socket.recv_fds(sock, 16, 3)
@@ -241,10 +255,13 @@ def serve(sock_fd: int) -> int:
                 continue
             if not message:
                 return 0  # the worker is gone: its shims go on alone
-            _fork_shim(sock, message, fds, (wake_r, wake_w))
+            if message == b"O":
+                _fork_reader(reader, fds, readers, (sock.fileno(), wake_r, wake_w))
+            else:
+                _fork_shim(sock, message, fds, (wake_r, wake_w))
 
 
-def _reap(sock: socket.socket) -> None:
+def _reap(sock: socket.socket, readers: set[int]) -> None:
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -252,10 +269,63 @@ def _reap(sock: socket.socket) -> None:
             return
         if pid == 0:
             return
+        if pid in readers:  # a reader, not a shim: nobody waits for its end
+            readers.discard(pid)
+            continue
         try:
             sock.send(f"E {pid} {status}".encode())
         except OSError:
             pass
+
+
+def _load_reader() -> object:
+    """worker/output_reader.py, beside this file (run with -I, whose directory is not on the path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "xce_output_reader", os.path.join(os.path.dirname(os.path.abspath(__file__)), "output_reader.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _fork_reader(reader: object, fds: list[int], readers: set[int], own: tuple[int, ...]) -> None:
+    """A child that becomes the owner, reads, answers on the pipe and exits; nothing if malformed or
+    too many are reading (the worker sees the pipe close without an answer)."""
+    pid = -1
+    if len(fds) == 2 and len(readers) < MAX_READERS:
+        try:
+            chunks = []
+            while chunk := os.read(fds[0], 1 << 16):
+                chunks.append(chunk)
+            fields = b"".join(chunks).decode(errors="surrogateescape").split("\0")
+            pid = os.fork() if len(fields) == 6 else -1
+        except OSError:
+            pid = -1
+    if pid == 0:
+        try:
+            signal.set_wakeup_fd(-1)
+            for fd in (*own, fds[0]):
+                os.close(fd)
+            uid, gid, groups, owner, path, tail = fields
+            os.setgroups([int(g) for g in groups.split(",") if g])
+            os.setgid(int(gid))
+            os.setuid(int(uid))
+            try:
+                data, size = reader.read_tail(path, int(owner), int(tail))  # type: ignore[attr-defined]
+                answer = f"OK {size}\n".encode() + data
+            except reader.OutputUnreadable as exc:  # type: ignore[attr-defined]
+                answer = f"ERR {exc}".encode(errors="replace")
+            view = memoryview(answer)
+            while view:
+                view = view[os.write(fds[1], view):]
+        finally:
+            os._exit(0)
+    if pid > 0:
+        readers.add(pid)
+    for fd in fds:
+        os.close(fd)
 
 
 def _fork_shim(sock: socket.socket, message: bytes, fds: list[int], own: tuple[int, int]) -> None:
