@@ -533,6 +533,7 @@ class LeaderCore:
             queues: dict[str, api.Queue | None] = {}
             for spec in request.jobs:
                 spec.user = caller.name  # the owner is who proved it, never what the request says
+                fsm.validation.check_nesting(spec.resource_req, spec.depend)
                 fsm.check_spec(tables, meta, spec, self._proposal_format())
                 fsm.validation.check_min_slots_known(spec, self._proposal_format())
                 if spec.depend and policy.private_jobs:
@@ -667,6 +668,7 @@ class LeaderCore:
 
     def _modify(self, term: Term, token: int, request: api.ModifyJobRequest, caller: Principal) -> None:
         self._ensure_request_id(request)
+        fsm.validation.check_nesting(request.resource_req)
         policy = self.settings.policy
         with self.state.read() as tables:
             job, _ = self._target_for(tables, request.job_id, caller)
@@ -727,6 +729,7 @@ class LeaderCore:
     def _put_queue(self, term: Term, token: int, request: api.PutQueueRequest, create: bool,
                    caller: Principal) -> None:
         self._ensure_request_id(request)
+        fsm.validation.check_nesting(request.queue.res_req)
         fsm.check_queue(request.queue)
         with self.state.read() as tables:
             current = fsm.read_queue(tables, request.queue.name)

@@ -10,6 +10,7 @@ Pure: bytes and dicts in, messages out.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +26,7 @@ ACTIONS: dict[str, api.ControlAction] = {"kill": api.KILL, "stop": api.STOP, "re
                                          "hold": api.HOLD, "release": api.RELEASE, "requeue": api.REQUEUE,
                                          "checkpoint": api.CHECKPOINT}
 MODIFIABLE = ("priority", "queue", "resource_req")
+MAX_JSON_DEPTH = 32         # arrays and objects inside one another: a job spec needs four
 INT32 = (-(1 << 31), (1 << 31) - 1)
 
 
@@ -33,10 +35,30 @@ def json_body(raw: bytes) -> Any:
         raise Problem(413, f"the body has {len(raw)} bytes; at most {MAX_BODY}")
     if not raw.strip():
         raise Problem(400, "the body is empty: send a JSON object")
+    if nests_deeper(raw, MAX_JSON_DEPTH):
+        raise Problem(400, f"the body nests arrays and objects more than {MAX_JSON_DEPTH} deep")
     try:
         return json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise Problem(400, f"the body is not JSON: {str(exc)[:200]}") from None
+
+
+def nests_deeper(raw: bytes, most: int) -> bool:
+    """Whether arrays and objects nest more than `most` deep in `raw`, brackets inside strings aside;
+    read before the parser (whose recursion a deep body would exhaust). Malformed text is the
+    parser's to refuse."""
+    if raw.count(b"[") + raw.count(b"{") <= most:
+        return False  # too few to nest deeper (the common case: no scan)
+    depth = 0
+    for bracket in _BRACKETS.findall(_STRINGS.sub(b"", raw)):
+        depth += 1 if bracket in (b"[", b"{") else -1
+        if depth > most:
+            return True
+    return False
+
+
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(rb"[\[\]{}]")
 
 
 def _object(value: Any, what: str) -> dict[str, Any]:

@@ -482,3 +482,27 @@ def test_peek_reads_as_the_owner_through_no_symbolic_link(site: Site) -> None:
     (work / "closed").chmod(0o700)
     shut = xce_as_nobody(["peek", closed], env, work)
     assert shut.returncode != 0 and "mine" not in shut.stdout and "Permission denied" in shut.stderr, shut
+
+
+def test_deep_nesting_is_refused_as_bad_input(site: Site) -> None:
+    """4,000 `!` in -R or -w, and a JSON body 5,000 arrays deep: a clear INVALID_ARGUMENT / 400 that
+    names the bound, never a RecursionError (a 500), and nothing is made."""
+    jobs = _job_count(site)
+    key = site.cluster.new_token("nobody", "user")
+    env = nobody_cli_env(site.cluster, site.shared) | {"XCE_TOKEN": key}
+    for option, text in (("-R", "select[" + "!" * 4000 + "gpu]"), ("-w", "!" * 4000 + "done(1)")):
+        done = xce_as_nobody(["submit", option, text, "--", "true"], env, site.shared)
+        assert done.returncode != 0 and "INVALID_ARGUMENT" in done.stderr, done.stderr[-500:]
+        assert "nested more than 64 levels deep" in done.stderr and "Recursion" not in done.stderr
+    with httpx.Client(base_url=f"{site.gateway.url}/xce/v1", timeout=30,
+                      headers={"Authorization": f"Bearer {key}"}) as rest:
+        for body in ({"command": ["true"], "resource_req": "select[" + "!" * 4000 + "gpu]"},
+                     {"command": ["true"], "depend": "!" * 4000 + "done(1)"}):
+            answer = rest.post("/jobs", json=body)
+            assert answer.status_code == 400 and "nested more than 64" in answer.json()["detail"], answer.text
+        deep = rest.post("/jobs", content=b"[" * 5000 + b"]" * 5000,
+                         headers={"Content-Type": "application/json"})
+        assert deep.status_code == 400 and "more than 32 deep" in deep.json()["detail"], deep.text
+        modify = rest.patch("/jobs/1", json={"resource_req": "select[" + "-" * 3000 + "1 > 0]"})
+        assert modify.status_code == 400 and "nested more than 64" in modify.json()["detail"], modify.text
+    assert _job_count(site) == jobs

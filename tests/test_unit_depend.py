@@ -114,3 +114,10 @@ def test_arrays_by_element_by_all_and_by_count() -> None:
 def test_references_name_every_job_read() -> None:
     assert depend.references(depend.parse("done(12) && (exit(13, != 0) || numdone(17, *) || 14)")) == {
         12, 13, 14, 17}
+
+
+def test_a_chain_of_not_is_bounded_when_asked() -> None:
+    with pytest.raises(depend.DependencyError, match="nested more than 64 levels deep"):
+        depend.parse("!" * 4000 + "done(1)", max_nesting=depend.MAX_NESTING)
+    assert depend.parse("!!done(1) && !exit(2, != 0)", max_nesting=depend.MAX_NESTING) == \
+        depend.parse("!!done(1) && !exit(2, != 0)")

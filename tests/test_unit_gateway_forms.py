@@ -96,3 +96,13 @@ def test_codes_become_http_statuses_and_problem_bodies() -> None:
     assert problems.of_code("SOMETHING_NEW", "x").status == 500
     assert "WWW-Authenticate" in problems.headers(Problem(401, "no key"))
     assert problems.headers(Problem(503, "no leader")) == {"Retry-After": "1"}
+
+
+def test_a_body_nested_too_deep_is_refused_before_the_parser_meets_it() -> None:
+    from gateway.forms import MAX_JSON_DEPTH, nests_deeper
+
+    with pytest.raises(Problem, match=f"more than {MAX_JSON_DEPTH} deep"):
+        forms.json_body(b"[" * 100_000 + b"]" * 100_000)
+    assert not nests_deeper(b'{"a": "' + b"[" * 100 + b'"}', MAX_JSON_DEPTH)  # brackets in a string
+    assert not nests_deeper(b'{"a": "\\"' + b"{" * 100 + b'"}', MAX_JSON_DEPTH)  # after an escaped quote
+    assert nests_deeper(b"[" * 33 + b"]" * 33, MAX_JSON_DEPTH) and not nests_deeper(b"[" * 32 + b"]" * 32, 32)

@@ -129,3 +129,13 @@ def test_the_compiled_select_answers_as_the_evaluated_one(text: str) -> None:
     assert req.select is not None
     for host in HOSTS:
         assert resreq.compiled(req.select)(host) is (resreq.evaluate(req.select, host) is True), (text, host)
+
+
+def test_nesting_is_bounded_when_asked_and_never_a_recursion_error() -> None:
+    """The leader's bound (MAX_NESTING) refuses a chain of `!` or unary minus that has no parentheses;
+    without it (apply's reading of what was taken) the same text that fits parses as before."""
+    for text in ("select[" + "!" * 4000 + "gpu]", "select[mem > " + "-" * 3000 + "1]", "!" * 100 + "gpu"):
+        with pytest.raises(resreq.RequirementError, match="nested more than 64 levels deep"):
+            resreq.parse(text, max_nesting=resreq.MAX_NESTING)
+    fits = "select[" + "(" * 31 + "!" * 20 + "gpu && mem > -(-4)" + ")" * 31 + "]"
+    assert resreq.parse(fits, max_nesting=resreq.MAX_NESTING) == resreq.parse(fits)

@@ -42,6 +42,7 @@ from xce import grammar_errors
 
 MAX_CHARS = 4096
 MAX_DEPTH = 32
+MAX_NESTING = 64  # levels of the parse tree: the leader refuses deeper (a `!` chain has no parentheses)
 MAX_REFERENCES = 256
 
 GRAMMAR = r"""
@@ -122,8 +123,9 @@ class Verdict(Enum):
 
 
 @functools.lru_cache(maxsize=4096)
-def parse(text: str) -> Expr:
-    """The condition `text` says, or DependencyError saying where it is wrong."""
+def parse(text: str, max_nesting: int = 0) -> Expr:
+    """The condition `text` says, or DependencyError saying where it is wrong. `max_nesting`: refuse
+    one that nests deeper (the leader's check: MAX_NESTING; apply reads what was taken as before)."""
     if len(text) > MAX_CHARS:
         raise DependencyError(f"longer than {MAX_CHARS} characters")
     if not text.strip():
@@ -133,7 +135,9 @@ def parse(text: str) -> Expr:
         depth += {"(": 1, ")": -1}.get(char, 0)
         if depth > MAX_DEPTH:
             raise DependencyError(f"more than {MAX_DEPTH} nested parentheses", column)
-    expr = _build(grammar_errors.parse(_parser(), text, DependencyError, _TOKEN_WORDS))
+    tree = grammar_errors.parse(_parser(), text, DependencyError, _TOKEN_WORDS)
+    grammar_errors.check_depth(tree, max_nesting, DependencyError)
+    expr = _build(tree)
     if len(references(expr)) > MAX_REFERENCES:
         raise DependencyError(f"more than {MAX_REFERENCES} job references")
     return expr

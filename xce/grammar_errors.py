@@ -36,3 +36,19 @@ def expected(tokens: Iterable[str] | None, words: Mapping[str, str]) -> str:
     """'; expected a, b' from lark's token names, in the language's words."""
     named = sorted({words.get(t, t.lower().strip("_")) for t in tokens or () if not t.startswith("__")})
     return f"; expected {', '.join(named)}" if named else ""
+
+
+def depth(tree: Any) -> int:
+    """How deep `tree` nests (a lark tree; tokens are leaves), found without recursion: the builders
+    that read a tree recurse, and a chain of 1,000 `!` would exhaust Python's stack in them."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in getattr(node, "children", ()) if child is not None)
+    return deepest
+
+
+def check_depth(tree: Any, most: int, refusal: Refusal) -> None:
+    if most and depth(tree) > most:
+        raise refusal(f"nested more than {most} levels deep (operators such as ! inside one another)", 0)

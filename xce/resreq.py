@@ -38,6 +38,7 @@ from xce import grammar_errors
 
 MAX_CHARS = 4096
 MAX_DEPTH = 32
+MAX_NESTING = 64  # levels of the parse tree: the leader refuses deeper (a `!` chain has no parentheses)
 
 Value = float | str | bool
 Expr = tuple[Any, ...]  # ("or"|"and", a, b) ("not", a) ("cmp", op, a, b) ("arith", op, a, b) ("neg", a)
@@ -192,9 +193,11 @@ def warm() -> None:
 
 
 @functools.lru_cache(maxsize=16384)  # jobs share a few requirement strings; a parse is ~0.3 ms
-def parse(text: str, grammar: str = GRAMMAR) -> Requirement:
+def parse(text: str, grammar: str = GRAMMAR, max_nesting: int = 0) -> Requirement:
     """The requirement `text` says (empty: none), or RequirementError saying where it is wrong.
-    `grammar`: GRAMMAR_5 for entries of format 5 (see there)."""
+    `grammar`: GRAMMAR_5 for entries of format 5 (see there). `max_nesting`: refuse one whose
+    expressions nest deeper (the leader's check of what it takes: MAX_NESTING; apply reads what was
+    taken as before, so an entry an older leader took is read alike)."""
     if len(text) > MAX_CHARS:
         raise RequirementError(f"longer than {MAX_CHARS} characters")
     if not text.strip():
@@ -206,6 +209,7 @@ def parse(text: str, grammar: str = GRAMMAR) -> Requirement:
             raise RequirementError(f"more than {MAX_DEPTH} nested parentheses", column)
         deepest = max(deepest, depth)
     tree = grammar_errors.parse(_parser(grammar), text, RequirementError, _TOKEN_WORDS)
+    grammar_errors.check_depth(tree, max_nesting, RequirementError)
     return _build(tree, text)
 
 

@@ -20,7 +20,7 @@ from controller.fsm.records import (
     read_queue,
 )
 from controller.tables import Tables
-from xce import fairshare, feasibility, resreq
+from xce import depend, fairshare, feasibility, resreq
 from xce.errors import ServiceError, invalid
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -61,6 +61,22 @@ RUN_LIMIT_FORMAT = 14  # -W and -We
 CHECKPOINT_FORMAT = 17  # -k (and the CHECKPOINT action: jobs.py)
 CHECKPOINT_SIGNALS = (1, 2, 10, 12)  # what a job's shim outlives (worker/shim.py): HUP, INT, USR1, USR2
 MAX_RUN_LIMIT_S = 10 * 366 * 86400
+
+
+def check_nesting(resource_req: str = "", condition: str = "") -> None:
+    """The leader's bound on how deep -R and -w expressions nest (xce.resreq.MAX_NESTING), before
+    anything else reads them: INVALID_ARGUMENT, never a RecursionError. Not apply's: an entry an
+    older leader took is read as it was (its expressions were at most as deep as a stack allowed)."""
+    try:
+        if resource_req.strip():
+            resreq.parse(resource_req, max_nesting=resreq.MAX_NESTING)
+    except resreq.RequirementError as exc:
+        raise invalid(f"resource requirement {resource_req[:200]!r}: {exc}") from None
+    try:
+        if condition.strip():
+            depend.parse(condition, max_nesting=depend.MAX_NESTING)
+    except depend.DependencyError as exc:
+        raise invalid(f"-w {condition[:200]!r}: {exc}") from None
 
 
 def check_requirement(text: str, entry_format: int) -> None:
