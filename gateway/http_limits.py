@@ -3,11 +3,10 @@ docs/SECURITY.md. Its own module, importing nothing heavy: the command line buil
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class HttpLimits:
+class HttpLimits(NamedTuple):  # (not a dataclass: the command line imports this, and not dataclasses)
     max_connections: int = 4096
     max_connections_per_peer: int = 128
     header_timeout_s: float = 10.0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -21,11 +22,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from xce import cli_history, cli_member, cli_submit
 from xce.array_spec import describe as array_describe
-from xce.client import Client, XceError
+from xce.client import Client, XceError, new_request_id
 from xce.cluster_file import cached_leader, grpc_addresses, remember_leader
 from xce.credentials import Credentials, CredentialsError, for_cluster, new_token
 from xce.http2 import Http2Transport
 from xce.printable import shown
+from xce.quorum_watch import EX_TEMPFAIL, QuorumWatch, gave_up
 from xce.v1 import api_pb2 as api
 
 if TYPE_CHECKING:
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
     from gateway.http_limits import HttpLimits
 
 DEFAULT_DATA = "xce-data"
+# The commands that change the cluster (a submit says more: its request id).
+WRITES = frozenset({"kill", "stop", "resume", "hold", "release", "requeue", "checkpoint", "modify", "run",
+                    "queue", "host", "token", "member"})
 SYSTEM_CLUSTER_FILE = "/etc/xce/cluster.toml"  # where xce init's bundles put it on every host
 STALE_HELP = "any replica answers from its own state, saying its revision (default: the leader, linearizable)"
 ACTIONS = {"kill": api.KILL, "stop": api.STOP, "resume": api.RESUME, "hold": api.HOLD,
@@ -269,6 +274,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--file", metavar="JOBS", help="many jobs in one request: one command line per line, "
                                                   "optionally led by its own options (- reads stdin)")
     p.add_argument("--json", action="store_true", help="print the submitted jobs as JSON")
+    p.add_argument("--request-id", default="", metavar="ID",
+                   help="the submit's request id (default: a new one): a submit that gave up or was "
+                        "interrupted, asked again under its printed id, is found instead of made twice")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
 
     p = sub.add_parser("jobs", help="list jobs (like bjobs)")
@@ -505,26 +513,67 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cli_snapshot.status(args)
     if args.command == "snapshot" and args.snapshot_command == "restore":
         return cli_snapshot.restore(args)
+    if args.command == "submit":  # known before the call: printed if it cannot be answered
+        args.request_id = args.request_id or new_request_id()
     try:
         addresses = controllers(args)
         creds = credentials(args)
-        with Client(addresses, creds, transport=Http2Transport(creds)) as client:
+        with Client(addresses, creds, deadline_s=wait_s(), transport=Http2Transport(creds)) as client:
             # The leader the last command found goes first; a wrong guess costs one redirect.
             client.prefer(cached_leader(addresses) or addresses[0])
+            waiting = f"Waiting up to {client.deadline_s:.0f} s for it (Ctrl-C stops waiting)"
+            if args.command == "submit":
+                waiting += f"; the submit's request id is {args.request_id}"
             try:
-                return _run(client, args)
+                with QuorumWatch(addresses, creds, _say, waiting):
+                    return _run(client, args)
             finally:
                 if client.redirects or client.retries:
                     remember_leader(addresses, client.target)
     except XceError as exc:
         print(f"xce: {exc.code_name}: {shown(exc.message)}", file=sys.stderr)
+        if exc.code_name in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):  # it ran out of time: it may be taken
+            _said_unanswered(args, words)
+            return EX_TEMPFAIL
         return 1
+    except KeyboardInterrupt:
+        print("xce: interrupted", file=sys.stderr)
+        _said_unanswered(args, words)
+        return 130
     except cli_submit.UsageError as exc:
         print(f"xce {args.command}: {shown(str(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `xce jobs | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141  # a shell's 128 + SIGPIPE
+
+
+def wait_s() -> float:
+    """How long a command waits for the cluster to answer ($XCE_WAIT_S, default 30 s)."""
+    raw = os.environ.get("XCE_WAIT_S", "")
+    try:
+        seconds = float(raw) if raw else 30.0
+    except ValueError:
+        raise SystemExit(f"xce: XCE_WAIT_S={raw[:20]!r} is not a number of seconds") from None
+    if not 0 < seconds <= 86400:
+        raise SystemExit("xce: XCE_WAIT_S must be above 0 and at most a day")
+    return seconds
+
+
+def _say(line: str) -> None:
+    print(f"xce: {line}", file=sys.stderr, flush=True)
+
+
+def _said_unanswered(args: argparse.Namespace, words: Sequence[str]) -> None:
+    """What a command that got no answer may have done, and how to ask again safely."""
+    if args.command == "submit":
+        rest = list(words[words.index("submit") + 1:])
+        if "--request-id" in rest:
+            del rest[rest.index("--request-id"):rest.index("--request-id") + 2]
+        retry = shlex.join(["xce", "submit", "--request-id", args.request_id, *rest])
+        _say(gave_up("the submit", args.request_id, retry))
+    elif args.command in WRITES:
+        _say(gave_up(f"`xce {args.command}`", "", ""))
 
 
 def _init_replica(args: argparse.Namespace) -> int:
@@ -719,7 +768,7 @@ def _ca(args: argparse.Namespace) -> int:
 
 def _submit(client: Client, args: argparse.Namespace) -> int:
     specs = cli_submit.read_specs(args)
-    response = client.submit(specs)
+    response = client.submit(specs, request_id=args.request_id)
     jobs = list(response.jobs)
     return _emit(args, lambda: {"jobs": [_dict(j) for j in jobs]} if len(jobs) != 1 else _dict(jobs[0]),
                  lambda: print(cli_submit.describe(jobs)))
