@@ -8,6 +8,7 @@ from collections.abc import Callable
 import grpc
 import pytest
 
+from controller import request_ids
 from scheduler.follower import Follower
 from scheduler.view import View
 from xce.client import Client
@@ -30,11 +31,20 @@ def _committed(cluster: LocalCluster) -> tuple[list[bytes], list[bytes], list[by
 
 
 def _seen(follower: Follower) -> tuple[list[bytes], list[bytes], list[bytes], int]:
+    """The view's state, as a read shows it to the jobs' owner (its own request ids as it sent them:
+    the state keeps them under the owner's key, controller/request_ids.py)."""
     with follower.lock:
         view = follower.view
-        return ([j.SerializeToString(deterministic=True) for j in view.jobs()],
+        return ([_as_read(j).SerializeToString(deterministic=True) for j in view.jobs()],
                 sorted(q.SerializeToString(deterministic=True) for q in view.queues()),
                 [h.SerializeToString(deterministic=True) for h in view.hosts()], view.revision)
+
+
+def _as_read(job: api.Job) -> api.Job:
+    shown = api.Job()
+    shown.CopyFrom(job)
+    shown.request_id = request_ids.shown(job.request_id)
+    return shown
 
 
 def _converge(cluster: LocalCluster, follower: Follower, timeout_s: float = 15.0) -> None:
