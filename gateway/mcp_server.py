@@ -12,7 +12,7 @@ Who the caller is:
 - streamable HTTP (`--http [HOST:]PORT`): whoever sends the request. Every request carries its own
   key (`Authorization: Bearer`, the MCP authorization model); a request without a key the cluster
   takes is answered 401 with `WWW-Authenticate` and calls nothing, and each tool call acts as the
-  key of its request (`KeyVerifier`; a session stays bound to the key that opened it). The key the
+  key of its request (`KeyVerifier`; stateless: no session outlives its request). The key the
   server itself found is never taken over HTTP: it is the stdio caller's. The server binds 127.0.0.1
   unless told otherwise, and another address only with TLS (`--tls-cert`, `--tls-key`).
 """
@@ -150,7 +150,7 @@ def row(job: dict[str, Any]) -> dict[str, Any]:
 class KeyVerifier:
     """The SDK's TokenVerifier for `--http`: a bearer key is taken if the gateway takes it (GET /whoami
     with it), and is not `refused` (the server's own key). A taken key is remembered for
-    `remember_s` (at most `max_remembered` of them, by digest), so a session's requests do not each
+    `remember_s` (at most `max_remembered` of them, by digest), so a client's requests do not each
     cost a round trip; what a key may do is checked by the controllers at every call regardless."""
 
     def __init__(self, gateway: Gateway, refused: str = "", remember_s: float = 10.0,
@@ -178,7 +178,6 @@ class KeyVerifier:
         if answer.status_code != 200:
             return None
         me = answer.json()
-        # The session is bound to this exact key (client_id): another key of the same user opens its own.
         taken = AccessToken(token=token, client_id=f"key-{key_digest[:32]}", subject=str(me.get("name", "")),
                             scopes=[])
         self._taken[key_digest] = (now, taken)
@@ -448,7 +447,9 @@ def run_http(gateway_url: str, options: HttpOptions, refused_key: str = "") -> i
     gateway = Gateway(gateway_url)
     scheme = "https" if options.tls_cert else "http"
     server = build(gateway, KeyVerifier(gateway, refused_key), f"{scheme}://{host}:{port}")
-    app = server.streamable_http_app(host=host)
+    # Stateless: each request stands alone, acting as its own key; no session outlives it, so none
+    # is another key's to take over, and no caller can pile sessions up.
+    app = server.streamable_http_app(host=host, stateless_http=True, max_request_body_size=1 << 20)
     tls = {"ssl_certfile": options.tls_cert, "ssl_keyfile": options.tls_key} if options.tls_cert else {}
     serve(app, host, port, options.limits, log_level="warning", access_log=False, server_header=False,
           log_config=None, **tls)
