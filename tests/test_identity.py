@@ -556,14 +556,18 @@ def test_sync_streams_are_bounded_in_all(make_cluster: Callable[..., LocalCluste
                 call.cancel()
 
 
-def test_replaying_another_users_request_id_shows_nothing_secret(fleet: tuple[LocalCluster, LocalWorkers],
-                                                                 nobody: Attacker) -> None:
+def test_replaying_another_users_request_id_finds_nothing_of_theirs(fleet: tuple[LocalCluster, LocalWorkers],
+                                                                     nobody: Attacker) -> None:
+    """Request ids are each caller's own (controller/request_ids.py): another user's id makes the
+    replayer's own job, and shows nothing of the first (nor its id, to anyone but its owner)."""
     cluster, _ = fleet
     with cluster.client() as client:
         secret = client.submit([api.JobSpec(command=["true"], cwd="/tmp", env={"PASSWORD": "hunter2"})],
                                request_id="admin-request-1").jobs[0]
         client.control(secret.id, api.HOLD)
     with Client(cluster.addresses, cluster.credentials_for(nobody.token)) as client:
-        replayed = client.submit([api.JobSpec(command=["true"])], request_id="admin-request-1").jobs
-        assert [j.id for j in replayed] == [secret.id]  # the stored answer, as nobody may see it
-        assert replayed[0].spec.env["PASSWORD"] == ""
+        replayed = client.submit([api.JobSpec(command=["true"], cwd="/tmp")],
+                                 request_id="admin-request-1").jobs
+        assert [j.spec.user for j in replayed] == ["nobody"] and replayed[0].id != secret.id
+        seen = client.get_job(str(secret.id))
+        assert seen.spec.env["PASSWORD"] == "" and seen.request_id == ""
