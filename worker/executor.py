@@ -53,15 +53,15 @@ from worker.process_host import SHIM, SHIM_PATH, Account, ProcessHost, RealProce
 from worker.tasks import Tasks
 from xce import feasibility
 from xce.clock import REAL_CLOCK, Clock
+from xce.start_failures import CODES, DRAINING, START_FAILED, UNKNOWN_USER, USER_NOT_ALLOWED
 from xce.v1 import api_pb2 as api
 
 log = logging.getLogger("xce.worker")
 
 Key = tuple[int, int]
 
-COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, DRAINING, START_FAILED = -1, -2, -3, -4, -5
-USER_NOT_ALLOWED = -6  # root without allow_root_jobs, or a user other than a non-root worker's
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+HOME_FALLBACK = "/tmp"  # where a job without a working directory runs if its owner's home is missing
 PRUNE_EVERY_ACKS = 100
 CONFIRM_EVERY_S, CONFIRM_TRIES = 0.05, 600  # a stopped group is looked for in /proc for up to 30 s
 
@@ -484,7 +484,12 @@ class Executor:
         # -S: no site at all (half of its start-up). The shim is run as a file (it needs only the
         # standard library's built-in modules), installed or not.
         command = list(task.command) if task is not None else list(job.spec.command)
-        shim = [sys.executable, "-I", "-S", SHIM, str(status_file), *switch, "--cwd", cwd,
+        # A working directory the job named is its own: if the owner cannot enter it, the job fails
+        # (xce/start_failures.py). The owner's home is not the job's choice: a user without one runs
+        # in /tmp, and is told so, as LSF does.
+        home = not job.spec.cwd and not (task is not None and task.cwd)
+        fallback = ["--cwd-fallback", HOME_FALLBACK] if home and cwd != HOME_FALLBACK else []
+        shim = [sys.executable, "-I", "-S", SHIM, str(status_file), *switch, "--cwd", cwd, *fallback,
                 "--stdout", out, "--stderr", err, "--", *command]
         return self.host.spawn(shim, {"PATH": SHIM_PATH, **ids}, env_bytes(env), self.spool / "shims.log")
 
@@ -665,8 +670,8 @@ class Executor:
         except (OSError, ValueError):
             status = {}
         if "start_error" in status:
-            code = status.get("code", COMMAND_NOT_FOUND)
-            report.dispatch_failed.code = code if isinstance(code, int) and -6 <= code < 0 else START_FAILED
+            code = status.get("code", START_FAILED)
+            report.dispatch_failed.code = code if isinstance(code, int) and code in CODES else START_FAILED
             report.dispatch_failed.reason = str(status["start_error"])[:500]
             return report
         finished = report.finished
