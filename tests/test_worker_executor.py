@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from worker.executor import Executor
-from xce.start_failures import COMMAND_NOT_FOUND, CWD_MISSING, NOT_EXECUTABLE, OUTPUT_FILE
+from xce.start_failures import COMMAND_NOT_FOUND, CWD_MISSING, NOT_EXECUTABLE, OUTPUT_FILE, START_FAILED
 from xce.v1 import api_pb2 as api
 
 ME = pwd.getpwuid(os.geteuid()).pw_name  # the owner of every job here: jobs run as their owner
@@ -134,6 +134,26 @@ def test_the_fence_kills_only_rerunnable_jobs_and_reports_them_fenced(  # type: 
     assert ex.running() == [(2, 0)]  # not rerunnable: it runs on, the leader decides
     ex.signal((2, 0), api.SIGNAL_KILL)
     assert not _wait_final(reports, 2).finished.fenced
+
+
+def test_an_output_file_in_the_workers_spool_is_the_hosts_fault_one_the_job_chose_its_own(
+        tmp_path: Path) -> None:
+    """The shim alone (as a process of its own): the same failure to open, two codes."""
+    import json
+    import subprocess
+    import sys
+
+    from worker.executor import SHIM
+
+    def code(*extra: str) -> int:
+        status = tmp_path / "status"
+        outputs = ["--stdout", str(tmp_path / "gone" / "out"), "--stderr", str(tmp_path / "err")]
+        shim = [sys.executable, "-I", "-S", SHIM, str(status), "--cwd", str(tmp_path)]
+        subprocess.run([*shim, *outputs, *extra, "--", "true"], stdin=subprocess.DEVNULL, timeout=30)
+        return int(json.loads(status.read_text())["code"])
+
+    assert code() == OUTPUT_FILE
+    assert code("--spool-outputs", "1,2") == START_FAILED
 
 
 def test_the_shim_writes_json_and_reads_the_environment_by_hand() -> None:

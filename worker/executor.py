@@ -489,8 +489,12 @@ class Executor:
         # in /tmp, and is told so, as LSF does.
         home = not job.spec.cwd and not (task is not None and task.cwd)
         fallback = ["--cwd-fallback", HOME_FALLBACK] if home and cwd != HOME_FALLBACK else []
+        # The default output files are the worker's choice, in its spool: failing to open them is the host's.
+        spooled = ",".join(fd for fd, path in (("1", job.spec.stdout_path), ("2", job.spec.stderr_path))
+                           if not path)
+        spool = ["--spool-outputs", spooled] if spooled else []
         shim = [sys.executable, "-I", "-S", SHIM, str(status_file), *switch, "--cwd", cwd, *fallback,
-                "--stdout", out, "--stderr", err, "--", *command]
+                "--stdout", out, "--stderr", err, *spool, "--", *command]
         return self.host.spawn(shim, {"PATH": SHIM_PATH, **ids}, env_bytes(env), self.spool / "shims.log")
 
     def _hosts_env(self, job: api.Job, account: Account, credential: str) -> dict[str, str]:

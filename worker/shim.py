@@ -1,5 +1,5 @@
-"""`python -I -S worker/shim.py STATUS_FILE --cwd DIR [--cwd-fallback DIR] --stdout P --stderr P [--user NAME]
--- COMMAND ARGS...`
+"""`python -I -S worker/shim.py STATUS_FILE --cwd DIR [--cwd-fallback DIR] --stdout P --stderr P
+[--spool-outputs 1,2] [--user NAME] -- COMMAND ARGS...`
 
 Runs one job as its owner and records how it ended.
 
@@ -27,7 +27,10 @@ shim records it as a start error with that code (worker/executor.py; whose
 fault each code is: xce/start_failures.py). `--cwd-fallback`: the working
 directory is the owner's home, not one the job named; if the owner cannot
 enter it (a user without a home), the job runs in the fallback (/tmp) and
-its stderr says so first, as LSF does.
+its stderr says so first, as LSF does. `--spool-outputs`: which of stdout (1)
+and stderr (2) are the worker's default files in its spool, not paths the job
+chose: failing to open those is the host's fault (a spool its owners cannot
+reach), not the job's.
 
 Cheap to start (a job's launch should cost little more than fork and exec):
 run with -S, it imports only built-in modules (no site, pathlib or json,
@@ -75,7 +78,7 @@ if TYPE_CHECKING:
 # The start failures a child reports: xce/start_failures.py's codes (this file imports only built-in modules).
 COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, START_FAILED = -1, -2, -3, -5
 OUTPUT_FILE, NOT_EXECUTABLE = -7, -8
-OPTIONS = ("--user", "--cwd", "--cwd-fallback", "--stdout", "--stderr")
+OPTIONS = ("--user", "--cwd", "--cwd-fallback", "--stdout", "--stderr", "--spool-outputs")
 # exec's errors that are the command's own, as a shell sorts them (127 not found, 126 cannot run);
 # the others (ENOMEM, EAGAIN, EMFILE, EIO ...) are the host's: START_FAILED.
 NOT_FOUND_ERRNOS = frozenset({errno.ENOENT})
@@ -128,7 +131,7 @@ def parse_env(raw: bytes) -> dict[str, str]:
 
 
 def _child(user: str | None, cwd: str, stdout: str, stderr: str, command: list[str], report: int,
-           fallback: str | None = None) -> None:
+           fallback: str | None = None, spool_outputs: str = "") -> None:
     """In the forked child: become the owner, then everything else as the owner; never returns."""
     code, doing = START_FAILED, "starting"
     note = ""
@@ -155,6 +158,8 @@ def _child(user: str | None, cwd: str, stdout: str, stderr: str, command: list[s
             note = f"xce: home directory {cwd} not accessible ({exc.strerror}): the job runs in {fallback}\n"
         for fd, path in ((1, stdout), (2, stderr)):
             code, doing = OUTPUT_FILE, f"output file {path}"
+            if str(fd) in spool_outputs.split(","):
+                code, doing = START_FAILED, f"output file {path} in the worker's spool"
             opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             os.dup2(opened, fd)
             os.close(opened)
@@ -180,7 +185,7 @@ def main(argv: list[str]) -> int:
         argv = [argv[0], *argv[3:]]
     if len(argv) < 3 or argv[1] != "--" or not {"cwd", "stdout", "stderr"} <= set(options):
         print("usage: python -I -S worker/shim.py STATUS_FILE --cwd DIR [--cwd-fallback DIR] --stdout P "
-              "--stderr P [--user NAME] -- COMMAND ...", file=sys.stderr)
+              "--stderr P [--spool-outputs 1,2] [--user NAME] -- COMMAND ...", file=sys.stderr)
         return 2
     status_path, command = argv[0], argv[2:]
     # The group's signals are the command's: a kill's TERM, and a checkpoint's (-k: HUP, INT, USR1 or
@@ -198,7 +203,7 @@ def main(argv: list[str]) -> int:
                     signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
         _child(options.get("user"), options["cwd"], options["stdout"], options["stderr"], command, write_end,
-               options.get("cwd-fallback"))
+               options.get("cwd-fallback"), options.get("spool-outputs", ""))
     os.close(write_end)
     with os.fdopen(read_end, "rb") as pipe:
         failure = pipe.read().decode(errors="replace")
