@@ -147,7 +147,7 @@ def test_twenty_impossible_jobs_end_after_bounded_attempts_beside_roots_prompt_o
         assert f"output file {setup.forbidden}/" in job.start_error and "Permission denied" in job.start_error
     # Its owner reads why, with the same command.
     shown = setup.as_nobody("job", str(by_reason["OUTPUT_FILE"][0].id))
-    assert "OUTPUT_FILE" in shown and "Permission denied" in shown and "failed 4 times" in shown
+    assert "OUTPUT_FILE" in shown and "Permission denied" in shown and "failed 4 times: output file" in shown
     assert "CWD_MISSING" in setup.as_nobody("job", str(by_reason["CWD_MISSING"][0].id))
 
 

@@ -12,12 +12,16 @@ writes how the command ended, with its usage, to a status file.
 Jobs run as their owner, the user the controller authenticated, never as
 the worker's user: an owner with no account here, a root owner without
 `allow_root_jobs`, or (on a worker that is not root) any other user than the
-worker's is a failed dispatch that says why (the job pends again with that
-reason). The environment is built like `sbatch --export`: a clean baseline
-for the owner (HOME, USER, LOGNAME, SHELL, a default PATH), what was
-submitted, and XCE_JOB_ID, XCE_JOB_ATTEMPT, XCE_JOB_READABLE_ID, XCE_SPOOL
-(an array's element also XCE_ARRAY_ID, XCE_ARRAY_INDEX and LSF's LSB_JOBINDEX);
-nothing of the worker's environment. It reaches the job through the shim's
+worker's is a failed dispatch that says why. Each failed start has a code
+that says whose fault it is (xce/start_failures.py: the job's own command,
+working directory or output file; its owner's on this host; this host's),
+which decides what the controller makes of it. A job that names no working
+directory runs in its owner's home, or in /tmp if the owner has none.
+The environment is built like `sbatch --export`: a clean baseline for the
+owner (HOME, USER, LOGNAME, SHELL, a default PATH), what was submitted, and
+XCE_JOB_ID, XCE_JOB_ATTEMPT, XCE_JOB_READABLE_ID, XCE_SPOOL (an array's
+element also XCE_ARRAY_ID, XCE_ARRAY_INDEX and LSF's LSB_JOBINDEX); nothing
+of the worker's environment. It reaches the job through the shim's
 stdin, read only after the shim's child has become the owner.
 
 A started instance is watched by the process host (process_host.py): wait4

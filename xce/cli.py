@@ -916,8 +916,8 @@ def _start_failures(job: api.Job) -> None:
     such a start failed, when the job may try again), the hosts that refused its owner."""
     if job.start_error:
         count = job.start_failures
-        tries = f"{count} time{'s' if count != 1 else ''}: " if count else ""
-        print(f"  start      failed {tries}{shown(job.start_error)}")
+        tries = f" {count} time{'s' if count != 1 else ''}" if count else ""
+        print(f"  start      failed{tries}: {shown(job.start_error)}")
         if job.state == api.PEND and job.not_before_ms:
             print(f"  next try   not before {_when(job.not_before_ms)}")
     if job.refused_owner:
