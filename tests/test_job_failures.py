@@ -141,6 +141,9 @@ def test_twenty_impossible_jobs_end_after_bounded_attempts_beside_roots_prompt_o
     for job in by_reason["CWD_MISSING"]:  # ended at its first refusal: exit 2, LSB_EXIT_IF_CWD_NOTEXIST=Y
         assert (job.exit_code, job.attempt, job.spec.user) == (2, 0, "nobody")
         assert f"working directory {setup.forbidden} missing or not accessible" in job.start_error
+    # No host was cooled for them: the scheduler logs each cool-down it starts.
+    log = (setup.cluster.data / "sched-1.log").read_text()
+    assert [line for line in log.splitlines() if " refused job " in line] == []
     for job in by_reason["OUTPUT_FILE"]:  # tried MAX_TRIES times in all, with a backoff between
         assert (job.exit_code, job.attempt, job.start_failures) == (1, start_failures.MAX_TRIES - 1,
                                                                      start_failures.MAX_TRIES)
