@@ -143,7 +143,7 @@ def test_an_output_file_in_the_workers_spool_is_the_hosts_fault_one_the_job_chos
     import subprocess
     import sys
 
-    from worker.executor import SHIM
+    from worker.process_host import SHIM
 
     def code(*extra: str) -> int:
         status = tmp_path / "status"
