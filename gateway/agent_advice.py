@@ -65,6 +65,13 @@ def job_spec(command: Sequence[str], template: str = "general_serial", slots: in
     return spec
 
 
+# Exit reasons of a job its worker could not start, for a reason of its own (xce/start_failures.py).
+NEVER_STARTED = {"COMMAND_NOT_FOUND": "its command was not found (exit 127)",
+                 "NOT_EXECUTABLE": "its command could not be executed (exit 126)",
+                 "CWD_MISSING": "its owner cannot enter its working directory (exit 2)",
+                 "OUTPUT_FILE": "its owner cannot open its output file, however often it was tried"}
+
+
 def explain_failure(job: dict[str, Any]) -> dict[str, Any]:
     """Why the job ended as it did, in words, with what to change; from its record alone."""
     state = job.get("state", "")
@@ -89,6 +96,9 @@ def explain_failure(job: dict[str, Any]) -> dict[str, Any]:
         limit_s = number(job.get("spec", {}).get("run_limit_s"))
         causes.append(f"killed at its run limit: it ran {ran_s:.0f} s, its limit is {limit_s} s (-W)")
         advice.append(f"ask for a longer run limit: run_limit_s {max(limit_s * 2, 60)}")
+    elif reason in NEVER_STARTED:
+        causes.append(f"it never ran: {NEVER_STARTED[reason]} ({job.get('start_error', 'no words')})")
+        advice.append("fix the path as its owner sees it on the execution hosts, then xce requeue it")
     elif reason == "DEPENDENCY":
         depend = job.get("spec", {}).get("depend", "")
         causes.append(f"killed because its dependency can never hold ({depend})")

@@ -141,7 +141,7 @@ def row(job: dict[str, Any]) -> dict[str, Any]:
     out = {"id": job.get("id"), "readable_id": job.get("readable_id"), "name": spec.get("name", ""),
            "user": spec.get("user", ""), "queue": spec.get("queue", ""), "slots": spec.get("slots", 1),
            "state": job.get("state", "")}
-    for key in ("pending_reason", "host", "exit_code", "exit_reason"):
+    for key in ("pending_reason", "host", "exit_code", "exit_reason", "start_error"):
         if job.get(key):
             out[key] = job[key]
     return out

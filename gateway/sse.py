@@ -37,7 +37,7 @@ TABLES = ("jobs", "hosts", "queues")
 FINISHED = (api.DONE, api.EXIT)
 SUMMARY_FIELDS = ("id", "readable_id", "state", "submit_time_ms", "modify_time_ms", "attempt",
                   "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "host", "term_signal",
-                  "pending_code", "array_id", "array_index", "exit_reason", "preempted_by")
+                  "pending_code", "array_id", "array_index", "exit_reason", "preempted_by", "start_error")
 SPEC_FIELDS = ("name", "queue", "slots", "priority", "user", "project")
 MAX_ID = (1 << 63) - 1
 

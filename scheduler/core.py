@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from scheduler import backfill, plans, preemption
 from scheduler.picker import Fcfs, PassContext, Picker, ordered
-from xce import depend, feasibility, limits, resreq
+from xce import depend, feasibility, limits, resreq, start_failures
 from xce.invariant import InvariantViolated, invariant
 from xce.v1 import api_pb2 as api
 
@@ -180,6 +180,8 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
             reason = by_queue[queue] = feasibility.queue_refusal(queue, usage)
         if reason is None and spec.depend and job.depend_state != api.DEPEND_SATISFIED:
             reason = dependency_reason(job)
+        if reason is None and job.not_before_ms > context.now_ms:  # its backoff: a start of its own failed
+            reason = start_retry_reason(job)
         if reason is None and (recovering or job.stray_hosts):
             reason = feasibility.safety_refusal(job, usage)
         if reason is None and dispatched >= config.max_dispatches and job.id not in blocked:
@@ -447,6 +449,12 @@ def dependency_reason(job: api.Job) -> feasibility.Reason:
     return feasibility.Reason(api.PEND_DEPENDENCY, f"dependency pending: {shown}", "depend")
 
 
+def start_retry_reason(job: api.Job) -> feasibility.Reason:
+    """A job waiting out the backoff after its worker refused a start for a reason of its own (its output
+    file): the words apply wrote, so that no PEND decision changes them (controller/fsm/refusals.py)."""
+    return feasibility.Reason(api.PEND_START_RETRY, start_failures.retry_words(job), "start_retry")
+
+
 _DIGITS = str.maketrans("", "", "0123456789")
 
 
@@ -634,7 +642,8 @@ class HostIndex:
     A job with order[] reads its candidates from a ranking of the hosts by that order, made once
     a pass per order and kept sorted as placements move hosts (as the list by free slots is), so
     that a one-slot job takes the first host of the ranking that passes instead of ranking every
-    host again: 18,000 jobs with order[] on 500 hosts were 9 million keys a pass."""
+    host again: 18,000 jobs with order[] on 500 hosts were 9 million keys a pass. Hosts that refused
+    the job's owner (its Need's `avoid`) are skipped."""
 
     def __init__(self, states: dict[str, feasibility.HostState], fleet: Fleet | None = None) -> None:
         """`fleet`: the same states' order and names, kept by the caller (else made here)."""
@@ -707,7 +716,10 @@ class HostIndex:
         states = self._states
         test = resreq.compiled(moving) if moving is not None else None
         order = need.requirement.order
+        avoid = need.avoid  # hosts that refused the job's owner (feasibility.refused_owner)
         for negative_free, name in self._ranking(order).entries() if order else self._all:
+            if avoid and name in avoid:
+                continue
             if known is not None:
                 passes = known.get(name)
                 if passes is None:

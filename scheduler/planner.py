@@ -6,10 +6,14 @@ carries what a pass must know of the passes before it, as an immutable
 - decisions in flight: a DISPATCH sent but not yet visible in the view is
   not made again (for `in_flight_ms`, or until its batch says it was
   rejected), since the view would still show the job pending;
-- refusal cool-down: a host whose worker refused a dispatch (draining, not
-  ready; the job comes back with PEND_DISPATCH_REFUSED and `refused_host`)
-  gets no dispatch for `refusal_cooldown_ms` after the planner first sees
-  the refusal, instead of one refusal, and one more attempt, every pass (M1);
+- refusal cool-down: a host whose worker refused a dispatch for a reason of
+  the host's (draining, not ready; the job comes back with
+  PEND_DISPATCH_REFUSED and `refused_host`) gets no dispatch for
+  `refusal_cooldown_ms` after the planner first sees the refusal, instead of
+  one refusal, and one more attempt, every pass (M1). A refusal that is the
+  job's own or its owner's (entry format 19: controller/fsm/refusals.py)
+  names no host and cools nothing: the pass itself leaves the job out until
+  its backoff passed, and the hosts that refused its owner (core.py);
 - a worker's refusal is the better pending reason: no PEND decision
   overwrites it;
 - a pass waits until the view holds the previous batch's outcome (`ready`),

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller import fsm
+from controller.fsm.versions import ENTRY_FORMAT
 from controller.store import IDENTITY_KEY, StateStore
 from controller.tables import MemoryTables
 from xce.v1 import api_pb2 as api
@@ -169,7 +170,7 @@ def host_reports(draw: st.DrawFn) -> log.HostReport:
         report.finished.exit_code = draw(st.integers(0, 2))
         report.finished.term_signal = draw(st.sampled_from([0, 0, 9]))
     elif which == "dispatch_failed":
-        report.dispatch_failed.code = draw(st.integers(-3, 1))
+        report.dispatch_failed.code = draw(st.integers(-9, 1))  # every kind of refusal, and junk
     return log.HostReport(host=draw(HOST_NAMES), generation=draw(st.integers(0, 3)), report=report)
 
 
@@ -192,7 +193,8 @@ def entry_data(draw: st.DrawFn) -> bytes:
     kind = draw(st.sampled_from(["body"] * 8 + ["no-body", "raw"]))
     if kind == "raw":
         return draw(st.binary(max_size=16))
-    entry = log.Entry(stamp_ms=draw(stamps), proposer=draw(st.integers(0, 3)))
+    entry = log.Entry(stamp_ms=draw(stamps), proposer=draw(st.integers(0, 3)),
+                      format=draw(st.sampled_from([0, 0, ENTRY_FORMAT])))  # the first and the newest
     if kind == "body":
         for name, body in draw(bodies()).items():
             getattr(entry, name).CopyFrom(body)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.executor import CWD_MISSING, Executor
+from worker.executor import Executor
+from xce.start_failures import COMMAND_NOT_FOUND, CWD_MISSING, NOT_EXECUTABLE, OUTPUT_FILE, START_FAILED
 from xce.v1 import api_pb2 as api
 
 ME = pwd.getpwuid(os.geteuid()).pw_name  # the owner of every job here: jobs run as their owner
@@ -58,12 +59,23 @@ def test_runs_once_and_reports_exit_code_and_usage(executor, tmp_path: Path) -> 
     assert [r.WhichOneof("body") for r in reports].count("finished") == 2  # repeated, not re-run
 
 
-def test_start_failures_are_negative_codes(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_start_failures_are_negative_codes_that_say_whose_fault(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Each of the job's own failures has its code (xce/start_failures.py sorts them), none the host's
+    START_FAILED: an output file was -5 once, and cooled the host for everyone."""
     ex, reports = executor
+    script = tmp_path / "script"
+    script.write_text("#!/bin/sh\ntrue\n")
+    script.chmod(0o644)  # not executable
     ex.run(_job(1, "true", cwd=tmp_path / "missing"))
     ex.run(_job(2, "no-such-command-xce", cwd=tmp_path))
-    assert _wait_final(reports, 1).dispatch_failed.code == CWD_MISSING
-    assert _wait_final(reports, 2).dispatch_failed.code < 0
+    ex.run(_job(3, str(script), cwd=tmp_path))
+    unwritable = _job(4, "true", cwd=tmp_path)
+    unwritable.spec.stdout_path = str(tmp_path / "no-dir" / "out")
+    ex.run(unwritable)
+    failed = {n: _wait_final(reports, n).dispatch_failed for n in (1, 2, 3, 4)}
+    assert {n: f.code for n, f in failed.items()} == {1: CWD_MISSING, 2: COMMAND_NOT_FOUND, 3: NOT_EXECUTABLE,
+                                                      4: OUTPUT_FILE}
+    assert "no-such-command-xce" in failed[2].reason and "no-dir/out" in failed[4].reason
 
 
 def test_kill_escalates_to_sigkill_after_the_grace(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -122,6 +134,26 @@ def test_the_fence_kills_only_rerunnable_jobs_and_reports_them_fenced(  # type: 
     assert ex.running() == [(2, 0)]  # not rerunnable: it runs on, the leader decides
     ex.signal((2, 0), api.SIGNAL_KILL)
     assert not _wait_final(reports, 2).finished.fenced
+
+
+def test_an_output_file_in_the_workers_spool_is_the_hosts_fault_one_the_job_chose_its_own(
+        tmp_path: Path) -> None:
+    """The shim alone (as a process of its own): the same failure to open, two codes."""
+    import json
+    import subprocess
+    import sys
+
+    from worker.process_host import SHIM
+
+    def code(*extra: str) -> int:
+        status = tmp_path / "status"
+        outputs = ["--stdout", str(tmp_path / "gone" / "out"), "--stderr", str(tmp_path / "err")]
+        shim = [sys.executable, "-I", "-S", SHIM, str(status), "--cwd", str(tmp_path)]
+        subprocess.run([*shim, *outputs, *extra, "--", "true"], stdin=subprocess.DEVNULL, timeout=30)
+        return int(json.loads(status.read_text())["code"])
+
+    assert code() == OUTPUT_FILE
+    assert code("--spool-outputs", "1,2") == START_FAILED
 
 
 def test_the_shim_writes_json_and_reads_the_environment_by_hand() -> None:

@@ -80,7 +80,7 @@ def test_24_jobs_on_3_workers_survive_a_leader_kill_each_run_once(
         assert all(h.slots_used == 0 and h.running_jobs == 0 for h in client.list_hosts().hosts)
 
 
-def test_dispatch_refused_by_the_worker_requeues_with_a_reason(
+def test_a_refused_dispatch_requeues_if_the_host_refused_and_ends_the_job_if_the_job_did(
         setup: tuple[LocalCluster, LocalWorkers], tmp_path: Path) -> None:
     cluster, workers = setup
     workers.start("w1", 2)
@@ -93,11 +93,17 @@ def test_dispatch_refused_by_the_worker_requeues_with_a_reason(
         client.run(lost.id, "w1")
         client.run(drained.id, "drain")
         client.run(missing.id, "w1")
-    jobs = _wait_jobs(cluster, lambda js: all(j.state == api.PEND and j.attempt == 1 for j in js))
-    reasons = {j.id: j.pending_reason for j in jobs}
-    assert "working directory" in reasons[lost.id] and "missing" in reasons[lost.id]
-    assert "draining" in reasons[drained.id]
-    assert "command not found" in reasons[missing.id]
+    jobs = {j.id: j for j in _wait_jobs(cluster, lambda js: all(
+        j.state == api.EXIT or (j.state == api.PEND and j.attempt == 1) for j in js))}
+    # The host's refusal (draining): pending again, with the reason. The job's own (its working directory,
+    # its command): it ends, as a shell would (xce/start_failures.py).
+    assert (jobs[drained.id].state, jobs[drained.id].pending_code) == (api.PEND, api.PEND_DISPATCH_REFUSED)
+    assert "draining" in jobs[drained.id].pending_reason
+    lost_job = jobs[lost.id]
+    assert (lost_job.state, lost_job.exit_code, lost_job.exit_reason) == (api.EXIT, 2, "CWD_MISSING")
+    assert "working directory" in jobs[lost.id].start_error and "missing" in jobs[lost.id].start_error
+    assert (jobs[missing.id].exit_code, jobs[missing.id].exit_reason) == (127, "COMMAND_NOT_FOUND")
+    assert "command not found" in jobs[missing.id].start_error
     with cluster.client() as client:
         assert all(h.slots_used == 0 for h in client.list_hosts().hosts)
         assert client.run(drained.id, "w1").attempt == 1  # and it can be dispatched again

@@ -12,12 +12,16 @@ writes how the command ended, with its usage, to a status file.
 Jobs run as their owner, the user the controller authenticated, never as
 the worker's user: an owner with no account here, a root owner without
 `allow_root_jobs`, or (on a worker that is not root) any other user than the
-worker's is a failed dispatch that says why (the job pends again with that
-reason). The environment is built like `sbatch --export`: a clean baseline
-for the owner (HOME, USER, LOGNAME, SHELL, a default PATH), what was
-submitted, and XCE_JOB_ID, XCE_JOB_ATTEMPT, XCE_JOB_READABLE_ID, XCE_SPOOL
-(an array's element also XCE_ARRAY_ID, XCE_ARRAY_INDEX and LSF's LSB_JOBINDEX);
-nothing of the worker's environment. It reaches the job through the shim's
+worker's is a failed dispatch that says why. Each failed start has a code
+that says whose fault it is (xce/start_failures.py: the job's own command,
+working directory or output file; its owner's on this host; this host's),
+which decides what the controller makes of it. A job that names no working
+directory runs in its owner's home, or in /tmp if the owner has none.
+The environment is built like `sbatch --export`: a clean baseline for the
+owner (HOME, USER, LOGNAME, SHELL, a default PATH), what was submitted, and
+XCE_JOB_ID, XCE_JOB_ATTEMPT, XCE_JOB_READABLE_ID, XCE_SPOOL (an array's
+element also XCE_ARRAY_ID, XCE_ARRAY_INDEX and LSF's LSB_JOBINDEX); nothing
+of the worker's environment. It reaches the job through the shim's
 stdin, read only after the shim's child has become the owner.
 
 A started instance is watched by the process host (process_host.py): wait4
@@ -53,15 +57,15 @@ from worker.process_host import SHIM, SHIM_PATH, Account, ProcessHost, RealProce
 from worker.tasks import Tasks
 from xce import feasibility
 from xce.clock import REAL_CLOCK, Clock
+from xce.start_failures import CODES, DRAINING, START_FAILED, UNKNOWN_USER, USER_NOT_ALLOWED
 from xce.v1 import api_pb2 as api
 
 log = logging.getLogger("xce.worker")
 
 Key = tuple[int, int]
 
-COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, DRAINING, START_FAILED = -1, -2, -3, -4, -5
-USER_NOT_ALLOWED = -6  # root without allow_root_jobs, or a user other than a non-root worker's
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+HOME_FALLBACK = "/tmp"  # where a job without a working directory runs if its owner's home is missing
 PRUNE_EVERY_ACKS = 100
 CONFIRM_EVERY_S, CONFIRM_TRIES = 0.05, 600  # a stopped group is looked for in /proc for up to 30 s
 
@@ -484,8 +488,17 @@ class Executor:
         # -S: no site at all (half of its start-up). The shim is run as a file (it needs only the
         # standard library's built-in modules), installed or not.
         command = list(task.command) if task is not None else list(job.spec.command)
-        shim = [sys.executable, "-I", "-S", SHIM, str(status_file), *switch, "--cwd", cwd,
-                "--stdout", out, "--stderr", err, "--", *command]
+        # A working directory the job named is its own: if the owner cannot enter it, the job fails
+        # (xce/start_failures.py). The owner's home is not the job's choice: a user without one runs
+        # in /tmp, and is told so, as LSF does.
+        home = not job.spec.cwd and not (task is not None and task.cwd)
+        fallback = ["--cwd-fallback", HOME_FALLBACK] if home and cwd != HOME_FALLBACK else []
+        # The default output files are the worker's choice, in its spool: failing to open them is the host's.
+        spooled = ",".join(fd for fd, path in (("1", job.spec.stdout_path), ("2", job.spec.stderr_path))
+                           if not path)
+        spool = ["--spool-outputs", spooled] if spooled else []
+        shim = [sys.executable, "-I", "-S", SHIM, str(status_file), *switch, "--cwd", cwd, *fallback,
+                "--stdout", out, "--stderr", err, *spool, "--", *command]
         return self.host.spawn(shim, {"PATH": SHIM_PATH, **ids}, env_bytes(env), self.spool / "shims.log")
 
     def _hosts_env(self, job: api.Job, account: Account, credential: str) -> dict[str, str]:
@@ -665,8 +678,8 @@ class Executor:
         except (OSError, ValueError):
             status = {}
         if "start_error" in status:
-            code = status.get("code", COMMAND_NOT_FOUND)
-            report.dispatch_failed.code = code if isinstance(code, int) and -6 <= code < 0 else START_FAILED
+            code = status.get("code", START_FAILED)
+            report.dispatch_failed.code = code if isinstance(code, int) and code in CODES else START_FAILED
             report.dispatch_failed.reason = str(status["start_error"])[:500]
             return report
         finished = report.finished

@@ -1,4 +1,5 @@
-"""`python -I -S worker/shim.py STATUS_FILE --cwd DIR --stdout P --stderr P [--user NAME] -- COMMAND ARGS...`
+"""`python -I -S worker/shim.py STATUS_FILE --cwd DIR [--cwd-fallback DIR] --stdout P --stderr P
+[--spool-outputs 1,2] [--user NAME] -- COMMAND ARGS...`
 
 Runs one job as its owner and records how it ended.
 
@@ -22,7 +23,14 @@ to the working directory, opens the output files (created 0600) and execs,
 all as the owner, so a path the owner may not use fails as it would for the
 owner, and nothing tells the owner whether a root-only path exists. A child
 that cannot get that far writes "CODE message" to a close-on-exec pipe; the
-shim records it as a start error with that code (worker/executor.py).
+shim records it as a start error with that code (worker/executor.py; whose
+fault each code is: xce/start_failures.py). `--cwd-fallback`: the working
+directory is the owner's home, not one the job named; if the owner cannot
+enter it (a user without a home), the job runs in the fallback (/tmp) and
+its stderr says so first, as LSF does. `--spool-outputs`: which of stdout (1)
+and stderr (2) are the worker's default files in its spool, not paths the job
+chose: failing to open those is the host's fault (a spool its owners cannot
+reach), not the job's.
 
 Cheap to start (a job's launch should cost little more than fork and exec):
 run with -S, it imports only built-in modules (no site, pathlib or json,
@@ -67,9 +75,15 @@ TYPE_CHECKING = False  # typing's own costs a shim ~3 ms
 if TYPE_CHECKING:
     import socket
 
-# The start failures a child reports (the same codes as worker/executor.py's).
+# The start failures a child reports: xce/start_failures.py's codes (this file imports only built-in modules).
 COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, START_FAILED = -1, -2, -3, -5
-OPTIONS = ("--user", "--cwd", "--stdout", "--stderr")
+OUTPUT_FILE, NOT_EXECUTABLE = -7, -8
+OPTIONS = ("--user", "--cwd", "--cwd-fallback", "--stdout", "--stderr", "--spool-outputs")
+# exec's errors that are the command's own, as a shell sorts them (127 not found, 126 cannot run);
+# the others (ENOMEM, EAGAIN, EMFILE, EIO ...) are the host's: START_FAILED.
+NOT_FOUND_ERRNOS = frozenset({errno.ENOENT})
+NOT_EXECUTABLE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.ENOEXEC, errno.EISDIR, errno.ENOTDIR,
+                                   errno.ELOOP, errno.ENAMETOOLONG, errno.E2BIG, errno.ETXTBSY})
 
 
 def _ignore(signum: int, frame: object) -> None:
@@ -116,9 +130,11 @@ def parse_env(raw: bytes) -> dict[str, str]:
     return env
 
 
-def _child(user: str | None, cwd: str, stdout: str, stderr: str, command: list[str], report: int) -> None:
+def _child(user: str | None, cwd: str, stdout: str, stderr: str, command: list[str], report: int,
+           fallback: str | None = None, spool_outputs: str = "") -> None:
     """In the forked child: become the owner, then everything else as the owner; never returns."""
     code, doing = START_FAILED, "starting"
+    note = ""
     try:
         if user is not None:
             code, doing = UNKNOWN_USER, f"user {user}"
@@ -132,18 +148,29 @@ def _child(user: str | None, cwd: str, stdout: str, stderr: str, command: list[s
         os.dup2(devnull, 0)
         os.close(devnull)
         code, doing = CWD_MISSING, f"working directory {cwd} missing or not accessible"
-        os.chdir(cwd)
+        try:
+            os.chdir(cwd)
+        except OSError as exc:
+            if fallback is None:
+                raise
+            code, doing = START_FAILED, f"home directory {cwd} not accessible, nor {fallback}"
+            os.chdir(fallback)
+            note = f"xce: home directory {cwd} not accessible ({exc.strerror}): the job runs in {fallback}\n"
         for fd, path in ((1, stdout), (2, stderr)):
-            code, doing = START_FAILED, f"output file {path}"
+            code, doing = OUTPUT_FILE, f"output file {path}"
+            if str(fd) in spool_outputs.split(","):
+                code, doing = START_FAILED, f"output file {path} in the worker's spool"
             opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             os.dup2(opened, fd)
             os.close(opened)
+        if note:
+            os.write(2, note.encode(errors="replace"))
         code, doing = COMMAND_NOT_FOUND, f"command not found: {command[0]}"
         os.execvpe(command[0], command, env)
     except BaseException as exc:  # noqa: BLE001 - whatever it is, the shim must hear of it
-        if isinstance(exc, OSError) and code == COMMAND_NOT_FOUND and exc.errno not in (errno.ENOENT,
-                                                                                       errno.EACCES):
-            code, doing = START_FAILED, f"cannot run {command[0]}"
+        if isinstance(exc, OSError) and code == COMMAND_NOT_FOUND and exc.errno not in NOT_FOUND_ERRNOS:
+            code = NOT_EXECUTABLE if exc.errno in NOT_EXECUTABLE_ERRNOS else START_FAILED
+            doing = f"cannot run {command[0]}"
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
         try:
             os.write(report, f"{code} {doing}: {detail}".encode()[:1000])
@@ -157,8 +184,8 @@ def main(argv: list[str]) -> int:
         options[argv[1][2:]] = argv[2]
         argv = [argv[0], *argv[3:]]
     if len(argv) < 3 or argv[1] != "--" or not {"cwd", "stdout", "stderr"} <= set(options):
-        print("usage: python -I -S worker/shim.py STATUS_FILE --cwd DIR --stdout P --stderr P [--user NAME] "
-              "-- COMMAND ...", file=sys.stderr)
+        print("usage: python -I -S worker/shim.py STATUS_FILE --cwd DIR [--cwd-fallback DIR] --stdout P "
+              "--stderr P [--spool-outputs 1,2] [--user NAME] -- COMMAND ...", file=sys.stderr)
         return 2
     status_path, command = argv[0], argv[2:]
     # The group's signals are the command's: a kill's TERM, and a checkpoint's (-k: HUP, INT, USR1 or
@@ -175,7 +202,8 @@ def main(argv: list[str]) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
                     signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
-        _child(options.get("user"), options["cwd"], options["stdout"], options["stderr"], command, write_end)
+        _child(options.get("user"), options["cwd"], options["stdout"], options["stderr"], command, write_end,
+               options.get("cwd-fallback"), options.get("spool-outputs", ""))
     os.close(write_end)
     with os.fdopen(read_end, "rb") as pipe:
         failure = pipe.read().decode(errors="replace")

@@ -901,6 +901,7 @@ def _job_long(job: api.Job) -> None:
         now = job.usage_now
         print(f"  usage      cpu {now.user_cpu_s + now.system_cpu_s:.1f} s, rss {now.max_rss_kb // 1024} MB, "
               f"running {now.wall_s:.0f} s (at {_when(job.usage_time_ms)}, on {shown(job.host)})")
+    _start_failures(job)
     if job.state in (api.DONE, api.EXIT):
         reason = f"   ({shown(job.exit_reason)})" if job.exit_reason else ""
         print(f"  exit code  {job.exit_code}{reason}")
@@ -908,6 +909,20 @@ def _job_long(job: api.Job) -> None:
             used = job.usage
             print(f"  usage      cpu {used.user_cpu_s + used.system_cpu_s:.1f} s, max rss "
                   f"{used.max_rss_kb // 1024} MB, ran {used.wall_s:.0f} s")
+
+
+def _start_failures(job: api.Job) -> None:
+    """What its workers' refusals left: the last start that failed for a reason of its own (and how often
+    such a start failed, when the job may try again), the hosts that refused its owner."""
+    if job.start_error:
+        count = job.start_failures
+        tries = f" {count} time{'s' if count != 1 else ''}" if count else ""
+        print(f"  start      failed{tries}: {shown(job.start_error)}")
+        if job.state == api.PEND and job.not_before_ms:
+            print(f"  next try   not before {_when(job.not_before_ms)}")
+    if job.refused_owner:
+        hosts = ", ".join(shown(h) for h in sorted(job.refused_owner))
+        print(f"  refused    by {hosts} (its owner: no account there, or not allowed)")
 
 
 def _hours_minutes(seconds: int) -> str:

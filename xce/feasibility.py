@@ -108,6 +108,7 @@ class HostState(NamedTuple):
     closed: bool = False  # by an operator (xce host close): no new jobs
     groups: frozenset[str] = frozenset()  # the host groups it is a member of
     load: Mapping[str, float] = _EMPTY_LOAD  # load indices: the planner's view only (empty at apply)
+    generation: int = 0  # +1 at each join: a job's refused_owner names the generation that refused
 
 
 class Usage(Protocol):
@@ -222,13 +223,16 @@ class Need:
     asked: frozenset[str] = frozenset()  # -m: hosts and host groups (empty: any host)
     shared_usage: tuple[tuple[str, int], ...] = ()  # rusage[] of shared resources: taken once per job
     exclusive: bool = False  # -x: only hosts where nothing runs, and the whole host while it runs
+    # Hosts that refused the job's owner at the generation they still have (job.refused_owner): policy,
+    # which an operator's forced run may override (the account may exist by now).
+    avoid: frozenset[str] = frozenset()
 
     @property
     def plain(self) -> bool:
         """Nothing asked beyond slots: any host, in the default order."""
         req = self.requirement
         return req.select is None and not self.host_usage and not req.order and not req.span_hosts \
-            and not req.ptile and not req.same and not self.asked and not self.exclusive
+            and not req.ptile and not req.same and not self.asked and not self.exclusive and not self.avoid
 
     def forced(self) -> Need:
         """What an operator's forced run (brun) keeps: the consumables, not the policy."""
@@ -278,7 +282,23 @@ def job_need(job: api.Job, usage: Usage, groups_and_shared: bool = True) -> Need
         return need(queue.res_req if queue is not None else "", job.spec.resource_req)
     found = need(queue.res_req if queue is not None else "", job.spec.resource_req, tuple(job.spec.hosts),
                  frozenset(usage.shared()))
-    return dataclasses.replace(found, exclusive=True) if job.spec.exclusive else found
+    if job.spec.exclusive:
+        found = dataclasses.replace(found, exclusive=True)
+    if job.refused_owner:  # (set from entry format 19 only)
+        avoid = refused_owner(job, usage)
+        if avoid:
+            found = dataclasses.replace(found, avoid=avoid)
+    return found
+
+
+def refused_owner(job: api.Job, usage: Usage) -> frozenset[str]:
+    """The hosts that refused the job's owner and have not joined anew since (same generation)."""
+    avoid = set()
+    for name, generation in job.refused_owner.items():
+        host = usage.host(name)
+        if host is not None and host.generation == generation:
+            avoid.add(name)
+    return frozenset(avoid)
 
 
 def attributes(host: HostState) -> dict[str, resreq.Value]:
@@ -432,6 +452,9 @@ def host_refusal(name: str, host: HostState | None, slots: int, need_: Need = NO
         if host.totals.get(resource, 0) < amount:
             return Reason(api.PEND_NO_HOST_MATCHES, f"host {name} has {host.totals.get(resource, 0)} "
                           f"{resource}; the job reserves {amount}", "host_has_resource", resource)
+    if need_.avoid and name in need_.avoid:
+        return Reason(api.PEND_OWNER_REFUSED, f"host {name} refused the job's owner (no account there, or "
+                      "not allowed) and has not joined anew since", "host_owner")
     if host.closed and not forced:  # after the checks of what it is: closed is news only to a job it fits
         return Reason(api.PEND_HOST_CLOSED, f"host {name} is closed", "host_closed")
     if need_.exclusive and host.used > 0:
@@ -542,12 +565,14 @@ _PHRASES = (("host_large_enough", "{h} {have} fewer than {slots} slots"),
             ("host_idle", "{h} {run} other jobs (the job is exclusive, -x)"),
             ("host_has_free_resource", "{h} {lack} free {d}"),
             ("host_asked", "{h} not among -m"),
+            ("host_owner", "{h} refused its owner (no account there, or not allowed)"),
             ("host_closed", "{n} closed"),
             ("host_available", "{n} unavailable"))
 # Which code a job gets, by the checks that refused hosts: the nearest to fitting first.
 _CODES = ((("host_has_free_slots", "host_idle"), api.PEND_NO_FREE_SLOTS),
           (("host_has_free_resource",), api.PEND_NO_FREE_RESOURCES),
           (("host_closed",), api.PEND_HOST_CLOSED),
+          (("host_owner",), api.PEND_OWNER_REFUSED),
           (("select", "host_asked", "host_large_enough", "host_has_resource"), api.PEND_NO_HOST_MATCHES))
 # Would fit on a less busy host:
 _BUSY = frozenset({"host_has_free_slots", "host_has_free_resource", "host_idle"})
@@ -624,4 +649,4 @@ def host_state(host: api.Host, load: bool = False,
         totals, static, groups = consumables(host), static_attributes(host), frozenset(host.groups)
     return HostState(host.spec.slots, host.status == api.HOST_OK, used, totals,
                      dict(host.reserved) if host.reserved else _EMPTY, static, host.closed,
-                     groups, dict(host.load) if load and host.load else _EMPTY_LOAD)
+                     groups, dict(host.load) if load and host.load else _EMPTY_LOAD, host.generation)

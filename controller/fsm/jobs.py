@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.fsm import arrays, audit, history
+from controller.fsm import arrays, audit, history, refusals
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import release
 from controller.fsm.records import FINISHED, PENDING, RUNNING, find_job, next_attempt, readable_id
@@ -87,7 +87,11 @@ def check_control(job: api.Job, action: api.ControlAction,
 
 
 def clear_instance(job: api.Job) -> None:
+    """What its last attempt left, and what its refused starts left (a requeue is a fresh try; those
+    fields are set from entry format 19 only, so clearing them changes nothing before)."""
     for name in INSTANCE_FIELDS:
+        job.ClearField(name)
+    for name in refusals.START_FIELDS:
         job.ClearField(name)
 
 

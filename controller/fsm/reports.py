@@ -3,18 +3,19 @@
 A report is relayed by the leader with the connection's generation; one from
 a connection that is no longer current, or about an attempt committed state
 no longer runs there, changes nothing (M3). Only a failed dispatch (a
-negative code) sends a job back to PEND; a success never does. A rerunnable
+negative code) sends a job back to PEND, or from entry format 19 ends it if
+the refusal was the job's own fault (refusals.py); a success never does. A rerunnable
 job its worker killed by the worker-side fence (cut off from the leader for
 `fence_s`) goes back to PEND at the next attempt, from entry format 2 on.
 """
 
 from __future__ import annotations
 
-from controller.fsm import preempt, recovery
+from controller.fsm import preempt, recovery, refusals
 from controller.fsm.applier import Applier, each
-from controller.fsm.holdings import START_FORMAT, release
+from controller.fsm.holdings import release
 from controller.fsm.jobs import EXIT_KILLED, requeue_ended, settle_lost
-from controller.fsm.records import RUNNING, next_attempt, read_host, read_job
+from controller.fsm.records import RUNNING, read_host, read_job
 from xce import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -81,7 +82,7 @@ def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
     elif kind == "finished":
         _finished(applier, job, report.finished)
     elif kind == "dispatch_failed":
-        _dispatch_failed(applier, job, relayed.host, report.dispatch_failed)
+        _dispatch_failed(applier, job, relayed.host, relayed.generation, report.dispatch_failed)
     else:
         return log.Result(code=log.INVALID_ARGUMENT, message="empty report")
     job.modify_time_ms = applier.stamp_ms
@@ -162,24 +163,16 @@ def _finished(applier: Applier, job: api.Job, finished: api.JobFinished) -> None
     release(applier, job)
 
 
-def _dispatch_failed(applier: Applier, job: api.Job, host: str, failed: api.DispatchFailed) -> None:
+def _dispatch_failed(applier: Applier, job: api.Job, host: str, generation: int,
+                     failed: api.DispatchFailed) -> None:
     release(applier, job)
     if job.kill_requested:  # it was being killed: it ends here, it is not requeued
         job.state = api.EXIT
         job.exit_code = EXIT_KILLED
         job.end_time_ms = applier.stamp_ms
         job.kill_requested = False
-    else:
-        job.state = api.PEND
-        job.attempt = next_attempt(job)
-        job.pending_reason = f"dispatch to {host} failed: {failed.reason[:200]}"
-        job.pending_code = api.PEND_DISPATCH_REFUSED
-        job.refused_host = host
-        job.host = ""
-        job.ClearField("allocation")
-        job.pid = 0
-        if applier.entry.format >= START_FORMAT:  # the dispatch's: the next attempt has not started
-            job.start_time_ms = 0
+    else:  # pending again, or (format 19) ended if the refusal was the job's own fault
+        refusals.refused(applier, job, host, generation, failed)
     job.ClearField("state_before_unknown")
 
 

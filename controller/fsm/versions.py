@@ -44,7 +44,10 @@ from xce.v1 import log_pb2 as log
 #     run, a refusal); scoped tokens (audit.py).
 # 17: checkpoints: -k on job specs, the CHECKPOINT action (jobs.py, validation.py).
 # 18: a dispatch stamps the job's start time, until its worker reports its own (holdings.py).
-ENTRY_FORMAT = 18
+# 19: a worker's refusal counts against the job, its owner on that host, or the host, by its code: the
+#     job's own ends it (EXIT 127, 126, 2) or is retried with a backoff a bounded number of times; the
+#     owner's keeps the job off that host generation; only the host's cools the host (refusals.py).
+ENTRY_FORMAT = 19
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",
