@@ -253,18 +253,21 @@ def visible(policy: Policy, principal: Principal, job: api.Job) -> bool:
     return not policy.private_jobs or owns(principal, job) or policy.allows(principal, "jobs.read.all")
 
 
-def redact(policy: Policy, principal: Principal, job: api.Job) -> api.Job:
+def redact(policy: Policy, principal: Principal, job: api.Job, in_place: bool = False) -> api.Job:
     """Other users' environment values are hidden unless the caller has jobs.env.all (keys stay), and
     their request ids always (an id answers a retry of its caller's only, but says what it was); the
-    owner sees its own id as it sent it (controller/request_ids.py)."""
+    owner sees its own id as it sent it (controller/request_ids.py). `in_place`: `job` is the
+    caller's own copy (a read's, parsed for it), changed rather than copied."""
     mine = owns(principal, job)
     hide_env = not mine and bool(job.spec.env) and not policy.allows(principal, "jobs.env.all")
     stored = job.request_id
     own_id = request_ids.shown(stored) if mine else ""
     if not hide_env and own_id == stored:
         return job
-    shown = api.Job()
-    shown.CopyFrom(job)
+    shown = job
+    if not in_place:
+        shown = api.Job()
+        shown.CopyFrom(job)
     shown.request_id = own_id
     if hide_env:
         for key in shown.spec.env:

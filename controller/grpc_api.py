@@ -155,8 +155,9 @@ class _Services:
     def _viewer(self, caller: Principal) -> reads.Viewer:
         policy = self.policy
 
-        def view(job: api.Job) -> api.Job | None:
-            return authz.redact(policy, caller, job) if authz.visible(policy, caller, job) else None
+        def view(job: api.Job) -> api.Job | None:  # (each job a read's own copy, parsed for it)
+            return authz.redact(policy, caller, job, in_place=True) if authz.visible(policy, caller, job) \
+                else None
 
         return view
 
