@@ -37,6 +37,13 @@ def test_the_repeat_filter_tracks_a_bounded_number_of_templates() -> None:
     assert len(kept._seen) == 8  # noqa: SLF001
 
 
+def test_information_is_never_dropped() -> None:
+    kept = RepeatFilter(burst=1, period_s=10.0, clock=lambda: 0.0)
+    started = [logging.LogRecord("xce.worker", logging.INFO, __file__, 1, "job %d.%d started", (i, 0), None)
+               for i in range(100)]
+    assert all(kept.filter(r) for r in started)
+
+
 def test_the_guard_caps_connections_per_peer_and_in_all() -> None:
     guard = Guard(HttpLimits(max_connections=5, max_connections_per_peer=2))
     assert [guard.admit("10.0.0.1") for _ in range(2)] == ["", ""]

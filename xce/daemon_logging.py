@@ -9,10 +9,11 @@ with the syslog priority (`<4>` for a warning), which the journal takes as
 the entry's priority: `journalctl -u xce-controller@1 -p warning` shows
 warnings and worse.
 
-Repeats are rate-limited (`RepeatFilter`): a flood of the same message (a
-peer that keeps failing its handshake, accept() out of descriptors) would
-otherwise fill the disk; each message template is let through a few times a
-period, and the count of those dropped is said once the period ends.
+Repeated warnings and errors are rate-limited (`RepeatFilter`): a flood of
+the same complaint (a peer that keeps failing its handshake, accept() out of
+descriptors) would otherwise fill the disk; each message template is let
+through a few times a period, and the count of those dropped is said once
+the period ends. Information (a job started, ended) is never dropped.
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ def _stderr_is_journal() -> bool:
 
 
 class RepeatFilter(logging.Filter):
-    """Lets each message template (logger, level, format string) through at most `burst` times per
-    `period_s`; the first record of it after a period in which some were dropped says how many.
-    Bounded: at most `max_keys` templates are tracked (the oldest period is forgotten first)."""
+    """Lets each message template (logger, level, format string) of a warning or worse through at most
+    `burst` times per `period_s`; the first record of it after a period in which some were dropped
+    says how many. Bounded: at most `max_keys` templates are tracked (the oldest period is forgotten
+    first)."""
 
     def __init__(self, burst: int = 10, period_s: float = 10.0, max_keys: int = 1024,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -58,6 +60,8 @@ class RepeatFilter(logging.Filter):
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
         key = (record.name, record.levelno, str(record.msg))
         now = self._clock()
         with self._lock:
