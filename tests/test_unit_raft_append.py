@@ -69,7 +69,8 @@ def raft_rule(log: ListLog, message: AppendEntries) -> RaftOutcome:
     return RaftOutcome(terms, min(message.leader_commit, message.last_index), removed_from)
 
 
-def pysyncobj_rule(log: ListLog, prev_index: int, entries: list[tuple[int, int]]) -> tuple[list[int], int | None]:
+def pysyncobj_rule(log: ListLog, prev_index: int,
+                   entries: list[tuple[int, int]]) -> tuple[list[int], int | None]:
     """pysyncobj's append path once the previous entry matched: (the log's terms, the first index it
     deleted)."""
     terms = list(log.terms)
@@ -86,7 +87,7 @@ def through_the_adapter(log: ListLog, message: AppendEntries, plan: Accept) -> l
     if plan.present == len(message.entries):
         return list(log.terms)  # pysyncobj gets no prevLogIdx: no append path at all
     terms, removed_from = pysyncobj_rule(log, plan.prev_index, list(message.entries[plan.present:]))
-    assert removed_from == plan.truncate_from, "pysyncobj would remove what the plan does not (the guard stops it)"
+    assert removed_from == plan.truncate_from, "pysyncobj would remove what the plan does not"
     assert log.holds(plan.prev_index, plan.prev_term), "pysyncobj would refuse the rewritten message"
     return terms
 
@@ -171,8 +172,10 @@ def test_matching_entries_are_never_removed(case: tuple[ListLog, AppendEntries, 
     if plan.truncate_from is None:
         assert after.terms[:len(log.terms)] == log.terms  # nothing removed: the log only grew
     else:
-        assert after.terms[:plan.truncate_from - log.first] == log.terms[:plan.truncate_from - log.first]
-        assert not log.holds(plan.truncate_from, message.entries[plan.truncate_from - message.prev_index - 1][1])
+        kept = plan.truncate_from - log.first
+        assert after.terms[:kept] == log.terms[:kept]
+        _, replacing = message.entries[plan.truncate_from - message.prev_index - 1]
+        assert not log.holds(plan.truncate_from, replacing)  # a conflict: the same index, another term
 
 
 @settings(max_examples=200, deadline=None)
@@ -189,7 +192,8 @@ def test_a_repeated_append_entries_changes_nothing(case: tuple[ListLog, AppendEn
 
 @settings(max_examples=200, deadline=None)
 @given(logs=raft_logs(), data=st.data())
-def test_a_delayed_append_entries_removes_nothing(logs: tuple[list[int], ListLog], data: st.DataObject) -> None:
+def test_a_delayed_append_entries_removes_nothing(logs: tuple[list[int], ListLog],
+                                                  data: st.DataObject) -> None:
     """The leader's messages arrive out of order: an earlier one (a shorter prefix, or one from
     further back) after a later one took the log up to date with the leader. The follower has applied
     everything the later message committed."""
