@@ -829,7 +829,7 @@ class _WalLog:
         return int(self._wal[index - self._first][2])
 
 
-def _append_entries(message: dict[str, Any]) -> AppendEntries | None:
+def _as_request(message: dict[str, Any]) -> AppendEntries | None:
     """The plan's view of pysyncobj's message; None if it is not the shape pysyncobj sends."""
     entries = message.get("entries", [])
     prev_index, prev_term = message.get("prevLogIdx"), message.get("prevLogTerm")
@@ -899,11 +899,10 @@ def _durable_transport(wal: LmdbJournal, reads: ReadIndex, guard: _RemovalGuard)
             if "prevLogIdx" not in message or not _is_int(term) or term < replica.raftCurrentTerm:
                 super()._onMessageReceived(node, message)  # a snapshot's, or one pysyncobj ignores (old term)
                 return
-            request = _append_entries(message)
-            if "transmission" in message or request is None:
-                # Chunks of one large entry: our leaders never send them (APPEND_ENTRIES_BYTES), and
-                # pysyncobj would append the assembled entry without a plan. Not answered, as a lost
-                # message is not.
+            # Chunks of one large entry: our leaders never send them (APPEND_ENTRIES_BYTES), and pysyncobj
+            # would append the assembled entry without a plan. Dropped unanswered, as if lost.
+            request = None if "transmission" in message else _as_request(message)
+            if request is None:
                 log.error("raft: an AppendEntries from %s that no XCE leader sends (%s): dropped", node,
                           "a chunk" if "transmission" in message else "malformed")
                 return

@@ -5,7 +5,8 @@ has one peer, at an address nobody listens on, so it never stands for election (
 one only while connected to someone), and the test hands its transport each message in the tick
 thread, as a message from that peer arrives, and records the answers it sends. The entries are
 pysyncobj no-ops of the terms the test picks: pysyncobj applies them (the applied index moves)
-without calling XCE's apply.
+without calling XCE's apply. One test runs two real replicas instead and replays the AppendEntries
+their leader sent.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from pysyncobj.node import TCPNode
 from pysyncobj.transport import TCPTransport
 
 import controller.raft as raft_module
-from controller.raft import RaftNode
+from controller.raft import SUCCESS, RaftNode
 from controller.raft_wal import LmdbJournal
 from controller.store import StateStore
 from xce.local_cluster import free_ports
+from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
 
 NO_OP = bytes([1])  # pysyncobj's _COMMAND_TYPE.NO_OP
 MEMBERSHIP = bytes([2])
@@ -59,22 +62,7 @@ class Follower:
         return self.answers[before:]
 
     def in_tick_thread(self, action: Callable[[], object]) -> None:
-        """Run `action` in pysyncobj's tick thread, where messages are handled, and wait for it."""
-        done = threading.Event()
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                action()
-            except BaseException as exc:  # a fail-stop a test turned into an exception
-                failure.append(exc)
-            finally:
-                done.set()
-
-        self.raft._tick_tasks.append(run)
-        assert done.wait(10), "the tick thread did not run the task"
-        if failure:
-            raise failure[0]
+        _in_tick_thread(self.raft, action)
 
     def entries(self) -> list[tuple[int, int]]:
         return [(index, term) for _, index, term in self.raft._wal[:]]
@@ -233,6 +221,82 @@ def test_a_leader_counts_no_answer_of_another_term(follower: Follower) -> None:
     assert match[follower.leader] == 0
     follower.in_tick_thread(lambda: follower.transport._onMessageReceived(follower.leader, success(2, 3)))
     assert match[follower.leader] == 1
+
+
+def test_append_entries_captured_from_a_real_leader_and_replayed_change_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Two real replicas; every AppendEntries with entries the leader sends is captured, and once
+    the follower has applied everything they all arrive again, the oldest last (pysyncobj alone leaves
+    the log cut after that one's entries). The follower's log and applied index stay; the leader
+    still commits with it."""
+    captured: list[dict[str, Any]] = []
+    send = TCPTransport.send
+
+    def capturing(transport: Any, to: Any, message: Any) -> bool:
+        if isinstance(message, dict) and message.get("type") == "append_entries" and message.get("entries"):
+            captured.append(message)
+        return bool(send(transport, to, message))
+
+    monkeypatch.setattr(TCPTransport, "send", capturing)
+    addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    stores = [StateStore(tmp_path / f"r{k}" / "state", CLUSTER) for k in range(2)]
+    nodes = [RaftNode(address, addresses, tmp_path / f"r{k}", "pw", store)
+             for k, (address, store) in enumerate(zip(addresses, stores, strict=True))]
+    try:
+        leader = wait_until(lambda: next((n for n in nodes if n.ready_to_serve()), None), "a leader", 15)
+        follower = next(n for n in nodes if n is not leader)
+        _propose(leader, log.Entry(init=log.InitCluster(cluster_id=CLUSTER, config_digest="d",
+                                                        queues=[api.Queue(name="normal")])))
+        for i in range(5):
+            _propose(leader, _submit(i))
+        done = leader.status().applied_index
+        wait_until(lambda: follower.status().applied_index == done, "the follower applies everything", 10)
+        before = list(follower._wal[:])
+        mine = [m for m in captured if m["term"] == leader.status().term]
+        assert len(mine) >= 5, mine
+        transport, sender = follower._replica._SyncObj__transport, TCPNode(leader.self_address)
+        for message in reversed(mine):
+            _in_tick_thread(follower, lambda m=message: transport._onMessageReceived(sender, m))
+        assert list(follower._wal[:]) == before
+        assert follower.status().applied_index == done
+        _propose(leader, _submit(9))  # a majority of two: the follower still answers right
+        assert "truncating already-applied" not in caplog.text
+    finally:
+        for node, store in zip(nodes, stores, strict=True):
+            node.close()
+            store.close()
+
+
+def _propose(node: RaftNode, entry: log.Entry) -> None:
+    done = threading.Event()
+    errors: list[int] = []
+    entry.stamp_ms = 1_700_000_000_000
+    node.propose(entry.SerializeToString(), lambda result, error: (errors.append(error), done.set()))
+    assert done.wait(10) and errors == [SUCCESS], errors
+
+
+def _submit(i: int) -> log.Entry:
+    request = api.SubmitJobsRequest(request_id=f"r{i}", jobs=[api.JobSpec(command=["true"])])
+    return log.Entry(submit=log.SubmitBatch(requests=[request]))
+
+
+def _in_tick_thread(node: RaftNode, action: Callable[[], object]) -> None:
+    """Run `action` in pysyncobj's tick thread, where messages are handled, and wait for it."""
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            action()
+        except BaseException as exc:  # a fail-stop a test turned into an exception
+            failure.append(exc)
+        finally:
+            done.set()
+
+    node._tick_tasks.append(run)
+    assert done.wait(10), "the tick thread did not run the task"
+    if failure:
+        raise failure[0]
 
 
 class _Stopped(Exception):
