@@ -20,6 +20,26 @@ What we change about pysyncobj 0.3.17, and why:
   to follower connections open: pysyncobj closes a connection silent for
   `connectionTimeout`, and the first vote request after a leader dies would
   otherwise be dropped.
+- Every AppendEntries a follower receives goes through Raft's receiver rule
+  (raft_append.py) before pysyncobj sees it. pysyncobj cuts the log after
+  the message's previous entry whenever the log is longer, matching or not,
+  so a delayed or repeated message removed entries the replica had
+  acknowledged and applied (and undid the membership changes among them);
+  and it raised the commit index over entries the message never covered.
+  The transport (DurableTransport) hands pysyncobj only the entries not yet
+  present, after the last one that is, with the commit index the message
+  justifies; a message whose entries are all present reaches pysyncobj
+  without them, and the transport answers for it, as pysyncobj would (the
+  next index after the message's last entry: no more than it verified).
+  A conflict at an applied entry stops the replica (fail-stop, exit 70),
+  and so does any removal pysyncobj attempts beyond the plan
+  (`_RemovalGuard`, in the journal's path): neither a bypass nor the chunked
+  AppendEntries, which our leaders never send and which are dropped, can
+  reach the log unplanned.
+- Answers to AppendEntries carry the term they were sent in, and a leader
+  takes no answer of another term: pysyncobj's carry none, and a leader
+  would have counted one sent in its earlier term, about the log it had
+  then, in its matchIndex now.
 - `leaderFallbackTimeout` ~1 s so a cut-off leader steps down quickly.
 - Staggered election windows per replica and a 10 ms tick (pysyncobj only
   looks at its election deadline once per tick), so that the survivors of a
@@ -77,7 +97,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeGuard
 
 import pysyncobj.syncobj as _syncobj_module
 import pysyncobj.tcp_server as _tcp_server_module
@@ -90,6 +110,7 @@ from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
 from pysyncobj.transport import TCPTransport
 
 from controller import fsm
+from controller.raft_append import Accept, AppendEntries, Malformed, Reject, RemovesApplied, plan_append
 from controller.raft_wal import LmdbJournal
 from controller.read_index import Done, ReadIndex
 from controller.store import StateStore, StoreError, fsync_path
@@ -191,7 +212,8 @@ SUCCESS = FAIL_REASON.SUCCESS
 # the same figure bounds a catch-up message, compressed in the tick thread.
 APPEND_ENTRIES_BYTES = 2 << 20
 MAX_ENTRY_BYTES = 3 << 19  # 1.5 MiB
-FAIL_STOP_EXIT = 70  # EX_SOFTWARE: an entry it cannot apply, a bug in apply, or storage failing
+# EX_SOFTWARE: an entry it cannot apply, a bug in apply, storage failing, or an applied entry replaced
+FAIL_STOP_EXIT = 70
 FAIL_NAMES = {value: name for name, value in vars(FAIL_REASON).items() if name.isupper()}
 
 ProposalCallback = Callable[[Any, int], None]
@@ -289,8 +311,9 @@ class RaftNode:
         data_dir = Path(data_dir)
         self._snapshot_path = data_dir / "snapshot"
         self._snapshots = SnapshotWriter(store, self._snapshot_path, clock)
+        guard = _RemovalGuard()
         wal = LmdbJournal(data_dir / "wal", before_truncate=self._sync_snapshot_dir,
-                          on_failure=_fail_stop)
+                          on_failure=_fail_stop, check_removal=guard.check)
         self._wal = wal
         marker = f"{_WAL_MARKER}{data_dir}"
         _journals[marker] = wal
@@ -322,10 +345,11 @@ class RaftNode:
         )
         self._reads = ReadIndex()
         self._read_requests: collections.deque[Done] = collections.deque()  # from any thread
-        transport_class = _durable_transport(wal, self._reads)
+        transport_class = _durable_transport(wal, self._reads, guard)
         self._replica = _Replica(self._apply, None if mode == "learner" else self_address,
                                  [p for p in peers if p != self_address], conf=conf,
                                  transportClass=transport_class)
+        guard.last_applied = lambda: int(self._replica.raftLastApplied)
         self._last_keepalive = 0.0
         self._last_pulse = 0.0
         self._known_leader: str | None = None  # as leader() said at the last tick
@@ -759,23 +783,99 @@ def _entry_tuple(raw: list[Any]) -> tuple[bytes, int, int]:
     return bytes.fromhex(raw[0]), int(raw[1]), int(raw[2])
 
 
-def _durable_transport(wal: LmdbJournal, reads: ReadIndex) -> type:
+class LogRemovalRefused(RuntimeError):
+    """pysyncobj was about to remove log entries that Raft's rule keeps (raft_append.py)."""
+
+
+class _RemovalGuard:
+    """The last word on removing entries from the end of the log, which pysyncobj does through the
+    journal (LmdbJournal.deleteEntriesFrom): allowed only from the index where the plan of the
+    AppendEntries being handled found a conflict, and never of an applied entry. Anything else means
+    a message reached pysyncobj's append path without its plan (a bug here); letting pysyncobj carry on
+    without the removal would leave it appending over entries it meant to replace, so either way the
+    replica stops (fail-stop), its WAL as it was."""
+
+    def __init__(self) -> None:
+        self.allowed: int | None = None  # set only while pysyncobj handles a planned AppendEntries
+        self.last_applied: Callable[[], int] = lambda: 0
+
+    def check(self, first_removed: int) -> None:
+        applied = self.last_applied()
+        if first_removed <= applied:
+            _fail_stop(LogRemovalRefused(f"entries from {first_removed} would be removed, and {applied} "
+                                         "is applied: a committed entry would be replaced"),
+                       "removing conflicting Raft log entries")
+        if first_removed != self.allowed:
+            _fail_stop(LogRemovalRefused(f"entries from {first_removed} would be removed; the AppendEntries "
+                                         f"plan allowed {self.allowed}"),
+                       "removing conflicting Raft log entries")
+
+
+class _WalLog:
+    """The WAL as raft_append.Log: pysyncobj's log always holds at least one entry (its first no-op,
+    or a snapshot's last two)."""
+
+    def __init__(self, wal: LmdbJournal) -> None:
+        self._wal = wal
+        self._first = int(wal[0][1])
+
+    def first_index(self) -> int:
+        return self._first
+
+    def last_index(self) -> int:
+        return int(self._wal[-1][1])
+
+    def term_at(self, index: int) -> int:
+        return int(self._wal[index - self._first][2])
+
+
+def _as_request(message: dict[str, Any]) -> AppendEntries | None:
+    """The plan's view of pysyncobj's message; None if it is not the shape pysyncobj sends."""
+    entries = message.get("entries", [])
+    prev_index, prev_term = message.get("prevLogIdx"), message.get("prevLogTerm")
+    commit = message.get("commit_index")
+    if not (_is_int(prev_index) and _is_int(prev_term) and _is_int(commit)) or not isinstance(entries, list):
+        return None
+    if not all(isinstance(e, tuple) and len(e) == 3 and _is_int(e[1]) and _is_int(e[2]) for e in entries):
+        return None  # pysyncobj sends a list of its log's (command, index, term) tuples
+    return AppendEntries(prev_index, prev_term, [(e[1], e[2]) for e in entries], commit)
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _durable_transport(wal: LmdbJournal, reads: ReadIndex, guard: _RemovalGuard) -> type:
     class DurableTransport(TCPTransport):  # type: ignore[misc]
         """Flushes the WAL before any Raft message leaves this node; counts AppendEntries and their
-        answers for ReadIndex (read_index.py); refuses commands forwarded by followers."""
+        answers for ReadIndex (read_index.py); hands pysyncobj each AppendEntries as Raft's rule
+        plans it (raft_append.py), and an answer only of the term it leads in; refuses commands
+        forwarded by followers."""
 
         def send(self, node: Any, message: Any) -> bool:
             wal.flush(lazy_commit_index=True)
-            if isinstance(message, dict) and message.get("type") == "append_entries":
+            kind = message.get("type") if isinstance(message, dict) else None
+            if kind == "append_entries":
                 connection = self._connections.get(node)
                 if connection is not None and connection.state == CONNECTION_STATE.CONNECTED:
                     reads.sent(node)  # it goes out on this connection
+            elif kind == "next_node_idx":
+                # pysyncobj's answer names no term; a leader would count the answer to an AppendEntries
+                # of its earlier term, which verified the log it had then, in its matchIndex now. Every
+                # answer is sent while handling the message it answers, whose term is this node's now.
+                message = {**message, "term": self._syncObj.raftCurrentTerm}
             return bool(super().send(node, message))
 
         def _onMessageReceived(self, node: Any, message: Any) -> None:
             kind = message.get("type") if isinstance(message, dict) else None
+            if kind == "append_entries":
+                self._append_entries(node, message)
+                return
             if kind == "next_node_idx":
-                reads.answered(node)
+                reads.answered(node)  # one answer per AppendEntries, whatever its term: counts stay aligned
+                term = message.get("term")  # absent from a replica of an earlier build
+                if term is not None and term != self._syncObj.raftCurrentTerm:
+                    return
             elif kind == "apply_command":
                 # Only a leader's own code proposes (a follower's XCE core proposes nothing); a
                 # forwarded command would be appended with no check of ours (a membership change).
@@ -792,6 +892,48 @@ def _durable_transport(wal: LmdbJournal, reads: ReadIndex) -> type:
                     replica._SyncObj__lastResponseTime[node] = monotonic()
                 return
             super()._onMessageReceived(node, message)
+
+        def _append_entries(self, node: Any, message: dict[str, Any]) -> None:
+            replica = self._syncObj
+            term = message.get("term")
+            if "prevLogIdx" not in message or not _is_int(term) or term < replica.raftCurrentTerm:
+                super()._onMessageReceived(node, message)  # a snapshot's, or one pysyncobj ignores (old term)
+                return
+            # Chunks of one large entry: our leaders never send them (APPEND_ENTRIES_BYTES), and pysyncobj
+            # would append the assembled entry without a plan. Dropped unanswered, as if lost.
+            request = None if "transmission" in message else _as_request(message)
+            if request is None:
+                log.error("raft: an AppendEntries from %s that no XCE leader sends (%s): dropped", node,
+                          "a chunk" if "transmission" in message else "malformed")
+                return
+            plan = plan_append(_WalLog(wal), request, int(replica.raftLastApplied))
+            if isinstance(plan, Malformed):
+                log.error("raft: an AppendEntries from %s dropped: %s", node, plan.why)
+            elif isinstance(plan, Reject):
+                super()._onMessageReceived(node, message)  # pysyncobj refuses it alike, and answers
+            elif isinstance(plan, RemovesApplied):
+                _fail_stop(LogRemovalRefused(
+                    f"its entry {plan.index} conflicts with this replica's, which is applied (last applied "
+                    f"{plan.last_applied}): a committed entry would be replaced"), f"following {node}")
+            elif plan.present == len(request.entries):
+                self._all_present(node, message, plan)
+            else:
+                guard.allowed = plan.truncate_from
+                try:
+                    super()._onMessageReceived(node, {
+                        **message, "prevLogIdx": plan.prev_index, "prevLogTerm": plan.prev_term,
+                        "entries": message["entries"][plan.present:], "commit_index": plan.commit_index})
+                finally:
+                    guard.allowed = None
+
+        def _all_present(self, node: Any, message: dict[str, Any], plan: Accept) -> None:
+            """Nothing to append or remove. Whenever the log is longer than the previous entry,
+            pysyncobj's append path would cut it there (and undo the membership changes after it):
+            pysyncobj gets the message without its entries, for what else it carries (term, leader,
+            election timer, commit index), and the answer is the one it would give."""
+            rest = {k: v for k, v in message.items() if k not in ("prevLogIdx", "prevLogTerm", "entries")}
+            super()._onMessageReceived(node, {**rest, "commit_index": plan.commit_index})
+            self._syncObj._SyncObj__sendNextNodeIdx(node, nextNodeIdx=plan.next_index, success=True)
 
         def connected(self, node: Any) -> bool:
             connection = self._connections.get(node)

@@ -33,7 +33,8 @@ Entry = tuple[bytes, int, int]  # pysyncobj's (command, index, term)
 
 class LmdbJournal:
     def __init__(self, path: Path, before_truncate: Callable[[], None] | None = None,
-                 on_failure: Callable[[BaseException], None] | None = None) -> None:
+                 on_failure: Callable[[BaseException], None] | None = None,
+                 check_removal: Callable[[int], None] | None = None) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
         self._env = lmdb.open(str(private_lmdb(Path(path))), map_size=MAP_SIZE, max_dbs=2, sync=True,
                               metasync=True, mode=0o600)
@@ -47,6 +48,10 @@ class LmdbJournal:
         # go back in front, and `on_failure` decides; the adapter stops the
         # replica, since pysyncobj would carry on after an exception.
         self._on_failure = on_failure
+        # Called with the first index before entries are removed from the end (a conflict with the
+        # leader's log); it raises, or stops the replica, to refuse. The adapter's guard lets only
+        # a removal its AppendEntries plan found, and never of an applied entry (raft_append.py).
+        self._check_removal = check_removal
         self._entries: list[Entry] = []
         self.size_bytes = 0  # commands held in memory; the adapter compacts past a bound
         self._pending: list[tuple[str, int, int, bytes]] = []
@@ -80,6 +85,8 @@ class LmdbJournal:
         if entryFrom >= len(self._entries):
             return
         first_gone = self._entries[entryFrom][1]
+        if self._check_removal is not None:
+            self._check_removal(first_gone)
         self.size_bytes -= sum(len(e[0]) for e in self._entries[entryFrom:])
         del self._entries[entryFrom:]
         self._pending.append(("from", first_gone, 0, b""))

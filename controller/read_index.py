@@ -10,7 +10,10 @@ at the leader records the commit index at that moment. It is answered once:
 
 pysyncobj's answers carry no request id, but a follower answers each
 AppendEntries exactly once, in order, on one connection, or not at all (an
-AppendEntries of an old term; a snapshot chunk before the last). So it is
+AppendEntries of an old term; a snapshot chunk before the last; one the Raft
+adapter drops, which no leader of ours sends). Every answer counts here,
+whatever term it names (raft.py hands pysyncobj only those of its term): it
+answers an AppendEntries counted when it was sent. So it is
 enough to count, per peer and per connection, the AppendEntries sent and the
 answers received. The read wants, of each peer, the answer to the next
 AppendEntries sent after it arrived. A lost connection starts the counts

@@ -2,10 +2,10 @@
 
 Every bug is built into the simulated processes through the simulation's
 options (tests/protocol_sim/bugs.py: a broken apply handler, view, planner
-configuration or commit barrier), never by patching a production module;
-the seeded simulation then runs the same seeds as tests/test_protocol_sim.py
-until an invariant fails, and the test prints the counterexample: the seed
-and the sequence of steps that led there.
+configuration or commit barrier, or a follower's AppendEntries rule), never
+by patching a production module; the seeded simulation then runs the same
+seeds as tests/test_protocol_sim.py until an invariant fails, and the test
+prints the counterexample: the seed and the sequence of steps that led there.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ EXPECTED = {
     "planner_ignores_refusal_cooldown": {"RefusalRespected"},
     # The preemptor starts while its victim still runs (before its stop took effect).
     "preempt_gives_back_at_once": {"CapacitySafe"},
+    # A late or repeated AppendEntries cuts committed entries off a follower.
+    "pysyncobj_append_rule": {"TypeOK"},
 }
 
 

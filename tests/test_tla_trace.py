@@ -103,9 +103,10 @@ def test_a_simulated_run_is_a_behaviour_of_the_spec(seed: int) -> None:
 
 
 def test_every_simulated_bug_with_a_spec_mutation_is_expected_here() -> None:
-    # A planner bug; and a preemption bug, which traceable runs (one queue) never meet: the recorder
-    # does not map preemption's steps yet (tla/README.md); MutApplyPreemptEarly is its spec mutation.
-    untraced = {"planner_ignores_refusal_cooldown", "preempt_gives_back_at_once"}
+    # A planner bug; a preemption bug, which traceable runs (one queue) never meet: the recorder
+    # does not map preemption's steps yet (tla/README.md); MutApplyPreemptEarly is its spec mutation;
+    # and a Raft bug, below the spec (its log is what Raft guarantees: committed entries stay).
+    untraced = {"planner_ignores_refusal_cooldown", "preempt_gives_back_at_once", "pysyncobj_append_rule"}
     assert set(REJECTED_AT) == set(bugs.BUGS) - untraced
 
 

@@ -5,8 +5,9 @@
   drivers listed in ALLOWED, each with its reason; everything else is handed
   a Clock (xce/clock.py) and a seeded random.Random.
 - The pure cores (the leader core, the planner, the feasibility module, the
-  state machine and the modules they import from this project) import none
-  of grpc, lmdb, pysyncobj, asyncio, threading, socket or subprocess.
+  state machine, the follower's AppendEntries plan, and the modules they
+  import from this project) import none of grpc, lmdb, pysyncobj, asyncio,
+  threading, socket or subprocess.
 - The protocol simulation (tests/protocol_sim) sets no attribute on a
   production module or class, monkeypatches nothing, and reaches the
   leader, scheduler and worker logic only through their real entry points
@@ -40,7 +41,7 @@ CLOCK_CALLS = {("time", "time"), ("time", "time_ns"), ("time", "monotonic"), ("t
 RANDOM_OK = {"Random"}  # constructing a generator is fine: it is then passed in
 
 CORES = ("controller/leader.py", "scheduler/planner.py", "scheduler/core.py", "scheduler/decider.py",
-         "xce/feasibility.py", "controller/fsm/__init__.py")
+         "xce/feasibility.py", "controller/fsm/__init__.py", "controller/raft_append.py")
 FORBIDDEN_IN_CORES = {"grpc", "lmdb", "pysyncobj", "asyncio", "threading", "socket", "subprocess"}
 PRODUCTION = ("controller", "scheduler", "worker", "xce")
 # What the simulation may not import: the parts behind the real entry points.

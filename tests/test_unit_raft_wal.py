@@ -93,6 +93,29 @@ def test_delete_entries_from_drops_the_tail_by_position(journal: LmdbJournal) ->
     assert len(journal) == 2
 
 
+def test_delete_entries_from_asks_its_check_with_the_first_index_and_removes_nothing_it_refuses(
+        wal_path: Path) -> None:
+    asked: list[int] = []
+
+    def check(first_removed: int) -> None:
+        asked.append(first_removed)
+        if first_removed < 14:
+            raise RuntimeError("refused")
+
+    journal = LmdbJournal(wal_path, check_removal=check)
+    try:
+        for entry in entries(5, first=11):
+            journal.add(*entry)
+        with pytest.raises(RuntimeError):
+            journal.deleteEntriesFrom(2)
+        assert journal[:] == entries(5, first=11)
+        journal.deleteEntriesFrom(3)
+        journal.deleteEntriesFrom(9)  # past the end: nothing to ask about
+        assert (asked, journal[:]) == ([13, 14], entries(3, first=11))
+    finally:
+        journal.close()
+
+
 def test_delete_entries_to_drops_the_head_by_position(wal_path: Path) -> None:
     seen: list[int] = []
     journal = LmdbJournal(wal_path, before_truncate=lambda: seen.append(len(journal)))

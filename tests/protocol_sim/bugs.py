@@ -2,8 +2,9 @@
 
 Each bug is a variant of the `Options` a simulation runs with: a handler
 table for apply with one handler wrapped (as controller/faults.py builds
-its broken tables), a View subclass, a planner configuration, or the leader
-reading proposed rather than committed state. Nothing is monkeypatched: the
+its broken tables), a View subclass, a planner configuration, the leader
+reading proposed rather than committed state, or a follower's rule for
+AppendEntries. Nothing is monkeypatched: the
 production modules are untouched, and each simulated process is built with
 the broken part, as a broken build would be.
 """
@@ -16,6 +17,7 @@ from dataclasses import replace
 from controller import fsm
 from controller.fsm import preempt
 from controller.fsm.holdings import release
+from controller.raft_append import Accept, AppendEntries, Log, Plan, RemovesApplied, plan_append
 from scheduler.planner import PlannerConfig
 from scheduler.view import View
 from xce.v1 import api_pb2 as api
@@ -124,10 +126,30 @@ def planner_ignores_refusal_cooldown(options: Options) -> Options:
     return replace(options, planner=replace(PlannerConfig(), refusal_cooldown_ms=0))
 
 
+def _pysyncobj_append(log: Log, message: AppendEntries, last_applied: int) -> Plan:
+    """pysyncobj 0.3.17's own rule: once the previous entry matches, everything after it goes and
+    the message's entries are appended, matching or not; the commit index is the leader's, bounded by
+    the log's end (which is then the message's last entry)."""
+    plan = plan_append(log, message, last_applied)
+    if not isinstance(plan, Accept | RemovesApplied):
+        return plan  # refused alike
+    longer = log.last_index() > message.prev_index
+    return Accept(present=0, prev_index=message.prev_index, prev_term=message.prev_term,
+                  truncate_from=message.prev_index + 1 if longer else None,
+                  commit_index=min(message.leader_commit, message.last_index),
+                  last_verified=message.last_index)
+
+
+def pysyncobj_append_rule(options: Options) -> Options:
+    """Followers take AppendEntries as pysyncobj does without the Raft adapter's plan: a delayed or
+    repeated message cuts entries the follower stored, committed ones included."""
+    return replace(options, append_rule=_pysyncobj_append)
+
+
 BUGS: dict[str, Callable[[Options], Options]] = {
     f.__name__: f for f in (run_before_commit, requeue_on_success, join_without_generation_bump,
                             view_accepts_old_events, stale_lease_accepted, planner_ignores_refusal_cooldown,
-                            preempt_gives_back_at_once)}
+                            preempt_gives_back_at_once, pysyncobj_append_rule)}
 
 
 def inject(name: str, options: Options | None = None) -> Options:

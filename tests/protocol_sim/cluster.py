@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from controller import fsm, sync_stream
+from controller.raft_append import plan_append
 from scheduler.planner import PlannerConfig
 from scheduler.view import View
 from xce import worker_wire
@@ -46,7 +47,7 @@ from xce.v1 import log_pb2 as log
 
 from .leader import CLUSTER, QUEUE, SCAVENGER, UNKNOWN_TIMEOUT_S, URGENT, ReplicaDriver
 from .network import Call, Reply, Stream
-from .raft import LogEntry, RaftCluster, Replica
+from .raft import AppendRule, LogEntry, RaftCluster, Replica
 from .scheduler_node import SchedulerNode
 from .trace import TraceRecorder
 from .worker_node import SimOS, WorkerNode
@@ -68,11 +69,13 @@ SPEC_ACTIONS = (
 )
 SIM_ACTIONS = ("Tick", "Deliver", "DeliverCall", "ClientRetry", "ReplicaCrash", "ReplicaRestart", "Duplicate",
                "DropCall",
-               "Drain", "SchedulerPause")
+               "Drain", "SchedulerPause", "DelayedAppend", "DuplicateAppend")
 # Controller-to-worker message kinds with a delivery step of their own; WorkerSignal takes the rest.
 DELIVERED_BY_KIND = {"run", "ack", "joined"}
+APPEND_FAULTS = ("DelayedAppend", "DuplicateAppend")
 FAULTS = ("LeaderCrash", "ElectLeader", "WorkerCrash", "StreamBreak", "SchedulerCrash", "ReplicaCrash",
-          "Duplicate", "DropCall", "Drain", "SyncRepeat", "Compact", "HeartbeatTimeout", "SchedulerPause")
+          "Duplicate", "DropCall", "Drain", "SyncRepeat", "Compact", "HeartbeatTimeout", "SchedulerPause",
+          "DelayedAppend", "DuplicateAppend")
 
 
 @dataclass
@@ -100,6 +103,7 @@ class Options:
     # Injected bugs (bugs.py) come in here, never by changing a production module:
     run_before_commit: bool = False  # sessions read proposed, not committed, state
     handlers: Mapping[str, fsm.Handler] = field(default_factory=lambda: dict(fsm.HANDLERS))  # apply's table
+    append_rule: AppendRule = plan_append  # a follower's AppendEntries rule: the Raft adapter's
     view_factory: Callable[[], View] = View  # the schedulers' view
     planner: PlannerConfig = field(default_factory=PlannerConfig)  # the schedulers' planner
     # Traceable runs (trace.py): the run is recorded as spec actions, and kept within what the
@@ -108,6 +112,9 @@ class Options:
     job_slots: int | None = None  # None: one of job_sizes at random
     rerunnable: bool | None = None  # None: at random
     single_leader: bool = False  # no election while a leader is up (not even one deposed unawares)
+    # Raft's messages delivered again, late or at once (DelayedAppend, DuplicateAppend): below the spec,
+    # whose log is what Raft guarantees.
+    append_faults: bool = True
 
 
 @dataclass
@@ -141,7 +148,8 @@ class Sim:
         self.clock = ManualClock(STAMP0_MS)
         self.root = Path(tempfile.mkdtemp(prefix="xce-sim-"))
         self.os = SimOS(self)
-        self.raft = RaftCluster(3, self._on_apply, self.handlers)
+        self.violations: list[str] = []
+        self.raft = RaftCluster(3, self._on_apply, self.handlers, self.options.append_rule, self.violations)
         self.drivers: dict[int, ReplicaDriver] = {}
         self.roles: dict[int, tuple[bool, int]] = {}  # what each driver was last told: (leading, term)
         self.streams: dict[int, Stream] = {}
@@ -168,7 +176,6 @@ class Sim:
         self.join_generations: dict[str, list[int]] = {name: [] for name in self.workers}
         self.refused_now: dict[tuple[int, int], tuple[str, int]] = {}  # pending refusals: (host, stamp)
         self.refused_at: dict[int, dict[tuple[int, int], tuple[str, int]]] = {}  # ... after each index
-        self.violations: list[str] = []
         self.judged: dict[str, set[tuple[int, int]]] = {}  # invariant -> (replica, applied index) it holds in
         self.entries_checked: dict[int, int] = {}  # replica -> committed entries compared so far
         self.stats: Counter[str] = Counter()  # how often the interesting cases happened
@@ -249,6 +256,8 @@ class Sim:
             "CommitApply": lambda: bool(self.raft.leaders()),
             "LeaderCrash": lambda: bool(self.raft.leaders()),
             "ReplicaRestart": lambda: any(not r.up for r in self.raft.replicas),
+            "DelayedAppend": lambda: len(self.raft.sent) > 1,
+            "DuplicateAppend": lambda: bool(self.raft.sent),
             "SendRun": lambda: bool(self.serving_drivers()),
             "SendKill": lambda: bool(self.serving_drivers()),
             "HeartbeatTimeout": lambda: bool(self.serving_drivers()),
@@ -904,6 +913,33 @@ class Sim:
             queue.appendleft(queue[0])
         return f"duplicated the next message of {where}"
 
+    def DelayedAppend(self, pick: int) -> str | None:
+        """An AppendEntries sent earlier arrives now, after messages sent since (a slow path, a
+        connection that delivered late), maybe from a leader deposed since."""
+        sent = list(self.raft.sent)[:-1] if self.options.append_faults else []
+        message = _pick(sent, pick)
+        return None if message is None else self._redeliver(message, "late")
+
+    def DuplicateAppend(self, pick: int) -> str | None:
+        """The last AppendEntries a leader sent a follower arrives a second time."""
+        latest = {m.to: m for m in self.raft.sent} if self.options.append_faults else {}
+        message = _pick([latest[rid] for rid in sorted(latest)], pick)
+        return None if message is None else self._redeliver(message, "again")
+
+    def _redeliver(self, message: Any, how: str) -> str:
+        follower = self.raft.replicas[message.to - 1]
+        before = follower.last_index()
+        # What pysyncobj alone cut the log for: a message it takes whose previous entry is not the last.
+        behind = follower.up and message.term >= follower.term and message.prev_index < before and \
+            follower.has(message.prev_index, message.prev_term)
+        self.stats["AppendEntries behind the log (pysyncobj cut it)"] += behind
+        answer = self.raft.deliver(message)
+        outcome = "ignored" if answer is None else \
+            f"answered {'success' if answer.success else 'refusal'} {answer.next_index}"
+        after = follower.last_index()
+        self.stats["AppendEntries delivered again"] += 1
+        return f"AppendEntries {message.describe()} arrives {how}: {outcome}; log end {before} -> {after}"
+
     def DropCall(self, pick: int) -> str | None:
         bag: list[object] = [*self.calls, *self.replies]
         chosen = _pick(bag, pick)
@@ -959,4 +995,5 @@ def _lease_text(reply: api.LeaseResponse | None) -> str:
     return f"{'granted' if reply.granted else 'held by ' + reply.holder}, epoch {reply.epoch}"
 
 
-__all__ = ["FAULTS", "QUEUE", "SCAVENGER", "SIM_ACTIONS", "SPEC_ACTIONS", "URGENT", "Options", "Sim"]
+__all__ = ["APPEND_FAULTS", "FAULTS", "QUEUE", "SCAVENGER", "SIM_ACTIONS", "SPEC_ACTIONS", "URGENT",
+           "Options", "Sim"]

@@ -35,8 +35,8 @@ def TypeOK(sim: Sim) -> None:
     for replica in sim.raft.replicas:
         assert replica.base_index <= replica.applied <= replica.commit <= replica.last_index(), \
             f"r{replica.rid}: base {replica.base_index} applied {replica.applied} commit {replica.commit}"
-        # Each committed index is compared once per replica: Raft never rewrites one (replicate
-        # asserts it), so what was equal stays equal.
+        # Each committed index is compared once per replica: Raft never rewrites one (a follower
+        # that would records a violation: raft.py), so what was equal stays equal.
         checked = max(sim.entries_checked.get(replica.rid, 0), replica.base_index)
         for index in range(checked + 1, replica.commit + 1):
             committed = sim.raft.committed.get(index)
