@@ -36,6 +36,11 @@ What we change about pysyncobj 0.3.17, and why:
   (`_RemovalGuard`, in the journal's path): neither a bypass nor the chunked
   AppendEntries, which our leaders never send and which are dropped, can
   reach the log unplanned.
+- A snapshot from the leader older than what the replica has applied, its
+  log going on past it, can only be a delayed or repeated one: pysyncobj
+  would clear the whole log to install it (Raft keeps what follows the
+  snapshot), dropping acknowledged entries, so the replica stops instead
+  (`_refuse_stale_install`).
 - Answers to AppendEntries carry the term they were sent in, and a leader
   takes no answer of another term: pysyncobj's carry none, and a leader
   would have counted one sent in its earlier term, about the log it had
@@ -311,7 +316,7 @@ class RaftNode:
         data_dir = Path(data_dir)
         self._snapshot_path = data_dir / "snapshot"
         self._snapshots = SnapshotWriter(store, self._snapshot_path, clock)
-        guard = _RemovalGuard()
+        guard = self._guard = _RemovalGuard()
         wal = LmdbJournal(data_dir / "wal", before_truncate=self._sync_snapshot_dir,
                           on_failure=_fail_stop, check_removal=guard.check)
         self._wal = wal
@@ -639,6 +644,8 @@ class RaftNode:
         try:
             fsync_path(Path(path))  # a received snapshot is written without fsync
             header, _ = StateStore.read_snapshot_header(Path(path))
+            if self._guard.installing:
+                self._refuse_stale_install(_entry_tuple(header["last"])[1])
             replaced = self.store.restore_snapshot(Path(path))
             mine = self.store.meta().incarnation
             if not replaced and header.get("incarnation", "") != mine:
@@ -665,6 +672,20 @@ class RaftNode:
         if position is not None and self._wal.position_of(last) == position + 1:
             self._wal.deleteEntriesTo(position)
         return last, prev, cluster
+
+    def _refuse_stale_install(self, last_index: int) -> None:
+        """pysyncobj clears the whole log to install a snapshot from the leader. Raft keeps the entries
+        after the snapshot's last when the log holds them; a snapshot older than what this replica has
+        applied, with its log going on past it, can only be a delayed or repeated one, and clearing
+        would drop entries this replica acknowledged (a later vote of its could then elect a leader
+        without them). So it stops instead (fail-stop); restarted, it has its log and state as they
+        were."""
+        applied, last_held = int(self._replica.raftLastApplied), int(self._wal[-1][1])
+        if applied >= last_index and last_held > last_index:
+            _fail_stop(LogRemovalRefused(
+                f"a snapshot at entry {last_index} from the leader, and this replica holds entries to "
+                f"{last_held}, applied to {applied}: installing it would clear acknowledged entries (a "
+                "delayed or repeated snapshot)"), "installing a snapshot")
 
     def _sync_snapshot_dir(self) -> None:
         fsync_path(self._snapshot_path.parent)
@@ -798,6 +819,7 @@ class _RemovalGuard:
     def __init__(self) -> None:
         self.allowed: int | None = None  # set only while pysyncobj handles a planned AppendEntries
         self.last_applied: Callable[[], int] = lambda: 0
+        self.installing = False  # while pysyncobj takes the last chunk of a snapshot from the leader
 
     def check(self, first_removed: int) -> None:
         applied = self.last_applied()
@@ -897,7 +919,12 @@ def _durable_transport(wal: LmdbJournal, reads: ReadIndex, guard: _RemovalGuard)
             replica = self._syncObj
             term = message.get("term")
             if "prevLogIdx" not in message or not _is_int(term) or term < replica.raftCurrentTerm:
-                super()._onMessageReceived(node, message)  # a snapshot's, or one pysyncobj ignores (old term)
+                chunk = message.get("serialized")
+                guard.installing = isinstance(chunk, tuple) and len(chunk) == 3 and bool(chunk[2])
+                try:  # a snapshot's (its last chunk installs it: _refuse_stale_install), or an old term's
+                    super()._onMessageReceived(node, message)
+                finally:
+                    guard.installing = False
                 return
             # Chunks of one large entry: our leaders never send them (APPEND_ENTRIES_BYTES), and pysyncobj
             # would append the assembled entry without a plan. Dropped unanswered, as if lost.

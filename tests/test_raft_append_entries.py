@@ -312,3 +312,25 @@ def _record_fail_stops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(raft_module, "_fail_stop", fail_stop)
     return stops
+
+
+def test_a_delayed_snapshot_older_than_the_log_stops_the_replica_instead_of_clearing_it(
+        follower: Follower, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pysyncobj clears the whole log to install a snapshot; one at entry 5 arriving after the replica
+    took entries to 10 and applied 8 (a delayed or repeated one) would drop acknowledged entries 9
+    and 10. The replica stops instead, its log as it was."""
+    stops = _record_fail_stops(monkeypatch)
+    log = take_ten_and_apply_eight(follower)
+    source = StateStore(tmp_path / "leader-state", CLUSTER)
+    snapshot = tmp_path / "leader.snapshot"
+    with open(snapshot, "wb") as out:
+        source.write_snapshot(out, {"last": raft_module._entry_json((NO_OP, 5, 1)),
+                                    "prev": raft_module._entry_json((NO_OP, 4, 1)),
+                                    "cluster": sorted(follower.members())})
+    source.close()
+    body = snapshot.read_bytes()
+    for chunk in ((body, True, False), (b"", False, True)):
+        follower.deliver({"type": "append_entries", "term": 1, "commit_index": 8, "serialized": chunk})
+    assert stops and "a snapshot at entry 5 from the leader, and this replica holds entries to 10, " \
+        "applied to 8: installing it would clear acknowledged entries" in stops[0], stops
+    assert follower.entries() == log
