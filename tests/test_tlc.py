@@ -104,10 +104,15 @@ MUTATIONS = {
 }
 
 
+# Simulated bugs the spec has no action for: the refusal cool-down is a rate (time is not modelled),
+# and Raft itself is below the spec, whose log is what Raft guarantees (tla/README.md).
+BELOW_THE_SPEC = {"planner_ignores_refusal_cooldown", "pysyncobj_append_rule"}
+
+
 def test_every_simulated_bug_has_a_spec_mutation() -> None:
     from protocol_sim.bugs import BUGS
 
-    assert sorted(MUTATIONS) == sorted(b for b in BUGS if b != "planner_ignores_refusal_cooldown")
+    assert sorted(MUTATIONS) == sorted(b for b in BUGS if b not in BELOW_THE_SPEC)
 
 
 # requeue_on_success takes TLC 70 s (the double run is deep in the model): `make test-slow` checks it.
