@@ -410,7 +410,10 @@ class LeaderCore:
     def applied(self, indices: Iterable[int]) -> None:
         """Entries applied: each session hears of the jobs they changed on its host."""
         term = self.term
-        counting = term is not None and self.settings.policy.max_pend_jobs_per_user > 0
+        # (the count follows entries only once a submit held to the limit built it: none of an exempt
+        # admin's, so a cluster only they submit to reads no event for it)
+        counting = term is not None and self.settings.policy.max_pend_jobs_per_user > 0 \
+            and term.pending.following
         if term is None or not (term.sessions or counting):
             return
         with self.state.read() as tables:
@@ -462,8 +465,9 @@ class LeaderCore:
             permission = authz.METHOD_PERMISSION.get(method)
             if permission is not None and (permission in authz.LEADER_CHECKED or caller.scope is not None):
                 self.settings.policy.require(caller, permission)
-            if getattr(request, "request_id", ""):
-                self._own_request_id(request, caller)
+            if getattr(request, "request_id", "") and method != "SubmitJobs":  # (a submit: in its own read)
+                with self.state.read() as tables:
+                    self._own_request_id(tables, request, caller)
             handler(self, term, token, request, caller)
         except ServiceError as exc:
             # A denied action (permission, scope) is recorded before the caller hears of it; bad
@@ -476,16 +480,17 @@ class LeaderCore:
                 self._propose(audit_trail.entry(note, caller, api.REFUSED, words),
                               lambda _: self._reply(token, refusal))
 
-    def _own_request_id(self, request: Any, caller: Principal) -> None:
+    @staticmethod
+    def _own_request_id(tables: Tables, request: Any, caller: Principal) -> None:
         """The client's request id made the caller's own key (controller/request_ids.py); the same id
-        for another request of the same caller is refused."""
+        for another request of the same caller is refused. In the caller's read of the state: another
+        read waits for the apply in progress (the store's lock prefers its writer)."""
         why = request_ids.problem(request.request_id)
         if why:
             raise invalid(why)
         start = request_ids.prefix(caller.name, request.request_id).encode()
         key = request_ids.owned(caller.name, request.request_id, request)
-        with self.state.read() as tables:
-            found = tables.first("requests", start)
+        found = tables.first("requests", start)
         if found is not None and found[0].startswith(start) and found[0] != key.encode():
             raise ServiceError(log.ALREADY_EXISTS,
                                f"request id {request.request_id!r} was used by {caller.name} for another "
@@ -509,9 +514,11 @@ class LeaderCore:
         self._propose(audit_trail.entry(request.audit, caller, api.DRY_RUN, words), done)
 
     def _submit(self, term: Term, token: int, request: api.SubmitJobsRequest, caller: Principal) -> None:
-        self._ensure_request_id(request)
         policy = self.settings.policy
         with self.state.read() as tables:
+            if request.request_id:
+                self._own_request_id(tables, request, caller)
+            self._ensure_request_id(request)
             earlier = fsm.read_result(tables, request.request_id)
             if earlier is not None:
                 self._reply(token, self._submitted(tables, request.request_id, earlier))

@@ -38,6 +38,11 @@ class PendingCounts:
             self._build(tables)
         return self._counts[user]
 
+    @property
+    def following(self) -> bool:
+        """Built, so following the applied entries (not until a submit held to the limit needed it)."""
+        return self._owner is not None
+
     def applied(self, events: Iterable[log.Event | None]) -> None:
         """The events of entries just applied, in order; None for one already pruned."""
         if self._owner is None:

@@ -142,6 +142,7 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
     limit_reached = _limit_reached(config.max_dispatches)
     dispatched = 0
     context = context or PassContext(jobs)
+    now_ms = context.now_ms
     # A queue's backfill (scheduler/backfill.py): its first job that finds no room holds the rest.
     modes = {q.name: q.backfill for q in queues if q.backfill and q.backfill != "any"}
     blocks: dict[str, backfill.Block] = {}
@@ -180,7 +181,7 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
             reason = by_queue[queue] = feasibility.queue_refusal(queue, usage)
         if reason is None and spec.depend and job.depend_state != api.DEPEND_SATISFIED:
             reason = dependency_reason(job)
-        if reason is None and job.not_before_ms > context.now_ms:  # its backoff: a start of its own failed
+        if reason is None and job.attempt and job.not_before_ms > now_ms:  # its backoff: its own start failed
             reason = start_retry_reason(job)
         if reason is None and (recovering or job.stray_hosts):
             reason = feasibility.safety_refusal(job, usage)
@@ -716,10 +717,10 @@ class HostIndex:
         states = self._states
         test = resreq.compiled(moving) if moving is not None else None
         order = need.requirement.order
-        avoid = need.avoid  # hosts that refused the job's owner (feasibility.refused_owner)
-        for negative_free, name in self._ranking(order).entries() if order else self._all:
-            if avoid and name in avoid:
-                continue
+        hosts: Iterable[tuple[int, str]] = self._ranking(order).entries() if order else self._all
+        if need.avoid:  # hosts that refused the job's owner (feasibility.refused_owner); rare: not per host
+            hosts = [entry for entry in hosts if entry[1] not in need.avoid]
+        for negative_free, name in hosts:
             if known is not None:
                 passes = known.get(name)
                 if passes is None:

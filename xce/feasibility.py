@@ -284,7 +284,7 @@ def job_need(job: api.Job, usage: Usage, groups_and_shared: bool = True) -> Need
                  frozenset(usage.shared()))
     if job.spec.exclusive:
         found = dataclasses.replace(found, exclusive=True)
-    if job.refused_owner:  # (set from entry format 19 only)
+    if job.attempt and job.refused_owner:  # (only a job refused before: set from entry format 19 on)
         avoid = refused_owner(job, usage)
         if avoid:
             found = dataclasses.replace(found, avoid=avoid)
