@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/xce demo
 
+# The tests that start real processes, and beside them (nice 10) the ones that compute: scripts/run_tests.py.
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python scripts/run_tests.py
 
 # The tests marked slow (longer model checks and runs, ~3 min), which `make test` skips.
 test-slow: $(STAMP)

@@ -55,6 +55,14 @@ def xce_cli(cluster: LocalCluster, *args: str) -> str:
     return done.stdout
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by it
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """A test that starts a cluster is marked `cluster` whether or not its module says so: `make test`
+    runs the two tiers side by side, and a cluster test in the computing tier would run at nice 10."""
+    if "make_cluster" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.cluster)
+
+
 @pytest.hookimpl(trylast=True)  # after -k and -m deselected theirs
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked slow (longer model checks and runs) wait for `make test-slow` (XCE_SLOW=1):

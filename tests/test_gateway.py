@@ -13,6 +13,8 @@ import pytest
 from tests.conftest import wait_until
 from xce.local_cluster import LocalCluster, LocalGateway
 
+pytestmark = pytest.mark.cluster  # real replicas and a gateway
+
 V1 = "/xce/v1"
 
 

@@ -18,6 +18,8 @@ from xce.client import Client
 from xce.local_cluster import LocalCluster, LocalGateway
 from xce.sync_follow import sync_messages
 
+pytestmark = pytest.mark.cluster  # real replicas and a gateway
+
 V1 = "/xce/v1"
 
 

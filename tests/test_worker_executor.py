@@ -51,12 +51,14 @@ def test_runs_once_and_reports_exit_code_and_usage(executor, tmp_path: Path) -> 
     ledger = tmp_path / "ledger"
     job = _job(1, "sh", "-c", f"echo x >> {ledger}; exit 4", cwd=tmp_path)
     ex.run(job)
-    ex.run(job)  # a repeat: reports again, never a second instance
+    ex.run(job)  # a repeat (while it runs, or once it ended): reports again, never a second instance
     final = _wait_final(reports, 1)
     assert final.finished.exit_code == 4 and final.finished.usage.wall_s > 0
-    ex.run(job)
+    ended = [r for r in reports if r.WhichOneof("body") == "finished"]
+    ex.run(job)  # a repeat once it surely ended: the same end, reported once more
     assert ledger.read_text() == "x\n"
-    assert [r.WhichOneof("body") for r in reports].count("finished") == 2  # repeated, not re-run
+    again = [r for r in reports if r.WhichOneof("body") == "finished"]
+    assert len(again) == len(ended) + 1 and again[-1].finished.exit_code == 4  # repeated, not re-run
 
 
 def test_start_failures_are_negative_codes_that_say_whose_fault(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
