@@ -9,6 +9,7 @@ See bench/README.md for what is measured and how.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -208,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["arbitration_pass"] = guarded("arbitration pass", arbitration_pass.run)
     report["preempt_latency"] = guarded("preemption latency", preempt_latency.run)
     report["published_figures"] = [guarded(f"published figures, {name} {mode}",
-                                           lambda name=name, mode=mode: published_figures.run(name, mode))
+                                           functools.partial(published_figures.run, name, mode))
                                    for name in ("lublin_256.swf", "lublin_256_new2.swf")
                                    for mode in ("none", "end_before")]
     report["sim_speed"] = guarded("simulation speed", sim_speed.run)
@@ -223,8 +224,43 @@ def main(argv: Sequence[str] | None = None) -> int:
             int(hosts), int(slots), int(int(hosts) * int(slots) * 0.9), 0, requirements=True))
     if not args.no_plaintext:
         report["plaintext"] = plaintext(args, levels)
+    print_summary(report, args, levels)
+    if code_version() != report["code"]:
+        report["code_after"] = code_version()
+        print(f"warning: the code changed during the run ({report['code']} -> "
+              f"{report['code_after']}); figures may mix versions")
+    line = json.dumps(report, separators=(",", ":"))
+    print(line, flush=True)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+def print_summary(report: dict[str, Any], args: argparse.Namespace, levels: list[int]) -> None:
     print(f"XCE code {report['code']}, {os.cpu_count()} CPUs, {args.seconds:g} s per level")
     print(table(report, levels))
+    print_passes(report)
+    for figures in report["published_figures"]:
+        if "bsld" in figures:
+            print(f"published figures, {figures['trace']} backfill={figures['backfill']}: bsld "
+                  f"{figures['bsld']} (published {figures['published']}, off {figures['off_pct']} %), "
+                  f"{figures['jobs_per_s']} jobs/s")
+    for figures in report["sim_speed"].get("runs", ()):
+        print(sim_speed.summary(figures))
+    if "rest" in report["gateway"]:
+        print(gateway_bench.summary(report["gateway"]))
+    if "placements_per_s" in report.get("fleet", {}):
+        print(fleet.summary(report["fleet"]))
+    if "placements_per_s" in report.get("fleet_requirements", {}):
+        print(fleet.summary(report["fleet_requirements"]).splitlines()[0])
+    if "plaintext" in report:
+        print(security_table(report, levels))
+    for kind, load in report["xce"].get("reads", {}).items():
+        print(f"GetJob, {max(levels)} clients, {kind}: {load.get('per_s')} reads/s, "
+              f"p50 {load.get('p50_ms')} ms, p99 {load.get('p99_ms')} ms")
+
+
+def print_passes(report: dict[str, Any]) -> None:
     sched = report["scheduler_pass"]
     if "pass_s_median" in sched:
         print(f"scheduler pass, {sched['jobs']:,} pending jobs on {sched['hosts']:,} hosts: "
@@ -246,33 +282,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"preemption latency: submit -> victims suspended p50 {latency['suspended_ms_p50']} ms, p99 "
               f"{latency['suspended_ms_p99']} ms; -> preemptor running p50 {latency['running_ms_p50']} ms, "
               f"p99 {latency['running_ms_p99']} ms")
-    for figures in report["published_figures"]:
-        if "bsld" in figures:
-            print(f"published figures, {figures['trace']} backfill={figures['backfill']}: bsld "
-                  f"{figures['bsld']} (published {figures['published']}, off {figures['off_pct']} %), "
-                  f"{figures['jobs_per_s']} jobs/s")
-    for figures in report["sim_speed"].get("runs", ()):
-        print(sim_speed.summary(figures))
-    if "rest" in report["gateway"]:
-        print(gateway_bench.summary(report["gateway"]))
-    if "placements_per_s" in report.get("fleet", {}):
-        print(fleet.summary(report["fleet"]))
-    if "placements_per_s" in report.get("fleet_requirements", {}):
-        print(fleet.summary(report["fleet_requirements"]).splitlines()[0])
-    if "plaintext" in report:
-        print(security_table(report, levels))
-    for kind, load in report["xce"].get("reads", {}).items():
-        print(f"GetJob, {max(levels)} clients, {kind}: {load.get('per_s')} reads/s, "
-              f"p50 {load.get('p50_ms')} ms, p99 {load.get('p99_ms')} ms")
-    if code_version() != report["code"]:
-        report["code_after"] = code_version()
-        print(f"warning: the code changed during the run ({report['code']} -> "
-              f"{report['code_after']}); figures may mix versions")
-    line = json.dumps(report, separators=(",", ":"))
-    print(line, flush=True)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=1) + "\n")
-    return 0
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import time
 from collections import Counter as Tally
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 from fastapi import FastAPI, Query, Request, Response
@@ -127,17 +128,36 @@ def make_app(backend: Backend, max_event_streams: int = 16) -> FastAPI:
         """Prometheus metrics: counts only, no key needed (as a daemon's /metrics)."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    async def call(request: Request, work: Callable[[Client], T]) -> T:
-        client = backend.client(api_key(request))
+    call = Caller(backend)
+    _add_problem_handlers(app)
+    dashboard_routes.add_routes(app, backend, read_json)
+    _add_job_routes(app, call)
+    _add_cluster_routes(app, call)
+    _add_event_routes(app, backend, call, hubs, EventStreams(followers, streams_of, max_event_streams))
+    _add_key_routes(app, call)
+    return app
+
+
+class Caller:
+    """A request's work on a client of the cluster with the request's key, off the event loop."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    async def __call__(self, request: Request, work: Callable[[Client], T]) -> T:
+        client = self.backend.client(api_key(request))
         try:
             return await run_in_threadpool(work, client)
         finally:
-            backend.learned(client)
+            self.backend.learned(client)
 
-    def problem_response(request: Request, problem: Problem) -> JSONResponse:
-        return JSONResponse(problems.body(problem, request.url.path), problem.status,
-                            problems.headers(problem), media_type=problems.PROBLEM_TYPE)
 
+def problem_response(request: Request, problem: Problem) -> JSONResponse:
+    return JSONResponse(problems.body(problem, request.url.path), problem.status,
+                        problems.headers(problem), media_type=problems.PROBLEM_TYPE)
+
+
+def _add_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
         return problem_response(request, exc)
@@ -163,9 +183,9 @@ def make_app(backend: Backend, max_event_streams: int = 16) -> FastAPI:
         return problem_response(request, Problem(500, f"internal error ({type(exc).__name__}); see the "
                                                       "gateway's log"))
 
-    dashboard_routes.add_routes(app, backend, read_json)
 
-    # ------------------------------------------------------------------ jobs
+
+def _add_job_routes(app: FastAPI, call: Caller) -> None:
 
     @app.post(f"{PREFIX}/jobs", status_code=201, summary="Submit jobs (one spec, or {\"jobs\": [...]})")
     async def submit(request: Request, response: Response, dry_run: bool = False) -> dict[str, Any]:
@@ -238,7 +258,8 @@ def make_app(backend: Backend, max_event_streams: int = 16) -> FastAPI:
                                                     api.ListAuditResponse))
         return {"records": render.messages(page.records), "next_page_token": page.next_page_token}
 
-    # ------------------------------------------------------------------ cluster
+
+def _add_cluster_routes(app: FastAPI, call: Caller) -> None:
 
     @app.get(f"{PREFIX}/hosts", summary="Hosts, host groups and shared resources")
     async def hosts(request: Request, stale: bool = False) -> dict[str, Any]:
@@ -268,7 +289,20 @@ def make_app(backend: Backend, max_event_streams: int = 16) -> FastAPI:
     async def whoami(request: Request) -> dict[str, Any]:
         return render.message(await call(request, lambda c: c.who_am_i()))
 
-    # ------------------------------------------------------------------ events
+
+@dataclass
+class EventStreams:
+    """The event streams open: the gauge, each principal's count, and the bound on it."""
+
+    followers: Gauge
+    streams_of: Tally[str]
+    max_per_user: int
+
+
+def _add_event_routes(app: FastAPI, backend: Backend, call: Caller, hubs: list[EventHub],
+                      open_streams: EventStreams) -> None:
+    streams_of, max_event_streams = open_streams.streams_of, open_streams.max_per_user
+
 
     @app.get(f"{PREFIX}/events", summary="Server-sent events: job, host and queue changes as they commit",
              response_class=StreamingResponse)
@@ -305,12 +339,13 @@ def make_app(backend: Backend, max_event_streams: int = 16) -> FastAPI:
                     raise unavailable(hub)
                 break  # an id from ahead of this cluster (another one, or restored): resync below
             await asyncio.sleep(0.05)
-        return StreamingResponse(counted(followers, follow(hub, audience, position, backend.client(key)),
-                                         streams_of, me.name),
+        stream = follow(hub, audience, position, backend.client(key))
+        return StreamingResponse(counted(open_streams.followers, stream, streams_of, me.name),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
-    # ------------------------------------------------------------------ keys
+
+def _add_key_routes(app: FastAPI, call: Caller) -> None:
 
     @app.post(f"{PREFIX}/apikeys", status_code=201, summary="Make an API key (admins); shown only here")
     async def create_key(request: Request) -> dict[str, Any]:
@@ -329,8 +364,6 @@ def make_app(backend: Backend, max_event_streams: int = 16) -> FastAPI:
     @app.delete(f"{PREFIX}/apikeys/{{key_id}}", summary="Revoke an API key by id")
     async def revoke_key(request: Request, key_id: str) -> dict[str, Any]:
         return render.message((await call(request, lambda c: c.revoke_token(key_id))).token)
-
-    return app
 
 
 async def counted(gauge: Gauge, stream: AsyncGenerator[bytes, None], streams_of: Tally[str],

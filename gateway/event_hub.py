@@ -181,40 +181,9 @@ class EventHub:
         """The events after `position` read from the events table on a stream of the gateway's own,
         until `done(place)` (the buffer reaches back to it). A compacted range yields a Gap."""
         async with self._catch_ups:
-            queue: asyncio.Queue[sse.Message | Gap | BaseException | None] = asyncio.Queue(maxsize=1000)
-            stop = threading.Event()
-            start = position.revision if position.index < 0 else position.revision - 1
-
-            def put(item: sse.Message | Gap | BaseException | None) -> bool:
-                """Hand `item` to the client's task; False once the client is gone."""
-                handed = asyncio.run_coroutine_threadsafe(queue.put(item), self._loop)
-                while True:
-                    try:
-                        handed.result(timeout=0.5)
-                        return True
-                    except concurrent.futures.TimeoutError:
-                        if stop.is_set():
-                            handed.cancel()
-                            return False
-
-            def read() -> None:
-                last = [start]
-                classifier = sse.Classifier(complete=start == 0)
-                try:
-                    for message in sync_messages(self.client(), True, lambda: last[0], stop):
-                        if message.HasField("event"):
-                            last[0] = message.event.revision
-                            for item in classifier.messages(message.event):
-                                if item.after(position) and not put(item):
-                                    return
-                            if not put(None):  # a mark between events: the client may switch here
-                                return
-                except XceError as exc:
-                    put(Gap(0, exc.message) if exc.code_name == "OUT_OF_RANGE" else exc)
-                except BaseException as exc:  # noqa: BLE001 - handed to the client's task
-                    put(exc)
-
-            thread = threading.Thread(target=read, name="event-catch-up", daemon=True)
+            reader = _CatchUp(self.client, self._loop, position)
+            queue, stop = reader.queue, reader.stop
+            thread = threading.Thread(target=reader.read, name="event-catch-up", daemon=True)
             thread.start()
             place = position
             try:
@@ -232,6 +201,47 @@ class EventHub:
                     place = sse.Position(item.revision, -1 if item.last else item.index)
             finally:
                 stop.set()  # the reader ends at its next message (progress marks come every second)
+
+
+class _CatchUp:
+    """The thread side of one catch-up: reads the events table from `position` on a stream of its
+    own and hands each item to the client's task, until that task sets `stop`."""
+
+    def __init__(self, client: Callable[[], Client], loop: asyncio.AbstractEventLoop,
+                 position: sse.Position) -> None:
+        self.client, self.loop, self.position = client, loop, position
+        self.queue: asyncio.Queue[sse.Message | Gap | BaseException | None] = asyncio.Queue(maxsize=1000)
+        self.stop = threading.Event()
+        self.start = position.revision if position.index < 0 else position.revision - 1
+
+    def put(self, item: sse.Message | Gap | BaseException | None) -> bool:
+        """Hand `item` to the client's task; False once the client is gone."""
+        handed = asyncio.run_coroutine_threadsafe(self.queue.put(item), self.loop)
+        while True:
+            try:
+                handed.result(timeout=0.5)
+                return True
+            except concurrent.futures.TimeoutError:
+                if self.stop.is_set():
+                    handed.cancel()
+                    return False
+
+    def read(self) -> None:
+        last = [self.start]
+        classifier = sse.Classifier(complete=self.start == 0)
+        try:
+            for message in sync_messages(self.client(), True, lambda: last[0], self.stop):
+                if message.HasField("event"):
+                    last[0] = message.event.revision
+                    for item in classifier.messages(message.event):
+                        if item.after(self.position) and not self.put(item):
+                            return
+                    if not self.put(None):  # a mark between events: the client may switch here
+                        return
+        except XceError as exc:
+            self.put(Gap(0, exc.message) if exc.code_name == "OUT_OF_RANGE" else exc)
+        except BaseException as exc:  # noqa: BLE001 - handed to the client's task
+            self.put(exc)
 
 
 def unavailable(hub: EventHub) -> Problem:

@@ -196,8 +196,14 @@ def build(gateway: Gateway, verifier: KeyVerifier | None = None, url: str = "") 
                                                       resource_server_url=None)
     server: MCPServer = MCPServer(name="xce", title="XCE batch workload manager", instructions=INSTRUCTIONS,
                                   version="1", token_verifier=verifier, auth=auth)
+    # In this order: an agent is shown the tools as they were added, reads first.
+    _add_read_tools(server, gateway)
+    _add_write_tools(server, gateway)
+    _add_advanced_tools(server, gateway)
+    return server
 
-    # ------------------------------------------------------------------ reads
+
+def _add_read_tools(server: MCPServer, gateway: Gateway) -> None:
 
     @server.tool(name="scheduler_cluster_status",
                  description="The cluster at a glance: replicas and leader, hosts and slots, queues, "
@@ -276,7 +282,8 @@ def build(gateway: Gateway, verifier: KeyVerifier | None = None, url: str = "") 
     async def job_output(job_id: str, stream: str = "stdout", tail_bytes: int = 4096) -> dict[str, Any]:
         return await gateway.output(job_id, stream, tail_bytes)
 
-    # ------------------------------------------------------------------ writes
+
+def _add_write_tools(server: MCPServer, gateway: Gateway) -> None:
 
     @server.tool(name="scheduler_submit",
                  description="Submit a job from a template: general_serial (one slot), multi_core (slots on "
@@ -329,7 +336,8 @@ def build(gateway: Gateway, verifier: KeyVerifier | None = None, url: str = "") 
         done = await gateway.send("PATCH", f"/jobs/{quoted(job_id)}", change, dry_run)
         return {"dry_run": done["dry_run"], "job": row(done["job"])} if dry_run else {"job": row(done)}
 
-    # ------------------------------------------------------------------ advanced
+
+def _add_advanced_tools(server: MCPServer, gateway: Gateway) -> None:
 
     @server.tool(name="scheduler_wait_job",
                  description="Wait until a job ends (DONE or EXIT), up to timeout_s; reports progress as its "
@@ -391,8 +399,6 @@ def build(gateway: Gateway, verifier: KeyVerifier | None = None, url: str = "") 
         if partial:
             estimate["assumed"].append(f"only the first {len(jobs)} jobs were read")
         return estimate
-
-    return server
 
 
 def run_stdio(gateway_url: str, key: str) -> int:

@@ -30,7 +30,7 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from xce.credentials import Credentials
 from xce.hpack_tables import HUFFMAN_CODES, HUFFMAN_LENGTHS, STATIC_TABLE
@@ -314,64 +314,91 @@ class Connection:
     def _handle(self, kind: int, flags: int, on: int, payload: bytes) -> None:
         """One frame from the server, whichever stream it belongs to: header blocks are always
         decoded (HPACK's table is the connection's), the active call's state follows the rest."""
-        active = self.active
-        if kind in (HEADERS, CONTINUATION):
-            if kind == HEADERS:
-                payload = _unpad(flags, payload)
-                if flags & PRIORITY:
-                    payload = payload[5:]
-                self._block_stream, self._block_ends = on, bool(flags & END_STREAM)
-                self._block = bytearray()
-            elif on != self._block_stream:
-                raise ValueError("CONTINUATION of another stream")
-            self._block += payload
-            if flags & END_HEADERS:
-                decoded = self.decoder.decode(bytes(self._block))
-                if on == active.id:
-                    active.headers += decoded
-                    active.done = active.done or self._block_ends
-        elif kind == DATA:
-            self._consumed(on, len(payload))
+        handler = self._HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, flags, on, payload)
+
+    def _headers(self, flags: int, on: int, payload: bytes) -> None:
+        payload = _unpad(flags, payload)
+        if flags & PRIORITY:
+            payload = payload[5:]
+        self._block_stream, self._block_ends = on, bool(flags & END_STREAM)
+        self._block = bytearray()
+        self._header_block(flags, on, payload)
+
+    def _continuation(self, flags: int, on: int, payload: bytes) -> None:
+        if on != self._block_stream:
+            raise ValueError("CONTINUATION of another stream")
+        self._header_block(flags, on, payload)
+
+    def _header_block(self, flags: int, on: int, payload: bytes) -> None:
+        self._block += payload
+        if flags & END_HEADERS:
+            decoded = self.decoder.decode(bytes(self._block))
+            active = self.active
             if on == active.id:
-                active.body += _unpad(flags, payload)
-                body = active.body
-                while len(body) >= 5:
-                    length = struct.unpack(">I", body[1:5])[0]
-                    if length > MAX_MESSAGE:
-                        raise RpcFailure("RESOURCE_EXHAUSTED", f"a response message of {length} bytes")
-                    if len(body) < 5 + length:
-                        break
-                    if body[0]:
-                        raise RpcFailure("INTERNAL", "a compressed response, which was not asked for")
-                    active.messages.append(bytes(body[5:5 + length]))
-                    del body[:5 + length]
-                active.done = active.done or bool(flags & END_STREAM)
-        elif kind == RST_STREAM and on == active.id:
+                active.headers += decoded
+                active.done = active.done or self._block_ends
+
+    def _data(self, flags: int, on: int, payload: bytes) -> None:
+        self._consumed(on, len(payload))
+        active = self.active
+        if on != active.id:
+            return
+        active.body += _unpad(flags, payload)
+        body = active.body
+        while len(body) >= 5:
+            length = struct.unpack(">I", body[1:5])[0]
+            if length > MAX_MESSAGE:
+                raise RpcFailure("RESOURCE_EXHAUSTED", f"a response message of {length} bytes")
+            if len(body) < 5 + length:
+                break
+            if body[0]:
+                raise RpcFailure("INTERNAL", "a compressed response, which was not asked for")
+            active.messages.append(bytes(body[5:5 + length]))
+            del body[:5 + length]
+        active.done = active.done or bool(flags & END_STREAM)
+
+    def _reset(self, flags: int, on: int, payload: bytes) -> None:
+        if on == self.active.id:
             self.close()
             raise RpcFailure("UNAVAILABLE", "the server reset the call")
-        elif kind == GOAWAY:
-            last_stream = struct.unpack(">I", payload[:4])[0] & 0x7FFFFFFF if len(payload) >= 4 else 0
-            self.going_away = True  # no new call on this connection
-            if active.id > last_stream:
-                self.close()
-                raise RpcFailure("UNAVAILABLE", "the server is going away")
-        elif kind == SETTINGS and not flags & ACK:
-            for i in range(0, len(payload) - 5, 6):
-                key, value = struct.unpack(">HI", payload[i:i + 6])
-                if key == SETTINGS_INITIAL_WINDOW_SIZE:
-                    self.window += value - self.stream_window_initial  # RFC 9113 6.9.2
-                    self.stream_window_initial = value
-                elif key == SETTINGS_MAX_FRAME_SIZE:
-                    self.max_frame = value
-            self.sock.sendall(frame(SETTINGS, ACK, 0))
-        elif kind == PING and not flags & ACK:
+
+    def _goaway(self, flags: int, on: int, payload: bytes) -> None:
+        last_stream = struct.unpack(">I", payload[:4])[0] & 0x7FFFFFFF if len(payload) >= 4 else 0
+        self.going_away = True  # no new call on this connection
+        if self.active.id > last_stream:
+            self.close()
+            raise RpcFailure("UNAVAILABLE", "the server is going away")
+
+    def _settings(self, flags: int, on: int, payload: bytes) -> None:
+        if flags & ACK:
+            return
+        for i in range(0, len(payload) - 5, 6):
+            key, value = struct.unpack(">HI", payload[i:i + 6])
+            if key == SETTINGS_INITIAL_WINDOW_SIZE:
+                self.window += value - self.stream_window_initial  # RFC 9113 6.9.2
+                self.stream_window_initial = value
+            elif key == SETTINGS_MAX_FRAME_SIZE:
+                self.max_frame = value
+        self.sock.sendall(frame(SETTINGS, ACK, 0))
+
+    def _ping(self, flags: int, on: int, payload: bytes) -> None:
+        if not flags & ACK:
             self.sock.sendall(frame(PING, ACK, 0, payload))
-        elif kind == WINDOW_UPDATE and len(payload) == 4:
-            increment = struct.unpack(">I", payload)[0] & 0x7FFFFFFF
-            if on == 0:
-                self.send_window += increment
-            elif on == active.id:
-                self.window += increment
+
+    def _window_update(self, flags: int, on: int, payload: bytes) -> None:
+        if len(payload) != 4:
+            return
+        increment = struct.unpack(">I", payload)[0] & 0x7FFFFFFF
+        if on == 0:
+            self.send_window += increment
+        elif on == self.active.id:
+            self.window += increment
+
+    _HANDLERS: dict[int, Callable[[Connection, int, int, bytes], None]] = {
+        HEADERS: _headers, CONTINUATION: _continuation, DATA: _data, RST_STREAM: _reset,
+        GOAWAY: _goaway, SETTINGS: _settings, PING: _ping, WINDOW_UPDATE: _window_update}
 
     def _consumed(self, stream: int, size: int) -> None:
         """Keep the receive windows open: a long stream (a snapshot of gigabytes) never stalls."""

@@ -112,45 +112,16 @@ def read(path: Path) -> Recording:
 def parse(lines: Iterable[str], name: str) -> Recording:
     recording: Recording | None = None
     ended = False
-    last = 0
     number = 0
     for number, line in enumerate(lines, 1):
-        if not line.endswith("\n"):
-            raise RecordingError(f"{name}:{number}: truncated recording: the last line is incomplete")
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise RecordingError(f"{name}:{number}: not a JSON line ({exc.msg})") from None
-        if not isinstance(record, dict):
-            raise RecordingError(f"{name}:{number}: not a JSON object")
+        record = _json_line(line, name, number)
         if recording is None:
             recording = _header(record, name)
-            last = recording.from_revision
             continue
         if ended:
             raise RecordingError(f"{name}:{number}: a line after the end record")
         try:
-            if "baseline" in record:
-                if recording.events:
-                    raise ValueError("a baseline row after the events")
-                table = _table(record["baseline"])
-                recording.baseline[table][_key_in(table, record["key"])] = _value_in(table, record["value"])
-            elif "revision" in record:
-                event = _event(record)
-                if event.revision <= last:
-                    raise ValueError(f"revision {event.revision} is not after {last}")
-                last = event.revision
-                recording.events.append(event)
-            elif "end" in record:
-                end = record["end"]
-                count = len(recording.events)
-                if end.get("revision") != recording.last_revision or end.get("events") != count:
-                    raise ValueError(f"the end record says revision {end.get('revision')} and "
-                                     f"{end.get('events')} events; the file holds {len(recording.events)} "
-                                     f"events to revision {recording.last_revision}")
-                ended = True
-            else:
-                raise ValueError(f"neither a baseline row, an event nor the end: keys {sorted(record)}")
+            ended = _take(recording, record)
         except (KeyError, TypeError, ValueError, json_format.ParseError) as exc:
             what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
             raise RecordingError(f"{name}:{number}: {what}") from None
@@ -160,6 +131,44 @@ def parse(lines: Iterable[str], name: str) -> Recording:
         raise RecordingError(f"{name}: truncated recording: no end record after line {number} (revision "
                              f"{recording.last_revision}); the recorder stopped before it finished")
     return recording
+
+
+def _json_line(line: str, name: str, number: int) -> dict[str, Any]:
+    if not line.endswith("\n"):
+        raise RecordingError(f"{name}:{number}: truncated recording: the last line is incomplete")
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise RecordingError(f"{name}:{number}: not a JSON line ({exc.msg})") from None
+    if not isinstance(record, dict):
+        raise RecordingError(f"{name}:{number}: not a JSON object")
+    return record
+
+
+def _take(recording: Recording, record: dict[str, Any]) -> bool:
+    """One line after the header into the recording; whether it was the end record."""
+    if "baseline" in record:
+        if recording.events:
+            raise ValueError("a baseline row after the events")
+        table = _table(record["baseline"])
+        recording.baseline[table][_key_in(table, record["key"])] = _value_in(table, record["value"])
+        return False
+    if "revision" in record:
+        event = _event(record)
+        last = recording.last_revision
+        if event.revision <= last:
+            raise ValueError(f"revision {event.revision} is not after {last}")
+        recording.events.append(event)
+        return False
+    if "end" in record:
+        end = record["end"]
+        count = len(recording.events)
+        if end.get("revision") != recording.last_revision or end.get("events") != count:
+            raise ValueError(f"the end record says revision {end.get('revision')} and "
+                             f"{end.get('events')} events; the file holds {len(recording.events)} "
+                             f"events to revision {recording.last_revision}")
+        return True
+    raise ValueError(f"neither a baseline row, an event nor the end: keys {sorted(record)}")
 
 
 def _header(record: dict[str, Any], name: str) -> Recording:

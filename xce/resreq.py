@@ -435,65 +435,95 @@ def compiled(expr: Expr) -> Callable[[Mapping[str, Value]], bool]:
     return lambda host: _truth(value(host)) is True
 
 
-def _compiled(expr: Expr) -> Callable[[Mapping[str, Value]], object]:
-    kind = expr[0]
-    if kind == "num" or kind == "str":
-        constant = expr[1]
-        return lambda host: constant
-    if kind == "name":
-        name = expr[1]
-        return lambda host: host.get(name, _UNDEFINED)
-    if kind == "defined":
-        name = expr[1]
-        return lambda host: name in host
-    if kind == "not":
-        inner = _compiled(expr[1])
-        return lambda host: not _truth(inner(host))
-    if kind == "and" or kind == "or":
-        left, right = _compiled(expr[1]), _compiled(expr[2])
-        if kind == "and":
-            return lambda host: bool(_truth(left(host)) and _truth(right(host)))
-        return lambda host: bool(_truth(left(host)) or _truth(right(host)))
-    if kind == "neg":
-        inner = _compiled(expr[1])
+Compiled = Callable[[Mapping[str, Value]], object]
 
-        def negated(host: Mapping[str, Value]) -> object:
-            operand = inner(host)
-            return -float(operand) if _is_number(operand) else _UNDEFINED  # type: ignore[arg-type]
-        return negated
-    if kind == "arith":
-        op, left, right = expr[1], _compiled(expr[2]), _compiled(expr[3])
 
-        def arith(host: Mapping[str, Value]) -> object:
-            a, b = left(host), right(host)
-            if not (_is_number(a) and _is_number(b)):
-                return _UNDEFINED
-            x, y = float(a), float(b)  # type: ignore[arg-type]
-            if op == "/":
-                return x / y if y else _UNDEFINED
-            return x + y if op == "+" else x - y if op == "-" else x * y
-        return arith
-    if kind == "cmp":
-        op, left_expr, right_expr = expr[1], expr[2], expr[3]
-        left, right = _compiled(left_expr), _compiled(right_expr)
-        left_word = left_expr[1] if left_expr[0] == "name" else None
-        right_word = right_expr[1] if right_expr[0] == "name" else None
+def _compiled(expr: Expr) -> Compiled:
+    compile_kind = _COMPILERS.get(expr[0])
+    if compile_kind is None:
+        raise ValueError(f"not an expression: {expr[0]}")
+    return compile_kind(expr)
 
-        def compare(host: Mapping[str, Value]) -> object:
-            a, b = left(host), right(host)
-            if a is _UNDEFINED and left_word is not None and isinstance(b, str):
-                a = left_word
-            if b is _UNDEFINED and right_word is not None and isinstance(a, str):
-                b = right_word
-            if a is _UNDEFINED or b is _UNDEFINED:
+
+def _compiled_constant(expr: Expr) -> Compiled:
+    constant = expr[1]
+    return lambda host: constant
+
+
+def _compiled_name(expr: Expr) -> Compiled:
+    name = expr[1]
+    return lambda host: host.get(name, _UNDEFINED)
+
+
+def _compiled_defined(expr: Expr) -> Compiled:
+    name = expr[1]
+    return lambda host: name in host
+
+
+def _compiled_not(expr: Expr) -> Compiled:
+    inner = _compiled(expr[1])
+    return lambda host: not _truth(inner(host))
+
+
+def _compiled_and(expr: Expr) -> Compiled:
+    left, right = _compiled(expr[1]), _compiled(expr[2])
+    return lambda host: bool(_truth(left(host)) and _truth(right(host)))
+
+
+def _compiled_or(expr: Expr) -> Compiled:
+    left, right = _compiled(expr[1]), _compiled(expr[2])
+    return lambda host: bool(_truth(left(host)) or _truth(right(host)))
+
+
+def _compiled_neg(expr: Expr) -> Compiled:
+    inner = _compiled(expr[1])
+
+    def negated(host: Mapping[str, Value]) -> object:
+        operand = inner(host)
+        return -float(operand) if _is_number(operand) else _UNDEFINED  # type: ignore[arg-type]
+    return negated
+
+
+def _compiled_arith(expr: Expr) -> Compiled:
+    op, left, right = expr[1], _compiled(expr[2]), _compiled(expr[3])
+
+    def arith(host: Mapping[str, Value]) -> object:
+        a, b = left(host), right(host)
+        if not (_is_number(a) and _is_number(b)):
+            return _UNDEFINED
+        x, y = float(a), float(b)  # type: ignore[arg-type]
+        if op == "/":
+            return x / y if y else _UNDEFINED
+        return x + y if op == "+" else x - y if op == "-" else x * y
+    return arith
+
+
+def _compiled_cmp(expr: Expr) -> Compiled:
+    op, left_expr, right_expr = expr[1], expr[2], expr[3]
+    left, right = _compiled(left_expr), _compiled(right_expr)
+    left_word = left_expr[1] if left_expr[0] == "name" else None
+    right_word = right_expr[1] if right_expr[0] == "name" else None
+
+    def compare(host: Mapping[str, Value]) -> object:
+        a, b = left(host), right(host)
+        if a is _UNDEFINED and left_word is not None and isinstance(b, str):
+            a = left_word
+        if b is _UNDEFINED and right_word is not None and isinstance(a, str):
+            b = right_word
+        if a is _UNDEFINED or b is _UNDEFINED:
+            return False
+        if isinstance(a, str) or isinstance(b, str):
+            if not (isinstance(a, str) and isinstance(b, str)):
                 return False
-            if isinstance(a, str) or isinstance(b, str):
-                if not (isinstance(a, str) and isinstance(b, str)):
-                    return False
-                return _OPS[op](a, b)
-            return _OPS[op](float(a), float(b))  # type: ignore[arg-type]
-        return compare
-    raise ValueError(f"not an expression: {kind}")
+            return _OPS[op](a, b)
+        return _OPS[op](float(a), float(b))  # type: ignore[arg-type]
+    return compare
+
+
+_COMPILERS: dict[str, Callable[[Expr], Compiled]] = {
+    "num": _compiled_constant, "str": _compiled_constant, "name": _compiled_name,
+    "defined": _compiled_defined, "not": _compiled_not, "and": _compiled_and, "or": _compiled_or,
+    "neg": _compiled_neg, "arith": _compiled_arith, "cmp": _compiled_cmp}
 
 
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
