@@ -5,8 +5,9 @@ believes leads, asking for the events after the view's revision (a snapshot
 comes instead when that is too old or the view is empty). A follower's
 refusal names the leader, which it follows at once; a dead replica, no
 leader, or "resync required" (OUT_OF_RANGE: its revision was compacted)
-moves it on after a capped, jittered backoff, the last also clearing its
-revision so the next stream starts with a snapshot. A stream that stays
+moves it on after a capped, jittered backoff (the route every client
+follows: xce/leader_route.py), the last also clearing its revision so the
+next stream starts with a snapshot. A stream that stays
 silent for SILENCE_S (no event, no progress mark) is cancelled and
 reconnected. It never gives up until stopped.
 """
@@ -24,6 +25,7 @@ from scheduler.view import View
 from xce.clock import REAL_CLOCK, Clock
 from xce.credentials import Credentials
 from xce.grpc_transport import channel_options, leader_hint
+from xce.leader_route import LeaderRoute
 from xce.v1 import log_pb2 as log
 
 log_ = logging.getLogger("xce.scheduler")
@@ -42,9 +44,8 @@ class Follower:
         self.view = view or View()
         self.lock = threading.Lock()  # held while the view changes; readers take it too
         self._on_change = on_change
-        self._rng = rng or random.Random()
+        self._route = LeaderRoute(self.addresses, rng or random.Random(), MAX_BACKOFF_S, INITIAL_BACKOFF_S)
         self._clock = clock
-        self._target = self.addresses[0]
         self._stop = threading.Event()
         self._call: grpc.Call | None = None
         self.serving: str | None = None  # the replica whose stream is open and has spoken: it leads
@@ -68,27 +69,25 @@ class Follower:
             self._thread.join(timeout=10)
 
     def run(self) -> None:
-        backoff = INITIAL_BACKOFF_S
+        route = self._route
         while not self._stop.is_set():
-            target = self._target
+            target = route.target
             try:
                 self._stream(target)
-                backoff = INITIAL_BACKOFF_S
             except grpc.RpcError as exc:
                 code = exc.code()
                 leader = leader_hint(exc)
-                if leader and leader != target:
-                    self._target = leader
+                if leader and leader != target and route.redirected(target, leader):
                     continue
                 if code == grpc.StatusCode.OUT_OF_RANGE:
                     with self.lock:
                         self.view.compacted()
                     continue
-                self._target = self._next(target)
+                if not leader or leader == target:
+                    route.failed(target)
                 if not self._stop.is_set():
                     log_.info("sync: %s from %s: %s", code.name, target, exc.details())
-            self._stop.wait(backoff * (0.5 + self._rng.random()))
-            backoff = min(backoff * 2, MAX_BACKOFF_S)
+            self._stop.wait(route.pause_s())
 
     def _stream(self, target: str) -> None:
         with self.credentials.channel(target, channel_options()) as channel:
@@ -108,6 +107,7 @@ class Follower:
                 for message in call:
                     self._last_heard = self._clock.monotonic_s()
                     self.serving = target
+                    self._route.reset()  # it served: a failure after this one is a first one
                     with self.lock:
                         self.view.apply(message)
                     kind = message.WhichOneof("body")
@@ -130,10 +130,5 @@ class Follower:
         while not self._stop.wait(0.5):
             call = self._call
             if call is not None and self._clock.monotonic_s() - self._last_heard > SILENCE_S:
-                log_.info("sync: %s silent for %.0f s; reconnecting", self._target, SILENCE_S)
+                log_.info("sync: %s silent for %.0f s; reconnecting", self._route.target, SILENCE_S)
                 call.cancel()
-
-    def _next(self, address: str) -> str:
-        if address not in self.addresses:
-            return self.addresses[0]
-        return self.addresses[(self.addresses.index(address) + 1) % len(self.addresses)]

@@ -23,6 +23,7 @@ from google.protobuf.message import Message
 
 from xce.credentials import Credentials
 from xce.http2 import RpcFailure
+from xce.leader_route import LeaderRoute
 from xce.v1 import api_pb2 as api
 
 if TYPE_CHECKING:
@@ -76,18 +77,12 @@ class Client:
                  call_timeout_s: float = 5.0,
                  max_backoff_s: float = 0.1, rng: random.Random | None = None,
                  follow_leader: bool = True, transport: Transport | None = None) -> None:
-        if not addresses:
-            raise ValueError("no controller addresses")
-        self.addresses = list(addresses)
+        self.route = LeaderRoute(addresses, rng or random.Random(), max_backoff_s)
+        self.addresses = self.route.addresses
         self.credentials = credentials
         self.deadline_s = deadline_s
         self.call_timeout_s = call_timeout_s
-        # Short: an election takes well under a second, and a client that
-        # backs off for seconds turns a 0.7 s failover into a 2 s one.
-        self.max_backoff_s = max_backoff_s
         self.follow_leader = follow_leader
-        self._rng = rng or random.Random()
-        self._target = self.addresses[0]
         if transport is None:
             from xce.grpc_transport import GrpcTransport
 
@@ -294,11 +289,11 @@ class Client:
     def _retrying(self, attempt: Callable[[str, float], T]) -> T:
         """attempt(target, timeout) until it returns, following leader hints, retrying what may pass."""
         deadline = time.monotonic() + self.deadline_s
-        backoff = 0.02
+        route = self.route
+        route.reset()
         last = ""
-        hops = 0  # redirects followed without a pause; bounded in case two replicas point at each other
         while True:
-            target = self._target
+            target = route.target
             try:
                 return attempt(target, min(self.call_timeout_s, max(0.1, deadline - time.monotonic())))
             except (RpcFailure, StopIteration) as exc:
@@ -306,36 +301,27 @@ class Client:
                 code, details = failure.code, failure.details
                 leader = hint(failure.trailers)
                 if code == "FAILED_PRECONDITION" and leader and self.follow_leader:
-                    self._target = leader
                     self.redirects += 1
-                    hops += 1
-                    if leader != target and hops <= len(self.addresses):
+                    if route.redirected(target, leader):
                         continue
-                    hops = 0
                 elif code not in RETRYABLE:
                     raise XceError(code, details) from None
                 else:
-                    self._target = self._next(target)
+                    route.failed(target)
                 last = f"{code}: {details}"
             self.retries += 1
-            if time.monotonic() + backoff > deadline:
+            if time.monotonic() + route.next_pause_s() > deadline:
                 raise XceError("UNAVAILABLE", f"gave up after {self.deadline_s:.0f} s: {last}")
-            time.sleep(backoff * (0.5 + self._rng.random()))
-            backoff = min(backoff * 2, self.max_backoff_s)
+            time.sleep(route.pause_s())
 
     def prefer(self, address: str) -> None:
         """Send the next call to `address` (one known to lead, say), not to the last one tried."""
-        self._target = address
+        self.route.target = address
 
     @property
     def target(self) -> str:
         """The replica the next call goes to (the leader, once a call found it)."""
-        return self._target
-
-    def _next(self, address: str) -> str:
-        if address not in self.addresses:
-            return self.addresses[0]
-        return self.addresses[(self.addresses.index(address) + 1) % len(self.addresses)]
+        return self.route.target
 
 
 def hint(trailers: Sequence[tuple[str, str]]) -> str | None:

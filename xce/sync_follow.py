@@ -21,22 +21,25 @@ GIVE_UP_S = 60.0  # no replica answered for this long: give up
 
 
 def sync_messages(client: Client, history: bool, resume_after: Callable[[], int], stop: threading.Event,
-                  clock: Callable[[], float] = time.monotonic, give_up_s: float = GIVE_UP_S,
-                  retry_s: float = 0.2) -> Iterator[log.SyncMessage]:
+                  clock: Callable[[], float] = time.monotonic,
+                  give_up_s: float = GIVE_UP_S) -> Iterator[log.SyncMessage]:
     """The stream's messages, resumed after `resume_after()` (the last event the caller took) when it
     breaks, until `stop` is set. `history`: events only, never a snapshot (a stream resumed after an
     event is always one). Events at or below `resume_after()` are skipped: a resumed stream never
-    repeats one. A refusal that is not a retryable one (OUT_OF_RANGE: compacted) raises XceError."""
+    repeats one. A refusal that is not a retryable one (OUT_OF_RANGE: compacted) raises XceError.
+    Which replica, and the pause between tries, are the client's route (xce/leader_route.py)."""
+    route = client.route
     quiet_since = clock()
     while not stop.is_set():
         after = resume_after()
         request = log.SyncRequest(from_revision=after, history=history or after > 0)
-        target = client.target
+        target = route.target
         try:
             stream = client.transport.stream(target, SYNC, request.SerializeToString(),
                                              client.credentials.metadata(), STREAM_S)
             for raw in stream:
                 quiet_since = clock()
+                route.reset()
                 message = log.SyncMessage.FromString(raw)
                 if message.HasField("event") and message.event.revision <= resume_after():
                     continue  # already taken before the stream broke
@@ -46,17 +49,12 @@ def sync_messages(client: Client, history: bool, resume_after: Callable[[], int]
         except RpcFailure as failure:
             leader = hint(failure.trailers)
             if failure.code == "FAILED_PRECONDITION" and leader:
-                client.prefer(leader)
-                continue
-            if failure.code not in RETRYABLE:
+                if route.redirected(target, leader):
+                    continue
+            elif failure.code not in RETRYABLE:
                 raise XceError(failure.code, failure.details) from None
-            client.prefer(_next(client, target))
+            else:
+                route.failed(target)
         if clock() - quiet_since > give_up_s:
             raise XceError("UNAVAILABLE", f"no replica served the Sync stream for {give_up_s:.0f} s")
-        stop.wait(retry_s)
-
-
-def _next(client: Client, address: str) -> str:
-    addresses = client.addresses
-    return addresses[(addresses.index(address) + 1) % len(addresses)] if address in addresses \
-        else addresses[0]
+        stop.wait(route.pause_s())
