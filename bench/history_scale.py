@@ -56,7 +56,7 @@ def cli_s(cluster: LocalCluster, *args: str, runs: int = 5) -> dict[str, float]:
     times = []
     for _ in range(runs):
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "xce.cli", *args], capture_output=True, env=env,
+        done = subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, env=env,
                               timeout=120)
         times.append(time.perf_counter() - started)
         assert done.returncode == 0, done.stderr

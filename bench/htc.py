@@ -47,7 +47,7 @@ from xce.v1 import log_pb2 as log  # noqa: E402
 SLURM = REPO.parent / "shared" / "peers" / "slurm"
 # `xce` as users run it: the installed command (its console script), else the module.
 _SCRIPT = Path(sys.executable).parent / "xce"
-XCE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "xce.cli"]
+XCE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli"]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -257,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # An installed CLI has its bytecode; an editable checkout under PYTHONDONTWRITEBYTECODE=1 would
     # compile every module on every command (~35 ms of each `xce submit`).
-    compileall.compile_dir(str(REPO / "xce"), quiet=1)
+    for package in ("xce", "cli"):
+        compileall.compile_dir(str(REPO / package), quiet=1)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("-n", type=int, default=500, help="jobs of (a) and elements of (b)")
     ap.add_argument("--latency-samples", type=int, default=100)

@@ -49,7 +49,7 @@ def xce_cli(cluster: LocalCluster, *args: str) -> str:
     It must succeed."""
     env = {**os.environ, "XCE_DATA": str(cluster.data)}
     env.pop("XCE_CONTROLLERS", None)
-    done = subprocess.run([sys.executable, "-m", "xce.cli", *args], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True,
                           env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -236,7 +236,7 @@ def nobody_cli_env(cluster: LocalCluster, into: Path) -> dict[str, str]:
 def xce_as_nobody(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """The xce command run as uid 65534 (setpriv), with exactly `env`."""
     return subprocess.run(["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}",
-                           "--clear-groups", sys.executable, "-m", "xce.cli", *args], env=env, cwd=cwd,
+                           "--clear-groups", sys.executable, "-m", "cli", *args], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=60)
 
 

@@ -29,7 +29,7 @@ def htc(make_scheduled) -> tuple[LocalCluster, LocalWorkers]:  # type: ignore[no
 def _cli(cluster: LocalCluster, cwd: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XCE_DATA": str(cluster.data)}
     env.pop("XCE_CONTROLLERS", None)
-    done = subprocess.run([sys.executable, "-m", "xce.cli", *args], capture_output=True, text=True, env=env,
+    done = subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, env=env,
                           cwd=cwd, timeout=120)
     if ok:
         assert done.returncode == 0, done.stderr

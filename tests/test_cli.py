@@ -29,7 +29,7 @@ def xce(cluster: LocalCluster, *args: str, ok: bool = True) -> subprocess.Comple
     # No --controllers: the CLI finds the cluster through $XCE_DATA.
     env = {**os.environ, "XCE_DATA": str(cluster.data)}
     env.pop("XCE_CONTROLLERS", None)
-    result = subprocess.run([sys.executable, "-m", "xce.cli", *args], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True,
                             env=env, timeout=60)
     if ok:
         assert result.returncode == 0, result.stderr
@@ -124,7 +124,7 @@ def test_client_commands_import_no_grpc_asyncio_or_controller_and_cache_the_lead
              "def ended(code):\n    raise SystemExit(code)\n"
              "os._exit = ended  # the command's fast exit (cli.entry), here to look at it afterwards\n"
              "sys.argv = ['xce'] + sys.argv[1:]\n"
-             "try:\n    runpy.run_module('xce.cli', run_name='__main__')\n"
+             "try:\n    runpy.run_module('cli', run_name='__main__')\n"
              "except SystemExit as exc:\n    code = exc.code\n"
              "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
              "('grpc', 'asyncio', 'controller', 'pysyncobj', 'lmdb'))\n"
@@ -155,7 +155,7 @@ def test_a_reader_that_stops_early_gets_no_traceback(live: LocalCluster) -> None
     read_end, write_end = os.pipe()
     os.close(read_end)  # as `| head` that has already read what it wanted: every write fails
     try:
-        done = subprocess.run([sys.executable, "-m", "xce.cli", "jobs"], stdout=write_end,
+        done = subprocess.run([sys.executable, "-m", "cli", "jobs"], stdout=write_end,
                               stderr=subprocess.PIPE, text=True, env=env, timeout=60)
     finally:
         os.close(write_end)

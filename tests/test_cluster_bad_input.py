@@ -161,7 +161,7 @@ def test_a_bad_requirement_is_refused_at_submit_and_modify_with_its_column(live:
     env = {**os.environ, "XCE_DATA": str(live.data)}
     env.pop("XCE_CONTROLLERS", None)
     before = _revision(live)
-    done = subprocess.run([sys.executable, "-m", "xce.cli", "submit", "-R", "select[gpu > 1 &&]", "--",
+    done = subprocess.run([sys.executable, "-m", "cli", "submit", "-R", "select[gpu > 1 &&]", "--",
                            "true"], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 1 and "INVALID_ARGUMENT" in done.stderr, done.stderr
     assert "column 18" in done.stderr and _revision(live) == before, done.stderr
@@ -222,7 +222,7 @@ def test_no_leader_is_unavailable(make_cluster) -> None:  # type: ignore[no-unty
 
 
 def _start_replica(config: Path, replica_id: int) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "xce.cli", "controller", "--config", str(config),
+    return subprocess.run([sys.executable, "-m", "cli", "controller", "--config", str(config),
                            "--id", str(replica_id)], capture_output=True, text=True, timeout=30,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
 

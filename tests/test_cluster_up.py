@@ -30,7 +30,7 @@ def test_cluster_up_serves_and_ctrl_c_stops_every_replica(tmp_path: Path) -> Non
     data = tmp_path / "xce-data"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("XCE_CONTROLLERS", None)
-    proc = subprocess.Popen([sys.executable, "-m", "xce.cli", "cluster", "up", "--data", str(data)],
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "cluster", "up", "--data", str(data)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
     try:
@@ -44,7 +44,7 @@ def test_cluster_up_serves_and_ctrl_c_stops_every_replica(tmp_path: Path) -> Non
                 break
         assert any("up: 3 replicas" in line for line in lines), lines
 
-        cli = [sys.executable, "-m", "xce.cli"]
+        cli = [sys.executable, "-m", "cli"]
         xce_env = {**env, "XCE_DATA": str(data)}
         out = subprocess.run([*cli, "submit", "--", "echo", "hi"], env=xce_env, capture_output=True,
                              text=True, timeout=60)

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.cluster
 
 
 def test_xce_demo_exits_0_with_every_job_done_once() -> None:
-    result = subprocess.run([sys.executable, "-m", "xce.cli", "demo"], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "cli", "demo"], capture_output=True, text=True,
                             timeout=300, start_new_session=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all 100 jobs DONE" in result.stdout and "each ran exactly once: True" in result.stdout

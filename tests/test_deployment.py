@@ -37,7 +37,7 @@ class Hosts:
         return self.deploy / "hosts" / host
 
     def run(self, name: str, args: list[str], prefix: list[str] | None = None) -> None:
-        command = [*(prefix or []), sys.executable, "-m", "xce.cli", *args]
+        command = [*(prefix or []), sys.executable, "-m", "cli", *args]
         with open(self.tmp / f"{name}.log", "ab") as out:
             self.procs[name] = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
                                                 stdin=subprocess.DEVNULL, env=self.env)
@@ -50,7 +50,7 @@ class Hosts:
 
     def xce(self, host: str, *args: str) -> str:
         """The CLI on `host`, as its bundle sets it up (/etc/xce/cluster.toml there), as the admin."""
-        command = [sys.executable, "-m", "xce.cli", "--cluster", str(self.etc(host) / "cluster.toml"), *args]
+        command = [sys.executable, "-m", "cli", "--cluster", str(self.etc(host) / "cluster.toml"), *args]
         done = subprocess.run(command, capture_output=True, text=True, env=self.env, timeout=120)
         assert done.returncode == 0, done.stderr
         return done.stdout
@@ -91,7 +91,7 @@ def test_a_three_host_deployment_from_the_bundles_runs_jobs_through_a_leader_kil
     a, b, c, d = hosts.net.addresses
     replicas = ",".join(f"{h}:7101" for h in (a, b, c))
     made = subprocess.run(
-        [sys.executable, "-m", "xce.cli", "init", "--cluster-id", "prod", "--replicas", replicas, "--workers",
+        [sys.executable, "-m", "cli", "init", "--cluster-id", "prod", "--replicas", replicas, "--workers",
          "n1", "--data-dir", str(tmp_path / "var-lib-xce"), "--spool-dir", str(tmp_path / "var-spool-xce"),
          "--admin", "root", "--out", str(hosts.deploy)], capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stderr
@@ -127,7 +127,7 @@ def test_a_three_host_deployment_from_the_bundles_runs_jobs_through_a_leader_kil
                "three voters again")
 
     # A fourth host: its bundle from the same CA (xce init-replica), started as a learner, added.
-    done = subprocess.run([sys.executable, "-m", "xce.cli", "init-replica", "--deploy", str(hosts.deploy),
+    done = subprocess.run([sys.executable, "-m", "cli", "init-replica", "--deploy", str(hosts.deploy),
                            "--id", "4", "--address", f"{d}:7101"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     hosts.replica(4, d, join=True)

@@ -105,7 +105,7 @@ class McpHttp:
         env = {**os.environ, "XCE_TOKEN": self.server_key}
         with open(self.site.cluster.data / "mcp.log", "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "xce.cli", "mcp", "--gateway", self.site.gateway.url,
+                [sys.executable, "-m", "cli", "mcp", "--gateway", self.site.gateway.url,
                  "--http", self.listen],
                 env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
@@ -199,7 +199,7 @@ def test_mcp_http_acts_as_the_key_each_request_carries(site: Site) -> None:
 
 def test_mcp_http_binds_loopback_and_another_address_only_with_tls(site: Site) -> None:
     port = free_ports(1)[0]
-    done = subprocess.run([sys.executable, "-m", "xce.cli", "mcp", "--gateway", site.gateway.url,
+    done = subprocess.run([sys.executable, "-m", "cli", "mcp", "--gateway", site.gateway.url,
                            "--http", f"0.0.0.0:{port}"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "not a loopback address" in done.stderr and "--tls-cert" in done.stderr
     with McpHttp(site, "", port_only=True) as mcp:  # a port alone: 127.0.0.1

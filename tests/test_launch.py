@@ -28,7 +28,7 @@ hosts = open(os.environ["XCE_HOSTFILE"]).read().split()
 server = socket.create_server(("127.0.0.1", 0))
 port = server.getsockname()[1]
 rank_py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rank.py")
-launchers = [subprocess.Popen([sys.executable, "-m", "xce.cli", "launch", host, "--", sys.executable, rank_py,
+launchers = [subprocess.Popen([sys.executable, "-m", "cli", "launch", host, "--", sys.executable, rank_py,
                                str(port), str(rank)]) for rank, host in enumerate(hosts) if rank > 0]
 server.settimeout(120)  # a rank that never reports in fails the job, and says which
 ranks = {}
@@ -164,7 +164,7 @@ def test_a_task_needs_the_job_s_credential_and_one_of_its_hosts(  # type: ignore
             "XCE_LAUNCH_SOCKET": str(socket_path)}
 
     def launch(credential: str, host: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "xce.cli", "launch", host, "--", "true"],
+        return subprocess.run([sys.executable, "-m", "cli", "launch", host, "--", "true"],
                               env={**base, "XCE_JOB_CREDENTIAL": credential}, capture_output=True, text=True,
                               timeout=60)
 

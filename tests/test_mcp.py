@@ -73,7 +73,7 @@ class Agent:
 def with_agent(gateway: LocalGateway, key: str, script: Any) -> Any:
     async def main() -> Any:
         params = StdioServerParameters(command=sys.executable,
-                                       args=["-m", "xce.cli", "mcp", "--gateway", gateway.url],
+                                       args=["-m", "cli", "mcp", "--gateway", gateway.url],
                                        env={**os.environ, "XCE_TOKEN": key})
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()

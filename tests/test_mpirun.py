@@ -29,7 +29,7 @@ pytestmark = pytest.mark.cluster
 AGENT = f'''#!/bin/sh
 host=$1
 shift
-exec {sys.executable} -m xce.cli launch "$host" -- /bin/sh -c "$*"
+exec {sys.executable} -m cli launch "$host" -- /bin/sh -c "$*"
 '''
 
 # The job: mpirun on its first host, onto the hosts and slots of its allocation, as LSF's LSB_MCPU_HOSTS

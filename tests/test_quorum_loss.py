@@ -24,7 +24,7 @@ pytestmark = pytest.mark.cluster
 def _xce(cluster: LocalCluster, *args: str, wait_s: float = 30.0) -> subprocess.Popen[str]:
     env = {**os.environ, "XCE_DATA": str(cluster.data), "XCE_WAIT_S": str(wait_s)}
     env.pop("XCE_CONTROLLERS", None)
-    return subprocess.Popen([sys.executable, "-m", "xce.cli", *args], env=env, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "cli", *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 

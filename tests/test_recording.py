@@ -40,7 +40,7 @@ def test_a_recorded_live_run_re_runs_byte_identical_and_a_changed_policy_diverge
     env = {**os.environ, "XCE_DATA": str(cluster.data)}
     env.pop("XCE_CONTROLLERS", None)
     follower = subprocess.Popen(
-        [sys.executable, "-m", "xce.cli", "record", "--follow", "--out", str(followed)], env=env,
+        [sys.executable, "-m", "cli", "record", "--follow", "--out", str(followed)], env=env,
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _run_the_workload(cluster, workers, tmp_path, hold_on, go)

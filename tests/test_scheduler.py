@@ -218,7 +218,7 @@ def test_jobs_p_shows_pending_reasons(setup) -> None:  # type: ignore[no-untyped
            "XCE_CLUSTER": str(cluster.config_path)}
 
     def xce(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "xce.cli", *args], env=env, capture_output=True,
+        return subprocess.run([sys.executable, "-m", "cli", *args], env=env, capture_output=True,
                               text=True, timeout=60)
 
     def reasons() -> dict[str, str]:
@@ -249,6 +249,6 @@ def test_jobs_p_shows_pending_reasons(setup) -> None:  # type: ignore[no-untyped
 
 
 def test_unknown_picker_is_refused_at_start() -> None:
-    result = subprocess.run([sys.executable, "-m", "xce.cli", "--controllers", "127.0.0.1:1", "scheduler",
+    result = subprocess.run([sys.executable, "-m", "cli", "--controllers", "127.0.0.1:1", "scheduler",
                              "--picker", "nope"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "unknown job picker 'nope'" in result.stderr

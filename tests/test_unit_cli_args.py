@@ -7,7 +7,8 @@ import argparse
 
 import pytest
 
-from xce import cli
+from cli import cluster_queries, job_spec
+from cli import main as cli
 
 
 def _undocumented(parser: argparse.ArgumentParser, path: str) -> list[str]:
@@ -140,7 +141,7 @@ def test_hosts_long_shows_what_a_requirement_can_ask_of_each_host(capsys: pytest
                         tags=["x86", "evil\x1b[31m"])
     busy = api.Host(spec=spec, status=api.HOST_OK, generation=3, slots_used=2, running_jobs=1)
     response = api.ListHostsResponse(hosts=[busy, api.Host(spec=api.HostSpec(name="n2"))])
-    cli._host_details(response)
+    cluster_queries._host_details(response)
     out = capsys.readouterr().out
     assert "HOST gpu1" in out and "slots      8 (used 2, jobs running 1)" in out
     assert "maxmem     64000 MB" in out and "resources  gpu=2 license_x=1.5" in out
@@ -150,11 +151,9 @@ def test_hosts_long_shows_what_a_requirement_can_ask_of_each_host(capsys: pytest
 
 @pytest.mark.parametrize(("text", "seconds"), [("90", 5400), ("1:30", 5400), ("0:05", 300), ("2", 120)])
 def test_run_limits_are_lsf_s_hour_minute(text: str, seconds: int) -> None:
-    from xce import cli_submit
-
-    assert cli_submit.minutes(text) == seconds
+    assert job_spec.minutes(text) == seconds
     args = cli.build_parser().parse_args(["submit", "-W", text, "-We", "1", "--", "x"])
-    spec = cli_submit.spec_from(args, ["x"])
+    spec = job_spec.spec_from(args, ["x"])
     assert (spec.run_limit_s, spec.estimate_s) == (seconds, 60)
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from cli.main import main
 from controller.config import grpc_addresses
 from controller.config import load as load_cluster
 from worker.config import load as load_worker
 from xce import deploy_init, pki
-from xce.cli import main
 from xce.credentials import read_token_file, token_hash
 
 

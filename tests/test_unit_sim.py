@@ -354,7 +354,7 @@ def test_a_job_held_before_the_recording_stays_held_and_an_ended_job_is_not_requ
 
 def test_the_same_input_gives_the_same_report_bytes_in_fresh_processes(tmp_path: Path) -> None:
     """Two processes with different hash seeds (set and dict orders of strings differ): same bytes."""
-    args = [sys.executable, "-m", "xce.cli", "sim", "--synthetic", "150", "--hosts", "6x4", "--seed", "7",
+    args = [sys.executable, "-m", "cli", "sim", "--synthetic", "150", "--hosts", "6x4", "--seed", "7",
             "--set", "queue.normal.backfill=easy", "--json"]
     outs = []
     for seed in ("1", "2"):
@@ -377,7 +377,7 @@ def test_the_same_input_gives_the_same_report_bytes_in_fresh_processes(tmp_path:
     (["--workload", "/nonexistent.jsonl"], "cannot read it"),
 ])
 def test_bad_simulation_input_is_refused_clearly(args: list[str], words: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "xce.cli", "sim", *args], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "cli", "sim", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
     assert done.returncode == 2 and words in done.stderr, done.stderr
 
@@ -387,12 +387,12 @@ def test_interactive_steps_snapshots_restores_and_a_what_if_from_the_snapshot_on
     set after a restore changes only what comes after it."""
     import io
 
-    from xce import cli_interactive
+    from cli import interactive_sim
 
     base = workload.synthetic(50, 4, 4, 0.8, seed=3)
     whole = report.as_text(report.report(engine.simulate(base), base.source, base.notes))
     out = io.StringIO()
-    session = cli_interactive.Session(engine.Engine(base), out)
+    session = interactive_sim.Session(engine.Engine(base), out)
     session.serve(["step 40", "snapshot half", "run", "report", "restore half", "report", "run", "report",
                    "restore half", "set queue.normal.backfill=none", "run", "report",
                    "restore nothing", "set queue.other.backfill=none", "frobnicate", "quit", "view"])

@@ -59,10 +59,10 @@ def test_worker_joins_with_its_config_and_shows_in_hosts(setup: tuple[LocalClust
     assert (node1.spec.slots, node1.spec.memory_mb, list(node1.spec.tags)) == (4, 2048, ["gpu"])
     assert dict(node1.spec.resources) == {"gpu": 2.0} and node1.generation == 1
     env = {**os.environ, "XCE_DATA": str(cluster.data)}
-    shown = subprocess.run([sys.executable, "-m", "xce.cli", "hosts"], env=env, capture_output=True,
+    shown = subprocess.run([sys.executable, "-m", "cli", "hosts"], env=env, capture_output=True,
                            text=True, timeout=60)
     assert "node1" in shown.stdout and "closed" in shown.stdout
-    listed = json.loads(subprocess.run([sys.executable, "-m", "xce.cli", "hosts", "--json"], env=env,
+    listed = json.loads(subprocess.run([sys.executable, "-m", "cli", "hosts", "--json"], env=env,
                                        capture_output=True, text=True, timeout=60).stdout)
     assert {h["spec"]["name"] for h in listed["hosts"]} == {"node1", "node2"}
 
@@ -98,7 +98,7 @@ def test_worker_follows_a_new_leader_and_stays_ok(setup: tuple[LocalCluster, Loc
 def test_worker_config_with_negative_slots_is_refused(tmp_path: Path) -> None:
     config = tmp_path / "w.toml"
     config.write_text('controllers = ["127.0.0.1:1"]\nname = "n"\nslots = -1\n')
-    result = subprocess.run([sys.executable, "-m", "xce.cli", "worker", "--config", str(config)],
+    result = subprocess.run([sys.executable, "-m", "cli", "worker", "--config", str(config)],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "slots must be between 0" in result.stderr

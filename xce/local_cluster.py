@@ -194,7 +194,7 @@ class LocalCluster:
 
     def _spawn(self, replica_id: int) -> None:
         config = self.joining.get(replica_id, self.config_path)
-        cmd = [*(self.prefix(replica_id) if self.prefix else []), sys.executable, "-m", "xce.cli",
+        cmd = [*(self.prefix(replica_id) if self.prefix else []), sys.executable, "-m", "cli",
                "controller", "--config", str(config), "--id", str(replica_id),
                *(["--join"] if replica_id in self.joining else []), *self.args.get(replica_id, [])]
         env = {**os.environ, **self.env.get(replica_id, {})}
@@ -318,7 +318,7 @@ class LocalScheduler:
             env["XCE_TOKEN"] = self.cluster.new_token(self.name, "scheduler")
         with open(self.cluster.data / f"{self.name}.log", "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "xce.cli", "--cluster", str(self.cluster.config_path),
+                [sys.executable, "-m", "cli", "--cluster", str(self.cluster.config_path),
                  "scheduler", "--id", self.name, "--lease-s", str(self.lease_s), "--cert", str(cert),
                  "--key", str(key), *(["--metrics", self.metrics] if self.metrics else [])], env=env,
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -358,7 +358,7 @@ class LocalGateway:
         env = {**os.environ, "XCE_TOKEN": self.key}
         with open(self.cluster.data / f"{self.name}.log", "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "xce.cli", "--cluster", str(self.cluster.config_path), "gateway",
+                [sys.executable, "-m", "cli", "--cluster", str(self.cluster.config_path), "gateway",
                  "--listen", f"127.0.0.1:{self.port}", *self.args], env=env,
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout_s
@@ -408,7 +408,7 @@ class LocalWorkers:
                         f'tls_cert = "{cert}"\ntls_key = "{key}"\n{token}{root}{extra}')
         with open(self.cluster.data / f"worker-{name}.log", "ab") as out:
             self.procs[name] = subprocess.Popen(
-                [*prefix, sys.executable, "-m", "xce.cli", "worker", "--config", str(path)],
+                [*prefix, sys.executable, "-m", "cli", "worker", "--config", str(path)],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:

@@ -20,7 +20,6 @@ import socket
 import sys
 import time
 import uuid
-from typing import Any
 
 from xce.v1 import api_pb2 as api
 
@@ -28,13 +27,12 @@ RECONNECT_FOR_S = 120.0
 MAX_ENV_BYTES = 256 << 10
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("launch", help="from inside a job: run a task on a host of its allocation (blaunch)")
+def declare_launch(p: argparse.ArgumentParser) -> None:
     p.add_argument("host", help="a host of the job's allocation ($XCE_HOSTS)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command (after --)")
 
 
-def run(args: argparse.Namespace) -> int:
+def run_launch(args: argparse.Namespace) -> int:
     command = list(args.cmd)
     if command and command[0] == "--":
         command = command[1:]

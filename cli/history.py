@@ -12,8 +12,9 @@ import argparse
 import re
 import time
 from collections.abc import Callable
-from typing import Any
 
+from cli.output import as_dict, emit
+from cli.parser import STALE_HELP
 from xce.client import Client
 from xce.v1 import api_pb2 as api
 
@@ -47,8 +48,7 @@ def _time_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def add_parsers(sub: Any, stale_help: str) -> None:
-    p = sub.add_parser("history", help="finished jobs, newest first (like bhist / sacct)")
+def declare_history(p: argparse.ArgumentParser) -> None:
     p.add_argument("-u", "--user", default="", help="only this user's jobs")
     p.add_argument("-q", "--queue", default="", help="only this queue")
     p.add_argument("--state", choices=("DONE", "EXIT", "done", "exit"), help="only DONE or only EXIT")
@@ -58,24 +58,39 @@ def add_parsers(sub: Any, stale_help: str) -> None:
     p.add_argument("-n", "--limit", type=int, default=DEFAULT_LIMIT,
                    help=f"at most this many jobs (default {DEFAULT_LIMIT}; 0: all)")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
-    p.add_argument("--stale", action="store_true", help=stale_help)
+    p.add_argument("--stale", action="store_true", help=STALE_HELP)
 
-    p = sub.add_parser("acct", help="usage totals per user and queue over history (like bacct)")
+
+def run_history(client: Client, args: argparse.Namespace) -> int:
+    finished = history(client, args)
+    return emit(args, lambda: {"jobs": [as_dict(j) for j in finished]}, lambda: print_history(finished))
+
+
+def declare_acct(p: argparse.ArgumentParser) -> None:
     p.add_argument("-u", "--user", default="", help="only this user's jobs")
     p.add_argument("-q", "--queue", default="", help="only this queue")
     p.add_argument("--since", type=_time_arg, default=0, help="from this hour (ISO time or age: 7d)")
     p.add_argument("--until", type=_time_arg, default=0, help="to the end of this hour (ISO time or age)")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
-    p.add_argument("--stale", action="store_true", help=stale_help)
+    p.add_argument("--stale", action="store_true", help=STALE_HELP)
 
 
-    p = sub.add_parser("audit", help="the audit trail: writes through the gateway and agents, dry runs, "
-                                     "refusals (newest first)")
+def run_acct(client: Client, args: argparse.Namespace) -> int:
+    totals = accounting(client, args)
+    return emit(args, lambda: as_dict(totals), lambda: print_accounting(totals))
+
+
+def declare_audit(p: argparse.ArgumentParser) -> None:
     p.add_argument("-u", "--user", default="", help="only this principal's rows (without audit.read: yours)")
     p.add_argument("--since", type=_time_arg, default=0, help="at or after (ISO time or age: 7d)")
     p.add_argument("-n", "--limit", type=int, default=DEFAULT_LIMIT,
                    help=f"at most this many rows (default {DEFAULT_LIMIT}; 0: all)")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
+
+
+def run_audit(client: Client, args: argparse.Namespace) -> int:
+    rows = audit(client, args)
+    return emit(args, lambda: {"records": [as_dict(r) for r in rows]}, lambda: print_audit(rows))
 
 
 def audit(client: Client, args: argparse.Namespace) -> list[api.AuditRecord]:

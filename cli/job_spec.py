@@ -1,4 +1,5 @@
-"""`xce submit`: one job, a job array (`-J "sim[1-1000]%50"`), or many jobs from a file in one request.
+"""A submit's jobs from bsub's options: one job, a job array (`-J "sim[1-1000]%50"`), or many jobs from
+a file in one request.
 
 `--file JOBS` (`-` for stdin) reads one job per line, as HTCondor's
 `queue from` does: a command line, optionally led by the submit options
@@ -17,14 +18,11 @@ import shlex
 import sys
 from typing import IO, NoReturn
 
+from cli.parser import UsageError
 from xce import array_spec
 from xce.v1 import api_pb2 as api
 
 INT32_MAX = (1 << 31) - 1
-
-
-class UsageError(Exception):
-    """A bad argument: the CLI prints it on one line and exits 2."""
 
 
 def int32(text: str) -> int:
@@ -133,6 +131,13 @@ def spec_from(args: argparse.Namespace, command: list[str]) -> api.JobSpec:
                        cwd=args.cwd if args.cwd is not None else os.getcwd())
     if array is not None:
         spec.array.CopyFrom(array)
+    _placement(spec, args)
+    _limits(spec, args)
+    return spec
+
+
+def _placement(spec: api.JobSpec, args: argparse.Namespace) -> None:
+    """Where, when and beside what the job may run, and what it is charged to."""
     if args.hosts:
         spec.hosts.extend(dict.fromkeys(args.hosts.split()))
     if args.depend:
@@ -143,6 +148,15 @@ def spec_from(args: argparse.Namespace, command: list[str]) -> api.JobSpec:
         spec.exclusive = True
     if args.kill_on_invalid_dep:
         spec.kill_on_invalid_dep = True
+    if args.slots is not None:
+        low, high = args.slots
+        spec.slots = high
+        if low != high:
+            spec.min_slots = low
+
+
+def _limits(spec: api.JobSpec, args: argparse.Namespace) -> None:
+    """How long it may run and how much memory it may take, and how it is checkpointed."""
     if args.run_limit is not None:
         spec.run_limit_s = args.run_limit
     if getattr(args, "checkpoint", None) is not None:
@@ -153,12 +167,6 @@ def spec_from(args: argparse.Namespace, command: list[str]) -> api.JobSpec:
         if args.mem_limit < 1:
             raise UsageError(f"-M {args.mem_limit}: a memory limit is a number of MB, at least 1")
         spec.mem_limit_mb = args.mem_limit
-    if args.slots is not None:
-        low, high = args.slots
-        spec.slots = high
-        if low != high:
-            spec.min_slots = low
-    return spec
 
 
 class _LineParser(argparse.ArgumentParser):

@@ -1,4 +1,5 @@
-"""`xce record` and `xce sim`: record a cluster's history; re-run its passes, with what-ifs.
+"""`xce record` and `xce sim --replay|--verify`: record a cluster's history; re-run its passes,
+with what-ifs.
 
 `xce record --out FILE` writes the committed history (every event since the
 first) as a recording (xce/recording.py; docs/recording.md); `--from REV`
@@ -28,9 +29,7 @@ from xce.client import Client
 from xce.private import open_private
 
 
-def add_parsers(sub: Any) -> None:
-    p = sub.add_parser("record", help="record the cluster's committed history to a file, for xce sim "
-                                      "(cluster admins)")
+def declare_record(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, type=Path, help="the recording (JSON lines; docs/recording.md)")
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from", dest="from_revision", type=int, default=0, metavar="REV",
@@ -40,41 +39,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--until", type=int, default=0, metavar="REV", help="with --follow: stop at this revision")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
 
-    p = sub.add_parser("sim", help="simulate a workload on the real scheduler, or re-run a recording's "
-                                   "passes; what-ifs (no cluster needed)")
-    what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--swf", type=Path, metavar="FILE", help="simulate an SWF trace (.swf or .swf.gz)")
-    what.add_argument("--workload", type=Path, metavar="FILE",
-                      help="simulate the jobs of a recording (xce record) on its hosts and queues")
-    what.add_argument("--synthetic", type=int, metavar="JOBS",
-                      help="simulate a synthetic trace of JOBS jobs (with --hosts, --load, --seed)")
-    what.add_argument("--replay", type=Path, metavar="FILE",
-                      help="re-run every recorded pass on the view it read; say what came out differently")
-    what.add_argument("--verify", type=Path, metavar="FILE",
-                      help="re-run every recorded pass; exit 1 at the first whose decisions differ")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="a what-if: scheduler.picker, scheduler.max_dispatches, queue.NAME.picker, "
-                        "queue.NAME.backfill, queue.NAME.priority, queue.NAME.slot_limit (repeat it)")
-    p.add_argument("--add-hosts", metavar="NxS", help="a what-if: N more hosts of S slots each")
-    p.add_argument("--scale-arrivals", type=float, metavar="F",
-                   help="a what-if: jobs arrive F times as often (1.5: the same jobs in 2/3 of the time)")
-    p.add_argument("--hosts", metavar="N[xS]",
-                   help="the machine: N hosts of S slots (default: an SWF trace's MaxNodes x 1; synthetic "
-                        "1000x16)")
-    p.add_argument("--backfill", choices=("any", "none", "easy", "end_before", "conservative"),
-                   help="the queue's backfill for an SWF or synthetic trace (default: any)")
-    p.add_argument("--window", metavar="FIRST:COUNT", help="only COUNT jobs of an SWF trace from index FIRST")
-    p.add_argument("--load", type=float, default=0.8, help="synthetic: the offered load (default 0.8)")
-    p.add_argument("--seed", type=int, default=1, help="synthetic: the generator's seed (default 1)")
-    p.add_argument("--plot", type=Path, metavar="DIR", help="write PNG plots to DIR")
-    p.add_argument("--interactive", action="store_true",
-                   help="step the simulation from standard input: events, passes, the view, pending reasons, "
-                        "snapshots and restores, what-ifs from any point ('help' lists the commands)")
-    p.add_argument("--out", type=Path, help="with --replay: write the re-run batches here (JSON lines)")
-    p.add_argument("--json", action="store_true", help="print the answer as JSON")
 
-
-def record(client: Client, args: argparse.Namespace) -> int:
+def run_record(client: Client, args: argparse.Namespace) -> int:
     from xce.recorder import Recorder
 
     if args.from_revision < 0 or args.until < 0:
@@ -107,20 +73,18 @@ def record(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def sim(args: argparse.Namespace) -> int:
-    if args.replay is None and args.verify is None:
-        from xce import cli_simulate
-
-        return cli_simulate.run(args)
+def replay(args: argparse.Namespace) -> int:
+    """`xce sim --replay FILE` or `--verify FILE`."""
     from scheduler.picker import PickerError
-    from simulator import replay, whatif
+    from simulator import replay as replaying
+    from simulator import whatif
     from xce import recording
 
     path = args.replay or args.verify
     try:
         changes = whatif.parse(args.set)
         recorded = recording.read(path)
-        result = replay.replay(recorded, changes, first_only=bool(args.verify))
+        result = replaying.replay(recorded, changes, first_only=bool(args.verify))
     except (whatif.WhatIfError, recording.RecordingError, PickerError) as exc:
         print(f"xce sim: {exc}", file=sys.stderr)
         return 2

@@ -16,15 +16,14 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path  # (cli.py imports this module only for its commands)
-from typing import Any
+from pathlib import Path  # (the command table imports this module only for its command)
 
+from cli import session
 from xce.client import Client, XceError
 from xce.private import open_private
 
 
-def add_parsers(sub: Any) -> None:
-    p = sub.add_parser("snapshot", help="backups: save the leader's state to a file, check a file")
+def declare_snapshot(p: argparse.ArgumentParser) -> None:
     ssub = p.add_subparsers(dest="snapshot_command", required=True)
     q = ssub.add_parser("save", help="save a consistent snapshot of the cluster's state (cluster admins)")
     q.add_argument("file", help="the backup file")
@@ -40,6 +39,15 @@ def add_parsers(sub: Any) -> None:
     q.add_argument("--keep-id", action="store_true",
                    help="keep the backup's cluster id (the file's must match)")
     q.add_argument("--json", action="store_true", help="print the answer as JSON")
+
+
+def run_snapshot(args: argparse.Namespace) -> int:
+    """`save` talks to the leader; `status` and `restore` work on files here, with no cluster."""
+    if args.snapshot_command == "status":
+        return status(args)
+    if args.snapshot_command == "restore":
+        return restore(args)
+    return session.connected(args, save)
 
 
 def save(client: Client, args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""`xce sim --swf | --synthetic | --workload`: a workload through the real scheduler on a virtual clock.
+"""`xce sim`: a workload (`--swf`, `--synthetic`, `--workload`) through the real scheduler on a virtual
+clock; a recording's passes (`--replay`, `--verify`) are cli/recordings.py's.
 
 The workload runs as given; with what-ifs (`--set`, `--add-hosts`,
 `--scale-arrivals`) it runs a second time with them, and both runs' figures
@@ -13,16 +14,63 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from simulator import engine, report, whatif, workload
-from xce import recording, swf
-from xce.v1 import api_pb2 as api
+if TYPE_CHECKING:
+    from simulator import whatif, workload
 
 PROGRESS_AFTER_S = 2.0
 
 
-def run(args: argparse.Namespace) -> int:
+def declare_sim(p: argparse.ArgumentParser) -> None:
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--swf", type=Path, metavar="FILE", help="simulate an SWF trace (.swf or .swf.gz)")
+    what.add_argument("--workload", type=Path, metavar="FILE",
+                      help="simulate the jobs of a recording (xce record) on its hosts and queues")
+    what.add_argument("--synthetic", type=int, metavar="JOBS",
+                      help="simulate a synthetic trace of JOBS jobs (with --hosts, --load, --seed)")
+    what.add_argument("--replay", type=Path, metavar="FILE",
+                      help="re-run every recorded pass on the view it read; say what came out differently")
+    what.add_argument("--verify", type=Path, metavar="FILE",
+                      help="re-run every recorded pass; exit 1 at the first whose decisions differ")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a what-if: scheduler.picker, scheduler.max_dispatches, queue.NAME.picker, "
+                        "queue.NAME.backfill, queue.NAME.priority, queue.NAME.slot_limit (repeat it)")
+    p.add_argument("--add-hosts", metavar="NxS", help="a what-if: N more hosts of S slots each")
+    p.add_argument("--scale-arrivals", type=float, metavar="F",
+                   help="a what-if: jobs arrive F times as often (1.5: the same jobs in 2/3 of the time)")
+    p.add_argument("--hosts", metavar="N[xS]",
+                   help="the machine: N hosts of S slots (default: an SWF trace's MaxNodes x 1; synthetic "
+                        "1000x16)")
+    p.add_argument("--backfill", choices=("any", "none", "easy", "end_before", "conservative"),
+                   help="the queue's backfill for an SWF or synthetic trace (default: any)")
+    p.add_argument("--window", metavar="FIRST:COUNT", help="only COUNT jobs of an SWF trace from index FIRST")
+    p.add_argument("--load", type=float, default=0.8, help="synthetic: the offered load (default 0.8)")
+    p.add_argument("--seed", type=int, default=1, help="synthetic: the generator's seed (default 1)")
+    p.add_argument("--plot", type=Path, metavar="DIR", help="write PNG plots to DIR")
+    p.add_argument("--interactive", action="store_true",
+                   help="step the simulation from standard input: events, passes, the view, pending reasons, "
+                        "snapshots and restores, what-ifs from any point ('help' lists the commands)")
+    p.add_argument("--out", type=Path, help="with --replay: write the re-run batches here (JSON lines)")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
+
+
+def run_sim(args: argparse.Namespace) -> int:
+    if args.replay is None and args.verify is None:
+        return simulate(args)
+    from cli import recordings
+
+    return recordings.replay(args)
+
+
+def simulate(args: argparse.Namespace) -> int:
+    """`xce sim --swf | --synthetic | --workload`: run it, and again with the what-ifs if any."""
+    # The simulator (the controller's state machine, the scheduler) only once a simulation runs:
+    # not for building the parser, nor for --replay.
+    from simulator import engine, report, whatif
+    from xce import recording, swf
+
     try:
         changes = whatif.parse(args.set)
         base = _workload(args)
@@ -39,9 +87,9 @@ def run(args: argparse.Namespace) -> int:
         print("xce sim: the workload has no jobs", file=sys.stderr)
         return 2
     if args.interactive:  # the workload with its what-ifs from the start; more with `set`
-        from xce import cli_interactive
+        from cli import interactive_sim
 
-        return cli_interactive.serve(engine.Engine(changed or base, engine.Settings(whatif=changes)))
+        return interactive_sim.serve(engine.Engine(changed or base, engine.Settings(whatif=changes)))
     try:
         runs = [("as given", base, engine.Settings())]
         if changed is not None:
@@ -78,6 +126,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _workload(args: argparse.Namespace) -> workload.Workload:
+    from simulator import workload
+    from xce import recording, swf
+    from xce.v1 import api_pb2 as api
+
     if args.synthetic is not None:
         count, slots = _hosts(args.hosts or "1000x16")
         queue = api.Queue(name=workload.DEFAULT_QUEUE, backfill=_backfill(args))
@@ -100,6 +152,8 @@ def _workload(args: argparse.Namespace) -> workload.Workload:
 
 def _what_if(base: workload.Workload, args: argparse.Namespace,
              changes: whatif.WhatIf) -> workload.Workload | None:
+    from simulator import workload
+
     if not (changes or args.add_hosts or args.scale_arrivals):
         return None
     changed = base

@@ -16,8 +16,9 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
+from cli.output import as_dict
+from cli.parser import STALE_HELP
 from xce.client import Client, XceError
 from xce.v1 import api_pb2 as api
 
@@ -25,8 +26,7 @@ WAIT_S = 120.0
 POLL_S = 0.2
 
 
-def add_parsers(sub: Any, stale_help: str) -> None:
-    p = sub.add_parser("member", help="the controller replicas: add, remove, list (cluster admins)")
+def declare_member(p: argparse.ArgumentParser) -> None:
     msub = p.add_subparsers(dest="member_command", required=True)
     q = msub.add_parser("add", help="take a new replica, running with --join, into the membership")
     q.add_argument("address", help="its gRPC HOST:PORT")
@@ -40,14 +40,14 @@ def add_parsers(sub: Any, stale_help: str) -> None:
     q.add_argument("--json", action="store_true", help="print the answer as JSON")
     q = msub.add_parser("list", help="the committed membership and what each member says")
     q.add_argument("--json", action="store_true", help="print the answer as JSON")
-    q.add_argument("--stale", action="store_true", help=stale_help)
+    q.add_argument("--stale", action="store_true", help=STALE_HELP)
 
 
-def run(client: Client, args: argparse.Namespace) -> int:
+def run_member(client: Client, args: argparse.Namespace) -> int:
     if args.member_command == "list":
         response = client.list_members(stale=args.stale)
         if args.json:
-            print(json.dumps(_to_dict(response, preserving_proto_field_name=True)))
+            print(json.dumps(as_dict(response)))
         else:
             print_members(response)
         return 0
@@ -68,7 +68,7 @@ def run(client: Client, args: argparse.Namespace) -> int:
         response = _wait(client, lambda r: _role(r, member_id) == goal,
                          f"replica {member_id} to be {_word(goal)}")
     if args.json:
-        print(json.dumps(_to_dict(response, preserving_proto_field_name=True)))
+        print(json.dumps(as_dict(response)))
     else:
         print(f"replica {member_id} is {_word(_role(response, member_id))}")
     return 0
@@ -107,8 +107,3 @@ def print_members(response: api.MembersResponse) -> None:
         for m in response.bootstrap:
             print(f"{m.id:>3}  {m.grpc_address:<22}{m.raft_address}")
 
-
-def _to_dict(message: object, **options: bool) -> dict[str, object]:
-    from google.protobuf.json_format import MessageToDict  # only for --json: it costs 20-40 ms
-
-    return MessageToDict(message, **options)  # type: ignore[arg-type]

@@ -1,0 +1,36 @@
+"""A cluster on this machine: `xce cluster up` (replicas and workers in the foreground) and `xce demo`
+(the whole story in a minute: jobs through a leader kill)."""
+
+from __future__ import annotations
+
+import argparse
+
+from cli.locate import DEFAULT_DATA, data_dir
+from cli.parser import path_arg
+
+
+def declare_cluster(p: argparse.ArgumentParser) -> None:
+    csub = p.add_subparsers(dest="cluster_command", required=True)
+    up = csub.add_parser("up", help="run a local cluster in the foreground (Ctrl-C stops it)")
+    up.add_argument("--data", help=f"data directory (default $XCE_DATA or ./{DEFAULT_DATA})")
+    up.add_argument("--replicas", type=int, default=3, help="controller replicas (default 3)")
+    up.add_argument("--base-port", type=int, default=0, help="first port (default: free ports)")
+    up.add_argument("--workers", type=int, default=2, help="local workers to start (default 2)")
+    up.add_argument("--slots", type=int, default=4, help="slots per local worker (default 4)")
+
+
+def run_cluster(args: argparse.Namespace) -> int:
+    from xce.local_cluster import up
+
+    return up(path_arg(data_dir(args.data)), args.replicas, args.base_port, args.workers, args.slots)
+
+
+def declare_demo(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--jobs", type=int, default=100, help="jobs to run through the leader kill (default 100)")
+    p.add_argument("--data", help="data directory (default: a fresh temporary one)")
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from xce.demo import run
+
+    return run(args.jobs, path_arg(args.data) if args.data else None)
