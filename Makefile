@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow cluster bench bench-htc bench-scale bench-etcd lint proto soak tlc clean
+.PHONY: demo test unit test-slow cluster bench bench-htc bench-scale bench-etcd lint proto soak tlc clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python scripts/run_tests.py
+
+# The pure tier alone (tests/unit: no process, no socket, no cluster; under a minute).
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
 
 # The tests marked slow (longer model checks and runs, ~3 min), which `make test` skips.
 test-slow: $(STAMP)

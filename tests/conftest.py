@@ -59,8 +59,13 @@ def xce_cli(cluster: LocalCluster, *args: str) -> str:
 def pytest_itemcollected(item: pytest.Item) -> None:
     """A test that starts a cluster is marked `cluster` whether or not its module says so: `make test`
     runs the two tiers side by side, and a cluster test in the computing tier would run at nice 10."""
-    if "make_cluster" in getattr(item, "fixturenames", ()):
+    fixtures = getattr(item, "fixturenames", ())
+    if "make_cluster" in fixtures:
         item.add_marker(pytest.mark.cluster)
+    if "reachable_by_nobody" in fixtures:
+        # One process holds the parents' o+x: a second, restoring them at its end, would pull them from
+        # under the first's tests (pytest-xdist's --dist loadgroup keeps a group on one worker).
+        item.add_marker(pytest.mark.xdist_group("nobody"))
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m deselected theirs

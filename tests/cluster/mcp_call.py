@@ -1,7 +1,7 @@
-"""`python tests/cluster/mcp_call.py URL CALLS_JSON`: an MCP client over streamable HTTP (the official SDK's), run by
-the tests as any uid. The key is $MCP_KEY (none if unset). CALLS_JSON is a list of [tool, arguments];
-it prints one JSON object: {"results": [...]} (each a tool's structured result, or {"error": text}),
-or {"refused": status, "www_authenticate": header} when the server refused the session itself."""
+"""`python tests/cluster/mcp_call.py URL CALLS_JSON`: an MCP client over streamable HTTP (the official
+SDK's), run by the tests as any uid. The key is $MCP_KEY (none if unset). CALLS_JSON is a list of [tool,
+arguments]; it prints one JSON object: {"results": [...]} (each a tool's structured result, or {"error":
+text}), or {"refused": status, "www_authenticate": header} when the server refused the session itself."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""`python tests/cluster/slow_client.py MODE HOST PORT SOURCE COUNT SECONDS [once]`: an attacker that holds COUNT
-connections to HOST:PORT from address SOURCE for SECONDS, never finishing a request: MODE `http` sends
-a request line and then a header byte at a time (slowloris), `tls` a TLS record header and never the
-rest of its ClientHello (a half-open handshake). A connection the server closes is opened again, at
-most COUNT openings a second (bounded); with `once`, never (what the server does with those it holds).
-Prints {"opened": N, "closed_by_server": N, "open_at_end": N}."""
+"""`python tests/cluster/slow_client.py MODE HOST PORT SOURCE COUNT SECONDS [once]`: an attacker that holds
+COUNT connections to HOST:PORT from address SOURCE for SECONDS, never finishing a request: MODE `http`
+sends a request line and then a header byte at a time (slowloris), `tls` a TLS record header and never the
+rest of its ClientHello (a half-open handshake). A connection the server closes is opened again, at most
+COUNT openings a second (bounded); with `once`, never (what the server does with those it holds). Prints
+{"opened": N, "closed_by_server": N, "open_at_end": N}."""
 
 from __future__ import annotations
 
