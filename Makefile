@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/xce demo
 
-# The tests that start real processes, and beside them (nice 10) the ones that compute: scripts/run_tests.py.
+# The tests that start real processes (on two pytest-xdist workers), and beside them (nice 10) the ones
+# that compute: scripts/run_tests.py.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python scripts/run_tests.py

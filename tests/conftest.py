@@ -62,10 +62,23 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     fixtures = getattr(item, "fixturenames", ())
     if "make_cluster" in fixtures:
         item.add_marker(pytest.mark.cluster)
+    if group := xdist_group(item):
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The tests pytest-xdist (--dist loadgroup) must keep on one worker: those of a module whose
+    tests share a cluster (a module-scoped fixture: started once, not once a worker), and all that
+    hold the parents' o+x (one process grants it: a second, restoring it at its end, would pull it
+    from under the first's tests). The first group named is the one that holds."""
+    fixtures = getattr(item, "fixturenames", ())
     if "reachable_by_nobody" in fixtures:
-        # One process holds the parents' o+x: a second, restoring them at its end, would pull them from
-        # under the first's tests (pytest-xdist's --dist loadgroup keeps a group on one worker).
-        item.add_marker(pytest.mark.xdist_group("nobody"))
+        return "nobody"
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.values() if info is not None else ()
+    if any(d.scope in ("module", "class") for defs in definitions for d in defs):
+        return item.nodeid.split("::", 1)[0]
+    return ""
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m deselected theirs
