@@ -106,58 +106,74 @@ def bodies(draw: st.DrawFn) -> dict[str, object]:
     kind = draw(st.sampled_from(["submit", "control", "modify", "put_queue", "init", "join_host",
                                  "host_status", "dispatch", "report", "reports", "resolve_host",
                                  "lease", "decisions", "joins"]))
-    if kind == "submit":
-        return {"submit": log.SubmitBatch(requests=draw(st.lists(submit_requests(), min_size=1, max_size=3)))}
-    if kind == "control":
-        return {"control": api.ControlJobRequest(job_id=draw(job_ids), action=draw(st.integers(0, 7)),
-                                                 request_id=draw(request_ids))}
-    if kind == "modify":
-        modify = api.ModifyJobRequest(job_id=draw(job_ids), request_id=draw(request_ids))
+    return {kind: BODIES[kind](draw)}
+
+
+def _submit(draw: st.DrawFn) -> log.SubmitBatch:
+    return log.SubmitBatch(requests=draw(st.lists(submit_requests(), min_size=1, max_size=3)))
+
+
+def _control(draw: st.DrawFn) -> api.ControlJobRequest:
+    return api.ControlJobRequest(job_id=draw(job_ids), action=draw(st.integers(0, 7)),
+                                 request_id=draw(request_ids))
+
+
+def _modify(draw: st.DrawFn) -> api.ModifyJobRequest:
+    modify = api.ModifyJobRequest(job_id=draw(job_ids), request_id=draw(request_ids))
+    if draw(st.booleans()):
+        modify.priority = draw(st.integers(-5, 5))
+    if draw(st.booleans()):
+        modify.queue = draw(st.sampled_from((*QUEUE_NAMES, "")))
+    if draw(st.booleans()):
+        modify.resource_req = draw(st.sampled_from(["", "mem>2", "nul\x00"]))
+    return modify
+
+
+def _put_queue(draw: st.DrawFn) -> log.PutQueueEntry:
+    return log.PutQueueEntry(queue=draw(queues()), create=draw(st.booleans()), request_id=draw(request_ids))
+
+
+def _join_host(draw: st.DrawFn) -> api.HostSpec:
+    return api.HostSpec(name=draw(HOST_NAMES), slots=draw(st.integers(-1, 4)),
+                        memory_mb=draw(st.integers(-1, 4096)))
+
+
+def _host_status(draw: st.DrawFn) -> log.SetHostStatus:
+    return log.SetHostStatus(name=draw(HOST_NAMES), generation=draw(st.integers(0, 3)),
+                             status=draw(st.integers(0, 3)))
+
+
+def _dispatch(draw: st.DrawFn) -> log.Dispatch:
+    return log.Dispatch(job_id=draw(st.integers(0, 6)), host=draw(HOST_NAMES),
+                        attempt=draw(st.integers(0, 2)), request_id=draw(request_ids))
+
+
+def _reports(draw: st.DrawFn) -> log.HostReports:
+    return log.HostReports(reports=draw(st.lists(host_reports(), max_size=3)))
+
+
+def _joins(draw: st.DrawFn) -> log.HostJoins:
+    specs = [api.HostSpec(name=draw(HOST_NAMES), slots=draw(st.integers(-1, 4)))
+             for _ in range(draw(st.integers(0, 3)))]
+    return log.HostJoins(joins=specs)
+
+
+def _lease(draw: st.DrawFn) -> log.LeaseEntry:
+    return log.LeaseEntry(scheduler_id=draw(st.sampled_from(["s1", "s2", ""])),
+                          duration_ms=draw(st.sampled_from([0, 10, 100_000])))
+
+
+def _decisions(draw: st.DrawFn) -> api.DecisionBatch:
+    batch = api.DecisionBatch(lease_epoch=draw(st.integers(0, 3)),
+                              scheduler_id=draw(st.sampled_from(["s1", "s2"])))
+    for _ in range(draw(st.integers(0, 3))):
         if draw(st.booleans()):
-            modify.priority = draw(st.integers(-5, 5))
-        if draw(st.booleans()):
-            modify.queue = draw(st.sampled_from((*QUEUE_NAMES, "")))
-        if draw(st.booleans()):
-            modify.resource_req = draw(st.sampled_from(["", "mem>2", "nul\x00"]))
-        return {"modify": modify}
-    if kind == "put_queue":
-        return {"put_queue": log.PutQueueEntry(queue=draw(queues()), create=draw(st.booleans()),
-                                               request_id=draw(request_ids))}
-    if kind == "join_host":
-        return {"join_host": api.HostSpec(name=draw(HOST_NAMES), slots=draw(st.integers(-1, 4)),
-                                          memory_mb=draw(st.integers(-1, 4096)))}
-    if kind == "host_status":
-        return {"host_status": log.SetHostStatus(name=draw(HOST_NAMES), generation=draw(st.integers(0, 3)),
-                                                 status=draw(st.integers(0, 3)))}
-    if kind == "dispatch":
-        return {"dispatch": log.Dispatch(job_id=draw(st.integers(0, 6)), host=draw(HOST_NAMES),
-                                         attempt=draw(st.integers(0, 2)), request_id=draw(request_ids))}
-    if kind == "report":
-        return {"report": draw(host_reports())}
-    if kind == "reports":
-        return {"reports": log.HostReports(reports=draw(st.lists(host_reports(), max_size=3)))}
-    if kind == "joins":
-        specs = [api.HostSpec(name=draw(HOST_NAMES), slots=draw(st.integers(-1, 4)))
-                 for _ in range(draw(st.integers(0, 3)))]
-        return {"joins": log.HostJoins(joins=specs)}
-    if kind == "resolve_host":
-        return {"resolve_host": log.SetHostStatus(name=draw(HOST_NAMES), generation=draw(st.integers(0, 3)),
-                                                  status=draw(st.integers(0, 3)))}
-    if kind == "lease":
-        return {"lease": log.LeaseEntry(scheduler_id=draw(st.sampled_from(["s1", "s2", ""])),
-                                        duration_ms=draw(st.sampled_from([0, 10, 100_000])))}
-    if kind == "decisions":
-        batch = api.DecisionBatch(lease_epoch=draw(st.integers(0, 3)),
-                                  scheduler_id=draw(st.sampled_from(["s1", "s2"])))
-        for _ in range(draw(st.integers(0, 3))):
-            if draw(st.booleans()):
-                batch.decisions.add(dispatch=api.DispatchDecision(
-                    job_id=draw(st.integers(0, 6)), attempt=draw(st.integers(0, 2)), host=draw(HOST_NAMES)))
-            else:
-                batch.decisions.add(pend=api.PendDecision(job_id=draw(st.integers(0, 6)),
-                                                          reason=draw(st.sampled_from(["", "busy"]))))
-        return {"decisions": batch}
-    return {"init": draw(init_bodies())}
+            batch.decisions.add(dispatch=api.DispatchDecision(
+                job_id=draw(st.integers(0, 6)), attempt=draw(st.integers(0, 2)), host=draw(HOST_NAMES)))
+        else:
+            batch.decisions.add(pend=api.PendDecision(job_id=draw(st.integers(0, 6)),
+                                                      reason=draw(st.sampled_from(["", "busy"]))))
+    return batch
 
 
 @st.composite
@@ -172,6 +188,15 @@ def host_reports(draw: st.DrawFn) -> log.HostReport:
     elif which == "dispatch_failed":
         report.dispatch_failed.code = draw(st.integers(-9, 1))  # every kind of refusal, and junk
     return log.HostReport(host=draw(HOST_NAMES), generation=draw(st.integers(0, 3)), report=report)
+
+
+# Each entry kind's body, drawn (a host status and its resolution draw alike).
+BODIES: dict[str, Callable[[st.DrawFn], object]] = {
+    "submit": _submit, "control": _control, "modify": _modify, "put_queue": _put_queue,
+    "init": lambda draw: draw(init_bodies()), "join_host": _join_host, "host_status": _host_status,
+    "dispatch": _dispatch, "report": lambda draw: draw(host_reports()), "reports": _reports,
+    "resolve_host": _host_status, "lease": _lease, "decisions": _decisions, "joins": _joins,
+}
 
 
 HOST_NAMES = st.sampled_from(["n1", "n2", "", "bad name"])
