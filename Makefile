@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow cluster bench bench-htc bench-scale bench-etcd lint proto soak tlc clean
+.PHONY: demo test unit test-slow cluster bench bench-htc bench-scale bench-etcd lint proto soak tlc clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,10 +19,15 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/xce demo
 
-# The tests that start real processes, and beside them (nice 10) the ones that compute: scripts/run_tests.py.
+# The tests that start real processes (on two pytest-xdist workers), and beside them (nice 10) the ones
+# that compute: scripts/run_tests.py.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python scripts/run_tests.py
+
+# The pure tier alone (tests/unit: no process, no socket, no cluster; under a minute).
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
 
 # The tests marked slow (longer model checks and runs, ~3 min), which `make test` skips.
 test-slow: $(STAMP)

@@ -1,21 +1,31 @@
 """`make test`'s pytest: the tests that start real processes (marker `cluster`) and the rest, side by side.
 
 The cluster tests mostly wait on daemons, a core often idle; the rest (the protocol simulations, the
-model checks, the unit tests) mostly compute. So the second runs beside the first, at a lower
-priority (nice 10): it takes what the daemons leave, and the daemons' timings stay theirs. Both run
-every test they select; the markers partition the suite. The computing tier's output is shown when
-it ends (after the cluster tier's, so the two never interleave); the exit status is the first
-failure's. Extra arguments go to both (`-x`, `-k ...`).
+model checks, the unit tests) mostly compute. So the cluster tests run on two pytest-xdist workers
+(each test on its own ports and in its own directories; a module's tests that share one cluster stay
+on one worker: tests/conftest.py's `xdist_group`), and the rest runs beside them in one process, at a
+lower priority (nice 10): it takes what the daemons leave, and the daemons' timings stay theirs.
+Both run every test they select; the markers partition the suite. The computing tier's output is
+shown when it ends (after the cluster tier's, so the two never interleave); the exit status is the
+first failure's. Extra arguments go to both (`-x`, `-k ...`). XCE_TEST_WORKERS sets the number of
+cluster workers (2; 0 runs them in the one pytest process).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
 import time
 
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-m"]
+WORKERS = int(os.environ.get("XCE_TEST_WORKERS", "2"))
+
+
+def cluster_tier(extra: list[str]) -> list[str]:
+    spread = ["-n", str(WORKERS), "--dist", "loadgroup"] if WORKERS else []
+    return [*PYTEST, "cluster", *spread, "--durations=15", "tests", *extra]
 
 
 def main(extra: list[str]) -> int:
@@ -24,7 +34,7 @@ def main(extra: list[str]) -> int:
         rest = subprocess.Popen(["nice", "-n", "10", *PYTEST, "not cluster", "tests", *extra],
                                 stdout=rest_output, stderr=subprocess.STDOUT)
         try:
-            cluster = subprocess.run([*PYTEST, "cluster", "tests", *extra], check=False).returncode
+            cluster = subprocess.run(cluster_tier(extra), check=False).returncode
             cluster_s = time.monotonic() - started
             rest_code = rest.wait()
         finally:

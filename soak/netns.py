@@ -11,11 +11,14 @@ it from everyone, and `heal(i)` brings it back. `close()` removes all of it
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import ipaddress
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
 
 
 class NetError(Exception):
@@ -52,6 +55,15 @@ def _free_subnet() -> ipaddress.IPv4Network:
     raise NetError("no free 10.231.x.0/24 subnet")
 
 
+@contextlib.contextmanager
+def _choosing_a_subnet() -> Iterator[None]:
+    """Held from choosing a subnet until the bridge holds its address: two Nets made at once (by
+    two processes: tests side by side) would otherwise both take the first free one."""
+    with open(os.path.join(tempfile.gettempdir(), "xce-netns.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+        yield
+
+
 class Net:
     def __init__(self, count: int, tag: str | None = None) -> None:
         why = available()
@@ -59,15 +71,16 @@ class Net:
             raise NetError(why)
         self.tag = tag or f"x{os.getpid() % 100000}"
         self.bridge = f"xb{self.tag}"[:15]
-        self.subnet = _free_subnet()
-        hosts = list(self.subnet.hosts())
-        self.gateway = str(hosts[0])
         self.namespaces: list[str] = []
         self.addresses: list[str] = []
         self._links: list[str] = []
         try:
-            _ip("link", "add", self.bridge, "type", "bridge")
-            _ip("addr", "add", f"{self.gateway}/24", "dev", self.bridge)
+            with _choosing_a_subnet():
+                self.subnet = _free_subnet()
+                hosts = list(self.subnet.hosts())
+                self.gateway = str(hosts[0])
+                _ip("link", "add", self.bridge, "type", "bridge")
+                _ip("addr", "add", f"{self.gateway}/24", "dev", self.bridge)
             _ip("link", "set", self.bridge, "up")
             for i in range(count):
                 self._add(i, str(hosts[10 + i]))

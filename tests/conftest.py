@@ -59,8 +59,21 @@ def xce_cli(cluster: LocalCluster, *args: str) -> str:
 def pytest_itemcollected(item: pytest.Item) -> None:
     """A test that starts a cluster is marked `cluster` whether or not its module says so: `make test`
     runs the two tiers side by side, and a cluster test in the computing tier would run at nice 10."""
-    if "make_cluster" in getattr(item, "fixturenames", ()):
+    fixtures = getattr(item, "fixturenames", ())
+    if "make_cluster" in fixtures:
         item.add_marker(pytest.mark.cluster)
+    if group := xdist_group(item):
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The tests pytest-xdist (--dist loadgroup) keeps on one worker: those of a module whose tests
+    share a cluster (a module-scoped fixture: started once, not once a worker)."""
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.values() if info is not None else ()
+    if any(d.scope in ("module", "class") for defs in definitions for d in defs):
+        return item.nodeid.split("::", 1)[0]
+    return ""
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m deselected theirs
@@ -202,21 +215,45 @@ def replica_dump(cluster: LocalCluster, replica_id: int) -> tuple[bytes, int]:
         store.close()
 
 
-@pytest.fixture(scope="session")
-def reachable_by_nobody() -> Iterator[None]:
-    """The interpreter and the code must be reachable by nobody: grant o+x (search, not read) on the
-    repository's parents that lack it (a CI clone lives in a 0700 temporary directory); restored after."""
+def grant_search_to_others() -> list[tuple[Path, int]]:
+    """o+x (search, not read) on the repository's parents that lack it; what was changed, to restore."""
     changed: list[tuple[Path, int]] = []
     for parent in [ROOT, *ROOT.parents]:
         mode = stat.S_IMODE(parent.stat().st_mode)
         if not mode & stat.S_IXOTH:
             changed.append((parent, mode))
             parent.chmod(mode | stat.S_IXOTH)
+    return changed
+
+
+def restore_modes(changed: list[tuple[Path, int]]) -> None:
+    for parent, mode in changed:
+        parent.chmod(mode)
+
+
+GRANTED = pytest.StashKey[list[tuple[Path, int]]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist the controller grants what `reachable_by_nobody` needs for the whole run:
+    a worker granting and restoring it itself would pull it from under another worker's tests."""
+    if config.getoption("dist", "no") != "no" and not hasattr(config, "workerinput"):
+        config.stash[GRANTED] = grant_search_to_others()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    restore_modes(config.stash.get(GRANTED, []))
+
+
+@pytest.fixture(scope="session")
+def reachable_by_nobody() -> Iterator[None]:
+    """The interpreter and the code must be reachable by nobody: grant o+x (search, not read) on the
+    repository's parents that lack it (a CI clone lives in a 0700 temporary directory); restored after."""
+    changed = grant_search_to_others()
     try:
         yield
     finally:
-        for parent, mode in changed:
-            parent.chmod(mode)
+        restore_modes(changed)
 
 
 NOBODY = pwd.getpwnam("nobody")

@@ -2,7 +2,7 @@
 
 Theory of operation. Code outside the drivers never reads the wall clock or
 sleeps on its own: it is handed a `Clock`. `RealClock` is the only place in
-controller/, scheduler/ and worker/ that reads `time` (tests/test_unit_ambient.py
+controller/, scheduler/ and worker/ that reads `time` (tests/unit/test_unit_ambient.py
 checks it); `ManualClock` moves only when told, so a simulation on it is
 reproducible bit for bit. Two readings: `now_ms`, the wall clock (stamps
 that go into log entries and reports), and `monotonic_s`, for intervals

@@ -108,7 +108,7 @@ def traceable(options: Options | None = None, max_jobs: int = TRACE_JOBS) -> Opt
     """The configuration a run is recorded in: the spec's jobs take one slot and are
     rerunnable, and a leader is elected only while none is up. One queue: the recorder does not
     map preemption's steps yet (tla/README.md). No Raft messages delivered again: the spec's log
-    stands for what Raft guarantees (the seeds of tests/test_tla_trace.py were chosen on the
+    stands for what Raft guarantees (the seeds of tests/tla/test_tla_trace.py were chosen on the
     runs without them)."""
     return replace(options or Options(), hosts=2, slots=2, gpu_hosts=0, schedulers=2, max_jobs=max_jobs,
                    trace=True, job_slots=1, rerunnable=True, single_leader=True, preemption=False,

@@ -327,8 +327,7 @@ class TraceRecorder:
     def on_propose(self, driver: ReplicaDriver, index: int, entry: log.Entry) -> None:
         if not self.active:
             return
-        kind = entry.WhichOneof("body")
-        where = f"r{driver.replica.rid} proposes {kind} at {index}"
+        where = f"r{driver.replica.rid} proposes {entry.WhichOneof('body')} at {index}"
         ops: list[dict[str, Any]] = []
 
         def propose(action: str, op: dict[str, Any], **observed: Any) -> None:
@@ -336,34 +335,31 @@ class TraceRecorder:
             ops.append(op)
             self.emit(action, where, op=op, **observed)
 
+        if not self.propose_entry(driver, index, entry, propose):
+            return
+        if not ops:
+            propose("OtherEntry", {"type": "noop"})
+        self.ops[index] = ops
+        self.end[index] = self.length
+        self.terms[index] = driver.replica.term
+        self.flush_deferred()
+
+    def propose_entry(self, driver: ReplicaDriver, index: int, entry: log.Entry,
+                      propose: Callable[..., None]) -> bool:
+        """The spec's proposals for one entry, by its kind; False if the trace stopped."""
+        kind = entry.WhichOneof("body")
         if kind == "submit":
-            for request in entry.submit.requests:
-                name = job_name(request.request_id)
-                self.names.add(name)
-                if name not in self.acked:
-                    propose("Submit", {"type": "submit", "job": name})
+            self.propose_submits(entry.submit, propose)
         elif kind == "decisions":
-            batch = entry.decisions
-            meta = self.meta_before(driver.replica, index)
-            current = batch.lease_epoch == meta.lease_epoch and batch.scheduler_id == meta.lease_holder
-            if current and entry.stamp_ms >= meta.lease_expires_ms:
-                self.count("batches past their lease's expiry")  # the spec has no time: a no-op
-            else:
-                for decision in batch.decisions:
-                    if decision.HasField("dispatch"):
-                        propose("ProposeBatch", self.batch_op(batch, decision.dispatch))
+            self.propose_decisions(driver, index, entry, propose)
         elif kind == "lease":
             meta = self.meta_before(driver.replica, index)
             propose("LeaseTakeover", {"type": "lease", "sched": entry.lease.scheduler_id,
                                       "expired": entry.stamp_ms >= meta.lease_expires_ms})
         elif kind == "joins":
-            for spec in entry.joins.joins:
-                if not self.propose_join(spec.name, propose):
-                    return
+            return all(self.propose_join(spec.name, propose) for spec in entry.joins.joins)
         elif kind == "reports":
-            for relayed in entry.reports.reports:
-                if not self.propose_report(relayed, propose):
-                    return
+            return all(self.propose_report(relayed, propose) for relayed in entry.reports.reports)
         elif kind in ("host_status", "host_statuses"):
             changes = [entry.host_status] if kind == "host_status" else list(entry.host_statuses.changes)
             for change in changes:
@@ -373,12 +369,28 @@ class TraceRecorder:
         elif kind == "resolve_host":
             change = entry.resolve_host
             propose("ResolveHost", {"type": "resolve", "host": change.name, "gen": change.generation})
-        if not ops:
-            propose("OtherEntry", {"type": "noop"})
-        self.ops[index] = ops
-        self.end[index] = self.length
-        self.terms[index] = driver.replica.term
-        self.flush_deferred()
+        return True
+
+    def propose_submits(self, submit: log.SubmitBatch, propose: Callable[..., None]) -> None:
+        """Submit, for each request not acknowledged before (a retry's entry is a no-op)."""
+        for request in submit.requests:
+            name = job_name(request.request_id)
+            self.names.add(name)
+            if name not in self.acked:
+                propose("Submit", {"type": "submit", "job": name})
+
+    def propose_decisions(self, driver: ReplicaDriver, index: int, entry: log.Entry,
+                          propose: Callable[..., None]) -> None:
+        """ProposeBatch, one a dispatch, unless the batch came past its lease's expiry."""
+        batch = entry.decisions
+        meta = self.meta_before(driver.replica, index)
+        current = batch.lease_epoch == meta.lease_epoch and batch.scheduler_id == meta.lease_holder
+        if current and entry.stamp_ms >= meta.lease_expires_ms:
+            self.count("batches past their lease's expiry")  # the spec has no time: a no-op
+            return
+        for decision in batch.decisions:
+            if decision.HasField("dispatch"):
+                propose("ProposeBatch", self.batch_op(batch, decision.dispatch))
 
     def propose_report(self, relayed: log.HostReport, propose: Callable[..., None]) -> bool:
         """RelayReport, unless this connection relayed it already (the worker re-sends until
