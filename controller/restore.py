@@ -46,6 +46,7 @@ from typing import BinaryIO
 from controller import backup, fsm
 from controller.config import ClusterConfig
 from controller.fsm import recovery
+from controller.pysyncobj_internals import NO_OP_COMMAND
 from controller.raft_wal import LmdbJournal
 from controller.store import LOCK_FILE, StateStore, StoreError, fsync_path, lock_data_dir, set_identity
 from xce.private import open_private
@@ -53,7 +54,7 @@ from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 FORCED_NOTE = "forced"  # in the data directory: the revision a --force-new-cluster left the state at
-_NO_OP = b"\x01"  # pysyncobj's no-op command byte: the made-up entries are never applied
+_NO_OP = bytes([NO_OP_COMMAND])  # the made-up entries are never applied
 
 
 @dataclass(frozen=True)

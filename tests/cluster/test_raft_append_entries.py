@@ -24,8 +24,9 @@ from conftest import wait_until
 from pysyncobj.node import TCPNode
 from pysyncobj.transport import TCPTransport
 
-import controller.raft as raft_module
+from controller import fail_stop, pysyncobj_internals
 from controller.raft import SUCCESS, RaftNode
+from controller.raft_snapshot import entry_json
 from controller.raft_wal import LmdbJournal
 from controller.store import StateStore
 from xce.local_cluster import free_ports
@@ -53,12 +54,12 @@ class Follower:
         patch(TCPTransport, "send", recording)  # under DurableTransport.send: the answers as they go out
         self.store = StateStore(data / "state", CLUSTER)
         self.raft = RaftNode(own, [own, peer], data, "pw", self.store)
-        self.transport = self.raft._replica._SyncObj__transport
+        self.transport = pysyncobj_internals.transport_of(self.raft._replica)
 
     def deliver(self, message: dict[str, Any]) -> list[dict[str, Any]]:
         """`message` arrives from the leader; the answers it got."""
         before = len(self.answers)
-        self.in_tick_thread(lambda: self.transport._onMessageReceived(self.leader, message))
+        self.in_tick_thread(lambda: self.transport.on_message(self.leader, message))
         return self.answers[before:]
 
     def in_tick_thread(self, action: Callable[[], object]) -> None:
@@ -179,7 +180,11 @@ def test_a_removal_without_a_plan_stops_the_replica(follower: Follower,
     to pysyncobj directly) and would remove entries is stopped before anything is removed."""
     stops = _record_fail_stops(monkeypatch)
     log = take_ten_and_apply_eight(follower)
-    bypass = follower.raft._replica._SyncObj__onMessageReceived
+    replica = follower.raft._replica
+
+    def bypass(node: object, message: dict[str, Any]) -> None:
+        pysyncobj_internals.receive_unchecked(replica, node, message)
+
     with pytest.raises(_Stopped):
         follower.in_tick_thread(lambda: bypass(follower.leader, append(1, (9, 1), [], commit=8)))
     assert "entries from 10 would be removed; the AppendEntries plan allowed None" in stops[0]
@@ -195,7 +200,7 @@ def test_a_conflict_at_an_applied_entry_stops_the_replica_with_exit_70(tmp_path:
     run = subprocess.run([sys.executable, "-c", f"import sys; sys.path[:0] = {path!r}; "
                           f"import test_raft_append_entries as t; t.conflict_at_applied({str(tmp_path)!r})"],
                          capture_output=True, text=True, timeout=60)
-    assert run.returncode == raft_module.FAIL_STOP_EXIT, run.stderr[-2000:]
+    assert run.returncode == fail_stop.FAIL_STOP_EXIT, run.stderr[-2000:]
     assert "FATAL: following 127.0.0.1:" in run.stderr
     assert "its entry 6 conflicts with this replica's, which is applied (last applied 8)" in run.stderr
     wal = LmdbJournal(tmp_path / "wal")
@@ -215,12 +220,11 @@ def test_a_leader_counts_no_answer_of_another_term(follower: Follower) -> None:
     """An answer verified the log the leader had in the term it was sent in. pysyncobj's answers name
     no term; ours do, and a leader drops one of another term (it would count it in its matchIndex)."""
     replica = follower.raft._replica
-    follower.in_tick_thread(lambda: (replica._SyncObj__setCurrentTerm(3, None),
-                                       replica._SyncObj__onBecomeLeader()))
-    match = replica._SyncObj__raftMatchIndex
-    follower.in_tick_thread(lambda: follower.transport._onMessageReceived(follower.leader, success(2, 2)))
+    follower.in_tick_thread(lambda: pysyncobj_internals.become_leader(replica, 3))
+    match = pysyncobj_internals.match_index(replica)
+    follower.in_tick_thread(lambda: follower.transport.on_message(follower.leader, success(2, 2)))
     assert match[follower.leader] == 0
-    follower.in_tick_thread(lambda: follower.transport._onMessageReceived(follower.leader, success(2, 3)))
+    follower.in_tick_thread(lambda: follower.transport.on_message(follower.leader, success(2, 3)))
     assert match[follower.leader] == 1
 
 
@@ -255,9 +259,9 @@ def test_append_entries_captured_from_a_real_leader_and_replayed_change_nothing(
         before = list(follower._wal[:])
         mine = [m for m in captured if m["term"] == leader.status().term]
         assert len(mine) >= 5, mine
-        transport, sender = follower._replica._SyncObj__transport, TCPNode(leader.self_address)
+        transport, sender = pysyncobj_internals.transport_of(follower._replica), TCPNode(leader.self_address)
         for message in reversed(mine):
-            _in_tick_thread(follower, lambda m=message: transport._onMessageReceived(sender, m))
+            _in_tick_thread(follower, lambda m=message: transport.on_message(sender, m))
         assert list(follower._wal[:]) == before
         assert follower.status().applied_index == done
         _propose(leader, _submit(9))  # a majority of two: the follower still answers right
@@ -307,11 +311,11 @@ class _Stopped(Exception):
 def _record_fail_stops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     stops: list[str] = []
 
-    def fail_stop(exc: BaseException, doing: str = "") -> None:
+    def record(exc: BaseException, doing: str = "") -> None:
         stops.append(f"{doing}: {exc}")
         raise _Stopped(stops[-1])
 
-    monkeypatch.setattr(raft_module, "_fail_stop", fail_stop)
+    monkeypatch.setattr(fail_stop, "fail_stop", record)
     return stops
 
 
@@ -325,8 +329,8 @@ def test_a_delayed_snapshot_older_than_the_log_stops_the_replica_instead_of_clea
     source = StateStore(tmp_path / "leader-state", CLUSTER)
     snapshot = tmp_path / "leader.snapshot"
     with open(snapshot, "wb") as out:
-        source.write_snapshot(out, {"last": raft_module._entry_json((NO_OP, 5, 1)),
-                                    "prev": raft_module._entry_json((NO_OP, 4, 1)),
+        source.write_snapshot(out, {"last": entry_json((NO_OP, 5, 1)),
+                                    "prev": entry_json((NO_OP, 4, 1)),
                                     "cluster": sorted(follower.members())})
     source.close()
     body = snapshot.read_bytes()

@@ -276,7 +276,7 @@ def test_the_snapshot_writer_copies_in_its_own_thread_and_reports_once(
         tmp_path: Path, stores: list[StateStore]) -> None:
     from pysyncobj.config import SERIALIZER_STATE
 
-    from controller.raft import SnapshotWriter
+    from controller.raft_snapshot import SnapshotWriter
 
     store = open_store(stores, tmp_path / "a" / "state")
     fill(store, 1, 4)
@@ -304,7 +304,7 @@ def test_a_failed_snapshot_copy_is_reported_failed_and_leaves_the_old_snapshot(
         tmp_path: Path, stores: list[StateStore]) -> None:
     from pysyncobj.config import SERIALIZER_STATE
 
-    from controller.raft import SnapshotWriter
+    from controller.raft_snapshot import SnapshotWriter
 
     store = open_store(stores, tmp_path / "a" / "state")
     fill(store, 1, 2)
@@ -324,7 +324,7 @@ def test_a_snapshot_copy_never_replaces_one_received_from_the_leader_meanwhile(
 
     from pysyncobj.config import SERIALIZER_STATE
 
-    from controller.raft import SnapshotWriter
+    from controller.raft_snapshot import SnapshotWriter
 
     store = open_store(stores, tmp_path / "a" / "state")
     fill(store, 1, 2)
