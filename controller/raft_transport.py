@@ -122,114 +122,123 @@ def _kind(message: Any) -> Any:
     return message.get("type") if isinstance(message, dict) else None
 
 
-def durable_transport(wal: LmdbJournal, reads: ReadIndex, guard: RemovalGuard) -> type[Transport]:
+class DurableTransport(Transport):
+    """Flushes the WAL before any Raft message leaves this node; counts AppendEntries and their
+    answers for ReadIndex; hands pysyncobj each AppendEntries as Raft's rule plans it, and an
+    answer only of the term it leads in; refuses commands forwarded by followers. pysyncobj makes
+    the transport itself, from a class: `durable_transport` binds one to a replica's parts."""
+
+    wal: LmdbJournal
+    reads: ReadIndex
+    guard: RemovalGuard
+
+    def send(self, node: Any, message: Any) -> bool:
+        self.wal.flush(lazy_commit_index=True)
+        kind = _kind(message)
+        if kind == APPEND_ENTRIES:
+            if self.connected(node):
+                self.reads.sent(node)  # it goes out on this connection
+        elif kind == ANSWER:
+            # pysyncobj's answer names no term; a leader would count the answer to an AppendEntries
+            # of its earlier term, which verified the log it had then, in its matchIndex now. Every
+            # answer is sent while handling the message it answers, whose term is this node's now.
+            message = {**message, "term": self.replica.raftCurrentTerm}
+        return bool(super().send(node, message))
+
+    def on_message(self, node: Any, message: Any) -> None:
+        handler = _RECEIVERS.get(_kind(message))
+        if handler is None or handler(self, node, message):
+            self.deliver(node, message)
+
+    def _answer(self, node: Any, message: dict[str, Any]) -> bool:
+        self.reads.answered(node)  # one answer per AppendEntries, whatever its term: counts stay aligned
+        term = message.get("term")  # absent from a replica of an earlier build
+        return term is None or term == self.replica.raftCurrentTerm
+
+    def _command(self, node: Any, message: dict[str, Any]) -> bool:
+        # Only a leader's own code proposes (a follower's XCE core proposes nothing); a forwarded
+        # command would be appended with no check of ours (a membership change).
+        if "request_id" in message:
+            self.send(node, {"type": APPLY_COMMAND_RESPONSE, "request_id": message["request_id"],
+                             "error": FAIL_REASON.REQUEST_DENIED})
+        return False
+
+    def _applying(self, node: Any, message: dict[str, Any]) -> bool:
+        replica = self.replica
+        if is_leader(replica) and message.get("term") == replica.raftCurrentTerm:
+            heard_from(replica, node, monotonic())
+        return False
+
+    def _append_entries(self, node: Any, message: dict[str, Any]) -> bool:
+        replica = self.replica
+        term = message.get("term")
+        if PREV_INDEX not in message or not _is_int(term) or term < replica.raftCurrentTerm:
+            self._snapshot_or_old_term(node, message)
+            return False
+        # Chunks of one large entry: our leaders never send them (raft.APPEND_ENTRIES_BYTES), and
+        # pysyncobj would append the assembled entry without a plan. Dropped unanswered, as if lost.
+        request = None if CHUNK in message else as_request(message)
+        if request is None:
+            log.error("raft: an AppendEntries from %s that no XCE leader sends (%s): dropped", node,
+                      "a chunk" if CHUNK in message else "malformed")
+            return False
+        plan = plan_append(WalLog(self.wal), request, int(replica.raftLastApplied))
+        if isinstance(plan, Malformed):
+            log.error("raft: an AppendEntries from %s dropped: %s", node, plan.why)
+        elif isinstance(plan, Reject):
+            self.deliver(node, message)  # pysyncobj refuses it alike, and answers
+        elif isinstance(plan, RemovesApplied):
+            fail_stop.fail_stop(LogRemovalRefused(
+                f"its entry {plan.index} conflicts with this replica's, which is applied (last applied "
+                f"{plan.last_applied}): a committed entry would be replaced"), f"following {node}")
+        elif plan.present == len(request.entries):
+            self._all_present(node, message, plan)
+        else:
+            self._append_planned(node, message, plan)
+        return False
+
+    def _snapshot_or_old_term(self, node: Any, message: dict[str, Any]) -> None:
+        """A snapshot's part (its last installs it: raft_snapshot.SnapshotLoader), or an old
+        term's message: pysyncobj's to handle."""
+        part = message.get(SNAPSHOT_PART)
+        self.guard.installing = isinstance(part, tuple) and len(part) == 3 and bool(part[2])
+        try:
+            self.deliver(node, message)
+        finally:
+            self.guard.installing = False
+
+    def _append_planned(self, node: Any, message: dict[str, Any], plan: Accept) -> None:
+        self.guard.allowed = plan.truncate_from
+        try:
+            entries = message[ENTRIES][plan.present:]
+            self.deliver(node, {**message, PREV_INDEX: plan.prev_index, PREV_TERM: plan.prev_term,
+                                ENTRIES: entries, COMMIT_INDEX: plan.commit_index})
+        finally:
+            self.guard.allowed = None
+
+    def _all_present(self, node: Any, message: dict[str, Any], plan: Accept) -> None:
+        """Nothing to append or remove. Whenever the log is longer than the previous entry,
+        pysyncobj's append path would cut it there (and undo the membership changes after it):
+        pysyncobj gets the message without its entries, for what else it carries (term, leader,
+        election timer, commit index), and the answer is the one it would give."""
+        rest = {k: v for k, v in message.items() if k not in (PREV_INDEX, PREV_TERM, ENTRIES)}
+        self.deliver(node, {**rest, COMMIT_INDEX: plan.commit_index})
+        send_answer(self.replica, node, plan.next_index)
+
+    def on_disconnected(self, node: Any) -> None:
+        if node is not None:
+            self.reads.disconnected(node)
+
+
+# Per message type: handle it, and say whether pysyncobj should then have it as it came.
+_RECEIVERS: dict[Any, Callable[[DurableTransport, Any, dict[str, Any]], bool]] = {
+    APPEND_ENTRIES: DurableTransport._append_entries,
+    ANSWER: DurableTransport._answer,
+    APPLY_COMMAND: DurableTransport._command,
+    APPLYING: DurableTransport._applying,
+}
+
+
+def durable_transport(wal: LmdbJournal, reads: ReadIndex, guard: RemovalGuard) -> type[DurableTransport]:
     """pysyncobj's transport class for one replica, bound to its WAL, ReadIndex and removal guard."""
-
-    class DurableTransport(Transport):
-        """Flushes the WAL before any Raft message leaves this node; counts AppendEntries and their
-        answers for ReadIndex; hands pysyncobj each AppendEntries as Raft's rule plans it, and an
-        answer only of the term it leads in; refuses commands forwarded by followers."""
-
-        def send(self, node: Any, message: Any) -> bool:
-            wal.flush(lazy_commit_index=True)
-            kind = _kind(message)
-            if kind == APPEND_ENTRIES:
-                if self.connected(node):
-                    reads.sent(node)  # it goes out on this connection
-            elif kind == ANSWER:
-                # Every answer is sent while handling the message it answers, whose term is this
-                # node's now.
-                message = {**message, "term": self.replica.raftCurrentTerm}
-            return bool(super().send(node, message))
-
-        def on_message(self, node: Any, message: Any) -> None:
-            handler = _RECEIVERS.get(_kind(message))
-            if handler is None or handler(self, node, message):
-                self.deliver(node, message)
-
-        def _answer(self, node: Any, message: dict[str, Any]) -> bool:
-            reads.answered(node)  # one answer per AppendEntries, whatever its term: counts stay aligned
-            term = message.get("term")  # absent from a replica of an earlier build
-            return term is None or term == self.replica.raftCurrentTerm
-
-        def _command(self, node: Any, message: dict[str, Any]) -> bool:
-            # A forwarded command would be appended with no check of ours (a membership change).
-            if "request_id" in message:
-                self.send(node, {"type": APPLY_COMMAND_RESPONSE, "request_id": message["request_id"],
-                                 "error": FAIL_REASON.REQUEST_DENIED})
-            return False
-
-        def _applying(self, node: Any, message: dict[str, Any]) -> bool:
-            replica = self.replica
-            if is_leader(replica) and message.get("term") == replica.raftCurrentTerm:
-                heard_from(replica, node, monotonic())
-            return False
-
-        def _append_entries(self, node: Any, message: dict[str, Any]) -> bool:
-            replica = self.replica
-            term = message.get("term")
-            if PREV_INDEX not in message or not _is_int(term) or term < replica.raftCurrentTerm:
-                self._snapshot_or_old_term(node, message)
-                return False
-            # Chunks of one large entry: our leaders never send them (raft.APPEND_ENTRIES_BYTES), and
-            # pysyncobj would append the assembled entry without a plan. Dropped unanswered, as if lost.
-            request = None if CHUNK in message else as_request(message)
-            if request is None:
-                log.error("raft: an AppendEntries from %s that no XCE leader sends (%s): dropped", node,
-                          "a chunk" if CHUNK in message else "malformed")
-                return False
-            plan = plan_append(WalLog(wal), request, int(replica.raftLastApplied))
-            if isinstance(plan, Malformed):
-                log.error("raft: an AppendEntries from %s dropped: %s", node, plan.why)
-            elif isinstance(plan, Reject):
-                self.deliver(node, message)  # pysyncobj refuses it alike, and answers
-            elif isinstance(plan, RemovesApplied):
-                fail_stop.fail_stop(LogRemovalRefused(
-                    f"its entry {plan.index} conflicts with this replica's, which is applied (last applied "
-                    f"{plan.last_applied}): a committed entry would be replaced"), f"following {node}")
-            elif plan.present == len(request.entries):
-                self._all_present(node, message, plan)
-            else:
-                self._append_planned(node, message, plan)
-            return False
-
-        def _snapshot_or_old_term(self, node: Any, message: dict[str, Any]) -> None:
-            """A snapshot's part (its last installs it: raft_snapshot.SnapshotLoader), or an old
-            term's message: pysyncobj's to handle."""
-            part = message.get(SNAPSHOT_PART)
-            guard.installing = isinstance(part, tuple) and len(part) == 3 and bool(part[2])
-            try:
-                self.deliver(node, message)
-            finally:
-                guard.installing = False
-
-        def _append_planned(self, node: Any, message: dict[str, Any], plan: Accept) -> None:
-            guard.allowed = plan.truncate_from
-            try:
-                entries = message[ENTRIES][plan.present:]
-                self.deliver(node, {**message, PREV_INDEX: plan.prev_index, PREV_TERM: plan.prev_term,
-                                    ENTRIES: entries, COMMIT_INDEX: plan.commit_index})
-            finally:
-                guard.allowed = None
-
-        def _all_present(self, node: Any, message: dict[str, Any], plan: Accept) -> None:
-            """Nothing to append or remove. Whenever the log is longer than the previous entry,
-            pysyncobj's append path would cut it there (and undo the membership changes after it):
-            pysyncobj gets the message without its entries, for what else it carries (term, leader,
-            election timer, commit index), and the answer is the one it would give."""
-            rest = {k: v for k, v in message.items() if k not in (PREV_INDEX, PREV_TERM, ENTRIES)}
-            self.deliver(node, {**rest, COMMIT_INDEX: plan.commit_index})
-            send_answer(self.replica, node, plan.next_index)
-
-        def on_disconnected(self, node: Any) -> None:
-            if node is not None:
-                reads.disconnected(node)
-
-    # Per message type: handle it, and say whether pysyncobj should then have it as it came.
-    _RECEIVERS: dict[Any, Callable[[DurableTransport, Any, dict[str, Any]], bool]] = {
-        APPEND_ENTRIES: DurableTransport._append_entries,
-        ANSWER: DurableTransport._answer,
-        APPLY_COMMAND: DurableTransport._command,
-        APPLYING: DurableTransport._applying,
-    }
-    return DurableTransport
+    return type("DurableTransport", (DurableTransport,), {"wal": wal, "reads": reads, "guard": guard})
