@@ -3,7 +3,7 @@
 Theory of operation (LSF's preemptive scheduling, made safe across
 failover). A PREEMPT decision names a pending job at its attempt and its
 victims at theirs. Apply checks every victim again with the planner's
-function (scheduler/preemption.py: may_take, by the entry's stamp), then:
+function (xce/rules/preemption.py: may_take, by the entry's stamp), then:
 - a victim of a `suspend` queue becomes SSUSP: its worker is told to stop
   it (SIGSTOP, worker_session), but it keeps every slot until its worker
   reports the process group stopped (`suspended`). Only then (`stopped`)
@@ -33,9 +33,9 @@ from controller.fsm.applier import Applier
 from controller.fsm.holdings import CommittedUsage
 from controller.fsm.records import RUNNING, read_host, read_job, read_queue
 from controller.tables import Tables
-from scheduler import preemption
 from xce import feasibility
 from xce.invariant import invariant
+from xce.rules import preemption
 from xce.v1 import api_pb2 as api
 
 FORMAT = 12  # PREEMPT decisions, suspended reports, resume (versions.py)

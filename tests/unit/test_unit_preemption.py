@@ -1,6 +1,7 @@
-"""Preemption's victims (scheduler/preemption.py; issue 17): lowest priority first, the smallest sufficient
-set, never equal or higher priority, never inside the minimum run time or past the most preemptions, a
-requeue only of rerunnable jobs; suspended victims keep memory unless their queue lists it. Pure."""
+"""Preemption's victims (xce/rules/preemption.py, scheduler/preemption.py): lowest priority first,
+the smallest sufficient set, never equal or higher priority, never inside the minimum run time or
+past the most preemptions, a requeue only of rerunnable jobs; suspended victims keep memory unless
+their queue lists it. Pure."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from scheduler import core, picker, preemption
 from tests.unit.test_unit_config import GOOD, load_error
 from xce import feasibility
+from xce.rules import preemption as rules
 from xce.v1 import api_pb2 as api
 
 NOW = 1_000_000
@@ -92,10 +94,10 @@ def test_a_requeue_queue_takes_only_rerunnable_jobs_and_gives_back_everything() 
     queues = dict(QUEUES, low=api.Queue(name="low", priority=30, preemptable=True,
                                         preempt_action=api.PREEMPT_REQUEUE))
     plain = running(1, "low", 8, mem=1000)
-    assert preemption.given_back(plain, "h1", queues) == (8, {"mem": 1000})
-    assert not preemption.may_take(pending(1), plain, queues, NOW)
+    assert rules.given_back(plain, "h1", queues) == (8, {"mem": 1000})
+    assert not rules.may_take(pending(1), plain, queues, NOW)
     plain.spec.rerunnable = True
-    assert preemption.may_take(pending(1), plain, queues, NOW)
+    assert rules.may_take(pending(1), plain, queues, NOW)
 
 
 def test_suspended_victims_keep_their_memory_unless_the_queue_lists_it() -> None:

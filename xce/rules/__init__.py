@@ -1,0 +1,1 @@
+"""Rules shared by the controller's apply and the scheduler: pure, no I/O."""
