@@ -158,7 +158,7 @@ def _rebuild(target: Path, config: ClusterConfig, members: list[api.Member], inc
     store = StateStore(target / "state", config.cluster_id)
     try:
         awaited = store.rewrite(lambda tables: recovery.prepare(
-            tables, config.cluster_id, members, incarnation, wait_ms, why, code))
+            tables, config.cluster_id, members, incarnation, wait_ms, why, code, fsm.DERIVED))
         revision = store.meta().applied_index
         entry = [_NO_OP.hex(), revision, 0]
         header = {"last": entry, "prev": [_NO_OP.hex(), revision - 1, 0],

@@ -45,6 +45,7 @@ from controller.fsm import (
     audit,
     cluster,
     decisions,
+    depends,
     history,
     hosts,
     job_index,
@@ -54,9 +55,10 @@ from controller.fsm import (
     recovery,
     reports,
     resources,
+    shares,
     tokens,
 )
-from controller.fsm.applier import Applier, finish
+from controller.fsm.applier import Applier, Derived, finish
 from controller.fsm.dump import canonical_dump
 from controller.fsm.holdings import CommittedUsage
 from controller.fsm.records import (
@@ -97,13 +99,26 @@ from controller.fsm.validation import (
     check_request_id,
     check_spec,
 )
-from controller.fsm.versions import ENTRY_FORMAT, EntryNotUnderstood, describe
+from controller.fsm.versions import ENTRY_FORMAT, RECOVERY_FORMAT, EntryNotUnderstood, describe
 from controller.tables import Tables
 from xce.invariant import InvariantViolated
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 Handler = Callable[[Applier], list[log.Result]]
+
+
+def _follow_history(applier: Applier, before: api.Job | None, job: api.Job, raw: bytes) -> None:
+    history.follow(applier.tables, before, job, applier.entry.format, raw)
+
+
+# The state derived from the jobs, kept in step by the applier: each job write calls `follow` in
+# this order (arrays before history, which forgets a job that is live again), and the end of each
+# entry `settle`, before its counters are written (applier.py).
+DERIVED = Derived(
+    follow=(arrays.follow, _follow_history, depends.follow, shares.follow),
+    settle=(arrays.settle, depends.settle),
+)
 
 # The entry kinds this code applies: the oneof field of Entry -> its handler.
 HANDLERS: Mapping[str, Handler] = {
@@ -167,13 +182,13 @@ def apply_entry(tables: Tables, index: int, entry: log.Entry,
 def _apply(tables: Tables, index: int, entry: log.Entry, meta: log.Meta,
            handlers: Mapping[str, Handler]) -> Applied:
     kind = entry.WhichOneof("body") or ""
-    applier = Applier(tables, index, entry, meta, kind)
+    applier = Applier(tables, index, entry, meta, DERIVED, kind)
     if not MIN_STAMP_MS <= entry.stamp_ms <= MAX_STAMP_MS:
         results = [log.Result(code=log.INVALID_ARGUMENT, message=f"stamp {entry.stamp_ms} out of range")]
         applier.entry = log.Entry()
         finish(applier, results, rejected=True)
         return Applied(results, applier.event)
-    if entry.format >= recovery.FORMAT:
+    if entry.format >= RECOVERY_FORMAT:
         recovery.time_passes(applier)  # first: a dispatch stamped past the wait is the wait's end
     results = handlers[kind](applier)
     if not results:  # an invariant, its message made only if broken (every entry passes here)

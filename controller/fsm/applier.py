@@ -4,8 +4,12 @@ Every write goes through the Applier, which records it as a Change of the
 entry's Event; `finish` stores the Event (what the Sync stream replays), moves
 the applied index in the same transaction, and prunes old events and request
 ids a bounded amount. Counter updates are summed per entry and written once.
-A job write also keeps the job's secondary indexes (job_index.py) and its
-history record (history.py) in step; those are derived tables, not events.
+A job write also keeps the job's secondary indexes (job_index.py) in step,
+and calls the derived state's `follow` hooks in order; `finish` calls their
+`settle` hooks. Which derived state there is (arrays' counts, history,
+dependencies, fair share) is a table in controller/fsm/__init__.py
+(`DERIVED`), handed to each Applier: the applier imports none of them, so
+they may import it.
 From entry format 2, `finish` also cleans finished jobs out of the live
 table and prunes history past its retention, a bounded amount each.
 """
@@ -15,10 +19,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
-from controller.fsm import arrays, depends, history, job_index, retention, shares
+from controller.fsm import history, job_index, retention
 from controller.fsm.records import FINISHED, META_KEY, counter_value, job_key, read_counter, revision_key
+from controller.fsm.versions import HISTORY_FORMAT, PASS_RECORD_FORMAT
 from controller.tables import Tables
 from xce.invariant import InvariantViolated
 from xce.v1 import api_pb2 as api
@@ -26,7 +31,17 @@ from xce.v1 import log_pb2 as log
 
 T = TypeVar("T")
 
-PASS_RECORD_FORMAT = 15  # a decisions entry's event carries its batch (versions.py)
+# After a job write: (applier, the job it replaced or None, the job, the job's bytes as written).
+Follow = Callable[["Applier", api.Job | None, api.Job, bytes], None]
+Settle = Callable[["Applier"], None]  # at the end of an entry, before its counters are written
+
+
+class Derived(NamedTuple):
+    """State derived from the jobs, kept in step by the applier (registered in fsm/__init__.py)."""
+
+    follow: tuple[Follow, ...]  # in this order, after each job write
+    settle: tuple[Settle, ...]  # in this order, at the end of each entry
+
 
 
 @dataclass(slots=True)
@@ -35,6 +50,7 @@ class Applier:
     index: int
     entry: log.Entry
     meta: log.Meta
+    derived: Derived
     kind: str = ""
     # The entry's event, its changes added as they are made (copying a list of them into it cost ~1 us each)
     event: log.Event = field(default_factory=log.Event)
@@ -56,11 +72,8 @@ class Applier:
         value = job.SerializeToString(deterministic=True)
         self._put("jobs", key, value)
         job_index.update(self.tables, before, job)
-        if job.array_id:  # before history.follow, which forgets a job that is live again
-            arrays.follow(self, before, job)
-        history.follow(self.tables, before, job, self.entry.format, value)
-        depends.follow(self, before, job)
-        shares.follow(self, before, job)
+        for follow in self.derived.follow:
+            follow(self, before, job, value)
 
     def clean_job(self, job_id: int) -> None:
         """A finished job leaves the live table (its history record stays)."""
@@ -128,10 +141,10 @@ def each(applier: Applier, items: Sequence[T], one: Callable[[Applier, T], log.R
 def finish(applier: Applier, results: list[log.Result], rejected: bool) -> None:
     """Counters, the event, the applied index: the end of every applied entry."""
     meta, tables, index = applier.meta, applier.tables, applier.index
-    arrays.settle(applier)
-    depends.settle(applier)
+    for settle in applier.derived.settle:
+        settle(applier)
     _write_counters(applier)
-    if applier.entry.format >= history.FORMAT:
+    if applier.entry.format >= HISTORY_FORMAT:
         for job_id in history.clean(tables, meta, applier.stamp_ms):
             applier.clean_job(job_id)
         history.prune(tables, meta, applier.stamp_ms)

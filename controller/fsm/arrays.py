@@ -33,20 +33,17 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from controller.fsm import job_index
+from controller.fsm.applier import Applier
 from controller.fsm.records import FINISHED, PENDING, find_job, job_key, read_job
+from controller.fsm.versions import ARRAY_FORMAT as FORMAT  # noqa: F401 (the leader reads arrays.FORMAT)
 from controller.tables import Tables
 from xce import array_spec
 from xce.errors import ServiceError, invalid
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
-if TYPE_CHECKING:  # the applier calls in here for every element write
-    from controller.fsm.applier import Applier
-
-FORMAT = 4  # the entry format from which submits may carry arrays and actions may select elements
 WINDOW = 256  # elements kept as pending jobs ahead of the scheduler (a limit lowers it)
 MAX_RUNS = 1_000  # runs one record may hold (8 KB or so): a request that would split it further is refused
 MAX_MATERIALIZE = 10_000  # elements one modify of a selection may make jobs of
@@ -102,8 +99,10 @@ def check_submit(spec: api.JobSpec, max_size: int) -> int:
 # ---------------------------------------------------------------- following element writes
 
 
-def follow(applier: Applier, before: api.Job | None, job: api.Job) -> None:
-    """An element job was written: its array's counts follow its state."""
+def follow(applier: Applier, before: api.Job | None, job: api.Job, written: bytes) -> None:
+    """A job was written: if an element, its array's counts follow its state."""
+    if not job.array_id:
+        return
     if before is None:  # new, or back from history (requeued after it left the live tables)
         raw = applier.tables.get("history", job_key(job.id))
         before = None if raw is None else api.Job.FromString(raw)

@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterator
 
 from controller.fsm.applier import Applier
 from controller.fsm.requests import guarded
+from controller.fsm.versions import AUDIT_FORMAT as FORMAT
 from controller.tables import Tables
 from xce.errors import invalid
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
-FORMAT = 16            # audit rows, `audit` entries, scoped tokens (versions.py)
 AUDIT_KEPT = 50_000    # confirmed and refused rows kept; the oldest go first
 DRY_RUNS_KEPT = 10_000  # dry-run rows, kept apart: dry runs cost nothing, and must not push the rest out
 PRUNE_PER_ROW = 4      # rows pruned at most per row written: bounded work per apply

@@ -9,11 +9,12 @@ An announcement records what one replica's code understands (versions.py).
 
 from __future__ import annotations
 
-from controller.fsm import history, limit_config, resources
+from controller.fsm import limit_config, resources
 from controller.fsm.applier import Applier
 from controller.fsm.records import read_queue
 from controller.fsm.requests import guarded
 from controller.fsm.validation import DEFAULT_MAX_SLOTS, DEFAULT_QUEUE, check_queue
+from controller.fsm.versions import HISTORY_FORMAT, LIMITS_FORMAT, RESOURCES_FORMAT
 from xce.errors import ServiceError
 from xce.v1 import log_pb2 as log
 
@@ -47,12 +48,12 @@ def apply_init(applier: Applier) -> list[log.Result]:
             check_queue(queue, applier.entry.format)
         except ServiceError as exc:
             return [exc.to_result()]
-    if applier.entry.format >= resources.FORMAT:
+    if applier.entry.format >= RESOURCES_FORMAT:
         try:
             resources.check_resources(init.host_groups, init.shared)
         except ServiceError as exc:
             return [exc.to_result()]
-    if applier.entry.format >= limit_config.FORMAT:
+    if applier.entry.format >= LIMITS_FORMAT:
         try:
             limit_config.check(init)
         except ServiceError as exc:
@@ -61,7 +62,7 @@ def apply_init(applier: Applier) -> list[log.Result]:
     meta.default_queue = init.default_queue or DEFAULT_QUEUE
     meta.max_slots_per_job = init.max_slots_per_job or DEFAULT_MAX_SLOTS
     meta.events_kept = init.events_kept
-    if applier.entry.format >= history.FORMAT:
+    if applier.entry.format >= HISTORY_FORMAT:
         meta.clean_period_ms = init.clean_period_ms
         meta.history_retention_ms = init.history_retention_ms
     if init.config_digest != meta.config_digest:
@@ -69,9 +70,9 @@ def apply_init(applier: Applier) -> list[log.Result]:
             if read_queue(applier.tables, queue.name) != queue:
                 applier.put_queue(queue)
         meta.config_digest = init.config_digest
-    if applier.entry.format >= resources.FORMAT:
+    if applier.entry.format >= RESOURCES_FORMAT:
         resources.apply_resources(applier, init)
-    if applier.entry.format >= limit_config.FORMAT:
+    if applier.entry.format >= LIMITS_FORMAT:
         limit_config.apply_limits(applier, init)
     return [log.Result(code=log.OK)]
 

@@ -27,17 +27,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from controller.fsm import preempt, resources
+from controller.fsm import preempt
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import CommittedUsage, place
 from controller.fsm.records import read_job
 from controller.fsm.requests import guarded
+from controller.fsm.versions import ALLOCATION_FORMAT, PREEMPT_FORMAT, RESOURCES_FORMAT
 from xce import feasibility
 from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
-
-ALLOCATION_FORMAT = 6  # requirements, consumables and multi-host allocations at the barrier (versions.py)
 
 
 def requested(job: api.Job, host: str, hosts: Sequence[api.HostSlots], usage: CommittedUsage,
@@ -47,8 +46,8 @@ def requested(job: api.Job, host: str, hosts: Sequence[api.HostSlots], usage: Co
         return [feasibility.Allocation(host, job.spec.slots)], feasibility.NO_NEED
     parts = [feasibility.Allocation(h.host, h.slots) for h in hosts] \
         or [feasibility.Allocation(host, job.spec.slots)]
-    need = feasibility.job_need(job, usage, groups_and_shared=entry_format >= resources.FORMAT)
-    if need.exclusive and entry_format < preempt.FORMAT:  # (-x is refused before it: never so)
+    need = feasibility.job_need(job, usage, groups_and_shared=entry_format >= RESOURCES_FORMAT)
+    if need.exclusive and entry_format < PREEMPT_FORMAT:  # (-x is refused before it: never so)
         need = replace(need, exclusive=False)
     return parts, need
 
@@ -170,7 +169,7 @@ def _decide(applier: Applier, usage: CommittedUsage, decision: api.Decision) -> 
         job = read_job(applier.tables, dispatch.job_id)
         if job is None:
             return api.DecisionOutcome(code=api.REJECT_NO_JOB, message=f"no job {dispatch.job_id}")
-        if job.state == api.SSUSP and job.released and applier.entry.format >= preempt.FORMAT:
+        if job.state == api.SSUSP and job.released and applier.entry.format >= PREEMPT_FORMAT:
             if dispatch.attempt != job.attempt:
                 return api.DecisionOutcome(code=api.REJECT_WRONG_ATTEMPT, message=f"job {job.id} is at "
                                            f"attempt {job.attempt}, not {dispatch.attempt}")
@@ -195,7 +194,7 @@ def _decide(applier: Applier, usage: CommittedUsage, decision: api.Decision) -> 
             job.pending_code = decision.pend.code
             applier.put_job(job)
         return None
-    if kind == "preempt" and applier.entry.format >= preempt.FORMAT:
+    if kind == "preempt" and applier.entry.format >= PREEMPT_FORMAT:
         outcome = preempt.preempt_refusal(applier, decision.preempt)
         if outcome is None:
             preempt.take(applier, decision.preempt)

@@ -35,19 +35,15 @@ written from this format on). Pure: reads only the tables.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 
 from controller.fsm import arrays, history, job_index
+from controller.fsm.applier import Applier
 from controller.fsm.records import PENDING, read_job, read_queue
 from controller.tables import Tables
 from xce import array_spec, depend
 from xce.errors import ServiceError, invalid
 from xce.v1 import api_pb2 as api
 
-if TYPE_CHECKING:
-    from controller.fsm.applier import Applier
-
-FORMAT = 10  # the entry format from which submits may carry -w (versions.py)
 EXIT_REASON = "DEPENDENCY"
 _STATE_NAMES = {value: name for name, value in api.JobState.items()}
 
@@ -171,7 +167,7 @@ def verdict(tables: Tables, job: api.Job) -> api.DependState:
 # ---------------------------------------------------------------- following writes
 
 
-def follow(applier: Applier, before: api.Job | None, job: api.Job) -> None:
+def follow(applier: Applier, before: api.Job | None, job: api.Job, written: bytes) -> None:
     """After a job write: note what may move a condition."""
     # The state first: most writes move it, and then the facts' key (a tuple of the counts) is not needed.
     if before is None or before.state != job.state or facts_key(before) != facts_key(job):
@@ -210,7 +206,7 @@ def _judge(applier: Applier, job: api.Job) -> None:
         assert record is not None
         record.depend_state = found  # arrays.settle writes it, and tops it up once satisfied
         if found == api.DEPEND_NEVER and _kills(applier, record):
-            from controller.fsm import jobs  # jobs imports the applier, which imports this module
+            from controller.fsm import jobs  # jobs imports validation, which imports this module
 
             try:
                 jobs.kill_array(applier, record)

@@ -33,6 +33,8 @@ from collections.abc import Iterable, Iterator
 from controller.fsm import job_index
 from controller.fsm.job_index import finished_ms, name_part
 from controller.fsm.records import FINISHED, job_key
+from controller.fsm.versions import ELEMENT_FORMAT
+from controller.fsm.versions import HISTORY_FORMAT as FORMAT  # noqa: F401 (the leader reads history.FORMAT)
 from controller.tables import Tables
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -41,11 +43,9 @@ CLEAN_PERIOD_MS = 3600 * 1000
 RETENTION_MS = 30 * 24 * 3600 * 1000
 HOUR_MS = 3600 * 1000
 PER_APPLY = 256
-# The first entry format that cleans and prunes (versions.ENTRY_FORMAT).
-FORMAT = 2
-# ... that keys finished elements by array and index (b"a" array(8) index(8) id(8)): a replica must
-# not find an element that another, which applied the element's end with older code, cannot.
-ELEMENT_FORMAT = 10
+# From ELEMENT_FORMAT, finished elements are keyed by array and index (b"a" array(8) index(8) id(8)):
+# a replica must not find an element that another, which applied the element's end with older code,
+# cannot.
 
 
 def clean_period_ms(meta: log.Meta) -> int:

@@ -15,6 +15,7 @@ from controller.fsm.applier import Applier, each
 from controller.fsm.jobs import settle_lost
 from controller.fsm.records import host_at, host_job_ids, read_host, read_job
 from controller.fsm.validation import check_host_spec
+from controller.fsm.versions import RECOVERY_FORMAT, RESOURCES_FORMAT
 from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -35,10 +36,10 @@ def join_one(applier: Applier, spec: api.HostSpec) -> log.Result:
         return exc.to_result()
     host = read_host(applier.tables, spec.name) or api.Host()
     host.spec.CopyFrom(spec)
-    if applier.entry.format >= recovery.FORMAT:
+    if applier.entry.format >= RECOVERY_FORMAT:
         host.spec.ClearField("running")  # what runs now is the join's news, not the host's record
         recovery.host_joined(applier, spec)
-    if applier.entry.format >= resources.FORMAT:
+    if applier.entry.format >= RESOURCES_FORMAT:
         host.ClearField("groups")
         host.groups.extend(resources.groups_of(applier.meta, spec.name))
     host.ClearField("load")  # the old generation's; the new one reports its own
@@ -104,7 +105,7 @@ def apply_resolve_host(applier: Applier) -> list[log.Result]:
             continue
         settle_lost(applier, job, f"host {host.spec.name} lost")
         settled.append(job.id)
-    if applier.entry.format >= recovery.FORMAT:
+    if applier.entry.format >= RECOVERY_FORMAT:
         recovery.host_resolved(applier, host.spec.name)
     return [log.Result(code=log.OK, job_ids=settled)]
 

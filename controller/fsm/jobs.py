@@ -14,11 +14,12 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.fsm import arrays, audit, history, refusals
+from controller.fsm import arrays, audit, refusals
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import release
 from controller.fsm.records import FINISHED, PENDING, RUNNING, find_job, next_attempt, readable_id
-from controller.fsm.validation import CHECKPOINT_FORMAT, DEFAULT_QUEUE, check_modify, check_spec
+from controller.fsm.validation import DEFAULT_QUEUE, check_modify, check_spec
+from controller.fsm.versions import ARRAY_FORMAT, CHECKPOINT_FORMAT, HISTORY_FORMAT
 from xce.errors import ServiceError, invalid
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -112,8 +113,8 @@ def _submit_one(applier: Applier, request: api.SubmitJobsRequest) -> log.Result:
     for spec in request.jobs:
         check_spec(tables, meta, spec, entry.format)
         if spec.HasField("array"):
-            if entry.format < arrays.FORMAT:
-                raise invalid(f"job arrays need entry format {arrays.FORMAT}")
+            if entry.format < ARRAY_FORMAT:
+                raise invalid(f"job arrays need entry format {ARRAY_FORMAT}")
             arrays.check_submit(spec, arrays.MAX_SIZE)
     result = log.Result(code=log.OK)
     for spec in request.jobs:
@@ -138,8 +139,8 @@ def apply_control(applier: Applier) -> list[log.Result]:
     request = applier.entry.control
 
     def body() -> log.Result:
-        in_history = applier.entry.format >= history.FORMAT
-        if applier.entry.format >= arrays.FORMAT:
+        in_history = applier.entry.format >= HISTORY_FORMAT
+        if applier.entry.format >= ARRAY_FORMAT:
             job, wanted = arrays.find_target(applier.tables, request.job_id, in_history)
             if arrays.is_array(job):
                 return _control_array(applier, job, wanted, request.action)
@@ -206,8 +207,8 @@ def apply_modify(applier: Applier) -> list[log.Result]:
     request = applier.entry.modify
 
     def body() -> log.Result:
-        in_history = applier.entry.format >= history.FORMAT
-        if applier.entry.format >= arrays.FORMAT:
+        in_history = applier.entry.format >= HISTORY_FORMAT
+        if applier.entry.format >= ARRAY_FORMAT:
             job, wanted = arrays.find_target(applier.tables, request.job_id, in_history)
             if arrays.is_array(job):
                 return _modify_array(applier, job, wanted, request)

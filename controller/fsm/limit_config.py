@@ -11,11 +11,10 @@ limits' counters as they were when they were placed.
 from __future__ import annotations
 
 from controller.fsm.applier import Applier
+from controller.fsm.versions import LIMITS_FORMAT as FORMAT  # noqa: F401 (the leader reads limit_config.FORMAT)
 from xce import limits
 from xce.errors import invalid
 from xce.v1 import log_pb2 as log
-
-FORMAT = 11  # InitCluster's limits, -P, the limits' counters at the barrier (versions.py)
 
 
 def check(init: log.InitCluster) -> None:

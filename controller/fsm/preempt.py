@@ -32,15 +32,12 @@ from collections.abc import Sequence
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import CommittedUsage
 from controller.fsm.records import RUNNING, read_host, read_job, read_queue
+from controller.fsm.versions import ONE_AT_A_TIME_FORMAT, PREEMPT_FORMAT
 from controller.tables import Tables
 from xce import feasibility
 from xce.invariant import invariant
 from xce.rules import preemption
 from xce.v1 import api_pb2 as api
-
-FORMAT = 12  # PREEMPT decisions, suspended reports, resume (versions.py)
-ONE_AT_A_TIME_FORMAT = 13  # a preemptor waits for its victims before it may preempt again; a victim
-# being killed does not resume
 
 
 def queues_of(tables: Tables) -> dict[str, api.Queue]:
@@ -140,7 +137,7 @@ def stopped(applier: Applier, job: api.Job) -> bool:
 
 
 def resume_refusal(usage: CommittedUsage, job: api.Job, host: str, hosts: Sequence[api.HostSlots],
-                   entry_format: int = FORMAT) -> api.DecisionOutcome | None:
+                   entry_format: int = PREEMPT_FORMAT) -> api.DecisionOutcome | None:
     """A DISPATCH of a suspended victim: its own allocation, and room for what it gave back; not one
     on its way out (format 13: it would take slots back to be killed)."""
     if entry_format >= ONE_AT_A_TIME_FORMAT and (job.kill_requested or job.requeue_requested):

@@ -42,7 +42,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from controller.fsm.applier import Applier
+from controller.fsm.applier import Applier, Derived
 from controller.fsm.records import (
     FINISHED,
     META_KEY,
@@ -54,12 +54,12 @@ from controller.fsm.records import (
     read_job,
     read_meta,
 )
+from controller.fsm.versions import RECOVERY_FORMAT as FORMAT  # noqa: F401 (the leader reads recovery.FORMAT)
 from controller.tables import Tables
 from xce import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
-FORMAT = 3  # the first entry format whose joins carry the instances a worker runs
 RECOVERY_COUNTER = feasibility.RECOVERY_COUNTER
 MAX_AHEAD = 1000  # how far past the job's attempt a stray's may be (requeues since the backup)
 LEASE_EPOCH_JUMP = 1000  # past any epoch the old cluster reached after the backup, in all likelihood
@@ -70,12 +70,12 @@ def stray_key(host: str, job_id: int) -> bytes:
 
 
 def prepare(tables: Tables, cluster_id: str, membership: Sequence[api.Member], incarnation: str,
-            wait_ms: int, why: str, capabilities: log.Capabilities) -> int:
+            wait_ms: int, why: str, capabilities: log.Capabilities, derived: Derived) -> int:
     """Make a restored or forced state (of cluster `cluster_id` from now on, with `membership`, whose
     replicas run code of `capabilities`) wait for its hosts (module docstring); how many things it
-    awaits."""
+    awaits. `derived`: the state machine's (fsm.DERIVED), kept in step with the jobs written."""
     meta = read_meta(tables)
-    applier = Applier(tables, meta.applied_index, log.Entry(), meta)  # writes jobs with their indexes
+    applier = Applier(tables, meta.applied_index, log.Entry(), meta, derived)  # jobs with their indexes
     hosts = sorted(key.decode() for key, _ in tables.scan("hosts"))
     for name in hosts:
         host = read_host(tables, name)

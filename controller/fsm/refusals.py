@@ -1,6 +1,6 @@
 """A failed dispatch (a worker's refusal to start the job), applied by whose fault it is.
 
-Before entry format 19 (FORMAT) every refusal sent the job back to PEND at
+Before entry format 19 (REFUSALS_FORMAT) every refusal sent the job back to PEND at
 the next attempt with `PEND_DISPATCH_REFUSED` and the refusing host, which
 the scheduler cools down for everyone (scheduler/planner.py). A job its
 owner's own files made impossible (an output file or a working directory it
@@ -25,13 +25,12 @@ Only the last sets `refused_host`, so only the host's refusals cool a host.
 from __future__ import annotations
 
 from controller.fsm.applier import Applier
-from controller.fsm.holdings import START_FORMAT
 from controller.fsm.records import next_attempt
+from controller.fsm.versions import REFUSALS_FORMAT, START_FORMAT
 from xce import start_failures
 from xce.start_failures import Kind
 from xce.v1 import api_pb2 as api
 
-FORMAT = 19  # the first entry format that sorts refusals (versions.py)
 # What refused starts leave on a job: cleared with its instance's fields when it is requeued (a fresh
 # try: a user's requeue of an ended job, a lost host's rerunnable job).
 START_FIELDS = ("start_failures", "start_error", "not_before_ms", "refused_owner")
@@ -39,7 +38,7 @@ START_FIELDS = ("start_failures", "start_error", "not_before_ms", "refused_owner
 
 def refused(applier: Applier, job: api.Job, host: str, generation: int, failed: api.DispatchFailed) -> None:
     """The job's attempt was refused by `host` (at `generation`); what it held is given back already."""
-    kind = start_failures.kind(failed.code) if applier.entry.format >= FORMAT else Kind.HOST
+    kind = start_failures.kind(failed.code) if applier.entry.format >= REFUSALS_FORMAT else Kind.HOST
     if kind is Kind.HOST:  # (every refusal, before format 19)
         words = f"dispatch to {host} failed: {failed.reason[:200]}"
         _pend_again(applier, job, words, api.PEND_DISPATCH_REFUSED)

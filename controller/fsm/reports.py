@@ -16,13 +16,10 @@ from controller.fsm.applier import Applier, each
 from controller.fsm.holdings import release
 from controller.fsm.jobs import EXIT_KILLED, requeue_ended, settle_lost
 from controller.fsm.records import RUNNING, read_host, read_job
+from controller.fsm.versions import FENCE_FORMAT, PART_FORMAT, PREEMPT_FORMAT, RECOVERY_FORMAT, USAGE_FORMAT
 from xce import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
-
-FENCE_FORMAT = 2  # the first entry format whose apply reads JobFinished.fenced (versions.py)
-PART_FORMAT = 8  # reports of a parallel job's part on its other hosts: part_ended, started.part
-USAGE_FORMAT = 9  # usage while running (usage_now), an end's exit reason (MEMLIMIT), -M
 
 
 def apply_report(applier: Applier) -> list[log.Result]:
@@ -50,10 +47,10 @@ def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
             return _usage_now(applier, job, relayed)
         kind = None
     if kind == "suspended":
-        if applier.entry.format >= preempt.FORMAT:
+        if applier.entry.format >= PREEMPT_FORMAT:
             return _suspended(applier, job, relayed)
         kind = None
-    if kind in ("finished", "dispatch_failed") and applier.entry.format >= recovery.FORMAT \
+    if kind in ("finished", "dispatch_failed") and applier.entry.format >= RECOVERY_FORMAT \
             and recovery.instance_ended(applier, relayed.host, report.job_id, report.attempt):  # if a stray
         job = read_job(applier.tables, report.job_id)  # its record changed
     if job is None or job.host != relayed.host or job.attempt != report.attempt or job.state not in RUNNING:
@@ -73,7 +70,7 @@ def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
     elif kind == "finished" and report.finished.status_unknown and job.spec.rerunnable:
         settle_lost(applier, job, f"job ended on {relayed.host} with unknown status")
         return log.Result(code=log.OK, job_ids=[job.id])
-    elif kind == "dispatch_failed" and job.state == api.UNKWN and applier.entry.format >= recovery.FORMAT:
+    elif kind == "dispatch_failed" and job.state == api.UNKWN and applier.entry.format >= RECOVERY_FORMAT:
         # Its worker came back with no record of it: the instance is lost, as with a lost host
         # (requeued only if rerunnable; a dispatch failure would requeue any job, and run a
         # non-rerunnable one that may have run already a second time).

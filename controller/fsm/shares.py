@@ -17,24 +17,19 @@ there is one per queue, project and user that ever ran there.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from controller.fsm.applier import Applier
 from controller.fsm.records import FINISHED, RUNNING, read_queue
+from controller.fsm.versions import CHARGE_FORMAT, FAIRSHARE_FORMAT
 from xce import fairshare
 from xce.v1 import api_pb2 as api
 
-if TYPE_CHECKING:
-    from controller.fsm.applier import Applier
-
-FORMAT = 11
-CHARGE_FORMAT = 13  # requeued attempts charged; time suspended for a preemption not
 TABLE = "share_usage"
 
 
-def follow(applier: Applier, before: api.Job | None, job: api.Job) -> None:
+def follow(applier: Applier, before: api.Job | None, job: api.Job, written: bytes) -> None:
     """After a job write: a job that has just ended credits its queue's fair share; from format 13,
     so does an attempt that was requeued (what it used until the requeue's entry)."""
-    if applier.entry.format < FORMAT or (before is not None and before.state in FINISHED):
+    if applier.entry.format < FAIRSHARE_FORMAT or (before is not None and before.state in FINISHED):
         return
     if job.state in FINISHED:
         charged, end_ms = job, 0

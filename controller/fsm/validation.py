@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from controller.fsm import depends, limit_config
+from controller.fsm import depends
 from controller.fsm.records import (
     FINISHED,
     MAX_HOST_NAME,
@@ -18,6 +18,18 @@ from controller.fsm.records import (
     PENDING,
     read_host,
     read_queue,
+)
+from controller.fsm.versions import (
+    ALLOCATION_FORMAT,
+    CHECKPOINT_FORMAT,
+    DEPEND_FORMAT,
+    EXCLUSIVE_QUEUE_FORMAT,
+    LIMITS_FORMAT,
+    PREEMPT_FORMAT,
+    RESOURCES_FORMAT,
+    RESREQ_FORMAT,
+    RUN_LIMIT_FORMAT,
+    USAGE_FORMAT,
 )
 from controller.tables import Tables
 from xce import depend, fairshare, feasibility, resreq
@@ -49,16 +61,8 @@ def check_request_id(request_id: str) -> None:
 
 
 # 5: resource requirements are parsed (xce/resreq.py) and a bad one refused; before, stored verbatim.
-RESREQ_FORMAT = 5
 # 6: they are used (decisions.py: ALLOCATION_FORMAT): rusage[] amounts are whole, -n takes min,max.
-ALLOCATION_FORMAT = 6
-ASKED_FORMAT = 7  # -m (resources.py: FORMAT)
-MEMLIMIT_FORMAT = 9  # -M (reports.py: USAGE_FORMAT)
 MAX_ASKED = 1000  # names in one job's -m
-PREEMPT_FORMAT = 12  # preempt.py: FORMAT (not imported: it imports the applier, which imports this)
-EXCLUSIVE_QUEUE_FORMAT = 13  # -x only in a queue that takes exclusive jobs
-RUN_LIMIT_FORMAT = 14  # -W and -We
-CHECKPOINT_FORMAT = 17  # -k (and the CHECKPOINT action: jobs.py)
 CHECKPOINT_SIGNALS = (1, 2, 10, 12)  # what a job's shim outlives (worker/shim.py): HUP, INT, USR1, USR2
 MAX_RUN_LIMIT_S = 10 * 366 * 86400
 
@@ -113,7 +117,7 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
     max_slots = meta.max_slots_per_job or DEFAULT_MAX_SLOTS
     if spec.HasField("slots") and not 1 <= spec.slots <= max_slots:
         raise invalid(f"slots must be between 1 and {max_slots}, got {spec.slots}")
-    if spec.mem_limit_mb and entry_format >= MEMLIMIT_FORMAT and not 0 < spec.mem_limit_mb <= 1 << 40:
+    if spec.mem_limit_mb and entry_format >= USAGE_FORMAT and not 0 < spec.mem_limit_mb <= 1 << 40:
         raise invalid(f"-M {spec.mem_limit_mb}: a memory limit is a number of MB from 1 to 2^40")
     # Before format 6 the field is unknown to apply (an older replica keeps it unread): so here.
     # The leader refuses it then (check_min_slots_known).
@@ -128,11 +132,11 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
         if queue is None or not queue.exclusive:
             # LSF: a queue takes exclusive jobs only if it says so; else any user could keep hosts whole.
             raise invalid(f"-x: queue {name} does not take exclusive jobs (its `exclusive = true` would)")
-    if spec.hosts and entry_format >= ASKED_FORMAT:  # before, an unknown field, kept unread
+    if spec.hosts and entry_format >= RESOURCES_FORMAT:  # before, an unknown field, kept unread
         check_asked(tables, meta, spec.hosts)
-    if entry_format >= depends.FORMAT:
+    if entry_format >= DEPEND_FORMAT:
         depends.check(tables, spec)
-    if spec.project and entry_format >= limit_config.FORMAT:
+    if spec.project and entry_format >= LIMITS_FORMAT:
         check_project(spec.project)
     if entry_format >= RUN_LIMIT_FORMAT:
         for flag, seconds in (("-W", spec.run_limit_s), ("-We", spec.estimate_s)):
@@ -173,12 +177,12 @@ def check_min_slots_known(spec: api.JobSpec, entry_format: int) -> None:
     if spec.HasField("min_slots") and entry_format < ALLOCATION_FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, "-n min,max needs every replica at entry format "
                            f"{ALLOCATION_FORMAT} (xce status shows each one's)")
-    if spec.mem_limit_mb and entry_format < MEMLIMIT_FORMAT:
+    if spec.mem_limit_mb and entry_format < USAGE_FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, "-M needs every replica at entry format "
-                           f"{MEMLIMIT_FORMAT} (xce status shows each one's)")
-    if spec.hosts and entry_format < ASKED_FORMAT:
-        raise ServiceError(log.FAILED_PRECONDITION, f"-m needs every replica at entry format {ASKED_FORMAT} "
-                           "(xce status shows each one's)")
+                           f"{USAGE_FORMAT} (xce status shows each one's)")
+    if spec.hosts and entry_format < RESOURCES_FORMAT:
+        raise ServiceError(log.FAILED_PRECONDITION, f"-m needs every replica at entry format "
+                           f"{RESOURCES_FORMAT} (xce status shows each one's)")
     if spec.exclusive and entry_format < PREEMPT_FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, "-x needs every replica at entry format "
                            f"{PREEMPT_FORMAT} (xce status shows each one's)")
@@ -188,12 +192,12 @@ def check_min_slots_known(spec: api.JobSpec, entry_format: int) -> None:
     if (spec.run_limit_s or spec.estimate_s) and entry_format < RUN_LIMIT_FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, "-W and -We need every replica at entry format "
                            f"{RUN_LIMIT_FORMAT} (xce status shows each one's)")
-    if spec.project and entry_format < limit_config.FORMAT:
+    if spec.project and entry_format < LIMITS_FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, "-P needs every replica at entry format "
-                           f"{limit_config.FORMAT} (xce status shows each one's)")
-    if (spec.depend or spec.kill_on_invalid_dep) and entry_format < depends.FORMAT:
+                           f"{LIMITS_FORMAT} (xce status shows each one's)")
+    if (spec.depend or spec.kill_on_invalid_dep) and entry_format < DEPEND_FORMAT:
         raise ServiceError(log.FAILED_PRECONDITION, "-w needs every replica at entry format "
-                           f"{depends.FORMAT} (xce status shows each one's)")
+                           f"{DEPEND_FORMAT} (xce status shows each one's)")
 
 
 def check_queue_open(tables: Tables, name: str) -> None:
@@ -261,7 +265,7 @@ def check_queue(queue: api.Queue, entry_format: int = ALLOCATION_FORMAT) -> None
         check_requirement(queue.res_req, entry_format)
     if entry_format >= PREEMPT_FORMAT and (queue.preempt_min_run_s < 0 or queue.max_preemptions < 0):
         raise invalid(f"queue {name!r}: preempt_min_run_s and max_preemptions are never negative")
-    if queue.HasField("fairshare") and entry_format >= limit_config.FORMAT:
+    if queue.HasField("fairshare") and entry_format >= LIMITS_FORMAT:
         try:
             fairshare.check(queue.fairshare, f"queue {name!r}: fairshare")
         except ValueError as exc:

@@ -23,31 +23,32 @@ from google.protobuf.message import DecodeError
 
 from xce.v1 import log_pb2 as log
 
-# 2: finished jobs are cleaned into history (history.py), InitCluster's clean period and retention.
-# 3: joins list the instances their worker runs; strays and the recovery wait (recovery.py).
-# 4: job arrays: a submit may carry an array, actions and modifies may select its elements (arrays.py).
-# 5: resource requirements are parsed at submit and modify, and a bad one refused (validation.py).
-# 6: allocations: requirements, consumables and several hosts checked at the barrier (decisions.py).
-# 7: host groups and shared resources (InitCluster, joins), -m, licenses at the barrier (resources.py).
-# 8: reports of a parallel job's part on its other hosts (reports.py: PART_FORMAT).
-# 9: usage while running, an end's exit reason (MEMLIMIT), -M (reports.py: USAGE_FORMAT).
-# 10: dependencies (-w): checked at submit, kept current by apply, at the barrier (depends.py).
-# 11: limits (InitCluster, the `limits` table, their counters at the barrier; limit_config.py), -P,
-#     fair-share usage credited at each end (shares.py).
-# 12: preemption: PREEMPT decisions, `suspended` reports, the resume of a suspended victim (preempt.py).
-# 13: a PREEMPT for a job whose earlier victims still hold their slots is refused, and the resume of a
-#     suspended victim being killed (preempt.py); -x only in a queue with `exclusive` (validation.py);
-#     fair share charges requeued attempts, not the time suspended for a preemption (shares.py).
-# 14: -W run limits and -We estimates on job specs, checked at submit (validation.py).
-# 15: a decisions entry's event carries its batch, so a recording can re-run the pass (applier.py).
-# 16: the audit trail: audited submits, actions and modifications write a row; `audit` entries (a dry
-#     run, a refusal); scoped tokens (audit.py).
-# 17: checkpoints: -k on job specs, the CHECKPOINT action (jobs.py, validation.py).
-# 18: a dispatch stamps the job's start time, until its worker reports its own (holdings.py).
-# 19: a worker's refusal counts against the job, its owner on that host, or the host, by its code: the
-#     job's own ends it (EXIT 127, 126, 2) or is retried with a backoff a bounded number of times; the
-#     owner's keeps the job off that host generation; only the host's cools the host (refusals.py).
-ENTRY_FORMAT = 19
+# Entry formats: from its number on, what each changes in apply. Every format gate of the state
+# machine and of the leader's proposals is one of these; a replica applies formats up to ENTRY_FORMAT.
+FENCE_FORMAT = 2  # apply reads JobFinished.fenced (reports.py)
+HISTORY_FORMAT = 2  # finished jobs are cleaned into history; InitCluster's clean period and retention
+RECOVERY_FORMAT = 3  # joins list the instances their worker runs; strays and the recovery wait
+ARRAY_FORMAT = 4  # job arrays: a submit may carry an array, actions and modifies select its elements
+RESREQ_FORMAT = 5  # resource requirements parsed at submit and modify, a bad one refused (not verbatim)
+ALLOCATION_FORMAT = 6  # requirements, consumables, multi-host allocations at the barrier; whole rusage[]
+RESOURCES_FORMAT = 7  # host groups, shared resources (InitCluster, joins), -m, licenses at the barrier
+PART_FORMAT = 8  # reports of a parallel job's part on its other hosts: part_ended, started.part
+USAGE_FORMAT = 9  # usage while running (usage_now), an end's exit reason (MEMLIMIT), -M
+DEPEND_FORMAT = 10  # dependencies (-w): checked at submit, kept current by apply, at the barrier
+ELEMENT_FORMAT = 10  # history keys finished array elements by array and index (history.py)
+LIMITS_FORMAT = 11  # limits (InitCluster, the `limits` table, their counters at the barrier), -P
+FAIRSHARE_FORMAT = 11  # fair-share usage credited at each end (shares.py)
+PREEMPT_FORMAT = 12  # PREEMPT decisions, `suspended` reports, the resume of a suspended victim
+ONE_AT_A_TIME_FORMAT = 13  # a preemptor waits for its victims; a victim being killed does not resume
+EXCLUSIVE_QUEUE_FORMAT = 13  # -x only in a queue that takes exclusive jobs
+CHARGE_FORMAT = 13  # fair share charges requeued attempts, not the time suspended for a preemption
+RUN_LIMIT_FORMAT = 14  # -W run limits and -We estimates on job specs, checked at submit
+PASS_RECORD_FORMAT = 15  # a decisions entry's event carries its batch, so a recording can re-run the pass
+AUDIT_FORMAT = 16  # the audit trail: audit rows, `audit` entries (a dry run, a refusal), scoped tokens
+CHECKPOINT_FORMAT = 17  # checkpoints: -k on job specs, the CHECKPOINT action
+START_FORMAT = 18  # a dispatch stamps the job's start time, until its worker reports its own
+REFUSALS_FORMAT = 19  # a worker's refusal counts against the job, its owner there or the host (refusals.py)
+ENTRY_FORMAT = 19  # the highest this code applies
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",

@@ -10,6 +10,7 @@ import pytest
 
 from controller import fsm, reads
 from controller.fsm import arrays
+from controller.fsm.versions import ARRAY_FORMAT
 from controller.store import StateStore
 from controller.tables import TABLES, MemoryTables, Tables
 from scheduler import core
@@ -19,7 +20,7 @@ from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 STAMP = 1_700_000_000_000
-FORMAT = arrays.FORMAT
+FORMAT = ARRAY_FORMAT
 
 # ---------------------------------------------------------------- the syntax
 

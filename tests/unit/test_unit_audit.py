@@ -7,6 +7,7 @@ import pytest
 
 from controller import audit_trail, authz, fsm
 from controller.fsm import audit
+from controller.fsm.versions import AUDIT_FORMAT
 from controller.tables import MemoryTables
 from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
@@ -17,7 +18,7 @@ ANN = log.Principal(name="ann", role="mcp_operator", via="token")
 
 
 class State:
-    def __init__(self, format_: int = audit.FORMAT) -> None:
+    def __init__(self, format_: int = AUDIT_FORMAT) -> None:
         self.tables, self.index, self.format = MemoryTables(), 0, format_
         self.step(log.Entry(init=log.InitCluster(cluster_id="demo", config_digest="d", default_queue="normal",
                                                  queues=[api.Queue(name="normal"), api.Queue(name="gpu")])))

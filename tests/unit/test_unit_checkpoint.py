@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from controller import fsm
-from controller.fsm.validation import CHECKPOINT_FORMAT
+from controller.fsm.versions import CHECKPOINT_FORMAT
 from controller.tables import MemoryTables
 from controller.worker_session import WorkerSession
 from xce.v1 import api_pb2 as api

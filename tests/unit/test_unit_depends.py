@@ -7,14 +7,15 @@ from __future__ import annotations
 import pytest
 
 from controller import fsm
-from controller.fsm import arrays, depends, job_index
+from controller.fsm import arrays, job_index
+from controller.fsm.versions import DEPEND_FORMAT
 from scheduler import core
 from tests.unit.test_unit_arrays import State
 from xce import array_spec
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
-FORMAT = depends.FORMAT
+FORMAT = DEPEND_FORMAT
 
 
 class Current(State):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from controller import fsm
 from controller.fsm import recovery
 from controller.fsm.holdings import CommittedUsage
+from controller.fsm.versions import RECOVERY_FORMAT
 from controller.host_liveness import Liveness
 from controller.tables import MemoryTables
 from controller.watchdog import Watchdog
@@ -26,7 +27,7 @@ class State:
 
     def apply(self, entry: log.Entry, stamp_ms: int = STAMP) -> list[log.Result]:
         self.index += 1
-        entry.stamp_ms, entry.format = stamp_ms, recovery.FORMAT
+        entry.stamp_ms, entry.format = stamp_ms, RECOVERY_FORMAT
         results = fsm.apply(self.tables, self.index, entry.SerializeToString())
         assert results is not None
         return results
@@ -72,7 +73,7 @@ def _cluster() -> State:
 def test_a_restored_state_waits_for_every_known_host_and_the_fence() -> None:
     state = _cluster()
     awaited = recovery.prepare(state.tables, "c2", MEMBERS, "inc", wait_ms=3000, why="test",
-                               capabilities=CODE)
+                               capabilities=CODE, derived=fsm.DERIVED)
     assert awaited == 3  # h1, h2 and the wait
     meta = fsm.read_meta(state.tables)
     assert meta.cluster_id == "c2" and meta.incarnation == "inc" and list(meta.membership) == MEMBERS
@@ -95,7 +96,8 @@ def test_a_restored_state_waits_for_every_known_host_and_the_fence() -> None:
 
 def test_a_host_given_up_is_no_longer_awaited() -> None:
     state = _cluster()
-    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test", capabilities=CODE)
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test", capabilities=CODE,
+                     derived=fsm.DERIVED)
     state.join("h1")
     generation = fsm.read_host(state.tables, "h2").generation  # type: ignore[union-attr]
     down = log.SetHostStatus(name="h2", generation=generation, status=api.HOST_UNAVAIL)
@@ -108,7 +110,8 @@ def test_a_host_given_up_is_no_longer_awaited() -> None:
 
 def test_an_instance_the_state_does_not_hold_keeps_its_job_pending_until_it_ended() -> None:
     state = _cluster()
-    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test", capabilities=CODE)
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test", capabilities=CODE,
+                     derived=fsm.DERIVED)
     state.join("h1", (1, 0))  # job 1 ran on h1 after the backup
     state.join("h2", (3, 0))
     job = state.job(1)
@@ -127,7 +130,8 @@ def test_an_instance_the_state_does_not_hold_keeps_its_job_pending_until_it_ende
 
 def test_a_stray_that_ended_while_its_worker_was_away_is_cleared_when_it_joins_again() -> None:
     state = _cluster()
-    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=60_000, why="test", capabilities=CODE)
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=60_000, why="test", capabilities=CODE,
+                     derived=fsm.DERIVED)
     state.join("h1", (2, 0))
     assert state.job(2).stray_hosts == ["h1"]
     state.join("h1")
@@ -149,14 +153,16 @@ def test_outside_a_recovery_a_join_holds_no_job_back() -> None:
 
 def test_a_join_naming_absurd_attempts_changes_nothing() -> None:
     state = _cluster()
-    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=60_000, why="test", capabilities=CODE)
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=60_000, why="test", capabilities=CODE,
+                     derived=fsm.DERIVED)
     state.join("h1", (1, 2**31 - 1), (2, -1), (99, 0))  # would overflow attempt; negative; no such job
     assert state.job(1).attempt == 0 and not state.job(1).stray_hosts and not state.job(2).stray_hosts
 
 
 def test_a_stray_of_a_job_the_state_holds_elsewhere_reserves_its_attempt() -> None:
     state = _cluster()  # job 3 runs on h2 at attempt 0
-    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=60_000, why="test", capabilities=CODE)
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=60_000, why="test", capabilities=CODE,
+                     derived=fsm.DERIVED)
     state.join("h1", (3, 1))  # after the backup, it was requeued and ran on h1 as attempt 1
     state.join("h2")  # h2 has no record of attempt 0: lost, requeued only if rerunnable
     job = state.job(3)
@@ -174,7 +180,8 @@ def test_prepared_hosts_are_timed_afresh_and_the_code_is_announced() -> None:
     generation = fsm.read_host(state.tables, "h2").generation  # type: ignore[union-attr]
     state.apply(log.Entry(host_status=log.SetHostStatus(name="h2", generation=generation,
                                                         status=api.HOST_UNAVAIL)))
-    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test", capabilities=CODE)
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test", capabilities=CODE,
+                     derived=fsm.DERIVED)
     assert fsm.read_host(state.tables, "h2").status == api.HOST_OK  # type: ignore[union-attr]
     meta = fsm.read_meta(state.tables)
     assert meta.members[1].format == fsm.ENTRY_FORMAT and meta.lease_epoch >= recovery.LEASE_EPOCH_JUMP
@@ -183,7 +190,8 @@ def test_prepared_hosts_are_timed_afresh_and_the_code_is_announced() -> None:
 def test_replicas_that_apply_the_same_entries_agree() -> None:
     a, b = _cluster(), _cluster()
     for state in (a, b):
-        recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=500, why="test", capabilities=CODE)
+        recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=500, why="test", capabilities=CODE,
+                         derived=fsm.DERIVED)
         state.join("h1", (1, 0), stamp_ms=STAMP + 10)
         state.join("h2", stamp_ms=STAMP + 900)
         state.report_end("h1", 1, 0)
@@ -193,7 +201,8 @@ def test_replicas_that_apply_the_same_entries_agree() -> None:
 def test_the_watchdog_gives_up_an_awaited_host_with_no_jobs_there() -> None:
     """Without it, a host of the backup that never comes back would hold every dispatch back forever."""
     state = _cluster()
-    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test", capabilities=CODE)
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test", capabilities=CODE,
+                     derived=fsm.DERIVED)
     state.join("h2")  # h1 never comes back; nothing of the state runs there
     generation = fsm.read_host(state.tables, "h1").generation  # type: ignore[union-attr]
     state.apply(log.Entry(host_status=log.SetHostStatus(name="h1", generation=generation,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from controller import fsm
-from controller.fsm import decisions, refusals
+from controller.fsm import decisions
+from controller.fsm.versions import REFUSALS_FORMAT
 from controller.tables import MemoryTables
 from scheduler import planner
 from scheduler.core import Dispatch, Pend
@@ -22,7 +23,7 @@ CONFIG = PlannerConfig()
 class State:
     """An in-memory replica's state, entries stamped and formatted as a leader would."""
 
-    def __init__(self, entry_format: int = refusals.FORMAT, hosts: tuple[str, ...] = ("a", "b")) -> None:
+    def __init__(self, entry_format: int = REFUSALS_FORMAT, hosts: tuple[str, ...] = ("a", "b")) -> None:
         self.tables = MemoryTables()
         self.index = 0
         self.format = entry_format
@@ -97,7 +98,7 @@ def test_the_jobs_own_command_or_directory_ends_it_at_once(code: int, exit_code:
 
 
 def test_before_format_19_every_refusal_requeues_and_names_the_host_as_it_did() -> None:
-    state = State(entry_format=refusals.FORMAT - 1)
+    state = State(entry_format=REFUSALS_FORMAT - 1)
     job_id = state.submit()
     state.run(job_id, "a")
     again = state.refuse(job_id, start_failures.COMMAND_NOT_FOUND, "command not found: nope")
