@@ -207,18 +207,10 @@ def read_toml(path: Path, error: type[Exception], what: str) -> dict[str, Any]:
 
 
 def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
+    """The cluster's configuration from the file's tables; ConfigError naming the first bad key."""
     base = path.parent
-    cluster_id = _get(raw, "cluster_id", str, path)
-    if not cluster_id or not all(c.isalnum() or c in "_." for c in cluster_id):
-        raise ConfigError(f"{path}: cluster_id must be letters, digits, _ or . (no '-')")
-    password = raw.get("password")
-    if password is None and "password_file" in raw:
-        try:
-            password = (base / raw["password_file"]).read_text().strip()
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read password_file: {exc}") from exc
-    if not password:
-        raise ConfigError(f"{path}: a password (or password_file) is mandatory")
+    cluster_id = _cluster_id(raw, path)
+    password = _password(raw, path)
     try:
         tls = tls_files(raw, base)
     except CredentialsError as exc:
@@ -228,13 +220,7 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
         raise ConfigError(f"{path}: no [[replicas]]")
     if len({r.id for r in replicas}) != len(replicas):
         raise ConfigError(f"{path}: duplicate replica ids")
-    queues = tuple(_queue(q, path) for q in raw.get("queues", [{"name": "normal", "priority": 30}]))
-    _check_preemption(queues, path)
-    if len({q.name for q in queues}) != len(queues):
-        raise ConfigError(f"{path}: duplicate queue names")
-    default_queue = raw.get("default_queue", queues[0].name if queues else "normal")
-    if default_queue not in {q.name for q in queues}:
-        raise ConfigError(f"{path}: default_queue {default_queue!r} is not among [[queues]]")
+    queues, default_queue = _queues(raw, path)
     max_slots = raw.get("max_slots_per_job", 1024)
     if not isinstance(max_slots, int) or max_slots < 1:
         raise ConfigError(f"{path}: max_slots_per_job must be a positive integer")
@@ -244,6 +230,47 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
         raft.check()
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: [raft]: {exc}") from exc
+    return ClusterConfig(path=path, cluster_id=cluster_id, password=password,
+                         data_dir=base / raw.get("data_dir", "data"), replicas=replicas,
+                         queues=queues, default_queue=default_queue, max_slots_per_job=max_slots,
+                         raft=raft, **_hosts(raw, path), **_state(raw, path), **_group_commit(raw, path),
+                         tls=tls, limits=_limits(raw, path, {q.name for q in queues}),
+                         **_auth(raw, path), **_resources(raw, path))
+
+
+def _cluster_id(raw: dict[str, Any], path: Path) -> str:
+    cluster_id: str = _get(raw, "cluster_id", str, path)
+    if not cluster_id or not all(c.isalnum() or c in "_." for c in cluster_id):
+        raise ConfigError(f"{path}: cluster_id must be letters, digits, _ or . (no '-')")
+    return cluster_id
+
+
+def _password(raw: dict[str, Any], path: Path) -> Any:
+    password = raw.get("password")
+    if password is None and "password_file" in raw:
+        try:
+            password = (path.parent / raw["password_file"]).read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read password_file: {exc}") from exc
+    if not password:
+        raise ConfigError(f"{path}: a password (or password_file) is mandatory")
+    return password
+
+
+def _queues(raw: dict[str, Any], path: Path) -> tuple[tuple[api.Queue, ...], str]:
+    """The queues, and the default one."""
+    queues = tuple(_queue(q, path) for q in raw.get("queues", [{"name": "normal", "priority": 30}]))
+    _check_preemption(queues, path)
+    if len({q.name for q in queues}) != len(queues):
+        raise ConfigError(f"{path}: duplicate queue names")
+    default_queue = raw.get("default_queue", queues[0].name if queues else "normal")
+    if default_queue not in {q.name for q in queues}:
+        raise ConfigError(f"{path}: default_queue {default_queue!r} is not among [[queues]]")
+    return queues, str(default_queue)
+
+
+def _hosts(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    """[hosts]: heartbeats, the timeouts after them, the fence, load commits."""
     hosts = raw.get("hosts", {})
     heartbeat_s, heartbeat_timeout_s = hosts.get("heartbeat_s", 2.0), hosts.get("heartbeat_timeout_s", 10.0)
     unknown_timeout_s = hosts.get("unknown_timeout_s", 300.0)
@@ -263,6 +290,13 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
     load_commit_s = hosts.get("load_commit_s", 15.0)
     if not isinstance(load_commit_s, int | float) or isinstance(load_commit_s, bool) or load_commit_s < 0:
         raise ConfigError(f"{path}: [hosts] load_commit_s must be 0 (load indices not committed) or positive")
+    return {"heartbeat_s": float(heartbeat_s), "heartbeat_timeout_s": float(heartbeat_timeout_s),
+            "unknown_timeout_s": float(unknown_timeout_s), "fence_s": float(fence_s),
+            "load_commit_s": float(load_commit_s)}
+
+
+def _state(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    """[state]: the events kept, the clean period and the history's retention."""
     state = raw.get("state", {})
     events_kept = state.get("events_kept", 100_000)
     if not isinstance(events_kept, int) or events_kept < 1:
@@ -272,25 +306,20 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
                for v in (clean_period_s, history_days)) or clean_period_s > history_days * 86400:
         raise ConfigError(f"{path}: [state] clean_period_s and history_days must be positive, "
                           "and the clean period at most the history's retention")
+    return {"events_kept": events_kept, "clean_period_s": float(clean_period_s),
+            "history_days": float(history_days)}
+
+
+def _group_commit(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     group = raw.get("group_commit", {})
     for key in ("max_requests", "max_bytes", "max_in_flight"):
         if key in group and (not isinstance(group[key], int) or group[key] < 1):
             raise ConfigError(f"{path}: [group_commit] {key} must be a positive integer")
     if group.get("max_bytes", 0) > 1 << 20:  # with one request over it, an entry stays under MAX_ENTRY_BYTES
         raise ConfigError(f"{path}: [group_commit] max_bytes must be at most {1 << 20}")
-    return ClusterConfig(path=path, cluster_id=cluster_id, password=password,
-                         data_dir=base / raw.get("data_dir", "data"), replicas=replicas,
-                         queues=queues, default_queue=default_queue, max_slots_per_job=max_slots,
-                         raft=raft, group_commit_max_requests=int(group.get("max_requests", 512)),
-                         group_commit_max_bytes=int(group.get("max_bytes", 1 << 20)),
-                         group_commit_max_in_flight=int(group.get("max_in_flight", 1)),
-                         heartbeat_s=float(heartbeat_s), heartbeat_timeout_s=float(heartbeat_timeout_s),
-                         unknown_timeout_s=float(unknown_timeout_s), fence_s=float(fence_s),
-                         load_commit_s=float(load_commit_s),
-                         events_kept=events_kept,
-                         clean_period_s=float(clean_period_s), history_days=float(history_days),
-                         tls=tls, limits=_limits(raw, path, {q.name for q in queues}),
-                         **_auth(raw, path), **_resources(raw, path))
+    return {"group_commit_max_requests": int(group.get("max_requests", 512)),
+            "group_commit_max_bytes": int(group.get("max_bytes", 1 << 20)),
+            "group_commit_max_in_flight": int(group.get("max_in_flight", 1))}
 
 
 def _line_of(path: Path, table: str) -> str:
@@ -321,21 +350,14 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     except ValueError as exc:
         named = re.search(r"\[roles\.([^\]]+)\]", str(exc))
         raise ConfigError(f"{path}{_line_of(path, 'roles.' + named[1]) if named else ''}: {exc}") from None
-    ints = {}
-    for key, default, least in (("max_jobs_per_request", 10_000, 1), ("max_sync_streams", 4, 1),
-                                ("max_sync_streams_total", 64, 1), ("max_pend_jobs_per_user", 10_000, 0),
-                                ("max_array_size", 1_000_000, 1), ("submit_burst_per_user", 20_000, 1)):
-        value = auth.get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise ConfigError(f"{path}: [auth] {key} must be an integer >= {least}")
-        ints[key] = value
-    floats: dict[str, float] = {}
+    ints = _auth_ints(auth, path)
     rate = auth.get("submit_rate_per_user", 1000)
     if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate < 0:
         raise ConfigError(f"{path}: [auth] submit_rate_per_user must be a number of jobs a second >= 0")
     exempt = auth.get("limits_exempt_roles", ["cluster_admin"])
     if not isinstance(exempt, list) or not all(isinstance(r, str) and r in roles for r in exempt):
         raise ConfigError(f"{path}: [auth] limits_exempt_roles must list roles ({', '.join(sorted(roles))})")
+    floats: dict[str, float] = {}
     for name, seconds in (("handshake_timeout_s", 10.0), ("idle_connection_timeout_s", 600.0)):
         given = auth.get(name, seconds)
         if not isinstance(given, (int, float)) or isinstance(given, bool) or not 0 < given <= 86400:
@@ -344,16 +366,7 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
     for key in ("private_jobs", "munge"):
         if not isinstance(auth.get(key, False), bool):
             raise ConfigError(f"{path}: [auth] {key} must be true or false")
-    static: dict[str, authz.StaticToken] = {}
-    for item in auth.get("tokens", []):
-        sha, user, role = item.get("sha256"), item.get("user"), item.get("role")
-        if not (isinstance(sha, str) and len(sha) == 64 and isinstance(user, str) and user
-                and isinstance(role, str)):
-            raise ConfigError(f"{path}: [[auth.tokens]] needs sha256 (64 hex digits), user and role")
-        if role not in roles:
-            raise ConfigError(f"{path}: [[auth.tokens]] role {role!r} is not a role "
-                              f"({', '.join(sorted(roles))})")
-        static[sha.lower()] = authz.StaticToken(user, role)
+    static = _static_tokens(auth, path, roles)
     munge_roles = auth.get("munge_roles", {})
     if not isinstance(munge_roles, dict) or \
             not all(isinstance(v, str) and v in roles for v in munge_roles.values()):
@@ -371,6 +384,34 @@ def _auth(raw: dict[str, Any], path: Path) -> dict[str, Any]:
             "munge_socket": socket,
             "munge_roles": dict(munge_roles), "max_sync_streams": ints["max_sync_streams"],
             "max_sync_streams_total": ints["max_sync_streams_total"], **floats}
+
+
+def _auth_ints(auth: dict[str, Any], path: Path) -> dict[str, int]:
+    ints = {}
+    for key, default, least in (("max_jobs_per_request", 10_000, 1), ("max_sync_streams", 4, 1),
+                                ("max_sync_streams_total", 64, 1), ("max_pend_jobs_per_user", 10_000, 0),
+                                ("max_array_size", 1_000_000, 1), ("submit_burst_per_user", 20_000, 1)):
+        value = auth.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ConfigError(f"{path}: [auth] {key} must be an integer >= {least}")
+        ints[key] = value
+    return ints
+
+
+def _static_tokens(auth: dict[str, Any], path: Path,
+                   roles: dict[str, frozenset[str]]) -> dict[str, authz.StaticToken]:
+    """[[auth.tokens]]: by the token's SHA-256, its user and role."""
+    static: dict[str, authz.StaticToken] = {}
+    for item in auth.get("tokens", []):
+        sha, user, role = item.get("sha256"), item.get("user"), item.get("role")
+        if not (isinstance(sha, str) and len(sha) == 64 and isinstance(user, str) and user
+                and isinstance(role, str)):
+            raise ConfigError(f"{path}: [[auth.tokens]] needs sha256 (64 hex digits), user and role")
+        if role not in roles:
+            raise ConfigError(f"{path}: [[auth.tokens]] role {role!r} is not a role "
+                              f"({', '.join(sorted(roles))})")
+        static[sha.lower()] = authz.StaticToken(user, role)
+    return static
 
 
 PREEMPT_ACTIONS = {"suspend": api.PREEMPT_SUSPEND, "requeue": api.PREEMPT_REQUEUE}

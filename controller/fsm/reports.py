@@ -36,20 +36,9 @@ def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
     job = read_job(applier.tables, report.job_id)
     if host is None or host.generation != relayed.generation:
         return log.Result(code=log.FAILED_PRECONDITION, message="report from a stale connection")
-    kind = report.WhichOneof("body")
-    if kind == "part_ended" or (kind == "started" and report.started.part):
-        if applier.entry.format >= PART_FORMAT:
-            return _part(applier, job, relayed)
-        if kind == "part_ended":
-            kind = None  # a body older replicas do not know: an empty report to them
-    if kind == "usage_now":
-        if applier.entry.format >= USAGE_FORMAT:
-            return _usage_now(applier, job, relayed)
-        kind = None
-    if kind == "suspended":
-        if applier.entry.format >= PREEMPT_FORMAT:
-            return _suspended(applier, job, relayed)
-        kind = None
+    applied, kind = _newer_body(applier, job, relayed, report.WhichOneof("body"))
+    if applied is not None:
+        return applied
     if kind in ("finished", "dispatch_failed") and applier.entry.format >= RECOVERY_FORMAT \
             and recovery.instance_ended(applier, relayed.host, report.job_id, report.attempt):  # if a stray
         job = read_job(applier.tables, report.job_id)  # its record changed
@@ -57,25 +46,11 @@ def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
         return log.Result(code=log.FAILED_PRECONDITION, message="report about an instance not wanted")
     if kind == "dispatch_failed" and report.dispatch_failed.code >= 0:  # M3: only a failure requeues
         return log.Result(code=log.INVALID_ARGUMENT, message="dispatch failure codes are negative")
+    settled = _settled(applier, job, relayed, kind) if kind in ("finished", "dispatch_failed") else None
+    if settled is not None:
+        return settled
     if kind == "started":
         _started(applier, job, report.started)
-    elif kind in ("finished", "dispatch_failed") and job.requeue_requested:
-        requeue_ended(applier, job, "requeued")
-        return log.Result(code=log.OK, job_ids=[job.id])
-    elif kind == "finished" and report.finished.fenced and applier.entry.format >= FENCE_FORMAT \
-            and job.spec.rerunnable and not job.kill_requested:
-        requeue_ended(applier, job, f"its host {relayed.host} lost the leader for longer than the fence: "
-                                    "the worker killed it; requeued")
-        return log.Result(code=log.OK, job_ids=[job.id])
-    elif kind == "finished" and report.finished.status_unknown and job.spec.rerunnable:
-        settle_lost(applier, job, f"job ended on {relayed.host} with unknown status")
-        return log.Result(code=log.OK, job_ids=[job.id])
-    elif kind == "dispatch_failed" and job.state == api.UNKWN and applier.entry.format >= RECOVERY_FORMAT:
-        # Its worker came back with no record of it: the instance is lost, as with a lost host
-        # (requeued only if rerunnable; a dispatch failure would requeue any job, and run a
-        # non-rerunnable one that may have run already a second time).
-        settle_lost(applier, job, f"host {relayed.host} has no record of it")
-        return log.Result(code=log.OK, job_ids=[job.id])
     elif kind == "finished":
         _finished(applier, job, report.finished)
     elif kind == "dispatch_failed":
@@ -84,6 +59,49 @@ def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
         return log.Result(code=log.INVALID_ARGUMENT, message="empty report")
     job.modify_time_ms = applier.stamp_ms
     applier.put_job(job)
+    return log.Result(code=log.OK, job_ids=[job.id])
+
+
+def _newer_body(applier: Applier, job: api.Job | None, relayed: log.HostReport,
+                kind: str | None) -> tuple[log.Result | None, str | None]:
+    """A body a later format added is applied on its own from that format on (its result); to an
+    older format, it is an empty report (kind None), except a part's `started`."""
+    report = relayed.report
+    if kind == "part_ended" or (kind == "started" and report.started.part):
+        if applier.entry.format >= PART_FORMAT:
+            return _part(applier, job, relayed), kind
+        if kind == "part_ended":
+            kind = None  # a body older replicas do not know: an empty report to them
+    if kind == "usage_now":
+        if applier.entry.format >= USAGE_FORMAT:
+            return _usage_now(applier, job, relayed), kind
+        kind = None
+    if kind == "suspended":
+        if applier.entry.format >= PREEMPT_FORMAT:
+            return _suspended(applier, job, relayed), kind
+        kind = None
+    return None, kind
+
+
+def _settled(applier: Applier, job: api.Job, relayed: log.HostReport, kind: str) -> log.Result | None:
+    """An end (`finished` or `dispatch_failed`) that settles the instance otherwise than as it
+    reports: a requeue asked for, a fenced rerunnable job, an unknown status, a lost instance."""
+    report = relayed.report
+    if job.requeue_requested:
+        requeue_ended(applier, job, "requeued")
+    elif kind == "finished" and report.finished.fenced and applier.entry.format >= FENCE_FORMAT \
+            and job.spec.rerunnable and not job.kill_requested:
+        requeue_ended(applier, job, f"its host {relayed.host} lost the leader for longer than the fence: "
+                                    "the worker killed it; requeued")
+    elif kind == "finished" and report.finished.status_unknown and job.spec.rerunnable:
+        settle_lost(applier, job, f"job ended on {relayed.host} with unknown status")
+    elif kind == "dispatch_failed" and job.state == api.UNKWN and applier.entry.format >= RECOVERY_FORMAT:
+        # Its worker came back with no record of it: the instance is lost, as with a lost host
+        # (requeued only if rerunnable; a dispatch failure would requeue any job, and run a
+        # non-rerunnable one that may have run already a second time).
+        settle_lost(applier, job, f"host {relayed.host} has no record of it")
+    else:
+        return None
     return log.Result(code=log.OK, job_ids=[job.id])
 
 

@@ -99,6 +99,26 @@ def check_requirement(text: str, entry_format: int) -> None:
 
 
 def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: int = 1) -> None:
+    """A job's spec, at submit and modify: refused (ServiceError) with the first fault found."""
+    _check_command_and_text(spec, entry_format)
+    _check_slots(meta, spec, entry_format)
+    check_queue_open(tables, spec.queue or meta.default_queue or DEFAULT_QUEUE)
+    if spec.exclusive and entry_format >= EXCLUSIVE_QUEUE_FORMAT:
+        name = spec.queue or meta.default_queue or DEFAULT_QUEUE
+        queue = read_queue(tables, name)
+        if queue is None or not queue.exclusive:
+            # LSF: a queue takes exclusive jobs only if it says so; else any user could keep hosts whole.
+            raise invalid(f"-x: queue {name} does not take exclusive jobs (its `exclusive = true` would)")
+    if spec.hosts and entry_format >= RESOURCES_FORMAT:  # before, an unknown field, kept unread
+        check_asked(tables, meta, spec.hosts)
+    if entry_format >= DEPEND_FORMAT:
+        depends.check(tables, spec)
+    if spec.project and entry_format >= LIMITS_FORMAT:
+        check_project(spec.project)
+    _check_limits_and_checkpoint(spec, entry_format)
+
+
+def _check_command_and_text(spec: api.JobSpec, entry_format: int) -> None:
     if not spec.command or not spec.command[0].strip():
         raise invalid("empty command")
     if len(spec.command) > MAX_COMMAND_ARGS:
@@ -114,6 +134,10 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
         check_text("environment value", value)
         if not key or "=" in key:
             raise invalid(f"bad environment name {key[:80]!r}")
+
+
+def _check_slots(meta: log.Meta, spec: api.JobSpec, entry_format: int) -> None:
+    """-n (slots, and their minimum) and -M."""
     max_slots = meta.max_slots_per_job or DEFAULT_MAX_SLOTS
     if spec.HasField("slots") and not 1 <= spec.slots <= max_slots:
         raise invalid(f"slots must be between 1 and {max_slots}, got {spec.slots}")
@@ -125,19 +149,10 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
         most = spec.slots if spec.HasField("slots") else 1
         if not 1 <= spec.min_slots <= most:
             raise invalid(f"-n {spec.min_slots},{most}: the minimum must be between 1 and the maximum")
-    check_queue_open(tables, spec.queue or meta.default_queue or DEFAULT_QUEUE)
-    if spec.exclusive and entry_format >= EXCLUSIVE_QUEUE_FORMAT:
-        name = spec.queue or meta.default_queue or DEFAULT_QUEUE
-        queue = read_queue(tables, name)
-        if queue is None or not queue.exclusive:
-            # LSF: a queue takes exclusive jobs only if it says so; else any user could keep hosts whole.
-            raise invalid(f"-x: queue {name} does not take exclusive jobs (its `exclusive = true` would)")
-    if spec.hosts and entry_format >= RESOURCES_FORMAT:  # before, an unknown field, kept unread
-        check_asked(tables, meta, spec.hosts)
-    if entry_format >= DEPEND_FORMAT:
-        depends.check(tables, spec)
-    if spec.project and entry_format >= LIMITS_FORMAT:
-        check_project(spec.project)
+
+
+def _check_limits_and_checkpoint(spec: api.JobSpec, entry_format: int) -> None:
+    """-W, -We and -k."""
     if entry_format >= RUN_LIMIT_FORMAT:
         for flag, seconds in (("-W", spec.run_limit_s), ("-We", spec.estimate_s)):
             if not 0 <= seconds <= MAX_RUN_LIMIT_S:
