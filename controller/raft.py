@@ -275,12 +275,12 @@ class RaftNode:
                                  [p for p in peers if p != self_address], conf=conf,
                                  transportClass=transport_class)
         guard.last_applied = lambda: int(self._replica.raftLastApplied)
+        self._transport = transport_of(self._replica)
         self._last_keepalive = 0.0
         self._last_pulse = 0.0
         self._known_leader: str | None = None  # as leader() said at the last tick
         self._replica.addOnTickCallback(self._on_tick)
         # pysyncobj's utility commands would let anyone with the password change the configuration.
-        self._transport = transport_of(self._replica)
         self._transport.disable_utility_commands()
         store.pulse = self._pulse
 

@@ -16,11 +16,13 @@ from collections.abc import Callable, Iterator
 
 from controller.fsm.applier import Applier
 from controller.fsm.requests import guarded
-from controller.fsm.versions import AUDIT_FORMAT as FORMAT
+from controller.fsm.versions import AUDIT_FORMAT
 from controller.tables import Tables
 from xce.errors import invalid
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
+
+FORMAT = AUDIT_FORMAT  # as the leader names it (audit.FORMAT)
 
 AUDIT_KEPT = 50_000    # confirmed and refused rows kept; the oldest go first
 DRY_RUNS_KEPT = 10_000  # dry-run rows, kept apart: dry runs cost nothing, and must not push the rest out
@@ -77,7 +79,7 @@ def audited(applier: Applier, request_id: str, audit: api.AuditRequest | None, b
         return body()
 
     result = guarded(request_id, applier, run)
-    if ran[0] and audit is not None and by is not None and applier.entry.format >= FORMAT:
+    if ran[0] and audit is not None and by is not None and applier.entry.format >= AUDIT_FORMAT:
         words = "OK" if result.code == log.OK else f"{log.Code.Name(result.code)}: {result.message}"
         write(applier, api.AuditRecord(via=audit.via, action=audit.action, params=audit.params,
                                        outcome=api.CONFIRMED, result=words), by)

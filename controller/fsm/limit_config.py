@@ -11,10 +11,12 @@ limits' counters as they were when they were placed.
 from __future__ import annotations
 
 from controller.fsm.applier import Applier
-from controller.fsm.versions import LIMITS_FORMAT as FORMAT  # noqa: F401 (the leader reads limit_config.FORMAT)
+from controller.fsm.versions import LIMITS_FORMAT
 from xce import limits
 from xce.errors import invalid
 from xce.v1 import log_pb2 as log
+
+FORMAT = LIMITS_FORMAT  # as the leader names it (limit_config.FORMAT)
 
 
 def check(init: log.InitCluster) -> None:

@@ -16,7 +16,9 @@ from controller.fsm.applier import Applier, each
 from controller.fsm.holdings import release
 from controller.fsm.jobs import EXIT_KILLED, requeue_ended, settle_lost
 from controller.fsm.records import RUNNING, read_host, read_job
-from controller.fsm.versions import FENCE_FORMAT, PART_FORMAT, PREEMPT_FORMAT, RECOVERY_FORMAT, USAGE_FORMAT
+from controller.fsm.versions import FENCE_FORMAT as FENCE_FORMAT
+from controller.fsm.versions import PART_FORMAT as PART_FORMAT
+from controller.fsm.versions import PREEMPT_FORMAT, RECOVERY_FORMAT, USAGE_FORMAT
 from xce import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
