@@ -16,7 +16,7 @@ from pathlib import Path
 from controller import fsm
 from controller.fsm import arrays, depends, shares, versions
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FSM = ROOT / "controller" / "fsm"
 PRODUCT = ("controller", "scheduler", "worker", "xce", "gateway", "simulator")
 

@@ -22,7 +22,7 @@ from pysyncobj.transport import TCPTransport
 
 from controller import pysyncobj_internals as internals
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("controller", "scheduler", "worker", "xce", "gateway", "simulator")
 # How code reaches past pysyncobj's public API: a mangled private, or one of the single-underscore
 # members the adapter overrides or reads.
