@@ -254,6 +254,10 @@ class Executor:
         self.host.killpg(pid, signal.SIGCONT)
         self.host.call_later(grace_s, lambda: self._kill_hard(key, pid))
 
+    def launch(self, request: api.LaunchTask) -> api.TaskState:
+        """A task of a job here, asked for by `xce launch` on one of its hosts (tasks.py)."""
+        return self.tasks.launch(request)
+
     def launch_check(self, request: api.LaunchTask, uid: int) -> str | None:
         """Whether `xce launch` in a job of this host may ask for this task: None, or why not."""
         record = self.journal.get((request.job_id, request.attempt))
