@@ -112,6 +112,10 @@ class WorkerSession:
         self._fence_from_s = float("-inf")  # after a restart: not before it had a chance to join
         self._noted_s = float("-inf")
         self._load_fence_note()
+        # The leader's commands, by kind (any other kind is ignored: a heartbeat's answer, say).
+        self._handlers: dict[str, Callable[[api.ControllerMessage], None]] = {
+            "run": self._run, "ack": self._ack, "signal": self._signal, "launch": self._launch,
+            "task": self._task, "output": self._output}
 
     # -------------------------------------------------------------- one stream
 
@@ -143,7 +147,7 @@ class WorkerSession:
             elif self.joined:
                 if kind == "heartbeat" and message.heartbeat.generation == self.generation:
                     self._answered(message.heartbeat.fence_s, message.heartbeat.unknown_timeout_s)
-                self._on_message(message)
+                self._on_message(kind, message)
         return joined_now
 
     def heartbeat(self) -> api.WorkerMessage:
@@ -196,43 +200,47 @@ class WorkerSession:
 
     # -------------------------------------------------------------- the leader's commands
 
-    def _on_message(self, message: api.ControllerMessage) -> None:
+    def _on_message(self, kind: str | None, message: api.ControllerMessage) -> None:
+        handler = self._handlers.get(kind or "")
+        if handler is None:
+            return  # (a heartbeat's answer, or a kind from a newer leader)
         try:
-            self._handle(message)
+            handler(message)
         except Exception as exc:  # noqa: BLE001 - one bad command must not take the worker down
             # Its kind and job, not the message: a RunJob or launch carries the environment and credential.
             what = _described(message)
             log.exception("worker %s: command failed: %s", self.host.name, what)
             self.failures = [*self.failures[-(MAX_FAILURES_KEPT - 1):], f"{what}: {exc!r}"]
 
-    def _handle(self, message: api.ControllerMessage) -> None:
-        kind = message.WhichOneof("body")
-        if kind == "run":
-            self.jobs.run(message.run.job, message.run.credential)
-        elif kind == "launch":
-            self.tell(self.jobs.launch(message.launch))
-        elif kind == "task":
-            if self.deliver_task is not None:
-                self.deliver_task(message.task)
-        elif kind == "signal":
-            signal_ = message.signal
-            key = (signal_.job_id, signal_.attempt)
-            if signal_.kind == api.SIGNAL_CHECKPOINT:
-                self.jobs.checkpoint(key, signal_.signal, signal_.checkpoint)
-            else:
-                self.jobs.signal(key, signal_.kind, signal_.preempted)
-        elif kind == "output":
-            self._output(message.output)
-        elif kind == "ack":
-            ack = message.ack
-            with self._lock:
-                self._unacked.pop((ack.job_id, ack.attempt, ack.kind), None)
-            self.jobs.acknowledged((ack.job_id, ack.attempt), ack.kind)
+    def _run(self, message: api.ControllerMessage) -> None:
+        self.jobs.run(message.run.job, message.run.credential)
 
-    def _output(self, asked: api.OutputRequest) -> None:
+    def _launch(self, message: api.ControllerMessage) -> None:
+        self.tell(self.jobs.launch(message.launch))
+
+    def _task(self, message: api.ControllerMessage) -> None:
+        if self.deliver_task is not None:
+            self.deliver_task(message.task)
+
+    def _signal(self, message: api.ControllerMessage) -> None:
+        signal_ = message.signal
+        key = (signal_.job_id, signal_.attempt)
+        if signal_.kind == api.SIGNAL_CHECKPOINT:
+            self.jobs.checkpoint(key, signal_.signal, signal_.checkpoint)
+        else:
+            self.jobs.signal(key, signal_.kind, signal_.preempted)
+
+    def _ack(self, message: api.ControllerMessage) -> None:
+        ack = message.ack
+        with self._lock:
+            self._unacked.pop((ack.job_id, ack.attempt, ack.kind), None)
+        self.jobs.acknowledged((ack.job_id, ack.attempt), ack.kind)
+
+    def _output(self, message: api.ControllerMessage) -> None:
         """Answered on the stream it was asked on, or not at all: a request number is that leader's,
         and another leader's request may carry the same. The read itself is the driver's (a job's
         file may sit on a file system that hangs: heartbeats must not wait for it)."""
+        asked = message.output
         with self._lock:
             asked_on = self._send
         if asked_on is None or self.read_output is None:
