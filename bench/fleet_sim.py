@@ -37,11 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from worker.daemon import INITIAL_BACKOFF_S, MAX_BACKOFF_S, WORKER_KEEPALIVE_MS  # noqa: E402
 from worker.journal import MemoryJournal  # noqa: E402
-from worker.session import WorkerSession, next_target  # noqa: E402
+from worker.session import WorkerSession  # noqa: E402
 from xce import worker_wire  # noqa: E402
 from xce.clock import REAL_CLOCK  # noqa: E402
 from xce.credentials import Credentials, for_cluster  # noqa: E402
 from xce.grpc_transport import channel_options, leader_hint  # noqa: E402
+from xce.leader_route import LeaderRoute  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 Key = tuple[int, int]
@@ -141,9 +142,10 @@ class SimHost:
     def __init__(self, name: str, slots: int, fleet: Fleet, target: str, index: int = 0,
                  attributes: bool = False) -> None:
         self.fleet = fleet
-        self.target = target
+        self.route = LeaderRoute(fleet.addresses, fleet.rng, MAX_BACKOFF_S, INITIAL_BACKOFF_S)
+        self.route.target = target  # the hosts start spread over the replicas
         spec = api.HostSpec(name=name, slots=slots)
-        jobs = SleepingJobs(fleet, lambda: self.target)
+        jobs = SleepingJobs(fleet, lambda: self.route.target)
 
         def load(now_s: float) -> dict[str, float]:
             return load_of(index, time.time()) if attributes else {}
@@ -154,25 +156,26 @@ class SimHost:
         jobs.report = self.session.report
 
     async def run_forever(self, start_s: float = 0.0) -> None:
+        """Reconnect forever, along the route every client follows (xce/leader_route.py)."""
         await asyncio.sleep(start_s)
-        backoff = INITIAL_BACKOFF_S
+        route = self.route
         while True:
+            target = route.target
             try:
-                if await self._session():
-                    backoff = INITIAL_BACKOFF_S
+                if await self._session(target):
+                    route.reset()
             except grpc.aio.AioRpcError as exc:
-                leader, failed = leader_hint(exc), self.target
-                self.target = next_target(self.fleet.addresses, failed, leader)
-                if leader and leader != failed:
+                leader = leader_hint(exc)
+                if leader and leader != target and route.redirected(target, leader):
                     continue
-            await asyncio.sleep(backoff * (0.5 + random.random()))
-            backoff = min(backoff * 2, MAX_BACKOFF_S)
+                route.failed(target)
+            await asyncio.sleep(route.pause_s())
 
-    async def _session(self) -> bool:
+    async def _session(self, target: str) -> bool:
         outbox: asyncio.Queue[api.WorkerMessage | None] = asyncio.Queue()
         outbox.put_nowait(self.session.opening())
         token = self.fleet.tokens[self.session.host.name]
-        call = self.fleet.channel(self.target).stream_stream(
+        call = self.fleet.channel(target).stream_stream(
             CONNECT, request_serializer=api.WorkerMessage.SerializeToString,
             response_deserializer=api.ControllerMessage.FromString)(
                 _drain(outbox), metadata=(("authorization", f"Bearer {token}"),))
@@ -217,6 +220,7 @@ class Fleet:
         self.credentials = credentials
         self.tokens = tokens
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self.rng = random.Random()  # the hosts' backoff jitter
         self.first_seen: dict[Key, tuple[float, str]] = {}  # when, and from which replica
 
     def channel(self, target: str) -> grpc.aio.Channel:

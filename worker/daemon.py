@@ -59,10 +59,11 @@ from worker.executor import Executor
 from worker.host_load import LoadMeter
 from worker.journal import JournalStore
 from worker.process_host import ProcessHost
-from worker.session import FENCE_NOTE, WorkerSession, next_target
+from worker.session import FENCE_NOTE, WorkerSession
 from xce import daemon_logging, sd_notify, worker_wire
 from xce.clock import REAL_CLOCK, Clock
 from xce.grpc_transport import channel_options, leader_hint
+from xce.leader_route import LeaderRoute
 from xce.metrics import serve as serve_metrics
 from xce.v1 import api_pb2 as api
 
@@ -90,9 +91,9 @@ class Worker:
         """`load`: the host's load indices at a monotonic time (default: measured, host_load.py)."""
         self.config = config
         self.clock = clock
-        self._rng = rng or random.Random()
         self._stop = threading.Event()
-        self._target = config.controllers[0]
+        self._route = LeaderRoute(config.controllers, rng or random.Random(), MAX_BACKOFF_S,
+                                  INITIAL_BACKOFF_S)
         self._call: grpc.Call | None = None
         self._readers = threading.BoundedSemaphore(OUTPUT_READERS)
         self.launch_socket = config.spool_dir / launch_socket.SOCKET_NAME
@@ -172,9 +173,10 @@ class Worker:
             self.session.check_fence()
 
     def _connect_forever(self) -> None:
-        backoff = INITIAL_BACKOFF_S
+        """Reconnect forever, along the route every client follows (xce/leader_route.py)."""
+        route = self._route
         while not self._stop.is_set():
-            target = self._target
+            target = route.target
             joined = threading.Event()
             error: grpc.RpcError | None = None
             try:
@@ -185,16 +187,15 @@ class Worker:
                 # It had joined, so whatever failed before is over: the leader that served it is gone
                 # now (killed, say), which a stream mostly ends with an error, and the next one is a
                 # fresh start rather than one more failure in a row.
-                backoff = INITIAL_BACKOFF_S
+                route.reset()
             if error is not None:
                 leader = leader_hint(error)
-                self._target = next_target(self.config.controllers, target, leader)
-                if leader and leader != target:
+                if leader and leader != target and route.redirected(target, leader):
                     continue
+                route.failed(target)
                 log.info("worker %s: %s from %s: %s", self.config.host.name, error.code().name, target,
                          error.details())
-            self._stop.wait(backoff * (0.5 + self._rng.random()))
-            backoff = min(backoff * 2, MAX_BACKOFF_S)
+            self._stop.wait(route.pause_s())
 
     def _session(self, target: str, joined_event: threading.Event) -> None:
         """One stream: join (setting joined_event), heartbeat until it ends."""

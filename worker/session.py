@@ -9,7 +9,7 @@ the first `joined` makes the stream joined (the driver starts heartbeating
 every `heartbeat_s` with `heartbeat()`), and from then on the leader's
 commands go to the host's jobs (`HostJobs`: the executor, or the fleet's
 sleeping jobs). When the stream ends the driver calls `closed(send)`, and
-reconnects to `next_target(...)`.
+reconnects along the route every client follows (xce/leader_route.py).
 
 The session's bookkeeping: the generation the leader gave the join (every
 heartbeat carries it); reports kept until acknowledged and sent again, with
@@ -321,15 +321,6 @@ class WorkerSession:
                         "rerunnable jobs %s, to be requeued", self.host.name, unanswered, self.fence_s,
                         ", ".join(f"{j}.{a}" for j, a in fenced))
         return fenced
-
-
-def next_target(addresses: Sequence[str], target: str, leader_hint: str | None = None) -> str:
-    """Where to connect after a stream to `target` failed: the leader it named, else the next replica."""
-    if leader_hint and leader_hint != target:
-        return leader_hint
-    if target not in addresses:
-        return addresses[0]
-    return addresses[(list(addresses).index(target) + 1) % len(addresses)]
 
 
 def _described(message: api.ControllerMessage) -> str:
