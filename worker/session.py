@@ -112,7 +112,7 @@ class WorkerSession:
         self._fence_from_s = float("-inf")  # after a restart: not before it had a chance to join
         self._noted_s = float("-inf")
         self._load_fence_note()
-        # The leader's commands, by kind (any other kind is ignored: a heartbeat's answer, say).
+        # The leader's commands, by kind.
         self._handlers: dict[str, Callable[[api.ControllerMessage], None]] = {
             "run": self._run, "ack": self._ack, "signal": self._signal, "launch": self._launch,
             "task": self._task, "output": self._output}
@@ -144,10 +144,16 @@ class WorkerSession:
                 log.info("worker %s: joined, generation %d", self.host.name, self.generation)
                 self._answered(message.joined.fence_s, message.joined.unknown_timeout_s)
                 self._resend(send)
-            elif self.joined:
-                if kind == "heartbeat" and message.heartbeat.generation == self.generation:
+            elif not self.joined:
+                continue  # before the join: nothing the leader says counts yet
+            elif kind == "heartbeat":
+                if message.heartbeat.generation == self.generation:
                     self._answered(message.heartbeat.fence_s, message.heartbeat.unknown_timeout_s)
-                self._on_message(kind, message)
+            elif (handler := self._handlers.get(kind or "")) is not None:  # (else a newer leader's kind)
+                try:
+                    handler(message)
+                except Exception as exc:  # noqa: BLE001 - one bad command must not take the worker down
+                    self._failed(message, exc)
         return joined_now
 
     def heartbeat(self) -> api.WorkerMessage:
@@ -200,17 +206,11 @@ class WorkerSession:
 
     # -------------------------------------------------------------- the leader's commands
 
-    def _on_message(self, kind: str | None, message: api.ControllerMessage) -> None:
-        handler = self._handlers.get(kind or "")
-        if handler is None:
-            return  # (a heartbeat's answer, or a kind from a newer leader)
-        try:
-            handler(message)
-        except Exception as exc:  # noqa: BLE001 - one bad command must not take the worker down
-            # Its kind and job, not the message: a RunJob or launch carries the environment and credential.
-            what = _described(message)
-            log.exception("worker %s: command failed: %s", self.host.name, what)
-            self.failures = [*self.failures[-(MAX_FAILURES_KEPT - 1):], f"{what}: {exc!r}"]
+    def _failed(self, message: api.ControllerMessage, exc: Exception) -> None:
+        # Its kind and job, not the message: a RunJob or launch carries the environment and credential.
+        what = _described(message)
+        log.exception("worker %s: command failed: %s", self.host.name, what)
+        self.failures = [*self.failures[-(MAX_FAILURES_KEPT - 1):], f"{what}: {exc!r}"]
 
     def _run(self, message: api.ControllerMessage) -> None:
         self.jobs.run(message.run.job, message.run.credential)
