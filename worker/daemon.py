@@ -59,7 +59,7 @@ from worker.executor import Executor
 from worker.host_load import LoadMeter
 from worker.journal import JournalStore
 from worker.process_host import ProcessHost
-from worker.session import FENCE_NOTE, WorkerSession
+from worker.session import WorkerSession
 from xce import daemon_logging, sd_notify, worker_wire
 from xce.clock import REAL_CLOCK, Clock
 from xce.grpc_transport import channel_options, leader_hint
@@ -68,8 +68,6 @@ from xce.metrics import serve as serve_metrics
 from xce.v1 import api_pb2 as api
 
 log = logging.getLogger("xce.worker")
-
-__all__ = ["FENCE_NOTE", "INITIAL_BACKOFF_S", "MAX_BACKOFF_S", "WORKER_KEEPALIVE_MS", "Worker", "run"]
 
 INITIAL_BACKOFF_S = 0.05
 # Heartbeat periods without a word from the leader (it answers each one): the
