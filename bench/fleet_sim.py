@@ -1,12 +1,14 @@
 """Simulated hosts: the real worker protocol over real gRPC, without forking jobs.
 
-One process runs many hosts on one asyncio loop. Each host does what
-`xce worker` does on the wire (worker/daemon.py): Connect, join, heartbeat
-with its generation, follow the leader hint, reconnect forever, report
-started and finished for every RunJob, re-send unacknowledged reports and
-re-report what still runs after every join, answer a repeated RunJob with
-its reports again, and obey KILL. A job "runs" for its declared duration:
-the number after `sleep` in its command (0 otherwise).
+One process runs many hosts on one asyncio loop. Each host is the worker's
+own protocol object (worker/session.py's WorkerSession: join, heartbeat
+with its generation, reports kept and re-sent until acknowledged, a re-report
+of what still runs after every join, the leader's commands), driven here
+over an asyncio gRPC stream as worker/daemon.py drives it over a threaded
+one: follow the leader hint, reconnect forever. Its jobs are `SleepingJobs`:
+a job "runs" for its declared duration (the number after `sleep` in its
+command, 0 otherwise) on the event loop, a repeated RunJob is answered with
+its reports again, and a KILL ends it.
 
 For the benchmark it records, per (job, attempt), when its RunJob first
 arrived (wall clock) and from which replica, and writes a progress file every half second and the
@@ -26,18 +28,21 @@ import random
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from worker.daemon import WORKER_KEEPALIVE_MS  # noqa: E402
+from worker.daemon import INITIAL_BACKOFF_S, MAX_BACKOFF_S, WORKER_KEEPALIVE_MS  # noqa: E402
+from worker.journal import MemoryJournal  # noqa: E402
+from worker.session import WorkerSession  # noqa: E402
 from xce import worker_wire  # noqa: E402
+from xce.clock import REAL_CLOCK  # noqa: E402
 from xce.credentials import Credentials, for_cluster  # noqa: E402
 from xce.grpc_transport import channel_options, leader_hint  # noqa: E402
+from xce.leader_route import LeaderRoute  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 Key = tuple[int, int]
@@ -72,120 +77,128 @@ def load_of(index: int, now_s: float) -> dict[str, float]:
             "ut": ((index + step) % 10) / 10, "mem": 200_000.0, "tmp": 50_000.0, "swp": 0.0}
 
 
-@dataclass
+class SleepingJobs:
+    """The jobs of a simulated host (worker/session.py's HostJobs): each sleeps on the event loop."""
+
+    def __init__(self, fleet: Fleet, source: Callable[[], str]) -> None:
+        self.fleet = fleet
+        self.source = source  # the replica the host is connected to (the benchmark's record)
+        self.report: Callable[[api.JobReport], None] = lambda report: None  # the session's
+        self._running: dict[Key, asyncio.TimerHandle] = {}
+        self._started: dict[Key, api.JobReport] = {}
+        self._ended: dict[Key, api.JobReport] = {}
+
+    def run(self, job: api.Job, credential: str = "") -> None:
+        key = (job.id, job.attempt)
+        if key in self._ended:  # a repeat: say again how it ended
+            self.report(self._ended[key])
+        elif key in self._running:
+            self.report(self._started[key])
+        else:
+            self.fleet.first_run(key, self.source())
+            self._started[key] = api.JobReport(job_id=key[0], attempt=key[1], started=api.JobStarted(
+                pid=1, time_ms=int(time.time() * 1000)))
+            self.report(self._started[key])
+            self._running[key] = asyncio.get_running_loop().call_later(
+                declared_seconds(job), self._finish, key, 0)
+
+    def signal(self, key: Key, kind: api.SignalKind, preempted: bool = False) -> None:
+        handle = self._running.get(key)
+        if kind == api.SIGNAL_KILL and handle is not None:
+            handle.cancel()
+            self._finish(key, signal.SIGKILL)
+
+    def checkpoint(self, key: Key, sig: int, number: int) -> None:
+        pass  # a sleep has nothing to save
+
+    def acknowledged(self, key: Key, kind: str) -> None:
+        if kind != "started":
+            self._ended.pop(key, None)
+
+    def running(self, parts: bool = True) -> list[Key]:
+        return list(self._running)
+
+    def rereport(self, key: Key, acknowledged_too: bool = False) -> None:
+        if key in self._running:
+            self.report(self._started[key])
+
+    def fence(self, grace_s: float) -> list[Key]:
+        return []  # the fleet's hosts are never cut off from the cluster
+
+    def launch(self, request: api.LaunchTask) -> api.TaskState:
+        return api.TaskState(job_id=request.job_id, attempt=request.attempt, task_id=request.task_id,
+                             phase=api.TASK_REFUSED, reason="a simulated host runs no tasks")
+
+    def _finish(self, key: Key, term_signal: int) -> None:
+        self._running.pop(key, None)
+        self._started.pop(key, None)
+        report = api.JobReport(job_id=key[0], attempt=key[1], finished=api.JobFinished(
+            exit_code=0, term_signal=term_signal, time_ms=int(time.time() * 1000)))
+        self._ended[key] = report
+        self.report(report)
+
+
 class SimHost:
-    name: str
-    slots: int
-    fleet: Fleet
-    target: str
-    index: int = 0
-    attributes: bool = False
-    generation: int = 0
-    unacked: dict[tuple[int, int, str], api.JobReport] = field(default_factory=dict)
-    running: dict[Key, asyncio.TimerHandle] = field(default_factory=dict)
-    ended: dict[Key, api.JobReport] = field(default_factory=dict)
-    outbox: asyncio.Queue[api.WorkerMessage | None] | None = None
+    def __init__(self, name: str, slots: int, fleet: Fleet, target: str, index: int = 0,
+                 attributes: bool = False) -> None:
+        self.fleet = fleet
+        self.route = LeaderRoute(fleet.addresses, fleet.rng, MAX_BACKOFF_S, INITIAL_BACKOFF_S)
+        self.route.target = target  # the hosts start spread over the replicas
+        spec = api.HostSpec(name=name, slots=slots)
+        jobs = SleepingJobs(fleet, lambda: self.route.target)
+
+        def load(now_s: float) -> dict[str, float]:
+            return load_of(index, time.time()) if attributes else {}
+
+        self.session = WorkerSession(described(spec, index) if attributes else spec, jobs, MemoryJournal(),
+                                     REAL_CLOCK, kill_grace_s=0.0, load=load,
+                                     capabilities=())  # no parts of parallel jobs, no output to read
+        jobs.report = self.session.report
 
     async def run_forever(self, start_s: float = 0.0) -> None:
+        """Reconnect forever, along the route every client follows (xce/leader_route.py)."""
         await asyncio.sleep(start_s)
-        backoff = 0.05
+        route = self.route
         while True:
+            target = route.target
             try:
-                if await self._session():
-                    backoff = 0.05
+                if await self._session(target):
+                    route.reset()
             except grpc.aio.AioRpcError as exc:
                 leader = leader_hint(exc)
-                if leader and leader != self.target:
-                    self.target = leader
+                if leader and leader != target and route.redirected(target, leader):
                     continue
-                addresses = self.fleet.addresses
-                self.target = addresses[(addresses.index(self.target) + 1) % len(addresses)] \
-                    if self.target in addresses else addresses[0]
-            await asyncio.sleep(backoff * (0.5 + random.random()))
-            backoff = min(backoff * 2, 2.0)
+                route.failed(target)
+            await asyncio.sleep(route.pause_s())
 
-    async def _session(self) -> bool:
+    async def _session(self, target: str) -> bool:
         outbox: asyncio.Queue[api.WorkerMessage | None] = asyncio.Queue()
-        spec = api.HostSpec(name=self.name, slots=self.slots)
-        outbox.put_nowait(api.WorkerMessage(join=described(spec, self.index) if self.attributes else spec))
-        call = self.fleet.channel(self.target).stream_stream(
+        outbox.put_nowait(self.session.opening())
+        token = self.fleet.tokens[self.session.host.name]
+        call = self.fleet.channel(target).stream_stream(
             CONNECT, request_serializer=api.WorkerMessage.SerializeToString,
             response_deserializer=api.ControllerMessage.FromString)(
-                _drain(outbox), metadata=(("authorization", f"Bearer {self.fleet.tokens[self.name]}"),))
+                _drain(outbox), metadata=(("authorization", f"Bearer {token}"),))
         joined = False
         heartbeat: asyncio.Task[None] | None = None
         try:
             async for frame in call:
-                for message in worker_wire.controller_messages(frame):
-                    if message.WhichOneof("body") == "joined" and not joined:
-                        joined = True
-                        heartbeat = self._joined(message.joined, outbox)
-                    elif joined:
-                        self._handle(message)
+                if self.session.receive(frame, outbox.put_nowait):
+                    joined = True
+                    heartbeat = asyncio.get_running_loop().create_task(
+                        self._heartbeat(outbox, max(0.05, self.session.heartbeat_s)))
         finally:
-            self.outbox = None
+            self.session.closed(outbox.put_nowait)
             if heartbeat is not None:
                 heartbeat.cancel()
             outbox.put_nowait(None)
             call.cancel()
         return joined
 
-    def _joined(self, joined: api.Joined,
-                outbox: asyncio.Queue[api.WorkerMessage | None]) -> asyncio.Task[None]:
-        self.generation = joined.generation
-        self.outbox = outbox
-        for key in list(self.running):  # the new leader learns what runs here
-            self._send(api.JobReport(job_id=key[0], attempt=key[1], started=api.JobStarted(pid=1)))
-        for report in list(self.unacked.values()):
-            outbox.put_nowait(api.WorkerMessage(report=report))
-        return asyncio.get_running_loop().create_task(
-            self._heartbeat(outbox, self.generation, max(0.05, joined.heartbeat_s)))
-
-    async def _heartbeat(self, outbox: asyncio.Queue[api.WorkerMessage | None], generation: int,
-                         period_s: float) -> None:
+    async def _heartbeat(self, outbox: asyncio.Queue[api.WorkerMessage | None], period_s: float) -> None:
         while True:
             await asyncio.sleep(period_s)
-            load = load_of(self.index, time.time()) if self.attributes else {}
-            outbox.put_nowait(api.WorkerMessage(heartbeat=api.Heartbeat(generation=generation, load=load)))
-
-    def _handle(self, message: api.ControllerMessage) -> None:
-        kind = message.WhichOneof("body")
-        if kind == "run":
-            job = message.run.job
-            key = (job.id, job.attempt)
-            if key in self.ended:  # a repeat: say again how it ended
-                self._send(self.ended[key])
-            elif key in self.running:
-                self._send(api.JobReport(job_id=key[0], attempt=key[1], started=api.JobStarted(pid=1)))
-            else:
-                self.fleet.first_run(key, self.target)
-                self._send(api.JobReport(job_id=key[0], attempt=key[1],
-                                         started=api.JobStarted(pid=1, time_ms=int(time.time() * 1000))))
-                self.running[key] = asyncio.get_running_loop().call_later(
-                    declared_seconds(job), self._finish, key, 0)
-        elif kind == "signal" and message.signal.kind == api.SIGNAL_KILL:
-            key = (message.signal.job_id, message.signal.attempt)
-            handle = self.running.get(key)
-            if handle is not None:
-                handle.cancel()
-                self._finish(key, 9)
-        elif kind == "ack":
-            ack = message.ack
-            self.unacked.pop((ack.job_id, ack.attempt, ack.kind), None)
-            if ack.kind != "started":
-                self.ended.pop((ack.job_id, ack.attempt), None)
-
-    def _finish(self, key: Key, term_signal: int) -> None:
-        self.running.pop(key, None)
-        report = api.JobReport(job_id=key[0], attempt=key[1], finished=api.JobFinished(
-            exit_code=0, term_signal=term_signal, time_ms=int(time.time() * 1000)))
-        self.ended[key] = report
-        self._send(report)
-
-    def _send(self, report: api.JobReport) -> None:
-        self.unacked[(report.job_id, report.attempt, report.WhichOneof("body") or "")] = report
-        if self.outbox is not None:
-            self.outbox.put_nowait(api.WorkerMessage(report=report))
+            outbox.put_nowait(self.session.heartbeat())
 
 
 async def _drain(outbox: asyncio.Queue[api.WorkerMessage | None]) -> AsyncIterator[api.WorkerMessage]:
@@ -207,6 +220,7 @@ class Fleet:
         self.credentials = credentials
         self.tokens = tokens
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self.rng = random.Random()  # the hosts' backoff jitter
         self.first_seen: dict[Key, tuple[float, str]] = {}  # when, and from which replica
 
     def channel(self, target: str) -> grpc.aio.Channel:
@@ -232,7 +246,7 @@ async def main(out: Path, addresses: list[str], first: int, count: int, slots: i
              for i, host in enumerate(hosts)]
     progress = out.with_suffix(".progress")
     while not stop.is_set():
-        joined = sum(1 for h in hosts if h.outbox is not None)
+        joined = sum(1 for h in hosts if h.session.joined)
         progress.write_text(json.dumps({"runs": len(fleet.first_seen), "joined": joined}))
         try:
             await asyncio.wait_for(stop.wait(), 0.5)

@@ -76,6 +76,7 @@ Every replica reads the same file; `--id` picks its own entry.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import re
@@ -85,7 +86,7 @@ from typing import Any
 
 from controller import authz, fsm
 from controller.raft import RaftSettings
-from xce import cluster_file, fairshare
+from xce import cluster_file, fairshare, host_timing
 from xce import limits as xce_limits
 from xce.credentials import CredentialsError, TlsFiles, tls_files
 from xce.errors import ServiceError
@@ -106,6 +107,9 @@ class Replica:
     metrics: str = ""             # HOST:PORT of its Prometheus /metrics ("": none)
 
 
+_HOSTS = host_timing.HostTiming()
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     path: Path
@@ -120,11 +124,11 @@ class ClusterConfig:
     group_commit_max_requests: int = 512
     group_commit_max_bytes: int = 1 << 20
     group_commit_max_in_flight: int = 1
-    heartbeat_s: float = 2.0
-    heartbeat_timeout_s: float = 10.0
-    unknown_timeout_s: float = 300.0
-    fence_s: float = 150.0                    # the worker-side fence (0: none); below unknown_timeout_s
-    load_commit_s: float = 15.0               # a host's load indices committed at most this often (0: never)
+    heartbeat_s: float = _HOSTS.heartbeat_s   # [hosts]: xce/host_timing.py
+    heartbeat_timeout_s: float = _HOSTS.heartbeat_timeout_s
+    unknown_timeout_s: float = _HOSTS.unknown_timeout_s
+    fence_s: float = _HOSTS.fence_s
+    load_commit_s: float = _HOSTS.load_commit_s
     events_kept: int = 100_000
     clean_period_s: float = 3600.0            # finished jobs leave the live tables (history keeps them)
     history_days: float = 30.0                # history is kept this long
@@ -270,29 +274,8 @@ def _queues(raw: dict[str, Any], path: Path) -> tuple[tuple[api.Queue, ...], str
 
 
 def _hosts(raw: dict[str, Any], path: Path) -> dict[str, Any]:
-    """[hosts]: heartbeats, the timeouts after them, the fence, load commits."""
-    hosts = raw.get("hosts", {})
-    heartbeat_s, heartbeat_timeout_s = hosts.get("heartbeat_s", 2.0), hosts.get("heartbeat_timeout_s", 10.0)
-    unknown_timeout_s = hosts.get("unknown_timeout_s", 300.0)
-    if not all(isinstance(v, int | float) and v > 0 for v in (heartbeat_s, heartbeat_timeout_s,
-                                                               unknown_timeout_s)) \
-            or heartbeat_timeout_s <= heartbeat_s:
-        raise ConfigError(f"{path}: [hosts] heartbeat_s, heartbeat_timeout_s and unknown_timeout_s must be "
-                          "positive, the timeout longer than the heartbeat")
-    fence_s = hosts.get("fence_s", unknown_timeout_s / 2)
-    if not isinstance(fence_s, int | float) or isinstance(fence_s, bool) \
-            or not (fence_s == 0 or heartbeat_timeout_s < fence_s < unknown_timeout_s):
-        raise ConfigError(f"{path}: [hosts] fence_s ({fence_s}; default half of unknown_timeout_s) must be 0 "
-                          f"(no fence) or longer than heartbeat_timeout_s ({heartbeat_timeout_s}: a worker "
-                          "must not fence while the leader still waits for it) and shorter than "
-                          f"unknown_timeout_s ({unknown_timeout_s}: a cut-off worker must have killed its "
-                          "rerunnable jobs before the leader requeues them)")
-    load_commit_s = hosts.get("load_commit_s", 15.0)
-    if not isinstance(load_commit_s, int | float) or isinstance(load_commit_s, bool) or load_commit_s < 0:
-        raise ConfigError(f"{path}: [hosts] load_commit_s must be 0 (load indices not committed) or positive")
-    return {"heartbeat_s": float(heartbeat_s), "heartbeat_timeout_s": float(heartbeat_timeout_s),
-            "unknown_timeout_s": float(unknown_timeout_s), "fence_s": float(fence_s),
-            "load_commit_s": float(load_commit_s)}
+    """[hosts]: heartbeats, the timeouts after them, the fence, load commits (xce/host_timing.py)."""
+    return dataclasses.asdict(host_timing.parse(raw.get("hosts", {}), path, ConfigError))
 
 
 def _state(raw: dict[str, Any], path: Path) -> dict[str, Any]:

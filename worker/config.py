@@ -33,16 +33,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller import fsm
 from worker.journal import KEEP_ACKED
+from xce import cluster_file, host_timing
 from xce.cluster_file import read_toml
 from xce.credentials import Credentials, CredentialsError, TlsFiles, for_cluster, read_token_file
 from xce.errors import ServiceError
+from xce.host_spec import check_host_spec
 from xce.v1 import api_pb2 as api
 
 
 class WorkerConfigError(Exception):
     """The worker configuration is missing, malformed or invalid."""
+
+
+class _ClusterFileError(Exception):
+    """The cluster file named by cluster_config (said as the worker configuration's error)."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,7 @@ def parse(raw: dict[str, Any], path: Path, name: str | None = None) -> WorkerCon
                         memory_mb=memory_mb, resources={k: float(v) for k, v in resources.items()},
                         tags=tags, ncpus=ncpus)
     try:
-        fsm.check_host_spec(host)
+        check_host_spec(host)
     except ServiceError as exc:
         raise WorkerConfigError(f"{path}: {exc.message}") from None
     grace = raw.get("kill_grace_s", 10.0)
@@ -162,12 +167,10 @@ def _controllers(raw: dict[str, Any], path: Path) -> tuple[str, ...]:
             raise WorkerConfigError(f"{path}: controllers must be a non-empty list of host:port")
         return tuple(controllers)
     if "cluster_config" in raw:
-        from controller.config import ConfigError
-        from controller.config import load as load_cluster
-
         try:
-            return tuple(r.grpc for r in load_cluster(path.parent / raw["cluster_config"]).replicas)
-        except ConfigError as exc:
+            return tuple(cluster_file.grpc_addresses((path.parent / raw["cluster_config"]).resolve(),
+                                                     _ClusterFileError))
+        except _ClusterFileError as exc:
             raise WorkerConfigError(f"{path}: cluster_config: {exc}") from exc
     raise WorkerConfigError(f"{path}: needs controllers = [...] or cluster_config = PATH")
 
@@ -177,12 +180,11 @@ def _check_fence(raw: dict[str, Any], path: Path, grace_s: float) -> None:
     kill grace that the fence and it together would reach unknown_timeout_s (the leader's give-up)."""
     if "cluster_config" not in raw:
         return  # the worker learns the fence when it joins, and then kills fenced jobs without a grace
-    from controller.config import ConfigError
-    from controller.config import load as load_cluster
-
+    cluster_path = (path.parent / raw["cluster_config"]).resolve()
     try:
-        cluster = load_cluster(path.parent / raw["cluster_config"])
-    except ConfigError as exc:
+        table = read_toml(cluster_path, _ClusterFileError, "configuration file")
+        cluster = host_timing.parse(table.get("hosts", {}), cluster_path, _ClusterFileError)
+    except _ClusterFileError as exc:
         raise WorkerConfigError(f"{path}: cluster_config: {exc}") from exc
     if cluster.fence_s and cluster.fence_s + grace_s >= cluster.unknown_timeout_s:
         raise WorkerConfigError(

@@ -121,7 +121,7 @@ def _string(text: str) -> str:
 
 
 def parse_env(raw: bytes) -> dict[str, str]:
-    """NAME=VALUE items, NUL-separated (worker/executor.py's `env_bytes`)."""
+    """NAME=VALUE items, NUL-separated (worker/spawn.py's `env_bytes`)."""
     env = {}
     for item in raw.decode().split("\0"):
         name, sep, value = item.partition("=")

@@ -63,7 +63,6 @@ from controller.fsm.dump import canonical_dump
 from controller.fsm.holdings import CommittedUsage
 from controller.fsm.records import (
     FINISHED,
-    MAX_HOST_NAME,
     MAX_JOB_ID,
     MAX_REQUEST_ID_BYTES,
     META_KEY,
@@ -90,9 +89,7 @@ from controller.fsm.validation import (
     MAX_COMMAND_ARGS,
     MAX_QUEUE_NAME,
     MAX_STAMP_MS,
-    MAX_STRING,
     MIN_STAMP_MS,
-    check_host_spec,
     check_modify,
     check_queue,
     check_queue_open,
@@ -101,6 +98,7 @@ from controller.fsm.validation import (
 )
 from controller.fsm.versions import ENTRY_FORMAT, RECOVERY_FORMAT, EntryNotUnderstood, describe
 from controller.tables import Tables
+from xce.host_spec import MAX_HOST_NAME, MAX_STRING, check_host_spec
 from xce.invariant import InvariantViolated
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log

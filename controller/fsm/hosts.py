@@ -14,9 +14,9 @@ from controller.fsm import recovery, resources
 from controller.fsm.applier import Applier, each
 from controller.fsm.jobs import settle_lost
 from controller.fsm.records import host_at, host_job_ids, read_host, read_job
-from controller.fsm.validation import check_host_spec
 from controller.fsm.versions import RECOVERY_FORMAT, RESOURCES_FORMAT
 from xce.errors import ServiceError
+from xce.host_spec import check_host_spec
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

@@ -17,12 +17,12 @@ import time
 
 from controller.tables import Tables
 from xce.errors import ServiceError
+from xce.host_spec import MAX_HOST_NAME
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 META_KEY = b"meta"
 MAX_JOB_ID = 1 << 63
-MAX_HOST_NAME = 64
 MAX_REQUEST_ID_BYTES = 256
 
 FINISHED = (api.DONE, api.EXIT)

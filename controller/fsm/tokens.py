@@ -12,9 +12,9 @@ import re
 
 from controller.fsm.applier import Applier
 from controller.fsm.requests import guarded
-from controller.fsm.validation import MAX_STRING
 from controller.tables import Tables
 from xce.errors import ServiceError, invalid
+from xce.host_spec import MAX_STRING
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from controller.fsm import depends
 from controller.fsm.records import (
     FINISHED,
-    MAX_HOST_NAME,
     MAX_REQUEST_ID_BYTES,
     PENDING,
     read_host,
@@ -34,24 +33,16 @@ from controller.fsm.versions import (
 from controller.tables import Tables
 from xce import depend, fairshare, feasibility, resreq
 from xce.errors import ServiceError, invalid
+from xce.host_spec import check_text as check_text  # (the leader checks its own requests' text with it)
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 MAX_COMMAND_ARGS = 4096
 MAX_QUEUE_NAME = 64
-MAX_HOST_SLOTS = 100_000
-MAX_STRING = 4096
 # datetime's range (years 1-9999), which readable ids need.
 MIN_STAMP_MS, MAX_STAMP_MS = -62135596800000, 253402300799999
 DEFAULT_QUEUE = "normal"
 DEFAULT_MAX_SLOTS = 1024
-
-
-def check_text(what: str, value: str) -> None:
-    if len(value) > MAX_STRING:
-        raise invalid(f"{what} longer than {MAX_STRING} characters")
-    if "\x00" in value:
-        raise invalid(f"{what} contains a NUL character")
 
 
 def check_request_id(request_id: str) -> None:
@@ -241,29 +232,6 @@ def check_modify(tables: Tables, job: api.Job, request: api.ModifyJobRequest, en
             raise ServiceError(log.FAILED_PRECONDITION,
                                "the resource requirement can change only while the job is pending")
         check_requirement(request.resource_req, entry_format)
-
-
-MAX_RUNNING_LISTED = 50_000  # with the rest of a join, well under an entry's bound
-
-
-def check_host_spec(spec: api.HostSpec) -> None:
-    name = spec.name
-    if not name or len(name) > MAX_HOST_NAME or not all(c.isascii() and (c.isalnum() or c in "_-.")
-                                                         for c in name):
-        raise invalid(f"bad host name {name[:80]!r} (letters, digits, _ - . ; 1-64)")
-    if not 0 <= spec.slots <= MAX_HOST_SLOTS:
-        raise invalid(f"host slots must be between 0 and {MAX_HOST_SLOTS}, got {spec.slots}")
-    if spec.memory_mb < 0:
-        raise invalid("host memory must not be negative")
-    for key, value in spec.resources.items():
-        check_text("resource name", key)
-        if not key or not value >= 0 or value == float("inf"):
-            raise invalid(f"resource {key!r} must be a finite number >= 0")
-    for tag in spec.tags:
-        check_text("tag", tag)
-    most = min(MAX_RUNNING_LISTED, max(1024, 2 * spec.slots))
-    if len(spec.running) > most:
-        raise invalid(f"a join of a host of {spec.slots} slots lists at most {most} running instances")
 
 
 def check_queue(queue: api.Queue, entry_format: int = ALLOCATION_FORMAT) -> None:

@@ -162,7 +162,7 @@ def test_the_shim_writes_json_and_reads_the_environment_by_hand() -> None:
     import json
 
     from worker import shim
-    from worker.executor import env_bytes
+    from worker.spawn import env_bytes
 
     status = {"exit_code": 3, "wall_s": 0.25, "unknown": True, "start_error": 'no "x"\\ here\n\x1b'}
     assert json.loads(shim.to_json(status)) == status
@@ -187,7 +187,7 @@ def test_shims_are_forked_by_the_server_lead_their_session_and_jobs_cannot_reach
     fds = tmp_path / "fds"
     ex.run(_job(1, "sh", "-c", f"ls -l /proc/$$/fd > {fds}.tmp; mv {fds}.tmp {fds}; sleep 30", cwd=tmp_path))
     _wait_for(fds, "the job did not start")
-    [pid] = [ex._running[(1, 0)]]
+    [pid] = [ex.instances.running[(1, 0)]]
     server = ex.host._server.process.pid
     assert _parent(pid) == server and os.getsid(pid) == pid and os.getpgid(pid) == pid
     assert "socket:" not in fds.read_text()  # the server's socket is closed in every shim
@@ -200,7 +200,7 @@ def test_a_shim_killed_from_outside_is_reported_with_its_signal(executor, tmp_pa
     started = tmp_path / "started"
     ex.run(_job(1, "sh", "-c", f"echo $$ > {started}; exec sleep 30", cwd=tmp_path))
     _wait_for(started, "the job did not start")
-    shim = ex._running[(1, 0)]
+    shim = ex.instances.running[(1, 0)]
     os.kill(shim, signal.SIGKILL)  # the OOM killer, say: no status file; the server saw the signal
     final = _wait_final(reports, 1)
     assert final.finished.term_signal == signal.SIGKILL and not final.finished.status_unknown
@@ -229,7 +229,7 @@ def test_a_worker_that_died_before_journaling_the_pid_finds_the_shim_by_its_pid_
     first.run(_job(1, "sh", "-c", f"echo x > {started}; while [ ! -e {go} ]; do sleep 0.05; done; exit 4",
                    cwd=tmp_path))
     _wait_for(started, "the job did not start")
-    pid = first._running[(1, 0)]
+    pid = first.instances.running[(1, 0)]
     record = first.journal.get((1, 0))
     record.update(state="starting")  # as journaled just before the start
     del record["pid"], record["pid_start"]
@@ -239,7 +239,7 @@ def test_a_worker_that_died_before_journaling_the_pid_finds_the_shim_by_its_pid_
     second = Executor(spool, kill_grace_s=0.5, report=reports.append, allow_root_jobs=True)
     try:
         second.recover()
-        assert second._running == {(1, 0): pid}
+        assert second.instances.running == {(1, 0): pid}
         go.touch()
         assert _wait_final(reports, 1).finished.exit_code == 4
     finally:

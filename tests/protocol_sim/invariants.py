@@ -30,8 +30,8 @@ def TypeOK(sim: Sim) -> None:
     """Replicas agree: the same committed entries, the same state after each index."""
     _noticed(sim, "TypeOK")
     for node in sim.workers.values():
-        assert node.daemon is None or not node.daemon.failures, \
-            f"a command failed on {node.name}: {node.daemon.failures[0] if node.daemon else ''}"
+        assert node.daemon is None or not node.daemon.session.failures, \
+            f"a command failed on {node.name}: {node.daemon.session.failures[0] if node.daemon else ''}"
     for replica in sim.raft.replicas:
         assert replica.base_index <= replica.applied <= replica.commit <= replica.last_index(), \
             f"r{replica.rid}: base {replica.base_index} applied {replica.applied} commit {replica.commit}"

@@ -1,8 +1,9 @@
 """Workers in the simulation: the real worker on a simulated operating system.
 
-Theory of operation. Each host runs the real `worker.daemon.Worker` (one
-connection's protocol: join, `joined`, reports kept until acknowledged and
-re-sent after a join, commands handed to the executor) with the real
+Theory of operation. Each host runs the real `worker.daemon.Worker` with
+its real `worker.session.WorkerSession` (one connection's protocol: join,
+`joined`, reports kept until acknowledged and re-sent after a join, commands
+handed to the executor) with the real
 `worker.executor.Executor` (at most one instance per (job, attempt), the
 journal record before the start, re-adoption after a restart). What touches
 the operating system comes in through the Worker's own parameters, as in
@@ -236,7 +237,7 @@ class WorkerNode:
 
     @property
     def joined(self) -> bool:
-        return self.daemon is not None and self.stream is not None and self.daemon.joined
+        return self.daemon is not None and self.stream is not None and self.daemon.session.joined
 
     def boot(self) -> None:
         """Start the worker daemon: recover from the journal (Worker.run)."""
@@ -268,24 +269,24 @@ class WorkerNode:
         assert self.daemon is not None
         self.stream = stream
         self.outgoing = []
-        stream.send_up(self.daemon.opening())
+        stream.send_up(self.daemon.session.opening())
 
     def disconnect(self) -> None:
         if self.stream is not None:
             self.stream.close()
         if self.daemon is not None:
-            self.daemon.closed(self.outgoing.append)
+            self.daemon.session.closed(self.outgoing.append)
         self.stream = None
 
     def deliver(self, frame: api.ControllerMessage) -> str:
-        """Worker._session's loop over one received frame: the real Worker.receive."""
+        """Worker._session's loop over one received frame: the real WorkerSession.receive."""
         assert self.daemon is not None
-        was_joined = self.daemon.joined
+        was_joined = self.daemon.session.joined
         done = [_command_text(m) for m in worker_wire.controller_messages(frame)]
-        self.daemon.receive(frame, self.outgoing.append)
+        self.daemon.session.receive(frame, self.outgoing.append)
         if self.sim.recorder is not None and self.stream is not None:
             self.sim.recorder.on_deliver(self, self.stream)
-        if not was_joined and not self.daemon.joined:
+        if not was_joined and not self.daemon.session.joined:
             return f"{self.name}: ignored before joined"
         return f"{self.name}: {', '.join(done)}"
 
@@ -298,12 +299,12 @@ class WorkerNode:
 
     def heartbeat(self) -> None:
         if self.joined and self.stream is not None and self.daemon is not None:
-            self.stream.send_up(self.daemon.heartbeat())
+            self.stream.send_up(self.daemon.session.heartbeat())
 
     def check_fence(self) -> None:
-        """Worker._fence_loop: the real Worker.check_fence, as time passes."""
+        """Worker._fence_loop: the real WorkerSession.check_fence, as time passes."""
         if self.daemon is not None:
-            self.daemon.check_fence()
+            self.daemon.session.check_fence()
 
 
 def _command_text(message: api.ControllerMessage) -> str:

@@ -1,4 +1,4 @@
-"""The worker-side fence's timing (worker/daemon.py, Worker.check_fence): when a worker kills its
+"""The worker-side fence's timing (worker/session.py, WorkerSession.check_fence): when a worker kills its
 rerunnable jobs, on a manual clock; the killing itself is Executor.fence (test_worker_executor.py)."""
 
 from __future__ import annotations
@@ -6,15 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from worker.config import WorkerConfig
-from worker.daemon import FENCE_NOTE, Worker
+from worker.daemon import Worker
 from worker.journal import MemoryJournal
+from worker.session import FENCE_NOTE, WorkerSession
 from xce.clock import ManualClock
 from xce.v1 import api_pb2 as api
 
 FENCE_S, UNKNOWN_S, GRACE_S = 3.0, 10.0, 1.0
 
 
-def worker(tmp_path: Path, journal: MemoryJournal, clock: ManualClock) -> tuple[Worker, list[float]]:
+def worker(tmp_path: Path, journal: MemoryJournal, clock: ManualClock) -> tuple[WorkerSession, list[float]]:
     config = WorkerConfig(path=tmp_path / "worker.toml", controllers=("a:1",), host=api.HostSpec(name="n1"),
                           spool_dir=tmp_path / "spool", kill_grace_s=GRACE_S)
     daemon = Worker(config, clock=clock, journal=journal)
@@ -25,16 +26,16 @@ def worker(tmp_path: Path, journal: MemoryJournal, clock: ManualClock) -> tuple[
         return [(1, 0)]
 
     daemon.executor.fence = fence  # type: ignore[method-assign]
-    return daemon, fences
+    return daemon.session, fences
 
 
-def joined(daemon: Worker) -> None:
+def joined(daemon: WorkerSession) -> None:
     frame = api.ControllerMessage(joined=api.Joined(generation=1, heartbeat_s=1.0, fence_s=FENCE_S,
                                                     unknown_timeout_s=UNKNOWN_S))
     daemon.receive(frame, lambda message: None)
 
 
-def answer(daemon: Worker) -> None:
+def answer(daemon: WorkerSession) -> None:
     heartbeat = api.Heartbeat(generation=1, fence_s=FENCE_S, unknown_timeout_s=UNKNOWN_S)
     daemon.receive(api.ControllerMessage(heartbeat=heartbeat), lambda message: None)
 

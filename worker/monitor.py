@@ -1,0 +1,117 @@
+"""While jobs run: their memory and run limits, and their usage for the leader.
+
+Theory of operation. `look` is one look at every instance here (one read
+of the host's processes, ProcessHost.sessions_usage): a job's command past
+its run limit (-W, less the time it was stopped) is killed with exit
+reason RUNLIMIT; a job's part past its memory limit (-M, else its
+rusage[mem=] on this host) is killed with MEMLIMIT, its command and its
+tasks here. Why it was killed is journaled before the kill, so its end
+says so even after a worker restart. With `report_usage`, each job's usage
+on its first host is reported (at the caller's bounded rate): RSS the sum
+over its processes now, CPU what they used so far. The limits are kept
+under the instances' lock; the killing is the executor's (`terminate`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from worker.instances import Instances
+from xce.v1 import api_pb2 as api
+
+if TYPE_CHECKING:
+    from worker.tasks import Tasks
+
+log = logging.getLogger("xce.worker")
+
+Key = tuple[int, int]
+MEMLIMIT_GRACE_S = 1.0  # at most this long from TERM to KILL for a job past its memory limit
+
+
+class Monitor:
+    def __init__(self, instances: Instances, tasks: Tasks, terminate: Callable[[Key, int, float], None],
+                 given_away: Callable[[Key], bool], report: Callable[[api.JobReport], None]) -> None:
+        self._i = instances
+        self._tasks = tasks
+        self._terminate = terminate
+        self._given_away = given_away
+        self._report = report
+        self._limits: dict[Key, int] = {}  # memory limits (KB) of the instances and parts running here
+        self._memlimited: set[Key] = set()  # killed for passing theirs
+        self._run_limits: dict[Key, int] = {}  # run limits (-W, ms) of the instances running here
+
+    def track(self, key: Key, mem_limit_kb: int = 0, run_limit_ms: int = 0) -> None:
+        """Watch the instance's limits (0: none). Under the instances' lock."""
+        if mem_limit_kb:
+            self._limits[key] = mem_limit_kb
+        if run_limit_ms:
+            self._run_limits[key] = run_limit_ms
+
+    def forget(self, key: Key) -> None:
+        """The instance ended. Under the instances' lock."""
+        self._limits.pop(key, None)
+        self._run_limits.pop(key, None)
+        self._memlimited.discard(key)
+
+    def look(self, report_usage: bool) -> None:
+        with self._i.lock:
+            mains, parts = dict(self._i.running), set(self._i.parts)
+            limits, run_limits = dict(self._limits), dict(self._run_limits)
+        if not mains and not parts:
+            return  # nothing runs here: no need to read every process of the host
+        now = self._i.clock.now_ms()
+        ended: set[Key] = set()
+        for key, run_limit in sorted(run_limits.items()):
+            if key in mains and self._ran_ms(key, now) > run_limit:
+                self._runlimit(key, mains[key], run_limit)
+                ended.add(key)
+        sessions = self._i.host.sessions_usage()
+        for key in sorted(set(mains) | parts):
+            pids = ([mains[key]] if key in mains else []) + self._tasks.pids(key)
+            rss = sum(sessions.get(pid, (0, 0.0))[0] for pid in pids)
+            cpu = sum(sessions.get(pid, (0, 0.0))[1] for pid in pids)
+            limit = limits.get(key, 0) if key not in ended else 0  # (killed for its run limit just now)
+            with self._i.lock:
+                over = bool(limit) and rss > limit and key not in self._memlimited
+                if over:
+                    self._memlimited.add(key)
+            if over:
+                self._memlimit(key, mains.get(key), rss, limit)
+            if report_usage and key in mains:
+                record = self._i.journal.get(key) or {}
+                wall = max(0.0, (now - int(record.get("started_ms", now))) / 1000)
+                self._report(api.JobReport(job_id=key[0], attempt=key[1], usage_now=api.UsageNow(
+                    usage=api.Usage(user_cpu_s=cpu, max_rss_kb=rss, wall_s=wall), time_ms=now)))
+
+    def _ran_ms(self, key: Key, now: int) -> int:
+        """How long the instance has run: since its start, less the time it was stopped (journaled)."""
+        record = self._i.journal.get(key) or {}
+        stopped = sum(int(end or now) - int(begin) for begin, end in record.get("stops", ()))
+        return now - int(record.get("started_ms", now)) - stopped
+
+    def _runlimit(self, key: Key, pid: int, limit_ms: int) -> None:
+        log.warning("job %d.%d ran past its run limit of %d s: killed (RUNLIMIT)", *key, limit_ms // 1000)
+        with self._i.lock:
+            self._run_limits.pop(key, None)  # once
+            self._mark(key, "runlimit")
+        self._terminate(key, pid, self._i.kill_grace_s)
+        self._tasks.over(key, 0.0 if self._given_away(key) else None)
+
+    def _memlimit(self, key: Key, pid: int | None, rss: int, limit: int) -> None:
+        log.warning("job %d.%d uses %d KB, past its memory limit of %d KB: killed (MEMLIMIT)", *key, rss,
+                    limit)
+        grace_s = min(self._i.kill_grace_s, MEMLIMIT_GRACE_S)
+        if pid is not None:
+            with self._i.lock:
+                self._mark(key, "memlimit")
+            self._terminate(key, pid, grace_s)
+        self._tasks.over(key, 0.0 if self._given_away(key) else grace_s)
+
+    def _mark(self, key: Key, why: str) -> None:
+        """Journaled before the kill: its end says why, even after a restart. Under the lock."""
+        record = self._i.journal.get(key)
+        if record is not None and record.get("state") == "running":
+            record[why] = True
+            self._i.journal.put(key, record)

@@ -1,0 +1,119 @@
+"""What starts a job's command or task: the shim's command line and the job's environment.
+
+Theory of operation. Pure functions of the job, the owner's account and
+this host; the file and process work (the host file, the spawn itself) is
+the caller's (instances.py). The environment is built like `sbatch
+--export`: a clean baseline for the owner (HOME, USER, LOGNAME, SHELL, a
+default PATH), what was submitted, what every job here gets (how `xce
+launch` reaches the worker), where the job runs (as LSF and PBS tell it),
+and the ids (XCE_JOB_ID, XCE_JOB_ATTEMPT, XCE_JOB_READABLE_ID, XCE_SPOOL;
+an array's element also XCE_ARRAY_ID, XCE_ARRAY_INDEX and LSB_JOBINDEX);
+nothing of the worker's own environment. It reaches the job through the
+shim's stdin, read only after the shim's child has become the owner.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from worker.process_host import SHIM, Account
+from xce import feasibility
+from xce.v1 import api_pb2 as api
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+HOME_FALLBACK = "/tmp"  # where a job without a working directory runs if its owner's home is missing
+
+
+def ids_env(job: api.Job, spool: Path, task: api.LaunchTask | None) -> dict[str, str]:
+    """What names the instance; the shim's own environment too, so a restarted worker finds it."""
+    ids = {"XCE_JOB_ID": str(job.id), "XCE_JOB_ATTEMPT": str(job.attempt), "XCE_SPOOL": str(spool)}
+    if task is not None:  # its own, so a restarted worker never takes it for the job's command
+        ids["XCE_TASK_ID"] = task.task_id
+    return ids
+
+
+def per_slot_hosts(job: api.Job, here: str) -> list[str]:
+    """The job's hosts, one per slot, its first host first."""
+    parts = feasibility.allocation_of(job) or [feasibility.Part(here, job.spec.slots, {})]
+    return [part.host for part in parts for _ in range(part.slots)]
+
+
+def hosts_env(job: api.Job, here: str, credential: str, hostfile: str | None) -> dict[str, str]:
+    """Where the job runs, as LSF and PBS tell it: XCE_HOSTS/LSB_HOSTS (a host per slot),
+    LSB_MCPU_HOSTS (host and slots), a host file (XCE_HOSTFILE, LSB_DJOB_HOSTFILE, a host per
+    slot, like PBS_NODEFILE) if one was written, and the credential `xce launch` presents."""
+    parts = feasibility.allocation_of(job) or [feasibility.Part(here, job.spec.slots, {})]
+    per_slot = per_slot_hosts(job, here)
+    env = {"XCE_HOSTS": " ".join(per_slot), "LSB_HOSTS": " ".join(per_slot),
+           "LSB_MCPU_HOSTS": " ".join(f"{part.host} {part.slots}" for part in parts),
+           "LSB_DJOB_NUMPROC": str(len(per_slot))}
+    if credential:
+        env["XCE_JOB_CREDENTIAL"] = credential
+    if hostfile is not None:
+        env["XCE_HOSTFILE"] = env["LSB_DJOB_HOSTFILE"] = hostfile
+    return env
+
+
+def job_env(job: api.Job, account: Account, task: api.LaunchTask | None, common: dict[str, str],
+            where: dict[str, str], ids: dict[str, str], gpus: list[int] | None,
+            host_gpus: int) -> dict[str, str]:
+    """The whole environment of the job's command (or of a task: its launcher's on top)."""
+    env = {"HOME": account.home, "USER": account.name, "LOGNAME": account.name, "SHELL": account.shell,
+           "PATH": DEFAULT_PATH, **job.spec.env, **(dict(task.env) if task is not None else {}),
+           **common, **where, **ids, "XCE_JOB_READABLE_ID": job.readable_id}
+    if host_gpus:  # the indices it holds, no others (none for a job that reserved none)
+        env["CUDA_VISIBLE_DEVICES"] = env["XCE_GPUS"] = ",".join(map(str, gpus or []))
+    if job.array_id:  # an array's element: its index, also under LSF's name
+        env.update(XCE_ARRAY_ID=str(job.array_id), XCE_ARRAY_INDEX=str(job.array_index),
+                   LSB_JOBINDEX=str(job.array_index))
+    return env
+
+
+def shim_command(job: api.Job, account: Account, status_file: Path, task: api.LaunchTask | None,
+                 outputs: tuple[str, str], as_root: bool) -> list[str]:
+    """The shim's command line: it becomes the owner (`as_root`: the worker can switch), enters the
+    working directory, opens the output files `outputs` (stdout, stderr), then runs the command."""
+    cwd = working_dir(job, account, task)
+    switch = ["--user", account.name] if as_root else []
+    # -I: the interpreter that stays root reads no PYTHON* variable, no user site, not the cwd;
+    # -S: no site at all (half of its start-up). The shim is run as a file (it needs only the
+    # standard library's built-in modules), installed or not.
+    command = list(task.command) if task is not None else list(job.spec.command)
+    # A working directory the job named is its own: if the owner cannot enter it, the job fails
+    # (xce/start_failures.py). The owner's home is not the job's choice: a user without one runs
+    # in /tmp, and is told so, as LSF does.
+    home = not job.spec.cwd and not (task is not None and task.cwd)
+    fallback = ["--cwd-fallback", HOME_FALLBACK] if home and cwd != HOME_FALLBACK else []
+    # The default output files are the worker's choice, in its spool: failing to open them is the host's.
+    spooled = ",".join(fd for fd, path in (("1", job.spec.stdout_path), ("2", job.spec.stderr_path))
+                       if not path)
+    spool = ["--spool-outputs", spooled] if spooled else []
+    return [sys.executable, "-I", "-S", SHIM, str(status_file), *switch, "--cwd", cwd, *fallback,
+            "--stdout", outputs[0], "--stderr", outputs[1], *spool, "--", *command]
+
+
+def working_dir(job: api.Job, account: Account, task: api.LaunchTask | None = None) -> str:
+    cwd = job.spec.cwd or account.home or "/"
+    return (task.cwd or cwd) if task is not None else cwd
+
+
+def output_path(path: str, job: api.Job) -> str:
+    """bsub's -o/-e patterns: %J the job's id (an element's: its array's), %I the array index (0 for a
+    job that is not an element), %% a percent sign."""
+    values = {"J": str(job.array_id or job.id), "I": str(job.array_index if job.array_id else 0), "%": "%"}
+    out, i = [], 0
+    while i < len(path):
+        if path[i] == "%" and i + 1 < len(path) and path[i + 1] in values:
+            out.append(values[path[i + 1]])
+            i += 2
+        else:
+            out.append(path[i])
+            i += 1
+    return "".join(out)
+
+
+def env_bytes(env: dict[str, str]) -> bytes:
+    """The job's environment as the shim reads it: NAME=VALUE items, NUL-separated (a NUL inside a
+    name or value cannot reach exec anyway; the controller refuses none, so it is dropped here)."""
+    return b"\0".join(f"{k}={v}".replace("\0", "").encode() for k, v in env.items())
