@@ -1,5 +1,5 @@
 """Whether a later job may start past an earlier one of its queue that waits for room (a queue's
-`backfill`; issue 18).
+`backfill`).
 
 The first job of a queue that finds no room in a pass (its head) holds the
 queue for the rest of the pass, by the queue's mode:
@@ -33,7 +33,7 @@ where the head's allocation has a shape). Pure: the pass's time is given.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from xce import feasibility
@@ -259,3 +259,69 @@ class Block:
 
 def free_slots(states: dict[str, feasibility.HostState]) -> int:
     return sum(max(0, s.slots - s.used) for s in states.values() if s.available and not s.closed)
+
+
+# A job waiting for room (not for a limit, a dependency or a host it names) holds its queue's order.
+_HOLDS_ITS_QUEUE = frozenset({api.PEND_NO_FREE_SLOTS, api.PEND_NO_FREE_RESOURCES,
+                              api.PEND_PREEMPTION_PENDING})
+
+
+class Holds:
+    """One pass's queue heads (a Block per queue with a mode whose head is known) and the running jobs'
+    expected ends, made when a reservation first needs them; the pass's placements until then."""
+
+    def __init__(self, modes: Mapping[str, str], jobs: Sequence[api.Job], now_ms: int) -> None:
+        self.modes = modes  # queue -> its backfill mode, for the queues whose mode is not `any`
+        self.blocks: dict[str, Block] = {}
+        self._jobs = jobs  # the view's, running ones among them
+        self._now_ms = now_ms
+        self._ends: Ends | None = None
+        self._started: list[tuple[api.Job, int]] = []
+
+    def verdict(self, job: api.Job, least: int, most: int, states: dict[str, feasibility.HostState]
+                ) -> tuple[feasibility.Reason | None, int, list[Block]]:
+        """(None if the job may start past the heads now, else why not; the most slots it may take; the
+        reservations those slots are counted against). Its queue's head holds it, and so do the
+        reservations of the queues before it (a job of a lower queue must not delay them either; strict
+        order holds its own queue only)."""
+        charged: list[Block] = []
+        for owner, block in self.blocks.items():
+            if owner != job.spec.queue and block.mode == "none":
+                continue
+            if block.mode != "none" and not block.computed:
+                block.reserve(free_slots(states), self._ends_of(states), self._now_ms)
+            reason, cap = block.verdict(job, least, self._now_ms)
+            if reason is not None:
+                return reason, most, charged
+            if cap is not None:
+                charged.append(block)
+                most = min(most, cap)  # (-n min,max: no more than the reservations leave)
+        return None, most, charged
+
+    def placed(self, job: api.Job, slots: int, charged: Iterable[Block]) -> None:
+        if self._ends is not None:
+            self._ends.placed(job, slots, self._now_ms)
+        else:
+            self._started.append((job, slots))
+        for block in charged:
+            block.charge(job, slots, self._now_ms)
+
+    def hold(self, job: api.Job, code: int) -> None:
+        """The job, waiting for `code`, becomes its queue's head if the queue has none and a backfill mode
+        (a reservation counts slots: a head short of a consumable holds only strict order)."""
+        queue = job.spec.queue
+        modes = self.modes
+        if queue in modes and queue not in self.blocks and code in _HOLDS_ITS_QUEUE and (
+                modes[queue] == "none" or code != api.PEND_NO_FREE_RESOURCES):
+            self.blocks[queue] = Block(modes[queue], job)
+
+    def missed(self, charged: Iterable[Block], job: api.Job, least: int) -> None:
+        for block in charged:
+            block.missed(job, least, self._now_ms)
+
+    def _ends_of(self, states: Mapping[str, feasibility.HostState]) -> Ends:
+        if self._ends is None:
+            self._ends = Ends.of(self._jobs, states, self._now_ms)
+            for job, slots in self._started:
+                self._ends.placed(job, slots, self._now_ms)
+        return self._ends

@@ -48,7 +48,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.core import WAITING, CoreConfig, Decision, Dispatch, Fleet, PassResult, Pend, Preempt, run_pass
+from scheduler.core import WAITING, CoreConfig, run_pass
+from scheduler.decisions import Decision, Dispatch, PassResult, Pend, Preempt
+from scheduler.host_index import Fleet
 from scheduler.picker import PassContext, Picker
 from scheduler.view import View
 from xce import feasibility

@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 
 from google.protobuf.message import Message
 
-from scheduler.core import MOVING_ALWAYS, WAITING, Entry, Fleet, free_entry
+from scheduler.core import WAITING
+from scheduler.host_index import MOVING_ALWAYS, Entry, Fleet, free_entry
 from xce import fairshare, feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -159,7 +160,7 @@ class View:
         return self._parsed_tables["hosts"].read(self.tables["hosts"])  # type: ignore[return-value]
 
     def fleet(self) -> Fleet:
-        """What a pass makes of the hosts (scheduler/core.py: Fleet): each host's feasibility state
+        """What a pass makes of the hosts (scheduler/host_index.py: Fleet): each host's feasibility state
         (load included) and the order of those with free slots, made again only for the hosts whose
         records changed. Read it, never change it (but for run_pass, which puts back what it changed
         before it returns); the next call updates it in place (a pass reads it before the next pass's

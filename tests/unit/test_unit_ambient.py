@@ -42,6 +42,9 @@ RANDOM_OK = {"Random"}  # constructing a generator is fine: it is then passed in
 
 CORES = ("controller/leader.py", "scheduler/planner.py", "scheduler/core.py", "scheduler/decider.py",
          "xce/feasibility.py", "controller/fsm/__init__.py", "controller/raft_append.py")
+CORES += ("scheduler/gates.py", "scheduler/host_checks.py", "scheduler/pass_state.py",  # the pass's stack
+          "scheduler/pass_usage.py", "scheduler/host_index.py", "scheduler/preempt_fallback.py",
+          "scheduler/decisions.py")
 FORBIDDEN_IN_CORES = {"grpc", "lmdb", "pysyncobj", "asyncio", "threading", "socket", "subprocess"}
 PRODUCTION = ("controller", "scheduler", "worker", "xce")
 # What the simulation may not import: the parts behind the real entry points.

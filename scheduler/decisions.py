@@ -1,0 +1,42 @@
+"""What a scheduling pass decides, and what it counts on the way (scheduler/core.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from xce.v1 import api_pb2 as api
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    job_id: int
+    attempt: int
+    host: str  # the first host: it runs the command
+    hosts: tuple[tuple[str, int], ...] = ()  # the whole allocation, unless it is `host` with the job's slots
+
+
+@dataclass(frozen=True)
+class Pend:
+    job_id: int
+    reason: str
+    code: api.PendingReason = api.PENDING_REASON_UNSPECIFIED
+
+
+@dataclass(frozen=True)
+class Preempt:
+    """The job takes one host from its victims (scheduler/preemption.py), each at its attempt."""
+
+    job_id: int
+    attempt: int
+    victims: tuple[tuple[int, int], ...]
+
+
+Decision = Dispatch | Pend | Preempt
+
+
+@dataclass
+class PassResult:
+    decisions: list[Decision]
+    waiting: Counter[int] = field(default_factory=Counter)  # jobs not dispatched, per pending reason code
+    refusals: Counter[str] = field(default_factory=Counter)  # hosts refused, per check, over explanations

@@ -1,0 +1,147 @@
+"""The job gates of a pass: whether a job may be placed at all, before any host is read.
+
+Theory of operation. A gate is a small function `(job, state) -> Reason |
+None` (Nomad's feasibility checkers, asked of the job rather than of each
+node): None lets the job through, a Reason is the pending reason the pass
+records for it, exactly as `xce jobs -p` shows it. `stack()` composes them,
+in one place and in the order they are asked: the first refusal is the
+job's reason. The gates on slots (limits, backfill) narrow the most slots
+the job in hand may take (PassState.most). A pass leaves out the gates that
+cannot refuse anything in it (no limit and no array limit; no queue with a
+backfill mode). Pure: the pass's time is in its state.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from scheduler.pass_state import LimitKey, PassState
+from xce import depend, feasibility, start_failures
+from xce.v1 import api_pb2 as api
+
+JobGate = Callable[[api.Job, PassState], "feasibility.Reason | None"]
+
+_UNSEEN = feasibility.Reason(api.PENDING_REASON_UNSPECIFIED, "", "unseen")  # a cache miss
+
+
+def stack(state: PassState, bounded: bool) -> tuple[JobGate, ...]:
+    """The gates a pass asks of each job, in order. `bounded`: some job of the pass has a limit."""
+    gates: list[JobGate] = [queue_active, dependency, start_retry, recovery, dispatch_cap]
+    if bounded:
+        gates.append(within_limits)
+    if state.holds is not None:
+        gates.append(backfill_order)
+    return tuple(gates)
+
+
+def queue_active(job: api.Job, state: PassState) -> feasibility.Reason | None:
+    """The queue's own checks (active, its slot limit's counter), once per queue and pass."""
+    queue = job.spec.queue
+    reason = state.by_queue.get(queue, _UNSEEN)
+    if reason is _UNSEEN:
+        reason = state.by_queue[queue] = feasibility.queue_refusal(queue, state.usage)
+    return reason
+
+
+def dependency(job: api.Job, state: PassState) -> feasibility.Reason | None:
+    if job.spec.depend and job.depend_state != api.DEPEND_SATISFIED:
+        return dependency_reason(job)
+    return None
+
+
+def start_retry(job: api.Job, state: PassState) -> feasibility.Reason | None:
+    """Its backoff: its own start failed."""
+    if job.attempt and job.not_before_ms > state.now_ms:
+        return start_retry_reason(job)
+    return None
+
+
+def recovery(job: api.Job, state: PassState) -> feasibility.Reason | None:
+    """A job that may still run somewhere (a cluster recovering; hosts it ran on gone silent) waits."""
+    if state.recovering or job.stray_hosts:
+        return feasibility.safety_refusal(job, state.usage)
+    return None
+
+
+def dispatch_cap(job: api.Job, state: PassState) -> feasibility.Reason | None:
+    """The pass's own bound on dispatches (a job its limits refuse gets their reason, looked at below)."""
+    if state.dispatched >= state.max_dispatches and job.id not in state.blocked:
+        return limit_reached(state.max_dispatches)
+    return None
+
+
+def within_limits(job: api.Job, state: PassState) -> feasibility.Reason | None:
+    """The limits at its least slots; -n min,max: as many as the limits leave."""
+    if not (state.limited or job.array_limit):
+        return None
+    reason = state.blocked.get(job.id) or limit_reason(job, state)
+    if state.least < state.most:  # (least fits: checked just above)
+        state.most = min(state.most, state.usage.room(job, state.most))
+    return reason
+
+
+def backfill_order(job: api.Job, state: PassState) -> feasibility.Reason | None:
+    """Its queue's head, and the reservations of the queues before it (scheduler/backfill.py)."""
+    holds = state.holds
+    if holds is None or not holds.blocks:
+        return None
+    reason, state.most, state.charged = holds.verdict(job, state.least, state.most, state.usage.states)
+    return reason
+
+
+@functools.lru_cache(maxsize=16)  # the same few limits, pass after pass (an f-string a pass was ~1 %)
+def limit_reached(max_dispatches: int) -> feasibility.Reason:
+    return feasibility.Reason(api.PEND_DISPATCH_LIMIT, f"this pass placed {max_dispatches} jobs, its limit: "
+                              "the next pass looks again", "dispatch_limit")
+
+
+def _key_of(job: api.Job) -> LimitKey:
+    """What a job's limits read of it: jobs with the same key are refused alike."""
+    spec = job.spec
+    return (spec.queue, spec.user, spec.project, feasibility.least_slots(job), job.array_id, job.array_limit)
+
+
+def limit_reason(job: api.Job, state: PassState) -> feasibility.Reason | None:
+    """limit_refusal at the job's least slots; a refusal is kept for the rest of the pass."""
+    key = _key_of(job)
+    refused = state.limit_refused
+    reason = refused.get(key)
+    if reason is None:
+        reason = feasibility.limit_refusal(job, state.usage, key[3])
+        if reason is not None:
+            refused[key] = reason
+    return reason
+
+
+def limit_blocked(pending: list[api.Job], state: PassState) -> tuple[list[api.Job], list[api.Job]]:
+    """(the jobs no limit refuses now, the ones one does); why, by job, in state.blocked. Counters only
+    grow in a pass: a job a limit refuses at its start is refused all through it."""
+    open_, blocked = [], []
+    for job in pending:
+        reason = limit_reason(job, state) if state.limited or job.array_limit else None
+        if reason is None:
+            open_.append(job)
+        else:
+            blocked.append(job)
+            state.blocked[job.id] = reason
+    return open_, blocked
+
+
+def dependency_reason(job: api.Job) -> feasibility.Reason:
+    """DEPENDENCY_PENDING or DEPENDENCY_NEVER_SATISFIED, with the condition (apply's verdict)."""
+    try:
+        shown = depend.show(depend.parse(job.spec.depend))
+    except depend.DependencyError:  # refused at submit
+        shown = job.spec.depend
+    shown = shown if len(shown) <= 200 else shown[:197] + "..."
+    if job.depend_state == api.DEPEND_NEVER:
+        return feasibility.Reason(api.PEND_DEPENDENCY_NEVER, f"dependency never satisfied: {shown} can no "
+                                  "longer hold (xce kill it, or requeue what it waits for)", "depend")
+    return feasibility.Reason(api.PEND_DEPENDENCY, f"dependency pending: {shown}", "depend")
+
+
+def start_retry_reason(job: api.Job) -> feasibility.Reason:
+    """A job waiting out the backoff after its worker refused a start for a reason of its own (its output
+    file): the words apply wrote, so that no PEND decision changes them (controller/fsm/refusals.py)."""
+    return feasibility.Reason(api.PEND_START_RETRY, start_failures.retry_words(job), "start_retry")
