@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -133,15 +133,31 @@ def synthetic(jobs: int, hosts: int, slots_per_host: int, load: float, seed: int
 def from_recording(recording: Recording, source: str) -> Workload:
     """Every job the recording saw submitted (or pending at its start), with its recorded run time, and
     what users did to them."""
+    first, last, actions, killed_waiting = _job_history(recording)
+    jobs, never = _sim_jobs(first, last, killed_waiting)
+    hosts, queues = _machine(recording)
+    seen_end = recording.events[-1].revision if recording.events else 0
+    notes = [f"{never} jobs that never started in the recording left out"] if never else []
+    included = {job.key for job in jobs}
+    actions = [a for a in actions if a.key in included]
+    notes.append(f"the recording ends at revision {seen_end}; {len(actions)} actions on its jobs done again "
+                 "at their times (holds, kills, modifications...); host losses are not")
+    return Workload(_ordered(jobs), hosts, queues, source, tuple(notes),
+                    sorted(actions, key=lambda a: (a.time_ms, a.key)))
+
+
+def _job_history(recording: Recording) -> tuple[dict[int, api.Job], dict[int, api.Job], list[Action],
+                                                 dict[int, int]]:
+    """(each job's first record, its last, what users did to the jobs, when a job was killed while it
+    waited)."""
     first: dict[int, api.Job] = {}
     last: dict[int, api.Job] = {}
     for raw in recording.baseline["jobs"].values():
         job = api.Job.FromString(raw)
         if job.state in (api.PEND, api.PSUSP):
             first[job.id] = last[job.id] = job
-    seen_end = recording.events[-1].revision if recording.events else 0
     actions: list[Action] = []
-    killed_waiting: dict[int, int] = {}  # job -> when it was killed while it waited
+    killed_waiting: dict[int, int] = {}
     for event in recording.events:
         for change in event.changes:
             if change.table != "jobs" or change.deleted:
@@ -158,7 +174,14 @@ def from_recording(recording: Recording, source: str) -> Workload:
                         killed_waiting[job.id] = action.time_ms
             first.setdefault(job.id, job)
             last[job.id] = job
-    jobs, never = [], 0
+    return first, last, actions, killed_waiting
+
+
+def _sim_jobs(first: Mapping[int, api.Job], last: Mapping[int, api.Job],
+              killed_waiting: Mapping[int, int]) -> tuple[list[SimJob], int]:
+    """(the jobs to simulate, how many never started and were left out)."""
+    jobs: list[SimJob] = []
+    never = 0
     for job_id, job in first.items():
         end = last[job_id]
         if not end.start_time_ms:
@@ -177,6 +200,11 @@ def from_recording(recording: Recording, source: str) -> Workload:
         spec = api.JobSpec()
         spec.CopyFrom(job.spec)
         jobs.append(SimJob(job_id, job.submit_time_ms, max(run_ms, 0), spec, held=job.state == api.PSUSP))
+    return jobs, never
+
+
+def _machine(recording: Recording) -> tuple[list[api.HostSpec], list[api.Queue]]:
+    """The hosts and queues of the recording, those that joined or were made during it too."""
     hosts = [api.Host.FromString(v).spec for _, v in sorted(recording.baseline["hosts"].items())]
     known = {h.name for h in hosts}
     queues = {q.name: q for q in map(api.Queue.FromString, recording.baseline["queues"].values())}
@@ -190,13 +218,7 @@ def from_recording(recording: Recording, source: str) -> Workload:
             elif change.table == "queues" and not change.deleted:
                 queue = api.Queue.FromString(change.value)
                 queues.setdefault(queue.name, queue)
-    notes = [f"{never} jobs that never started in the recording left out"] if never else []
-    included = {job.key for job in jobs}
-    actions = [a for a in actions if a.key in included]
-    notes.append(f"the recording ends at revision {seen_end}; {len(actions)} actions on its jobs done again "
-                 "at their times (holds, kills, modifications...); host losses are not")
-    return Workload(_ordered(jobs), hosts, list(queues.values()), source, tuple(notes),
-                    sorted(actions, key=lambda a: (a.time_ms, a.key)))
+    return hosts, list(queues.values())
 
 
 _RUNS = (api.RUN, api.SSUSP, api.USUSP, api.UNKWN)
