@@ -93,7 +93,8 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
     context = context or PassContext(jobs)
     state = PassState(usage, index, context, config, queues, queue_map, limit_defs)
     # An array's record is never dispatched: its elements are jobs of their own (fsm/arrays.py).
-    pending = [j for j in jobs if j.state == api.PEND and not j.spec.HasField("array")]
+    pend = api.PEND
+    pending = [j for j in jobs if j.state == pend and not j.spec.HasField("array")]
     blocked: list[api.Job] = []
     bounded = state.limited or any(j.array_limit for j in pending)
     if bounded:
@@ -106,7 +107,7 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
     if fallback is not None:
         fallback.keep(waiting, usage, index)
     job_gates = gates.stack(state, bounded)
-    decisions = state.decisions
+    decisions, waiting_for = state.decisions, state.result.waiting
     # (a resume in flight is not among `jobs`)
     for job in itertools.chain(with_resumes(waiting, jobs, queue_map), blocked):
         kept = fallback.kept.pop(job.id, None) if fallback is not None and fallback.kept else None
@@ -124,7 +125,7 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
             reason = host_checks.place(job, kept, state)
             if reason is None:
                 continue  # dispatched, preempted for, or unexplained this pass
-        state.result.waiting[reason.code] += 1
+        waiting_for[reason.code] += 1
         if reason.code != job.pending_code or (reason.words != job.pending_reason and (
                 recount or _shape(reason.words) != _shape(job.pending_reason))):
             decisions.append(Pend(job.id, reason.words, reason.code))

@@ -46,7 +46,10 @@ def place(job: api.Job, kept: list[api.HostAllocation] | None, state: PassState)
         if refusal is not None:
             explanation = feasibility.Explanation(refusal)
     if explanation is None:
-        plan = index.plan(need, state.least, state.most) if key not in tried else None
+        # A requirement tried already and not answered was left unexplained: the pass is past its
+        # explanations, and only then is the set read (a requirement's hash is not free).
+        untried = state.explains < state.max_explains or key not in tried
+        plan = index.plan(need, state.least, state.most) if untried else None
         if plan is not None:
             explanation = _barrier(job, need, plan, state)
             if explanation is None:

@@ -84,7 +84,8 @@ class PassState:
         usage.take(parts, need, self.index)
         if self.limited or job.array_limit:
             usage.hold(job, sum(part.slots for part in parts), need, len(parts))
-        usage.hold_shared(need)
+        if need.shared_usage:
+            usage.hold_shared(need)
         self.until_placed.clear()
         self.tried_moving.clear()
         self.dispatched += 1

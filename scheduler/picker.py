@@ -45,9 +45,11 @@ class Fcfs:
         if len(jobs) < 2:
             return list(jobs)  # (most passes order one job)
 
+        rank = {name: -queue.priority for name, queue in queues.items()}
+
         def key(job: api.Job) -> tuple[int, int, int, int]:
-            queue = queues.get(job.spec.queue)
-            return (-(queue.priority if queue else 0), -job.spec.priority, job.submit_time_ms, job.id)
+            spec = job.spec
+            return (rank.get(spec.queue, 0), -spec.priority, job.submit_time_ms, job.id)
 
         return sorted(jobs, key=key)
 
