@@ -38,7 +38,7 @@ def place(job: api.Job, kept: list[api.HostAllocation] | None, state: PassState)
         state.forget_no_room()
     need = feasibility.job_need(job, usage)
     key = (state.least, state.most, need)
-    moving = index.reads_usage(need)
+    moving = need.requirement.select is not None and index.reads_usage(need)
     cache, tried = (state.until_placed, state.tried_moving) if moving else (state.no_plan, state.tried_static)
     explanation = cache.get(key)
     if explanation is None and need.shared_usage:  # licenses: the job's, whatever the hosts
