@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -e '.[dev]' --config-settings editable_mode=compat  # a path entry, not an import hook: 10 ms off every start
-	$(BIN)/python -m compileall -q xce cli controller scheduler worker gateway >/dev/null  # bytecode, as an install has
+	$(BIN)/python -m compileall -q xce client ops cli controller scheduler worker gateway >/dev/null  # bytecode, as an install has
 	sh scripts/install_munge.sh
 	sh scripts/install_openmpi.sh
 	sh scripts/install_chromium.sh
@@ -56,7 +56,7 @@ soak: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy controller xce cli worker scheduler soak simulator gateway
+	$(BIN)/mypy controller xce client ops cli worker scheduler soak simulator gateway
 
 proto: $(STAMP)
 	$(BIN)/python scripts/gen_proto.py

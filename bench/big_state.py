@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from controller import fsm  # noqa: E402
 from controller.store import SNAPSHOT_MAGIC, LmdbTables, StateStore  # noqa: E402
-from xce.local_cluster import LocalCluster  # noqa: E402
+from ops.local_cluster import LocalCluster  # noqa: E402
 from xce.private import open_private  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 from xce.v1 import log_pb2 as log  # noqa: E402

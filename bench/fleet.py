@@ -45,9 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from loadgen import ms, percentile  # noqa: E402
 
-from xce.client import Client  # noqa: E402
-from xce.credentials import new_token  # noqa: E402
-from xce.local_cluster import LocalCluster, LocalScheduler  # noqa: E402
+from client.channel import Client  # noqa: E402
+from client.credentials import new_token  # noqa: E402
+from ops.local_cluster import LocalCluster, LocalScheduler  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

@@ -35,14 +35,14 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from client.credentials import Credentials, for_cluster  # noqa: E402
+from client.grpc_transport import channel_options, leader_hint  # noqa: E402
+from client.leader_route import LeaderRoute  # noqa: E402
 from worker.daemon import INITIAL_BACKOFF_S, MAX_BACKOFF_S, WORKER_KEEPALIVE_MS  # noqa: E402
 from worker.journal import MemoryJournal  # noqa: E402
 from worker.session import WorkerSession  # noqa: E402
 from xce import worker_wire  # noqa: E402
 from xce.clock import REAL_CLOCK  # noqa: E402
-from xce.credentials import Credentials, for_cluster  # noqa: E402
-from xce.grpc_transport import channel_options, leader_hint  # noqa: E402
-from xce.leader_route import LeaderRoute  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 Key = tuple[int, int]
@@ -156,7 +156,7 @@ class SimHost:
         jobs.report = self.session.report
 
     async def run_forever(self, start_s: float = 0.0) -> None:
-        """Reconnect forever, along the route every client follows (xce/leader_route.py)."""
+        """Reconnect forever, along the route every client follows (client/leader_route.py)."""
         await asyncio.sleep(start_s)
         route = self.route
         while True:

@@ -24,7 +24,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from xce.local_cluster import LocalCluster, LocalGateway  # noqa: E402
+from ops.local_cluster import LocalCluster, LocalGateway  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 V1 = "/xce/v1"

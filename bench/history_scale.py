@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import big_state  # noqa: E402
 
-from xce.client import Client  # noqa: E402
-from xce.local_cluster import LocalCluster  # noqa: E402
+from client.channel import Client  # noqa: E402
+from ops.local_cluster import LocalCluster  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 COMPACT_EVERY = 300

@@ -38,9 +38,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from xce.client import Client  # noqa: E402
-from xce.grpc_transport import channel_options  # noqa: E402
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers  # noqa: E402
+from client.channel import Client  # noqa: E402
+from client.grpc_transport import channel_options  # noqa: E402
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 from xce.v1 import log_pb2 as log  # noqa: E402
 

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers  # noqa: E402
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 QUEUES = """

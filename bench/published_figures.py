@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scheduler import core, picker  # noqa: E402
-from xce import swf  # noqa: E402
+from simulator import swf  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"

@@ -20,8 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from simulator import engine, report, workload  # noqa: E402
-from xce import swf  # noqa: E402
+from simulator import (  # noqa: E402
+    engine,
+    report,
+    swf,  # noqa: E402
+    workload,
+)
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
 TARGET_JOBS, TARGET_S = 100_000, 60.0

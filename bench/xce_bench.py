@@ -16,9 +16,9 @@ from typing import Any
 
 from loadgen import LoadResult, ms, percentile, run_clients
 
-from xce.client import Client, XceError
-from xce.credentials import Credentials
-from xce.local_cluster import LocalCluster
+from client.channel import Client, XceError
+from client.credentials import Credentials
+from ops.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
 
 SPEC_BYTES = 300

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from cli.output import as_dict, emit
-from xce.client import Client
+from client.channel import Client
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
 

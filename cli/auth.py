@@ -11,8 +11,8 @@ import argparse
 import time
 
 from cli.output import as_dict, emit
-from xce.client import Client
-from xce.credentials import new_token
+from client.channel import Client
+from client.credentials import new_token
 from xce.v1 import api_pb2 as api
 
 

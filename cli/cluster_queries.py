@@ -8,7 +8,7 @@ import time
 
 from cli.output import as_dict, emit, when
 from cli.parser import STALE_HELP, UsageError
-from xce.client import Client
+from client.channel import Client
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
 
@@ -75,7 +75,7 @@ def _queue_table(response: api.ListQueuesResponse) -> None:
 
 def run_fairshare(client: Client, args: argparse.Namespace) -> int:
     """Each fair-share queue's tree: shares, running slots, recent slots and the priority now."""
-    from xce import fairshare
+    from xce.rules import fairshare
 
     response = client.list_queues(stale=args.stale)
     queues = [q for q in response.queues if q.HasField("fairshare") and args.queue in (None, q.name)]

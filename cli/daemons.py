@@ -86,7 +86,7 @@ def declare_mcp(p: argparse.ArgumentParser) -> None:
 
 
 def run_mcp(args: argparse.Namespace) -> int:
-    from xce.credentials import CredentialsError, find_token
+    from client.credentials import CredentialsError, find_token
 
     try:
         key = find_token(None)

@@ -54,7 +54,7 @@ def declare_init(p: argparse.ArgumentParser) -> None:
 
 
 def run_init(args: argparse.Namespace) -> int:
-    from xce import deploy_init
+    from ops import deploy_init
 
     try:
         plan = deploy_init.plan(args.cluster_id, args.replicas, args.workers, args.schedulers, args.admin,
@@ -76,7 +76,7 @@ def declare_init_replica(p: argparse.ArgumentParser) -> None:
 
 
 def run_init_replica(args: argparse.Namespace) -> int:
-    from xce import deploy_init
+    from ops import deploy_init
 
     try:
         etc = deploy_init.add_replica(args.deploy, args.id, args.address)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from cli.output import as_dict, emit
 from cli.parser import STALE_HELP
-from xce.client import Client
+from client.channel import Client
 from xce.v1 import api_pb2 as api
 
 _AGE = re.compile(r"^(\d+)([smhd])$")

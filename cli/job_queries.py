@@ -12,9 +12,9 @@ import time
 
 from cli.output import as_dict, emit, when
 from cli.parser import STALE_HELP
-from xce.array_spec import describe as array_describe
-from xce.client import Client
+from client.channel import Client
 from xce.printable import shown
+from xce.rules.array_spec import describe as array_describe
 from xce.v1 import api_pb2 as api
 
 

@@ -19,7 +19,7 @@ import sys
 from typing import IO, NoReturn
 
 from cli.parser import UsageError
-from xce import array_spec
+from xce.rules import array_spec
 from xce.v1 import api_pb2 as api
 
 INT32_MAX = (1 << 31) - 1

@@ -13,7 +13,7 @@ import sys
 from cli import job_spec
 from cli.job_queries import array_counts
 from cli.output import as_dict, emit
-from xce.client import Client
+from client.channel import Client
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
 

@@ -20,7 +20,7 @@ def declare_cluster(p: argparse.ArgumentParser) -> None:
 
 
 def run_cluster(args: argparse.Namespace) -> int:
-    from xce.local_cluster import up
+    from ops.local_cluster import up
 
     return up(path_arg(data_dir(args.data)), args.replicas, args.base_port, args.workers, args.slots)
 
@@ -31,6 +31,6 @@ def declare_demo(p: argparse.ArgumentParser) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from xce.demo import run
+    from ops.demo import run
 
     return run(args.jobs, path_arg(args.data) if args.data else None)

@@ -4,7 +4,7 @@ Controllers come from `--controllers host:port,...`, else $XCE_CONTROLLERS,
 else the cluster file (`--cluster FILE`, $XCE_CLUSTER, else the local
 cluster's `cluster.toml` in the data directory: $XCE_DATA or ./xce-data,
 else a deployment's /etc/xce/cluster.toml). The cluster file also gives the
-TLS files; who the caller is comes from a token or MUNGE (xce/credentials.py).
+TLS files; who the caller is comes from a token or MUNGE (client/credentials.py).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import argparse
 import os
 import sys
 
-from xce.cluster_file import grpc_addresses
-from xce.credentials import Credentials, CredentialsError, for_cluster
+from client.cluster_file import grpc_addresses
+from client.credentials import Credentials, CredentialsError, for_cluster
 
 DEFAULT_DATA = "xce-data"
 SYSTEM_CLUSTER_FILE = "/etc/xce/cluster.toml"  # where xce init's bundles put it on every host

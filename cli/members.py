@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from cli.output import as_dict
 from cli.parser import STALE_HELP
-from xce.client import Client, XceError
+from client.channel import Client, XceError
 from xce.v1 import api_pb2 as api
 
 WAIT_S = 120.0

@@ -2,7 +2,7 @@
 with what-ifs.
 
 `xce record --out FILE` writes the committed history (every event since the
-first) as a recording (xce/recording.py; docs/recording.md); `--from REV`
+first) as a recording (simulator/recording_file.py; docs/recording.md); `--from REV`
 starts it at revision REV (the view then is its baseline); `--follow` starts
 at the view now and records until stopped (Ctrl-C, SIGTERM) or `--until REV`.
 The file is written as FILE.part, 0600 (it holds every job in full), and
@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from xce.client import Client
+from client.channel import Client
 from xce.private import open_private
 
 
@@ -41,7 +41,7 @@ def declare_record(p: argparse.ArgumentParser) -> None:
 
 
 def run_record(client: Client, args: argparse.Namespace) -> int:
-    from xce.recorder import Recorder
+    from simulator.cluster_recorder import Recorder
 
     if args.from_revision < 0 or args.until < 0:
         print("xce record: a revision is a whole number, 0 or more", file=sys.stderr)
@@ -76,23 +76,22 @@ def run_record(client: Client, args: argparse.Namespace) -> int:
 def replay(args: argparse.Namespace) -> int:
     """`xce sim --replay FILE` or `--verify FILE`."""
     from scheduler.picker import PickerError
+    from simulator import recording_file, whatif
     from simulator import replay as replaying
-    from simulator import whatif
-    from xce import recording
 
     path = args.replay or args.verify
     try:
         changes = whatif.parse(args.set)
-        recorded = recording.read(path)
+        recorded = recording_file.read(path)
         result = replaying.replay(recorded, changes, first_only=bool(args.verify))
-    except (whatif.WhatIfError, recording.RecordingError, PickerError) as exc:
+    except (whatif.WhatIfError, recording_file.RecordingError, PickerError) as exc:
         print(f"xce sim: {exc}", file=sys.stderr)
         return 2
     if args.out is not None and args.replay:
         with open(args.out, "w", encoding="utf-8") as out:
             for each, batch in result.batches:
                 out.write(json.dumps({"pass": each.number, "revision": each.revision,
-                                      "batch": recording.as_json(batch)}, sort_keys=True) + "\n")
+                                      "batch": recording_file.as_json(batch)}, sort_keys=True) + "\n")
     first = result.first
     answer: dict[str, Any] = {
         "recording": str(path), "passes": result.passes, "checked": result.checked, "skipped": result.skipped,

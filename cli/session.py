@@ -20,11 +20,11 @@ from collections.abc import Callable, Sequence
 
 from cli.locate import controllers, credentials
 from cli.parser import UsageError
-from xce.client import Client, XceError, new_request_id
-from xce.cluster_file import cached_leader, remember_leader
-from xce.http2 import Http2Transport
+from client.channel import Client, XceError, new_request_id
+from client.cluster_file import cached_leader, remember_leader
+from client.http2 import Http2Transport
+from client.quorum_watch import EX_TEMPFAIL, QuorumWatch, gave_up
 from xce.printable import shown
-from xce.quorum_watch import EX_TEMPFAIL, QuorumWatch, gave_up
 
 
 def connected(args: argparse.Namespace, run: Callable[[Client, argparse.Namespace], int],

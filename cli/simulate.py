@@ -68,14 +68,13 @@ def simulate(args: argparse.Namespace) -> int:
     """`xce sim --swf | --synthetic | --workload`: run it, and again with the what-ifs if any."""
     # The simulator (the controller's state machine, the scheduler) only once a simulation runs:
     # not for building the parser, nor for --replay.
-    from simulator import engine, report, whatif
-    from xce import recording, swf
+    from simulator import engine, recording_file, report, swf, whatif
 
     try:
         changes = whatif.parse(args.set)
         base = _workload(args)
         changed = _what_if(base, args, changes)
-    except (whatif.WhatIfError, swf.SwfError, recording.RecordingError, ValueError) as exc:
+    except (whatif.WhatIfError, swf.SwfError, recording_file.RecordingError, ValueError) as exc:
         print(f"xce sim: {exc}", file=sys.stderr)
         return 2
     unknown = changes.unknown_queues([q.name for q in base.queues])
@@ -126,8 +125,7 @@ def simulate(args: argparse.Namespace) -> int:
 
 
 def _workload(args: argparse.Namespace) -> workload.Workload:
-    from simulator import workload
-    from xce import recording, swf
+    from simulator import recording_file, swf, workload
     from xce.v1 import api_pb2 as api
 
     if args.synthetic is not None:
@@ -147,7 +145,7 @@ def _workload(args: argparse.Namespace) -> workload.Workload:
         return workload.from_swf(trace, str(args.swf), hosts, queue)
     if args.hosts or args.backfill:
         raise ValueError("--hosts and --backfill are for SWF and synthetic traces (a recording has its own)")
-    return workload.from_recording(recording.read(args.workload), str(args.workload))
+    return workload.from_recording(recording_file.read(args.workload), str(args.workload))
 
 
 def _what_if(base: workload.Workload, args: argparse.Namespace,

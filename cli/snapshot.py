@@ -19,7 +19,7 @@ import sys
 from pathlib import Path  # (the command table imports this module only for its command)
 
 from cli import session
-from xce.client import Client, XceError
+from client.channel import Client, XceError
 from xce.private import open_private
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 if TYPE_CHECKING:
     import argparse
 
-    from xce.client import Client
+    from client.channel import Client
 
 Declare = Callable[["argparse.ArgumentParser"], None]
 RunLocal = Callable[["argparse.Namespace"], int]

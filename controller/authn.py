@@ -24,11 +24,11 @@ from collections.abc import Callable, Mapping
 
 import grpc
 
+from client.credentials import AUTH_METADATA, MUNGE_METADATA, token_hash
 from controller.authz import Principal, StaticToken
 from controller.fsm import tokens
 from xce import pki
 from xce.clock import Clock
-from xce.credentials import AUTH_METADATA, MUNGE_METADATA, token_hash
 from xce.errors import ServiceError
 from xce.v1 import log_pb2 as log
 

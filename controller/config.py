@@ -84,12 +84,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from client import cluster_file
+from client.credentials import CredentialsError, TlsFiles, tls_files
 from controller import authz, fsm
 from controller.raft import RaftSettings
-from xce import cluster_file, fairshare, host_timing
-from xce import limits as xce_limits
-from xce.credentials import CredentialsError, TlsFiles, tls_files
+from xce import host_timing
 from xce.errors import ServiceError
+from xce.rules import fairshare
+from xce.rules import limits as xce_limits
 from xce.v1 import api_pb2 as api
 
 
@@ -202,7 +204,7 @@ def load(path: Path) -> ClusterConfig:
 
 
 def grpc_addresses(path: Path) -> list[str]:
-    """The replicas' gRPC addresses from the cluster file (xce/cluster_file.py), as ConfigError."""
+    """The replicas' gRPC addresses from the cluster file (client/cluster_file.py), as ConfigError."""
     return cluster_file.grpc_addresses(path, ConfigError)
 
 

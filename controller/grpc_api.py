@@ -525,7 +525,7 @@ def server_options(handshake_timeout_s: float = 10.0,
         ("grpc.max_send_message_length", 16 * MAX_MESSAGE_BYTES),
         ("grpc.keepalive_time_ms", 10_000),
         ("grpc.keepalive_timeout_ms", 5_000),
-        # Clients ping every xce.grpc_transport.KEEPALIVE_MS without word, to notice a partition,
+        # Clients ping every client.grpc_transport.KEEPALIVE_MS without word, to notice a partition,
         # besides gRPC's own pings that size the flow-control window: never answer pings
         # with GOAWAY "too_many_pings" (which fails every call on the connection).
         ("grpc.http2.min_recv_ping_interval_without_data_ms", 250),

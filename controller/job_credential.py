@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
 

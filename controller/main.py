@@ -36,7 +36,7 @@ def run(config_path: Path, replica_id: int, join: bool = False, force_new_cluste
                 "are gone. Add members back with `xce member add`, and drop --force-new-cluster",
                 replica_id, forced.revision)
         from controller.replica import Replica
-        from xce import resreq
+        from xce.rules import resreq
 
         resreq.warm()  # here, not inside the first apply that parses a requirement
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from controller import fsm, job_filter
 from controller.fsm import job_index
 from controller.tables import Tables
-from xce import fairshare, feasibility
 from xce.errors import ServiceError, invalid
+from xce.rules import fairshare, feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

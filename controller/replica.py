@@ -49,6 +49,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
+from client.credentials import Credentials, FileWatch, TlsFiles
 from controller import fsm, job_credential
 from controller import leader as leader_core
 from controller.authn import Authenticator
@@ -73,7 +74,6 @@ from controller.replica_metrics import ReplicaMetrics
 from controller.store import StateStore, StoreError, lock_data_dir
 from xce import sd_notify
 from xce.clock import REAL_CLOCK, Clock
-from xce.credentials import Credentials, FileWatch, TlsFiles
 from xce.errors import ServiceError, unavailable
 from xce.metrics import serve as serve_metrics
 from xce.rlimits import raise_descriptor_limit

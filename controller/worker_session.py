@@ -40,7 +40,7 @@ from typing import Protocol
 
 from controller import fsm
 from controller.tables import Tables
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

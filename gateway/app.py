@@ -24,12 +24,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
+from client.channel import Client, XceError, new_request_id
+from client.credentials import new_token
 from gateway import dashboard_routes, forms, problems, render, sse
 from gateway.backend import Backend
 from gateway.event_hub import EventHub, Gap, unavailable
 from gateway.problems import Problem
-from xce.client import Client, XceError, new_request_id
-from xce.credentials import new_token
 from xce.v1 import api_pb2 as api
 
 PREFIX = "/xce/v1"

@@ -10,9 +10,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from xce.client import Client
-from xce.credentials import Credentials
-from xce.grpc_transport import GrpcTransport
+from client.channel import Client
+from client.credentials import Credentials
+from client.grpc_transport import GrpcTransport
 
 DEADLINE_S = 15.0  # a failover takes about a second; a leader lost for longer is a 503
 

@@ -2,7 +2,7 @@
 
 Theory of operation. A thread follows the leader's Sync stream with the gateway's own key (role
 `gateway`: state.sync): a snapshot first (which seeds the job types, gateway/sse.py), then every
-event, resumed after the last one across leader changes (xce/sync_follow.py). Each event's messages
+event, resumed after the last one across leader changes (client/sync_follow.py). Each event's messages
 go into a bounded buffer, and the asyncio clients waiting on it are woken. A client resuming from a
 place the buffer no longer holds (older than this gateway, or a client that fell behind) first
 reads the events table from there on a stream of its own (at most CATCH_UPS at once), then joins
@@ -22,12 +22,12 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from client.channel import Client, XceError
+from client.credentials import Credentials
+from client.sync_follow import sync_messages
 from gateway import sse
 from gateway.backend import Backend
 from gateway.problems import Problem
-from xce.client import Client, XceError
-from xce.credentials import Credentials
-from xce.sync_follow import sync_messages
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log_pb
 

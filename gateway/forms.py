@@ -17,10 +17,10 @@ from typing import Any
 from google.protobuf import json_format
 
 from gateway.problems import Problem
-from xce import array_spec
+from xce.rules import array_spec
 from xce.v1 import api_pb2 as api
 
-MAX_BODY = 1 << 20          # bytes: a gRPC request may be no larger (xce/grpc_transport.py)
+MAX_BODY = 1 << 20          # bytes: a gRPC request may be no larger (client/grpc_transport.py)
 MAX_JOBS = 10_000           # jobs in one submit: the controllers' max_jobs_per_request default
 ACTIONS: dict[str, api.ControlAction] = {"kill": api.KILL, "stop": api.STOP, "resume": api.RESUME,
                                          "hold": api.HOLD, "release": api.RELEASE, "requeue": api.REQUEUE,

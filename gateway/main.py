@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from client.credentials import Credentials
 from gateway.http_limits import HttpLimits
-from xce.credentials import Credentials
 
 
 def split_listen(listen: str) -> tuple[str, int]:

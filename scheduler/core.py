@@ -9,7 +9,7 @@ dependency, start retry, recovery, the pass's dispatch cap, limits,
 backfill order), whose first refusal is its reason; a job they let through
 meets the host checks (host_checks.py: the pass's answers of no room,
 licenses, the host index, the barrier of apply's own check, explanations,
-preemption as a fallback). What "fits" means is xce/feasibility.py, the same
+preemption as a fallback). What "fits" means is xce/rules/feasibility.py, the same
 module apply re-checks every DISPATCH with. A suspended victim whose slots
 were given back resumes first in its queue (preempt_fallback.py). Every job
 the pass does not dispatch gets a pending reason, and a PEND decision is
@@ -35,7 +35,7 @@ from scheduler.pass_state import PassState
 from scheduler.pass_usage import PassUsage
 from scheduler.picker import Fcfs, PassContext, Picker, ordered
 from scheduler.preempt_fallback import resume, with_resumes
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
 __all__ = ["REASON_NO_HOSTS", "REASON_QUEUE_INACTIVE", "WAITING", "CoreConfig", "Decision", "Dispatch",

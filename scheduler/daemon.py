@@ -27,6 +27,8 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from client.channel import Client, XceError
+from client.credentials import Credentials
 from scheduler import picker as picker_module
 from scheduler.decider import Decider
 from scheduler.follower import Follower
@@ -35,9 +37,7 @@ from scheduler.picker import Picker
 from scheduler.planner import pass_view
 from scheduler.view import View
 from xce import daemon_logging, pki, sd_notify
-from xce.client import Client, XceError
 from xce.clock import REAL_CLOCK, Clock
-from xce.credentials import Credentials
 from xce.metrics import BUCKETS
 from xce.metrics import serve as serve_metrics
 from xce.v1 import api_pb2 as api

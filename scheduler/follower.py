@@ -6,7 +6,7 @@ comes instead when that is too old or the view is empty). A follower's
 refusal names the leader, which it follows at once; a dead replica, no
 leader, or "resync required" (OUT_OF_RANGE: its revision was compacted)
 moves it on after a capped, jittered backoff (the route every client
-follows: xce/leader_route.py), the last also clearing its revision so the
+follows: client/leader_route.py), the last also clearing its revision so the
 next stream starts with a snapshot. A stream that stays
 silent for SILENCE_S (no event, no progress mark) is cancelled and
 reconnected. It never gives up until stopped.
@@ -21,11 +21,11 @@ from collections.abc import Callable, Sequence
 
 import grpc
 
+from client.credentials import Credentials
+from client.grpc_transport import channel_options, leader_hint
+from client.leader_route import LeaderRoute
 from scheduler.view import View
 from xce.clock import REAL_CLOCK, Clock
-from xce.credentials import Credentials
-from xce.grpc_transport import channel_options, leader_hint
-from xce.leader_route import LeaderRoute
 from xce.v1 import log_pb2 as log
 
 log_ = logging.getLogger("xce.scheduler")

@@ -17,7 +17,8 @@ import functools
 from collections.abc import Callable
 
 from scheduler.pass_state import LimitKey, PassState
-from xce import depend, feasibility, start_failures
+from xce import start_failures
+from xce.rules import dependency_conditions, feasibility
 from xce.v1 import api_pb2 as api
 
 JobGate = Callable[[api.Job, PassState], "feasibility.Reason | None"]
@@ -131,8 +132,8 @@ def limit_blocked(pending: list[api.Job], state: PassState) -> tuple[list[api.Jo
 def dependency_reason(job: api.Job) -> feasibility.Reason:
     """DEPENDENCY_PENDING or DEPENDENCY_NEVER_SATISFIED, with the condition (apply's verdict)."""
     try:
-        shown = depend.show(depend.parse(job.spec.depend))
-    except depend.DependencyError:  # refused at submit
+        shown = dependency_conditions.show(dependency_conditions.parse(job.spec.depend))
+    except dependency_conditions.DependencyError:  # refused at submit
         shown = job.spec.depend
     shown = shown if len(shown) <= 200 else shown[:197] + "..."
     if job.depend_state == api.DEPEND_NEVER:

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from scheduler import plans
 from scheduler.pass_state import PassState
-from xce import feasibility
 from xce.invariant import InvariantViolated
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
 NO_ALLOCATION = feasibility.Reason(api.PEND_NO_FREE_SLOTS, "no set of hosts that fits the requirement "

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler import plans
-from xce import feasibility, resreq
 from xce.invariant import invariant
+from xce.rules import feasibility, resreq
 
 Entry = tuple[int, str]  # (-free slots, host name): most free first, then by name
 

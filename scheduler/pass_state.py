@@ -23,7 +23,7 @@ from scheduler.host_index import HostIndex
 from scheduler.pass_usage import PassUsage
 from scheduler.picker import PassContext
 from scheduler.preempt_fallback import PreemptFallback
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
 if TYPE_CHECKING:

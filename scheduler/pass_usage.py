@@ -3,7 +3,7 @@
 Theory of operation. A pass counts, as it places jobs, what it has already
 taken on each host (slots, reserved consumables) and cluster-wide (limit
 and license counters), so that one pass never over-commits a host or passes
-a limit: every check of xce/feasibility.py reads this usage. The hosts'
+a limit: every check of xce/rules/feasibility.py reads this usage. The hosts'
 states may be lent by the caller (scheduler/view.py keeps them between
 passes): the pass changes them in place and gives them back as they were.
 Every change of a host's free slots is told to the pass's HostIndex.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from scheduler.host_index import HostIndex
-from xce import feasibility, limits
+from xce.rules import feasibility, limits
 from xce.v1 import api_pb2 as api
 
 

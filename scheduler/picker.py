@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol
 
-from xce import fairshare
+from xce.rules import fairshare
 from xce.v1 import api_pb2 as api
 
 ENTRY_POINT_GROUP = "xce.pickers"
@@ -69,7 +69,8 @@ class Lifo:
 
 
 class FairShare:
-    """LSF's fairshare inside a queue with `fairshare` shares (xce/fairshare.py); FCFS in one without."""
+    """LSF's fairshare inside a queue with `fairshare` shares (xce/rules/fairshare.py); FCFS in one
+    without."""
 
     reads_context = True
 

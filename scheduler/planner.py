@@ -19,7 +19,7 @@ carries what a pass must know of the passes before it, as an immutable
 - a pass waits until the view holds the previous batch's outcome (`ready`),
   or `await_view_ms` passed: a pass on an older view would hand out again
   the slots that batch took;
-- reasons carry counts of hosts (xce/feasibility.py: explain), which move
+- reasons carry counts of hosts (xce/rules/feasibility.py: explain), which move
   with every job that starts or ends; a reason whose only change is in its
   numbers is sent at most every `recount_ms` (then for every job whose
   counts moved, up to `max_pends` a pass), a new code or wording at once;
@@ -53,7 +53,7 @@ from scheduler.decisions import Decision, Dispatch, PassResult, Pend, Preempt
 from scheduler.host_index import Fleet
 from scheduler.picker import PassContext, Picker
 from scheduler.view import View
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
 
@@ -149,7 +149,7 @@ class PassView:
     counters: Mapping[str, int]
     revision: int
     shared: Mapping[str, int] = field(default_factory=dict)  # cluster-wide consumables: their totals
-    limits: Sequence[api.Limit] = ()  # the configured limits (xce/limits.py)
+    limits: Sequence[api.Limit] = ()  # the configured limits (xce/rules/limits.py)
     share_usage: Mapping[str, Mapping[tuple[str, str], tuple[int, int]]] = field(default_factory=dict)
     now_ms: int = 0  # the wall clock of the pass (fair share decays committed usage to it); in the batch
     fleet: Fleet | None = None  # what a pass makes of the hosts, if the view keeps it (View.fleet)

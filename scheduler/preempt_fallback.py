@@ -20,7 +20,7 @@ from scheduler import preemption
 from scheduler.decisions import Dispatch, Preempt
 from scheduler.host_index import HostIndex
 from scheduler.pass_usage import PassUsage
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
 # Only a lack of slots preempts: a license short cluster-wide (NO_FREE_RESOURCES) is not a host's to

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from xce import feasibility
+from xce.rules import feasibility
 from xce.rules.preemption import (
     Candidate,
     Choice,

@@ -21,7 +21,7 @@ from google.protobuf.message import Message
 
 from scheduler.core import WAITING
 from scheduler.host_index import MOVING_ALWAYS, Entry, Fleet, free_entry
-from xce import fairshare, feasibility
+from xce.rules import fairshare, feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -203,7 +203,7 @@ class View:
         return self._fleet
 
     def counters(self) -> dict[str, int]:
-        """Cluster-wide counters in use (xce/feasibility.py), by name."""
+        """Cluster-wide counters in use (xce/rules/feasibility.py), by name."""
         return {k.decode(): struct.unpack(">q", v)[0] for k, v in sorted(self.tables["counters"].items())}
 
     def shared(self) -> dict[str, int]:
@@ -212,7 +212,7 @@ class View:
                                            sorted(self.tables["shared"].items()))}
 
     def limits(self) -> list[api.Limit]:
-        """The configured limits (xce/limits.py), by name."""
+        """The configured limits (xce/rules/limits.py), by name."""
         return [api.Limit.FromString(v) for _, v in sorted(self.tables["limits"].items())]
 
     def share_usage(self) -> dict[str, dict[tuple[str, str], tuple[int, int]]]:

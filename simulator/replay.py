@@ -25,8 +25,8 @@ from dataclasses import dataclass, field, replace
 
 from scheduler import picker, planner
 from scheduler.view import View
+from simulator.recording_file import Recording, RecordingError
 from simulator.whatif import WhatIf
-from xce.recording import Recording, RecordingError
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

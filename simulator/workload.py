@@ -2,11 +2,11 @@
 
 Theory of operation. Every source becomes the same `Workload`, so the
 simulator knows nothing of where it came from:
-- an SWF trace (xce/swf.py, cleaned by its documented rules): each job asks
+- an SWF trace (simulator/swf.py, cleaned by its documented rules): each job asks
   for its processors as slots, in one queue, from user `u<number>`; its
   requested time (SWF field 9) is its estimate (-We); the machine is
   MaxNodes (or the largest job) one-slot hosts unless hosts are given;
-- a recording (xce/recording.py): every job submitted in it, with its spec
+- a recording (simulator/recording_file.py): every job submitted in it, with its spec
   as submitted and its run time (end - start of its last attempt; a job that
   never ended runs as long as the recording saw it run; one that never ran
   is left out, unless it was killed while it waited), on the recording's
@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from xce import swf
-from xce.recording import Recording
+from simulator import swf
+from simulator.recording_file import Recording
 from xce.v1 import api_pb2 as api
 
 DEFAULT_QUEUE = "normal"

@@ -19,11 +19,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from client.channel import Client, XceError
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from soak.load import LoadRecord
 from soak.netns import Net
 from soak.observe import DispatchWatch
-from xce.client import Client, XceError
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 PARTITION_S = 5.0

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xce.client import Client, XceError
-from xce.credentials import Credentials
+from client.channel import Client, XceError
+from client.credentials import Credentials
 from xce.v1 import api_pb2 as api
 
 QUEUES = ("normal", "priority", "idle")

@@ -15,8 +15,8 @@ import threading
 import time
 from pathlib import Path
 
-from xce.client import Client, XceError
-from xce.credentials import for_cluster
+from client.channel import Client, XceError
+from client.credentials import for_cluster
 from xce.v1 import api_pb2 as api
 
 

@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from client.channel import Client, XceError
+from client.credentials import Credentials
 from scheduler.follower import Follower
 from scheduler.view import View
-from xce.client import Client, XceError
-from xce.credentials import Credentials
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

@@ -21,14 +21,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from client.channel import Client
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from soak import checks, report
 from soak.chaos import Chaos
 from soak.load import LoadGenerator
 from soak.netns import Net, available
 from soak.observe import DispatchWatch, LeaderWatch, MemoryWatch
 from worker.journal import Journal
-from xce.client import Client
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 WORKER_SLOTS = {"w1": 8, "w2": 8, "w3": 6, "w4": 4}

@@ -16,9 +16,9 @@ from typing import TypeVar
 
 import pytest
 
+from client.channel import Client, XceError
 from controller.store import StateStore
-from xce.client import Client, XceError
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -33,10 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from client import cluster_file
+from client.cluster_file import read_toml
+from client.credentials import Credentials, CredentialsError, TlsFiles, for_cluster, read_token_file
 from worker.journal import KEEP_ACKED
-from xce import cluster_file, host_timing
-from xce.cluster_file import read_toml
-from xce.credentials import Credentials, CredentialsError, TlsFiles, for_cluster, read_token_file
+from xce import host_timing
 from xce.errors import ServiceError
 from xce.host_spec import check_host_spec
 from xce.v1 import api_pb2 as api

@@ -53,6 +53,8 @@ from pathlib import Path
 import grpc
 from prometheus_client import CollectorRegistry, Gauge
 
+from client.grpc_transport import channel_options, leader_hint
+from client.leader_route import LeaderRoute
 from worker import launch_socket
 from worker.config import WorkerConfig, WorkerConfigError, load
 from worker.executor import Executor
@@ -62,8 +64,6 @@ from worker.process_host import ProcessHost
 from worker.session import WorkerSession
 from xce import daemon_logging, sd_notify, worker_wire
 from xce.clock import REAL_CLOCK, Clock
-from xce.grpc_transport import channel_options, leader_hint
-from xce.leader_route import LeaderRoute
 from xce.metrics import serve as serve_metrics
 from xce.v1 import api_pb2 as api
 
@@ -171,7 +171,7 @@ class Worker:
             self.session.check_fence()
 
     def _connect_forever(self) -> None:
-        """Reconnect forever, along the route every client follows (xce/leader_route.py)."""
+        """Reconnect forever, along the route every client follows (client/leader_route.py)."""
         route = self._route
         while not self._stop.is_set():
             target = route.target

@@ -50,8 +50,8 @@ from worker.journal import KEEP_ACKED, Journal, JournalStore
 from worker.monitor import Monitor
 from worker.process_host import ProcessHost, RealProcessHost
 from worker.tasks import Tasks
-from xce import feasibility
 from xce.clock import REAL_CLOCK, Clock
+from xce.rules import feasibility
 from xce.start_failures import CODES, START_FAILED
 from xce.v1 import api_pb2 as api
 

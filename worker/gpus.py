@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
 Key = tuple[int, int]

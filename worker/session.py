@@ -9,7 +9,7 @@ the first `joined` makes the stream joined (the driver starts heartbeating
 every `heartbeat_s` with `heartbeat()`), and from then on the leader's
 commands go to the host's jobs (`HostJobs`: the executor, or the fleet's
 sleeping jobs). When the stream ends the driver calls `closed(send)`, and
-reconnects along the route every client follows (xce/leader_route.py).
+reconnects along the route every client follows (client/leader_route.py).
 
 The session's bookkeeping: the generation the leader gave the join (every
 heartbeat carries it); reports kept until acknowledged and sent again, with

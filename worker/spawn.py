@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from worker.process_host import SHIM, Account
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"

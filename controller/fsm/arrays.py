@@ -2,7 +2,7 @@
 
 Theory of operation (Slurm's meta record, LSF's syntax). Submitting
 `sim[1-1000000]` stores one Job whose spec has `array` and whose `array`
-state says where each element is, by position (xce/array_spec.py):
+state says where each element is, by position (xce/rules/array_spec.py):
 either a job of its own (materialized: a Job with `array_id` and
 `array_index`, dispatched, reported and requeued like any job), or still
 inside the record as a run of positions, pending, held or killed before it
@@ -20,7 +20,7 @@ and once every element has finished EXIT if any exited, else DONE; a
 finished array leaves the live tables like a job (history.py).
 
 A running limit (`%50`) is a cluster-wide counter (`array/<id>/running`)
-that each running element holds (xce/feasibility.py): the planner and the
+that each running element holds (xce/rules/feasibility.py): the planner and the
 commit barrier refuse a dispatch that would pass it, by the same check.
 
 Actions on an array or a selection (`17[200-400]`) reach the element jobs in
@@ -39,8 +39,8 @@ from controller.fsm.applier import Applier
 from controller.fsm.records import FINISHED, PENDING, find_job, job_key, read_job
 from controller.fsm.versions import ARRAY_FORMAT
 from controller.tables import Tables
-from xce import array_spec
 from xce.errors import ServiceError, invalid
+from xce.rules import array_spec
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

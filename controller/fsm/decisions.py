@@ -5,7 +5,7 @@ batch of an epoch or holder that is not current changes nothing, and every
 decision is answered REJECT_STALE_LEASE), then each decision on its own,
 against the state as the earlier decisions of the same batch left it: a
 DISPATCH needs the job pending at that attempt and the allocation to pass
-xce/feasibility.py, exactly the checks the planner made on its view
+xce/rules/feasibility.py, exactly the checks the planner made on its view
 (Nomad's plan applier). Each decision gets a typed outcome; a rejection is
 normal optimistic concurrency, not an error. An operator's forced run
 (`dispatch`, like brun) passes the same host checks but not the policy ones.
@@ -33,8 +33,8 @@ from controller.fsm.holdings import CommittedUsage, place
 from controller.fsm.records import read_job
 from controller.fsm.requests import guarded
 from controller.fsm.versions import ALLOCATION_FORMAT, PREEMPT_FORMAT, RESOURCES_FORMAT
-from xce import feasibility
 from xce.errors import ServiceError
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

@@ -1,6 +1,6 @@
 """Job dependencies (-w) in the state: refused at submit if unusable, kept current as the jobs read move.
 
-Theory of operation (LSF's -w, evaluated by xce/depend.py). A job's
+Theory of operation (LSF's -w, evaluated by xce/rules/dependency_conditions.py). A job's
 condition reads other jobs' states; apply keeps its verdict in the job
 (`depend_state`: PENDING, SATISFIED, NEVER) so that the scheduler and the
 commit barrier read one committed answer instead of each looking up the
@@ -40,8 +40,8 @@ from controller.fsm import arrays, history, job_index
 from controller.fsm.applier import Applier
 from controller.fsm.records import PENDING, read_job, read_queue
 from controller.tables import Tables
-from xce import array_spec, depend
 from xce.errors import ServiceError, invalid
+from xce.rules import array_spec, dependency_conditions
 from xce.v1 import api_pb2 as api
 
 EXIT_REASON = "DEPENDENCY"
@@ -58,8 +58,8 @@ def check(tables: Tables, spec: api.JobSpec) -> None:
             raise invalid("--kill-on-invalid-dep needs a dependency (-w)")
         return
     try:
-        expr = depend.parse(spec.depend)
-    except depend.DependencyError as exc:
+        expr = dependency_conditions.parse(spec.depend)
+    except dependency_conditions.DependencyError as exc:
         raise invalid(f"-w {spec.depend[:200]!r}: {exc}") from None
     for kind, job_id, index, code in _uses(expr):
         job = _find(tables, job_id)
@@ -87,11 +87,11 @@ UNKNOWN = "-w: job {} is not known (neither live nor in history)"
 
 def named(tables: Tables, spec: api.JobSpec) -> list[api.Job]:
     """The jobs a condition that `check` accepted names, live or in history."""
-    found = (_find(tables, job_id) for _, job_id, _, _ in _uses(depend.parse(spec.depend)))
+    found = (_find(tables, job_id) for _, job_id, _, _ in _uses(dependency_conditions.parse(spec.depend)))
     return [job for job in found if job is not None]
 
 
-def _uses(expr: depend.Expr) -> Iterator[tuple[str, int, int | str | None, int | None]]:
+def _uses(expr: dependency_conditions.Expr) -> Iterator[tuple[str, int, int | str | None, int | None]]:
     """(condition, job, index, exit code) of every job reference in the condition."""
     if expr[0] in ("or", "and"):
         yield from _uses(expr[1])
@@ -117,8 +117,8 @@ def facts_key(job: api.Job) -> tuple[object, ...]:
     return (job.state, job.exit_code, tuple(job.array.counts))
 
 
-def lookup(tables: Tables) -> depend.Lookup:
-    def find(job_id: int, index: int | str | None) -> Sequence[depend.Group] | None:
+def lookup(tables: Tables) -> dependency_conditions.Lookup:
+    def find(job_id: int, index: int | str | None) -> Sequence[dependency_conditions.Group] | None:
         job = _find(tables, job_id)
         if job is None:
             return None
@@ -132,11 +132,11 @@ def lookup(tables: Tables) -> depend.Lookup:
     return find
 
 
-def _facts(state: int, exit_code: int) -> depend.Facts:
-    return depend.Facts(_STATE_NAMES[state], exit_code)
+def _facts(state: int, exit_code: int) -> dependency_conditions.Facts:
+    return dependency_conditions.Facts(_STATE_NAMES[state], exit_code)
 
 
-def _element(tables: Tables, record: api.Job, index: int) -> depend.Group | None:
+def _element(tables: Tables, record: api.Job, index: int) -> dependency_conditions.Group | None:
     job_id = arrays.element_id(tables, record.id, index)
     if job_id is None:
         job_id = history.element_id(tables, record.id, index)
@@ -156,12 +156,13 @@ def verdict(tables: Tables, job: api.Job) -> api.DependState:
     if not job.spec.depend:
         return api.DEPEND_NONE
     try:
-        expr = depend.parse(job.spec.depend)
-    except depend.DependencyError:  # checked at submit; a job never holds a bad one
+        expr = dependency_conditions.parse(job.spec.depend)
+    except dependency_conditions.DependencyError:  # checked at submit; a job never holds a bad one
         return api.DEPEND_NEVER
-    found = depend.evaluate(expr, lookup(tables))
-    return {depend.Verdict.SATISFIED: api.DEPEND_SATISFIED, depend.Verdict.PENDING: api.DEPEND_PENDING,
-            depend.Verdict.NEVER: api.DEPEND_NEVER}[found]
+    found = dependency_conditions.evaluate(expr, lookup(tables))
+    verdict = dependency_conditions.Verdict
+    return {verdict.SATISFIED: api.DEPEND_SATISFIED, verdict.PENDING: api.DEPEND_PENDING,
+            verdict.NEVER: api.DEPEND_NEVER}[found]
 
 
 # ---------------------------------------------------------------- following writes

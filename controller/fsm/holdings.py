@@ -31,8 +31,8 @@ from controller.fsm.applier import Applier
 from controller.fsm.records import host_job_key, read_counter, read_host, read_queue
 from controller.fsm.versions import START_FORMAT
 from controller.tables import Tables
-from xce import feasibility, limits
 from xce.invariant import InvariantViolated, invariant
+from xce.rules import feasibility, limits
 from xce.v1 import api_pb2 as api
 
 

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 
 from controller.fsm.records import FINISHED, PENDING, job_key
 from controller.tables import Tables
-from xce import depend
+from xce.rules import dependency_conditions
 from xce.v1 import api_pb2 as api
 
 TABLE = "job_index"
@@ -72,7 +72,8 @@ def _state_keys(job: api.Job, tail: bytes) -> set[bytes]:
     if state in PENDING:
         depend_text = job.spec.depend
         if depend_text:
-            found.update(b"w" + job_key(ref) + tail for ref in depend.references_of(depend_text))
+            refs = dependency_conditions.references_of(depend_text)
+            found.update(b"w" + job_key(ref) + tail for ref in refs)
     return found
 
 

@@ -1,7 +1,7 @@
 """The configured limits in the state (entry format 11): pushed with InitCluster, kept in the `limits` table.
 
 The `limits` table (name -> api.Limit) is what the scheduler's view and the
-commit barrier read (xce/limits.py); the Sync stream carries it. A push
+commit barrier read (xce/rules/limits.py); the Sync stream carries it. A push
 replaces the whole set when its digest differs from the last one applied,
 so a restart proposes nothing and an edited file takes effect (badmin
 reconfig). Running jobs keep what they hold: their `holds` recorded the
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from controller.fsm.applier import Applier
 from controller.fsm.versions import LIMITS_FORMAT
-from xce import limits
 from xce.errors import invalid
+from xce.rules import limits
 from xce.v1 import log_pb2 as log
 
 FORMAT = LIMITS_FORMAT  # as the leader names it (limit_config.FORMAT)

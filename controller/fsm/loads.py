@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from controller.fsm.applier import Applier, each
 from controller.fsm.records import host_at
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import log_pb2 as log
 
 NAMES = feasibility.LOAD_INDICES | {"mem"}  # mem: what the host has free now, in MB

@@ -34,9 +34,8 @@ from controller.fsm.holdings import CommittedUsage
 from controller.fsm.records import RUNNING, read_host, read_job, read_queue
 from controller.fsm.versions import ONE_AT_A_TIME_FORMAT, PREEMPT_FORMAT
 from controller.tables import Tables
-from xce import feasibility
 from xce.invariant import invariant
-from xce.rules import preemption
+from xce.rules import feasibility, preemption
 from xce.v1 import api_pb2 as api
 
 

@@ -17,7 +17,7 @@ on every replica, from the same inputs), records a Recovery in the meta:
   (the worker then adopts or reports an instance, and never starts one: a
   RunJob of an UNKWN job only asks after it).
 The count of what is awaited is the counter RECOVERY_COUNTER; while it is
-above zero, xce/feasibility.py refuses every DISPATCH, forced ones included
+above zero, xce/rules/feasibility.py refuses every DISPATCH, forced ones included
 (the planner shows PEND_RECOVERING).
 
 A join (from entry format 3) lists the instances its worker runs. While a
@@ -56,7 +56,7 @@ from controller.fsm.records import (
 )
 from controller.fsm.versions import RECOVERY_FORMAT
 from controller.tables import Tables
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

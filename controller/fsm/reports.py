@@ -19,7 +19,7 @@ from controller.fsm.records import RUNNING, read_host, read_job
 from controller.fsm.versions import FENCE_FORMAT as FENCE_FORMAT
 from controller.fsm.versions import PART_FORMAT as PART_FORMAT
 from controller.fsm.versions import PREEMPT_FORMAT, RECOVERY_FORMAT, USAGE_FORMAT
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

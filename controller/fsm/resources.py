@@ -23,8 +23,8 @@ from controller.fsm.applier import Applier
 from controller.fsm.records import read_host
 from controller.fsm.requests import guarded
 from controller.fsm.versions import RESOURCES_FORMAT
-from xce import feasibility
 from xce.errors import ServiceError, invalid
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

@@ -2,7 +2,7 @@
 
 The `share_usage` table maps queue \\0 project \\0 user to a ShareUsage: the
 slot-ms its jobs used, decayed with the queue's half-life as of `stamp_ms`
-(xce/fairshare.py: `credit`, integer arithmetic, so every replica agrees).
+(xce/rules/fairshare.py: `credit`, integer arithmetic, so every replica agrees).
 A job of a queue with `fairshare` that ends after it started adds its
 slots times its run time (its start and end times, as the job records
 them: from entry format 18 the start is the dispatch's until its worker
@@ -20,7 +20,7 @@ from __future__ import annotations
 from controller.fsm.applier import Applier
 from controller.fsm.records import FINISHED, RUNNING, read_queue
 from controller.fsm.versions import CHARGE_FORMAT, FAIRSHARE_FORMAT
-from xce import fairshare
+from xce.rules import fairshare
 from xce.v1 import api_pb2 as api
 
 TABLE = "share_usage"

@@ -31,9 +31,9 @@ from controller.fsm.versions import (
     USAGE_FORMAT,
 )
 from controller.tables import Tables
-from xce import depend, fairshare, feasibility, resreq
 from xce.errors import ServiceError, invalid
 from xce.host_spec import check_text as check_text  # (the leader checks its own requests' text with it)
+from xce.rules import dependency_conditions, fairshare, feasibility, resreq
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -51,7 +51,7 @@ def check_request_id(request_id: str) -> None:
         raise invalid(f"request id longer than {MAX_REQUEST_ID_BYTES} bytes")
 
 
-# 5: resource requirements are parsed (xce/resreq.py) and a bad one refused; before, stored verbatim.
+# 5: resource requirements are parsed (xce/rules/resreq.py) and a bad one refused; before, stored verbatim.
 # 6: they are used (decisions.py: ALLOCATION_FORMAT): rusage[] amounts are whole, -n takes min,max.
 MAX_ASKED = 1000  # names in one job's -m
 CHECKPOINT_SIGNALS = (1, 2, 10, 12)  # what a job's shim outlives (worker/shim.py): HUP, INT, USR1, USR2
@@ -59,7 +59,7 @@ MAX_RUN_LIMIT_S = 10 * 366 * 86400
 
 
 def check_nesting(resource_req: str = "", condition: str = "") -> None:
-    """The leader's bound on how deep -R and -w expressions nest (xce.resreq.MAX_NESTING), before
+    """The leader's bound on how deep -R and -w expressions nest (xce.rules.resreq.MAX_NESTING), before
     anything else reads them: INVALID_ARGUMENT, never a RecursionError. Not apply's: an entry an
     older leader took is read as it was (its expressions were at most as deep as a stack allowed)."""
     try:
@@ -69,8 +69,8 @@ def check_nesting(resource_req: str = "", condition: str = "") -> None:
         raise invalid(f"resource requirement {resource_req[:200]!r}: {exc}") from None
     try:
         if condition.strip():
-            depend.parse(condition, max_nesting=depend.MAX_NESTING)
-    except depend.DependencyError as exc:
+            dependency_conditions.parse(condition, max_nesting=dependency_conditions.MAX_NESTING)
+    except dependency_conditions.DependencyError as exc:
         raise invalid(f"-w {condition[:200]!r}: {exc}") from None
 
 

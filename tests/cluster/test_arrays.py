@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from client.channel import Client
+from ops.local_cluster import LocalCluster, LocalWorkers
 from tests.conftest import FAST_HOSTS, wait_until, xce_cli
 from worker.journal import Journal
-from xce.client import Client
-from xce.local_cluster import LocalCluster, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

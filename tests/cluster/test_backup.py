@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
+from client.channel import Client, XceError
 from controller.backup import TRAILER_BYTES, verify
 from controller.store import StateStore, StoreError
+from ops.local_cluster import LocalCluster, write_config
 from tests.conftest import Submitting, wait_until, xce_cli
-from xce.client import Client, XceError
-from xce.local_cluster import LocalCluster, write_config
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

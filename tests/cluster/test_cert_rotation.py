@@ -15,11 +15,11 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
+from client.channel import Client, XceError
+from client.credentials import Credentials
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from tests.conftest import wait_until
 from xce import pki
-from xce.client import Client, XceError
-from xce.credentials import Credentials
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from xce.private import write_private
 from xce.v1 import api_pb2 as api
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ops.local_cluster import LocalGateway
 from tests.conftest import FAST_HOSTS, wait_until, xce_cli
-from xce.local_cluster import LocalGateway
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

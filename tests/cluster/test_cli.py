@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from xce.client import Client
-from xce.cluster_file import cached_leader, remember_leader
-from xce.local_cluster import LocalCluster
+from client.channel import Client
+from client.cluster_file import cached_leader, remember_leader
+from ops.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

@@ -15,8 +15,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from xce.client import Client, XceError
-from xce.local_cluster import LocalCluster, write_config
+from client.channel import Client, XceError
+from ops.local_cluster import LocalCluster, write_config
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

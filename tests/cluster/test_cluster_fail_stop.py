@@ -26,9 +26,9 @@ import lmdb
 import pytest
 from conftest import FAST_HOSTS, replica_dump
 
+from client.channel import Client, XceError
 from controller.raft import FAIL_STOP_EXIT
-from xce.client import Client, XceError
-from xce.local_cluster import LocalCluster, LocalWorkers
+from ops.local_cluster import LocalCluster, LocalWorkers
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import replica_dump, wait_converged
 
-from xce.client import Client, XceError
-from xce.local_cluster import LocalCluster
+from client.channel import Client, XceError
+from ops.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

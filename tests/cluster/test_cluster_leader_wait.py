@@ -15,9 +15,9 @@ import grpc
 import pytest
 from conftest import wait_until
 
-from xce.client import Client
-from xce.grpc_transport import leader_hint
-from xce.local_cluster import LocalCluster
+from client.channel import Client
+from client.grpc_transport import leader_hint
+from ops.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from client.channel import Client
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from xce import daemon_logging
-from xce.client import Client
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 
 UNITS = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ops.local_cluster import LocalCluster, LocalGateway
 from tests.cluster.cdp import BINARY, Browser
 from tests.conftest import FAST_HOSTS, wait_until
-from xce.local_cluster import LocalCluster, LocalGateway
 
 pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(BINARY is None, reason="chromium is not installed (make's install step)")]

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from ops.local_cluster import kill_jobs_under
 from soak.netns import Net, available
 from tests.conftest import print_logs_if_failed, wait_until
-from xce.local_cluster import kill_jobs_under
 
 pytestmark = [pytest.mark.cluster, pytest.mark.skipif(available() is not None, reason=str(available()))]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from client.channel import Client, XceError
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from tests.conftest import FAST_HOSTS, role_of, wait_until, xce_cli
-from xce.client import Client, XceError
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

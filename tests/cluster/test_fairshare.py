@@ -9,9 +9,9 @@ import time
 
 import pytest
 
+from ops.local_cluster import LocalCluster, LocalWorkers
 from tests.cluster.test_arrays import _instances
 from tests.conftest import FAST_HOSTS, wait_until
-from xce.local_cluster import LocalCluster, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 pytestmark = [pytest.mark.cluster,

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from ops.local_cluster import LocalCluster, LocalGateway
 from tests.conftest import wait_until
-from xce.local_cluster import LocalCluster, LocalGateway
 
 pytestmark = pytest.mark.cluster  # real replicas and a gateway
 
@@ -294,7 +294,7 @@ def test_a_scoped_key_stays_inside_its_limits_and_job_work(cluster: LocalCluster
     may not read the state's streams, tokens or backups, and what it is refused is audited."""
     import threading
 
-    from xce.client import XceError
+    from client.channel import XceError
     from xce.v1 import api_pb2 as api
 
     with http(gateway, cluster.admin_token) as admin:

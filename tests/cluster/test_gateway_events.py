@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
+from client.channel import Client
+from client.sync_follow import sync_messages
 from gateway import sse
+from ops.local_cluster import LocalCluster, LocalGateway
 from tests.conftest import FAST_HOSTS, wait_until
-from xce.client import Client
-from xce.local_cluster import LocalCluster, LocalGateway
-from xce.sync_follow import sync_messages
 
 pytestmark = pytest.mark.cluster  # real replicas and a gateway
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import FAST_HOSTS, wait_until
 
+from ops.local_cluster import LocalScheduler
 from worker.journal import Journal
-from xce.local_cluster import LocalScheduler
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

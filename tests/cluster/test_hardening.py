@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
+from ops.local_cluster import LocalCluster, LocalGateway, LocalScheduler, LocalWorkers, free_ports
 from tests.conftest import FAST_HOSTS, NOBODY, nobody_cli_env, wait_until, xce_as_nobody
-from xce.local_cluster import LocalCluster, LocalGateway, LocalScheduler, LocalWorkers, free_ports
 
 pytestmark = pytest.mark.cluster
 HANDSHAKE_S = 3.0
@@ -291,7 +291,7 @@ def test_5000_half_open_tls_handshakes_neither_stop_submits_nor_keep_descriptors
     """uid 65534 opens 5,000 TLS connections to the leader and never finishes a handshake, holding
     them: the leader keeps taking root's submits throughout, and closes them at the handshake
     deadline, its descriptors back near where they were."""
-    from xce.client import Client
+    from client.channel import Client
     from xce.v1 import api_pb2 as api
 
     cluster = site.cluster
@@ -406,7 +406,7 @@ def test_one_user_s_200000_submits_stop_at_the_default_pending_limit(site: Site)
     """A user key submits 200,000 jobs (an array of 10,000, then 19 requests of 10,000): past the
     default max_pend_jobs_per_user (10,000) each is RESOURCE_EXHAUSTED naming it; another user's job
     runs as on an idle cluster, and `xce limits` shows the flooder where it stands."""
-    from xce.client import Client, XceError
+    from client.channel import Client, XceError
     from xce.v1 import api_pb2 as api
 
     flooder = site.cluster.new_token("nobody", "user")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import FAST_HOSTS, replica_dump, wait_converged, wait_until, xce_cli
 
-from xce.local_cluster import LocalCluster, LocalWorkers
+from ops.local_cluster import LocalCluster, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

@@ -24,9 +24,9 @@ import grpc
 import pytest
 from conftest import NOBODY, nobody_cli_env, xce_as_nobody
 
-from xce.client import Client, XceError
-from xce.credentials import Credentials, new_token, token_hash
-from xce.local_cluster import LocalCluster, LocalWorkers
+from client.channel import Client, XceError
+from client.credentials import Credentials, new_token, token_hash
+from ops.local_cluster import LocalCluster, LocalWorkers
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

@@ -9,8 +9,8 @@ import grpc
 import pytest
 from conftest import FAST_HOSTS
 
-from xce.client import Client, XceError
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from client.channel import Client, XceError
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from conftest import FAST_HOSTS, NOBODY, nobody_cli_env, wait_until, xce_as_nobody
 
+from client.channel import Client
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from xce import start_failures
-from xce.client import Client
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 pytestmark = [pytest.mark.cluster,

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ops.local_cluster import LocalCluster, LocalGateway, LocalScheduler, LocalWorkers
 from tests.conftest import FAST_HOSTS, print_logs_if_failed, wait_until, xce_cli
-from xce.local_cluster import LocalCluster, LocalGateway, LocalScheduler, LocalWorkers
 
 pytestmark = pytest.mark.cluster
 V1 = "/xce/v1"

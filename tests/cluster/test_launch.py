@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import wait_until, xce_as_nobody
 
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

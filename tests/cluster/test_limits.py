@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from ops.local_cluster import LocalCluster, LocalWorkers
 from tests.cluster.test_arrays import _array_id, _cli, _instances, _most_at_once
 from tests.conftest import FAST_HOSTS, wait_until
-from xce.local_cluster import LocalCluster, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

@@ -15,8 +15,8 @@ import grpc
 import pytest
 from conftest import print_logs_if_failed
 
-from xce.client import Client, XceError
-from xce.local_cluster import LocalCluster
+from client.channel import Client, XceError
+from ops.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
@@ -83,8 +83,8 @@ def test_a_leader_that_lost_its_leadership_answers_no_read_with_old_state(cluste
 PROBE = r"""
 import json, sys
 from pathlib import Path
-from xce.client import Client, XceError
-from xce.credentials import for_cluster
+from client.channel import Client, XceError
+from client.credentials import for_cluster
 from xce.v1 import api_pb2 as api
 address, cluster_file = sys.argv[1], sys.argv[2]
 credentials = for_cluster(Path(cluster_file))

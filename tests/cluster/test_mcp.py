@@ -17,8 +17,8 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from ops.local_cluster import LocalCluster, LocalGateway
 from tests.conftest import FAST_HOSTS
-from xce.local_cluster import LocalCluster, LocalGateway
 
 pytestmark = pytest.mark.cluster
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import grpc
 import pytest
 
+from client.channel import Client, XceError
+from client.credentials import Credentials
+from ops.local_cluster import LocalCluster
 from tests.conftest import Submitting, leaders_per_term, replica_dump, role_of, wait_until, xce_cli
-from xce.client import Client, XceError
-from xce.credentials import Credentials
-from xce.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
@@ -226,6 +226,6 @@ def test_bad_membership_commands_are_refused_and_change_nothing(make_cluster, tm
 
 
 def _free_port() -> int:
-    from xce.local_cluster import free_ports
+    from ops.local_cluster import free_ports
 
     return free_ports(1)[0]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import FAST_HOSTS, wait_until, xce_cli
 
-from xce.local_cluster import LocalScheduler
+from ops.local_cluster import LocalScheduler
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

@@ -9,8 +9,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ops.local_cluster import LocalGateway, LocalScheduler, LocalWorkers, free_ports
 from tests.conftest import FAST_HOSTS, wait_until
-from xce.local_cluster import LocalGateway, LocalScheduler, LocalWorkers, free_ports
 
 pytestmark = pytest.mark.cluster
 

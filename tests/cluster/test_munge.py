@@ -14,7 +14,7 @@ import grpc
 import pytest
 from conftest import NOBODY, nobody_cli_env, xce_as_nobody
 
-from xce.local_cluster import LocalCluster
+from ops.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
 
 pytestmark = [pytest.mark.cluster,

@@ -1,5 +1,5 @@
 """A replica cut off by a partition drops packets instead of refusing them: the clients' transport
-must notice by itself (xce/client.py channel_options), or a call waits for its whole timeout and a
+must notice by itself (client/channel.py channel_options), or a call waits for its whole timeout and a
 Sync stream for the scheduler's silence watchdog, which put a partition's first new dispatch 4 s
 after the cut. Here the network is a proxy that stops passing bytes without closing anything."""
 
@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from xce.grpc_transport import channel_options
-from xce.local_cluster import LocalCluster
+from client.grpc_transport import channel_options
+from ops.local_cluster import LocalCluster
 from xce.v1 import log_pb2 as log
 
 pytestmark = pytest.mark.cluster

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from ops.local_cluster import LocalCluster, LocalWorkers
 from tests.cluster.test_arrays import _array_id, _cli, _instances
 from tests.conftest import FAST_HOSTS, wait_until
 from worker.journal import Journal
-from xce.local_cluster import LocalCluster, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from xce.local_cluster import LocalCluster
+from ops.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.cluster
 

@@ -29,7 +29,7 @@ from controller.raft import SUCCESS, RaftNode
 from controller.raft_snapshot import entry_json
 from controller.raft_wal import LmdbJournal
 from controller.store import StateStore
-from xce.local_cluster import free_ports
+from ops.local_cluster import free_ports
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 import pytest
 from conftest import wait_until
 
-from xce.client import Client
-from xce.local_cluster import LocalCluster
+from client.channel import Client
+from ops.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

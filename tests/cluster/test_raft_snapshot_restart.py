@@ -16,7 +16,7 @@ from pathlib import Path
 from controller.raft import SUCCESS, RaftNode, RaftSettings
 from controller.raft_wal import LmdbJournal
 from controller.store import StateStore
-from xce.local_cluster import free_ports
+from ops.local_cluster import free_ports
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

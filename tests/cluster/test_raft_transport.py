@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from xce.client import Client
-from xce.local_cluster import LocalCluster
+from client.channel import Client
+from ops.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.cluster
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from ops.local_cluster import LocalCluster, LocalWorkers
+from simulator import recording_file
 from tests.cluster.test_arrays import _array_id, _cli
 from tests.cluster.test_preemption import QUEUES
 from tests.conftest import FAST_HOSTS, wait_until
-from xce import recording
-from xce.local_cluster import LocalCluster, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
@@ -56,12 +56,12 @@ def test_a_recorded_live_run_re_runs_byte_identical_and_a_changed_policy_diverge
     out = tmp_path / "run.jsonl"
     _cli(cluster, tmp_path, "record", "--out", str(out))
     assert os.stat(out).st_mode & 0o777 == 0o600  # it holds every job in full
-    recorded = recording.read(out)
+    recorded = recording_file.read(out)
     batches = [e.batch for e in recorded.events if e.HasField("batch")]
     kinds = {d.WhichOneof("body") for b in batches for d in b.decisions}
     assert {"dispatch", "preempt", "pend"} <= kinds, kinds
     assert {e.kind for e in recorded.events} >= {"submit", "control", "modify", "decisions"}
-    tail = recording.read(followed)
+    tail = recording_file.read(followed)
     assert tail.events[-1].revision <= recorded.events[-1].revision
     assert [e.revision for e in recorded.events if e.revision > tail.from_revision][:len(tail.events)] == \
         [e.revision for e in tail.events]  # every event after its start, none missing

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from xce.client import Client
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from client.channel import Client
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster

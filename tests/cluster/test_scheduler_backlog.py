@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from conftest import FAST_HOSTS
 
+from client.channel import Client
 from controller.store import StateStore
-from xce.client import Client
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import big_state  # noqa: E402
 from conftest import wait_until, xce_cli  # noqa: E402
 
-from xce.client import Client, XceError  # noqa: E402
-from xce.local_cluster import LocalCluster  # noqa: E402
+from client.channel import Client, XceError  # noqa: E402
+from ops.local_cluster import LocalCluster  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 pytestmark = pytest.mark.cluster

@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from xce.local_cluster import LocalCluster
+from ops.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

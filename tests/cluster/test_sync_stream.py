@@ -8,11 +8,11 @@ from collections.abc import Callable
 import grpc
 import pytest
 
+from client.channel import Client
 from controller import request_ids
+from ops.local_cluster import LocalCluster
 from scheduler.follower import Follower
 from scheduler.view import View
-from xce.client import Client
-from xce.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import FAST_HOSTS, print_logs_if_failed, wait_until
 
+from ops.local_cluster import LocalCluster, LocalWorkers
 from soak.netns import Net, available
-from xce.local_cluster import LocalCluster, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 pytestmark = [pytest.mark.cluster,

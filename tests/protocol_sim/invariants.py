@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from controller import fsm
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
 from .cluster import Sim

@@ -41,7 +41,7 @@ from tla_trace import NONE, SetOf, Step
 from controller import fsm, request_ids
 from controller.leader import Term
 from scheduler.view import View
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

@@ -38,7 +38,8 @@ from worker.config import WorkerConfig
 from worker.daemon import Worker
 from worker.journal import KEEP_ACKED, MemoryJournal
 from worker.process_host import Account
-from xce import feasibility, worker_wire
+from xce import worker_wire
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
 from .leader import URGENT

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import published_figures  # noqa: E402
 
-from xce import swf  # noqa: E402
+from simulator import swf  # noqa: E402
 
 
 # With end_before the same window gives 163.71: tests/sim/test_simulator.py checks it through apply.

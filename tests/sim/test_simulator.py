@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator import engine, report, whatif, workload
-from xce import recording, swf
+from simulator import engine, recording_file, report, swf, whatif, workload
 from xce.v1 import api_pb2 as api
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -259,15 +258,16 @@ def test_what_ifs_change_the_workload_and_the_policy() -> None:
 
 
 def test_a_recording_s_jobs_are_a_workload() -> None:
-    rec = recording.Recording(0)
+    rec = recording_file.Recording(0)
     rec.baseline["hosts"][b"w1"] = api.Host(spec=api.HostSpec(name="w1", slots=4)).SerializeToString()
     rec.baseline["queues"][b"normal"] = api.Queue(name="normal").SerializeToString()
     ran = api.Job(id=5, state=api.DONE, submit_time_ms=1_000, start_time_ms=3_000, end_time_ms=63_000,
                   spec=api.JobSpec(command=["x"], queue="normal", slots=2, user="ann"))
     never = api.Job(id=6, state=api.EXIT, submit_time_ms=2_000, spec=api.JobSpec(queue="normal", slots=1))
-    rec.events.append(recording.log.Event(revision=1, kind="reports", changes=[
-        recording.log.Change(table="jobs", key=(5).to_bytes(8, "big"), value=ran.SerializeToString()),
-        recording.log.Change(table="jobs", key=(6).to_bytes(8, "big"), value=never.SerializeToString())]))
+    rec.events.append(recording_file.log.Event(revision=1, kind="reports", changes=[
+        recording_file.log.Change(table="jobs", key=(5).to_bytes(8, "big"), value=ran.SerializeToString()),
+        recording_file.log.Change(table="jobs", key=(6).to_bytes(8, "big"),
+                                  value=never.SerializeToString())]))
     w = workload.from_recording(rec, "r")
     assert [(j.key, j.submit_ms, j.run_ms, j.spec.slots) for j in w.jobs] == [(5, 1_000, 60_000, 2)]
     assert [h.name for h in w.hosts] == ["w1"] and "1 jobs that never started" in w.notes[0]
@@ -277,7 +277,7 @@ def test_a_recording_s_holds_kills_and_modifications_are_done_again_at_their_tim
     """One slot. Recorded: B was held from 20 s to 300 s, D killed at 60 s while it waited, E's priority
     raised at 55 s. Simulated with those actions, E starts first when A ends and B only once released;
     without them (the jobs alone) B would start at 100 s."""
-    rec = recording.Recording(0)
+    rec = recording_file.Recording(0)
     rec.baseline["hosts"][b"w1"] = api.Host(spec=api.HostSpec(name="w1", slots=1)).SerializeToString()
     rec.baseline["queues"][b"normal"] = api.Queue(name="normal").SerializeToString()
     revision, T0 = 0, 1000  # (s; a time of 0 is no time)
@@ -291,8 +291,8 @@ def test_a_recording_s_holds_kills_and_modifications_are_done_again_at_their_tim
         job = api.Job(id=job_id, state=state, **{k: (T0 + v) * 1000 for k, v in ms.items() if v is not None},
                       spec=api.JobSpec(command=["x"], queue="normal", slots=1, user="ann", priority=priority))
         key = job_id.to_bytes(8, "big")
-        rec.events.append(recording.log.Event(revision=revision, kind=kind, by=[by], changes=[
-            recording.log.Change(table="jobs", key=key, value=job.SerializeToString())]))
+        rec.events.append(recording_file.log.Event(revision=revision, kind=kind, by=[by], changes=[
+            recording_file.log.Change(table="jobs", key=key, value=job.SerializeToString())]))
 
     for job_id, submit_s in ((1, 0), (2, 10), (3, 30), (4, 40), (5, 50)):
         event("submit", job_id, api.PEND, submit_s, submit_s)
@@ -321,7 +321,7 @@ def test_a_job_held_before_the_recording_stays_held_and_an_ended_job_is_not_requ
     """Job 1 was held when the recording began and released at 300 s: it waits until then. Job 2 was
     requeued at 410 s and then killed; simulated, it ended at 31 s, so neither is done again (it ends
     once) and both are counted refused."""
-    rec = recording.Recording(0)
+    rec = recording_file.Recording(0)
     rec.baseline["hosts"][b"w1"] = api.Host(spec=api.HostSpec(name="w1", slots=1)).SerializeToString()
     rec.baseline["queues"][b"normal"] = api.Queue(name="normal").SerializeToString()
     T0 = 1000  # (s; a time of 0 is no time)
@@ -340,8 +340,8 @@ def test_a_job_held_before_the_recording_stays_held_and_an_ended_job_is_not_requ
             ("control", job(2, api.RUN, 410, 10, start=400, kill_requested=True, requeue_requested=True)),
             ("control", job(2, api.RUN, 420, 10, start=400, kill_requested=True)),
             ("reports", job(2, api.EXIT, 421, 10, start=400, end=421))], start=1):
-        rec.events.append(recording.log.Event(revision=revision, kind=kind, by=["user:ann"], changes=[
-            recording.log.Change(table="jobs", key=record.id.to_bytes(8, "big"),
+        rec.events.append(recording_file.log.Event(revision=revision, kind=kind, by=["user:ann"], changes=[
+            recording_file.log.Change(table="jobs", key=record.id.to_bytes(8, "big"),
                                  value=record.SerializeToString())]))
     w = workload.from_recording(rec, "r")
     assert [(a.time_ms // 1000 - T0, a.key, a.control) for a in w.actions] == [

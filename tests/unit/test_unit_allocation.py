@@ -13,7 +13,7 @@ from controller import fsm
 from controller.fsm import history
 from controller.tables import MemoryTables
 from scheduler import core
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

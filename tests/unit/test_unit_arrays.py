@@ -1,4 +1,4 @@
-"""Job arrays: the index syntax (xce/array_spec.py) and the array record in the state machine
+"""Job arrays: the index syntax (xce/rules/array_spec.py) and the array record in the state machine
 (controller/fsm/arrays.py): lazy elements, counts, the running limit, actions on selections."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from controller.fsm.versions import ARRAY_FORMAT
 from controller.store import StateStore
 from controller.tables import TABLES, MemoryTables, Tables
 from scheduler import core
-from xce import array_spec
 from xce.errors import ServiceError
+from xce.rules import array_spec
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

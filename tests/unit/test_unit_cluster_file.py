@@ -1,4 +1,4 @@
-"""xce/cluster_file.py's cached reads of the cluster file: the same table as parsing it, a change to
+"""client/cluster_file.py's cached reads of the cluster file: the same table as parsing it, a change to
 the file is seen at once, and a cache this user did not write alone is ignored."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from xce import cluster_file
+from client import cluster_file
 
 
 def write(path: Path, text: str, age_s: float = 60.0) -> None:

@@ -1,12 +1,12 @@
-"""Job dependency conditions (xce/depend.py, issue 17's first step): LSF's -w syntax parsed with columns
+"""Job dependency conditions (xce/rules/dependency_conditions.py): LSF's -w syntax parsed with columns
 in its refusals, evaluated three ways (satisfied, pending, never) from the jobs' facts. Pure."""
 
 from __future__ import annotations
 
 import pytest
 
-from xce import depend
-from xce.depend import DependencyError, Facts, Verdict
+from xce.rules import dependency_conditions
+from xce.rules.dependency_conditions import DependencyError, Facts, Verdict
 
 RUN, DONE = Facts("RUN"), Facts("DONE")
 PEND = Facts("PEND")
@@ -16,9 +16,9 @@ def ex(code: int) -> Facts:
     return Facts("EXIT", exit_code=code)
 
 
-def lookup(jobs: dict[int, list[Facts]]) -> depend.Lookup:
+def lookup(jobs: dict[int, list[Facts]]) -> dependency_conditions.Lookup:
     """Job id -> its facts (one, or one per element of an array); an index picks an element."""
-    def find(job: int, index: int | str | None) -> list[depend.Group] | None:
+    def find(job: int, index: int | str | None) -> list[dependency_conditions.Group] | None:
         facts = jobs.get(job)
         if facts is None:
             return None
@@ -36,8 +36,8 @@ def lookup(jobs: dict[int, list[Facts]]) -> depend.Lookup:
     ("!(done(1) && done(2))", "!(done(1) && done(2))"),
 ])
 def test_lsf_conditions_parse_to_one_canonical_form(text: str, shown: str) -> None:
-    assert depend.show(depend.parse(text)) == shown
-    assert depend.show(depend.parse(shown)) == shown
+    assert dependency_conditions.show(dependency_conditions.parse(text)) == shown
+    assert dependency_conditions.show(dependency_conditions.parse(shown)) == shown
 
 
 @pytest.mark.parametrize("text, column, words", [
@@ -53,24 +53,24 @@ def test_lsf_conditions_parse_to_one_canonical_form(text: str, shown: str) -> No
 ])
 def test_a_bad_condition_is_refused_with_its_column(text: str, column: int, words: str) -> None:
     with pytest.raises(DependencyError) as caught:
-        depend.parse(text)
+        dependency_conditions.parse(text)
     assert caught.value.column == column and words in str(caught.value), str(caught.value)
 
 
 def test_bounds_keep_hostile_input_cheap() -> None:
     with pytest.raises(DependencyError, match="characters"):
-        depend.parse("done(1) || " * 400 + "done(1)")
+        dependency_conditions.parse("done(1) || " * 400 + "done(1)")
     with pytest.raises(DependencyError, match="nested"):
-        depend.parse("(" * 40 + "done(1)" + ")" * 40)
+        dependency_conditions.parse("(" * 40 + "done(1)" + ")" * 40)
     with pytest.raises(DependencyError, match="references"):
-        depend.parse(" || ".join(f"done({i})" for i in range(1, 300)))
+        dependency_conditions.parse(" || ".join(f"done({i})" for i in range(1, 300)))
 
 
 def test_each_condition_holds_waits_or_is_never_met() -> None:
     jobs = lookup({1: [DONE], 2: [ex(3)], 3: [RUN], 4: [PEND], 5: [ex(0)]})
 
     def verdict(text: str) -> Verdict:
-        return depend.evaluate(depend.parse(text), jobs)
+        return dependency_conditions.evaluate(dependency_conditions.parse(text), jobs)
 
     assert verdict("done(1)") is Verdict.SATISFIED
     assert verdict("done(2)") is Verdict.NEVER  # it exited: never DONE
@@ -94,7 +94,7 @@ def test_arrays_by_element_by_all_and_by_count() -> None:
     jobs = lookup({17: [DONE, DONE, ex(1), RUN, PEND], 18: [DONE, DONE]})
 
     def verdict(text: str) -> Verdict:
-        return depend.evaluate(depend.parse(text), jobs)
+        return dependency_conditions.evaluate(dependency_conditions.parse(text), jobs)
 
     assert verdict("done(17[0])") is Verdict.SATISFIED and verdict("done(17[3])") is Verdict.PENDING
     assert verdict("done(18) && done(18[*])") is Verdict.SATISFIED
@@ -112,12 +112,14 @@ def test_arrays_by_element_by_all_and_by_count() -> None:
 
 
 def test_references_name_every_job_read() -> None:
-    assert depend.references(depend.parse("done(12) && (exit(13, != 0) || numdone(17, *) || 14)")) == {
+    expr = dependency_conditions.parse("done(12) && (exit(13, != 0) || numdone(17, *) || 14)")
+    assert dependency_conditions.references(expr) == {
         12, 13, 14, 17}
 
 
 def test_a_chain_of_not_is_bounded_when_asked() -> None:
-    with pytest.raises(depend.DependencyError, match="nested more than 64 levels deep"):
-        depend.parse("!" * 4000 + "done(1)", max_nesting=depend.MAX_NESTING)
-    assert depend.parse("!!done(1) && !exit(2, != 0)", max_nesting=depend.MAX_NESTING) == \
-        depend.parse("!!done(1) && !exit(2, != 0)")
+    with pytest.raises(dependency_conditions.DependencyError, match="nested more than 64 levels deep"):
+        dependency_conditions.parse("!" * 4000 + "done(1)", max_nesting=dependency_conditions.MAX_NESTING)
+    deepest = dependency_conditions.MAX_NESTING
+    assert dependency_conditions.parse("!!done(1) && !exit(2, != 0)", max_nesting=deepest) == \
+        dependency_conditions.parse("!!done(1) && !exit(2, != 0)")

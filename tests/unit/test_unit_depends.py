@@ -11,7 +11,7 @@ from controller.fsm import arrays, job_index
 from controller.fsm.versions import DEPEND_FORMAT
 from scheduler import core
 from tests.unit.test_unit_arrays import State
-from xce import array_spec
+from xce.rules import array_spec
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

@@ -1,4 +1,4 @@
-"""`xce init` (xce/deploy_init.py): the bundles it writes load as each daemon loads them, hold only what
+"""`xce init` (ops/deploy_init.py): the bundles it writes load as each daemon loads them, hold only what
 their host needs, with safe modes; bad arguments are refused and nothing is written."""
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
+from client.credentials import read_token_file, token_hash
 from controller.config import grpc_addresses
 from controller.config import load as load_cluster
+from ops import deploy_init
 from worker.config import load as load_worker
-from xce import deploy_init, pki
-from xce.credentials import read_token_file, token_hash
+from xce import pki
 
 
 def _mode(path: Path) -> int:

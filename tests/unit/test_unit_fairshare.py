@@ -1,4 +1,4 @@
-"""Fair share (xce/fairshare.py, scheduler/picker.py FairShare, controller/fsm/shares.py; issue 17): slots
+"""Fair share (xce/rules/fairshare.py, scheduler/picker.py FairShare, controller/fsm/shares.py): slots
 go in the ratio of the shares on a saturated queue, recent usage decays with the half-life, projects nest,
 apply's credit is integer arithmetic, and a bad configuration is refused naming the queue and the key."""
 
@@ -11,7 +11,7 @@ import pytest
 from scheduler import core, picker
 from tests.unit.test_unit_config import GOOD, load_error
 from tests.unit.test_unit_limits import Limited
-from xce import fairshare
+from xce.rules import fairshare
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

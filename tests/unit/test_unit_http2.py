@@ -1,10 +1,10 @@
-"""The command line's HTTP/2 (xce/http2.py): HPACK as RFC 7541's examples decode, and the framing."""
+"""The command line's HTTP/2 (client/http2.py): HPACK as RFC 7541's examples decode, and the framing."""
 
 from __future__ import annotations
 
 import pytest
 
-from xce import http2
+from client import http2
 
 
 def test_huffman_strings_decode_as_rfc_7541_c4_says() -> None:

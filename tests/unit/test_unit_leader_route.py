@@ -1,11 +1,11 @@
-"""The one leader-following policy (xce/leader_route.py) that the CLI's calls, Sync streams and
+"""The one leader-following policy (client/leader_route.py) that the CLI's calls, Sync streams and
 workers share: redirects at once but bounded, failures move on with a jittered capped backoff."""
 
 from __future__ import annotations
 
 import random
 
-from xce.leader_route import LeaderRoute
+from client.leader_route import LeaderRoute
 
 REPLICAS = ["a:1", "b:2", "c:3"]
 

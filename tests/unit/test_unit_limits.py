@@ -1,4 +1,4 @@
-"""Limits (xce/limits.py, controller/fsm/limit_config.py; issue 17): the configuration refused with the
+"""Limits (xce/rules/limits.py, controller/fsm/limit_config.py; issue 17): the configuration refused with the
 limit and the key named, the pass keeping under every bound and naming the limit it reached, the commit
 barrier re-checking with the committed counters, and exactly what was taken given back. Pure."""
 
@@ -13,7 +13,7 @@ from controller.config import ConfigError
 from scheduler import core
 from tests.unit.test_unit_allocation import State, accepted
 from tests.unit.test_unit_config import GOOD, load_error, write
-from xce import limits
+from xce.rules import limits
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

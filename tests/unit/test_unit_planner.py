@@ -7,7 +7,7 @@ from scheduler.core import Dispatch, Pend
 from scheduler.decider import Decider
 from scheduler.lease import Lease
 from scheduler.planner import PassView, PlannerConfig, PlannerState
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
 CONFIG = PlannerConfig()

@@ -11,7 +11,7 @@ import pytest
 
 from scheduler import core, picker, preemption
 from tests.unit.test_unit_config import GOOD, load_error
-from xce import feasibility
+from xce.rules import feasibility
 from xce.rules import preemption as rules
 from xce.v1 import api_pb2 as api
 

@@ -1,8 +1,8 @@
-"""What a command says while the cluster cannot answer (xce/quorum_watch.py)."""
+"""What a command says while the cluster cannot answer (client/quorum_watch.py)."""
 
 from __future__ import annotations
 
-from xce.quorum_watch import Seen, describe, gave_up
+from client.quorum_watch import Seen, describe, gave_up
 from xce.v1 import api_pb2 as api
 
 

@@ -1,4 +1,5 @@
-"""Recordings (xce/recording.py), what-ifs (simulator/whatif.py) and the batch in a decisions event."""
+"""Recordings (simulator/recording_file.py), what-ifs (simulator/whatif.py) and the batch in a decisions
+event."""
 
 from __future__ import annotations
 
@@ -10,15 +11,14 @@ import pytest
 
 from controller import fsm
 from controller.tables import MemoryTables
-from simulator import whatif
-from xce import recording
+from simulator import recording_file, whatif
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 
-def _recording() -> recording.Recording:
+def _recording() -> recording_file.Recording:
     job = api.Job(id=7, state=api.PEND, spec=api.JobSpec(command=["true"], queue="normal", slots=2))
-    rec = recording.Recording(4)
+    rec = recording_file.Recording(4)
     rec.baseline["jobs"][struct.pack(">Q", 7)] = job.SerializeToString()
     rec.baseline["queues"][b"normal"] = api.Queue(name="normal", priority=30).SerializeToString()
     rec.baseline["counters"][b"queue/normal"] = struct.pack(">q", 2)
@@ -36,15 +36,15 @@ def _recording() -> recording.Recording:
     return rec
 
 
-def _text(rec: recording.Recording) -> str:
+def _text(rec: recording_file.Recording) -> str:
     out = io.StringIO()
-    recording.write_all(out, rec)
+    recording_file.write_all(out, rec)
     return out.getvalue()
 
 
 def test_a_recording_round_trips_and_keeps_only_the_view_s_tables() -> None:
     rec = _recording()
-    back = recording.parse(_text(rec).splitlines(keepends=True), "r.jsonl")
+    back = recording_file.parse(_text(rec).splitlines(keepends=True), "r.jsonl")
     assert back.from_revision == 4 and back.baseline == rec.baseline
     assert [e.revision for e in back.events] == [5, 9]
     assert [c.table for c in back.events[0].changes] == ["jobs"]  # history is not the scheduler's
@@ -67,14 +67,14 @@ def test_a_recording_round_trips_and_keeps_only_the_view_s_tables() -> None:
 ])
 def test_a_damaged_recording_is_refused_naming_the_line(cut, words: str) -> None:  # type: ignore[no-untyped-def]
     text = cut(_text(_recording()))
-    with pytest.raises(recording.RecordingError) as caught:
-        recording.parse(text.splitlines(keepends=True), "r.jsonl")
+    with pytest.raises(recording_file.RecordingError) as caught:
+        recording_file.parse(text.splitlines(keepends=True), "r.jsonl")
     assert words in str(caught.value)
 
 
 def test_read_names_a_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(recording.RecordingError, match="cannot read it"):
-        recording.read(tmp_path / "none.jsonl")
+    with pytest.raises(recording_file.RecordingError, match="cannot read it"):
+        recording_file.read(tmp_path / "none.jsonl")
 
 
 def test_an_unknown_what_if_key_is_refused_listing_the_known_ones() -> None:

@@ -11,7 +11,7 @@ from controller.fsm.versions import RECOVERY_FORMAT
 from controller.host_liveness import Liveness
 from controller.tables import MemoryTables
 from controller.watchdog import Watchdog
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

@@ -12,7 +12,8 @@ from controller.tables import MemoryTables
 from scheduler import planner
 from scheduler.core import Dispatch, Pend
 from scheduler.planner import PassView, PlannerConfig, PlannerState
-from xce import feasibility, start_failures
+from xce import start_failures
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 

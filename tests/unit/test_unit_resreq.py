@@ -1,4 +1,4 @@
-"""The resource requirement language (xce/resreq.py): what it reads, what it refuses and where, and
+"""The resource requirement language (xce/rules/resreq.py): what it reads, what it refuses and where, and
 how a host is judged by it (issue 16)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xce import resreq
-from xce.resreq import Requirement, RequirementError, matches, merge, parse
+from xce.rules import resreq
+from xce.rules.resreq import Requirement, RequirementError, matches, merge, parse
 
 HOST = {"slots": 8.0, "maxmem": 64000.0, "mem": 12000.0, "ncpus": 8.0, "gpu": 2.0, "type": "X86_64",
         "ut": 0.25}

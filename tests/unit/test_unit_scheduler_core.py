@@ -8,7 +8,7 @@ import pytest
 
 from scheduler import core, picker, plans
 from scheduler.core import CoreConfig, Dispatch, Pend, schedule
-from xce import feasibility
+from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
 QUEUES = [api.Queue(name="night", priority=20), api.Queue(name="normal", priority=30),
@@ -195,7 +195,7 @@ def test_a_job_that_fits_nowhere_leaves_the_pass_to_later_jobs_and_is_explained_
 
 
 def test_nothing_is_dispatched_while_a_restored_cluster_waits_or_a_stray_instance_runs() -> None:
-    from xce import feasibility
+    from xce.rules import feasibility
 
     waiting = core.run_pass([job(1, "normal")], QUEUES, [host("a", 4)], CoreConfig(),
                             {feasibility.RECOVERY_COUNTER: 1}).decisions

@@ -83,7 +83,7 @@ def test_records_kept_parsed_between_reads_are_what_a_fresh_parse_gives() -> Non
     import random
 
     from scheduler import core
-    from xce import feasibility
+    from xce.rules import feasibility
 
     rng = random.Random(7)
     view = View()

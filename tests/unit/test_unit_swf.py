@@ -1,4 +1,4 @@
-"""SWF traces (xce/swf.py): the shipped traces read, the cleaning rule of the published figures, and
+"""SWF traces (simulator/swf.py): the shipped traces read, the cleaning rule of the published figures, and
 bad input named by its line. Pure."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from xce import swf
+from simulator import swf
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
 LINE = "{id} {submit} -1 {run} {alloc} -1 -1 {req} {reqtime} -1 1 7 -1 -1 2 -1 -1 -1"

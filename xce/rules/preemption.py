@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from xce import depend, feasibility
+from xce.rules import dependency_conditions, feasibility
 from xce.v1 import api_pb2 as api
 
 
@@ -115,7 +115,8 @@ def waited_on(preemptor: api.Job) -> frozenset[int]:
     """The jobs (and arrays) its -w condition reads: never its victims. Preempting one would undo the
     condition (started(V) no longer holds once V is requeued), and the two would take turns for ever.
     The scheduler's choice only: apply's check (may_take) is unchanged."""
-    return depend.references_of(preemptor.spec.depend) if preemptor.spec.depend else frozenset()
+    depend = preemptor.spec.depend
+    return dependency_conditions.references_of(depend) if depend else frozenset()
 
 
 def smallest_sufficient(need: feasibility.Need, slots: int, host: str, state: feasibility.HostState,

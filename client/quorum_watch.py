@@ -2,7 +2,7 @@
 
 Theory of operation. A write (and a linearizable read) needs a leader that a majority of the
 replicas follow. Without one, the client retries with the same request id until its deadline
-(xce/client.py), which said nothing for 30 s. `QuorumWatch` runs beside the command: if the command
+(client/channel.py), which said nothing for 30 s. `QuorumWatch` runs beside the command: if the command
 has not finished within `notice_s`, it asks every replica at once what it is (Status, that replica
 alone, a short timeout each) and, unless a leader answers with a majority behind it (the command is
 only slow), prints one line saying so: how many replicas answer, which, and what a write needs.
@@ -18,8 +18,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from xce.client import Client, XceError
-from xce.credentials import Credentials
+from client.channel import Client, XceError
+from client.credentials import Credentials
 from xce.v1 import api_pb2 as api
 
 NOTICE_S = 0.3  # the command is taken as waiting for a quorum after this long without an answer
@@ -93,7 +93,7 @@ class QuorumWatch:
         self._done.set()
 
     def _client(self, address: str) -> Client:
-        from xce.http2 import Http2Transport
+        from client.http2 import Http2Transport
 
         return Client([address], self.credentials, deadline_s=PROBE_S, call_timeout_s=PROBE_S,
                       follow_leader=False, transport=Http2Transport(self.credentials))

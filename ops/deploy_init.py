@@ -41,8 +41,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from client.credentials import new_token
 from xce import pki
-from xce.credentials import new_token
 from xce.private import write_private
 
 DEFAULT_DATA_DIR = "/var/lib/xce"

@@ -7,7 +7,7 @@ dead address moves it to the next replica after a jittered, capped backoff.
 The request, and so its request id, is the same on every retry: a submit
 retried across a failover creates exactly one job. Other errors are the
 caller's (INVALID_ARGUMENT, NOT_FOUND, ...) and raise XceError at once.
-Every call carries the caller's credentials (xce/credentials.py): the TLS
+Every call carries the caller's credentials (client/credentials.py): the TLS
 channel and the token or MUNGE metadata.
 """
 
@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
 from google.protobuf.message import Message
 
-from xce.credentials import Credentials
-from xce.http2 import RpcFailure
-from xce.leader_route import LeaderRoute
+from client.credentials import Credentials
+from client.http2 import RpcFailure
+from client.leader_route import LeaderRoute
 from xce.v1 import api_pb2 as api
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class XceError(Exception):
 
 
 class Transport(Protocol):
-    """How calls reach a replica: grpc (xce/grpc_transport.py) or the CLI's own HTTP/2 (xce/http2.py).
+    """How calls reach a replica: grpc (client/grpc_transport.py) or the CLI's own HTTP/2 (client/http2.py).
     Failures are RpcFailure, with gRPC's code names and the trailing metadata."""
 
     def unary(self, address: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]],
@@ -84,7 +84,7 @@ class Client:
         self.call_timeout_s = call_timeout_s
         self.follow_leader = follow_leader
         if transport is None:
-            from xce.grpc_transport import GrpcTransport
+            from client.grpc_transport import GrpcTransport
 
             transport = GrpcTransport(credentials)
         self.transport = transport

@@ -22,7 +22,7 @@ Where the pieces come from, first found wins:
 Rotation: credentials made from files (`files`) read them again whenever one
 of them changed (its modification time or size), so a daemon's next
 connection presents a renewed certificate and trusts a new CA bundle without
-a restart (`xce.client.Client` drops its channels when they changed;
+a restart (`client.channel.Client` drops its channels when they changed;
 controller/replica.py does the same on the server side). A file that cannot
 be read at that moment leaves the last good copy in use.
 """
@@ -35,7 +35,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from xce.cluster_file import StrPath, client_table, read_toml
+from client.cluster_file import StrPath, client_table, read_toml
 
 if TYPE_CHECKING:  # imported where a channel is made: the command line never makes one
     import grpc

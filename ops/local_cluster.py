@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from client.channel import Client, XceError
+from client.credentials import ADMIN_TOKEN_FILE, Credentials, for_cluster, new_token, read_token_file
 from xce import pki
-from xce.client import Client, XceError
-from xce.credentials import ADMIN_TOKEN_FILE, Credentials, for_cluster, new_token, read_token_file
 from xce.private import write_private
 
 if TYPE_CHECKING:

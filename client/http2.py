@@ -12,7 +12,7 @@ connection per replica, with the standard library's socket and ssl:
 
 - HPACK (RFC 7541): requests use literal fields without indexing (no state
   to keep); responses are decoded with the static table, a dynamic table,
-  and the Huffman code (xce/hpack_tables.py).
+  and the Huffman code (client/hpack_tables.py).
 - Flow control: the client opens its windows wide at the start (it reads
   every response whole), and sends its own DATA within the server's window,
   waiting for WINDOW_UPDATE when it is spent.
@@ -20,7 +20,7 @@ connection per replica, with the standard library's socket and ssl:
   UNAVAILABLE (retried by the client library, with the same request id).
 
 Failures come out as `RpcFailure(code, details, trailers)` with gRPC's code
-names, which `xce.client.Client` handles as it handles grpc's errors.
+names, which `client.channel.Client` handles as it handles grpc's errors.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from xce.credentials import Credentials
-from xce.hpack_tables import HUFFMAN_CODES, HUFFMAN_LENGTHS, STATIC_TABLE
+from client.credentials import Credentials
+from client.hpack_tables import HUFFMAN_CODES, HUFFMAN_LENGTHS, STATIC_TABLE
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = \
@@ -491,7 +491,7 @@ def tls_context(ca: bytes, cert: bytes | None, key: bytes | None, cert_path: str
 
 
 class Http2Transport:
-    """xce.client's transport without the grpc package: one Connection per replica."""
+    """client.channel's transport without the grpc package: one Connection per replica."""
 
     def __init__(self, credentials: Credentials) -> None:
         self.credentials = credentials

@@ -1,6 +1,7 @@
 """lark parse errors as people read them: the column (1-based) and what was expected there.
 
-Shared by the languages of the command line (xce/resreq.py for -R, xce/depend.py for -w). Their
+Shared by the languages of the command line (xce/rules/resreq.py for -R,
+xce/rules/dependency_conditions.py for -w). Their
 refusals are stored with the requests apply refused, so the words must not change between builds.
 """
 

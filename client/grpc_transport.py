@@ -1,5 +1,5 @@
-"""xce.client's transport over the grpc package (daemons, tests, benchmarks), and the channel options
-every grpc client of XCE uses. The command line uses xce/http2.py instead, which imports no grpc."""
+"""client.channel's transport over the grpc package (daemons, tests, benchmarks), and the channel options
+every grpc client of XCE uses. The command line uses client/http2.py instead, which imports no grpc."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import grpc
 
-from xce.credentials import Credentials
-from xce.http2 import RpcFailure
+from client.credentials import Credentials
+from client.http2 import RpcFailure
 
 LEADER_METADATA = "x-xce-leader"
 
@@ -57,7 +57,7 @@ def _identity(data: bytes) -> bytes:
 
 
 class GrpcTransport:
-    """Channels per replica, made again when the TLS files change (xce/credentials.py)."""
+    """Channels per replica, made again when the TLS files change (client/credentials.py)."""
 
     def __init__(self, credentials: Credentials) -> None:
         self.credentials = credentials

@@ -1,7 +1,7 @@
 """A leader's Sync stream as one unbroken sequence of messages: resumed after the last event read
 when it breaks (a leader killed, a replica restarted), from whichever replica leads then.
 
-Used by `xce record` (xce/recorder.py) and the gateway's event stream (gateway/event_hub.py). A
+Used by `xce record` (simulator/cluster_recorder.py) and the gateway's event stream (gateway/event_hub.py). A
 driver: a stream over the client's transport, a thread's blocking reads.
 """
 
@@ -11,8 +11,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from xce.client import RETRYABLE, Client, XceError, hint
-from xce.http2 import RpcFailure
+from client.channel import RETRYABLE, Client, XceError, hint
+from client.http2 import RpcFailure
 from xce.v1 import log_pb2 as log
 
 SYNC = "/xce.v1.SyncService/Sync"
@@ -27,7 +27,7 @@ def sync_messages(client: Client, history: bool, resume_after: Callable[[], int]
     breaks, until `stop` is set. `history`: events only, never a snapshot (a stream resumed after an
     event is always one). Events at or below `resume_after()` are skipped: a resumed stream never
     repeats one. A refusal that is not a retryable one (OUT_OF_RANGE: compacted) raises XceError.
-    Which replica, and the pause between tries, are the client's route (xce/leader_route.py)."""
+    Which replica, and the pause between tries, are the client's route (client/leader_route.py)."""
     route = client.route
     quiet_since = clock()
     while not stop.is_set():

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from xce import grammar_errors
+from xce.rules import grammar_errors
 
 MAX_CHARS = 4096
 MAX_DEPTH = 32

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from xce import grammar_errors
+from xce.rules import grammar_errors
 
 MAX_CHARS = 4096
 MAX_DEPTH = 32

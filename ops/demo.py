@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from xce.client import Client
-from xce.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from client.channel import Client
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from xce.v1 import api_pb2 as api
 
 HOSTS = "\n[hosts]\nheartbeat_s = 0.5\nheartbeat_timeout_s = 3\n"

@@ -1,4 +1,4 @@
-"""`xce record`: a cluster's committed history, written as a recording (xce/recording.py).
+"""`xce record`: a cluster's committed history, written as a recording (simulator/recording_file.py).
 
 Theory of operation. The recorder reads the leader's Sync stream, as a
 scheduler does, and writes what it reads:
@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
+from client.channel import Client, XceError
+from client.sync_follow import GIVE_UP_S, sync_messages
 from scheduler.view import View
-from xce import recording
-from xce.client import Client, XceError
-from xce.sync_follow import GIVE_UP_S, sync_messages
+from simulator import recording_file
 from xce.v1 import log_pb2 as log
 
 
@@ -75,13 +75,13 @@ class Recorder:
 
     def follow(self, until: int = 0) -> Recorded:
         """The view now, then every event as it commits, until stopped (or past `until`)."""
-        rows: recording.Rows = {t: {} for t in recording.TABLES}
+        rows: recording_file.Rows = {t: {} for t in recording_file.TABLES}
         start = -1
         for message in self._messages(history=False):
             kind = message.WhichOneof("body")
             if start < 0:
                 if kind == "snapshot_begin":  # (again, if the stream broke in the middle of one)
-                    rows = {t: {} for t in recording.TABLES}
+                    rows = {t: {} for t in recording_file.TABLES}
                 elif kind == "snapshot_chunk":
                     for change in message.snapshot_chunk.records:
                         if change.table in rows:
@@ -104,19 +104,19 @@ class Recorder:
 
     # -------------------------------------------------------------- the file
 
-    def _begin(self, from_revision: int, rows: recording.Rows) -> None:
-        self.out.write(recording.header_line(from_revision, recorded_by="xce record"))
-        for line in recording.baseline_lines(rows):
+    def _begin(self, from_revision: int, rows: recording_file.Rows) -> None:
+        self.out.write(recording_file.header_line(from_revision, recorded_by="xce record"))
+        for line in recording_file.baseline_lines(rows):
             self.out.write(line)
         self.revision = from_revision
 
     def _write(self, event: log.Event) -> None:
-        self.out.write(recording.event_line(event))
+        self.out.write(recording_file.event_line(event))
         self.revision = event.revision
         self.events += 1
 
     def _end(self, from_revision: int) -> Recorded:
         last = self.revision if self.events else from_revision
-        self.out.write(recording.end_line(last, self.events))
+        self.out.write(recording_file.end_line(last, self.events))
         self.out.flush()
         return Recorded(from_revision, last, self.events)

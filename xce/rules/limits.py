@@ -12,7 +12,7 @@ A job is a consumer of a limit when its user, queue and project are among
 the limit's (an empty list, or "all", takes every one; a project takes the
 projects under it: `research` takes `research/genomics`). Each limit, and
 for per_X each value of X, is a set of cluster-wide counters
-`limit/<name>/<key>/<metric>` (xce/feasibility.py): a running job holds
+`limit/<name>/<key>/<metric>` (xce/rules/feasibility.py): a running job holds
 its slots, 1 job and its consumables there, recorded in the job's `holds`
 when it is placed, so exactly those come back at its end even if the
 limits changed meanwhile. The planner and the commit barrier refuse a

@@ -32,7 +32,7 @@ base is not recorded on every job because a running job's record travels in
 every event, snapshot, Sync message and RunJob: the map would add a fifth to
 a small job's bytes.
 
-Resource requirements (issue 16; xce/resreq.py is the language). A job's
+Resource requirements (issue 16; xce/rules/resreq.py is the language). A job's
 `Need` is its queue's RES_REQ merged with its own `-R`, compiled once per
 pair of strings. What select[] reads of a host (`attributes`):
 - static attributes, fixed while the host is joined: `maxslots`, `maxmem`,
@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple, Protocol
 
-from xce import limits, resreq
+from xce.rules import limits, resreq
 from xce.v1 import api_pb2 as api
 
 
@@ -129,7 +129,7 @@ class Usage(Protocol):
         ...
 
     def limit_defs(self) -> Sequence[api.Limit]:
-        """The configured limits (xce/limits.py), by name."""
+        """The configured limits (xce/rules/limits.py), by name."""
         ...
 
 
@@ -395,7 +395,7 @@ def limit_refusal(job: api.Job, usage: Usage, slots: int | None = None, need_: N
 
 def limit_demands(job: api.Job, defs: Sequence[api.Limit], slots: int, need_: Need | None = None,
                   hosts: int = 1) -> list[limits.Demand]:
-    """What the job would hold of the configured limits' counters (xce/limits.py)."""
+    """What the job would hold of the configured limits' counters (xce/rules/limits.py)."""
     if need_ is None:
         return limits.demands(defs, job, slots, hosts)
     return limits.demands(defs, job, slots, hosts, need_.host_usage, need_.shared_usage)

@@ -1,0 +1,1 @@
+"""Operating a cluster: init, a local cluster of real processes, the demo."""
