@@ -1,4 +1,4 @@
-"""Scheduler pass time with resource requirements (issue 16): 50,000 pending jobs on 5,000 hosts.
+"""Scheduler pass time with resource requirements: 50,000 pending jobs on 5,000 hosts.
 
 The hosts are half full, with 10 attributes each (type, model, rack, zone, os, ssd, ib, maxmem,
 ncpus, gpus); the jobs: 70 % one slot with a select[], 20 % 4-16 slots with span[ptile=4], 10 %

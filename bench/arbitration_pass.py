@@ -1,4 +1,4 @@
-"""Scheduler pass time with arbitration on (issue 17): 50,000 pending jobs on 5,000 hosts, fair share,
+"""Scheduler pass time with arbitration on: 50,000 pending jobs on 5,000 hosts, fair share,
 30 % of the running jobs preemptable, a slot limit per user.
 
 The hosts (16 slots) are full or nearly (half full, the rest 12-16 slots used) with running jobs of

@@ -1,4 +1,4 @@
-"""The gateway's figures (issue 19): submits per second through REST, the event stream's lag from
+"""The gateway's figures: submits per second through REST, the event stream's lag from
 commit to client at 1,000 job changes per second, and the gateway's memory with 100 event clients.
 
 A local three-replica cluster (no workers: submitted jobs stay pending, so every change is a submit

@@ -1,4 +1,4 @@
-"""Preemption latency (issue 17): a preemptor's submit -> its victims suspended -> the preemptor running.
+"""Preemption latency: a preemptor's submit -> its victims suspended -> the preemptor running.
 
 `python bench/preempt_latency.py [--rounds N]` (also a part of `make bench`). On one fresh local
 cluster (three replicas, a scheduler, one worker of 4 slots; TLS and tokens on, linearizable reads),

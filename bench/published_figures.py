@@ -1,4 +1,4 @@
-"""The published FCFS figures on the Lublin traces, reproduced with XCE's scheduling core (issue 18).
+"""The published FCFS figures on the Lublin traces, reproduced with XCE's scheduling core.
 
 Zhang et al., SC'20 (RLScheduler), average bounded slowdown over ten windows of 1,024 jobs
 (../shared/traces/README.md gives the protocol): FCFS without backfilling 7273.77 (Lublin-1) and

@@ -1,4 +1,4 @@
-"""How fast `xce sim` simulates (issue 18): jobs simulated per second through the real apply and passes.
+"""How fast `xce sim` simulates: jobs simulated per second through the real apply and passes.
 
 Two workloads: the NASA iPSC trace (128 one-slot hosts; all its 18,066 jobs, or the first
 --nasa-jobs) and a synthetic trace (simulator/workload.py: synthetic, Poisson arrivals, seed 1) of

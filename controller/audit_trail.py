@@ -1,4 +1,4 @@
-"""What the leader does for the audit trail and for scoped keys (issue 19: G6, G7).
+"""What the leader does for the audit trail and for scoped keys (G6, G7).
 
 An audited request (one that carries an AuditRequest: the gateway and the MCP server set one on every
 write; and every write of a scoped key) gets its action and parameters filled in here before it is

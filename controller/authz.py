@@ -58,14 +58,14 @@ DEFAULT_ROLES: Mapping[str, frozenset[str]] = {
     "operator": _OPERATOR,
     "user": _USER,
     "readonly": _READONLY,
-    # The gateway's agent roles (issue 19): an agent reads, or acts on jobs, never on configuration.
+    # The gateway's agent roles: an agent reads, or acts on jobs, never on configuration.
     "mcp_readonly": _READONLY,
     "mcp_operator": _READONLY | {"jobs.submit", "jobs.control.all", "jobs.modify.all"},
     "worker": frozenset({"worker.connect"}),
     "scheduler": frozenset({"state.sync", "scheduler.lease", "scheduler.decide", "cluster.read",
                             "jobs.read", "jobs.read.all", "jobs.env.all"}),
     "replica": frozenset({"cluster.read"}),
-    # `xce gateway`'s own key: the one Sync stream it fans out to its SSE clients (issue 19). Each
+    # `xce gateway`'s own key: the one Sync stream it fans out to its SSE clients. Each
     # client's own key decides what of it that client is sent.
     "gateway": frozenset({"state.sync", "cluster.read"}),
 }
@@ -113,7 +113,7 @@ class Principal:
     role: str
     via: str = "token"                          # token, certificate, munge
     groups: frozenset[str] = field(default_factory=frozenset)
-    # A scoped token's scope (issue 19, G7) and the token's id, which a refusal names.
+    # A scoped token's scope (G7) and the token's id, which a refusal names.
     scope: api.TokenScope | None = field(default=None, compare=False, hash=False)
     key_id: str = ""
 

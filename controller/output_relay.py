@@ -1,4 +1,4 @@
-"""A job's output, relayed from its worker (issue 19): the leader's book of requests in flight.
+"""A job's output, relayed from its worker: the leader's book of requests in flight.
 
 Workers accept no connections, so `GetJobOutput` goes to the leader, which asks the worker of the
 job's host over that worker's stream (an OutputRequest) and answers the caller when the worker's

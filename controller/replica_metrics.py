@@ -1,4 +1,4 @@
-"""A replica's Prometheus metrics (issue 19), served on its `[[replicas]] metrics` address.
+"""A replica's Prometheus metrics, served on its `[[replicas]] metrics` address.
 
 Read at scrape time from what the replica already keeps: its Raft role, term and indexes, and from
 its state (live jobs by state and by queue, hosts by status) by counting index keys, not reading

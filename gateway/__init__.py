@@ -1,4 +1,4 @@
-"""The REST gateway (issue 19): `xce gateway` serves `/xce/v1/` over HTTP for people, scripts and agents.
+"""The REST gateway: `xce gateway` serves `/xce/v1/` over HTTP for people, scripts and agents.
 
 Stateless: every request becomes gRPC calls to the replicas with the caller's own API key (an identity
 token), so the controllers authenticate, authorize and record that caller; the gateway holds no roles

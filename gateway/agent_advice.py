@@ -1,4 +1,4 @@
-"""What the MCP server's advanced tools work out (issue 19): job templates, why a job failed, what to
+"""What the MCP server's advanced tools work out: job templates, why a job failed, what to
 ask for next time, and how long a job would wait. Pure: the gateway's JSON in, plain data out (the
 wait estimate runs the simulator, itself pure).
 

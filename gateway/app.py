@@ -1,4 +1,4 @@
-"""`/xce/v1/`: the REST API over the replicas' gRPC services (issue 19).
+"""`/xce/v1/`: the REST API over the replicas' gRPC services.
 
 Every route takes the caller's API key (`Authorization: Bearer xce_...`: an identity token), makes the
 matching gRPC call with it through backend.py, and answers JSON (render.py). Bad input is refused

@@ -1,4 +1,4 @@
-"""The web dashboard (issue 19), served by the gateway at /ui/: plain HTML, one script, no build step.
+"""The web dashboard, served by the gateway at /ui/: plain HTML, one script, no build step.
 
 Sign-in posts the API key once (`POST /ui/session`, a JSON body, never a URL); the gateway checks it
 with the controllers (WhoAmI) and keeps it in an HttpOnly, SameSite=Strict cookie, which the page's

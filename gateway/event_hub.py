@@ -1,4 +1,4 @@
-"""The gateway's one Sync stream, fanned out to every `/xce/v1/events` client (issue 19).
+"""The gateway's one Sync stream, fanned out to every `/xce/v1/events` client.
 
 Theory of operation. A thread follows the leader's Sync stream with the gateway's own key (role
 `gateway`: state.sync): a snapshot first (which seeds the job types, gateway/sse.py), then every

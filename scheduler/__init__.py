@@ -1,1 +1,4 @@
-"""The scheduler daemon; built by a later issue (see docs/ARCHITECTURE.md)."""
+"""The scheduler daemon: follows the state, picks jobs and hosts, sends its decisions back.
+
+docs/architecture/scheduling.md tells how.
+"""

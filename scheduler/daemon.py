@@ -10,7 +10,7 @@ renewal; the controller rejects any batch of an older epoch anyway
 second), no sooner than `min_interval_s` after the last, except that an
 event which frees slots (a report: a job ended; a join) starts the next
 pass at once: a short job's slot is not
-left idle for the interval (issue 15's turnover). Each pass hands the
+left idle for the interval (turnover). Each pass hands the
 decider a snapshot of the view and the time, sends the batch it returns as
 one DecisionBatch, and hands back the answer. The outcome is learned from
 the view, not from the reply.

@@ -1,1 +1,1 @@
-"""The simulation mode (issue 18): recordings re-run, workloads simulated, what-ifs."""
+"""The simulation mode: recordings re-run, workloads simulated, what-ifs."""

@@ -1,1 +1,1 @@
-"""The worker daemon; built by a later issue (see docs/ARCHITECTURE.md)."""
+"""The worker daemon: one per host, runs jobs as their owners (docs/architecture/workers.md)."""

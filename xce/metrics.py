@@ -1,4 +1,4 @@
-"""Prometheus metrics (issue 19): each daemon's `/metrics` on an address of its own.
+"""Prometheus metrics: each daemon's `/metrics` on an address of its own.
 
 Every daemon keeps its own registry (several run in one test process, and the gateway's must not
 mix with a replica's); `serve` starts prometheus_client's HTTP server on it, in a thread. A driver.

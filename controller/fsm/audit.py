@@ -1,4 +1,4 @@
-"""The audit trail (issue 19, G6): one row per audited request, written by apply.
+"""The audit trail (G6): one row per audited request, written by apply.
 
 A request relayed by the gateway or the MCP server carries an AuditRequest. The leader fills in its
 action and parameters (the request as JSON), then either proposes the request itself, whose apply

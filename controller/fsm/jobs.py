@@ -1,8 +1,8 @@
 """Jobs: submit, the control actions (a table), modify, and the end of an instance.
 
 Control actions follow one table, `CONTROL`: for each action, the states it
-is allowed from and what it does there (docs/ARCHITECTURE.md, "Job
-actions"). A running job cannot be ended by a table lookup alone: kill and
+is allowed from and what it does there (docs/architecture/jobs.md,
+"Job actions"). A running job cannot be ended by a table lookup alone: kill and
 requeue set flags, the worker ends the process group, and its report (or
 the loss of its host) ends the attempt (reports.py, hosts.py), through
 `requeue_ended` and `settle_lost` here.

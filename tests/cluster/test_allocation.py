@@ -1,4 +1,4 @@
-"""Allocation on real processes (issue 16): host groups and -m, closed hosts, shared resources
+"""Allocation on real processes: host groups and -m, closed hosts, shared resources
 (licenses), a modified requirement taking effect at the next pass, jobs spread over hosts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checkpoints on real processes (issue 19; bsub -k, bchkpnt): a job submitted with -k USR1 gets its
+"""Checkpoints on real processes (bsub -k, bchkpnt): a job submitted with -k USR1 gets its
 signal each time it is checkpointed, through the CLI and the gateway, and goes on running."""
 
 from __future__ import annotations

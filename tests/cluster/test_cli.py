@@ -75,7 +75,7 @@ def test_errors_exit_nonzero_with_the_reason(live: LocalCluster) -> None:
     assert result.returncode == 2 and "1 <= MIN <= MAX" in result.stderr
     result = xce(live, "submit", "-R", "select[mem >]", "--", "true", ok=False)
     assert result.returncode == 1 and "INVALID_ARGUMENT" in result.stderr and "column 13" in result.stderr
-    result = xce(live, "submit", "--", ok=False)  # a usage error, refused before any call (issue 15)
+    result = xce(live, "submit", "--", ok=False)  # a usage error, refused before any call
     assert result.returncode == 2 and "no command" in result.stderr
 
 
@@ -116,7 +116,7 @@ def test_concurrent_submits_share_log_entries(live: LocalCluster) -> None:
 
 def test_client_commands_import_no_grpc_asyncio_or_controller_and_cache_the_leader(
         live: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Issue 15's lean CLI: what `xce submit` and `xce jobs` load, run as they are run."""
+    """The lean CLI: what `xce submit` and `xce jobs` load, run as they are run."""
     cache = tmp_path_factory.mktemp("cache")
     env = {**os.environ, "XCE_DATA": str(live.data), "XDG_CACHE_HOME": str(cache)}
     env.pop("XCE_CONTROLLERS", None)

@@ -9,7 +9,7 @@
   none applies past it: each exits as it learns the entry is committed,
   and the last one may be left without a quorum to learn it, still at that
   index; restarted with working code, the cluster applies the entry and
-  serves again (the operator's recovery, docs/ARCHITECTURE.md).
+  serves again (the operator's recovery, docs/architecture/state-and-apply.md).
 - Rolling upgrade: while one replica runs code without an entry kind
   (lacks-entry=host_statuses), the leader never proposes that kind and
   nothing stops; once that replica runs the full code, the kind is used.
@@ -128,7 +128,8 @@ def test_with_the_bug_on_every_replica_all_stop_at_the_same_entry_and_recover_wi
     cluster.stop()
     applied = {rid: replica_dump(cluster, rid)[1] for rid in (1, 2, 3)}
     assert set(applied.values()) == {before}, applied  # the same index everywhere, nothing past it
-    # Recovery: the same data with code that applies the entry (docs/ARCHITECTURE.md, fail-stop).
+    # Recovery: the same data with code that applies the entry (docs/architecture/state-and-apply.md,
+    # "Fail-stop").
     cluster.env.clear()
     cluster.start()
     cluster.leader()

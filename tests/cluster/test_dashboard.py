@@ -1,4 +1,4 @@
-"""The web dashboard (issue 19) in headless Chromium against a live cluster: sign in with an API key,
+"""The web dashboard in headless Chromium against a live cluster: sign in with an API key,
 the job table fills and follows a job to its end over the event stream, a hostile job name stays
 text, and a screenshot is saved."""
 

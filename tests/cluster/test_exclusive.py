@@ -1,4 +1,4 @@
-"""Exclusive jobs on real processes (issue 17): a -x job gets a host on which nothing else runs, and
+"""Exclusive jobs on real processes: a -x job gets a host on which nothing else runs, and
 nothing else starts there while it runs, by the workers' journals."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fair share on real processes (issue 17): users A and B with shares 3:1 on a saturated 8-slot cluster,
+"""Fair share on real processes: users A and B with shares 3:1 on a saturated 8-slot cluster,
 A's jobs running 1 s and B's 3 s: while both have jobs pending, their slot-seconds are within 10 % of 3:1
 by the workers' journals; after B has run alone for a half-life, A's next jobs start before B's."""
 

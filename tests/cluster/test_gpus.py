@@ -1,4 +1,4 @@
-"""GPUs on real processes (issue 16): 100 jobs with rusage[gpu=1] on two hosts of 2 GPUs each never run
+"""GPUs on real processes: 100 jobs with rusage[gpu=1] on two hosts of 2 GPUs each never run
 more than 2 at once per host, and never share an index, by the workers' journals; each job sees only
 its own index in CUDA_VISIBLE_DEVICES."""
 

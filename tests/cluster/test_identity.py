@@ -1,6 +1,6 @@
 """Who may do what, tried by a real unprivileged user (uid 65534) against a root cluster.
 
-Each test is an attack that worked before identity landed (issue 12): the
+Each test is an attack that worked before identity landed: the
 attacker is the `xce` command run as `nobody` through setpriv, with nobody's
 own token, the shared client certificate, and whatever it chooses to put in
 its environment or its requests.

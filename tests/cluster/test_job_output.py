@@ -1,4 +1,4 @@
-"""A job's output through the gateway and `xce peek` (issue 19): read by the worker of its host and
+"""A job's output through the gateway and `xce peek`: read by the worker of its host and
 relayed over the worker's stream; its owner's to read (or an operator's), never a file the job put
 in its place through a link."""
 

@@ -1,4 +1,4 @@
-"""Parallel jobs on real processes (issue 16): a 16-slot job on four workers of 4 slots gets its host
+"""Parallel jobs on real processes: a 16-slot job on four workers of 4 slots gets its host
 file, starts its ranks with `xce launch` on every host of its allocation, they connect to rank 0 over
 TCP, and a kill ends every task on every host (checked in /proc); a task can only be launched with
 the job's credential, by its owner, onto its own hosts."""

@@ -1,4 +1,4 @@
-"""Memory and usage on real processes (issue 16, M6): a job past its -M is killed and ends with exit
+"""Memory and usage on real processes (M6): a job past its -M is killed and ends with exit
 reason MEMLIMIT; a running job's CPU and RSS reach `xce job` while it runs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Prometheus /metrics on every daemon (issue 19): replicas, the scheduler, a worker and the gateway,
+"""Prometheus /metrics on every daemon: replicas, the scheduler, a worker and the gateway,
 scraped from real processes while jobs run and wait."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Open MPI's mpirun over `xce launch` (issue 16): inside a 16-slot job on four workers of 4 slots,
+"""Open MPI's mpirun over `xce launch`: inside a 16-slot job on four workers of 4 slots,
 `mpirun -np 16` starts its daemons (orted) on the job's hosts with `xce launch` as its remote shell
 (`--mca plm_rsh_agent`), each as a task of the job under that host's worker; the 16 ranks call
 MPI_Init and an MPI_Allreduce over TCP, and report which host's task they are; the job ends DONE.

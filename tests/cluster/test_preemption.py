@@ -1,4 +1,4 @@
-"""Preemption on real processes (issue 17): a job of a preemptive queue suspends the fewest low-priority
+"""Preemption on real processes: a job of a preemptive queue suspends the fewest low-priority
 jobs it needs (their process groups stopped, state T in /proc), runs, and once it ends they resume and
 finish; equal priority is never preempted; a requeue-mode victim runs again once, at the next attempt; a
 leader killed between the PREEMPT commit and the suspension leaves no host over its slots (the journals)."""

@@ -1,4 +1,4 @@
-"""Record a live run and re-run its passes (issue 18, F5): real replicas, scheduler and workers.
+"""Record a live run and re-run its passes (F5): real replicas, scheduler and workers.
 
 A few hundred jobs go through holds, releases, kills, a modification, a preemption and a leader
 kill; `xce record` writes the committed history; `xce sim --verify` re-runs every recorded pass on

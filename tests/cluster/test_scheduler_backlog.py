@@ -1,4 +1,4 @@
-"""A large backlog on real processes (issue 13): 100,000 pending jobs that the scheduler cannot run
+"""A large backlog on real processes: 100,000 pending jobs that the scheduler cannot run
 (half in an inactive queue, half too big for any host) once made every decision batch larger than
 the message limit, and nothing ran at all. Here new jobs in an active queue are dispatched within
 two committed decision batches, and every batch the scheduler sends is accepted (under the limit):

@@ -1,4 +1,4 @@
-"""The simulation's run as a behaviour of tla/XceBarrier.tla, for TLC to validate (issue 11).
+"""The simulation's run as a behaviour of tla/XceBarrier.tla, for TLC to validate.
 
 Theory of operation (tla/TRACE-PLAN.md has the whole mapping). The simulated
 processes run the real code; hooks in cluster.py, leader.py and

@@ -1,5 +1,5 @@
-"""The published FCFS figures on the Lublin traces, through XCE's own pass (bench/published_figures.py;
-issue 18): strict order (`backfill = none`) and the paper's backfilling (`end_before`).
+"""The published FCFS figures on the Lublin traces, through XCE's own pass (bench/published_figures.py):
+strict order (`backfill = none`) and the paper's backfilling (`end_before`).
 
 In CI: the first window of Lublin-1 in strict order, pinned (and with backfilling through the simulator:
 tests/sim/test_simulator.py) (the ten-window averages of both traces match

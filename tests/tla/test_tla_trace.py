@@ -1,4 +1,4 @@
-"""Trace validation (issue 11, item 4): tla/TraceXceBarrier.tla checks that a recorded run is a
+"""Trace validation: tla/TraceXceBarrier.tla checks that a recorded run is a
 behaviour of tla/XceBarrier.tla. Hand-written runs test the machinery; the protocol
 simulation's runs of the real code (tests/protocol_sim/trace.py records them) are accepted,
 and each injected bug gives a run that TLC rejects, naming its first wrong step."""
@@ -68,7 +68,7 @@ def test_the_module_compares_exactly_the_observable_variables() -> None:
     assert compared == OBSERVABLE
 
 
-# ---------------------------------------------------------------- the simulation's runs (issue 11, item 4)
+# ---------------------------------------------------------------- the simulation's runs
 
 CI_SEEDS = (1, 2, 3)  # `python -m tests.protocol_sim --trace --seeds N` validates many more
 STEPS = 1500

@@ -1,4 +1,4 @@
-"""Allocations at the commit barrier (entry format 6; issue 16): requirements, consumables, several
+"""Allocations at the commit barrier (entry format 6): requirements, consumables, several
 hosts all or nothing, and exactly what was taken given back."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The audit trail and scoped keys (issue 19: G6, G7), pure: apply's rows (controller/fsm/audit.py),
+"""The audit trail and scoped keys (G6, G7), pure: apply's rows (controller/fsm/audit.py),
 the leader's helpers (controller/audit_trail.py) and the scope checks (controller/authz.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A queue's backfill (scheduler/backfill.py; issue 18): strict order, the published figures'
+"""A queue's backfill (scheduler/backfill.py): strict order, the published figures'
 end-before rule, EASY with its extra slots, and unknown estimates. Pure: the core's pass."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checkpoints (issue 19, like bsub -k and bchkpnt): apply counts each one asked of a running job with
+"""Checkpoints (like bsub -k and bchkpnt): apply counts each one asked of a running job with
 -k; the worker's session sends the job's signal once per checkpoint. Pure."""
 
 from __future__ import annotations

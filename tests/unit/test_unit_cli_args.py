@@ -1,5 +1,5 @@
 """The command line's arguments: every command and option says what it is, and a bad one is a one-line
-error with exit status 2, never a traceback (issue 15)."""
+error with exit status 2, never a traceback."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Exclusive jobs (-x; issue 17): placed only on idle hosts, and nothing else starts there while they run;
+"""Exclusive jobs (-x): placed only on idle hosts, and nothing else starts there while they run;
 the pass and the commit barrier agree. Pure."""
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ DAY_MS = 24 * 3600 * 1000
 
 ALL_STATES = (api.PEND, api.PSUSP, api.RUN, api.USUSP, api.SSUSP, api.DONE, api.EXIT, api.UNKWN)
 
-# The job action table of docs/ARCHITECTURE.md, written out independently of
+# The job action table of docs/architecture/jobs.md, written out independently of
 # fsm._transitions: (action, state) -> state after. Missing: FAILED_PRECONDITION.
 EXPECTED_TRANSITIONS: dict[tuple[int, int], int] = {
     (api.KILL, api.PEND): api.EXIT,

@@ -1,4 +1,4 @@
-"""Limits (xce/rules/limits.py, controller/fsm/limit_config.py; issue 17): the configuration refused with the
+"""Limits (xce/rules/limits.py, controller/fsm/limit_config.py): the configuration refused with the
 limit and the key named, the pass keeping under every bound and naming the limit it reached, the commit
 barrier re-checking with the committed counters, and exactly what was taken given back. Pure."""
 

@@ -1,4 +1,4 @@
-"""A job's output relayed from its worker (issue 19): the leader's book of requests in flight
+"""A job's output relayed from its worker: the leader's book of requests in flight
 (controller/output_relay.py) and the worker's careful read of the file (worker/executor.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Preemption at the commit barrier (controller/fsm/preempt.py; issue 17): a PREEMPT re-checked against
+"""Preemption at the commit barrier (controller/fsm/preempt.py): a PREEMPT re-checked against
 committed state, victims keeping their slots until their worker says they stopped, a preemptor placed
 only then, a resume taking back exactly what was given, and a victim ending while suspended giving back
 only what it still holds. Pure: in-memory tables."""

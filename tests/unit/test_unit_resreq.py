@@ -1,5 +1,5 @@
 """The resource requirement language (xce/rules/resreq.py): what it reads, what it refuses and where, and
-how a host is judged by it (issue 16)."""
+how a host is judged by it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""-W run limits and -We estimates at submit (issue 18, entry format 14): checked by apply, refused by the
+"""-W run limits and -We estimates at submit (entry format 14): checked by apply, refused by the
 leader until every replica reads them. Pure."""
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ base is not recorded on every job because a running job's record travels in
 every event, snapshot, Sync message and RunJob: the map would add a fifth to
 a small job's bytes.
 
-Resource requirements (issue 16; xce/rules/resreq.py is the language). A job's
+Resource requirements (xce/rules/resreq.py is the language). A job's
 `Need` is its queue's RES_REQ merged with its own `-R`, compiled once per
 pair of strings. What select[] reads of a host (`attributes`):
 - static attributes, fixed while the host is joined: `maxslots`, `maxmem`,
