@@ -477,7 +477,7 @@ def _unary_service(authenticator: Authenticator, policy: authz.Policy, name: str
             for method, (fn, cls) in methods.items()})
 
 
-# The writes the leader core takes (leader.LeaderCore._CALLS): it checks what the gRPC layer leaves.
+# The writes the leader core takes (leader/writes.py: Writes.table): it checks what the gRPC layer leaves.
 LEADER_WRITES = frozenset({"SubmitJobs", "ControlJob", "ModifyJob", "RunJob", "CreateQueue", "UpdateQueue",
                            "CreateToken", "RevokeToken", "RemoveMember", "ControlHost", "GetJobOutput"})
 

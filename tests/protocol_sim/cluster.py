@@ -229,7 +229,7 @@ class Sim:
                 self.roles[rid] = role
                 driver.poll()
             driver.notice_closed_streams()
-            if driver.core.term is not None and not driver.serving():
+            if driver.core.leadership is not None and not driver.serving():
                 driver.poll()
             for _ in range(1000):  # the driver takes the next turn at once while work waits
                 if not driver.core.busy():

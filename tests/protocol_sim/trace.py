@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tla_trace import NONE, SetOf, Step
 
 from controller import fsm, request_ids
-from controller.leader import Term
+from controller.leader import Leadership
 from scheduler.view import View
 from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
@@ -614,16 +614,16 @@ class TraceRecorder:
     def join_dropped(self, stream: Stream) -> None:
         """After the core took a join: if it neither proposed nor queued it (refused), forget it."""
         received = self.joins_received[stream.endpoint]
-        if stream.sid in received and stream.sid not in self.queued(lambda term: term.joins):
+        if stream.sid in received and stream.sid not in self.queued(lambda term: term.workers.joins):
             received.remove(stream.sid)
 
-    def queued(self, group: Callable[[Term], Queued]) -> set[int]:
+    def queued(self, group: Callable[[Leadership], Queued]) -> set[int]:
         """The streams whose items wait in one of the leaders' group commits."""
-        terms = [driver.core.term for driver in self.sim.drivers.values()]
+        terms = [driver.core.leadership for driver in self.sim.drivers.values()]
         return {sid for term in terms if term is not None for sid, _ in group(term).queued()}
 
     def holds_reports(self, sid: int) -> bool:
-        return sid in self.queued(lambda term: term.reports)
+        return sid in self.queued(lambda term: term.workers.reports)
 
     def on_frame(self, stream: Stream, messages: list[api.ControllerMessage]) -> None:
         if not self.active or not stream.open:
@@ -733,7 +733,7 @@ class TraceRecorder:
             return
         host = stream.endpoint
         received = self.joins_received.get(host, [])
-        if stream.sid in received and stream.sid not in self.queued(lambda term: term.joins):
+        if stream.sid in received and stream.sid not in self.queued(lambda term: term.workers.joins):
             received.remove(stream.sid)  # refused, never to be proposed
         if not self.active:
             return

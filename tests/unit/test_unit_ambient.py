@@ -40,7 +40,7 @@ CLOCK_CALLS = {("time", "time"), ("time", "time_ns"), ("time", "monotonic"), ("t
                ("date", "today"), ("uuid", "uuid4"), ("uuid", "uuid1"), ("os", "urandom")}
 RANDOM_OK = {"Random"}  # constructing a generator is fine: it is then passed in
 
-CORES = ("controller/leader.py", "scheduler/planner.py", "scheduler/core.py", "scheduler/decider.py",
+CORES = ("controller/leader/__init__.py", "scheduler/planner.py", "scheduler/core.py", "scheduler/decider.py",
          "xce/rules/feasibility.py", "controller/fsm/__init__.py", "controller/raft_append.py")
 CORES += ("scheduler/gates.py", "scheduler/host_checks.py", "scheduler/pass_state.py",  # the pass's stack
           "scheduler/pass_usage.py", "scheduler/host_index.py", "scheduler/preempt_fallback.py",

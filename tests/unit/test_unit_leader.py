@@ -1,4 +1,4 @@
-"""The leader core (controller/leader.py) driven by hand: inputs in, effects out.
+"""The leader core (controller/leader/) driven by hand: inputs in, effects out.
 
 The state is the real state machine over MemoryTables; the consensus and the
 clock are stand-ins the tests move. Commit happens only when a test says so,
@@ -393,7 +393,7 @@ def test_many_joins_at_once_are_derived_a_turn_at_a_time_each_joined_at_once() -
     h.commit()
     assert all(any(m.HasField("joined") for m in h.sent[s]) for s in range(100, 100 + hosts))
     assert h.core.busy() and h.core.next_wakeup_s() <= h.clock.monotonic_s()
-    waiting = [s for s in range(100, 100 + hosts) if h.core.term and s in h.core.term.to_step]
+    waiting = [s for s in range(100, 100 + hosts) if h.core.leadership and s in h.core.leadership.workers.to_step]
     assert len(waiting) == hosts - 1 - SESSION_STEPS_PER_TURN  # the rest wait for the next turn
     h.core.tick()
     h.effects()
@@ -404,9 +404,9 @@ def test_a_session_that_fails_ends_its_stream_so_the_worker_re_joins() -> None:
     h = Harness()
     h.serve()
     join(h, 5)
-    term = h.core.term
+    term = h.core.leadership
     assert term is not None
-    session = term.streams[5].session
+    session = term.workers.streams[5].session
     assert session is not None
 
     def broken(now_s: float) -> None:
@@ -416,21 +416,21 @@ def test_a_session_that_fails_ends_its_stream_so_the_worker_re_joins() -> None:
     h.clock.advance(6_000)  # its periodic full look is due
     h.core.tick()
     h.effects()
-    assert 5 in h.ended and h.ended[5] is None and 5 not in term.streams
+    assert 5 in h.ended and h.ended[5] is None and 5 not in term.workers.streams
 
 
 def test_a_heartbeat_on_a_superseded_stream_does_not_make_the_current_one_look_silent() -> None:
     h = Harness()
     h.serve()
     join(h, 5)  # generation 1
-    term = h.core.term
+    term = h.core.leadership
     assert term is not None
-    old_stream = term.streams[5]
+    old_stream = term.workers.streams[5]
     h.clock.advance(3_500)  # the leadership is older than the heartbeat timeout (3 s)
     assert join(h, 6) == 2  # the host re-joins on another stream
     # The old stream ends at its session's next step; with many sessions to step that can
     # be a turn later, and a heartbeat may still arrive on it meanwhile.
-    term.streams[5] = old_stream
+    term.workers.streams[5] = old_stream
     h.clock.advance(500)
     h.core.worker_message(5, api.WorkerMessage(heartbeat=api.Heartbeat(generation=1)))  # late, old stream
     h.core.tick()
