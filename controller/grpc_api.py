@@ -40,7 +40,8 @@ from controller import authz, backup, history_reads, reads, sync_reader, sync_st
 from controller.authn import Authenticator
 from controller.authz import Principal
 from controller.fsm import audit, membership, tokens
-from controller.replica import Ended, Replica, peer_status_full
+from controller.replica import Ended, Replica
+from controller.replica_status import peer_status_full
 from controller.store import StateStore
 from xce import worker_wire
 from xce.errors import ServiceError, invalid, unavailable

@@ -3,7 +3,7 @@
 Theory of operation. Three threads of control meet here. pysyncobj's tick
 thread applies committed entries (RaftNode -> StateStore.apply) and calls
 back with proposal outcomes and role changes; the asyncio event loop serves
-gRPC (grpc_api.py) and drives the leader core (leader.py). Everything from
+gRPC (grpc_api.py) and drives the leader core (controller/leader/). Everything from
 the tick thread is handed to the loop with `call_soon_threadsafe` (a
 synchronous call into pysyncobj from its own thread would deadlock), so the
 core only ever runs on the loop, one input at a time.
@@ -12,8 +12,13 @@ The driver's whole job: turn events into the core's inputs (role changed,
 entries applied, a proposal's outcome, a client call, a worker's message,
 time passing), and perform the effects the core returns, in order: propose
 through Raft, answer a call, queue messages for a worker stream, end a
-stream, ask the peers what their code understands. Commit before send holds
-because the core decides what to send only from applied state.
+stream, ask the peers what their code understands, change the Raft
+configuration or hand the leadership over. Every effect is matched, with
+`assert_never` in the default case, so the type check fails on one this
+driver ignores. Commit before send holds because the core decides what to
+send only from applied state.
+
+What the replica says of itself and of the cluster (Status) is replica_status.py's.
 
 Reads (grpc_api.py, reads.py) are served by the leader after its read barrier
 (`read_barrier`: Raft's ReadIndex, read_index.py), or by any replica if stale;
@@ -44,23 +49,22 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 import grpc
 from google.protobuf.message import Message
 
 from client.credentials import Credentials, FileWatch, TlsFiles
-from controller import fsm, job_credential
-from controller import leader as leader_core
+from controller import fsm, job_credential, replica_status
 from controller.authn import Authenticator
 from controller.authz import Principal
 from controller.config import ClusterConfig
 from controller.config import Replica as ConfigReplica
 from controller.fsm import membership as fsm_membership
-from controller.fsm import versions
 from controller.leader import (
     AskPeers,
     ChangeRaft,
+    Effect,
     EndStream,
     LeaderCore,
     LeaderSettings,
@@ -71,6 +75,7 @@ from controller.leader import (
 )
 from controller.raft import FAIL_STOP_EXIT, SUCCESS, RaftNode
 from controller.replica_metrics import ReplicaMetrics
+from controller.replica_status import peer_status
 from controller.store import StateStore, StoreError, lock_data_dir
 from xce import sd_notify
 from xce.clock import REAL_CLOCK, Clock
@@ -81,9 +86,6 @@ from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 logger = logging.getLogger(__name__)
-
-PEER_STATUS_TIMEOUT_S = 1.0
-
 
 @dataclass(frozen=True)
 class Ended:
@@ -400,38 +402,46 @@ class Replica:
             event, self._changed = self._changed, asyncio.Event()
             event.set()
 
-    def _perform_one(self, effect: object) -> None:
-        if isinstance(effect, Propose):
-            self._propose(effect)
-        elif isinstance(effect, Reply):
-            future = self._calls.pop(effect.token, None)
-            if future is not None and not future.done():
-                if isinstance(effect.response, ServiceError):
-                    future.set_exception(effect.response)
-                else:
-                    future.set_result(effect.response)
-        elif isinstance(effect, Send):
-            queue = self._streams.get(effect.stream)
-            if queue is not None:
-                queue.put_nowait(effect.messages)
-        elif isinstance(effect, EndStream):
-            queue = self._streams.pop(effect.stream, None)
-            if queue is not None:
-                queue.put_nowait(Ended(effect.error))
-        elif isinstance(effect, AskPeers):
-            self._spawn(self._ask_peers())
-        elif isinstance(effect, ChangeRaft | TransferLeadership):
-            loop = self._loop
-            assert loop is not None
-            token = effect.token
+    def _perform_one(self, effect: Effect) -> None:
+        match effect:
+            case Propose():
+                self._propose(effect)
+            case Reply():
+                self._reply(effect)
+            case Send():
+                queue = self._streams.get(effect.stream)
+                if queue is not None:
+                    queue.put_nowait(effect.messages)
+            case EndStream():
+                queue = self._streams.pop(effect.stream, None)
+                if queue is not None:
+                    queue.put_nowait(Ended(effect.error))
+            case AskPeers():
+                self._spawn(self._ask_peers())
+            case ChangeRaft():
+                self.raft.change_membership(effect.add, effect.address, self._raft_done(effect.token))
+            case TransferLeadership():
+                self.raft.transfer_leadership(self._raft_done(effect.token))
+            case _:
+                assert_never(effect)
 
-            def done(ok: bool, why: str) -> None:  # tick thread
-                loop.call_soon_threadsafe(self._raft_changed, token, ok, why)
-
-            if isinstance(effect, ChangeRaft):
-                self.raft.change_membership(effect.add, effect.address, done)
+    def _reply(self, effect: Reply) -> None:
+        future = self._calls.pop(effect.token, None)
+        if future is not None and not future.done():
+            if isinstance(effect.response, ServiceError):
+                future.set_exception(effect.response)
             else:
-                self.raft.transfer_leadership(done)
+                future.set_result(effect.response)
+
+    def _raft_done(self, token: int) -> Callable[[bool, str], None]:
+        """The callback of a Raft change or transfer: its outcome handed to the loop."""
+        loop = self._loop
+        assert loop is not None
+
+        def done(ok: bool, why: str) -> None:  # tick thread
+            loop.call_soon_threadsafe(self._raft_changed, token, ok, why)
+
+        return done
 
     def _propose(self, effect: Propose) -> None:
         loop = self._loop
@@ -482,51 +492,10 @@ class Replica:
     # -------------------------------------------------------------- status
 
     def local_status(self) -> api.ReplicaStatus:
-        raft = self.raft.status()
-        meta = self.store.meta()
-        leader = self.grpc_for_raft(self.raft.leader()) or ""  # one it can reach, as refusals name
-        return api.ReplicaStatus(id=self.me.id, grpc_address=self.me.grpc, raft_address=self.me.raft,
-                                 role=raft.role, term=raft.term, commit_index=raft.commit_index,
-                                 applied_index=meta.applied_index, revision=meta.applied_index,
-                                 pid=os.getpid(), health="ok" if leader else "no leader",
-                                 leader_grpc_address=leader, log_length=raft.log_length,
-                                 entry_kinds=sorted(self.kinds), entry_format=versions.ENTRY_FORMAT)
+        return replica_status.local_status(self)
 
     async def status(self, request: api.StatusRequest) -> api.StatusResponse:
-        meta = self.store.meta()
-        current = self.members(meta)
-        members = fsm_membership.voter_ids(meta, self.bootstrap)
-        settled = set(meta.members) >= set(members) and leader_core.config_current(
-            meta, self.core.settings.init, members)
-        response = api.StatusResponse(cluster_id=self.config.cluster_id,
-                                      scheduler_lease_holder=meta.lease_holder,
-                                      scheduler_lease_epoch=meta.lease_epoch,
-                                      scheduler_lease_expires_ms=meta.lease_expires_ms,
-                                      enabled_entry_kinds=sorted(versions.enabled(meta, members)),
-                                      announced_members=sorted(meta.members),
-                                      config_current=settled, members=current)
-        if _differ(current, self.bootstrap):
-            response.bootstrap.extend(self.bootstrap)
-        if meta.recovery.why:
-            with self.store.read() as tables:
-                waiting = fsm.read_counter(tables, fsm.recovery.RECOVERY_COUNTER) > 0
-            response.recovery.CopyFrom(api.RecoveryStatus(
-                waiting=waiting, hosts=sorted(meta.recovery.hosts), until_ms=meta.recovery.until_ms,
-                wait_over=meta.recovery.wait_ms == 0, why=meta.recovery.why))
-        response.replicas.append(self.local_status())
-        if request.local_only:
-            return response
-        peers = [m for m in current if m.id != self.me.id]
-        answers = await asyncio.gather(*(peer_status(self.peer_credentials, m.grpc_address) for m in peers))
-        for member, answer in zip(peers, answers, strict=True):
-            if isinstance(answer, api.ReplicaStatus):
-                response.replicas.append(answer)
-            else:
-                response.replicas.append(api.ReplicaStatus(
-                    id=member.id, grpc_address=member.grpc_address, raft_address=member.raft_address,
-                    role="unreachable", health=f"unreachable: {answer}"))
-        response.replicas.sort(key=lambda r: r.id)
-        return response
+        return await replica_status.cluster_status(self, request)
 
     def _not_serving(self) -> ServiceError | None:
         """None if this replica serves as the leader, else how it refuses writes."""
@@ -583,14 +552,6 @@ class Replica:
         self.store.close()
 
 
-def _differ(members: Sequence[api.Member], bootstrap: Sequence[api.Member]) -> bool:
-    def key(m: api.Member) -> tuple[int, str, str]:
-        return m.id, m.grpc_address, m.raft_address
-
-    voters = sorted(key(m) for m in members if m.role == api.MEMBER_VOTER)
-    return voters != sorted(key(m) for m in bootstrap) or len(voters) != len(members)
-
-
 def _timer_ended(task: asyncio.Task[None]) -> None:
     """Without its timer a leader never serves and proposals never expire: stop loudly."""
     if not task.cancelled() and task.exception() is not None:
@@ -639,25 +600,3 @@ def peer_credentials(config: ClusterConfig, me: ConfigReplica) -> Credentials:
                            key=me.key.read_bytes(), files=TlsFiles(config.tls.ca, me.cert, me.key))
     except OSError as exc:
         raise SystemExit(f"replica {me.id}: cannot read its TLS files: {exc}") from None
-
-
-async def peer_status(credentials: Credentials, address: str) -> api.ReplicaStatus | str:
-    answer = await peer_status_full(credentials, address)
-    return answer if isinstance(answer, str) else answer.replicas[0]
-
-
-async def peer_status_full(credentials: Credentials, address: str) -> api.StatusResponse | str:
-    """A replica's own Status (no fan-out), or why it did not answer."""
-    try:
-        async with credentials.aio_channel(address) as channel:
-            call = channel.unary_unary("/xce.v1.ClusterService/Status",
-                                       request_serializer=api.StatusRequest.SerializeToString,
-                                       response_deserializer=api.StatusResponse.FromString)
-            response: api.StatusResponse = await call(api.StatusRequest(local_only=True),
-                                                      timeout=PEER_STATUS_TIMEOUT_S,
-                                                      metadata=credentials.metadata())
-            if not response.replicas:
-                return "no status"
-            return response
-    except grpc.aio.AioRpcError as exc:
-        return str(exc.code().name).lower()

@@ -15,7 +15,15 @@ and performs the effects the core returns, in order:
 - Send / EndStream: onto / closing the simulated worker stream, framed with
   the real xce/worker_wire.py;
 - Reply: into the reply bag (a refusal is a None reply: the caller retries);
-- AskPeers: answered at once with what each up replica's code understands.
+- AskPeers: answered at once with what each up replica's code understands;
+- ChangeRaft / TransferLeadership: refused at once (`raft_changed` with ok
+  False, as pysyncobj refuses a change it cannot take). The simulated cluster
+  has a fixed Raft configuration of three replicas and no membership writes,
+  so the core never asks for either here; were it to, it hears a refusal and
+  retries, instead of waiting on an outcome that never comes.
+
+Every effect is matched, `assert_never` in the default case: a new kind of
+effect fails the type check until this driver says what it does with it.
 
 Sync streams are served with the real `controller.sync_stream.SyncFeed`,
 ending when the core's serving leadership changes, as grpc_api.py does.
@@ -32,11 +40,22 @@ import contextlib
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from controller import fsm, sync_stream
 from controller.authz import Principal
-from controller.leader import AskPeers, EndStream, LeaderCore, LeaderSettings, Propose, Reply, Send
+from controller.leader import (
+    AskPeers,
+    ChangeRaft,
+    Effect,
+    EndStream,
+    LeaderCore,
+    LeaderSettings,
+    Propose,
+    Reply,
+    Send,
+    TransferLeadership,
+)
 from controller.tables import MemoryTables, Tables
 from xce import worker_wire
 from xce.errors import ServiceError
@@ -103,6 +122,17 @@ class SimConsensus:
 
     def leader_address(self) -> str | None:
         return None  # the simulation's endpoints find leaders by themselves
+
+    # The simulated Raft configuration is fixed, its replicas known by id alone (no addresses):
+    # no membership change runs here, and these are what the core asks only during one.
+    def voters(self) -> frozenset[str]:
+        return frozenset()
+
+    def raft_busy(self) -> bool:
+        return False
+
+    def reachable(self) -> frozenset[str]:
+        return frozenset()
 
 
 @dataclass
@@ -216,30 +246,46 @@ class ReplicaDriver:
 
     def perform(self) -> None:
         for effect in self.core.take():
-            if isinstance(effect, Propose):
+            self._perform_one(effect)
+
+    def _perform_one(self, effect: Effect) -> None:
+        match effect:
+            case Propose():
                 self._propose(effect)
-            elif isinstance(effect, Reply):
-                call = self.calls.pop(effect.token, None)
-                if call is not None:
-                    response = None if isinstance(effect.response, ServiceError) else effect.response
-                    if self.sim.recorder is not None and isinstance(response, api.LeaseResponse):
-                        self.sim.recorder.on_lease_reply(call.request, response)
-                    self.sim.replies.append(CallReply(call, response))
-            elif isinstance(effect, Send):
-                stream = self.streams.get(effect.stream)
-                if stream is not None:
-                    for frame in worker_wire.split(effect.messages):
-                        if self.sim.recorder is not None:
-                            self.sim.recorder.on_frame(stream, frame)
-                        stream.send_down(worker_wire.controller_frame(frame))
-            elif isinstance(effect, EndStream):
+            case Reply():
+                self._reply(effect)
+            case Send():
+                self._send(effect)
+            case EndStream():
                 stream = self.streams.pop(effect.stream, None)
                 if stream is not None:
                     stream.close(log.Code.Name(effect.error.code) if effect.error is not None else "")
-            elif isinstance(effect, AskPeers):
+            case AskPeers():
                 for peer in self.sim.raft.replicas:
                     if peer.up and peer is not self.replica:
                         self.core.peer_answered(peer.rid, self.sim.handlers, fsm.ENTRY_FORMAT)
+            case ChangeRaft() | TransferLeadership():
+                # The simulated Raft configuration is fixed (module docstring): refused, as
+                # pysyncobj refuses a change it cannot take.
+                self.core.raft_changed(effect.token, False, "the simulated cluster's configuration is fixed")
+            case _:
+                assert_never(effect)
+
+    def _reply(self, effect: Reply) -> None:
+        call = self.calls.pop(effect.token, None)
+        if call is not None:
+            response = None if isinstance(effect.response, ServiceError) else effect.response
+            if self.sim.recorder is not None and isinstance(response, api.LeaseResponse):
+                self.sim.recorder.on_lease_reply(call.request, response)
+            self.sim.replies.append(CallReply(call, response))
+
+    def _send(self, effect: Send) -> None:
+        stream = self.streams.get(effect.stream)
+        if stream is not None:
+            for frame in worker_wire.split(effect.messages):
+                if self.sim.recorder is not None:
+                    self.sim.recorder.on_frame(stream, frame)
+                stream.send_down(worker_wire.controller_frame(frame))
 
     def _propose(self, effect: Propose) -> None:
         replica = self.replica

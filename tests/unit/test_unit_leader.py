@@ -393,7 +393,8 @@ def test_many_joins_at_once_are_derived_a_turn_at_a_time_each_joined_at_once() -
     h.commit()
     assert all(any(m.HasField("joined") for m in h.sent[s]) for s in range(100, 100 + hosts))
     assert h.core.busy() and h.core.next_wakeup_s() <= h.clock.monotonic_s()
-    waiting = [s for s in range(100, 100 + hosts) if h.core.leadership and s in h.core.leadership.workers.to_step]
+    leadership = h.core.leadership
+    waiting = [s for s in range(100, 100 + hosts) if leadership and s in leadership.workers.to_step]
     assert len(waiting) == hosts - 1 - SESSION_STEPS_PER_TURN  # the rest wait for the next turn
     h.core.tick()
     h.effects()
