@@ -19,7 +19,7 @@ the worker relay's (workers.py), AddMember and RemoveMember the membership's.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from google.protobuf.message import Message
 
@@ -43,24 +43,27 @@ MAX_DECISIONS = 10_000
 SCOPED_METHODS = frozenset({"SubmitJobs", "ControlJob", "ModifyJob", "GetJobOutput"})
 
 R = TypeVar("R", bound=Message)
-Handler = Callable[[Leadership, int, Message, Principal], None]
 
 
-def route(kind: type[R], handle: Callable[[Leadership, int, R, Principal], None]) -> Handler:
-    """A table entry: the handler of requests of one type."""
+class Route(NamedTuple):
+    """A table entry: the request type a method takes, and its handler."""
 
+    kind: type[Message]
+    handle: Callable[[Leadership, int, Message, Principal], None]
+
+
+def route(kind: type[R], handle: Callable[[Leadership, int, R, Principal], None]) -> Route:
     def checked(leadership: Leadership, token: int, request: Message, caller: Principal) -> None:
-        if not isinstance(request, kind):
-            raise invalid(f"a {type(request).__name__} where a {kind.__name__} belongs")
+        assert isinstance(request, kind)  # (Writes.call looked)
         handle(leadership, token, request, caller)
 
-    return checked
+    return Route(kind, checked)
 
 
 class Writes:
     def __init__(self, ctx: LeaderContext, jobs: JobWrites, workers: Workers, membership: Membership) -> None:
         self.ctx = ctx
-        self.table: dict[str, Handler] = {
+        self.table: dict[str, Route] = {
             "SubmitJobs": route(api.SubmitJobsRequest, jobs.submit),
             "ControlJob": route(api.ControlJobRequest, jobs.control),
             "ModifyJob": route(api.ModifyJobRequest, jobs.modify),
@@ -84,6 +87,10 @@ class Writes:
         if handler is None:
             self.ctx.reply(token, invalid(f"unknown method {method}"))
             return
+        if not isinstance(request, handler.kind):
+            self.ctx.reply(token, invalid(f"{method} takes a {handler.kind.__name__}, "
+                                          f"not a {type(request).__name__}"))
+            return
         note: api.AuditRequest | None = None
         try:
             leadership = self._serving()
@@ -96,7 +103,7 @@ class Writes:
             if isinstance(request, WithRequestId) and request.request_id and method != "SubmitJobs":
                 with self.ctx.state.read() as tables:  # (a submit's: in its own read)
                     own_request_id(tables, request, caller)
-            handler(leadership, token, request, caller)
+            handler.handle(leadership, token, request, caller)
         except ServiceError as exc:
             self._refused(token, exc, note, caller)
 

@@ -447,6 +447,15 @@ MALLORY = Principal("mallory", "user")
 SCHED = Principal("sched-1", "scheduler", "certificate")
 
 
+def test_a_request_of_another_type_than_its_method_takes_is_refused_and_changes_nothing() -> None:
+    h = Harness()
+    h.serve()
+    h.call(1, "ControlJob", submit("a"), ADMIN)
+    refused = h.replies[1]
+    assert isinstance(refused, ServiceError) and refused.code == log.INVALID_ARGUMENT
+    assert h.proposed == []
+
+
 def test_the_owner_is_the_caller_and_the_entry_records_who_asked() -> None:
     h = Harness()
     h.serve()
