@@ -64,7 +64,7 @@ class PlannerConfig:
     refusal_cooldown_ms: int = 2_000
     await_view_ms: int = 2_000
     max_batch_bytes: int = 768 << 10  # under gRPC's 1 MiB, with room for the batch's own fields
-    max_decisions: int = 10_000       # what the leader takes in one batch (controller/leader.py)
+    max_decisions: int = 10_000       # what the leader takes in one batch (controller/leader/writes.py)
     max_pends: int = 2_000            # reason changes a pass sends; the rest wait for later passes
     recount_ms: int = 10_000          # reasons whose only change is in their counts: at most this often
 
