@@ -8,7 +8,7 @@ move 2 s per finished job so the clean period moves the finished ones into
 history as they would be. `seed(cluster, snapshot)` puts the state into every
 replica of a not-yet-started LocalCluster as a Raft snapshot (the entries it
 covers are stand-ins of term 0), so the replicas start from it as from any
-snapshot. Used by bench/history_scale.py and tests/test_scale_state.py.
+snapshot. Used by bench/history_scale.py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Theory of operation. pysyncobj (pinned exactly in pyproject.toml) is one large class mixing Raft,
 timers, threads and pickle; its public API cannot do what XCE's Raft adapter needs, so the adapter
 reaches past it. Every such reach is here, behind a function or a hook of ours, and listed in
-`INTERNALS` (owner, name, parameters, why); tests/test_unit_pysyncobj_internals.py checks each
+`INTERNALS` (owner, name, parameters, why); tests/unit/test_unit_pysyncobj_internals.py checks each
 against the installed release and fails naming the one that moved. The adapter modules
 (controller/raft*.py) use pysyncobj's public API directly and its internals only through this.
 

@@ -72,7 +72,7 @@ workerVars == <<inst, journal, up, conn, joining, down, upq, unacked, known, sto
 vars       == <<raftVars, stateVars, syncVars, rpc, workerVars>>
 
 -----------------------------------------------------------------------------
-(* The committed state and how one entry changes it (controller/fsm.py).  *)
+(* The committed state and how one entry changes it (controller/fsm/).     *)
 
 \* STOPPING: preempted, its worker told to stop it, its slots still held; SSUSP: stopped, its slots
 \* given back (controller/fsm/preempt.py: SSUSP, and SSUSP with `released`).

@@ -1,4 +1,4 @@
-"""Unit tests of the replicated state machine (controller/fsm.py).
+"""Unit tests of the replicated state machine (controller/fsm/).
 
 Every test runs twice: over the in-memory `MemoryTables` and over a real LMDB
 `StateStore` in the test's own directory, since the two must agree. A record
