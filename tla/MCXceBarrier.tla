@@ -206,7 +206,7 @@ MutSyncDeliver ==
     /\ UNCHANGED <<raftVars, stateVars, floor, syncPos, belief, rpc, workerVars>>
 
 \* The liveness property as it stood before (tla/README.md): no assumption that Sync
-\* streams stop breaking; it fails (tests/test_tlc.py).
+\* streams stop breaking; it fails (tests/tla/test_tlc.py).
 EventuallyDispatchedAnyBreaks ==
     \A j \in Jobs :
         (<>[]Stable) => [](st.jobs[j].state = "PEND" => <>(st.jobs[j].state # "PEND"))

@@ -18,7 +18,7 @@
 (* may be delivered late, in any order, and more than once.                *)
 (*                                                                         *)
 (* Each action and invariant below has a counterpart in the test suite;   *)
-(* tla/README.md maps them and tests/test_tla_mapping.py checks the map.  *)
+(* tla/README.md maps them and tests/tla/test_tla_mapping.py checks the map.*)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets
 
