@@ -37,14 +37,11 @@ from collections.abc import Callable, Iterator
 from controller.fsm import job_index
 from controller.fsm.applier import Applier
 from controller.fsm.records import FINISHED, PENDING, find_job, job_key, read_job
-from controller.fsm.versions import ARRAY_FORMAT
 from controller.tables import Tables
 from xce.errors import ServiceError, invalid
 from xce.rules import array_spec
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
-
-FORMAT = ARRAY_FORMAT  # as the leader names it (arrays.FORMAT)
 
 WINDOW = 256  # elements kept as pending jobs ahead of the scheduler (a limit lowers it)
 MAX_RUNS = 1_000  # runs one record may hold (8 KB or so): a request that would split it further is refused

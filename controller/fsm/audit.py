@@ -22,8 +22,6 @@ from xce.errors import invalid
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
-FORMAT = AUDIT_FORMAT  # as the leader names it (audit.FORMAT)
-
 AUDIT_KEPT = 50_000    # confirmed and refused rows kept; the oldest go first
 DRY_RUNS_KEPT = 10_000  # dry-run rows, kept apart: dry runs cost nothing, and must not push the rest out
 PRUNE_PER_ROW = 4      # rows pruned at most per row written: bounded work per apply

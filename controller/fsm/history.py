@@ -33,12 +33,10 @@ from collections.abc import Iterable, Iterator
 from controller.fsm import job_index
 from controller.fsm.job_index import finished_ms, name_part
 from controller.fsm.records import FINISHED, job_key
-from controller.fsm.versions import ELEMENT_FORMAT, HISTORY_FORMAT
+from controller.fsm.versions import ELEMENT_FORMAT
 from controller.tables import Tables
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
-
-FORMAT = HISTORY_FORMAT  # as the leader names it (history.FORMAT)
 
 CLEAN_PERIOD_MS = 3600 * 1000
 RETENTION_MS = 30 * 24 * 3600 * 1000

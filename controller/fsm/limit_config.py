@@ -11,12 +11,9 @@ limits' counters as they were when they were placed.
 from __future__ import annotations
 
 from controller.fsm.applier import Applier
-from controller.fsm.versions import LIMITS_FORMAT
 from xce.errors import invalid
 from xce.rules import limits
 from xce.v1 import log_pb2 as log
-
-FORMAT = LIMITS_FORMAT  # as the leader names it (limit_config.FORMAT)
 
 
 def check(init: log.InitCluster) -> None:

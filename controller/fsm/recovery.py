@@ -54,13 +54,10 @@ from controller.fsm.records import (
     read_job,
     read_meta,
 )
-from controller.fsm.versions import RECOVERY_FORMAT
 from controller.tables import Tables
 from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
-
-FORMAT = RECOVERY_FORMAT  # as the leader names it (recovery.FORMAT)
 
 RECOVERY_COUNTER = feasibility.RECOVERY_COUNTER
 MAX_AHEAD = 1000  # how far past the job's attempt a stray's may be (requeues since the backup)

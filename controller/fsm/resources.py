@@ -22,13 +22,10 @@ from collections.abc import Iterable
 from controller.fsm.applier import Applier
 from controller.fsm.records import read_host
 from controller.fsm.requests import guarded
-from controller.fsm.versions import RESOURCES_FORMAT
 from xce.errors import ServiceError, invalid
 from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
-
-FORMAT = RESOURCES_FORMAT  # as the leader names it (resources.FORMAT)
 
 MAX_GROUPS = 1000
 MAX_GROUP_MEMBERS = 100_000

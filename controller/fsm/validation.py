@@ -32,7 +32,7 @@ from controller.fsm.versions import (
 )
 from controller.tables import Tables
 from xce.errors import ServiceError, invalid
-from xce.host_spec import check_text as check_text  # (the leader checks its own requests' text with it)
+from xce.host_spec import check_text
 from xce.rules import dependency_conditions, fairshare, feasibility, resreq
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log

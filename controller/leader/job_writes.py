@@ -17,6 +17,7 @@ from __future__ import annotations
 from controller import audit_trail, authz, fsm, proposals
 from controller.authz import Principal
 from controller.fsm import depends
+from controller.fsm.versions import ARRAY_FORMAT
 from controller.leader.context import LeaderContext, own_request_id
 from controller.leader.leadership import Leadership, Submit
 from controller.submit_rates import SubmitRates
@@ -198,9 +199,9 @@ class JobWrites:
             leadership.writes.hold_scoped(token, caller.name, jobs, slots)
 
     def _array_size(self, spec: api.JobSpec) -> int:
-        if self.ctx.proposal_format() < fsm.arrays.FORMAT:
+        if self.ctx.proposal_format() < ARRAY_FORMAT:
             raise ServiceError(log.FAILED_PRECONDITION, "job arrays wait until every replica runs code "
-                                                        f"that understands them (format {fsm.arrays.FORMAT})")
+                                                        f"that understands them (format {ARRAY_FORMAT})")
         return fsm.arrays.check_submit(spec, self.ctx.settings.policy.max_array_size)
 
     def _target_for(self, tables: Tables, job_id: str, caller: Principal) -> tuple[api.Job, bool]:
@@ -210,9 +211,9 @@ class JobWrites:
         if not authz.visible(self.ctx.settings.policy, caller, job):
             raise ServiceError(log.NOT_FOUND, f"no job {job_id}")
         array = wanted is not None or fsm.arrays.is_array(job)
-        if array and self.ctx.proposal_format() < fsm.arrays.FORMAT:
+        if array and self.ctx.proposal_format() < ARRAY_FORMAT:
             raise ServiceError(log.FAILED_PRECONDITION, "actions on job arrays wait until every replica "
-                                                        f"understands them (format {fsm.arrays.FORMAT})")
+                                                        f"understands them (format {ARRAY_FORMAT})")
         return job, fsm.arrays.is_array(job)
 
     def _dry_run(self, token: int, audit: api.AuditRequest, caller: Principal,

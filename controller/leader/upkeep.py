@@ -18,7 +18,7 @@ import functools
 from collections.abc import Iterable
 
 from controller import fsm
-from controller.fsm import history, limit_config, versions
+from controller.fsm import versions
 from controller.leader.context import LeaderContext, logger, per_request
 from controller.leader.leadership import Leadership
 from controller.watchdog import Change
@@ -118,8 +118,8 @@ def config_current(meta: log.Meta, init: log.InitCluster, members: Iterable[int]
     format_ = versions.proposal_format(meta, members)
     return (meta.cluster_id, meta.default_queue, meta.max_slots_per_job, meta.config_digest) == (
         init.cluster_id, init.default_queue, init.max_slots_per_job, init.config_digest) \
-        and (format_ < history.FORMAT
+        and (format_ < versions.HISTORY_FORMAT
              or (meta.clean_period_ms, meta.history_retention_ms)
              == (init.clean_period_ms, init.history_retention_ms)) \
-        and (format_ < fsm.resources.FORMAT or meta.resources_digest == init.resources_digest) \
-        and (format_ < limit_config.FORMAT or meta.limits_digest == init.limits_digest)
+        and (format_ < versions.RESOURCES_FORMAT or meta.resources_digest == init.resources_digest) \
+        and (format_ < versions.LIMITS_FORMAT or meta.limits_digest == init.limits_digest)

@@ -120,7 +120,7 @@ class Workers:
         state.parts = "parts" in message.join.capabilities
         state.output = "output" in message.join.capabilities
         message.join.ClearField("capabilities")  # the stream's, not the host record's
-        if self.ctx.proposal_format() < fsm.recovery.FORMAT:
+        if self.ctx.proposal_format() < fsm.versions.RECOVERY_FORMAT:
             message.join.ClearField("running")  # older replicas would store it in the host record
         joins = leadership.workers.joins
         joins.add((stream, message.join), message.join.ByteSize())

@@ -30,6 +30,7 @@ from controller.leader.job_writes import JobWrites, job_response, visible_job
 from controller.leader.leadership import Leadership
 from controller.tables import Tables
 from xce.errors import ServiceError, failed_precondition, invalid, unavailable
+from xce.host_spec import check_text
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -98,7 +99,7 @@ class Writes:
             if note is not None and not self.audit_ready():
                 note = None
                 raise failed_precondition("the audit trail (and scoped keys) wait until every replica runs "
-                                          f"entry format {fsm.audit.FORMAT} (xce status)")
+                                          f"entry format {fsm.versions.AUDIT_FORMAT} (xce status)")
             self._check_caller(method, caller)
             if isinstance(request, WithRequestId) and request.request_id and method != "SubmitJobs":
                 with self.ctx.state.read() as tables:  # (a submit's: in its own read)
@@ -133,7 +134,7 @@ class Writes:
                          lambda _: self.ctx.reply(token, refusal))
 
     def audit_ready(self) -> bool:
-        if self.ctx.proposal_format() < fsm.audit.FORMAT:
+        if self.ctx.proposal_format() < fsm.versions.AUDIT_FORMAT:
             return False
         with self.ctx.state.read() as tables:
             return self.ctx.enabled(tables, "audit")
@@ -184,7 +185,7 @@ class Writes:
                       caller: Principal) -> None:
         """`xce host close|open` (LSF badmin hclose/hopen): committed, kept across re-joins."""
         self.ctx.ensure_request_id(request)
-        fsm.validation.check_text("reason", request.reason)
+        check_text("reason", request.reason)
         with self.ctx.state.read() as tables:
             if not self.ctx.enabled(tables, "host_control"):
                 raise failed_precondition("not every replica has announced code that closes hosts yet "
@@ -261,7 +262,7 @@ class Writes:
             authz.check_scope_spec(request.scope)
             if not self.audit_ready():
                 raise failed_precondition("scoped keys wait until every replica runs entry format "
-                                          f"{fsm.audit.FORMAT} (xce status)")
+                                          f"{fsm.versions.AUDIT_FORMAT} (xce status)")
             info.scope.CopyFrom(request.scope)
         entry = log.Entry(token=log.TokenEntry(sha256=request.sha256, info=info,
                                                request_id=request.request_id), by=caller.record())
