@@ -137,10 +137,14 @@ def test_client_commands_import_no_grpc_asyncio_or_controller_and_cache_the_lead
         patch.setenv("XDG_CACHE_HOME", str(cache))
         remember_leader(live.addresses, follower)  # a wrong guess: it costs one redirect, then is right
         assert cached_leader(live.addresses) == follower
-        for n, args in enumerate((["submit", "--", "true"], ["jobs"], ["job", "1"], ["kill", "1"])):
+        commands = [["submit", "--", "true"], ["jobs"], ["job", "ID"], ["kill", "ID"]]
+        job_id = ""  # its own job's: the module's other tests (wherever they ran) have jobs of theirs
+        for n, command in enumerate(commands):
+            args = [job_id if word == "ID" else word for word in command]
             done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True,
                                   env=env, timeout=60)
             assert "HEAVY [] 0" in done.stderr, (args, done.stderr[-2000:])
+            job_id = job_id or done.stdout.split("<", 1)[1].split(">", 1)[0]
             # Past the first command the cluster file's parsed copy is cached: no TOML parser (nor
             # dataclasses, pathlib, shutil, nor protobuf's pure-Python layers) in any of them.
             assert n == 0 or "SLOW []" in done.stderr, (args, done.stderr[-2000:])
