@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from xdist_groups import keep_groups_together, xdist_group
 
 from client.channel import Client, XceError
 from controller.store import StateStore
@@ -66,20 +67,11 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.xdist_group(group))
 
 
-def xdist_group(item: pytest.Item) -> str:
-    """The tests pytest-xdist (--dist loadgroup) keeps on one worker: those of a module whose tests
-    share a cluster (a module-scoped fixture: started once, not once a worker)."""
-    info = getattr(item, "_fixtureinfo", None)
-    definitions = info.name2fixturedefs.values() if info is not None else ()
-    if any(d.scope in ("module", "class") for defs in definitions for d in defs):
-        return item.nodeid.split("::", 1)[0]
-    return ""
-
-
 @pytest.hookimpl(trylast=True)  # after -k and -m deselected theirs
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked slow (longer model checks and runs) wait for `make test-slow` (XCE_SLOW=1):
     `make test` stays within its budget on two cores."""
+    keep_groups_together(config, items)
     selected = {item.name for item in items if item.path.name == "test_tlc.py"}
     if selected and not config.option.collectonly:
         import tlc  # the long model checks run while the other tests mostly wait on daemons
