@@ -14,9 +14,11 @@ What we change about pysyncobj, and why:
 - The journal is raft_wal.LmdbJournal, made durable (flush) before any
   message leaves this node and at the end of every tick.
 - Snapshots are the state store's LMDB copy, written off the tick thread; a
-  snapshot restores only when it is newer than the local state, and a
-  delayed or repeated one from the leader stops the replica rather than
-  clear acknowledged entries (raft_snapshot.py).
+  snapshot restores only when it is newer than the local state; one from
+  the leader whose last entry the replica holds is dropped in the transport,
+  the log kept (Raft's rule: raft_snapshot_arrival.py), and one that got past
+  it would stop the replica rather than clear acknowledged entries
+  (raft_snapshot.py).
 - A follower names as its leader only one it is connected to (`leader`),
   and a change of the leader it knows is reported like a change of role.
 - A keepalive message every `keepalive_s` to every peer keeps the follower

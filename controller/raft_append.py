@@ -28,6 +28,13 @@ after the message's last entry (what the log now verifiably shares with the
 leader, no more); on a refusal, the log's end + 1 when the previous index is
 outside the log, the previous index itself when its term differs.
 
+A snapshot from the leader follows Raft's InstallSnapshot rule (receiver
+step 6): if the replica has applied the snapshot's last entry, or its log
+holds that entry with the same term, the snapshot adds nothing; the entries
+after it stay and the answer covers the log up to that entry
+(`snapshot_is_held`). pysyncobj would instead clear the whole log to install
+it, so the transport drops such a snapshot before pysyncobj sees a byte.
+
 Pure: no I/O, no clock, no pysyncobj.
 """
 
@@ -137,3 +144,12 @@ def _present(log: Log, entries: Sequence[tuple[int, int]], last: int) -> int:
         if index > last or log.term_at(index) != term:
             return position
     return len(entries)
+
+
+def snapshot_is_held(log: Log, last_index: int, last_term: int, last_applied: int) -> bool:
+    """Whether a snapshot ending at entry `last_index` of `last_term` adds nothing to this replica
+    (module docstring): it applied that entry (committed entries are the same everywhere), or its
+    log holds it with the same term (Raft's log matching: then every entry before it matches too)."""
+    if last_index <= last_applied:
+        return True
+    return log.first_index() <= last_index <= log.last_index() and log.term_at(last_index) == last_term

@@ -9,9 +9,10 @@ the Raft entries pysyncobj needs (`last`, `prev`, the members); no fork, no pick
 - Loading (`Snapshots.load`) restores the state only when the snapshot is newer than the local
   state, refuses one of another history, and fails loudly on anything else wrong: pysyncobj swallows
   a deserializer's exception and then never applies again.
-- pysyncobj clears the whole log to install a snapshot from the leader. One older than what this
-  replica has applied, its log going on past it, can only be delayed or repeated, and clearing would
-  drop acknowledged entries: the replica stops instead (fail-stop).
+- pysyncobj clears the whole log to install a snapshot from the leader. The transport drops one
+  whose last entry this replica holds (raft_snapshot_arrival.py); should one older than what this
+  replica has applied, its log going on past it, get here anyway, clearing would drop acknowledged
+  entries: the replica stops instead (fail-stop).
 """
 
 from __future__ import annotations

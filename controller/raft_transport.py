@@ -15,6 +15,11 @@ Theory of operation. pysyncobj sends and receives through its TCP transport; our
   at an applied entry stops the replica (fail-stop), and so does any removal pysyncobj attempts
   beyond the plan (`RemovalGuard`, in the journal's path). Chunks of one large entry, which our
   leaders never send, are dropped.
+- Receiving a snapshot from the leader (in parts): Raft's InstallSnapshot rule (raft_append's
+  `snapshot_is_held`) is decided from its header, in its first parts, before pysyncobj sees any.
+  pysyncobj would clear the whole log to install it; one whose last entry this replica applied or
+  holds (a repeated or delayed one, or a second sent while the first was on its way) is dropped,
+  the log after it kept, and the answer covers the log to that entry.
 - Receiving an answer: a leader takes none of another term (it would count one sent in its
   earlier term, about the log it had then, in its matchIndex now).
 - A command a follower forwards is refused: only a leader's own XCE code proposes.
@@ -49,7 +54,16 @@ from controller.pysyncobj_internals import (
     is_leader,
     send_answer,
 )
-from controller.raft_append import Accept, AppendEntries, Malformed, Reject, RemovesApplied, plan_append
+from controller.raft_append import (
+    Accept,
+    AppendEntries,
+    Malformed,
+    Reject,
+    RemovesApplied,
+    plan_append,
+    snapshot_is_held,
+)
+from controller.raft_snapshot_arrival import SnapshotArrival
 from controller.raft_wal import LmdbJournal
 from controller.read_index import ReadIndex
 
@@ -131,6 +145,7 @@ class DurableTransport(Transport):
     wal: LmdbJournal
     reads: ReadIndex
     guard: RemovalGuard
+    arrival: SnapshotArrival | None = None  # the snapshot whose parts are arriving
 
     def send(self, node: Any, message: Any) -> bool:
         self.wal.flush(lazy_commit_index=True)
@@ -172,8 +187,11 @@ class DurableTransport(Transport):
     def _append_entries(self, node: Any, message: dict[str, Any]) -> bool:
         replica = self.replica
         term = message.get("term")
-        if PREV_INDEX not in message or not _is_int(term) or term < replica.raftCurrentTerm:
-            self._snapshot_or_old_term(node, message)
+        if not _is_int(term) or term < replica.raftCurrentTerm:
+            self.deliver(node, message)  # pysyncobj ignores an earlier term's
+            return False
+        if PREV_INDEX not in message:
+            self._snapshot_part(node, message)
             return False
         # Chunks of one large entry: our leaders never send them (raft.APPEND_ENTRIES_BYTES), and
         # pysyncobj would append the assembled entry without a plan. Dropped unanswered, as if lost.
@@ -197,15 +215,52 @@ class DurableTransport(Transport):
             self._append_planned(node, message, plan)
         return False
 
-    def _snapshot_or_old_term(self, node: Any, message: dict[str, Any]) -> None:
-        """A snapshot's part (its last installs it: raft_snapshot.SnapshotLoader), or an old
-        term's message: pysyncobj's to handle."""
+    def _snapshot_part(self, node: Any, message: dict[str, Any]) -> None:
+        """A part of a snapshot from the leader (module docstring): held until its header says
+        whether this replica takes it; then pysyncobj gets every part (its last installs it:
+        raft_snapshot.Snapshots.load) or none (`_keep_log`)."""
+        part = message.get(SNAPSHOT_PART)
+        if not (isinstance(part, tuple) and len(part) == 3 and isinstance(part[0], bytes)):
+            self._to_pysyncobj(node, message)  # not a part (pysyncobj ignores it)
+            return
+        if part[1]:
+            self.arrival = SnapshotArrival()
+        arrival = self.arrival
+        if part[2]:
+            self.arrival = None
+        if arrival is None:
+            self._to_pysyncobj(node, message)  # no first part: pysyncobj refuses it too
+            return
+        for verdict, held in arrival.take(message, part[0], bool(part[2]), self._held):
+            if verdict == SnapshotArrival.INSTALL:
+                self._to_pysyncobj(node, held)
+            else:
+                self._keep_log(node, held, arrival, answer=verdict == SnapshotArrival.KEEP_ANSWER)
+
+    def _held(self, last_index: int, last_term: int) -> bool:
+        return snapshot_is_held(WalLog(self.wal), last_index, last_term, int(self.replica.raftLastApplied))
+
+    def _to_pysyncobj(self, node: Any, message: dict[str, Any]) -> None:
         part = message.get(SNAPSHOT_PART)
         self.guard.installing = isinstance(part, tuple) and len(part) == 3 and bool(part[2])
         try:
             self.deliver(node, message)
         finally:
             self.guard.installing = False
+
+    def _keep_log(self, node: Any, message: dict[str, Any], arrival: SnapshotArrival, answer: bool) -> None:
+        """A part of a snapshot this replica holds: pysyncobj gets the message without it, for what
+        else it carries (term, leader, election timer), with the commit index it justifies (no
+        further than the snapshot's last entry); the answer, once, says the log matches to there."""
+        last = arrival.last_index
+        commit = message.get(COMMIT_INDEX)
+        self.deliver(node, {**message, SNAPSHOT_PART: None,
+                            COMMIT_INDEX: min(commit, last) if _is_int(commit) else 0})
+        if answer:
+            log.info("raft: a snapshot at entry %s from %s dropped: this replica holds that entry "
+                     "(log to %s, applied to %s); its log is kept", last, node, self.wal[-1][1],
+                     self.replica.raftLastApplied)
+            send_answer(self.replica, node, last + 1)
 
     def _append_planned(self, node: Any, message: dict[str, Any], plan: Accept) -> None:
         self.guard.allowed = plan.truncate_from

@@ -295,18 +295,41 @@ class StateStore:
     def read_snapshot_header(path: Path) -> tuple[dict[str, Any], int]:
         """The header and the offset where the LMDB copy starts."""
         with open(path, "rb") as f:
-            magic = f.read(len(SNAPSHOT_MAGIC))
-            if magic != SNAPSHOT_MAGIC:
-                raise StoreError(f"{path} is not an XCE snapshot")
-            try:
-                (size,) = struct.unpack(">I", f.read(4))
-                header = json.loads(f.read(size))
-            except (struct.error, ValueError) as exc:
-                raise StoreError(f"{path}: corrupt snapshot header: {exc}") from exc
+            head = f.read(len(SNAPSHOT_MAGIC) + 4)
+            if len(head) == len(SNAPSHOT_MAGIC) + 4 and head.startswith(SNAPSHOT_MAGIC):
+                (size,) = struct.unpack(">I", head[len(SNAPSHOT_MAGIC):])
+                head += f.read(size)
+        try:
+            if len(head) < len(SNAPSHOT_MAGIC):
+                raise StoreError("not an XCE snapshot")
+            found = StateStore.snapshot_header_of(head)
+        except StoreError as exc:
+            raise StoreError(f"{path}: {exc}") from exc
+        if found is None:
+            raise StoreError(f"{path}: corrupt snapshot header: the file ends inside it")
+        return found
+
+    @staticmethod
+    def snapshot_header_of(head: bytes) -> tuple[dict[str, Any], int] | None:
+        """The header and the offset where the LMDB copy starts, from a snapshot's first bytes; None
+        while `head` holds only part of the header (a snapshot arriving in parts)."""
+        magic = head[:len(SNAPSHOT_MAGIC)]
+        if magic != SNAPSHOT_MAGIC[:len(magic)] or not head:
+            raise StoreError("not an XCE snapshot")
+        if len(head) < len(SNAPSHOT_MAGIC) + 4:
+            return None
+        (size,) = struct.unpack(">I", head[len(SNAPSHOT_MAGIC):len(SNAPSHOT_MAGIC) + 4])
+        end = len(SNAPSHOT_MAGIC) + 4 + size
+        if len(head) < end:
+            return None
+        try:
+            header = json.loads(head[len(SNAPSHOT_MAGIC) + 4:end])
+        except ValueError as exc:
+            raise StoreError(f"corrupt snapshot header: {exc}") from exc
         if not isinstance(header, dict) or not isinstance(header.get("cluster_id"), str) \
                 or not isinstance(header.get("applied_index"), int):
-            raise StoreError(f"{path}: corrupt snapshot header: missing cluster_id or applied_index")
-        return header, len(SNAPSHOT_MAGIC) + 4 + size
+            raise StoreError("corrupt snapshot header: missing cluster_id or applied_index")
+        return header, end
 
     def restore_snapshot(self, path: Path) -> bool:
         """Replace the state with the snapshot's if it is newer; True if replaced."""

@@ -319,23 +319,77 @@ def _record_fail_stops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return stops
 
 
-def test_a_delayed_snapshot_older_than_the_log_stops_the_replica_instead_of_clearing_it(
-        follower: Follower, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """pysyncobj clears the whole log to install a snapshot; one at entry 5 arriving after the replica
-    took entries to 10 and applied 8 (a delayed or repeated one) would drop acknowledged entries 9
-    and 10. The replica stops instead, its log as it was."""
-    stops = _record_fail_stops(monkeypatch)
-    log = take_ten_and_apply_eight(follower)
+def leader_snapshot(tmp_path: Path, follower: Follower, last: tuple[bytes, int, int]) -> bytes:
+    """A snapshot file as a leader sends it, ending at entry `last` (command, index, term)."""
     source = StateStore(tmp_path / "leader-state", CLUSTER)
     snapshot = tmp_path / "leader.snapshot"
     with open(snapshot, "wb") as out:
-        source.write_snapshot(out, {"last": entry_json((NO_OP, 5, 1)),
-                                    "prev": entry_json((NO_OP, 4, 1)),
+        source.write_snapshot(out, {"last": entry_json(last), "prev": entry_json((NO_OP, last[1] - 1, 1)),
                                     "cluster": sorted(follower.members())})
     source.close()
-    body = snapshot.read_bytes()
-    for chunk in ((body, True, False), (b"", False, True)):
-        follower.deliver({"type": "append_entries", "term": 1, "commit_index": 8, "serialized": chunk})
+    return snapshot.read_bytes()
+
+
+def in_parts(body: bytes, size: int, term: int = 1, commit: int = 8) -> list[dict[str, Any]]:
+    """The snapshot's messages as pysyncobj's leader sends them: parts of `size` bytes, then an empty last."""
+    parts = [(body[at:at + size], at == 0, False) for at in range(0, len(body), size)]
+    return [{"type": "append_entries", "term": term, "commit_index": commit, "serialized": part}
+            for part in [*parts, (b"", False, True)]]
+
+
+@pytest.mark.parametrize("last", [(NO_OP, 5, 1), (NO_OP * 100_000, 9, 1)],
+                         ids=["applied", "held-large-header"])
+def test_a_snapshot_whose_last_entry_the_replica_holds_leaves_its_log_as_it_was(
+        follower: Follower, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        last: tuple[bytes, int, int]) -> None:
+    """pysyncobj clears the whole log to install a snapshot. One at entry 5 arriving after the replica
+    took entries to 10 and applied 8 (a delayed or repeated one) would drop acknowledged entries 9
+    and 10; so would one at entry 9 (held, not applied), whose header (a large last command) spans
+    several parts. Raft's rule keeps the log after the snapshot's last entry: nothing is installed,
+    and the answer, once, covers the log to that entry."""
+    stops = _record_fail_stops(monkeypatch)
+    log = take_ten_and_apply_eight(follower)
+    messages = in_parts(leader_snapshot(tmp_path, follower, last), 16_384)
+    answers = [answer for message in messages for answer in follower.deliver(message)]
+    assert not stops
+    assert answers == [success(last[1] + 1, 1)]
+    assert follower.entries() == log
+    wait_until(lambda: follower.applied() == 8, "entries up to 8 still applied", timeout_s=10)
+    assert follower.raft.status().commit_index == 8  # the snapshot's commit index lowers nothing
+    # and the leader's next entries go on from the log as it is
+    assert follower.deliver(append(1, (10, 1), of_term(1, 11, 11), commit=10)) == [success(12, 1)]
+    wait_until(lambda: follower.applied() == 10, "entries up to 10 applied", timeout_s=10)
+
+
+def test_a_snapshot_ending_at_an_entry_of_another_term_is_installed(
+        follower: Follower, tmp_path: Path) -> None:
+    """The log holds entry 9 of term 1, not applied; the leader's snapshot ends at entry 9 of term 2:
+    the log conflicts, so Raft discards it and the snapshot is installed."""
+    take_ten_and_apply_eight(follower)
+    answers = [a for m in in_parts(leader_snapshot(tmp_path, follower, (NO_OP, 9, 2)), 16_384, term=2)
+               for a in follower.deliver(m)]
+    assert answers == [success(10, 2)]
+    assert follower.entries() == [(8, 1), (9, 2)]
+    assert follower.applied() == 9
+
+
+def test_a_stale_snapshot_reaching_pysyncobj_stops_the_replica_instead_of_clearing_it(
+        follower: Follower, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last resort, past the transport (which drops such a snapshot): installing one at entry 5
+    after the replica took entries to 10 and applied 8 would clear acknowledged entries; the replica
+    stops instead, its log as it was."""
+    stops = _record_fail_stops(monkeypatch)
+    log = take_ten_and_apply_eight(follower)
+    replica = follower.raft._replica
+    guard = follower.transport.guard
+    for message in in_parts(leader_snapshot(tmp_path, follower, (NO_OP, 5, 1)), 1 << 30):
+        def unchecked(message: dict[str, Any] = message) -> None:
+            guard.installing = bool(message["serialized"][2])
+            try:
+                pysyncobj_internals.receive_unchecked(replica, follower.leader, message)
+            finally:
+                guard.installing = False
+        follower.in_tick_thread(unchecked)  # pysyncobj logs the loader's exception and goes on
     assert stops and "a snapshot at entry 5 from the leader, and this replica holds entries to 10, " \
         "applied to 8: installing it would clear acknowledged entries" in stops[0], stops
     assert follower.entries() == log

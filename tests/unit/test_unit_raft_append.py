@@ -10,6 +10,8 @@ properties show what the replica's log becomes.
 
 from __future__ import annotations
 
+import json
+import struct
 from dataclasses import dataclass
 
 import pytest
@@ -24,7 +26,10 @@ from controller.raft_append import (
     Reject,
     RemovesApplied,
     plan_append,
+    snapshot_is_held,
 )
+from controller.raft_snapshot_arrival import SnapshotArrival
+from controller.store import SNAPSHOT_MAGIC
 
 
 @dataclass
@@ -276,3 +281,55 @@ def test_a_previous_entry_outside_the_log_or_of_another_term_is_refused_as_pysyn
     assert plan_append(log, AppendEntries(7, 2, [], 9), 0) == Reject(next_index=6)
     assert plan_append(log, AppendEntries(2, 1, [(3, 1)], 9), 0) == Reject(next_index=6)
     assert plan_append(log, AppendEntries(4, 1, [(5, 2)], 9), 0) == Reject(next_index=4)
+
+
+@pytest.mark.parametrize(("last_index", "last_term", "applied", "held"), [
+    (5, 1, 8, True),  # applied: committed entries are the same everywhere
+    (3, 9, 8, True),  # applied, whatever term the header claims (compacted below the log's first entry)
+    (9, 1, 8, True),  # in the log with the same term, not yet applied
+    (9, 2, 8, False),  # in the log with another term: the log conflicts and goes
+    (12, 1, 8, False),  # past the log's end: new to this replica
+])
+def test_a_snapshot_is_held_when_its_last_entry_is_applied_or_in_the_log_with_its_term(
+        last_index: int, last_term: int, applied: int, held: bool) -> None:
+    log = ListLog(first=4, terms=[1] * 7)  # entries 4-10 of term 1
+    assert snapshot_is_held(log, last_index, last_term, applied) is held
+
+
+def snapshot_bytes(last: tuple[int, int], body: bytes = b"lmdb" * 100) -> bytes:
+    header = json.dumps({"cluster_id": "c", "applied_index": 0, "last": ["00" * 300, *last]}).encode()
+    return SNAPSHOT_MAGIC + struct.pack(">I", len(header)) + header + body
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_a_snapshot_arriving_in_parts_is_decided_once_its_header_is_whole(held: bool) -> None:
+    """Parts are held until the header (here longer than a part) is whole; then each gets the verdict,
+    in order, the first kept part answering the leader, and every later part the same verdict."""
+    data = snapshot_bytes((9, 1))
+    parts = [data[at:at + 100] for at in range(0, len(data), 100)]
+    asked: list[tuple[int, int]] = []
+    arrival = SnapshotArrival()
+    decided: list[tuple[str, dict[str, int]]] = []
+    for n, part in enumerate(parts):
+        decided += arrival.take({"n": n}, part, n == len(parts) - 1,
+                                lambda index, term: asked.append((index, term)) or held)
+        if n == 0:
+            assert decided == []  # the header goes on past the first part
+    assert asked == [(9, 1)]
+    assert [message["n"] for _, message in decided] == list(range(len(parts)))
+    verdicts = [verdict for verdict, _ in decided]
+    if held:
+        assert verdicts == [SnapshotArrival.KEEP_ANSWER] + [SnapshotArrival.KEEP] * (len(parts) - 1)
+        assert arrival.last_index == 9
+    else:
+        assert verdicts == [SnapshotArrival.INSTALL] * len(parts)
+
+
+@pytest.mark.parametrize("data", [b"not a snapshot at all", SNAPSHOT_MAGIC + b"\x00\x00\x00\x05{bad}",
+                                  SNAPSHOT_MAGIC + b"\x00\x00"],
+                         ids=["foreign", "bad-json", "ends-in-header"])
+def test_a_snapshot_whose_header_cannot_be_read_goes_to_pysyncobj(data: bytes) -> None:
+    """Its loader then stops the replica with the reason (the store's checks), as before."""
+    arrival = SnapshotArrival()
+    decided = list(arrival.take({}, data, True, lambda index, term: True))
+    assert decided == [(SnapshotArrival.INSTALL, {})]
