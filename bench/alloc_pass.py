@@ -21,7 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scheduler.core import CoreConfig, Dispatch, Pend, run_pass  # noqa: E402
+from scheduler.core import CoreConfig, run_pass  # noqa: E402
+from scheduler.decisions import Dispatch, Pend  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 SELECTS = ("type == X86_64", "type == X86_64 && defined(ssd)", "maxmem >= 128000", "zone == z2",

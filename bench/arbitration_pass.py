@@ -26,7 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scheduler import picker  # noqa: E402
-from scheduler.core import CoreConfig, Dispatch, Pend, Preempt, run_pass  # noqa: E402
+from scheduler.core import CoreConfig, run_pass  # noqa: E402
+from scheduler.decisions import Dispatch, Pend, Preempt  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 NOW = 1_800_000_000_000

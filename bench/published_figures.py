@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scheduler import core, picker  # noqa: E402
+from scheduler.decisions import Dispatch  # noqa: E402
 from simulator import swf  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
@@ -61,7 +62,7 @@ def window(trace: swf.Trace, start: int, mode: str) -> float:
         result = core.run_pass(view, queues, fleet, core.CoreConfig(max_dispatches=10**6), {},
                                context=picker.PassContext(view, {}, now * 1000))
         for decision in result.decisions:
-            if isinstance(decision, core.Dispatch):
+            if isinstance(decision, Dispatch):
                 placed = pending.pop(decision.job_id)
                 hosts = [h for h, _ in decision.hosts] if decision.hosts else [decision.host]
                 for host in hosts:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scheduler.core import CoreConfig, Dispatch, schedule  # noqa: E402
+from scheduler.core import CoreConfig, schedule  # noqa: E402
+from scheduler.decisions import Dispatch  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler import gates, host_checks
-from scheduler.decisions import Decision, Dispatch, PassResult, Pend, Preempt
+from scheduler.decisions import Decision, PassResult, Pend
 from scheduler.host_index import Fleet, HostIndex
 from scheduler.pass_state import PassState
 from scheduler.pass_usage import PassUsage
@@ -38,8 +38,7 @@ from scheduler.preempt_fallback import resume, with_resumes
 from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
-__all__ = ["REASON_NO_HOSTS", "REASON_QUEUE_INACTIVE", "WAITING", "CoreConfig", "Decision", "Dispatch",
-           "Fleet", "HostIndex", "PassResult", "PassUsage", "Pend", "Preempt", "Reason", "run_pass",
+__all__ = ["REASON_NO_HOSTS", "REASON_QUEUE_INACTIVE", "WAITING", "CoreConfig", "Reason", "run_pass",
            "schedule"]
 
 Reason = tuple[int, str]  # (code: api.PendingReason, words), as `bjobs -p` shows them

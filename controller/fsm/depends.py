@@ -8,7 +8,7 @@ jobs it names (the scheduler's view has no history, and a condition on a
 cleaned job is read from history).
 
 - At submit a condition must parse and every job it names must be known,
-  live or in history (`check`): a job that does not exist yet would be one
+  live or in history (dependency_refs.check): a job that does not exist yet would be one
   submitted later, and LSF refuses that too. An element `17[3]` must be an
   index of array 17; `[*]`, counts and whole-array exit codes need an array.
 - While a job with a condition is pending, the job index holds a key
@@ -34,13 +34,13 @@ written from this format on). Pure: reads only the tables.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-from controller.fsm import arrays, history, job_index
+from controller.fsm import arrays, dependency_refs, history, job_index, jobs
 from controller.fsm.applier import Applier
 from controller.fsm.records import PENDING, read_job, read_queue
 from controller.tables import Tables
-from xce.errors import ServiceError, invalid
+from xce.errors import ServiceError
 from xce.rules import array_spec, dependency_conditions
 from xce.v1 import api_pb2 as api
 
@@ -49,64 +49,6 @@ _STATE_NAMES = {value: name for name, value in api.JobState.items()}
 
 
 # ---------------------------------------------------------------- at submit
-
-
-def check(tables: Tables, spec: api.JobSpec) -> None:
-    """A condition that parses and names only known jobs, used as they can be; else INVALID_ARGUMENT."""
-    if not spec.depend:
-        if spec.kill_on_invalid_dep:
-            raise invalid("--kill-on-invalid-dep needs a dependency (-w)")
-        return
-    try:
-        expr = dependency_conditions.parse(spec.depend)
-    except dependency_conditions.DependencyError as exc:
-        raise invalid(f"-w {spec.depend[:200]!r}: {exc}") from None
-    for kind, job_id, index, code in _uses(expr):
-        job = _find(tables, job_id)
-        if job is None:
-            raise invalid(UNKNOWN.format(job_id))
-        is_array = arrays.is_array(job)
-        if isinstance(index, int):
-            if not is_array:
-                raise invalid(f"-w: job {job_id} is not an array: {job_id}[{index}] names nothing")
-            if not array_spec.positions_of(job.spec.array, [api.IndexRange(start=index, end=index, step=1)]):
-                raise invalid(f"-w: array {job_id} has no index {index}")
-        elif (index == "*" or kind.startswith("num")) and not is_array:
-            raise invalid(f"-w: job {job_id} is not an array: {kind}({job_id}{'[*]' if index else ''}) "
-                          "reads an array's elements")
-        elif index == "*" and spec.HasField("array"):
-            raise invalid(f"-w: {job_id}[*] from an array means element by element in LSF, which XCE does "
-                          f"not do: write done({job_id}) for the whole array")
-        if code is not None and is_array and not isinstance(index, int):
-            raise invalid(f"-w: exit({job_id}, ...) with an exit code names one job or element, not a "
-                          "whole array (numexit counts an array's exits)")
-
-
-UNKNOWN = "-w: job {} is not known (neither live nor in history)"
-
-
-def named(tables: Tables, spec: api.JobSpec) -> list[api.Job]:
-    """The jobs a condition that `check` accepted names, live or in history."""
-    found = (_find(tables, job_id) for _, job_id, _, _ in _uses(dependency_conditions.parse(spec.depend)))
-    return [job for job in found if job is not None]
-
-
-def _uses(expr: dependency_conditions.Expr) -> Iterator[tuple[str, int, int | str | None, int | None]]:
-    """(condition, job, index, exit code) of every job reference in the condition."""
-    if expr[0] in ("or", "and"):
-        yield from _uses(expr[1])
-        yield from _uses(expr[2])
-    elif expr[0] == "not":
-        yield from _uses(expr[1])
-    elif expr[0] == "cond":
-        yield expr[1], expr[2], expr[3], expr[5]
-    else:
-        yield "num" + expr[1], expr[2], None, None
-
-
-def _find(tables: Tables, job_id: int) -> api.Job | None:
-    job = read_job(tables, job_id)
-    return job if job is not None else history.read(tables, job_id)
 
 
 # ---------------------------------------------------------------- what conditions read
@@ -119,7 +61,7 @@ def facts_key(job: api.Job) -> tuple[object, ...]:
 
 def lookup(tables: Tables) -> dependency_conditions.Lookup:
     def find(job_id: int, index: int | str | None) -> Sequence[dependency_conditions.Group] | None:
-        job = _find(tables, job_id)
+        job = dependency_refs.find(tables, job_id)
         if job is None:
             return None
         if not arrays.is_array(job):
@@ -141,7 +83,7 @@ def _element(tables: Tables, record: api.Job, index: int) -> dependency_conditio
     if job_id is None:
         job_id = history.element_id(tables, record.id, index)
     if job_id is not None:
-        job = _find(tables, job_id)
+        job = dependency_refs.find(tables, job_id)
         if job is not None:
             return _facts(job.state, job.exit_code), 1
     positions = array_spec.positions_of(record.spec.array, [api.IndexRange(start=index, end=index, step=1)])
@@ -207,8 +149,6 @@ def _judge(applier: Applier, job: api.Job) -> None:
         assert record is not None
         record.depend_state = found  # arrays.settle writes it, and tops it up once satisfied
         if found == api.DEPEND_NEVER and _kills(applier, record):
-            from controller.fsm import jobs  # jobs imports validation, which imports this module
-
             try:
                 jobs.kill_array(applier, record)
             except ServiceError:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from controller.fsm import depends
+from controller.fsm import dependency_refs
 from controller.fsm.records import (
     FINISHED,
     MAX_REQUEST_ID_BYTES,
@@ -103,7 +103,7 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
     if spec.hosts and entry_format >= RESOURCES_FORMAT:  # before, an unknown field, kept unread
         check_asked(tables, meta, spec.hosts)
     if entry_format >= DEPEND_FORMAT:
-        depends.check(tables, spec)
+        dependency_refs.check(tables, spec)
     if spec.project and entry_format >= LIMITS_FORMAT:
         check_project(spec.project)
     _check_limits_and_checkpoint(spec, entry_format)

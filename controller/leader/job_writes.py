@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from controller import audit_trail, authz, fsm, proposals
 from controller.authz import Principal
-from controller.fsm import depends
+from controller.fsm import dependency_refs
 from controller.fsm.versions import ARRAY_FORMAT
 from controller.leader.context import LeaderContext, own_request_id
 from controller.leader.leadership import Leadership, Submit
@@ -99,9 +99,9 @@ class JobWrites:
             fsm.validation.check_min_slots_known(spec, format_)
             if spec.depend and policy.private_jobs:
                 # A job the caller may not see is unknown to it, in -w too: its end would leak.
-                for named in depends.named(tables, spec):
+                for named in dependency_refs.named(tables, spec):
                     if not authz.visible(policy, caller, named):
-                        raise invalid(depends.UNKNOWN.format(named.id))
+                        raise invalid(dependency_refs.UNKNOWN.format(named.id))
             name = spec.queue or meta.default_queue or fsm.DEFAULT_QUEUE
             if name not in queues:
                 queues[name] = fsm.read_queue(tables, name)

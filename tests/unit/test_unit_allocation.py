@@ -13,6 +13,7 @@ from controller import fsm
 from controller.fsm import history
 from controller.tables import MemoryTables
 from scheduler import core
+from scheduler.decisions import Dispatch, Pend
 from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -199,17 +200,17 @@ def test_the_planner_reads_load_indices_and_the_smaller_free_mem_and_apply_does_
     jobs = [job(1, "select[r1m < 1]"), job(2, "select[mem > 4000]"), job(3, "select[r1m < 0.1]"),
             job(4, "order[r1m]")]
     decisions = core.schedule(jobs, queues, hosts, 0, core.CoreConfig())
-    placed = {d.job_id: d.host for d in decisions if isinstance(d, core.Dispatch)}
+    placed = {d.job_id: d.host for d in decisions if isinstance(d, Dispatch)}
     # idle has 8000 unreserved but said 1500 available: only busy has 4000 free. A host that has not
     # reported (silent) matches no select on load. order[r1m]: the least loaded.
     assert placed == {1: "idle", 2: "busy", 4: "idle"}
-    pends = {d.job_id: d.code for d in decisions if isinstance(d, core.Pend)}
+    pends = {d.job_id: d.code for d in decisions if isinstance(d, Pend)}
     assert pends == {3: api.PEND_NO_HOST_MATCHES}
     # A host without maxmem has no mem to reserve: what it reports never stands for one (apply would
     # find mem undefined and refuse what the planner sent).
     bare = api.Host(spec=api.HostSpec(name="bare", slots=4), status=api.HOST_OK, load={"mem": 90000.0})
     assert [d for d in core.schedule([job(5, "select[mem > 4000]")], queues, [bare], 0, core.CoreConfig())
-            if isinstance(d, core.Dispatch)] == []
+            if isinstance(d, Dispatch)] == []
     # At apply, the same hosts' records carry no load: select[r1m < 0.1] hangs on an unknown and passes.
     at_apply = feasibility.host_state(hosts[1])
     assert not at_apply.load and feasibility.attributes(at_apply)["mem"] == 8000.0
@@ -292,7 +293,7 @@ def test_what_the_planner_places_the_barrier_takes() -> None:
     decisions = core.schedule(view_jobs, queues, hosts, 0, core.CoreConfig())
     batch = api.DecisionBatch(lease_epoch=state.epoch, scheduler_id="s")
     for decision in decisions:
-        if isinstance(decision, core.Dispatch):
+        if isinstance(decision, Dispatch):
             batch.decisions.add(dispatch=api.DispatchDecision(
                 job_id=decision.job_id, attempt=0, host=decision.host,
                 hosts=[api.HostSlots(host=h, slots=n) for h, n in decision.hosts]))
@@ -330,7 +331,7 @@ def test_every_placement_of_a_pass_is_taken_by_the_barrier_and_no_host_is_over(
         decisions = core.schedule(view, queues, records, 0, core.CoreConfig())
         batch = api.DecisionBatch(lease_epoch=state.epoch, scheduler_id="s")
         for decision in decisions:
-            if isinstance(decision, core.Dispatch):
+            if isinstance(decision, Dispatch):
                 batch.decisions.add(dispatch=api.DispatchDecision(
                     job_id=decision.job_id, attempt=0, host=decision.host,
                     hosts=[api.HostSlots(host=h, slots=n) for h, n in decision.hosts]))
@@ -448,10 +449,10 @@ def test_the_pass_keeps_to_groups_licenses_and_open_hosts() -> None:
 
     jobs = [job(1, ["gpu_nodes"]), job(2, ["x1"]), job(3, [], "rusage[lic=1]"), job(4, [], "rusage[lic=1]")]
     decisions = core.schedule(jobs, queues, hosts, 0, core.CoreConfig(), shared={"lic": 1})
-    placed = {d.job_id: d.host for d in decisions if isinstance(d, core.Dispatch)}
+    placed = {d.job_id: d.host for d in decisions if isinstance(d, Dispatch)}
     # The first member is full: the second takes it (the seed's resource.c tried only member 0).
     assert placed == {1: "g2", 3: "c1"}
-    pends = {d.job_id: (d.code, d.reason) for d in decisions if isinstance(d, core.Pend)}
+    pends = {d.job_id: (d.code, d.reason) for d in decisions if isinstance(d, Pend)}
     assert pends[2] == (api.PEND_HOST_CLOSED, "0 of 4 hosts can take 1 slot; 3 hosts not among -m; 1 closed")
     assert pends[4] == (api.PEND_NO_FREE_RESOURCES, "lic: 1 of 1 in use; the job takes 1")
 
@@ -496,7 +497,7 @@ def test_amounts_too_large_for_any_total_fit_nowhere_and_never_overflow() -> Non
     view = [state.job(i) for i in old]
     hosts = [api.Host.FromString(raw) for _, raw in state.tables.scan("hosts")]
     decisions = core.schedule(view, [api.Queue(name="normal")], hosts, 0, core.CoreConfig())
-    assert all(isinstance(d, core.Pend) for d in decisions) and len(decisions) == 2
+    assert all(isinstance(d, Pend) for d in decisions) and len(decisions) == 2
     for job in old:
         assert state.dispatch(job, ("a", 1)).code == api.REJECT_INFEASIBLE
     assert dict(state.host("a").reserved) == {}

@@ -14,6 +14,7 @@ from controller.fsm.versions import ARRAY_FORMAT
 from controller.store import StateStore
 from controller.tables import TABLES, MemoryTables, Tables
 from scheduler import core
+from scheduler.decisions import Dispatch
 from xce.errors import ServiceError
 from xce.rules import array_spec
 from xce.v1 import api_pb2 as api
@@ -196,7 +197,7 @@ def test_the_planner_keeps_to_the_running_limit_in_one_pass() -> None:
     queues = [api.Queue(name="normal")]
     counters = {key.decode(): int.from_bytes(v, "big") for key, v in state.tables._data["counters"].items()}
     result = core.run_pass(jobs, queues, hosts, core.CoreConfig(), counters)
-    dispatched = [d for d in result.decisions if isinstance(d, core.Dispatch)]
+    dispatched = [d for d in result.decisions if isinstance(d, Dispatch)]
     assert len(dispatched) == 3 and array_id not in {d.job_id for d in dispatched}
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from scheduler import core, picker
+from scheduler.decisions import Dispatch, Pend
 from xce.v1 import api_pb2 as api
 
 NOW = 1_800_000_000_000
@@ -30,9 +31,9 @@ def one_pass(mode: str, jobs: list[api.Job], hosts: dict[str, tuple[int, int]]) 
     queues = [api.Queue(name="q", priority=30, backfill=mode)]
     result = core.run_pass(jobs, queues, fleet, core.CoreConfig(), {},
                            context=picker.PassContext(jobs, {}, NOW))
-    outcome = {d.job_id: "run" for d in result.decisions if isinstance(d, core.Dispatch)}
+    outcome = {d.job_id: "run" for d in result.decisions if isinstance(d, Dispatch)}
     outcome.update({d.job_id: api.PendingReason.Name(d.code) for d in result.decisions
-                    if isinstance(d, core.Pend)})
+                    if isinstance(d, Pend)})
     return outcome
 
 
@@ -78,8 +79,8 @@ def test_a_run_limit_stands_for_a_missing_estimate_and_reasons_name_the_head() -
     jobs = [*RUNNING, pend(10, 3, 100), pend(11, 1, run_limit_s=30), pend(12, 1, 200)]
     result = core.run_pass(jobs, [api.Queue(name="q", backfill="end_before")], fleet, core.CoreConfig(), {},
                            context=picker.PassContext(jobs, {}, NOW))
-    assert [d.job_id for d in result.decisions if isinstance(d, core.Dispatch)] == [11]
-    words = {d.job_id: d.reason for d in result.decisions if isinstance(d, core.Pend)}
+    assert [d.job_id for d in result.decisions if isinstance(d, Dispatch)] == [11]
+    words = {d.job_id: d.reason for d in result.decisions if isinstance(d, Pend)}
     assert words[12] == "would delay job 10, which has room in 50 s (its reservation)"
 
 
@@ -108,7 +109,7 @@ def test_easy_takes_no_more_than_the_extra_slots_for_a_job_of_several_sizes() ->
              for name, (slots, used) in sorted(hosts.items())]
     result = core.run_pass(jobs, [api.Queue(name="q", backfill="easy")], fleet, core.CoreConfig(), {},
                            context=picker.PassContext(jobs, {}, NOW))
-    placed = [d for d in result.decisions if isinstance(d, core.Dispatch)]
+    placed = [d for d in result.decisions if isinstance(d, Dispatch)]
     assert [(d.job_id, sum(n for _, n in d.hosts) if d.hosts else 1) for d in placed] == [(12, 1)]
 
 
@@ -129,7 +130,7 @@ def test_a_preemptor_held_behind_its_queue_keeps_what_its_victims_gave_back() ->
     jobs = [victim, other, head, preemptor]
     result = core.run_pass(jobs, queues, [host], core.CoreConfig(), {},
                            context=picker.PassContext(jobs, {}, NOW))
-    assert not [d for d in result.decisions if isinstance(d, core.Dispatch)]  # not the victim's resume
+    assert not [d for d in result.decisions if isinstance(d, Dispatch)]  # not the victim's resume
 
 
 def test_a_lower_queue_does_not_delay_a_higher_queue_s_reservation() -> None:
@@ -143,8 +144,8 @@ def test_a_lower_queue_does_not_delay_a_higher_queue_s_reservation() -> None:
     jobs = [*RUNNING, head, long, short]
     result = core.run_pass(jobs, queues, fleet, core.CoreConfig(), {},
                            context=picker.PassContext(jobs, {}, NOW))
-    assert [d.job_id for d in result.decisions if isinstance(d, core.Dispatch)] == [12]
-    codes = {d.job_id: d.code for d in result.decisions if isinstance(d, core.Pend)}
+    assert [d.job_id for d in result.decisions if isinstance(d, Dispatch)] == [12]
+    codes = {d.job_id: d.code for d in result.decisions if isinstance(d, Pend)}
     assert codes[11] == api.PEND_RESERVATION
 
 
@@ -165,7 +166,7 @@ def test_conservative_reserves_for_every_job_where_easy_delays_the_second() -> N
              for name, (_, used) in sorted(HOSTS.items())]
     result = core.run_pass(jobs, [api.Queue(name="q", backfill="conservative")], fleet, core.CoreConfig(), {},
                            context=picker.PassContext(jobs, {}, NOW))
-    words = {d.job_id: d.reason for d in result.decisions if isinstance(d, core.Pend)}
+    words = {d.job_id: d.reason for d in result.decisions if isinstance(d, Pend)}
     assert words[11] == "would delay earlier jobs' reservations (job 10 first); its own: room in 100 s"
     # 12 would overlap 11 (100-200 s) and the head (300-400 s): its room is after both
     assert words[12] == "would delay earlier jobs' reservations (job 10 first); its own: room in 400 s"
@@ -194,5 +195,5 @@ def test_a_conservative_job_that_finds_no_host_of_its_shape_is_reserved_for_from
              for name, (slots, used) in sorted(hosts.items())]
     result = core.run_pass(jobs, [api.Queue(name="q", backfill="conservative")], fleet, core.CoreConfig(), {},
                            context=picker.PassContext(jobs, {}, NOW))
-    words = {d.job_id: d.reason for d in result.decisions if isinstance(d, core.Pend)}
+    words = {d.job_id: d.reason for d in result.decisions if isinstance(d, Pend)}
     assert words[13] == "would delay earlier jobs' reservations (job 10 first); its own: room in 250 s"

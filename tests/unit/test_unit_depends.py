@@ -10,6 +10,7 @@ from controller import fsm
 from controller.fsm import arrays, job_index
 from controller.fsm.versions import DEPEND_FORMAT
 from scheduler import core
+from scheduler.decisions import Pend
 from tests.unit.test_unit_arrays import State
 from xce.rules import array_spec
 from xce.v1 import api_pb2 as api
@@ -53,7 +54,7 @@ def pass_reasons(s: State) -> dict[int, tuple[int, str]]:
     hosts = [api.Host.FromString(raw) for raw in s.tables._data["hosts"].values()]
     result = core.run_pass(jobs, [api.Queue(name="normal"), api.Queue(name="other")], hosts,
                            core.CoreConfig(), {})
-    return {d.job_id: (d.code, d.reason) if isinstance(d, core.Pend) else (0, "dispatch")
+    return {d.job_id: (d.code, d.reason) if isinstance(d, Pend) else (0, "dispatch")
             for d in result.decisions}
 
 

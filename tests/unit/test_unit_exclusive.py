@@ -4,6 +4,7 @@ the pass and the commit barrier agree. Pure."""
 from __future__ import annotations
 
 from scheduler import core
+from scheduler.decisions import Dispatch, Pend
 from tests.unit.test_unit_allocation import State, accepted
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -54,9 +55,9 @@ def test_the_pass_places_exclusive_jobs_on_idle_hosts_and_keeps_them() -> None:
             api.Job(id=3, state=api.PEND, submit_time_ms=3, spec=api.JobSpec(queue="normal", slots=1,
                                                                               exclusive=True))]
     decisions = core.schedule(jobs, [api.Queue(name="normal")], hosts, 0, core.CoreConfig())
-    placed = {d.job_id: d.host for d in decisions if isinstance(d, core.Dispatch)}
+    placed = {d.job_id: d.host for d in decisions if isinstance(d, Dispatch)}
     assert placed == {1: "idle", 2: "busy"}  # 2 not beside 1; 3 finds no idle host
-    reasons = {d.job_id: d.reason for d in decisions if isinstance(d, core.Pend)}
+    reasons = {d.job_id: d.reason for d in decisions if isinstance(d, Pend)}
     assert "run other jobs (the job is exclusive, -x)" in reasons[3], reasons[3]
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from scheduler import core, picker
+from scheduler.decisions import Dispatch
 from tests.unit.test_unit_config import GOOD, load_error
 from tests.unit.test_unit_limits import Limited
 from xce.rules import fairshare
@@ -124,7 +125,7 @@ def test_a_pass_on_a_fairshare_queue_takes_turns() -> None:
     queues = [api.Queue.FromString(raw) for _, raw in state.tables.scan("queues")]
     config = core.CoreConfig(queue_pickers={"normal": picker.load("fairshare")})
     decisions = core.run_pass(jobs, queues, hosts, config, counters).decisions
-    placed = [d.job_id for d in decisions if isinstance(d, core.Dispatch)]
+    placed = [d.job_id for d in decisions if isinstance(d, Dispatch)]
     assert sorted(placed) == sorted([*alice[:2], *bob[:2]])  # 2 each, not alice's 4 first
 
 

@@ -1,11 +1,11 @@
 """The state machine's modules import one another without a circle, and each entry format is defined once.
 
-- The module-level imports among controller/fsm/*.py (type-only ones included) form no cycle: the
-  applier calls the derived state (arrays, history, dependencies, fair share) through the table
-  registered in controller/fsm/__init__.py (DERIVED), so those modules may import the applier.
+- The imports among controller/fsm/*.py (type-only ones and imports inside functions included: a
+  circle is not dodged by importing late) form no cycle: the applier calls the derived state
+  (arrays, history, dependencies, fair share) through the table registered in
+  controller/fsm/__init__.py (DERIVED), so those modules may import the applier.
 - Every entry format is defined in controller/fsm/versions.py only: elsewhere a `*FORMAT` name is
-  imported from there, or at most names one of its constants again (a module's `FORMAT`, as the
-  leader reads it). And the table of derived state is what the applier runs.
+  imported from there, never named again. And the table of derived state is what the applier runs.
 """
 
 from __future__ import annotations
@@ -14,22 +14,18 @@ import ast
 from pathlib import Path
 
 from controller import fsm
-from controller.fsm import arrays, depends, shares, versions
+from controller.fsm import arrays, depends, shares
 
 ROOT = Path(__file__).resolve().parents[2]
 FSM = ROOT / "controller" / "fsm"
 PRODUCT = ("controller", "scheduler", "worker", "xce", "gateway", "simulator")
 
 
-def _module_level_imports(path: Path) -> set[str]:
-    """The fsm modules `path` imports outside any function (type-only imports count)."""
+def _fsm_imports(path: Path) -> set[str]:
+    """The fsm modules `path` imports, wherever it does (type-only and late imports count)."""
     found: set[str] = set()
-    nodes: list[ast.stmt] = list(ast.parse(path.read_text()).body)
-    while nodes:
-        node = nodes.pop()
-        if isinstance(node, ast.If):  # `if TYPE_CHECKING:` and the like
-            nodes.extend(node.body + node.orelse)
-        elif isinstance(node, ast.ImportFrom) and node.module == "controller.fsm":
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "controller.fsm":
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("controller.fsm."):
             found.add(node.module.split(".")[2])  # type: ignore[union-attr]
@@ -37,7 +33,7 @@ def _module_level_imports(path: Path) -> set[str]:
 
 
 def test_the_fsm_modules_import_one_another_without_a_circle() -> None:
-    graph = {path.stem: _module_level_imports(path) for path in FSM.glob("*.py") if path.stem != "__init__"}
+    graph = {path.stem: _fsm_imports(path) for path in FSM.glob("*.py") if path.stem != "__init__"}
     state: dict[str, str] = {}  # "open" while on the path, "done" after
 
     def visit(module: str, path: list[str]) -> None:
@@ -55,7 +51,6 @@ def test_the_fsm_modules_import_one_another_without_a_circle() -> None:
 
 
 def test_each_format_constant_is_defined_in_versions_only() -> None:
-    versions_names = {name for name in vars(versions) if name.endswith("_FORMAT")}
     found = []
     for package in PRODUCT:
         for path in sorted((ROOT / package).rglob("*.py")):
@@ -64,11 +59,8 @@ def test_each_format_constant_is_defined_in_versions_only() -> None:
             for node in ast.walk(ast.parse(path.read_text())):
                 targets = node.targets if isinstance(node, ast.Assign) else \
                     [node.target] if isinstance(node, ast.AnnAssign) else []
-                value = getattr(node, "value", None)
-                alias = isinstance(value, ast.Name) and value.id in versions_names
                 for target in targets:
-                    if isinstance(target, ast.Name) and target.id.endswith("FORMAT") and target.id.isupper() \
-                            and not alias:
+                    if isinstance(target, ast.Name) and target.id.endswith("FORMAT") and target.id.isupper():
                         found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {target.id}")
     assert not found, "define entry formats in controller/fsm/versions.py:\n" + "\n".join(found)
 

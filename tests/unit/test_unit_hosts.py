@@ -461,7 +461,7 @@ def test_an_inactive_queue_refuses_a_scheduler_s_dispatch_at_apply_but_not_a_for
 
 
 def test_explain_counts_the_hosts_each_check_refused() -> None:
-    from scheduler.core import PassUsage
+    from scheduler.pass_usage import PassUsage
     from xce.rules import feasibility
 
     shapes = (("a", 2, True, 0), ("b", 8, True, 7), ("c", 8, False, 0))

@@ -11,6 +11,7 @@ import pytest
 from controller import config
 from controller.config import ConfigError
 from scheduler import core
+from scheduler.decisions import Decision, Dispatch, Pend
 from tests.unit.test_unit_allocation import State, accepted
 from tests.unit.test_unit_config import GOOD, load_error, write
 from xce.rules import limits
@@ -50,7 +51,7 @@ class Limited(State):
         defs = [api.Limit.FromString(raw) for _, raw in self.tables.scan("limits")]
         return jobs, hosts, counters, defs
 
-    def run_pass(self) -> list[core.Decision]:
+    def run_pass(self) -> list[Decision]:
         jobs, hosts, counters, defs = self.view()
         return core.run_pass(jobs, [api.Queue(name="normal"), api.Queue(name="low")], hosts,
                              core.CoreConfig(), counters, limit_defs=defs).decisions
@@ -67,9 +68,9 @@ def test_the_pass_keeps_each_user_under_the_limit_and_names_it() -> None:
     bob = [state.submit_as("bob") for _ in range(2)]
     other_queue = state.submit_as("alice", queue="low")
     decisions = state.run_pass()
-    placed = {d.job_id for d in decisions if isinstance(d, core.Dispatch)}
+    placed = {d.job_id for d in decisions if isinstance(d, Dispatch)}
     assert placed == {*alice[:3], *bob, other_queue}  # 3 of alice's in normal; low is not a consumer
-    reasons = {d.job_id: (d.code, d.reason) for d in decisions if isinstance(d, core.Pend)}
+    reasons = {d.job_id: (d.code, d.reason) for d in decisions if isinstance(d, Pend)}
     assert reasons[alice[3]] == (api.PEND_LIMIT_REACHED,
                                  'user alice at 3/3 slots in queue normal (limit "users_normal")')
 
@@ -116,9 +117,9 @@ def test_consumables_count_on_every_host_of_the_plan_and_projects_include_their_
     narrow = state.submit_as("dave", req="rusage[gpu=1]", project="research")
     outside = state.submit_as("erin", req="rusage[gpu=1]", project="physics")
     decisions = state.run_pass()
-    placed = {d.job_id for d in decisions if isinstance(d, core.Dispatch)}
+    placed = {d.job_id for d in decisions if isinstance(d, Dispatch)}
     assert placed == {wide, outside}  # wide holds 2 GPUs of research's 2
-    reasons = {d.job_id: d.reason for d in decisions if isinstance(d, core.Pend)}
+    reasons = {d.job_id: d.reason for d in decisions if isinstance(d, Pend)}
     assert reasons[narrow] == 'projects research at 2/2 gpu (limit "gpus")'
 
 
@@ -128,7 +129,7 @@ def test_a_user_limit_counts_jobs_too_and_the_room_of_n_min_max() -> None:
     flexible = state.apply(log.Entry(submit=log.SubmitBatch(requests=[api.SubmitJobsRequest(
         request_id="flex", jobs=[api.JobSpec(command=["true"], slots=8, min_slots=2, user="alice")])])))
     decisions = state.run_pass()
-    (dispatch,) = [d for d in decisions if isinstance(d, core.Dispatch)]
+    (dispatch,) = [d for d in decisions if isinstance(d, Dispatch)]
     assert dispatch.job_id == flexible.job_ids[0] and dispatch.hosts == (("h1", 4),)  # as many as the limit
 
 

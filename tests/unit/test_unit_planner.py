@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from scheduler import picker, planner
-from scheduler.core import Dispatch, Pend
 from scheduler.decider import Decider
+from scheduler.decisions import Dispatch, Pend
 from scheduler.lease import Lease
 from scheduler.planner import PassView, PlannerConfig, PlannerState
 from xce.rules import feasibility

@@ -22,7 +22,7 @@ import pytest
 from golden import Case, run
 
 from scheduler import planner
-from scheduler.core import Decision, Dispatch, Pend, Preempt
+from scheduler.decisions import Decision, Dispatch, Pend, Preempt
 from scheduler.planner import PassView, PlannerConfig, PlannerState
 from xce.v1 import api_pb2 as api
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from scheduler import core, picker, preemption
+from scheduler.decisions import Dispatch, Pend, Preempt
 from tests.unit.test_unit_config import GOOD, load_error
 from xce.rules import feasibility
 from xce.rules import preemption as rules
@@ -144,16 +145,17 @@ def test_the_pass_keeps_what_victims_gave_back_for_their_preemptor_and_resumes_t
     jobs = [given, stopping, *others, preemptor, small]
     result = core.run_pass(jobs, queues, [host], core.CoreConfig(), {},
                            context=picker.PassContext(jobs, {}, NOW))
-    reasons = {d.job_id: d.code for d in result.decisions if isinstance(d, core.Pend)}
+    reasons = {d.job_id: d.code for d in result.decisions if isinstance(d, Pend)}
     assert reasons[9] == api.PEND_PREEMPTION_PENDING  # one victim still holds its slot
-    assert not [d for d in result.decisions if isinstance(d, core.Dispatch)]  # the freed slot is kept for 9
+    # the freed slot is kept for 9
+    assert not [d for d in result.decisions if isinstance(d, Dispatch)]
     # Once the preemptor is gone, the suspended victim takes its slot back before a pending job does.
     preemptor.state = api.DONE
     stopping.released.add(host="h1", slots=1)
     host.slots_used = 2
     result = core.run_pass(jobs, queues, [host], core.CoreConfig(), {},
                            context=picker.PassContext(jobs, {}, NOW))
-    dispatched = [d.job_id for d in result.decisions if isinstance(d, core.Dispatch)]
+    dispatched = [d.job_id for d in result.decisions if isinstance(d, Dispatch)]
     assert dispatched == [1, 2]  # both resume (2 free slots); job 10 waits
 
 
@@ -169,7 +171,8 @@ def test_an_exclusive_job_is_never_a_victim_and_a_license_short_preempts_nobody(
                     spec=api.JobSpec(queue="high", slots=1, resource_req="rusage[lic=1]"))]
     result = core.run_pass(jobs, queues, [host], core.CoreConfig(), {"shared/lic": 1}, shared={"lic": 1},
                            context=picker.PassContext(jobs, {}, NOW))
-    assert not [d for d in result.decisions if isinstance(d, core.Preempt)]  # slots are free: no victim helps
+    # slots are free: no victim helps
+    assert not [d for d in result.decisions if isinstance(d, Preempt)]
 
 
 def test_what_victims_gave_back_is_their_preemptor_s_not_an_earlier_job_s() -> None:
@@ -189,8 +192,8 @@ def test_what_victims_gave_back_is_their_preemptor_s_not_an_earlier_job_s() -> N
     jobs = [given, other, earlier, preemptor]
     result = core.run_pass(jobs, queues, [host], core.CoreConfig(), {},
                            context=picker.PassContext(jobs, {}, NOW))
-    assert [d.job_id for d in result.decisions if isinstance(d, core.Dispatch)] == [9]
-    preempts = [d for d in result.decisions if isinstance(d, core.Preempt)]
+    assert [d.job_id for d in result.decisions if isinstance(d, Dispatch)] == [9]
+    preempts = [d for d in result.decisions if isinstance(d, Preempt)]
     assert [(d.job_id, d.victims) for d in preempts] == [(8, ((2, 0),))]
 
 
@@ -207,7 +210,7 @@ def test_a_suspended_victim_being_killed_is_not_resumed() -> None:
     jobs = [dying, resting]
     result = core.run_pass(jobs, queues, [host], core.CoreConfig(), {},
                            context=picker.PassContext(jobs, {}, NOW))
-    assert [d.job_id for d in result.decisions if isinstance(d, core.Dispatch)] == [2]
+    assert [d.job_id for d in result.decisions if isinstance(d, Dispatch)] == [2]
 
 
 def test_a_preemptor_whose_victim_s_host_went_silent_waits_for_it() -> None:
@@ -223,6 +226,6 @@ def test_a_preemptor_whose_victim_s_host_went_silent_waits_for_it() -> None:
     jobs = [silent, other, preemptor]
     result = core.run_pass(jobs, queues, hosts, core.CoreConfig(), {},
                            context=picker.PassContext(jobs, {}, NOW))
-    assert not [d for d in result.decisions if isinstance(d, core.Preempt)]
-    assert {d.job_id: d.code for d in result.decisions if isinstance(d, core.Pend)} == \
+    assert not [d for d in result.decisions if isinstance(d, Preempt)]
+    assert {d.job_id: d.code for d in result.decisions if isinstance(d, Pend)} == \
         {9: api.PEND_PREEMPTION_PENDING}

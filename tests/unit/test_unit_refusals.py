@@ -10,7 +10,7 @@ from controller.fsm import decisions
 from controller.fsm.versions import REFUSALS_FORMAT
 from controller.tables import MemoryTables
 from scheduler import planner
-from scheduler.core import Dispatch, Pend
+from scheduler.decisions import Dispatch, Pend
 from scheduler.planner import PassView, PlannerConfig, PlannerState
 from xce import start_failures
 from xce.rules import feasibility

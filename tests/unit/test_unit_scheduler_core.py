@@ -7,7 +7,9 @@ import random
 import pytest
 
 from scheduler import core, picker, plans
-from scheduler.core import CoreConfig, Dispatch, Pend, schedule
+from scheduler.core import CoreConfig, schedule
+from scheduler.decisions import Decision, Dispatch, Pend
+from scheduler.host_index import HostIndex
 from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
@@ -126,7 +128,7 @@ def wanting(job_id: int, req: str, slots: int = 1) -> api.Job:
                                                                resource_req=req))
 
 
-def placed(decisions: list[core.Decision]) -> list[tuple[int, str]]:
+def placed(decisions: list[Decision]) -> list[tuple[int, str]]:
     return [(d.job_id, " ".join(f"{h}:{n}" for h, n in d.hosts) or d.host)
             for d in decisions if isinstance(d, Dispatch)]
 
@@ -237,7 +239,7 @@ def test_the_index_plans_a_job_as_plans_lays_out_its_candidates(requirement: str
         hosts = [host(f"h{i:02d}", 16, used=u) for i, u in enumerate(used)]
         states = {h.spec.name: feasibility.host_state(h, load=True) for h in hosts}
         slots = rng.choice([1, 2, 4, 5, 8, 12, 16, 20, 33])
-        index = core.HostIndex(states)
+        index = HostIndex(states)
         expected = next(plans.plans(slots, list(index.candidates(need)), need.requirement.span_hosts,
                                     need.requirement.ptile, True), None)
         assert index.plan(need, slots, slots) == expected

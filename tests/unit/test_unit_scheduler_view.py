@@ -82,7 +82,7 @@ def test_records_kept_parsed_between_reads_are_what_a_fresh_parse_gives() -> Non
     later events."""
     import random
 
-    from scheduler import core
+    from scheduler import core, host_index
     from xce.rules import feasibility
 
     rng = random.Random(7)
@@ -128,7 +128,7 @@ def test_records_kept_parsed_between_reads_are_what_a_fresh_parse_gives() -> Non
                 j.SerializeToString() for j in jobs if j.state in core.WAITING]
             hosts = [api.Host.FromString(rows["hosts"][k]) for k in sorted(rows["hosts"])]
             assert view.hosts() == hosts
-            fresh = core.Fleet.of({h.spec.name: feasibility.host_state(h, load=True) for h in hosts})
+            fresh = host_index.Fleet.of({h.spec.name: feasibility.host_state(h, load=True) for h in hosts})
             kept = view.fleet()
             assert (dict(kept.states), list(kept.free)) == (fresh.states, fresh.free)
             assert kept.moving == fresh.moving
