@@ -31,8 +31,8 @@ def cluster_tier(extra: list[str]) -> list[str]:
 def main(extra: list[str]) -> int:
     started = time.monotonic()
     with tempfile.TemporaryFile("w+") as rest_output:
-        rest = subprocess.Popen(["nice", "-n", "10", *PYTEST, "not cluster", "tests", *extra],
-                                stdout=rest_output, stderr=subprocess.STDOUT)
+        rest = subprocess.Popen(["nice", "-n", "10", *PYTEST, "not cluster", "--durations=15", "tests",
+                                 *extra], stdout=rest_output, stderr=subprocess.STDOUT)
         try:
             cluster = subprocess.run(cluster_tier(extra), check=False).returncode
             cluster_s = time.monotonic() - started
