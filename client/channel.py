@@ -64,7 +64,21 @@ class Transport(Protocol):
     def stream(self, address: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]],
                timeout_s: float) -> Iterator[bytes]: ...
 
+    def open_stream(self, address: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]],
+                    timeout_s: float) -> StreamCall:
+        """`stream`, as a handle another thread can cancel (a follower's silence watchdog, its stop)."""
+        ...
+
     def close(self) -> None: ...
+
+
+class StreamCall(Protocol):
+    """One server stream: its messages as they come (RpcFailure when it fails), and a way to end it
+    from another thread, after which reading raises RpcFailure("CANCELLED")."""
+
+    def __iter__(self) -> Iterator[bytes]: ...
+
+    def cancel(self) -> None: ...
 
 
 def new_request_id() -> str:

@@ -86,6 +86,10 @@ class GrpcTransport:
         except grpc.RpcError as exc:
             raise _failure(exc) from None
 
+    def open_stream(self, address: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]],
+                    timeout_s: float) -> GrpcStream:
+        return GrpcStream(self._stub(address, path, True)(request, metadata=metadata, timeout=timeout_s))
+
     def _stub(self, address: str, path: str, streaming: bool) -> Any:
         stamp = self.credentials.stamp()
         if stamp != self._tls_stamp:  # rotated: connect again, presenting and trusting the new files
@@ -100,6 +104,45 @@ class GrpcTransport:
             stub = make(path, request_serializer=_identity, response_deserializer=_identity)
             self._stubs[(address, path, streaming)] = stub
         return stub
+
+
+class GrpcStream:
+    """A grpc server stream read as bytes, with RpcFailure for its failures; cancellable from any
+    thread. `channel`: the stream's own, closed when it ends (StreamChannels)."""
+
+    def __init__(self, call: Any, channel: grpc.Channel | None = None) -> None:
+        self._call = call
+        self._channel = channel
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._call
+        except grpc.RpcError as exc:
+            raise _failure(exc) from None
+        finally:
+            self.cancel()
+
+    def cancel(self) -> None:
+        self._call.cancel()  # a no-op once the call has ended
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
+
+
+class StreamChannels:
+    """Server streams each on a channel of its own, made for it and closed with it: the scheduler's
+    Sync stream. A stream lives for hours; a new one follows a failover, and a fresh channel
+    connects at once where a cached one to a replica that was down may still be waiting out
+    gRPC's reconnect backoff (up to max_reconnect_backoff_ms)."""
+
+    def __init__(self, credentials: Credentials) -> None:
+        self.credentials = credentials
+
+    def open_stream(self, address: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]],
+                    timeout_s: float) -> GrpcStream:
+        channel = self.credentials.channel(address, channel_options())
+        stub = channel.unary_stream(path, request_serializer=_identity, response_deserializer=_identity)
+        return GrpcStream(stub(request, metadata=metadata, timeout=timeout_s), channel)
 
 
 def _failure(exc: grpc.RpcError) -> RpcFailure:

@@ -267,6 +267,15 @@ class Connection:
             except OSError:
                 pass
 
+    def abort(self) -> None:
+        """End the connection from another thread: a read blocked on it returns at once (a shutdown
+        wakes it, where a close would not), and the reader's failure closes it."""
+        self.going_away = True
+        try:
+            socket.socket.shutdown(self.sock, socket.SHUT_RDWR)  # the plain socket's: ssl's drops its state
+        except OSError:
+            pass
+
     def call(self, path: str, message: bytes, metadata: Sequence[tuple[str, str]], timeout_s: float,
              ) -> Iterator[bytes]:
         """The response messages of one call, as they come; RpcFailure for a gRPC error status."""
@@ -513,18 +522,16 @@ class Http2Transport:
 
     def stream(self, address: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]],
                timeout_s: float) -> Iterator[bytes]:
-        connection = self._connection(address, timeout_s)
-        try:
-            yield from connection.call(path, request, metadata, timeout_s)
-        except (OSError, ValueError, IndexError, struct.error) as exc:
-            connection.close()
-            self._connections.pop(address, None)
-            raise RpcFailure("UNAVAILABLE", f"{address}: {exc}") from None
-        except RpcFailure as exc:
-            if exc.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
-                connection.close()
-                self._connections.pop(address, None)
-            raise
+        yield from self.open_stream(address, path, request, metadata, timeout_s)
+
+    def open_stream(self, address: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]],
+                    timeout_s: float) -> Http2Stream:
+        return Http2Stream(self, address, path, request, metadata, timeout_s)
+
+    def _drop(self, address: str, connection: Connection) -> None:
+        connection.close()
+        if self._connections.get(address) is connection:
+            self._connections.pop(address)
 
     def _connection(self, address: str, timeout_s: float) -> Connection:
         connection = self._connections.get(address)
@@ -554,6 +561,45 @@ class Http2Transport:
                 and (cert, key) == (credentials.cert, credentials.key) else (None, None)
             self._context = tls_context(ca, cert, key, *paths)
         return self._context
+
+
+class Http2Stream:
+    """One call's response messages, read on the transport's connection to `address` when iterated;
+    `cancel` from another thread aborts that connection (the command line's calls are one at a
+    time, so it carries no other), and the read raises RpcFailure("CANCELLED")."""
+
+    def __init__(self, transport: Http2Transport, address: str, path: str, request: bytes,
+                 metadata: Sequence[tuple[str, str]], timeout_s: float) -> None:
+        self._transport = transport
+        self._call = (address, path, request, tuple(metadata), timeout_s)
+        self._connection: Connection | None = None
+        self._cancelled = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        address, path, request, metadata, timeout_s = self._call
+        if self._cancelled:
+            raise RpcFailure("CANCELLED", "cancelled by the caller")
+        connection = self._connection = self._transport._connection(address, timeout_s)
+        if self._cancelled:  # (cancelled while connecting)
+            connection.abort()
+        try:
+            yield from connection.call(path, request, metadata, timeout_s)
+        except (OSError, ValueError, IndexError, struct.error) as exc:
+            self._transport._drop(address, connection)
+            raise self._failure(RpcFailure("UNAVAILABLE", f"{address}: {exc}")) from None
+        except RpcFailure as exc:
+            if exc.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED") or self._cancelled:
+                self._transport._drop(address, connection)
+            raise self._failure(exc) from None
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        connection = self._connection
+        if connection is not None:
+            connection.abort()
+
+    def _failure(self, failure: RpcFailure) -> RpcFailure:
+        return RpcFailure("CANCELLED", "cancelled by the caller") if self._cancelled else failure
 
 
 CONNECT_TIMEOUT_S = 1.0

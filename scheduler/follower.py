@@ -1,15 +1,13 @@
-"""Keeps a View in step with the cluster: the Sync stream's driver (H3).
+"""Keeps a View in step with the cluster: the Sync stream's consumer (H3).
 
-Theory of operation. One thread holds a Sync stream to the replica it
-believes leads, asking for the events after the view's revision (a snapshot
-comes instead when that is too old or the view is empty). A follower's
-refusal names the leader, which it follows at once; a dead replica, no
-leader, or "resync required" (OUT_OF_RANGE: its revision was compacted)
-moves it on after a capped, jittered backoff (the route every client
-follows: client/leader_route.py), the last also clearing its revision so the
-next stream starts with a snapshot. A stream that stays
-silent for SILENCE_S (no event, no progress mark) is cancelled and
-reconnected. It never gives up until stopped.
+Theory of operation. One thread follows the Sync stream with the loop every follower shares
+(client/sync_follow.py: which replica, redirects, backoff, the silence watchdog), asking for the
+events after the view's revision (a snapshot comes instead when that is too old or the view is
+empty) and applying each message to the view under `lock`. Its settings are the scheduler's: a
+backoff from 0.05 s capped at 0.1 s, because a scheduler asleep through a failover is a cluster
+that dispatches nothing; a stream silent for SILENCE_S (no event, no progress mark) cancelled and
+opened again; OUT_OF_RANGE (its revision compacted) clears the view's revision so the next stream,
+opened at once, starts with a snapshot; any other refusal retried; it never gives up until stopped.
 """
 
 from __future__ import annotations
@@ -19,11 +17,11 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 
-import grpc
-
 from client.credentials import Credentials
-from client.grpc_transport import channel_options, leader_hint
+from client.grpc_transport import StreamChannels
 from client.leader_route import LeaderRoute
+from client.sync_follow import SyncFollow
+from client.sync_policy import NEVER_GIVING_UP
 from scheduler.view import View
 from xce.clock import REAL_CLOCK, Clock
 from xce.v1 import log_pb2 as log
@@ -44,91 +42,63 @@ class Follower:
         self.view = view or View()
         self.lock = threading.Lock()  # held while the view changes; readers take it too
         self._on_change = on_change
-        self._route = LeaderRoute(self.addresses, rng or random.Random(), MAX_BACKOFF_S, INITIAL_BACKOFF_S)
-        self._clock = clock
         self._stop = threading.Event()
-        self._call: grpc.Call | None = None
-        self.serving: str | None = None  # the replica whose stream is open and has spoken: it leads
-        self._last_heard = clock.monotonic_s()
+        route = LeaderRoute(self.addresses, rng or random.Random(), MAX_BACKOFF_S, INITIAL_BACKOFF_S)
+        # A gRPC channel of its own per stream (client/grpc_transport.py StreamChannels says why).
+        self._follow = SyncFollow(StreamChannels(credentials), route, credentials.metadata, self._request,
+                                  self._stop, clock.monotonic_s, NEVER_GIVING_UP,
+                                  on_compacted=self._compacted, silence_s=SILENCE_S, give_up_s=None,
+                                  logger=log_)
+        self._opened = log.SyncRequest()  # the last stream's request
+        self._first = True  # no event or snapshot yet on the last stream
         self.connections = 0
         self.snapshots = 0  # resyncs by snapshot
         self.resumes = 0    # resyncs by events
         self._thread: threading.Thread | None = None
 
+    @property
+    def serving(self) -> str | None:
+        """The replica whose stream is open and has spoken: it leads."""
+        return self._follow.serving
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self.run, daemon=True, name="sync-follower")
         self._thread.start()
-        threading.Thread(target=self._watchdog, daemon=True, name="sync-watchdog").start()
 
     def stop(self) -> None:
         self._stop.set()
-        call = self._call
-        if call is not None:
-            call.cancel()
+        self._follow.cancel()
         if self._thread is not None:
             self._thread.join(timeout=10)
 
     def run(self) -> None:
-        route = self._route
-        while not self._stop.is_set():
-            target = route.target
-            try:
-                self._stream(target)
-            except grpc.RpcError as exc:
-                code = exc.code()
-                leader = leader_hint(exc)
-                if leader and leader != target and route.redirected(target, leader):
-                    continue
-                if code == grpc.StatusCode.OUT_OF_RANGE:
-                    with self.lock:
-                        self.view.compacted()
-                    continue
-                if not leader or leader == target:
-                    route.failed(target)
-                if not self._stop.is_set():
-                    log_.info("sync: %s from %s: %s", code.name, target, exc.details())
-            self._stop.wait(route.pause_s())
-
-    def _stream(self, target: str) -> None:
-        with self.credentials.channel(target, channel_options()) as channel:
-            sync = channel.unary_stream("/xce.v1.SyncService/Sync",
-                                        request_serializer=log.SyncRequest.SerializeToString,
-                                        response_deserializer=log.SyncMessage.FromString)
+        for message in self._follow.messages():
             with self.lock:
-                request = self.view.sync_request()
-            call = sync(request, metadata=self.credentials.metadata())
-            self._call = call
-            self._last_heard = self._clock.monotonic_s()
-            self.connections += 1
-            try:
-                if self._stop.is_set():
-                    return
-                first = True
-                for message in call:
-                    self._last_heard = self._clock.monotonic_s()
-                    self.serving = target
-                    self._route.reset()  # it served: a failure after this one is a first one
-                    with self.lock:
-                        self.view.apply(message)
-                    kind = message.WhichOneof("body")
-                    if kind == "snapshot_end":
-                        self.snapshots += 1
-                        log_.info("sync: snapshot of revision %d from %s", self.view.revision, target)
-                    elif first and kind == "event":
-                        self.resumes += 1
-                        log_.info("sync: resumed from %s with events after revision %d", target,
-                                  request.from_revision)
-                    first = first and kind == "progress"
-                    if self._on_change is not None and message.WhichOneof("body") != "progress":
-                        self._on_change(self.view)
-            finally:
-                self._call = None
-                self.serving = None
-                call.cancel()
+                self.view.apply(message)
+            kind = message.WhichOneof("body")
+            self._count(kind)
+            if self._on_change is not None and kind != "progress":
+                self._on_change(self.view)
 
-    def _watchdog(self) -> None:
-        while not self._stop.wait(0.5):
-            call = self._call
-            if call is not None and self._clock.monotonic_s() - self._last_heard > SILENCE_S:
-                log_.info("sync: %s silent for %.0f s; reconnecting", self._route.target, SILENCE_S)
-                call.cancel()
+    def _request(self) -> log.SyncRequest:
+        """A new stream's request: the events after the view's revision (or a snapshot)."""
+        with self.lock:
+            request = self.view.sync_request()
+        self._opened, self._first = request, True
+        self.connections += 1
+        return request
+
+    def _compacted(self) -> None:
+        """The view's revision was compacted on the leader: the next stream starts with a snapshot."""
+        with self.lock:
+            self.view.compacted()
+
+    def _count(self, kind: str | None) -> None:
+        if kind == "snapshot_end":
+            self.snapshots += 1
+            log_.info("sync: snapshot of revision %d from %s", self.view.revision, self.serving)
+        elif self._first and kind == "event":
+            self.resumes += 1
+            log_.info("sync: resumed from %s with events after revision %d", self.serving,
+                      self._opened.from_revision)
+        self._first = self._first and kind == "progress"
