@@ -3,7 +3,7 @@
 The cluster tests mostly wait on daemons, a core often idle; the rest (the protocol simulations, the
 model checks, the unit tests) mostly compute. So the cluster tests run on two pytest-xdist workers
 (each test on its own ports and in its own directories; a module's tests that share one cluster stay
-on one worker: tests/conftest.py's `xdist_group`), and the rest runs beside them in one process, at a
+on one worker: tests/xdist_groups.py), and the rest runs beside them in one process, at a
 lower priority (nice 10): it takes what the daemons leave, and the daemons' timings stay theirs.
 Both run every test they select; the markers partition the suite. The computing tier's output is
 shown when it ends (after the cluster tier's, so the two never interleave); the exit status is the
