@@ -18,7 +18,7 @@ import shlex
 import sys
 from typing import IO, NoReturn
 
-from cli.parser import UsageError
+from cli.parser import Parser, UsageError
 from xce.rules import array_spec
 from xce.v1 import api_pb2 as api
 
@@ -169,7 +169,7 @@ def _limits(spec: api.JobSpec, args: argparse.Namespace) -> None:
         spec.mem_limit_mb = args.mem_limit
 
 
-class _LineParser(argparse.ArgumentParser):
+class _LineParser(Parser):  # as strict as the command line
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 

@@ -2,8 +2,8 @@
 
 Only the parser of the command a line names is built (argparse looks up
 gettext catalogues on disk for every option: building all forty costs ~10 ms
-of every command); a line naming none plainly (an abbreviated global option,
--h) or naming an unknown one gets the full parser. A bad argument is one line
+of every command); a line naming none plainly (-h, an unknown option) or
+naming an unknown command gets the full parser. A bad argument is one line
 on stderr and exit status 2, from the parser or, past it, as a UsageError.
 """
 
@@ -58,11 +58,30 @@ class _Formatter(argparse.HelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """A bad argument is one line on stderr and exit status 2 (usage is what --help is for)."""
+    """A bad argument is one line on stderr and exit status 2 (usage is what --help is for).
+
+    An option is taken only as written: no abbreviation of a long one (`--req` is not
+    `--request-id`) and no value run into a short one (`-R1`; `-env` read as `-e nv`). LSF's
+    single-dash words (`-env all`, `-outdir /tmp`) would otherwise become a job with a stderr file
+    named `nv` and a command `all`; refused, nothing is submitted."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _Formatter)
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def _get_option_tuples(self, option_string: str) -> list[tuple[argparse.Action, str, str | None]]:
+        return []  # argparse's guesses: prefixes of long options and short options with a value run in
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        """As argparse's, but a word no option or argument takes is refused here, by the parser of
+        the command it was given to (`xce submit: unknown option -env`), not passed up."""
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            word = extras[0]
+            self.error(f"unknown option {word}" if word.startswith("-") else f"unexpected argument {word!r}")
+        return parsed, extras
 
     def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: {shown(message)} (see {self.prog} --help)", file=sys.stderr)

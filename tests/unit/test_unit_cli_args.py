@@ -9,6 +9,7 @@ import pytest
 
 from cli import cluster_queries, job_spec
 from cli import main as cli
+from cli.parser import UsageError
 
 
 def _undocumented(parser: argparse.ArgumentParser, path: str) -> list[str]:
@@ -41,6 +42,38 @@ def test_bad_arguments_are_one_line_and_exit_2(argv: list[str], capsys: pytest.C
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(("argv", "refused"), [
+    (["submit", "-env", "all", "--", "true"], "unknown option -env"),  # was -e nv, the command `all -- true`
+    (["submit", "-outdir", "/tmp", "true"], "unknown option -outdir"),  # was -o utdir, the command /tmp
+    (["submit", "-R1", "true"], "unknown option -R1"),  # was the requirement "1"
+    (["submit", "-n4", "true"], "unknown option -n4"),
+    (["submit", "--req", "x", "true"], "unknown option --req"),  # was --request-id x
+    (["--clus", "c.toml", "jobs"], "invalid choice: 'c.toml'"),  # --clus is no option: c.toml no command
+    (["jobs", "--sta", "PEND"], "unknown option --sta"),
+    (["jobs", "extra"], "unexpected argument 'extra'"),
+])
+def test_an_option_is_taken_only_as_written(argv: list[str], refused: str, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """No abbreviation, no value run into a short option: LSF's single-dash words became wrong jobs.
+    Refused with one line naming the word, before any request (no cluster to reach here)."""
+    monkeypatch.setenv("XCE_CONTROLLERS", "127.0.0.1:1")
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert refused in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_file_of_jobs_is_as_strict_as_the_command_line() -> None:
+    import io
+
+    args = cli.build_parser("submit").parse_args(["submit", "--file", "jobs.txt"])
+    assert job_spec.specs_from_file(args, io.StringIO("-n 2 true\n"))[0].slots == 2
+    for line in ("-R1 true", "-env all true", "--req=1 true"):
+        with pytest.raises(UsageError, match=f"jobs.txt line 1: unknown option {line.split()[0]}"):
+            job_spec.specs_from_file(args, io.StringIO(line + "\n"))
 
 
 @pytest.mark.parametrize("argv", [
