@@ -7,8 +7,9 @@ the caller's (instances.py). The environment is built like `sbatch
 default PATH), what was submitted, what every job here gets (how `xce
 launch` reaches the worker), where the job runs (as LSF and PBS tell it),
 and the ids (XCE_JOB_ID, XCE_JOB_ATTEMPT, XCE_JOB_READABLE_ID, XCE_SPOOL;
-an array's element also XCE_ARRAY_ID, XCE_ARRAY_INDEX and LSB_JOBINDEX);
-nothing of the worker's own environment. It reaches the job through the
+an array's element also XCE_ARRAY_ID and XCE_ARRAY_INDEX), and LSF's
+variables of a batch job (`lsf_env`: LSB_JOBID, LSB_JOBINDEX, LSB_JOBNAME,
+LSB_QUEUE, ...); nothing of the worker's own environment. It reaches the job through the
 shim's stdin, read only after the shim's child has become the owner.
 """
 
@@ -60,13 +61,33 @@ def job_env(job: api.Job, account: Account, task: api.LaunchTask | None, common:
             host_gpus: int) -> dict[str, str]:
     """The whole environment of the job's command (or of a task: its launcher's on top)."""
     env = {"HOME": account.home, "USER": account.name, "LOGNAME": account.name, "SHELL": account.shell,
-           "PATH": DEFAULT_PATH, **job.spec.env, **(dict(task.env) if task is not None else {}),
-           **common, **where, **ids, "XCE_JOB_READABLE_ID": job.readable_id}
+           "PATH": DEFAULT_PATH, "LSB_SUBCWD": job.spec.cwd or account.home, **job.spec.env,
+           **(dict(task.env) if task is not None else {}), **common, **where, **ids,
+           "XCE_JOB_READABLE_ID": job.readable_id, **lsf_env(job)}
     if host_gpus:  # the indices it holds, no others (none for a job that reserved none)
         env["CUDA_VISIBLE_DEVICES"] = env["XCE_GPUS"] = ",".join(map(str, gpus or []))
-    if job.array_id:  # an array's element: its index, also under LSF's name
-        env.update(XCE_ARRAY_ID=str(job.array_id), XCE_ARRAY_INDEX=str(job.array_index),
-                   LSB_JOBINDEX=str(job.array_index))
+    if job.array_id:  # an array's element
+        env.update(XCE_ARRAY_ID=str(job.array_id), XCE_ARRAY_INDEX=str(job.array_index))
+    return env
+
+
+def lsf_env(job: api.Job) -> dict[str, str]:
+    """LSF's variables of a batch job, as LSF 10.1 sets them: an array's element has its array's
+    LSB_JOBID and its own index (LSB_JOBINDEX is 0 outside arrays), LSB_BATCH_JID names the element
+    (17[3]); the job name is the command line when none was given; the output files as -o/-e named
+    them (%J, %I filled in), only when named; the project `default` when none. (LSB_SUBCWD, where
+    it was submitted, is the submitter's if it sent one, else the job's working directory; the
+    hosts' variables are `hosts_env`'s.)"""
+    spec = job.spec
+    index = job.array_index if job.array_id else 0
+    env = {"LSB_JOBID": str(job.array_id or job.id),
+           "LSB_BATCH_JID": f"{job.array_id}[{index}]" if job.array_id else str(job.id),
+           "LSB_JOBINDEX": str(index), "LSB_JOBNAME": spec.name or " ".join(spec.command),
+           "LSB_QUEUE": spec.queue, "LSB_PROJECT_NAME": spec.project or "default"}
+    if spec.stdout_path:
+        env["LSB_OUTPUTFILE"] = output_path(spec.stdout_path, job)
+    if spec.stderr_path:
+        env["LSB_ERRORFILE"] = output_path(spec.stderr_path, job)
     return env
 
 

@@ -76,7 +76,8 @@ def test_an_array_of_1000_runs_each_element_once_and_never_more_than_its_limit(
     for name in ("w1", "w2"):
         workers.start(name, 40)  # 80 slots: the limit of 50 is what binds
     out = _cli(cluster, tmp_path, "submit", "-J", "sim[1-1000%50]", "-o", "out.%I", "--",
-               "sh", "-c", "echo $XCE_ARRAY_INDEX; sleep 0.05").stdout
+               "sh", "-c", "echo $XCE_ARRAY_INDEX $LSB_JOBID $LSB_JOBINDEX $LSB_BATCH_JID $LSB_JOBNAME; "
+               "sleep 0.05").stdout
     assert "Job array <" in out and "1000 elements" in out, out
     array_id = _array_id(out)
     with cluster.client() as client:
@@ -85,8 +86,9 @@ def test_an_array_of_1000_runs_each_element_once_and_never_more_than_its_limit(
         assert record.array.counts[api.DONE] == 1000
         elements = _elements(client, array_id)
     assert sorted(elements) == list(range(1, 1001))
-    for index in range(1, 1001):
-        assert (tmp_path / f"out.{index}").read_text().strip() == str(index)
+    for index in range(1, 1001):  # XCE's variables and LSF's: the array's id, the element's index
+        assert (tmp_path / f"out.{index}").read_text().split() == \
+            [str(index), str(array_id), str(index), f"{array_id}[{index}]", f"sim[{index}]"]
     summary = _cli(cluster, tmp_path, "jobs").stdout
     assert "sim[1-1000%50]" in summary and " 1000" in summary and "sim[7]" not in summary
     assert "sim[7]" in _cli(cluster, tmp_path, "jobs", "-A").stdout

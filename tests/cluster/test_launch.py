@@ -37,11 +37,12 @@ while len(ranks) < len(hosts) - 1:
         conn, _ = server.accept()
     except TimeoutError:
         sys.exit(f"ranks never reported in: {sorted(set(range(1, len(hosts))) - set(ranks))}")
-    rank, task, pid, ticks = conn.makefile().readline().split()
-    ranks[int(rank)] = {"task": task, "pid": int(pid), "ticks": ticks}
+    rank, task, pid, ticks, job_id = conn.makefile().readline().split()
+    ranks[int(rank)] = {"task": task, "pid": int(pid), "ticks": ticks, "LSB_JOBID": job_id}
     conn.close()
 env = {k: os.environ[k] for k in ("XCE_HOSTS", "LSB_HOSTS", "LSB_MCPU_HOSTS", "LSB_DJOB_NUMPROC",
-                                  "XCE_JOB_CREDENTIAL")}
+                                  "XCE_JOB_CREDENTIAL", "LSB_JOBID", "LSB_JOBINDEX", "LSB_JOBNAME",
+                                  "LSB_QUEUE", "LSB_OUTPUTFILE")}
 with open(out + ".tmp", "w") as f:
     json.dump({"hosts": hosts, "env": env, "ranks": ranks, "pid": os.getpid(),
                "ticks": open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]}, f)
@@ -59,7 +60,8 @@ import os, socket, sys, time
 port, rank = int(sys.argv[1]), sys.argv[2]
 with socket.create_connection(("127.0.0.1", port)) as conn:
     ticks = open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]  # its start: a pid is reused
-    conn.sendall(f"{rank} {os.environ['XCE_TASK_ID']} {os.getpid()} {ticks}\n".encode())
+    job_id = os.environ["LSB_JOBID"]
+    conn.sendall(f"{rank} {os.environ['XCE_TASK_ID']} {os.getpid()} {ticks} {job_id}\n".encode())
 flag = os.environ.get("RANK_FLAG", "")
 deadline = time.monotonic() + 600
 while not os.path.exists(flag) and time.monotonic() < deadline:
@@ -118,6 +120,12 @@ def test_sixteen_ranks_on_four_hosts_report_in_and_a_kill_ends_every_task(setup,
         assert report["hosts"] == [a.host for a in job.allocation for _ in range(a.slots)]
         assert report["env"]["LSB_MCPU_HOSTS"] == " ".join(f"{a.host} {a.slots}" for a in job.allocation)
         assert report["env"]["LSB_DJOB_NUMPROC"] == "16"
+        # LSF's job variables, in the job and in every task it launched
+        lsf = {k: report["env"][k] for k in ("LSB_JOBID", "LSB_JOBINDEX", "LSB_JOBNAME", "LSB_OUTPUTFILE")}
+        assert lsf == {"LSB_JOBID": str(job_id), "LSB_JOBINDEX": "0", "LSB_JOBNAME": "mpi",
+                       "LSB_OUTPUTFILE": "mpi.out"}
+        assert report["env"]["LSB_QUEUE"] == job.spec.queue
+        assert {rank["LSB_JOBID"] for rank in report["ranks"].values()} == {str(job_id)}
         assert report["env"]["XCE_HOSTS"].split() == report["hosts"]
         assert sorted(map(int, report["ranks"])) == list(range(1, 16))
         assert first == job.host
