@@ -105,7 +105,7 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
     fallback = state.fallback
     if fallback is not None:
         fallback.keep(waiting, usage, index)
-    job_gates = gates.stack(state, bounded)
+    job_gates, slot_gates = gates.stack(state, bounded)
     decisions, waiting_for = state.decisions, state.result.waiting
     # (a resume in flight is not among `jobs`)
     for job in itertools.chain(with_resumes(waiting, jobs, queue_map), blocked):
@@ -115,15 +115,20 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
                 state.dispatched += 1
                 decisions.append(resumed)
             continue
-        state.least, state.most, state.charged = feasibility.least_slots(job), job.spec.slots, ()
         for gate in job_gates:
             reason = gate(job, state)
             if reason is not None:
                 break
-        else:  # every gate let it through: its hosts
-            reason = host_checks.place(job, kept, state)
-            if reason is None:
-                continue  # dispatched, preempted for, or unexplained this pass
+        else:
+            state.least, state.most, state.charged = feasibility.least_slots(job), job.spec.slots, ()
+            for gate in slot_gates:
+                reason = gate(job, state)
+                if reason is not None:
+                    break
+            else:  # every gate let it through: its hosts
+                reason = host_checks.place(job, kept, state)
+                if reason is None:
+                    continue  # dispatched, preempted for, or unexplained this pass
         waiting_for[reason.code] += 1
         if reason.code != job.pending_code or (reason.words != job.pending_reason and (
                 recount or _shape(reason.words) != _shape(job.pending_reason))):
