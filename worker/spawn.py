@@ -23,6 +23,9 @@ from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+# LSF's bound on a job name, the command line's when none was given (a command line of 400 KB as one
+# variable would be past the kernel's 128 KB for one, and the job could not start).
+MAX_JOB_NAME = 4094
 HOME_FALLBACK = "/tmp"  # where a job without a working directory runs if its owner's home is missing
 
 
@@ -74,15 +77,15 @@ def job_env(job: api.Job, account: Account, task: api.LaunchTask | None, common:
 def lsf_env(job: api.Job) -> dict[str, str]:
     """LSF's variables of a batch job, as LSF 10.1 sets them: an array's element has its array's
     LSB_JOBID and its own index (LSB_JOBINDEX is 0 outside arrays), LSB_BATCH_JID names the element
-    (17[3]); the job name is the command line when none was given; the output files as -o/-e named
-    them (%J, %I filled in), only when named; the project `default` when none. (LSB_SUBCWD, where
-    it was submitted, is the submitter's if it sent one, else the job's working directory; the
-    hosts' variables are `hosts_env`'s.)"""
+    (17[3]); the job name is the command line when none was given (its first MAX_JOB_NAME
+    characters); the output files as -o/-e named them (%J, %I filled in), only when named; the
+    project `default` when none. (LSB_SUBCWD, where it was submitted, is the submitter's if it sent
+    one, else the job's working directory; the hosts' variables are `hosts_env`'s.)"""
     spec = job.spec
     index = job.array_index if job.array_id else 0
     env = {"LSB_JOBID": str(job.array_id or job.id),
            "LSB_BATCH_JID": f"{job.array_id}[{index}]" if job.array_id else str(job.id),
-           "LSB_JOBINDEX": str(index), "LSB_JOBNAME": spec.name or " ".join(spec.command),
+           "LSB_JOBINDEX": str(index), "LSB_JOBNAME": spec.name or " ".join(spec.command)[:MAX_JOB_NAME],
            "LSB_QUEUE": spec.queue, "LSB_PROJECT_NAME": spec.project or "default"}
     if spec.stdout_path:
         env["LSB_OUTPUTFILE"] = output_path(spec.stdout_path, job)

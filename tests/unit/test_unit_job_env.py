@@ -59,3 +59,10 @@ def test_the_job_cannot_rename_itself_in_lsf_s_variables() -> None:
         command=["true"], queue="normal", env={"LSB_JOBID": "999", "LSB_QUEUE": "vip"}))
     env = env_of(job)
     assert (env["LSB_JOBID"], env["LSB_QUEUE"]) == ("8", "normal")
+
+
+def test_a_long_command_line_names_the_job_within_lsf_s_bound() -> None:
+    """A 400 KB command line as one variable would be past the kernel's 128 KB: the job could not start."""
+    command = ["sh", *["a" * 1000] * 400]
+    job = api.Job(id=9, attempt=1, readable_id="9", spec=api.JobSpec(command=command))
+    assert env_of(job)["LSB_JOBNAME"] == " ".join(command)[:4094]
