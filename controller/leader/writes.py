@@ -101,8 +101,10 @@ class Writes:
                 raise failed_precondition("the audit trail (and scoped keys) wait until every replica runs "
                                           f"entry format {fsm.versions.AUDIT_FORMAT} (xce status)")
             self._check_caller(method, caller)
-            if isinstance(request, WithRequestId) and request.request_id and method != "SubmitJobs":
-                with self.ctx.state.read() as tables:  # (a submit's: in its own read)
+            # (a submit's id is made the caller's in the submit's own read; the method is tested first:
+            # a runtime Protocol's isinstance costs ~10 us, 3 % of a leader's CPU on submits)
+            if method != "SubmitJobs" and isinstance(request, WithRequestId) and request.request_id:
+                with self.ctx.state.read() as tables:
                     own_request_id(tables, request, caller)
             handler.handle(leadership, token, request, caller)
         except ServiceError as exc:
