@@ -88,21 +88,18 @@ def compared(path: str) -> str | None:
 
 def summary(rounds: list[dict[str, dict[str, Any]]]) -> list[str]:
     lines = [f"{'figure':<58}{'base':>12}{'new':>12}{'new/base':>10}  better"]
-    paths: dict[str, None] = {}
-    for one in rounds:
-        for side in ("base", "new"):
-            for part, figures in one[side].items():
-                for path in flatten(figures, part):
-                    paths.setdefault(path, None)
+    # Each round's figures flattened once, per side: {path: value}.
+    flat = [{side: {path: value for part, figures in one[side].items()
+                    for path, value in flatten(figures, part).items()} for side in ("base", "new")}
+            for one in rounds]
+    paths = dict.fromkeys(path for one in flat for side in ("base", "new") for path in one[side])
     for path in paths:
         direction = compared(path)
         if direction is None:
             continue
         sides = []
         for side in ("base", "new"):
-            values = [flatten(one[side].get(path.split(".", 1)[0], {}),
-                              path.split(".", 1)[0]).get(path) for one in rounds]
-            known = [v for v in values if v is not None]
+            known = [one[side][path] for one in flat if path in one[side]]
             sides.append(statistics.median(known) if known else None)
         base, new = sides
         ratio = f"{new / base:.3f}" if base and new is not None else "-"
