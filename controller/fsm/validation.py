@@ -20,6 +20,7 @@ from controller.fsm.records import (
 )
 from controller.fsm.versions import (
     ALLOCATION_FORMAT,
+    ARG_FORMAT,
     CHECKPOINT_FORMAT,
     DEPEND_FORMAT,
     EXCLUSIVE_QUEUE_FORMAT,
@@ -38,6 +39,9 @@ from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 MAX_COMMAND_ARGS = 4096
+# The kernel's bound on one argument or one NAME=VALUE of the environment (MAX_ARG_STRLEN, with its NUL):
+# a job script given as an argument (bsub < script), or a submitter's environment copied as LSF does.
+MAX_ARG_BYTES = 131071
 MAX_QUEUE_NAME = 64
 # datetime's range (years 1-9999), which readable ids need.
 MIN_STAMP_MS, MAX_STAMP_MS = -62135596800000, 253402300799999
@@ -115,16 +119,31 @@ def _check_command_and_text(spec: api.JobSpec, entry_format: int) -> None:
     if len(spec.command) > MAX_COMMAND_ARGS:
         raise invalid(f"more than {MAX_COMMAND_ARGS} command arguments")
     for arg in spec.command:
-        check_text("command argument", arg)
+        _check_arg("command argument", arg, entry_format)
     for what, value in (("name", spec.name), ("queue", spec.queue), ("stdout path", spec.stdout_path),
                         ("stderr path", spec.stderr_path), ("cwd", spec.cwd), ("user", spec.user)):
         check_text(what, value)
     check_requirement(spec.resource_req, entry_format)
     for key, value in spec.env.items():
         check_text("environment name", key)
-        check_text("environment value", value)
         if not key or "=" in key:
             raise invalid(f"bad environment name {key[:80]!r}")
+        if entry_format < ARG_FORMAT:
+            check_text("environment value", value)
+        else:
+            _check_arg(f"environment variable {key}", f"{key}={value}", entry_format)
+
+
+def _check_arg(what: str, value: str, entry_format: int) -> None:
+    """One argument of the command, or one NAME=VALUE of its environment: no NUL, and no longer than
+    exec takes one (before ARG_FORMAT: MAX_STRING characters, as every other text)."""
+    if entry_format < ARG_FORMAT:
+        check_text(what, value)
+        return
+    if "\x00" in value:
+        raise invalid(f"{what} contains a NUL character")
+    if len(value) * 4 > MAX_ARG_BYTES and len(value.encode()) > MAX_ARG_BYTES:
+        raise invalid(f"{what} longer than {MAX_ARG_BYTES} bytes (what exec takes as one)")
 
 
 def _check_slots(meta: log.Meta, spec: api.JobSpec, entry_format: int) -> None:

@@ -48,7 +48,8 @@ AUDIT_FORMAT = 16  # the audit trail: audit rows, `audit` entries (a dry run, a 
 CHECKPOINT_FORMAT = 17  # checkpoints: -k on job specs, the CHECKPOINT action
 START_FORMAT = 18  # a dispatch stamps the job's start time, until its worker reports its own
 REFUSALS_FORMAT = 19  # a worker's refusal counts against the job, its owner there or the host (refusals.py)
-ENTRY_FORMAT = 19  # the highest this code applies
+ARG_FORMAT = 20  # a command argument or environment value may be as long as exec takes one (128 KiB)
+ENTRY_FORMAT = 20  # the highest this code applies
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",

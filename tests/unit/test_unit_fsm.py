@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from controller import fsm, sync_stream
-from controller.fsm import retention
+from controller.fsm import retention, versions
 from controller.store import LmdbTables, StateStore
 from controller.tables import MemoryTables, Tables
 from xce.v1 import api_pb2 as api
@@ -1019,3 +1019,29 @@ def test_a_modify_with_a_bad_resource_requirement_changes_nothing(backend: Backe
     ok(backend.one(good))
     job = backend.job(1)
     assert job is not None and job.spec.resource_req == "select[gpu > 1] rusage[gpu=1]"
+
+
+def test_a_job_script_or_environment_variable_may_be_as_long_as_exec_takes_from_format_20(
+        backend: Backend) -> None:
+    """bsub < script passes the script as one argument, and copies the submitter's environment: from
+    ARG_FORMAT each may be as long as exec takes one; before, 4096 characters as every text."""
+    ok(backend.one(init()))
+    script = "echo " + "x" * 100_000
+    entry = submit(request("r1", spec("/bin/sh", "-c", script, env={"BIG": "y" * 100_000})))
+    entry.format = versions.ARG_FORMAT
+    ok(backend.one(entry))
+    job = backend.job(1)
+    assert job is not None and job.spec.command[2] == script and len(job.spec.env["BIG"]) == 100_000
+    for fields in ({"command": ["sh", "-c", "x" * 131_072]},
+                   {"command": ["true"], "env": {"BIG": "y" * 131_068}},  # BIG= and the value: 131,072
+                   {"command": ["true"], "env": {"K": "a\x00b"}}):
+        over = submit(request(f"r{len(fields)}-{len(str(fields))}", api.JobSpec(**fields)))
+        over.format = versions.ARG_FORMAT
+        result = backend.one(over)
+        assert result.code == log.INVALID_ARGUMENT and ("131071 bytes" in result.message or "NUL" in
+                                                        result.message), result.message
+    older = submit(request("r9", spec("/bin/sh", "-c", script)))
+    older.format = versions.ARG_FORMAT - 1
+    result = backend.one(older)
+    assert result.code == log.INVALID_ARGUMENT and "longer than 4096" in result.message
+    assert backend.meta().next_job_id == 2
