@@ -44,6 +44,11 @@ def run_launch(args: argparse.Namespace) -> int:
     if not command:
         print("xce launch: no command: put it after --, as in xce launch HOST -- ./rank", file=sys.stderr)
         return 2
+    return run_task(args.host, command)
+
+
+def run_task(host: str, command: list[str]) -> int:
+    """Run `command` on `host` as a task of this job (its environment and working directory); its status."""
     env, size = {}, 0
     for name, value in os.environ.items():
         size += len(name) + len(value) + 2
@@ -51,7 +56,7 @@ def run_launch(args: argparse.Namespace) -> int:
             break
         env[name] = value
     request = api.LaunchTask(job_id=int(os.environ["XCE_JOB_ID"]), attempt=int(os.environ["XCE_JOB_ATTEMPT"]),
-                             task_id=uuid.uuid4().hex, host=args.host, command=command, env=env,
+                             task_id=uuid.uuid4().hex, host=host, command=command, env=env,
                              cwd=os.getcwd(), credential=os.environ["XCE_JOB_CREDENTIAL"])
     return _wait(os.environ["XCE_LAUNCH_SOCKET"], request)
 

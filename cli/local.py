@@ -1,9 +1,11 @@
 """A cluster on this machine: `xce cluster up` (replicas and workers in the foreground) and `xce demo`
-(the whole story in a minute: jobs through a leader kill)."""
+(the whole story in a minute: jobs through a leader kill); `xce lsf-path`, where LSF's commands are."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from cli.locate import DEFAULT_DATA, data_dir
 from cli.parser import path_arg
@@ -34,3 +36,21 @@ def run_demo(args: argparse.Namespace) -> int:
     from ops.demo import run
 
     return run(args.jobs, path_arg(args.data) if args.data else None)
+
+
+def declare_lsf_path(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", action="store_true",
+                   help="print the profile to source instead (PATH, LSF_BINDIR, LSF_ENVDIR, as LSF's)")
+
+
+def run_lsf_path(args: argparse.Namespace) -> int:
+    """The LSF commands' bin directory (xce/lsf_bin.py), made or brought up to date first."""
+    from xce import lsf_bin
+
+    try:
+        path = lsf_bin.ensure()
+    except OSError as exc:
+        print(f"xce lsf-path: cannot make {lsf_bin.bin_dir()}: {exc.strerror}", file=sys.stderr)
+        return 1
+    print(os.path.join(os.path.dirname(path), "conf", "profile.lsf") if args.profile else path)
+    return 0

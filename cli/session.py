@@ -28,8 +28,10 @@ from xce.printable import shown
 
 
 def connected(args: argparse.Namespace, run: Callable[[Client, argparse.Namespace], int],
-              words: Sequence[str] = (), writes: bool = False) -> int:
-    """`run(client, args)` against the cluster; `words`, the command line, for a retry's."""
+              words: Sequence[str] = (), writes: bool = False,
+              refused: Callable[[XceError], int] | None = None) -> int:
+    """`run(client, args)` against the cluster; `words`, the command line, for a retry's. `refused`
+    says a refusal in its own words (LSF's commands) and gives the exit status."""
     if hasattr(args, "request_id"):  # known before the call: printed if it cannot be answered
         args.request_id = args.request_id or new_request_id()
     try:
@@ -48,8 +50,12 @@ def connected(args: argparse.Namespace, run: Callable[[Client, argparse.Namespac
                 if client.redirects or client.retries:
                     remember_leader(addresses, client.target)
     except XceError as exc:
+        # It ran out of time: it may be taken.
+        unanswered = exc.code_name in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+        if refused is not None and not unanswered:
+            return refused(exc)
         print(f"xce: {exc.code_name}: {shown(exc.message)}", file=sys.stderr)
-        if exc.code_name in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):  # it ran out of time: it may be taken
+        if unanswered:
             _said_unanswered(args, words, writes)
             return EX_TEMPFAIL
         return 1

@@ -80,6 +80,8 @@ COMMANDS: tuple[Command, ...] = (
     _local("cluster", "a local cluster", "local", "declare_cluster", "run_cluster"),
     _local("demo", "the whole story in a minute: jobs through a leader kill", "local", "declare_demo",
            "run_demo"),
+    _local("lsf-path", "make and print the bin directory of LSF's commands (bsub, bjobs, ...) to put on PATH",
+           "local", "declare_lsf_path", "run_lsf_path"),
     _write("submit", "submit a job or a job array (like bsub)", "jobs", "declare_submit", "run_submit"),
     _read("jobs", "list jobs (like bjobs)", "job_queries", "declare_jobs", "run_jobs"),
     _read("job", "one job in full", "job_queries", "declare_job", "run_job"),

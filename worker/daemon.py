@@ -62,7 +62,7 @@ from worker.host_load import LoadMeter
 from worker.journal import JournalStore
 from worker.process_host import ProcessHost
 from worker.session import WorkerSession
-from xce import daemon_logging, sd_notify, worker_wire
+from xce import daemon_logging, lsf_bin, sd_notify, worker_wire
 from xce.clock import REAL_CLOCK, Clock
 from xce.metrics import serve as serve_metrics
 from xce.v1 import api_pb2 as api
@@ -79,6 +79,16 @@ WORKER_KEEPALIVE_MS = 10_000
 JOIN_TIMEOUT_S = 5.0  # a join is one commit: far less than this unless the replica is unreachable
 MAX_BACKOFF_S = 2.0  # a failover takes about a second: do not sleep through it
 OUTPUT_READERS = 4  # output reads at once (the rest time out)
+
+
+def _lsf_bindir() -> dict[str, str]:
+    """LSF_BINDIR for every job here (LSF's own jobs have it: `$LSF_BINDIR/blaunch`), the LSF
+    commands' directory made if it is not (xce/lsf_bin.py); none if it cannot be."""
+    try:
+        return {"LSF_BINDIR": lsf_bin.ensure()}
+    except OSError as exc:
+        log.warning("no LSF_BINDIR for jobs: cannot make the LSF commands' directory: %s", exc)
+        return {}
 
 
 class Worker:
@@ -100,7 +110,7 @@ class Worker:
                                  draining or (lambda: config.draining), config.journal_keep, host=host,
                                  clock=clock, journal=journal, allow_root_jobs=config.allow_root_jobs,
                                  name=config.host.name, tell=lambda state: self.session.tell(state),
-                                 job_env={"XCE_LAUNCH_SOCKET": str(self.launch_socket)},
+                                 job_env={"XCE_LAUNCH_SOCKET": str(self.launch_socket), **_lsf_bindir()},
                                  gpus=int(config.host.resources.get("gpu", 0)))
         self.session = WorkerSession(config.host, self.executor, self.executor.journal, clock,
                                      config.kill_grace_s, load or LoadMeter().sample)

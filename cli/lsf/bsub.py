@@ -1,0 +1,271 @@
+"""bsub: submit a job, a job array or a job script, as LSF 10.1 does.
+
+`bsub [options] command [arguments]` runs the command line through /bin/sh
+on the execution host, as LSF's job file does (`bsub "a; b"` is two
+commands); the job's name, unless -J names it, is that command line.
+`bsub < script` and `bsub script` take a job script: its `#BSUB` lines are
+options (the command line's win), its text runs as the job
+(cli/lsf/script.py). The submitter's environment goes with the job unless
+-env says otherwise (cli/lsf/environment.py). -M counts in lsf.conf's
+LSF_UNIT_FOR_LIMITS (MB: xce/lsf_bin.py) unless it names a unit. -o without -e
+sends stderr to the -o file. -K waits for the job and exits with its code.
+
+An option of LSF's that XCE does not carry out yet is refused by name and
+nothing is submitted; so is one LSF does not have. Times are taken as LSF
+takes them (-W [hour:]minute).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import sys
+import time
+
+from cli import job_spec
+from cli.lsf import environment, script
+from cli.parser import UsageError
+from client.channel import Client, XceError
+from xce.printable import shown
+from xce.v1 import api_pb2 as api
+
+MAX_JOB_NAME = 4094  # LSF's bound on a job name (worker/spawn.py)
+# LSF 10.1 options XCE does not carry out yet: each refused by name, nothing submitted.
+NOT_YET_WITH_VALUE = ("-b", "-t", "-E", "-Ep", "-sp", "-g", "-G", "-U", "-u", "-i", "-is", "-L", "-app",
+                      "-gpu", "-k", "-oo", "-eo", "-outdir", "-Jd", "-C", "-c", "-D", "-F", "-p", "-S", "-T",
+                      "-v", "-wa", "-wt", "-s", "-ext", "-data", "-hostfile", "-jsdl", "-jsdl_strict", "-ptl",
+                      "-R2", "-stage", "-f", "-rnc", "-cn_cu", "-cn_mem", "-core_isolation", "-csm",
+                      "-alloc_flags",
+                      "-ln_mem", "-ln_slots", "-nnodes", "-smt", "-step_cgroup", "-network", "-Q", "-XF")
+NOT_YET_FLAGS = ("-H", "-I", "-Ip", "-Is", "-IS", "-ISp", "-ISs", "-IX", "-B", "-N", "-Zs", "-pack", "-ar",
+                 "-tty")
+UNITS_MB = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2, "P": 1024.0 ** 3,
+            "E": 1024.0 ** 4}
+
+
+class _NotYet(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        raise UsageError(f"{option_string}: this option of LSF's is not carried out by XCE yet. "
+                         "Job not submitted.")
+
+
+def declare(p: argparse.ArgumentParser, name: str) -> None:
+    # Every default is None (argparse's): a script's #BSUB value is taken where the line gave none.
+    p.add_argument("-J", dest="name", metavar="job_name",
+                   help='the job name; name[1-100:2]%%10 makes a job array')
+    p.add_argument("-q", dest="queue", metavar="queue_name", help="the queue")
+    p.add_argument("-n", dest="slots", metavar="min[,max]", type=job_spec.slot_range, help="slots")
+    p.add_argument("-R", dest="resource_req", metavar="res_req", action="append",
+                   help="resource requirement (several -R are joined)")
+    p.add_argument("-W", dest="run_limit", metavar="[hour:]minute", type=job_spec.minutes,
+                   help="run limit")
+    p.add_argument("-We", dest="estimate", metavar="[hour:]minute", type=job_spec.minutes,
+                   help="estimated run time")
+    p.add_argument("-M", dest="mem_limit", metavar="mem_limit[unit]",
+                   help="memory limit per host, in LSF_UNIT_FOR_LIMITS (MB) or with a unit: 4GB")
+    p.add_argument("-o", dest="stdout", metavar="output_file",
+                   help="append the job's output (and its errors, without -e); %%J %%I")
+    p.add_argument("-e", dest="stderr", metavar="error_file", help="append the job's errors")
+    p.add_argument("-cwd", dest="cwd", metavar="current_working_directory",
+                   help="the job's working directory (default: this one)")
+    p.add_argument("-P", dest="project", metavar="project_name", help="the project charged")
+    p.add_argument("-w", dest="depend", metavar="dependency_expression",
+                   help="run once this holds: done(12) && ended(13) ...")
+    p.add_argument("-ti", dest="kill_on_invalid_dep", action="store_const", const=True,
+                   help="kill the job once its -w condition can never hold")
+    p.add_argument("-env", dest="env", metavar='"none" | "all [, ~var] [, var=value]" | "var[=value], ..."',
+                   help="the submitter's variables the job gets (default: all)")
+    p.add_argument("-m", dest="hosts", metavar='"host_name ..."', help="hosts or host groups")
+    p.add_argument("-x", dest="exclusive", action="store_const", const=True, help="exclusive")
+    p.add_argument("-r", dest="rerunnable", action="store_const", const=True,
+                   help="rerun the job if its host is lost")
+    p.add_argument("-rn", dest="rerunnable", action="store_const", const=False, help="never rerun it")
+    p.add_argument("-K", dest="wait", action="store_const", const=True,
+                   help="wait for the job to end; exit with its exit code")
+    p.add_argument("-V", dest="version", action="store_true", help="the version")
+    for flag in NOT_YET_WITH_VALUE:
+        p.add_argument(flag, action=_NotYet, help=argparse.SUPPRESS)
+    for flag in NOT_YET_FLAGS:
+        p.add_argument(flag, action=_NotYet, nargs=0, help=argparse.SUPPRESS)
+    p.add_argument("cmd", nargs=argparse.REMAINDER,
+                   help="command [argument ...], or none: a job script on stdin")
+
+
+def _parser_for_script() -> argparse.ArgumentParser:
+    from cli.lsf.entry import LsfParser
+
+    class ScriptParser(LsfParser):
+        def error(self, message: str) -> None:  # type: ignore[override]
+            raise UsageError(message)
+
+    parser = ScriptParser(prog="bsub", add_help=False)
+    declare(parser, "bsub")
+    return parser
+
+
+def mem_mb(text: str) -> int:
+    """-M as LSF takes it: a number in LSF_UNIT_FOR_LIMITS (MB here), or with a unit (KB MB GB TB ...)."""
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGTPE]?)B?\s*!?\s*", text, re.IGNORECASE)
+    if found is None:
+        raise UsageError(f"-M {text[:40]}: a memory limit is a number of MB, or one with a unit (4GB)")
+    megabytes = float(found[1]) * UNITS_MB[found[2].upper()]
+    if megabytes < 1:
+        raise UsageError(f"-M {text[:40]}: at least 1 MB")
+    return round(megabytes)
+
+
+def _read_script(args: argparse.Namespace) -> tuple[str, str] | None:
+    """(text, name) of the job script bsub was given (stdin, or a file as its only argument), or None."""
+    if not args.cmd:
+        if sys.stdin is None or sys.stdin.isatty():
+            raise UsageError("no command: give a command, a job script, or a job script on stdin "
+                             "(bsub < job.sh)")
+        data = sys.stdin.buffer.read(script.MAX_SCRIPT_BYTES + 1)
+        source = "stdin"
+    elif len(args.cmd) == 1 and os.path.isfile(args.cmd[0]):
+        try:
+            with open(args.cmd[0], "rb") as stream:
+                data = stream.read(script.MAX_SCRIPT_BYTES + 1)
+        except OSError as exc:
+            raise UsageError(f"{args.cmd[0]}: {exc.strerror}") from None
+        source = args.cmd[0]
+    else:
+        return None
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        raise UsageError(f"{source}: the job script is not UTF-8 text") from None
+    if not text.strip():
+        raise UsageError(f"{source}: the job script is empty. Job not submitted.")
+    return text, source
+
+
+def _merged(args: argparse.Namespace, text: str, source: str) -> argparse.Namespace:
+    """The script's #BSUB options under the command line's (LSF: the command line wins)."""
+    try:
+        own = _parser_for_script().parse_args([*script.directives(text, source), "--"])
+    except UsageError as exc:
+        raise UsageError(f"{source}: #BSUB {exc}") from None
+    if own.cmd and own.cmd != ["--"]:
+        raise UsageError(f"{source}: #BSUB lines hold options only, not a command ({shown(own.cmd[0])})")
+    merged = vars(own)
+    merged.update({k: v for k, v in vars(args).items() if v is not None and k in merged})
+    if args.resource_req and own.resource_req:  # -R on both: LSF keeps the command line's
+        merged["resource_req"] = args.resource_req
+    return argparse.Namespace(**{**vars(args), **merged})
+
+
+def build(args: argparse.Namespace, submitter: dict[str, str], here: str,
+          script_text: tuple[str, str] | None) -> api.JobSpec:
+    """The job bsub asks for (pure but for what it is given: the environment, this host)."""
+    if script_text is not None:
+        text, source = script_text
+        args = _merged(args, text, source)
+        name = os.path.basename(source) if source != "stdin" else text.split("\n", 1)[0].strip()
+        command = script.command(text, name if source != "stdin" else "job_script")
+    else:
+        line = " ".join(args.cmd)
+        if not line.strip():
+            raise UsageError("no command. Job not submitted.")
+        name, command = line, ["/bin/sh", "-c", line]
+    options = argparse.Namespace(
+        name=args.name, queue=args.queue, priority=0, stdout=args.stdout,
+        stderr=args.stderr if args.stderr is not None else args.stdout,
+        resource_req=" ".join(args.resource_req) if args.resource_req else "",
+        rerunnable=bool(args.rerunnable), cwd=_cwd(args.cwd, submitter), hosts=args.hosts, depend=args.depend,
+        project=args.project, exclusive=args.exclusive, kill_on_invalid_dep=args.kill_on_invalid_dep,
+        slots=args.slots, run_limit=args.run_limit, estimate=args.estimate,
+        mem_limit=mem_mb(args.mem_limit) if args.mem_limit is not None else None, checkpoint=None)
+    spec = job_spec.spec_from(options, command)
+    if not args.name:
+        spec.name = name[:MAX_JOB_NAME]
+    env = environment.job_environment(args.env, submitter)
+    env["LSB_SUB_HOST"] = here
+    env["LSB_SUBCWD"] = _here(submitter)
+    if spec.HasField("array"):
+        env["LSB_JOBINDEX_END"] = str(max(r.end for r in spec.array.ranges))
+    spec.env.update(env)
+    return spec
+
+
+def _same_dir(path: str | None) -> bool:
+    """Whether $PWD names this directory (as the shell spells it, links kept, as LSF records it)."""
+    try:
+        return bool(path) and os.path.samefile(str(path), ".")
+    except OSError:
+        return False
+
+
+def _here(submitter: dict[str, str]) -> str:
+    """Where bsub runs, as the shell names it ($PWD, links kept, as LSF records it), else the kernel."""
+    pwd = submitter.get("PWD", "")
+    return pwd if _same_dir(pwd) else os.getcwd()
+
+
+def _cwd(cwd: str | None, submitter: dict[str, str]) -> str:
+    if cwd is None:
+        return _here(submitter)
+    return os.path.join(os.getcwd(), os.path.expanduser(cwd))
+
+
+def prepare(args: argparse.Namespace) -> bool:
+    """Before connecting: the job, checked here (a bad one is refused without asking the cluster).
+    False: nothing to ask the cluster (-V)."""
+    if args.version:
+        print("XCE's bsub: the commands of IBM Spectrum LSF 10.1 over an XCE cluster", file=sys.stderr)
+        return False
+    if args.cmd and args.cmd[0] == "--":
+        args.cmd = args.cmd[1:]
+    args.spec = build(args, dict(os.environ), socket.gethostname(), _read_script(args))
+    return True
+
+
+def run(client: Client, args: argparse.Namespace) -> int:
+    spec = args.spec
+    jobs = list(client.submit([spec]).jobs)
+    job = jobs[0]
+    default = "default " if not spec.queue else ""
+    print(f"Job <{job.id}> is submitted to {default}queue <{job.spec.queue}>.", flush=True)
+    if args.wait:
+        return _wait(client, job)
+    return 0
+
+
+def _wait(client: Client, job: api.Job) -> int:
+    """-K: LSF's messages while it waits; the job's exit code (or its signal's 128+N) at the end."""
+    print("<<Waiting for dispatch ...>>", file=sys.stderr, flush=True)
+    started = False
+    delay = 0.05
+    while True:
+        current = client.get_job(job.id)
+        if not started and current.state not in (api.PEND, api.PSUSP):
+            started = True
+            print(f"<<Starting on {current.host or 'its host'}>>", file=sys.stderr, flush=True)
+        if current.state in (api.DONE, api.EXIT) and not (current.spec.HasField("array") and
+                                                          _array_running(current)):
+            print("<<Job is finished>>", file=sys.stderr, flush=True)
+            if current.state == api.DONE:
+                return 0
+            return current.exit_code if 0 < current.exit_code < 256 else FAILED_JOB
+        time.sleep(delay)
+        delay = min(1.0, delay * 1.5)
+
+
+FAILED_JOB = 255
+
+
+def _array_running(job: api.Job) -> bool:
+    counts = job.array.counts
+    return any(counts[s] for s in (api.PEND, api.PSUSP, api.RUN, api.USUSP, api.SSUSP) if s < len(counts))
+
+
+def refused(args: argparse.Namespace, exc: XceError) -> str:
+    """The cluster's refusal, as bsub says it: why, then that nothing was submitted."""
+    message = shown(exc.message)
+    if "unknown queue" in message:
+        queue = args.queue or "?"
+        return f"{shown(queue)}: No such queue. Job not submitted."
+    return f"{message}. Job not submitted."

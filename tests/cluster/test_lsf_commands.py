@@ -1,0 +1,246 @@
+"""LSF's commands (cli/lsf/) on PATH against a live cluster, run as LSF's users and tools run them:
+bsub with command lines, job scripts on stdin and as files, the submitter's environment, every LSB_*
+variable in a job, an array's element and a blaunch task; bjobs' views and messages; bkill, bstop,
+bresume, brequeue; bhist, bqueues, bhosts, lsid, lsclusters and badmin showconf as the workflow tools
+parse them; another user's refusals, as a real unprivileged uid."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import FAST_HOSTS, NOBODY, nobody_cli_env, wait_until
+
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from xce import lsf_bin
+from xce.v1 import api_pb2 as api
+
+pytestmark = pytest.mark.cluster
+
+SUBMITTED = re.compile(r"^Job <(\d+)> is submitted to (default )?queue <(\w+)>\.$")
+
+
+@dataclass
+class Site:
+    cluster: LocalCluster
+    home: Path
+    bin: str
+    nobody_env: dict[str, str]
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("XCE_", "LSB_"))}
+        return {**env, "XCE_DATA": str(self.cluster.data), "PATH": f"{self.bin}:{env.get('PATH', '')}",
+                **extra}
+
+    def lsf(self, line: str, stdin: str | None = None, env: dict[str, str] | None = None,
+            as_nobody: bool = False) -> subprocess.CompletedProcess[str]:
+        """A shell line, as a user types it (quotes, redirections), with LSF's commands on PATH; as
+        nobody, its words run by setpriv (the interpreter may live under a home only root may search,
+        which a shell as nobody cannot start it from)."""
+        if as_nobody:
+            return subprocess.run(["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}",
+                                   "--clear-groups", *shlex.split(line)], capture_output=True, text=True,
+                                  cwd=self.home / "shared", timeout=120, env=self.nobody_env)
+        return subprocess.run(["/bin/sh", "-c", line], input=stdin, capture_output=True, text=True,
+                              cwd=self.home / "shared", timeout=120, env=env or self.env())
+
+    def submit(self, line: str, stdin: str | None = None, env: dict[str, str] | None = None) -> int:
+        result = self.lsf(line, stdin, env)
+        assert result.returncode == 0, result.stderr
+        found = SUBMITTED.match(result.stdout.strip())
+        assert found, result.stdout
+        return int(found[1])
+
+    def finished(self, job: int | str) -> api.Job:
+        with self.cluster.client() as client:
+            return wait_until(lambda: (j := client.get_job(str(job))).state in (api.DONE, api.EXIT) and j,
+                              f"job {job} finished", timeout_s=90)
+
+
+@pytest.fixture(scope="module")
+def site(reachable_by_nobody: None) -> Iterator[Site]:
+    home = Path(tempfile.mkdtemp(prefix="xce-lsf-", dir="/tmp"))
+    home.chmod(0o711)
+    (home / "shared").mkdir(mode=0o777)
+    (home / "shared").chmod(0o777)
+    cluster = LocalCluster(home / "cluster", extra_config=FAST_HOSTS)
+    workers = LocalWorkers(cluster)
+    scheduler = LocalScheduler(cluster)
+    try:
+        cluster.start()
+        cluster.leader()
+        for name in ("w1", "w2"):
+            workers.start(name, 4)
+        scheduler.start()
+        with cluster.client() as client:
+            wait_until(lambda: {h.spec.name for h in client.list_hosts().hosts if h.status == api.HOST_OK}
+                       >= {"w1", "w2"}, "both workers joined")
+        made = subprocess.run([sys.executable, "-m", "cli", "lsf-path"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        assert made == lsf_bin.bin_dir()
+        nobody = nobody_cli_env(cluster, home / "shared") | {"XCE_TOKEN": cluster.new_token("nobody", "user")}
+        nobody["PATH"] = f"{made}:{nobody['PATH']}"
+        yield Site(cluster, home, made, nobody)
+    finally:
+        scheduler.kill()
+        workers.stop()
+        cluster.stop()
+
+
+def test_bsub_runs_a_command_line_through_the_shell_with_the_submitter_s_environment(site: Site) -> None:
+    env = site.env(MY_SETTING="42")
+    job = site.submit("bsub -o out.%J 'echo $MY_SETTING; echo err >&2; echo $LSB_JOBNAME'", env=env)
+    assert site.finished(job).state == api.DONE
+    assert (site.home / "shared" / f"out.{job}").read_text().splitlines() == \
+        ["42", "err", "echo $MY_SETTING; echo err >&2; echo $LSB_JOBNAME"]  # -o alone: both streams
+    bare = site.submit("bsub -env none -o bare.%J 'echo ${MY_SETTING:-unset} $PATH'", env=env)
+    site.finished(bare)
+    assert (site.home / "shared" / f"bare.{bare}").read_text().strip() == "unset /usr/local/bin:/usr/bin:/bin"
+
+
+def test_bsub_takes_a_job_script_on_stdin_and_as_a_file_the_command_line_winning(site: Site) -> None:
+    script = ("#!/bin/bash\n#BSUB -J scripted\n#BSUB -q idle\n#BSUB -n 2\n#BSUB -R \"span[hosts=1]\"\n"
+              "#BSUB -o script.%J.out\n#BSUB -W 00:30\n#BSUB -M 100\n#BSUB -P \"proj1\"\n"
+              'echo "$0 $LSB_JOBNAME $LSB_QUEUE $LSB_DJOB_NUMPROC $LSB_PROJECT_NAME ${BASH_VERSION:+bash}"\n')
+    (site.home / "shared" / "job.sh").write_text(script)
+    piped = site.submit("bsub< job.sh 2> /dev/null")  # what dask-jobqueue runs
+    as_file = site.submit("bsub -q normal job.sh")
+    for job, queue, name in ((piped, "idle", "job_script"), (as_file, "normal", "job.sh")):
+        done = site.finished(job)
+        assert done.state == api.DONE and done.spec.queue == queue
+        assert (done.spec.slots, done.spec.run_limit_s, done.spec.mem_limit_mb) == (2, 1800, 100)
+        out = (site.home / "shared" / f"script.{job}.out").read_text().split()
+        assert out == [name, "scripted", queue, "2", "proj1", "bash"]
+
+
+def test_every_lsb_variable_in_an_element_and_a_blaunch_task(site: Site) -> None:
+    probe = ("import json, os, sys; json.dump({k: v for k, v in os.environ.items() "
+             "if k.startswith(('LSB_', 'LSF_'))}, open(sys.argv[1], 'w'))")
+    (site.home / "shared" / "probe.py").write_text(probe)
+    line = (f"bsub -J 'vars[1-3]' -n 2 -R 'span[hosts=1]' -P chem -o vars.%J.%I.out -e vars.%J.%I.err "
+            f"'{sys.executable} probe.py job.$LSB_JOBINDEX.json && "
+            f"$LSF_BINDIR/blaunch ${{LSB_HOSTS%% *}} {sys.executable} probe.py task.$LSB_JOBINDEX.json'")
+    array = site.submit(line)
+    with site.cluster.client() as client:
+        wait_until(lambda: client.get_job(array).array.counts[api.DONE] == 3, "3 elements done", timeout_s=90)
+    shared = site.home / "shared"
+    for where in ("job", "task"):
+        got = json.loads((shared / f"{where}.2.json").read_text())
+        host = got["LSB_HOSTS"].split()[0]
+        assert (got["LSB_JOBID"], got["LSB_JOBINDEX"], got["LSB_JOBINDEX_END"]) == (str(array), "2", "3")
+        assert got["LSB_BATCH_JID"] == f"{array}[2]" and got["LSB_JOBNAME"] == "vars[2]"
+        assert (got["LSB_QUEUE"], got["LSB_PROJECT_NAME"]) == ("normal", "chem")
+        assert (got["LSB_SUBCWD"], got["LSB_SUB_HOST"]) == (str(shared), socket.gethostname())
+        assert (got["LSB_HOSTS"], got["LSB_MCPU_HOSTS"], got["LSB_DJOB_NUMPROC"]) == \
+            (f"{host} {host}", f"{host} 2", "2")
+        assert Path(got["LSB_DJOB_HOSTFILE"]).name and got["LSF_BINDIR"] == site.bin
+        assert (got["LSB_OUTPUTFILE"], got["LSB_ERRORFILE"]) == (f"vars.{array}.2.out", f"vars.{array}.2.err")
+
+
+def test_bjobs_views_and_messages_as_the_tools_parse_them(site: Site) -> None:
+    job = site.submit("bsub -J 'Snakemake_rule_a:s=1___(3f2e-aa)' true")
+    site.finished(job)
+    running = site.submit("bsub -J long sleep 300")
+    with site.cluster.client() as client:
+        wait_until(lambda: client.get_job(running).state == api.RUN, "the long job runs")
+    # Snakemake's LSF executor's poll, verbatim: finished jobs stay listed under -a.
+    polled = site.lsf("bjobs -noheader -o 'jobid stat' -aJ '*3f2e-aa*'")
+    assert (polled.returncode, polled.stdout) == (0, f"{job} DONE\n")
+    table = site.lsf("bjobs").stdout.splitlines()
+    assert table[0] == "JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME"
+    assert any(row.startswith(f"{running:<7} root    RUN   normal     ") and " long " in row for row in table)
+    assert not any(row.startswith(f"{job} ") for row in table)  # finished: only with -a
+    records = json.loads(site.lsf(f"bjobs -json -o 'jobid stat exec_host' {running}").stdout)
+    assert records["JOBS"] == 1 and records["RECORDS"][0]["STAT"] == "RUN"
+    missing = site.lsf("bjobs 99999")
+    assert (missing.returncode, missing.stderr) == (255, "Job <99999> is not found\n")
+    nothing = site.lsf("bjobs", as_nobody=True)
+    assert (nothing.returncode, nothing.stdout, nothing.stderr) == (255, "", "No unfinished job found\n")
+    killed = site.lsf(f"bkill {running}")
+    assert (killed.returncode, killed.stdout) == (0, f"Job <{running}> is being terminated\n")
+    assert site.finished(running).state == api.EXIT
+
+
+def test_bkill_bstop_bresume_and_their_refusals(site: Site) -> None:
+    job = site.submit("bsub sleep 300")
+    with site.cluster.client() as client:
+        wait_until(lambda: client.get_job(job).state == api.RUN, "it runs")
+        assert site.lsf(f"bstop {job}").stdout == f"Job <{job}> is being stopped\n"
+        wait_until(lambda: client.get_job(job).state == api.USUSP, "it is stopped")
+        assert site.lsf(f"bresume {job}").stdout == f"Job <{job}> is being resumed\n"
+        wait_until(lambda: client.get_job(job).state == api.RUN, "it runs again")
+    theirs = site.lsf(f"bkill {job}", as_nobody=True)
+    assert (theirs.returncode, theirs.stderr) == (255, f"Job <{job}>: User permission denied\n")
+    assert site.lsf(f"bkill -s TERM {job}").stdout == f"Job <{job}> is being signaled\n"
+    site.finished(job)
+    again = site.lsf(f"bkill {job} 99999")
+    assert again.returncode == 255
+    assert again.stderr == f"Job <{job}>: Job has already finished\nJob <99999>: No matching job found\n"
+
+
+def test_bkill_0_ends_every_job_of_the_caller_only(site: Site) -> None:
+    mine = [site.submit("bsub sleep 300") for _ in range(2)]
+    theirs = site.lsf("bsub sleep 300", as_nobody=True)
+    assert theirs.returncode == 0, theirs.stderr
+    their_job = int(SUBMITTED.match(theirs.stdout.strip())[1])  # type: ignore[index]
+    killed = site.lsf("bkill 0", as_nobody=True)
+    assert killed.stdout == f"Job <{their_job}> is being terminated\n"
+    assert site.finished(their_job).state == api.EXIT
+    with site.cluster.client() as client:
+        assert all(client.get_job(j).state in (api.PEND, api.RUN) for j in mine)
+    said = sorted(site.lsf("bkill 0").stdout.splitlines())
+    assert said == sorted(f"Job <{j}> is being terminated" for j in mine)
+
+
+def test_wait_returns_the_job_s_exit_code(site: Site) -> None:
+    waited = site.lsf("bsub -K 'exit 3'")
+    assert waited.returncode == 3 and "<<Job is finished>>" in waited.stderr
+
+
+@pytest.mark.parametrize("line", ["bsub -n4 true", "bsub -R1 true", "bsub -env all -outdi /tmp true",
+                                  "bsub --queue normal true", "bsub -b 10:00 true", "bsub -q nope true",
+                                  "bsub -M lots true", "bsub -env 'all, ~' true", "bsub < /dev/null"])
+def test_a_misparse_is_refused_in_one_line_and_nothing_is_submitted(site: Site, line: str) -> None:
+    with site.cluster.client() as client:
+        before = client.list_jobs()
+        result = site.lsf(line)
+        assert result.returncode == 255 and result.stdout == ""
+        assert result.stderr.startswith(("bsub: ", "nope: No such queue")), result.stderr
+        assert "Job not submitted." in result.stderr or "illegal option" in result.stderr
+        assert len(result.stderr.splitlines()) == 1 or "Usage: bsub" in result.stderr
+        assert client.list_jobs() == before
+
+
+def test_what_snakemake_and_dask_read_at_start(site: Site) -> None:
+    conf = site.lsf("badmin showconf mbd")
+    assert conf.returncode == 0, conf.stderr
+    lines = conf.stdout.strip().split("\n")
+    # Snakemake's parse, verbatim:
+    config = {x[0]: x[1] for x in [tuple(line.strip().split(" = ")) for line in lines][1:]}
+    cluster = site.lsf("lsclusters").stdout.split("\n")[1].split()[0]
+    params = Path(config["LSF_CONFDIR"]) / "lsbatch" / cluster / "configdir" / "lsb.params"
+    assert "DEFAULT_QUEUE = normal" in params.read_text()
+    assert config["LSF_UNIT_FOR_LIMITS"] == "MB" and Path(config["LSB_SHAREDIR"]).is_dir()
+    profile = Path(site.bin).parent / "conf" / "lsf.conf"
+    assert "LSF_UNIT_FOR_LIMITS=MB" in profile.read_text().splitlines()  # dask-jobqueue's lsf_detect_units
+    job = site.submit("bsub -P genomics true")
+    site.finished(job)
+    history = site.lsf("bhist -l -a | grep Project").stdout
+    assert re.findall(r"Project <([^<>]+)>", history).count("genomics") == 1
+    assert site.lsf("lsid").stdout.startswith("IBM Spectrum LSF Standard 10.1")
+    queues = site.lsf("bqueues normal").stdout.splitlines()
+    assert queues[0].split() == ["QUEUE_NAME", "PRIO", "STATUS", "MAX", "JL/U", "JL/P", "JL/H", "NJOBS",
+                                 "PEND", "RUN", "SUSP"]
+    assert queues[1].split()[:3] == ["normal", "30", "Open:Active"]
+    hosts = site.lsf("bhosts").stdout.splitlines()
+    assert [row.split()[:2] for row in hosts[1:]] == [["w1", "ok"], ["w2", "ok"]]

@@ -1,0 +1,115 @@
+"""bsub's job (cli/lsf/bsub.py), built from its words as LSF 10.1 reads them: a command line run by the
+shell, #BSUB scripts under the command line's options, -M units, -o for both streams, and every
+misparse refused with nothing submitted."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from cli.lsf import bsub
+from cli.lsf.entry import parse, run
+from cli.parser import UsageError
+from xce.v1 import api_pb2 as api
+
+ENV = {"PATH": "/opt/bin:/usr/bin", "OMP_NUM_THREADS": "4", "XCE_TOKEN": "secret"}
+
+
+def job(words: list[str], script: tuple[str, str] | None = None, env: dict[str, str] | None = None
+        ) -> api.JobSpec:
+    _, args = parse("bsub", words)
+    if args.cmd and args.cmd[0] == "--":
+        args.cmd = args.cmd[1:]
+    return bsub.build(args, dict(ENV if env is None else env), "login1", script)
+
+
+def test_a_command_line_runs_through_the_shell_named_by_itself() -> None:
+    spec = job(["-q", "normal", "-n", "4", "echo", "a;", "echo", "$HOME"])
+    assert list(spec.command) == ["/bin/sh", "-c", "echo a; echo $HOME"]
+    assert spec.name == "echo a; echo $HOME" and spec.queue == "normal" and spec.slots == 4
+    assert spec.env["OMP_NUM_THREADS"] == "4" and "XCE_TOKEN" not in spec.env
+    assert spec.env["LSB_SUB_HOST"] == "login1" and spec.env["LSB_SUBCWD"] == os.getcwd()
+
+
+def test_output_without_error_file_takes_both_streams_and_memory_has_units() -> None:
+    spec = job(["-o", "out.%J", "-M", "4GB", "true"])
+    assert (spec.stdout_path, spec.stderr_path, spec.mem_limit_mb) == ("out.%J", "out.%J", 4096)
+    assert job(["-M", "2000", "true"]).mem_limit_mb == 2000  # LSF_UNIT_FOR_LIMITS=MB
+    assert job(["-M", "1500.0", "true"]).mem_limit_mb == 1500
+    assert job(["-M", "1536KB", "-e", "err", "true"]).mem_limit_mb == 2  # rounded; -e its own
+    with pytest.raises(UsageError, match="-M 4 apples"):
+        job(["-M", "4 apples", "true"])
+
+
+SCRIPT = """#!/bin/bash
+#BSUB -J from_script
+#BSUB -q idle
+#BSUB -n 2
+#BSUB -R "rusage[mem=100]"
+#BSUB -W 1:30
+#BSUB -We 45
+#BSUB -M 3000
+#BSUB -o /tmp/out.%J.%I
+#BSUB -e /tmp/err.%J
+#BSUB -cwd /scratch/run
+#BSUB -P proj/sub
+#BSUB -w "done(12)"
+#BSUB -env "all, ~OMP_NUM_THREADS, EXTRA=1"
+#BSUB -x
+#BSUB -r
+echo $LSB_JOBID
+"""
+
+
+def test_a_script_s_twelve_kinds_of_bsub_line_and_the_command_line_wins() -> None:
+    spec = job(["-q", "normal", "-n", "8"], (SCRIPT, "stdin"))
+    assert list(spec.command) == ["/bin/bash", "-c", SCRIPT, "job_script"]
+    assert (spec.name, spec.queue, spec.slots) == ("from_script", "normal", 8)  # -q, -n: the command line's
+    assert (spec.resource_req, spec.run_limit_s, spec.estimate_s, spec.mem_limit_mb) == \
+        ("rusage[mem=100]", 5400, 2700, 3000)
+    assert (spec.stdout_path, spec.stderr_path, spec.cwd) == ("/tmp/out.%J.%I", "/tmp/err.%J", "/scratch/run")
+    assert (spec.project, spec.depend) == ("proj/sub", "done(12)") and spec.exclusive and spec.rerunnable
+    assert "OMP_NUM_THREADS" not in spec.env
+    assert (spec.env["EXTRA"], spec.env["PATH"]) == ("1", "/opt/bin:/usr/bin")
+    named = job([], ("#!/bin/sh\nsleep 1\n", "/home/a/run.sh"))
+    assert named.name == "run.sh" and list(named.command)[-1] == "run.sh"
+
+
+def test_a_script_holding_a_command_or_a_bad_option_is_refused() -> None:
+    with pytest.raises(UsageError, match="options only"):
+        job([], ("#BSUB -q normal sleep 1\necho\n", "job.sh"))
+    with pytest.raises(UsageError, match="job.sh: #BSUB"):
+        job([], ("#BSUB -foo\necho\n", "job.sh"))
+
+
+def test_an_array_knows_its_last_index() -> None:
+    spec = job(["-J", "sweep[1-100:3]%5", "./run"])
+    assert spec.name == "sweep" and spec.array.limit == 5 and spec.env["LSB_JOBINDEX_END"] == "100"
+
+
+@pytest.mark.parametrize("words", [
+    ["-env", "all", "--", "true"],  # fine: the baseline of the refusals below
+])
+def test_lsf_s_multi_letter_options_are_options(words: list[str]) -> None:
+    assert job(words).env["PATH"] == "/opt/bin:/usr/bin"
+
+
+@pytest.mark.parametrize(("words", "said"), [
+    (["-n4", "true"], "illegal option -- n4"),
+    (["-R1", "true"], "illegal option -- R1"),
+    (["-outdi", "/tmp", "true"], "illegal option -- outdi"),
+    (["-envv", "all", "true"], "illegal option -- envv"),
+    (["--queue", "normal", "true"], "illegal option -- queue"),
+    (["-b", "10:00", "true"], "-b: this option of LSF's is not carried out by XCE yet. Job not submitted."),
+    (["-Is", "bash"], "-Is: this option"),
+    (["-outdir", "/tmp", "true"], "-outdir: this option"),
+    (["-q"], "expected one argument"),
+])
+def test_every_misparse_is_refused_with_one_line_and_nothing_submitted(
+        words: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """run() refuses before it connects: with no cluster at all, the refusal is the parser's."""
+    os.environ.pop("XCE_CONTROLLERS", None)
+    assert run("bsub", words) == 255
+    err = capsys.readouterr().err
+    assert said in err and err.startswith("bsub: ")
