@@ -65,9 +65,11 @@ def test_a_workflow_fans_out_fans_in_and_a_failed_job_is_resubmitted(make_cluste
         (work / "Snakefile").write_text(SNAKEFILE)
         env = {k: v for k, v in os.environ.items() if not k.startswith("XCE_")}
         env.update(PATH=f"{bin_dir}:{Path(sys.executable).parent}:{env['PATH']}",
-                   XCE_DATA=str(cluster.data), LSF_ENVDIR=str(Path(bin_dir).parent / "conf"), HOME=str(tmp_path))
+                   XCE_DATA=str(cluster.data), LSF_ENVDIR=str(Path(bin_dir).parent / "conf"),
+                   HOME=str(tmp_path))
         # The retry is Snakemake's own (--retries): the failed LSF job is submitted again as a new one.
-        flags = ["--jobs", "20", "--retries", "1", "--seconds-between-status-checks", "1", "--latency-wait", "5"]
+        flags = ["--jobs", "20", "--retries", "1", "--seconds-between-status-checks", "1",
+                 "--latency-wait", "5"]
         run = subprocess.run([sys.executable, "-m", "snakemake", "--executor", "lsf", *flags],
                              cwd=work, env=env, capture_output=True, text=True, timeout=600)
         assert run.returncode == 0, run.stderr[-4000:]
