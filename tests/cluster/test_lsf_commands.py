@@ -40,7 +40,7 @@ class Site:
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("XCE_", "LSB_"))}
         return {**env, "XCE_DATA": str(self.cluster.data), "PATH": f"{self.bin}:{env.get('PATH', '')}",
-                **extra}
+                "HOME": str(self.home / "shared"), **extra}
 
     def lsf(self, line: str, stdin: str | None = None, env: dict[str, str] | None = None,
             as_nobody: bool = False) -> subprocess.CompletedProcess[str]:
