@@ -33,7 +33,7 @@ from xce.v1 import api_pb2 as api
 
 MAX_JOB_NAME = 4094  # LSF's bound on a job name (worker/spawn.py)
 # LSF 10.1 options XCE does not carry out yet: each refused by name, nothing submitted.
-NOT_YET_WITH_VALUE = ("-b", "-t", "-E", "-Ep", "-sp", "-g", "-G", "-U", "-u", "-i", "-is", "-L", "-app",
+NOT_YET_WITH_VALUE = ("-b", "-t", "-E", "-Ep", "-g", "-G", "-U", "-u", "-i", "-is", "-L", "-app",
                       "-gpu", "-k", "-oo", "-eo", "-outdir", "-Jd", "-C", "-c", "-D", "-F", "-p", "-S", "-T",
                       "-v", "-wa", "-wt", "-s", "-ext", "-data", "-hostfile", "-jsdl", "-jsdl_strict", "-ptl",
                       "-R2", "-stage", "-f", "-rnc", "-cn_cu", "-cn_mem", "-core_isolation", "-csm",
@@ -83,6 +83,8 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("-r", dest="rerunnable", action="store_const", const=True,
                    help="rerun the job if its host is lost")
     p.add_argument("-rn", dest="rerunnable", action="store_const", const=False, help="never rerun it")
+    p.add_argument("-sp", dest="priority", metavar="priority", type=job_spec.int32,
+                   help="the job's priority among the queue's (1 to the queue's MAX_USER_PRIORITY)")
     p.add_argument("-K", dest="wait", action="store_const", const=True,
                    help="wait for the job to end; exit with its exit code")
     p.add_argument("-V", dest="version", action="store_true", help="the version")
@@ -172,7 +174,7 @@ def build(args: argparse.Namespace, submitter: dict[str, str], here: str,
             raise UsageError("no command. Job not submitted.")
         name, command = line, ["/bin/sh", "-c", line]
     options = argparse.Namespace(
-        name=args.name, queue=args.queue, priority=0, stdout=args.stdout,
+        name=args.name, queue=args.queue, priority=_priority(args.priority), stdout=args.stdout,
         stderr=args.stderr if args.stderr is not None else args.stdout,
         resource_req=" ".join(args.resource_req) if args.resource_req else "",
         rerunnable=bool(args.rerunnable), cwd=_cwd(args.cwd, submitter), hosts=args.hosts, depend=args.depend,
@@ -189,6 +191,13 @@ def build(args: argparse.Namespace, submitter: dict[str, str], here: str,
         env["LSB_JOBINDEX_END"] = str(max(r.end for r in spec.array.ranges))
     spec.env.update(env)
     return spec
+
+
+def _priority(value: int | None) -> int:
+    """-sp as LSF takes it: from 1 (the queue's MAX_USER_PRIORITY, if it has one, bounds it above)."""
+    if value is not None and value < 1:
+        raise UsageError(f"-sp {value}: a job priority is from 1 to the queue's MAX_USER_PRIORITY")
+    return value or 0
 
 
 def _same_dir(path: str | None) -> bool:

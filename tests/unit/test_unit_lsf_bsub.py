@@ -58,6 +58,7 @@ SCRIPT = """#!/bin/bash
 #BSUB -env "all, ~OMP_NUM_THREADS, EXTRA=1"
 #BSUB -x
 #BSUB -r
+#BSUB -sp 7
 echo $LSB_JOBID
 """
 
@@ -70,6 +71,7 @@ def test_a_script_s_twelve_kinds_of_bsub_line_and_the_command_line_wins() -> Non
         ("rusage[mem=100]", 5400, 2700, 3000)
     assert (spec.stdout_path, spec.stderr_path, spec.cwd) == ("/tmp/out.%J.%I", "/tmp/err.%J", "/scratch/run")
     assert (spec.project, spec.depend) == ("proj/sub", "done(12)") and spec.exclusive and spec.rerunnable
+    assert spec.priority == 7
     assert "OMP_NUM_THREADS" not in spec.env
     assert (spec.env["EXTRA"], spec.env["PATH"]) == ("1", "/opt/bin:/usr/bin")
     named = job([], ("#!/bin/sh\nsleep 1\n", "/home/a/run.sh"))
@@ -105,6 +107,7 @@ def test_lsf_s_multi_letter_options_are_options(words: list[str]) -> None:
     (["-Is", "bash"], "-Is: this option"),
     (["-outdir", "/tmp", "true"], "-outdir: this option"),
     (["-q"], "expected one argument"),
+    (["-sp", "0", "true"], "-sp 0: a job priority is from 1"),
 ])
 def test_every_misparse_is_refused_with_one_line_and_nothing_submitted(
         words: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
