@@ -1,12 +1,12 @@
-"""Hosts and queues, for operators: `xce queue create|update` and `xce host close|open`
-(badmin's qclose/qinact and hclose/hopen)."""
+"""Hosts, queues and the configuration, for operators: `xce queue create|update`, `xce host close|open`
+(badmin's qclose/qinact and hclose/hopen) and `xce reconfig` (badmin reconfig)."""
 
 from __future__ import annotations
 
 import argparse
 
 from cli.output import as_dict, emit
-from client.channel import Client
+from client.channel import Client, XceError
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
 
@@ -68,3 +68,51 @@ def run_host(client: Client, args: argparse.Namespace) -> int:
     answer = client.control_host(args.name, args.host_command == "close", getattr(args, "reason", ""))
     return emit(args, lambda: as_dict(answer), lambda: print(
         f"host {shown(args.name)} is now {'closed' if answer.host.closed else 'open'}"))
+
+
+def declare_reconfig(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print each replica's answer as JSON")
+
+
+def reconfigure_all(client: Client) -> list[tuple[str, api.ReconfigureResponse | str]]:
+    """Every replica re-reads its cluster file, the leader last (a follower with the old file that
+    became leader meanwhile would push the old configuration back); each one's answer or why not."""
+    status = client.status()
+    leader = next((r.grpc_address for r in status.replicas if r.role == "leader"), "")
+    addresses = [r.grpc_address for r in status.replicas if r.grpc_address != leader] + \
+        ([leader] if leader else [])
+    answers: list[tuple[str, api.ReconfigureResponse | str]] = []
+    for address in addresses:
+        try:
+            with Client([address], client.credentials, deadline_s=20, call_timeout_s=15,
+                        follow_leader=False) as one:
+                answers.append((address, one.call("AdminService", "Reconfigure", api.ReconfigureRequest(),
+                                                  api.ReconfigureResponse)))
+        except XceError as exc:
+            if exc.code_name in ("INVALID_ARGUMENT", "FAILED_PRECONDITION", "PERMISSION_DENIED"):
+                raise  # the file (or the caller) is refused: every replica would say the same
+            answers.append((address, f"{exc.code_name}: {exc.message}"))
+    return answers
+
+
+def run_reconfig(client: Client, args: argparse.Namespace) -> int:
+    answers = reconfigure_all(client)
+    if args.json:
+        return emit(args, lambda: {"replicas": [{"address": a, **(as_dict(r) if not isinstance(r, str)
+                                                                   else {"error": r})} for a, r in answers]},
+                    lambda: None)
+    failed = False
+    for address, answer in answers:
+        if isinstance(answer, str):
+            failed = True
+            print(f"replica at {shown(address)}: not reached ({shown(answer)}); it reads its file when it "
+                  "starts")
+            continue
+        what = "changed" if answer.changed else "unchanged"
+        role = (" leader: committed" if answer.committed else " leader: not committed yet") if answer.leader \
+            else ""
+        note = f"; {shown(answer.message)}" if answer.message else ""
+        print(f"replica {answer.replica_id} at {shown(address)}: file {what} "
+              f"(digest {answer.config_digest[:12]}){role}{note}")
+        failed |= answer.leader and not answer.committed
+    return 1 if failed else 0

@@ -117,6 +117,8 @@ COMMANDS: tuple[Command, ...] = (
             "declare_launch", "run_launch", connects=False, fast_exit=True),
     _read("hosts", "list hosts (like bhosts)", "cluster_queries", "declare_hosts", "run_hosts"),
     _write("host", "close or open a host (like badmin hclose/hopen)", "admin", "declare_host", "run_host"),
+    _write("reconfig", "every replica re-reads its cluster file; the leader commits what changed (badmin "
+                       "reconfig; cluster admins)", "admin", "declare_reconfig", "run_reconfig"),
     _read("status", "every replica's role, term, indexes and health", "cluster_queries", "declare_status",
           "run_status"),
     _local("gateway", "serve the REST API (/xce/v1/) for people, scripts and agents", "daemons",

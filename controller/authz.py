@@ -40,6 +40,7 @@ PERMISSIONS = frozenset({
     "audit.read",         # read everyone's audit trail (without it: one's own rows)
     "cluster.backup",     # save a snapshot of the whole state (every job, token hashes): admins only
     "cluster.members",    # add and remove controller replicas
+    "cluster.config",     # make a replica re-read its cluster file (xce reconfig, badmin reconfig)
     "cluster.read",       # status, hosts, queues
     "hosts.control",      # close and open hosts (badmin hclose/hopen)
     "state.sync",         # the Sync stream (every job in full)
@@ -97,6 +98,7 @@ METHOD_PERMISSION: Mapping[str, str] = {
     "AddMember": "cluster.members",
     "RemoveMember": "cluster.members",
     "ListMembers": "cluster.read",
+    "Reconfigure": "cluster.config",
     "Connect": "worker.connect",
     "AcquireLease": "scheduler.lease",
     "SubmitDecisions": "scheduler.decide",

@@ -200,7 +200,66 @@ class ClusterConfig:
 
 def load(path: Path) -> ClusterConfig:
     path = Path(path).resolve()
-    return parse(read_toml(path, ConfigError, "configuration file"), path)
+    raw = read_toml(path, ConfigError, "configuration file")
+    try:
+        return parse(raw, path)
+    except ConfigError as exc:
+        raise ConfigError(with_line(path, str(exc))) from None
+
+
+_ARRAYS = {"queue": "queues", "limit": "limits"}
+
+
+def with_line(path: Path, message: str) -> str:
+    """`message` with the line of the file it is about after the path (`FILE:12: queue 'x': priority
+    ...`), when the message names a queue's or limit's key, or a [table]'s key, that can be found."""
+    import re
+
+    prefix = f"{path}: "
+    if not message.startswith(prefix):
+        return message
+    rest = message[len(prefix):]
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return message
+    found = re.match(r"(queue|limit) '([^']*)': (\w+)", rest)
+    if found:
+        number = _key_in_block(lines, f"[[{_ARRAYS[found[1]]}]]", found[2], found[3])
+    elif found := re.match(r"\[([\w.]+)\] (\w+)", rest):
+        number = _key_in_table(lines, f"[{found[1]}]", found[2])
+    else:
+        number = 0
+    return f"{path}:{number}: {rest}" if number else message
+
+
+def _key_in_block(lines: list[str], header: str, name: str, key: str) -> int:
+    """The line of `key =` (else of the header) in the `header` block whose name is `name`; 0: none."""
+    start, block_name, best = 0, None, 0
+    for number, line in enumerate(lines + ["["], 1):
+        text = line.strip()
+        if text.startswith("["):
+            if start and block_name == name:
+                return best or start
+            start, block_name, best = (number, None, 0) if text.replace(" ", "") == header else (0, None, 0)
+        elif start and "=" in text:
+            left, _, right = text.partition("=")
+            if left.strip() == "name":
+                block_name = right.split("#")[0].strip().strip("\"'")
+            if left.strip() == key:
+                best = number
+    return 0
+
+
+def _key_in_table(lines: list[str], header: str, key: str) -> int:
+    inside = False
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if text.startswith("["):
+            inside = text.replace(" ", "") == header
+        elif inside and text.partition("=")[0].strip() == key:
+            return number
+    return 0
 
 
 def grpc_addresses(path: Path) -> list[str]:

@@ -136,6 +136,7 @@ def handlers(replica: Replica, authenticator: Authenticator) -> list[grpc.Generi
             "AddMember": (services.add_member, api.AddMemberRequest),
             "RemoveMember": (write("RemoveMember"), api.RemoveMemberRequest),
             "ListMembers": (services.list_members, api.ListMembersRequest),
+            "Reconfigure": (lambda request, caller: replica.reconfigure(), api.ReconfigureRequest),
         }),
     ]
 

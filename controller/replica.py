@@ -489,6 +489,18 @@ class Replica:
                 logger.exception("the leader core failed on a tick")
             self._perform()
 
+    # -------------------------------------------------------------- configuration
+
+    async def reconfigure(self) -> api.ReconfigureResponse:
+        """Re-read the cluster file (controller/reconfig.py)."""
+        from controller import reconfig
+
+        return await reconfig.reconfigure(self)
+
+    def wake(self) -> None:
+        """Let the timer take a turn now (a push to make)."""
+        self._wake.set()
+
     # -------------------------------------------------------------- status
 
     def local_status(self) -> api.ReplicaStatus:

@@ -4,6 +4,8 @@
 then `NAME = value` lines) and makes the files LSF's tools read beside it:
 LSF_CONFDIR/lsbatch/CLUSTER/configdir/lsb.params (DEFAULT_QUEUE) under a
 directory of the caller's own (~/.xce/lsf), LSB_SHAREDIR/CLUSTER/logdir.
+`badmin reconfig` (and `mbdrestart`) makes every replica re-read its
+cluster file, the leader committing what changed (`xce reconfig`).
 `badmin hclose|hopen HOST...` closes and opens hosts; `qclose|qopen|qact|
 qinact QUEUE...` closes, opens, activates and inactivates queues.
 """
@@ -31,11 +33,9 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def prepare(args: argparse.Namespace) -> bool:
-    if args.subcommand in ("reconfig", "mbdrestart"):
-        raise ValueError(f"{args.subcommand}: live reconfiguration is not in XCE yet (restart the replicas)")
     if args.subcommand == "showconf" and args.names not in (["mbd"], ["lim"]):
         raise ValueError("showconf mbd | lim")
-    if args.subcommand != "showconf" and not args.names:
+    if args.subcommand not in ("showconf", "reconfig", "mbdrestart") and not args.names:
         raise ValueError(f"{args.subcommand}: name a host or queue")
     return True
 
@@ -68,9 +68,39 @@ def _showconf(client: Client) -> int:
     return 0
 
 
+def _reconfig(client: Client) -> int:
+    """LSF's words around `xce reconfig` (cli/admin.py): every replica re-reads its file."""
+    from cli.admin import reconfigure_all
+
+    print("\nChecking configuration files ...\n", flush=True)
+    try:
+        answers = reconfigure_all(client)
+    except XceError as exc:
+        if exc.code_name in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+            raise
+        print("There are fatal errors.\n", file=sys.stderr)
+        print(shown(exc.message), file=sys.stderr)
+        return 255
+    unreached = [address for address, answer in answers if isinstance(answer, str)]
+    uncommitted = [a for _, a in answers if not isinstance(a, str) and a.leader and not a.committed]
+    notes = sorted({a.message for _, a in answers if not isinstance(a, str) and a.message})
+    print("No errors found.\n")
+    for note in notes:
+        print(f"Warning: {shown(note)}")
+    for address in unreached:
+        print(f"Warning: the replica at {shown(address)} did not answer: it reads its file when it starts")
+    if uncommitted:
+        print("Reconfiguration initiated; the leader has not committed it yet", file=sys.stderr)
+        return 255
+    print("Reconfiguration initiated")
+    return 0
+
+
 def run(client: Client, args: argparse.Namespace) -> int:
     if args.subcommand == "showconf":
         return _showconf(client)
+    if args.subcommand in ("reconfig", "mbdrestart"):
+        return _reconfig(client)
     failed = False
     for name in args.names:
         try:

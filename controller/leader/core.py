@@ -33,6 +33,7 @@ injected random generator.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Iterable
 
@@ -79,6 +80,13 @@ class LeaderCore:
     @settings.setter
     def settings(self, settings: LeaderSettings) -> None:
         self.ctx.settings = settings
+
+    def reload(self, init: log.InitCluster) -> None:
+        """The configuration of a re-read cluster file (controller/reconfig.py): pushed now if this
+        replica leads, else whenever it comes to."""
+        self.settings = dataclasses.replace(self.settings, init=init)
+        if self.leadership is not None and self.leadership.configured:
+            self.leadership.upkeep.reconfigure = True
 
     @property
     def leadership(self) -> Leadership | None:

@@ -1731,3 +1731,23 @@ class BackupChunk(_message.Message):
     data: bytes
     sha256: bytes
     def __init__(self, header: _Optional[_Union[BackupHeader, _Mapping]] = ..., data: _Optional[bytes] = ..., sha256: _Optional[bytes] = ...) -> None: ...
+
+class ReconfigureRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReconfigureResponse(_message.Message):
+    __slots__ = ("replica_id", "leader", "config_digest", "changed", "committed", "message")
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    replica_id: int
+    leader: bool
+    config_digest: str
+    changed: bool
+    committed: bool
+    message: str
+    def __init__(self, replica_id: _Optional[int] = ..., leader: _Optional[bool] = ..., config_digest: _Optional[str] = ..., changed: _Optional[bool] = ..., committed: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...

@@ -861,6 +861,11 @@ class AdminServiceStub:
                 request_serializer=xce_dot_v1_dot_api__pb2.ListMembersRequest.SerializeToString,
                 response_deserializer=xce_dot_v1_dot_api__pb2.MembersResponse.FromString,
                 _registered_method=True)
+        self.Reconfigure = channel.unary_unary(
+                '/xce.v1.AdminService/Reconfigure',
+                request_serializer=xce_dot_v1_dot_api__pb2.ReconfigureRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.ReconfigureResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -938,6 +943,14 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Reconfigure(self, request, context):
+        """The answering replica re-reads its cluster file (xce reconfig, badmin reconfig); the leader
+        commits what changed (queues, limits, host groups, shared resources, ...). Cluster admins.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1000,6 +1013,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListMembers,
                     request_deserializer=xce_dot_v1_dot_api__pb2.ListMembersRequest.FromString,
                     response_serializer=xce_dot_v1_dot_api__pb2.MembersResponse.SerializeToString,
+            ),
+            'Reconfigure': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reconfigure,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.ReconfigureRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.ReconfigureResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1326,6 +1344,33 @@ class AdminService:
             '/xce.v1.AdminService/ListMembers',
             xce_dot_v1_dot_api__pb2.ListMembersRequest.SerializeToString,
             xce_dot_v1_dot_api__pb2.MembersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reconfigure(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.AdminService/Reconfigure',
+            xce_dot_v1_dot_api__pb2.ReconfigureRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.ReconfigureResponse.FromString,
             options,
             channel_credentials,
             insecure,
