@@ -50,12 +50,18 @@ def queue_active(job: api.Job, state: PassState) -> feasibility.Reason | None:
 def waits(job: api.Job, state: PassState) -> feasibility.Reason | None:
     """What the job itself waits for, in one gate (each is a test of a field or two; a call each
     was a tenth of a pass over 50,000 jobs): its -w condition (apply's verdict), the backoff after
-    its own start failed, and a host it may still run on (a cluster recovering; hosts it ran on gone
+    its own start failed, its begin time (-b), its termination time passed (-t: it would be killed
+    as it starts), and a host it may still run on (a cluster recovering; hosts it ran on gone
     silent)."""
     if job.spec.depend and job.depend_state != api.DEPEND_SATISFIED:
         return dependency_reason(job)
     if job.attempt and job.not_before_ms > state.now_ms:
         return start_retry_reason(job)
+    spec = job.spec
+    if spec.begin_time_ms > state.now_ms:
+        return begin_time_reason(spec.begin_time_ms)
+    if 0 < spec.term_time_ms <= state.now_ms:
+        return term_time_reason(spec.term_time_ms)
     if state.recovering or job.stray_hosts:
         return feasibility.safety_refusal(job, state.usage)
     return None
@@ -136,6 +142,25 @@ def dependency_reason(job: api.Job) -> feasibility.Reason:
         return feasibility.Reason(api.PEND_DEPENDENCY_NEVER, f"dependency never satisfied: {shown} can no "
                                   "longer hold (xce kill it, or requeue what it waits for)", "depend")
     return feasibility.Reason(api.PEND_DEPENDENCY, f"dependency pending: {shown}", "depend")
+
+
+@functools.lru_cache(maxsize=64)
+def begin_time_reason(begin_ms: int) -> feasibility.Reason:
+    return feasibility.Reason(api.PEND_BEGIN_TIME, f"its begin time ({_utc(begin_ms)}) is not reached "
+                              "(bsub -b)", "begin_time")
+
+
+@functools.lru_cache(maxsize=64)
+def term_time_reason(term_ms: int) -> feasibility.Reason:
+    return feasibility.Reason(api.PEND_TERM_TIME_PASSED, f"its termination time ({_utc(term_ms)}) passed "
+                              "before it could start (bsub -t): kill it, or bmod it", "term_time")
+
+
+def _utc(ms: int) -> str:
+    """A time in words that are the same wherever the scheduler runs (the pass is a pure function)."""
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ms // 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def start_retry_reason(job: api.Job) -> feasibility.Reason:

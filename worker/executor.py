@@ -136,6 +136,8 @@ class Executor:
             record["mem_limit_kb"] = limit
         if job.spec.run_limit_s > 0:
             record["run_limit_ms"] = job.spec.run_limit_s * 1000
+        if job.spec.term_time_ms > 0:
+            record["term_time_ms"] = job.spec.term_time_ms
         if failure is None:
             gpus = self._i.gpus.take(key, job, job.host or self.name)
             if gpus is None:
@@ -159,7 +161,8 @@ class Executor:
         self.journal.put(key, record)
         with self._i.lock:
             self._i.running[key] = pid
-            self.monitoring.track(key, limit, int(record.get("run_limit_ms", 0)))
+            self.monitoring.track(key, limit, int(record.get("run_limit_ms", 0)),
+                                  int(record.get("term_time_ms", 0)))
         log.info("job %d.%d started, pid %d", job.id, job.attempt, pid)
         self._report(self._started(key, record))
         if job.state in STOPPED:  # stopped before it reached this host
@@ -411,6 +414,8 @@ class Executor:
             finished.exit_reason = "MEMLIMIT"
         elif record.get("runlimit") or journaled.get("runlimit"):
             finished.exit_reason = "RUNLIMIT"
+        elif record.get("deadline") or journaled.get("deadline"):
+            finished.exit_reason = "DEADLINE"
         return report
 
     def end(self, key: Key, record: dict[str, Any], report: api.JobReport) -> None:

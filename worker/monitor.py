@@ -41,24 +41,28 @@ class Monitor:
         self._limits: dict[Key, int] = {}  # memory limits (KB) of the instances and parts running here
         self._memlimited: set[Key] = set()  # killed for passing theirs
         self._run_limits: dict[Key, int] = {}  # run limits (-W, ms) of the instances running here
+        self._deadlines: dict[Key, int] = {}  # termination times (-t, this host's clock, ms)
 
-    def track(self, key: Key, mem_limit_kb: int = 0, run_limit_ms: int = 0) -> None:
+    def track(self, key: Key, mem_limit_kb: int = 0, run_limit_ms: int = 0, term_time_ms: int = 0) -> None:
         """Watch the instance's limits (0: none). Under the instances' lock."""
         if mem_limit_kb:
             self._limits[key] = mem_limit_kb
         if run_limit_ms:
             self._run_limits[key] = run_limit_ms
+        if term_time_ms:
+            self._deadlines[key] = term_time_ms
 
     def forget(self, key: Key) -> None:
         """The instance ended. Under the instances' lock."""
         self._limits.pop(key, None)
         self._run_limits.pop(key, None)
+        self._deadlines.pop(key, None)
         self._memlimited.discard(key)
 
     def look(self, report_usage: bool) -> None:
         with self._i.lock:
             mains, parts = dict(self._i.running), set(self._i.parts)
-            limits, run_limits = dict(self._limits), dict(self._run_limits)
+            limits, run_limits, deadlines = dict(self._limits), dict(self._run_limits), dict(self._deadlines)
         if not mains and not parts:
             return  # nothing runs here: no need to read every process of the host
         now = self._i.clock.now_ms()
@@ -66,6 +70,10 @@ class Monitor:
         for key, run_limit in sorted(run_limits.items()):
             if key in mains and self._ran_ms(key, now) > run_limit:
                 self._runlimit(key, mains[key], run_limit)
+                ended.add(key)
+        for key, deadline in sorted(deadlines.items()):
+            if key in mains and key not in ended and now >= deadline:
+                self._deadline(key, mains[key])
                 ended.add(key)
         sessions = self._i.host.sessions_usage()
         for key in sorted(set(mains) | parts):
@@ -96,6 +104,14 @@ class Monitor:
         with self._i.lock:
             self._run_limits.pop(key, None)  # once
             self._mark(key, "runlimit")
+        self._terminate(key, pid, self._i.kill_grace_s)
+        self._tasks.over(key, 0.0 if self._given_away(key) else None)
+
+    def _deadline(self, key: Key, pid: int) -> None:
+        log.warning("job %d.%d still runs at its termination time: killed (DEADLINE)", *key)
+        with self._i.lock:
+            self._deadlines.pop(key, None)  # once
+            self._mark(key, "deadline")
         self._terminate(key, pid, self._i.kill_grace_s)
         self._tasks.over(key, 0.0 if self._given_away(key) else None)
 

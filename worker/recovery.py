@@ -54,7 +54,8 @@ def _take_up(executor: Executor, key: Key, record: dict[str, Any]) -> None:
     state = record.get("state")
     with executor.instances.lock:
         executor.monitoring.track(key, int(record.get("mem_limit_kb") or 0) if state in LIVE else 0,
-                                  int(record.get("run_limit_ms") or 0) if state in LIVE[:2] else 0)
+                                  int(record.get("run_limit_ms") or 0) if state in LIVE[:2] else 0,
+                                  int(record.get("term_time_ms") or 0) if state in LIVE[:2] else 0)
     if record.get("gpus") and (state in LIVE or key in executor.tasks.with_tasks()):
         executor.instances.gpus.restore(key, list(record["gpus"]))
 

@@ -1,5 +1,5 @@
 """`python -I -S worker/shim.py STATUS_FILE --cwd DIR [--cwd-fallback DIR] --stdout P --stderr P
-[--spool-outputs 1,2] [--user NAME] -- COMMAND ARGS...`
+[--spool-outputs 1,2] [--user NAME] [--pre-exec SH] [--post-exec SH] -- COMMAND ARGS...`
 
 Runs one job as its owner and records how it ended.
 
@@ -77,8 +77,10 @@ if TYPE_CHECKING:
 
 # The start failures a child reports: xce/start_failures.py's codes (this file imports only built-in modules).
 COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, START_FAILED = -1, -2, -3, -5
-OUTPUT_FILE, NOT_EXECUTABLE = -7, -8
-OPTIONS = ("--user", "--cwd", "--cwd-fallback", "--stdout", "--stderr", "--spool-outputs")
+OUTPUT_FILE, NOT_EXECUTABLE, PRE_EXEC_FAILED = -7, -8, -9
+OPTIONS = ("--user", "--cwd", "--cwd-fallback", "--stdout", "--stderr", "--spool-outputs", "--pre-exec",
+           "--post-exec")
+PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 # exec's errors that are the command's own, as a shell sorts them (127 not found, 126 cannot run);
 # the others (ENOMEM, EAGAIN, EMFILE, EIO ...) are the host's: START_FAILED.
 NOT_FOUND_ERRNOS = frozenset({errno.ENOENT})
@@ -130,9 +132,17 @@ def parse_env(raw: bytes) -> dict[str, str]:
     return env
 
 
+class _PreExecFailed(Exception):
+    pass
+
+
 def _child(user: str | None, cwd: str, stdout: str, stderr: str, command: list[str], report: int,
-           fallback: str | None = None, spool_outputs: str = "") -> None:
-    """In the forked child: become the owner, then everything else as the owner; never returns."""
+           fallback: str | None = None, spool_outputs: str = "", pre_exec: str = "",
+           post_exec: str = "") -> None:
+    """In the forked child: become the owner, then everything else as the owner; never returns. A
+    pre-exec (bsub -E) runs first, as the owner, with the job's environment and files: failing, it is a
+    start failure of its own (the job pends again). With a post-exec (-Ep), the command runs in a
+    child of this process, which outlives it to run the post-exec, then ends as the command did."""
     code, doing = START_FAILED, "starting"
     note = ""
     try:
@@ -165,6 +175,14 @@ def _child(user: str | None, cwd: str, stdout: str, stderr: str, command: list[s
             os.close(opened)
         if note:
             os.write(2, note.encode(errors="replace"))
+        if pre_exec:
+            code, doing = PRE_EXEC_FAILED, "pre-exec (-E)"
+            ended = _run_shell(pre_exec, env)
+            if ended:
+                raise _PreExecFailed(ended)
+        if post_exec:
+            code, doing = START_FAILED, "starting the command beside its post-exec"
+            _then_post_exec(command, env, post_exec, report)
         code, doing = COMMAND_NOT_FOUND, f"command not found: {command[0]}"
         os.execvpe(command[0], command, env)
     except BaseException as exc:  # noqa: BLE001 - whatever it is, the shim must hear of it
@@ -178,6 +196,57 @@ def _child(user: str | None, cwd: str, stdout: str, stderr: str, command: list[s
             os._exit(127)
 
 
+def _run_shell(text: str, env: dict[str, str]) -> str:
+    """`sh -c text` in a child, waited for; "" if it exited 0, else how it ended."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.execve("/bin/sh", ["/bin/sh", "-c", text], env)
+        finally:
+            os._exit(127)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    code = os.WEXITSTATUS(status)
+    return f"exited {code}" if code else ""
+
+
+def _then_post_exec(command: list[str], env: dict[str, str], post_exec: str, report: int) -> None:
+    """Run the command in a child, then the post-exec (LSB_JOBEXIT_STAT: the command's wait status, as
+    LSF sets it), then end as the command ended; never returns."""
+    for sig in PASSED_ON:  # the group's signals are the command's: this process outlives it
+        signal.signal(sig, _ignore)
+    ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:
+        os.close(ready_r)
+        for sig in PASSED_ON:
+            signal.signal(sig, signal.SIG_DFL)
+        try:
+            os.execvpe(command[0], command, env)
+        except OSError as exc:
+            code = COMMAND_NOT_FOUND if exc.errno in NOT_FOUND_ERRNOS else \
+                NOT_EXECUTABLE if exc.errno in NOT_EXECUTABLE_ERRNOS else START_FAILED
+            words = "command not found" if code == COMMAND_NOT_FOUND else "cannot run"
+            os.write(ready_w, f"{code} {words}: {command[0]}: {exc.strerror}".encode()[:1000])
+        finally:
+            os._exit(127)
+    os.close(ready_w)
+    with os.fdopen(ready_r, "rb") as pipe:
+        failure = pipe.read()
+    if failure:
+        os.waitpid(pid, 0)
+        os.write(report, failure)
+        os._exit(127)
+    os.close(report)  # it runs: the shim goes on to wait for this process
+    _, status = os.waitpid(pid, 0)
+    _run_shell(post_exec, {**env, "LSB_JOBEXIT_STAT": str(status)})
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
 def main(argv: list[str]) -> int:
     options: dict[str, str] = {}
     while len(argv) > 3 and argv[1] in OPTIONS:
@@ -185,7 +254,9 @@ def main(argv: list[str]) -> int:
         argv = [argv[0], *argv[3:]]
     if len(argv) < 3 or argv[1] != "--" or not {"cwd", "stdout", "stderr"} <= set(options):
         print("usage: python -I -S worker/shim.py STATUS_FILE --cwd DIR [--cwd-fallback DIR] --stdout P "
-              "--stderr P [--spool-outputs 1,2] [--user NAME] -- COMMAND ...", file=sys.stderr)
+              "--stderr P [--spool-outputs 1,2] [--user NAME] [--pre-exec SH] [--post-exec SH] -- "
+              "COMMAND ...",
+              file=sys.stderr)
         return 2
     status_path, command = argv[0], argv[2:]
     # The group's signals are the command's: a kill's TERM, and a checkpoint's (-k: HUP, INT, USR1 or
@@ -203,7 +274,8 @@ def main(argv: list[str]) -> int:
                     signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
         _child(options.get("user"), options["cwd"], options["stdout"], options["stderr"], command, write_end,
-               options.get("cwd-fallback"), options.get("spool-outputs", ""))
+               options.get("cwd-fallback"), options.get("spool-outputs", ""), options.get("pre-exec", ""),
+               options.get("post-exec", ""))
     os.close(write_end)
     with os.fdopen(read_end, "rb") as pipe:
         failure = pipe.read().decode(errors="replace")

@@ -113,8 +113,12 @@ def shim_command(job: api.Job, account: Account, status_file: Path, task: api.La
     spooled = ",".join(fd for fd, path in (("1", job.spec.stdout_path), ("2", job.spec.stderr_path))
                        if not path)
     spool = ["--spool-outputs", spooled] if spooled else []
+    # bsub -E and -Ep are the job's (its first host's), never a task's.
+    around = [] if task is not None else \
+        [*(["--pre-exec", job.spec.pre_exec] if job.spec.pre_exec else []),
+         *(["--post-exec", job.spec.post_exec] if job.spec.post_exec else [])]
     return [sys.executable, "-I", "-S", SHIM, str(status_file), *switch, "--cwd", cwd, *fallback,
-            "--stdout", outputs[0], "--stderr", outputs[1], *spool, "--", *command]
+            "--stdout", outputs[0], "--stderr", outputs[1], *spool, *around, "--", *command]
 
 
 def working_dir(job: api.Job, account: Account, task: api.LaunchTask | None = None) -> str:

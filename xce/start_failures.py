@@ -40,8 +40,9 @@ COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, DRAINING, START_FAILED = -1, -2, -
 USER_NOT_ALLOWED = -6  # root without allow_root_jobs, or a user other than a non-root worker's
 OUTPUT_FILE = -7  # the owner cannot open (create) its -o or -e file
 NOT_EXECUTABLE = -8  # the command exists but cannot be executed (permission, format)
+PRE_EXEC_FAILED = -9  # its pre-exec (bsub -E) failed: the job pends again, as LSF requeues it (format 21)
 CODES = frozenset({COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, DRAINING, START_FAILED, USER_NOT_ALLOWED,
-                   OUTPUT_FILE, NOT_EXECUTABLE})
+                   OUTPUT_FILE, NOT_EXECUTABLE, PRE_EXEC_FAILED})
 
 MAX_TRIES = 4  # attempts in all of a job whose output file was refused: then EXIT
 FIRST_BACKOFF_MS = 1_000  # after the first such refusal; doubled after each (1, 2, 4 s)
@@ -57,10 +58,14 @@ class Kind(enum.Enum):
 # code -> (exit code, exit reason) of a job that ends at its first such refusal
 ENDS_AT_ONCE = {COMMAND_NOT_FOUND: (127, "COMMAND_NOT_FOUND"), NOT_EXECUTABLE: (126, "NOT_EXECUTABLE"),
                 CWD_MISSING: (2, "CWD_MISSING")}
-RETRIED = {OUTPUT_FILE: (1, "OUTPUT_FILE")}  # ... and of one whose tries ran out
+RETRIED = {OUTPUT_FILE: (1, "OUTPUT_FILE"), PRE_EXEC_FAILED: (1, "PRE_EXEC_FAILED")}  # ... tries ran out
 
 
-def kind(code: int) -> Kind:
+def kind(code: int, pre_exec: bool = True) -> Kind:
+    """Whose fault a refusal is (`pre_exec`: the entry format knows PRE_EXEC_FAILED, else it is a code
+    this module did not know: the host's)."""
+    if code == PRE_EXEC_FAILED and not pre_exec:
+        return Kind.HOST
     if code in ENDS_AT_ONCE or code in RETRIED:
         return Kind.JOB
     if code in (UNKNOWN_USER, USER_NOT_ALLOWED):

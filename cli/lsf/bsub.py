@@ -18,6 +18,7 @@ takes them (-W [hour:]minute).
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import re
 import socket
@@ -25,7 +26,7 @@ import sys
 import time
 
 from cli import job_spec
-from cli.lsf import environment, script
+from cli.lsf import environment, script, times
 from cli.parser import UsageError
 from client.channel import Client, XceError
 from xce.printable import shown
@@ -33,13 +34,13 @@ from xce.v1 import api_pb2 as api
 
 MAX_JOB_NAME = 4094  # LSF's bound on a job name (worker/spawn.py)
 # LSF 10.1 options XCE does not carry out yet: each refused by name, nothing submitted.
-NOT_YET_WITH_VALUE = ("-b", "-t", "-E", "-Ep", "-g", "-G", "-U", "-u", "-i", "-is", "-L", "-app",
+NOT_YET_WITH_VALUE = ("-g", "-G", "-U", "-u", "-i", "-is", "-L", "-app",
                       "-gpu", "-k", "-oo", "-eo", "-outdir", "-Jd", "-C", "-c", "-D", "-F", "-p", "-S", "-T",
                       "-v", "-wa", "-wt", "-s", "-ext", "-data", "-hostfile", "-jsdl", "-jsdl_strict", "-ptl",
                       "-R2", "-stage", "-f", "-rnc", "-cn_cu", "-cn_mem", "-core_isolation", "-csm",
                       "-alloc_flags",
                       "-ln_mem", "-ln_slots", "-nnodes", "-smt", "-step_cgroup", "-network", "-Q", "-XF")
-NOT_YET_FLAGS = ("-H", "-I", "-Ip", "-Is", "-IS", "-ISp", "-ISs", "-IX", "-B", "-N", "-Zs", "-pack", "-ar",
+NOT_YET_FLAGS = ("-I", "-Ip", "-Is", "-IS", "-ISp", "-ISs", "-IX", "-B", "-N", "-Zs", "-pack", "-ar",
                  "-tty")
 UNITS_MB = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2, "P": 1024.0 ** 3,
             "E": 1024.0 ** 4}
@@ -83,6 +84,16 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("-r", dest="rerunnable", action="store_const", const=True,
                    help="rerun the job if its host is lost")
     p.add_argument("-rn", dest="rerunnable", action="store_const", const=False, help="never rerun it")
+    p.add_argument("-H", dest="hold", action="store_const", const=True,
+                   help="submit the job held: it pends (PSUSP) until bresume releases it")
+    p.add_argument("-b", dest="begin", metavar="[[[year:]month:]day:]hour:minute",
+                   help="dispatch the job no earlier than this (local time)")
+    p.add_argument("-t", dest="term", metavar="[[[year:]month:]day:]hour:minute",
+                   help="kill the job if it still runs at this time (exit reason TERM_DEADLINE)")
+    p.add_argument("-E", dest="pre_exec", metavar='"pre_exec_command [arguments ...]"',
+                   help="run this first, on the job's host, as the job does; if it fails the job pends again")
+    p.add_argument("-Ep", dest="post_exec", metavar='"post_exec_command [arguments ...]"',
+                   help="run this after the job, whatever its end (LSB_JOBEXIT_STAT: its wait status)")
     p.add_argument("-sp", dest="priority", metavar="priority", type=job_spec.int32,
                    help="the job's priority among the queue's (1 to the queue's MAX_USER_PRIORITY)")
     p.add_argument("-K", dest="wait", action="store_const", const=True,
@@ -161,8 +172,9 @@ def _merged(args: argparse.Namespace, text: str, source: str) -> argparse.Namesp
 
 
 def build(args: argparse.Namespace, submitter: dict[str, str], here: str,
-          script_text: tuple[str, str] | None) -> api.JobSpec:
-    """The job bsub asks for (pure but for what it is given: the environment, this host)."""
+          script_text: tuple[str, str] | None, now: datetime.datetime | None = None) -> api.JobSpec:
+    """The job bsub asks for (pure but for what it is given: the environment, this host, the time)."""
+    now = now or datetime.datetime.now()
     if script_text is not None:
         text, source = script_text
         args = _merged(args, text, source)
@@ -184,6 +196,7 @@ def build(args: argparse.Namespace, submitter: dict[str, str], here: str,
     spec = job_spec.spec_from(options, command)
     if not args.name:
         spec.name = name[:MAX_JOB_NAME]
+    _scheduling(spec, args, now)
     env = environment.job_environment(args.env, submitter)
     env["LSB_SUB_HOST"] = here
     env["LSB_SUBCWD"] = _here(submitter)
@@ -191,6 +204,25 @@ def build(args: argparse.Namespace, submitter: dict[str, str], here: str,
         env["LSB_JOBINDEX_END"] = str(max(r.end for r in spec.array.ranges))
     spec.env.update(env)
     return spec
+
+
+def _scheduling(spec: api.JobSpec, args: argparse.Namespace, now: datetime.datetime) -> None:
+    """-H, -b, -t, -E and -Ep."""
+    spec.hold = bool(args.hold)
+    for flag, text, field in (("-b", args.begin, "begin_time_ms"), ("-t", args.term, "term_time_ms")):
+        if text is None:
+            continue
+        try:
+            setattr(spec, field, times.epoch_ms(times.parse(text, now)))
+        except times.TimeError as exc:
+            raise UsageError(f"{flag} {exc}") from None
+    if spec.begin_time_ms and spec.term_time_ms and spec.term_time_ms <= spec.begin_time_ms:
+        raise UsageError("-t: the termination time must come after the begin time (-b)")
+    for flag, text in (("-E", args.pre_exec), ("-Ep", args.post_exec)):
+        if text is not None and not text.strip():
+            raise UsageError(f"{flag}: an empty command")
+    spec.pre_exec = args.pre_exec or ""
+    spec.post_exec = args.post_exec or ""
 
 
 def _priority(value: int | None) -> int:

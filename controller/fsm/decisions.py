@@ -32,7 +32,7 @@ from controller.fsm.applier import Applier
 from controller.fsm.holdings import CommittedUsage, place
 from controller.fsm.records import read_job
 from controller.fsm.requests import guarded
-from controller.fsm.versions import ALLOCATION_FORMAT, PREEMPT_FORMAT, RESOURCES_FORMAT
+from controller.fsm.versions import ALLOCATION_FORMAT, LSF_FORMAT, PREEMPT_FORMAT, RESOURCES_FORMAT
 from xce.errors import ServiceError
 from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
@@ -64,9 +64,10 @@ Request = tuple[list[feasibility.Allocation], feasibility.Need]
 
 
 def _refusal_or_request(usage: CommittedUsage, job: api.Job, host: str, attempt: int, forced: bool,
-                        hosts: Sequence[api.HostSlots], entry_format: int) -> api.DecisionOutcome | Request:
-    """Why this DISPATCH cannot be taken now; else what it was checked as, for `_place` (working out
-    the requirement again cost a few us a dispatch)."""
+                        hosts: Sequence[api.HostSlots], entry_format: int,
+                        now_ms: int = 0) -> api.DecisionOutcome | Request:
+    """Why this DISPATCH cannot be taken now (`now_ms`: the entry's stamp); else what it was checked
+    as, for `_place` (working out the requirement again cost a few us a dispatch)."""
     if job.spec.HasField("array"):
         return api.DecisionOutcome(code=api.REJECT_NOT_PENDING, message=f"job {job.id} is an array: its "
                                    "elements are dispatched, each as a job of its own")
@@ -80,6 +81,9 @@ def _refusal_or_request(usage: CommittedUsage, job: api.Job, host: str, attempt:
         waiting = "can never hold" if job.depend_state == api.DEPEND_NEVER else "does not hold yet"
         return api.DecisionOutcome(code=api.REJECT_INFEASIBLE, reason=api.PEND_DEPENDENCY,
                                    message=f"job {job.id}: its dependency {waiting}")
+    if entry_format >= LSF_FORMAT and not forced and job.spec.begin_time_ms > now_ms:  # bsub -b (brun: now)
+        return api.DecisionOutcome(code=api.REJECT_INFEASIBLE, reason=api.PEND_BEGIN_TIME,
+                                   message=f"job {job.id}: its begin time is not reached")
     if entry_format >= ALLOCATION_FORMAT and hosts and hosts[0].host != host:
         return api.DecisionOutcome(code=api.REJECT_MALFORMED, message=f"job {job.id}: the dispatch's host "
                                    f"{host[:80]!r} is not its allocation's first")
@@ -179,7 +183,7 @@ def _decide(applier: Applier, usage: CommittedUsage, decision: api.Decision) -> 
                 preempt.resume(applier, usage, job)
             return outcome
         refusal = _refusal_or_request(usage, job, dispatch.host, dispatch.attempt, False, dispatch.hosts,
-                                      applier.entry.format)
+                                      applier.entry.format, applier.stamp_ms)
         if isinstance(refusal, api.DecisionOutcome):
             return refusal
         _place(applier, usage, job, refusal)

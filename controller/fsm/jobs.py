@@ -19,7 +19,7 @@ from controller.fsm.applier import Applier
 from controller.fsm.holdings import release
 from controller.fsm.records import FINISHED, PENDING, RUNNING, find_job, next_attempt, readable_id
 from controller.fsm.validation import DEFAULT_QUEUE, check_modify, check_spec
-from controller.fsm.versions import ARRAY_FORMAT, CHECKPOINT_FORMAT, HISTORY_FORMAT
+from controller.fsm.versions import ARRAY_FORMAT, CHECKPOINT_FORMAT, HISTORY_FORMAT, LSF_FORMAT
 from xce.errors import ServiceError, invalid
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -46,6 +46,7 @@ class Transition:
     checkpoint: bool = False       # count a checkpoint (its worker sends the job's -k signal)
 
 
+HELD_AT_SUBMIT = "held at submission (bsub -H)"
 _REQUEUED = Transition(api.PEND, "requeued", requeue=True, code=api.PEND_REQUEUED)
 
 # action -> state -> transition; a state missing from an action's row is refused.
@@ -127,9 +128,16 @@ def _submit_one(applier: Applier, request: api.SubmitJobsRequest) -> log.Result:
             job.spec.queue = meta.default_queue or DEFAULT_QUEUE
         if not job.spec.HasField("slots"):
             job.spec.slots = 1
+        held = spec.hold and entry.format >= LSF_FORMAT
         if spec.HasField("array"):
             arrays.submit(applier, job)  # written, with its first elements, at the entry's end
+            if held:
+                _control_array(applier, job, None, api.HOLD)
         else:
+            if held:  # bsub -H: as a hold right after the submit
+                transition = CONTROL[api.HOLD][api.PEND]
+                job.state, job.pending_code = transition.to, transition.code
+                job.pending_reason = HELD_AT_SUBMIT
             applier.put_job(job)
         result.job_ids.append(job_id)
     return result

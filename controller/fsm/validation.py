@@ -25,6 +25,7 @@ from controller.fsm.versions import (
     DEPEND_FORMAT,
     EXCLUSIVE_QUEUE_FORMAT,
     LIMITS_FORMAT,
+    LSF_FORMAT,
     PREEMPT_FORMAT,
     RESOURCES_FORMAT,
     RESREQ_FORMAT,
@@ -111,6 +112,32 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
     if spec.project and entry_format >= LIMITS_FORMAT:
         check_project(spec.project)
     _check_limits_and_checkpoint(spec, entry_format)
+    if entry_format >= LSF_FORMAT:
+        check_lsf_options(spec)
+
+
+# The fields of LSF's scheduling options (entry format 21): apply before it would keep them unread.
+LSF_OPTIONS = ("hold", "begin_time_ms", "term_time_ms", "pre_exec", "post_exec")
+
+
+def check_lsf_options_known(spec: api.JobSpec, entry_format: int) -> None:
+    """The leader's check: options an older replica's apply would ignore are refused, not dropped."""
+    if entry_format < LSF_FORMAT and any(getattr(spec, name) for name in LSF_OPTIONS):
+        raise invalid(f"-H, -b, -t, -E and -Ep need entry format {LSF_FORMAT}: every replica must run "
+                      "a newer XCE first")
+
+
+def check_lsf_options(spec: api.JobSpec) -> None:
+    """-b and -t: times a datetime can hold, the end after the begin; -E and -Ep: text."""
+    for flag, stamp in (("-b", spec.begin_time_ms), ("-t", spec.term_time_ms)):
+        if stamp and not 0 < stamp <= MAX_STAMP_MS:
+            raise invalid(f"{flag}: a time from 1970 to 9999")
+    if spec.begin_time_ms and spec.term_time_ms and spec.term_time_ms <= spec.begin_time_ms:
+        raise invalid("-t: the termination time must come after the begin time (-b)")
+    for flag, command in (("-E", spec.pre_exec), ("-Ep", spec.post_exec)):
+        check_text(f"{flag} command", command)
+        if command and not command.strip():
+            raise invalid(f"{flag}: an empty command")
 
 
 def _check_command_and_text(spec: api.JobSpec, entry_format: int) -> None:

@@ -97,6 +97,7 @@ class JobWrites:
             fsm.validation.check_nesting(spec.resource_req, spec.depend)
             fsm.check_spec(tables, meta, spec, format_)
             fsm.validation.check_min_slots_known(spec, format_)
+            fsm.validation.check_lsf_options_known(spec, format_)
             if spec.depend and policy.private_jobs:
                 # A job the caller may not see is unknown to it, in -w too: its end would leak.
                 for named in dependency_refs.named(tables, spec):

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -244,3 +245,41 @@ def test_what_snakemake_and_dask_read_at_start(site: Site) -> None:
     assert queues[1].split()[:3] == ["normal", "30", "Open:Active"]
     hosts = site.lsf("bhosts").stdout.splitlines()
     assert [row.split()[:2] for row in hosts[1:]] == [["w1", "ok"], ["w2", "ok"]]
+
+
+def test_held_begin_termination_pre_and_post_exec(site: Site) -> None:
+    shared = site.home / "shared"
+    held = site.submit("bsub -H -o held.%J 'echo released'")
+    with site.cluster.client() as client:
+        assert client.get_job(held).state == api.PSUSP
+        said = site.lsf(f"bjobs -o 'stat pend_reason' -noheader {held}").stdout
+        assert said.startswith("PSUSP held at submission")
+        assert site.lsf(f"bresume {held}").stdout == f"Job <{held}> is being resumed\n"
+        assert site.finished(held).state == api.DONE
+
+        # -b and -t as their times (bsub takes minutes; the job's fields, milliseconds).
+        now = int(time.time() * 1000)
+        begins = client.submit([api.JobSpec(command=["true"], cwd="/tmp", begin_time_ms=now + 1500)])
+        ends = client.submit([api.JobSpec(command=["sleep", "60"], cwd="/tmp", term_time_ms=now + 1500)])
+        begins, ends = begins.jobs[0].id, ends.jobs[0].id
+        begun = site.finished(begins)
+        assert begun.state == api.DONE and begun.start_time_ms >= now + 1500
+        killed = site.finished(ends)
+        assert (killed.state, killed.exit_reason) == (api.EXIT, "DEADLINE")
+        assert site.lsf(f"bjobs -o 'exit_reason' -noheader {ends}").stdout == "TERM_DEADLINE\n"
+
+        # -E: the job pends again while its pre-exec fails, and runs once it passes.
+        flag = shared / f"ready.{os.getpid()}"
+        pre = site.submit(f"bsub -E 'test -e {flag}' -o pre.%J 'echo ran'")
+        waiting = wait_until(lambda: (j := client.get_job(pre)).pending_code == api.PEND_START_RETRY and j,
+                             "the pre-exec failed once")
+        assert waiting.state == api.PEND and "pre-exec (-E): exited 1" in waiting.pending_reason
+        flag.touch()
+        assert site.finished(pre).state == api.DONE
+        assert (shared / f"pre.{pre}").read_text() == "ran\n"
+
+        # -Ep: after the job, whatever its end, with its wait status.
+        post = site.submit(f"bsub -Ep 'echo post $LSB_JOBEXIT_STAT > post.{os.getpid()}' 'exit 3'")
+        done = site.finished(post)
+        assert (done.state, done.exit_code) == (api.EXIT, 3)
+        assert (shared / f"post.{os.getpid()}").read_text() == f"post {3 << 8}\n"

@@ -4,6 +4,7 @@ misparse refused with nothing submitted."""
 
 from __future__ import annotations
 
+import datetime
 import os
 
 import pytest
@@ -85,6 +86,16 @@ def test_a_script_holding_a_command_or_a_bad_option_is_refused() -> None:
         job([], ("#BSUB -foo\necho\n", "job.sh"))
 
 
+def test_scheduling_options() -> None:
+    _, args = parse("bsub", ["-H", "-b", "23:45", "-t", "1:2:00:30", "-E", "test -d /data", "-Ep",
+                             "rm -f lock", "true"])
+    now = datetime.datetime(2026, 12, 5, 23, 30)
+    spec = bsub.build(args, dict(ENV), "login1", None, now)
+    assert spec.hold and (spec.pre_exec, spec.post_exec) == ("test -d /data", "rm -f lock")
+    assert spec.begin_time_ms == int(datetime.datetime(2026, 12, 5, 23, 45).timestamp() * 1000)
+    assert spec.term_time_ms == int(datetime.datetime(2027, 1, 2, 0, 30).timestamp() * 1000)
+
+
 def test_an_array_knows_its_last_index() -> None:
     spec = job(["-J", "sweep[1-100:3]%5", "./run"])
     assert spec.name == "sweep" and spec.array.limit == 5 and spec.env["LSB_JOBINDEX_END"] == "100"
@@ -103,7 +114,10 @@ def test_lsf_s_multi_letter_options_are_options(words: list[str]) -> None:
     (["-outdi", "/tmp", "true"], "illegal option -- outdi"),
     (["-envv", "all", "true"], "illegal option -- envv"),
     (["--queue", "normal", "true"], "illegal option -- queue"),
-    (["-b", "10:00", "true"], "-b: this option of LSF's is not carried out by XCE yet. Job not submitted."),
+    (["-g", "/grp", "true"], "-g: this option of LSF's is not carried out by XCE yet. Job not submitted."),
+    (["-b", "25:00", "true"], "-b '25:00': hour must be in 0..23"),
+    (["-b", "10:00", "-t", "09:00", "true"], "-t: the termination time must come after the begin time"),
+    (["-E", " ", "true"], "-E: an empty command"),
     (["-Is", "bash"], "-Is: this option"),
     (["-outdir", "/tmp", "true"], "-outdir: this option"),
     (["-q"], "expected one argument"),

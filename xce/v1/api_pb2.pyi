@@ -50,6 +50,8 @@ class PendingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PEND_RESERVATION: _ClassVar[PendingReason]
     PEND_START_RETRY: _ClassVar[PendingReason]
     PEND_OWNER_REFUSED: _ClassVar[PendingReason]
+    PEND_BEGIN_TIME: _ClassVar[PendingReason]
+    PEND_TERM_TIME_PASSED: _ClassVar[PendingReason]
 
 class AuditOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -146,6 +148,8 @@ PEND_PREEMPTION_PENDING: PendingReason
 PEND_RESERVATION: PendingReason
 PEND_START_RETRY: PendingReason
 PEND_OWNER_REFUSED: PendingReason
+PEND_BEGIN_TIME: PendingReason
+PEND_TERM_TIME_PASSED: PendingReason
 AUDIT_OUTCOME_UNSPECIFIED: AuditOutcome
 CONFIRMED: AuditOutcome
 DRY_RUN: AuditOutcome
@@ -185,7 +189,7 @@ PREEMPT_SUSPEND: PreemptAction
 PREEMPT_REQUEUE: PreemptAction
 
 class JobSpec(_message.Message):
-    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive", "run_limit_s", "estimate_s", "checkpoint_signal")
+    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive", "run_limit_s", "estimate_s", "checkpoint_signal", "hold", "begin_time_ms", "term_time_ms", "pre_exec", "post_exec")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -216,6 +220,11 @@ class JobSpec(_message.Message):
     RUN_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_S_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    HOLD_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TERM_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    PRE_EXEC_FIELD_NUMBER: _ClassVar[int]
+    POST_EXEC_FIELD_NUMBER: _ClassVar[int]
     command: _containers.RepeatedScalarFieldContainer[str]
     name: str
     queue: str
@@ -239,7 +248,12 @@ class JobSpec(_message.Message):
     run_limit_s: int
     estimate_s: int
     checkpoint_signal: int
-    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ..., run_limit_s: _Optional[int] = ..., estimate_s: _Optional[int] = ..., checkpoint_signal: _Optional[int] = ...) -> None: ...
+    hold: bool
+    begin_time_ms: int
+    term_time_ms: int
+    pre_exec: str
+    post_exec: str
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ..., run_limit_s: _Optional[int] = ..., estimate_s: _Optional[int] = ..., checkpoint_signal: _Optional[int] = ..., hold: _Optional[bool] = ..., begin_time_ms: _Optional[int] = ..., term_time_ms: _Optional[int] = ..., pre_exec: _Optional[str] = ..., post_exec: _Optional[str] = ...) -> None: ...
 
 class ArraySpec(_message.Message):
     __slots__ = ("ranges", "limit")
