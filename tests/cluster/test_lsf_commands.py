@@ -209,7 +209,7 @@ def test_wait_returns_the_job_s_exit_code(site: Site) -> None:
 
 
 @pytest.mark.parametrize("line", ["bsub -n4 true", "bsub -R1 true", "bsub -env all -outdi /tmp true",
-                                  "bsub --queue normal true", "bsub -b 10:00 true", "bsub -q nope true",
+                                  "bsub --queue normal true", "bsub -g /grp true", "bsub -q nope true",
                                   "bsub -M lots true", "bsub -env 'all, ~' true", "bsub < /dev/null"])
 def test_a_misparse_is_refused_in_one_line_and_nothing_is_submitted(site: Site, line: str) -> None:
     with site.cluster.client() as client:
