@@ -26,7 +26,7 @@ import sys
 import time
 
 from cli import job_spec
-from cli.lsf import environment, script, times
+from cli.lsf import depend, environment, script, times
 from cli.parser import UsageError
 from client.channel import Client, XceError
 from xce.printable import shown
@@ -266,6 +266,8 @@ def prepare(args: argparse.Namespace) -> bool:
 
 def run(client: Client, args: argparse.Namespace) -> int:
     spec = args.spec
+    if spec.depend and depend.has_names(spec.depend):
+        spec.depend = _by_name(client, spec.depend)
     jobs = list(client.submit([spec]).jobs)
     job = jobs[0]
     default = "default " if not spec.queue else ""
@@ -273,6 +275,19 @@ def run(client: Client, args: argparse.Namespace) -> int:
     if args.wait:
         return _wait(client, job)
     return 0
+
+
+def _by_name(client: Client, expression: str) -> str:
+    """-w's job names as the ids of the caller's jobs of those names (cli/lsf/depend.py)."""
+    from cli.lsf.bjobs import name_matches
+
+    mine = client.list_jobs([f"user:eq:{client.who_am_i().name}"])
+    try:
+        return depend.resolve(expression, lambda name: [
+            str(job.id) for job in sorted(mine, key=lambda j: j.id)
+            if not job.array_id and name_matches(name, job)])
+    except depend.DependError as exc:
+        raise XceError("INVALID_ARGUMENT", f"-w: {exc}") from None
 
 
 def _wait(client: Client, job: api.Job) -> int:

@@ -283,3 +283,19 @@ def test_held_begin_termination_pre_and_post_exec(site: Site) -> None:
         done = site.finished(post)
         assert (done.state, done.exit_code) == (api.EXIT, 3)
         assert (shared / f"post.{os.getpid()}").read_text() == f"post {3 << 8}\n"
+
+
+def test_dependencies_by_job_name(site: Site) -> None:
+    tag = os.getpid()
+    first = site.submit(f"bsub -J prep{tag} -o dep.%J 'sleep 1; echo first'")
+    second = site.submit(f"bsub -J prep{tag} 'sleep 1'")
+    after = site.submit(f"bsub -w 'done(prep{tag})' -o dep.%J 'echo after'")
+    with site.cluster.client() as client:
+        assert client.get_job(after).spec.depend == f"(done({first}) && done({second}))"
+        done = site.finished(after)
+        assert done.state == api.DONE
+        ends = [client.get_job(j).end_time_ms for j in (first, second)]
+        assert done.start_time_ms >= max(ends)
+    refused = site.lsf(f"bsub -w 'done(nope{tag})' true")
+    said = f"-w: nope{tag}: No matching job found. Job not submitted.\n"
+    assert (refused.returncode, refused.stderr) == (255, said)
