@@ -140,6 +140,29 @@ def wait_done(client: Client, ids: list[int], timeout_s: float = 900) -> float:
     return time.monotonic()
 
 
+def lsf_latency(env: dict[str, str], work: Path, samples: int) -> dict[str, dict[str, float]]:
+    """LSF's commands (cli/lsf/) from exec to exit, as `xce submit` above: bsub, bjobs of one job,
+    bkill of a pending one, lsid."""
+    from xce import lsf_bin
+
+    env = {**env, "PATH": f"{lsf_bin.ensure()}:{env.get('PATH', '')}"}
+    times: dict[str, list[float]] = {"bsub": [], "bjobs JOB": [], "bkill JOB": [], "lsid": []}
+    job = ""  # the held job bsub just submitted: bjobs reads it, bkill ends it
+    for _ in range(samples):
+        for name, line in (("bsub", ["bsub", "-H", "true"]), ("bjobs JOB", ["bjobs", "{job}"]),
+                           ("bkill JOB", ["bkill", "{job}"]), ("lsid", ["lsid"])):
+            words = [job if word == "{job}" else word for word in line]
+            started = time.perf_counter()
+            done = subprocess.run(words, env=env, capture_output=True, text=True, cwd=work)
+            times[name].append((time.perf_counter() - started) * 1000)
+            if done.returncode:
+                raise RuntimeError(f"{' '.join(words)}: {done.stderr}")
+            if name == "bsub":
+                job = done.stdout.split("<", 1)[1].split(">", 1)[0]
+    return {name: {"p50": round(pct(v, 0.5), 1), "p99": round(pct(v, 0.99), 1), "n": len(v)}
+            for name, v in times.items()}
+
+
 def xce_figures(n: int, latency_samples: int, work: Path) -> dict[str, Any]:
     cluster = LocalCluster(work / "cluster", 3)
     workers = LocalWorkers(cluster)
@@ -170,6 +193,7 @@ def xce_figures(n: int, latency_samples: int, work: Path) -> dict[str, Any]:
                     raise RuntimeError(done.stderr)
             out["submit_latency_ms"] = {"p50": round(pct(lat, 0.5), 1), "p99": round(pct(lat, 0.99), 1),
                                         "n": len(lat)}
+            out["lsf_latency_ms"] = lsf_latency(env, work, max(10, latency_samples // 2))
             loop_ids: list[int] = []
             # (a) one CLI process per submit, in a shell loop (as a user's script would).
             # Its plain answer, as bsub's ("Job <17> ... is submitted"): --json would import
@@ -279,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{what:<34}{ours:>10.1f}/s {(f'{theirs:.1f}/s' if theirs else '-'):>13}{ratio:>8}")
     lat = xce["submit_latency_ms"]
     print(f"xce submit, exec to exit: p50 {lat['p50']} ms, p99 {lat['p99']} ms ({lat['n']} runs)")
+    for name, figures_of in xce["lsf_latency_ms"].items():
+        print(f"{name + ',':<11} exec to exit: p50 {figures_of['p50']} ms, p99 {figures_of['p99']} ms "
+              f"({figures_of['n']} runs)")
     for size in (1_000, 1_000_000):
         a = xce[f"array_submit_{size}"]
         print(f"array of {size:>9,}: submit {a['ms']} ms, {a['request_bytes']} request bytes, "
