@@ -24,9 +24,13 @@ FAILED = 255  # what LSF's commands exit with when they fail (-1)
 # Commands and the module of cli/lsf/ that runs them (several LSF commands share one).
 MODULES = {"bsub": "bsub", "bjobs": "bjobs", "bkill": "bkill", "bstop": "bkill", "bresume": "bkill",
            "brequeue": "bkill", "bpeek": "bpeek", "bqueues": "bqueues", "bhosts": "bhosts", "lsid": "lsid",
-           "blaunch": "blaunch", "lsclusters": "lsclusters", "badmin": "badmin", "bhist": "bhist"}
+           "blaunch": "blaunch", "lsclusters": "lsclusters", "badmin": "badmin", "bhist": "bhist",
+           "bmod": "bmod", "bswitch": "bmod", "brun": "bmod", "lshosts": "cluster_info",
+           "lsload": "cluster_info",
+           "bmgroup": "cluster_info", "bresources": "cluster_info", "blimits": "cluster_info",
+           "bacct": "cluster_info"}
 # Whether each changes the cluster (an unanswered one may still take effect).
-WRITES = frozenset({"bsub", "bkill", "bstop", "bresume", "brequeue", "badmin"})
+WRITES = frozenset({"bsub", "bkill", "bstop", "bresume", "brequeue", "badmin", "bmod", "bswitch", "brun"})
 
 
 class Command(Protocol):

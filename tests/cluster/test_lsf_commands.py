@@ -299,3 +299,30 @@ def test_dependencies_by_job_name(site: Site) -> None:
     refused = site.lsf(f"bsub -w 'done(nope{tag})' true")
     said = f"-w: nope{tag}: No matching job found. Job not submitted.\n"
     assert (refused.returncode, refused.stderr) == (255, said)
+
+
+def test_bmod_bswitch_brun_and_the_information_commands(site: Site) -> None:
+    job = site.submit("bsub -b 1:1:00:00 -q normal true")  # pending till new year, but for brun
+    assert site.lsf(f"bmod -sp 5 -R 'rusage[mem=10]' {job}").stdout == \
+        f"Parameters of job <{job}> are being changed\n"
+    assert site.lsf(f"bswitch idle {job}").stdout == f"Job <{job}> is switched to queue <idle>\n"
+    refused = site.lsf(f"bmod -n 4 {job}")
+    assert refused.returncode == 255 and "-n: bmod does not change this in XCE yet" in refused.stderr
+    with site.cluster.client() as client:
+        changed = client.get_job(job)
+        assert (changed.spec.priority, changed.spec.queue, changed.spec.resource_req) == \
+            (5, "idle", "rusage[mem=10]")
+        assert site.lsf(f"brun -m w2 {job}").stdout == f"Job <{job}> is being forced to run.\n"
+        ran = site.finished(job)
+        assert (ran.state, ran.host) == (api.DONE, "w2")
+    theirs = site.lsf(f"bmod -sp 9 {job}", as_nobody=True)
+    assert theirs.returncode == 255 and theirs.stderr.startswith(f"Job <{job}>: ")
+    hosts = site.lsf("lshosts").stdout.splitlines()
+    assert hosts[0].split()[:5] == ["HOST_NAME", "type", "model", "cpuf", "ncpus"]
+    assert [row.split()[0] for row in hosts[1:]] == ["w1", "w2"]
+    load = site.lsf("lsload").stdout.splitlines()
+    assert load[0].split()[:3] == ["HOST_NAME", "status", "r15s"] and load[1].split()[:2] == ["w1", "ok"]
+    account = site.lsf("bacct").stdout
+    assert "SUMMARY:" in account and "Total number of done jobs:" in account
+    none = site.lsf("bmgroup")
+    assert (none.returncode, none.stderr) == (255, "No host group found\n")

@@ -1,0 +1,70 @@
+"""bmod, bswitch, brun: change a job as LSF 10.1 does, as far as XCE carries it.
+
+`bmod [-q queue] [-R res_req] [-sp priority] JOB` (pending jobs: the
+queue and requirement; the priority any time), `bswitch queue JOB`, `brun -m
+host JOB` (an operator forces a pending job onto a host). Options of bmod
+XCE does not carry out are refused by name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cli.job_spec import int32
+from cli.lsf.bkill import _why
+from client.channel import Client, XceError
+from xce.printable import shown
+
+NOT_YET = ("-n", "-W", "-We", "-M", "-o", "-e", "-J", "-w", "-b", "-t", "-E", "-Ep", "-P", "-m", "-x", "-u",
+           "-g", "-G", "-app", "-gpu", "-cwd", "-env", "-k", "-L", "-U", "-sla")
+
+
+class _NotYet(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        raise ValueError(f"{option_string}: bmod does not change this in XCE yet")
+
+
+def declare(p: argparse.ArgumentParser, name: str) -> None:
+    if name == "bmod":
+        p.add_argument("-q", dest="queue", metavar="queue_name", help="the new queue (pending jobs)")
+        p.add_argument("-R", dest="resource_req", metavar="res_req", help="the new requirement (pending)")
+        p.add_argument("-sp", dest="priority", metavar="priority", type=int32, help="the new priority")
+        for flag in NOT_YET:
+            p.add_argument(flag, action=_NotYet, help=argparse.SUPPRESS)
+    elif name == "bswitch":
+        p.add_argument("queue", metavar="destination_queue")
+    else:
+        p.add_argument("-m", dest="host", metavar='"host_name"', required=True, help="the host to run it on")
+        p.add_argument("-f", dest="force", action="store_true", help="(as brun here: it is forced)")
+    p.add_argument("id", metavar="job_ID")
+
+
+def prepare(args: argparse.Namespace) -> bool:
+    if args.command == "bmod" and args.queue is None and args.resource_req is None and args.priority is None:
+        raise ValueError("nothing to change: -q, -R or -sp")
+    return True
+
+
+def run(client: Client, args: argparse.Namespace) -> int:
+    try:
+        if args.command == "brun":
+            client.run(args.id, args.host.split()[0])
+            print(f"Job <{shown(args.id)}> is being forced to run.")
+        elif args.command == "bswitch":
+            client.modify(args.id, queue=args.queue)
+            print(f"Job <{shown(args.id)}> is switched to queue <{shown(args.queue)}>")
+        else:
+            client.modify(args.id, args.priority, args.queue, args.resource_req)
+            print(f"Parameters of job <{shown(args.id)}> are being changed")
+    except XceError as exc:
+        if exc.code_name in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+            raise
+        print(f"Job <{shown(args.id)}>: {_why(exc)}", file=sys.stderr)
+        return 255
+    return 0
+
+
+def refused(args: argparse.Namespace, exc: XceError) -> str:
+    return f"{args.command}: {shown(exc.message)}"
