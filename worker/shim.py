@@ -77,9 +77,9 @@ if TYPE_CHECKING:
 
 # The start failures a child reports: xce/start_failures.py's codes (this file imports only built-in modules).
 COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, START_FAILED = -1, -2, -3, -5
-OUTPUT_FILE, NOT_EXECUTABLE, PRE_EXEC_FAILED = -7, -8, -9
+OUTPUT_FILE, NOT_EXECUTABLE, PRE_EXEC_FAILED, INTERACTIVE_LOST = -7, -8, -9, -10
 OPTIONS = ("--user", "--cwd", "--cwd-fallback", "--stdout", "--stderr", "--spool-outputs", "--pre-exec",
-           "--post-exec")
+           "--post-exec", "--interactive")
 PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 # exec's errors that are the command's own, as a shell sorts them (127 not found, 126 cannot run);
 # the others (ENOMEM, EAGAIN, EMFILE, EIO ...) are the host's: START_FAILED.
@@ -138,7 +138,7 @@ class _PreExecFailed(Exception):
 
 def _child(user: str | None, cwd: str, stdout: str, stderr: str, command: list[str], report: int,
            fallback: str | None = None, spool_outputs: str = "", pre_exec: str = "",
-           post_exec: str = "") -> None:
+           post_exec: str = "", interactive: str = "", pty_fds: tuple[int, int] | None = None) -> None:
     """In the forked child: become the owner, then everything else as the owner; never returns. A
     pre-exec (bsub -E) runs first, as the owner, with the job's environment and files: failing, it is a
     start failure of its own (the job pends again). With a post-exec (-Ep), the command runs in a
@@ -180,6 +180,16 @@ def _child(user: str | None, cwd: str, stdout: str, stderr: str, command: list[s
             ended = _run_shell(pre_exec, env)
             if ended:
                 raise _PreExecFailed(ended)
+        if interactive:
+            code, doing = INTERACTIVE_LOST, f"reaching its submitter at {env.get('XCE_INTERACTIVE', '?')}"
+            conn = _reach_submitter(env)
+            if pty_fds is None:  # bsub -I: the connection is the command's stdin, stdout and stderr
+                for fd in (0, 1, 2):
+                    os.dup2(conn.fileno(), fd)
+                conn.close()
+            else:
+                code, doing = START_FAILED, "starting the command on its terminal"
+                _on_terminal(command, env, conn, pty_fds, report)
         if post_exec:
             code, doing = START_FAILED, "starting the command beside its post-exec"
             _then_post_exec(command, env, post_exec, report)
@@ -194,6 +204,106 @@ def _child(user: str | None, cwd: str, stdout: str, stderr: str, command: list[s
             os.write(report, f"{code} {doing}: {detail}".encode()[:1000])
         finally:
             os._exit(127)
+
+
+def _reach_submitter(env: dict[str, str]) -> socket.socket:
+    """The connection to the bsub -I that waits for this job (its address and key in the job's
+    environment), the key sent first: the submitter takes no other connection for it."""
+    import socket
+
+    host, _, port = env.get("XCE_INTERACTIVE", "").rpartition(":")
+    conn = socket.create_connection((host.strip("[]"), int(port)), timeout=30)
+    conn.settimeout(None)
+    conn.sendall(f"XCE-INTERACTIVE {env.get('XCE_INTERACTIVE_KEY', '')}\n".encode())
+    return conn
+
+
+def _on_terminal(command: list[str], env: dict[str, str], conn: socket.socket, pty_fds: tuple[int, int],
+                 report: int) -> None:
+    """bsub -Is: the command on the terminal the shim made (its slave, the session's controlling
+    terminal), this process relaying between the terminal and the submitter; never returns. The
+    submitter's keys reach the terminal as typed (Ctrl-C is the terminal's SIGINT to the group), its
+    window size in frames of their own; the submitter gone, the group gets SIGHUP, as on a hangup."""
+    master, slave = pty_fds
+    for sig in PASSED_ON:
+        signal.signal(sig, _ignore)
+    ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:
+        os.close(ready_r)
+        os.close(master)
+        conn.close()
+        for fd in (0, 1, 2):
+            os.dup2(slave, fd)
+        os.close(slave)
+        for sig in PASSED_ON:
+            signal.signal(sig, signal.SIG_DFL)
+        try:
+            os.execvpe(command[0], command, env)
+        except OSError as exc:
+            code = COMMAND_NOT_FOUND if exc.errno in NOT_FOUND_ERRNOS else \
+                NOT_EXECUTABLE if exc.errno in NOT_EXECUTABLE_ERRNOS else START_FAILED
+            os.write(ready_w, f"{code} cannot run {command[0]}: {exc.strerror}".encode()[:1000])
+        finally:
+            os._exit(127)
+    os.close(ready_w)
+    os.close(slave)
+    with os.fdopen(ready_r, "rb") as pipe:
+        failure = pipe.read()
+    if failure:
+        os.waitpid(pid, 0)
+        os.write(report, failure)
+        os._exit(127)
+    os.close(report)
+    _relay(master, conn)
+    _, status = os.waitpid(pid, 0)
+    conn.close()
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _relay(master: int, conn: socket.socket) -> None:
+    """Terminal output to the submitter as it comes; the submitter's frames (`D` + length + keys, `W` +
+    4 + rows and columns, big-endian) to the terminal; until the terminal closes."""
+    import fcntl
+    import select
+    import struct
+    import termios
+
+    pending, connected = b"", True
+    while True:
+        watched = [master, conn.fileno()] if connected else [master]
+        readable, _, _ = select.select(watched, [], [])
+        if master in readable:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: every process of the job closed the terminal
+                data = b""
+            if not data:
+                return
+            if connected:
+                try:
+                    conn.sendall(data)
+                except OSError:
+                    connected = False
+        if connected and conn.fileno() in readable:
+            data = conn.recv(65536)
+            if not data:  # the submitter is gone: a hangup, as a terminal's
+                connected = False
+                os.killpg(0, signal.SIGHUP)
+                continue
+            pending += data
+            while len(pending) >= 5 and len(pending) >= 5 + int.from_bytes(pending[1:5], "big"):
+                kind, size = pending[0:1], int.from_bytes(pending[1:5], "big")
+                payload, pending = pending[5:5 + size], pending[5 + size:]
+                if kind == b"D":
+                    while payload:
+                        payload = payload[os.write(master, payload):]
+                elif kind == b"W" and size == 4:
+                    rows, cols = struct.unpack("!HH", payload)
+                    fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
 def _run_shell(text: str, env: dict[str, str]) -> str:
@@ -264,6 +374,14 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, _ignore)
     started = time.monotonic()
+    interactive = options.get("interactive", "")
+    pty_fds = _terminal() if interactive == "pty" else None
+    if interactive:  # what the child needs, loaded while the interpreter's library may still be read
+        import fcntl  # noqa: F401
+        import select  # noqa: F401
+        import socket  # noqa: F401
+        import struct  # noqa: F401
+        import termios  # noqa: F401
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:
@@ -275,8 +393,11 @@ def main(argv: list[str]) -> int:
             signal.signal(sig, signal.SIG_DFL)
         _child(options.get("user"), options["cwd"], options["stdout"], options["stderr"], command, write_end,
                options.get("cwd-fallback"), options.get("spool-outputs", ""), options.get("pre-exec", ""),
-               options.get("post-exec", ""))
+               options.get("post-exec", ""), interactive, pty_fds)
     os.close(write_end)
+    if pty_fds is not None:
+        os.close(pty_fds[0])
+        os.close(pty_fds[1])
     with os.fdopen(read_end, "rb") as pipe:
         failure = pipe.read().decode(errors="replace")
     if failure:
@@ -301,6 +422,20 @@ def main(argv: list[str]) -> int:
         "wall_s": time.monotonic() - started, "time_ms": int(time.time() * 1000)})
     os.killpg(0, signal.SIGKILL)  # what the command left behind, and this shim: the status is written
     return 0
+
+
+def _terminal() -> tuple[int, int]:
+    """A new terminal (master, slave), the slave made this session's controlling terminal: the shim
+    leads the job's session, so the job's process group is its foreground group."""
+    import fcntl
+    import termios
+
+    master, slave = os.openpty()
+    try:
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+    except OSError:  # not a session's leader (a shim run by hand): a terminal without its signals
+        pass
+    return master, slave
 
 
 def pid_path(status_path: str) -> str:

@@ -26,6 +26,8 @@ DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 # LSF's bound on a job name, the command line's when none was given (a command line of 400 KB as one
 # variable would be past the kernel's 128 KB for one, and the job could not start).
 MAX_JOB_NAME = 4094
+# bsub -I (cli/lsf/interactive.py): where its submitter waits, and whether the job gets a terminal.
+INTERACTIVE, INTERACTIVE_PTY = "XCE_INTERACTIVE", "XCE_INTERACTIVE_PTY"
 HOME_FALLBACK = "/tmp"  # where a job without a working directory runs if its owner's home is missing
 
 
@@ -113,10 +115,12 @@ def shim_command(job: api.Job, account: Account, status_file: Path, task: api.La
     spooled = ",".join(fd for fd, path in (("1", job.spec.stdout_path), ("2", job.spec.stderr_path))
                        if not path)
     spool = ["--spool-outputs", spooled] if spooled else []
-    # bsub -E and -Ep are the job's (its first host's), never a task's.
+    # bsub -E and -Ep, and -I's terminal, are the job's (its first host's), never a task's.
     around = [] if task is not None else \
         [*(["--pre-exec", job.spec.pre_exec] if job.spec.pre_exec else []),
-         *(["--post-exec", job.spec.post_exec] if job.spec.post_exec else [])]
+         *(["--post-exec", job.spec.post_exec] if job.spec.post_exec else []),
+         *(["--interactive", "pty" if job.spec.env.get(INTERACTIVE_PTY) else "plain"]
+           if job.spec.env.get(INTERACTIVE) else [])]
     return [sys.executable, "-I", "-S", SHIM, str(status_file), *switch, "--cwd", cwd, *fallback,
             "--stdout", outputs[0], "--stderr", outputs[1], *spool, *around, "--", *command]
 

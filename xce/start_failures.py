@@ -41,8 +41,11 @@ USER_NOT_ALLOWED = -6  # root without allow_root_jobs, or a user other than a no
 OUTPUT_FILE = -7  # the owner cannot open (create) its -o or -e file
 NOT_EXECUTABLE = -8  # the command exists but cannot be executed (permission, format)
 PRE_EXEC_FAILED = -9  # its pre-exec (bsub -E) failed: the job pends again, as LSF requeues it (format 21)
+INTERACTIVE_LOST = -10  # an interactive job (bsub -I) could not reach its submitter: it ends (format 22)
 CODES = frozenset({COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, DRAINING, START_FAILED, USER_NOT_ALLOWED,
-                   OUTPUT_FILE, NOT_EXECUTABLE, PRE_EXEC_FAILED})
+                   OUTPUT_FILE, NOT_EXECUTABLE, PRE_EXEC_FAILED, INTERACTIVE_LOST})
+# Codes an older entry format did not know (the host's, then): the format that knows each.
+KNOWN_FROM = {PRE_EXEC_FAILED: 21, INTERACTIVE_LOST: 22}
 
 MAX_TRIES = 4  # attempts in all of a job whose output file was refused: then EXIT
 FIRST_BACKOFF_MS = 1_000  # after the first such refusal; doubled after each (1, 2, 4 s)
@@ -57,14 +60,14 @@ class Kind(enum.Enum):
 
 # code -> (exit code, exit reason) of a job that ends at its first such refusal
 ENDS_AT_ONCE = {COMMAND_NOT_FOUND: (127, "COMMAND_NOT_FOUND"), NOT_EXECUTABLE: (126, "NOT_EXECUTABLE"),
-                CWD_MISSING: (2, "CWD_MISSING")}
+                CWD_MISSING: (2, "CWD_MISSING"), INTERACTIVE_LOST: (1, "INTERACTIVE_LOST")}
 RETRIED = {OUTPUT_FILE: (1, "OUTPUT_FILE"), PRE_EXEC_FAILED: (1, "PRE_EXEC_FAILED")}  # ... tries ran out
 
 
-def kind(code: int, pre_exec: bool = True) -> Kind:
-    """Whose fault a refusal is (`pre_exec`: the entry format knows PRE_EXEC_FAILED, else it is a code
-    this module did not know: the host's)."""
-    if code == PRE_EXEC_FAILED and not pre_exec:
+def kind(code: int, entry_format: int | None = None) -> Kind:
+    """Whose fault a refusal is; a code the entry format did not know yet is the host's, as any
+    unknown code (None: the newest format)."""
+    if entry_format is not None and entry_format < KNOWN_FROM.get(code, 0):
         return Kind.HOST
     if code in ENDS_AT_ONCE or code in RETRIED:
         return Kind.JOB

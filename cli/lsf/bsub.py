@@ -40,8 +40,7 @@ NOT_YET_WITH_VALUE = ("-g", "-G", "-U", "-u", "-i", "-is", "-L", "-app",
                       "-R2", "-stage", "-f", "-rnc", "-cn_cu", "-cn_mem", "-core_isolation", "-csm",
                       "-alloc_flags",
                       "-ln_mem", "-ln_slots", "-nnodes", "-smt", "-step_cgroup", "-network", "-Q", "-XF")
-NOT_YET_FLAGS = ("-I", "-Ip", "-Is", "-IS", "-ISp", "-ISs", "-IX", "-B", "-N", "-Zs", "-pack", "-ar",
-                 "-tty")
+NOT_YET_FLAGS = ("-IS", "-ISp", "-ISs", "-IX", "-B", "-N", "-Zs", "-pack", "-ar", "-tty")
 UNITS_MB = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2, "P": 1024.0 ** 3,
             "E": 1024.0 ** 4}
 
@@ -96,6 +95,12 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
                    help="run this after the job, whatever its end (LSB_JOBEXIT_STAT: its wait status)")
     p.add_argument("-sp", dest="priority", metavar="priority", type=job_spec.int32,
                    help="the job's priority among the queue's (1 to the queue's MAX_USER_PRIORITY)")
+    p.add_argument("-I", dest="interactive", action="store_const", const="plain",
+                   help="interactive: the job's stdin and output here; Ctrl-C kills it")
+    p.add_argument("-Ip", dest="interactive", action="store_const", const="pty",
+                   help="interactive, on a terminal of its own")
+    p.add_argument("-Is", dest="interactive", action="store_const", const="pty",
+                   help="interactive on a terminal, as a shell wants it (bsub -Is bash)")
     p.add_argument("-K", dest="wait", action="store_const", const=True,
                    help="wait for the job to end; exit with its exit code")
     p.add_argument("-V", dest="version", action="store_true", help="the version")
@@ -260,6 +265,13 @@ def prepare(args: argparse.Namespace) -> bool:
         return False
     if args.cmd and args.cmd[0] == "--":
         args.cmd = args.cmd[1:]
+    if getattr(args, "interactive", None):
+        clash = [flag for flag, given in (("-o", args.stdout), ("-e", args.stderr), ("-K", args.wait),
+                                          ("-Ep", args.post_exec)) if given is not None]
+        if clash:
+            raise UsageError(f"{clash[0]} with an interactive job (-I, -Ip, -Is): not in XCE yet")
+        if not args.cmd:
+            raise UsageError("an interactive job needs its command on the command line")
     args.spec = build(args, dict(os.environ), socket.gethostname(), _read_script(args))
     return True
 
@@ -268,6 +280,10 @@ def run(client: Client, args: argparse.Namespace) -> int:
     spec = args.spec
     if spec.depend and depend.has_names(spec.depend):
         spec.depend = _by_name(client, spec.depend)
+    if getattr(args, "interactive", None):
+        from cli.lsf import interactive
+
+        return interactive.run(client, spec, args.interactive == "pty")
     jobs = list(client.submit([spec]).jobs)
     job = jobs[0]
     default = "default " if not spec.queue else ""

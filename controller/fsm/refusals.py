@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from controller.fsm.applier import Applier
 from controller.fsm.records import next_attempt
-from controller.fsm.versions import LSF_FORMAT, REFUSALS_FORMAT, START_FORMAT
+from controller.fsm.versions import REFUSALS_FORMAT, START_FORMAT
 from xce import start_failures
 from xce.start_failures import Kind
 from xce.v1 import api_pb2 as api
@@ -39,8 +39,7 @@ START_FIELDS = ("start_failures", "start_error", "not_before_ms", "refused_owner
 def refused(applier: Applier, job: api.Job, host: str, generation: int, failed: api.DispatchFailed) -> None:
     """The job's attempt was refused by `host` (at `generation`); what it held is given back already."""
     entry_format = applier.entry.format
-    kind = start_failures.kind(failed.code, entry_format >= LSF_FORMAT) if entry_format >= REFUSALS_FORMAT \
-        else Kind.HOST
+    kind = start_failures.kind(failed.code, entry_format) if entry_format >= REFUSALS_FORMAT else Kind.HOST
     if kind is Kind.HOST:  # (every refusal, before format 19)
         words = f"dispatch to {host} failed: {failed.reason[:200]}"
         _pend_again(applier, job, words, api.PEND_DISPATCH_REFUSED)

@@ -118,7 +118,7 @@ def test_lsf_s_multi_letter_options_are_options(words: list[str]) -> None:
     (["-b", "25:00", "true"], "-b '25:00': hour must be in 0..23"),
     (["-b", "10:00", "-t", "09:00", "true"], "-t: the termination time must come after the begin time"),
     (["-E", " ", "true"], "-E: an empty command"),
-    (["-Is", "bash"], "-Is: this option"),
+    (["-Is", "-o", "out", "bash"], "-o with an interactive job (-I, -Ip, -Is): not in XCE yet"),
     (["-outdir", "/tmp", "true"], "-outdir: this option"),
     (["-q"], "expected one argument"),
     (["-sp", "0", "true"], "-sp 0: a job priority is from 1"),

@@ -123,3 +123,18 @@ def test_lsf_s_time_words(text: str, expected: datetime.datetime) -> None:
 def test_bad_time_words_are_refused(text: str) -> None:
     with pytest.raises(times.TimeError):
         times.parse(text, datetime.datetime(2026, 11, 5, 23, 30))
+
+
+def test_a_start_failure_code_is_the_host_s_before_the_format_that_knows_it() -> None:
+    from controller.fsm import versions
+
+    assert start_failures.KNOWN_FROM == {start_failures.PRE_EXEC_FAILED: versions.LSF_FORMAT,
+                                         start_failures.INTERACTIVE_LOST: versions.INTERACTIVE_FORMAT}
+    lost = start_failures.INTERACTIVE_LOST
+    assert start_failures.kind(lost, versions.INTERACTIVE_FORMAT - 1) is start_failures.Kind.HOST
+    assert start_failures.kind(lost, versions.INTERACTIVE_FORMAT) is start_failures.Kind.JOB
+    state = State(entry_format=versions.INTERACTIVE_FORMAT)
+    job_id = int(submit(state).job_ids[0])
+    state.run(job_id, "a")
+    ended = state.refuse(job_id, lost, "reaching its submitter at 10.0.0.1:4000: Connection refused")
+    assert (ended.state, ended.exit_code, ended.exit_reason) == (api.EXIT, 1, "INTERACTIVE_LOST")

@@ -1,0 +1,151 @@
+"""Interactive jobs (cli/lsf/interactive.py, worker/shim.py): `bsub -I` relays stdin and output and
+returns the job's exit code; `bsub -Is bash` on a real pseudo-terminal: commands typed and their
+output, the window size, Ctrl-C reaching the job's foreground command, the session going on through a
+leader's failover, and `exit 3` returning 3."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import signal
+import struct
+import subprocess
+import termios
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import FAST_HOSTS, wait_until
+
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from xce import lsf_bin
+from xce.v1 import api_pb2 as api
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def site(make_cluster, tmp_path: Path) -> Iterator[tuple[LocalCluster, dict[str, str]]]:  # type: ignore[no-untyped-def]
+    cluster = make_cluster(extra_config=FAST_HOSTS)
+    workers = LocalWorkers(cluster)
+    scheduler = LocalScheduler(cluster)
+    try:
+        cluster.start()
+        cluster.leader()
+        workers.start("w1", 4)
+        scheduler.start()
+        with cluster.client() as client:
+            wait_until(lambda: any(h.status == api.HOST_OK for h in client.list_hosts().hosts), "a worker")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("XCE_", "LSB_"))}
+        env.update(XCE_DATA=str(cluster.data), PATH=f"{lsf_bin.ensure()}:{env['PATH']}", HOME=str(tmp_path),
+                   PS1="XCE$ ", TERM="dumb")
+        yield cluster, env
+    finally:
+        scheduler.kill()
+        workers.stop()
+
+
+def test_bsub_i_relays_stdin_and_output_and_returns_the_exit_code(site: tuple[LocalCluster, dict[str, str]],
+                                                                 tmp_path: Path) -> None:
+    _, env = site
+    done = subprocess.run(["bsub", "-I", "tr a-z A-Z; echo to-stderr >&2; exit 5"], input="hello there\n",
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 5, done.stderr
+    lines = done.stdout.splitlines()
+    assert re.fullmatch(r"Job <\d+> is submitted to default queue <normal>\.", lines[0])
+    assert sorted(lines[1:]) == ["HELLO THERE", "to-stderr"]
+    assert "<<Waiting for dispatch ...>>" in done.stderr and "<<Starting on w1>>" in done.stderr
+
+
+def running(argv: list[str]) -> bool:
+    """Whether a process of this command line runs on this host."""
+    wanted = "\0".join(argv).encode() + b"\0"
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == wanted:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+class Terminal:
+    """`bsub -Is bash` on a pseudo-terminal of this test's, read and typed into as a person would."""
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: bsub on the terminal
+            os.chdir(cwd)
+            os.execvpe("bsub", ["bsub", "-Is", "bash", "--norc", "--noprofile", "-i"], env)
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+        self.seen = ""
+
+    def type(self, keys: str) -> None:
+        os.write(self.fd, keys.encode())
+
+    def expect(self, pattern: str, timeout_s: float = 60) -> str:
+        deadline = time.monotonic() + timeout_s
+        while not re.search(pattern, self.seen):
+            left = deadline - time.monotonic()
+            assert left > 0, f"never saw {pattern!r}; the terminal showed:\n{self.seen[-2000:]}"
+            readable, _, _ = select.select([self.fd], [], [], min(left, 1.0))
+            if readable:
+                try:
+                    self.seen += os.read(self.fd, 4096).decode(errors="replace")
+                except OSError:  # bsub ended: its side of the terminal closed
+                    assert re.search(pattern, self.seen), self.seen[-2000:]
+        found = re.search(pattern, self.seen)
+        assert found is not None
+        self.seen = self.seen[found.end():]
+        return found.group(0)
+
+    def exit_status(self, timeout_s: float = 60) -> int:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return os.waitstatus_to_exitcode(status)
+            readable, _, _ = select.select([self.fd], [], [], 0.2)
+            if readable:
+                try:
+                    self.seen += os.read(self.fd, 4096).decode(errors="replace")
+                except OSError:
+                    pass
+        os.kill(self.pid, signal.SIGKILL)
+        raise AssertionError(f"bsub did not end; the terminal showed:\n{self.seen[-2000:]}")
+
+
+def test_bsub_is_bash_through_a_leader_failover(site: tuple[LocalCluster, dict[str, str]],
+                                                tmp_path: Path) -> None:
+    cluster, env = site
+    term = Terminal(env, tmp_path)
+    try:
+        term.expect(r"XCE\$ ")
+        term.type("echo $((6*7)) $LSB_JOBID\r")
+        term.expect(r"\r\n42 \d+\r\n")
+        term.type("stty size\r")
+        term.expect(r"\r\n30 100\r\n")  # the submitter's window
+        term.type("sleep 300.4242\r")
+        wait_until(lambda: running(["sleep", "300.4242"]), "the sleep runs")  # what Ctrl-C must stop
+        term.type("\x03")  # Ctrl-C: the job's terminal sends SIGINT to its foreground command
+        term.expect(r"XCE\$ ")
+        term.type("echo status=$?\r")
+        term.expect(r"status=130")  # sleep died of SIGINT; bash lives
+        old = cluster.leader()
+        cluster.kill(old)
+        wait_until(lambda: cluster.leader() != old, "a new leader")
+        term.type("echo after-failover\r")
+        term.expect(r"\r\nafter-failover\r\n")
+        term.type("exit 3\r")
+        assert term.exit_status() == 3
+    finally:
+        try:
+            os.kill(term.pid, signal.SIGKILL)
+            os.waitpid(term.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(term.fd)
