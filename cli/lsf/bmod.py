@@ -2,7 +2,9 @@
 
 `bmod [-q queue] [-R res_req] [-sp priority] JOB` (pending jobs: the
 queue and requirement; the priority any time), `bswitch queue JOB`, `brun -m
-host JOB` (an operator forces a pending job onto a host). Options of bmod
+host JOB` (an operator forces a pending job onto a host), `btop JOB` and
+`bbot JOB` (first or last among its owner's pending jobs of its queue: XCE
+orders a queue by priority, so these set the job's priority past the others'). Options of bmod
 XCE does not carry out are refused by name.
 """
 
@@ -15,6 +17,7 @@ from cli.job_spec import int32
 from cli.lsf.bkill import _why
 from client.channel import Client, XceError
 from xce.printable import shown
+from xce.v1 import api_pb2 as api
 
 NOT_YET = ("-n", "-W", "-We", "-M", "-o", "-e", "-J", "-w", "-b", "-t", "-E", "-Ep", "-P", "-m", "-x", "-u",
            "-g", "-G", "-app", "-gpu", "-cwd", "-env", "-k", "-L", "-U", "-sla")
@@ -35,6 +38,11 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
             p.add_argument(flag, action=_NotYet, help=argparse.SUPPRESS)
     elif name == "bswitch":
         p.add_argument("queue", metavar="destination_queue")
+    elif name in ("btop", "bbot"):
+        p.add_argument("id", metavar="job_ID")
+        p.add_argument("position", nargs="?", type=int, default=1, metavar="position",
+                       help="(1: the top or bottom; others are taken as 1 here)")
+        return
     else:
         p.add_argument("-m", dest="host", metavar='"host_name"', required=True, help="the host to run it on")
         p.add_argument("-f", dest="force", action="store_true", help="(as brun here: it is forced)")
@@ -49,6 +57,8 @@ def prepare(args: argparse.Namespace) -> bool:
 
 def run(client: Client, args: argparse.Namespace) -> int:
     try:
+        if args.command in ("btop", "bbot"):
+            return _move(client, args)
         if args.command == "brun":
             client.run(args.id, args.host.split()[0])
             print(f"Job <{shown(args.id)}> is being forced to run.")
@@ -63,6 +73,25 @@ def run(client: Client, args: argparse.Namespace) -> int:
             raise
         print(f"Job <{shown(args.id)}>: {_why(exc)}", file=sys.stderr)
         return 255
+    return 0
+
+
+def _move(client: Client, args: argparse.Namespace) -> int:
+    """btop, bbot: the pending job first (last) among its owner's pending jobs of its queue, by its
+    priority (XCE orders a queue's jobs by priority, then by submission)."""
+    job = client.get_job(args.id)
+    if job.state not in (api.PEND, api.PSUSP):
+        print(f"Job <{shown(args.id)}>: Job has already started", file=sys.stderr)
+        return 255
+    filters = [f"user:eq:{job.spec.user}", f"queue:eq:{job.spec.queue}", "state:in:PEND,PSUSP"]
+    others = [j.spec.priority for j in client.list_jobs(filters) if j.id != job.id]
+    top = args.command == "btop"
+    priority = (max(others, default=job.spec.priority - 1) + 1) if top else \
+        (min(others, default=job.spec.priority + 1) - 1)
+    if top and priority <= job.spec.priority or not top and priority >= job.spec.priority:
+        priority = job.spec.priority  # first (last) already
+    client.modify(args.id, priority=priority)
+    print(f"Job <{shown(args.id)}> has been moved to position 1 from {'top' if top else 'bottom'}.")
     return 0
 
 

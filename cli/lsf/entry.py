@@ -25,12 +25,11 @@ FAILED = 255  # what LSF's commands exit with when they fail (-1)
 MODULES = {"bsub": "bsub", "bjobs": "bjobs", "bkill": "bkill", "bstop": "bkill", "bresume": "bkill",
            "brequeue": "bkill", "bpeek": "bpeek", "bqueues": "bqueues", "bhosts": "bhosts", "lsid": "lsid",
            "blaunch": "blaunch", "lsclusters": "lsclusters", "badmin": "badmin", "bhist": "bhist",
-           "bmod": "bmod", "bswitch": "bmod", "brun": "bmod", "lshosts": "cluster_info",
-           "lsload": "cluster_info",
-           "bmgroup": "cluster_info", "bresources": "cluster_info", "blimits": "cluster_info",
-           "bacct": "cluster_info"}
+           "bmod": "bmod", "bswitch": "bmod", "brun": "bmod", "btop": "bmod", "bbot": "bmod",
+           **dict.fromkeys(("lshosts", "lsload", "bmgroup", "bresources", "blimits", "bacct"), "cluster_info")}
 # Whether each changes the cluster (an unanswered one may still take effect).
-WRITES = frozenset({"bsub", "bkill", "bstop", "bresume", "brequeue", "badmin", "bmod", "bswitch", "brun"})
+WRITES = frozenset({"bsub", "bkill", "bstop", "bresume", "brequeue", "badmin", "bmod", "bswitch", "brun",
+                    "btop", "bbot"})
 
 
 class Command(Protocol):

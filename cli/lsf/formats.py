@@ -83,10 +83,13 @@ def cut(text: str, most: int) -> str:
 
 
 def exit_reason(job: api.Job) -> str:
-    """LSF's TERM_* reason of a job that did not end by itself, or ''."""
+    """LSF's TERM_* reason of a job that did not end by itself, or ''. A job killed with bkill (its
+    kill asked while it ran, or killed before it started) is TERM_OWNER: XCE keeps no word of who
+    asked (LSF says TERM_ADMIN for an administrator's)."""
     reason = job.exit_reason
     if not reason:
-        return ""
+        killed = job.state == api.EXIT and (job.kill_requested or not job.start_time_ms)
+        return "TERM_OWNER" if killed else ""
     named = {"RUNLIMIT": "TERM_RUNLIMIT", "MEMLIMIT": "TERM_MEMLIMIT"}
     return named.get(reason, reason if reason.startswith("TERM_") else f"TERM_{reason}")
 

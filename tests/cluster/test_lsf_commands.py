@@ -326,3 +326,18 @@ def test_bmod_bswitch_brun_and_the_information_commands(site: Site) -> None:
     assert "SUMMARY:" in account and "Total number of done jobs:" in account
     none = site.lsf("bmgroup")
     assert (none.returncode, none.stderr) == (255, "No host group found\n")
+
+
+def test_btop_bbot_and_a_killed_job_s_reason(site: Site) -> None:
+    later = [site.submit("bsub -b 1:1:00:00 -q idle true") for _ in range(3)]  # pending till new year
+    assert site.lsf(f"btop {later[2]}").stdout == f"Job <{later[2]}> has been moved to position 1 from top.\n"
+    said = site.lsf(f"bbot {later[0]}").stdout
+    assert said == f"Job <{later[0]}> has been moved to position 1 from bottom.\n"
+    with site.cluster.client() as client:
+        priorities = [client.get_job(j).spec.priority for j in later]
+    assert priorities[2] > priorities[1] > priorities[0]
+    assert site.lsf(f"bkill {later[1]}").returncode == 0
+    site.finished(later[1])
+    assert site.lsf(f"bjobs -o 'stat exit_reason' -noheader {later[1]}").stdout == "EXIT TERM_OWNER\n"
+    for job in (later[0], later[2]):
+        site.lsf(f"bkill {job}")
