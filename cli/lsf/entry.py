@@ -26,7 +26,8 @@ MODULES = {"bsub": "bsub", "bjobs": "bjobs", "bkill": "bkill", "bstop": "bkill",
            "brequeue": "bkill", "bpeek": "bpeek", "bqueues": "bqueues", "bhosts": "bhosts", "lsid": "lsid",
            "blaunch": "blaunch", "lsclusters": "lsclusters", "badmin": "badmin", "bhist": "bhist",
            "bmod": "bmod", "bswitch": "bmod", "brun": "bmod", "btop": "bmod", "bbot": "bmod",
-           **dict.fromkeys(("lshosts", "lsload", "bmgroup", "bresources", "blimits", "bacct"), "cluster_info")}
+           **dict.fromkeys(("lshosts", "lsload", "bmgroup", "bresources", "blimits", "bacct"),
+                           "cluster_info")}
 # Whether each changes the cluster (an unanswered one may still take effect).
 WRITES = frozenset({"bsub", "bkill", "bstop", "bresume", "brequeue", "badmin", "bmod", "bswitch", "brun",
                     "btop", "bbot"})
