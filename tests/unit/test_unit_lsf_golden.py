@@ -1,0 +1,138 @@
+"""Golden output of LSF's commands (cli/lsf/) for a fixed cluster, in LSF 10.1's layout: the columns
+and widths of LSF's tables, its messages. The cluster is a fake client: the commands' printing is
+what is under test (the cluster side is tests/cluster/test_lsf_*.py's)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cli.lsf import bhist, bhosts, bqueues, cluster_info, lsclusters, lsid
+from xce.v1 import api_pb2 as api
+
+T0 = 1_786_000_000_000  # Thu Aug  6 07:06:40 2026 UTC
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        run = api.Job(id=11, state=api.RUN, submit_time_ms=T0, start_time_ms=T0 + 4000, host="hostA",
+                      spec=api.JobSpec(command=["/bin/sh", "-c", "./sim"], name="sim", user="alice",
+                                       queue="normal", slots=4, env={"LSB_SUB_HOST": "login1"}),
+                      allocation=[api.HostAllocation(host="hostA", slots=4)])
+        pend = api.Job(id=12, state=api.PEND, submit_time_ms=T0,
+                       spec=api.JobSpec(command=["true"], name="wait", user="alice", queue="normal", slots=2))
+        done = api.Job(id=9, state=api.DONE, submit_time_ms=T0 - 60_000, start_time_ms=T0 - 50_000,
+                       end_time_ms=T0 - 20_000, host="hostB", usage=api.Usage(user_cpu_s=1.5),
+                       spec=api.JobSpec(command=["true"], name="prep", user="alice", queue="idle", slots=1,
+                                        project="chem"))
+        self.jobs = [run, pend, done]
+
+    def list_queues(self, **_: Any) -> api.ListQueuesResponse:
+        return api.ListQueuesResponse(default_queue="normal", queues=[
+            api.Queue(name="normal", priority=30),
+            api.Queue(name="idle", priority=20, closed=True, slot_limit=8),
+            api.Queue(name="priority", priority=43, inactive=True)])
+
+    def list_jobs(self, filters: list[str] = (), **_: Any) -> list[api.Job]:  # type: ignore[assignment]
+        states = next((f.split(":", 2)[2].split(",") for f in filters if f.startswith("state:in:")), None)
+        return [j for j in self.jobs if states is None or api.JobState.Name(j.state) in states]
+
+    def list_hosts(self, **_: Any) -> api.ListHostsResponse:
+        return api.ListHostsResponse(hosts=[
+            api.Host(spec=api.HostSpec(name="hostA", slots=4, memory_mb=8192, ncpus=4), status=api.HOST_OK,
+                     slots_used=4),
+            api.Host(spec=api.HostSpec(name="hostB", slots=8), status=api.HOST_OK, closed=True),
+            api.Host(spec=api.HostSpec(name="hostC", slots=8), status=api.HOST_UNAVAIL)])
+
+    def status(self) -> api.StatusResponse:
+        return api.StatusResponse(cluster_id="prod", replicas=[
+            api.ReplicaStatus(id=1, grpc_address="ctl1:7100", role="follower"),
+            api.ReplicaStatus(id=2, grpc_address="ctl2:7100", role="leader")])
+
+    def who_am_i(self) -> api.WhoAmIResponse:
+        return api.WhoAmIResponse(name="alice")
+
+    def history(self, request: api.HistoryRequest, limit: int = 0) -> list[api.Job]:
+        return []
+
+    def accounting(self, request: api.AccountingRequest) -> api.AccountingResponse:
+        return api.AccountingResponse(totals=[api.UsageTotals(user="alice", queue="normal", jobs=3, done=2,
+                                                              exited=1, started=3, cpu_ms=9000, wait_ms=6000,
+                                                              run_ms=30000)])
+
+
+@pytest.fixture(autouse=True)
+def utc() -> Iterator[None]:
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    yield
+    if before is None:
+        os.environ.pop("TZ")
+    else:
+        os.environ["TZ"] = before
+    time.tzset()
+
+
+def printed(module: Any, capsys: pytest.CaptureFixture[str], **args: Any) -> list[str]:
+    assert module.run(FakeClient(), argparse.Namespace(**args)) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_bqueues(capsys: pytest.CaptureFixture[str]) -> None:
+    assert printed(bqueues, capsys, queues=[], user=None, wide=False, long=False) == [
+        "QUEUE_NAME      PRIO STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN  SUSP",
+        "priority         43  Open:Inact        -    -    -    -     0     0     0     0",
+        "normal           30  Open:Active       -    -    -    -     6     2     4     0",
+        "idle             20  Closed:Active     8    -    -    -     0     0     0     0",
+    ]
+
+
+def test_bhosts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert printed(bhosts, capsys, hosts=[], wide=False, long=False) == [
+        "HOST_NAME          STATUS       JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV",
+        "hostA              closed_Full     -      4      4      4      0      0      0",
+        "hostB              closed_Adm      -      8      0      0      0      0      0",
+        "hostC              unavail         -      8      0      0      0      0      0",
+    ]
+
+
+def test_bhist_summary(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(time, "time", lambda: (T0 + 64_000) / 1000)
+    lines = printed(bhist, capsys, ids=[], user=None, queue=None, name=None, project=None, long=False,
+                    all_states=True, done=False, pending=False, running=False, suspended=False)
+    assert lines == [
+        "Summary of time in seconds spent in various states:",
+        "JOBID   USER    JOB_NAME  PEND    PSUSP   RUN     USUSP   SSUSP   UNKWN   TOTAL",
+        "9       alice   prep      10      0       30      0       0       0       40",
+        "11      alice   sim       4       0       60      0       0       0       64",
+        "12      alice   wait      64      0       0       0       0       0       64",
+    ]
+
+
+def test_lsid_lsclusters_lshosts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert printed(lsid, capsys) == [
+        "IBM Spectrum LSF Standard 10.1.0.0, XCE's LSF 10.1 commands (not IBM's)",
+        "Copyright XCE's authors; LSF is IBM's. This is XCE.", "",
+        "My cluster name is prod", "My master name is ctl2"]
+    assert printed(lsclusters, capsys, wide=False, long=False) == [
+        "CLUSTER_NAME   STATUS   MASTER_HOST               ADMIN    HOSTS  SERVERS",
+        "prod           ok       ctl2                      xce          3        3"]
+    assert printed(cluster_info, capsys, command="lshosts", names=["hostA"], wide=False, long=False) == [
+        "HOST_NAME      type    model  cpuf ncpus maxmem maxswp server RESOURCES",
+        "hostA          X86_64  -       1.0     4   8.0G      -    Yes ()"]
+
+
+def test_bacct(capsys: pytest.CaptureFixture[str]) -> None:
+    lines = printed(cluster_info, capsys, command="bacct", names=[], user=None, queue=None, wide=False,
+                    long=False)
+    assert lines[lines.index("SUMMARY:      ( time unit: second ) ") + 1:][:4] == [
+        " Total number of done jobs:         2      Total number of exited jobs:       1",
+        " Total CPU time consumed:         9.0      Average CPU time consumed:       3.0",
+        " Average wait time in queue:      2.0",
+        " Average turnaround time:        12.0 (seconds/job)"]
