@@ -15,7 +15,7 @@ from controller import fsm
 from controller.fsm import history
 from controller.fsm.job_index import name_part
 from controller.fsm.records import FINISHED
-from controller.reads import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Viewer, as_is
+from controller.reads import DEFAULT_PAGE_SIZE, MAX_PAGE_BYTES, MAX_PAGE_SIZE, Viewer, as_is
 from controller.tables import Tables
 from xce.errors import invalid
 from xce.v1 import api_pb2 as api
@@ -59,11 +59,11 @@ class HistoryListing:
 
     def read(self, tables: Tables) -> api.HistoryResponse:
         response = api.HistoryResponse(revision=fsm.read_meta(tables).applied_index)
-        examined, last = 0, ""
+        examined, last, size = 0, "", 0
         for when, job_id in history.newest_first(tables, self.prefix, self.before):
             if when < self.request.since_ms:
                 return response
-            if len(response.jobs) == self.size or examined == SCAN_BUDGET:
+            if len(response.jobs) == self.size or examined == SCAN_BUDGET or size >= MAX_PAGE_BYTES:
                 # Where this page stopped: its last job when full (one the caller sees), else the
                 # last record looked at. The next page starts strictly older.
                 response.next_page_token = last
@@ -76,6 +76,7 @@ class HistoryListing:
             shown = self.viewer(job)
             if shown is not None:
                 response.jobs.append(shown)
+                size += shown.ByteSize()
         return response
 
 

@@ -22,6 +22,7 @@ from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 MAX_PAGE_SIZE = 5000
+MAX_PAGE_BYTES = 4 << 20  # a page ends once past it (a job may be ~1 MiB: under the 16 MiB of a message)
 DEFAULT_PAGE_SIZE = 500
 
 
@@ -85,17 +86,21 @@ class JobListing:
                 yield job
 
     def read(self, tables: Tables) -> api.ListJobsResponse:
+        """A page of at most `size` jobs and about MAX_PAGE_BYTES (jobs with large environments or job
+        scripts, as bsub copies them: 500 of 33 KB would pass the 16 MiB a message may be)."""
         response = api.ListJobsResponse(revision=fsm.read_meta(tables).applied_index)
+        size = 0
         for job in self._candidates(tables):
             if not job_filter.matches_all(self.filters, job):
                 continue
             shown = self.viewer(job)
             if shown is None:
                 continue
-            if len(response.jobs) == self.size:
+            if len(response.jobs) == self.size or response.jobs and size >= MAX_PAGE_BYTES:
                 response.next_page_token = str(response.jobs[-1].id)
                 break
             response.jobs.append(shown)
+            size += shown.ByteSize()
         return response
 
 

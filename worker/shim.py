@@ -218,24 +218,21 @@ def _reach_submitter(env: dict[str, str]) -> socket.socket:
     return conn
 
 
-def _on_terminal(command: list[str], env: dict[str, str], conn: socket.socket, pty_fds: tuple[int, int],
-                 report: int) -> None:
-    """bsub -Is: the command on the terminal the shim made (its slave, the session's controlling
-    terminal), this process relaying between the terminal and the submitter; never returns. The
-    submitter's keys reach the terminal as typed (Ctrl-C is the terminal's SIGINT to the group), its
-    window size in frames of their own; the submitter gone, the group gets SIGHUP, as on a hangup."""
-    master, slave = pty_fds
-    for sig in PASSED_ON:
+def _start_beside(command: list[str], env: dict[str, str], report: int, terminal: int | None = None) -> int:
+    """Start the command in a child of this process (which stays, to relay or to run a post-exec), on
+    `terminal` if given; its pid once it runs. Its exec failing is reported as the shim's own start
+    failures are (on `report`, then this process ends); once it runs, `report` is closed: the shim's
+    reader sees the start."""
+    for sig in PASSED_ON:  # the group's signals are the command's: this process outlives it
         signal.signal(sig, _ignore)
     ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:
         os.close(ready_r)
-        os.close(master)
-        conn.close()
-        for fd in (0, 1, 2):
-            os.dup2(slave, fd)
-        os.close(slave)
+        if terminal is not None:
+            for fd in (0, 1, 2):
+                os.dup2(terminal, fd)
+            os.close(terminal)
         for sig in PASSED_ON:
             signal.signal(sig, signal.SIG_DFL)
         try:
@@ -243,11 +240,11 @@ def _on_terminal(command: list[str], env: dict[str, str], conn: socket.socket, p
         except OSError as exc:
             code = COMMAND_NOT_FOUND if exc.errno in NOT_FOUND_ERRNOS else \
                 NOT_EXECUTABLE if exc.errno in NOT_EXECUTABLE_ERRNOS else START_FAILED
-            os.write(ready_w, f"{code} cannot run {command[0]}: {exc.strerror}".encode()[:1000])
+            words = "command not found" if code == COMMAND_NOT_FOUND else "cannot run"
+            os.write(ready_w, f"{code} {words}: {command[0]}: {exc.strerror}".encode()[:1000])
         finally:
             os._exit(127)
     os.close(ready_w)
-    os.close(slave)
     with os.fdopen(ready_r, "rb") as pipe:
         failure = pipe.read()
     if failure:
@@ -255,55 +252,152 @@ def _on_terminal(command: list[str], env: dict[str, str], conn: socket.socket, p
         os.write(report, failure)
         os._exit(127)
     os.close(report)
-    _relay(master, conn)
+    return pid
+
+
+def _end_as(status: int) -> None:
+    """End this process as the command ended (its signal, else its exit code); never returns."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)  # a signal whose default is to be ignored: a shell's status for it
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _on_terminal(command: list[str], env: dict[str, str], conn: socket.socket, pty_fds: tuple[int, int],
+                 report: int) -> None:
+    """bsub -Is: the command on the terminal the shim made (its slave, the session's controlling
+    terminal), this process relaying between the terminal and the submitter; never returns. The
+    submitter's keys reach the terminal as typed (Ctrl-C is the terminal's SIGINT to its foreground
+    group), its window size in frames of their own. A shell puts itself and its jobs in groups of
+    their own, which the worker's signals to the shim's group miss: so this process passes INT,
+    USR1 and USR2 to the terminal's foreground group, and takes TERM or HUP (a kill), or the
+    submitter gone, as a hangup (`_hang_up`)."""
+    master, slave = pty_fds
+    pid = _start_beside(command, env, report, slave)
+    os.close(slave)
+    try:
+        _relay(master, conn)
+    except BaseException:  # noqa: BLE001 - the command runs on: hang its terminal up, and end as it does
+        pass
+    _hang_up(master, pid)
     _, status = os.waitpid(pid, 0)
     conn.close()
-    if os.WIFSIGNALED(status):
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-        os.kill(os.getpid(), os.WTERMSIG(status))
-    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+    _end_as(status)
+
+
+def _hang_up(master: int, pid: int) -> None:
+    """What a terminal's hangup does, by hand: the kernel tells only the session's leader (the shim,
+    which must outlive the job), so SIGHUP (and SIGCONT) go to the terminal's foreground group and to
+    the command (a shell, which passes it to its jobs), then the terminal closes."""
+    groups = {pid}
+    try:
+        groups.add(os.tcgetpgrp(master))
+    except OSError:
+        pass
+    for group in groups:
+        for sig in (signal.SIGHUP, signal.SIGCONT):
+            try:
+                os.killpg(group, sig) if group != pid else os.kill(pid, sig)
+            except OSError:
+                pass
+    try:
+        os.close(master)
+    except OSError:
+        pass
 
 
 def _relay(master: int, conn: socket.socket) -> None:
     """Terminal output to the submitter as it comes; the submitter's frames (`D` + length + keys, `W` +
-    4 + rows and columns, big-endian) to the terminal; until the terminal closes."""
-    import fcntl
+    4 + rows and columns, big-endian) to the terminal, without blocking on either; until the
+    terminal closes, the submitter goes, or a kill comes."""
     import select
-    import struct
-    import termios
 
-    pending, connected = b"", True
+    wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+    signal.set_wakeup_fd(wake_w)
+    for sig in PASSED_ON:
+        signal.signal(sig, _ignore)  # a handler: set_wakeup_fd writes each signal's number
+    os.set_blocking(master, False)
+    state = _Frames()
     while True:
-        watched = [master, conn.fileno()] if connected else [master]
-        readable, _, _ = select.select(watched, [], [])
-        if master in readable:
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: every process of the job closed the terminal
-                data = b""
-            if not data:
-                return
-            if connected:
-                try:
-                    conn.sendall(data)
-                except OSError:
-                    connected = False
-        if connected and conn.fileno() in readable:
+        readable, writable, _ = select.select([master, conn.fileno(), wake_r],
+                                              [master] if state.to_terminal else [], [])
+        if wake_r in readable and _killed(master, os.read(wake_r, 64)):
+            return
+        if master in writable:
+            state.write(master)
+        if master in readable and not _to_submitter(master, conn):
+            return
+        if conn.fileno() in readable and not state.take(master, conn):
+            return
+
+
+def _killed(master: int, numbers: bytes) -> bool:
+    """TERM or HUP: a kill, ended as a hangup; INT, USR1, USR2 to the terminal's foreground group."""
+    for number in numbers:
+        if number in (signal.SIGTERM, signal.SIGHUP):
+            return True
+        try:
+            os.killpg(os.tcgetpgrp(master), number)
+        except OSError:
+            pass
+    return False
+
+
+def _to_submitter(master: int, conn: socket.socket) -> bool:
+    """What the terminal shows, to the submitter; False once either is gone."""
+    try:
+        data = os.read(master, 65536)
+    except BlockingIOError:
+        return True
+    except OSError:  # EIO: every process of the job closed the terminal
+        return False
+    if not data:
+        return False
+    try:
+        conn.sendall(data)
+    except OSError:
+        return False
+    return True
+
+
+class _Frames:
+    """The submitter's frames as they arrive, and the keys not yet written to the terminal."""
+
+    def __init__(self) -> None:
+        self.pending = b""
+        self.to_terminal = b""
+
+    def write(self, master: int) -> None:
+        try:
+            self.to_terminal = self.to_terminal[os.write(master, self.to_terminal):]
+        except BlockingIOError:
+            pass
+
+    def take(self, master: int, conn: socket.socket) -> bool:
+        """Read what the submitter sent; False once it is gone."""
+        import fcntl
+        import struct
+        import termios
+
+        try:
             data = conn.recv(65536)
-            if not data:  # the submitter is gone: a hangup, as a terminal's
-                connected = False
-                os.killpg(0, signal.SIGHUP)
-                continue
-            pending += data
-            while len(pending) >= 5 and len(pending) >= 5 + int.from_bytes(pending[1:5], "big"):
-                kind, size = pending[0:1], int.from_bytes(pending[1:5], "big")
-                payload, pending = pending[5:5 + size], pending[5 + size:]
-                if kind == b"D":
-                    while payload:
-                        payload = payload[os.write(master, payload):]
-                elif kind == b"W" and size == 4:
-                    rows, cols = struct.unpack("!HH", payload)
-                    fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        except OSError:
+            data = b""
+        if not data:
+            return False
+        self.pending += data
+        while len(self.pending) >= 5 and len(self.pending) >= 5 + int.from_bytes(self.pending[1:5], "big"):
+            kind, size = self.pending[0:1], int.from_bytes(self.pending[1:5], "big")
+            payload, self.pending = self.pending[5:5 + size], self.pending[5 + size:]
+            if kind == b"D":
+                self.to_terminal += payload
+            elif kind == b"W" and size == 4:
+                rows, cols = struct.unpack("!HH", payload)
+                fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        return True
 
 
 def _run_shell(text: str, env: dict[str, str]) -> str:
@@ -324,37 +418,13 @@ def _run_shell(text: str, env: dict[str, str]) -> str:
 def _then_post_exec(command: list[str], env: dict[str, str], post_exec: str, report: int) -> None:
     """Run the command in a child, then the post-exec (LSB_JOBEXIT_STAT: the command's wait status, as
     LSF sets it), then end as the command ended; never returns."""
-    for sig in PASSED_ON:  # the group's signals are the command's: this process outlives it
-        signal.signal(sig, _ignore)
-    ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
-    pid = os.fork()
-    if pid == 0:
-        os.close(ready_r)
-        for sig in PASSED_ON:
-            signal.signal(sig, signal.SIG_DFL)
-        try:
-            os.execvpe(command[0], command, env)
-        except OSError as exc:
-            code = COMMAND_NOT_FOUND if exc.errno in NOT_FOUND_ERRNOS else \
-                NOT_EXECUTABLE if exc.errno in NOT_EXECUTABLE_ERRNOS else START_FAILED
-            words = "command not found" if code == COMMAND_NOT_FOUND else "cannot run"
-            os.write(ready_w, f"{code} {words}: {command[0]}: {exc.strerror}".encode()[:1000])
-        finally:
-            os._exit(127)
-    os.close(ready_w)
-    with os.fdopen(ready_r, "rb") as pipe:
-        failure = pipe.read()
-    if failure:
-        os.waitpid(pid, 0)
-        os.write(report, failure)
-        os._exit(127)
-    os.close(report)  # it runs: the shim goes on to wait for this process
+    pid = _start_beside(command, env, report)
     _, status = os.waitpid(pid, 0)
-    _run_shell(post_exec, {**env, "LSB_JOBEXIT_STAT": str(status)})
-    if os.WIFSIGNALED(status):
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-        os.kill(os.getpid(), os.WTERMSIG(status))
-    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+    try:
+        _run_shell(post_exec, {**env, "LSB_JOBEXIT_STAT": str(status)})
+    except BaseException:  # noqa: BLE001 - the job's end is the command's, whatever became of this
+        pass
+    _end_as(status)
 
 
 def main(argv: list[str]) -> int:

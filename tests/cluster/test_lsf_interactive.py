@@ -149,3 +149,29 @@ def test_bsub_is_bash_through_a_leader_failover(site: tuple[LocalCluster, dict[s
         except (ProcessLookupError, ChildProcessError):
             pass
         os.close(term.fd)
+
+
+def test_a_session_whose_submitter_vanished_ends_and_leaves_nothing_running(
+        site: tuple[LocalCluster, dict[str, str]], tmp_path: Path) -> None:
+    """The submitter killed while a shell's job runs in the foreground: a hangup, as a dropped terminal's,
+    ends the shell and its job (in groups of their own, which the worker's signals would miss)."""
+    cluster, env = site
+    term = Terminal(env, tmp_path)
+    try:
+        term.expect(r"XCE\$ ")
+        term.type("sleep 300.5151\r")
+        wait_until(lambda: running(["sleep", "300.5151"]), "the sleep runs")
+        os.kill(term.pid, signal.SIGKILL)
+        os.waitpid(term.pid, 0)
+        with cluster.client() as client:
+            job = wait_until(lambda: [j for j in client.list_jobs() if j.spec.name.startswith("bash")
+                                      and j.state in (api.DONE, api.EXIT)], "the session's job ended")
+        assert job[0].state == api.EXIT
+        wait_until(lambda: not running(["sleep", "300.5151"]), "its foreground job ended too")
+    finally:
+        try:
+            os.kill(term.pid, signal.SIGKILL)
+            os.waitpid(term.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(term.fd)

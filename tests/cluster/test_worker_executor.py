@@ -333,3 +333,31 @@ def test_an_end_heard_before_its_watch_is_kept_for_it_and_a_reused_pid_starts_cl
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert ends == [signal.SIGKILL, 0]
+
+
+def _shim_status(tmp_path: Path, command: list[str], *extra: str) -> dict[str, object]:
+    """The shim alone, as a session's leader (as the worker runs it), with an empty environment."""
+    import json
+    import subprocess
+    import sys
+
+    from worker.process_host import SHIM
+
+    status = tmp_path / "status"
+    shim = [sys.executable, "-I", "-S", SHIM, str(status), "--cwd", str(tmp_path), "--stdout",
+            str(tmp_path / "out"), "--stderr", str(tmp_path / "err"), *extra, "--", *command]
+    subprocess.run(shim, stdin=subprocess.DEVNULL, timeout=60, start_new_session=True)
+    found: dict[str, object] = json.loads(status.read_text())
+    return found
+
+
+def test_a_command_killed_beside_its_post_exec_is_reported_with_its_signal(tmp_path: Path) -> None:
+    """The process that outlives the command to run the post-exec ends as the command did: SIGKILL,
+    which no handler may be set for, included (not the 127 of a start that failed)."""
+    marker = tmp_path / "post"
+    post = f"echo $LSB_JOBEXIT_STAT > {marker}"
+    ended = _shim_status(tmp_path, ["sh", "-c", "kill -9 $$"], "--post-exec", post)
+    assert (ended["exit_code"], ended["term_signal"]) == (0, 9)
+    assert marker.read_text() == "9\n"
+    ended = _shim_status(tmp_path, ["sh", "-c", "exit 4"], "--post-exec", "exit 1")
+    assert (ended["exit_code"], ended["term_signal"]) == (4, 0)  # the post-exec's failure changes nothing

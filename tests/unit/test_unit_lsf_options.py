@@ -138,3 +138,22 @@ def test_a_start_failure_code_is_the_host_s_before_the_format_that_knows_it() ->
     state.run(job_id, "a")
     ended = state.refuse(job_id, lost, "reaching its submitter at 10.0.0.1:4000: Connection refused")
     assert (ended.state, ended.exit_code, ended.exit_reason) == (api.EXIT, 1, "INTERACTIVE_LOST")
+
+
+def test_a_page_of_jobs_is_bounded_in_bytes_as_well_as_in_jobs() -> None:
+    """bsub copies environments: 500 jobs of 33 KB would pass the 16 MiB a gRPC message may be."""
+    from controller.reads import MAX_PAGE_BYTES, JobListing
+
+    state = State(entry_format=LSF_FORMAT)
+    big = {"MODULES": "x" * 100_000}
+    ids = [int(submit(state, env=big).job_ids[0]) for _ in range(60)]
+    seen: list[int] = []
+    token = ""
+    while True:
+        page = JobListing(api.ListJobsRequest(page_token=token)).read(state.tables)
+        assert sum(j.ByteSize() for j in page.jobs) <= MAX_PAGE_BYTES + 110_000
+        seen += [j.id for j in page.jobs]
+        token = page.next_page_token
+        if not token:
+            break
+    assert seen == ids and len(seen) > len(page.jobs)  # every job, over several pages
