@@ -76,22 +76,26 @@ def declare_reconfig(p: argparse.ArgumentParser) -> None:
 
 def reconfigure_all(client: Client) -> list[tuple[str, api.ReconfigureResponse | str]]:
     """Every replica re-reads its cluster file, the leader last (a follower with the old file that
-    became leader meanwhile would push the old configuration back); each one's answer or why not."""
+    became leader meanwhile would push the old configuration back); each one's answer or why not.
+    Every replica checks its file first (a dry run): one that refuses it stops everything before any
+    replica took its own."""
     status = client.status()
     leader = next((r.grpc_address for r in status.replicas if r.role == "leader"), "")
     addresses = [r.grpc_address for r in status.replicas if r.grpc_address != leader] + \
         ([leader] if leader else [])
-    answers: list[tuple[str, api.ReconfigureResponse | str]] = []
-    for address in addresses:
-        try:
-            with Client([address], client.credentials, deadline_s=20, call_timeout_s=15,
-                        follow_leader=False) as one:
-                answers.append((address, one.call("AdminService", "Reconfigure", api.ReconfigureRequest(),
-                                                  api.ReconfigureResponse)))
-        except XceError as exc:
-            if exc.code_name in ("INVALID_ARGUMENT", "FAILED_PRECONDITION", "PERMISSION_DENIED"):
-                raise  # the file (or the caller) is refused: every replica would say the same
-            answers.append((address, f"{exc.code_name}: {exc.message}"))
+    for dry_run in (True, False):  # first every replica checks its file; then each takes it
+        answers: list[tuple[str, api.ReconfigureResponse | str]] = []
+        for address in addresses:
+            try:
+                with Client([address], client.credentials, deadline_s=20, call_timeout_s=15,
+                            follow_leader=False) as one:
+                    answers.append((address, one.call("AdminService", "Reconfigure",
+                                                      api.ReconfigureRequest(dry_run=dry_run),
+                                                      api.ReconfigureResponse)))
+            except XceError as exc:
+                if exc.code_name in ("INVALID_ARGUMENT", "FAILED_PRECONDITION", "PERMISSION_DENIED"):
+                    raise  # a file (or the caller) refused: no replica has taken anything
+                answers.append((address, f"{exc.code_name}: {exc.message}"))
     return answers
 
 

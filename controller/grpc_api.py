@@ -136,7 +136,8 @@ def handlers(replica: Replica, authenticator: Authenticator) -> list[grpc.Generi
             "AddMember": (services.add_member, api.AddMemberRequest),
             "RemoveMember": (write("RemoveMember"), api.RemoveMemberRequest),
             "ListMembers": (services.list_members, api.ListMembersRequest),
-            "Reconfigure": (lambda request, caller: replica.reconfigure(), api.ReconfigureRequest),
+            "Reconfigure": (lambda request, caller: replica.reconfigure(request.dry_run),
+                            api.ReconfigureRequest),
         }),
     ]
 

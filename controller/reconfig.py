@@ -6,7 +6,9 @@ differs: so a file edited on every replica used to take effect only once
 every replica had restarted (a leader with the old file pushed it back).
 Reconfigure makes a replica read its file again: a file that does not parse
 is refused as at start (the file, the line where it can be found, the key),
-and nothing changes. What the state carries (queues with their fair share,
+and nothing changes. A dry run only reads and checks: the CLI asks every
+replica so first, and takes the file nowhere unless every replica that
+answers can (their files may differ). What the state carries (queues with their fair share,
 preemption and limits, [[limits]], host groups, shared resources and
 licenses, the default queue, the clean period, history retention, the slot
 bound of a job) are taken at once; if the replica leads, it commits the
@@ -46,7 +48,7 @@ def needs_restart(old: config_module.ClusterConfig, new: config_module.ClusterCo
     return [name for name in NEEDS_RESTART if getattr(old, name) != getattr(new, name)]
 
 
-async def reconfigure(replica: Replica) -> api.ReconfigureResponse:
+async def reconfigure(replica: Replica, dry_run: bool = False) -> api.ReconfigureResponse:
     from controller.replica import leader_settings  # the replica module imports this one
 
     try:
@@ -59,10 +61,11 @@ async def reconfigure(replica: Replica) -> api.ReconfigureResponse:
                                                     f"more (cluster {new.cluster_id!r}, replica {me}): "
                                                     "nothing changed")
     fresh = leader_settings(new, me, replica.kinds)
-    before = replica.core.settings
-    changed = before.init != fresh.init
-    replica.core.reload(fresh.init)
+    changed = replica.core.settings.init != fresh.init
     kept = needs_restart(replica.config, new)
+    if dry_run:
+        return api.ReconfigureResponse(replica_id=me, config_digest=fresh.init.config_digest, changed=changed)
+    replica.core.reload(fresh.init)
     # What was taken is the new file's; what needs a restart stays as the process was built.
     built = {name: getattr(replica.config, name) for name in NEEDS_RESTART}
     replica.config = dataclasses.replace(new, **built)

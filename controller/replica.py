@@ -491,11 +491,11 @@ class Replica:
 
     # -------------------------------------------------------------- configuration
 
-    async def reconfigure(self) -> api.ReconfigureResponse:
+    async def reconfigure(self, dry_run: bool = False) -> api.ReconfigureResponse:
         """Re-read the cluster file (controller/reconfig.py)."""
         from controller import reconfig
 
-        return await reconfig.reconfigure(self)
+        return await reconfig.reconfigure(self, dry_run)
 
     def wake(self) -> None:
         """Let the timer take a turn now (a push to make)."""

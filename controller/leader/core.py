@@ -85,7 +85,7 @@ class LeaderCore:
         """The configuration of a re-read cluster file (controller/reconfig.py): pushed now if this
         replica leads, else whenever it comes to."""
         self.settings = dataclasses.replace(self.settings, init=init)
-        if self.leadership is not None and self.leadership.configured:
+        if self.leadership is not None:  # (a first push in flight, of the old file: this one follows it)
             self.leadership.upkeep.reconfigure = True
 
     @property

@@ -1747,8 +1747,10 @@ class BackupChunk(_message.Message):
     def __init__(self, header: _Optional[_Union[BackupHeader, _Mapping]] = ..., data: _Optional[bytes] = ..., sha256: _Optional[bytes] = ...) -> None: ...
 
 class ReconfigureRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("dry_run",)
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    dry_run: bool
+    def __init__(self, dry_run: _Optional[bool] = ...) -> None: ...
 
 class ReconfigureResponse(_message.Message):
     __slots__ = ("replica_id", "leader", "config_digest", "changed", "committed", "message")
