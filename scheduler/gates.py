@@ -53,11 +53,11 @@ def waits(job: api.Job, state: PassState) -> feasibility.Reason | None:
     its own start failed, its begin time (-b), its termination time passed (-t: it would be killed
     as it starts), and a host it may still run on (a cluster recovering; hosts it ran on gone
     silent)."""
-    if job.spec.depend and job.depend_state != api.DEPEND_SATISFIED:
+    spec = job.spec
+    if spec.depend and job.depend_state != api.DEPEND_SATISFIED:
         return dependency_reason(job)
     if job.attempt and job.not_before_ms > state.now_ms:
         return start_retry_reason(job)
-    spec = job.spec
     if spec.begin_time_ms > state.now_ms:
         return begin_time_reason(spec.begin_time_ms)
     if 0 < spec.term_time_ms <= state.now_ms:
@@ -153,7 +153,7 @@ def begin_time_reason(begin_ms: int) -> feasibility.Reason:
 @functools.lru_cache(maxsize=64)
 def term_time_reason(term_ms: int) -> feasibility.Reason:
     return feasibility.Reason(api.PEND_TERM_TIME_PASSED, f"its termination time ({_utc(term_ms)}) passed "
-                              "before it could start (bsub -t): kill it, or bmod it", "term_time")
+                              "before it could start (bsub -t): kill it", "term_time")
 
 
 def _utc(ms: int) -> str:

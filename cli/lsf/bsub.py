@@ -3,10 +3,12 @@
 `bsub [options] command [arguments]` runs the command line through /bin/sh
 on the execution host, as LSF's job file does (`bsub "a; b"` is two
 commands); the job's name, unless -J names it, is that command line.
-`bsub < script` and `bsub script` take a job script: its `#BSUB` lines are
-options (the command line's win), its text runs as the job
-(cli/lsf/script.py). The submitter's environment goes with the job unless
--env says otherwise (cli/lsf/environment.py). -M counts in lsf.conf's
+`bsub < script` takes a job script, and so does `bsub script` when the
+file has `#BSUB` lines (as LSF with LSB_BSUB_PARSE_SCRIPT=Y; else the file
+is the command, run where the job runs): its `#BSUB` lines are options (the
+command line's win), its text runs as the job (cli/lsf/script.py). The
+submitter's environment goes with the job unless -env says otherwise
+(cli/lsf/environment.py). -M counts in lsf.conf's
 LSF_UNIT_FOR_LIMITS (MB: xce/lsf_bin.py) unless it names a unit. -o without -e
 sends stderr to the -o file. -K waits for the job and exits with its code.
 
@@ -26,7 +28,7 @@ import sys
 import time
 
 from cli import job_spec
-from cli.lsf import depend, environment, script, times
+from cli.lsf import depend, environment, formats, script, times
 from cli.parser import UsageError
 from client.channel import Client, XceError
 from xce.printable import shown
@@ -150,6 +152,8 @@ def _read_script(args: argparse.Namespace) -> tuple[str, str] | None:
         except OSError as exc:
             raise UsageError(f"{args.cmd[0]}: {exc.strerror}") from None
         source = args.cmd[0]
+        if b"\0" in data or not script.directives(data.decode(errors="replace"), source):
+            return None  # a program, or a script without #BSUB lines: run as the command it names
     else:
         return None
     try:
@@ -223,6 +227,8 @@ def _scheduling(spec: api.JobSpec, args: argparse.Namespace, now: datetime.datet
             raise UsageError(f"{flag} {exc}") from None
     if spec.begin_time_ms and spec.term_time_ms and spec.term_time_ms <= spec.begin_time_ms:
         raise UsageError("-t: the termination time must come after the begin time (-b)")
+    if spec.term_time_ms and spec.term_time_ms <= times.epoch_ms(now):
+        raise UsageError("-t: the termination time has passed")
     for flag, text in (("-E", args.pre_exec), ("-Ep", args.post_exec)):
         if text is not None and not text.strip():
             raise UsageError(f"{flag}: an empty command")
@@ -272,6 +278,8 @@ def prepare(args: argparse.Namespace) -> bool:
             raise UsageError(f"{clash[0]} with an interactive job (-I, -Ip, -Is): not in XCE yet")
         if not args.cmd:
             raise UsageError("an interactive job needs its command on the command line")
+        if args.name and "[" in args.name:
+            raise UsageError("an interactive job is one job, not an array")
     args.spec = build(args, dict(os.environ), socket.gethostname(), _read_script(args))
     return True
 
@@ -319,14 +327,9 @@ def _wait(client: Client, job: api.Job) -> int:
         if current.state in (api.DONE, api.EXIT) and not (current.spec.HasField("array") and
                                                           _array_running(current)):
             print("<<Job is finished>>", file=sys.stderr, flush=True)
-            if current.state == api.DONE:
-                return 0
-            return current.exit_code if 0 < current.exit_code < 256 else FAILED_JOB
+            return formats.exit_status(current)
         time.sleep(delay)
         delay = min(1.0, delay * 1.5)
-
-
-FAILED_JOB = 255
 
 
 def _array_running(job: api.Job) -> bool:

@@ -103,6 +103,16 @@ def exit_code(job: api.Job) -> str:
     return str(job.exit_code)
 
 
+def exit_status(job: api.Job) -> int:
+    """What bsub -K and -I exit with once the job ended: 0 for DONE, its exit code, else 128 + the
+    signal that ended it (a shell's), else 255."""
+    if job.state == api.DONE:
+        return 0
+    if 0 < job.exit_code < 256:
+        return job.exit_code
+    return 128 + job.term_signal if job.term_signal else 255
+
+
 def _slots(job: api.Job) -> str:
     return str(sum(a.slots for a in job.allocation) or job.spec.slots or 1)
 

@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Iterator
 
+from cli.lsf import formats
 from client.channel import Client, XceError
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
@@ -67,7 +68,13 @@ def run(client: Client, spec: api.JobSpec, terminal: bool) -> int:
         default = "default " if not spec.queue else ""
         print(f"Job <{job.id}> is submitted to {default}queue <{job.spec.queue}>.", flush=True)
         print("<<Waiting for dispatch ...>>", file=sys.stderr, flush=True)
-        conn = _accept(client, listener, key, job.id)
+        try:
+            conn = _accept(client, listener, key, job.id)
+        except KeyboardInterrupt:  # as LSF's: Ctrl-C while it waits ends the job
+            print("\n<<Terminating job ...>>", file=sys.stderr, flush=True)
+            with contextlib.suppress(XceError):
+                client.control(job.id, api.KILL)
+            return 130
     if conn is None:
         return _ended(client, job.id, connected=False)
     started = client.get_job(job.id)
@@ -121,7 +128,7 @@ def _plain_session(client: Client, conn: socket.socket, job_id: int) -> None:
                 data = conn.recv(65536)
                 if not data:
                     return
-                os.write(sys.stdout.fileno(), data)
+                _write_all(sys.stdout.fileno(), data)
             if sys.stdin.fileno() in readable:
                 data = os.read(sys.stdin.fileno(), 65536)
                 if data:
@@ -136,28 +143,26 @@ def _plain_session(client: Client, conn: socket.socket, job_id: int) -> None:
 
 
 def _terminal_session(conn: socket.socket) -> None:
-    """-Is: this terminal raw, every key to the job's terminal, window sizes as they change."""
+    """-Is: this terminal raw, every key to the job's terminal, window sizes as they change (a
+    SIGWINCH wakes the loop, which sends the new size between two frames, never inside one)."""
     stdin = sys.stdin.fileno()
+    wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     with _raw(stdin) as is_tty:
-        def resized(*_: object) -> None:
-            if is_tty:
-                rows, cols = _size(stdin)
-                conn.sendall(b"W" + (4).to_bytes(4, "big") + struct.pack("!HH", rows, cols))
-
-        previous = signal.signal(signal.SIGWINCH, resized)
+        previous_fd = signal.set_wakeup_fd(wake_w)
+        previous = signal.signal(signal.SIGWINCH, lambda *_: None)
         try:
-            resized()
-            sources = [conn.fileno(), stdin]
+            if is_tty:
+                _send_size(conn, stdin)
+            sources = [conn.fileno(), stdin, wake_r]
             while True:
-                try:
-                    readable, _, _ = select.select(sources, [], [])
-                except InterruptedError:
-                    continue
+                readable, _, _ = select.select(sources, [], [])
+                if wake_r in readable and signal.SIGWINCH in os.read(wake_r, 64) and is_tty:
+                    _send_size(conn, stdin)
                 if conn.fileno() in readable:
                     data = conn.recv(65536)
                     if not data:
                         return
-                    os.write(sys.stdout.fileno(), data)
+                    _write_all(sys.stdout.fileno(), data)
                 if stdin in readable:
                     data = os.read(stdin, 65536)
                     if not data:
@@ -166,6 +171,19 @@ def _terminal_session(conn: socket.socket) -> None:
                     conn.sendall(b"D" + len(data).to_bytes(4, "big") + data)
         finally:
             signal.signal(signal.SIGWINCH, previous)
+            signal.set_wakeup_fd(previous_fd)
+            os.close(wake_r)
+            os.close(wake_w)
+
+
+def _send_size(conn: socket.socket, fd: int) -> None:
+    rows, cols = _size(fd)
+    conn.sendall(b"W" + (4).to_bytes(4, "big") + struct.pack("!HH", rows, cols))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data):]
 
 
 @contextlib.contextmanager
@@ -203,6 +221,4 @@ def _ended(client: Client, job_id: int, connected: bool) -> int:
         print(f"<<Job {job_id} ended without its terminal: {shown(why)}>>", file=sys.stderr)
     else:
         print("<<Job is finished>>", file=sys.stderr, flush=True)
-    if job.state == api.DONE:
-        return 0
-    return job.exit_code if 0 < job.exit_code < 256 else 128 + job.term_signal if job.term_signal else 255
+    return formats.exit_status(job)

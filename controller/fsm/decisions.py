@@ -53,10 +53,11 @@ def requested(job: api.Job, host: str, hosts: Sequence[api.HostSlots], usage: Co
 
 
 def dispatch_refusal(usage: CommittedUsage, job: api.Job, host: str, attempt: int, forced: bool = False,
-                     hosts: Sequence[api.HostSlots] = (),
-                     entry_format: int = 1) -> api.DecisionOutcome | None:
-    """Why this DISPATCH cannot be taken now, or None."""
-    refusal = _refusal_or_request(usage, job, host, attempt, forced, hosts, entry_format)
+                     hosts: Sequence[api.HostSlots] = (), entry_format: int = 1,
+                     now_ms: int = 0) -> api.DecisionOutcome | None:
+    """Why this DISPATCH cannot be taken now (`now_ms`: the entry's stamp; brun's, forced, ignores
+    the begin time), or None."""
+    refusal = _refusal_or_request(usage, job, host, attempt, forced, hosts, entry_format, now_ms)
     return refusal if isinstance(refusal, api.DecisionOutcome) else None
 
 
@@ -65,7 +66,7 @@ Request = tuple[list[feasibility.Allocation], feasibility.Need]
 
 def _refusal_or_request(usage: CommittedUsage, job: api.Job, host: str, attempt: int, forced: bool,
                         hosts: Sequence[api.HostSlots], entry_format: int,
-                        now_ms: int = 0) -> api.DecisionOutcome | Request:
+                        now_ms: int) -> api.DecisionOutcome | Request:
     """Why this DISPATCH cannot be taken now (`now_ms`: the entry's stamp); else what it was checked
     as, for `_place` (working out the requirement again cost a few us a dispatch)."""
     if job.spec.HasField("array"):

@@ -24,6 +24,7 @@ from controller.fsm.versions import (
     CHECKPOINT_FORMAT,
     DEPEND_FORMAT,
     EXCLUSIVE_QUEUE_FORMAT,
+    INTERACTIVE_FORMAT,
     LIMITS_FORMAT,
     LSF_FORMAT,
     PREEMPT_FORMAT,
@@ -125,6 +126,9 @@ def check_lsf_options_known(spec: api.JobSpec, entry_format: int) -> None:
     if entry_format < LSF_FORMAT and any(getattr(spec, name) for name in LSF_OPTIONS):
         raise invalid(f"-H, -b, -t, -E and -Ep need entry format {LSF_FORMAT}: every replica must run "
                       "a newer XCE first")
+    if entry_format < INTERACTIVE_FORMAT and "XCE_INTERACTIVE" in spec.env:
+        raise invalid(f"an interactive job (bsub -I) needs entry format {INTERACTIVE_FORMAT}: every replica "
+                      "must run a newer XCE first")
 
 
 def check_lsf_options(spec: api.JobSpec) -> None:

@@ -129,6 +129,9 @@ def test_bsub_is_bash_through_a_leader_failover(site: tuple[LocalCluster, dict[s
         term.expect(r"\r\n42 \d+\r\n")
         term.type("stty size\r")
         term.expect(r"\r\n30 100\r\n")  # the submitter's window
+        fcntl.ioctl(term.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # and as it changes
+        term.type("stty size\r")
+        term.expect(r"\r\n40 120\r\n")
         term.type("sleep 300.4242\r")
         wait_until(lambda: running(["sleep", "300.4242"]), "the sleep runs")  # what Ctrl-C must stop
         term.type("\x03")  # Ctrl-C: the job's terminal sends SIGINT to its foreground command
