@@ -1,5 +1,6 @@
 """`python -I -S worker/shim.py STATUS_FILE --cwd DIR [--cwd-fallback DIR] --stdout P --stderr P
-[--spool-outputs 1,2] [--user NAME] [--pre-exec SH] [--post-exec SH] -- COMMAND ARGS...`
+[--spool-outputs 1,2] [--user NAME] [--pre-exec SH] [--post-exec SH] [--interactive plain|pty]
+-- COMMAND ARGS...`
 
 Runs one job as its owner and records how it ended.
 
@@ -434,8 +435,8 @@ def main(argv: list[str]) -> int:
         argv = [argv[0], *argv[3:]]
     if len(argv) < 3 or argv[1] != "--" or not {"cwd", "stdout", "stderr"} <= set(options):
         print("usage: python -I -S worker/shim.py STATUS_FILE --cwd DIR [--cwd-fallback DIR] --stdout P "
-              "--stderr P [--spool-outputs 1,2] [--user NAME] [--pre-exec SH] [--post-exec SH] -- "
-              "COMMAND ...",
+              "--stderr P [--spool-outputs 1,2] [--user NAME] [--pre-exec SH] [--post-exec SH] "
+              "[--interactive plain|pty] -- COMMAND ...",
               file=sys.stderr)
         return 2
     status_path, command = argv[0], argv[2:]

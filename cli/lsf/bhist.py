@@ -19,7 +19,7 @@ from client.channel import Client, XceError
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
 
-GETOPT = ("ladprswhV", "uJqmPN", ())
+GETOPT = ("ladprswh", "uJqP", ())
 STATES = ("PEND", "PSUSP", "RUN", "USUSP", "SSUSP", "UNKWN")
 
 

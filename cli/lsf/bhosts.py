@@ -15,7 +15,7 @@ from client.channel import Client, XceError
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
 
-GETOPT = ("wlhVe", "R", ())
+GETOPT = ("wlh", "", ())
 
 
 def declare(p: argparse.ArgumentParser, name: str) -> None:

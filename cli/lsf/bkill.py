@@ -20,7 +20,7 @@ from client.channel import Client, XceError
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
 
-GETOPT = ("rlVhCd", "suqJmgSb", ())
+GETOPT = ("rlh", "suqJmC", ())
 ACTIONS = {"bkill": (api.KILL, "terminated"), "bstop": (api.STOP, "stopped"),
            "bresume": (api.RESUME, "resumed"), "brequeue": (api.REQUEUE, "requeued")}
 SIGNALS = {"KILL": "bkill", "TERM": "bkill", "INT": "bkill", "STOP": "bstop", "TSTP": "bstop",

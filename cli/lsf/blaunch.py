@@ -20,7 +20,8 @@ LOCAL = True
 def declare(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("-z", dest="hosts", metavar='"host_name ..."', help="run the task on each of these hosts")
     p.add_argument("-n", dest="no_stdin", action="store_true", help="stdin from /dev/null (always, here)")
-    p.add_argument("-no-shell", dest="no_shell", action="store_true", help="run the command without a shell")
+    p.add_argument("-no-shell", dest="no_shell", action="store_true",
+                   help="run the command without a shell (always, here: the task is its words)")
     p.add_argument("-use-login-shell", dest="login", action="store_true", help="not in XCE yet")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="[host_name] command [argument ...]")
 

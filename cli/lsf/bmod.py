@@ -14,6 +14,7 @@ import argparse
 import sys
 
 from cli.job_spec import int32
+from cli.lsf import not_yet
 from cli.lsf.bkill import _why
 from client.channel import Client, XceError
 from xce.printable import shown
@@ -23,19 +24,12 @@ NOT_YET = ("-n", "-W", "-We", "-M", "-o", "-e", "-J", "-w", "-b", "-t", "-E", "-
            "-g", "-G", "-app", "-gpu", "-cwd", "-env", "-k", "-L", "-U", "-sla")
 
 
-class _NotYet(argparse.Action):
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                 option_string: str | None = None) -> None:
-        raise ValueError(f"{option_string}: bmod does not change this in XCE yet")
-
-
 def declare(p: argparse.ArgumentParser, name: str) -> None:
     if name == "bmod":
         p.add_argument("-q", dest="queue", metavar="queue_name", help="the new queue (pending jobs)")
         p.add_argument("-R", dest="resource_req", metavar="res_req", help="the new requirement (pending)")
         p.add_argument("-sp", dest="priority", metavar="priority", type=int32, help="the new priority")
-        for flag in NOT_YET:
-            p.add_argument(flag, action=_NotYet, help=argparse.SUPPRESS)
+        not_yet.declare(p, NOT_YET)
     elif name == "bswitch":
         p.add_argument("queue", metavar="destination_queue")
     elif name in ("btop", "bbot"):

@@ -1,8 +1,8 @@
 """bpeek: the output of a running (or recently finished) job so far, read on its host.
 
-`bpeek [-f] [-q queue | -m host | -J name | job_ID]`: LSF's header line
-(`<< output from stdout >>`), then the last of its stdout (`-e`-less jobs:
-stderr goes with it when -o named one file for both). `-f` follows.
+`bpeek [-f] job_ID`: LSF's header line (`<< output from stdout >>`), then
+the last of its stdout (stderr goes with it when -o named one file for
+both). `-f` follows until the job ends.
 """
 
 from __future__ import annotations

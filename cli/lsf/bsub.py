@@ -28,7 +28,7 @@ import sys
 import time
 
 from cli import job_spec
-from cli.lsf import depend, environment, formats, script, times
+from cli.lsf import depend, environment, formats, not_yet, script, times
 from cli.parser import UsageError
 from client.channel import Client, XceError
 from xce.printable import shown
@@ -45,13 +45,6 @@ NOT_YET_WITH_VALUE = ("-g", "-G", "-U", "-u", "-i", "-is", "-L", "-app",
 NOT_YET_FLAGS = ("-IS", "-ISp", "-ISs", "-IX", "-B", "-N", "-Zs", "-pack", "-ar", "-tty")
 UNITS_MB = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2, "P": 1024.0 ** 3,
             "E": 1024.0 ** 4}
-
-
-class _NotYet(argparse.Action):
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                 option_string: str | None = None) -> None:
-        raise UsageError(f"{option_string}: this option of LSF's is not carried out by XCE yet. "
-                         "Job not submitted.")
 
 
 def declare(p: argparse.ArgumentParser, name: str) -> None:
@@ -106,10 +99,7 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("-K", dest="wait", action="store_const", const=True,
                    help="wait for the job to end; exit with its exit code")
     p.add_argument("-V", dest="version", action="store_true", help="the version")
-    for flag in NOT_YET_WITH_VALUE:
-        p.add_argument(flag, action=_NotYet, help=argparse.SUPPRESS)
-    for flag in NOT_YET_FLAGS:
-        p.add_argument(flag, action=_NotYet, nargs=0, help=argparse.SUPPRESS)
+    not_yet.declare(p, NOT_YET_WITH_VALUE, NOT_YET_FLAGS)
     p.add_argument("cmd", nargs=argparse.REMAINDER,
                    help="command [argument ...], or none: a job script on stdin")
 

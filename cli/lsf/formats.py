@@ -79,7 +79,9 @@ def from_host(job: api.Job) -> str:
 
 def cut(text: str, most: int) -> str:
     """A job name of at most `most` characters: cut to its end behind a `*` (LSF's TRUNC_STR)."""
-    return text if len(text) <= most else "*" + text[-(most - 1):]
+    if len(text) <= most:
+        return text
+    return "*" + text[len(text) - most + 1:] if most > 1 else "*"[:most]
 
 
 def exit_reason(job: api.Job) -> str:
@@ -176,7 +178,7 @@ FIELDS: dict[str, tuple[str, Callable[[api.Job], str]]] = {
     "app": ("APP", lambda j: "-"),
 }
 ALIASES = {"id": "jobid", "name": "job_name", "proj": "proj_name", "project": "proj_name", "cmd": "command",
-           "from": "from_host", "exec": "exec_host", "ptime": "pend_time", "submit": "submit_time",
+           "from": "from_host", "exec": "exec_host", "submit": "submit_time",
            "start": "start_time", "finish": "finish_time", "exit": "exit_code", "cpu": "cpu_used",
            "rtime": "run_time", "priority": "priority", "sub_cwd": "sub_cwd", "group": "job_group",
            "nreq_slot": "nreq_slot", "nalloc_slot": "nalloc_slot", "jobstat": "stat", "state": "stat"}
@@ -248,7 +250,7 @@ def _fit(text: str, width: int, right: bool, name: bool = False) -> str:
     if not width:
         return text
     if len(text) > width:
-        text = "*" + text[-(width - 1):] if name else text[:width]
+        text = cut(text, width) if name else text[:width]
     return text.rjust(width) if right else text.ljust(width)
 
 

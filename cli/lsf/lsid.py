@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from cli.lsf.lsclusters import cluster_name
 from client.channel import Client, XceError
 from xce.printable import shown
 
@@ -30,7 +31,7 @@ def run(client: Client, args: argparse.Namespace) -> int:
     status = client.status()
     print(BANNER)
     print("Copyright XCE's authors; LSF is IBM's. This is XCE.\n")
-    print(f"My cluster name is {shown(status.cluster_id or 'xce')}")
+    print(f"My cluster name is {shown(cluster_name(status.cluster_id))}")
     leader = next((r.grpc_address for r in status.replicas if r.role == "leader"), "")
     print(f"My master name is {shown(leader.rpartition(':')[0] or leader or '-')}")
     return 0

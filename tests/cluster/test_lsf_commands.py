@@ -307,7 +307,8 @@ def test_bmod_bswitch_brun_and_the_information_commands(site: Site) -> None:
         f"Parameters of job <{job}> are being changed\n"
     assert site.lsf(f"bswitch idle {job}").stdout == f"Job <{job}> is switched to queue <idle>\n"
     refused = site.lsf(f"bmod -n 4 {job}")
-    assert refused.returncode == 255 and "-n: bmod does not change this in XCE yet" in refused.stderr
+    assert refused.returncode == 255
+    assert "-n: this option of LSF's is not carried out by XCE yet" in refused.stderr
     with site.cluster.client() as client:
         changed = client.get_job(job)
         assert (changed.spec.priority, changed.spec.queue, changed.spec.resource_req) == \
