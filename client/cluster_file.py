@@ -36,6 +36,10 @@ def read_toml(path: StrPath, error: type[Exception], what: str) -> dict[str, Any
         raise error(f"no {what} at {path}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise error(f"{path}: not valid TOML: {exc}") from exc
+    except RecursionError:
+        raise error(f"{path}: not valid TOML: nested too deeply") from None
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def client_table(path: StrPath, error: type[Exception], what: str = "cluster file") -> dict[str, Any]:

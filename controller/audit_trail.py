@@ -17,6 +17,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from controller import authz
 from controller.authz import Principal
 from controller.fsm import arrays, audit, job_index
 from controller.fsm.records import FINISHED, read_job
@@ -52,8 +53,7 @@ def params_of(request: Any) -> str:
         if name in shown.DESCRIPTOR.fields_by_name:
             shown.ClearField(name)
     for spec in getattr(shown, "jobs", ()):  # environment values stay out of the trail (keys kept)
-        for key in spec.env:
-            spec.env[key] = ""
+        authz.blank_env(spec)
     text = json_format.MessageToJson(shown, preserving_proto_field_name=True, sort_keys=True, indent=None)
     if len(text) > audit.MAX_PARAMS:
         text = text[:audit.MAX_PARAMS - 40] + f"... ({len(text)} characters in all)"

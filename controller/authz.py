@@ -262,9 +262,12 @@ def redact(policy: Policy, principal: Principal, job: api.Job, in_place: bool = 
     caller's own copy (a read's, parsed for it), changed rather than copied."""
     mine = owns(principal, job)
     hide_env = not mine and bool(job.spec.env) and not policy.allows(principal, "jobs.env.all")
+    # An interactive job's key (bsub -I) is its owner's alone: whoever holds it may speak for the
+    # submitter (cli/lsf/interactive.py), an operator with jobs.env.all included.
+    hide_key = not mine and OWNER_ONLY_ENV in job.spec.env
     stored = job.request_id
     own_id = request_ids.shown(stored) if mine else ""
-    if not hide_env and own_id == stored:
+    if not hide_env and not hide_key and own_id == stored:
         return job
     shown = job
     if not in_place:
@@ -272,9 +275,20 @@ def redact(policy: Policy, principal: Principal, job: api.Job, in_place: bool = 
         shown.CopyFrom(job)
     shown.request_id = own_id
     if hide_env:
-        for key in shown.spec.env:
-            shown.spec.env[key] = ""
+        blank_env(shown.spec)
+    elif hide_key:
+        shown.spec.env[OWNER_ONLY_ENV] = ""
     return shown
+
+
+OWNER_ONLY_ENV = "XCE_INTERACTIVE_KEY"
+
+
+def blank_env(spec: api.JobSpec) -> None:
+    """Every value of the spec's environment blanked, the names kept. (The names are taken first:
+    a protobuf map written while it is iterated skips entries, and values were left in clear.)"""
+    for key in list(spec.env):
+        spec.env[key] = ""
 
 
 # ------------------------------------------------------------------ scopes

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from controller.replica import Replica
 
 COMMIT_WAIT_S = 10.0  # how long the leader's answer waits for the push to apply
+READ_S = 10.0  # how long reading the file may take
 # What a running replica cannot take from a re-read file: it was built from them.
 NEEDS_RESTART = ("cluster_id", "password", "data_dir", "replicas", "raft", "group_commit_max_requests",
                  "group_commit_max_bytes", "group_commit_max_in_flight", "heartbeat_s", "heartbeat_timeout_s",
@@ -51,10 +52,13 @@ def needs_restart(old: config_module.ClusterConfig, new: config_module.ClusterCo
 async def reconfigure(replica: Replica, dry_run: bool = False) -> api.ReconfigureResponse:
     from controller.replica import leader_settings  # the replica module imports this one
 
-    try:
-        new = config_module.load(replica.config.path)
+    try:  # off the replica's loop, bounded: a file on a hung file system must not stop the replica
+        new = await asyncio.wait_for(asyncio.to_thread(config_module.load, replica.config.path), READ_S)
     except config_module.ConfigError as exc:
         raise ServiceError(log.INVALID_ARGUMENT, f"{exc}: nothing changed") from None
+    except TimeoutError:
+        raise ServiceError(log.UNAVAILABLE, f"{replica.config.path} could not be read within {READ_S:.0f} s: "
+                                            "nothing changed") from None
     me = replica.me.id
     if new.cluster_id != replica.config.cluster_id or all(r.id != me for r in new.replicas):
         raise ServiceError(log.FAILED_PRECONDITION, f"{new.path} is not this replica's cluster file any "

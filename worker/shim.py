@@ -209,14 +209,34 @@ def _child(user: str | None, cwd: str, stdout: str, stderr: str, command: list[s
 
 def _reach_submitter(env: dict[str, str]) -> socket.socket:
     """The connection to the bsub -I that waits for this job (its address and key in the job's
-    environment), the key sent first: the submitter takes no other connection for it."""
+    environment), each side proving it holds the key without sending it (cli/lsf/interactive.py's
+    handshake): whoever else listens at that address (the submitter gone, its port taken) gets
+    nothing from the job, and the job nothing from it: it ends, INTERACTIVE_LOST."""
+    import hmac
     import socket
 
+    key = env.get("XCE_INTERACTIVE_KEY", "").encode()
     host, _, port = env.get("XCE_INTERACTIVE", "").rpartition(":")
     conn = socket.create_connection((host.strip("[]"), int(port)), timeout=30)
+    mine = os.urandom(16).hex()
+    conn.sendall(f"XCE-INTERACTIVE {mine}\n".encode())
+    answer = _read_line(conn).split()
+    expected = hmac.new(key, b"submitter:" + mine.encode(), "sha256").hexdigest()
+    if len(answer) != 2 or not hmac.compare_digest(answer[0], expected.encode()):
+        raise OSError(f"the listener at {host}:{port} is not the job's submitter")
+    conn.sendall(hmac.new(key, b"job:" + answer[1], "sha256").hexdigest().encode() + b"\n")
     conn.settimeout(None)
-    conn.sendall(f"XCE-INTERACTIVE {env.get('XCE_INTERACTIVE_KEY', '')}\n".encode())
     return conn
+
+
+def _read_line(conn: socket.socket) -> bytes:
+    data = b""
+    while not data.endswith(b"\n") and len(data) < 512:
+        chunk = conn.recv(1)
+        if not chunk:
+            break
+        data += chunk
+    return data.strip()
 
 
 def _start_beside(command: list[str], env: dict[str, str], report: int, terminal: int | None = None) -> int:
@@ -446,13 +466,16 @@ def main(argv: list[str]) -> int:
         signal.signal(sig, _ignore)
     started = time.monotonic()
     interactive = options.get("interactive", "")
-    pty_fds = _terminal() if interactive == "pty" else None
+    pty_fds = _terminal(options.get("user")) if interactive == "pty" else None
     if interactive:  # what the child needs, loaded while the interpreter's library may still be read
+        import encodings.idna  # noqa: F401 - socket.create_connection's, loaded when first used
         import fcntl  # noqa: F401
+        import hmac  # noqa: F401
         import select  # noqa: F401
         import socket  # noqa: F401
         import struct  # noqa: F401
         import termios  # noqa: F401
+        hmac.new(b"k", b"m", "sha256")  # (its digest's module, loaded on first use too)
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:
@@ -495,13 +518,26 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _terminal() -> tuple[int, int]:
+def _terminal(user: str | None) -> tuple[int, int]:
     """A new terminal (master, slave), the slave made this session's controlling terminal: the shim
-    leads the job's session, so the job's process group is its foreground group."""
+    leads the job's session, so the job's process group is its foreground group. Its owner's, as a
+    login's terminal is (group tty, 0620): programs that open it by its name may."""
     import fcntl
     import termios
 
     master, slave = os.openpty()
+    if user is not None:
+        import grp
+
+        try:
+            tty_group = grp.getgrnam("tty").gr_gid
+        except KeyError:
+            tty_group = -1
+        try:
+            os.fchown(slave, pwd.getpwnam(user).pw_uid, tty_group)
+            os.fchmod(slave, 0o620)
+        except KeyError:  # no such user: the child says so (UNKNOWN_USER)
+            pass
     try:
         fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
     except OSError:  # not a session's leader (a shim run by hand): a terminal without its signals

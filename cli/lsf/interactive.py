@@ -3,9 +3,16 @@
 Theory of operation (LSF's way: the job connects back to its submitter).
 bsub listens on the address the cluster sees it from, and submits the job
 with that address and a one-time key in its environment (XCE_INTERACTIVE,
-XCE_INTERACTIVE_KEY: hidden from other users as every environment value is);
-the job's shim connects as the job's owner and sends the key first
-(worker/shim.py), and bsub takes that one connection. With -I the
+XCE_INTERACTIVE_KEY: its owner's alone, whatever the reader's role); the
+job's shim connects as the job's owner, and each side proves it holds the
+key without sending it: the job sends a nonce, bsub answers HMAC(key,
+"submitter:" + nonce) and a nonce of its own, the job answers HMAC(key, "job:"
++ that nonce) (worker/shim.py). So a listener that is not the submitter (its
+port taken once bsub is gone) gets nothing from the job, which ends
+(INTERACTIVE_LOST), and a connection that is not the job's gets nothing from
+bsub; several may be pending at once, each for HANDSHAKE_S at most. bsub kills
+the job if it goes away (a hangup, Ctrl-C, TERM, an error) before the session
+ended. With -I the
 connection is the command's stdin, stdout and stderr; Ctrl-C kills the job.
 With -Is (and -Ip) the shim gives the command a terminal of its own and
 relays: bsub puts this terminal in raw mode, so every key (Ctrl-C, Ctrl-Z)
@@ -38,6 +45,16 @@ from xce.v1 import api_pb2 as api
 
 ENDED = (api.DONE, api.EXIT)
 HELLO = b"XCE-INTERACTIVE "
+HANDSHAKE_S = 5.0  # a connection that has not proved itself by then is dropped
+BACKLOG = 64
+
+
+class _Gone(Exception):
+    """A hangup or TERM: bsub is going away."""
+
+
+def _gone(signum: int, frame: object) -> None:
+    raise _Gone(signal.Signals(signum).name)
 
 
 def local_address(client: Client) -> str:
@@ -64,63 +81,121 @@ def run(client: Client, spec: api.JobSpec, terminal: bool) -> int:
         spec.env["XCE_INTERACTIVE_KEY"] = key
         if terminal:
             spec.env["XCE_INTERACTIVE_PTY"] = "1"
-        job = client.submit([spec]).jobs[0]
+        previous = {sig: signal.signal(sig, _gone) for sig in (signal.SIGHUP, signal.SIGTERM)}
+        try:
+            job = client.submit([spec]).jobs[0]
+        except BaseException:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            raise
         default = "default " if not spec.queue else ""
         print(f"Job <{job.id}> is submitted to {default}queue <{job.spec.queue}>.", flush=True)
-        print("<<Waiting for dispatch ...>>", file=sys.stderr, flush=True)
         try:
-            conn = _accept(client, listener, key, job.id)
-        except KeyboardInterrupt:  # as LSF's: Ctrl-C while it waits ends the job
-            print("\n<<Terminating job ...>>", file=sys.stderr, flush=True)
+            print("<<Waiting for dispatch ...>>", file=sys.stderr, flush=True)
+            conn = _accept(client, listener, key.encode(), job.id)
+            if conn is None:
+                return _ended(client, job.id, connected=False)
+            started = client.get_job(job.id)
+            print(f"<<Starting on {shown(started.host or 'its host')}>>", file=sys.stderr, flush=True)
+            with conn:
+                if terminal:
+                    _terminal_session(conn)
+                else:
+                    _plain_session(client, conn, job.id)
+        except BaseException as exc:  # going away before the session ended: the job goes too
+            print(f"\n<<Terminating job {job.id} ...>>", file=sys.stderr, flush=True)
             with contextlib.suppress(XceError):
                 client.control(job.id, api.KILL)
-            return 130
-    if conn is None:
-        return _ended(client, job.id, connected=False)
-    started = client.get_job(job.id)
-    print(f"<<Starting on {shown(started.host or 'its host')}>>", file=sys.stderr, flush=True)
-    with conn:
-        if terminal:
-            _terminal_session(conn)
-        else:
-            _plain_session(client, conn, job.id)
+            if isinstance(exc, (KeyboardInterrupt, _Gone)):
+                return 130
+            raise
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     return _ended(client, job.id, connected=True)
 
 
-def _accept(client: Client, listener: socket.socket, key: str, job_id: int) -> socket.socket | None:
-    """The job's connection (its key checked), or None once the job ended without one."""
-    while True:
-        readable, _, _ = select.select([listener], [], [], 1.0)
-        if not readable:
-            if client.get_job(job_id).state in ENDED:
-                return None
-            continue
-        conn, _ = listener.accept()
-        conn.settimeout(10)
-        try:
-            hello = _line(conn)
-        except OSError:
-            conn.close()
-            continue
-        if hmac.compare_digest(hello, HELLO + key.encode()):
-            conn.settimeout(None)
-            return conn
-        conn.close()  # not the job's: keep waiting for it
+class _Pending:
+    """A connection in the handshake: its bytes so far, the nonce sent to it, its deadline."""
 
+    def __init__(self, conn: socket.socket, deadline: float) -> None:
+        self.conn, self.deadline = conn, deadline
+        self.data = b""
+        self.nonce = b""
 
-def _line(conn: socket.socket) -> bytes:
-    data = b""
-    while not data.endswith(b"\n") and len(data) < 256:
-        chunk = conn.recv(1)
+    def line(self) -> bytes | None:
+        """Its next line once whole; None until then (ValueError: too long, or closed)."""
+        chunk = self.conn.recv(512)
         if not chunk:
-            break
-        data += chunk
-    return data.rstrip(b"\n")
+            raise ValueError("closed")
+        self.data += chunk
+        if len(self.data) > 512:
+            raise ValueError("too long")
+        if b"\n" not in self.data:
+            return None
+        line, _, self.data = self.data.partition(b"\n")
+        return line.strip()
+
+
+def _accept(client: Client, listener: socket.socket, key: bytes, job_id: int) -> socket.socket | None:
+    """The job's connection, once it proved the key; None once the job ended without one."""
+    pending: dict[int, _Pending] = {}
+    next_look = time.monotonic() + 1.0
+    try:
+        while True:
+            now = time.monotonic()
+            for fd in [fd for fd, p in pending.items() if p.deadline <= now]:
+                pending.pop(fd).conn.close()
+            readable, _, _ = select.select([listener.fileno(), *pending], [], [], 0.5)
+            if listener.fileno() in readable:
+                conn, _ = listener.accept()
+                pending[conn.fileno()] = _Pending(conn, time.monotonic() + HANDSHAKE_S)
+            for fd in [fd for fd in readable if fd in pending]:
+                if _step(pending[fd], key):
+                    conn = pending.pop(fd).conn
+                    conn.setblocking(True)
+                    return conn
+                if pending[fd].conn.fileno() < 0:
+                    pending.pop(fd)
+            if time.monotonic() >= next_look:
+                next_look = time.monotonic() + 1.0
+                if client.get_job(job_id).state in ENDED:
+                    return None
+    finally:
+        for each in pending.values():
+            each.conn.close()
+
+
+def _step(each: _Pending, key: bytes) -> bool:
+    """One step of a connection's handshake; True once it proved the key (closed if it failed)."""
+    try:
+        line = each.line()
+        if line is None:
+            return False
+        if not each.nonce:
+            if not line.startswith(HELLO):
+                raise ValueError("not a job's hello")
+            theirs = line[len(HELLO):]
+            each.nonce = secrets.token_hex(16).encode()
+            proof = hmac.new(key, b"submitter:" + theirs, "sha256").hexdigest().encode()
+            each.conn.sendall(proof + b" " + each.nonce + b"\n")
+            return False
+        expected = hmac.new(key, b"job:" + each.nonce, "sha256").hexdigest().encode()
+        if hmac.compare_digest(line, expected):
+            return True
+        raise ValueError("a wrong proof")
+    except (OSError, ValueError):
+        each.conn.close()
+        return False
 
 
 def _plain_session(client: Client, conn: socket.socket, job_id: int) -> None:
-    """-I: this stdin to the job (its end: the job's stdin ends), its output here; Ctrl-C kills it."""
-    sources = [conn.fileno(), sys.stdin.fileno()]
+    """-I: this stdin to the job (its end, or none: the job's stdin ends), its output here; Ctrl-C kills
+    it (and the session goes on until the job's end closes it)."""
+    stdin = _fd(sys.stdin)
+    sources = [conn.fileno()] + ([stdin] if stdin is not None else [])
+    if stdin is None:
+        conn.shutdown(socket.SHUT_WR)
     while True:
         try:
             readable, _, _ = select.select(sources, [], [])
@@ -128,24 +203,34 @@ def _plain_session(client: Client, conn: socket.socket, job_id: int) -> None:
                 data = conn.recv(65536)
                 if not data:
                     return
-                _write_all(sys.stdout.fileno(), data)
-            if sys.stdin.fileno() in readable:
-                data = os.read(sys.stdin.fileno(), 65536)
+                _write_all(1, data)
+            if stdin is not None and stdin in readable:
+                data = os.read(stdin, 65536)
                 if data:
                     conn.sendall(data)
                 else:
                     conn.shutdown(socket.SHUT_WR)
-                    sources.remove(sys.stdin.fileno())
+                    sources.remove(stdin)
         except KeyboardInterrupt:
             print("\n<<Terminating job ...>>", file=sys.stderr, flush=True)
             with contextlib.suppress(XceError):
                 client.control(job_id, api.KILL)
 
 
+def _fd(stream: object) -> int | None:
+    """A standard stream's descriptor, None if it is closed (bsub -I 0<&-)."""
+    try:
+        return int(stream.fileno()) if stream is not None else None  # type: ignore[attr-defined]
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def _terminal_session(conn: socket.socket) -> None:
     """-Is: this terminal raw, every key to the job's terminal, window sizes as they change (a
     SIGWINCH wakes the loop, which sends the new size between two frames, never inside one)."""
-    stdin = sys.stdin.fileno()
+    stdin = _fd(sys.stdin)
+    if stdin is None:
+        stdin = os.open(os.devnull, os.O_RDONLY)
     wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     with _raw(stdin) as is_tty:
         previous_fd = signal.set_wakeup_fd(wake_w)
@@ -162,7 +247,7 @@ def _terminal_session(conn: socket.socket) -> None:
                     data = conn.recv(65536)
                     if not data:
                         return
-                    _write_all(sys.stdout.fileno(), data)
+                    _write_all(1, data)
                 if stdin in readable:
                     data = os.read(stdin, 65536)
                     if not data:
@@ -182,8 +267,12 @@ def _send_size(conn: socket.socket, fd: int) -> None:
 
 
 def _write_all(fd: int, data: bytes) -> None:
-    while data:
-        data = data[os.write(fd, data):]
+    """All of `data` to `fd`; nothing if it is closed (bsub -I 1>&-: the output is dropped)."""
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    except OSError:
+        pass
 
 
 @contextlib.contextmanager

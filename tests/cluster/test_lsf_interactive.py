@@ -13,6 +13,7 @@ import select
 import signal
 import struct
 import subprocess
+import tempfile
 import termios
 import time
 from collections.abc import Iterator
@@ -178,3 +179,79 @@ def test_a_session_whose_submitter_vanished_ends_and_leaves_nothing_running(
         except (ProcessLookupError, ChildProcessError):
             pass
         os.close(term.fd)
+
+
+def test_a_listener_that_is_not_the_submitter_gets_nothing_and_the_job_ends(
+        site: tuple[LocalCluster, dict[str, str]]) -> None:
+    """The submitter gone and its port taken by another user: the job proves nothing to it, gets no
+    proof from it, and ends (INTERACTIVE_LOST) without running a thing."""
+    import socket
+
+    cluster, _ = site
+    impostor = socket.create_server(("127.0.0.1", 0))
+    port = impostor.getsockname()[1]
+    with cluster.client() as client:
+        spec = api.JobSpec(command=["touch", "/tmp/xce-never-made"], cwd="/tmp", env={
+            "XCE_INTERACTIVE": f"127.0.0.1:{port}", "XCE_INTERACTIVE_KEY": "f" * 32})
+        job_id = client.submit([spec]).jobs[0].id
+        impostor.settimeout(60)
+        conn, _ = impostor.accept()
+        conn.settimeout(60)
+        hello = conn.recv(4096)
+        assert hello.startswith(b"XCE-INTERACTIVE ") and b"f" * 32 not in hello  # a nonce, never the key
+        conn.sendall(b"0" * 64 + b" " + b"1" * 32 + b"\n")  # a proof it cannot make
+        assert conn.recv(4096) == b""  # the job hung up: nothing more
+        conn.close()
+        ended = wait_until(lambda: (j := client.get_job(job_id)).state in (api.DONE, api.EXIT) and j,
+                           "its end")
+        assert (ended.state, ended.exit_reason) == (api.EXIT, "INTERACTIVE_LOST")
+        assert "not the job's submitter" in ended.start_error
+    assert not Path("/tmp/xce-never-made").exists()
+    impostor.close()
+
+
+def test_an_unprivileged_owner_s_interactive_job_and_a_submitter_that_hangs_up_before_dispatch(
+        reachable_by_nobody: None) -> None:
+    """As uid nobody: its job runs as nobody (the shim's child loaded what it needs before it
+    became the owner); and a bsub hung up while its job waits takes the job with it."""
+    from conftest import NOBODY, nobody_cli_env
+
+    # The workers' spools hold owners' default output: the cluster lives where others may pass (0711).
+    home = Path(tempfile.mkdtemp(prefix="xce-int-", dir="/tmp"))
+    home.chmod(0o711)
+    shared = home / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    cluster = LocalCluster(home / "cluster", extra_config=FAST_HOSTS)
+    workers = LocalWorkers(cluster)
+    scheduler = LocalScheduler(cluster)
+    try:
+        cluster.start()
+        cluster.leader()
+        workers.start("w1", 2)
+        scheduler.start()
+        env = nobody_cli_env(cluster, shared) | {"XCE_TOKEN": cluster.new_token("nobody", "user")}
+        env["PATH"] = f"{lsf_bin.ensure()}:{env['PATH']}"
+        as_nobody = ["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}", "--clear-groups"]
+        done = subprocess.run([*as_nobody, "bsub", "-I", "id -un; cat"], input="typed\n", capture_output=True,
+                              text=True, env=env, cwd=shared, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[1:] == ["nobody", "typed"]
+        waiting = subprocess.Popen([*as_nobody, "bsub", "-I", "-b", "1:1:00:00", "true"],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, env=env, cwd=shared)
+        try:
+            line = waiting.stdout.readline()  # type: ignore[union-attr]
+            job_id = int(line.split("<", 1)[1].split(">", 1)[0])
+            waiting.send_signal(signal.SIGHUP)
+            assert waiting.wait(timeout=60) == 130
+        finally:
+            waiting.kill()
+            waiting.stdout.close()  # type: ignore[union-attr]
+            waiting.stderr.close()  # type: ignore[union-attr]
+        with cluster.client() as client:
+            assert wait_until(lambda: client.get_job(job_id).state == api.EXIT, "the job killed")
+    finally:
+        scheduler.kill()
+        workers.stop()
+        cluster.stop()

@@ -99,3 +99,22 @@ def test_operators_and_admins_close_hosts_users_and_agents_do_not() -> None:
         POLICY.require(Principal("op", role), permission)
     for role in ("user", "readonly", "mcp_operator", "worker", "scheduler"):
         assert "hosts.control" in _denied(lambda: POLICY.require(Principal("x", role), permission)).message  # noqa: B023
+
+
+def test_every_environment_value_of_another_user_s_job_is_hidden_however_many() -> None:
+    """A protobuf map blanked while it was iterated skipped entries: values were shown in clear."""
+    env = {f"SECRET_{i}": f"value-{i}" for i in range(200)}
+    job = api.Job(id=1, spec=api.JobSpec(user="alice", command=["true"], env=env))
+    shown = authz.redact(POLICY, BOB, job)
+    assert set(shown.spec.env) == set(env) and set(shown.spec.env.values()) == {""}
+    assert authz.redact(POLICY, ALICE, job).spec.env == env  # the owner's own
+
+
+def test_an_interactive_job_s_key_is_its_owner_s_alone() -> None:
+    job = api.Job(id=1, spec=api.JobSpec(user="alice", command=["bash"], env={
+        "XCE_INTERACTIVE_KEY": "k" * 32, "XCE_INTERACTIVE": "10.0.0.1:4000"}))
+    operator = Principal("op", "operator")  # jobs.env.all: every other value
+    shown = authz.redact(POLICY, operator, job)
+    assert shown.spec.env["XCE_INTERACTIVE_KEY"] == ""
+    assert shown.spec.env["XCE_INTERACTIVE"] == "10.0.0.1:4000"
+    assert authz.redact(POLICY, ALICE, job).spec.env["XCE_INTERACTIVE_KEY"] == "k" * 32
