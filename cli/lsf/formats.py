@@ -92,7 +92,9 @@ def exit_reason(job: api.Job) -> str:
     if not reason:
         killed = job.state == api.EXIT and (job.kill_requested or not job.start_time_ms)
         return "TERM_OWNER" if killed else ""
-    named = {"RUNLIMIT": "TERM_RUNLIMIT", "MEMLIMIT": "TERM_MEMLIMIT"}
+    if reason in ("COMMAND_NOT_FOUND", "NOT_EXECUTABLE"):
+        return ""  # as LSF: the shell's exit code (127, 126) says it
+    named = {"CWD_MISSING": "TERM_CWD_NOTEXIST", "PRE_EXEC_FAILED": "TERM_PRE_EXEC_FAIL"}
     return named.get(reason, reason if reason.startswith("TERM_") else f"TERM_{reason}")
 
 
