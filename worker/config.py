@@ -42,6 +42,9 @@ from xce.errors import ServiceError
 from xce.host_spec import check_host_spec
 from xce.v1 import api_pb2 as api
 
+# Tags every worker of this code gives its host: what it carries out (bsub -E, -Ep, -t, -I).
+CODE_TAGS = ("xce_lsf",)
+
 
 class WorkerConfigError(Exception):
     """The worker configuration is missing, malformed or invalid."""
@@ -89,6 +92,9 @@ def parse(raw: dict[str, Any], path: Path, name: str | None = None) -> WorkerCon
     ncpus = raw.get("ncpus", os.cpu_count() or 1)
     if not isinstance(ncpus, int) or isinstance(ncpus, bool) or not 0 <= ncpus < 1 << 20:
         raise WorkerConfigError(f"{path}: ncpus must be a whole number")
+    # What this worker's code carries out, as a tag jobs may select: an older worker lacks it, so a job
+    # needing it is never sent to one during a rolling upgrade (cli/lsf/bsub.py).
+    tags = [*tags, *(t for t in CODE_TAGS if t not in tags)]
     host = api.HostSpec(name=name or str(raw.get("name") or socket.gethostname()), slots=slots,
                         memory_mb=memory_mb, resources={k: float(v) for k, v in resources.items()},
                         tags=tags, ncpus=ncpus)

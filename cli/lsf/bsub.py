@@ -224,6 +224,21 @@ def _scheduling(spec: api.JobSpec, args: argparse.Namespace, now: datetime.datet
             raise UsageError(f"{flag}: an empty command")
     spec.pre_exec = args.pre_exec or ""
     spec.post_exec = args.post_exec or ""
+    if spec.pre_exec or spec.post_exec or spec.term_time_ms or getattr(args, "interactive", None):
+        spec.resource_req = needing_workers_tag(spec.resource_req)
+
+
+WORKERS_TAG = "xce_lsf"  # worker/config.py's CODE_TAGS: a worker that carries out -E, -Ep, -t and -I
+
+
+def needing_workers_tag(requirement: str) -> str:
+    """The requirement with `select[defined(xce_lsf)]` in it: only a worker that carries the options
+    out takes the job (one older than them would run it without them)."""
+    found = re.search(r"select\[([^\]]*)\]", requirement)
+    if found is None:
+        return f"select[defined({WORKERS_TAG})] {requirement}".strip()
+    return requirement[:found.start()] + f"select[defined({WORKERS_TAG}) && ({found[1]})]" + \
+        requirement[found.end():]
 
 
 def _priority(value: int | None) -> int:

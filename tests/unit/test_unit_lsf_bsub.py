@@ -130,3 +130,17 @@ def test_every_misparse_is_refused_with_one_line_and_nothing_submitted(
     assert run("bsub", words) == 255
     err = capsys.readouterr().err
     assert said in err and err.startswith("bsub: ")
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ("", "select[defined(xce_lsf)]"),
+    ("rusage[mem=10] span[hosts=1]", "select[defined(xce_lsf)] rusage[mem=10] span[hosts=1]"),
+    ("select[mem > 100 || gpu] order[r15s]", "select[defined(xce_lsf) && (mem > 100 || gpu)] order[r15s]"),
+])
+def test_a_job_needing_what_only_newer_workers_do_selects_them(given: str, expected: str) -> None:
+    from xce.rules import resreq
+
+    assert bsub.needing_workers_tag(given) == expected
+    resreq.parse(expected)  # a requirement the cluster takes
+    assert job(["-E", "true", *(["-R", given] if given else []), "true"]).resource_req == expected
+    assert job(["-R", given or "rusage[mem=1]", "true"]).resource_req == (given or "rusage[mem=1]")
