@@ -131,8 +131,12 @@ def test_bsub_is_bash_through_a_leader_failover(site: tuple[LocalCluster, dict[s
         term.type("stty size\r")
         term.expect(r"\r\n30 100\r\n")  # the submitter's window
         fcntl.ioctl(term.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # and as it changes
-        term.type("stty size\r")
-        term.expect(r"\r\n40 120\r\n")
+        deadline = time.monotonic() + 60  # (bsub may read keys typed at once before its SIGWINCH)
+        while True:
+            term.type("stty size\r")
+            if term.expect(r"\r\n\d+ \d+\r\n").strip() == "40 120":
+                break
+            assert time.monotonic() < deadline, "the new window size never reached the job"
         term.type("sleep 300.4242\r")
         wait_until(lambda: running(["sleep", "300.4242"]), "the sleep runs")  # what Ctrl-C must stop
         term.type("\x03")  # Ctrl-C: the job's terminal sends SIGINT to its foreground command

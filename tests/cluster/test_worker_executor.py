@@ -264,7 +264,9 @@ def test_a_job_that_ends_after_its_executor_closed_is_left_to_the_next_one(tmp_p
         server.kill()  # the job's shim goes on, watched through /proc by a thread of its own
         server.wait()
         deadline = time.monotonic() + 30
-        while not (watches := [t for t in threading.enumerate() if t.name.startswith("watch-")]):
+        # (alive: enumerate also lists a thread started but not yet running, which cannot be joined)
+        while not (watches := [t for t in threading.enumerate()
+                               if t.name.startswith("watch-") and t.is_alive()]):
             assert time.monotonic() < deadline, "no watch of the shim"
             time.sleep(0.02)
         first.close()

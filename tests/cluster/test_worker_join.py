@@ -56,7 +56,8 @@ def test_worker_joins_with_its_config_and_shows_in_hosts(setup: tuple[LocalClust
     workers.start("node2", 0)  # a closed host is valid (LSF MXJ=0)
     hosts = _wait_for(cluster, lambda h: _ok("node1")(h) and _ok("node2")(h))
     node1 = hosts["node1"]
-    assert (node1.spec.slots, node1.spec.memory_mb, list(node1.spec.tags)) == (4, 2048, ["gpu"])
+    # its tags, then what its code carries out (worker/config.py CODE_TAGS)
+    assert (node1.spec.slots, node1.spec.memory_mb, list(node1.spec.tags)) == (4, 2048, ["gpu", "xce_lsf"])
     assert dict(node1.spec.resources) == {"gpu": 2.0} and node1.generation == 1
     env = {**os.environ, "XCE_DATA": str(cluster.data)}
     shown = subprocess.run([sys.executable, "-m", "cli", "hosts"], env=env, capture_output=True,
