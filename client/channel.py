@@ -182,6 +182,13 @@ class Client:
             request.resource_req = resource_req
         return self.call("JobService", "ModifyJob", request, api.JobResponse)
 
+    def put_job_group(self, path: str, limit: int = 0, create: bool = False, delete: bool = False,
+                      request_id: str | None = None) -> api.JobGroupResponse:
+        """bgadd (create), bgmod, bgdel (delete): a job group's limit on running jobs (0: none)."""
+        request = api.PutJobGroupRequest(path=path, limit=limit, create=create, delete=delete,
+                                         request_id=request_id or new_request_id())
+        return self.call("JobService", "PutJobGroup", request, api.JobGroupResponse)
+
     def status(self, local_only: bool = False) -> api.StatusResponse:
         return self.call("ClusterService", "Status", api.StatusRequest(local_only=local_only),
                          api.StatusResponse)

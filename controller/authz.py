@@ -99,6 +99,7 @@ METHOD_PERMISSION: Mapping[str, str] = {
     "RemoveMember": "cluster.members",
     "ListMembers": "cluster.read",
     "Reconfigure": "cluster.config",
+    "PutJobGroup": "jobs.submit",
     "Connect": "worker.connect",
     "AcquireLease": "scheduler.lease",
     "SubmitDecisions": "scheduler.decide",

@@ -109,6 +109,7 @@ def handlers(replica: Replica, authenticator: Authenticator) -> list[grpc.Generi
             "ListHistory": (services.list_history, api.HistoryRequest),
             "Accounting": (services.accounting, api.AccountingRequest),
             "GetJobOutput": (write("GetJobOutput"), api.JobOutputRequest),  # the leader asks the worker
+            "PutJobGroup": (write("PutJobGroup"), api.PutJobGroupRequest),
         }),
         unary("xce.v1.ClusterService", {
             "Status": (lambda request, caller: replica.status(request), api.StatusRequest),

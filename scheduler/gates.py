@@ -102,7 +102,8 @@ def limit_reached(max_dispatches: int) -> feasibility.Reason:
 def _key_of(job: api.Job) -> LimitKey:
     """What a job's limits read of it: jobs with the same key are refused alike."""
     spec = job.spec
-    return (spec.queue, spec.user, spec.project, feasibility.least_slots(job), job.array_id, job.array_limit)
+    return (spec.queue, spec.user, spec.project, feasibility.least_slots(job), job.array_id, job.array_limit,
+            spec.job_group)
 
 
 def limit_reason(job: api.Job, state: PassState) -> feasibility.Reason | None:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from scheduler.core import CoreConfig
 
 NoRoomKey = tuple[int, int, feasibility.Need]  # (fewest slots, most slots, requirement)
-LimitKey = tuple[str, str, str, int, int, int]  # what a job's limits read of it (gates.py)
+LimitKey = tuple[str, str, str, int, int, int, str]  # what a job's limits read of it (gates.py)
 
 
 class PassState:

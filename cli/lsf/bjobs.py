@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from cli.lsf import formats
 from client.channel import Client, XceError
 from xce.printable import shown
+from xce.rules import job_groups
 from xce.v1 import api_pb2 as api
 
 GETOPT = ("VladpsrwWAhX", "Jqumg", ("-noheader", "-json", "-sum", "-UF", "-hms"))
@@ -38,7 +39,7 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("-q", dest="queue", metavar="queue_name", help="jobs of this queue")
     p.add_argument("-m", dest="host", metavar="host_name", help="jobs running on this host")
     p.add_argument("-P", dest="project", metavar="project_name", help="jobs of this project")
-    p.add_argument("-g", dest="group", metavar="job_group_name", help="job groups: not in XCE yet")
+    p.add_argument("-g", dest="group", metavar="job_group_name", help="jobs of this group and those under it")
     p.add_argument("-w", dest="wide", action="store_true", help="wide: nothing cut")
     p.add_argument("-W", dest="wide", action="store_true", help="wide")
     p.add_argument("-l", dest="long", action="store_true", help="long format")
@@ -58,8 +59,6 @@ def prepare(args: argparse.Namespace) -> bool:
         return False
     if args.wide and args.long:
         raise ValueError("-w and -l cannot be used together")
-    if args.group:
-        raise ValueError("-g: job groups are not in XCE yet")
     args.fields, args.delimiter = formats.parse_format(args.format) if args.format else (None, " ")
     return True
 
@@ -133,6 +132,8 @@ def _keep(job: api.Job, args: argparse.Namespace, states: Iterable[int] | None) 
     if args.name and not name_matches(args.name, job):
         return False
     if args.project and (job.spec.project or "default") != args.project:
+        return False
+    if args.group and not job_groups.within(job.spec.job_group, args.group):
         return False
     return not args.host or any(a.host == args.host for a in job.allocation) or job.host == args.host and \
         job.state not in (api.PEND, api.PSUSP)

@@ -18,9 +18,10 @@ from cli.lsf import formats
 from cli.lsf.bjobs import name_matches
 from client.channel import Client, XceError
 from xce.printable import shown
+from xce.rules import job_groups
 from xce.v1 import api_pb2 as api
 
-GETOPT = ("rlh", "suqJmC", ())
+GETOPT = ("rlh", "suqJmCg", ())
 ACTIONS = {"bkill": (api.KILL, "terminated"), "bstop": (api.STOP, "stopped"),
            "bresume": (api.RESUME, "resumed"), "brequeue": (api.REQUEUE, "requeued")}
 SIGNALS = {"KILL": "bkill", "TERM": "bkill", "INT": "bkill", "STOP": "bstop", "TSTP": "bstop",
@@ -38,6 +39,7 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("-q", dest="queue", metavar="queue_name", help="jobs of this queue")
     p.add_argument("-J", dest="name", metavar="job_name", help="jobs of this name (* matches any text)")
     p.add_argument("-m", dest="host", metavar="host_name", help="jobs running on this host")
+    p.add_argument("-g", dest="group", metavar="job_group_name", help="jobs of this group and those under it")
     p.add_argument("ids", nargs="*", metavar="job_ID", help='job ids, "17[3]", or 0: every job selected')
 
 
@@ -52,15 +54,15 @@ def prepare(args: argparse.Namespace) -> bool:
         if name not in SIGNALS:
             raise ValueError(f"-s {signal[:20]}: XCE sends a job KILL, TERM, INT (ending it), STOP or CONT")
         args.action_command = SIGNALS[name]
-    if not args.ids and not (args.user or args.queue or args.name or args.host):
-        raise ValueError(f"{args.command}: a job id, 0, or -u/-q/-J/-m is needed")
+    if not args.ids and not (args.user or args.queue or args.name or args.host or args.group):
+        raise ValueError(f"{args.command}: a job id, 0, or -u/-q/-J/-m/-g is needed")
     return True
 
 
 def _targets(client: Client, args: argparse.Namespace) -> tuple[list[str], bool]:
     """The job refs to act on, and whether a selection found none."""
     explicit = [ref for ref in args.ids if ref != "0"]
-    if explicit and not (args.user or args.queue or args.name or args.host):
+    if explicit and not (args.user or args.queue or args.name or args.host or args.group):
         return explicit, False
     every = "0" in args.ids
     filters = []
@@ -73,6 +75,7 @@ def _targets(client: Client, args: argparse.Namespace) -> tuple[list[str], bool]
             if j.state in formats.UNFINISHED and not j.spec.HasField("array")
             and (not args.name or name_matches(args.name, j))
             and (not args.host or j.host == args.host and j.state not in (api.PEND, api.PSUSP))
+            and (not args.group or job_groups.within(j.spec.job_group, args.group))
             and (not explicit or formats.job_ref(j) in explicit or str(j.array_id or j.id) in explicit)]
     jobs.sort(key=lambda j: (j.submit_time_ms, j.id))
     if not every and jobs:

@@ -36,7 +36,7 @@ from xce.v1 import api_pb2 as api
 
 MAX_JOB_NAME = 4094  # LSF's bound on a job name (worker/spawn.py)
 # LSF 10.1 options XCE does not carry out yet: each refused by name, nothing submitted.
-NOT_YET_WITH_VALUE = ("-g", "-G", "-U", "-u", "-i", "-is", "-L", "-app",
+NOT_YET_WITH_VALUE = ( "-G", "-U", "-u", "-i", "-is", "-L", "-app",
                       "-gpu", "-k", "-oo", "-eo", "-outdir", "-Jd", "-C", "-c", "-D", "-F", "-p", "-S", "-T",
                       "-v", "-wa", "-wt", "-s", "-ext", "-data", "-hostfile", "-jsdl", "-jsdl_strict", "-ptl",
                       "-R2", "-stage", "-f", "-rnc", "-cn_cu", "-cn_mem", "-core_isolation", "-csm",
@@ -88,6 +88,8 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
                    help="run this first, on the job's host, as the job does; if it fails the job pends again")
     p.add_argument("-Ep", dest="post_exec", metavar='"post_exec_command [arguments ...]"',
                    help="run this after the job, whatever its end (LSB_JOBEXIT_STAT: its wait status)")
+    p.add_argument("-g", dest="job_group", metavar="job_group_name",
+                   help="its job group, /a/b (bgadd -L limits the group's running jobs)")
     p.add_argument("-sp", dest="priority", metavar="priority", type=job_spec.int32,
                    help="the job's priority among the queue's (1 to the queue's MAX_USER_PRIORITY)")
     p.add_argument("-I", dest="interactive", action="store_const", const="plain",
@@ -224,6 +226,7 @@ def _scheduling(spec: api.JobSpec, args: argparse.Namespace, now: datetime.datet
             raise UsageError(f"{flag}: an empty command")
     spec.pre_exec = args.pre_exec or ""
     spec.post_exec = args.post_exec or ""
+    spec.job_group = args.job_group or ""
     if spec.pre_exec or spec.post_exec or spec.term_time_ms or getattr(args, "interactive", None):
         spec.resource_req = needing_workers_tag(spec.resource_req)
 

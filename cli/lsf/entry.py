@@ -27,10 +27,11 @@ MODULES = {"bsub": "bsub", "bjobs": "bjobs", "bkill": "bkill", "bstop": "bkill",
            "blaunch": "blaunch", "lsclusters": "lsclusters", "badmin": "badmin", "bhist": "bhist",
            "bmod": "bmod", "bswitch": "bmod", "brun": "bmod", "btop": "bmod", "bbot": "bmod",
            **dict.fromkeys(("lshosts", "lsload", "bmgroup", "bresources", "blimits", "bacct"),
-                           "cluster_info")}
+                           "cluster_info"),
+           **dict.fromkeys(("bgadd", "bgmod", "bgdel", "bjgroup"), "bgroups")}
 # Whether each changes the cluster (an unanswered one may still take effect).
 WRITES = frozenset({"bsub", "bkill", "bstop", "bresume", "brequeue", "badmin", "bmod", "bswitch", "brun",
-                    "btop", "bbot"})
+                    "btop", "bbot", "bgadd", "bgmod", "bgdel"})
 
 
 class Command(Protocol):

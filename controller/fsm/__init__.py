@@ -50,6 +50,7 @@ from controller.fsm import (
     hosts,
     job_index,
     jobs,
+    limit_config,
     loads,
     membership,
     recovery,
@@ -141,6 +142,7 @@ HANDLERS: Mapping[str, Handler] = {
     "host_control": resources.apply_host_control,
     "host_loads": loads.apply_host_loads,
     "audit": audit.apply_audit,
+    "job_group": limit_config.apply_job_group,
 }
 
 

@@ -25,6 +25,7 @@ from controller.fsm.versions import (
     DEPEND_FORMAT,
     EXCLUSIVE_QUEUE_FORMAT,
     INTERACTIVE_FORMAT,
+    JOB_GROUP_FORMAT,
     LIMITS_FORMAT,
     LSF_FORMAT,
     PREEMPT_FORMAT,
@@ -36,7 +37,7 @@ from controller.fsm.versions import (
 from controller.tables import Tables
 from xce.errors import ServiceError, invalid
 from xce.host_spec import check_text
-from xce.rules import dependency_conditions, fairshare, feasibility, resreq
+from xce.rules import dependency_conditions, fairshare, feasibility, job_groups, resreq
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -115,6 +116,11 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
     _check_limits_and_checkpoint(spec, entry_format)
     if entry_format >= LSF_FORMAT:
         check_lsf_options(spec)
+    if entry_format >= JOB_GROUP_FORMAT and spec.job_group:
+        try:
+            job_groups.check_path(spec.job_group)
+        except job_groups.JobGroupError as exc:
+            raise invalid(f"-g: {exc}") from None
 
 
 # The fields of LSF's scheduling options (entry format 21): apply before it would keep them unread.
@@ -126,6 +132,9 @@ def check_lsf_options_known(spec: api.JobSpec, entry_format: int) -> None:
     if entry_format < LSF_FORMAT and any(getattr(spec, name) for name in LSF_OPTIONS):
         raise invalid(f"-H, -b, -t, -E and -Ep need entry format {LSF_FORMAT}: every replica must run "
                       "a newer XCE first")
+    if entry_format < JOB_GROUP_FORMAT and spec.job_group:
+        raise invalid(f"-g (job groups) needs entry format {JOB_GROUP_FORMAT}: every replica must run a "
+                      "newer XCE first")
     if entry_format < INTERACTIVE_FORMAT and "XCE_INTERACTIVE" in spec.env:
         raise invalid(f"an interactive job (bsub -I) needs entry format {INTERACTIVE_FORMAT}: every replica "
                       "must run a newer XCE first")

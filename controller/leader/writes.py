@@ -31,6 +31,7 @@ from controller.leader.leadership import Leadership
 from controller.tables import Tables
 from xce.errors import ServiceError, failed_precondition, invalid, unavailable
 from xce.host_spec import check_text
+from xce.rules import job_groups
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -79,6 +80,7 @@ class Writes:
             "AddMember": route(api.AddMemberRequest, membership.add_member),
             "RemoveMember": route(api.RemoveMemberRequest, membership.remove_member),
             "ControlHost": route(api.ControlHostRequest, self._control_host),
+            "PutJobGroup": route(api.PutJobGroupRequest, self._job_group),
         }
 
     def call(self, token: int, method: str, request: Message, caller: Principal) -> None:
@@ -182,6 +184,30 @@ class Writes:
         self.ctx.propose_request(leadership, token, entry, request.request_id,
                                  lambda _, settled: api.QueueResponse(queue=request.queue,
                                                                       revision=settled.revision))
+
+    def _job_group(self, leadership: Leadership, token: int, request: api.PutJobGroupRequest,
+                   caller: Principal) -> None:
+        """bgadd, bgmod, bgdel: anyone who may submit makes a group; its owner (or who may control
+        every job) changes or deletes it."""
+        self.ctx.ensure_request_id(request)
+        try:
+            job_groups.check_path(request.path)
+        except job_groups.JobGroupError as exc:
+            raise invalid(str(exc)) from None
+        with self.ctx.state.read() as tables:
+            if not self.ctx.enabled(tables, "job_group"):
+                raise failed_precondition("not every replica has announced code that keeps job groups yet "
+                                          "(xce status: entry kinds in use); retry once they have")
+            raw = tables.get("limits", job_groups.limit_name(request.path).encode())
+        current = api.Limit.FromString(raw) if raw is not None else None
+        if current is not None and not request.create and current.owner != caller.name:
+            self.ctx.settings.policy.require(caller, "jobs.control.all",
+                                             f"change job group {request.path} of {current.owner}")
+        entry = log.Entry(job_group=request, by=caller.record())
+        self.ctx.propose_request(leadership, token, entry, request.request_id,
+                                 lambda tables, settled: api.JobGroupResponse(
+                                     group=job_groups.limit_of(request.path, request.limit, caller.name),
+                                     revision=settled.revision))
 
     def _control_host(self, leadership: Leadership, token: int, request: api.ControlHostRequest,
                       caller: Principal) -> None:

@@ -209,7 +209,7 @@ def test_wait_returns_the_job_s_exit_code(site: Site) -> None:
 
 
 @pytest.mark.parametrize("line", ["bsub -n4 true", "bsub -R1 true", "bsub -env all -outdi /tmp true",
-                                  "bsub --queue normal true", "bsub -g /grp true", "bsub -q nope true",
+                                  "bsub --queue normal true", "bsub -G ugrp true", "bsub -q nope true",
                                   "bsub -M lots true", "bsub -env 'all, ~' true", "bsub < /dev/null"])
 def test_a_misparse_is_refused_in_one_line_and_nothing_is_submitted(site: Site, line: str) -> None:
     with site.cluster.client() as client:
@@ -342,3 +342,26 @@ def test_btop_bbot_and_a_killed_job_s_reason(site: Site) -> None:
     assert site.lsf(f"bjobs -o 'stat exit_reason' -noheader {later[1]}").stdout == "EXIT TERM_OWNER\n"
     for job in (later[0], later[2]):
         site.lsf(f"bkill {job}")
+
+
+def test_job_groups_and_their_limits(site: Site) -> None:
+    group = f"/sims{os.getpid()}"
+    assert site.lsf(f"bgadd -L 1 {group}").stdout == f"Job group {group} was added.\n"
+    again = site.lsf(f"bgadd {group}")
+    assert (again.returncode, again.stderr) == (255, f"Job group {group} already exists\n")
+    jobs = [site.submit(f"bsub -g {group}/part{i} 'sleep 1'") for i in range(3)]  # subgroups count too
+    with site.cluster.client() as client:
+        ended = [site.finished(j) for j in jobs]
+        spans = sorted((j.start_time_ms, j.end_time_ms) for j in ended)
+        assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:])), spans  # one at a time
+        assert all(j.state == api.DONE and j.spec.job_group.startswith(group) for j in ended)
+    rows = site.lsf(f"bjgroup {group}").stdout.splitlines()
+    assert rows[0].split()[:3] == ["GROUP_NAME", "NJOBS", "PEND"]
+    assert rows[1].split()[0] == group and rows[1].split()[-2:] == ["0/1", "root"]
+    listed = site.lsf(f"bjobs -a -g {group} -o 'jobid' -noheader").stdout.split()
+    assert sorted(int(j) for j in listed) == sorted(jobs)
+    theirs = site.lsf(f"bgmod -L 5 {group}", as_nobody=True)
+    assert theirs.returncode == 255 and "jobs.control.all" in theirs.stderr
+    assert site.lsf(f"bgdel {group}").stdout == f"Job group {group} was deleted.\n"
+    gone = site.lsf(f"bgmod -L 2 {group}")
+    assert (gone.returncode, gone.stderr) == (255, f"Job group {group} does not exist\n")

@@ -157,3 +157,50 @@ def test_a_page_of_jobs_is_bounded_in_bytes_as_well_as_in_jobs() -> None:
         if not token:
             break
     assert seen == ids and len(seen) > len(page.jobs)  # every job, over several pages
+
+
+def test_a_job_group_s_limit_bounds_its_jobs_and_its_subgroups_at_the_barrier() -> None:
+    from controller.fsm import versions
+    from controller.fsm.holdings import CommittedUsage
+    from xce.rules import job_groups, limits
+
+    state = State(entry_format=versions.JOB_GROUP_FORMAT)
+
+    def group(path: str, limit: int = 0, create: bool = False, delete: bool = False) -> log.Result:
+        request = api.PutJobGroupRequest(path=path, limit=limit, create=create, delete=delete)
+        return state.apply(log.Entry(job_group=request, by=log.Principal(name="alice", role="user")))
+
+    assert group("/sims", 1, create=True).code == log.OK
+    assert group("/sims", 1, create=True).code == log.ALREADY_EXISTS
+    assert group("/nope", 2).code == log.NOT_FOUND
+    assert group("bad path", 1, create=True).code == log.INVALID_ARGUMENT
+    first, second, other = (int(submit(state, job_group=g).job_ids[0])
+                            for g in ("/sims/a", "/sims/b", "/other"))
+    defs = CommittedUsage(state.tables).limit_defs()
+    found = [limit for limit in defs if job_groups.is_group_limit(limit)]
+    assert [(limit.name, list(limit.groups), limit.jobs, limit.owner) for limit in found] == \
+        [("group::sims", ["/sims"], 1, "alice")]
+    assert limits.consumer(found[0], state.job(first)) and not limits.consumer(found[0], state.job(other))
+    assert state.run(first, "a").code == log.OK
+    lease = state.apply(log.Entry(lease=log.LeaseEntry(scheduler_id="s1", duration_ms=10_000)))
+    batch = api.DecisionBatch(lease_epoch=lease.lease_epoch, scheduler_id="s1")
+    batch.decisions.add(dispatch=api.DispatchDecision(job_id=second, attempt=0, host="b"))
+    batch.decisions.add(dispatch=api.DispatchDecision(job_id=other, attempt=0, host="b"))
+    outcomes = state.apply(log.Entry(decisions=batch)).outcomes
+    assert (outcomes[0].code, outcomes[0].reason) == (api.REJECT_INFEASIBLE, api.PEND_LIMIT_REACHED)
+    assert not outcomes[1].code, outcomes[1]  # another group: taken
+    # A push of the cluster file (a reconfig) keeps the group's limit; bgdel takes it away.
+    state.apply(log.Entry(init=log.InitCluster(cluster_id="c", config_digest="d2", limits_digest="x",
+                                               queues=[api.Queue(name="normal")])))
+    assert [limit.name for limit in CommittedUsage(state.tables).limit_defs()] == ["group::sims"]
+    assert group("/sims", delete=True).code == log.OK
+    assert CommittedUsage(state.tables).limit_defs() == []
+
+
+def test_the_leader_refuses_a_job_group_before_format_23() -> None:
+    from controller.fsm import versions
+
+    spec = api.JobSpec(command=["true"], job_group="/sims")
+    with pytest.raises(ServiceError, match="needs entry format 23"):
+        validation.check_lsf_options_known(spec, versions.JOB_GROUP_FORMAT - 1)
+    validation.check_lsf_options_known(spec, versions.JOB_GROUP_FORMAT)

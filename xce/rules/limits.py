@@ -57,7 +57,13 @@ def _in_project(names: Sequence[str], project: str) -> bool:
 def consumer(limit: api.Limit, job: api.Job) -> bool:
     spec = job.spec
     return _in(limit.users, spec.user) and _in(limit.queues, spec.queue) \
-        and _in_project(limit.projects, project_of(spec))
+        and _in_project(limit.projects, project_of(spec)) \
+        and (not limit.groups or any(_within(spec.job_group, g) for g in limit.groups))
+
+
+def _within(group: str, path: str) -> bool:
+    """A job of `group` is of `path` and the groups above it (xce/rules/job_groups.py)."""
+    return group == path or group.startswith(path + "/")
 
 
 def _key(limit: api.Limit, job: api.Job) -> str:
@@ -92,10 +98,10 @@ class LimitSet(list[api.Limit]):
 
     def __init__(self, limits: Iterable[api.Limit] = ()) -> None:
         super().__init__(limits)
-        self._matches: dict[tuple[str, str, str], list[tuple[api.Limit, str]]] = {}
+        self._matches: dict[tuple[str, str, str, str], list[tuple[api.Limit, str]]] = {}
 
     def matching(self, job: api.Job) -> list[tuple[api.Limit, str]]:
-        who = (job.spec.user, job.spec.queue, job.spec.project)
+        who = (job.spec.user, job.spec.queue, job.spec.project, job.spec.job_group)
         found = self._matches.get(who)
         if found is None:
             found = self._matches[who] = _matching(self, job)

@@ -189,7 +189,7 @@ PREEMPT_SUSPEND: PreemptAction
 PREEMPT_REQUEUE: PreemptAction
 
 class JobSpec(_message.Message):
-    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive", "run_limit_s", "estimate_s", "checkpoint_signal", "hold", "begin_time_ms", "term_time_ms", "pre_exec", "post_exec")
+    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive", "run_limit_s", "estimate_s", "checkpoint_signal", "hold", "begin_time_ms", "term_time_ms", "pre_exec", "post_exec", "job_group")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -225,6 +225,7 @@ class JobSpec(_message.Message):
     TERM_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PRE_EXEC_FIELD_NUMBER: _ClassVar[int]
     POST_EXEC_FIELD_NUMBER: _ClassVar[int]
+    JOB_GROUP_FIELD_NUMBER: _ClassVar[int]
     command: _containers.RepeatedScalarFieldContainer[str]
     name: str
     queue: str
@@ -253,7 +254,8 @@ class JobSpec(_message.Message):
     term_time_ms: int
     pre_exec: str
     post_exec: str
-    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ..., run_limit_s: _Optional[int] = ..., estimate_s: _Optional[int] = ..., checkpoint_signal: _Optional[int] = ..., hold: _Optional[bool] = ..., begin_time_ms: _Optional[int] = ..., term_time_ms: _Optional[int] = ..., pre_exec: _Optional[str] = ..., post_exec: _Optional[str] = ...) -> None: ...
+    job_group: str
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ..., run_limit_s: _Optional[int] = ..., estimate_s: _Optional[int] = ..., checkpoint_signal: _Optional[int] = ..., hold: _Optional[bool] = ..., begin_time_ms: _Optional[int] = ..., term_time_ms: _Optional[int] = ..., pre_exec: _Optional[str] = ..., post_exec: _Optional[str] = ..., job_group: _Optional[str] = ...) -> None: ...
 
 class ArraySpec(_message.Message):
     __slots__ = ("ranges", "limit")
@@ -912,7 +914,7 @@ class SharedResource(_message.Message):
     def __init__(self, name: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
 
 class Limit(_message.Message):
-    __slots__ = ("name", "users", "per_user", "queues", "per_queue", "projects", "per_project", "slots", "jobs", "resources")
+    __slots__ = ("name", "users", "per_user", "queues", "per_queue", "projects", "per_project", "slots", "jobs", "resources", "groups", "owner")
     class ResourcesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -930,6 +932,8 @@ class Limit(_message.Message):
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     name: str
     users: _containers.RepeatedScalarFieldContainer[str]
     per_user: bool
@@ -940,7 +944,31 @@ class Limit(_message.Message):
     slots: int
     jobs: int
     resources: _containers.ScalarMap[str, int]
-    def __init__(self, name: _Optional[str] = ..., users: _Optional[_Iterable[str]] = ..., per_user: _Optional[bool] = ..., queues: _Optional[_Iterable[str]] = ..., per_queue: _Optional[bool] = ..., projects: _Optional[_Iterable[str]] = ..., per_project: _Optional[bool] = ..., slots: _Optional[int] = ..., jobs: _Optional[int] = ..., resources: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    owner: str
+    def __init__(self, name: _Optional[str] = ..., users: _Optional[_Iterable[str]] = ..., per_user: _Optional[bool] = ..., queues: _Optional[_Iterable[str]] = ..., per_queue: _Optional[bool] = ..., projects: _Optional[_Iterable[str]] = ..., per_project: _Optional[bool] = ..., slots: _Optional[int] = ..., jobs: _Optional[int] = ..., resources: _Optional[_Mapping[str, int]] = ..., groups: _Optional[_Iterable[str]] = ..., owner: _Optional[str] = ...) -> None: ...
+
+class PutJobGroupRequest(_message.Message):
+    __slots__ = ("path", "limit", "create", "delete", "request_id")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CREATE_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    limit: int
+    create: bool
+    delete: bool
+    request_id: str
+    def __init__(self, path: _Optional[str] = ..., limit: _Optional[int] = ..., create: _Optional[bool] = ..., delete: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class JobGroupResponse(_message.Message):
+    __slots__ = ("group", "revision")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    group: Limit
+    revision: int
+    def __init__(self, group: _Optional[_Union[Limit, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class ControlHostRequest(_message.Message):
     __slots__ = ("name", "close", "reason", "request_id")
