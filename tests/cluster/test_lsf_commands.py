@@ -6,6 +6,7 @@ parse them; another user's refusals, as a real unprivileged uid."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -21,8 +22,9 @@ from pathlib import Path
 
 import pytest
 from conftest import FAST_HOSTS, NOBODY, nobody_cli_env, wait_until
+from lsf_site import serving
 
-from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from ops.local_cluster import LocalCluster
 from xce import lsf_bin
 from xce.v1 import api_pb2 as api
 
@@ -75,27 +77,13 @@ def site(reachable_by_nobody: None) -> Iterator[Site]:
     (home / "shared").mkdir(mode=0o777)
     (home / "shared").chmod(0o777)
     cluster = LocalCluster(home / "cluster", extra_config=FAST_HOSTS)
-    workers = LocalWorkers(cluster)
-    scheduler = LocalScheduler(cluster)
-    try:
-        cluster.start()
-        cluster.leader()
-        for name in ("w1", "w2"):
-            workers.start(name, 4)
-        scheduler.start()
-        with cluster.client() as client:
-            wait_until(lambda: {h.spec.name for h in client.list_hosts().hosts if h.status == api.HOST_OK}
-                       >= {"w1", "w2"}, "both workers joined")
+    with serving(cluster):
         made = subprocess.run([sys.executable, "-m", "cli", "lsf-path"], capture_output=True, text=True,
                               check=True).stdout.strip()
         assert made == lsf_bin.bin_dir()
         nobody = nobody_cli_env(cluster, home / "shared") | {"XCE_TOKEN": cluster.new_token("nobody", "user")}
         nobody["PATH"] = f"{made}:{nobody['PATH']}"
         yield Site(cluster, home, made, nobody)
-    finally:
-        scheduler.kill()
-        workers.stop()
-        cluster.stop()
 
 
 def test_bsub_runs_a_command_line_through_the_shell_with_the_submitter_s_environment(site: Site) -> None:
@@ -350,11 +338,10 @@ def test_job_groups_and_their_limits(site: Site) -> None:
     again = site.lsf(f"bgadd {group}")
     assert (again.returncode, again.stderr) == (255, f"Job group {group} already exists\n")
     jobs = [site.submit(f"bsub -g {group}/part{i} 'sleep 1'") for i in range(3)]  # subgroups count too
-    with site.cluster.client() as client:
-        ended = [site.finished(j) for j in jobs]
-        spans = sorted((j.start_time_ms, j.end_time_ms) for j in ended)
-        assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:])), spans  # one at a time
-        assert all(j.state == api.DONE and j.spec.job_group.startswith(group) for j in ended)
+    ended = [site.finished(j) for j in jobs]
+    spans = sorted((j.start_time_ms, j.end_time_ms) for j in ended)
+    assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(spans)), spans  # one at a time
+    assert all(j.state == api.DONE and j.spec.job_group.startswith(group) for j in ended)
     rows = site.lsf(f"bjgroup {group}").stdout.splitlines()
     assert rows[0].split()[:3] == ["GROUP_NAME", "NJOBS", "PEND"]
     assert rows[1].split()[0] == group and rows[1].split()[-2:] == ["0/1", "root"]

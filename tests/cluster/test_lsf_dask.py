@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 from conftest import FAST_HOSTS, wait_until
+from lsf_site import serving
 
-from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from ops.local_cluster import LocalCluster
 from xce import lsf_bin
 from xce.v1 import api_pb2 as api
 
@@ -26,14 +27,7 @@ dask_jobqueue = pytest.importorskip("dask_jobqueue")
 @pytest.fixture
 def site(make_cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:  # type: ignore[no-untyped-def]
     cluster = make_cluster(extra_config=FAST_HOSTS)
-    workers = LocalWorkers(cluster)
-    scheduler = LocalScheduler(cluster)
-    try:
-        cluster.start()
-        cluster.leader()
-        for name in ("w1", "w2"):
-            workers.start(name, 4)
-        scheduler.start()
+    with serving(cluster):
         bin_dir = lsf_bin.ensure()
         # What a site's profile.lsf sets: LSF's commands first on PATH, LSF_ENVDIR for lsf.conf.
         monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
@@ -42,9 +36,6 @@ def site(make_cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
         monkeypatch.delenv("XCE_CONTROLLERS", raising=False)
         monkeypatch.chdir(tmp_path)
         yield cluster
-    finally:
-        scheduler.kill()
-        workers.stop()
 
 
 # dask-jobqueue reads lsf.conf without closing it. The ResourceWarning, caught by pytest as an unraisable

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 from conftest import FAST_HOSTS, wait_until
+from lsf_site import serving
 
-from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
+from ops.local_cluster import LocalCluster
 from xce import lsf_bin
 from xce.v1 import api_pb2 as api
 
@@ -32,22 +33,11 @@ pytestmark = pytest.mark.cluster
 @pytest.fixture
 def site(make_cluster, tmp_path: Path) -> Iterator[tuple[LocalCluster, dict[str, str]]]:  # type: ignore[no-untyped-def]
     cluster = make_cluster(extra_config=FAST_HOSTS)
-    workers = LocalWorkers(cluster)
-    scheduler = LocalScheduler(cluster)
-    try:
-        cluster.start()
-        cluster.leader()
-        workers.start("w1", 4)
-        scheduler.start()
-        with cluster.client() as client:
-            wait_until(lambda: any(h.status == api.HOST_OK for h in client.list_hosts().hosts), "a worker")
+    with serving(cluster, [("w1", 4)]):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("XCE_", "LSB_"))}
         env.update(XCE_DATA=str(cluster.data), PATH=f"{lsf_bin.ensure()}:{env['PATH']}", HOME=str(tmp_path),
                    PS1="XCE$ ", TERM="dumb")
         yield cluster, env
-    finally:
-        scheduler.kill()
-        workers.stop()
 
 
 def test_bsub_i_relays_stdin_and_output_and_returns_the_exit_code(site: tuple[LocalCluster, dict[str, str]],
@@ -104,6 +94,15 @@ class Terminal:
         self.seen = self.seen[found.end():]
         return found.group(0)
 
+    def close(self) -> None:
+        """bsub killed if it still runs, the terminal closed (a failed test leaves nothing behind)."""
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(self.fd)
+
     def exit_status(self, timeout_s: float = 60) -> int:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -151,12 +150,7 @@ def test_bsub_is_bash_through_a_leader_failover(site: tuple[LocalCluster, dict[s
         term.type("exit 3\r")
         assert term.exit_status() == 3
     finally:
-        try:
-            os.kill(term.pid, signal.SIGKILL)
-            os.waitpid(term.pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        os.close(term.fd)
+        term.close()
 
 
 def test_a_session_whose_submitter_vanished_ends_and_leaves_nothing_running(
@@ -177,12 +171,7 @@ def test_a_session_whose_submitter_vanished_ends_and_leaves_nothing_running(
         assert job[0].state == api.EXIT
         wait_until(lambda: not running(["sleep", "300.5151"]), "its foreground job ended too")
     finally:
-        try:
-            os.kill(term.pid, signal.SIGKILL)
-            os.waitpid(term.pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        os.close(term.fd)
+        term.close()
 
 
 def test_a_listener_that_is_not_the_submitter_gets_nothing_and_the_job_ends(
@@ -227,13 +216,7 @@ def test_an_unprivileged_owner_s_interactive_job_and_a_submitter_that_hangs_up_b
     shared.mkdir(mode=0o777)
     shared.chmod(0o777)
     cluster = LocalCluster(home / "cluster", extra_config=FAST_HOSTS)
-    workers = LocalWorkers(cluster)
-    scheduler = LocalScheduler(cluster)
-    try:
-        cluster.start()
-        cluster.leader()
-        workers.start("w1", 2)
-        scheduler.start()
+    with serving(cluster, [("w1", 2)]):
         env = nobody_cli_env(cluster, shared) | {"XCE_TOKEN": cluster.new_token("nobody", "user")}
         env["PATH"] = f"{lsf_bin.ensure()}:{env['PATH']}"
         as_nobody = ["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}", "--clear-groups"]
@@ -255,7 +238,3 @@ def test_an_unprivileged_owner_s_interactive_job_and_a_submitter_that_hangs_up_b
             waiting.stderr.close()  # type: ignore[union-attr]
         with cluster.client() as client:
             assert wait_until(lambda: client.get_job(job_id).state == api.EXIT, "the job killed")
-    finally:
-        scheduler.kill()
-        workers.stop()
-        cluster.stop()

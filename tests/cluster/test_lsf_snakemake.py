@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from conftest import FAST_HOSTS, wait_until
+from lsf_site import serving
 
-from ops.local_cluster import LocalScheduler, LocalWorkers
 from xce import lsf_bin
 from xce.v1 import api_pb2 as api
 
@@ -51,14 +51,7 @@ rule gather:
 
 def test_a_workflow_fans_out_fans_in_and_a_failed_job_is_resubmitted(make_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cluster = make_cluster(extra_config=FAST_HOSTS)
-    workers = LocalWorkers(cluster)
-    scheduler = LocalScheduler(cluster)
-    try:
-        cluster.start()
-        cluster.leader()
-        for name in ("w1", "w2"):
-            workers.start(name, 4)
-        scheduler.start()
+    with serving(cluster):
         bin_dir = lsf_bin.ensure()
         work = tmp_path / "flow"
         work.mkdir()
@@ -83,6 +76,3 @@ def test_a_workflow_fans_out_fans_in_and_a_failed_job_is_resubmitted(make_cluste
                          **{(f"Snakemake_rule_work:name=p{i:02d}", "DONE"): 1 for i in range(18) if i != 7}}
         retried = [j for j in jobs if j.spec.name.startswith(flaky) and j.state == api.DONE]
         assert (work / "part" / "p07.txt").read_text().split() == ["p07", "1", str(retried[0].id)]
-    finally:
-        scheduler.kill()
-        workers.stop()

@@ -4,11 +4,9 @@ widths of LSF's lineage, openlava's bjobs.c), `-o` fields, `-json`, getopt's bun
 from __future__ import annotations
 
 import argparse
-import os
-import time
-from collections.abc import Iterator
 
 import pytest
+from lsf_site import utc  # noqa: F401 - the fixture
 
 from cli.lsf import bjobs, formats
 from cli.lsf.getopt import expand
@@ -17,17 +15,7 @@ from xce.v1 import api_pb2 as api
 T0 = 1_786_000_000_000  # 2026-08-06 07:06:40 UTC
 
 
-@pytest.fixture(autouse=True)
-def utc() -> Iterator[None]:
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    yield
-    if before is None:
-        os.environ.pop("TZ")
-    else:
-        os.environ["TZ"] = before
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")  # LSF prints local times: here UTC
 
 
 def jobs() -> list[api.Job]:

@@ -5,12 +5,11 @@ what is under test (the cluster side is tests/cluster/test_lsf_*.py's)."""
 from __future__ import annotations
 
 import argparse
-import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from lsf_site import utc  # noqa: F401 - the fixture
 
 from cli.lsf import bhist, bhosts, bqueues, cluster_info, lsclusters, lsid
 from xce.v1 import api_pb2 as api
@@ -66,17 +65,7 @@ class FakeClient:
                                                               run_ms=30000)])
 
 
-@pytest.fixture(autouse=True)
-def utc() -> Iterator[None]:
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    yield
-    if before is None:
-        os.environ.pop("TZ")
-    else:
-        os.environ["TZ"] = before
-    time.tzset()
+pytestmark = pytest.mark.usefixtures("utc")  # LSF prints local times: here UTC
 
 
 def printed(module: Any, capsys: pytest.CaptureFixture[str], **args: Any) -> list[str]:
