@@ -313,15 +313,15 @@ def _hang_up(master: int, pid: int) -> None:
     """What a terminal's hangup does, by hand: the kernel tells only the session's leader (the shim,
     which must outlive the job), so SIGHUP (and SIGCONT) go to the terminal's foreground group and to
     the command (a shell, which passes it to its jobs), then the terminal closes."""
-    groups = {pid}
-    try:
-        groups.add(os.tcgetpgrp(master))
-    except OSError:
-        pass
-    for group in groups:
-        for sig in (signal.SIGHUP, signal.SIGCONT):
+    foreground = _foreground(master)
+    for sig in (signal.SIGHUP, signal.SIGCONT):
+        try:
+            os.kill(pid, sig)  # (not reaped yet: the number is still the command's)
+        except OSError:
+            pass
+        if foreground and foreground != pid:
             try:
-                os.killpg(group, sig) if group != pid else os.kill(pid, sig)
+                os.killpg(foreground, sig)
             except OSError:
                 pass
     try:
@@ -360,11 +360,24 @@ def _killed(master: int, numbers: bytes) -> bool:
     for number in numbers:
         if number in (signal.SIGTERM, signal.SIGHUP):
             return True
-        try:
-            os.killpg(os.tcgetpgrp(master), number)
-        except OSError:
-            pass
+        foreground = _foreground(master)
+        if foreground:
+            try:
+                os.killpg(foreground, number)
+            except OSError:
+                pass
     return False
+
+
+def _foreground(master: int) -> int:
+    """The terminal's foreground group, if it is still a group of this session; else 0. (A group that
+    ended leaves its number with the terminal, and the number may be another session's by now: a
+    signal to it would reach a stranger.)"""
+    try:
+        group = os.tcgetpgrp(master)
+        return group if group > 0 and os.getsid(group) == os.getsid(0) else 0
+    except OSError:
+        return 0
 
 
 def _to_submitter(master: int, conn: socket.socket) -> bool:

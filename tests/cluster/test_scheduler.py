@@ -226,6 +226,8 @@ def test_jobs_p_shows_pending_reasons(setup) -> None:  # type: ignore[no-untyped
         return {line.split()[3]: line.split(None, 4)[4] for line in lines}
 
     with cluster.client() as client:
+        # w1 joined first: else the first pass may say NO_HOSTS for what it later says NO_HOST_MATCHES
+        _wait(lambda: any(h.status == api.HOST_OK for h in client.list_hosts().hosts))
         client.submit([api.JobSpec(command=["true"], name="early")])
         held = client.submit([api.JobSpec(command=["true"], name="held")]).jobs[0]
         client.control(held.id, api.HOLD)
