@@ -1,6 +1,6 @@
 """`python -I -S worker/shim.py STATUS_FILE --cwd DIR [--cwd-fallback DIR] --stdout P --stderr P
 [--spool-outputs 1,2] [--user NAME] [--pre-exec SH] [--post-exec SH] [--interactive plain|pty]
--- COMMAND ARGS...`
+[--overwrite 1,2] -- COMMAND ARGS...`
 
 Runs one job as its owner and records how it ended.
 
@@ -80,7 +80,7 @@ if TYPE_CHECKING:
 COMMAND_NOT_FOUND, CWD_MISSING, UNKNOWN_USER, START_FAILED = -1, -2, -3, -5
 OUTPUT_FILE, NOT_EXECUTABLE, PRE_EXEC_FAILED, INTERACTIVE_LOST = -7, -8, -9, -10
 OPTIONS = ("--user", "--cwd", "--cwd-fallback", "--stdout", "--stderr", "--spool-outputs", "--pre-exec",
-           "--post-exec", "--interactive")
+           "--post-exec", "--interactive", "--overwrite")
 PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 # exec's errors that are the command's own, as a shell sorts them (127 not found, 126 cannot run);
 # the others (ENOMEM, EAGAIN, EMFILE, EIO ...) are the host's: START_FAILED.
@@ -139,7 +139,8 @@ class _PreExecFailed(Exception):
 
 def _child(user: str | None, cwd: str, stdout: str, stderr: str, command: list[str], report: int,
            fallback: str | None = None, spool_outputs: str = "", pre_exec: str = "",
-           post_exec: str = "", interactive: str = "", pty_fds: tuple[int, int] | None = None) -> None:
+           post_exec: str = "", interactive: str = "", pty_fds: tuple[int, int] | None = None,
+           overwrite: str = "") -> None:
     """In the forked child: become the owner, then everything else as the owner; never returns. A
     pre-exec (bsub -E) runs first, as the owner, with the job's environment and files: failing, it is a
     start failure of its own (the job pends again). With a post-exec (-Ep), the command runs in a
@@ -171,7 +172,8 @@ def _child(user: str | None, cwd: str, stdout: str, stderr: str, command: list[s
             code, doing = OUTPUT_FILE, f"output file {path}"
             if str(fd) in spool_outputs.split(","):
                 code, doing = START_FAILED, f"output file {path} in the worker's spool"
-            opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            emptied = os.O_TRUNC if str(fd) in overwrite.split(",") else 0  # bsub -oo, -eo
+            opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | emptied, 0o600)
             os.dup2(opened, fd)
             os.close(opened)
         if note:
@@ -469,7 +471,7 @@ def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--" or not {"cwd", "stdout", "stderr"} <= set(options):
         print("usage: python -I -S worker/shim.py STATUS_FILE --cwd DIR [--cwd-fallback DIR] --stdout P "
               "--stderr P [--spool-outputs 1,2] [--user NAME] [--pre-exec SH] [--post-exec SH] "
-              "[--interactive plain|pty] -- COMMAND ...",
+              "[--interactive plain|pty] [--overwrite 1,2] -- COMMAND ...",
               file=sys.stderr)
         return 2
     status_path, command = argv[0], argv[2:]
@@ -500,7 +502,7 @@ def main(argv: list[str]) -> int:
             signal.signal(sig, signal.SIG_DFL)
         _child(options.get("user"), options["cwd"], options["stdout"], options["stderr"], command, write_end,
                options.get("cwd-fallback"), options.get("spool-outputs", ""), options.get("pre-exec", ""),
-               options.get("post-exec", ""), interactive, pty_fds)
+               options.get("post-exec", ""), interactive, pty_fds, options.get("overwrite", ""))
     os.close(write_end)
     if pty_fds is not None:
         os.close(pty_fds[0])

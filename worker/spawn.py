@@ -121,6 +121,10 @@ def shim_command(job: api.Job, account: Account, status_file: Path, task: api.La
          *(["--post-exec", job.spec.post_exec] if job.spec.post_exec else []),
          *(["--interactive", "pty" if job.spec.env.get(INTERACTIVE_PTY) else "plain"]
            if job.spec.env.get(INTERACTIVE) else [])]
+    emptied = ",".join(fd for fd, given, path in (("1", job.spec.stdout_overwrite, job.spec.stdout_path),
+                                                  ("2", job.spec.stderr_overwrite, job.spec.stderr_path))
+                       if given and path)
+    around += ["--overwrite", emptied] if emptied else []
     return [sys.executable, "-I", "-S", SHIM, str(status_file), *switch, "--cwd", cwd, *fallback,
             "--stdout", outputs[0], "--stderr", outputs[1], *spool, *around, "--", *command]
 

@@ -37,7 +37,7 @@ from xce.v1 import api_pb2 as api
 MAX_JOB_NAME = 4094  # LSF's bound on a job name (worker/spawn.py)
 # LSF 10.1 options XCE does not carry out yet: each refused by name, nothing submitted.
 NOT_YET_WITH_VALUE = ( "-G", "-U", "-u", "-i", "-is", "-L", "-app",
-                      "-gpu", "-k", "-oo", "-eo", "-outdir", "-Jd", "-C", "-c", "-D", "-F", "-p", "-S", "-T",
+                      "-gpu", "-k", "-outdir", "-Jd", "-C", "-c", "-D", "-F", "-p", "-S", "-T",
                       "-v", "-wa", "-wt", "-s", "-ext", "-data", "-hostfile", "-jsdl", "-jsdl_strict", "-ptl",
                       "-R2", "-stage", "-f", "-rnc", "-cn_cu", "-cn_mem", "-core_isolation", "-csm",
                       "-alloc_flags",
@@ -64,6 +64,9 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("-o", dest="stdout", metavar="output_file",
                    help="append the job's output (and its errors, without -e); %%J %%I")
     p.add_argument("-e", dest="stderr", metavar="error_file", help="append the job's errors")
+    p.add_argument("-oo", dest="stdout_over", metavar="output_file",
+                   help="as -o, the file overwritten at each start")
+    p.add_argument("-eo", dest="stderr_over", metavar="error_file", help="as -e, the file overwritten")
     p.add_argument("-cwd", dest="cwd", metavar="current_working_directory",
                    help="the job's working directory (default: this one)")
     p.add_argument("-P", dest="project", metavar="project_name", help="the project charged")
@@ -227,7 +230,14 @@ def _scheduling(spec: api.JobSpec, args: argparse.Namespace, now: datetime.datet
     spec.pre_exec = args.pre_exec or ""
     spec.post_exec = args.post_exec or ""
     spec.job_group = args.job_group or ""
-    if spec.pre_exec or spec.post_exec or spec.term_time_ms or getattr(args, "interactive", None):
+    if args.stdout_over is not None:  # -oo (and, without -e or -eo, the errors with it)
+        spec.stdout_path, spec.stdout_overwrite = args.stdout_over, True
+        if args.stderr is None and args.stderr_over is None:
+            spec.stderr_path, spec.stderr_overwrite = args.stdout_over, True
+    if args.stderr_over is not None:
+        spec.stderr_path, spec.stderr_overwrite = args.stderr_over, True
+    if spec.pre_exec or spec.post_exec or spec.term_time_ms or getattr(args, "interactive", None) or \
+            spec.stdout_overwrite or spec.stderr_overwrite:
         spec.resource_req = needing_workers_tag(spec.resource_req)
 
 
@@ -280,7 +290,8 @@ def prepare(args: argparse.Namespace) -> bool:
     if args.cmd and args.cmd[0] == "--":
         args.cmd = args.cmd[1:]
     if getattr(args, "interactive", None):
-        clash = [flag for flag, given in (("-o", args.stdout), ("-e", args.stderr), ("-K", args.wait),
+        clash = [flag for flag, given in (("-o", args.stdout), ("-e", args.stderr), ("-oo", args.stdout_over),
+                                          ("-eo", args.stderr_over), ("-K", args.wait),
                                           ("-Ep", args.post_exec)) if given is not None]
         if clash:
             raise UsageError(f"{clash[0]} with an interactive job (-I, -Ip, -Is): not in XCE yet")

@@ -352,3 +352,14 @@ def test_job_groups_and_their_limits(site: Site) -> None:
     assert site.lsf(f"bgdel {group}").stdout == f"Job group {group} was deleted.\n"
     gone = site.lsf(f"bgmod -L 2 {group}")
     assert (gone.returncode, gone.stderr) == (255, f"Job group {group} does not exist\n")
+
+
+def test_output_files_overwritten_or_appended(site: Site) -> None:
+    tag = os.getpid()
+    for word in ("first", "second"):
+        site.finished(site.submit(f"bsub -oo over.{tag} -eo over-err.{tag} 'echo {word}; echo {word} >&2'"))
+        site.finished(site.submit(f"bsub -o app.{tag} 'echo {word}'"))
+    shared = site.home / "shared"
+    assert (shared / f"over.{tag}").read_text() == "second\n"
+    assert (shared / f"over-err.{tag}").read_text() == "second\n"
+    assert (shared / f"app.{tag}").read_text() == "first\nsecond\n"

@@ -144,3 +144,12 @@ def test_a_job_needing_what_only_newer_workers_do_selects_them(given: str, expec
     resreq.parse(expected)  # a requirement the cluster takes
     assert job(["-E", "true", *(["-R", given] if given else []), "true"]).resource_req == expected
     assert job(["-R", given or "rusage[mem=1]", "true"]).resource_req == (given or "rusage[mem=1]")
+
+
+def test_overwritten_output_files() -> None:
+    spec = job(["-oo", "out.%J", "true"])
+    assert (spec.stdout_path, spec.stdout_overwrite, spec.stderr_path, spec.stderr_overwrite) == \
+        ("out.%J", True, "out.%J", True)  # the errors with it, as -o
+    spec = job(["-o", "out", "-eo", "err", "true"])
+    assert (spec.stdout_overwrite, spec.stderr_path, spec.stderr_overwrite) == (False, "err", True)
+    assert "defined(xce_lsf)" in spec.resource_req  # an older worker would append

@@ -189,7 +189,7 @@ PREEMPT_SUSPEND: PreemptAction
 PREEMPT_REQUEUE: PreemptAction
 
 class JobSpec(_message.Message):
-    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive", "run_limit_s", "estimate_s", "checkpoint_signal", "hold", "begin_time_ms", "term_time_ms", "pre_exec", "post_exec", "job_group")
+    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive", "run_limit_s", "estimate_s", "checkpoint_signal", "hold", "begin_time_ms", "term_time_ms", "pre_exec", "post_exec", "job_group", "stdout_overwrite", "stderr_overwrite")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -226,6 +226,8 @@ class JobSpec(_message.Message):
     PRE_EXEC_FIELD_NUMBER: _ClassVar[int]
     POST_EXEC_FIELD_NUMBER: _ClassVar[int]
     JOB_GROUP_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_OVERWRITE_FIELD_NUMBER: _ClassVar[int]
+    STDERR_OVERWRITE_FIELD_NUMBER: _ClassVar[int]
     command: _containers.RepeatedScalarFieldContainer[str]
     name: str
     queue: str
@@ -255,7 +257,9 @@ class JobSpec(_message.Message):
     pre_exec: str
     post_exec: str
     job_group: str
-    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ..., run_limit_s: _Optional[int] = ..., estimate_s: _Optional[int] = ..., checkpoint_signal: _Optional[int] = ..., hold: _Optional[bool] = ..., begin_time_ms: _Optional[int] = ..., term_time_ms: _Optional[int] = ..., pre_exec: _Optional[str] = ..., post_exec: _Optional[str] = ..., job_group: _Optional[str] = ...) -> None: ...
+    stdout_overwrite: bool
+    stderr_overwrite: bool
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ..., run_limit_s: _Optional[int] = ..., estimate_s: _Optional[int] = ..., checkpoint_signal: _Optional[int] = ..., hold: _Optional[bool] = ..., begin_time_ms: _Optional[int] = ..., term_time_ms: _Optional[int] = ..., pre_exec: _Optional[str] = ..., post_exec: _Optional[str] = ..., job_group: _Optional[str] = ..., stdout_overwrite: _Optional[bool] = ..., stderr_overwrite: _Optional[bool] = ...) -> None: ...
 
 class ArraySpec(_message.Message):
     __slots__ = ("ranges", "limit")
