@@ -20,6 +20,8 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
     if name == "bacct":
         p.add_argument("-u", dest="user", metavar="user_name|all", help="this user's jobs (default: yours)")
         p.add_argument("-q", dest="queue", metavar="queue_name", help="this queue's jobs")
+        p.add_argument("-P", dest="project", metavar="project_name",
+                       help="this project's jobs (and its subprojects'), from the jobs' history")
     p.add_argument("names", nargs="*", metavar="name")
 
 
@@ -112,9 +114,12 @@ def _blimits(client: Client, args: argparse.Namespace) -> int:
 
 def _bacct(client: Client, args: argparse.Namespace) -> int:
     user = args.user or client.who_am_i().name
-    response = client.accounting(api.AccountingRequest(user="" if user == "all" else user,
-                                                       queue=args.queue or ""))
-    totals = list(response.totals)
+    if args.project:
+        totals = [_project_totals(client, user, args.queue or "", args.project)]
+    else:
+        response = client.accounting(api.AccountingRequest(user="" if user == "all" else user,
+                                                           queue=args.queue or ""))
+        totals = list(response.totals)
     jobs = sum(t.jobs for t in totals)
     done, exited, started = (sum(t.done for t in totals), sum(t.exited for t in totals),
                              sum(t.started for t in totals))
@@ -122,7 +127,8 @@ def _bacct(client: Client, args: argparse.Namespace) -> int:
     wait_s = sum(t.wait_ms for t in totals) / 1000
     run_s = sum(t.run_ms for t in totals) / 1000
     print(f"Accounting information about jobs that are: \n  - submitted by users {shown(user)}, \n"
-          f"  - accounted on all projects.\n  - completed normally or exited\n"
+          f"  - accounted on {'project ' + shown(args.project) if args.project else 'all projects'}.\n"
+          f"  - completed normally or exited\n"
           f"  - executed on all hosts.\n"
           f"  - submitted to {shown(args.queue) if args.queue else 'all queues'}.\n"
           f"  - accounted on all service classes.\n")
@@ -137,6 +143,26 @@ def _bacct(client: Client, args: argparse.Namespace) -> int:
           f"{run_s / max(started, 1):>10.1f}")
     print(f" Accounted at {time.strftime('%a %b %e %H:%M:%S %Y')}")
     return 0
+
+
+def _project_totals(client: Client, user: str, queue: str, project: str) -> api.UsageTotals:
+    """The totals of a project's finished jobs (and its subprojects'), added up from their history
+    (the cluster keeps its hourly totals by user and queue only)."""
+    totals = api.UsageTotals(user=user, queue=queue)
+    request = api.HistoryRequest(user="" if user == "all" else user, queue=queue)
+    for job in client.history(request):
+        mine = job.spec.project or "default"
+        if mine != project and not mine.startswith(project + "/"):
+            continue
+        totals.jobs += 1
+        totals.done += job.state == api.DONE
+        totals.exited += job.state == api.EXIT
+        totals.cpu_ms += round((job.usage.user_cpu_s + job.usage.system_cpu_s) * 1000)
+        if job.start_time_ms:
+            totals.started += 1
+            totals.wait_ms += max(0, job.start_time_ms - job.submit_time_ms)
+            totals.run_ms += max(0, job.end_time_ms - job.start_time_ms)
+    return totals
 
 
 def refused(args: argparse.Namespace, exc: XceError) -> str:

@@ -57,7 +57,7 @@ class FakeClient:
         return api.WhoAmIResponse(name="alice")
 
     def history(self, request: api.HistoryRequest, limit: int = 0) -> list[api.Job]:
-        return []
+        return [j for j in self.jobs if j.state in (api.DONE, api.EXIT)]
 
     def accounting(self, request: api.AccountingRequest) -> api.AccountingResponse:
         return api.AccountingResponse(totals=[api.UsageTotals(user="alice", queue="normal", jobs=3, done=2,
@@ -118,10 +118,21 @@ def test_lsid_lsclusters_lshosts(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_bacct(capsys: pytest.CaptureFixture[str]) -> None:
-    lines = printed(cluster_info, capsys, command="bacct", names=[], user=None, queue=None, wide=False,
-                    long=False)
+    lines = printed(cluster_info, capsys, command="bacct", names=[], user=None, queue=None, project=None,
+                    wide=False, long=False)
     assert lines[lines.index("SUMMARY:      ( time unit: second ) ") + 1:][:4] == [
         " Total number of done jobs:         2      Total number of exited jobs:       1",
         " Total CPU time consumed:         9.0      Average CPU time consumed:       3.0",
         " Average wait time in queue:      2.0",
         " Average turnaround time:        12.0 (seconds/job)"]
+
+
+def test_bacct_of_a_project_from_the_jobs_history(capsys: pytest.CaptureFixture[str]) -> None:
+    lines = printed(cluster_info, capsys, command="bacct", names=[], user=None, queue=None, project="chem",
+                    wide=False, long=False)
+    assert "  - accounted on project chem." in lines
+    assert lines[lines.index("SUMMARY:      ( time unit: second ) ") + 1:][:4] == [
+        " Total number of done jobs:         1      Total number of exited jobs:       0",
+        " Total CPU time consumed:         1.5      Average CPU time consumed:       1.5",
+        " Average wait time in queue:     10.0",
+        " Average turnaround time:        40.0 (seconds/job)"]
