@@ -20,7 +20,7 @@ GETOPT = ("wlh", "", ())
 
 def declare(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("-w", dest="wide", action="store_true", help="wide: names not cut")
-    p.add_argument("-l", dest="long", action="store_true", help="each host in full (as -w here)")
+    p.add_argument("-l", dest="long", action="store_true", help="each host in full")
     p.add_argument("hosts", nargs="*", metavar="host_name")
 
 
@@ -48,6 +48,10 @@ def run(client: Client, args: argparse.Namespace) -> int:
         parts = [(a.host, a.slots) for a in job.allocation] or [(job.host, max(1, job.spec.slots))]
         for where, taken in parts:
             slots.setdefault(where, Counter())[api.JobState.Name(job.state)] += taken
+    if args.long:
+        for host in sorted(hosts, key=lambda h: h.spec.name):
+            _long(host, slots.get(host.spec.name, Counter()))
+        return 0
     print("HOST_NAME          STATUS       JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV")
     for host in sorted(hosts, key=lambda h: h.spec.name):
         used = slots.get(host.spec.name, Counter())
@@ -55,6 +59,33 @@ def run(client: Client, args: argparse.Namespace) -> int:
         print(f"{name:<18} {host_status(host):<13}{'-':>4}{host.spec.slots:>7}{sum(used.values()):>7}"
               f"{used['RUN']:>7}{used['SSUSP']:>7}{used['USUSP']:>7}{0:>7}")
     return 0
+
+
+LOAD_INDICES = ("r15s", "r1m", "r15m", "ut", "pg", "io", "ls", "it", "tmp", "swp", "mem")
+
+
+def _long(host: api.Host, used: Counter[str]) -> None:
+    """bhosts -l: the host's line, its load indices, and why it is closed."""
+    print(f"HOST  {shown(host.spec.name)}")
+    print("STATUS           CPUF  JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV DISPATCH_WINDOW")
+    print(f"{host_status(host):<15}{1.0:>6.2f}{'-':>6}{host.spec.slots:>7}{sum(used.values()):>7}"
+          f"{used['RUN']:>7}{used['SSUSP']:>7}{used['USUSP']:>7}{0:>7}      -")
+    print("\n CURRENT LOAD USED FOR SCHEDULING:")
+    print("              " + "".join(f"{name:>7}" for name in LOAD_INDICES))
+    load = host.load
+    cells = []
+    for name in LOAD_INDICES:
+        value = load.get(name)
+        cells.append("-" if value is None else f"{value * 100:.0f}%" if name == "ut" else
+                     f"{value / 1024:.0f}G" if name in ("mem", "tmp", "swp") else f"{value:.1f}")
+    print(" Total        " + "".join(f"{cell:>7}" for cell in cells))
+    reserved = ", ".join(f"{shown(k)}={v}" for k, v in sorted(host.reserved.items())) or "-"
+    print(f" Reserved      {reserved}")
+    if host.closed:
+        print(f"\n CLOSED_REASON: {shown(host.closed_reason) or '-'} (by {shown(host.closed_by) or '-'})")
+    if host.groups:
+        print(f"\n HOST_GROUPS: {' '.join(shown(g) for g in host.groups)}")
+    print()
 
 
 def refused(args: argparse.Namespace, exc: XceError) -> str:

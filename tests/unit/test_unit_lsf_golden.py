@@ -136,3 +136,13 @@ def test_bacct_of_a_project_from_the_jobs_history(capsys: pytest.CaptureFixture[
         " Total CPU time consumed:         1.5      Average CPU time consumed:       1.5",
         " Average wait time in queue:     10.0",
         " Average turnaround time:        40.0 (seconds/job)"]
+
+
+def test_bhosts_long(capsys: pytest.CaptureFixture[str]) -> None:
+    lines = printed(bhosts, capsys, hosts=["hostA"], wide=False, long=True)
+    assert lines[:4] == [
+        "HOST  hostA",
+        "STATUS           CPUF  JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV DISPATCH_WINDOW",
+        "closed_Full      1.00     -      4      4      4      0      0      0      -",
+        ""]
+    assert lines[4] == " CURRENT LOAD USED FOR SCHEDULING:" and lines[6].startswith(" Total ")
