@@ -15,6 +15,7 @@ under the instances' lock; the killing is the executor's (`terminate`).
 from __future__ import annotations
 
 import logging
+import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ log = logging.getLogger("xce.worker")
 
 Key = tuple[int, int]
 MEMLIMIT_GRACE_S = 1.0  # at most this long from TERM to KILL for a job past its memory limit
+DEADLINE_GRACE_S = 600.0  # bsub -t: from SIGUSR2 at the termination time to the kill, as LSF's ten minutes
 
 
 class Monitor:
@@ -108,12 +110,23 @@ class Monitor:
         self._tasks.over(key, 0.0 if self._given_away(key) else None)
 
     def _deadline(self, key: Key, pid: int) -> None:
-        log.warning("job %d.%d still runs at its termination time: killed (DEADLINE)", *key)
+        """LSF's bsub -t: SIGUSR2 at the termination time (the job may save its work), killed if it
+        still runs DEADLINE_GRACE_S later; its end says DEADLINE either way."""
+        log.warning("job %d.%d still runs at its termination time: SIGUSR2, killed in %.0f s if it still "
+                    "runs (DEADLINE)", *key, DEADLINE_GRACE_S)
         with self._i.lock:
             self._deadlines.pop(key, None)  # once
             self._mark(key, "deadline")
-        self._terminate(key, pid, self._i.kill_grace_s)
-        self._tasks.over(key, 0.0 if self._given_away(key) else None)
+        self._i.host.killpg(pid, signal.SIGUSR2)
+
+        def late() -> None:
+            with self._i.lock:
+                same = self._i.running.get(key) == pid  # (a number that ended may be another's by now)
+            if same:
+                self._terminate(key, pid, self._i.kill_grace_s)
+                self._tasks.over(key, 0.0 if self._given_away(key) else None)
+
+        self._i.host.call_later(DEADLINE_GRACE_S, late)
 
     def _memlimit(self, key: Key, pid: int | None, rss: int, limit: int) -> None:
         log.warning("job %d.%d uses %d KB, past its memory limit of %d KB: killed (MEMLIMIT)", *key, rss,

@@ -249,12 +249,18 @@ def test_held_begin_termination_pre_and_post_exec(site: Site) -> None:
         now = int(time.time() * 1000)
         begins = client.submit([api.JobSpec(command=["true"], cwd="/tmp", begin_time_ms=now + 1500)])
         ends = client.submit([api.JobSpec(command=["sleep", "60"], cwd="/tmp", term_time_ms=now + 1500)])
-        begins, ends = begins.jobs[0].id, ends.jobs[0].id
+        warned = shared / f"warned.{os.getpid()}"  # a job that saves its work on LSF's SIGUSR2, and ends
+        saves = client.submit([api.JobSpec(command=["sh", "-c", f'trap "echo saved > {warned}; exit 0" USR2; '
+                                                    "while :; do sleep 0.1; done"], cwd="/tmp",
+                                           term_time_ms=now + 1500)])
+        begins, ends, saves = begins.jobs[0].id, ends.jobs[0].id, saves.jobs[0].id
         begun = site.finished(begins)
         assert begun.state == api.DONE and begun.start_time_ms >= now + 1500
         killed = site.finished(ends)
-        assert (killed.state, killed.exit_reason) == (api.EXIT, "DEADLINE")
+        assert (killed.state, killed.exit_reason, killed.term_signal) == (api.EXIT, "DEADLINE", 12)  # USR2
         assert site.lsf(f"bjobs -o 'exit_reason' -noheader {ends}").stdout == "TERM_DEADLINE\n"
+        saved = site.finished(saves)
+        assert (saved.state, saved.exit_reason, warned.read_text()) == (api.DONE, "DEADLINE", "saved\n")
 
         # -E: the job pends again while its pre-exec fails, and runs once it passes.
         flag = shared / f"ready.{os.getpid()}"
