@@ -82,15 +82,11 @@ def run(client: Client, spec: api.JobSpec, terminal: bool) -> int:
         if terminal:
             spec.env["XCE_INTERACTIVE_PTY"] = "1"
         previous = {sig: signal.signal(sig, _gone) for sig in (signal.SIGHUP, signal.SIGTERM)}
+        job: api.Job | None = None
         try:
             job = client.submit([spec]).jobs[0]
-        except BaseException:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-            raise
-        default = "default " if not spec.queue else ""
-        print(f"Job <{job.id}> is submitted to {default}queue <{job.spec.queue}>.", flush=True)
-        try:
+            default = "default " if not spec.queue else ""
+            print(f"Job <{job.id}> is submitted to {default}queue <{job.spec.queue}>.", flush=True)
             print("<<Waiting for dispatch ...>>", file=sys.stderr, flush=True)
             conn = _accept(client, listener, key.encode(), job.id)
             if conn is None:
@@ -103,9 +99,10 @@ def run(client: Client, spec: api.JobSpec, terminal: bool) -> int:
                 else:
                     _plain_session(client, conn, job.id)
         except BaseException as exc:  # going away before the session ended: the job goes too
-            print(f"\n<<Terminating job {job.id} ...>>", file=sys.stderr, flush=True)
-            with contextlib.suppress(XceError):
-                client.control(job.id, api.KILL)
+            if job is not None:
+                print(f"\n<<Terminating job {job.id} ...>>", file=sys.stderr, flush=True)
+                with contextlib.suppress(XceError):
+                    client.control(job.id, api.KILL)
             if isinstance(exc, (KeyboardInterrupt, _Gone)):
                 return 130
             raise

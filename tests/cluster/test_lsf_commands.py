@@ -6,11 +6,13 @@ parse them; another user's refusals, as a real unprivileged uid."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -77,7 +79,9 @@ def site(reachable_by_nobody: None) -> Iterator[Site]:
     (home / "shared").mkdir(mode=0o777)
     (home / "shared").chmod(0o777)
     cluster = LocalCluster(home / "cluster", extra_config=FAST_HOSTS)
-    with serving(cluster):
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, home, ignore_errors=True)  # after the cluster stopped
+        cleanup.enter_context(serving(cluster))
         made = subprocess.run([sys.executable, "-m", "cli", "lsf-path"], capture_output=True, text=True,
                               check=True).stdout.strip()
         assert made == lsf_bin.bin_dir()

@@ -5,11 +5,13 @@ leader's failover, and `exit 3` returning 3."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pty
 import re
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -216,7 +218,9 @@ def test_an_unprivileged_owner_s_interactive_job_and_a_submitter_that_hangs_up_b
     shared.mkdir(mode=0o777)
     shared.chmod(0o777)
     cluster = LocalCluster(home / "cluster", extra_config=FAST_HOSTS)
-    with serving(cluster, [("w1", 2)]):
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, home, ignore_errors=True)  # after the cluster stopped
+        cleanup.enter_context(serving(cluster, [("w1", 2)]))
         env = nobody_cli_env(cluster, shared) | {"XCE_TOKEN": cluster.new_token("nobody", "user")}
         env["PATH"] = f"{lsf_bin.ensure()}:{env['PATH']}"
         as_nobody = ["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}", "--clear-groups"]
