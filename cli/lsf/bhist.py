@@ -14,7 +14,8 @@ import sys
 import time
 
 from cli.lsf import formats
-from cli.lsf.bjobs import _wrap, name_matches
+from cli.lsf.bjobs import name_matches
+from cli.lsf.formats import wrap
 from client.channel import Client, XceError
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
@@ -109,26 +110,26 @@ def run(client: Client, args: argparse.Namespace) -> int:
 
 def _long(job: api.Job, now_ms: int) -> str:
     spec = job.spec
-    lines = [_wrap(shown(f"Job <{formats.job_ref(job)}>, Job Name <{formats.job_name(job)}>, "
+    lines = [wrap(shown(f"Job <{formats.job_ref(job)}>, Job Name <{formats.job_name(job)}>, "
                          f"User <{spec.user}>, "
                          f"Project <{spec.project or 'default'}>, Command <{formats.command_line(job)}>"))]
-    lines.append(_wrap(shown(f"{formats.long_time(job.submit_time_ms)}: Submitted from host "
+    lines.append(wrap(shown(f"{formats.long_time(job.submit_time_ms)}: Submitted from host "
                              f"<{formats.from_host(job)}>, to Queue <{spec.queue}>, CWD "
                              f"<{formats.FIELDS['sub_cwd'][1](job)}>;")))
     hosts = "".join(f"<{h}>" for h in formats.exec_hosts(job)) or f"<{job.host}>"
     if job.start_time_ms:
         slots = formats.FIELDS["slots"][1](job)
-        lines.append(_wrap(f"{formats.long_time(job.start_time_ms)}: Dispatched {slots} "
+        lines.append(wrap(f"{formats.long_time(job.start_time_ms)}: Dispatched {slots} "
                            f"Task(s) on Host(s) {shown(hosts)};"))
-        lines.append(_wrap(f"{formats.long_time(job.start_time_ms)}: Starting (Pid {job.pid or '-'});"))
+        lines.append(wrap(f"{formats.long_time(job.start_time_ms)}: Starting (Pid {job.pid or '-'});"))
     if job.state in formats.FINISHED and job.end_time_ms:
         used = job.usage.user_cpu_s + job.usage.system_cpu_s
         ended = "Done successfully." if job.state == api.DONE else \
             f"Exited with exit code {formats.exit_code(job)}."
-        lines.append(_wrap(f"{formats.long_time(job.end_time_ms)}: {ended} The CPU time used is {used:.1f} "
+        lines.append(wrap(f"{formats.long_time(job.end_time_ms)}: {ended} The CPU time used is {used:.1f} "
                            "seconds;"))
         if formats.exit_reason(job):
-            lines.append(_wrap(f"{formats.long_time(job.end_time_ms)}: Exit reason: "
+            lines.append(wrap(f"{formats.long_time(job.end_time_ms)}: Exit reason: "
                                f"{formats.exit_reason(job)};"))
     spent = _times(job, now_ms)
     upto = job.end_time_ms if job.state in formats.FINISHED and job.end_time_ms else now_ms

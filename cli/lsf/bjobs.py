@@ -241,7 +241,7 @@ def long_form(job: api.Job) -> str:
     head = (f"Job <{formats.job_ref(job)}>, Job Name <{formats.job_name(job)}>, User <{spec.user}>, "
             f"Project <{spec.project or 'default'}>, Status <{formats.state(job)}>, Queue <{spec.queue}>, "
             f"Command <{command}>")
-    lines = [_wrap(shown(head))]
+    lines = [formats.wrap(shown(head))]
     submitted = f"{formats.long_time(job.submit_time_ms)}: Submitted from host <{formats.from_host(job)}>, " \
                 f"CWD <{formats.FIELDS['sub_cwd'][1](job)}>"
     if spec.stdout_path:
@@ -254,14 +254,14 @@ def long_form(job: api.Job) -> str:
         submitted += f", Requested Resources <{spec.resource_req}>"
     if spec.depend:
         submitted += f", Dependency Condition <{spec.depend}>"
-    lines.append(_wrap(shown(submitted + ";")))
+    lines.append(formats.wrap(shown(submitted + ";")))
     if job.state in (api.PEND, api.PSUSP):
         lines.append(" PENDING REASONS:")
         lines.append(f" {shown(job.pending_reason or 'waiting for the scheduler')};")
     elif job.start_time_ms:
         hosts = formats.exec_hosts(job)
         slots = formats.FIELDS["slots"][1](job)
-        lines.append(_wrap(f"{formats.long_time(job.start_time_ms)}: Started {slots} "
+        lines.append(formats.wrap(f"{formats.long_time(job.start_time_ms)}: Started {slots} "
                            f"Task(s) on Host(s) {''.join(f'<{h}>' for h in hosts)}, Allocated "
                            f"{slots} Slot(s) on Host(s) "
                            f"{''.join(f'<{h}>' for h in hosts)}, Execution CWD <{shown(spec.cwd)}>;"))
@@ -271,22 +271,12 @@ def long_form(job: api.Job) -> str:
             ended = "Done successfully."
         else:
             ended = f"Exited with exit code {formats.exit_code(job)}."
-        lines.append(_wrap(f"{formats.long_time(job.end_time_ms)}: {ended} The CPU time used is "
+        lines.append(formats.wrap(f"{formats.long_time(job.end_time_ms)}: {ended} The CPU time used is "
                            f"{used:.1f} seconds."))
         if formats.exit_reason(job):
-            lines.append(_wrap(f"{formats.long_time(job.end_time_ms)}: Exit reason: "
+            lines.append(formats.wrap(f"{formats.long_time(job.end_time_ms)}: Exit reason: "
                                f"{formats.exit_reason(job)}."))
     return "\n".join(lines) + "\n"
-
-
-def _wrap(text: str, width: int = 79, indent: int = 21) -> str:
-    """LSF's long lines: cut at `width`, continued under an indent."""
-    out, line = [], text
-    while len(line) > width:
-        out.append(line[:width])
-        line = " " * indent + line[width:]
-    out.append(line)
-    return "\n".join(out)
 
 
 def refused(args: argparse.Namespace, exc: XceError) -> str:

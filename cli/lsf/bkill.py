@@ -97,24 +97,11 @@ def run(client: Client, args: argparse.Namespace) -> int:
             if exc.code_name in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
                 raise
             failed = True
-            print(f"Job <{shown(ref)}>: {_why(exc)}", file=sys.stderr)
+            print(f"Job <{shown(ref)}>: {formats.refusal_words(exc)}", file=sys.stderr)
             continue
         signaled = getattr(args, "signal", None) is not None
         print(f"Job <{shown(ref)}> is being {'signaled' if signaled else doing}", flush=True)
     return 255 if failed else 0
-
-
-def _why(exc: XceError) -> str:
-    """LSF's words for a refusal of one job."""
-    words = exc.message.lower()
-    if exc.code_name in ("NOT_FOUND", "INVALID_ARGUMENT") and any(w in words for w in ("not found", "no job",
-                                                                                    "unknown")):
-        return "No matching job found"
-    if exc.code_name == "PERMISSION_DENIED":
-        return "User permission denied"
-    if exc.code_name == "FAILED_PRECONDITION" and (" DONE" in exc.message or " EXIT" in exc.message):
-        return "Job has already finished"
-    return shown(exc.message)
 
 
 def refused(args: argparse.Namespace, exc: XceError) -> str:

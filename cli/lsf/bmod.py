@@ -14,8 +14,7 @@ import argparse
 import sys
 
 from cli.job_spec import int32
-from cli.lsf import not_yet
-from cli.lsf.bkill import _why
+from cli.lsf import formats, not_yet
 from client.channel import Client, XceError
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
@@ -65,7 +64,7 @@ def run(client: Client, args: argparse.Namespace) -> int:
     except XceError as exc:
         if exc.code_name in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
             raise
-        print(f"Job <{shown(args.id)}>: {_why(exc)}", file=sys.stderr)
+        print(f"Job <{shown(args.id)}>: {formats.refusal_words(exc)}", file=sys.stderr)
         return 255
     return 0
 

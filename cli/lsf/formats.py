@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
+
+if TYPE_CHECKING:
+    from client.channel import XceError
 
 UNFINISHED = (api.PEND, api.PSUSP, api.RUN, api.USUSP, api.SSUSP, api.UNKWN)
 FINISHED = (api.DONE, api.EXIT)
@@ -259,3 +263,26 @@ def _fit(text: str, width: int, right: bool, name: bool = False) -> str:
 def json_records(jobs: list[api.Job], fields: list[tuple[str, int, bool]]) -> dict[str, object]:
     return {"COMMAND": "bjobs", "JOBS": len(jobs),
             "RECORDS": [{FIELDS[k][0]: FIELDS[k][1](job) for k, _, _ in fields} for job in jobs]}
+
+
+def wrap(text: str, width: int = 79, indent: int = 21) -> str:
+    """LSF's long lines: cut at `width`, continued under an indent."""
+    out, line = [], text
+    while len(line) > width:
+        out.append(line[:width])
+        line = " " * indent + line[width:]
+    out.append(line)
+    return "\n".join(out)
+
+
+def refusal_words(exc: XceError) -> str:
+    """LSF's words for a refusal of one job."""
+    words = exc.message.lower()
+    if exc.code_name in ("NOT_FOUND", "INVALID_ARGUMENT") and any(w in words for w in ("not found", "no job",
+                                                                                    "unknown")):
+        return "No matching job found"
+    if exc.code_name == "PERMISSION_DENIED":
+        return "User permission denied"
+    if exc.code_name == "FAILED_PRECONDITION" and (" DONE" in exc.message or " EXIT" in exc.message):
+        return "Job has already finished"
+    return shown(exc.message)
