@@ -22,6 +22,7 @@ Example:
     res_req = "select[type == X86_64] rusage[mem=1000]"   # merged with each job's -R (LSF RES_REQ)
     job_pick_plugin = "fairshare"     # this queue's picker: fcfs (the default), lifo, fairshare
     fairshare = { half_life_s = 3600, users = { alice = 3, default = 1 }, projects = { research = 2 } }
+                                      # groups = { physics = 3, default = 1 }: user groups' shares
     kill_invalid_depend = false       # kill its jobs whose -w can never hold (Slurm); else they pend
     exclusive = false                 # true: takes -x jobs, which keep whole hosts (LSF EXCLUSIVE = Y)
     backfill = "any"                  # past a waiting job: any | none (in order) | easy | end_before
@@ -32,6 +33,9 @@ Example:
 
     [host_groups]                     # LSF HostGroup: -m "gpu_nodes host3", select[gpu_nodes]
     gpu_nodes = ["g1", "g2"]
+
+    [user_groups]                     # LSF UserGroup: bsub -G physics, fair-share groups
+    physics = ["alice", "bob"]        # users, or groups (expanded)
 
     [shared_resources]                # cluster-wide consumables (Slurm Licenses=, LSF shared resources)
     license_x = 10                    # rusage[license_x=1] takes one, whatever the host
@@ -90,7 +94,7 @@ from controller import authz, fsm
 from controller.raft import RaftSettings
 from xce import host_timing
 from xce.errors import ServiceError
-from xce.rules import fairshare
+from xce.rules import fairshare, user_groups
 from xce.rules import limits as xce_limits
 from xce.v1 import api_pb2 as api
 
@@ -147,6 +151,7 @@ class ClusterConfig:
     host_groups: tuple[api.HostGroup, ...] = ()
     shared: tuple[api.SharedResource, ...] = ()
     limits: tuple[api.Limit, ...] = ()
+    user_groups: tuple[api.UserGroup, ...] = ()
 
     def replica(self, replica_id: int) -> Replica:
         for replica in self.replicas:
@@ -186,6 +191,15 @@ class ClusterConfig:
         h = hashlib.sha256(b"resources\0")
         for message in (*self.host_groups, *self.shared):
             h.update(message.SerializeToString(deterministic=True))
+        return h.hexdigest()[:16]
+
+    def user_groups_digest(self) -> str:
+        """Of the user groups (pushed from entry format 24); "" for none, as the state without any says."""
+        if not self.user_groups:
+            return ""
+        h = hashlib.sha256(b"user_groups\0")
+        for group in self.user_groups:
+            h.update(group.SerializeToString(deterministic=True))
         return h.hexdigest()[:16]
 
     def limits_digest(self) -> str:
@@ -285,7 +299,8 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
         raise ConfigError(f"{path}: no [[replicas]]")
     if len({r.id for r in replicas}) != len(replicas):
         raise ConfigError(f"{path}: duplicate replica ids")
-    queues, default_queue = _queues(raw, path)
+    user_groups = _user_groups(raw, path)
+    queues, default_queue = _queues(raw, path, user_groups)
     max_slots = raw.get("max_slots_per_job", 1024)
     if not isinstance(max_slots, int) or max_slots < 1:
         raise ConfigError(f"{path}: max_slots_per_job must be a positive integer")
@@ -300,7 +315,7 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
                          queues=queues, default_queue=default_queue, max_slots_per_job=max_slots,
                          raft=raft, **_hosts(raw, path), **_state(raw, path), **_group_commit(raw, path),
                          tls=tls, limits=_limits(raw, path, {q.name for q in queues}),
-                         **_auth(raw, path), **_resources(raw, path))
+                         **_auth(raw, path), **_resources(raw, path), user_groups=user_groups)
 
 
 def _cluster_id(raw: dict[str, Any], path: Path) -> str:
@@ -322,9 +337,22 @@ def _password(raw: dict[str, Any], path: Path) -> Any:
     return password
 
 
-def _queues(raw: dict[str, Any], path: Path) -> tuple[tuple[api.Queue, ...], str]:
+def _user_groups(raw: dict[str, Any], path: Path) -> tuple[api.UserGroup, ...]:
+    """[user_groups]: names to lists of users and groups (LSF's UserGroup section)."""
+    table = raw.get("user_groups", {})
+    if not isinstance(table, dict) or not all(
+            isinstance(v, list) and all(isinstance(m, str) for m in v) for v in table.values()):
+        raise ConfigError(f"{path}: [user_groups] maps group names to lists of user and group names")
+    try:
+        return user_groups.expand(table)
+    except user_groups.UserGroupError as exc:
+        raise ConfigError(f"{path}: [user_groups]: {exc}") from None
+
+
+def _queues(raw: dict[str, Any], path: Path,
+            groups: tuple[api.UserGroup, ...] = ()) -> tuple[tuple[api.Queue, ...], str]:
     """The queues, and the default one."""
-    queues = tuple(_queue(q, path) for q in raw.get("queues", [{"name": "normal", "priority": 30}]))
+    queues = tuple(_queue(q, path, groups) for q in raw.get("queues", [{"name": "normal", "priority": 30}]))
     _check_preemption(queues, path)
     if len({q.name for q in queues}) != len(queues):
         raise ConfigError(f"{path}: duplicate queue names")
@@ -524,11 +552,12 @@ def _check_preemption(queues: tuple[api.Queue, ...], path: Path) -> None:
                                   "priority")
 
 
-FAIRSHARE_KEYS = frozenset({"half_life_s", "users", "projects"})
+FAIRSHARE_KEYS = frozenset({"half_life_s", "users", "projects", "groups"})
 
 
-def _fairshare(raw: Any, where: str) -> api.FairShare:
-    """A queue's [queues.fairshare]: half_life_s, users = { alice = 3 }, projects = { research = 2 }."""
+def _fairshare(raw: Any, where: str, groups: tuple[api.UserGroup, ...] = ()) -> api.FairShare:
+    """A queue's [queues.fairshare]: half_life_s, users = { alice = 3 }, projects = { research = 2 },
+    groups = { physics = 3 } (of [user_groups], whose members the record carries)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a table of half_life_s, users and projects")
     for key in sorted(set(raw) - FAIRSHARE_KEYS):
@@ -537,12 +566,16 @@ def _fairshare(raw: Any, where: str) -> api.FairShare:
     if not isinstance(half, int) or isinstance(half, bool):
         raise ConfigError(f"{where}: half_life_s: whole seconds")
     config = api.FairShare(half_life_s=half)
-    for key in ("users", "projects"):
+    for key in ("users", "projects", "groups"):
         table = raw.get(key, {})
         if not isinstance(table, dict) or not all(isinstance(v, int) and not isinstance(v, bool)
                                                   for v in table.values()):
             raise ConfigError(f"{where}: {key}: a table of names to whole shares")
         getattr(config, key).update(table)
+    for name in sorted(config.groups):
+        group = user_groups.find(groups, name)
+        if group is not None:
+            config.group_members.append(group)
     try:
         fairshare.check(config, where)
     except ValueError as exc:
@@ -648,7 +681,7 @@ def _is_address(text: str) -> bool:
     return True
 
 
-def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
+def _queue(raw: dict[str, Any], path: Path, groups: tuple[api.UserGroup, ...] = ()) -> api.Queue:
     name = _get(raw, "name", str, path)
     priority = raw.get("priority", 30)
     if not isinstance(priority, int) or isinstance(priority, bool) or not -(2**31) <= priority < 2**31:
@@ -674,7 +707,7 @@ def _queue(raw: dict[str, Any], path: Path) -> api.Queue:
                       kill_invalid_depend=kill_invalid_depend, exclusive=exclusive)
     _preemption(raw, queue, f"{path}: queue {name!r}")
     if "fairshare" in raw:
-        queue.fairshare.CopyFrom(_fairshare(raw["fairshare"], f"{path}: queue {name!r}: fairshare"))
+        queue.fairshare.CopyFrom(_fairshare(raw["fairshare"], f"{path}: queue {name!r}: fairshare", groups))
     if "max_user_priority" in raw:
         cap = raw["max_user_priority"]
         if not isinstance(cap, int) or isinstance(cap, bool) or not -(2**31) <= cap < 2**31:

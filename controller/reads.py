@@ -121,7 +121,7 @@ def list_queues(tables: Tables) -> api.ListQueuesResponse:
         shares.append(record)
     return api.ListQueuesResponse(queues=queues, default_queue=meta.default_queue,
                                   revision=meta.applied_index, limits=defs, limit_used=used,
-                                  share_usage=shares)
+                                  share_usage=shares, user_groups=meta.user_groups)
 
 
 def pending_of(tables: Tables, user: str, enough: int) -> int:

@@ -156,7 +156,8 @@ def leader_settings(config: ClusterConfig, replica_id: int, kinds: frozenset[str
                            history_retention_ms=round(config.history_days * 86_400_000),
                            host_groups=config.host_groups, shared=config.shared,
                            resources_digest=config.resources_digest(),
-                           limits=config.limits, limits_digest=config.limits_digest())
+                           limits=config.limits, limits_digest=config.limits_digest(),
+                           user_groups=config.user_groups, user_groups_digest=config.user_groups_digest())
     return LeaderSettings(
         replica_id=replica_id, members=tuple(r.id for r in config.replicas), init=init, kinds=kinds,
         credential_key=job_credential.key_from(config.password, config.cluster_id),

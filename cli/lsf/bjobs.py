@@ -238,9 +238,11 @@ def long_form(job: api.Job) -> str:
     """bjobs -l: who, what and where, then the job's events with their times."""
     spec = job.spec
     command = formats.command_line(job)
+    groups = (f"User Group <{spec.user_group}>, " if spec.user_group else "") + \
+        (f"Job Group <{spec.job_group}>, " if spec.job_group else "")
     head = (f"Job <{formats.job_ref(job)}>, Job Name <{formats.job_name(job)}>, User <{spec.user}>, "
-            f"Project <{spec.project or 'default'}>, Status <{formats.state(job)}>, Queue <{spec.queue}>, "
-            f"Command <{command}>")
+            f"Project <{spec.project or 'default'}>, {groups}Status <{formats.state(job)}>, "
+            f"Queue <{spec.queue}>, Command <{command}>")
     lines = [formats.wrap(shown(head))]
     submitted = f"{formats.long_time(job.submit_time_ms)}: Submitted from host <{formats.from_host(job)}>, " \
                 f"CWD <{formats.FIELDS['sub_cwd'][1](job)}>"

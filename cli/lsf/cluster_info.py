@@ -1,4 +1,4 @@
-"""What LSF's information commands print of the cluster: lshosts, lsload, bmgroup, bresources,
+"""What LSF's information commands print of the cluster: lshosts, lsload, bmgroup, bugroup, bresources,
 blimits, bacct (LSF 10.1's columns, from what XCE keeps)."""
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def run(client: Client, args: argparse.Namespace) -> int:
-    return {"lshosts": _lshosts, "lsload": _lsload, "bmgroup": _bmgroup, "bresources": _bresources,
+    return {"lshosts": _lshosts, "lsload": _lsload, "bmgroup": _bmgroup, "bugroup": _bugroup,
+            "bresources": _bresources,
             "blimits": _blimits, "bacct": _bacct}[args.command](client, args)
 
 
@@ -67,6 +68,18 @@ def _bmgroup(client: Client, args: argparse.Namespace) -> int:
         print("No host group found", file=sys.stderr)
         return 255
     print("GROUP_NAME    HOSTS")
+    for group in groups:
+        print(f"{shown(group.name):<13} {' '.join(shown(m) for m in group.members)}")
+    return 0
+
+
+def _bugroup(client: Client, args: argparse.Namespace) -> int:
+    """LSF's bugroup: each user group and its users ([user_groups], groups inside expanded)."""
+    groups = [g for g in client.list_queues().user_groups if not args.names or g.name in args.names]
+    if not groups:
+        print("No user group found", file=sys.stderr)
+        return 255
+    print("GROUP_NAME    USERS")
     for group in groups:
         print(f"{shown(group.name):<13} {' '.join(shown(m) for m in group.members)}")
     return 0

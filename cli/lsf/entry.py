@@ -26,7 +26,7 @@ MODULES = {"bsub": "bsub", "bjobs": "bjobs", "bkill": "bkill", "bstop": "bkill",
            "brequeue": "bkill", "bpeek": "bpeek", "bqueues": "bqueues", "bhosts": "bhosts", "lsid": "lsid",
            "blaunch": "blaunch", "lsclusters": "lsclusters", "badmin": "badmin", "bhist": "bhist",
            "bmod": "bmod", "bswitch": "bmod", "brun": "bmod", "btop": "bmod", "bbot": "bmod",
-           **dict.fromkeys(("lshosts", "lsload", "bmgroup", "bresources", "blimits", "bacct"),
+           **dict.fromkeys(("lshosts", "lsload", "bmgroup", "bugroup", "bresources", "blimits", "bacct"),
                            "cluster_info"),
            **dict.fromkeys(("bgadd", "bgmod", "bgdel", "bjgroup"), "bgroups")}
 # Whether each changes the cluster (an unanswered one may still take effect).

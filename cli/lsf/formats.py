@@ -180,7 +180,8 @@ FIELDS: dict[str, tuple[str, Callable[[api.Job], str]]] = {
     "runtimelimit": ("RUNTIMELIMIT",
                      lambda j: f"{j.spec.run_limit_s / 60:.1f}" if j.spec.run_limit_s else "-"),
     "dependency": ("DEPENDENCY", lambda j: j.spec.depend or "-"),
-    "job_group": ("JOB_GROUP", lambda j: "-"),
+    "job_group": ("JOB_GROUP", lambda j: j.spec.job_group or "-"),
+    "ugroup": ("UGROUP", lambda j: j.spec.user_group or "-"),
     "app": ("APP", lambda j: "-"),
 }
 ALIASES = {"id": "jobid", "name": "job_name", "proj": "proj_name", "project": "proj_name", "cmd": "command",

@@ -14,8 +14,9 @@ from controller.fsm.applier import Applier
 from controller.fsm.records import read_queue
 from controller.fsm.requests import guarded
 from controller.fsm.validation import DEFAULT_MAX_SLOTS, DEFAULT_QUEUE, check_queue
-from controller.fsm.versions import HISTORY_FORMAT, LIMITS_FORMAT, RESOURCES_FORMAT
-from xce.errors import ServiceError
+from controller.fsm.versions import HISTORY_FORMAT, LIMITS_FORMAT, RESOURCES_FORMAT, USER_GROUP_FORMAT
+from xce.errors import ServiceError, invalid
+from xce.rules import user_groups
 from xce.v1 import log_pb2 as log
 
 MAX_ANNOUNCED_KINDS = 256
@@ -40,24 +41,9 @@ def apply_put_queue(applier: Applier) -> list[log.Result]:
 
 def apply_init(applier: Applier) -> list[log.Result]:
     init, meta = applier.entry.init, applier.meta
-    if meta.cluster_id and meta.cluster_id != init.cluster_id:
-        return [log.Result(code=log.FAILED_PRECONDITION,
-                           message=f"state belongs to cluster {meta.cluster_id}, not {init.cluster_id}")]
-    for queue in init.queues:
-        try:
-            check_queue(queue, applier.entry.format)
-        except ServiceError as exc:
-            return [exc.to_result()]
-    if applier.entry.format >= RESOURCES_FORMAT:
-        try:
-            resources.check_resources(init.host_groups, init.shared)
-        except ServiceError as exc:
-            return [exc.to_result()]
-    if applier.entry.format >= LIMITS_FORMAT:
-        try:
-            limit_config.check(init)
-        except ServiceError as exc:
-            return [exc.to_result()]
+    refused = _init_refused(applier, init)
+    if refused is not None:
+        return [refused]
     meta.cluster_id = init.cluster_id
     meta.default_queue = init.default_queue or DEFAULT_QUEUE
     meta.max_slots_per_job = init.max_slots_per_job or DEFAULT_MAX_SLOTS
@@ -74,7 +60,34 @@ def apply_init(applier: Applier) -> list[log.Result]:
         resources.apply_resources(applier, init)
     if applier.entry.format >= LIMITS_FORMAT:
         limit_config.apply_limits(applier, init)
+    if applier.entry.format >= USER_GROUP_FORMAT and init.user_groups_digest != meta.user_groups_digest:
+        meta.ClearField("user_groups")
+        meta.user_groups.extend(init.user_groups)
+        meta.user_groups_digest = init.user_groups_digest
     return [log.Result(code=log.OK)]
+
+
+def _init_refused(applier: Applier, init: log.InitCluster) -> log.Result | None:
+    """Why a configuration push is refused as a whole (nothing of it applied), if it is."""
+    meta, format_ = applier.meta, applier.entry.format
+    if meta.cluster_id and meta.cluster_id != init.cluster_id:
+        return log.Result(code=log.FAILED_PRECONDITION,
+                          message=f"state belongs to cluster {meta.cluster_id}, not {init.cluster_id}")
+    try:
+        for queue in init.queues:
+            check_queue(queue, format_)
+        if format_ >= RESOURCES_FORMAT:
+            resources.check_resources(init.host_groups, init.shared)
+        if format_ >= LIMITS_FORMAT:
+            limit_config.check(init)
+        if format_ >= USER_GROUP_FORMAT:
+            try:
+                user_groups.check(init.user_groups)
+            except user_groups.UserGroupError as exc:
+                raise invalid(str(exc)) from None
+    except ServiceError as exc:
+        return exc.to_result()
+    return None
 
 
 def apply_announce(applier: Applier) -> list[log.Result]:

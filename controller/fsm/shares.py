@@ -1,6 +1,8 @@
 """Fair-share usage in the state (entry format 11): each job's slot-time, credited at its end.
 
-The `share_usage` table maps queue \\0 project \\0 user to a ShareUsage: the
+The `share_usage` table maps queue \\0 project \\0 user to a ShareUsage (from format 24
+the project path ends with the job's user group, `research/@physics`, where
+the queue gives groups shares): the
 slot-ms its jobs used, decayed with the queue's half-life as of `stamp_ms`
 (xce/rules/fairshare.py: `credit`, integer arithmetic, so every replica agrees).
 A job of a queue with `fairshare` that ends after it started adds its
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from controller.fsm.applier import Applier
 from controller.fsm.records import FINISHED, RUNNING, read_queue
-from controller.fsm.versions import CHARGE_FORMAT, FAIRSHARE_FORMAT
+from controller.fsm.versions import CHARGE_FORMAT, FAIRSHARE_FORMAT, USER_GROUP_FORMAT
 from xce.rules import fairshare
 from xce.v1 import api_pb2 as api
 
@@ -47,7 +49,11 @@ def follow(applier: Applier, before: api.Job | None, job: api.Job, written: byte
     amount = fairshare.slot_ms(charged, end_ms)
     if amount <= 0:
         return
-    key = fairshare.usage_key(job.spec.queue, fairshare.project_of(job.spec), job.spec.user)
+    # From format 24 a queue that gives user groups shares charges the job's group (under its project).
+    spec = job.spec
+    charged_to = fairshare.charge_path(queue.fairshare, spec) if applier.entry.format >= USER_GROUP_FORMAT \
+        else fairshare.project_of(spec)
+    key = fairshare.usage_key(job.spec.queue, charged_to, job.spec.user)
     raw = applier.tables.get(TABLE, key)
     record = api.ShareUsage() if raw is None else api.ShareUsage.FromString(raw)
     value, stamp = fairshare.credit(record.slot_ms, record.stamp_ms or applier.stamp_ms, applier.stamp_ms,

@@ -33,11 +33,12 @@ from controller.fsm.versions import (
     RESREQ_FORMAT,
     RUN_LIMIT_FORMAT,
     USAGE_FORMAT,
+    USER_GROUP_FORMAT,
 )
 from controller.tables import Tables
 from xce.errors import ServiceError, invalid
 from xce.host_spec import check_text
-from xce.rules import dependency_conditions, fairshare, feasibility, job_groups, resreq
+from xce.rules import dependency_conditions, fairshare, feasibility, job_groups, resreq, user_groups
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -121,6 +122,17 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
             job_groups.check_path(spec.job_group)
         except job_groups.JobGroupError as exc:
             raise invalid(f"-g: {exc}") from None
+    if entry_format >= USER_GROUP_FORMAT and spec.user_group:
+        check_user_group(meta, spec)
+
+
+def check_user_group(meta: log.Meta, spec: api.JobSpec) -> None:
+    """-G names a user group ([user_groups]) that has the job's owner (LSF's words)."""
+    group = user_groups.find(meta.user_groups, spec.user_group)
+    if group is None:
+        raise invalid(f"-G {spec.user_group[:80]}: Bad user group name")
+    if spec.user not in group.members:
+        raise invalid(f"-G {group.name}: User not in the specified user group")
 
 
 # The fields of LSF's scheduling options (entry format 21): apply before it would keep them unread.
@@ -134,6 +146,9 @@ def check_lsf_options_known(spec: api.JobSpec, entry_format: int) -> None:
                       "a newer XCE first")
     if entry_format < JOB_GROUP_FORMAT and spec.job_group:
         raise invalid(f"-g (job groups) needs entry format {JOB_GROUP_FORMAT}: every replica must run a "
+                      "newer XCE first")
+    if entry_format < USER_GROUP_FORMAT and spec.user_group:
+        raise invalid(f"-G (user groups) needs entry format {USER_GROUP_FORMAT}: every replica must run a "
                       "newer XCE first")
     if entry_format < INTERACTIVE_FORMAT and "XCE_INTERACTIVE" in spec.env:
         raise invalid(f"an interactive job (bsub -I) needs entry format {INTERACTIVE_FORMAT}: every replica "

@@ -52,7 +52,8 @@ ARG_FORMAT = 20  # a command argument or environment value may be as long as exe
 LSF_FORMAT = 21  # bsub -H (held at submit), -b (the barrier: no dispatch before), -t, -E/-Ep; PRE_EXEC_FAILED
 INTERACTIVE_FORMAT = 22  # INTERACTIVE_LOST: an interactive job that could not reach its submitter ends
 JOB_GROUP_FORMAT = 23  # job groups: -g on specs, their limits (the job_group kind) kept across an init
-ENTRY_FORMAT = 23  # the highest this code applies
+USER_GROUP_FORMAT = 24  # [user_groups] (InitCluster, meta), -G on specs, fair share charged per user group
+ENTRY_FORMAT = 24  # the highest this code applies
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",

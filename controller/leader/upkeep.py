@@ -122,4 +122,5 @@ def config_current(meta: log.Meta, init: log.InitCluster, members: Iterable[int]
              or (meta.clean_period_ms, meta.history_retention_ms)
              == (init.clean_period_ms, init.history_retention_ms)) \
         and (format_ < versions.RESOURCES_FORMAT or meta.resources_digest == init.resources_digest) \
-        and (format_ < versions.LIMITS_FORMAT or meta.limits_digest == init.limits_digest)
+        and (format_ < versions.LIMITS_FORMAT or meta.limits_digest == init.limits_digest) \
+        and (format_ < versions.USER_GROUP_FORMAT or meta.user_groups_digest == init.user_groups_digest)

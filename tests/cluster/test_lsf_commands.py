@@ -10,6 +10,7 @@ import contextlib
 import itertools
 import json
 import os
+import pwd
 import re
 import shlex
 import shutil
@@ -32,6 +33,19 @@ from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
 
+# A fair-share queue that gives user groups shares (this user is in staff; nobody in guests).
+USER_GROUPS = f"""
+[user_groups]
+staff = ["{pwd.getpwuid(os.geteuid()).pw_name}"]
+guests = ["nobody"]
+everyone = ["staff", "guests"]
+
+[[queues]]
+name = "shared"
+priority = 25
+job_pick_plugin = "fairshare"
+fairshare = {{ groups = {{ staff = 3, guests = 1 }} }}
+"""
 SUBMITTED = re.compile(r"^Job <(\d+)> is submitted to (default )?queue <(\w+)>\.$")
 
 
@@ -78,7 +92,7 @@ def site(reachable_by_nobody: None) -> Iterator[Site]:
     home.chmod(0o711)
     (home / "shared").mkdir(mode=0o777)
     (home / "shared").chmod(0o777)
-    cluster = LocalCluster(home / "cluster", extra_config=FAST_HOSTS)
+    cluster = LocalCluster(home / "cluster", extra_config=FAST_HOSTS + USER_GROUPS)
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(shutil.rmtree, home, ignore_errors=True)  # after the cluster stopped
         cleanup.enter_context(serving(cluster))
@@ -373,3 +387,26 @@ def test_output_files_overwritten_or_appended(site: Site) -> None:
     assert (shared / f"over.{tag}").read_text() == "second\n"
     assert (shared / f"over-err.{tag}").read_text() == "second\n"
     assert (shared / f"app.{tag}").read_text() == "first\nsecond\n"
+
+
+def test_user_groups_charge_fair_share_and_g_is_checked(site: Site) -> None:
+    rows = site.lsf("bugroup").stdout.splitlines()
+    assert rows[0].split() == ["GROUP_NAME", "USERS"]
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    assert {row.split()[0]: row.split()[1:] for row in rows[1:]} == {
+        "everyone": sorted(["nobody", me]), "guests": ["nobody"], "staff": [me]}
+    job = site.submit("bsub -G staff -q shared 'sleep 0.2'")
+    assert "User Group <staff>" in site.lsf(f"bjobs -l {job}").stdout.replace("\n" + " " * 21, "")
+    assert site.finished(job).spec.user_group == "staff"
+    for group, words in (("guests", "User not in the specified user group"), ("nope", "Bad user group name")):
+        refused = site.lsf(f"bsub -G {group} -q shared true")
+        assert (refused.returncode, refused.stdout) == (255, ""), refused
+        assert refused.stderr.strip().endswith(f"{words}. Job not submitted."), refused.stderr
+    theirs = site.lsf("bsub -G staff -q shared true", as_nobody=True)
+    assert theirs.returncode == 255 and "User not in the specified user group" in theirs.stderr
+    with site.cluster.client() as client:  # the end charged the group's node, under the project
+        usage = wait_until(lambda: [(u.project, u.user) for u in client.list_queues().share_usage
+                                    if u.queue == "shared"], "the usage credited")
+    assert usage == [("default/@staff", me)]
+    tree = site.lsf(f"{sys.executable} -m cli fairshare shared").stdout
+    assert "@staff" in tree and "@guests" not in tree  # only consumers that ran or wait appear

@@ -3,7 +3,12 @@
 A queue with `fairshare` in its record (and the `fairshare` picker) gives
 each user and project a share. Its consumers form a tree: the queue, then
 the job's project path (`-P research/genomics`: research, then genomics
-under it; no -P: the project `default`), then the user. At every level
+under it; no -P: the project `default`), then, where the queue gives user
+groups shares, the job's user group (`@physics`: `bsub -G physics`, else
+the first of the queue's groups, by name, that has the owner, else
+`@default`), then the user. The group is a node of the project's path
+(`research/@physics`: "@" is in no project's name), so usage is kept and
+reported per path as before. At every level
 each node has a priority
 
     priority = (its shares / its siblings' shares) / (running slots + recent slots + EPSILON)
@@ -79,6 +84,27 @@ def project_of(spec: api.JobSpec) -> str:
     return spec.project or DEFAULT
 
 
+def group_of(config: api.FairShare, spec: api.JobSpec) -> str:
+    """The user group a job is charged to in a queue whose fair share gives groups shares ("" if it
+    gives none): its -G group if the queue has it and the owner is still a member, else the first of
+    the queue's groups with the owner, else `default`."""
+    if not config.groups:
+        return ""
+    members = {group.name: group.members for group in config.group_members}
+    if spec.user_group in config.groups and spec.user in members.get(spec.user_group, ()):
+        return spec.user_group
+    for name in sorted(config.groups):
+        if spec.user in members.get(name, ()):
+            return name
+    return DEFAULT
+
+
+def charge_path(config: api.FairShare, spec: api.JobSpec) -> str:
+    """The job's node above its user: its project path, and its user group under it if any."""
+    group = group_of(config, spec)
+    return f"{project_of(spec)}/@{group}" if group else project_of(spec)
+
+
 def slot_ms(job: api.Job, end_ms: int = 0) -> int:
     """What an attempt used: its slots times its run time (0 if it never started), less the time it
     was suspended with its slots given back (to a preemptor). `end_ms`: when it ended, if the job
@@ -94,7 +120,7 @@ def check(config: api.FairShare, where: str) -> None:
     """ValueError naming the key: shares are whole numbers from 1, names are users or project paths."""
     if not 0 <= config.half_life_s <= 10 * 365 * 86400:
         raise ValueError(f"{where}: half_life_s: from 1 s to ten years, got {config.half_life_s}")
-    for key, shares in (("users", config.users), ("projects", config.projects)):
+    for key, shares in (("users", config.users), ("projects", config.projects), ("groups", config.groups)):
         if len(shares) > MAX_NAMES:
             raise ValueError(f"{where}: {key}: at most {MAX_NAMES} names")
         for name, value in shares.items():
@@ -102,8 +128,12 @@ def check(config: api.FairShare, where: str) -> None:
                 raise ValueError(f"{where}: {key}: {name!r}: shares are whole numbers from 1 to "
                                  f"{MAX_SHARES}, got {value}")
             parts = name.split("/") if key == "projects" else [name]
-            if not name or len(name) > 256 or "\0" in name or not all(parts):
+            if not name or len(name) > 256 or "\0" in name or "@" in name or not all(parts):
                 raise ValueError(f"{where}: {key}: bad name {name[:80]!r}")
+    listed = {group.name for group in config.group_members}
+    for name in config.groups:
+        if name != DEFAULT and name not in listed:
+            raise ValueError(f"{where}: groups: {name!r} is not a user group ([user_groups])")
 
 
 # ---------------------------------------------------------------- the tree
@@ -129,7 +159,9 @@ class Node:
 
 
 def _shares_of(config: api.FairShare, kind: str, name: str) -> int:
-    table = config.users if kind == "user" else config.projects
+    if kind == "project" and "@" in name:  # research/@physics: a user group under its project
+        kind, name = "group", name.rpartition("@")[2]
+    table = {"user": config.users, "project": config.projects, "group": config.groups}[kind]
     return table.get(name, table.get(DEFAULT, 1))
 
 
@@ -156,17 +188,17 @@ def build(config: api.FairShare, queue: str, jobs: Iterable[api.Job],
         path.append(child)
         return path
 
-    paths: dict[tuple[str, str], list[Node]] = {}
+    paths: dict[tuple[str, str, str], list[Node]] = {}
     pend = api.PEND
     for job in jobs:
         spec = job.spec
         state = job.state
         if spec.queue != queue or (state != pend and state not in RUNNING):
             continue
-        who = (spec.project or DEFAULT, spec.user)
-        path = paths.get(who)
+        asked = (spec.project, spec.user, spec.user_group)
+        path = paths.get(asked)
         if path is None:
-            path = paths[who] = leaf(*who)
+            path = paths[asked] = leaf(charge_path(config, spec), spec.user)
         if state == pend:
             path[-1].jobs.append(job)
         else:

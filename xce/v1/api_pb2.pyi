@@ -189,7 +189,7 @@ PREEMPT_SUSPEND: PreemptAction
 PREEMPT_REQUEUE: PreemptAction
 
 class JobSpec(_message.Message):
-    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive", "run_limit_s", "estimate_s", "checkpoint_signal", "hold", "begin_time_ms", "term_time_ms", "pre_exec", "post_exec", "job_group", "stdout_overwrite", "stderr_overwrite")
+    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive", "run_limit_s", "estimate_s", "checkpoint_signal", "hold", "begin_time_ms", "term_time_ms", "pre_exec", "post_exec", "job_group", "stdout_overwrite", "stderr_overwrite", "user_group")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -228,6 +228,7 @@ class JobSpec(_message.Message):
     JOB_GROUP_FIELD_NUMBER: _ClassVar[int]
     STDOUT_OVERWRITE_FIELD_NUMBER: _ClassVar[int]
     STDERR_OVERWRITE_FIELD_NUMBER: _ClassVar[int]
+    USER_GROUP_FIELD_NUMBER: _ClassVar[int]
     command: _containers.RepeatedScalarFieldContainer[str]
     name: str
     queue: str
@@ -259,7 +260,8 @@ class JobSpec(_message.Message):
     job_group: str
     stdout_overwrite: bool
     stderr_overwrite: bool
-    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ..., run_limit_s: _Optional[int] = ..., estimate_s: _Optional[int] = ..., checkpoint_signal: _Optional[int] = ..., hold: _Optional[bool] = ..., begin_time_ms: _Optional[int] = ..., term_time_ms: _Optional[int] = ..., pre_exec: _Optional[str] = ..., post_exec: _Optional[str] = ..., job_group: _Optional[str] = ..., stdout_overwrite: _Optional[bool] = ..., stderr_overwrite: _Optional[bool] = ...) -> None: ...
+    user_group: str
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ..., run_limit_s: _Optional[int] = ..., estimate_s: _Optional[int] = ..., checkpoint_signal: _Optional[int] = ..., hold: _Optional[bool] = ..., begin_time_ms: _Optional[int] = ..., term_time_ms: _Optional[int] = ..., pre_exec: _Optional[str] = ..., post_exec: _Optional[str] = ..., job_group: _Optional[str] = ..., stdout_overwrite: _Optional[bool] = ..., stderr_overwrite: _Optional[bool] = ..., user_group: _Optional[str] = ...) -> None: ...
 
 class ArraySpec(_message.Message):
     __slots__ = ("ranges", "limit")
@@ -1560,7 +1562,7 @@ class Queue(_message.Message):
     def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ..., slot_limit: _Optional[int] = ..., users: _Optional[_Iterable[str]] = ..., admins: _Optional[_Iterable[str]] = ..., max_user_priority: _Optional[int] = ..., res_req: _Optional[str] = ..., kill_invalid_depend: _Optional[bool] = ..., fairshare: _Optional[_Union[FairShare, _Mapping]] = ..., preemptive: _Optional[_Iterable[str]] = ..., preemptable: _Optional[bool] = ..., preempt_action: _Optional[_Union[PreemptAction, str]] = ..., preempt_min_run_s: _Optional[int] = ..., max_preemptions: _Optional[int] = ..., preemptable_resources: _Optional[_Iterable[str]] = ..., exclusive: _Optional[bool] = ..., backfill: _Optional[str] = ...) -> None: ...
 
 class FairShare(_message.Message):
-    __slots__ = ("half_life_s", "users", "projects")
+    __slots__ = ("half_life_s", "users", "projects", "groups", "group_members")
     class UsersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1575,13 +1577,32 @@ class FairShare(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class GroupsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     HALF_LIFE_S_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
     PROJECTS_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_MEMBERS_FIELD_NUMBER: _ClassVar[int]
     half_life_s: int
     users: _containers.ScalarMap[str, int]
     projects: _containers.ScalarMap[str, int]
-    def __init__(self, half_life_s: _Optional[int] = ..., users: _Optional[_Mapping[str, int]] = ..., projects: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    groups: _containers.ScalarMap[str, int]
+    group_members: _containers.RepeatedCompositeFieldContainer[UserGroup]
+    def __init__(self, half_life_s: _Optional[int] = ..., users: _Optional[_Mapping[str, int]] = ..., projects: _Optional[_Mapping[str, int]] = ..., groups: _Optional[_Mapping[str, int]] = ..., group_members: _Optional[_Iterable[_Union[UserGroup, _Mapping]]] = ...) -> None: ...
+
+class UserGroup(_message.Message):
+    __slots__ = ("name", "members")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    members: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., members: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ShareUsage(_message.Message):
     __slots__ = ("slot_ms", "stamp_ms", "queue", "project", "user")
@@ -1622,7 +1643,7 @@ class ListQueuesRequest(_message.Message):
     def __init__(self, stale: _Optional[bool] = ..., user_bounds: _Optional[bool] = ...) -> None: ...
 
 class ListQueuesResponse(_message.Message):
-    __slots__ = ("queues", "default_queue", "revision", "limits", "limit_used", "share_usage", "user_bounds")
+    __slots__ = ("queues", "default_queue", "revision", "limits", "limit_used", "share_usage", "user_bounds", "user_groups")
     class LimitUsedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1637,6 +1658,7 @@ class ListQueuesResponse(_message.Message):
     LIMIT_USED_FIELD_NUMBER: _ClassVar[int]
     SHARE_USAGE_FIELD_NUMBER: _ClassVar[int]
     USER_BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    USER_GROUPS_FIELD_NUMBER: _ClassVar[int]
     queues: _containers.RepeatedCompositeFieldContainer[Queue]
     default_queue: str
     revision: int
@@ -1644,7 +1666,8 @@ class ListQueuesResponse(_message.Message):
     limit_used: _containers.ScalarMap[str, int]
     share_usage: _containers.RepeatedCompositeFieldContainer[ShareUsage]
     user_bounds: UserBounds
-    def __init__(self, queues: _Optional[_Iterable[_Union[Queue, _Mapping]]] = ..., default_queue: _Optional[str] = ..., revision: _Optional[int] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., limit_used: _Optional[_Mapping[str, int]] = ..., share_usage: _Optional[_Iterable[_Union[ShareUsage, _Mapping]]] = ..., user_bounds: _Optional[_Union[UserBounds, _Mapping]] = ...) -> None: ...
+    user_groups: _containers.RepeatedCompositeFieldContainer[UserGroup]
+    def __init__(self, queues: _Optional[_Iterable[_Union[Queue, _Mapping]]] = ..., default_queue: _Optional[str] = ..., revision: _Optional[int] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., limit_used: _Optional[_Mapping[str, int]] = ..., share_usage: _Optional[_Iterable[_Union[ShareUsage, _Mapping]]] = ..., user_bounds: _Optional[_Union[UserBounds, _Mapping]] = ..., user_groups: _Optional[_Iterable[_Union[UserGroup, _Mapping]]] = ...) -> None: ...
 
 class UserBounds(_message.Message):
     __slots__ = ("max_pend_jobs_per_user", "submit_rate_per_user", "submit_burst_per_user", "exempt_roles", "max_jobs_per_request", "max_array_size", "user", "exempt", "pending")

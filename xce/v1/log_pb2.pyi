@@ -256,7 +256,7 @@ class PutQueueEntry(_message.Message):
     def __init__(self, queue: _Optional[_Union[_api_pb2.Queue, _Mapping]] = ..., request_id: _Optional[str] = ..., create: _Optional[bool] = ...) -> None: ...
 
 class InitCluster(_message.Message):
-    __slots__ = ("cluster_id", "default_queue", "max_slots_per_job", "config_digest", "queues", "events_kept", "clean_period_ms", "history_retention_ms", "host_groups", "shared", "resources_digest", "limits", "limits_digest")
+    __slots__ = ("cluster_id", "default_queue", "max_slots_per_job", "config_digest", "queues", "events_kept", "clean_period_ms", "history_retention_ms", "host_groups", "shared", "resources_digest", "limits", "limits_digest", "user_groups", "user_groups_digest")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_QUEUE_FIELD_NUMBER: _ClassVar[int]
     MAX_SLOTS_PER_JOB_FIELD_NUMBER: _ClassVar[int]
@@ -270,6 +270,8 @@ class InitCluster(_message.Message):
     RESOURCES_DIGEST_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     LIMITS_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    USER_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    USER_GROUPS_DIGEST_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     default_queue: str
     max_slots_per_job: int
@@ -283,7 +285,9 @@ class InitCluster(_message.Message):
     resources_digest: str
     limits: _containers.RepeatedCompositeFieldContainer[_api_pb2.Limit]
     limits_digest: str
-    def __init__(self, cluster_id: _Optional[str] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[_api_pb2.Queue, _Mapping]]] = ..., events_kept: _Optional[int] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., host_groups: _Optional[_Iterable[_Union[_api_pb2.HostGroup, _Mapping]]] = ..., shared: _Optional[_Iterable[_Union[_api_pb2.SharedResource, _Mapping]]] = ..., resources_digest: _Optional[str] = ..., limits: _Optional[_Iterable[_Union[_api_pb2.Limit, _Mapping]]] = ..., limits_digest: _Optional[str] = ...) -> None: ...
+    user_groups: _containers.RepeatedCompositeFieldContainer[_api_pb2.UserGroup]
+    user_groups_digest: str
+    def __init__(self, cluster_id: _Optional[str] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., queues: _Optional[_Iterable[_Union[_api_pb2.Queue, _Mapping]]] = ..., events_kept: _Optional[int] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., host_groups: _Optional[_Iterable[_Union[_api_pb2.HostGroup, _Mapping]]] = ..., shared: _Optional[_Iterable[_Union[_api_pb2.SharedResource, _Mapping]]] = ..., resources_digest: _Optional[str] = ..., limits: _Optional[_Iterable[_Union[_api_pb2.Limit, _Mapping]]] = ..., limits_digest: _Optional[str] = ..., user_groups: _Optional[_Iterable[_Union[_api_pb2.UserGroup, _Mapping]]] = ..., user_groups_digest: _Optional[str] = ...) -> None: ...
 
 class Result(_message.Message):
     __slots__ = ("code", "message", "job_ids", "revision", "stamp_ms", "generation", "lease_epoch", "lease_holder", "lease_expires_ms", "rejections", "outcomes")
@@ -348,7 +352,7 @@ class Capabilities(_message.Message):
     def __init__(self, kinds: _Optional[_Iterable[str]] = ..., format: _Optional[int] = ...) -> None: ...
 
 class Meta(_message.Message):
-    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members", "clean_period_ms", "history_retention_ms", "membership", "incarnation", "recovery", "host_groups", "resources_digest", "limits_digest", "audit_rows", "audit_dry_rows")
+    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members", "clean_period_ms", "history_retention_ms", "membership", "incarnation", "recovery", "host_groups", "resources_digest", "limits_digest", "audit_rows", "audit_dry_rows", "user_groups", "user_groups_digest")
     class MembersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -379,6 +383,8 @@ class Meta(_message.Message):
     LIMITS_DIGEST_FIELD_NUMBER: _ClassVar[int]
     AUDIT_ROWS_FIELD_NUMBER: _ClassVar[int]
     AUDIT_DRY_ROWS_FIELD_NUMBER: _ClassVar[int]
+    USER_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    USER_GROUPS_DIGEST_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
     cluster_id: str
     next_job_id: int
@@ -402,7 +408,9 @@ class Meta(_message.Message):
     limits_digest: str
     audit_rows: int
     audit_dry_rows: int
-    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., membership: _Optional[_Iterable[_Union[_api_pb2.Member, _Mapping]]] = ..., incarnation: _Optional[str] = ..., recovery: _Optional[_Union[Recovery, _Mapping]] = ..., host_groups: _Optional[_Iterable[_Union[_api_pb2.HostGroup, _Mapping]]] = ..., resources_digest: _Optional[str] = ..., limits_digest: _Optional[str] = ..., audit_rows: _Optional[int] = ..., audit_dry_rows: _Optional[int] = ...) -> None: ...
+    user_groups: _containers.RepeatedCompositeFieldContainer[_api_pb2.UserGroup]
+    user_groups_digest: str
+    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., membership: _Optional[_Iterable[_Union[_api_pb2.Member, _Mapping]]] = ..., incarnation: _Optional[str] = ..., recovery: _Optional[_Union[Recovery, _Mapping]] = ..., host_groups: _Optional[_Iterable[_Union[_api_pb2.HostGroup, _Mapping]]] = ..., resources_digest: _Optional[str] = ..., limits_digest: _Optional[str] = ..., audit_rows: _Optional[int] = ..., audit_dry_rows: _Optional[int] = ..., user_groups: _Optional[_Iterable[_Union[_api_pb2.UserGroup, _Mapping]]] = ..., user_groups_digest: _Optional[str] = ...) -> None: ...
 
 class Recovery(_message.Message):
     __slots__ = ("from_revision", "hosts", "until_ms", "why", "wait_ms")
