@@ -189,6 +189,13 @@ class Client:
                                          request_id=request_id or new_request_id())
         return self.call("JobService", "PutJobGroup", request, api.JobGroupResponse)
 
+    def put_reservation(self, reservation: api.Reservation, slots: int = 0, delete: bool = False,
+                        request_id: str | None = None) -> api.ReservationResponse:
+        """brsvadd (`slots`: taken from the reservation's hosts in their order), brsvdel (delete)."""
+        request = api.PutReservationRequest(reservation=reservation, slots=slots, delete=delete,
+                                            request_id=request_id or new_request_id())
+        return self.call("JobService", "PutReservation", request, api.ReservationResponse)
+
     def status(self, local_only: bool = False) -> api.StatusResponse:
         return self.call("ClusterService", "Status", api.StatusRequest(local_only=local_only),
                          api.StatusResponse)

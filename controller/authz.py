@@ -100,6 +100,7 @@ METHOD_PERMISSION: Mapping[str, str] = {
     "ListMembers": "cluster.read",
     "Reconfigure": "cluster.config",
     "PutJobGroup": "jobs.submit",
+    "PutReservation": "hosts.control",
     "Connect": "worker.connect",
     "AcquireLease": "scheduler.lease",
     "SubmitDecisions": "scheduler.decide",

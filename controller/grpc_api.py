@@ -110,6 +110,7 @@ def handlers(replica: Replica, authenticator: Authenticator) -> list[grpc.Generi
             "Accounting": (services.accounting, api.AccountingRequest),
             "GetJobOutput": (write("GetJobOutput"), api.JobOutputRequest),  # the leader asks the worker
             "PutJobGroup": (write("PutJobGroup"), api.PutJobGroupRequest),
+            "PutReservation": (write("PutReservation"), api.PutReservationRequest),
         }),
         unary("xce.v1.ClusterService", {
             "Status": (lambda request, caller: replica.status(request), api.StatusRequest),

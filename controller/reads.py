@@ -146,4 +146,5 @@ def list_hosts(tables: Tables) -> api.ListHostsResponse:
     shared = [api.SharedResource.FromString(raw) for _, raw in tables.scan("shared")]
     used = {r.name: fsm.read_counter(tables, feasibility.shared_counter(r.name)) for r in shared}
     return api.ListHostsResponse(hosts=hosts, revision=meta.applied_index, groups=meta.host_groups,
-                                 shared=shared, shared_used=used)
+                                 shared=shared, shared_used=used,
+                                 reservations=fsm.reservations.every(tables))

@@ -14,7 +14,7 @@ from typing import Protocol
 
 TABLES = ("meta", "jobs", "queues", "hosts", "host_jobs", "counters", "requests", "request_expiry", "events",
           "tokens", "job_index", "history", "history_index", "acct", "strays", "shared", "limits",
-          "share_usage", "audit")
+          "share_usage", "audit", "reservations")
 
 
 class Tables(Protocol):

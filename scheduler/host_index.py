@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from scheduler import plans
 from xce.invariant import invariant
-from xce.rules import feasibility, resreq
+from xce.rules import feasibility, reservations, resreq
 
 Entry = tuple[int, str]  # (-free slots, host name): most free first, then by name
 
@@ -149,6 +149,8 @@ class HostIndex:
         test = resreq.compiled(moving) if moving is not None else None
         order = need.requirement.order
         hosts: Iterable[tuple[int, str]] = self._ranking(order).entries() if order else self._all
+        if need.reservation:  # its reservation's hosts, by the slots free in it (counted as used)
+            hosts = self._kept(need.reservation)
         if need.avoid:  # hosts that refused the job's owner (feasibility.refused_owner); rare: not per host
             hosts = [entry for entry in hosts if entry[1] not in need.avoid]
         for negative_free, name in hosts:
@@ -160,7 +162,7 @@ class HostIndex:
                         (not asked or name in asked or bool(state.groups & asked))
                 if not passes:
                     continue
-            if need.exclusive and -negative_free < states[name].slots:
+            if need.exclusive and not need.reservation and -negative_free < states[name].slots:
                 continue  # not idle
             if test is not None or usage:
                 state = states[name]
@@ -169,6 +171,17 @@ class HostIndex:
                 if any(state.totals.get(r, 0) - state.reserved.get(r, 0) < a for r, a in usage):
                     continue
             yield name, -negative_free
+
+    def _kept(self, reservation: str) -> list[tuple[int, str]]:
+        """The available, open hosts where `reservation` keeps free slots: (-free, name), most first."""
+        found = []
+        for name, state in self._states.items():
+            if reservation in state.held and state.available and not state.closed:
+                free = reservations.free_in(state.slots, state.used, state.held, reservation)
+                if free > 0:
+                    found.append((-free, name))
+        found.sort()
+        return found
 
     def _split(self, select: resreq.Expr | None) -> tuple[resreq.Expr | None, resreq.Expr | None]:
         """select[] as (the terms of its top-level && that read static attributes only, the rest)."""

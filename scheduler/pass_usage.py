@@ -145,6 +145,12 @@ class PassUsage:
                 reserved = dict(reserved)
                 for resource, amount in need.host_usage:
                     reserved[resource] = reserved.get(resource, 0) + amount
+            if need.reservation:  # its reservation's slots: counted as used already (rules/reservations.py)
+                held = dict(before.held)
+                held[need.reservation] -= part.slots
+                after = _with_use(before, before.used, reserved)._replace(held=held)
+                self._put(part.host, after)
+                continue
             # An exclusive job takes the whole host: nothing else there in this pass either.
             used = before.slots if need.exclusive else before.used + part.slots
             after = _with_use(before, used, reserved)

@@ -91,8 +91,8 @@ class PreemptFallback:
         return self.holding.get(job.id, 0) > 0
 
     def choose(self, job: api.Job, need: feasibility.Need, slots: int, usage: PassUsage) -> Preempt | None:
-        if not preemption.preemptive(self.queues.get(job.spec.queue)):
-            return None
+        if need.reservation or not preemption.preemptive(self.queues.get(job.spec.queue)):
+            return None  # (a job of a reservation runs in its slots alone)
         if self.candidates is None:
             self.candidates = preemption.Candidates(self.by_host, self.queues, self.now_ms)
         choice = preemption.choose(job, need, slots, usage.states, self.candidates)

@@ -19,7 +19,7 @@ import sys
 COMMANDS = ("bsub", "bjobs", "bkill", "bstop", "bresume", "brequeue", "bpeek", "bqueues", "bhosts", "bhist",
             "lsid", "lsclusters", "badmin", "blaunch", "bmod", "bswitch", "brun", "lshosts", "lsload",
             "bmgroup", "bresources", "blimits", "bacct", "btop", "bbot", "bgadd", "bgmod", "bgdel",
-            "bjgroup", "bugroup")
+            "bjgroup", "bugroup", "brsvadd", "brsvdel", "brsvs")
 LSF_CONF = "# XCE's LSF commands (xce/lsf_bin.py): what LSF's tools read from lsf.conf\n" \
            "LSF_UNIT_FOR_LIMITS=MB\nLSF_VERSION=10.1\n"
 

@@ -36,7 +36,7 @@ from xce.v1 import api_pb2 as api
 
 MAX_JOB_NAME = 4094  # LSF's bound on a job name (worker/spawn.py)
 # LSF 10.1 options XCE does not carry out yet: each refused by name, nothing submitted.
-NOT_YET_WITH_VALUE = ("-U", "-u", "-i", "-is", "-L", "-app",
+NOT_YET_WITH_VALUE = ("-u", "-i", "-is", "-L", "-app",
                       "-gpu", "-k", "-outdir", "-Jd", "-C", "-c", "-D", "-F", "-p", "-S", "-T",
                       "-v", "-wa", "-wt", "-s", "-ext", "-data", "-hostfile", "-jsdl", "-jsdl_strict", "-ptl",
                       "-R2", "-stage", "-f", "-rnc", "-cn_cu", "-cn_mem", "-core_isolation", "-csm",
@@ -93,6 +93,8 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
                    help="run this after the job, whatever its end (LSB_JOBEXIT_STAT: its wait status)")
     p.add_argument("-g", dest="job_group", metavar="job_group_name",
                    help="its job group, /a/b (bgadd -L limits the group's running jobs)")
+    p.add_argument("-U", dest="reservation", metavar="reservation_ID",
+                   help="run in this advance reservation's slots (brsvadd), while it is active")
     p.add_argument("-G", dest="user_group", metavar="user_group",
                    help="the user group (of yours) its fair share is charged to")
     p.add_argument("-sp", dest="priority", metavar="priority", type=job_spec.int32,
@@ -233,6 +235,7 @@ def _scheduling(spec: api.JobSpec, args: argparse.Namespace, now: datetime.datet
     spec.post_exec = args.post_exec or ""
     spec.job_group = args.job_group or ""
     spec.user_group = args.user_group or ""
+    spec.reservation = args.reservation or ""
     if args.stdout_over is not None:  # -oo (and, without -e or -eo, the errors with it)
         spec.stdout_path, spec.stdout_overwrite = args.stdout_over, True
         if args.stderr is None and args.stderr_over is None:

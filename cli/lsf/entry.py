@@ -28,10 +28,11 @@ MODULES = {"bsub": "bsub", "bjobs": "bjobs", "bkill": "bkill", "bstop": "bkill",
            "bmod": "bmod", "bswitch": "bmod", "brun": "bmod", "btop": "bmod", "bbot": "bmod",
            **dict.fromkeys(("lshosts", "lsload", "bmgroup", "bugroup", "bresources", "blimits", "bacct"),
                            "cluster_info"),
-           **dict.fromkeys(("bgadd", "bgmod", "bgdel", "bjgroup"), "bgroups")}
+           **dict.fromkeys(("bgadd", "bgmod", "bgdel", "bjgroup"), "bgroups"),
+           **dict.fromkeys(("brsvadd", "brsvdel", "brsvs"), "brsv")}
 # Whether each changes the cluster (an unanswered one may still take effect).
 WRITES = frozenset({"bsub", "bkill", "bstop", "bresume", "brequeue", "badmin", "bmod", "bswitch", "brun",
-                    "btop", "bbot", "bgadd", "bgmod", "bgdel"})
+                    "btop", "bbot", "bgadd", "bgmod", "bgdel", "brsvadd", "brsvdel"})
 
 
 class Command(Protocol):

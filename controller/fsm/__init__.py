@@ -55,6 +55,7 @@ from controller.fsm import (
     membership,
     recovery,
     reports,
+    reservations,
     resources,
     shares,
     tokens,
@@ -143,6 +144,7 @@ HANDLERS: Mapping[str, Handler] = {
     "host_loads": loads.apply_host_loads,
     "audit": audit.apply_audit,
     "job_group": limit_config.apply_job_group,
+    "reservation": reservations.apply_reservation,
 }
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 
+from controller.fsm import reservations
 from controller.fsm.applier import Applier
 from controller.fsm.records import host_job_key, read_counter, read_host, read_queue
 from controller.fsm.versions import START_FORMAT
@@ -116,12 +117,21 @@ def place(applier: Applier, job: api.Job, hosts: Sequence[api.Host], parts: Sequ
     for name, amount in {**feasibility.base_demands(job), **job.holds}.items():
         applier.add_counter(name, amount)
     applier.put_job(job)
+    kept = job.spec.reservation
     for host, part in zip(hosts, parts, strict=True):
-        host.slots_used += part.slots
+        if kept and kept in host.rsv_free:  # its reservation's slots, counted as used since it began
+            host.rsv_free[kept] -= part.slots
+            invariant(host.rsv_free[kept] >= 0, f"job {job.id} takes {part.slots} slots of reservation "
+                                                f"{kept} on {host.spec.name}, which keeps fewer free")
+        else:
+            host.slots_used += part.slots
         host.running_jobs += 1
         if need.exclusive:
             host.exclusive_job = job.id
-        if host.slots_used > host.spec.slots:  # the message is made only if broken: a dispatch's hot path
+        # The message is made only if broken: a dispatch's hot path. (A reservation may begin on a busy
+        # host: then what its slots count exceeds the host until the jobs there end.)
+        if host.slots_used > host.spec.slots and (
+                not host.rsv_free or host.slots_used - sum(host.rsv_free.values()) > host.spec.slots):
             raise InvariantViolated(f"host {host.spec.name} over its slots: {host.slots_used} of "
                                     f"{host.spec.slots}")
         for resource, amount in need.host_usage:
@@ -143,10 +153,13 @@ def release(applier: Applier, job: api.Job) -> None:
         # Invariants whose messages are made only if broken (each job's end passes here).
         if host is None:
             raise InvariantViolated(f"job {job.id} holds slots on {part.host!r}, which has no record")
-        if host.slots_used < part.slots or host.running_jobs < 1:
-            raise InvariantViolated(f"job {job.id} gives back {part.slots} slots on {part.host}, which has "
+        slots = part.slots
+        if job.spec.reservation and job.spec.reservation in host.rsv_free:  # still active: back to it
+            slots = reservations.give_back(applier, job, host, slots)
+        if host.slots_used < slots or host.running_jobs < 1:
+            raise InvariantViolated(f"job {job.id} gives back {slots} slots on {part.host}, which has "
                                     f"{host.slots_used} in use by {host.running_jobs} jobs")
-        host.slots_used -= part.slots
+        host.slots_used -= slots
         host.running_jobs -= 1
         if host.exclusive_job == job.id:
             host.exclusive_job = 0

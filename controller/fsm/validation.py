@@ -29,6 +29,7 @@ from controller.fsm.versions import (
     LIMITS_FORMAT,
     LSF_FORMAT,
     PREEMPT_FORMAT,
+    RESERVATION_FORMAT,
     RESOURCES_FORMAT,
     RESREQ_FORMAT,
     RUN_LIMIT_FORMAT,
@@ -38,7 +39,15 @@ from controller.fsm.versions import (
 from controller.tables import Tables
 from xce.errors import ServiceError, invalid
 from xce.host_spec import check_text
-from xce.rules import dependency_conditions, fairshare, feasibility, job_groups, resreq, user_groups
+from xce.rules import (
+    dependency_conditions,
+    fairshare,
+    feasibility,
+    job_groups,
+    reservations,
+    resreq,
+    user_groups,
+)
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -124,6 +133,17 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
             raise invalid(f"-g: {exc}") from None
     if entry_format >= USER_GROUP_FORMAT and spec.user_group:
         check_user_group(meta, spec)
+    if entry_format >= RESERVATION_FORMAT and spec.reservation:
+        check_reservation(tables, spec)
+
+
+def check_reservation(tables: Tables, spec: api.JobSpec) -> None:
+    """-U names a reservation (brsvadd) its owner may use."""
+    raw = tables.get("reservations", spec.reservation.encode())
+    if raw is None:
+        raise invalid(f"-U {spec.reservation[:80]}: Advance reservation does not exist")
+    if not reservations.may_use(api.Reservation.FromString(raw), spec.user):
+        raise invalid(f"-U {spec.reservation}: User not in the advance reservation's user list")
 
 
 def check_user_group(meta: log.Meta, spec: api.JobSpec) -> None:
@@ -150,6 +170,9 @@ def check_lsf_options_known(spec: api.JobSpec, entry_format: int) -> None:
     if entry_format < USER_GROUP_FORMAT and spec.user_group:
         raise invalid(f"-G (user groups) needs entry format {USER_GROUP_FORMAT}: every replica must run a "
                       "newer XCE first")
+    if entry_format < RESERVATION_FORMAT and spec.reservation:
+        raise invalid(f"-U (advance reservations) needs entry format {RESERVATION_FORMAT}: every replica "
+                      "must run a newer XCE first")
     if entry_format < INTERACTIVE_FORMAT and "XCE_INTERACTIVE" in spec.env:
         raise invalid(f"an interactive job (bsub -I) needs entry format {INTERACTIVE_FORMAT}: every replica "
                       "must run a newer XCE first")

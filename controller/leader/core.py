@@ -158,6 +158,7 @@ class LeaderCore:
         self.upkeep.reconfigure(leadership, now)
         self.workers.sweep(leadership, now)
         self.upkeep.commit_loads(leadership, now)
+        self.upkeep.tick_reservations(leadership)
 
     def role_changed(self) -> None:
         self.tick()

@@ -96,6 +96,7 @@ class UpkeepState:
     config_in_flight: bool = False
     config_retry_s: float = 0.0
     reconfigure: bool = False  # an announcement committed: settings of a newer format may apply now
+    reservation_tick_in_flight: bool = False  # a tick of the reservations proposed, not settled
 
 
 @dataclass

@@ -22,6 +22,7 @@ from controller.fsm import versions
 from controller.leader.context import LeaderContext, logger, per_request
 from controller.leader.leadership import Leadership
 from controller.watchdog import Change
+from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 CONFIG_RETRY_S = 0.05
@@ -89,6 +90,23 @@ class Upkeep:
             loads.settled(sent, codes, ctx.clock.monotonic_s())
 
         ctx.propose(log.Entry(host_loads=log.HostLoads(loads=sent)), done)
+
+    def tick_reservations(self, leadership: Leadership) -> None:
+        """A tick when the next begin or end of an advance reservation came (controller/fsm/
+        reservations.py): apply begins or ends them at the tick's time."""
+        upkeep, ctx = leadership.upkeep, self.ctx
+        if upkeep.reservation_tick_in_flight:
+            return
+        with ctx.state.read() as tables:
+            due = fsm.read_meta(tables).next_reservation_ms
+            if not due or ctx.clock.now_ms() < due or not ctx.enabled(tables, "reservation"):
+                return
+        upkeep.reservation_tick_in_flight = True
+
+        def done(results: list[log.Result] | None) -> None:
+            upkeep.reservation_tick_in_flight = False
+
+        ctx.propose(log.Entry(reservation=api.PutReservationRequest(tick=True)), done)
 
     def watch(self, leadership: Leadership, now: float) -> None:
         """The watchdog's proposals, when it is due: hosts gone silent."""

@@ -32,6 +32,7 @@ from controller.tables import Tables
 from xce.errors import ServiceError, failed_precondition, invalid, unavailable
 from xce.host_spec import check_text
 from xce.rules import job_groups
+from xce.rules import reservations as reservation_rules
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -81,6 +82,7 @@ class Writes:
             "RemoveMember": route(api.RemoveMemberRequest, membership.remove_member),
             "ControlHost": route(api.ControlHostRequest, self._control_host),
             "PutJobGroup": route(api.PutJobGroupRequest, self._job_group),
+            "PutReservation": route(api.PutReservationRequest, self._reservation),
         }
 
     def call(self, token: int, method: str, request: Message, caller: Principal) -> None:
@@ -208,6 +210,29 @@ class Writes:
                                  lambda tables, settled: api.JobGroupResponse(
                                      group=job_groups.limit_of(request.path, request.limit, caller.name),
                                      revision=settled.revision))
+
+    def _reservation(self, leadership: Leadership, token: int, request: api.PutReservationRequest,
+                     caller: Principal) -> None:
+        """brsvadd, brsvdel: who may close hosts (the gRPC layer checked hosts.control) keeps their
+        slots for some users; apply checks the hosts and the overlaps at the entry's time."""
+        self.ctx.ensure_request_id(request)
+        if request.tick:
+            raise invalid("a tick of the reservations is the leader's own entry")
+        name = request.reservation.name
+        try:
+            reservation_rules.check_name(name)
+        except reservation_rules.ReservationError as exc:
+            raise invalid(str(exc)) from None
+        with self.ctx.state.read() as tables:
+            if not self.ctx.enabled(tables, "reservation"):
+                raise failed_precondition("not every replica has announced code that keeps advance "
+                                          "reservations yet (xce status: entry kinds in use); retry once "
+                                          "they have")
+        entry = log.Entry(reservation=request, by=caller.record())
+        self.ctx.propose_request(leadership, token, entry, request.request_id,
+                                 lambda tables, settled: api.ReservationResponse(
+                                     reservation=fsm.reservations.read(tables, name) or api.Reservation(
+                                         name=name), revision=settled.revision))
 
     def _control_host(self, leadership: Leadership, token: int, request: api.ControlHostRequest,
                       caller: Principal) -> None:

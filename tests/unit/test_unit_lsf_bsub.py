@@ -114,7 +114,7 @@ def test_lsf_s_multi_letter_options_are_options(words: list[str]) -> None:
     (["-outdi", "/tmp", "true"], "illegal option -- outdi"),
     (["-envv", "all", "true"], "illegal option -- envv"),
     (["--queue", "normal", "true"], "illegal option -- queue"),
-    (["-G", "ugrp", "true"], "-G: this option of LSF's is not carried out by XCE yet. Job not submitted."),
+    (["-L", "/bin/csh", "true"], "-L: this option of LSF's is not carried out by XCE yet. Job not"),
     (["-b", "25:00", "true"], "-b '25:00': hour must be in 0..23"),
     (["-b", "10:00", "-t", "09:00", "true"], "-t: the termination time must come after the begin time"),
     (["-E", " ", "true"], "-E: an empty command"),

@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple, Protocol
 
-from xce.rules import limits, resreq
+from xce.rules import limits, reservations, resreq
 from xce.v1 import api_pb2 as api
 
 
@@ -109,6 +109,7 @@ class HostState(NamedTuple):
     groups: frozenset[str] = frozenset()  # the host groups it is a member of
     load: Mapping[str, float] = _EMPTY_LOAD  # load indices: the planner's view only (empty at apply)
     generation: int = 0  # +1 at each join: a job's refused_owner names the generation that refused
+    held: Mapping[str, int] = _EMPTY  # active reservations' unused slots here, counted in `used` too
 
 
 class Usage(Protocol):
@@ -226,17 +227,21 @@ class Need:
     # Hosts that refused the job's owner at the generation they still have (job.refused_owner): policy,
     # which an operator's forced run may override (the account may exist by now).
     avoid: frozenset[str] = frozenset()
+    reservation: str = ""  # -U: only in this advance reservation's slots (xce/rules/reservations.py)
 
     @property
     def plain(self) -> bool:
         """Nothing asked beyond slots: any host, in the default order."""
         req = self.requirement
         return req.select is None and not self.host_usage and not req.order and not req.span_hosts \
-            and not req.ptile and not req.same and not self.asked and not self.exclusive and not self.avoid
+            and not req.ptile and not req.same and not self.asked and not self.exclusive and not self.avoid \
+            and not self.reservation
 
     def forced(self) -> Need:
-        """What an operator's forced run (brun) keeps: the consumables, not the policy."""
-        return Need(resreq.Requirement(), self.host_usage, shared_usage=self.shared_usage)
+        """What an operator's forced run (brun) keeps: the consumables and the reservation (capacity:
+        a job of a reservation runs in its slots), not the policy."""
+        return Need(resreq.Requirement(), self.host_usage, shared_usage=self.shared_usage,
+                    reservation=self.reservation)
 
 
 NO_NEED = Need(resreq.Requirement())
@@ -284,6 +289,8 @@ def job_need(job: api.Job, usage: Usage, groups_and_shared: bool = True) -> Need
                  frozenset(usage.shared()))
     if job.spec.exclusive:
         found = dataclasses.replace(found, exclusive=True)
+    if job.spec.reservation:
+        found = dataclasses.replace(found, reservation=job.spec.reservation)
     if job.attempt and job.refused_owner:  # (only a job refused before: set from entry format 19 on)
         avoid = refused_owner(job, usage)
         if avoid:
@@ -457,10 +464,10 @@ def host_refusal(name: str, host: HostState | None, slots: int, need_: Need = NO
                       "not allowed) and has not joined anew since", "host_owner")
     if host.closed and not forced:  # after the checks of what it is: closed is news only to a job it fits
         return Reason(api.PEND_HOST_CLOSED, f"host {name} is closed", "host_closed")
-    if need_.exclusive and host.used > 0:
-        return Reason(api.PEND_NO_FREE_SLOTS,
-                      f"host {name} runs other jobs: an exclusive job (-x) takes idle hosts", "host_idle")
-    if host.slots - host.used < slots:
+    if need_.reservation or need_.exclusive:
+        if (reason := _kept_slots_refusal(name, host, slots, need_)) is not None:
+            return reason
+    elif host.slots - host.used < slots:
         return Reason(api.PEND_NO_FREE_SLOTS, f"host {name} has {host.slots - host.used} free slots; "
                                               f"the job needs {slots}", "host_has_free_slots")
     for resource, amount in need_.host_usage:
@@ -468,6 +475,26 @@ def host_refusal(name: str, host: HostState | None, slots: int, need_: Need = NO
         if free < amount:
             return Reason(api.PEND_NO_FREE_RESOURCES, f"host {name} has {free} {resource} free; the job "
                           f"reserves {amount}", "host_has_free_resource", resource)
+    return None
+
+
+def _kept_slots_refusal(name: str, host: HostState, slots: int, need_: Need) -> Reason | None:
+    """The free slots of a job of a reservation (its reservation's there: reservations.py) or of an
+    exclusive job (an idle host)."""
+    if need_.reservation:
+        if need_.reservation not in host.held:
+            return Reason(api.PEND_NO_HOST_MATCHES, f"host {name} keeps no slots for reservation "
+                          f"{need_.reservation} now", "host_in_reservation")
+        free = reservations.free_in(host.slots, host.used, host.held, need_.reservation)
+    else:
+        if host.used > 0:
+            return Reason(api.PEND_NO_FREE_SLOTS,
+                          f"host {name} runs other jobs: an exclusive job (-x) takes idle hosts", "host_idle")
+        free = host.slots
+    if free < slots:
+        where = f" in reservation {need_.reservation}" if need_.reservation else ""
+        return Reason(api.PEND_NO_FREE_SLOTS, f"host {name} has {free} free slots{where}; the job needs "
+                                              f"{slots}", "host_has_free_slots")
     return None
 
 
@@ -649,4 +676,5 @@ def host_state(host: api.Host, load: bool = False,
         totals, static, groups = consumables(host), static_attributes(host), frozenset(host.groups)
     return HostState(host.spec.slots, host.status == api.HOST_OK, used, totals,
                      dict(host.reserved) if host.reserved else _EMPTY, static, host.closed,
-                     groups, dict(host.load) if load and host.load else _EMPTY_LOAD, host.generation)
+                     groups, dict(host.load) if load and host.load else _EMPTY_LOAD, host.generation,
+                     dict(host.rsv_free) if host.rsv_free else _EMPTY)

@@ -64,6 +64,8 @@ def eligible(victim: api.Job, queues: Mapping[str, api.Queue], now_ms: int) -> b
         return False
     if victim.spec.HasField("array") or victim.spec.exclusive:  # an exclusive job's host stays its own
         return False
+    if victim.spec.reservation:  # it runs in slots its reservation keeps, which no preemptor may take
+        return False
     if theirs.max_preemptions and victim.preemptions >= theirs.max_preemptions:
         return False
     if theirs.preempt_action == api.PREEMPT_REQUEUE and not victim.spec.rerunnable:

@@ -189,7 +189,7 @@ PREEMPT_SUSPEND: PreemptAction
 PREEMPT_REQUEUE: PreemptAction
 
 class JobSpec(_message.Message):
-    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive", "run_limit_s", "estimate_s", "checkpoint_signal", "hold", "begin_time_ms", "term_time_ms", "pre_exec", "post_exec", "job_group", "stdout_overwrite", "stderr_overwrite", "user_group")
+    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive", "run_limit_s", "estimate_s", "checkpoint_signal", "hold", "begin_time_ms", "term_time_ms", "pre_exec", "post_exec", "job_group", "stdout_overwrite", "stderr_overwrite", "user_group", "reservation")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -229,6 +229,7 @@ class JobSpec(_message.Message):
     STDOUT_OVERWRITE_FIELD_NUMBER: _ClassVar[int]
     STDERR_OVERWRITE_FIELD_NUMBER: _ClassVar[int]
     USER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_FIELD_NUMBER: _ClassVar[int]
     command: _containers.RepeatedScalarFieldContainer[str]
     name: str
     queue: str
@@ -261,7 +262,8 @@ class JobSpec(_message.Message):
     stdout_overwrite: bool
     stderr_overwrite: bool
     user_group: str
-    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ..., run_limit_s: _Optional[int] = ..., estimate_s: _Optional[int] = ..., checkpoint_signal: _Optional[int] = ..., hold: _Optional[bool] = ..., begin_time_ms: _Optional[int] = ..., term_time_ms: _Optional[int] = ..., pre_exec: _Optional[str] = ..., post_exec: _Optional[str] = ..., job_group: _Optional[str] = ..., stdout_overwrite: _Optional[bool] = ..., stderr_overwrite: _Optional[bool] = ..., user_group: _Optional[str] = ...) -> None: ...
+    reservation: str
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ..., run_limit_s: _Optional[int] = ..., estimate_s: _Optional[int] = ..., checkpoint_signal: _Optional[int] = ..., hold: _Optional[bool] = ..., begin_time_ms: _Optional[int] = ..., term_time_ms: _Optional[int] = ..., pre_exec: _Optional[str] = ..., post_exec: _Optional[str] = ..., job_group: _Optional[str] = ..., stdout_overwrite: _Optional[bool] = ..., stderr_overwrite: _Optional[bool] = ..., user_group: _Optional[str] = ..., reservation: _Optional[str] = ...) -> None: ...
 
 class ArraySpec(_message.Message):
     __slots__ = ("ranges", "limit")
@@ -692,6 +694,46 @@ class AccountingResponse(_message.Message):
     revision: int
     def __init__(self, totals: _Optional[_Iterable[_Union[UsageTotals, _Mapping]]] = ..., revision: _Optional[int] = ...) -> None: ...
 
+class Reservation(_message.Message):
+    __slots__ = ("name", "owner", "users", "hosts", "begin_ms", "end_ms", "active")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_MS_FIELD_NUMBER: _ClassVar[int]
+    END_MS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    owner: str
+    users: _containers.RepeatedScalarFieldContainer[str]
+    hosts: _containers.RepeatedCompositeFieldContainer[HostSlots]
+    begin_ms: int
+    end_ms: int
+    active: bool
+    def __init__(self, name: _Optional[str] = ..., owner: _Optional[str] = ..., users: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[_Union[HostSlots, _Mapping]]] = ..., begin_ms: _Optional[int] = ..., end_ms: _Optional[int] = ..., active: _Optional[bool] = ...) -> None: ...
+
+class PutReservationRequest(_message.Message):
+    __slots__ = ("reservation", "delete", "request_id", "tick", "slots")
+    RESERVATION_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TICK_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    reservation: Reservation
+    delete: bool
+    request_id: str
+    tick: bool
+    slots: int
+    def __init__(self, reservation: _Optional[_Union[Reservation, _Mapping]] = ..., delete: _Optional[bool] = ..., request_id: _Optional[str] = ..., tick: _Optional[bool] = ..., slots: _Optional[int] = ...) -> None: ...
+
+class ReservationResponse(_message.Message):
+    __slots__ = ("reservation", "revision")
+    RESERVATION_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    reservation: Reservation
+    revision: int
+    def __init__(self, reservation: _Optional[_Union[Reservation, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
+
 class ReplicaStatus(_message.Message):
     __slots__ = ("id", "grpc_address", "raft_address", "role", "term", "commit_index", "applied_index", "revision", "pid", "health", "leader_grpc_address", "log_length", "entry_kinds", "entry_format")
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -856,7 +898,7 @@ class InstanceKey(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class Host(_message.Message):
-    __slots__ = ("spec", "status", "generation", "status_time_ms", "slots_used", "running_jobs", "reserved", "closed", "closed_reason", "closed_time_ms", "closed_by", "groups", "load", "load_time_ms", "exclusive_job")
+    __slots__ = ("spec", "status", "generation", "status_time_ms", "slots_used", "running_jobs", "reserved", "closed", "closed_reason", "closed_time_ms", "closed_by", "groups", "load", "load_time_ms", "exclusive_job", "rsv_free")
     class ReservedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -871,6 +913,13 @@ class Host(_message.Message):
         key: str
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class RsvFreeEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
@@ -886,6 +935,7 @@ class Host(_message.Message):
     LOAD_FIELD_NUMBER: _ClassVar[int]
     LOAD_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     EXCLUSIVE_JOB_FIELD_NUMBER: _ClassVar[int]
+    RSV_FREE_FIELD_NUMBER: _ClassVar[int]
     spec: HostSpec
     status: HostStatus
     generation: int
@@ -901,7 +951,8 @@ class Host(_message.Message):
     load: _containers.ScalarMap[str, float]
     load_time_ms: int
     exclusive_job: int
-    def __init__(self, spec: _Optional[_Union[HostSpec, _Mapping]] = ..., status: _Optional[_Union[HostStatus, str]] = ..., generation: _Optional[int] = ..., status_time_ms: _Optional[int] = ..., slots_used: _Optional[int] = ..., running_jobs: _Optional[int] = ..., reserved: _Optional[_Mapping[str, int]] = ..., closed: _Optional[bool] = ..., closed_reason: _Optional[str] = ..., closed_time_ms: _Optional[int] = ..., closed_by: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ..., load: _Optional[_Mapping[str, float]] = ..., load_time_ms: _Optional[int] = ..., exclusive_job: _Optional[int] = ...) -> None: ...
+    rsv_free: _containers.ScalarMap[str, int]
+    def __init__(self, spec: _Optional[_Union[HostSpec, _Mapping]] = ..., status: _Optional[_Union[HostStatus, str]] = ..., generation: _Optional[int] = ..., status_time_ms: _Optional[int] = ..., slots_used: _Optional[int] = ..., running_jobs: _Optional[int] = ..., reserved: _Optional[_Mapping[str, int]] = ..., closed: _Optional[bool] = ..., closed_reason: _Optional[str] = ..., closed_time_ms: _Optional[int] = ..., closed_by: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ..., load: _Optional[_Mapping[str, float]] = ..., load_time_ms: _Optional[int] = ..., exclusive_job: _Optional[int] = ..., rsv_free: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class HostGroup(_message.Message):
     __slots__ = ("name", "members")
@@ -1003,7 +1054,7 @@ class ListHostsRequest(_message.Message):
     def __init__(self, stale: _Optional[bool] = ...) -> None: ...
 
 class ListHostsResponse(_message.Message):
-    __slots__ = ("hosts", "revision", "groups", "shared", "shared_used")
+    __slots__ = ("hosts", "revision", "groups", "shared", "shared_used", "reservations")
     class SharedUsedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1016,12 +1067,14 @@ class ListHostsResponse(_message.Message):
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
     SHARED_USED_FIELD_NUMBER: _ClassVar[int]
+    RESERVATIONS_FIELD_NUMBER: _ClassVar[int]
     hosts: _containers.RepeatedCompositeFieldContainer[Host]
     revision: int
     groups: _containers.RepeatedCompositeFieldContainer[HostGroup]
     shared: _containers.RepeatedCompositeFieldContainer[SharedResource]
     shared_used: _containers.ScalarMap[str, int]
-    def __init__(self, hosts: _Optional[_Iterable[_Union[Host, _Mapping]]] = ..., revision: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[HostGroup, _Mapping]]] = ..., shared: _Optional[_Iterable[_Union[SharedResource, _Mapping]]] = ..., shared_used: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    reservations: _containers.RepeatedCompositeFieldContainer[Reservation]
+    def __init__(self, hosts: _Optional[_Iterable[_Union[Host, _Mapping]]] = ..., revision: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[HostGroup, _Mapping]]] = ..., shared: _Optional[_Iterable[_Union[SharedResource, _Mapping]]] = ..., shared_used: _Optional[_Mapping[str, int]] = ..., reservations: _Optional[_Iterable[_Union[Reservation, _Mapping]]] = ...) -> None: ...
 
 class LeaseRequest(_message.Message):
     __slots__ = ("scheduler_id", "duration_s")

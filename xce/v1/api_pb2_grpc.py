@@ -84,6 +84,11 @@ class JobServiceStub:
                 request_serializer=xce_dot_v1_dot_api__pb2.PutJobGroupRequest.SerializeToString,
                 response_deserializer=xce_dot_v1_dot_api__pb2.JobGroupResponse.FromString,
                 _registered_method=True)
+        self.PutReservation = channel.unary_unary(
+                '/xce.v1.JobService/PutReservation',
+                request_serializer=xce_dot_v1_dot_api__pb2.PutReservationRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.ReservationResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -149,6 +154,12 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutReservation(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -201,6 +212,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.PutJobGroup,
                     request_deserializer=xce_dot_v1_dot_api__pb2.PutJobGroupRequest.FromString,
                     response_serializer=xce_dot_v1_dot_api__pb2.JobGroupResponse.SerializeToString,
+            ),
+            'PutReservation': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutReservation,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.PutReservationRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.ReservationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -473,6 +489,33 @@ class JobService:
             '/xce.v1.JobService/PutJobGroup',
             xce_dot_v1_dot_api__pb2.PutJobGroupRequest.SerializeToString,
             xce_dot_v1_dot_api__pb2.JobGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutReservation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.JobService/PutReservation',
+            xce_dot_v1_dot_api__pb2.PutReservationRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.ReservationResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -49,7 +49,7 @@ UNAVAILABLE: Code
 UNAUTHENTICATED: Code
 
 class Entry(_message.Message):
-    __slots__ = ("stamp_ms", "proposer", "format", "by", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins", "announce", "host_statuses", "token", "member_change", "host_control", "host_loads", "audit", "job_group")
+    __slots__ = ("stamp_ms", "proposer", "format", "by", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins", "announce", "host_statuses", "token", "member_change", "host_control", "host_loads", "audit", "job_group", "reservation")
     STAMP_MS_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +76,7 @@ class Entry(_message.Message):
     HOST_LOADS_FIELD_NUMBER: _ClassVar[int]
     AUDIT_FIELD_NUMBER: _ClassVar[int]
     JOB_GROUP_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_FIELD_NUMBER: _ClassVar[int]
     stamp_ms: int
     proposer: int
     format: int
@@ -102,7 +103,8 @@ class Entry(_message.Message):
     host_loads: HostLoads
     audit: AuditEntry
     job_group: _api_pb2.PutJobGroupRequest
-    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., format: _Optional[int] = ..., by: _Optional[_Union[Principal, _Mapping]] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ..., joins: _Optional[_Union[HostJoins, _Mapping]] = ..., announce: _Optional[_Union[Announce, _Mapping]] = ..., host_statuses: _Optional[_Union[HostStatuses, _Mapping]] = ..., token: _Optional[_Union[TokenEntry, _Mapping]] = ..., member_change: _Optional[_Union[MemberChange, _Mapping]] = ..., host_control: _Optional[_Union[_api_pb2.ControlHostRequest, _Mapping]] = ..., host_loads: _Optional[_Union[HostLoads, _Mapping]] = ..., audit: _Optional[_Union[AuditEntry, _Mapping]] = ..., job_group: _Optional[_Union[_api_pb2.PutJobGroupRequest, _Mapping]] = ...) -> None: ...
+    reservation: _api_pb2.PutReservationRequest
+    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., format: _Optional[int] = ..., by: _Optional[_Union[Principal, _Mapping]] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ..., joins: _Optional[_Union[HostJoins, _Mapping]] = ..., announce: _Optional[_Union[Announce, _Mapping]] = ..., host_statuses: _Optional[_Union[HostStatuses, _Mapping]] = ..., token: _Optional[_Union[TokenEntry, _Mapping]] = ..., member_change: _Optional[_Union[MemberChange, _Mapping]] = ..., host_control: _Optional[_Union[_api_pb2.ControlHostRequest, _Mapping]] = ..., host_loads: _Optional[_Union[HostLoads, _Mapping]] = ..., audit: _Optional[_Union[AuditEntry, _Mapping]] = ..., job_group: _Optional[_Union[_api_pb2.PutJobGroupRequest, _Mapping]] = ..., reservation: _Optional[_Union[_api_pb2.PutReservationRequest, _Mapping]] = ...) -> None: ...
 
 class AuditEntry(_message.Message):
     __slots__ = ("record",)
@@ -352,7 +354,7 @@ class Capabilities(_message.Message):
     def __init__(self, kinds: _Optional[_Iterable[str]] = ..., format: _Optional[int] = ...) -> None: ...
 
 class Meta(_message.Message):
-    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members", "clean_period_ms", "history_retention_ms", "membership", "incarnation", "recovery", "host_groups", "resources_digest", "limits_digest", "audit_rows", "audit_dry_rows", "user_groups", "user_groups_digest")
+    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members", "clean_period_ms", "history_retention_ms", "membership", "incarnation", "recovery", "host_groups", "resources_digest", "limits_digest", "audit_rows", "audit_dry_rows", "user_groups", "user_groups_digest", "next_reservation_ms")
     class MembersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -385,6 +387,7 @@ class Meta(_message.Message):
     AUDIT_DRY_ROWS_FIELD_NUMBER: _ClassVar[int]
     USER_GROUPS_FIELD_NUMBER: _ClassVar[int]
     USER_GROUPS_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    NEXT_RESERVATION_MS_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
     cluster_id: str
     next_job_id: int
@@ -410,7 +413,8 @@ class Meta(_message.Message):
     audit_dry_rows: int
     user_groups: _containers.RepeatedCompositeFieldContainer[_api_pb2.UserGroup]
     user_groups_digest: str
-    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., membership: _Optional[_Iterable[_Union[_api_pb2.Member, _Mapping]]] = ..., incarnation: _Optional[str] = ..., recovery: _Optional[_Union[Recovery, _Mapping]] = ..., host_groups: _Optional[_Iterable[_Union[_api_pb2.HostGroup, _Mapping]]] = ..., resources_digest: _Optional[str] = ..., limits_digest: _Optional[str] = ..., audit_rows: _Optional[int] = ..., audit_dry_rows: _Optional[int] = ..., user_groups: _Optional[_Iterable[_Union[_api_pb2.UserGroup, _Mapping]]] = ..., user_groups_digest: _Optional[str] = ...) -> None: ...
+    next_reservation_ms: int
+    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., membership: _Optional[_Iterable[_Union[_api_pb2.Member, _Mapping]]] = ..., incarnation: _Optional[str] = ..., recovery: _Optional[_Union[Recovery, _Mapping]] = ..., host_groups: _Optional[_Iterable[_Union[_api_pb2.HostGroup, _Mapping]]] = ..., resources_digest: _Optional[str] = ..., limits_digest: _Optional[str] = ..., audit_rows: _Optional[int] = ..., audit_dry_rows: _Optional[int] = ..., user_groups: _Optional[_Iterable[_Union[_api_pb2.UserGroup, _Mapping]]] = ..., user_groups_digest: _Optional[str] = ..., next_reservation_ms: _Optional[int] = ...) -> None: ...
 
 class Recovery(_message.Message):
     __slots__ = ("from_revision", "hosts", "until_ms", "why", "wait_ms")
