@@ -57,7 +57,7 @@ def run(client: Client, args: argparse.Namespace) -> int:
         used = slots.get(host.spec.name, Counter())
         name = shown(host.spec.name) if args.wide or args.long else shown(host.spec.name)[:18]
         print(f"{name:<18} {host_status(host):<13}{'-':>4}{host.spec.slots:>7}{sum(used.values()):>7}"
-              f"{used['RUN']:>7}{used['SSUSP']:>7}{used['USUSP']:>7}{0:>7}")
+              f"{used['RUN']:>7}{used['SSUSP']:>7}{used['USUSP']:>7}{sum(host.rsv_free.values()):>7}")
     return 0
 
 

@@ -6,29 +6,22 @@ parse them; another user's refusals, as a real unprivileged uid."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
 import pwd
 import re
-import shlex
-import shutil
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
+import lsf_site
 import pytest
-from conftest import FAST_HOSTS, NOBODY, nobody_cli_env, wait_until
-from lsf_site import serving
+from conftest import FAST_HOSTS, wait_until
+from lsf_site import SUBMITTED, Site
 
-from ops.local_cluster import LocalCluster
-from xce import lsf_bin
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
@@ -46,62 +39,12 @@ priority = 25
 job_pick_plugin = "fairshare"
 fairshare = {{ groups = {{ staff = 3, guests = 1 }} }}
 """
-SUBMITTED = re.compile(r"^Job <(\d+)> is submitted to (default )?queue <(\w+)>\.$")
-
-
-@dataclass
-class Site:
-    cluster: LocalCluster
-    home: Path
-    bin: str
-    nobody_env: dict[str, str]
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("XCE_", "LSB_"))}
-        return {**env, "XCE_DATA": str(self.cluster.data), "PATH": f"{self.bin}:{env.get('PATH', '')}",
-                "HOME": str(self.home / "shared"), **extra}
-
-    def lsf(self, line: str, stdin: str | None = None, env: dict[str, str] | None = None,
-            as_nobody: bool = False) -> subprocess.CompletedProcess[str]:
-        """A shell line, as a user types it (quotes, redirections), with LSF's commands on PATH; as
-        nobody, its words run by setpriv (the interpreter may live under a home only root may search,
-        which a shell as nobody cannot start it from)."""
-        if as_nobody:
-            return subprocess.run(["setpriv", f"--reuid={NOBODY.pw_uid}", f"--regid={NOBODY.pw_gid}",
-                                   "--clear-groups", *shlex.split(line)], capture_output=True, text=True,
-                                  cwd=self.home / "shared", timeout=120, env=self.nobody_env)
-        return subprocess.run(["/bin/sh", "-c", line], input=stdin, capture_output=True, text=True,
-                              cwd=self.home / "shared", timeout=120, env=env or self.env())
-
-    def submit(self, line: str, stdin: str | None = None, env: dict[str, str] | None = None) -> int:
-        result = self.lsf(line, stdin, env)
-        assert result.returncode == 0, result.stderr
-        found = SUBMITTED.match(result.stdout.strip())
-        assert found, result.stdout
-        return int(found[1])
-
-    def finished(self, job: int | str) -> api.Job:
-        with self.cluster.client() as client:
-            return wait_until(lambda: (j := client.get_job(str(job))).state in (api.DONE, api.EXIT) and j,
-                              f"job {job} finished", timeout_s=90)
 
 
 @pytest.fixture(scope="module")
 def site(reachable_by_nobody: None) -> Iterator[Site]:
-    home = Path(tempfile.mkdtemp(prefix="xce-lsf-", dir="/tmp"))
-    home.chmod(0o711)
-    (home / "shared").mkdir(mode=0o777)
-    (home / "shared").chmod(0o777)
-    cluster = LocalCluster(home / "cluster", extra_config=FAST_HOSTS + USER_GROUPS)
-    with contextlib.ExitStack() as cleanup:
-        cleanup.callback(shutil.rmtree, home, ignore_errors=True)  # after the cluster stopped
-        cleanup.enter_context(serving(cluster))
-        made = subprocess.run([sys.executable, "-m", "cli", "lsf-path"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-        assert made == lsf_bin.bin_dir()
-        nobody = nobody_cli_env(cluster, home / "shared") | {"XCE_TOKEN": cluster.new_token("nobody", "user")}
-        nobody["PATH"] = f"{made}:{nobody['PATH']}"
-        yield Site(cluster, home, made, nobody)
+    with lsf_site.site(FAST_HOSTS + USER_GROUPS) as made:
+        yield made
 
 
 def test_bsub_runs_a_command_line_through_the_shell_with_the_submitter_s_environment(site: Site) -> None:
@@ -215,7 +158,7 @@ def test_wait_returns_the_job_s_exit_code(site: Site) -> None:
 
 
 @pytest.mark.parametrize("line", ["bsub -n4 true", "bsub -R1 true", "bsub -env all -outdi /tmp true",
-                                  "bsub --queue normal true", "bsub -G ugrp true", "bsub -q nope true",
+                                  "bsub --queue normal true", "bsub -L /bin/csh true", "bsub -q nope true",
                                   "bsub -M lots true", "bsub -env 'all, ~' true", "bsub < /dev/null"])
 def test_a_misparse_is_refused_in_one_line_and_nothing_is_submitted(site: Site, line: str) -> None:
     with site.cluster.client() as client:
