@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 	sh scripts/install_munge.sh
 	sh scripts/install_openmpi.sh
 	sh scripts/install_chromium.sh
+	sh scripts/install_exim.sh
 	touch $(STAMP)
 
 demo: $(STAMP)

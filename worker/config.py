@@ -18,6 +18,7 @@
     allow_root_jobs = false   # run jobs whose owner is root (uid 0)
     usage_report_s = 30       # how often each running job's CPU and RSS go to the controllers (M6)
     memory_poll_s = 1.0       # how often jobs' memory is read, against their limits (-M, rusage[mem=])
+    mail_command = ["/usr/sbin/sendmail", "-oi"]  # job mail (bsub -B -N -u): the address is appended
     [resources]
     gpu = 2
 
@@ -68,6 +69,7 @@ class WorkerConfig:
     usage_report_s: float = 30.0
     memory_poll_s: float = 1.0
     metrics: str = ""  # HOST:PORT of its Prometheus /metrics ("": none)
+    mail_command: tuple[str, ...] = ("/usr/sbin/sendmail", "-oi")  # job mail (worker/mail.py)
 
 
 def load(path: Path, name: str | None = None) -> WorkerConfig:
@@ -125,10 +127,14 @@ def parse(raw: dict[str, Any], path: Path, name: str | None = None) -> WorkerCon
     metrics = raw.get("metrics", "")
     if not isinstance(metrics, str) or metrics and not _address(metrics):
         raise WorkerConfigError(f"{path}: metrics is HOST:PORT, not {metrics!r}")
+    mail = raw.get("mail_command", ["/usr/sbin/sendmail", "-oi"])
+    if not isinstance(mail, list) or not mail or not all(isinstance(w, str) and w for w in mail) or \
+            not mail[0].startswith("/"):
+        raise WorkerConfigError(f"{path}: mail_command is a command's words, the first an absolute path")
     return WorkerConfig(path=path, controllers=controllers, host=host, spool_dir=spool,
                         kill_grace_s=float(grace), draining=draining, journal_keep=keep,
                         credentials=_credentials(raw, path, host.name), allow_root_jobs=allow_root,
-                        metrics=metrics, **periods)
+                        metrics=metrics, mail_command=tuple(mail), **periods)
 
 
 def _address(text: str) -> bool:

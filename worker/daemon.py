@@ -111,7 +111,8 @@ class Worker:
                                  clock=clock, journal=journal, allow_root_jobs=config.allow_root_jobs,
                                  name=config.host.name, tell=lambda state: self.session.tell(state),
                                  job_env={"XCE_LAUNCH_SOCKET": str(self.launch_socket), **_lsf_bindir()},
-                                 gpus=int(config.host.resources.get("gpu", 0)))
+                                 gpus=int(config.host.resources.get("gpu", 0)),
+                                 mail_command=config.mail_command)
         self.session = WorkerSession(config.host, self.executor, self.executor.journal, clock,
                                      config.kill_grace_s, load or LoadMeter().sample)
         self.session.read_output = self._read_output

@@ -40,11 +40,11 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from worker import output_tail, recovery
+from worker import mail, output_tail, recovery
 from worker.instances import Files, Instances, RealFiles, failed
 from worker.journal import KEEP_ACKED, Journal, JournalStore
 from worker.monitor import Monitor
@@ -72,7 +72,8 @@ class Executor:
                  host: ProcessHost | None = None, clock: Clock = REAL_CLOCK,
                  journal: JournalStore | None = None, allow_root_jobs: bool = False, name: str = "",
                  tell: Callable[[api.TaskState], None] = lambda state: None,
-                 job_env: dict[str, str] | None = None, gpus: int = 0, files: Files | None = None) -> None:
+                 job_env: dict[str, str] | None = None, gpus: int = 0, files: Files | None = None,
+                 mail_command: Sequence[str] = mail.DEFAULT_COMMAND) -> None:
         files = files or RealFiles()
         files.make_spool(Path(spool))
         self.journal: JournalStore = journal or Journal(Path(spool) / "journal", keep_acked)
@@ -81,6 +82,7 @@ class Executor:
                                              gpus, allow_root_jobs, draining, kill_grace_s)
         self.spool, self.clock, self.name, self.kill_grace_s = self._i.spool, clock, name, kill_grace_s
         self._report = report
+        self.mail_command = tuple(mail_command)
         self._killed_hard: set[Key] = set()  # SIGKILLed by us: the end is known even without a status
         self._acks = 0
         self.tasks = Tasks(self._i, report, tell)
@@ -165,6 +167,9 @@ class Executor:
                                   int(record.get("term_time_ms", 0)))
         log.info("job %d.%d started, pid %d", job.id, job.attempt, pid)
         self._report(self._started(key, record))
+        if job.spec.mail_begin and mail.recipient(job):  # bsub -B
+            mail.send(self.mail_command, mail.recipient(job),
+                      mail.start_message(job, self.name, int(record["started_ms"])))
         if job.state in STOPPED:  # stopped before it reached this host
             self._hold(key, job)
         self.watch(key, record, started_here=True)
@@ -420,7 +425,9 @@ class Executor:
 
     def end(self, key: Key, record: dict[str, Any], report: api.JobReport) -> None:
         record.update(state="ended", final=report.SerializeToString().hex())
-        record.pop("job", None)  # only tasks of a running job need it
+        spec = record.pop("job", None)  # only tasks of a running job need it
+        if spec is not None:
+            self._mail_end(api.Job.FromString(bytes.fromhex(spec)), record, report)
         with self._i.lock:
             if self._i.closed:
                 return
@@ -439,6 +446,13 @@ class Executor:
         # The job's command ended: its tasks here end too (after its end is told); at once if it was
         # stopped for a preemption.
         self.tasks.over(key, 0.0 if given_away else None)
+
+    def _mail_end(self, job: api.Job, record: dict[str, Any], report: api.JobReport) -> None:
+        """bsub -N: the job report, when its command ended here (not a part on another host of it)."""
+        if job.spec.mail_end and record.get("pid") and mail.recipient(job) and (
+                report.HasField("finished") or report.HasField("dispatch_failed")):
+            mail.send(self.mail_command, mail.recipient(job),
+                      mail.end_message(job, self.name, report, int(record.get("started_ms", 0))))
 
     def _started(self, key: Key, record: dict[str, Any]) -> api.JobReport:
         return api.JobReport(job_id=key[0], attempt=key[1], started=api.JobStarted(

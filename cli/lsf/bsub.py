@@ -36,13 +36,13 @@ from xce.v1 import api_pb2 as api
 
 MAX_JOB_NAME = 4094  # LSF's bound on a job name (worker/spawn.py)
 # LSF 10.1 options XCE does not carry out yet: each refused by name, nothing submitted.
-NOT_YET_WITH_VALUE = ("-u", "-i", "-is", "-L", "-app",
+NOT_YET_WITH_VALUE = ("-i", "-is", "-L", "-app",
                       "-gpu", "-k", "-outdir", "-Jd", "-C", "-c", "-D", "-F", "-p", "-S", "-T",
                       "-v", "-wa", "-wt", "-s", "-ext", "-data", "-hostfile", "-jsdl", "-jsdl_strict", "-ptl",
                       "-R2", "-stage", "-f", "-rnc", "-cn_cu", "-cn_mem", "-core_isolation", "-csm",
                       "-alloc_flags",
                       "-ln_mem", "-ln_slots", "-nnodes", "-smt", "-step_cgroup", "-network", "-Q", "-XF")
-NOT_YET_FLAGS = ("-IS", "-ISp", "-ISs", "-IX", "-B", "-N", "-Zs", "-pack", "-ar", "-tty")
+NOT_YET_FLAGS = ("-IS", "-ISp", "-ISs", "-IX", "-Zs", "-pack", "-ar", "-tty")
 UNITS_MB = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2, "P": 1024.0 ** 3,
             "E": 1024.0 ** 4}
 
@@ -93,6 +93,9 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
                    help="run this after the job, whatever its end (LSB_JOBEXIT_STAT: its wait status)")
     p.add_argument("-g", dest="job_group", metavar="job_group_name",
                    help="its job group, /a/b (bgadd -L limits the group's running jobs)")
+    p.add_argument("-B", dest="mail_begin", action="store_true", help="mail when the job starts")
+    p.add_argument("-N", dest="mail_end", action="store_true", help="mail the job report when it ends")
+    p.add_argument("-u", dest="mail_user", metavar="mail_user", help="where the mail goes (default: you)")
     p.add_argument("-U", dest="reservation", metavar="reservation_ID",
                    help="run in this advance reservation's slots (brsvadd), while it is active")
     p.add_argument("-G", dest="user_group", metavar="user_group",
@@ -236,6 +239,8 @@ def _scheduling(spec: api.JobSpec, args: argparse.Namespace, now: datetime.datet
     spec.job_group = args.job_group or ""
     spec.user_group = args.user_group or ""
     spec.reservation = args.reservation or ""
+    spec.mail_begin, spec.mail_end, spec.mail_user = bool(args.mail_begin), bool(args.mail_end), \
+        args.mail_user or ""
     if args.stdout_over is not None:  # -oo (and, without -e or -eo, the errors with it)
         spec.stdout_path, spec.stdout_overwrite = args.stdout_over, True
         if args.stderr is None and args.stderr_over is None:

@@ -28,6 +28,7 @@ from controller.fsm.versions import (
     JOB_GROUP_FORMAT,
     LIMITS_FORMAT,
     LSF_FORMAT,
+    MAIL_FORMAT,
     PREEMPT_FORMAT,
     RESERVATION_FORMAT,
     RESOURCES_FORMAT,
@@ -37,6 +38,7 @@ from controller.fsm.versions import (
     USER_GROUP_FORMAT,
 )
 from controller.tables import Tables
+from xce import mail_address
 from xce.errors import ServiceError, invalid
 from xce.host_spec import check_text
 from xce.rules import (
@@ -135,6 +137,10 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
         check_user_group(meta, spec)
     if entry_format >= RESERVATION_FORMAT and spec.reservation:
         check_reservation(tables, spec)
+    if entry_format >= MAIL_FORMAT and spec.mail_user and not mail_address.valid(spec.mail_user):
+        raise invalid(f"-u {spec.mail_user[:80]!r}: a mail address is a user name or user@domain (letters, "
+                      "digits, . _ % + = -)")
+
 
 
 def check_reservation(tables: Tables, spec: api.JobSpec) -> None:
@@ -169,6 +175,9 @@ def check_lsf_options_known(spec: api.JobSpec, entry_format: int) -> None:
                       "newer XCE first")
     if entry_format < USER_GROUP_FORMAT and spec.user_group:
         raise invalid(f"-G (user groups) needs entry format {USER_GROUP_FORMAT}: every replica must run a "
+                      "newer XCE first")
+    if entry_format < MAIL_FORMAT and (spec.mail_user or spec.mail_begin or spec.mail_end):
+        raise invalid(f"-u, -B and -N (job mail) need entry format {MAIL_FORMAT}: every replica must run a "
                       "newer XCE first")
     if entry_format < RESERVATION_FORMAT and spec.reservation:
         raise invalid(f"-U (advance reservations) needs entry format {RESERVATION_FORMAT}: every replica "

@@ -12,6 +12,7 @@ import os
 import pwd
 import re
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -353,3 +354,28 @@ def test_user_groups_charge_fair_share_and_g_is_checked(site: Site) -> None:
     assert usage == [("default/@staff", me)]
     tree = site.lsf(f"{sys.executable} -m cli fairshare shared").stdout
     assert "@staff" in tree and "@guests" not in tree  # only consumers that ran or wait appear
+
+
+EXIM = "/usr/sbin/exim4"
+
+
+@pytest.mark.skipif(not os.path.exists(EXIM), reason="no local MTA (scripts/install_exim.sh: root, apt)")
+def test_job_mail_at_start_and_end_reaches_the_local_mta_s_mailbox(site: Site) -> None:
+    routed = subprocess.run([EXIM, "-bt", "nobody"], capture_output=True, text=True, check=True).stdout
+    mailbox = Path(re.search(r"-> (/\S+)", routed)[1])  # type: ignore[index]  # where the MTA delivers it
+    before = mailbox.stat().st_size if mailbox.exists() else 0
+    job = site.submit("bsub -B -N -J mailed 'exit 3'", as_nobody=True)
+    assert site.finished(job).exit_code == 3
+
+    def delivered() -> str:
+        with mailbox.open("rb") as box:
+            box.seek(before)
+            text = box.read().decode(errors="replace")
+        return text if text.count(f"X-XCE-Job: {job}\n") == 2 else ""
+
+    text = wait_until(delivered, "the start and end mail delivered")
+    assert f"Subject: Job {job}: <mailed> started on <" in text
+    assert f"Subject: Job {job}: <mailed> Exited" in text and "Exited with exit code 3." in text
+    assert "To: nobody" in text and "as user <nobody>" in text
+    refused = site.lsf("bsub -u 'a b' true")
+    assert refused.returncode == 255 and "a mail address is" in refused.stderr
