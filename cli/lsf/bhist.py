@@ -1,10 +1,13 @@
 """bhist: jobs' history as LSF 10.1 shows it: a summary of the time spent in each state, or, with
-`-l`, each job's events (submitted, started, ended) with their times, then that summary.
+`-l`, each job's events (submitted, dispatched, suspended, resumed, requeued, ended) with their
+times, then that summary.
 
 By default the caller's unfinished jobs; `-a` adds finished ones (live
-and in the replicated history), `-d` only those. The events are those the
-job record keeps (its submit, last start and end): a requeue's or a
-suspension's own events are not kept yet.
+and in the replicated history), `-d` only those. The events are the job
+record's timeline (every state change apply made, from entry format 24:
+controller/fsm/timeline.py), and the times per state are added up from it;
+a job older than that shows its submit, last start and end, and times
+from those.
 """
 
 from __future__ import annotations
@@ -75,8 +78,21 @@ def _jobs(client: Client, args: argparse.Namespace) -> list[api.Job]:
 
 
 def _times(job: api.Job, now_ms: int) -> dict[str, int]:
-    """Seconds in PEND, RUN, SSUSP/USUSP (as far as the record says), and the total."""
+    """Seconds in each state, and the total: from the timeline, else as far as the record says."""
     end = job.end_time_ms if job.state in formats.FINISHED and job.end_time_ms else now_ms
+    if job.timeline:
+        spent = dict.fromkeys(STATES, 0)
+        state, since = api.PSUSP if job.spec.hold else api.PEND, job.submit_time_ms
+        for event in job.timeline:
+            name = api.JobState.Name(state)
+            if name in spent:
+                spent[name] += max(0, event.time_ms - since)
+            state, since = event.state, event.time_ms
+        name = api.JobState.Name(state)
+        if name in spent:
+            spent[name] += max(0, end - since)
+        seconds = {k: v // 1000 for k, v in spent.items()}
+        return {**seconds, "TOTAL": max(0, (end - job.submit_time_ms) // 1000)}
     start = job.start_time_ms or (end if job.state in formats.FINISHED else 0)
     pend = ((start or end) - job.submit_time_ms) // 1000
     suspended = job.suspended_ms // 1000
@@ -116,21 +132,7 @@ def _long(job: api.Job, now_ms: int) -> str:
     lines.append(wrap(shown(f"{formats.long_time(job.submit_time_ms)}: Submitted from host "
                              f"<{formats.from_host(job)}>, to Queue <{spec.queue}>, CWD "
                              f"<{formats.FIELDS['sub_cwd'][1](job)}>;")))
-    hosts = "".join(f"<{h}>" for h in formats.exec_hosts(job)) or f"<{job.host}>"
-    if job.start_time_ms:
-        slots = formats.FIELDS["slots"][1](job)
-        lines.append(wrap(f"{formats.long_time(job.start_time_ms)}: Dispatched {slots} "
-                           f"Task(s) on Host(s) {shown(hosts)};"))
-        lines.append(wrap(f"{formats.long_time(job.start_time_ms)}: Starting (Pid {job.pid or '-'});"))
-    if job.state in formats.FINISHED and job.end_time_ms:
-        used = job.usage.user_cpu_s + job.usage.system_cpu_s
-        ended = "Done successfully." if job.state == api.DONE else \
-            f"Exited with exit code {formats.exit_code(job)}."
-        lines.append(wrap(f"{formats.long_time(job.end_time_ms)}: {ended} The CPU time used is {used:.1f} "
-                           "seconds;"))
-        if formats.exit_reason(job):
-            lines.append(wrap(f"{formats.long_time(job.end_time_ms)}: Exit reason: "
-                               f"{formats.exit_reason(job)};"))
+    lines += [wrap(shown(f"{formats.long_time(at)}: {words}")) for at, words in _events(job)]
     spent = _times(job, now_ms)
     upto = job.end_time_ms if job.state in formats.FINISHED and job.end_time_ms else now_ms
     lines.append(f"\nSummary of time in seconds spent in various states by  {formats.long_time(upto)}")
@@ -138,6 +140,61 @@ def _long(job: api.Job, now_ms: int) -> str:
     lines.append("  " + " ".join(f"{spent[k]:<8}" for k in STATES)
                  + f" {spent['TOTAL']}")
     return "\n".join(lines) + "\n"
+
+
+def _events(job: api.Job) -> list[tuple[int, str]]:
+    """(time, LSF's words) of each event after the submit: the timeline's, else the record's."""
+    hosts = "".join(f"<{h}>" for h in formats.exec_hosts(job)) or f"<{job.host}>"
+    slots = formats.FIELDS["slots"][1](job)
+    found: list[tuple[int, str]] = []
+    if job.timeline:
+        state = api.PSUSP if job.spec.hold else api.PEND
+        for event in job.timeline:
+            words = _change(state, event, slots)
+            if words:
+                found.append((event.time_ms, words))
+            state = event.state
+        if job.start_time_ms and job.pid and job.state not in (api.PEND, api.PSUSP):
+            found.append((job.start_time_ms, f"Starting (Pid {job.pid});"))
+            found.sort(key=lambda pair: pair[0])
+    elif job.start_time_ms:
+        found.append((job.start_time_ms, f"Dispatched {slots} Task(s) on Host(s) {hosts};"))
+        found.append((job.start_time_ms, f"Starting (Pid {job.pid or '-'});"))
+    if job.state in formats.FINISHED and job.end_time_ms:
+        used = job.usage.user_cpu_s + job.usage.system_cpu_s
+        ended = "Done successfully." if job.state == api.DONE else \
+            f"Exited with exit code {formats.exit_code(job)}."
+        found = [(at, words) for at, words in found if not words.startswith(("Done", "Exited"))]
+        found.append((job.end_time_ms, f"{ended} The CPU time used is {used:.1f} seconds;"))
+        if formats.exit_reason(job):
+            found.append((job.end_time_ms, f"Exit reason: {formats.exit_reason(job)};"))
+    return found
+
+
+def _change(before: int, event: api.JobEvent, slots: str) -> str:
+    """LSF's words for one state change of the timeline ("" for none worth a line)."""
+    state = event.state
+    if state == api.RUN:
+        if before in (api.USUSP, api.SSUSP):
+            return "Resumed;"
+        return f"Dispatched {slots} Task(s) on Host(s) <{event.host}>;"
+    if state == api.USUSP:
+        return "Suspended by the user or administrator;"
+    if state == api.SSUSP:
+        return "Suspended: preempted;"
+    if state == api.PSUSP:
+        return "Suspended by the user or administrator while pending;"
+    if state == api.PEND:
+        if before == api.PSUSP:
+            return "Resumed by the user or administrator (pending again);"
+        return f"Pending: Job has been requeued (attempt {event.attempt});"
+    if state == api.UNKWN:
+        return f"Unknown: host <{event.host}> stopped answering;"
+    if state == api.DONE:
+        return "Done successfully."
+    if state == api.EXIT:
+        return "Exited."
+    return ""
 
 
 def refused(args: argparse.Namespace, exc: XceError) -> str:

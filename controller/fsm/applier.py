@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar
 
-from controller.fsm import history, job_index, retention
+from controller.fsm import history, job_index, retention, timeline
 from controller.fsm.records import FINISHED, META_KEY, counter_value, job_key, read_counter, revision_key
 from controller.fsm.versions import HISTORY_FORMAT, PASS_RECORD_FORMAT
 from controller.tables import Tables
@@ -69,6 +69,8 @@ class Applier:
         key = job_key(job.id)
         raw = self.tables.get("jobs", key)
         before = None if raw is None else api.Job.FromString(raw)
+        if before is not None and before.state != job.state:
+            timeline.note(job, before, self.stamp_ms, self.entry.format)
         value = job.SerializeToString(deterministic=True)
         self._put("jobs", key, value)
         job_index.update(self.tables, before, job)

@@ -54,6 +54,7 @@ INTERACTIVE_FORMAT = 22  # INTERACTIVE_LOST: an interactive job that could not r
 JOB_GROUP_FORMAT = 23  # job groups: -g on specs, their limits (the job_group kind) kept across an init
 USER_GROUP_FORMAT = 24  # [user_groups] (InitCluster, meta), -G on specs, fair share charged per user group
 RESERVATION_FORMAT = 24  # -U on specs: checked at submit, placed in its reservation's slots (the kind)
+TIMELINE_FORMAT = 24  # a job's state changes kept in its record (controller/fsm/timeline.py): bhist -l
 MAIL_FORMAT = 24  # -u (mail_user) on specs, checked at submit; -B and -N are the workers' alone
 ENTRY_FORMAT = 24  # the highest this code applies
 BASELINE_KINDS = frozenset({

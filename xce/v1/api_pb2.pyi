@@ -314,7 +314,7 @@ class ElementRun(_message.Message):
     def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ..., state: _Optional[_Union[JobState, str]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt", "array_id", "array_index", "array_limit", "array", "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms", "depend_state", "preemptions", "preempted_by", "released", "preempting", "suspended_ms", "stopped_at_ms", "checkpoints", "checkpoint_time_ms", "start_failures", "start_error", "not_before_ms", "refused_owner")
+    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt", "array_id", "array_index", "array_limit", "array", "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms", "depend_state", "preemptions", "preempted_by", "released", "preempting", "suspended_ms", "stopped_at_ms", "checkpoints", "checkpoint_time_ms", "start_failures", "start_error", "not_before_ms", "refused_owner", "timeline")
     class HoldsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -376,6 +376,7 @@ class Job(_message.Message):
     START_ERROR_FIELD_NUMBER: _ClassVar[int]
     NOT_BEFORE_MS_FIELD_NUMBER: _ClassVar[int]
     REFUSED_OWNER_FIELD_NUMBER: _ClassVar[int]
+    TIMELINE_FIELD_NUMBER: _ClassVar[int]
     id: int
     readable_id: str
     spec: JobSpec
@@ -423,7 +424,20 @@ class Job(_message.Message):
     start_error: str
     not_before_ms: int
     refused_owner: _containers.ScalarMap[str, int]
-    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ..., array_id: _Optional[int] = ..., array_index: _Optional[int] = ..., array_limit: _Optional[int] = ..., array: _Optional[_Union[ArrayState, _Mapping]] = ..., allocation: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., parts_ended: _Optional[_Iterable[str]] = ..., exit_reason: _Optional[str] = ..., usage_now: _Optional[_Union[Usage, _Mapping]] = ..., usage_time_ms: _Optional[int] = ..., depend_state: _Optional[_Union[DependState, str]] = ..., preemptions: _Optional[int] = ..., preempted_by: _Optional[int] = ..., released: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., preempting: _Optional[_Iterable[int]] = ..., suspended_ms: _Optional[int] = ..., stopped_at_ms: _Optional[int] = ..., checkpoints: _Optional[int] = ..., checkpoint_time_ms: _Optional[int] = ..., start_failures: _Optional[int] = ..., start_error: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., refused_owner: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    timeline: _containers.RepeatedCompositeFieldContainer[JobEvent]
+    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ..., array_id: _Optional[int] = ..., array_index: _Optional[int] = ..., array_limit: _Optional[int] = ..., array: _Optional[_Union[ArrayState, _Mapping]] = ..., allocation: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., parts_ended: _Optional[_Iterable[str]] = ..., exit_reason: _Optional[str] = ..., usage_now: _Optional[_Union[Usage, _Mapping]] = ..., usage_time_ms: _Optional[int] = ..., depend_state: _Optional[_Union[DependState, str]] = ..., preemptions: _Optional[int] = ..., preempted_by: _Optional[int] = ..., released: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., preempting: _Optional[_Iterable[int]] = ..., suspended_ms: _Optional[int] = ..., stopped_at_ms: _Optional[int] = ..., checkpoints: _Optional[int] = ..., checkpoint_time_ms: _Optional[int] = ..., start_failures: _Optional[int] = ..., start_error: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., refused_owner: _Optional[_Mapping[str, int]] = ..., timeline: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ...) -> None: ...
+
+class JobEvent(_message.Message):
+    __slots__ = ("time_ms", "state", "host", "attempt")
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    time_ms: int
+    state: JobState
+    host: str
+    attempt: int
+    def __init__(self, time_ms: _Optional[int] = ..., state: _Optional[_Union[JobState, str]] = ..., host: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class HostAllocation(_message.Message):
     __slots__ = ("host", "slots", "resources")
