@@ -311,6 +311,8 @@ class Holds:
         (a reservation counts slots: a head short of a consumable holds only strict order)."""
         queue = job.spec.queue
         modes = self.modes
+        if job.spec.reservation:  # it waits for its reservation's slots, which no other job may take
+            return
         if queue in modes and queue not in self.blocks and code in _HOLDS_ITS_QUEUE and (
                 modes[queue] == "none" or code != api.PEND_NO_FREE_RESOURCES):
             self.blocks[queue] = Block(modes[queue], job)

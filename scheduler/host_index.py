@@ -81,11 +81,14 @@ class HostIndex:
         self._moving = fleet.moving  # names whose value is not static
         self._splits: dict[resreq.Expr, tuple[resreq.Expr | None, resreq.Expr | None]] = {}
         self._rankings: dict[tuple[tuple[str, bool], ...], _Ranking] = {}
+        self._kept_by: dict[str, list[tuple[int, str]]] = {}  # per reservation: its hosts (_kept)
 
     def moved(self, name: str, free_before: int, free_after: int) -> None:
         """A placement changed the host's state (its new one is in the states already); or a
         reservation was given back to the job it was kept for (free again: listed again)."""
         state = self._states[name]
+        if state.held and self._kept_by:  # what its reservations' jobs may take there moved too
+            self._kept_by.clear()
         if not state.available or state.closed:
             free_after = 0
         entries = self._all
@@ -172,8 +175,16 @@ class HostIndex:
                     continue
             yield name, -negative_free
 
+    def kept_changed(self) -> None:
+        """A placement changed what some reservation keeps free: its hosts are looked at again."""
+        self._kept_by.clear()
+
     def _kept(self, reservation: str) -> list[tuple[int, str]]:
-        """The available, open hosts where `reservation` keeps free slots: (-free, name), most first."""
+        """The available, open hosts where `reservation` keeps free slots: (-free, name), most first
+        (made once a pass per reservation, until a placement changes them)."""
+        known = self._kept_by.get(reservation)
+        if known is not None:
+            return known
         found = []
         for name, state in self._states.items():
             if reservation in state.held and state.available and not state.closed:
@@ -181,6 +192,7 @@ class HostIndex:
                 if free > 0:
                     found.append((-free, name))
         found.sort()
+        self._kept_by[reservation] = found
         return found
 
     def _split(self, select: resreq.Expr | None) -> tuple[resreq.Expr | None, resreq.Expr | None]:

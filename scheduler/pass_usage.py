@@ -118,7 +118,8 @@ class PassUsage:
             for name, amount in part.resources.items():
                 reserved[name] = min(before.totals.get(name, 0), reserved.get(name, 0) + amount)
                 resources[name] = reserved[name] - before.reserved.get(name, 0)
-            after = _with_use(before, min(before.slots, before.used + part.slots), reserved)
+            # (never below what it was: a reservation that began on a busy host counts more than it has)
+            after = _with_use(before, max(before.used, min(before.slots, before.used + part.slots)), reserved)
             self._put(part.host, after)
             index.moved(part.host, before.slots - before.used, after.slots - after.used)
             taken.append(api.HostAllocation(host=part.host, slots=after.used - before.used,
@@ -150,6 +151,7 @@ class PassUsage:
                 held[need.reservation] -= part.slots
                 after = _with_use(before, before.used, reserved)._replace(held=held)
                 self._put(part.host, after)
+                index.kept_changed()
                 continue
             # An exclusive job takes the whole host: nothing else there in this pass either.
             used = before.slots if need.exclusive else before.used + part.slots

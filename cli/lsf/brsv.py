@@ -88,6 +88,8 @@ def _hosts(asked: str, listed: api.ListHostsResponse) -> list[str]:
 
 
 def _next_name(user: str, taken: list[str]) -> str:
+    """LSF's user#N: the first number free (the user's name cut to what a name may hold)."""
+    user = "".join(c for c in user if c.isascii() and (c.isalnum() or c in "_-."))[:reservations.MAX_NAME - 6]
     number = 0
     while f"{user}#{number}" in taken:
         number += 1

@@ -32,9 +32,16 @@ from controller.fsm.applier import Applier
 from controller.fsm.holdings import CommittedUsage, place
 from controller.fsm.records import read_job
 from controller.fsm.requests import guarded
-from controller.fsm.versions import ALLOCATION_FORMAT, LSF_FORMAT, PREEMPT_FORMAT, RESOURCES_FORMAT
+from controller.fsm.versions import (
+    ALLOCATION_FORMAT,
+    LSF_FORMAT,
+    PREEMPT_FORMAT,
+    RESERVATION_FORMAT,
+    RESOURCES_FORMAT,
+)
 from xce.errors import ServiceError
 from xce.rules import feasibility
+from xce.rules import reservations as reservation_rules
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -85,6 +92,12 @@ def _refusal_or_request(usage: CommittedUsage, job: api.Job, host: str, attempt:
     if entry_format >= LSF_FORMAT and not forced and job.spec.begin_time_ms > now_ms:  # bsub -b (brun: now)
         return api.DecisionOutcome(code=api.REJECT_INFEASIBLE, reason=api.PEND_BEGIN_TIME,
                                    message=f"job {job.id}: its begin time is not reached")
+    if job.spec.reservation and entry_format >= RESERVATION_FORMAT:  # its owner may still use it?
+        kept = usage.reservation(job.spec.reservation)
+        if kept is None or not reservation_rules.may_use(kept, job.spec.user):
+            return api.DecisionOutcome(code=api.REJECT_INFEASIBLE, reason=api.PEND_NO_HOST_MATCHES,
+                                       message=f"job {job.id}: reservation {job.spec.reservation} is not "
+                                               "there for its owner now")
     if entry_format >= ALLOCATION_FORMAT and hosts and hosts[0].host != host:
         return api.DecisionOutcome(code=api.REJECT_MALFORMED, message=f"job {job.id}: the dispatch's host "
                                    f"{host[:80]!r} is not its allocation's first")

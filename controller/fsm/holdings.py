@@ -59,6 +59,10 @@ class CommittedUsage:
         record = self.host_record(name)
         return None if record is None else feasibility.host_state(record)
 
+    def reservation(self, name: str) -> api.Reservation | None:
+        """An advance reservation's record (controller/fsm/reservations.py)."""
+        return reservations.read(self._tables, name)
+
     def hosts(self) -> Iterable[tuple[str, feasibility.HostState]]:
         for _, raw in self._tables.scan("hosts"):
             record = api.Host.FromString(raw)
@@ -116,8 +120,10 @@ def place(applier: Applier, job: api.Job, hosts: Sequence[api.Host], parts: Sequ
         job.holds[demand.counter] = demand.amount
     for name, amount in {**feasibility.base_demands(job), **job.holds}.items():
         applier.add_counter(name, amount)
-    applier.put_job(job)
     kept = job.spec.reservation
+    if kept:  # (only such a job reads the reservations table: the others' dispatch pays nothing)
+        reservations.taken(applier, job)
+    applier.put_job(job)
     for host, part in zip(hosts, parts, strict=True):
         if kept and kept in host.rsv_free:  # its reservation's slots, counted as used since it began
             host.rsv_free[kept] -= part.slots
@@ -179,3 +185,4 @@ def release(applier: Applier, job: api.Job) -> None:
         applier.add_counter(name, -amount)
     job.holds.clear()
     job.ClearField("released")
+    job.ClearField("reservation_serial")

@@ -56,6 +56,7 @@ def _add(applier: Applier, request: api.PutReservationRequest) -> None:
     wanted.CopyFrom(request.reservation)
     wanted.owner = applier.entry.by.name or wanted.owner
     wanted.active = False
+    wanted.serial = applier.index
     try:
         reservations.check_name(wanted.name)
     except reservations.ReservationError as exc:
@@ -140,13 +141,21 @@ def _end(applier: Applier, reservation: api.Reservation) -> None:
         applier.put_host(host)
 
 
+def taken(applier: Applier, job: api.Job) -> None:
+    """A job placed in its reservation's slots records which reservation it was (its serial)."""
+    current = read(applier.tables, job.spec.reservation)
+    job.reservation_serial = current.serial if current is not None else 0
+
+
 def give_back(applier: Applier, job: api.Job, host: api.Host, slots: int) -> int:
-    """A job of an active reservation ends on `host`: its slots go back to the reservation, as far as
-    it keeps that many there (a reservation made anew under the same name may keep fewer); what is
-    left over the caller takes off slots_used."""
+    """A job of an active reservation ends on `host`: its slots go back to the reservation it ran in,
+    as far as it keeps that many there. One made anew under the same name is another reservation:
+    the job's slots go back to the host. What is left over the caller takes off slots_used."""
     name = job.spec.reservation
     current = read(applier.tables, name)
-    kept = next((part.slots for part in current.hosts if part.host == host.spec.name), 0) if current else 0
+    if current is None or not job.reservation_serial or current.serial != job.reservation_serial:
+        return slots
+    kept = next((part.slots for part in current.hosts if part.host == host.spec.name), 0)
     back = max(0, min(slots, kept - host.rsv_free[name]))
     host.rsv_free[name] += back
     return slots - back

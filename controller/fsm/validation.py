@@ -144,7 +144,10 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
 
 
 def check_reservation(tables: Tables, spec: api.JobSpec) -> None:
-    """-U names a reservation (brsvadd) its owner may use."""
+    """-U names a reservation (brsvadd) its owner may use; not with -x (its slots are what it has)."""
+    if spec.exclusive:
+        raise invalid(f"-U {spec.reservation[:80]} with -x: a job of a reservation runs in its slots, not "
+                      "on whole hosts")
     raw = tables.get("reservations", spec.reservation.encode())
     if raw is None:
         raise invalid(f"-U {spec.reservation[:80]}: Advance reservation does not exist")

@@ -177,3 +177,56 @@ def test_host_refusal_reads_the_reservation_s_free_slots() -> None:
     assert feasibility.host_refusal("h", host, 1).check == "host_has_free_slots"  # type: ignore[union-attr]
     other = feasibility.Need(feasibility.NO_NEED.requirement, reservation="s")
     assert feasibility.host_refusal("h", host, 1, other).check == "host_in_reservation"  # type: ignore[union-attr]
+
+
+def test_an_exclusive_host_keeps_nothing_idle_for_a_reservation_and_x_with_u_is_refused() -> None:
+    state = Reserved()
+    spec = api.JobSpec(command=["true"], slots=1, user="bob", exclusive=True)
+    state.apply(log.Entry(put_queue=log.PutQueueEntry(queue=api.Queue(name="normal", exclusive=True))))
+    result = state.apply(log.Entry(submit=log.SubmitBatch(requests=[
+        api.SubmitJobsRequest(request_id="x1", jobs=[spec])])))
+    exclusive = int(result.job_ids[0])
+    assert accepted(state.dispatch(exclusive, ("h1", 1), format_=FORMAT))
+    assert state.add("r", 4, ("h1",), STAMP, STAMP + HOUR).code == log.OK  # begins on the busy host
+    mine = int(state.submit_as("alice", 4, "r").job_ids[0])
+    refused = state.dispatch(mine, ("h1", 4), format_=FORMAT)  # once, every replica stopped here
+    assert refused.code == api.REJECT_INFEASIBLE and "0 free slots in reservation r" in refused.message
+    spec = api.JobSpec(command=["true"], user="alice", exclusive=True, reservation="r")
+    both = state.apply(log.Entry(submit=log.SubmitBatch(requests=[
+        api.SubmitJobsRequest(request_id="x2", jobs=[spec])])))
+    assert both.code == log.INVALID_ARGUMENT and "with -x" in both.message
+
+
+def test_a_name_made_anew_is_another_reservation() -> None:
+    state = Reserved()
+    assert state.add("r", 2, ("h1",), STAMP, STAMP + HOUR, users=("alice", "bob")).code == log.OK
+    old = int(state.submit_as("alice", 2, "r").job_ids[0])
+    assert accepted(state.dispatch(old, ("h1", 2), format_=FORMAT))
+    waiting = int(state.submit_as("bob", 1, "r").job_ids[0])
+    delete = api.PutReservationRequest(request_id="d", delete=True, reservation=api.Reservation(name="r"))
+    assert state.apply(log.Entry(reservation=delete)).code == log.OK
+    assert state.add("r", 2, ("h1",), STAMP, STAMP + HOUR).code == log.OK  # alice's alone now
+    assert state.add("s", 2, ("h1",), STAMP, STAMP + HOUR, users=("carol",)).code == log.OK
+    assert state.held()["h1"] == (6, {"r": 2, "s": 2})  # old's 2, and what r and s keep
+    fresh = int(state.submit_as("alice", 2, "r").job_ids[0])
+    assert accepted(state.dispatch(fresh, ("h1", 2), format_=FORMAT))
+    state.end(old)  # its slots go back to the host, not to the new r
+    assert state.held()["h1"] == (4, {"r": 0, "s": 2})
+    again = int(state.submit_as("alice", 2, "r").job_ids[0])
+    assert not accepted(state.dispatch(again, ("h1", 2), format_=FORMAT))
+    carol = int(state.submit_as("carol", 2, "s").job_ids[0])
+    assert accepted(state.dispatch(carol, ("h1", 2), format_=FORMAT))  # s keeps what it was given
+    bob = state.dispatch(waiting, ("h1", 1), format_=FORMAT)  # r no longer lists him
+    assert bob.code == api.REJECT_INFEASIBLE and "not there for its owner" in bob.message
+
+
+def test_a_job_waiting_for_its_reservation_holds_no_queue() -> None:
+    state = Reserved()
+    queue = api.Queue(name="normal", backfill="none")
+    assert state.add("r", 2, ("h2",), STAMP, STAMP + HOUR).code == log.OK
+    waiting = int(state.submit_as("alice", 4, "r").job_ids[0])  # more than r keeps free: it waits
+    plain = int(state.submit_as("bob", 2).job_ids[0])
+    jobs = [state.job(waiting), state.job(plain)]
+    decisions = core.run_pass(jobs, [queue], [state.host("h1"), state.host("h2")], core.CoreConfig(),
+                              {}).decisions
+    assert {d.job_id: d.host for d in decisions if isinstance(d, Dispatch)} == {plain: "h1"}

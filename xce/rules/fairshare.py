@@ -128,7 +128,8 @@ def check(config: api.FairShare, where: str) -> None:
                 raise ValueError(f"{where}: {key}: {name!r}: shares are whole numbers from 1 to "
                                  f"{MAX_SHARES}, got {value}")
             parts = name.split("/") if key == "projects" else [name]
-            if not name or len(name) > 256 or "\0" in name or "@" in name or not all(parts):
+            odd = key == "groups" and "@" in name  # (a group's node is "@name": none in the name itself)
+            if not name or len(name) > 256 or "\0" in name or not all(parts) or odd:
                 raise ValueError(f"{where}: {key}: bad name {name[:80]!r}")
     listed = {group.name for group in config.group_members}
     for name in config.groups:

@@ -668,8 +668,10 @@ def host_state(host: api.Host, load: bool = False,
     of the same host and the state made of it: what comes of the spec and the groups alone is taken
     from it if they did not change (a planner keeping the states of a fleet makes them again for
     every job that starts or ends)."""
-    # A host an exclusive job runs on has no room for any other (its slots count as all used).
-    used = host.spec.slots if host.exclusive_job else host.slots_used
+    # A host an exclusive job runs on has no room for any other (its slots count as all used, and
+    # none of what a reservation keeps there is idle either: reservations.free_in).
+    used = host.slots_used if not host.exclusive_job else \
+        max(host.slots_used, host.spec.slots + sum(host.rsv_free.values()))
     if earlier is not None and earlier[0].spec == host.spec and earlier[0].groups == host.groups:
         totals, static, groups = earlier[1].totals, earlier[1].static, earlier[1].groups
     else:

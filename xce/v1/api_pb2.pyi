@@ -314,7 +314,7 @@ class ElementRun(_message.Message):
     def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ..., state: _Optional[_Union[JobState, str]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt", "array_id", "array_index", "array_limit", "array", "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms", "depend_state", "preemptions", "preempted_by", "released", "preempting", "suspended_ms", "stopped_at_ms", "checkpoints", "checkpoint_time_ms", "start_failures", "start_error", "not_before_ms", "refused_owner", "timeline")
+    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt", "array_id", "array_index", "array_limit", "array", "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms", "depend_state", "preemptions", "preempted_by", "released", "preempting", "suspended_ms", "stopped_at_ms", "checkpoints", "checkpoint_time_ms", "start_failures", "start_error", "not_before_ms", "refused_owner", "timeline", "reservation_serial")
     class HoldsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -377,6 +377,7 @@ class Job(_message.Message):
     NOT_BEFORE_MS_FIELD_NUMBER: _ClassVar[int]
     REFUSED_OWNER_FIELD_NUMBER: _ClassVar[int]
     TIMELINE_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_SERIAL_FIELD_NUMBER: _ClassVar[int]
     id: int
     readable_id: str
     spec: JobSpec
@@ -425,7 +426,8 @@ class Job(_message.Message):
     not_before_ms: int
     refused_owner: _containers.ScalarMap[str, int]
     timeline: _containers.RepeatedCompositeFieldContainer[JobEvent]
-    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ..., array_id: _Optional[int] = ..., array_index: _Optional[int] = ..., array_limit: _Optional[int] = ..., array: _Optional[_Union[ArrayState, _Mapping]] = ..., allocation: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., parts_ended: _Optional[_Iterable[str]] = ..., exit_reason: _Optional[str] = ..., usage_now: _Optional[_Union[Usage, _Mapping]] = ..., usage_time_ms: _Optional[int] = ..., depend_state: _Optional[_Union[DependState, str]] = ..., preemptions: _Optional[int] = ..., preempted_by: _Optional[int] = ..., released: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., preempting: _Optional[_Iterable[int]] = ..., suspended_ms: _Optional[int] = ..., stopped_at_ms: _Optional[int] = ..., checkpoints: _Optional[int] = ..., checkpoint_time_ms: _Optional[int] = ..., start_failures: _Optional[int] = ..., start_error: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., refused_owner: _Optional[_Mapping[str, int]] = ..., timeline: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ...) -> None: ...
+    reservation_serial: int
+    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ..., array_id: _Optional[int] = ..., array_index: _Optional[int] = ..., array_limit: _Optional[int] = ..., array: _Optional[_Union[ArrayState, _Mapping]] = ..., allocation: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., parts_ended: _Optional[_Iterable[str]] = ..., exit_reason: _Optional[str] = ..., usage_now: _Optional[_Union[Usage, _Mapping]] = ..., usage_time_ms: _Optional[int] = ..., depend_state: _Optional[_Union[DependState, str]] = ..., preemptions: _Optional[int] = ..., preempted_by: _Optional[int] = ..., released: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., preempting: _Optional[_Iterable[int]] = ..., suspended_ms: _Optional[int] = ..., stopped_at_ms: _Optional[int] = ..., checkpoints: _Optional[int] = ..., checkpoint_time_ms: _Optional[int] = ..., start_failures: _Optional[int] = ..., start_error: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., refused_owner: _Optional[_Mapping[str, int]] = ..., timeline: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ..., reservation_serial: _Optional[int] = ...) -> None: ...
 
 class JobEvent(_message.Message):
     __slots__ = ("time_ms", "state", "host", "attempt")
@@ -715,7 +717,7 @@ class AccountingResponse(_message.Message):
     def __init__(self, totals: _Optional[_Iterable[_Union[UsageTotals, _Mapping]]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class Reservation(_message.Message):
-    __slots__ = ("name", "owner", "users", "hosts", "begin_ms", "end_ms", "active")
+    __slots__ = ("name", "owner", "users", "hosts", "begin_ms", "end_ms", "active", "serial")
     NAME_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
@@ -723,6 +725,7 @@ class Reservation(_message.Message):
     BEGIN_MS_FIELD_NUMBER: _ClassVar[int]
     END_MS_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    SERIAL_FIELD_NUMBER: _ClassVar[int]
     name: str
     owner: str
     users: _containers.RepeatedScalarFieldContainer[str]
@@ -730,7 +733,8 @@ class Reservation(_message.Message):
     begin_ms: int
     end_ms: int
     active: bool
-    def __init__(self, name: _Optional[str] = ..., owner: _Optional[str] = ..., users: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[_Union[HostSlots, _Mapping]]] = ..., begin_ms: _Optional[int] = ..., end_ms: _Optional[int] = ..., active: _Optional[bool] = ...) -> None: ...
+    serial: int
+    def __init__(self, name: _Optional[str] = ..., owner: _Optional[str] = ..., users: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[_Union[HostSlots, _Mapping]]] = ..., begin_ms: _Optional[int] = ..., end_ms: _Optional[int] = ..., active: _Optional[bool] = ..., serial: _Optional[int] = ...) -> None: ...
 
 class PutReservationRequest(_message.Message):
     __slots__ = ("reservation", "delete", "request_id", "tick", "slots")
