@@ -69,7 +69,7 @@ def _long(host: api.Host, used: Counter[str]) -> None:
     print(f"HOST  {shown(host.spec.name)}")
     print("STATUS           CPUF  JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV DISPATCH_WINDOW")
     print(f"{host_status(host):<15}{1.0:>6.2f}{'-':>6}{host.spec.slots:>7}{sum(used.values()):>7}"
-          f"{used['RUN']:>7}{used['SSUSP']:>7}{used['USUSP']:>7}{0:>7}      -")
+          f"{used['RUN']:>7}{used['SSUSP']:>7}{used['USUSP']:>7}{sum(host.rsv_free.values()):>7}      -")
     print("\n CURRENT LOAD USED FOR SCHEDULING:")
     print("              " + "".join(f"{name:>7}" for name in LOAD_INDICES))
     load = host.load

@@ -46,12 +46,19 @@ def prepare(args: argparse.Namespace) -> bool:
         return True
     if not 1 <= args.slots <= 1 << 30:
         raise ValueError(f"-n {args.slots}: at least one slot")
+    if not args.users.split():
+        raise ValueError("-u: at least one user or user group")
+    if not args.hosts.split():
+        raise ValueError("-m: at least one host or host group")
     if args.name:
         reservations.check_name(args.name)
-    now = datetime.datetime.now()
-    begin = times.parse(args.begin, now - datetime.timedelta(minutes=1))  # this minute is "now"
-    args.begin_ms = times.epoch_ms(begin)
-    args.end_ms = times.epoch_ms(times.parse(args.end, begin))
+    # Both read as from now (this minute counts), as LSF reads them: an end that comes before the begin
+    # is refused, not taken for the next day's.
+    now = datetime.datetime.now() - datetime.timedelta(minutes=1)
+    args.begin_ms = times.epoch_ms(times.parse(args.begin, now))
+    args.end_ms = times.epoch_ms(times.parse(args.end, now))
+    if args.end_ms <= args.begin_ms:
+        raise ValueError(f"-e {args.end}: the end time must come after the begin time (-b {args.begin})")
     return True
 
 
@@ -138,7 +145,10 @@ def _long(reservation: api.Reservation, jobs: list[api.Job]) -> None:
 
 def _when(ms: int) -> str:
     """LSF's window ends: month/day/hour/minute, local time."""
-    at = datetime.datetime.fromtimestamp(ms / 1000)
+    try:
+        at = datetime.datetime.fromtimestamp(ms / 1000)
+    except (ValueError, OverflowError, OSError):  # (apply bounds them; a record from before did not)
+        return "-"
     return f"{at.month}/{at.day}/{at.hour}/{at.minute}"
 
 

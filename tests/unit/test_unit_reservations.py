@@ -230,3 +230,23 @@ def test_a_job_waiting_for_its_reservation_holds_no_queue() -> None:
     decisions = core.run_pass(jobs, [queue], [state.host("h1"), state.host("h2")], core.CoreConfig(),
                               {}).decisions
     assert {d.job_id: d.host for d in decisions if isinstance(d, Dispatch)} == {plain: "h1"}
+
+
+@pytest.mark.parametrize("words, said", [
+    (["-n", "1", "-m", "w1", "-u", "", "-b", "5:00", "-e", "6:00"], "-u: at least one user"),
+    (["-n", "1", "-m", " ", "-u", "a", "-b", "5:00", "-e", "6:00"], "-m: at least one host"),
+    (["-n", "1", "-m", "w1", "-u", "a", "-b", "5:00", "-e", "5:00"], "the end time must come after"),
+    (["-n", "0", "-m", "w1", "-u", "a", "-b", "5:00", "-e", "6:00"], "at least one slot"),
+])
+def test_brsvadd_refuses_before_it_asks_the_cluster(words: list[str], said: str) -> None:
+    from cli.lsf import entry
+
+    module, args = entry.parse("brsvadd", words)
+    with pytest.raises(ValueError, match=said):
+        module.prepare(args)  # type: ignore[attr-defined]
+
+
+def test_a_window_past_the_year_9999_is_refused() -> None:
+    state = Reserved()
+    refused = state.add("far", 1, ("h1",), 2**62, 2**62 + HOUR)
+    assert refused.code == log.INVALID_ARGUMENT and "year 10000" in refused.message

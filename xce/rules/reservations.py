@@ -29,6 +29,7 @@ MAX_NAME = 40
 MAX_USERS = 1000
 MAX_HOSTS = 10_000
 MAX_SPAN_MS = 10 * 365 * 86_400_000  # ten years
+MAX_STAMP_MS = 253402300799999  # the end of year 9999 (a job's -b and -t are bounded alike)
 
 
 class ReservationError(ValueError):
@@ -55,9 +56,10 @@ def check(reservation: api.Reservation) -> None:
         raise ReservationError("each host's part is at least one slot")
     if any(not user or len(user) > 256 or "\0" in user for user in reservation.users):
         raise ReservationError("bad user name")
-    if not 0 < reservation.begin_ms < reservation.end_ms or \
+    if not 0 < reservation.begin_ms < reservation.end_ms <= MAX_STAMP_MS or \
             reservation.end_ms - reservation.begin_ms > MAX_SPAN_MS:
-        raise ReservationError("-e: the end comes after the begin (-b), at most ten years later")
+        raise ReservationError("-e: the end comes after the begin (-b), at most ten years later, before "
+                               "the year 10000")
 
 
 def take(slots: int, hosts: Sequence[str], capacity: Mapping[str, int],
