@@ -25,6 +25,8 @@ Example:
                                       # groups = { physics = 3, default = 1 }: user groups' shares
     kill_invalid_depend = false       # kill its jobs whose -w can never hold (Slurm); else they pend
     exclusive = false                 # true: takes -x jobs, which keep whole hosts (LSF EXCLUSIVE = Y)
+    chunk_job_size = 0                # LSF CHUNK_JOB_SIZE: one-slot jobs alike go to a slot in chunks
+    chunk_job_duration_s = 0          # ... only those with -W (or -We) at most this (0: any)
     backfill = "any"                  # past a waiting job: any | none (in order) | easy | end_before
                                       # | conservative (scheduler/backfill.py)
     preemptive = ["low"]              # may preempt these (each preemptable, of lower priority)
@@ -706,6 +708,12 @@ def _queue(raw: dict[str, Any], path: Path, groups: tuple[api.UserGroup, ...] = 
                       slot_limit=slot_limit, users=users, admins=admins, res_req=res_req,
                       kill_invalid_depend=kill_invalid_depend, exclusive=exclusive)
     _preemption(raw, queue, f"{path}: queue {name!r}")
+    chunk_bounds = (("chunk_job_size", fsm.validation.MAX_CHUNK), ("chunk_job_duration_s", 10 * 365 * 86400))
+    for key, most in chunk_bounds:
+        value = raw.get(key, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= most:
+            raise ConfigError(f"{path}: queue {name!r}: {key} must be a whole number from 0 to {most}")
+        setattr(queue, key, value)
     if "fairshare" in raw:
         queue.fairshare.CopyFrom(_fairshare(raw["fairshare"], f"{path}: queue {name!r}: fairshare", groups))
     if "max_user_priority" in raw:

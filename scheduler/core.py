@@ -23,19 +23,20 @@ refusal) is the planner's (planner.py).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler import gates, host_checks
-from scheduler.decisions import Decision, PassResult, Pend
+from scheduler.decisions import Decision, Dispatch, PassResult, Pend
 from scheduler.host_index import Fleet, HostIndex
 from scheduler.pass_state import PassState
 from scheduler.pass_usage import PassUsage
 from scheduler.picker import Fcfs, PassContext, Picker, ordered
 from scheduler.preempt_fallback import resume, with_resumes
-from xce.rules import feasibility
+from xce.rules import chunks, feasibility
 from xce.v1 import api_pb2 as api
 
 __all__ = ["REASON_NO_HOSTS", "REASON_QUEUE_INACTIVE", "WAITING", "CoreConfig", "Reason", "run_pass",
@@ -107,8 +108,11 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
         fallback.keep(waiting, usage, index)
     job_gates, slot_gates = gates.stack(state, bounded)
     decisions, waiting_for = state.decisions, state.result.waiting
+    chunking = Chunking.of(waiting, queue_map)
     # (a resume in flight is not among `jobs`)
     for job in itertools.chain(with_resumes(waiting, jobs, queue_map), blocked):
+        if chunking is not None and job.id in chunking.taken:
+            continue  # it waits in a chunk dispatched in this pass
         kept = fallback.kept.pop(job.id, None) if fallback is not None and fallback.kept else None
         if job.state == api.SSUSP:  # a preempted job whose slots were given back: it takes them again
             if state.dispatched < state.max_dispatches and (resumed := resume(job, usage, index)) is not None:
@@ -128,12 +132,53 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
             else:  # every gate let it through: its hosts
                 reason = host_checks.place(job, kept, state)
                 if reason is None:
+                    if chunking is not None:
+                        chunking.fill(job, state)
                     continue  # dispatched, preempted for, or unexplained this pass
         waiting_for[reason.code] += 1
         if reason.code != job.pending_code or (reason.words != job.pending_reason and (
                 recount or _shape(reason.words) != _shape(job.pending_reason))):
             decisions.append(Pend(job.id, reason.words, reason.code))
     return state.result
+
+
+@dataclass
+class Chunking:
+    """The pass's chunks (xce/rules/chunks.py): the chunkable jobs of chunk queues by key, in the pass's
+    order, and those taken into a dispatched job's chunk."""
+
+    queues: Mapping[str, api.Queue]
+    by_key: dict[chunks.Key, list[api.Job]]
+    taken: set[int] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, waiting: Sequence[api.Job], queues: Mapping[str, api.Queue]) -> Chunking | None:
+        """None when no queue chunks (most passes)."""
+        if not any(chunks.size(q) for q in queues.values()):
+            return None
+        by_key: dict[chunks.Key, list[api.Job]] = {}
+        for job in waiting:
+            if not job.chunk_lead and chunks.chunkable(job, queues.get(job.spec.queue)):
+                by_key.setdefault(chunks.key(job), []).append(job)
+        return cls(queues, by_key)
+
+    def fill(self, lead: api.Job, state: PassState) -> None:
+        """`lead` was just dispatched: the next jobs alike that may run now wait in its chunk."""
+        last = state.decisions[-1] if state.decisions else None
+        queue = self.queues.get(lead.spec.queue)
+        if not isinstance(last, Dispatch) or last.job_id != lead.id or not chunks.chunkable(lead, queue):
+            return
+        alike, room = self.by_key.get(chunks.key(lead), []), chunks.size(queue) - 1
+        found: list[int] = []
+        start = next((i for i, job in enumerate(alike) if job.id == lead.id), len(alike)) + 1
+        for job in alike[start:]:
+            if len(found) >= room:
+                break
+            if job.id not in self.taken and gates.waits(job, state) is None:
+                found.append(job.id)
+        if found:
+            self.taken.update(found)
+            state.decisions[-1] = dataclasses.replace(last, chunk=tuple(found))
 
 
 _DIGITS = str.maketrans("", "", "0123456789")

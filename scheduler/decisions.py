@@ -14,6 +14,7 @@ class Dispatch:
     attempt: int
     host: str  # the first host: it runs the command
     hosts: tuple[tuple[str, int], ...] = ()  # the whole allocation, unless it is `host` with the job's slots
+    chunk: tuple[int, ...] = ()  # jobs to wait in its chunk, to run on its slot after it (rules/chunks.py)
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,8 @@ def waits(job: api.Job, state: PassState) -> feasibility.Reason | None:
     as it starts), and a host it may still run on (a cluster recovering; hosts it ran on gone
     silent)."""
     spec = job.spec
+    if job.chunk_lead:  # it runs after its chunk's lead, on its slot (xce/rules/chunks.py): as apply said
+        return feasibility.Reason(api.PEND_CHUNK_WAIT, job.pending_reason, "chunk")
     if spec.depend and job.depend_state != api.DEPEND_SATISFIED:
         return dependency_reason(job)
     if job.attempt and job.not_before_ms > state.now_ms:

@@ -232,6 +232,8 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
     for decision in decisions:
         if isinstance(decision, Dispatch):
             in_flight[decision.job_id] = (decision.attempt, now_ms)
+            for follower in decision.chunk:  # (pending still, until the view shows it in the chunk)
+                in_flight[follower] = (pending_at.get(follower, 0), now_ms)
     next_state = PlannerState(in_flight, cooldown, seen, state.await_revision, state.await_until_ms,
                               now_ms if recount else state.recounted_ms)
     return Plan(decisions, next_state, result, cooled, deferred)
@@ -242,6 +244,7 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
 DECISION_OVERHEAD_BYTES = 32
 SETTINGS_BYTES = 128  # the batch's PlannerSettings, with room for a long picker name
 HOST_SLOTS_OVERHEAD_BYTES = 12
+CHUNK_ID_BYTES = 10  # a job id of a dispatch's chunk (a varint)
 
 
 Decisions = list[Decision]
@@ -265,7 +268,8 @@ def _within_bounds(decisions: Decisions, config: PlannerConfig, recorded: int) -
             cost = DECISION_OVERHEAD_BYTES * (1 + len(decision.victims))
         else:
             cost = DECISION_OVERHEAD_BYTES + len(decision.host.encode()) + sum(
-                HOST_SLOTS_OVERHEAD_BYTES + len(host.encode()) for host, _ in decision.hosts)
+                HOST_SLOTS_OVERHEAD_BYTES + len(host.encode()) for host, _ in decision.hosts) + \
+                CHUNK_ID_BYTES * len(decision.chunk)
         if len(kept) >= config.max_decisions or size + cost > config.max_batch_bytes \
                 or (is_pend and pends >= config.max_pends):
             continue  # a smaller one further on may still fit; what is left comes next pass
@@ -317,6 +321,8 @@ def to_batch(plan_: Plan, started: PlannerState, epoch: int, scheduler_id: str, 
             dispatch.host = decision.host
             for host, slots in decision.hosts:
                 dispatch.hosts.add(host=host, slots=slots)
+            if decision.chunk:
+                dispatch.chunk.extend(decision.chunk)
         elif isinstance(decision, Preempt):
             batch.decisions.add(preempt=api.PreemptDecision(
                 job_id=decision.job_id, attempt=decision.attempt,
@@ -338,6 +344,8 @@ def after_reply(state: PlannerState, batch: api.DecisionBatch, reply: api.Decisi
         for decision, code in zip(batch.decisions, codes, strict=False):
             if code != api.DECISION_ACCEPTED and decision.HasField("dispatch"):
                 in_flight.pop(decision.dispatch.job_id, None)
+                for follower in decision.dispatch.chunk:
+                    in_flight.pop(follower, None)
     stale = api.REJECT_STALE_LEASE in codes
     return PlannerState(in_flight, state.cooldown, state.refusals_seen, reply.revision,
                         clock_ms + config.await_view_ms, state.recounted_ms), stale

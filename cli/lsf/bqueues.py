@@ -85,6 +85,10 @@ def _long(queue: api.Queue, count: Counter[str], default: bool) -> None:
         print("PREEMPTION = PREEMPTABLE")
     if queue.HasField("fairshare") and queue.fairshare.ByteSize():
         print("SCHEDULING POLICIES:  FAIRSHARE")
+    if queue.chunk_job_size >= 2:
+        print(f"CHUNK_JOB_SIZE:  {queue.chunk_job_size}")
+        if queue.chunk_job_duration_s:
+            print(f"CHUNK_JOB_DURATION:  {queue.chunk_job_duration_s // 60} minutes")
 
 
 def refused(args: argparse.Namespace, exc: XceError) -> str:

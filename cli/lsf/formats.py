@@ -24,6 +24,9 @@ FINISHED = (api.DONE, api.EXIT)
 
 
 def state(job: api.Job) -> str:
+    """LSF's STAT: a job waiting in a chunk (on its lead's slot) is WAIT."""
+    if job.state == api.PEND and job.chunk_lead:
+        return "WAIT"
     return api.JobState.Name(job.state) if job.state else "-"
 
 

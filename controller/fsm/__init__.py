@@ -43,6 +43,7 @@ from google.protobuf.message import DecodeError
 from controller.fsm import (
     arrays,
     audit,
+    chunks,
     cluster,
     decisions,
     depends,
@@ -116,8 +117,8 @@ def _follow_history(applier: Applier, before: api.Job | None, job: api.Job, raw:
 # this order (arrays before history, which forgets a job that is live again), and the end of each
 # entry `settle`, before its counters are written (applier.py).
 DERIVED = Derived(
-    follow=(arrays.follow, _follow_history, depends.follow, shares.follow),
-    settle=(arrays.settle, depends.settle),
+    follow=(arrays.follow, _follow_history, depends.follow, shares.follow, chunks.follow),
+    settle=(arrays.settle, depends.settle, chunks.settle),
 )
 
 # The entry kinds this code applies: the oneof field of Entry -> its handler.

@@ -59,6 +59,7 @@ class Applier:
     arrays_read: dict[int, bytes] = field(default_factory=dict)  # ... and their bytes when loaded
     depend_touched: set[int] = field(default_factory=set)  # jobs whose dependents are due (depends.py)
     depend_due: set[int] = field(default_factory=set)  # jobs whose own condition is due
+    chunks_due: list[int] = field(default_factory=list)  # chunk leads that left their slot (chunks.py)
     audit_rows: int = 0  # audit rows this entry wrote (audit.py: their keys' order in the entry)
 
     @property

@@ -27,13 +27,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from controller.fsm import preempt
+from controller.fsm import chunks, preempt
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import CommittedUsage, place
 from controller.fsm.records import read_job
 from controller.fsm.requests import guarded
 from controller.fsm.versions import (
     ALLOCATION_FORMAT,
+    CHUNK_FORMAT,
     LSF_FORMAT,
     PREEMPT_FORMAT,
     RESERVATION_FORMAT,
@@ -201,6 +202,8 @@ def _decide(applier: Applier, usage: CommittedUsage, decision: api.Decision) -> 
         if isinstance(refusal, api.DecisionOutcome):
             return refusal
         _place(applier, usage, job, refusal)
+        if dispatch.chunk and applier.entry.format >= CHUNK_FORMAT:  # jobs to wait in its chunk
+            chunks.attach(applier, job, dispatch.chunk)
         return None
     if kind == "pend":
         job = read_job(applier.tables, decision.pend.job_id)

@@ -22,6 +22,7 @@ from controller.fsm.versions import (
     ALLOCATION_FORMAT,
     ARG_FORMAT,
     CHECKPOINT_FORMAT,
+    CHUNK_FORMAT,
     DEPEND_FORMAT,
     EXCLUSIVE_QUEUE_FORMAT,
     INTERACTIVE_FORMAT,
@@ -54,6 +55,7 @@ from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 MAX_COMMAND_ARGS = 4096
+MAX_CHUNK = 1000  # jobs in one chunk (LSF's CHUNK_JOB_SIZE)
 # The kernel's bound on one argument or one NAME=VALUE of the environment (MAX_ARG_STRLEN, with its NUL):
 # a job script given as an argument (bsub < script), or a submitter's environment copied as LSF does.
 MAX_ARG_BYTES = 131071
@@ -353,6 +355,10 @@ def check_queue(queue: api.Queue, entry_format: int = ALLOCATION_FORMAT) -> None
         raise invalid(f"bad job_pick_plugin {plugin[:80]!r}")
     if queue.slot_limit < 0:
         raise invalid(f"slot_limit must not be negative, got {queue.slot_limit}")
+    if entry_format >= CHUNK_FORMAT and not (0 <= queue.chunk_job_size <= MAX_CHUNK
+                                             and 0 <= queue.chunk_job_duration_s <= 10 * 365 * 86400):
+        raise invalid(f"queue {name!r}: chunk_job_size is from 0 (none) to {MAX_CHUNK}, chunk_job_duration_s "
+                      "whole seconds >= 0")
     if entry_format >= ALLOCATION_FORMAT:  # before, an unknown field, kept unread
         check_requirement(queue.res_req, entry_format)
     if entry_format >= PREEMPT_FORMAT and (queue.preempt_min_run_s < 0 or queue.max_preemptions < 0):

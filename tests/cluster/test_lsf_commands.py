@@ -39,6 +39,11 @@ name = "shared"
 priority = 25
 job_pick_plugin = "fairshare"
 fairshare = {{ groups = {{ staff = 3, guests = 1 }} }}
+
+[[queues]]
+name = "chunky"
+priority = 25
+chunk_job_size = 3
 """
 
 
@@ -379,3 +384,21 @@ def test_job_mail_at_start_and_end_reaches_the_local_mta_s_mailbox(site: Site) -
     assert "To: nobody" in text and "as user <nobody>" in text
     refused = site.lsf("bsub -u 'a b' true")
     assert refused.returncode == 255 and "a mail address is" in refused.stderr
+
+
+def test_a_chunk_queue_runs_jobs_alike_one_after_another_on_one_slot(site: Site) -> None:
+    array = site.submit('bsub -q chunky -J "chunked[1-4]" "sleep 1"')
+    with site.cluster.client() as client:
+        def elements() -> list[api.Job]:
+            return [j for j in client.list_jobs([f"array:eq:{array}"]) if not j.spec.HasField("array")]
+
+        waiting = wait_until(lambda: [j for j in elements() if j.chunk_lead], "elements waiting in a chunk")
+        lead = waiting[0].chunk_lead
+        shown = site.lsf(f"bjobs -o 'jobid stat' -noheader {array}").stdout.split()
+        assert "WAIT" in shown or all(j.state != api.PEND for j in elements()), shown
+        ended = wait_until(lambda: (found := elements()) and all(j.state == api.DONE for j in found)
+                           and len(found) == 4 and found, "every element done")
+    chunk = [j for j in ended if j.id == lead or j.id in {w.id for w in waiting}]
+    assert len(chunk) == 3 and len({j.host for j in chunk}) == 1, chunk
+    spans = sorted((j.start_time_ms, j.end_time_ms) for j in chunk)
+    assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(spans)), spans  # one slot

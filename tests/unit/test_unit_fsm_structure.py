@@ -14,7 +14,7 @@ import ast
 from pathlib import Path
 
 from controller import fsm
-from controller.fsm import arrays, depends, shares
+from controller.fsm import arrays, chunks, depends, shares
 
 ROOT = Path(__file__).resolve().parents[2]
 FSM = ROOT / "controller" / "fsm"
@@ -68,4 +68,6 @@ def test_each_format_constant_is_defined_in_versions_only() -> None:
 def test_the_derived_state_table_is_the_one_apply_uses() -> None:
     assert fsm.DERIVED.follow[0] is arrays.follow  # before history, which forgets a job live again
     assert depends.follow in fsm.DERIVED.follow and shares.follow in fsm.DERIVED.follow
-    assert fsm.DERIVED.settle == (arrays.settle, depends.settle)
+    assert chunks.follow in fsm.DERIVED.follow
+    # A chunk's next job starts from the state the rest of the entry left.
+    assert fsm.DERIVED.settle == (arrays.settle, depends.settle, chunks.settle)

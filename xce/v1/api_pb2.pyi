@@ -52,6 +52,7 @@ class PendingReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PEND_OWNER_REFUSED: _ClassVar[PendingReason]
     PEND_BEGIN_TIME: _ClassVar[PendingReason]
     PEND_TERM_TIME_PASSED: _ClassVar[PendingReason]
+    PEND_CHUNK_WAIT: _ClassVar[PendingReason]
 
 class AuditOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -150,6 +151,7 @@ PEND_START_RETRY: PendingReason
 PEND_OWNER_REFUSED: PendingReason
 PEND_BEGIN_TIME: PendingReason
 PEND_TERM_TIME_PASSED: PendingReason
+PEND_CHUNK_WAIT: PendingReason
 AUDIT_OUTCOME_UNSPECIFIED: AuditOutcome
 CONFIRMED: AuditOutcome
 DRY_RUN: AuditOutcome
@@ -314,7 +316,7 @@ class ElementRun(_message.Message):
     def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ..., state: _Optional[_Union[JobState, str]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt", "array_id", "array_index", "array_limit", "array", "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms", "depend_state", "preemptions", "preempted_by", "released", "preempting", "suspended_ms", "stopped_at_ms", "checkpoints", "checkpoint_time_ms", "start_failures", "start_error", "not_before_ms", "refused_owner", "timeline", "reservation_serial")
+    __slots__ = ("id", "readable_id", "spec", "state", "submit_time_ms", "modify_time_ms", "attempt", "pending_reason", "exit_code", "start_time_ms", "end_time_ms", "kill_requested", "request_id", "host", "pid", "term_signal", "usage", "exit_status_unknown", "state_before_unknown", "pending_code", "requeue_requested", "refused_host", "holds", "stray_hosts", "next_attempt", "array_id", "array_index", "array_limit", "array", "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms", "depend_state", "preemptions", "preempted_by", "released", "preempting", "suspended_ms", "stopped_at_ms", "checkpoints", "checkpoint_time_ms", "start_failures", "start_error", "not_before_ms", "refused_owner", "timeline", "reservation_serial", "chunk_lead", "chunk")
     class HoldsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -378,6 +380,8 @@ class Job(_message.Message):
     REFUSED_OWNER_FIELD_NUMBER: _ClassVar[int]
     TIMELINE_FIELD_NUMBER: _ClassVar[int]
     RESERVATION_SERIAL_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_LEAD_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
     id: int
     readable_id: str
     spec: JobSpec
@@ -427,7 +431,9 @@ class Job(_message.Message):
     refused_owner: _containers.ScalarMap[str, int]
     timeline: _containers.RepeatedCompositeFieldContainer[JobEvent]
     reservation_serial: int
-    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ..., array_id: _Optional[int] = ..., array_index: _Optional[int] = ..., array_limit: _Optional[int] = ..., array: _Optional[_Union[ArrayState, _Mapping]] = ..., allocation: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., parts_ended: _Optional[_Iterable[str]] = ..., exit_reason: _Optional[str] = ..., usage_now: _Optional[_Union[Usage, _Mapping]] = ..., usage_time_ms: _Optional[int] = ..., depend_state: _Optional[_Union[DependState, str]] = ..., preemptions: _Optional[int] = ..., preempted_by: _Optional[int] = ..., released: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., preempting: _Optional[_Iterable[int]] = ..., suspended_ms: _Optional[int] = ..., stopped_at_ms: _Optional[int] = ..., checkpoints: _Optional[int] = ..., checkpoint_time_ms: _Optional[int] = ..., start_failures: _Optional[int] = ..., start_error: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., refused_owner: _Optional[_Mapping[str, int]] = ..., timeline: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ..., reservation_serial: _Optional[int] = ...) -> None: ...
+    chunk_lead: int
+    chunk: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, id: _Optional[int] = ..., readable_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submit_time_ms: _Optional[int] = ..., modify_time_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., pending_reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., kill_requested: _Optional[bool] = ..., request_id: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., term_signal: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., exit_status_unknown: _Optional[bool] = ..., state_before_unknown: _Optional[_Union[JobState, str]] = ..., pending_code: _Optional[_Union[PendingReason, str]] = ..., requeue_requested: _Optional[bool] = ..., refused_host: _Optional[str] = ..., holds: _Optional[_Mapping[str, int]] = ..., stray_hosts: _Optional[_Iterable[str]] = ..., next_attempt: _Optional[int] = ..., array_id: _Optional[int] = ..., array_index: _Optional[int] = ..., array_limit: _Optional[int] = ..., array: _Optional[_Union[ArrayState, _Mapping]] = ..., allocation: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., parts_ended: _Optional[_Iterable[str]] = ..., exit_reason: _Optional[str] = ..., usage_now: _Optional[_Union[Usage, _Mapping]] = ..., usage_time_ms: _Optional[int] = ..., depend_state: _Optional[_Union[DependState, str]] = ..., preemptions: _Optional[int] = ..., preempted_by: _Optional[int] = ..., released: _Optional[_Iterable[_Union[HostAllocation, _Mapping]]] = ..., preempting: _Optional[_Iterable[int]] = ..., suspended_ms: _Optional[int] = ..., stopped_at_ms: _Optional[int] = ..., checkpoints: _Optional[int] = ..., checkpoint_time_ms: _Optional[int] = ..., start_failures: _Optional[int] = ..., start_error: _Optional[str] = ..., not_before_ms: _Optional[int] = ..., refused_owner: _Optional[_Mapping[str, int]] = ..., timeline: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ..., reservation_serial: _Optional[int] = ..., chunk_lead: _Optional[int] = ..., chunk: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class JobEvent(_message.Message):
     __slots__ = ("time_ms", "state", "host", "attempt")
@@ -1123,16 +1129,18 @@ class LeaseResponse(_message.Message):
     def __init__(self, granted: _Optional[bool] = ..., epoch: _Optional[int] = ..., holder: _Optional[str] = ..., expires_ms: _Optional[int] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class DispatchDecision(_message.Message):
-    __slots__ = ("job_id", "attempt", "host", "hosts")
+    __slots__ = ("job_id", "attempt", "host", "hosts", "chunk")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     HOSTS_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     attempt: int
     host: str
     hosts: _containers.RepeatedCompositeFieldContainer[HostSlots]
-    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., host: _Optional[str] = ..., hosts: _Optional[_Iterable[_Union[HostSlots, _Mapping]]] = ...) -> None: ...
+    chunk: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., host: _Optional[str] = ..., hosts: _Optional[_Iterable[_Union[HostSlots, _Mapping]]] = ..., chunk: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class HostSlots(_message.Message):
     __slots__ = ("host", "slots")
@@ -1593,7 +1601,7 @@ class Joined(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., heartbeat_s: _Optional[float] = ..., fence_s: _Optional[float] = ..., unknown_timeout_s: _Optional[float] = ...) -> None: ...
 
 class Queue(_message.Message):
-    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive", "slot_limit", "users", "admins", "max_user_priority", "res_req", "kill_invalid_depend", "fairshare", "preemptive", "preemptable", "preempt_action", "preempt_min_run_s", "max_preemptions", "preemptable_resources", "exclusive", "backfill")
+    __slots__ = ("name", "priority", "description", "closed", "job_pick_plugin", "inactive", "slot_limit", "users", "admins", "max_user_priority", "res_req", "kill_invalid_depend", "fairshare", "preemptive", "preemptable", "preempt_action", "preempt_min_run_s", "max_preemptions", "preemptable_resources", "exclusive", "backfill", "chunk_job_size", "chunk_job_duration_s")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -1615,6 +1623,8 @@ class Queue(_message.Message):
     PREEMPTABLE_RESOURCES_FIELD_NUMBER: _ClassVar[int]
     EXCLUSIVE_FIELD_NUMBER: _ClassVar[int]
     BACKFILL_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_JOB_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_JOB_DURATION_S_FIELD_NUMBER: _ClassVar[int]
     name: str
     priority: int
     description: str
@@ -1636,7 +1646,9 @@ class Queue(_message.Message):
     preemptable_resources: _containers.RepeatedScalarFieldContainer[str]
     exclusive: bool
     backfill: str
-    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ..., slot_limit: _Optional[int] = ..., users: _Optional[_Iterable[str]] = ..., admins: _Optional[_Iterable[str]] = ..., max_user_priority: _Optional[int] = ..., res_req: _Optional[str] = ..., kill_invalid_depend: _Optional[bool] = ..., fairshare: _Optional[_Union[FairShare, _Mapping]] = ..., preemptive: _Optional[_Iterable[str]] = ..., preemptable: _Optional[bool] = ..., preempt_action: _Optional[_Union[PreemptAction, str]] = ..., preempt_min_run_s: _Optional[int] = ..., max_preemptions: _Optional[int] = ..., preemptable_resources: _Optional[_Iterable[str]] = ..., exclusive: _Optional[bool] = ..., backfill: _Optional[str] = ...) -> None: ...
+    chunk_job_size: int
+    chunk_job_duration_s: int
+    def __init__(self, name: _Optional[str] = ..., priority: _Optional[int] = ..., description: _Optional[str] = ..., closed: _Optional[bool] = ..., job_pick_plugin: _Optional[str] = ..., inactive: _Optional[bool] = ..., slot_limit: _Optional[int] = ..., users: _Optional[_Iterable[str]] = ..., admins: _Optional[_Iterable[str]] = ..., max_user_priority: _Optional[int] = ..., res_req: _Optional[str] = ..., kill_invalid_depend: _Optional[bool] = ..., fairshare: _Optional[_Union[FairShare, _Mapping]] = ..., preemptive: _Optional[_Iterable[str]] = ..., preemptable: _Optional[bool] = ..., preempt_action: _Optional[_Union[PreemptAction, str]] = ..., preempt_min_run_s: _Optional[int] = ..., max_preemptions: _Optional[int] = ..., preemptable_resources: _Optional[_Iterable[str]] = ..., exclusive: _Optional[bool] = ..., backfill: _Optional[str] = ..., chunk_job_size: _Optional[int] = ..., chunk_job_duration_s: _Optional[int] = ...) -> None: ...
 
 class FairShare(_message.Message):
     __slots__ = ("half_life_s", "users", "projects", "groups", "group_members")
