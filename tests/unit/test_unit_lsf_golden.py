@@ -146,3 +146,40 @@ def test_bhosts_long(capsys: pytest.CaptureFixture[str]) -> None:
         "closed_Full      1.00     -      4      4      4      0      0      0      -",
         ""]
     assert lines[4] == " CURRENT LOAD USED FOR SCHEDULING:" and lines[6].startswith(" Total ")
+
+
+class GroupsAndReservations(FakeClient):
+    def list_queues(self, **_: Any) -> api.ListQueuesResponse:
+        return api.ListQueuesResponse(user_groups=[api.UserGroup(name="chem", members=["carol"]),
+                                                   api.UserGroup(name="physics", members=["alice", "bob"])])
+
+    def list_hosts(self, **_: Any) -> api.ListHostsResponse:
+        window = {"begin_ms": T0, "end_ms": T0 + 2 * 3_600_000}
+        both = [api.HostSlots(host="hostA", slots=4), api.HostSlots(host="hostB", slots=2)]
+        return api.ListHostsResponse(hosts=[
+            api.Host(spec=api.HostSpec(name="hostA", slots=4), rsv_free={"alice#0": 1}),
+            api.Host(spec=api.HostSpec(name="hostB", slots=2), rsv_free={"alice#0": 2})], reservations=[
+            api.Reservation(name="alice#0", owner="admin", users=["alice", "bob"], active=True, **window,
+                            hosts=both),
+            api.Reservation(name="maint", owner="admin", begin_ms=T0 + 86_400_000, end_ms=T0 + 90_000_000,
+                            hosts=[api.HostSlots(host="hostB", slots=2)])])
+
+
+def test_bugroup_and_brsvs(capsys: pytest.CaptureFixture[str]) -> None:
+    from cli.lsf import brsv
+
+    def shown(module: Any, **args: Any) -> list[str]:
+        assert module.run(GroupsAndReservations(), argparse.Namespace(**args)) == 0
+        return capsys.readouterr().out.splitlines()
+
+    assert shown(cluster_info, command="bugroup", names=[], wide=False, long=False) == [
+        "GROUP_NAME    USERS",
+        "chem          carol",
+        "physics       alice bob",
+    ]
+    assert shown(brsv, command="brsvs", long=False) == [
+        "RSVID                 TYPE   USER                  NCPUS     RSV_HOSTS              TIME_WINDOW",
+        "alice#0               user   alice bob             3/6       hostA:3/4              8/6/7/6-8/6/9/6",
+        "                                                             hostB:0/2",
+        "maint                 user   admin                 0/2       hostB:0/2              8/7/7/6-8/7/8/6",
+    ]
