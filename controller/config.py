@@ -86,9 +86,12 @@ import dataclasses
 import hashlib
 import hmac
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from google.protobuf.message import Message
 
 from client import cluster_file
 from client.credentials import CredentialsError, TlsFiles, tls_files
@@ -188,30 +191,25 @@ class ClusterConfig:
     def resources_digest(self) -> str:
         """Of the host groups and shared resources (pushed from entry format 7); "" for none, as
         the committed state without any says."""
-        if not self.host_groups and not self.shared:
-            return ""
-        h = hashlib.sha256(b"resources\0")
-        for message in (*self.host_groups, *self.shared):
-            h.update(message.SerializeToString(deterministic=True))
-        return h.hexdigest()[:16]
+        return _digest(b"resources", (*self.host_groups, *self.shared))
 
     def user_groups_digest(self) -> str:
         """Of the user groups (pushed from entry format 24); "" for none, as the state without any says."""
-        if not self.user_groups:
-            return ""
-        h = hashlib.sha256(b"user_groups\0")
-        for group in self.user_groups:
-            h.update(group.SerializeToString(deterministic=True))
-        return h.hexdigest()[:16]
+        return _digest(b"user_groups", self.user_groups)
 
     def limits_digest(self) -> str:
         """Of the limits (pushed from entry format 11); "" for none, as the state without any says."""
-        if not self.limits:
-            return ""
-        h = hashlib.sha256(b"limits\0")
-        for limit in self.limits:
-            h.update(limit.SerializeToString(deterministic=True))
-        return h.hexdigest()[:16]
+        return _digest(b"limits", self.limits)
+
+
+def _digest(kind: bytes, messages: Sequence[Message]) -> str:
+    """What a push's part carries to say whether it changed: "" for none."""
+    if not messages:
+        return ""
+    h = hashlib.sha256(kind + b"\0")
+    for message in messages:
+        h.update(message.SerializeToString(deterministic=True))
+    return h.hexdigest()[:16]
 
 
 def load(path: Path) -> ClusterConfig:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterable
 
 from client.channel import Client, XceError
 from xce.printable import shown
@@ -63,24 +64,23 @@ def _lsload(client: Client, args: argparse.Namespace) -> int:
 
 
 def _bmgroup(client: Client, args: argparse.Namespace) -> int:
-    groups = [g for g in client.list_hosts().groups if not args.names or g.name in args.names]
-    if not groups:
-        print("No host group found", file=sys.stderr)
-        return 255
-    print("GROUP_NAME    HOSTS")
-    for group in groups:
-        print(f"{shown(group.name):<13} {' '.join(shown(m) for m in group.members)}")
-    return 0
+    return _groups("host", "HOSTS", client.list_hosts().groups, args.names)
 
 
 def _bugroup(client: Client, args: argparse.Namespace) -> int:
     """LSF's bugroup: each user group and its users ([user_groups], groups inside expanded)."""
-    groups = [g for g in client.list_queues().user_groups if not args.names or g.name in args.names]
-    if not groups:
-        print("No user group found", file=sys.stderr)
+    return _groups("user", "USERS", client.list_queues().user_groups, args.names)
+
+
+def _groups(kind: str, heading: str, groups: Iterable[api.HostGroup | api.UserGroup],
+            names: list[str]) -> int:
+    """bmgroup's and bugroup's table: each group (those named, or all) and its members."""
+    wanted = [g for g in groups if not names or g.name in names]
+    if not wanted:
+        print(f"No {kind} group found", file=sys.stderr)
         return 255
-    print("GROUP_NAME    USERS")
-    for group in groups:
+    print(f"GROUP_NAME    {heading}")
+    for group in wanted:
         print(f"{shown(group.name):<13} {' '.join(shown(m) for m in group.members)}")
     return 0
 
