@@ -168,6 +168,8 @@ class Chunking:
         queue = self.queues.get(lead.spec.queue)
         if not isinstance(last, Dispatch) or last.job_id != lead.id or not chunks.chunkable(lead, queue):
             return
+        if state.holds is not None and state.holds.blocks:
+            return  # a job waits for room with a reservation: a chunk would hold the slot past the lead's end
         alike, room = self.by_key.get(chunks.key(lead), []), chunks.size(queue) - 1
         found: list[int] = []
         start = next((i for i, job in enumerate(alike) if job.id == lead.id), len(alike)) + 1

@@ -146,7 +146,8 @@ def describe(decision: api.Decision) -> str:
     if kind == "dispatch":
         d = decision.dispatch
         where = ", ".join(f"{h.host}:{h.slots}" for h in d.hosts) or d.host
-        return f"DISPATCH job {d.job_id} attempt {d.attempt} to {where}"
+        chunk = f", its chunk {', '.join(map(str, d.chunk))}" if d.chunk else ""
+        return f"DISPATCH job {d.job_id} attempt {d.attempt} to {where}{chunk}"
     if kind == "preempt":
         p = decision.preempt
         victims = ", ".join(f"{v.job_id}.{v.attempt}" for v in p.victims)

@@ -128,18 +128,7 @@ class Executor:
             return
         account, failure = self._i.check(job)
         status_file = self._i.status_file(key)
-        record = {"state": "starting", "status_file": str(status_file),  # journaled before the start
-                  "readable_id": job.readable_id, "rerunnable": job.spec.rerunnable,
-                  "slots": _slots_here(job), "credential": credential}
-        if credential:  # what a task launched into it needs (tasks.py); dropped at its end
-            record["job"] = job.SerializeToString().hex()
-        limit = _mem_limit_kb(job, job.host or self.name)
-        if limit:
-            record["mem_limit_kb"] = limit
-        if job.spec.run_limit_s > 0:
-            record["run_limit_ms"] = job.spec.run_limit_s * 1000
-        if job.spec.term_time_ms > 0:
-            record["term_time_ms"] = job.spec.term_time_ms
+        record = self._starting(job, credential, str(status_file))
         if failure is None:
             gpus = self._i.gpus.take(key, job, job.host or self.name)
             if gpus is None:
@@ -163,7 +152,7 @@ class Executor:
         self.journal.put(key, record)
         with self._i.lock:
             self._i.running[key] = pid
-            self.monitoring.track(key, limit, int(record.get("run_limit_ms", 0)),
+            self.monitoring.track(key, int(record.get("mem_limit_kb", 0)), int(record.get("run_limit_ms", 0)),
                                   int(record.get("term_time_ms", 0)))
         log.info("job %d.%d started, pid %d", job.id, job.attempt, pid)
         self._report(self._started(key, record))
@@ -173,6 +162,24 @@ class Executor:
         if job.state in STOPPED:  # stopped before it reached this host
             self._hold(key, job)
         self.watch(key, record, started_here=True)
+
+    def _starting(self, job: api.Job, credential: str, status_file: str) -> dict[str, Any]:
+        """The journal's record of an instance about to start (journaled before the start)."""
+        record: dict[str, Any] = {"state": "starting", "status_file": status_file,
+                                  "readable_id": job.readable_id, "rerunnable": job.spec.rerunnable,
+                                  "slots": _slots_here(job), "credential": credential}
+        if credential:  # what a task launched into it needs (tasks.py); dropped at its end
+            record["job"] = job.SerializeToString().hex()
+        if job.spec.mail_end and mail.recipient(job):  # bsub -N: the report's words need the job
+            record["mail_job"] = job.SerializeToString().hex()
+        limit = _mem_limit_kb(job, job.host or self.name)
+        if limit:
+            record["mem_limit_kb"] = limit
+        if job.spec.run_limit_s > 0:
+            record["run_limit_ms"] = job.spec.run_limit_s * 1000
+        if job.spec.term_time_ms > 0:
+            record["term_time_ms"] = job.spec.term_time_ms
+        return record
 
     def _part(self, key: Key, job: api.Job, credential: str) -> None:
         """The job's part on this host of its allocation (its first host is another): a record for
@@ -425,9 +432,8 @@ class Executor:
 
     def end(self, key: Key, record: dict[str, Any], report: api.JobReport) -> None:
         record.update(state="ended", final=report.SerializeToString().hex())
-        spec = record.pop("job", None)  # only tasks of a running job need it
-        if spec is not None:
-            self._mail_end(api.Job.FromString(bytes.fromhex(spec)), record, report)
+        record.pop("job", None)  # only tasks of a running job need it
+        mailed = record.pop("mail_job", None)  # bsub -N: its report, once its end is journaled
         with self._i.lock:
             if self._i.closed:
                 return
@@ -438,6 +444,8 @@ class Executor:
             self.journal.put(key, record)
             self._i.running.pop(key, None)
             self.monitoring.forget(key)
+        if mailed is not None:
+            self._mail_end(api.Job.FromString(bytes.fromhex(mailed)), record, report)
         if report.HasField("finished"):
             f = report.finished
             log.info("job %d.%d ended: exit %d signal %d%s", *key, f.exit_code, f.term_signal,
@@ -448,8 +456,9 @@ class Executor:
         self.tasks.over(key, 0.0 if given_away else None)
 
     def _mail_end(self, job: api.Job, record: dict[str, Any], report: api.JobReport) -> None:
-        """bsub -N: the job report, when its command ended here (not a part on another host of it)."""
-        if job.spec.mail_end and record.get("pid") and mail.recipient(job) and (
+        """bsub -N: the job report, when its command ended here (not a part on another host of it),
+        or could not start. Sent once: the journaled record no longer holds the job to mail."""
+        if job.spec.mail_end and mail.recipient(job) and (
                 report.HasField("finished") or report.HasField("dispatch_failed")):
             mail.send(self.mail_command, mail.recipient(job),
                       mail.end_message(job, self.name, report, int(record.get("started_ms", 0))))

@@ -118,7 +118,9 @@ def _follow_history(applier: Applier, before: api.Job | None, job: api.Job, raw:
 # entry `settle`, before its counters are written (applier.py).
 DERIVED = Derived(
     follow=(arrays.follow, _follow_history, depends.follow, shares.follow, chunks.follow),
-    settle=(arrays.settle, depends.settle, chunks.settle),
+    # A chunk's next job first: starting it writes its array's record and moves dependencies, which
+    # the others then settle (and nothing they do ends a chunk's lead).
+    settle=(chunks.settle, arrays.settle, depends.settle),
 )
 
 # The entry kinds this code applies: the oneof field of Entry -> its handler.

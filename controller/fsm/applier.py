@@ -59,7 +59,8 @@ class Applier:
     arrays_read: dict[int, bytes] = field(default_factory=dict)  # ... and their bytes when loaded
     depend_touched: set[int] = field(default_factory=set)  # jobs whose dependents are due (depends.py)
     depend_due: set[int] = field(default_factory=set)  # jobs whose own condition is due
-    chunks_due: list[int] = field(default_factory=list)  # chunk leads that left their slot (chunks.py)
+    # Chunk leads that left their slot, with their chunks as they were (chunks.py)
+    chunks_due: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
     audit_rows: int = 0  # audit rows this entry wrote (audit.py: their keys' order in the entry)
 
     @property
@@ -70,7 +71,7 @@ class Applier:
         key = job_key(job.id)
         raw = self.tables.get("jobs", key)
         before = None if raw is None else api.Job.FromString(raw)
-        if before is not None and before.state != job.state:
+        if before is None or before.state != job.state:
             timeline.note(job, before, self.stamp_ms, self.entry.format)
         value = job.SerializeToString(deterministic=True)
         self._put("jobs", key, value)

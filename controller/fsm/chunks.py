@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import CommittedUsage, place
-from controller.fsm.records import FINISHED, RUNNING, read_job, read_queue
+from controller.fsm.records import FINISHED, read_job, read_queue
 from controller.fsm.versions import CHUNK_FORMAT
 from xce.rules import chunks, feasibility
 from xce.v1 import api_pb2 as api
@@ -53,38 +53,55 @@ def attach(applier: Applier, lead: api.Job, ids: Iterable[int]) -> None:
 
 
 def _may_wait(job: api.Job, queue: api.Queue | None, lead_key: chunks.Key, now_ms: int) -> bool:
-    spec = job.spec
     return job.state == api.PEND and not job.chunk_lead and not job.chunk and chunks.chunkable(job, queue) \
-        and chunks.key(job) == lead_key and not job.stray_hosts \
-        and (not spec.depend or job.depend_state == api.DEPEND_SATISFIED) \
+        and chunks.key(job) == lead_key and _ready(job, now_ms)
+
+
+def _ready(job: api.Job, now_ms: int) -> bool:
+    """What a dispatch checks of the job itself: its -w holds, its begin time came, its termination
+    time did not, no backoff after a failed start, no stray instance."""
+    spec = job.spec
+    return not job.stray_hosts and (not spec.depend or job.depend_state == api.DEPEND_SATISFIED) \
         and spec.begin_time_ms <= now_ms and not (job.attempt and job.not_before_ms > now_ms) \
         and not (0 < spec.term_time_ms <= now_ms)
 
 
+# A lead on its slot still: the others (SSUSP too: a preempted lead gave its slot back) let the chunk go.
+_ON_ITS_SLOT = (api.RUN, api.USUSP, api.UNKWN)
+
+
 def follow(applier: Applier, before: api.Job | None, job: api.Job, written: bytes) -> None:
-    """After a job write: a chunk's lead that left its slot has its chunk moved on at the entry's end."""
-    if job.chunk and before is not None and before.state in RUNNING and job.state not in RUNNING \
-            and applier.entry.format >= CHUNK_FORMAT:
-        applier.chunks_due.append(job.id)
+    """After a job write: a chunk's lead that left its slot has its chunk moved on at the entry's end.
+    (Its chunk as it was: a requeue clears the record's.)"""
+    if before is not None and before.chunk and before.state in _ON_ITS_SLOT \
+            and job.state not in _ON_ITS_SLOT and applier.entry.format >= CHUNK_FORMAT:
+        applier.chunks_due.append((job.id, tuple(before.chunk)))
 
 
 def settle(applier: Applier) -> None:
-    """The end of an entry: each lead that left its slot passes it to the next of its chunk."""
+    """The end of an entry: each lead that left its slot passes it to the next of its chunk, or, not
+    finished (requeued, preempted), lets its chunk go."""
     while applier.chunks_due:
-        lead = read_job(applier.tables, applier.chunks_due.pop(0))
+        lead_id, ids = applier.chunks_due.pop(0)
+        lead = read_job(applier.tables, lead_id)
         if lead is None:
             continue
-        members = [j for j in (read_job(applier.tables, i) for i in lead.chunk)
-                   if j is not None and j.chunk_lead == lead.id]
+        found = (read_job(applier.tables, i) for i in ids)
+        members = [j for j in found if j is not None and j.chunk_lead == lead_id]
         waiting = [j for j in members if j.state == api.PEND]
         for job in members:  # held meanwhile (PSUSP): out of the chunk; released, it pends as any job
             if job.state == api.PSUSP:
-                _leave(applier, job)
+                leave(job)
+                applier.put_job(job)
         if lead.state in FINISHED:
             _hand_on(applier, lead.host, chunks.key(lead), waiting)
-        else:  # requeued, or pending again: its chunk waits no longer
-            for job in waiting:
-                _leave(applier, job)
+            continue
+        for job in waiting:
+            leave(job)
+            applier.put_job(job)
+        if lead.chunk:
+            lead.ClearField("chunk")
+            applier.put_job(lead)
 
 
 def _hand_on(applier: Applier, host: str, lead_key: chunks.Key, waiting: list[api.Job]) -> None:
@@ -95,15 +112,15 @@ def _hand_on(applier: Applier, host: str, lead_key: chunks.Key, waiting: list[ap
         parts = [feasibility.Allocation(host, 1)]
         need = feasibility.job_need(job, usage)
         record = usage.host_record(host)
-        if record is None or chunks.key(job) != lead_key or \
+        if record is None or chunks.key(job) != lead_key or not _ready(job, applier.stamp_ms) or \
                 feasibility.check(job, parts, usage, False, need) is not None:
-            _leave(applier, job)
+            leave(job)
+            applier.put_job(job)
             continue
         rest = waiting[position + 1:]
-        job.chunk_lead = 0
         job.ClearField("chunk")
         job.chunk.extend(j.id for j in rest)
-        place(applier, job, [record], parts, need, usage.limit_defs())
+        place(applier, job, [record], parts, need, usage.limit_defs())  # (it clears chunk_lead)
         for later in rest:
             later.chunk_lead = job.id
             later.pending_reason = chunks.waiting_words(job.id, host)
@@ -111,9 +128,9 @@ def _hand_on(applier: Applier, host: str, lead_key: chunks.Key, waiting: list[ap
         return
 
 
-def _leave(applier: Applier, job: api.Job) -> None:
+def leave(job: api.Job) -> None:
+    """Out of its chunk: it pends as any job (the caller writes it)."""
     job.chunk_lead = 0
     if job.pending_code == api.PEND_CHUNK_WAIT:
         job.pending_reason = ""
         job.ClearField("pending_code")
-    applier.put_job(job)

@@ -86,6 +86,9 @@ def _refusal_or_request(usage: CommittedUsage, job: api.Job, host: str, attempt:
     if attempt != job.attempt:
         return api.DecisionOutcome(code=api.REJECT_WRONG_ATTEMPT,
                                    message=f"job {job.id} is at attempt {job.attempt}, not {attempt}")
+    if job.chunk_lead and not forced:  # it runs after its chunk's lead, on its slot (chunks.py)
+        return api.DecisionOutcome(code=api.REJECT_INFEASIBLE, reason=api.PEND_CHUNK_WAIT,
+                                   message=f"job {job.id} waits in the chunk of job {job.chunk_lead}")
     if job.spec.depend and job.depend_state != api.DEPEND_SATISFIED and not forced:  # brun runs it anyway
         waiting = "can never hold" if job.depend_state == api.DEPEND_NEVER else "does not hold yet"
         return api.DecisionOutcome(code=api.REJECT_INFEASIBLE, reason=api.PEND_DEPENDENCY,

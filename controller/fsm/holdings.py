@@ -106,6 +106,7 @@ def place(applier: Applier, job: api.Job, hosts: Sequence[api.Host], parts: Sequ
     job.ClearField("pending_code")
     job.ClearField("refused_host")
     job.ClearField("preempting")
+    job.ClearField("chunk_lead")  # (a job of a chunk run by hand, brun: out of it)
     job.modify_time_ms = applier.stamp_ms
     if applier.entry.format >= START_FORMAT:
         job.start_time_ms = applier.stamp_ms  # until its worker's `started` says (reports.py)

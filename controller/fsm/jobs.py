@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.fsm import arrays, audit, refusals
+from controller.fsm import arrays, audit, chunks, refusals
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import release
 from controller.fsm.records import FINISHED, PENDING, RUNNING, find_job, next_attempt, readable_id
@@ -32,7 +32,8 @@ EXIT_KILLED = 128 + SIGKILL
 INSTANCE_FIELDS = ("exit_code", "end_time_ms", "start_time_ms", "kill_requested", "requeue_requested", "pid",
                    "term_signal", "exit_status_unknown", "usage", "host", "state_before_unknown", "holds",
                    "allocation", "parts_ended", "exit_reason", "usage_now", "usage_time_ms", "preempted_by",
-                   "released", "suspended_ms", "stopped_at_ms", "checkpoints", "checkpoint_time_ms")
+                   "released", "suspended_ms", "stopped_at_ms", "checkpoints", "checkpoint_time_ms",
+                   "reservation_serial", "chunk_lead", "chunk")
 
 
 @dataclass(frozen=True)
@@ -238,6 +239,8 @@ def _audited(applier: Applier, request: api.ControlJobRequest | api.ModifyJobReq
 
 def _modify_one(applier: Applier, job: api.Job, request: api.ModifyJobRequest) -> None:
     _modify_spec(job.spec, request)
+    if job.chunk_lead:  # changed, it is not alike any more: out of its chunk, as LSF takes it
+        chunks.leave(job)
     job.modify_time_ms = applier.stamp_ms
     applier.put_job(job)
 

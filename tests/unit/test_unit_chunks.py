@@ -118,3 +118,53 @@ def test_an_older_format_or_a_job_unlike_a_chunk_attaches_nothing() -> None:
     assert chunks.chunkable(api.Job(spec=api.JobSpec(slots=1, run_limit_s=60)), queue)
     assert not chunks.chunkable(api.Job(spec=api.JobSpec(slots=2)), CHUNKY)
     assert not chunks.chunkable(api.Job(spec=api.JobSpec(slots=1, exclusive=True)), CHUNKY)
+
+
+def test_an_array_s_elements_in_a_chunk_end_the_array() -> None:
+    state = Chunked()
+    spec = api.JobSpec(command=["true"], slots=1, queue="normal", user="alice",
+                       array=api.ArraySpec(ranges=[api.IndexRange(start=1, end=3)]))
+    result = state.apply(log.Entry(submit=log.SubmitBatch(requests=[
+        api.SubmitJobsRequest(request_id="a", jobs=[spec])])))
+    array = int(result.job_ids[0])
+    elements = sorted(j.id for j in (state.job(i) for i in range(array + 1, array + 4)) if j.array_id == array)
+    assert len(elements) == 3
+    assert state.dispatch_chunk(elements[0], elements[1:]).code == api.DECISION_ACCEPTED
+    for element in elements:
+        state.end(element)
+    record = state.job(array)
+    assert (api.JobState.Name(record.state), list(record.array.counts)[api.RUN]) == ("DONE", 0), record.array
+
+
+def test_a_job_out_of_its_chunk_never_stays_in_wait() -> None:
+    state = Chunked()
+    lead, follower = state.submit_as(), state.submit_as()
+    assert state.dispatch_chunk(lead, [follower]).code == api.DECISION_ACCEPTED
+    refused = state.dispatch(follower, ("h1", 1), format_=CHUNK_FORMAT)  # a pass on a stale view
+    assert refused.code == api.REJECT_INFEASIBLE and "waits in the chunk" in refused.message
+    kill = api.ControlJobRequest(job_id=str(follower), action=api.KILL, request_id="k")
+    assert state.apply(log.Entry(control=kill)).code == log.OK
+    state.end(lead)
+    again = api.ControlJobRequest(job_id=str(follower), action=api.REQUEUE, request_id="q")
+    assert state.apply(log.Entry(control=again)).code == log.OK
+    assert state.states(follower) == [("PEND", 0)]
+
+
+def test_the_next_job_starts_only_if_a_dispatch_would_take_it() -> None:
+    state = Chunked()
+    first = state.submit_as()
+    lead = state.submit_as()
+    waiter = state.submit_as(depend=f"done({first})")
+    assert accepted_by(state, first)
+    state.end(first)  # done: waiter's condition holds
+    assert state.job(waiter).depend_state == api.DEPEND_SATISFIED
+    assert state.dispatch_chunk(lead, [waiter]).code == api.DECISION_ACCEPTED
+    assert state.states(waiter) == [("PEND", lead)]
+    requeue = api.ControlJobRequest(job_id=str(first), action=api.REQUEUE, request_id="rq")
+    assert state.apply(log.Entry(control=requeue)).code == log.OK  # done(first) holds no more
+    state.end(lead)
+    assert state.states(waiter) == [("PEND", 0)], state.job(waiter)  # not started: out of the chunk
+
+
+def accepted_by(state: Chunked, job_id: int) -> bool:
+    return state.dispatch_chunk(job_id, []).code == api.DECISION_ACCEPTED

@@ -69,5 +69,5 @@ def test_the_derived_state_table_is_the_one_apply_uses() -> None:
     assert fsm.DERIVED.follow[0] is arrays.follow  # before history, which forgets a job live again
     assert depends.follow in fsm.DERIVED.follow and shares.follow in fsm.DERIVED.follow
     assert chunks.follow in fsm.DERIVED.follow
-    # A chunk's next job starts from the state the rest of the entry left.
-    assert fsm.DERIVED.settle == (arrays.settle, depends.settle, chunks.settle)
+    # A chunk's next job first: its start writes its array's record and moves dependencies.
+    assert fsm.DERIVED.settle == (chunks.settle, arrays.settle, depends.settle)
