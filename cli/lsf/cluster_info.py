@@ -104,7 +104,7 @@ def _blimits(client: Client, args: argparse.Namespace) -> int:
         print("No resource usage found.", file=sys.stderr)
         return 255
     print("INTERNAL RESOURCE LIMITS:\n")
-    print(f"    {'NAME':<20}{'USERS':<10}{'QUEUES':<10}{'PROJECTS':<10}{'SLOTS':<12}{'JOBS':<12}")
+    print(f"    {'NAME':<20}{'USERS':<10}{'QUEUES':<10}{'PROJECTS':<10}{'SLOTS':<12}JOBS")
     for limit in limits:
         held: dict[str, int] = {}
         for counter, amount in listed.limit_used.items():
@@ -121,7 +121,7 @@ def _blimits(client: Client, args: argparse.Namespace) -> int:
         print(f"    {shown(limit.name):<20}{who(list(limit.users), limit.per_user):<10}"
               f"{who(list(limit.queues), limit.per_queue):<10}"
               f"{who(list(limit.projects), limit.per_project):<10}"
-              f"{slots:<12}{jobs:<12}")
+              f"{slots:<12}{jobs}")
     return 0
 
 

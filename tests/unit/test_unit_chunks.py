@@ -127,7 +127,8 @@ def test_an_array_s_elements_in_a_chunk_end_the_array() -> None:
     result = state.apply(log.Entry(submit=log.SubmitBatch(requests=[
         api.SubmitJobsRequest(request_id="a", jobs=[spec])])))
     array = int(result.job_ids[0])
-    elements = sorted(j.id for j in (state.job(i) for i in range(array + 1, array + 4)) if j.array_id == array)
+    made = (state.job(i) for i in range(array + 1, array + 4))
+    elements = sorted(j.id for j in made if j.array_id == array)
     assert len(elements) == 3
     assert state.dispatch_chunk(elements[0], elements[1:]).code == api.DECISION_ACCEPTED
     for element in elements:

@@ -183,3 +183,68 @@ def test_bugroup_and_brsvs(capsys: pytest.CaptureFixture[str]) -> None:
         "                                                             hostB:0/2",
         "maint                 user   admin                 0/2       hostB:0/2              8/7/7/6-8/7/8/6",
     ]
+
+
+class Loaded(FakeClient):
+    """Load indices, a host group, a license, limits (one of a job group) and what they hold."""
+
+    def list_hosts(self, **_: Any) -> api.ListHostsResponse:
+        listed = super().list_hosts()
+        listed.hosts[0].load.update({"r15s": 0.5, "r1m": 1.25, "r15m": 2.0, "ut": 0.42, "mem": 4096})
+        listed.groups.add(name="gpu_nodes", members=["hostA", "hostB"])
+        listed.shared.add(name="license_x", total=10)
+        listed.shared_used["license_x"] = 3
+        return listed
+
+    def list_queues(self, **_: Any) -> api.ListQueuesResponse:
+        listed = super().list_queues()
+        listed.limits.extend([api.Limit(name="users_normal", queues=["normal"], per_user=True, slots=8),
+                              api.Limit(name="group::sims", groups=["/sims"], jobs=2, owner="alice")])
+        listed.limit_used.update({"limit/users_normal/alice/slots": 4, "limit/group::sims/-/jobs": 1})
+        listed.queues[0].chunk_job_size = 4
+        return listed
+
+
+def test_lsload_bmgroup_bresources_blimits(capsys: pytest.CaptureFixture[str]) -> None:
+    def shown(command: str) -> list[str]:
+        args = argparse.Namespace(command=command, names=[], wide=False, long=False)
+        assert cluster_info.run(Loaded(), args) == 0  # type: ignore[arg-type]
+        return capsys.readouterr().out.splitlines()
+
+    assert shown("lsload") == [
+        "HOST_NAME       status  r15s   r1m  r15m   ut    pg  ls    it   tmp   swp   mem",
+        "hostA           ok       0.5   1.2   2.0  42%     -   -     -     -     -  4.0G",
+        "hostB           ok         -     -     -    -     -   -     -     -     -     -",
+        "hostC           unavail    -     -     -    -     -   -     -     -     -     -",
+    ]
+    assert shown("bmgroup") == ["GROUP_NAME    HOSTS", "gpu_nodes     hostA hostB"]
+    assert shown("bresources") == [
+        "RESOURCE                TOTAL       RESERVED       LOCATION",
+        "license_x                10.0            3.0       all",
+    ]
+    assert shown("blimits") == [
+        "INTERNAL RESOURCE LIMITS:",
+        "",
+        "    NAME                USERS     QUEUES    PROJECTS  SLOTS       JOBS",
+        "    users_normal        all/      normal    -         4/8         -",
+        "    group::sims         -         -         -         -           1/2",
+    ]
+
+
+def test_bqueues_long_and_bjgroup(capsys: pytest.CaptureFixture[str]) -> None:
+    from cli.lsf import bgroups
+
+    client = Loaded()
+    client.jobs[1].spec.job_group = "/sims"
+    client.jobs[0].spec.job_group = "/sims/a"
+    assert bgroups.run(client, argparse.Namespace(command="bjgroup", paths=[], alone=False)) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "GROUP_NAME     NJOBS   PEND    RUN   SSUSP  USUSP  FINISH       SLA   JLIMIT  OWNER",
+        "/sims              2      1      1       0      0       0        ()      1/2  alice",
+        "/sims/a            1      0      1       0      0       0        ()        -  -",
+    ]
+    assert bqueues.run(client, argparse.Namespace(queues=["normal"], user=None, wide=False, long=True)) == 0
+    text = capsys.readouterr().out
+    assert "QUEUE: normal\n  -- No description provided. This is the default queue." in text
+    assert "CHUNK_JOB_SIZE:  4" in text
+    assert "PRIO NICE STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN SSUSP USUSP  RSV" in text
