@@ -30,7 +30,8 @@ name = "urgent"
 priority = 60
 preemptive = ["night"]
 job_pick_plugin = "fairshare"
-fairshare = { half_life_s = 60, users = { alice = 3, bob = 1 } }
+fairshare = { half_life_s = 60, users = { alice = 3, bob = 1 }, groups = { physics = 2 } }
+chunk_job_size = 4
 
 [[limits]]
 name = "night_users"
@@ -43,6 +44,9 @@ big_nodes = ["w1"]
 
 [shared_resources]
 license_x = 3
+
+[user_groups]
+physics = ["alice", "bob"]
 """
 
 
@@ -76,6 +80,10 @@ def test_reconfig_takes_an_edited_file_without_a_restart_and_refuses_a_broken_on
         assert {"night", "urgent"} <= set(queues) and took < 2.0, took
         assert list(queues["urgent"].preemptive) == ["night"] and queues["night"].preemptable
         assert dict(queues["urgent"].fairshare.users) == {"alice": 3, "bob": 1}
+        assert dict(queues["urgent"].fairshare.groups) == {"physics": 2}
+        assert queues["urgent"].chunk_job_size == 4
+        assert [(g.name, list(g.members)) for g in client.list_queues().user_groups] == [
+            ("physics", ["alice", "bob"])]
         assert [limit.name for limit in client.list_queues().limits] == ["night_users"]
         hosts = client.list_hosts()
         assert [g.name for g in hosts.groups] == ["big_nodes"]
