@@ -43,6 +43,22 @@ def declare_lsf_path(p: argparse.ArgumentParser) -> None:
                    help="print the profile to source instead (PATH, LSF_BINDIR, LSF_ENVDIR, as LSF's)")
 
 
+def declare_slurm_path(p: argparse.ArgumentParser) -> None:
+    del p  # (no options)
+
+
+def run_slurm_path(args: argparse.Namespace) -> int:
+    """The Slurm commands' bin directory (xce/slurm_bin.py), made or brought up to date first."""
+    from xce import slurm_bin
+
+    try:
+        print(slurm_bin.ensure())
+    except OSError as exc:
+        print(f"xce slurm-path: cannot make {slurm_bin.bin_dir()}: {exc.strerror}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def run_lsf_path(args: argparse.Namespace) -> int:
     """The LSF commands' bin directory (xce/lsf_bin.py), made or brought up to date first."""
     from xce import lsf_bin

@@ -80,6 +80,8 @@ COMMANDS: tuple[Command, ...] = (
     _local("cluster", "a local cluster", "local", "declare_cluster", "run_cluster"),
     _local("demo", "the whole story in a minute: jobs through a leader kill", "local", "declare_demo",
            "run_demo"),
+    _local("slurm-path", "make and print the bin directory of Slurm's commands (sbatch, squeue, ...)",
+           "local", "declare_slurm_path", "run_slurm_path"),
     _local("lsf-path", "make and print the bin directory of LSF's commands (bsub, bjobs, ...) to put on PATH",
            "local", "declare_lsf_path", "run_lsf_path"),
     _write("submit", "submit a job or a job array (like bsub)", "jobs", "declare_submit", "run_submit"),

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from worker.process_host import SHIM, Account
+from xce import hostlist
 from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
@@ -68,7 +69,7 @@ def job_env(job: api.Job, account: Account, task: api.LaunchTask | None, common:
     env = {"HOME": account.home, "USER": account.name, "LOGNAME": account.name, "SHELL": account.shell,
            "PATH": DEFAULT_PATH, "LSB_SUBCWD": job.spec.cwd or account.home, **job.spec.env,
            **(dict(task.env) if task is not None else {}), **common, **where, **ids,
-           "XCE_JOB_READABLE_ID": job.readable_id, **lsf_env(job)}
+           "XCE_JOB_READABLE_ID": job.readable_id, **lsf_env(job), **slurm_env(job, task)}
     if host_gpus:  # the indices it holds, no others (none for a job that reserved none)
         env["CUDA_VISIBLE_DEVICES"] = env["XCE_GPUS"] = ",".join(map(str, gpus or []))
     if job.array_id:  # an array's element
@@ -93,6 +94,34 @@ def lsf_env(job: api.Job) -> dict[str, str]:
         env["LSB_OUTPUTFILE"] = output_path(spec.stdout_path, job)
     if spec.stderr_path:
         env["LSB_ERRORFILE"] = output_path(spec.stderr_path, job)
+    return env
+
+
+def slurm_env(job: api.Job, task: api.LaunchTask | None) -> dict[str, str]:
+    """Slurm's variables of a batch job, for a job sbatch submitted (its SLURM_SUBMIT_DIR says so: a
+    job of bsub's gets none, so that tools that look for Slurm do not take it for one): its id (an
+    array's element has its own, and its array's in SLURM_ARRAY_JOB_ID), name, partition, account,
+    its hosts in Slurm's compressed list, their count, its tasks and the CPUs here. A task of `xce
+    launch` is task 0 on its host as far as these say (srun's own numbering is srun's)."""
+    spec = job.spec
+    if "SLURM_SUBMIT_DIR" not in spec.env:
+        return {}
+    parts = feasibility.allocation_of(job)
+    here = job.host or (parts[0].host if parts else "")
+    hosts = [part.host for part in parts] or [here]
+    cpus_here = next((part.slots for part in parts if part.host == here), spec.slots)
+    env = {"SLURM_JOB_ID": str(job.id), "SLURM_JOBID": str(job.id), "SLURM_JOB_NAME": spec.name,
+           "SLURM_JOB_PARTITION": spec.queue, "SLURM_JOB_ACCOUNT": spec.project,
+           "SLURM_JOB_NODELIST": hostlist.compress(hosts), "SLURM_NODELIST": hostlist.compress(hosts),
+           "SLURM_JOB_NUM_NODES": str(len(hosts)), "SLURM_NNODES": str(len(hosts)),
+           "SLURM_CPUS_ON_NODE": str(cpus_here), "SLURM_JOB_CPUS_PER_NODE": str(cpus_here),
+           "SLURM_NTASKS": spec.env.get("SLURM_NTASKS", str(spec.slots)),
+           "SLURM_NPROCS": spec.env.get("SLURM_NTASKS", str(spec.slots)),
+           "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_CLUSTER_NAME": "xce"}
+    if job.array_id:
+        env.update(SLURM_ARRAY_JOB_ID=str(job.array_id), SLURM_ARRAY_TASK_ID=str(job.array_index))
+    if task is not None:
+        env["SLURM_STEP_ID"] = "0"
     return env
 
 

@@ -50,6 +50,13 @@ def ensure(prefix: str | None = None, interpreter: str | None = None) -> str:
               for name in COMMANDS}
     wanted[os.path.join(base, "conf", "lsf.conf")] = (LSF_CONF, 0o644)
     wanted[os.path.join(base, "conf", "profile.lsf")] = (profile(base), 0o644)
+    install(wanted)
+    return os.path.join(base, "bin")
+
+
+def install(wanted: dict[str, tuple[str, int]]) -> None:
+    """Each file (path: text and mode) written unless it holds that text already; as a whole, each
+    replaced at once (a command being started meanwhile reads the old file or the new one)."""
     for path, (text, mode) in wanted.items():
         try:
             with open(path, encoding="utf-8") as existing:
@@ -58,10 +65,8 @@ def ensure(prefix: str | None = None, interpreter: str | None = None) -> str:
         except OSError:
             pass
         os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-        # Written aside and renamed: a command being started meanwhile reads the old file or the new one.
         partial = f"{path}.{os.getpid()}.tmp"
         with open(partial, "w", encoding="utf-8") as out:
             out.write(text)
         os.chmod(partial, mode)
         os.replace(partial, path)
-    return os.path.join(base, "bin")

@@ -17,8 +17,8 @@ from controller.fsm.holdings import release
 from controller.fsm.jobs import EXIT_KILLED, requeue_ended, settle_lost
 from controller.fsm.records import RUNNING, read_host, read_job
 from controller.fsm.versions import FENCE_FORMAT as FENCE_FORMAT
+from controller.fsm.versions import KILLED_FORMAT, PREEMPT_FORMAT, RECOVERY_FORMAT, USAGE_FORMAT
 from controller.fsm.versions import PART_FORMAT as PART_FORMAT
-from controller.fsm.versions import PREEMPT_FORMAT, RECOVERY_FORMAT, USAGE_FORMAT
 from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -175,6 +175,8 @@ def _finished(applier: Applier, job: api.Job, finished: api.JobFinished) -> None
     else:
         job.usage.CopyFrom(finished.usage)
     job.end_time_ms = finished.time_ms or applier.stamp_ms
+    if job.kill_requested and not ok and not job.exit_reason and applier.entry.format >= KILLED_FORMAT:
+        job.exit_reason = "OWNER"  # (killed: bjobs' TERM_OWNER, sacct's CANCELLED, once the kill is done)
     job.kill_requested = False
     job.ClearField("state_before_unknown")
     release(applier, job)

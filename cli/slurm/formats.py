@@ -1,0 +1,134 @@
+"""Slurm 22.05's words for XCE's jobs: states, reasons, exit codes, times and host lists.
+
+One table per thing, so squeue, sacct and the tests read the same words
+(docs/SLURM.md lists them). Pure.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+
+from xce.v1 import api_pb2 as api
+
+# XCE's state -> (Slurm's long state, its short code). A job ended by a signal, a kill or a limit
+# is told apart from one that failed by its exit (`state`).
+STATES = {api.PEND: ("PENDING", "PD"), api.PSUSP: ("PENDING", "PD"), api.RUN: ("RUNNING", "R"),
+          api.USUSP: ("SUSPENDED", "S"), api.SSUSP: ("SUSPENDED", "S"), api.UNKWN: ("RUNNING", "R"),
+          api.DONE: ("COMPLETED", "CD"), api.EXIT: ("FAILED", "F")}
+SHORT = {"PENDING": "PD", "RUNNING": "R", "SUSPENDED": "S", "COMPLETED": "CD", "FAILED": "F",
+         "CANCELLED": "CA", "TIMEOUT": "TO", "OUT_OF_MEMORY": "OOM", "NODE_FAIL": "NF", "DEADLINE": "DL"}
+# Slurm's pending reasons for XCE's (squeue's NODELIST(REASON), sacct's Reason).
+REASONS = {api.PEND_NO_FREE_SLOTS: "Resources", api.PEND_NO_FREE_RESOURCES: "Resources",
+           api.PEND_DEPENDENCY: "Dependency", api.PEND_DEPENDENCY_NEVER: "DependencyNeverSatisfied",
+           api.PEND_JOB_HELD: "JobHeldUser", api.PEND_BEGIN_TIME: "BeginTime",
+           api.PEND_QUEUE_INACTIVE: "PartitionInactive", api.PEND_LIMIT_REACHED: "AssocGrpCpuLimit",
+           api.PEND_NO_HOST_MATCHES: "BadConstraints", api.PEND_HOSTS_UNAVAILABLE: "ReqNodeNotAvail",
+           api.PEND_HOST_CLOSED: "ReqNodeNotAvail", api.PEND_RESERVATION: "Priority",
+           api.PEND_NO_HOSTS: "Resources", api.PEND_CHUNK_WAIT: "Priority"}
+
+
+def state(job: api.Job) -> str:
+    """Slurm's long state: CANCELLED for a job killed by its owner or an operator, TIMEOUT past its
+    -t, OUT_OF_MEMORY past its memory, FAILED for another failure."""
+    if job.state == api.EXIT:
+        reason = job.exit_reason
+        if reason == "RUNLIMIT":
+            return "TIMEOUT"
+        if reason == "MEMLIMIT":
+            return "OUT_OF_MEMORY"
+        if reason == "DEADLINE":
+            return "DEADLINE"
+        if reason == "OWNER" or job.kill_requested or (not job.start_time_ms and not reason):
+            return "CANCELLED"
+        if job.exit_status_unknown:
+            return "NODE_FAIL"
+    return STATES.get(job.state, ("PENDING", "PD"))[0]
+
+
+def short_state(job: api.Job) -> str:
+    return SHORT[state(job)]
+
+
+def reason(job: api.Job) -> str:
+    """squeue's reason of a pending job (None for others, as Slurm's)."""
+    if job.state == api.PSUSP:
+        return "JobHeldUser"
+    if job.state != api.PEND:
+        return "None"
+    return REASONS.get(job.pending_code, "Priority" if job.pending_code else "None")
+
+
+def exit_code(job: api.Job) -> str:
+    """sacct's ExitCode: code:signal."""
+    if job.state not in (api.DONE, api.EXIT):
+        return "0:0"
+    if job.term_signal:  # (ended by a signal: no exit code of its own)
+        return f"0:{job.term_signal}"
+    return f"{job.exit_code}:0"
+
+
+def job_id(job: api.Job) -> str:
+    """An array's element as Slurm names it: 17_3."""
+    return f"{job.array_id}_{job.array_index}" if job.array_id else str(job.id)
+
+
+def elapsed(seconds: int) -> str:
+    """Slurm's [D-]HH:MM:SS (squeue's TIME: M:SS under an hour, as Slurm's)."""
+    seconds = max(0, seconds)
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}" if days else f"{hours:02d}:{minutes:02d}:{secs:02d}"
+
+
+def squeue_time(seconds: int) -> str:
+    """squeue's TIME: M:SS, H:MM:SS, D-HH:MM:SS."""
+    seconds = max(0, seconds)
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def timestamp(ms: int) -> str:
+    """sacct's and squeue's times: 2026-12-06T03:04:05, local; Unknown when there is none."""
+    if not ms:
+        return "Unknown"
+    return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def run_seconds(job: api.Job, now_ms: int) -> int:
+    if not job.start_time_ms:
+        return 0
+    end = job.end_time_ms if job.state in (api.DONE, api.EXIT) and job.end_time_ms else now_ms
+    return max(0, (end - job.start_time_ms) // 1000)
+
+
+class TimeError(ValueError):
+    pass
+
+
+def minutes_of(text: str) -> int:
+    """-t as Slurm takes it: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS; the seconds of it
+    (UNLIMITED: 0, no limit)."""
+    text = text.strip()
+    if text.upper() in ("UNLIMITED", "INFINITE"):
+        return 0
+    found = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text)
+    if found is None:
+        raise TimeError(f"Invalid time limit specification: {text[:40]}")
+    days, first, second, third = found.groups()
+    if days is not None:  # D-HH[:MM[:SS]]
+        seconds = int(days) * 86_400 + int(first) * 3600 + int(second or 0) * 60 + int(third or 0)
+    elif third is not None:  # HH:MM:SS
+        seconds = int(first) * 3600 + int(second) * 60 + int(third)
+    elif second is not None:  # MM:SS
+        seconds = int(first) * 60 + int(second)
+    else:  # minutes
+        seconds = int(first) * 60
+    if seconds <= 0:
+        raise TimeError(f"Invalid time limit specification: {text[:40]}")
+    return seconds

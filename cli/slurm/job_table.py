@@ -1,0 +1,149 @@
+"""What squeue and sacct share: the jobs a user asks for, and Slurm's %-format and field tables.
+
+squeue's `-o "%.18i %.9P %.8j"`: `%[.][size]type`, `.` right-justifies, a
+size pads and cuts; sacct's `--format=JobID,State%20,ExitCode`: names, each
+with an optional `%size`. Each reads one job through the same functions
+(cli/slurm/formats.py).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+from cli.parser import UsageError
+from cli.slurm import formats
+from xce import hostlist
+from xce.v1 import api_pb2 as api
+
+Field = Callable[[api.Job, int], str]
+
+
+def _nodes(job: api.Job) -> str:
+    parts = [a.host for a in job.allocation] or ([job.host] if job.host else [])
+    return hostlist.compress(parts) if parts else ""
+
+
+def _limit(job: api.Job) -> str:
+    return formats.squeue_time(job.spec.run_limit_s) if job.spec.run_limit_s else "UNLIMITED"
+
+
+def _node_count(job: api.Job) -> str:
+    return str(len(job.allocation) or 1)
+
+
+def _reason_or_nodes(job: api.Job, now_ms: int) -> str:
+    if job.state in (api.PEND, api.PSUSP):
+        return f"({formats.reason(job)})"
+    return _nodes(job)
+
+
+def _array_job(job: api.Job) -> str:
+    return str(job.array_id or job.id)
+
+
+def _array_task(job: api.Job) -> str:
+    return str(job.array_index) if job.array_id else "N/A"
+
+
+# squeue's letters.
+SQUEUE: dict[str, Field] = {
+    "i": lambda j, now: formats.job_id(j), "A": lambda j, now: _array_job(j),
+    "a": lambda j, now: _array_task(j),
+    "F": lambda j, now: _array_job(j), "K": lambda j, now: _array_task(j),
+    "j": lambda j, now: j.spec.name, "u": lambda j, now: j.spec.user, "P": lambda j, now: j.spec.queue,
+    "t": lambda j, now: formats.short_state(j), "T": lambda j, now: formats.state(j),
+    "M": lambda j, now: formats.squeue_time(formats.run_seconds(j, now)), "l": lambda j, now: _limit(j),
+    "D": lambda j, now: _node_count(j), "R": _reason_or_nodes, "N": lambda j, now: _nodes(j),
+    "r": lambda j, now: formats.reason(j), "C": lambda j, now: str(j.spec.slots),
+    "S": lambda j, now: formats.timestamp(j.start_time_ms) if j.start_time_ms else "N/A",
+    "V": lambda j, now: formats.timestamp(j.submit_time_ms),
+    "e": lambda j, now: formats.timestamp(j.end_time_ms),
+    "Q": lambda j, now: str(j.spec.priority), "Z": lambda j, now: j.spec.cwd,
+    "o": lambda j, now: " ".join(j.spec.command)[:200], "q": lambda j, now: "normal",
+}
+SQUEUE_HEADERS = {"i": "JOBID", "A": "ARRAY_JOB_ID", "a": "ARRAY_TASK_ID", "F": "ARRAY_JOB_ID",
+                  "K": "ARRAY_TASK_ID", "j": "NAME", "u": "USER", "P": "PARTITION", "t": "ST", "T": "STATE",
+                  "M": "TIME", "l": "TIME_LIMIT", "D": "NODES", "R": "NODELIST(REASON)", "N": "NODELIST",
+                  "r": "REASON", "C": "CPUS", "S": "START_TIME", "V": "SUBMIT_TIME", "e": "END_TIME",
+                  "Q": "PRIORITY", "Z": "WORK_DIR", "o": "COMMAND", "q": "QOS"}
+SQUEUE_DEFAULT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+
+# sacct's fields (the names as Slurm spells them, matched without case).
+SACCT: dict[str, Field] = {
+    "JobID": lambda j, now: formats.job_id(j), "JobIDRaw": lambda j, now: str(j.id),
+    "JobName": lambda j, now: j.spec.name, "User": lambda j, now: j.spec.user,
+    "Partition": lambda j, now: j.spec.queue, "Account": lambda j, now: j.spec.project or "",
+    "AllocCPUS": lambda j, now: str(j.spec.slots), "NCPUS": lambda j, now: str(j.spec.slots),
+    "ReqCPUS": lambda j, now: str(j.spec.slots), "State": lambda j, now: formats.state(j),
+    "ExitCode": lambda j, now: formats.exit_code(j), "Elapsed": lambda j, now: formats.elapsed(
+        formats.run_seconds(j, now)),
+    "ElapsedRaw": lambda j, now: str(formats.run_seconds(j, now)),
+    "Start": lambda j, now: formats.timestamp(j.start_time_ms), "End": lambda j, now: formats.timestamp(
+        j.end_time_ms) if j.state in (api.DONE, api.EXIT) else "Unknown",
+    "Submit": lambda j, now: formats.timestamp(j.submit_time_ms),
+    "NodeList": lambda j, now: _nodes(j) or "None assigned",
+    "NNodes": lambda j, now: _node_count(j), "Timelimit": lambda j, now: _limit(j),
+    "Reason": lambda j, now: formats.reason(j), "WorkDir": lambda j, now: j.spec.cwd,
+    "MaxRSS": lambda j, now: f"{j.usage.max_rss_kb}K" if j.usage.max_rss_kb else "",
+    "TotalCPU": lambda j, now: formats.elapsed(int(j.usage.user_cpu_s + j.usage.system_cpu_s)),
+    "CPUTimeRAW": lambda j, now: str(formats.run_seconds(j, now) * j.spec.slots),
+    "DerivedExitCode": lambda j, now: formats.exit_code(j), "Priority": lambda j, now: str(j.spec.priority),
+}
+SACCT_NAMES = {name.lower(): name for name in SACCT}
+SACCT_DEFAULT = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
+SACCT_WIDTHS = {"JobID": 12, "JobName": 10, "Partition": 10, "Account": 10, "AllocCPUS": 10, "State": 10,
+                "ExitCode": 8}
+
+
+def squeue_format(text: str) -> list[tuple[str, str, int, bool]]:
+    """`%.18i %j|x` -> [(literal before, letter, size, right), ...]; a literal tail is a last item with
+    no letter."""
+    items, position = [], 0
+    for found in re.finditer(r"%(\.?)(\d*)([A-Za-z])", text):
+        letter = found[3]
+        if letter not in SQUEUE:
+            raise UsageError(f"Invalid job format specification: {letter}")
+        items.append((text[position:found.start()], letter, int(found[2] or 0), bool(found[1])))
+        position = found.end()
+    items.append((text[position:], "", 0, False))
+    return items
+
+
+def fit(text: str, size: int, right: bool) -> str:
+    if not size:
+        return text
+    text = text[:size]
+    return text.rjust(size) if right else text.ljust(size)
+
+
+def squeue_rows(jobs: list[api.Job], fmt: str, header: bool) -> list[str]:
+    items, now = squeue_format(fmt), int(time.time() * 1000)
+    rows = []
+    if header:
+        rows.append("".join(before + (fit(SQUEUE_HEADERS.get(letter, letter), size, right) if letter else "")
+                            for before, letter, size, right in items))
+    for job in jobs:
+        rows.append("".join(before + (fit(SQUEUE[letter](job, now), size, right) if letter else "")
+                            for before, letter, size, right in items))
+    return rows
+
+
+def sacct_fields(text: str) -> list[tuple[str, int]]:
+    """`JobID,State%20` -> [(JobID, 12), (State, 20)] (sacct's default widths), names without case."""
+    fields = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, _, width = item.partition("%")
+        known = SACCT_NAMES.get(name.lower())
+        if known is None:
+            raise UsageError(f"Invalid field requested: \"{name}\"")
+        if width and not width.isdecimal():
+            raise UsageError(f"Invalid field width: \"{item}\"")
+        fields.append((known, int(width) if width else SACCT_WIDTHS.get(known, 10)))
+    if not fields:
+        raise UsageError("no fields to print")
+    return fields

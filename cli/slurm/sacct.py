@@ -1,0 +1,131 @@
+"""sacct: jobs' accounting as Slurm 22.05 prints it, from the live jobs and the replicated history.
+
+The caller's jobs (`-u`, `-a` all users') submitted since midnight (`-S`, `-E`
+move the window; `-j` names jobs whatever their time), `--name`, `-s`
+states, `-r` partitions; `--format`/`-o` fields (cli/slurm/job_table.py),
+`-P/--parsable2` (`|` between fields), `-p/--parsable` (and after the last),
+`-n/--noheader`, `-X` (a job's allocation alone: XCE's jobs have no steps, so
+always). Times are local, as Slurm's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import re
+import time
+
+from cli.slurm import formats, job_table, squeue
+from client.channel import Client, XceError
+from xce.printable import shown
+from xce.v1 import api_pb2 as api
+
+SHORT_WITH_VALUE = "jouSEsrM"
+
+
+def declare(p: argparse.ArgumentParser, name: str) -> None:
+    p.add_argument("-j", "--jobs", dest="jobs", metavar="job(.step)")
+    p.add_argument("-o", "--format", dest="format", metavar="field[%width],...")
+    p.add_argument("-u", "--user", dest="users", metavar="user_list")
+    p.add_argument("-a", "--allusers", dest="all_users", action="store_true")
+    p.add_argument("-S", "--starttime", dest="start", metavar="time")
+    p.add_argument("-E", "--endtime", dest="end", metavar="time")
+    p.add_argument("-s", "--state", dest="states", metavar="state_list")
+    p.add_argument("-r", "--partition", dest="partitions", metavar="partition_list")
+    p.add_argument("--name", dest="names", metavar="jobname_list")
+    p.add_argument("-P", "--parsable2", dest="parsable2", action="store_true")
+    p.add_argument("-p", "--parsable", dest="parsable", action="store_true")
+    p.add_argument("-n", "--noheader", dest="noheader", action="store_true")
+    p.add_argument("-X", "--allocations", dest="allocations", action="store_true")
+    p.add_argument("-b", "--brief", dest="brief", action="store_true")
+
+
+def window_ms(text: str | None, now: datetime.datetime, default: datetime.datetime) -> int:
+    """-S/-E: YYYY-MM-DD[THH:MM[:SS]], MM/DD[/YY], HH:MM[:SS], now[-N[units]]; the default if none."""
+    if not text:
+        return int(default.timestamp() * 1000)
+    text = text.strip()
+    try:
+        if text.startswith("now"):
+            rest = text[3:]
+            seconds = 0
+            if rest:
+                found = re.fullmatch(r"-(\d+)(seconds|minutes|hours|days|weeks)?", rest)
+                if found is None:
+                    raise ValueError(text)
+                seconds = int(found[1]) * {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86_400,
+                                           "weeks": 604_800}[found[2] or "seconds"]
+            when = now - datetime.timedelta(seconds=seconds)
+        elif "/" in text:
+            parts = [int(p) for p in text.split("/")]
+            year = (2000 + parts[2] if parts[2] < 100 else parts[2]) if len(parts) == 3 else now.year
+            when = datetime.datetime(year, parts[0], parts[1])
+        elif ":" in text and "-" not in text:
+            parts = [int(p) for p in text.split(":")]
+            when = now.replace(hour=parts[0], minute=parts[1], second=parts[2] if len(parts) > 2 else 0,
+                               microsecond=0)
+        else:
+            when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"Invalid time specification (pos=0): {text[:40]}") from None
+    return int(when.timestamp() * 1000)
+
+
+def prepare(args: argparse.Namespace) -> bool:
+    args.fields = job_table.sacct_fields(args.format or job_table.SACCT_DEFAULT)
+    args.wanted_states = squeue.states_wanted(args.states)
+    now = datetime.datetime.now()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    args.start_ms = window_ms(args.start, now, midnight)
+    args.end_ms = window_ms(args.end, now, now + datetime.timedelta(days=1))
+    return True
+
+
+def _jobs(client: Client, args: argparse.Namespace) -> list[api.Job]:
+    if args.jobs:
+        found = []
+        for ref in args.jobs.split(","):
+            ref = ref.split(".", 1)[0]  # (a step: the job; XCE's jobs have none)
+            try:
+                found.append(client.get_job(ref.replace("_", "[") + "]" if "_" in ref else ref))
+            except XceError:
+                continue
+        return found
+    user = "" if args.all_users else (args.users or client.who_am_i().name)
+    filters = [f"user:eq:{user}"] if user and "," not in user else []
+    live = client.list_jobs(filters)
+    seen = {j.id for j in live}
+    history = client.history(api.HistoryRequest(user=user if "," not in user else ""))
+    jobs = [*live, *(j for j in history if j.id not in seen)]
+    users = set(user.split(",")) if user else None
+    return [j for j in jobs if (users is None or j.spec.user in users)
+            and args.start_ms <= (j.end_time_ms or j.submit_time_ms) and j.submit_time_ms <= args.end_ms]
+
+
+def run(client: Client, args: argparse.Namespace) -> int:
+    partitions = set(args.partitions.split(",")) if args.partitions else None
+    names = set(args.names.split(",")) if args.names else None
+    jobs = sorted((j for j in _jobs(client, args) if not j.spec.HasField("array")
+                   and (partitions is None or j.spec.queue in partitions)
+                   and (names is None or j.spec.name in names)
+                   and (args.wanted_states is None or formats.state(j) in args.wanted_states)),
+                  key=lambda j: j.id)
+    now = int(time.time() * 1000)
+    fields = args.fields
+    if args.parsable2 or args.parsable:
+        tail = "|" if args.parsable and not args.parsable2 else ""
+        if not args.noheader:
+            print("|".join(name for name, _ in fields) + tail)
+        for job in jobs:
+            print(shown("|".join(job_table.SACCT[name](job, now) for name, _ in fields) + tail))
+        return 0
+    if not args.noheader:
+        print(" ".join(name[:width].rjust(width) for name, width in fields))
+        print(" ".join("-" * width for _, width in fields))
+    for job in jobs:
+        cells = []
+        for name, width in fields:
+            text = job_table.SACCT[name](job, now)
+            cells.append((text[:width - 1] + "+" if len(text) > width else text).rjust(width))
+        print(shown(" ".join(cells)))
+    return 0

@@ -1,0 +1,141 @@
+"""Slurm's commands (cli/slurm/): sbatch reads #SBATCH lines under its command line, maps each option
+to XCE's job (slots, layout, memory, time, arrays with %, dependencies, output patterns, the
+environment), refuses what XCE does not carry out and what Slurm would refuse; getopt's `-n4`;
+squeue's and sacct's formats and Slurm's words for states, reasons and exit codes; compressed host
+lists."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import pytest
+
+from cli.parser import UsageError
+from cli.slurm import entry, formats, job_table, sbatch
+from xce import hostlist
+from xce.v1 import api_pb2 as api
+
+NOW = datetime.datetime(2026, 12, 6, 10, 0, 0)
+SUBMITTER = {"USER": "alice", "PATH": "/opt/bin:/usr/bin", "HOME": "/home/alice", "SLURM_JOB_ID": "99"}
+
+
+def built(tmp_path: Path, words: list[str], text: str | None = None) -> api.JobSpec:
+    if text is not None:
+        (tmp_path / "job.sh").write_text(text)
+        words = [*words, str(tmp_path / "job.sh")]
+    _, args = entry.parse("sbatch", words)
+    return sbatch.build(args, SUBMITTER, "login1", NOW)
+
+
+SCRIPT = """#!/bin/bash
+#SBATCH --job-name=sim
+#SBATCH -p normal
+#SBATCH -A chem
+#SBATCH -n 4 -c 2
+#SBATCH --mem=8G
+#SBATCH -t 1-02:30:00
+#SBATCH -o logs/%x-%j.out
+#SBATCH -e logs/%x-%j.err
+#SBATCH --array=1-100:2%5
+#SBATCH --dependency=afterok:17:18_3?afternotok:19
+#SBATCH --begin=now+1hour
+#SBATCH --hold
+#SBATCH --gres=gpu:2
+#SBATCH --mail-type=END,FAIL
+#SBATCH --mail-user=alice@example.org
+#SBATCH --export=NONE
+# a comment still among the options
+./simulate "$SLURM_ARRAY_TASK_ID"
+#SBATCH -p ignored   (after the first command: not an option, as Slurm's rule)
+"""
+
+
+def test_fifteen_kinds_of_sbatch_line(tmp_path: Path) -> None:
+    spec = built(tmp_path, [], SCRIPT)
+    assert (spec.name, spec.queue, spec.project, spec.slots) == ("sim", "normal", "chem", 8)
+    assert spec.mem_limit_mb == 8192
+    assert spec.run_limit_s == 86_400 + 2 * 3600 + 30 * 60
+    assert (spec.stdout_path, spec.stderr_path) == ("logs/sim-%J.out", "logs/sim-%J.err")
+    assert [(r.start, r.end, r.step) for r in spec.array.ranges] == [(1, 100, 2)] and spec.array.limit == 5
+    assert spec.depend == "done(17) || done(18[3]) || exit(19)"
+    assert spec.begin_time_ms == int((NOW + datetime.timedelta(hours=1)).timestamp() * 1000)
+    assert spec.hold and spec.resource_req == "rusage[gpu=2]"
+    assert (spec.mail_begin, spec.mail_end, spec.mail_user) == (False, True, "alice@example.org")
+    assert set(spec.env) == {"SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST", "SLURM_NTASKS", "SLURM_CPUS_PER_TASK"}
+    assert spec.env["SLURM_NTASKS"] == "4" and spec.command[0] == "/bin/bash"
+
+
+def test_the_command_line_wins_and_getopt_s_attached_values(tmp_path: Path) -> None:
+    spec = built(tmp_path, ["-pdebug", "-n2", "--time=30", "--export=ALL,EXTRA=1", "-N", "1"], SCRIPT)
+    assert (spec.queue, spec.slots, spec.run_limit_s, spec.resource_req) == (
+        "debug", 4, 1800, "span[hosts=1] rusage[gpu=2]")
+    assert spec.env["EXTRA"] == "1" and spec.env["PATH"] == "/opt/bin:/usr/bin"
+    assert "SLURM_JOB_ID" not in spec.env  # the submitting job's: the new one gets its own
+
+
+def test_wrap_and_defaults(tmp_path: Path) -> None:
+    spec = built(tmp_path, ["--wrap", "echo hi; hostname"])
+    assert spec.command[:2] == ["/bin/sh", "-c"] and "echo hi; hostname" in spec.command[2]
+    assert (spec.slots, spec.stdout_path, spec.stderr_path) == (1, "slurm-%J.out", "slurm-%J.out")
+    assert spec.env["PATH"] == "/opt/bin:/usr/bin"  # --export=ALL, Slurm's default
+    array = built(tmp_path, ["--array=1-3", "--wrap", "true"])
+    assert array.stdout_path == "slurm-%J_%I.out"
+
+
+@pytest.mark.parametrize("words, text, said", [
+    (["--wrap", "true", "--qos", "high"], None, "--qos: this option"),
+    (["--nta", "2", "--wrap", "true"], None, "unrecognized option '--nta'"),
+    ([], "echo no interpreter\n", "The first line must start with #!"),
+    (["-t", "1:2:3:4", "--wrap", "x"], None, "Invalid time limit specification"),
+    (["--dependency=afterwards:1", "--wrap", "x"], None, "--dependency"),
+    (["--mem=lots", "--wrap", "x"], None, "invalid memory specification"),
+    (["-o", "out-%N.txt", "--wrap", "x"], None, "%N is not carried out"),
+    ([], "#!/bin/sh\n#SBATCH --bogus\ntrue\n", "#SBATCH: unrecognized option '--bogus'"),
+    (["--array=0-9", "--wrap", "x"], None, "index 0 is not carried out yet"),
+])
+def test_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str], words: list[str], text: str | None,
+                  said: str) -> None:
+    try:
+        built(tmp_path, words, text)
+    except UsageError as exc:
+        message = str(exc)
+    except SystemExit:
+        message = capsys.readouterr().err
+    else:
+        raise AssertionError("not refused")
+    assert said in message, message
+
+
+def test_slurm_s_words_for_jobs() -> None:
+    killed = api.Job(id=5, state=api.EXIT, kill_requested=True, start_time_ms=1)
+    timeout = api.Job(id=6, state=api.EXIT, exit_reason="RUNLIMIT", term_signal=9, start_time_ms=1)
+    failed = api.Job(id=7, state=api.EXIT, exit_code=3, start_time_ms=1)
+    element = api.Job(id=9, array_id=8, array_index=4, state=api.PEND, pending_code=api.PEND_DEPENDENCY)
+    assert [formats.state(j) for j in (killed, timeout, failed)] == ["CANCELLED", "TIMEOUT", "FAILED"]
+    assert [formats.exit_code(j) for j in (timeout, failed)] == ["0:9", "3:0"]
+    assert (formats.job_id(element), formats.reason(element), formats.short_state(element)) == (
+        "8_4", "Dependency", "PD")
+    assert formats.squeue_time(65) == "1:05" and formats.squeue_time(3725) == "1:02:05"
+    assert formats.elapsed(90_061) == "1-01:01:01"
+
+
+def test_compressed_host_lists() -> None:
+    assert hostlist.compress(["w1"]) == "w1"
+    assert hostlist.compress(["node01", "node02", "node03"]) == "node[01-03]"
+    assert hostlist.compress([f"n{i}" for i in range(1, 41)]) == "n[1-40]"
+    assert hostlist.compress(["gpu1", "cpu3", "cpu1", "cpu2", "cpu7", "login"]) == "gpu1,cpu[1-3,7],login"
+
+
+def test_squeue_and_sacct_formats() -> None:
+    run = api.Job(id=17, state=api.RUN, host="w1", start_time_ms=1, submit_time_ms=1,
+                  spec=api.JobSpec(name="a-long-job-name", user="alice", queue="normal", slots=2))
+    rows = job_table.squeue_rows([run], job_table.SQUEUE_DEFAULT, True)
+    assert rows[0] == "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)"
+    assert rows[1].split()[:5] == ["17", "normal", "a-long-j", "alice", "R"] and rows[1].endswith(" w1")
+    assert job_table.squeue_rows([run], "%i|%T", False) == ["17|RUNNING"]
+    with pytest.raises(UsageError, match="Invalid job format specification: y"):
+        job_table.squeue_format("%y")
+    assert job_table.sacct_fields("jobid,State%20") == [("JobID", 12), ("State", 20)]
+    with pytest.raises(UsageError, match='Invalid field requested: "Bogus"'):
+        job_table.sacct_fields("Bogus")
