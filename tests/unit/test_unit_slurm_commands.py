@@ -139,3 +139,22 @@ def test_squeue_and_sacct_formats() -> None:
     assert job_table.sacct_fields("jobid,State%20") == [("JobID", 12), ("State", 20)]
     with pytest.raises(UsageError, match='Invalid field requested: "Bogus"'):
         job_table.sacct_fields("Bogus")
+
+
+def test_slurm_s_variables_only_for_a_job_sbatch_submitted() -> None:
+    from worker import spawn
+
+    spec = api.JobSpec(name="sim", queue="normal", project="chem", slots=4,
+                       env={"SLURM_SUBMIT_DIR": "/home/alice", "SLURM_NTASKS": "2"})
+    job = api.Job(id=41, array_id=40, array_index=3, host="node01", spec=spec,
+                  allocation=[api.HostAllocation(host="node01", slots=2),
+                              api.HostAllocation(host="node02", slots=2)])
+    env = spawn.slurm_env(job, None)
+    assert (env["SLURM_JOB_ID"], env["SLURM_ARRAY_JOB_ID"], env["SLURM_ARRAY_TASK_ID"]) == ("41", "40", "3")
+    assert (env["SLURM_JOB_NODELIST"], env["SLURM_JOB_NUM_NODES"], env["SLURM_CPUS_ON_NODE"]) == (
+        "node[01-02]", "2", "2")
+    assert env["SLURM_NTASKS"] == "2" and env["SLURM_JOB_PARTITION"] == "normal"
+    assert spawn.slurm_env(api.Job(id=1, spec=api.JobSpec(slots=1)), None) == {}  # bsub's: none
+    from cli.lsf import environment
+
+    assert set(env) <= environment.NEVER_COPIED  # never carried into a job it submits

@@ -58,3 +58,21 @@ def test_bhist_l_tells_the_events_and_adds_up_the_time_in_each_state() -> None:
                          "Resumed;", "Done successfully. The CPU time used is 0.0 seconds;"]
     summary = text.splitlines()[-1].split()
     assert summary == ["10", "0", "25", "5", "0", "0", "40"]  # PEND PSUSP RUN USUSP SSUSP UNKWN TOTAL
+
+
+def test_a_job_killed_while_it_ran_ends_with_the_reason_owner_from_format_24() -> None:
+    from controller.fsm.versions import KILLED_FORMAT
+
+    for format_, reason in ((KILLED_FORMAT, "OWNER"), (KILLED_FORMAT - 1, "")):
+        state = State()
+        state.join("h1", 1)
+        job_id = state.submit()
+        batch = api.DecisionBatch(lease_epoch=state.epoch, scheduler_id="s")
+        batch.decisions.add(dispatch=api.DispatchDecision(job_id=job_id, attempt=0, host="h1"))
+        assert state.apply(log.Entry(decisions=batch), format_).outcomes[0].code == api.DECISION_ACCEPTED
+        kill = api.ControlJobRequest(job_id=str(job_id), action=api.KILL, request_id="k")
+        assert state.apply(log.Entry(control=kill), format_).code == log.OK
+        report = log.HostReport(host="h1", generation=state.host("h1").generation, report=api.JobReport(
+            job_id=job_id, attempt=0, finished=api.JobFinished(term_signal=15)))
+        assert state.apply(log.Entry(report=report), format_).code == log.OK
+        assert (state.job(job_id).state, state.job(job_id).exit_reason) == (api.EXIT, reason)
