@@ -21,6 +21,7 @@ from controller import authz
 from controller.authz import Principal
 from controller.fsm import arrays, audit, job_index
 from controller.fsm.records import FINISHED, read_job
+from controller.fsm.versions import ZERO_INDEX_FORMAT
 from controller.tables import Tables
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -106,7 +107,7 @@ def unfinished(tables: Tables, user: str, enough: int = 0) -> tuple[int, int]:
 def would_submit(specs: list[api.JobSpec]) -> str:
     parts = []
     for spec in specs:
-        size = arrays.check_submit(spec, 1 << 62) if spec.HasField("array") else 0
+        size = arrays.check_submit(spec, 1 << 62, ZERO_INDEX_FORMAT) if spec.HasField("array") else 0
         what = f"an array {spec.name or '(no name)'} of {size} elements" if size else \
             f"job {spec.name or ' '.join(spec.command)[:60]!r}"
         parts.append(f"{what} in queue {spec.queue}, {spec.slots} slot(s) each, pending until scheduled")

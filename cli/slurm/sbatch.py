@@ -252,12 +252,9 @@ def build(args: argparse.Namespace, submitter: dict[str, str], here: str,
     spec = api.JobSpec(command=command, name=name, queue=args.partition or "", project=args.account or "",
                        cwd=cwd, rerunnable=args.requeue is not False)
     if args.array:
-        if re.match(r"0(?!\d)|.*[,-]0(?!\d)", args.array):
-            raise UsageError(f"--array {args.array[:40]}: XCE's array indices start at 1 (index 0 is not "
-                             "carried out yet)")
         try:
             _, array = array_spec.parse_name(f"x[{args.array.split('%')[0]}]" + (
-                f"%{args.array.split('%', 1)[1]}" if "%" in args.array else ""))
+                f"%{args.array.split('%', 1)[1]}" if "%" in args.array else ""), lowest=0)
         except array_spec.ArraySpecError as exc:
             raise UsageError(f"--array: {exc}") from None
         assert array is not None

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from controller.fsm import job_index
 from controller.fsm.applier import Applier
 from controller.fsm.records import FINISHED, PENDING, find_job, job_key, read_job
+from controller.fsm.versions import ZERO_INDEX_FORMAT
 from controller.tables import Tables
 from xce.errors import ServiceError, invalid
 from xce.rules import array_spec
@@ -87,10 +88,15 @@ def submit(applier: Applier, job: api.Job) -> None:
     applier.arrays[job.id] = job
 
 
-def check_submit(spec: api.JobSpec, max_size: int) -> int:
-    """The leader's check of an array in a submit (its size), before it proposes; ServiceError."""
+def lowest_index(entry_format: int) -> int:
+    """The first index an array may have: Slurm's 0 from entry format 24 (LSF's 1 before)."""
+    return 0 if entry_format >= ZERO_INDEX_FORMAT else 1
+
+
+def check_submit(spec: api.JobSpec, max_size: int, entry_format: int) -> int:
+    """The check of an array in a submit (its size), the leader's and apply's; ServiceError."""
     try:
-        return array_spec.check(spec.array, max_size)
+        return array_spec.check(spec.array, max_size, lowest_index(entry_format))
     except array_spec.ArraySpecError as exc:
         raise invalid(str(exc)) from None
 
@@ -226,10 +232,11 @@ def derived_state(state: api.ArrayState) -> api.JobState:
 Selection = list[api.IndexRange] | None  # None: the whole array
 
 
-def find_target(tables: Tables, text: str, in_history: bool = True) -> tuple[api.Job, Selection]:
+def find_target(tables: Tables, text: str, in_history: bool = True,
+                entry_format: int = ZERO_INDEX_FORMAT) -> tuple[api.Job, Selection]:
     """`17`, `17[42]`, `17[1-100]`: the job (an array's record for a selection) and the selection."""
     try:
-        head, wanted = array_spec.parse_job_ref(text)
+        head, wanted = array_spec.parse_job_ref(text, lowest_index(entry_format))
     except array_spec.ArraySpecError as exc:
         raise invalid(str(exc)) from None
     job = find_job(tables, head, in_history)

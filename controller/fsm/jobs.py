@@ -117,7 +117,7 @@ def _submit_one(applier: Applier, request: api.SubmitJobsRequest) -> log.Result:
         if spec.HasField("array"):
             if entry.format < ARRAY_FORMAT:
                 raise invalid(f"job arrays need entry format {ARRAY_FORMAT}")
-            arrays.check_submit(spec, arrays.MAX_SIZE)
+            arrays.check_submit(spec, arrays.MAX_SIZE, entry.format)
     result = log.Result(code=log.OK)
     for spec in request.jobs:
         job_id = meta.next_job_id or 1
@@ -150,7 +150,7 @@ def apply_control(applier: Applier) -> list[log.Result]:
     def body() -> log.Result:
         in_history = applier.entry.format >= HISTORY_FORMAT
         if applier.entry.format >= ARRAY_FORMAT:
-            job, wanted = arrays.find_target(applier.tables, request.job_id, in_history)
+            job, wanted = arrays.find_target(applier.tables, request.job_id, in_history, applier.entry.format)
             if arrays.is_array(job):
                 return _control_array(applier, job, wanted, request.action)
         else:
@@ -218,7 +218,7 @@ def apply_modify(applier: Applier) -> list[log.Result]:
     def body() -> log.Result:
         in_history = applier.entry.format >= HISTORY_FORMAT
         if applier.entry.format >= ARRAY_FORMAT:
-            job, wanted = arrays.find_target(applier.tables, request.job_id, in_history)
+            job, wanted = arrays.find_target(applier.tables, request.job_id, in_history, applier.entry.format)
             if arrays.is_array(job):
                 return _modify_array(applier, job, wanted, request)
         else:

@@ -203,12 +203,13 @@ class JobWrites:
         if self.ctx.proposal_format() < ARRAY_FORMAT:
             raise ServiceError(log.FAILED_PRECONDITION, "job arrays wait until every replica runs code "
                                                         f"that understands them (format {ARRAY_FORMAT})")
-        return fsm.arrays.check_submit(spec, self.ctx.settings.policy.max_array_size)
+        policy = self.ctx.settings.policy
+        return fsm.arrays.check_submit(spec, policy.max_array_size, self.ctx.proposal_format())
 
     def _target_for(self, tables: Tables, job_id: str, caller: Principal) -> tuple[api.Job, bool]:
         """The job or array an action names (`17`, `17[1-100]`), if the caller may see it; and whether
         it is an array (whose elements apply decides on)."""
-        job, wanted = fsm.arrays.find_target(tables, job_id)
+        job, wanted = fsm.arrays.find_target(tables, job_id, entry_format=self.ctx.proposal_format())
         if not authz.visible(self.ctx.settings.policy, caller, job):
             raise ServiceError(log.NOT_FOUND, f"no job {job_id}")
         array = wanted is not None or fsm.arrays.is_array(job)

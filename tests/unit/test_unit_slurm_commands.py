@@ -15,6 +15,7 @@ from cli.parser import UsageError
 from cli.slurm import entry, formats, job_table, sbatch
 from xce import hostlist
 from xce.v1 import api_pb2 as api
+from xce.v1 import log_pb2 as log
 
 NOW = datetime.datetime(2026, 12, 6, 10, 0, 0)
 SUBMITTER = {"USER": "alice", "PATH": "/opt/bin:/usr/bin", "HOME": "/home/alice", "SLURM_JOB_ID": "99"}
@@ -79,8 +80,8 @@ def test_wrap_and_defaults(tmp_path: Path) -> None:
     assert spec.command[:2] == ["/bin/sh", "-c"] and "echo hi; hostname" in spec.command[2]
     assert (spec.slots, spec.stdout_path, spec.stderr_path) == (1, "slurm-%J.out", "slurm-%J.out")
     assert spec.env["PATH"] == "/opt/bin:/usr/bin"  # --export=ALL, Slurm's default
-    array = built(tmp_path, ["--array=1-3", "--wrap", "true"])
-    assert array.stdout_path == "slurm-%J_%I.out"
+    array = built(tmp_path, ["--array=0-3", "--wrap", "true"])
+    assert array.stdout_path == "slurm-%J_%I.out" and array.array.ranges[0].start == 0  # Slurm's from 0
 
 
 @pytest.mark.parametrize("words, text, said", [
@@ -92,7 +93,6 @@ def test_wrap_and_defaults(tmp_path: Path) -> None:
     (["--mem=lots", "--wrap", "x"], None, "invalid memory specification"),
     (["-o", "out-%N.txt", "--wrap", "x"], None, "%N is not carried out"),
     ([], "#!/bin/sh\n#SBATCH --bogus\ntrue\n", "#SBATCH: unrecognized option '--bogus'"),
-    (["--array=0-9", "--wrap", "x"], None, "index 0 is not carried out yet"),
 ])
 def test_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str], words: list[str], text: str | None,
                   said: str) -> None:
@@ -158,3 +158,21 @@ def test_slurm_s_variables_only_for_a_job_sbatch_submitted() -> None:
     from cli.lsf import environment
 
     assert set(env) <= environment.NEVER_COPIED  # never carried into a job it submits
+
+
+def test_an_array_from_index_0_from_format_24() -> None:
+    from controller.fsm import arrays
+    from controller.fsm.versions import ZERO_INDEX_FORMAT
+    from tests.unit.test_unit_arrays import State
+
+    spec = api.JobSpec(command=["true"], array=api.ArraySpec(ranges=[api.IndexRange(start=0, end=2)]))
+    state = State()
+    refused = state.run(log.Entry(format=ZERO_INDEX_FORMAT - 1, submit=log.SubmitBatch(
+        requests=[api.SubmitJobsRequest(request_id="old", jobs=[spec])])))
+    assert refused.code == log.INVALID_ARGUMENT and "bad range 0-2" in refused.message
+    taken = state.run(log.Entry(format=ZERO_INDEX_FORMAT, submit=log.SubmitBatch(
+        requests=[api.SubmitJobsRequest(request_id="new", jobs=[spec])])))
+    assert taken.code == log.OK, taken.message
+    record, wanted = arrays.find_target(state.tables, f"{taken.job_ids[0]}[0]")
+    assert wanted is not None and wanted[0].start == 0
+    assert arrays.element_view(state.tables, record, 0).array_index == 0

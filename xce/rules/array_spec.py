@@ -31,8 +31,9 @@ class ArraySpecError(ValueError):
     """A spec that does not parse, in words for the person who wrote it."""
 
 
-def parse_name(text: str) -> tuple[str, api.ArraySpec | None]:
-    """`-J` as bsub takes it: a plain name, or a name with indices (and a limit)."""
+def parse_name(text: str, lowest: int = 1) -> tuple[str, api.ArraySpec | None]:
+    """`-J` as bsub takes it: a plain name, or a name with indices (and a limit). `lowest`: the first
+    index there may be (LSF's are from 1; Slurm's from 0, entry format 24)."""
     if "[" not in text and "]" not in text:
         return text, None
     found = _NAMED.match(text)
@@ -42,7 +43,7 @@ def parse_name(text: str) -> tuple[str, api.ArraySpec | None]:
     if found["inner"] is not None and found["outer"] is not None:
         raise ArraySpecError(f"bad job array {text[:80]!r}: the %limit is given twice")
     limit_text = found["inner"] if found["inner"] is not None else found["outer"]
-    spec = api.ArraySpec(ranges=parse_indices(found["indices"], text))
+    spec = api.ArraySpec(ranges=parse_indices(found["indices"], text, lowest))
     if limit_text is not None:
         digits = limit_text.isascii() and limit_text.isdecimal() and len(limit_text) <= 10
         if not digits or int(limit_text) < 1 or int(limit_text) > MAX_INDEX:
@@ -52,8 +53,8 @@ def parse_name(text: str) -> tuple[str, api.ArraySpec | None]:
     return found["name"], spec
 
 
-def parse_indices(text: str, whole: str = "") -> list[api.IndexRange]:
-    """`1-1000:2,2000` -> ranges; every index positive, each range non-empty, the step positive."""
+def parse_indices(text: str, whole: str = "", lowest: int = 1) -> list[api.IndexRange]:
+    """`1-1000:2,2000` -> ranges; every index from `lowest`, each range non-empty, the step positive."""
     whole = whole or f"[{text}]"
     parts = text.split(",")
     if len(parts) > MAX_RANGES:
@@ -67,8 +68,8 @@ def parse_indices(text: str, whole: str = "") -> list[api.IndexRange]:
         start = int(found[1])
         end = int(found[2]) if found[2] is not None else start
         step = int(found[3]) if found[3] is not None else 1
-        if start < 1 or end > MAX_INDEX:
-            raise ArraySpecError(f"bad job array {whole[:80]!r}: indices go from 1 to {MAX_INDEX}")
+        if start < lowest or end > MAX_INDEX:
+            raise ArraySpecError(f"bad job array {whole[:80]!r}: indices go from {lowest} to {MAX_INDEX}")
         if end < start:
             raise ArraySpecError(f"bad job array {whole[:80]!r}: {part!r} ends before it starts")
         if step < 1:
@@ -77,9 +78,9 @@ def parse_indices(text: str, whole: str = "") -> list[api.IndexRange]:
     return ranges
 
 
-def check(spec: api.ArraySpec, max_size: int) -> int:
-    """The spec's size, if it is one apply accepts (ranges well formed, no index twice, at most
-    `max_size` elements); else ArraySpecError."""
+def check(spec: api.ArraySpec, max_size: int, lowest: int = 1) -> int:
+    """The spec's size, if it is one apply accepts (ranges well formed, indices from `lowest`, no
+    index twice, at most `max_size` elements); else ArraySpecError."""
     if not spec.ranges:
         raise ArraySpecError("a job array needs at least one index")
     if len(spec.ranges) > MAX_RANGES:
@@ -90,7 +91,7 @@ def check(spec: api.ArraySpec, max_size: int) -> int:
     spans: list[tuple[int, int, int]] = []
     for r in spec.ranges:
         step = r.step or 1
-        if r.start < 1 or r.end > MAX_INDEX or r.end < r.start or step < 1:
+        if r.start < lowest or r.end > MAX_INDEX or r.end < r.start or step < 1:
             raise ArraySpecError(f"bad range {r.start}-{r.end}:{r.step} in a job array")
         spans.append((r.start, r.end, step))
         size += range_size(r)
@@ -205,7 +206,7 @@ def describe(spec: api.ArraySpec) -> str:
     return ",".join(parts) + (f"%{spec.limit}" if spec.limit else "")
 
 
-def parse_job_ref(text: str) -> tuple[str, list[api.IndexRange] | None]:
+def parse_job_ref(text: str, lowest: int = 1) -> tuple[str, list[api.IndexRange] | None]:
     """`17`, `17[42]` or `17[1-100,200]` -> (the job id text, the selected indices or None)."""
     text = text.strip()
     if "[" not in text and "]" not in text:
@@ -213,7 +214,7 @@ def parse_job_ref(text: str) -> tuple[str, list[api.IndexRange] | None]:
     head, _, inside = text.removesuffix("]").partition("[")
     if not text.endswith("]") or not head or "[" in inside or "]" in inside:
         raise ArraySpecError(f"bad job reference {text[:80]!r}: write 17, 17[42] or 17[1-100]")
-    return head, parse_indices(inside, text)
+    return head, parse_indices(inside, text, lowest)
 
 
 def iter_indices(spec: api.ArraySpec) -> Iterator[int]:
