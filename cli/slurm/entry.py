@@ -23,8 +23,9 @@ from client.channel import Client, XceError
 from xce.printable import shown
 
 FAILED = 1  # what Slurm's commands exit with when they fail
-MODULES = {"sbatch": "sbatch", "squeue": "squeue", "scancel": "scancel", "sacct": "sacct"}
-WRITES = frozenset({"sbatch", "scancel"})
+MODULES = {"sbatch": "sbatch", "squeue": "squeue", "scancel": "scancel", "sacct": "sacct", "sinfo": "sinfo",
+           "scontrol": "scontrol"}
+WRITES = frozenset({"sbatch", "scancel", "scontrol"})
 
 
 class Command(Protocol):
@@ -66,7 +67,7 @@ def parse(name: str, words: Sequence[str]) -> tuple[Command, argparse.Namespace]
     module = cast(Command, importlib.import_module(f"cli.slurm.{MODULES[name]}"))
     parser = SlurmParser(prog=name, add_help=False)
     # (squeue's -h is --noheader)
-    help_flags = ("--help",) if name == "squeue" else ("-h", "--help")
+    help_flags = ("--help",) if name in ("squeue", "sinfo") else ("-h", "--help")
     parser.add_argument(*help_flags, action="help", help="this help")
     module.declare(parser, name)
     words = split_short(list(words), getattr(module, "SHORT_WITH_VALUE", ""))

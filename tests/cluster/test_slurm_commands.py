@@ -99,3 +99,24 @@ def test_slurm_cluster_scales_to_four_workers_computes_and_scales_to_zero(site: 
     assert len(ended) == 4
     named = {p.name.removesuffix(".out").rsplit("-", 1)[1] for p in logs.glob("*.out")}
     assert named == {str(job.id) for job in ended}  # each job's -o, %J filled in
+
+
+def test_sinfo_and_scontrol(site: LocalCluster) -> None:
+    held = slurm("sbatch", "--parsable", "-H", "--wrap", "true")
+    job = int(held.stdout)
+    with site.client() as client:
+        assert client.get_job(job).state == api.PSUSP
+        assert slurm("scontrol", "update", f"JobId={job}", "Priority=7").returncode == 0
+        assert client.get_job(job).spec.priority == 7
+        assert slurm("scontrol", "release", str(job)).returncode == 0
+        wait_until(lambda: client.get_job(job).state == api.DONE, "the released job done")
+    shown = slurm("scontrol", "show", "job", str(job)).stdout
+    assert f"JobId={job} " in shown and "JobState=COMPLETED" in shown and "ExitCode=0:0" in shown
+    assert "PartitionName=normal" in slurm("scontrol", "show", "partition", "normal").stdout
+    nodes = slurm("scontrol", "show", "node", "w1").stdout
+    assert "NodeName=w1" in nodes and "CPUTot=4" in nodes
+    info = slurm("sinfo").stdout.splitlines()
+    assert info[0].split() == ["PARTITION", "AVAIL", "TIMELIMIT", "NODES", "STATE", "NODELIST"]
+    assert "normal*" in {row.split()[0] for row in info[1:]}  # the default partition, starred
+    refused = slurm("scontrol", "frobnicate", "1")
+    assert refused.returncode == 1 and "invalid keyword: frobnicate" in refused.stderr
