@@ -107,22 +107,36 @@ def slurm_env(job: api.Job, task: api.LaunchTask | None) -> dict[str, str]:
     if "SLURM_SUBMIT_DIR" not in spec.env:
         return {}
     parts = feasibility.allocation_of(job)
-    here = job.host or (parts[0].host if parts else "")
-    hosts = [part.host for part in parts] or [here]
+    first = job.host or (parts[0].host if parts else "")
+    here = task.host if task is not None and task.host else first
+    hosts = [part.host for part in parts] or [first]
     cpus_here = next((part.slots for part in parts if part.host == here), spec.slots)
+    per_node = _counted([part.slots for part in parts] or [spec.slots])
     env = {"SLURM_JOB_ID": str(job.id), "SLURM_JOBID": str(job.id), "SLURM_JOB_NAME": spec.name,
            "SLURM_JOB_PARTITION": spec.queue, "SLURM_JOB_ACCOUNT": spec.project,
            "SLURM_JOB_NODELIST": hostlist.compress(hosts), "SLURM_NODELIST": hostlist.compress(hosts),
            "SLURM_JOB_NUM_NODES": str(len(hosts)), "SLURM_NNODES": str(len(hosts)),
-           "SLURM_CPUS_ON_NODE": str(cpus_here), "SLURM_JOB_CPUS_PER_NODE": str(cpus_here),
+           "SLURM_CPUS_ON_NODE": str(cpus_here), "SLURM_JOB_CPUS_PER_NODE": per_node,
            "SLURM_NTASKS": spec.env.get("SLURM_NTASKS", str(spec.slots)),
-           "SLURM_NPROCS": spec.env.get("SLURM_NTASKS", str(spec.slots)),
-           "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_CLUSTER_NAME": "xce"}
+           "SLURM_NPROCS": spec.env.get("SLURM_NTASKS", str(spec.slots)), "SLURM_CLUSTER_NAME": "xce"}
+    if task is None:  # the batch script: task 0 on the first node (a task's ranks are srun's: not set)
+        env.update(SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_NODEID="0")
     if job.array_id:
         env.update(SLURM_ARRAY_JOB_ID=str(job.array_id), SLURM_ARRAY_TASK_ID=str(job.array_index))
     if task is not None:
         env["SLURM_STEP_ID"] = "0"
     return env
+
+
+def _counted(counts: list[int]) -> str:
+    """Slurm's SLURM_JOB_CPUS_PER_NODE: runs of equal counts as `4(x3),2`."""
+    runs: list[list[int]] = []
+    for count in counts:
+        if runs and runs[-1][0] == count:
+            runs[-1][1] += 1
+        else:
+            runs.append([count, 1])
+    return ",".join(f"{count}(x{times})" if times > 1 else str(count) for count, times in runs)
 
 
 def shim_command(job: api.Job, account: Account, status_file: Path, task: api.LaunchTask | None,
@@ -165,8 +179,15 @@ def working_dir(job: api.Job, account: Account, task: api.LaunchTask | None = No
 
 def output_path(path: str, job: api.Job) -> str:
     """bsub's -o/-e patterns: %J the job's id (an element's: its array's), %I the array index (0 for a
-    job that is not an element), %% a percent sign."""
-    values = {"J": str(job.array_id or job.id), "I": str(job.array_index if job.array_id else 0), "%": "%"}
+    job that is not an element), %% a percent sign. sbatch's (a job it submitted): %j and %J the job's
+    own id (an element's too), %A its array's, %a its index, %x its name, %u its owner."""
+    if "SLURM_SUBMIT_DIR" in job.spec.env:
+        values = {"j": str(job.id), "J": str(job.id), "A": str(job.array_id or job.id),
+                  "a": str(job.array_index) if job.array_id else "4294967294", "x": job.spec.name,
+                  "u": job.spec.user, "%": "%"}
+    else:
+        values = {"J": str(job.array_id or job.id), "I": str(job.array_index if job.array_id else 0),
+                  "%": "%"}
     out, i = [], 0
     while i < len(path):
         if path[i] == "%" and i + 1 < len(path) and path[i + 1] in values:

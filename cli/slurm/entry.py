@@ -3,9 +3,10 @@
 Slurm's commands exit 1 when they refuse or fail and say why as
 `sbatch: error: ...`. Options are read as getopt_long reads them (a short
 option's value may follow it in the same word: `-n4`, `-pdebug`; a long
-one's after `=`), but never guessed: a prefix of a long option is refused
-(`--nta`), as XCE's other commands refuse it, so nothing is submitted that
-the user did not write. A command that got no answer says so as `xce` does.
+one's after `=` or as the next word, whatever it looks like; bundled flags
+`-XPn`), but never guessed: a prefix of a long option is refused (`--nta`),
+as XCE's other commands refuse it, so nothing is submitted that the user did
+not write. A command that got no answer says so as `xce` does.
 """
 
 from __future__ import annotations
@@ -30,8 +31,7 @@ WRITES = frozenset({"sbatch", "scancel", "scontrol"})
 
 class Command(Protocol):
     """A module of cli/slurm/: `declare`, `run`, and optionally `prepare(args) -> bool` (before
-    connecting; False: nothing to ask the cluster) and SHORT_WITH_VALUE (its short options that take
-    a value, for getopt's `-n4`)."""
+    connecting; False: nothing to ask the cluster)."""
 
     def declare(self, parser: argparse.ArgumentParser, name: str) -> None: ...
     def run(self, client: Client, args: argparse.Namespace) -> int: ...
@@ -49,17 +49,42 @@ class SlurmParser(Parser):
         raise SystemExit(FAILED)
 
 
-def split_short(words: Sequence[str], with_value: str) -> list[str]:
-    """getopt's reading of `-n4` (a short option taking a value, its value run in): `-n 4`. Stops at
-    the first word that is not an option (a command's own arguments follow it)."""
+def getopt_words(parser: argparse.ArgumentParser, words: Sequence[str], stop_at_argument: bool) -> list[str]:
+    """The words as getopt_long reads them, made plain for argparse: an option's value is taken
+    whatever it looks like (`-J -foo`, `--job-name -foo`), run into a short one (`-n4`, `-o%i`) or
+    after `=`, and bundled letters are flags apart (`-XPn`). Each option and its value come out as
+    one word (`-n=4`, `--job-name=-foo`). `stop_at_argument` (sbatch: its script's own arguments
+    follow the script): options end at the first word that is not one; else (getopt's permuting)
+    arguments may come among options."""
+    takes = {option for action in parser._actions if action.nargs != 0 and action.option_strings
+             for option in action.option_strings}
     out: list[str] = []
-    for position, word in enumerate(words):
-        if word == "--" or not word.startswith("-") or word == "-":
-            return [*out, *words[position:]]
-        if not word.startswith("--") and len(word) > 2 and word[1] in with_value:
-            out += [word[:2], word[2:]]
-        else:
+    position = 0
+    while position < len(words):
+        word = words[position]
+        position += 1
+        if word == "--":
+            return [*out, *words[position - 1:]]
+        if not word.startswith("-") or word == "-":
+            if stop_at_argument:
+                return [*out, "--", *words[position - 1:]]
             out.append(word)
+            continue
+        if word.startswith("--"):
+            if "=" not in word and word in takes and position < len(words):
+                word, position = f"{word}={words[position]}", position + 1
+            out.append(word)
+            continue
+        letters = word[1:]
+        for index, letter in enumerate(letters):
+            if f"-{letter}" not in takes:
+                out.append(f"-{letter}")
+                continue
+            value = letters[index + 1:]
+            if not value and position < len(words):
+                value, position = words[position], position + 1
+            out.append(f"-{letter}={value}")
+            break
     return out
 
 
@@ -70,8 +95,7 @@ def parse(name: str, words: Sequence[str]) -> tuple[Command, argparse.Namespace]
     help_flags = ("--help",) if name in ("squeue", "sinfo") else ("-h", "--help")
     parser.add_argument(*help_flags, action="help", help="this help")
     module.declare(parser, name)
-    words = split_short(list(words), getattr(module, "SHORT_WITH_VALUE", ""))
-    args = parser.parse_args(words)
+    args = parser.parse_args(getopt_words(parser, list(words), name == "sbatch"))
     args.command = name
     args.controllers = None
     return module, args

@@ -84,7 +84,8 @@ SACCT: dict[str, Field] = {
         j.end_time_ms) if j.state in (api.DONE, api.EXIT) else "Unknown",
     "Submit": lambda j, now: formats.timestamp(j.submit_time_ms),
     "NodeList": lambda j, now: _nodes(j) or "None assigned",
-    "NNodes": lambda j, now: _node_count(j), "Timelimit": lambda j, now: _limit(j),
+    "NNodes": lambda j, now: _node_count(j),
+    "Timelimit": lambda j, now: formats.elapsed(j.spec.run_limit_s) if j.spec.run_limit_s else "UNLIMITED",
     "Reason": lambda j, now: formats.reason(j), "WorkDir": lambda j, now: j.spec.cwd,
     "MaxRSS": lambda j, now: f"{j.usage.max_rss_kb}K" if j.usage.max_rss_kb else "",
     "TotalCPU": lambda j, now: formats.elapsed(int(j.usage.user_cpu_s + j.usage.system_cpu_s)),
@@ -93,8 +94,11 @@ SACCT: dict[str, Field] = {
 }
 SACCT_NAMES = {name.lower(): name for name in SACCT}
 SACCT_DEFAULT = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
-SACCT_WIDTHS = {"JobID": 12, "JobName": 10, "Partition": 10, "Account": 10, "AllocCPUS": 10, "State": 10,
-                "ExitCode": 8}
+# sacct's default widths (a negative one: left-justified), from Slurm's sacct field table.
+SACCT_WIDTHS = {"JobID": -12, "JobIDRaw": -12, "JobName": 10, "Partition": 10, "Account": 10,
+                "AllocCPUS": 10, "State": 10, "ExitCode": 8, "Start": 19, "End": 19, "Submit": 19,
+                "NodeList": 15, "User": 9, "Reason": 22, "WorkDir": 20, "NNodes": 8, "ReqCPUS": 8,
+                "DerivedExitCode": 15, "Timelimit": 10}
 
 
 def squeue_format(text: str) -> list[tuple[str, str, int, bool]]:
@@ -118,6 +122,13 @@ def fit(text: str, size: int, right: bool) -> str:
     return text.rjust(size) if right else text.ljust(size)
 
 
+def sacct_cell(text: str, width: int, left: bool) -> str:
+    """A table cell: cut to the width with `+` at the end, padded (left or right)."""
+    if len(text) > width:
+        text = text[:width - 1] + "+"
+    return text.ljust(width) if left else text.rjust(width)
+
+
 def squeue_rows(jobs: list[api.Job], fmt: str, header: bool) -> list[str]:
     items, now = squeue_format(fmt), int(time.time() * 1000)
     rows = []
@@ -130,8 +141,9 @@ def squeue_rows(jobs: list[api.Job], fmt: str, header: bool) -> list[str]:
     return rows
 
 
-def sacct_fields(text: str) -> list[tuple[str, int]]:
-    """`JobID,State%20` -> [(JobID, 12), (State, 20)] (sacct's default widths), names without case."""
+def sacct_fields(text: str) -> list[tuple[str, int, bool]]:
+    """`JobID,State%20,User%-9` -> [(JobID, 12, left), (State, 20, right), ...] (sacct's default widths,
+    `%-N` left-justified), names without case."""
     fields = []
     for item in text.split(","):
         item = item.strip()
@@ -141,9 +153,10 @@ def sacct_fields(text: str) -> list[tuple[str, int]]:
         known = SACCT_NAMES.get(name.lower())
         if known is None:
             raise UsageError(f"Invalid field requested: \"{name}\"")
-        if width and not width.isdecimal():
+        if width and not width.lstrip("-").isdecimal():
             raise UsageError(f"Invalid field width: \"{item}\"")
-        fields.append((known, int(width) if width else SACCT_WIDTHS.get(known, 10)))
+        size = int(width) if width else SACCT_WIDTHS.get(known, 10)
+        fields.append((known, abs(size), size < 0))
     if not fields:
         raise UsageError("no fields to print")
     return fields

@@ -20,19 +20,17 @@ from client.channel import Client, XceError
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
 
-SHORT_WITH_VALUE = "jouSEsrM"
-
 
 def declare(p: argparse.ArgumentParser, name: str) -> None:
-    p.add_argument("-j", "--jobs", dest="jobs", metavar="job(.step)")
-    p.add_argument("-o", "--format", dest="format", metavar="field[%width],...")
+    p.add_argument("-j", "--jobs", dest="jobs", metavar="job(.step)", action="append")
+    p.add_argument("-o", "--format", dest="format", metavar="field[%width],...", action="append")
     p.add_argument("-u", "--user", dest="users", metavar="user_list")
     p.add_argument("-a", "--allusers", dest="all_users", action="store_true")
     p.add_argument("-S", "--starttime", dest="start", metavar="time")
     p.add_argument("-E", "--endtime", dest="end", metavar="time")
     p.add_argument("-s", "--state", dest="states", metavar="state_list")
     p.add_argument("-r", "--partition", dest="partitions", metavar="partition_list")
-    p.add_argument("--name", dest="names", metavar="jobname_list")
+    p.add_argument("--name", dest="names", metavar="jobname_list", action="append")
     p.add_argument("-P", "--parsable2", dest="parsable2", action="store_true")
     p.add_argument("-p", "--parsable", dest="parsable", action="store_true")
     p.add_argument("-n", "--noheader", dest="noheader", action="store_true")
@@ -72,7 +70,9 @@ def window_ms(text: str | None, now: datetime.datetime, default: datetime.dateti
 
 
 def prepare(args: argparse.Namespace) -> bool:
-    args.fields = job_table.sacct_fields(args.format or job_table.SACCT_DEFAULT)
+    args.fields = job_table.sacct_fields(",".join(args.format or [job_table.SACCT_DEFAULT]))
+    args.jobs = ",".join(args.jobs) if args.jobs else None  # (each -j adds to the list, as Slurm's)
+    args.names = ",".join(args.names) if args.names else None
     args.wanted_states = squeue.states_wanted(args.states)
     now = datetime.datetime.now()
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
@@ -98,8 +98,11 @@ def _jobs(client: Client, args: argparse.Namespace) -> list[api.Job]:
     history = client.history(api.HistoryRequest(user=user if "," not in user else ""))
     jobs = [*live, *(j for j in history if j.id not in seen)]
     users = set(user.split(",")) if user else None
+    now = int(time.time() * 1000)
+    # Active in the window: submitted before its end, and not ended before its start (Slurm's rule).
     return [j for j in jobs if (users is None or j.spec.user in users)
-            and args.start_ms <= (j.end_time_ms or j.submit_time_ms) and j.submit_time_ms <= args.end_ms]
+            and args.start_ms <= (j.end_time_ms if j.state in (api.DONE, api.EXIT) and j.end_time_ms else now)
+            and j.submit_time_ms <= args.end_ms]
 
 
 def run(client: Client, args: argparse.Namespace) -> int:
@@ -115,17 +118,14 @@ def run(client: Client, args: argparse.Namespace) -> int:
     if args.parsable2 or args.parsable:
         tail = "|" if args.parsable and not args.parsable2 else ""
         if not args.noheader:
-            print("|".join(name for name, _ in fields) + tail)
+            print("|".join(name for name, _, _ in fields) + tail)
         for job in jobs:
-            print(shown("|".join(job_table.SACCT[name](job, now) for name, _ in fields) + tail))
+            print(shown("|".join(job_table.SACCT[name](job, now) for name, _, _ in fields) + tail))
         return 0
-    if not args.noheader:
-        print(" ".join(name[:width].rjust(width) for name, width in fields))
-        print(" ".join("-" * width for _, width in fields))
+    if not args.noheader:  # (each cell followed by a space, as Slurm's print_fields)
+        print("".join(job_table.sacct_cell(name, width, left) + " " for name, width, left in fields))
+        print("".join("-" * width + " " for _, width, _ in fields))
     for job in jobs:
-        cells = []
-        for name, width in fields:
-            text = job_table.SACCT[name](job, now)
-            cells.append((text[:width - 1] + "+" if len(text) > width else text).rjust(width))
-        print(shown(" ".join(cells)))
+        print(shown("".join(job_table.sacct_cell(job_table.SACCT[name](job, now), width, left) + " "
+                            for name, width, left in fields)))
     return 0

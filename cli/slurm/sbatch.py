@@ -40,7 +40,6 @@ from client.channel import Client, XceError
 from xce.rules import array_spec
 from xce.v1 import api_pb2 as api
 
-SHORT_WITH_VALUE = "JpAnNctoeDadbwqCLMGmiFB"
 MEMORY_UNITS_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 # Slurm 22.05 options XCE does not carry out yet: refused by name, nothing submitted.
 NOT_YET_WITH_VALUE = ("--qos", "-q", "--constraint", "-C", "--reservation", "--licenses", "-L", "--signal",
@@ -93,7 +92,7 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("--parsable", dest="parsable", action="store_const", const=True)
     p.add_argument("-W", "--wait", dest="wait", action="store_const", const=True)
     p.add_argument("-V", "--version", dest="version", action="store_const", const=True)
-    not_yet.declare(p, NOT_YET_WITH_VALUE, NOT_YET_FLAGS)
+    not_yet.declare(p, NOT_YET_WITH_VALUE, NOT_YET_FLAGS, system="Slurm")
     p.add_argument("script", nargs=argparse.REMAINDER, help="the batch script and its arguments")
 
 
@@ -110,24 +109,28 @@ def _nodes(text: str) -> int:
 
 
 def memory_mb(text: str, flag: str) -> int:
-    """--mem as Slurm takes it: a number of MB, or with a unit K M G T."""
+    """--mem as Slurm takes it: a number of MB, or with a unit K M G T; 0: all of a node's (no limit)."""
     found = re.fullmatch(r"(\d+)([KMGT]?)B?", text.strip(), re.IGNORECASE)
     if found is None:
         raise UsageError(f"{flag}: invalid memory specification {text[:40]!r}")
+    if int(found[1]) == 0:
+        return 0
     return max(1, math.ceil(int(found[1]) * MEMORY_UNITS_MB[found[2].upper() or "M"]))
 
 
 def directives(text: str) -> list[str]:
-    """The words of a script's #SBATCH lines, up to its first command (Slurm's rule)."""
+    """The words of a script's #SBATCH lines (in column 0, as Slurm reads them), up to its first
+    command; a line ends at a `#` outside quotes (a comment)."""
     words: list[str] = []
     for line in text.splitlines()[1:]:
-        stripped = line.strip()
-        if stripped.startswith("#SBATCH"):
+        if line.startswith("#SBATCH"):
             try:
-                words += shlex.split(stripped[len("#SBATCH"):].split(" #", 1)[0])
+                lexer = shlex.shlex(line[len("#SBATCH"):], posix=True, punctuation_chars=False)
+                lexer.whitespace_split, lexer.commenters = True, "#"
+                words += list(lexer)
             except ValueError as exc:
-                raise UsageError(f"#SBATCH line {stripped[:60]!r}: {exc}") from None
-        elif stripped and not stripped.startswith("#"):
+                raise UsageError(f"#SBATCH line {line[:60]!r}: {exc}") from None
+        elif line.strip() and not line.lstrip().startswith("#"):
             break
     return words
 
@@ -135,6 +138,8 @@ def directives(text: str) -> list[str]:
 def dependency(text: str) -> str:
     """--dependency as an XCE -w condition; `singleton` stays a word for `run` to resolve."""
     kinds = {"afterok": "done", "afterany": "ended", "afternotok": "exit", "after": "started"}
+    if "," in text and "?" in text:
+        raise UsageError(f"--dependency {text[:80]!r}: one kind of separator: , (all) or ? (any)")
     joiner = " || " if "?" in text else " && "
     terms = []
     for item in re.split(r"[,?]", text):
@@ -146,7 +151,8 @@ def dependency(text: str) -> str:
             raise UsageError(f"--dependency {text[:80]!r}: write afterok:ID[:ID], afterany:, afternotok:, "
                              "after: or singleton")
         for ref in ids.split(":"):
-            ref = ref.split("+", 1)[0]  # (after:ID+minutes: the delay is not carried out)
+            if "+" in ref:
+                raise UsageError(f"--dependency: {ref[:40]!r}: a delay (+time) is not carried out by XCE yet")
             found = re.fullmatch(r"(\d+)(?:_(\d+))?", ref)
             if found is None:
                 raise UsageError(f"--dependency: {ref[:40]!r} is not a job id")
@@ -155,16 +161,14 @@ def dependency(text: str) -> str:
     return joiner.join(terms)
 
 
-def output_pattern(pattern: str, name: str, user: str) -> str:
-    """-o/-e with Slurm's %j %A (the job id) %a (the array index) %x %u %% in the worker's words (%J, %I)."""
-    def replace(found: re.Match[str]) -> str:
-        code = found[1]
-        table = {"j": "%J", "A": "%J", "a": "%I", "J": "%J", "x": name, "u": user, "%": "%"}
-        if code not in table:
-            raise UsageError(f"-o/-e: %{code} is not carried out by XCE yet (%j %A %a %x %u %%)")
-        return table[code]
-
-    return re.sub(r"%\d*([a-zA-Z%])", replace, pattern)
+def output_pattern(pattern: str) -> str:
+    """-o/-e: Slurm's %j %J %A %a %x %u %% are the worker's to fill in (worker/spawn.py: a job
+    sbatch submitted); others are refused."""
+    for found in re.finditer(r"%(\d*)([a-zA-Z%])", pattern):
+        if found[2] not in "jJAaxu%" or found[1]:
+            raise UsageError(f"-o/-e: %{found[1]}{found[2]} is not carried out by XCE yet "
+                             "(%j %J %A %a %x %u %%)")
+    return pattern
 
 
 def begin_ms(text: str, now: datetime.datetime) -> int:
@@ -213,7 +217,10 @@ def _read(args: argparse.Namespace) -> tuple[str, str]:
     try:
         text = data.decode()
     except UnicodeDecodeError:
-        raise UsageError("Batch script contains DOS line breaks or is not text (UTF-8)") from None
+        raise UsageError("Batch script is not text (UTF-8)") from None
+    if "\r\n" in text:
+        raise UsageError("Batch script contains DOS line breaks (\\r\\n) instead of expected UNIX line "
+                         "breaks (\\n).")
     if not text.startswith("#!"):
         raise UsageError("This does not look like a batch script.  The first line must start with #! "
                          "followed by the path to an interpreter.")
@@ -222,7 +229,7 @@ def _read(args: argparse.Namespace) -> tuple[str, str]:
 
 def _merged(args: argparse.Namespace, text: str) -> argparse.Namespace:
     """The script's #SBATCH options under the command line's."""
-    from cli.slurm.entry import SlurmParser, split_short
+    from cli.slurm.entry import SlurmParser, getopt_words
 
     class ScriptParser(SlurmParser):
         def error(self, message: str) -> None:  # type: ignore[override]
@@ -232,7 +239,10 @@ def _merged(args: argparse.Namespace, text: str) -> argparse.Namespace:
 
     parser = ScriptParser(prog="sbatch", add_help=False)
     declare(parser, "sbatch")
-    own = parser.parse_args([*split_short(directives(text), SHORT_WITH_VALUE), "--"])
+    own = parser.parse_args(getopt_words(parser, [*directives(text), "--"], True))
+    stray = [word for word in own.script if word != "--"]
+    if stray:
+        raise UsageError(f"#SBATCH: Invalid argument: {stray[0][:40]}")
     merged = {k: v for k, v in vars(own).items() if k != "script"}
     merged.update({k: v for k, v in vars(args).items() if v is not None and k in merged})
     return argparse.Namespace(**{**vars(args), **merged})
@@ -242,12 +252,13 @@ def build(args: argparse.Namespace, submitter: dict[str, str], here: str,
           now: datetime.datetime | None = None) -> api.JobSpec:
     """The job sbatch asks for (pure but for what it is given: the script, the environment, the time)."""
     now = now or datetime.datetime.now()
+    if args.script and args.script[0] == "--":
+        args.script = args.script[1:]
     text, source = _read(args)
     args = _merged(args, text)
     name = args.name or source
     command = script.command(text, source)
     command += list(args.script[1:])  # the script's own arguments ($1 ...)
-    user = submitter.get("USER") or submitter.get("LOGNAME") or ""
     cwd = os.path.join(os.getcwd(), os.path.expanduser(args.chdir)) if args.chdir else _here(submitter)
     spec = api.JobSpec(command=command, name=name, queue=args.partition or "", project=args.account or "",
                        cwd=cwd, rerunnable=args.requeue is not False)
@@ -261,9 +272,9 @@ def build(args: argparse.Namespace, submitter: dict[str, str], here: str,
         spec.array.CopyFrom(array)
     _size(spec, args)
     default = "slurm-%A_%a.out" if args.array else "slurm-%j.out"
-    spec.stdout_path = output_pattern(args.output or default, name, user)
-    spec.stderr_path = output_pattern(args.error, name, user) if args.error else spec.stdout_path
-    if args.time:
+    spec.stdout_path = output_pattern(args.output or default)
+    spec.stderr_path = output_pattern(args.error) if args.error else spec.stdout_path
+    if args.time and args.time.strip() != "0":  # (0: no limit, as Slurm's)
         try:
             spec.run_limit_s = formats.minutes_of(args.time)
         except formats.TimeError as exc:
@@ -291,12 +302,14 @@ def _size(spec: api.JobSpec, args: argparse.Namespace) -> None:
     tasks = args.ntasks or ((args.per_node or 1) * (args.nodes or 1))
     spec.slots = tasks * cpus
     requirement = []
-    if args.nodes == 1:
+    if args.nodes == 1 or (tasks == 1 and not args.nodes):  # a task's CPUs are on one host
         requirement.append("span[hosts=1]")
     elif args.per_node:
         requirement.append(f"span[ptile={args.per_node * cpus}]")
     elif args.nodes and args.nodes > 1:
-        requirement.append(f"span[ptile={-(-spec.slots // args.nodes)}]")
+        requirement.append(f"span[ptile={-(-tasks // args.nodes) * cpus}]")
+    elif cpus > 1:  # (XCE's layouts cannot keep each task whole elsewise: a task a host)
+        requirement.append(f"span[ptile={cpus}]")
     if args.gres:
         found = re.fullmatch(r"gpu(?::[\w.-]+)?:(\d+)", args.gres)
         if found is None:
@@ -354,8 +367,6 @@ def prepare(args: argparse.Namespace) -> bool:
     if args.version:
         print("slurm 22.05.8 (XCE's sbatch over an XCE cluster)")
         return False
-    if args.script and args.script[0] == "--":
-        args.script = args.script[1:]
     args.spec = build(args, dict(os.environ), socket.gethostname())
     return True
 

@@ -12,7 +12,6 @@ from client.channel import Client, XceError
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
 
-SHORT_WITH_VALUE = "sunptw"
 ERRORS = {"NOT_FOUND": "Invalid job id specified", "INVALID_ARGUMENT": "Invalid job id specified",
           "FAILED_PRECONDITION": "Job/step already completing or completed"}
 SIGNALS = {"KILL": api.KILL, "TERM": api.KILL, "INT": api.KILL, "9": api.KILL, "15": api.KILL,

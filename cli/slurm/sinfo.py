@@ -12,8 +12,6 @@ from xce import hostlist
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
 
-SHORT_WITH_VALUE = "pnot"
-
 
 def declare(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("-N", "--Node", dest="nodes", action="store_true", help="a line per node")

@@ -16,7 +16,6 @@ from client.channel import Client, XceError
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
 
-SHORT_WITH_VALUE = "ujtpnoO"
 LIVE = "state:in:PEND,PSUSP,RUN,USUSP,SSUSP,UNKWN"
 
 

@@ -57,11 +57,11 @@ def test_fifteen_kinds_of_sbatch_line(tmp_path: Path) -> None:
     assert (spec.name, spec.queue, spec.project, spec.slots) == ("sim", "normal", "chem", 8)
     assert spec.mem_limit_mb == 8192
     assert spec.run_limit_s == 86_400 + 2 * 3600 + 30 * 60
-    assert (spec.stdout_path, spec.stderr_path) == ("logs/sim-%J.out", "logs/sim-%J.err")
+    assert (spec.stdout_path, spec.stderr_path) == ("logs/%x-%j.out", "logs/%x-%j.err")  # the worker's
     assert [(r.start, r.end, r.step) for r in spec.array.ranges] == [(1, 100, 2)] and spec.array.limit == 5
     assert spec.depend == "done(17) || done(18[3]) || exit(19)"
     assert spec.begin_time_ms == int((NOW + datetime.timedelta(hours=1)).timestamp() * 1000)
-    assert spec.hold and spec.resource_req == "rusage[gpu=2]"
+    assert spec.hold and spec.resource_req == "span[ptile=2] rusage[gpu=2]"  # each task's 2 CPUs together
     assert (spec.mail_begin, spec.mail_end, spec.mail_user) == (False, True, "alice@example.org")
     assert set(spec.env) == {"SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST", "SLURM_NTASKS", "SLURM_CPUS_PER_TASK"}
     assert spec.env["SLURM_NTASKS"] == "4" and spec.command[0] == "/bin/bash"
@@ -78,10 +78,11 @@ def test_the_command_line_wins_and_getopt_s_attached_values(tmp_path: Path) -> N
 def test_wrap_and_defaults(tmp_path: Path) -> None:
     spec = built(tmp_path, ["--wrap", "echo hi; hostname"])
     assert spec.command[:2] == ["/bin/sh", "-c"] and "echo hi; hostname" in spec.command[2]
-    assert (spec.slots, spec.stdout_path, spec.stderr_path) == (1, "slurm-%J.out", "slurm-%J.out")
+    assert (spec.slots, spec.stdout_path, spec.stderr_path) == (1, "slurm-%j.out", "slurm-%j.out")
+    assert spec.resource_req == "span[hosts=1]"  # a task's CPUs on one host
     assert spec.env["PATH"] == "/opt/bin:/usr/bin"  # --export=ALL, Slurm's default
     array = built(tmp_path, ["--array=0-3", "--wrap", "true"])
-    assert array.stdout_path == "slurm-%J_%I.out" and array.array.ranges[0].start == 0  # Slurm's from 0
+    assert array.stdout_path == "slurm-%A_%a.out" and array.array.ranges[0].start == 0  # Slurm's from 0
 
 
 @pytest.mark.parametrize("words, text, said", [
@@ -136,7 +137,8 @@ def test_squeue_and_sacct_formats() -> None:
     assert job_table.squeue_rows([run], "%i|%T", False) == ["17|RUNNING"]
     with pytest.raises(UsageError, match="Invalid job format specification: y"):
         job_table.squeue_format("%y")
-    assert job_table.sacct_fields("jobid,State%20") == [("JobID", 12), ("State", 20)]
+    assert job_table.sacct_fields("jobid,State%20,User%-9") == [("JobID", 12, True), ("State", 20, False),
+                                                                 ("User", 9, True)]
     with pytest.raises(UsageError, match='Invalid field requested: "Bogus"'):
         job_table.sacct_fields("Bogus")
 
@@ -176,3 +178,46 @@ def test_an_array_from_index_0_from_format_24() -> None:
     record, wanted = arrays.find_target(state.tables, f"{taken.job_ids[0]}[0]")
     assert wanted is not None and wanted[0].start == 0
     assert arrays.element_view(state.tables, record, 0).array_index == 0
+
+
+def test_getopt_s_reading_after_values_of_their_own(tmp_path: Path) -> None:
+    spec = built(tmp_path, ["-p", "debug", "-n4", "-J", "-odd", "--wrap", "true"])
+    assert (spec.queue, spec.slots, spec.name) == ("debug", 4, "-odd")
+    _, args = entry.parse("sacct", ["-XPn", "-j", "1", "-j", "2", "-o", "JobID", "-o", "State"])
+    assert (args.allocations, args.parsable2, args.noheader) == (True, True, True)
+    from cli.slurm import sacct
+
+    assert sacct.prepare(args) and args.jobs == "1,2" and [f[0] for f in args.fields] == ["JobID", "State"]
+    _, args = entry.parse("sacct", ["-nu", "alice"])
+    assert (args.noheader, args.users) == (True, "alice")
+    _, args = entry.parse("squeue", ["-u", "me", "-o%i %T"])
+    assert (args.users, args.format) == ("me", "%i %T")
+
+
+def test_sbatch_lines_as_slurm_reads_them(tmp_path: Path) -> None:
+    text = ('#!/bin/sh\n#SBATCH -J "a #1" # a comment\n  #SBATCH -p ignored (not in column 0)\n'
+            "#SBATCH --mem=0 -t 0\ntrue\n")
+    spec = built(tmp_path, [], text)
+    assert (spec.name, spec.queue, spec.mem_limit_mb, spec.run_limit_s) == ("a #1", "", 0, 0)  # 0: no limit
+
+
+@pytest.mark.parametrize("words, text, said", [
+    ([], "#!/bin/sh\n#SBATCH --mem 4 G\ntrue\n", "Invalid argument: G"),
+    ([], "#!/bin/sh\r\ntrue\r\n", "DOS line breaks"),
+    (["-d", "afterok:1,afterany:2?afterok:3", "--wrap", "x"], None, "one kind of separator"),
+    (["-d", "after:1+10", "--wrap", "x"], None, "a delay (+time) is not carried out"),
+    (["--signal", "USR1@60", "--wrap", "x"], None, "this option of Slurm's is not carried out"),
+])
+def test_more_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str], words: list[str], text: str | None,
+                       said: str) -> None:
+    test_refusals(tmp_path, capsys, words, text, said)
+
+
+def test_the_worker_fills_slurm_s_patterns_in() -> None:
+    from worker import spawn
+
+    spec = api.JobSpec(name="sim", user="alice", env={"SLURM_SUBMIT_DIR": "/d"})
+    element = api.Job(id=42, array_id=40, array_index=2, spec=spec)
+    assert spawn.output_path("%x-%j-%A_%a-%u-%%.out", element) == "sim-42-40_2-alice-%.out"
+    lsf = api.Job(id=42, array_id=40, array_index=2, spec=api.JobSpec(name="sim"))
+    assert spawn.output_path("out-%J-%I-%j.txt", lsf) == "out-40-2-%j.txt"  # bsub's: LSF's tokens only
