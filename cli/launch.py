@@ -47,10 +47,11 @@ def run_launch(args: argparse.Namespace) -> int:
     return run_task(args.host, command)
 
 
-def run_task(host: str, command: list[str]) -> int:
-    """Run `command` on `host` as a task of this job (its environment and working directory); its status."""
+def run_task(host: str, command: list[str], extra: dict[str, str] | None = None) -> int:
+    """Run `command` on `host` as a task of this job (its environment, with `extra` over it, and
+    working directory); its status."""
     env, size = {}, 0
-    for name, value in os.environ.items():
+    for name, value in {**os.environ, **(extra or {})}.items():
         size += len(name) + len(value) + 2
         if size > MAX_ENV_BYTES:
             break

@@ -15,7 +15,7 @@ import sys
 from xce.lsf_bin import install
 
 # The Slurm commands there: each runs cli/slurm/entry.py's `main`.
-COMMANDS = ("sbatch", "squeue", "scancel", "sacct", "sinfo", "scontrol")
+COMMANDS = ("sbatch", "squeue", "scancel", "sacct", "sinfo", "scontrol", "srun")
 
 
 def slurm_dir(prefix: str | None = None) -> str:

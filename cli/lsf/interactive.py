@@ -68,7 +68,9 @@ def local_address(client: Client) -> str:
         probe.close()
 
 
-def run(client: Client, spec: api.JobSpec, terminal: bool) -> int:
+def run(client: Client, spec: api.JobSpec, terminal: bool, slurm: bool = False) -> int:
+    """The interactive job's session; its exit code. `slurm`: srun's words (nothing on stdout but the
+    job's, its news on stderr as `srun: job 17 ...`), else bsub's."""
     address = local_address(client)
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as listener:
@@ -86,13 +88,17 @@ def run(client: Client, spec: api.JobSpec, terminal: bool) -> int:
         try:
             job = client.submit([spec]).jobs[0]
             default = "default " if not spec.queue else ""
-            print(f"Job <{job.id}> is submitted to {default}queue <{job.spec.queue}>.", flush=True)
-            print("<<Waiting for dispatch ...>>", file=sys.stderr, flush=True)
-            conn = _accept(client, listener, key.encode(), job.id)
-            if conn is None:
-                return _ended(client, job.id, connected=False)
+            if not slurm:
+                print(f"Job <{job.id}> is submitted to {default}queue <{job.spec.queue}>.", flush=True)
+                print("<<Waiting for dispatch ...>>", file=sys.stderr, flush=True)
+            accepted = _accept(client, listener, key.encode(), job.id)
+            if accepted is None:
+                return _ended(client, job.id, connected=False, slurm=slurm)
+            conn, early = accepted
+            _write_all(1, early)  # (output that came with the job's proof: never dropped)
             started = client.get_job(job.id)
-            print(f"<<Starting on {shown(started.host or 'its host')}>>", file=sys.stderr, flush=True)
+            if not slurm:
+                print(f"<<Starting on {shown(started.host or 'its host')}>>", file=sys.stderr, flush=True)
             with conn:
                 if terminal:
                     _terminal_session(conn)
@@ -109,7 +115,7 @@ def run(client: Client, spec: api.JobSpec, terminal: bool) -> int:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-    return _ended(client, job.id, connected=True)
+    return _ended(client, job.id, connected=True, slurm=slurm)
 
 
 class _Pending:
@@ -134,8 +140,10 @@ class _Pending:
         return line.strip()
 
 
-def _accept(client: Client, listener: socket.socket, key: bytes, job_id: int) -> socket.socket | None:
-    """The job's connection, once it proved the key; None once the job ended without one."""
+def _accept(client: Client, listener: socket.socket, key: bytes,
+            job_id: int) -> tuple[socket.socket, bytes] | None:
+    """The job's connection, once it proved the key, and what it sent after its proof (the job's first
+    output, read with it); None once the job ended without one."""
     pending: dict[int, _Pending] = {}
     next_look = time.monotonic() + 1.0
     try:
@@ -149,9 +157,9 @@ def _accept(client: Client, listener: socket.socket, key: bytes, job_id: int) ->
                 pending[conn.fileno()] = _Pending(conn, time.monotonic() + HANDSHAKE_S)
             for fd in [fd for fd in readable if fd in pending]:
                 if _step(pending[fd], key):
-                    conn = pending.pop(fd).conn
-                    conn.setblocking(True)
-                    return conn
+                    done = pending.pop(fd)
+                    done.conn.setblocking(True)
+                    return done.conn, done.data
                 if pending[fd].conn.fileno() < 0:
                     pending.pop(fd)
             if time.monotonic() >= next_look:
@@ -208,6 +216,8 @@ def _plain_session(client: Client, conn: socket.socket, job_id: int) -> None:
                 else:
                     conn.shutdown(socket.SHUT_WR)
                     sources.remove(stdin)
+        except (ConnectionResetError, BrokenPipeError):  # the job ended with input it did not read
+            return
         except KeyboardInterrupt:
             print("\n<<Terminating job ...>>", file=sys.stderr, flush=True)
             with contextlib.suppress(XceError):
@@ -296,7 +306,7 @@ def _size(fd: int) -> tuple[int, int]:
     return rows, cols
 
 
-def _ended(client: Client, job_id: int, connected: bool) -> int:
+def _ended(client: Client, job_id: int, connected: bool, slurm: bool = False) -> int:
     """Wait for the job's end (the cluster's word, through any failover); its exit code."""
     delay = 0.05
     while (job := client.get_job(job_id)).state not in ENDED:
@@ -304,7 +314,8 @@ def _ended(client: Client, job_id: int, connected: bool) -> int:
         delay = min(1.0, delay * 1.5)
     if not connected:
         why = job.start_error or job.exit_reason or "it ended before it started"
-        print(f"<<Job {job_id} ended without its terminal: {shown(why)}>>", file=sys.stderr)
-    else:
+        print(f"srun: error: job {job_id} ended before it ran: {shown(why)}" if slurm else
+              f"<<Job {job_id} ended without its terminal: {shown(why)}>>", file=sys.stderr)
+    elif not slurm:
         print("<<Job is finished>>", file=sys.stderr, flush=True)
     return formats.exit_status(job)

@@ -25,8 +25,8 @@ from xce.printable import shown
 
 FAILED = 1  # what Slurm's commands exit with when they fail
 MODULES = {"sbatch": "sbatch", "squeue": "squeue", "scancel": "scancel", "sacct": "sacct", "sinfo": "sinfo",
-           "scontrol": "scontrol"}
-WRITES = frozenset({"sbatch", "scancel", "scontrol"})
+           "scontrol": "scontrol", "srun": "srun"}
+WRITES = frozenset({"sbatch", "scancel", "scontrol", "srun"})
 
 
 class Command(Protocol):
@@ -95,7 +95,7 @@ def parse(name: str, words: Sequence[str]) -> tuple[Command, argparse.Namespace]
     help_flags = ("--help",) if name in ("squeue", "sinfo") else ("-h", "--help")
     parser.add_argument(*help_flags, action="help", help="this help")
     module.declare(parser, name)
-    args = parser.parse_args(getopt_words(parser, list(words), name == "sbatch"))
+    args = parser.parse_args(getopt_words(parser, list(words), name in ("sbatch", "srun")))
     args.command = name
     args.controllers = None
     return module, args
@@ -117,6 +117,13 @@ def run(name: str, words: Sequence[str]) -> int:
         print(f"{name}: error: {shown(exc.message)}", file=sys.stderr)
         return FAILED
 
+    local = getattr(module, "local", None)
+    if local is not None and local(args):  # (srun inside an allocation: the worker carries it)
+        try:
+            return module.run(cast(Client, None), args)
+        except UsageError as exc:
+            print(f"{name}: error: {shown(str(exc))}", file=sys.stderr)
+            return FAILED
     return session.connected(args, module.run, words, name in WRITES, refused)
 
 

@@ -120,3 +120,21 @@ def test_sinfo_and_scontrol(site: LocalCluster) -> None:
     assert "normal*" in {row.split()[0] for row in info[1:]}  # the default partition, starred
     refused = slurm("scontrol", "frobnicate", "1")
     assert refused.returncode == 1 and "invalid keyword: frobnicate" in refused.stderr
+
+
+def test_srun_inside_a_two_host_allocation_and_outside_one(site: LocalCluster, tmp_path: Path) -> None:
+    script = tmp_path / "steps.sh"
+    script.write_text("#!/bin/sh\n#SBATCH -N 2 --ntasks-per-node=1 -o steps.out\n"
+                      "srun sh -c 'echo rank=$SLURM_PROCID node=$SLURM_NODEID of=$SLURM_STEP_NUM_TASKS'\n"
+                      "srun -o task-%t.out printenv SLURM_PROCID\n")
+    job = int(slurm("sbatch", "--parsable", str(script)).stdout)
+    with site.client() as client:
+        ended = wait_until(lambda: (j := client.get_job(job)).state in (api.DONE, api.EXIT) and j,
+                           "the steps job ended")
+    assert ended.state == api.DONE and {a.host for a in ended.allocation} == {"w1", "w2"}
+    lines = sorted((tmp_path / "steps.out").read_text().split())
+    assert lines == ["node=0", "node=1", "of=2", "of=2", "rank=0", "rank=1"], lines
+    assert [(tmp_path / f"task-{rank}.out").read_text() for rank in (0, 1)] == ["0\n", "1\n"]
+    outside = slurm("srun", "-n", "1", "sh", "-c", "echo hello from $SLURM_JOB_ID; exit 3", stdin="")
+    assert outside.returncode == 3, outside.stderr
+    assert outside.stdout.startswith("hello from ") and outside.stdout.split()[-1].isdigit()
