@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from worker.process_host import SHIM, Account
-from xce import hostlist
+from xce import hostlist, patterns
 from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 
@@ -188,15 +188,7 @@ def output_path(path: str, job: api.Job) -> str:
     else:
         values = {"J": str(job.array_id or job.id), "I": str(job.array_index if job.array_id else 0),
                   "%": "%"}
-    out, i = [], 0
-    while i < len(path):
-        if path[i] == "%" and i + 1 < len(path) and path[i + 1] in values:
-            out.append(values[path[i + 1]])
-            i += 2
-        else:
-            out.append(path[i])
-            i += 1
-    return "".join(out)
+    return patterns.fill(path, values)
 
 
 def env_bytes(env: dict[str, str]) -> bytes:

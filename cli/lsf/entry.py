@@ -105,11 +105,17 @@ def main(name: str) -> NoReturn:
         code: object = run(name, sys.argv[1:])
     except SystemExit as exc:
         code = exc.code
+    leave(code, FAILED)
+
+
+def leave(code: object, failed: int) -> NoReturn:
+    """Exit with `code` (None: 0; not a number: printed, then `failed`) once the output is flushed,
+    at once (os._exit: no interpreter teardown after a command's work is done)."""
     if code is None:
         code = 0
     elif not isinstance(code, int):
         print(code, file=sys.stderr)
-        code = FAILED
+        code = failed
     try:
         sys.stdout.flush()
     except BrokenPipeError:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn, Protocol, cast
@@ -129,23 +128,10 @@ def run(name: str, words: Sequence[str]) -> int:
 
 def main(name: str) -> NoReturn:
     """The script's body (xce/slurm_bin.py): run the command, flush, and leave at once."""
+    from cli.lsf.entry import leave
+
     try:
         code: object = run(name, sys.argv[1:])
     except SystemExit as exc:
         code = exc.code
-    if code is None:
-        code = 0
-    elif not isinstance(code, int):
-        print(code, file=sys.stderr)
-        code = FAILED
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        code = 141
-    except (OSError, ValueError):
-        code = 120
-    try:
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
-    os._exit(code)
+    leave(code, FAILED)

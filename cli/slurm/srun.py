@@ -26,6 +26,7 @@ import threading
 from cli.parser import UsageError
 from cli.slurm import formats, sbatch
 from client.channel import Client, XceError
+from xce import patterns
 from xce.v1 import api_pb2 as api
 
 
@@ -88,15 +89,7 @@ def _task_output(pattern: str, rank: int, node: int) -> str:
     values = {"t": str(rank), "n": str(node), "j": job, "J": job,
               "A": os.environ.get("SLURM_ARRAY_JOB_ID", job),
               "a": os.environ.get("SLURM_ARRAY_TASK_ID", "4294967294"), "%": "%"}
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern[i] == "%" and i + 1 < len(pattern) and pattern[i + 1] in values:
-            out.append(values[pattern[i + 1]])
-            i += 2
-        else:
-            out.append(pattern[i])
-            i += 1
-    return "".join(out)
+    return patterns.fill(pattern, values)
 
 
 def _steps(args: argparse.Namespace) -> int:
