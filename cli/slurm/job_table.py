@@ -91,6 +91,7 @@ SACCT: dict[str, Field] = {
     "TotalCPU": lambda j, now: formats.elapsed(int(j.usage.user_cpu_s + j.usage.system_cpu_s)),
     "CPUTimeRAW": lambda j, now: str(formats.run_seconds(j, now) * j.spec.slots),
     "DerivedExitCode": lambda j, now: formats.exit_code(j), "Priority": lambda j, now: str(j.spec.priority),
+    "Comment": lambda j, now: j.spec.comment,
 }
 SACCT_NAMES = {name.lower(): name for name in SACCT}
 SACCT_DEFAULT = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"

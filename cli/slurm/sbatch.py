@@ -45,13 +45,13 @@ MEMORY_UNITS_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 NOT_YET_WITH_VALUE = ("--qos", "-q", "--constraint", "-C", "--reservation", "--licenses", "-L", "--signal",
                       "--cluster", "-M", "--nice", "--priority", "--distribution", "-m", "--gpus", "-G",
                       "--gpus-per-node", "--gpus-per-task", "--cpus-per-gpu", "--mem-per-gpu", "--deadline",
-                      "--time-min", "--tmp", "--switches", "--wckey", "--comment", "--input", "-i",
+                      "--time-min", "--tmp", "--switches", "--wckey", "--input", "-i",
                       "--profile", "--propagate", "--uid", "--gid", "--network", "--mcs-label",
                       "--acctg-freq",
                       "--core-spec", "--thread-spec", "--sockets-per-node", "--cores-per-socket",
                       "--threads-per-core", "--ntasks-per-core", "--ntasks-per-socket", "--hint",
                       "--cpu-freq", "--bb", "--bbf", "--container", "--delay-boot", "--burst-buffer",
-                      "--open-mode", "--kill-on-invalid-dep", "--batch", "--clusters", "--exclude", "-F",
+                      "--kill-on-invalid-dep", "--batch", "--clusters", "--exclude", "-F",
                       "--nodefile", "--extra-node-info", "-B", "--get-user-env", "--gpu-bind", "--mem-bind",
                       "--export-file", "--power", "--prefer", "--het-group")
 NOT_YET_FLAGS = ("--overcommit", "-O", "--oversubscribe", "-s", "--contiguous", "--no-kill", "-k",
@@ -88,6 +88,9 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("--no-requeue", dest="requeue", action="store_const", const=False)
     p.add_argument("--mail-type", dest="mail_type", metavar="type,...")
     p.add_argument("--mail-user", dest="mail_user", metavar="user")
+    p.add_argument("--comment", dest="comment", metavar="text", help="kept with the job (sacct's Comment)")
+    p.add_argument("--open-mode", dest="open_mode", metavar="append|truncate",
+                   help="the output files appended to, or truncated at each start (Slurm's default)")
     p.add_argument("--wrap", dest="wrap", metavar="command")
     p.add_argument("--parsable", dest="parsable", action="store_const", const=True)
     p.add_argument("-W", "--wait", dest="wait", action="store_const", const=True)
@@ -274,6 +277,11 @@ def build(args: argparse.Namespace, submitter: dict[str, str], here: str,
     default = "slurm-%A_%a.out" if args.array else "slurm-%j.out"
     spec.stdout_path = output_pattern(args.output or default)
     spec.stderr_path = output_pattern(args.error) if args.error else spec.stdout_path
+    if args.open_mode not in (None, "append", "truncate"):
+        raise UsageError(f"--open-mode {args.open_mode[:20]!r}: append or truncate")
+    # Slurm truncates by default (JobFileAppend=0): XCE's worker overwrites at each start.
+    spec.stdout_overwrite = spec.stderr_overwrite = args.open_mode != "append"
+    spec.comment = args.comment or ""
     if args.time and args.time.strip() != "0":  # (0: no limit, as Slurm's)
         try:
             spec.run_limit_s = formats.minutes_of(args.time)

@@ -107,6 +107,7 @@ def _jobs(client: Client, name: str) -> list[Record]:
              ("NumTasks", spec.env.get("SLURM_NTASKS", str(spec.slots)))],
             [("MinMemoryNode", f"{spec.mem_limit_mb}M" if spec.mem_limit_mb else "0")],
             [("Command", " ".join(spec.command)[:200])], [("WorkDir", spec.cwd)],
+            [("Comment", spec.comment or "(null)")],
             [("StdErr", spec.stderr_path)], [("StdOut", spec.stdout_path)],
         ])
         if job.array_id:

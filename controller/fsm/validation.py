@@ -23,6 +23,7 @@ from controller.fsm.versions import (
     ARG_FORMAT,
     CHECKPOINT_FORMAT,
     CHUNK_FORMAT,
+    COMMENT_FORMAT,
     DEPEND_FORMAT,
     EXCLUSIVE_QUEUE_FORMAT,
     INTERACTIVE_FORMAT,
@@ -139,6 +140,8 @@ def check_spec(tables: Tables, meta: log.Meta, spec: api.JobSpec, entry_format: 
         check_user_group(meta, spec)
     if entry_format >= RESERVATION_FORMAT and spec.reservation:
         check_reservation(tables, spec)
+    if entry_format >= COMMENT_FORMAT and spec.comment:
+        check_text("comment", spec.comment)
     if entry_format >= MAIL_FORMAT and spec.mail_user and not mail_address.valid(spec.mail_user):
         raise invalid(f"-u {spec.mail_user[:80]!r}: a mail address is a user name or user@domain (letters, "
                       "digits, . _ % + = -)")
@@ -181,6 +184,9 @@ def check_lsf_options_known(spec: api.JobSpec, entry_format: int) -> None:
     if entry_format < USER_GROUP_FORMAT and spec.user_group:
         raise invalid(f"-G (user groups) needs entry format {USER_GROUP_FORMAT}: every replica must run a "
                       "newer XCE first")
+    if entry_format < COMMENT_FORMAT and spec.comment:
+        raise invalid(f"--comment needs entry format {COMMENT_FORMAT}: every replica must run a newer XCE "
+                      "first")
     if entry_format < MAIL_FORMAT and (spec.mail_user or spec.mail_begin or spec.mail_end):
         raise invalid(f"-u, -B and -N (job mail) need entry format {MAIL_FORMAT}: every replica must run a "
                       "newer XCE first")

@@ -58,6 +58,7 @@ TIMELINE_FORMAT = 24  # a job's state changes kept in its record (controller/fsm
 CHUNK_FORMAT = 24  # job chunks: a DISPATCH's `chunk` attached, a lead's slot passed on at its end
 KILLED_FORMAT = 24  # a job killed while it ran ends with the exit reason OWNER (the kill's, kept)
 ZERO_INDEX_FORMAT = 24  # an array's indices may start at 0 (Slurm's --array=0-9)
+COMMENT_FORMAT = 24  # a job's comment (sbatch --comment), checked as text at submit
 MAIL_FORMAT = 24  # -u (mail_user) on specs, checked at submit; -B and -N are the workers' alone
 ENTRY_FORMAT = 24  # the highest this code applies
 BASELINE_KINDS = frozenset({

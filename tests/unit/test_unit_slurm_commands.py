@@ -221,3 +221,12 @@ def test_the_worker_fills_slurm_s_patterns_in() -> None:
     assert spawn.output_path("%x-%j-%A_%a-%u-%%.out", element) == "sim-42-40_2-alice-%.out"
     lsf = api.Job(id=42, array_id=40, array_index=2, spec=api.JobSpec(name="sim"))
     assert spawn.output_path("out-%J-%I-%j.txt", lsf) == "out-40-2-%j.txt"  # bsub's: LSF's tokens only
+
+
+def test_comment_and_open_mode(tmp_path: Path) -> None:
+    spec = built(tmp_path, ["--comment", "run 7 of the sweep", "--wrap", "true"])
+    assert spec.comment == "run 7 of the sweep" and spec.stdout_overwrite and spec.stderr_overwrite
+    appended = built(tmp_path, ["--open-mode=append", "--wrap", "true"])
+    assert not appended.stdout_overwrite and not appended.comment
+    job = api.Job(id=1, spec=spec)
+    assert job_table.SACCT["Comment"](job, 0) == "run 7 of the sweep"

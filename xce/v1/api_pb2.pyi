@@ -191,7 +191,7 @@ PREEMPT_SUSPEND: PreemptAction
 PREEMPT_REQUEUE: PreemptAction
 
 class JobSpec(_message.Message):
-    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive", "run_limit_s", "estimate_s", "checkpoint_signal", "hold", "begin_time_ms", "term_time_ms", "pre_exec", "post_exec", "job_group", "stdout_overwrite", "stderr_overwrite", "user_group", "reservation", "mail_user", "mail_begin", "mail_end")
+    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive", "run_limit_s", "estimate_s", "checkpoint_signal", "hold", "begin_time_ms", "term_time_ms", "pre_exec", "post_exec", "job_group", "stdout_overwrite", "stderr_overwrite", "user_group", "reservation", "mail_user", "mail_begin", "mail_end", "comment")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -235,6 +235,7 @@ class JobSpec(_message.Message):
     MAIL_USER_FIELD_NUMBER: _ClassVar[int]
     MAIL_BEGIN_FIELD_NUMBER: _ClassVar[int]
     MAIL_END_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
     command: _containers.RepeatedScalarFieldContainer[str]
     name: str
     queue: str
@@ -271,7 +272,8 @@ class JobSpec(_message.Message):
     mail_user: str
     mail_begin: bool
     mail_end: bool
-    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ..., run_limit_s: _Optional[int] = ..., estimate_s: _Optional[int] = ..., checkpoint_signal: _Optional[int] = ..., hold: _Optional[bool] = ..., begin_time_ms: _Optional[int] = ..., term_time_ms: _Optional[int] = ..., pre_exec: _Optional[str] = ..., post_exec: _Optional[str] = ..., job_group: _Optional[str] = ..., stdout_overwrite: _Optional[bool] = ..., stderr_overwrite: _Optional[bool] = ..., user_group: _Optional[str] = ..., reservation: _Optional[str] = ..., mail_user: _Optional[str] = ..., mail_begin: _Optional[bool] = ..., mail_end: _Optional[bool] = ...) -> None: ...
+    comment: str
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ..., run_limit_s: _Optional[int] = ..., estimate_s: _Optional[int] = ..., checkpoint_signal: _Optional[int] = ..., hold: _Optional[bool] = ..., begin_time_ms: _Optional[int] = ..., term_time_ms: _Optional[int] = ..., pre_exec: _Optional[str] = ..., post_exec: _Optional[str] = ..., job_group: _Optional[str] = ..., stdout_overwrite: _Optional[bool] = ..., stderr_overwrite: _Optional[bool] = ..., user_group: _Optional[str] = ..., reservation: _Optional[str] = ..., mail_user: _Optional[str] = ..., mail_begin: _Optional[bool] = ..., mail_end: _Optional[bool] = ..., comment: _Optional[str] = ...) -> None: ...
 
 class ArraySpec(_message.Message):
     __slots__ = ("ranges", "limit")
