@@ -164,9 +164,11 @@ def shim_command(job: api.Job, account: Account, status_file: Path, task: api.La
          *(["--post-exec", job.spec.post_exec] if job.spec.post_exec else []),
          *(["--interactive", "pty" if job.spec.env.get(INTERACTIVE_PTY) else "plain"]
            if job.spec.env.get(INTERACTIVE) else [])]
+    # -oo, -eo, sbatch's truncation: the job's output is emptied when the job starts, never when one of
+    # its tasks does (a task appends to what the job and its other tasks wrote).
     emptied = ",".join(fd for fd, given, path in (("1", job.spec.stdout_overwrite, job.spec.stdout_path),
                                                   ("2", job.spec.stderr_overwrite, job.spec.stderr_path))
-                       if given and path)
+                       if given and path) if task is None else ""
     around += ["--overwrite", emptied] if emptied else []
     return [sys.executable, "-I", "-S", SHIM, str(status_file), *switch, "--cwd", cwd, *fallback,
             "--stdout", outputs[0], "--stderr", outputs[1], *spool, *around, "--", *command]

@@ -11,9 +11,9 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import lsf_site
 import pytest
 from conftest import FAST_HOSTS, wait_until
-from lsf_site import serving
 
 from ops.local_cluster import LocalCluster
 from xce import slurm_bin
@@ -26,15 +26,20 @@ distributed = pytest.importorskip("distributed")
 dask_jobqueue = pytest.importorskip("dask_jobqueue")
 
 
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    """One cluster for the module's tests (each starts its own jobs, and looks at those alone)."""
+    with lsf_site.site(FAST_HOSTS) as made:
+        yield made.cluster
+
+
 @pytest.fixture
-def site(make_cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:  # type: ignore[no-untyped-def]
-    cluster = make_cluster(extra_config=FAST_HOSTS)
-    with serving(cluster):
-        monkeypatch.setenv("PATH", f"{slurm_bin.ensure()}:{os.environ['PATH']}")
-        monkeypatch.setenv("XCE_DATA", str(cluster.data))
-        monkeypatch.delenv("XCE_CONTROLLERS", raising=False)
-        monkeypatch.chdir(tmp_path)
-        yield cluster
+def site(cluster: LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LocalCluster:
+    monkeypatch.setenv("PATH", f"{slurm_bin.ensure()}:{os.environ['PATH']}")
+    monkeypatch.setenv("XCE_DATA", str(cluster.data))
+    monkeypatch.delenv("XCE_CONTROLLERS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return cluster
 
 
 def slurm(*words: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -230,3 +230,16 @@ def test_comment_and_open_mode(tmp_path: Path) -> None:
     assert not appended.stdout_overwrite and not appended.comment
     job = api.Job(id=1, spec=spec)
     assert job_table.SACCT["Comment"](job, 0) == "run 7 of the sweep"
+
+
+def test_a_task_never_empties_the_job_s_output() -> None:
+    from worker import spawn
+    from worker.process_host import Account
+
+    job = api.Job(id=3, spec=api.JobSpec(command=["true"], stdout_path="o.txt", stderr_path="o.txt",
+                                         stdout_overwrite=True, stderr_overwrite=True, cwd="/tmp"))
+    account = Account("alice", 1000, 1000, "/home/alice", "/bin/sh")
+    whole = spawn.shim_command(job, account, Path("/s"), None, ("o.txt", "o.txt"), False)
+    assert whole[whole.index("--overwrite") + 1] == "1,2"  # the job's start empties them (sbatch, -oo)
+    task = api.LaunchTask(task_id="t", host="w2", command=["hostname"])
+    assert "--overwrite" not in spawn.shim_command(job, account, Path("/s"), task, ("o.txt", "o.txt"), False)
