@@ -52,7 +52,7 @@ def test_bsub_i_relays_stdin_and_output_and_returns_the_exit_code(site: tuple[Lo
     assert re.fullmatch(r"Job <\d+> is submitted to default queue <normal>\.", lines[0])
     assert sorted(lines[1:]) == ["HELLO THERE", "to-stderr"]
     assert "<<Waiting for dispatch ...>>" in done.stderr and "<<Starting on w1>>" in done.stderr
-    # Output at once, stdin unread: what came with the job's proof of its key is not dropped (it was).
+    # Output at once, stdin unread: what came with the job's proof of its key is not dropped.
     for _ in range(5):
         early = subprocess.run(["bsub", "-I", "echo early"], input="", capture_output=True, text=True,
                                env=env, cwd=tmp_path, timeout=120)

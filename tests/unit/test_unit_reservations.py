@@ -189,7 +189,7 @@ def test_an_exclusive_host_keeps_nothing_idle_for_a_reservation_and_x_with_u_is_
     assert accepted(state.dispatch(exclusive, ("h1", 1), format_=FORMAT))
     assert state.add("r", 4, ("h1",), STAMP, STAMP + HOUR).code == log.OK  # begins on the busy host
     mine = int(state.submit_as("alice", 4, "r").job_ids[0])
-    refused = state.dispatch(mine, ("h1", 4), format_=FORMAT)  # once, every replica stopped here
+    refused = state.dispatch(mine, ("h1", 4), format_=FORMAT)  # refused, not placed past the host
     assert refused.code == api.REJECT_INFEASIBLE and "0 free slots in reservation r" in refused.message
     spec = api.JobSpec(command=["true"], user="alice", exclusive=True, reservation="r")
     both = state.apply(log.Entry(submit=log.SubmitBatch(requests=[
