@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 	sh scripts/install_openmpi.sh
 	sh scripts/install_chromium.sh
 	sh scripts/install_exim.sh
+	sh scripts/install_slurmrestd.sh
 	touch $(STAMP)
 
 demo: $(STAMP)

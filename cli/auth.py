@@ -27,6 +27,8 @@ def declare_token(p: argparse.ArgumentParser) -> None:
     q.add_argument("--scope-users", default="", help="... only jobs of these owners")
     q.add_argument("--scope-actions", default="",
                    help="... only these actions (submit,kill,stop,resume,hold,release,requeue,modify,run)")
+    q.add_argument("--scope-clusters", default="",
+                   help="... only these clusters of the gateway's clusters file (a,b; this one's name too)")
     q.add_argument("--scope-max-jobs", type=int, default=0, help="... at most this many unfinished jobs")
     q.add_argument("--scope-max-slots", type=int, default=0, help="... holding at most this many slots")
     q.add_argument("--json", action="store_true", help="print the answer as JSON")
@@ -68,7 +70,8 @@ def _token_scope(args: argparse.Namespace) -> api.TokenScope | None:
         return [name.strip() for name in text.split(",") if name.strip()]
 
     scope = api.TokenScope(queues=names(args.scope_queues), users=names(args.scope_users),
-                           actions=names(args.scope_actions), max_jobs=args.scope_max_jobs,
+                           actions=names(args.scope_actions), clusters=names(args.scope_clusters),
+                           max_jobs=args.scope_max_jobs,
                            max_slots=args.scope_max_slots)
     return scope if scope.ByteSize() else None
 

@@ -66,13 +66,16 @@ def declare_gateway(p: argparse.ArgumentParser) -> None:
     p.add_argument("--listen", default="127.0.0.1:8080", help="HOST:PORT (default 127.0.0.1:8080)")
     p.add_argument("--max-event-streams", type=int, default=16, metavar="N",
                    help="event streams one user may follow at once (default 16)")
+    p.add_argument("--clusters", default="", metavar="FILE",
+                   help="other clusters to relay to (Slurm, LSF): a TOML file (docs/GATEWAY.md)")
     _http_limit_options(p)
 
 
 def run_gateway(args: argparse.Namespace) -> int:
     from gateway.main import run
 
-    return run(controllers(args), credentials(args), args.listen, _http_limits(args), args.max_event_streams)
+    return run(controllers(args), credentials(args), args.listen, _http_limits(args), args.max_event_streams,
+               args.clusters)
 
 
 def declare_mcp(p: argparse.ArgumentParser) -> None:

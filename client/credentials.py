@@ -17,7 +17,9 @@ Where the pieces come from, first found wins:
   as ssh refuses such a key.
 - MUNGE, when no token was found: `[auth] munge = true` in the cluster file, or $XCE_MUNGE=1: a fresh
   credential from `munge` for every attempt of every call (munged refuses to
-  decode one twice); $XCE_MUNGE_SOCKET if munged's socket is not the default.
+  decode one twice); munged's socket: $XCE_MUNGE_SOCKET, else the cluster file's `munge_socket`
+  (the controllers' munged is this host's), else the default. A daemon's certificate (a worker's,
+  a scheduler's) proves it: no MUNGE beside it.
 
 Rotation: credentials made from files (`files`) read them again whenever one
 of them changed (its modification time or size), so a daemon's next
@@ -125,13 +127,14 @@ class FileWatch:
 class Credentials:
     """What a client presents; equal when they present the same (wherever the files are)."""
 
-    __slots__ = ("insecure", "ca", "cert", "key", "token", "munge", "files", "_watch")
+    __slots__ = ("insecure", "ca", "cert", "key", "token", "munge", "files", "munge_socket", "_watch")
 
     def __init__(self, insecure: bool = False, ca: bytes | None = None, cert: bytes | None = None,
                  key: bytes | None = None, token: str | None = None, munge: bool = False,
-                 files: TlsFiles | None = None) -> None:
+                 files: TlsFiles | None = None, munge_socket: str = "") -> None:
         self.insecure, self.ca, self.cert, self.key = insecure, ca, cert, key
         self.token, self.munge = token, munge
+        self.munge_socket = munge_socket  # munged's, if not the default: $XCE_MUNGE_SOCKET, or [auth]'s
         self.files = files  # where ca, cert, key came from
         self._watch = FileWatch()
 
@@ -198,13 +201,15 @@ class Credentials:
         if self.token:
             items.append((AUTH_METADATA, f"Bearer {self.token}"))
         if self.munge:
-            items.append((MUNGE_METADATA, munge_credential()))
+            items.append((MUNGE_METADATA, munge_credential(self.munge_socket)))
         return tuple(items)
 
     def with_certificate(self, cert: StrPath, key: StrPath) -> Credentials:
+        """These credentials with a daemon's certificate, which proves it (a worker's, a scheduler's):
+        no MUNGE credential beside it."""
         files = self.files and TlsFiles(self.files.ca, cert, key, self.files.insecure)
         return Credentials(self.insecure, self.ca, _read(cert, "certificate"), _read(key, "key"), self.token,
-                           self.munge, files)
+                           False, files)
 
 
 def tls_files(raw: dict[str, Any], base: StrPath) -> TlsFiles:
@@ -248,13 +253,17 @@ def for_cluster(cluster_file: StrPath | None, token: str | None = None, use_toke
     munge = env.get("XCE_MUNGE") == "1" or (bool(auth.get("munge", False)) and env.get("XCE_MUNGE") != "0")
     if token is None and use_token_search:
         token = find_token(base if cluster_file is not None else None)
-    munge = munge and token is None  # a token, when there is one, says who it is; MUNGE otherwise
+    # A token, when there is one, says who it is, and a daemon's own certificate (`cert`) says so too;
+    # MUNGE otherwise.
+    munge = munge and token is None and cert is None
+    # The controllers' munged is this host's too (MUNGE proves a uid to the daemons of one host's key).
+    socket = env.get("XCE_MUNGE_SOCKET") or str(auth.get("munge_socket", "") or "")
     if files.insecure:
-        return Credentials(insecure=True, token=token, munge=munge)
+        return Credentials(insecure=True, token=token, munge=munge, munge_socket=socket)
     return Credentials(ca=_read(ca_path, "CA certificate") if ca_path else None,
                        cert=_read(cert_path, "client certificate") if cert_path else None,
                        key=_read(key_path, "client key") if key_path else None, token=token, munge=munge,
-                       files=TlsFiles(ca_path, cert_path, key_path))
+                       files=TlsFiles(ca_path, cert_path, key_path), munge_socket=socket)
 
 
 def _bytes_of(path: StrPath) -> bytes:
@@ -320,12 +329,12 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def munge_credential() -> str:
-    """A fresh MUNGE credential from the local munged (it proves this process's uid and gid);
-    $XCE_MUNGE_SOCKET names munged's socket if it is not the default one."""
+def munge_credential(socket: str = "") -> str:
+    """A fresh MUNGE credential from the local munged (it proves this process's uid and gid); `socket`
+    (else $XCE_MUNGE_SOCKET) names munged's socket if it is not the default one."""
     import subprocess
 
-    socket = os.environ.get("XCE_MUNGE_SOCKET")
+    socket = socket or os.environ.get("XCE_MUNGE_SOCKET", "")
     argv = ["munge", "-n", *(["-S", socket] if socket else [])]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)

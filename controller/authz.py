@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from controller import request_ids
+from xce import cluster_names
 from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -339,8 +340,8 @@ def out_of_scope(principal: Principal, why: str) -> ServiceError:
 
 
 def describe_scope(scope: api.TokenScope) -> str:
-    parts = [f"{name} {', '.join(getattr(scope, name))}" for name in ("actions", "queues", "users")
-             if getattr(scope, name)]
+    parts = [f"{name} {', '.join(getattr(scope, name))}"
+             for name in ("actions", "queues", "users", "clusters") if getattr(scope, name)]
     parts += [f"{name} {getattr(scope, name)}" for name in ("max_jobs", "max_slots") if getattr(scope, name)]
     return "; ".join(parts) or "unbounded"
 
@@ -350,6 +351,10 @@ def check_scope_spec(scope: api.TokenScope) -> None:
     if unknown:
         raise ServiceError(log.INVALID_ARGUMENT, f"unknown scope actions {', '.join(unknown)} "
                                                  f"(known: {', '.join(SCOPE_ACTIONS)})")
+    for cluster in scope.clusters:
+        if not cluster_names.valid(cluster):
+            raise ServiceError(log.INVALID_ARGUMENT, f"a scope's cluster is {cluster_names.RULE}, "
+                                                     f"not {cluster[:70]!r}")
     if scope.max_jobs < 0 or scope.max_slots < 0:
         raise ServiceError(log.INVALID_ARGUMENT, "a scope's max_jobs and max_slots are 0 (no bound) or more")
     if len(scope.SerializeToString()) > 4096:

@@ -88,7 +88,7 @@ def parse(message_class: type[M], raw: bytes) -> M:
 
 def handlers(replica: Replica, authenticator: Authenticator) -> list[grpc.GenericRpcHandler]:
     services = _Services(replica, authenticator)
-    unary = functools.partial(_unary_service, authenticator, replica.config.policy)
+    unary = functools.partial(_unary_service, authenticator, replica.config.policy, replica.config.cluster_id)
 
     def write(method: str) -> Handler:
         async def call(request: Message, caller: Principal) -> Message:
@@ -135,6 +135,7 @@ def handlers(replica: Replica, authenticator: Authenticator) -> list[grpc.Generi
             "ListTokens": (services.list_tokens, api.ListTokensRequest),
             "WhoAmI": (services.who_am_i, api.WhoAmIRequest),
             "ListAudit": (services.list_audit, api.ListAuditRequest),
+            "RecordAudit": (write("RecordAudit"), api.RecordAuditRequest),
             "AddMember": (services.add_member, api.AddMemberRequest),
             "RemoveMember": (write("RemoveMember"), api.RemoveMemberRequest),
             "ListMembers": (services.list_members, api.ListMembersRequest),
@@ -153,7 +154,8 @@ class _Services:
         replica.sync_streams_open = lambda: sum(self._sync_streams.values())  # for its metrics
 
     async def _caller(self, context: grpc.aio.ServicerContext, permission: str) -> Principal:
-        return await _authorized(self.authenticator, self.policy, context, permission)
+        return await _authorized(self.authenticator, self.policy, self.replica.config.cluster_id, context,
+                                 permission)
 
     # -------------------------------------------------------------- reads
 
@@ -260,7 +262,8 @@ class _Services:
         return api.WhoAmIResponse(name=caller.name, role=caller.role, via=caller.via,
                                   kind=caller.role if caller.role in ("worker", "scheduler", "replica")
                                   else "user", permissions=sorted(self.policy.permissions(caller)),
-                                  sees_every_job=self._sees_every_job(caller))
+                                  sees_every_job=self._sees_every_job(caller), scope=caller.scope,
+                                  cluster_id=self.replica.config.cluster_id)
 
     def _sees_every_job(self, caller: Principal) -> bool:
         policy = self.policy
@@ -473,25 +476,33 @@ def hold_s(context: grpc.aio.ServicerContext) -> float:
     return float("inf") if remaining is None else max(0.0, remaining - ANSWER_MARGIN_S)
 
 
-def _unary_service(authenticator: Authenticator, policy: authz.Policy, name: str,
+def _unary_service(authenticator: Authenticator, policy: authz.Policy, cluster_id: str, name: str,
                    methods: dict[str, tuple[Handler, type[Message]]]) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(
         name, {method: grpc.unary_unary_rpc_method_handler(
-            _unary(authenticator, policy, authz.METHOD_PERMISSION.get(method), fn, cls,
-                   write=method in LEADER_WRITES))
+            _unary(authenticator, policy, cluster_id, authz.METHOD_PERMISSION.get(method), fn, cls,
+                   write=method in LEADER_WRITES, anywhere=method in ANY_CLUSTER))
             for method, (fn, cls) in methods.items()})
 
 
 # The writes the leader core takes (leader/writes.py: Writes.table): it checks what the gRPC layer leaves.
 LEADER_WRITES = frozenset({"SubmitJobs", "ControlJob", "ModifyJob", "RunJob", "CreateQueue", "UpdateQueue",
-                           "CreateToken", "RevokeToken", "RemoveMember", "ControlHost", "GetJobOutput"})
+                           "CreateToken", "RevokeToken", "RemoveMember", "ControlHost", "GetJobOutput",
+                           "RecordAudit"})
 
 
-def _unary(authenticator: Authenticator, policy: authz.Policy, permission: str | None, fn: Handler,
-           request_class: type[Message], write: bool = False) -> Callable[..., Awaitable[bytes]]:
+# What a key scoped to other clusters (TokenScope.clusters) may still ask here: who it is (the gateway
+# asks), and to leave the gateway's row of what it did on one of those.
+ANY_CLUSTER = frozenset({"WhoAmI", "RecordAudit"})
+
+
+def _unary(authenticator: Authenticator, policy: authz.Policy, cluster_id: str, permission: str | None,
+           fn: Handler, request_class: type[Message], write: bool = False,
+           anywhere: bool = False) -> Callable[..., Awaitable[bytes]]:
     async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
-            caller = await _authorized(authenticator, policy, context, permission, write)
+            caller = await _authorized(authenticator, policy, "" if anywhere else cluster_id, context,
+                                       permission, write)
             _HOLD_S.set(hold_s(context))
             response = await fn(parse(request_class, raw), caller)
         except ServiceError as exc:
@@ -501,13 +512,18 @@ def _unary(authenticator: Authenticator, policy: authz.Policy, permission: str |
     return handle
 
 
-async def _authorized(authenticator: Authenticator, policy: authz.Policy, context: grpc.aio.ServicerContext,
-                      permission: str | None, write: bool = False) -> Principal:
-    """The proven caller, if it holds `permission` (None: any authenticated caller). A write the
-    leader decides on is let through to it when the leader checks its permission (the job writes),
-    or holds a scoped key to its scope: either way a denial is recorded (controller/audit_trail.py)."""
+async def _authorized(authenticator: Authenticator, policy: authz.Policy, cluster_id: str,
+                      context: grpc.aio.ServicerContext, permission: str | None,
+                      write: bool = False) -> Principal:
+    """The proven caller, if it holds `permission` (None: any authenticated caller) and its key's
+    scope takes `cluster_id` ("": any cluster will do). A write the leader decides on is let through
+    to it when the leader checks its permission (the job writes), or holds a scoped key to its scope:
+    either way a denial is recorded (controller/audit_trail.py)."""
     caller = await authenticator.principal(context)
     if caller.scope is not None:
+        if cluster_id and caller.scope.clusters and cluster_id not in caller.scope.clusters:
+            raise authz.out_of_scope(caller, f"this cluster, {cluster_id}, is not among its clusters "
+                                             f"({', '.join(caller.scope.clusters)})")
         if write:
             return caller
         if permission is not None and permission not in authz.SCOPED_PERMISSIONS:

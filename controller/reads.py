@@ -13,9 +13,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterator
 
-from controller import fsm, job_filter
+from controller import fsm
 from controller.fsm import job_index
 from controller.tables import Tables
+from xce import job_filter
 from xce.errors import ServiceError, invalid
 from xce.rules import fairshare, feasibility
 from xce.v1 import api_pb2 as api

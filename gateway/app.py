@@ -28,6 +28,8 @@ from client.channel import Client, XceError, new_request_id
 from client.credentials import new_token
 from gateway import dashboard_routes, forms, problems, render, sse
 from gateway.backend import Backend
+from gateway.clusters.backend import OPERATIONS, ClusterBackend
+from gateway.clusters.relay import Callers, Relay
 from gateway.event_hub import EventHub, Gap, unavailable
 from gateway.problems import Problem
 from xce.v1 import api_pb2 as api
@@ -88,8 +90,10 @@ def job_answer(answer: api.JobResponse) -> dict[str, Any]:
     return render.message(answer.job)
 
 
-def make_app(backend: Backend, max_event_streams: int = 16) -> FastAPI:
-    """The app; `max_event_streams`: event streams one user (the keys' principal) may follow at once."""
+def make_app(backend: Backend, max_event_streams: int = 16,
+             others: dict[str, ClusterBackend] | None = None) -> FastAPI:
+    """The app; `max_event_streams`: event streams one user (the keys' principal) may follow at once;
+    `others`: the other clusters it relays to, by name (gateway/clusters/)."""
     hubs: list[EventHub] = []
     streams_of: Tally[str] = Tally()  # principal -> event streams open (event loop thread only)
 
@@ -128,10 +132,11 @@ def make_app(backend: Backend, max_event_streams: int = 16) -> FastAPI:
         """Prometheus metrics: counts only, no key needed (as a daemon's /metrics)."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    call = Caller(backend)
+    call = Caller(backend, others or {})
     _add_problem_handlers(app)
     dashboard_routes.add_routes(app, backend, read_json)
     _add_job_routes(app, call)
+    _add_job_detail_routes(app, call)
     _add_cluster_routes(app, call)
     _add_event_routes(app, backend, call, hubs, EventStreams(followers, streams_of, max_event_streams))
     _add_key_routes(app, call)
@@ -139,10 +144,14 @@ def make_app(backend: Backend, max_event_streams: int = 16) -> FastAPI:
 
 
 class Caller:
-    """A request's work on a client of the cluster with the request's key, off the event loop."""
+    """A request's work on a client of the cluster with the request's key, off the event loop; or,
+    for another cluster of the gateway's (`other`), the relay to it."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, others: dict[str, ClusterBackend]) -> None:
         self.backend = backend
+        self.others = others
+        self.callers = Callers()
+        self._local_name = ""
 
     async def __call__(self, request: Request, work: Callable[[Client], T]) -> T:
         client = self.backend.client(api_key(request))
@@ -150,6 +159,37 @@ class Caller:
             return await run_in_threadpool(work, client)
         finally:
             self.backend.learned(client)
+
+    async def local_name(self) -> str:
+        """This cluster's name (its cluster id), as it says it to the gateway's own key."""
+        if not self._local_name:
+            client = self.backend.client(self.backend.own.token or "")
+            try:
+                self._local_name = (await run_in_threadpool(client.who_am_i)).cluster_id
+            finally:
+                self.backend.learned(client)
+        return self._local_name
+
+    async def other(self, request: Request, cluster: str, job_id: str = "") -> tuple[Relay | None, str]:
+        """(the relay to another cluster, or None for this one; the job id on its cluster). A job id may
+        name its cluster (`hpc:17`); `cluster` (a query parameter) must then agree."""
+        named, sep, native = job_id.partition(":")
+        if sep:
+            if cluster and cluster != named:
+                raise Problem(400, f"job {job_id[:80]!r} is of cluster {named[:64]!r}, not {cluster[:64]!r}")
+            cluster, job_id = named, native
+        if not cluster or cluster not in self.others and cluster == await self.local_name():
+            return None, job_id
+        found = self.others.get(cluster)
+        if found is None:
+            known = ", ".join(sorted([await self.local_name(), *self.others]))
+            raise Problem(404, f"no cluster {cluster[:64]!r} (the gateway's clusters: {known})")
+        key = api_key(request)
+        who = await self.callers.who(key, lambda work: self(request, work))
+        if who.scope is not None and who.scope.clusters and cluster not in who.scope.clusters:
+            raise Problem(403, f"outside the scope of this key ({who.name}): cluster {cluster!r} is not "
+                               f"among its clusters ({', '.join(who.scope.clusters)})", "PERMISSION_DENIED")
+        return Relay(found, who, lambda work: self(request, work)), job_id
 
 
 def problem_response(request: Request, problem: Problem) -> JSONResponse:
@@ -188,12 +228,19 @@ def _add_problem_handlers(app: FastAPI) -> None:
 def _add_job_routes(app: FastAPI, call: Caller) -> None:
 
     @app.post(f"{PREFIX}/jobs", status_code=201, summary="Submit jobs (one spec, or {\"jobs\": [...]})")
-    async def submit(request: Request, response: Response, dry_run: bool = False) -> dict[str, Any]:
+    async def submit(request: Request, response: Response, dry_run: bool = False,
+                     cluster: str = "") -> dict[str, Any]:
         """A JobSpec in protobuf JSON ("command": [...], "slots", "queue", "resource_req", ...); a name
         like "sweep[1-100]%5" makes a job array. `Idempotency-Key` makes a retried request one submit.
-        `dry_run=true` checks everything and answers what would happen (200), submitting nothing."""
+        `dry_run=true` checks everything and answers what would happen (200), submitting nothing.
+        `cluster`: another cluster of the gateway's (one job per request there)."""
         api_key(request)
         specs = forms.submit(await read_json(request))
+        other, _ = await call.other(request, cluster)
+        if other is not None:
+            if dry_run:
+                response.status_code = 200
+            return await other.submit(specs, dry_run)
         request_id = request.headers.get("idempotency-key") or new_request_id()
         if len(request_id) > 128:
             raise Problem(400, "Idempotency-Key is at most 128 characters")
@@ -207,43 +254,63 @@ def _add_job_routes(app: FastAPI, call: Caller) -> None:
     @app.get(f"{PREFIX}/jobs", summary="List jobs (filter=field:op:value, repeatable)")
     async def list_jobs(request: Request, filters: Annotated[list[str], Query(alias="filter")] = [],  # noqa: B006
                         page_size: int | None = None, page_token: str = "",
-                        stale: bool = False) -> dict[str, Any]:
+                        stale: bool = False, cluster: str = "") -> dict[str, Any]:
         size = forms.page_size(page_size)
+        other, _ = await call.other(request, cluster)
+        if other is not None:
+            return await other.jobs(filters, size)
         wanted = api.ListJobsRequest(filters=filters, page_size=size, page_token=page_token, stale=stale)
         page = await call(request, lambda c: c.call("JobService", "ListJobs", wanted, api.ListJobsResponse))
         return {"jobs": render.messages(page.jobs), "next_page_token": page.next_page_token,
                 "revision": str(page.revision)}
 
     @app.get(f"{PREFIX}/jobs/{{job_id}}", summary="One job: numeric id, readable id, or array element")
-    async def get_job(request: Request, job_id: str, stale: bool = False) -> dict[str, Any]:
+    async def get_job(request: Request, job_id: str, stale: bool = False,
+                      cluster: str = "") -> dict[str, Any]:
+        other, job_id = await call.other(request, cluster, job_id)
+        if other is not None:
+            return await other.job(job_id)
         return render.message(await call(request, lambda c: c.get_job(job_id, stale)))
 
     @app.post(f"{PREFIX}/jobs/{{job_id}}/actions", summary="kill, stop, resume, hold, release or requeue")
-    async def act(request: Request, job_id: str, dry_run: bool = False) -> dict[str, Any]:
+    async def act(request: Request, job_id: str, dry_run: bool = False, cluster: str = "") -> dict[str, Any]:
         """The job after the action; `dry_run=true`: {"dry_run": what would happen, "job": as it is}."""
         api_key(request)
         action = forms.action(await read_json(request))
+        other, job_id = await call.other(request, cluster, job_id)
+        if other is not None:
+            return await other.control(job_id, api.ControlAction.Name(action).lower(), dry_run)
         note = audit_note(dry_run)
         return job_answer(await call(request, lambda c: c.control_job(job_id, action, audit=note)))
 
+
+def _add_job_detail_routes(app: FastAPI, call: Caller) -> None:
+
     @app.get(f"{PREFIX}/jobs/{{job_id}}/output", summary="The end of a job's stdout or stderr (its owner's)")
-    async def output(request: Request, job_id: str, stream: str = "stdout", tail: int = 65536) -> Response:
+    async def output(request: Request, job_id: str, stream: str = "stdout", tail: int = 65536,
+                     cluster: str = "") -> Response:
         """Read by the worker of the job's host and relayed to the leader (workers accept no
         connections); text/plain, with X-XCE-Output-Size (the whole file's) and X-XCE-Host."""
         if stream not in ("stdout", "stderr"):
             raise Problem(400, f"stream is stdout or stderr, not {stream[:20]!r}")
         if not 0 < tail <= 512 << 10:
             raise Problem(400, "tail is between 1 and 524288 bytes")
-        got = await call(request, lambda c: c.job_output(job_id, stream == "stderr", tail))
+        other, job_id = await call.other(request, cluster, job_id)
+        got = await other.output(job_id, stream == "stderr", tail) if other is not None else \
+            await call(request, lambda c: c.job_output(job_id, stream == "stderr", tail))
         return Response(got.data, media_type="text/plain; charset=utf-8",
                         headers={"X-XCE-Output-Size": str(got.size), "X-XCE-Host": got.host,
                                  "X-Content-Type-Options": "nosniff"})
 
     @app.patch(f"{PREFIX}/jobs/{{job_id}}", summary="Modify priority, queue or resource requirement")
-    async def modify(request: Request, job_id: str, dry_run: bool = False) -> dict[str, Any]:
+    async def modify(request: Request, job_id: str, dry_run: bool = False,
+                     cluster: str = "") -> dict[str, Any]:
         """The job after the change; `dry_run=true`: {"dry_run": what would happen, "job": as it is}."""
         api_key(request)
         change = forms.modification(await read_json(request))
+        other, job_id = await call.other(request, cluster, job_id)
+        if other is not None:
+            raise other.backend.unsupported("modify a job", "the gateway relays no modification to it")
         note = audit_note(dry_run)
         return job_answer(await call(request, lambda c: c.modify_job(job_id, **change, audit=note)))
 
@@ -256,29 +323,65 @@ def _add_job_routes(app: FastAPI, call: Caller) -> None:
                                       page_size=forms.page_size(page_size), page_token=page_token)
         page = await call(request, lambda c: c.call("AdminService", "ListAudit", wanted,
                                                     api.ListAuditResponse))
-        return {"records": render.messages(page.records), "next_page_token": page.next_page_token}
+        records = render.messages(page.records)
+        local = await call.local_name()
+        for record in records:  # a row of this cluster's own names it too (the others' name theirs)
+            record.setdefault("cluster", local)
+        return {"records": records, "next_page_token": page.next_page_token}
 
 
 def _add_cluster_routes(app: FastAPI, call: Caller) -> None:
 
     @app.get(f"{PREFIX}/hosts", summary="Hosts, host groups and shared resources")
-    async def hosts(request: Request, stale: bool = False) -> dict[str, Any]:
+    async def hosts(request: Request, stale: bool = False, cluster: str = "") -> dict[str, Any]:
+        other, _ = await call.other(request, cluster)
+        if other is not None:
+            return await other.hosts()
         return render.message(await call(request, lambda c: c.list_hosts(stale)))
 
     @app.get(f"{PREFIX}/queues", summary="Queues")
-    async def queues(request: Request, stale: bool = False) -> dict[str, Any]:
+    async def queues(request: Request, stale: bool = False, cluster: str = "") -> dict[str, Any]:
+        other, _ = await call.other(request, cluster)
+        if other is not None:
+            return await other.queues()
         return render.message(await call(request, lambda c: c.list_queues(stale)))
 
     @app.get(f"{PREFIX}/status", summary="Every replica's role, term and indexes; the scheduler lease")
-    async def status(request: Request) -> dict[str, Any]:
+    async def status(request: Request, cluster: str = "") -> dict[str, Any]:
+        other, _ = await call.other(request, cluster)
+        if other is not None:
+            health = await run_in_threadpool(other.backend.health)
+            return {"cluster_id": other.backend.name, "backend": other.backend.kind, "healthy": health.ok,
+                    "health": health.detail, **health.extra}
         return render.message(await call(request, lambda c: c.status()))
+
+    @app.get(f"{PREFIX}/clusters", summary="The clusters this gateway serves: backend, health, abilities")
+    async def clusters(request: Request) -> dict[str, Any]:
+        me = await call(request, lambda c: c.who_am_i())
+        allowed = set(me.scope.clusters) if me.HasField("scope") and me.scope.clusters else None
+        local = {"name": me.cluster_id, "backend": "xce", "local": True, "healthy": True,
+                 "health": "this gateway's own cluster", "supports": list(OPERATIONS), "cannot": []}
+        found = [local]
+        for _, other in sorted(call.others.items()):
+            health = await run_in_threadpool(other.health)
+            found.append({**other.describe(), "local": False, "healthy": health.ok, "health": health.detail})
+        for entry in found:
+            entry["in_scope"] = allowed is None or entry["name"] in allowed
+        return {"clusters": found, "default": me.cluster_id}
 
     @app.get(f"{PREFIX}/history", summary="Finished jobs, newest first")
     async def history(request: Request, user: str = "", queue: str = "",
                       state: Annotated[list[str], Query()] = [],  # noqa: B006
                       since_ms: int | None = None, until_ms: int | None = None, exit_code: int | None = None,
                       page_size: int | None = None, page_token: str = "",
-                      stale: bool = False) -> dict[str, Any]:
+                      stale: bool = False, cluster: str = "") -> dict[str, Any]:
+        other, _ = await call.other(request, cluster)
+        if other is not None:
+            kept = [f"user:eq:{user}"] * bool(user) + [f"queue:eq:{queue}"] * bool(queue)
+            kept += [f"state:in:{','.join(state)}"] if state else []
+            kept += [f"submit_time_ms:ge:{since_ms}"] if since_ms is not None else []
+            kept += [f"submit_time_ms:le:{until_ms}"] if until_ms is not None else []
+            return await other.jobs(kept, forms.page_size(page_size), finished=True)
         wanted = forms.history({"user": user, "queue": queue, "state": state, "since_ms": since_ms,
                                 "until_ms": until_ms, "exit_code": exit_code, "page_size": page_size,
                                 "page_token": page_token, "stale": stale})
@@ -309,12 +412,15 @@ def _add_event_routes(app: FastAPI, backend: Backend, call: Caller, hubs: list[E
     async def events(request: Request, user: Annotated[list[str], Query()] = [],  # noqa: B006
                      queue: Annotated[list[str], Query()] = [],  # noqa: B006
                      job: Annotated[list[int], Query()] = [],  # noqa: B006
-                     since: str | None = None) -> StreamingResponse:
+                     since: str | None = None, cluster: str = "") -> StreamingResponse:
         """`Last-Event-ID` (or `since`) resumes after that message, without a gap or a repeat; without
         it, the stream starts now. `user`, `queue` and `job` keep only those (repeatable). A caller
         is sent only what its key may read (hosts and queues: cluster.read; jobs: jobs.read, only
         its own with private_jobs)."""
         key = api_key(request)
+        other, _ = await call.other(request, cluster)
+        if other is not None:
+            raise other.backend.unsupported("stream events", "poll GET /xce/v1/jobs?cluster=... instead")
         me = await call(request, lambda c: c.who_am_i())
         held = set(me.permissions)
         audience = sse.Audience(me.name, jobs=bool(held & {"jobs.read", "jobs.read.all"}),

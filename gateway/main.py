@@ -17,9 +17,10 @@ def split_listen(listen: str) -> tuple[str, int]:
 
 
 def run(addresses: Sequence[str], credentials: Credentials, listen: str,
-        limits: HttpLimits | None = None, max_event_streams: int = 16) -> int:
+        limits: HttpLimits | None = None, max_event_streams: int = 16, clusters_file: str = "") -> int:
     from gateway.app import make_app
     from gateway.backend import Backend
+    from gateway.clusters import registry
     from gateway.http_guard import serve
     from xce import daemon_logging
 
@@ -28,6 +29,7 @@ def run(addresses: Sequence[str], credentials: Credentials, listen: str,
         (limits or HttpLimits()).check()
         if max_event_streams < 1:
             raise ValueError("--max-event-streams must be at least 1")
+        others = registry.load(clusters_file) if clusters_file else {}
     except ValueError as exc:
         print(f"xce gateway: {exc}", file=sys.stderr)
         return 2
@@ -37,8 +39,9 @@ def run(addresses: Sequence[str], credentials: Credentials, listen: str,
         # One process, one event loop; the gRPC calls run in its thread pool. Run more gateways
         # (they share nothing) for more throughput. log_config=None: uvicorn's loggers go through
         # the daemon's handler (and its RepeatFilter), not handlers of their own.
-        serve(make_app(backend, max_event_streams), host, port, limits or HttpLimits(), log_level="warning",
-              access_log=False, server_header=False, timeout_graceful_shutdown=5, log_config=None)
+        serve(make_app(backend, max_event_streams, others), host, port, limits or HttpLimits(),
+              log_level="warning", access_log=False, server_header=False, timeout_graceful_shutdown=5,
+              log_config=None)
     finally:
         backend.close()
     return 0

@@ -54,7 +54,11 @@ them on hosts (RUN), then end DONE (exit 0) or EXIT. Use the scheduler_ tools to
   scoped (queues, users, actions, job and slot limits): a refusal names the scope.
 - scheduler_wait_job waits for a job to end; scheduler_analyze_failure explains why it failed;
   scheduler_suggest_resources and scheduler_estimate_wait_time help size and time a submission.
-Job ids are numbers (12) or readable ids (cluster-1-20261204120000-12); an array element is 12[3]."""
+Job ids are numbers (12) or readable ids (cluster-1-20261204120000-12); an array element is 12[3].
+- The gateway may serve other clusters too (Slurm, LSF): scheduler_list_clusters names them, with what
+  each can do. Every tool takes `cluster` (default: XCE's own); a job of another cluster is also named
+  by its qualified id (hpc:17), which its answers carry as readable_id. States, reasons and exit codes
+  are XCE's words on every cluster; `native` keeps the cluster's own."""
 
 
 class Gateway:
@@ -76,11 +80,15 @@ class Gateway:
             raise ToolError("this request carries no key")
         return token.token
 
-    async def get(self, path: str, **params: Any) -> Any:
+    async def get(self, path: str, cluster: str = "", **params: Any) -> Any:
+        if cluster:
+            params["cluster"] = cluster
         return self._answer(await self._send("GET", path, params=params))
 
-    async def send(self, method: str, path: str, body: Any, dry_run: bool = False) -> Any:
+    async def send(self, method: str, path: str, body: Any, dry_run: bool = False, cluster: str = "") -> Any:
         params = {"dry_run": "true"} if dry_run else {}
+        if cluster:
+            params["cluster"] = cluster
         return self._answer(await self._send(method, path, json=body, params=params))
 
     async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
@@ -102,26 +110,29 @@ class Gateway:
             detail = f"HTTP {answer.status_code}"
         raise ToolError(detail)
 
-    async def output(self, job_id: str, stream: str, tail_bytes: int) -> dict[str, Any]:
-        answer = await self._send("GET", f"/jobs/{quoted(job_id)}/output",
-                                  params={"stream": stream, "tail": tail_bytes})
+    async def output(self, job_id: str, stream: str, tail_bytes: int, cluster: str = "") -> dict[str, Any]:
+        params: dict[str, Any] = {"stream": stream, "tail": tail_bytes}
+        if cluster:
+            params["cluster"] = cluster
+        answer = await self._send("GET", f"/jobs/{quoted(job_id)}/output", params=params)
         if answer.status_code >= 400:
             self._answer(answer)
         size = agent_advice.number(answer.headers.get("x-xce-output-size"))
         return {"job": job_id, "stream": stream, "host": answer.headers.get("x-xce-host", ""), "size": size,
                 "text": answer.content.decode(errors="replace"), "truncated": size > len(answer.content)}
 
-    async def all_jobs(self, filters: Sequence[str] = ()) -> tuple[list[dict[str, Any]], bool]:
+    async def all_jobs(self, filters: Sequence[str] = (),
+                       cluster: str = "") -> tuple[list[dict[str, Any]], bool]:
         """Live jobs (up to MAX_LISTED), and whether some were left out."""
         jobs: list[dict[str, Any]] = []
         token = ""
         while True:
-            page = await self.get("/jobs", filter=list(filters), page_size=5000, page_token=token)
+            page = await self.get("/jobs", cluster, filter=list(filters), page_size=5000, page_token=token)
             jobs.extend(page["jobs"])
             token = page.get("next_page_token", "")
             if not token:
                 return jobs, False
-            if len(jobs) >= MAX_LISTED:
+            if len(jobs) >= MAX_LISTED or page.get("more"):
                 return jobs, True
 
     async def close(self) -> None:
@@ -141,7 +152,7 @@ def row(job: dict[str, Any]) -> dict[str, Any]:
     out = {"id": job.get("id"), "readable_id": job.get("readable_id"), "name": spec.get("name", ""),
            "user": spec.get("user", ""), "queue": spec.get("queue", ""), "slots": spec.get("slots", 1),
            "state": job.get("state", "")}
-    for key in ("pending_reason", "host", "exit_code", "exit_reason", "start_error"):
+    for key in ("pending_reason", "host", "exit_code", "exit_reason", "start_error", "cluster"):
         if job.get(key):
             out[key] = job[key]
     return out
@@ -197,27 +208,42 @@ def build(gateway: Gateway, verifier: KeyVerifier | None = None, url: str = "") 
     server: MCPServer = MCPServer(name="xce", title="XCE batch workload manager", instructions=INSTRUCTIONS,
                                   version="1", token_verifier=verifier, auth=auth)
     # In this order: an agent is shown the tools as they were added, reads first.
+    _add_cluster_tools(server, gateway)
     _add_read_tools(server, gateway)
     _add_write_tools(server, gateway)
     _add_advanced_tools(server, gateway)
     return server
 
 
+CLUSTER = "cluster: which of the gateway's clusters (scheduler_list_clusters); default XCE's own."
+
+
+def _add_cluster_tools(server: MCPServer, gateway: Gateway) -> None:
+
+    @server.tool(name="scheduler_list_clusters",
+                 description="The clusters this gateway serves (XCE's own, and Slurm or LSF clusters it "
+                             "relays to): each one's backend, health, what it can and cannot do, and "
+                             "whether this key may use it.")
+    async def list_clusters() -> dict[str, Any]:
+        return await gateway.get("/clusters")  # type: ignore[no-any-return]
+
+
 def _add_read_tools(server: MCPServer, gateway: Gateway) -> None:
 
     @server.tool(name="scheduler_cluster_status",
-                 description="The cluster at a glance: replicas and leader, hosts and slots, queues, "
-                             "jobs by state.")
-    async def cluster_status() -> dict[str, Any]:
-        status, hosts, queues = await asyncio.gather(gateway.get("/status"), gateway.get("/hosts"),
-                                                     gateway.get("/queues"))
-        jobs, partial = await gateway.all_jobs()
+                 description="The cluster at a glance: replicas and leader (or another cluster's backend "
+                             "and health), hosts and slots, queues, jobs by state. " + CLUSTER)
+    async def cluster_status(cluster: str = "") -> dict[str, Any]:
+        status, hosts, queues = await asyncio.gather(gateway.get("/status", cluster),
+                                                     gateway.get("/hosts", cluster),
+                                                     gateway.get("/queues", cluster))
+        jobs, partial = await gateway.all_jobs(cluster=cluster)
         states: dict[str, int] = {}
         for job in jobs:
             states[job.get("state", "")] = states.get(job.get("state", ""), 0) + 1
         up = [h for h in hosts.get("hosts", []) if h.get("status") == "HOST_OK"]
         return {
-            "cluster": status.get("cluster_id"),
+            "cluster": status.get("cluster_id"), "backend": status.get("backend", "xce"),
             "replicas": [{"id": r.get("id"), "role": r.get("role"), "health": r.get("health")}
                          for r in status.get("replicas", [])],
             "scheduler": status.get("scheduler_lease_holder", "") or "none holds the lease",
@@ -230,26 +256,28 @@ def _add_read_tools(server: MCPServer, gateway: Gateway) -> None:
     @server.tool(name="scheduler_list_jobs",
                  description="Live jobs, by user, queue, state (PEND, RUN, DONE, EXIT...), "
                              "or filters of the form field:op:value (id, state, queue, name, user, priority, "
-                             "slots; op eq ne lt le gt ge in).")
+                             "slots; op eq ne lt le gt ge in). " + CLUSTER)
     async def list_jobs(user: str = "", queue: str = "", state: str = "", filters: list[str] | None = None,
-                        limit: int = 50) -> dict[str, Any]:
+                        limit: int = 50, cluster: str = "") -> dict[str, Any]:
         wanted = list(filters or [])
         wanted += [f"user:eq:{user}"] if user else []
         wanted += [f"queue:eq:{queue}"] if queue else []
         wanted += [f"state:eq:{state.upper()}"] if state else []
-        page = await gateway.get("/jobs", filter=wanted, page_size=max(1, min(limit, 5000)))
+        page = await gateway.get("/jobs", cluster, filter=wanted, page_size=max(1, min(limit, 5000)))
         jobs = page["jobs"]
-        return {"jobs": [row(j) for j in jobs], "shown": len(jobs), "more": bool(page.get("next_page_token"))}
+        more = bool(page.get("next_page_token") or page.get("more"))
+        return {"jobs": [row(j) for j in jobs], "shown": len(jobs), "more": more}
 
     @server.tool(name="scheduler_get_job",
-                 description="One job in full: its spec, state, times, host, usage.")
-    async def get_job(job_id: str) -> dict[str, Any]:
-        return await gateway.get(f"/jobs/{quoted(job_id)}")  # type: ignore[no-any-return]
+                 description="One job in full: its spec, state, times, host, usage. " + CLUSTER)
+    async def get_job(job_id: str, cluster: str = "") -> dict[str, Any]:
+        return await gateway.get(f"/jobs/{quoted(job_id)}", cluster)  # type: ignore[no-any-return]
 
     @server.tool(name="scheduler_list_hosts",
-                 description="Hosts: status, slots and slots in use, memory, closed or open, load.")
-    async def list_hosts() -> dict[str, Any]:
-        hosts = await gateway.get("/hosts")
+                 description="Hosts: status, slots and slots in use, memory, closed or open, load. "
+                             + CLUSTER)
+    async def list_hosts(cluster: str = "") -> dict[str, Any]:
+        hosts = await gateway.get("/hosts", cluster)
         return {"hosts": [{"name": h["spec"]["name"], "status": h.get("status"),
                            "slots": h["spec"].get("slots", 0), "slots_used": h.get("slots_used", 0),
                            "memory_mb": h["spec"].get("memory_mb", "0"), "closed": h.get("closed", False),
@@ -257,30 +285,32 @@ def _add_read_tools(server: MCPServer, gateway: Gateway) -> None:
 
     @server.tool(name="scheduler_list_queues",
                  description="Queues: priority, whether open and active, limits, policies (fair share, "
-                             "preemption, backfill).")
-    async def list_queues() -> dict[str, Any]:
-        return await gateway.get("/queues")  # type: ignore[no-any-return]
+                             "preemption, backfill). " + CLUSTER)
+    async def list_queues(cluster: str = "") -> dict[str, Any]:
+        return await gateway.get("/queues", cluster)  # type: ignore[no-any-return]
 
     @server.tool(name="scheduler_pending_reasons",
                  description="Why jobs wait: for one job, its reason; else the pending jobs (of a user or "
-                             "queue) grouped by reason.")
-    async def pending_reasons(job_id: str = "", user: str = "", queue: str = "") -> dict[str, Any]:
+                             "queue) grouped by reason. " + CLUSTER)
+    async def pending_reasons(job_id: str = "", user: str = "", queue: str = "",
+                              cluster: str = "") -> dict[str, Any]:
         if job_id:
-            job = await gateway.get(f"/jobs/{quoted(job_id)}")
+            job = await gateway.get(f"/jobs/{quoted(job_id)}", cluster)
             return {"job": job.get("id"), "state": job.get("state"),
                     "pending_code": job.get("pending_code", ""),
                     "pending_reason": job.get("pending_reason", ""),
                     "depend_state": job.get("depend_state", "")}
         wanted = ["state:in:PEND,PSUSP"] + ([f"user:eq:{user}"] if user else []) + \
             ([f"queue:eq:{queue}"] if queue else [])
-        jobs, partial = await gateway.all_jobs(wanted)
+        jobs, partial = await gateway.all_jobs(wanted, cluster)
         return {**agent_advice.pending_summary(jobs), "partial": partial}
 
     @server.tool(name="scheduler_job_output",
                  description="The end of a job's output (stdout, or stderr), as its host's worker reads it; "
-                             "the job's owner's key only.")
-    async def job_output(job_id: str, stream: str = "stdout", tail_bytes: int = 4096) -> dict[str, Any]:
-        return await gateway.output(job_id, stream, tail_bytes)
+                             "the job's owner's key only. " + CLUSTER)
+    async def job_output(job_id: str, stream: str = "stdout", tail_bytes: int = 4096,
+                         cluster: str = "") -> dict[str, Any]:
+        return await gateway.output(job_id, stream, tail_bytes, cluster)
 
 
 def _add_write_tools(server: MCPServer, gateway: Gateway) -> None:
@@ -289,51 +319,54 @@ def _add_write_tools(server: MCPServer, gateway: Gateway) -> None:
                  description="Submit a job from a template: general_serial (one slot), multi_core (slots on "
                              "one host), parallel (slots on any hosts), high_memory (memory reserved). "
                              "mem_mb is its memory limit (-M), run_limit_s its run limit (-W). dry_run: "
-                             "check and show, submit nothing.")
+                             "check and show, submit nothing. " + CLUSTER)
     async def submit(command: list[str], template: str = "general_serial", slots: int | None = None,
                      mem_mb: int | None = None, run_limit_s: int | None = None, queue: str = "",
-                     name: str = "", cwd: str = "", dry_run: bool = False) -> dict[str, Any]:
+                     name: str = "", cwd: str = "", dry_run: bool = False,
+                     cluster: str = "") -> dict[str, Any]:
         try:
             spec = agent_advice.job_spec(command, template, slots, mem_mb, run_limit_s, queue, name)
         except ValueError as exc:
             raise ToolError(str(exc)) from None
         if cwd:
             spec["cwd"] = cwd
-        done = await gateway.send("POST", "/jobs", spec, dry_run)
+        done = await gateway.send("POST", "/jobs", spec, dry_run, cluster)
         if dry_run:
             return {"dry_run": done["dry_run"], "job": done["jobs"][0]}
         return {"submitted": row(done["jobs"][0])}
 
-    async def act(job_id: str, action: str, dry_run: bool) -> dict[str, Any]:
-        done = await gateway.send("POST", f"/jobs/{quoted(job_id)}/actions", {"action": action}, dry_run)
+    async def act(job_id: str, action: str, dry_run: bool, cluster: str) -> dict[str, Any]:
+        done = await gateway.send("POST", f"/jobs/{quoted(job_id)}/actions", {"action": action}, dry_run,
+                                  cluster)
         return {"dry_run": done["dry_run"], "job": row(done["job"])} if dry_run else {"job": row(done)}
 
     @server.tool(name="scheduler_cancel",
                  description="Kill a job (pending: it ends at once; running: its processes are killed). "
-                             "dry_run: show what would happen.")
-    async def cancel(job_id: str, dry_run: bool = False) -> dict[str, Any]:
-        return await act(job_id, "kill", dry_run)
+                             "dry_run: show what would happen. " + CLUSTER)
+    async def cancel(job_id: str, dry_run: bool = False, cluster: str = "") -> dict[str, Any]:
+        return await act(job_id, "kill", dry_run, cluster)
 
     @server.tool(name="scheduler_hold", description="Hold a pending job: it is not started until released. "
-                                                    "dry_run: show what would happen.")
-    async def hold(job_id: str, dry_run: bool = False) -> dict[str, Any]:
-        return await act(job_id, "hold", dry_run)
+                                                    "dry_run: show what would happen. " + CLUSTER)
+    async def hold(job_id: str, dry_run: bool = False, cluster: str = "") -> dict[str, Any]:
+        return await act(job_id, "hold", dry_run, cluster)
 
     @server.tool(name="scheduler_release", description="Release a held job: it may be started again. "
-                                                       "dry_run: show what would happen.")
-    async def release(job_id: str, dry_run: bool = False) -> dict[str, Any]:
-        return await act(job_id, "release", dry_run)
+                                                       "dry_run: show what would happen. " + CLUSTER)
+    async def release(job_id: str, dry_run: bool = False, cluster: str = "") -> dict[str, Any]:
+        return await act(job_id, "release", dry_run, cluster)
 
     @server.tool(name="scheduler_modify",
                  description="Change a job's priority, queue or resource requirement. dry_run: show the "
-                             "change.")
+                             "change. " + CLUSTER)
     async def modify(job_id: str, priority: int | None = None, queue: str | None = None,
-                     resource_req: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+                     resource_req: str | None = None, dry_run: bool = False,
+                     cluster: str = "") -> dict[str, Any]:
         change = {k: v for k, v in (("priority", priority), ("queue", queue), ("resource_req", resource_req))
                   if v is not None}
         if not change:
             raise ToolError("nothing to change: give priority, queue or resource_req")
-        done = await gateway.send("PATCH", f"/jobs/{quoted(job_id)}", change, dry_run)
+        done = await gateway.send("PATCH", f"/jobs/{quoted(job_id)}", change, dry_run, cluster)
         return {"dry_run": done["dry_run"], "job": row(done["job"])} if dry_run else {"job": row(done)}
 
 
@@ -341,12 +374,13 @@ def _add_advanced_tools(server: MCPServer, gateway: Gateway) -> None:
 
     @server.tool(name="scheduler_wait_job",
                  description="Wait until a job ends (DONE or EXIT), up to timeout_s; reports progress as its "
-                             "state changes. Says so if it has not ended by then.")
-    async def wait_job(job_id: str, ctx: Context, timeout_s: float = 300.0) -> dict[str, Any]:
+                             "state changes. Says so if it has not ended by then. " + CLUSTER)
+    async def wait_job(job_id: str, ctx: Context, timeout_s: float = 300.0,
+                       cluster: str = "") -> dict[str, Any]:
         deadline = time.monotonic() + max(0.0, min(timeout_s, 3600.0))
         last = ""
         while True:
-            job = await gateway.get(f"/jobs/{quoted(job_id)}")
+            job = await gateway.get(f"/jobs/{quoted(job_id)}", cluster)
             state = job.get("state", "")
             if state != last:
                 await ctx.report_progress(1.0 if state in ("DONE", "EXIT") else 0.5, 1.0,
@@ -361,37 +395,41 @@ def _add_advanced_tools(server: MCPServer, gateway: Gateway) -> None:
 
     @server.tool(name="scheduler_analyze_failure",
                  description="Why a job ended as it did: exit code, signal, memory or run limit, lost host; "
-                             "with what to change.")
-    async def analyze_failure(job_id: str) -> dict[str, Any]:
-        job = await gateway.get(f"/jobs/{quoted(job_id)}")
+                             "with what to change. " + CLUSTER)
+    async def analyze_failure(job_id: str, cluster: str = "") -> dict[str, Any]:
+        job = await gateway.get(f"/jobs/{quoted(job_id)}", cluster)
         found = agent_advice.explain_failure(job)
+        if job.get("native"):
+            found["native"] = job["native"]
         if job.get("host"):  # what it printed last, if its host can be asked and this key may read it
             try:
-                found["stderr_tail"] = (await gateway.output(str(job["id"]), "stderr", 2048))["text"]
+                own_id = job.get("readable_id") if job.get("cluster") else str(job["id"])
+                found["stderr_tail"] = (await gateway.output(str(own_id), "stderr", 2048))["text"]
             except ToolError as exc:
                 found["stderr_tail"] = f"(not available: {exc})"
         return found
 
     @server.tool(name="scheduler_suggest_resources",
                  description="Slots, memory and run limit for a command, from the history of this key's "
-                             "user's finished jobs of the same program.")
-    async def suggest_resources(command: list[str]) -> dict[str, Any]:
+                             "user's finished jobs of the same program. " + CLUSTER)
+    async def suggest_resources(command: list[str], cluster: str = "") -> dict[str, Any]:
         me = await gateway.get("/whoami")
-        history = await gateway.get("/history", user=me["name"], page_size=2000)
+        history = await gateway.get("/history", cluster, user=me["name"], page_size=2000)
         return agent_advice.suggest_resources(history.get("jobs", []), command)
 
     @server.tool(name="scheduler_estimate_wait_time",
                  description="When a job would start if submitted now: the simulator run on the cluster's "
-                             "current hosts and jobs; says what it assumed.")
+                             "current hosts and jobs; says what it assumed. " + CLUSTER)
     async def estimate_wait_time(command: list[str] | None = None, template: str = "general_serial",
                                  slots: int | None = None, mem_mb: int | None = None,
-                                 run_limit_s: int | None = None, queue: str = "") -> dict[str, Any]:
+                                 run_limit_s: int | None = None, queue: str = "",
+                                 cluster: str = "") -> dict[str, Any]:
         try:
             spec = agent_advice.job_spec(command or ["true"], template, slots, mem_mb, run_limit_s, queue)
         except ValueError as exc:
             raise ToolError(str(exc)) from None
-        hosts, queues = await asyncio.gather(gateway.get("/hosts"), gateway.get("/queues"))
-        jobs, partial = await gateway.all_jobs(["state:in:PEND,RUN,USUSP,SSUSP"])
+        hosts, queues = await asyncio.gather(gateway.get("/hosts", cluster), gateway.get("/queues", cluster))
+        jobs, partial = await gateway.all_jobs(["state:in:PEND,RUN,USUSP,SSUSP"], cluster)
         queue_list = queues.get("queues", [])
         spec.setdefault("queue", queues.get("default_queue", "normal"))
         estimate = await asyncio.to_thread(agent_advice.estimate_wait, hosts.get("hosts", []), queue_list,

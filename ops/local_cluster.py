@@ -36,6 +36,7 @@ from xce.private import write_private
 
 if TYPE_CHECKING:
     from controller.config import Replica as ConfigReplica
+    from xce.v1 import api_pb2 as api
 
 
 def free_ports(count: int) -> list[int]:
@@ -133,11 +134,12 @@ class LocalCluster:
         """A person's credentials: the shared client certificate and `token` (None: no token at all)."""
         return for_cluster(self.config_path, token=token, use_token_search=False)
 
-    def new_token(self, user: str, role: str = "user", expires_ms: int = 0) -> str:
-        """A token for `user` with `role`, created by the admin."""
+    def new_token(self, user: str, role: str = "user", expires_ms: int = 0,
+                  scope: api.TokenScope | None = None) -> str:
+        """A token for `user` with `role` (and `scope`), created by the admin."""
         token, digest = new_token()
         with self.client() as client:
-            client.create_token(digest, user, role, expires_ms)
+            client.create_token(digest, user, role, expires_ms, scope=scope)
         return token
 
     def new_user(self, user: str, role: str = "user", expires_ms: int = 0) -> Credentials:

@@ -8,9 +8,11 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -347,3 +349,31 @@ def leaders_per_term(data: Path) -> dict[int, set[str]]:
                 term = int(line.split("leading in term ", 1)[1].split()[0])
                 terms.setdefault(term, set()).add(log.stem)
     return terms
+
+
+@contextmanager
+def run_munged() -> Iterator[Path]:
+    """munged on a socket of our own, with a fresh key; killed at the end (its socket's path). Its
+    directory is 0755 so that nobody can reach the socket."""
+    home = Path(tempfile.mkdtemp(prefix="xce-munge-", dir="/tmp"))
+    home.chmod(0o755)
+    key = home / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o600)
+    socket = home / "munge.socket"
+    proc = subprocess.Popen(["munged", "--foreground", "--force", f"--socket={socket}", f"--key-file={key}",
+                             f"--pid-file={home / 'munged.pid'}", f"--log-file={home / 'munged.log'}",
+                             f"--seed-file={home / 'munged.seed'}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while not socket.exists():
+            log = home / "munged.log"
+            assert proc.poll() is None, log.read_text() if log.exists() else "munged exited"
+            assert time.monotonic() < deadline, "munged did not start"
+            time.sleep(0.05)
+        yield socket
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(home, ignore_errors=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 from controller.fsm.applier import Applier
 from controller.fsm.requests import guarded
-from controller.fsm.versions import AUDIT_FORMAT
+from controller.fsm.versions import AUDIT_FORMAT, FOREIGN_AUDIT_FORMAT
 from controller.tables import Tables
 from xce.errors import invalid
 from xce.v1 import api_pb2 as api
@@ -85,12 +85,16 @@ def audited(applier: Applier, request_id: str, audit: api.AuditRequest | None, b
 
 
 def apply_audit(applier: Applier) -> list[log.Result]:
-    """A dry run's or a refusal's row alone."""
+    """A dry run's or a refusal's row alone; or (entry format 25) the gateway's row of an action on
+    another of its clusters, in any outcome."""
     entry = applier.entry
     record = entry.audit.record
-    if record.outcome not in (api.DRY_RUN, api.REFUSED) or not entry.HasField("by"):
-        return [log.Result(code=log.INVALID_ARGUMENT, message="an audit entry is a dry run or a refusal, "
-                                                              "with its principal")]
+    outcomes: tuple[api.AuditOutcome, ...] = (api.DRY_RUN, api.REFUSED)
+    if record.cluster and entry.format >= FOREIGN_AUDIT_FORMAT:
+        outcomes += (api.CONFIRMED,)
+    if record.outcome not in outcomes or not entry.HasField("by"):
+        return [log.Result(code=log.INVALID_ARGUMENT, message="an audit entry is a dry run or a refusal (or "
+                                                              "another cluster's row), with its principal")]
     write(applier, record, entry.by)
     return [log.Result(code=log.OK)]
 

@@ -29,6 +29,7 @@ from controller.leader.context import LeaderContext, WithRequestId, own_request_
 from controller.leader.job_writes import JobWrites, job_response, visible_job
 from controller.leader.leadership import Leadership
 from controller.tables import Tables
+from xce import cluster_names
 from xce.errors import ServiceError, failed_precondition, invalid, unavailable
 from xce.host_spec import check_text
 from xce.rules import job_groups
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 MAX_DECISIONS = 10_000
 
 # What a scoped key may call at all (its scope then decides on each job).
-SCOPED_METHODS = frozenset({"SubmitJobs", "ControlJob", "ModifyJob", "GetJobOutput"})
+SCOPED_METHODS = frozenset({"SubmitJobs", "ControlJob", "ModifyJob", "GetJobOutput", "RecordAudit"})
 
 R = TypeVar("R", bound=Message)
 
@@ -83,6 +84,7 @@ class Writes:
             "ControlHost": route(api.ControlHostRequest, self._control_host),
             "PutJobGroup": route(api.PutJobGroupRequest, self._job_group),
             "PutReservation": route(api.PutReservationRequest, self._reservation),
+            "RecordAudit": route(api.RecordAuditRequest, self._record_audit),
         }
 
     def call(self, token: int, method: str, request: Message, caller: Principal) -> None:
@@ -210,6 +212,49 @@ class Writes:
                                  lambda tables, settled: api.JobGroupResponse(
                                      group=job_groups.limit_of(request.path, request.limit, caller.name),
                                      revision=settled.revision))
+
+    def _record_audit(self, leadership: Leadership, token: int, request: api.RecordAuditRequest,
+                      caller: Principal) -> None:
+        """The gateway's row of what `caller` did through it on another of its clusters (gateway/
+        clusters/): the principal is the caller's proven identity, the rest the gateway's report.
+        A row that says an action was done or tried needs the permission the action needs here; a
+        refusal's row anyone may leave (it records a denial)."""
+        ctx = self.ctx
+        if ctx.proposal_format() < fsm.versions.FOREIGN_AUDIT_FORMAT or not self.audit_ready():
+            raise failed_precondition("rows of other clusters wait until every replica runs entry format "
+                                      f"{fsm.versions.FOREIGN_AUDIT_FORMAT} (xce status)")
+        cluster = request.cluster
+        if not cluster_names.valid(cluster):
+            raise invalid(f"cluster: {cluster_names.RULE}")
+        if cluster == ctx.settings.init.cluster_id:
+            raise invalid(f"{cluster} is this cluster: its own writes are audited as they are made")
+        if request.action not in authz.SCOPE_ACTIONS:
+            raise invalid(f"action: one of {', '.join(authz.SCOPE_ACTIONS)}, not {request.action[:40]!r}")
+        if request.outcome not in (api.CONFIRMED, api.DRY_RUN, api.REFUSED):
+            raise invalid("outcome: CONFIRMED, DRY_RUN or REFUSED")
+        if caller.role in ("worker", "scheduler", "replica"):
+            raise authz.denied(caller, "jobs.submit", "record a row of another cluster")
+        check_text("params", request.params)
+        check_text("result", request.result)
+        if request.outcome != api.REFUSED:
+            needed = {"submit": "jobs.submit", "modify": "jobs.modify"}.get(request.action, "jobs.control")
+            ctx.settings.policy.require(caller, needed, f"{request.action} on cluster {cluster}")
+            authz.check_scope(caller, request.action)
+        if caller.scope is not None and caller.scope.clusters and cluster not in caller.scope.clusters:
+            raise authz.out_of_scope(caller, f"cluster {cluster!r} is not among its clusters")
+        record = api.AuditRecord(via=audit_trail.via_of(caller, "rest"), action=request.action,
+                                 params=request.params[:fsm.audit.MAX_PARAMS], outcome=request.outcome,
+                                 result=request.result[:1000], cluster=cluster)
+
+        def done(results: list[log.Result] | None) -> None:
+            if not results or results[0].code != log.OK:
+                ctx.reply(token, unavailable("the row was not committed (leadership changed); retry"))
+                return
+            with ctx.state.read() as tables:
+                revision = fsm.records.read_meta(tables).applied_index
+            ctx.reply(token, api.RecordAuditResponse(revision=revision))
+
+        ctx.propose(log.Entry(audit=log.AuditEntry(record=record), by=caller.record()), done)
 
     def _reservation(self, leadership: Leadership, token: int, request: api.PutReservationRequest,
                      caller: Principal) -> None:

@@ -35,7 +35,7 @@ TOOLS = {"scheduler_cluster_status", "scheduler_list_jobs", "scheduler_get_job",
          "scheduler_list_queues", "scheduler_pending_reasons", "scheduler_submit", "scheduler_cancel",
          "scheduler_hold", "scheduler_release", "scheduler_modify", "scheduler_wait_job",
          "scheduler_analyze_failure", "scheduler_suggest_resources", "scheduler_estimate_wait_time",
-         "scheduler_job_output"}
+         "scheduler_job_output", "scheduler_list_clusters"}
 
 
 @pytest.fixture

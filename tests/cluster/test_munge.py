@@ -6,13 +6,12 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
-from conftest import NOBODY, nobody_cli_env, xce_as_nobody
+from conftest import NOBODY, nobody_cli_env, run_munged, xce_as_nobody
 
 from ops.local_cluster import LocalCluster
 from xce.v1 import api_pb2 as api
@@ -27,30 +26,8 @@ pytestmark = [pytest.mark.cluster,
 
 @pytest.fixture
 def munged() -> Iterator[Path]:
-    """munged on a socket of our own, with a fresh key; killed at the end. Its directory is 0755 so
-    that nobody can reach the socket."""
-    home = Path(tempfile.mkdtemp(prefix="xce-munge-", dir="/tmp"))
-    home.chmod(0o755)
-    key = home / "munge.key"
-    key.write_bytes(os.urandom(1024))
-    key.chmod(0o600)
-    socket = home / "munge.socket"
-    proc = subprocess.Popen(["munged", "--foreground", "--force", f"--socket={socket}", f"--key-file={key}",
-                             f"--pid-file={home / 'munged.pid'}", f"--log-file={home / 'munged.log'}",
-                             f"--seed-file={home / 'munged.seed'}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 20
-        while not socket.exists():
-            log = home / "munged.log"
-            assert proc.poll() is None, log.read_text() if log.exists() else "munged exited"
-            assert time.monotonic() < deadline, "munged did not start"
-            time.sleep(0.05)
+    with run_munged() as socket:
         yield socket
-    finally:
-        proc.kill()
-        proc.wait()
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def _credential(socket: Path, uid: int = NOBODY.pw_uid, gid: int = NOBODY.pw_gid) -> str:

@@ -7,7 +7,7 @@ import pytest
 
 from controller import audit_trail, authz, fsm
 from controller.fsm import audit
-from controller.fsm.versions import AUDIT_FORMAT
+from controller.fsm.versions import AUDIT_FORMAT, FOREIGN_AUDIT_FORMAT
 from controller.tables import MemoryTables
 from xce.errors import ServiceError
 from xce.v1 import api_pb2 as api
@@ -198,3 +198,19 @@ def test_a_submit_s_environment_values_stay_out_of_the_trail() -> None:
     assert request.jobs[0].env["TOKEN"] == "hunter2"  # the request itself is unchanged
     create = api.CreateTokenRequest(sha256="ab" * 32, user="agent", role="mcp_operator")
     assert "abab" not in audit_trail.params_of(create)
+
+
+def test_another_cluster_s_row_may_be_confirmed_from_format_25() -> None:
+    """The gateway's row of what a caller did on one of its other clusters (RecordAudit): CONFIRMED is
+    taken only with a cluster named, and only from entry format 25 (an older replica refuses it)."""
+    row = api.AuditRecord(outcome=api.CONFIRMED, action="kill", cluster="hpc", via="mcp", result="OK: 17")
+    old = State(format_=FOREIGN_AUDIT_FORMAT - 1)
+    [refused] = old.step(log.Entry(audit=log.AuditEntry(record=row), by=ANN))
+    assert refused.code == log.INVALID_ARGUMENT and old.rows() == []
+    state = State(format_=FOREIGN_AUDIT_FORMAT)
+    [taken] = state.step(log.Entry(audit=log.AuditEntry(record=row), by=ANN))
+    unnamed = api.AuditRecord(outcome=api.CONFIRMED, action="kill")
+    [bad] = state.step(log.Entry(audit=log.AuditEntry(record=unnamed), by=ANN))
+    assert taken.code == log.OK and bad.code == log.INVALID_ARGUMENT
+    assert [(r.principal, r.cluster, r.action, r.outcome, r.result) for r in state.rows()] == [
+        ("ann", "hpc", "kill", api.CONFIRMED, "OK: 17")]

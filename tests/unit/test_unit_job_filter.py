@@ -1,4 +1,4 @@
-"""Unit tests of ListJobs filters (controller/job_filter.py)."""
+"""Unit tests of ListJobs filters (xce/job_filter.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller import job_filter
-from controller.job_filter import FilterError
+from xce import job_filter
+from xce.job_filter import FilterError
 from xce.v1 import api_pb2 as api
 
 

@@ -511,7 +511,7 @@ class AuditRequest(_message.Message):
     def __init__(self, via: _Optional[str] = ..., dry_run: _Optional[bool] = ..., action: _Optional[str] = ..., params: _Optional[str] = ...) -> None: ...
 
 class AuditRecord(_message.Message):
-    __slots__ = ("revision", "time_ms", "principal", "role", "via", "action", "params", "outcome", "result")
+    __slots__ = ("revision", "time_ms", "principal", "role", "via", "action", "params", "outcome", "result", "cluster")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
@@ -521,6 +521,7 @@ class AuditRecord(_message.Message):
     PARAMS_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
     revision: int
     time_ms: int
     principal: str
@@ -530,7 +531,28 @@ class AuditRecord(_message.Message):
     params: str
     outcome: AuditOutcome
     result: str
-    def __init__(self, revision: _Optional[int] = ..., time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., role: _Optional[str] = ..., via: _Optional[str] = ..., action: _Optional[str] = ..., params: _Optional[str] = ..., outcome: _Optional[_Union[AuditOutcome, str]] = ..., result: _Optional[str] = ...) -> None: ...
+    cluster: str
+    def __init__(self, revision: _Optional[int] = ..., time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., role: _Optional[str] = ..., via: _Optional[str] = ..., action: _Optional[str] = ..., params: _Optional[str] = ..., outcome: _Optional[_Union[AuditOutcome, str]] = ..., result: _Optional[str] = ..., cluster: _Optional[str] = ...) -> None: ...
+
+class RecordAuditRequest(_message.Message):
+    __slots__ = ("cluster", "action", "params", "outcome", "result")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    action: str
+    params: str
+    outcome: AuditOutcome
+    result: str
+    def __init__(self, cluster: _Optional[str] = ..., action: _Optional[str] = ..., params: _Optional[str] = ..., outcome: _Optional[_Union[AuditOutcome, str]] = ..., result: _Optional[str] = ...) -> None: ...
+
+class RecordAuditResponse(_message.Message):
+    __slots__ = ("revision",)
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    def __init__(self, revision: _Optional[int] = ...) -> None: ...
 
 class ListAuditRequest(_message.Message):
     __slots__ = ("principal", "since_ms", "page_size", "page_token")
@@ -555,18 +577,20 @@ class ListAuditResponse(_message.Message):
     def __init__(self, records: _Optional[_Iterable[_Union[AuditRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class TokenScope(_message.Message):
-    __slots__ = ("queues", "users", "actions", "max_jobs", "max_slots")
+    __slots__ = ("queues", "users", "actions", "max_jobs", "max_slots", "clusters")
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
     ACTIONS_FIELD_NUMBER: _ClassVar[int]
     MAX_JOBS_FIELD_NUMBER: _ClassVar[int]
     MAX_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
     queues: _containers.RepeatedScalarFieldContainer[str]
     users: _containers.RepeatedScalarFieldContainer[str]
     actions: _containers.RepeatedScalarFieldContainer[str]
     max_jobs: int
     max_slots: int
-    def __init__(self, queues: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ..., actions: _Optional[_Iterable[str]] = ..., max_jobs: _Optional[int] = ..., max_slots: _Optional[int] = ...) -> None: ...
+    clusters: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, queues: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ..., actions: _Optional[_Iterable[str]] = ..., max_jobs: _Optional[int] = ..., max_slots: _Optional[int] = ..., clusters: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubmitJobsResponse(_message.Message):
     __slots__ = ("jobs", "revision", "dry_run")
@@ -1853,20 +1877,24 @@ class WhoAmIRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class WhoAmIResponse(_message.Message):
-    __slots__ = ("name", "role", "kind", "permissions", "via", "sees_every_job")
+    __slots__ = ("name", "role", "kind", "permissions", "via", "sees_every_job", "scope", "cluster_id")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     PERMISSIONS_FIELD_NUMBER: _ClassVar[int]
     VIA_FIELD_NUMBER: _ClassVar[int]
     SEES_EVERY_JOB_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     role: str
     kind: str
     permissions: _containers.RepeatedScalarFieldContainer[str]
     via: str
     sees_every_job: bool
-    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., kind: _Optional[str] = ..., permissions: _Optional[_Iterable[str]] = ..., via: _Optional[str] = ..., sees_every_job: _Optional[bool] = ...) -> None: ...
+    scope: TokenScope
+    cluster_id: str
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., kind: _Optional[str] = ..., permissions: _Optional[_Iterable[str]] = ..., via: _Optional[str] = ..., sees_every_job: _Optional[bool] = ..., scope: _Optional[_Union[TokenScope, _Mapping]] = ..., cluster_id: _Optional[str] = ...) -> None: ...
 
 class SaveSnapshotRequest(_message.Message):
     __slots__ = ()

@@ -932,6 +932,11 @@ class AdminServiceStub:
                 request_serializer=xce_dot_v1_dot_api__pb2.ListAuditRequest.SerializeToString,
                 response_deserializer=xce_dot_v1_dot_api__pb2.ListAuditResponse.FromString,
                 _registered_method=True)
+        self.RecordAudit = channel.unary_unary(
+                '/xce.v1.AdminService/RecordAudit',
+                request_serializer=xce_dot_v1_dot_api__pb2.RecordAuditRequest.SerializeToString,
+                response_deserializer=xce_dot_v1_dot_api__pb2.RecordAuditResponse.FromString,
+                _registered_method=True)
         self.AddMember = channel.unary_unary(
                 '/xce.v1.AdminService/AddMember',
                 request_serializer=xce_dot_v1_dot_api__pb2.AddMemberRequest.SerializeToString,
@@ -1011,6 +1016,12 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordAudit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def AddMember(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -1084,6 +1095,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListAudit,
                     request_deserializer=xce_dot_v1_dot_api__pb2.ListAuditRequest.FromString,
                     response_serializer=xce_dot_v1_dot_api__pb2.ListAuditResponse.SerializeToString,
+            ),
+            'RecordAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordAudit,
+                    request_deserializer=xce_dot_v1_dot_api__pb2.RecordAuditRequest.FromString,
+                    response_serializer=xce_dot_v1_dot_api__pb2.RecordAuditResponse.SerializeToString,
             ),
             'AddMember': grpc.unary_unary_rpc_method_handler(
                     servicer.AddMember,
@@ -1349,6 +1365,33 @@ class AdminService:
             '/xce.v1.AdminService/ListAudit',
             xce_dot_v1_dot_api__pb2.ListAuditRequest.SerializeToString,
             xce_dot_v1_dot_api__pb2.ListAuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/xce.v1.AdminService/RecordAudit',
+            xce_dot_v1_dot_api__pb2.RecordAuditRequest.SerializeToString,
+            xce_dot_v1_dot_api__pb2.RecordAuditResponse.FromString,
             options,
             channel_credentials,
             insecure,
