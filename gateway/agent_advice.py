@@ -132,11 +132,10 @@ def _signal_name(number_: int) -> str:
 
 def suggest_resources(history: Sequence[dict[str, Any]], command: Sequence[str]) -> dict[str, Any]:
     """Slots, memory and a run limit for `command`, from the finished jobs of the same program: memory
-    and run time at their 95th percentile with a margin (x1.25, x1.5), the slots most asked for."""
+    and run time at their 95th percentile with a margin (x1.25, x1.5), the slots most asked for. A job
+    whose cluster keeps no command (slurmrestd's of a script) is of the program its name says."""
     program = command[0].rsplit("/", 1)[-1] if command else ""
-    similar = [job for job in history
-               if job.get("spec", {}).get("command") and
-               job["spec"]["command"][0].rsplit("/", 1)[-1] == program and job.get("start_time_ms")]
+    similar = [job for job in history if _program(job) == program and job.get("start_time_ms")]
     if not similar:
         return {"based_on": 0, "program": program, "slots": 1, "mem_mb": None, "run_limit_s": None,
                 "why": f"no finished job of {program!r} in this user's history: start with one slot, and "
@@ -151,6 +150,12 @@ def suggest_resources(history: Sequence[dict[str, Any]], command: Sequence[str])
             "run_limit_s": run_limit_s, "failed": failed,
             "why": f"from {len(similar)} finished job(s) of {program!r}: memory p95 {_p95(rss):.0f} MB "
                    f"x1.25, run time p95 {_p95(runs):.0f} s x1.5, {slots} slot(s) most often"}
+
+
+def _program(job: dict[str, Any]) -> str:
+    spec = job.get("spec", {})
+    words = spec.get("command") or [spec.get("name", "")]
+    return str(words[0]).rsplit("/", 1)[-1]
 
 
 def _p95(values: Sequence[float]) -> float:

@@ -167,6 +167,13 @@ def test_the_golden_agent_sequence_on_xce_slurm_and_lsf(three: Three) -> None:
                 "analyzed": analyzed,
                 "status": status,
             }
+        # sized and timed from Slurm's own data (slurmrestd's jobs, nodes and partitions)
+        seen["suggested"] = unwrap(
+            await agent.call("scheduler_suggest_resources", command=["golden-hpc"], cluster="hpc")
+        )
+        seen["estimated"] = unwrap(
+            await agent.call("scheduler_estimate_wait_time", command=["true"], cluster="hpc")
+        )
         return seen
 
     seen = with_agent(three.gateway, key, script)
@@ -192,6 +199,8 @@ def test_the_golden_agent_sequence_on_xce_slurm_and_lsf(three: Three) -> None:
     assert seen["hpc"]["analyzed"]["native"]["state"] == "FAILED"
     assert seen["hpc"]["analyzed"]["native"]["exit"] == "3:0"  # Slurm's own words, beside XCE's
     assert seen["hpc"]["status"]["backend"] == "slurm"
+    assert seen["suggested"]["based_on"] >= 1 and seen["suggested"]["slots"] == 1, seen["suggested"]
+    assert seen["estimated"]["hosts"] == 2 and seen["estimated"]["start_in_s"] is not None, seen["estimated"]
 
 
 def test_a_read_only_key_writes_on_no_cluster_and_every_row_names_its_cluster(three: Three) -> None:

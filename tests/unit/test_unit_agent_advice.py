@@ -66,6 +66,10 @@ def test_resources_are_suggested_from_the_same_program_s_history() -> None:
     assert found["run_limit_s"] == 300  # p95 190 s x1.5 = 285, up to a minute
     none = advice.suggest_resources(history, ["new-program"])
     assert none["based_on"] == 0 and none["mem_mb"] is None and "no finished job" in none["why"]
+    # a Slurm job submitted as a script: no command kept, its name says the program
+    scripted = [{**finished("x", 500, 60), "spec": {"name": "sim", "slots": 4}} for _ in range(3)]
+    found = advice.suggest_resources(scripted, ["/opt/sim"])
+    assert (found["based_on"], found["slots"], found["mem_mb"]) == (3, 4, 700)
 
 
 def test_pending_jobs_are_grouped_by_reason() -> None:
