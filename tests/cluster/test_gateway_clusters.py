@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import FAST_HOSTS, run_munged
+from conftest import FAST_HOSTS, run_munged, wait_until
 from lsf_site import serving
 from slurm_peer import slurm_peer
 from test_mcp import unwrap, with_agent
@@ -179,7 +179,8 @@ def test_the_golden_agent_sequence_on_xce_slurm_and_lsf(three: Three) -> None:
     seen = with_agent(three.gateway, key, script)
     listed = {c["name"]: c for c in seen["clusters"]["clusters"]}
     assert set(listed) == set(names) and all(c["healthy"] for c in listed.values()), [
-        (c["name"], c["health"]) for c in listed.values()]
+        (c["name"], c["health"]) for c in listed.values()
+    ]
     assert (listed["hpc"]["backend"], listed["lsf"]["backend"], listed[three.local]["backend"]) == (
         "slurm",
         "lsf",
@@ -226,6 +227,19 @@ def test_a_read_only_key_writes_on_no_cluster_and_every_row_names_its_cluster(th
     kill = three.rest(readonly, "POST", f"/jobs/{victim}/actions", json={"action": "kill"})
     assert kill.status_code == 403 and "jobs.control" in kill.json()["detail"]
     assert three.rest(readonly, "GET", f"/jobs/{victim}").json()["state"] in ("PEND", "RUN")  # still there
+    # slurmrestd 22.05 has no requeue: the gateway runs `scontrol requeue` as the caller (nobody)
+    wait_until(
+        lambda: three.rest(operator, "GET", f"/jobs/{victim}").json()["state"] == "RUN", "victim running"
+    )
+    requeued = three.rest(operator, "POST", f"/jobs/{victim}/actions", json={"action": "requeue"})
+    assert requeued.status_code == 200, requeued.text
+    wait_until(  # Slurm ends the running instance, then the job waits again
+        lambda: (
+            three.rest(operator, "GET", f"/jobs/{victim}").json()["native"]["state"]
+            in ("PENDING", "REQUEUED")
+        ),
+        "the victim requeued",
+    )
     dry = three.rest(
         operator, "POST", f"/jobs/{victim}/actions", params={"dry_run": "true"}, json={"action": "kill"}
     )
