@@ -18,6 +18,7 @@ $(STAMP): pyproject.toml
 	sh scripts/install_chromium.sh
 	sh scripts/install_exim.sh
 	sh scripts/install_slurmrestd.sh
+	sh scripts/install_tmux.sh
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -112,7 +112,7 @@ def slurm_env(job: api.Job, task: api.LaunchTask | None) -> dict[str, str]:
     hosts = [part.host for part in parts] or [first]
     cpus_here = next((part.slots for part in parts if part.host == here), spec.slots)
     per_node = _counted([part.slots for part in parts] or [spec.slots])
-    env = {"SLURM_JOB_ID": str(job.id), "SLURM_JOBID": str(job.id), "SLURM_JOB_NAME": spec.name,
+    env = {"SLURM_JOB_ID": str(job.id), "SLURM_JOBID": str(job.id), "SLURM_JOB_NAME": slurm_name(job),
            "SLURM_JOB_PARTITION": spec.queue, "SLURM_JOB_ACCOUNT": spec.project,
            "SLURM_JOB_NODELIST": hostlist.compress(hosts), "SLURM_NODELIST": hostlist.compress(hosts),
            "SLURM_JOB_NUM_NODES": str(len(hosts)), "SLURM_NNODES": str(len(hosts)),
@@ -126,6 +126,11 @@ def slurm_env(job: api.Job, task: api.LaunchTask | None) -> dict[str, str]:
     if task is not None:
         env["SLURM_STEP_ID"] = "0"
     return env
+
+
+def slurm_name(job: api.Job) -> str:
+    """The job's name as Slurm's: an array's element has its array's (XCE names it `name[3]`)."""
+    return job.spec.name.removesuffix(f"[{job.array_index}]") if job.array_id else job.spec.name
 
 
 def _counted(counts: list[int]) -> str:
@@ -185,7 +190,7 @@ def output_path(path: str, job: api.Job) -> str:
     own id (an element's too), %A its array's, %a its index, %x its name, %u its owner."""
     if "SLURM_SUBMIT_DIR" in job.spec.env:
         values = {"j": str(job.id), "J": str(job.id), "A": str(job.array_id or job.id),
-                  "a": str(job.array_index) if job.array_id else "4294967294", "x": job.spec.name,
+                  "a": str(job.array_index) if job.array_id else "4294967294", "x": slurm_name(job),
                   "u": job.spec.user, "%": "%"}
     else:
         values = {"J": str(job.array_id or job.id), "I": str(job.array_index if job.array_id else 0),

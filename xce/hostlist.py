@@ -11,12 +11,17 @@ def compress(hosts: list[str]) -> str:
     prefix and width grouped, in their order of first appearance)."""
     groups: dict[tuple[str, int], list[int]] = {}
     order: list[tuple[str, int] | str] = []
-    for host in dict.fromkeys(hosts):
+    unique = list(dict.fromkeys(hosts))
+    # Zero-padded numbers have their width (node007: 3); another number of that many digits goes with
+    # them (node010), as Slurm's hostlist takes widths as equivalent; the rest are unpadded (width 0).
+    padded = {(found[1], len(found[2])) for host in unique
+              if (found := re.fullmatch(r"(.*?)(\d+)", host)) and len(found[2]) > 1 and found[2][0] == "0"}
+    for host in unique:
         found = re.fullmatch(r"(.*?)(\d+)", host)
         if found is None:
             order.append(host)
             continue
-        key = (found[1], len(found[2]) if found[2].startswith("0") else 0)
+        key = (found[1], len(found[2])) if (found[1], len(found[2])) in padded else (found[1], 0)
         if key not in groups:
             groups[key] = []
             order.append(key)

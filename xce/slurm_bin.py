@@ -1,6 +1,6 @@
 """Where Slurm's commands live: a bin directory of their own, never on PATH unless a site puts it there.
 
-XCE's `sbatch`, `squeue`, `scancel`, `sacct`, `sinfo`, `scontrol` are small scripts in
+XCE's `sbatch`, `squeue`, `scancel`, `sacct`, `sinfo`, `scontrol`, `srun`, `salloc` are small scripts in
 `<prefix>/share/xce/slurm/bin` (the interpreter's prefix: the project's
 virtual environment), made on first use by `xce slurm-path`, as LSF's are
 (xce/lsf_bin.py): a real Slurm on the same machine is never shadowed by
@@ -15,7 +15,7 @@ import sys
 from xce.lsf_bin import install
 
 # The Slurm commands there: each runs cli/slurm/entry.py's `main`.
-COMMANDS = ("sbatch", "squeue", "scancel", "sacct", "sinfo", "scontrol", "srun")
+COMMANDS = ("sbatch", "squeue", "scancel", "sacct", "sinfo", "scontrol", "srun", "salloc")
 
 
 def slurm_dir(prefix: str | None = None) -> str:

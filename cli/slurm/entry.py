@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn, Protocol, cast
@@ -24,8 +25,8 @@ from xce.printable import shown
 
 FAILED = 1  # what Slurm's commands exit with when they fail
 MODULES = {"sbatch": "sbatch", "squeue": "squeue", "scancel": "scancel", "sacct": "sacct", "sinfo": "sinfo",
-           "scontrol": "scontrol", "srun": "srun"}
-WRITES = frozenset({"sbatch", "scancel", "scontrol", "srun"})
+           "scontrol": "scontrol", "srun": "srun", "salloc": "salloc"}
+WRITES = frozenset({"sbatch", "scancel", "scontrol", "srun", "salloc"})
 
 
 class Command(Protocol):
@@ -94,13 +95,16 @@ def parse(name: str, words: Sequence[str]) -> tuple[Command, argparse.Namespace]
     help_flags = ("--help",) if name in ("squeue", "sinfo") else ("-h", "--help")
     parser.add_argument(*help_flags, action="help", help="this help")
     module.declare(parser, name)
-    args = parser.parse_args(getopt_words(parser, list(words), name in ("sbatch", "srun")))
+    args = parser.parse_args(getopt_words(parser, list(words), name in ("sbatch", "srun", "salloc")))
     args.command = name
     args.controllers = None
     return module, args
 
 
 def run(name: str, words: Sequence[str]) -> int:
+    from cli.slurm import formats
+
+    formats.use_time_format(os.environ.get("SLURM_TIME_FORMAT"))
     try:
         module, args = parse(name, words)
         prepare = getattr(module, "prepare", None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import re
 
+from cli.slurm import array_rest
 from xce.v1 import api_pb2 as api
 
 # XCE's state -> (Slurm's long state, its short code). A job ended by a signal, a kill or a limit
@@ -56,7 +57,20 @@ def reason(job: api.Job) -> str:
         return "JobHeldUser"
     if job.state != api.PEND:
         return "None"
+    if job.array_id and (job.array_limit or job.spec.array.limit) and (
+            job.pending_code == api.PEND_LIMIT_REACHED or array_rest.is_rest(job) and _at_limit(job)):
+        return "JobArrayTaskLimit"  # (the array's %limit)
+    if array_rest.is_rest(job):  # (the array's record holds its condition; they become jobs as it holds)
+        return {api.DEPEND_PENDING: "Dependency", api.DEPEND_NEVER: "DependencyNeverSatisfied"}.get(
+            job.depend_state, "Priority")
     return REASONS.get(job.pending_code, "Priority" if job.pending_code else "None")
+
+
+def _at_limit(rest: api.Job) -> bool:
+    counts = list(rest.array.counts)
+    running = sum(counts[state] for state in (api.RUN, api.USUSP, api.SSUSP, api.UNKWN)
+                  if state < len(counts))
+    return running >= rest.spec.array.limit
 
 
 def exit_code(job: api.Job) -> str:
@@ -68,9 +82,19 @@ def exit_code(job: api.Job) -> str:
     return f"{job.exit_code}:0"
 
 
-def job_id(job: api.Job) -> str:
-    """An array's element as Slurm names it: 17_3."""
+def job_id(job: api.Job, with_limit: bool = False) -> str:
+    """An array's element as Slurm names it: 17_3; its rest 17_[5-100] (`with_limit`, as squeue:
+    17_[5-100%5])."""
+    if array_rest.is_rest(job):
+        return array_rest.job_id(job, with_limit)
     return f"{job.array_id}_{job.array_index}" if job.array_id else str(job.id)
+
+
+def name(job: api.Job) -> str:
+    """The job's name as Slurm's: an array's element has its array's (XCE names it `name[3]`)."""
+    if job.array_id and not array_rest.is_rest(job):
+        return job.spec.name.removesuffix(f"[{job.array_index}]")
+    return job.spec.name
 
 
 def elapsed(seconds: int) -> str:
@@ -93,11 +117,22 @@ def squeue_time(seconds: int) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+STANDARD_TIME = "%Y-%m-%dT%H:%M:%S"
+time_format = STANDARD_TIME  # SLURM_TIME_FORMAT's, once the command has read it (use_time_format)
+
+
+def use_time_format(text: str | None) -> None:
+    """SLURM_TIME_FORMAT as Slurm's commands read it: `standard` (and unset, and `relative`, which
+    XCE does not carry out) is ISO 8601; anything else is a strftime format."""
+    global time_format
+    time_format = STANDARD_TIME if not text or text in ("standard", "relative") else text
+
+
 def timestamp(ms: int) -> str:
     """sacct's and squeue's times: 2026-12-06T03:04:05, local; Unknown when there is none."""
     if not ms:
         return "Unknown"
-    return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%dT%H:%M:%S")
+    return datetime.datetime.fromtimestamp(ms / 1000).strftime(time_format)
 
 
 def run_seconds(job: api.Job, now_ms: int) -> int:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from cli.parser import UsageError
-from cli.slurm import formats
+from cli.slurm import array_rest, formats
 from xce import hostlist
 from xce.v1 import api_pb2 as api
 
@@ -44,15 +44,17 @@ def _array_job(job: api.Job) -> str:
 
 
 def _array_task(job: api.Job) -> str:
+    if array_rest.is_rest(job):
+        return array_rest.job_id(job, True).partition("_[")[2][:-1]
     return str(job.array_index) if job.array_id else "N/A"
 
 
 # squeue's letters.
 SQUEUE: dict[str, Field] = {
-    "i": lambda j, now: formats.job_id(j), "A": lambda j, now: _array_job(j),
+    "i": lambda j, now: formats.job_id(j, True), "A": lambda j, now: _array_job(j),
     "a": lambda j, now: _array_task(j),
     "F": lambda j, now: _array_job(j), "K": lambda j, now: _array_task(j),
-    "j": lambda j, now: j.spec.name, "u": lambda j, now: j.spec.user, "P": lambda j, now: j.spec.queue,
+    "j": lambda j, now: formats.name(j), "u": lambda j, now: j.spec.user, "P": lambda j, now: j.spec.queue,
     "t": lambda j, now: formats.short_state(j), "T": lambda j, now: formats.state(j),
     "M": lambda j, now: formats.squeue_time(formats.run_seconds(j, now)), "l": lambda j, now: _limit(j),
     "D": lambda j, now: _node_count(j), "R": _reason_or_nodes, "N": lambda j, now: _nodes(j),
@@ -70,10 +72,38 @@ SQUEUE_HEADERS = {"i": "JOBID", "A": "ARRAY_JOB_ID", "a": "ARRAY_TASK_ID", "F": 
                   "Q": "PRIORITY", "Z": "WORK_DIR", "o": "COMMAND", "q": "QOS"}
 SQUEUE_DEFAULT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 
+# squeue's -O/--Format names (matched without case), each the field of a letter's or one of its own,
+# with its header; 20 characters wide unless given (`name:[.]size[suffix]`).
+SQUEUE_NAMED: dict[str, tuple[str, str]] = {
+    "jobarrayid": ("i", "JOBID"), "arrayjobid": ("F", "ARRAY_JOB_ID"), "arraytaskid": ("K", "ARRAY_TASK_ID"),
+    "name": ("j", "NAME"), "username": ("u", "USER"), "state": ("T", "STATE"), "statecompact": ("t", "ST"),
+    "partition": ("P", "PARTITION"), "numnodes": ("D", "NODES"), "nodelist": ("N", "NODELIST"),
+    "reason": ("r", "REASON"), "reasonlist": ("R", "NODELIST(REASON)"), "timeused": ("M", "TIME"),
+    "timelimit": ("l", "TIME_LIMIT"), "submittime": ("V", "SUBMIT_TIME"), "starttime": ("S", "START_TIME"),
+    "endtime": ("e", "END_TIME"), "numcpus": ("C", "CPUS"), "priority": ("Q", "PRIORITY"),
+    "workdir": ("Z", "WORK_DIR"), "command": ("o", "COMMAND"), "qos": ("q", "QOS"),
+    "jobid": ("jobid", "JOBID"), "account": ("account", "ACCOUNT"), "comment": ("comment", "COMMENT"),
+    "numtasks": ("numtasks", "TASKS"), "exitcode": ("exitcode", "EXIT_CODE"),
+    "dependency": ("dependency", "DEPENDENCY"), "batchhost": ("batchhost", "EXEC_HOST"),
+    "cpus-per-task": ("cpus-per-task", "CPUS_PER_TASK"), "minmemory": ("minmemory", "MIN_MEMORY"),
+    "timeleft": ("timeleft", "TIME_LEFT"),
+}
+SQUEUE_NAMED_WIDTH = 20
+SQUEUE.update({
+    "jobid": lambda j, now: str(j.id), "account": lambda j, now: j.spec.project,
+    "comment": lambda j, now: j.spec.comment, "numtasks": lambda j, now: j.spec.env.get("SLURM_NTASKS", "1"),
+    "exitcode": lambda j, now: formats.exit_code(j), "dependency": lambda j, now: j.spec.depend or "(null)",
+    "batchhost": lambda j, now: (_nodes(j).split(",")[0] if _nodes(j) else "n/a"),
+    "cpus-per-task": lambda j, now: j.spec.env.get("SLURM_CPUS_PER_TASK", "1"),
+    "minmemory": lambda j, now: f"{j.spec.mem_limit_mb}M" if j.spec.mem_limit_mb else "0",
+    "timeleft": lambda j, now: _time_left(j, now),
+})
+SQUEUE_HEADERS.update({key: header for key, header in SQUEUE_NAMED.values()})
+
 # sacct's fields (the names as Slurm spells them, matched without case).
 SACCT: dict[str, Field] = {
     "JobID": lambda j, now: formats.job_id(j), "JobIDRaw": lambda j, now: str(j.id),
-    "JobName": lambda j, now: j.spec.name, "User": lambda j, now: j.spec.user,
+    "JobName": lambda j, now: formats.name(j), "User": lambda j, now: j.spec.user,
     "Partition": lambda j, now: j.spec.queue, "Account": lambda j, now: j.spec.project or "",
     "AllocCPUS": lambda j, now: str(j.spec.slots), "NCPUS": lambda j, now: str(j.spec.slots),
     "ReqCPUS": lambda j, now: str(j.spec.slots), "State": lambda j, now: formats.state(j),
@@ -116,6 +146,35 @@ def squeue_format(text: str) -> list[tuple[str, str, int, bool]]:
     return items
 
 
+def squeue_named_format(text: str) -> list[tuple[str, str, int, bool]]:
+    """-O `JobID:10,Name:.30|,State` -> the items squeue_format makes: each field 20 wide unless given
+    (`.`: right-justified), a suffix after its size printed after it."""
+    items: list[tuple[str, str, int, bool]] = []
+    before = ""
+    for word in text.split(","):
+        if not word.strip():
+            continue
+        name, _, rest = word.strip().partition(":")
+        known = SQUEUE_NAMED.get(name.lower())
+        if known is None:
+            raise UsageError(f"Invalid job format specification: {name}")
+        found = re.fullmatch(r"(\.?)(\d*)(.*)", rest)
+        assert found is not None
+        size = int(found[2]) if found[2] else SQUEUE_NAMED_WIDTH
+        items.append((before, known[0], size, bool(found[1])))
+        before = found[3]
+    if not items:
+        raise UsageError("Invalid job format specification: no field")
+    items.append((before, "", 0, False))
+    return items
+
+
+def _time_left(job: api.Job, now_ms: int) -> str:
+    if not job.spec.run_limit_s:
+        return "UNLIMITED"
+    return formats.squeue_time(job.spec.run_limit_s - formats.run_seconds(job, now_ms))
+
+
 def fit(text: str, size: int, right: bool) -> str:
     if not size:
         return text
@@ -130,8 +189,9 @@ def sacct_cell(text: str, width: int, left: bool) -> str:
     return text.ljust(width) if left else text.rjust(width)
 
 
-def squeue_rows(jobs: list[api.Job], fmt: str, header: bool) -> list[str]:
-    items, now = squeue_format(fmt), int(time.time() * 1000)
+def squeue_rows(jobs: list[api.Job], fmt: str, header: bool, named: bool = False) -> list[str]:
+    """squeue's table: `fmt` in -o's letters, or -O's names (`named`)."""
+    items, now = squeue_named_format(fmt) if named else squeue_format(fmt), int(time.time() * 1000)
     rows = []
     if header:
         rows.append("".join(before + (fit(SQUEUE_HEADERS.get(letter, letter), size, right) if letter else "")

@@ -5,18 +5,22 @@ move the window; `-j` names jobs whatever their time), `--name`, `-s`
 states, `-r` partitions; `--format`/`-o` fields (cli/slurm/job_table.py),
 `-P/--parsable2` (`|` between fields), `-p/--parsable` (and after the last),
 `-n/--noheader`, `-X` (a job's allocation alone: XCE's jobs have no steps, so
-always). Times are local, as Slurm's.
+always; `-j 17.0` names a step: none), `--json` (cli/slurm/json_out.py). An
+array's elements are listed each, and its rest as `12_[5-100]`
+(cli/slurm/array_rest.py). SACCT_FORMAT is `-o`'s default. Times are local,
+as Slurm's.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import re
 import time
 
-from cli.slurm import formats, job_table, squeue
-from client.channel import Client, XceError
+from cli.slurm import array_rest, formats, job_table, json_out, squeue
+from client.channel import Client
 from xce.printable import shown
 from xce.v1 import api_pb2 as api
 
@@ -36,6 +40,10 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("-n", "--noheader", dest="noheader", action="store_true")
     p.add_argument("-X", "--allocations", dest="allocations", action="store_true")
     p.add_argument("-b", "--brief", dest="brief", action="store_true")
+    p.add_argument("-M", "--clusters", dest="clusters", metavar="cluster_list",
+                   help="(XCE's cluster is the one there is: `all` and its name are it)")
+    p.add_argument("-L", "--allclusters", dest="all_clusters", action="store_true", help="(the one there is)")
+    p.add_argument("--json", dest="json", action="store_true", help="Slurm 22.05's JSON (openapi dbv0.0.38)")
 
 
 def window_ms(text: str | None, now: datetime.datetime, default: datetime.datetime) -> int:
@@ -70,7 +78,9 @@ def window_ms(text: str | None, now: datetime.datetime, default: datetime.dateti
 
 
 def prepare(args: argparse.Namespace) -> bool:
-    args.fields = job_table.sacct_fields(",".join(args.format or [job_table.SACCT_DEFAULT]))
+    """SACCT_FORMAT is -o's default, as Slurm reads it."""
+    default = os.environ.get("SACCT_FORMAT") or job_table.SACCT_DEFAULT
+    args.fields = job_table.sacct_fields(",".join(args.format or [default]))
     args.jobs = ",".join(args.jobs) if args.jobs else None  # (each -j adds to the list, as Slurm's)
     args.names = ",".join(args.names) if args.names else None
     args.wanted_states = squeue.states_wanted(args.states)
@@ -82,21 +92,16 @@ def prepare(args: argparse.Namespace) -> bool:
 
 
 def _jobs(client: Client, args: argparse.Namespace) -> list[api.Job]:
-    if args.jobs:
-        found = []
-        for ref in args.jobs.split(","):
-            ref = ref.split(".", 1)[0]  # (a step: the job; XCE's jobs have none)
-            try:
-                found.append(client.get_job(ref.replace("_", "[") + "]" if "_" in ref else ref))
-            except XceError:
-                continue
-        return found
+    if args.jobs:  # (a step, 17.0 or 17.batch: none; XCE's jobs have no steps)
+        refs = ",".join(ref for ref in args.jobs.split(",") if "." not in ref)
+        return squeue.by_ids(client, refs, history=True) if refs else []
     user = "" if args.all_users else (args.users or client.who_am_i().name)
     filters = [f"user:eq:{user}"] if user and "," not in user else []
     live = client.list_jobs(filters)
     seen = {j.id for j in live}
     history = client.history(api.HistoryRequest(user=user if "," not in user else ""))
     jobs = [*live, *(j for j in history if j.id not in seen)]
+    jobs += [line for j in live if j.spec.HasField("array") and not j.array_id for line in array_rest.rest(j)]
     users = set(user.split(",")) if user else None
     now = int(time.time() * 1000)
     # Active in the window: submitted before its end, and not ended before its start (Slurm's rule).
@@ -108,12 +113,15 @@ def _jobs(client: Client, args: argparse.Namespace) -> list[api.Job]:
 def run(client: Client, args: argparse.Namespace) -> int:
     partitions = set(args.partitions.split(",")) if args.partitions else None
     names = set(args.names.split(",")) if args.names else None
-    jobs = sorted((j for j in _jobs(client, args) if not j.spec.HasField("array")
+    jobs = sorted((j for j in _jobs(client, args) if (not j.spec.HasField("array") or array_rest.is_rest(j))
                    and (partitions is None or j.spec.queue in partitions)
-                   and (names is None or j.spec.name in names)
+                   and (names is None or formats.name(j) in names)
                    and (args.wanted_states is None or formats.state(j) in args.wanted_states)),
-                  key=lambda j: j.id)
+                  key=squeue.order)
     now = int(time.time() * 1000)
+    if args.json:
+        print(json_out.document(json_out.SACCT_PLUGIN, [json_out.sacct_job(j, now) for j in jobs]))
+        return 0
     fields = args.fields
     if args.parsable2 or args.parsable:
         tail = "|" if args.parsable and not args.parsable2 else ""

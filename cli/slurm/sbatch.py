@@ -18,8 +18,12 @@ caller's of that name before it ended), `--begin` a begin time, `-H` held,
 `--gres=gpu:N` rusage[gpu=N], `--mail-type`/`--mail-user` job mail, `-o`/`-e`
 with `%j %A %a %x %u %%` (default `slurm-%j.out`, `slurm-%A_%a.out` for an
 array, in the working directory). `--parsable` prints the job id alone.
-An option of Slurm's that XCE does not carry out yet is refused by name and
-nothing is submitted.
+`--signal` is checked and accepted but not sent (XCE's worker has no
+warning signal yet: sbatch says so), `--wckey` accepted and kept nowhere.
+The input variables (SBATCH_PARTITION, SBATCH_TIMELIMIT, ...: INPUT_VARIABLES)
+rank between the command line and the #SBATCH lines, as Slurm's. An option
+of Slurm's that XCE does not carry out yet is refused by name and nothing
+is submitted.
 """
 
 from __future__ import annotations
@@ -42,10 +46,10 @@ from xce.v1 import api_pb2 as api
 
 MEMORY_UNITS_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 # Slurm 22.05 options XCE does not carry out yet: refused by name, nothing submitted.
-NOT_YET_WITH_VALUE = ("--qos", "-q", "--constraint", "-C", "--reservation", "--licenses", "-L", "--signal",
+NOT_YET_WITH_VALUE = ("--qos", "-q", "--constraint", "-C", "--reservation", "--licenses", "-L",
                       "--cluster", "-M", "--nice", "--priority", "--distribution", "-m", "--gpus", "-G",
-                      "--gpus-per-node", "--gpus-per-task", "--cpus-per-gpu", "--mem-per-gpu", "--deadline",
-                      "--time-min", "--tmp", "--switches", "--wckey", "--input", "-i",
+                      "--gpus-per-task", "--cpus-per-gpu", "--mem-per-gpu", "--deadline",
+                      "--time-min", "--tmp", "--switches", "--input", "-i",
                       "--profile", "--propagate", "--uid", "--gid", "--network", "--mcs-label",
                       "--acctg-freq",
                       "--core-spec", "--thread-spec", "--sockets-per-node", "--cores-per-socket",
@@ -82,6 +86,10 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("-b", "--begin", dest="begin", metavar="time")
     p.add_argument("-H", "--hold", dest="hold", action="store_const", const=True)
     p.add_argument("--gres", dest="gres", metavar="gpu:N")
+    p.add_argument("--gpus-per-node", dest="gpus_per_node", metavar="[type:]N", help="as --gres=gpu:N")
+    p.add_argument("--signal", dest="signal", metavar="[{R|B}:]sig[@time]",
+                   help="checked and kept by sbatch; not sent: XCE's worker has no warning signal yet")
+    p.add_argument("--wckey", dest="wckey", metavar="wckey", help="accepted; no workload keys are tracked")
     p.add_argument("-w", "--nodelist", dest="nodelist", metavar="hosts")
     p.add_argument("--exclusive", dest="exclusive", action="store_const", const=True)
     p.add_argument("--requeue", dest="requeue", action="store_const", const=True)
@@ -119,6 +127,62 @@ def memory_mb(text: str, flag: str) -> int:
     if int(found[1]) == 0:
         return 0
     return max(1, math.ceil(int(found[1]) * MEMORY_UNITS_MB[found[2].upper() or "M"]))
+
+
+def warning_signal(text: str) -> tuple[str, int, int]:
+    """--signal=[{R|B}:]SIG[@TIME] as Slurm 22.05 reads it: (whom: "" the job's steps, "B" the batch
+    shell alone; the signal's number; the seconds before the run limit, 0-65535, default 60). `R`
+    (reservation overlap) is taken as "". UsageError for one Slurm would refuse."""
+    whom, _, rest = text.rpartition(":") if re.match(r"^[A-Za-z]+:", text) else ("", "", text)
+    flags = set(whom.upper()) if whom else set()
+    if not flags <= {"R", "B"}:
+        raise UsageError(f"--signal {text[:40]!r}: write [{{R|B}}:]SIG[@TIME]")
+    name, at, seconds = rest.partition("@")
+    number = signal_number(name)
+    if number is None:
+        raise UsageError(f"--signal {text[:40]!r}: {name[:20]!r} is not a signal")
+    if at and not (seconds.isdecimal() and int(seconds) <= 0xFFFF):
+        raise UsageError(f"--signal {text[:40]!r}: the time is seconds, 0 to 65535")
+    return ("B" if "B" in flags else ""), number, int(seconds) if at else 60
+
+
+def signal_number(name: str) -> int | None:
+    """A signal by number (1-64) or name, with or without SIG (USR2, SIGUSR2, 12)."""
+    import signal
+
+    if name.isdecimal():
+        return int(name) if 1 <= int(name) <= 64 else None
+    found = getattr(signal.Signals, "SIG" + name.upper().removeprefix("SIG"), None)
+    return int(found) if found is not None else None
+
+
+# Slurm 22.05's input variables of sbatch (`man sbatch`, INPUT ENVIRONMENT VARIABLES): each is the option
+# it names, under the command line's and over the script's #SBATCH lines. A flag's variable sets it when
+# present. An option XCE does not carry out yet is refused by its variable's name, as by its own.
+INPUT_VARIABLES = {
+    "SBATCH_ACCOUNT": "--account", "SBATCH_ARRAY_INX": "--array", "SBATCH_ERROR": "--error",
+    "SBATCH_EXPORT": "--export", "SBATCH_GPUS_PER_NODE": "--gpus-per-node", "SBATCH_GRES": "--gres",
+    "SBATCH_JOB_NAME": "--job-name", "SBATCH_MEM_PER_CPU": "--mem-per-cpu", "SBATCH_MEM_PER_NODE": "--mem",
+    "SBATCH_OPEN_MODE": "--open-mode", "SBATCH_OUTPUT": "--output", "SBATCH_PARTITION": "--partition",
+    "SBATCH_SIGNAL": "--signal", "SBATCH_TIMELIMIT": "--time", "SBATCH_WCKEY": "--wckey",
+    "SBATCH_QOS": "--qos", "SBATCH_CONSTRAINT": "--constraint", "SBATCH_RESERVATION": "--reservation",
+    "SBATCH_CLUSTERS": "--clusters", "SBATCH_DISTRIBUTION": "--distribution", "SBATCH_GPUS": "--gpus",
+    "SBATCH_GPUS_PER_TASK": "--gpus-per-task", "SBATCH_CPUS_PER_GPU": "--cpus-per-gpu",
+    "SBATCH_MEM_PER_GPU": "--mem-per-gpu", "SBATCH_PROFILE": "--profile", "SBATCH_NETWORK": "--network",
+    "SBATCH_HINT": "--hint", "SBATCH_CORE_SPEC": "--core-spec", "SBATCH_THREAD_SPEC": "--thread-spec",
+    "SBATCH_DELAY_BOOT": "--delay-boot", "SBATCH_INPUT": "--input", "SBATCH_CONTAINER": "--container",
+}
+INPUT_FLAGS = {"SBATCH_EXCLUSIVE": "--exclusive", "SBATCH_REQUEUE": "--requeue",
+               "SBATCH_NO_REQUEUE": "--no-requeue", "SBATCH_WAIT": "--wait",
+               "SBATCH_OVERCOMMIT": "--overcommit", "SBATCH_NO_KILL": "--no-kill",
+               "SBATCH_SPREAD_JOB": "--spread-job", "SBATCH_USE_MIN_NODES": "--use-min-nodes",
+               "SBATCH_IGNORE_PBS": "--ignore-pbs"}
+
+
+def input_words(environ: dict[str, str]) -> list[str]:
+    """The options sbatch's input variables give, as words (in the table's order)."""
+    words = [f"{option}={environ[name]}" for name, option in INPUT_VARIABLES.items() if environ.get(name)]
+    return words + [option for name, option in INPUT_FLAGS.items() if name in environ]
 
 
 def directives(text: str) -> list[str]:
@@ -230,23 +294,39 @@ def _read(args: argparse.Namespace) -> tuple[str, str]:
     return text, name
 
 
-def _merged(args: argparse.Namespace, text: str) -> argparse.Namespace:
-    """The script's #SBATCH options under the command line's."""
+def _options(words: list[str], where: str) -> dict[str, object]:
+    """sbatch's options in `words` (a script's #SBATCH lines, or what the input variables say), each
+    refusal said as coming from `where`."""
     from cli.slurm.entry import SlurmParser, getopt_words
 
-    class ScriptParser(SlurmParser):
+    class OtherParser(SlurmParser):
         def error(self, message: str) -> None:  # type: ignore[override]
             if message.startswith("unknown option "):
                 message = f"unrecognized option '{message.removeprefix('unknown option ')}'"
-            raise UsageError(f"#SBATCH: {message}")
+            raise UsageError(f"{where}: {message}")
 
-    parser = ScriptParser(prog="sbatch", add_help=False)
+    parser = OtherParser(prog="sbatch", add_help=False)
     declare(parser, "sbatch")
-    own = parser.parse_args(getopt_words(parser, [*directives(text), "--"], True))
+    try:
+        own = parser.parse_args(getopt_words(parser, [*words, "--"], True))
+    except UsageError as exc:
+        message = str(exc)
+        raise UsageError(message if message.startswith(where) else f"{where}: {message}") from None
     stray = [word for word in own.script if word != "--"]
     if stray:
-        raise UsageError(f"#SBATCH: Invalid argument: {stray[0][:40]}")
-    merged = {k: v for k, v in vars(own).items() if k != "script"}
+        raise UsageError(f"{where}: Invalid argument: {stray[0][:40]}")
+    return {k: v for k, v in vars(own).items() if k != "script"}
+
+
+def _merged(args: argparse.Namespace, text: str, environ: dict[str, str]) -> argparse.Namespace:
+    """The options as Slurm ranks them: the command line's over the input variables' (SBATCH_*) over
+    the script's #SBATCH lines."""
+    merged = _options(directives(text), "#SBATCH")
+    given = input_words(environ)
+    if given:
+        names = ", ".join(name for name in [*INPUT_VARIABLES, *INPUT_FLAGS] if name in environ
+                          and (name in INPUT_FLAGS or environ[name]))
+        merged.update({k: v for k, v in _options(given, names).items() if v is not None})
     merged.update({k: v for k, v in vars(args).items() if v is not None and k in merged})
     return argparse.Namespace(**{**vars(args), **merged})
 
@@ -258,7 +338,9 @@ def build(args: argparse.Namespace, submitter: dict[str, str], here: str,
     if args.script and args.script[0] == "--":
         args.script = args.script[1:]
     text, source = _read(args)
-    args = _merged(args, text)
+    notes: list[str] = []  # warnings for sbatch to print
+    args.notes = notes
+    args = _merged(args, text, submitter)
     name = args.name or source
     command = script.command(text, source)
     command += list(args.script[1:])  # the script's own arguments ($1 ...)
@@ -287,6 +369,11 @@ def build(args: argparse.Namespace, submitter: dict[str, str], here: str,
             spec.run_limit_s = formats.minutes_of(args.time)
         except formats.TimeError as exc:
             raise UsageError(str(exc)) from None
+    if args.signal:
+        warning_signal(args.signal)  # (checked, as Slurm's; not sent: docs/SLURM.md)
+        if spec.run_limit_s:
+            notes.append(f"--signal={args.signal}: not sent before the run limit (XCE's worker has no "
+                         "warning signal yet)")
     if args.dependency:
         spec.depend = dependency(args.dependency)
     if args.begin:
@@ -318,11 +405,19 @@ def _size(spec: api.JobSpec, args: argparse.Namespace) -> None:
         requirement.append(f"span[ptile={-(-tasks // args.nodes) * cpus}]")
     elif cpus > 1:  # (XCE's layouts cannot keep each task whole elsewise: a task a host)
         requirement.append(f"span[ptile={cpus}]")
+    if args.gres and getattr(args, "gpus_per_node", None):
+        raise UsageError("--gres=gpu and --gpus-per-node: one of them")
     if args.gres:
         found = re.fullmatch(r"gpu(?::[\w.-]+)?:(\d+)", args.gres)
         if found is None:
             raise UsageError(f"--gres {args.gres[:40]!r}: XCE takes gpu:N (or gpu:type:N)")
         requirement.append(f"rusage[gpu={found[1]}]")
+    elif getattr(args, "gpus_per_node", None):  # (Slurm's --gres=gpu:N is per node too)
+        found = re.fullmatch(r"(?:[\w.-]+:)?(\d+)", args.gpus_per_node)
+        if found is None:
+            raise UsageError(f"--gpus-per-node {args.gpus_per_node[:40]!r}: XCE takes N (or type:N)")
+        if int(found[1]):
+            requirement.append(f"rusage[gpu={found[1]}]")
     spec.resource_req = " ".join(requirement)
     if args.mem and args.mem_per_cpu:
         raise UsageError("--mem and --mem-per-cpu are mutually exclusive")
@@ -376,6 +471,8 @@ def prepare(args: argparse.Namespace) -> bool:
         print("slurm 22.05.8 (XCE's sbatch over an XCE cluster)")
         return False
     args.spec = build(args, dict(os.environ), socket.gethostname())
+    for note in args.notes:
+        print(f"sbatch: warning: {note}", file=sys.stderr)
     return True
 
 

@@ -91,7 +91,7 @@ def _jobs(client: Client, name: str) -> list[Record]:
         spec = job.spec
         nodes = [a.host for a in job.allocation] or ([job.host] if job.host else [])
         found.append([
-            [("JobId", str(job.id)), ("JobName", spec.name)],
+            [("JobId", str(job.id)), ("JobName", formats.name(job))],
             [("UserId", spec.user), ("GroupId", spec.user)],
             [("Priority", str(spec.priority)), ("Account", spec.project or "(null)")],
             [("JobState", formats.state(job)), ("Reason", formats.reason(job))],

@@ -5,9 +5,11 @@ the environment), `srun [-n N] [-c C] command ...` runs N tasks (the job's
 SLURM_NTASKS by default) over its hosts, block by block as Slurm's default
 distribution (task i on the host of the job's slot i x C), each through `xce
 launch` with its ranks (SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID,
-SLURM_STEP_NUM_TASKS); their output goes to the job's, or to `-o`/`-e`
-files (`%t` the task's rank, `%n` its node's, `%j %A %a %%`); srun exits
-with the highest task status. Needs no connection of its own.
+SLURM_STEP_NUM_TASKS); their output comes back to srun's own stdout and
+stderr (cli/slurm/task_relay.py; `-l`: each line with its task's rank), or
+goes to `-o`/`-e` files (`%t` the task's rank, `%n` its node's, `%j %A %a
+%%`); srun exits with the highest task status. Needs no connection of its
+own. Inside salloc's allocation too (cli/slurm/salloc.py).
 
 Outside one, srun submits a job of its own (sbatch's options: -n -N -c
 --mem -t -p -J -A -D --export ...) and relays its stdin and output here
@@ -24,7 +26,7 @@ import sys
 import threading
 
 from cli.parser import UsageError
-from cli.slurm import formats, sbatch
+from cli.slurm import formats, sbatch, task_relay
 from client.channel import Client, XceError
 from xce import patterns
 from xce.v1 import api_pb2 as api
@@ -46,8 +48,11 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("-o", "--output", dest="output", metavar="pattern")
     p.add_argument("-e", "--error", dest="error", metavar="pattern")
     p.add_argument("--pty", dest="pty", action="store_true")
+    p.add_argument("-l", "--label", dest="label", action="store_true", help="each line with its task's rank")
     p.add_argument("-u", "--unbuffered", dest="unbuffered", action="store_true", help="(always)")
     p.add_argument("--mpi", dest="mpi", metavar="type", help="(none: the tasks are plain processes)")
+    p.add_argument("--cpu-bind", dest="cpu_bind", metavar="type",
+                   help="(accepted: XCE binds no task to CPUs; each has its job's)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="command")
 
 
@@ -101,6 +106,10 @@ def _steps(args: argparse.Namespace) -> int:
     ntasks = args.ntasks or int(os.environ.get("SLURM_NTASKS", "1") or 1)
     tasks = layout(ntasks, cpus, per_slot)
     codes = [0] * len(tasks)
+    sys.stdout.flush()
+    # Output srun is to print (no -o/-e) comes back to it (cli/slurm/task_relay.py), as Slurm's.
+    relay = None if args.output and args.error else task_relay.Relay(
+        args.label, sys.stdout.buffer, sys.stderr.buffer)
 
     def one(rank: int, host: str, local: int, node: int) -> None:
         command = list(args.cmd)
@@ -112,6 +121,9 @@ def _steps(args: argparse.Namespace) -> int:
         extra = {"SLURM_PROCID": str(rank), "SLURM_LOCALID": str(local), "SLURM_NODEID": str(node),
                  "SLURM_STEP_NUM_TASKS": str(ntasks), "SLURM_NTASKS": str(ntasks), "SLURM_STEPID": "0",
                  "SLURM_STEP_ID": "0", "SLURM_CPUS_PER_TASK": str(cpus)}
+        if relay is not None:
+            command = [sys.executable, "-I", "-S", task_relay.__file__, "--", *command]
+            extra.update(relay.env())
         codes[rank] = run_task(host, command, extra)
 
     threads = [threading.Thread(target=one, args=(rank, *task)) for rank, task in enumerate(tasks)]
@@ -119,10 +131,11 @@ def _steps(args: argparse.Namespace) -> int:
         thread.start()
     for thread in threads:
         thread.join()
-    sys.stdout.flush()
-    failed = [code for code in codes if code]
-    if failed:
-        print(f"srun: error: {len(failed)} task(s) exited with a non-zero status", file=sys.stderr)
+    if relay is not None:
+        relay.close()
+    for rank, ((host, _, _), code) in enumerate(zip(tasks, codes, strict=True)):
+        if code:  # (Slurm's words)
+            print(f"srun: error: {host}: task {rank}: Exited with exit code {code}", file=sys.stderr)
     return max(codes, default=0)
 
 

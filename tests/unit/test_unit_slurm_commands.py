@@ -206,7 +206,8 @@ def test_sbatch_lines_as_slurm_reads_them(tmp_path: Path) -> None:
     ([], "#!/bin/sh\r\ntrue\r\n", "DOS line breaks"),
     (["-d", "afterok:1,afterany:2?afterok:3", "--wrap", "x"], None, "one kind of separator"),
     (["-d", "after:1+10", "--wrap", "x"], None, "a delay (+time) is not carried out"),
-    (["--signal", "USR1@60", "--wrap", "x"], None, "this option of Slurm's is not carried out"),
+    (["--signal", "USR9@60", "--wrap", "x"], None, "'USR9' is not a signal"),
+    (["--reservation", "maint", "--wrap", "x"], None, "this option of Slurm's is not carried out"),
 ])
 def test_more_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str], words: list[str], text: str | None,
                        said: str) -> None:
