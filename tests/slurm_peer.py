@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import stat
 import subprocess
 import tempfile
@@ -25,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from ops.local_cluster import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "tests" / "peers" / "slurm"
@@ -46,20 +47,6 @@ def _reachable_by_others(path: Path) -> bool:
 def _keep_logs(peer_dir: Path, into: Path) -> None:
     if (peer_dir / "log").is_dir():
         shutil.copytree(peer_dir / "log", into, dirs_exist_ok=True)
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct loopback ports nobody listens on now (all bound at once, then released)."""
-    held: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            held.append(s)
-        return [s.getsockname()[1] for s in held]
-    finally:
-        for s in held:
-            s.close()
 
 
 @dataclass(frozen=True)
