@@ -139,7 +139,7 @@ class Credentials:
         self._watch = FileWatch()
 
     def _fields(self) -> tuple[Any, ...]:
-        return self.insecure, self.ca, self.cert, self.key, self.token, self.munge
+        return self.insecure, self.ca, self.cert, self.key, self.token, self.munge, self.munge_socket
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Credentials) and self._fields() == other._fields()
@@ -153,7 +153,7 @@ class Credentials:
                 f"token={'set' if self.token else None}, munge={self.munge}, files={self.files!r})")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return Credentials, (*self._fields(), self.files)
+        return Credentials, (*self._fields()[:6], self.files, self.munge_socket)
 
     def tls(self) -> tuple[bytes | None, bytes | None, bytes | None]:
         """(ca, cert, key) as the files hold them now (those given, if not from files)."""

@@ -17,6 +17,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
+import anyio
+import anyio.to_thread
 from fastapi import FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -28,8 +30,8 @@ from client.channel import Client, XceError, new_request_id
 from client.credentials import new_token
 from gateway import dashboard_routes, forms, problems, render, sse
 from gateway.backend import Backend
-from gateway.clusters.backend import OPERATIONS, ClusterBackend
-from gateway.clusters.relay import Callers, Relay
+from gateway.clusters.backend import OPERATIONS, ClusterBackend, Health
+from gateway.clusters.relay import Callers, Relay, limiter_of
 from gateway.event_hub import EventHub, Gap, unavailable
 from gateway.problems import Problem
 from xce.v1 import api_pb2 as api
@@ -38,6 +40,7 @@ PREFIX = "/xce/v1"
 KNOWN_METHODS = frozenset({"GET", "POST", "PATCH", "PUT", "DELETE", "HEAD", "OPTIONS"})
 JSON_TYPES = ("application/json", "application/problem+json")
 T = TypeVar("T")
+HEALTH_S = 10.0  # another cluster's health is asked at most this often
 log = logging.getLogger("xce.gateway")
 
 
@@ -152,6 +155,7 @@ class Caller:
         self.others = others
         self.callers = Callers()
         self._local_name = ""
+        self._health: dict[str, tuple[float, Health]] = {}
 
     async def __call__(self, request: Request, work: Callable[[Client], T]) -> T:
         client = self.backend.client(api_key(request))
@@ -168,28 +172,49 @@ class Caller:
                 self._local_name = (await run_in_threadpool(client.who_am_i)).cluster_id
             finally:
                 self.backend.learned(client)
+            if self.others.pop(self._local_name, None) is not None:
+                log.error("the clusters file names a cluster %s, this cluster's own name: left out",
+                          self._local_name)
         return self._local_name
 
     async def other(self, request: Request, cluster: str, job_id: str = "") -> tuple[Relay | None, str]:
         """(the relay to another cluster, or None for this one; the job id on its cluster). A job id may
         name its cluster (`hpc:17`); `cluster` (a query parameter) must then agree."""
+        key = api_key(request)  # (no key, no word of which clusters there are)
         named, sep, native = job_id.partition(":")
         if sep:
             if cluster and cluster != named:
                 raise Problem(400, f"job {job_id[:80]!r} is of cluster {named[:64]!r}, not {cluster[:64]!r}")
             cluster, job_id = named, native
-        if not cluster or cluster not in self.others and cluster == await self.local_name():
+        if not cluster or cluster == await self.local_name():  # (this cluster's name is its own)
             return None, job_id
         found = self.others.get(cluster)
         if found is None:
-            known = ", ".join(sorted([await self.local_name(), *self.others]))
+            known = ", ".join(sorted({await self.local_name(), *self.others}))
             raise Problem(404, f"no cluster {cluster[:64]!r} (the gateway's clusters: {known})")
-        key = api_key(request)
-        who = await self.callers.who(key, lambda work: self(request, work))
+
+        def local(work: Callable[[Client], Any]) -> Awaitable[Any]:
+            return self(request, work)
+
+        who = await self.callers.who(key, local)
         if who.scope is not None and who.scope.clusters and cluster not in who.scope.clusters:
             raise Problem(403, f"outside the scope of this key ({who.name}): cluster {cluster!r} is not "
                                f"among its clusters ({', '.join(who.scope.clusters)})", "PERMISSION_DENIED")
-        return Relay(found, who, lambda work: self(request, work)), job_id
+        return Relay(found, who, local, lambda: self.callers.who(key, local, fresh=True)), job_id
+
+    async def health(self, backend: ClusterBackend) -> Health:
+        """The cluster's health, asked at most every HEALTH_S (a request may not make every cluster
+        be asked each time); a check that fails in any way is an unhealthy cluster, not a 500."""
+        now = time.monotonic()
+        known = self._health.get(backend.name)
+        if known is not None and now - known[0] < HEALTH_S:
+            return known[1]
+        try:
+            health = await anyio.to_thread.run_sync(backend.health, limiter=limiter_of(backend.name))
+        except Exception as exc:  # noqa: BLE001 (whatever the other cluster answered)
+            health = Health(False, f"its health check failed ({type(exc).__name__})")
+        self._health[backend.name] = (now, health)
+        return health
 
 
 def problem_response(request: Request, problem: Problem) -> JSONResponse:
@@ -350,7 +375,7 @@ def _add_cluster_routes(app: FastAPI, call: Caller) -> None:
     async def status(request: Request, cluster: str = "") -> dict[str, Any]:
         other, _ = await call.other(request, cluster)
         if other is not None:
-            health = await run_in_threadpool(other.backend.health)
+            health = await call.health(other.backend)
             return {"cluster_id": other.backend.name, "backend": other.backend.kind, "healthy": health.ok,
                     "health": health.detail, **health.extra}
         return render.message(await call(request, lambda c: c.status()))
@@ -363,7 +388,7 @@ def _add_cluster_routes(app: FastAPI, call: Caller) -> None:
                  "health": "this gateway's own cluster", "supports": list(OPERATIONS), "cannot": []}
         found = [local]
         for _, other in sorted(call.others.items()):
-            health = await run_in_threadpool(other.health)
+            health = await call.health(other)
             found.append({**other.describe(), "local": False, "healthy": health.ok, "health": health.detail})
         for entry in found:
             entry["in_scope"] = allowed is None or entry["name"] in allowed
@@ -422,6 +447,10 @@ def _add_event_routes(app: FastAPI, backend: Backend, call: Caller, hubs: list[E
         if other is not None:
             raise other.backend.unsupported("stream events", "poll GET /xce/v1/jobs?cluster=... instead")
         me = await call(request, lambda c: c.who_am_i())
+        if me.HasField("scope") and me.scope.clusters and me.cluster_id not in me.scope.clusters:
+            raise Problem(403, f"outside the scope of this key ({me.name}): this cluster, {me.cluster_id}, "
+                               f"is not among its clusters ({', '.join(me.scope.clusters)})",
+                          "PERMISSION_DENIED")
         held = set(me.permissions)
         audience = sse.Audience(me.name, jobs=bool(held & {"jobs.read", "jobs.read.all"}),
                                 every_job=me.sees_every_job, cluster="cluster.read" in held,

@@ -28,6 +28,7 @@ from controller.authz import Principal
 from controller.leader.context import LeaderContext, WithRequestId, own_request_id
 from controller.leader.job_writes import JobWrites, job_response, visible_job
 from controller.leader.leadership import Leadership
+from controller.submit_rates import SubmitRates
 from controller.tables import Tables
 from xce import cluster_names
 from xce.errors import ServiceError, failed_precondition, invalid, unavailable
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from controller.leader.workers import Workers
 
 MAX_DECISIONS = 10_000
+
+RECORD_RATE, RECORD_BURST = 5.0, 50  # RecordAudit rows a second per principal, and at once
 
 # What a scoped key may call at all (its scope then decides on each job).
 SCOPED_METHODS = frozenset({"SubmitJobs", "ControlJob", "ModifyJob", "GetJobOutput", "RecordAudit"})
@@ -67,6 +70,7 @@ def route(kind: type[R], handle: Callable[[Leadership, int, R, Principal], None]
 class Writes:
     def __init__(self, ctx: LeaderContext, jobs: JobWrites, workers: Workers, membership: Membership) -> None:
         self.ctx = ctx
+        self._audit_rates = SubmitRates(RECORD_RATE, RECORD_BURST)
         self.table: dict[str, Route] = {
             "SubmitJobs": route(api.SubmitJobsRequest, jobs.submit),
             "ControlJob": route(api.ControlJobRequest, jobs.control),
@@ -226,7 +230,7 @@ class Writes:
         cluster = request.cluster
         if not cluster_names.valid(cluster):
             raise invalid(f"cluster: {cluster_names.RULE}")
-        if cluster == ctx.settings.init.cluster_id:
+        if cluster.lower() == ctx.settings.init.cluster_id.lower():
             raise invalid(f"{cluster} is this cluster: its own writes are audited as they are made")
         if request.action not in authz.SCOPE_ACTIONS:
             raise invalid(f"action: one of {', '.join(authz.SCOPE_ACTIONS)}, not {request.action[:40]!r}")
@@ -234,6 +238,11 @@ class Writes:
             raise invalid("outcome: CONFIRMED, DRY_RUN or REFUSED")
         if caller.role in ("worker", "scheduler", "replica"):
             raise authz.denied(caller, "jobs.submit", "record a row of another cluster")
+        wait_s = self._audit_rates.take(caller.name, 1, ctx.clock.monotonic_s())
+        if wait_s:  # the trail is bounded: one principal's rows must not push everyone's out
+            raise ServiceError(log.RESOURCE_EXHAUSTED, f"{caller.name} records rows of other clusters "
+                                                       f"faster than {RECORD_RATE:g} a second; retry in "
+                                                       f"{wait_s:.1f} s")
         check_text("params", request.params)
         check_text("result", request.result)
         if request.outcome != api.REFUSED:

@@ -84,6 +84,14 @@ class ClusterBackend(ABC):
     @abstractmethod
     def health(self) -> Health: ...
 
+    def check(self, spec: api.JobSpec) -> None:
+        """Refuse a spec this backend cannot submit as it is (a dry run asks this alone)."""
+        spec_fields(spec, self.taken, self.name, self.kind)
+        if not spec.command:
+            raise Problem(400, "a job needs its command")
+
+    taken: frozenset[str] = frozenset()  # the spec's fields it submits
+
     @abstractmethod
     def submit(self, caller: Caller, spec: api.JobSpec) -> ForeignJob: ...
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from gateway.clusters import lsf_words
-from gateway.clusters.backend import Caller, ClusterBackend, ForeignJob, Health, Native, Output, spec_fields
+from gateway.clusters.backend import Caller, ClusterBackend, ForeignJob, Health, Native, Output
 from gateway.clusters.commands import Commands, home
 from gateway.problems import Problem
 from xce import patterns
@@ -31,6 +31,7 @@ _SUBMITTED = re.compile(r"Job <(\d+)> is submitted")
 
 class LsfCommands(ClusterBackend):
     kind = "lsf"
+    taken = TAKEN
     supports = frozenset({"submit", "list", "get", "history", "hosts", "queues",
                           *(f"control.{a}" for a in ACTIONS)})
 
@@ -74,10 +75,14 @@ class LsfCommands(ClusterBackend):
             raise Problem(404, f"cluster {self.name}: no job {job_id}")
         return found[0]
 
+    def check(self, spec: api.JobSpec) -> None:
+        super().check(spec)
+        if spec.command[0].startswith("-"):  # bsub would read it as its own option (-qprio: -q prio)
+            raise Problem(400, f"a command may not start with '-' on cluster {self.name} (bsub would take "
+                               f"{spec.command[0][:40]!r} for an option)")
+
     def submit(self, caller: Caller, spec: api.JobSpec) -> ForeignJob:
-        spec_fields(spec, TAKEN, self.name, self.kind)
-        if not spec.command:
-            raise Problem(400, "a job needs its command")
+        self.check(spec)
         argv = ["bsub", "-cwd", spec.cwd or home(caller.user)]
         stdout = spec.stdout_path or ("lsf-%J.out" if self.shared_fs else "")  # else LSF mails it
         for flag, value in (("-J", spec.name), ("-q", spec.queue), ("-R", spec.resource_req),
@@ -166,6 +171,6 @@ class LsfCommands(ClusterBackend):
 
 def check_id(job_id: str) -> str:
     """An LSF job id (`12`, `12[3]`): nothing a command would take for an option or another job."""
-    if not re.fullmatch(r"\d{1,19}(\[\d{1,10}\])?", job_id):
+    if not re.fullmatch(r"[0-9]{1,19}(\[[0-9]{1,10}\])?", job_id):
         raise Problem(400, f"an LSF job id is a number, or an array element 12[3]; not {job_id[:40]!r}")
     return job_id

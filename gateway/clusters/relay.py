@@ -22,8 +22,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import anyio
+import anyio.to_thread
 from google.protobuf import json_format
-from starlette.concurrency import run_in_threadpool
 
 from client.channel import Client, XceError
 from gateway import render
@@ -34,6 +35,16 @@ from xce.v1 import api_pb2 as api
 
 T = TypeVar("T")
 REMEMBER_S = 5.0
+DEFAULT_PAGE = 500  # jobs listed when the request names no page_size (as the controllers' ListJobs)
+LIMIT_PER_CLUSTER = 8  # of the gateway's threads, what one other cluster's calls may hold at once
+_limiters: dict[str, anyio.CapacityLimiter] = {}
+
+
+def limiter_of(cluster: str) -> anyio.CapacityLimiter:
+    """The cluster's own bound on threads (made in the event loop's thread, as anyio wants)."""
+    if cluster not in _limiters:
+        _limiters[cluster] = anyio.CapacityLimiter(LIMIT_PER_CLUSTER)
+    return _limiters[cluster]
 log = logging.getLogger("xce.gateway")
 ACTION_PERMISSION = {"submit": "jobs.submit", "modify": "jobs.modify"}  # the rest: jobs.control
 # Who may act on everyone's jobs may act on their own.
@@ -55,10 +66,12 @@ LocalCall = Callable[[Callable[[Client], Any]], Awaitable[Any]]
 class Relay:
     """One request's dealings with cluster `backend` on behalf of the key `local` calls with."""
 
-    def __init__(self, backend: ClusterBackend, who: Who, local: LocalCall) -> None:
+    def __init__(self, backend: ClusterBackend, who: Who, local: LocalCall,
+                 fresh: Callable[[], Awaitable[Who]]) -> None:
         self.backend = backend
         self.who = who
         self.local = local
+        self.fresh = fresh
         self.caller = Caller(who.name)
 
     # ------------------------------------------------------------ checks
@@ -77,11 +90,13 @@ class Relay:
         if scope is None:
             return
         why = ""
-        if scope.actions and action not in scope.actions:
+        if action and scope.actions and action not in scope.actions:
             why = f"{action} is not among its actions ({', '.join(scope.actions)})"
-        elif queue and scope.queues and queue not in scope.queues:
-            why = f"queue {queue!r} is not among its queues ({', '.join(scope.queues)})"
-        elif owner and scope.users and owner not in scope.users:
+        elif scope.queues and queue not in scope.queues:  # (a submit naming none: the cluster's default)
+            why = (f"queue {queue!r} is not among its queues ({', '.join(scope.queues)})" if queue else
+                   f"it names no queue, and the cluster's default may not be among its queues "
+                   f"({', '.join(scope.queues)}): name one")
+        elif scope.users and owner not in scope.users:
             why = f"the job's owner {owner!r} is not among its users ({', '.join(scope.users)})"
         elif action == "submit" and (scope.max_jobs or scope.max_slots):
             why = (f"its max_jobs and max_slots cannot be kept on {self.backend.name}, whose jobs XCE "
@@ -90,7 +105,14 @@ class Relay:
             raise Problem(403, f"outside the scope of this key ({self.who.name}): {why}", "PERMISSION_DENIED")
 
     async def _run(self, work: Callable[[], T]) -> T:
-        return await run_in_threadpool(work)
+        """`work` in a thread, at most LIMIT_PER_CLUSTER at once for this cluster (a hung one holds no
+        more of the pool the local cluster's calls need); what its answers could not be read as is 502."""
+        try:
+            return await anyio.to_thread.run_sync(work, limiter=limiter_of(self.backend.name))
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+            log.warning("cluster %s answered what cannot be read: %r", self.backend.name, exc)
+            raise Problem(502, f"cluster {self.backend.name} answered what the gateway cannot read "
+                               f"({type(exc).__name__})") from None
 
     # ------------------------------------------------------------ reads
 
@@ -108,8 +130,9 @@ class Relay:
                                 self.backend.jobs(self.caller))
         shown = [self.shown(f) for f in found if self._visible(f) and job_filter.matches_all(wanted, f.job)]
         shown.sort(key=lambda j: int(j.get("id", 0)), reverse=finished)
-        return {"jobs": shown[:page_size], "next_page_token": "", "revision": "0",
-                "cluster": self.backend.name, "more": len(shown) > page_size}
+        size = page_size or DEFAULT_PAGE
+        return {"jobs": shown[:size], "next_page_token": "", "revision": "0", "cluster": self.backend.name,
+                "more": len(shown) > size}
 
     async def job(self, job_id: str) -> dict[str, Any]:
         self._may("jobs.read", "read jobs")
@@ -120,9 +143,16 @@ class Relay:
         return self.shown(found)
 
     async def output(self, job_id: str, stderr: bool, tail: int) -> Output:
+        """As on the local cluster: its owner's, or with jobs.env.all; inside a scoped key's queues
+        and users. (The file is read as the caller, so the other cluster's permissions hold too.)"""
         self._may("jobs.read", "read job output")
         self._supported("output", "read a job's output")
-        await self.job(job_id)  # a job hidden by private_jobs has no output to read either
+        spec = (await self.job(job_id)).get("spec", {})  # a job hidden by private_jobs has no output either
+        owner = spec.get("user", "")
+        if owner != self.who.name and "jobs.env.all" not in self.who.permissions:
+            raise Problem(403, f"{self.who.name} may not read the output of {owner}'s job: needs "
+                               "jobs.env.all", "PERMISSION_DENIED")
+        self._in_scope("", spec.get("queue", ""), owner)
         return await self._run(lambda: self.backend.output(self.caller, job_id, stderr, tail))
 
     async def hosts(self) -> dict[str, Any]:
@@ -151,9 +181,14 @@ class Relay:
         if len(specs) != 1:
             raise Problem(400, f"cluster {self.backend.name} takes one job per request")
         spec = specs[0]
-        params = json_format.MessageToJson(spec, preserving_proto_field_name=True, indent=None,
+        shown = api.JobSpec()
+        shown.CopyFrom(spec)
+        for name in list(shown.env):  # environment values stay out of the trail (names kept), as locally
+            shown.env[name] = ""
+        params = json_format.MessageToJson(shown, preserving_proto_field_name=True, indent=None,
                                            sort_keys=True)
         await self._checked_write("submit", params, spec.queue, self.who.name, "submit jobs")
+        self.backend.check(spec)
         if dry_run:
             what = spec.name or " ".join(spec.command)[:60]
             words = f"would submit job {what!r} to cluster {self.backend.name}"
@@ -165,8 +200,11 @@ class Relay:
     async def control(self, job_id: str, action: str, dry_run: bool) -> dict[str, Any]:
         params = json.dumps({"job_id": job_id, "action": action})
         self._supported(f"control.{action}", action + " a job")
-        current = await self.job(job_id) if self.who.permissions & {"jobs.read", "jobs.read.all"} else {}
-        spec = current.get("spec", {})
+        # The job is read to check its owner and queue whatever the key may read; it is shown only
+        # to one that may.
+        found = await self._run(lambda: self.backend.job(self.caller, job_id))
+        current = self.shown(found) if self.who.permissions & {"jobs.read", "jobs.read.all"} else {}
+        spec = {"queue": found.job.spec.queue, "user": found.job.spec.user}
         await self._checked_write(action, params, spec.get("queue", ""), spec.get("user", ""),
                                   action + " jobs")
         if dry_run:
@@ -178,7 +216,9 @@ class Relay:
         return self.shown(found)
 
     async def _checked_write(self, action: str, params: str, queue: str, owner: str, what: str) -> None:
-        """The permission and scope of a write, a refusal recorded before it is answered."""
+        """The permission and scope of a write, a refusal recorded before it is answered. The key is
+        asked of the local cluster again, not remembered: a key revoked a moment ago writes nothing."""
+        self.who = await self.fresh()
         try:
             self._may(ACTION_PERMISSION.get(action, "jobs.control"), what)
             self._in_scope(action, queue, owner)
@@ -217,11 +257,11 @@ class Callers:
         self.most = most
         self._known: OrderedDict[str, tuple[float, Who]] = OrderedDict()
 
-    async def who(self, key: str, local: LocalCall) -> Who:
+    async def who(self, key: str, local: LocalCall, fresh: bool = False) -> Who:
         digest = hashlib.sha256(key.encode()).hexdigest()
         now = time.monotonic()
         known = self._known.get(digest)
-        if known is not None and now - known[0] < REMEMBER_S:
+        if known is not None and now - known[0] < REMEMBER_S and not fresh:
             return known[1]
         me = await local(lambda c: c.who_am_i())
         who = Who(me.name, me.role, frozenset(me.permissions), me.sees_every_job,

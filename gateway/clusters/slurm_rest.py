@@ -14,6 +14,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import pwd
+import re
 import shlex
 from collections.abc import Mapping
 from typing import Any
@@ -21,7 +23,7 @@ from typing import Any
 import httpx
 
 from gateway.clusters import slurm_words
-from gateway.clusters.backend import Caller, ClusterBackend, ForeignJob, Health, Native, Output, spec_fields
+from gateway.clusters.backend import Caller, ClusterBackend, ForeignJob, Health, Native, Output
 from gateway.clusters.commands import Commands, home
 from gateway.problems import Problem
 from xce import patterns
@@ -58,6 +60,7 @@ DENIED = frozenset({2002, 1})  # ESLURM_ACCESS_DENIED, EPERM
 
 class SlurmRest(ClusterBackend):
     kind = "slurm"
+    taken = TAKEN
 
     def __init__(
         self,
@@ -104,12 +107,8 @@ class SlurmRest(ClusterBackend):
         body: Any = None,
         params: dict[str, str] | None = None,
     ) -> dict[str, Any]:
-        headers = {"X-SLURM-USER-TOKEN": self.token, "Accept": "application/json",
-                   "X-SLURM-USER-NAME": self.token_user if caller is None else caller.user}
-        if caller is not None and caller.user in ("root", self.token_user):
-            # The token may act as anyone; the gateway lends nobody the cluster's administrator account.
-            raise Problem(403, f"cluster {self.name}: the gateway does not act as {caller.user} there",
-                          "PERMISSION_DENIED")
+        user = self.token_user if caller is None else self.account(caller)
+        headers = {"X-SLURM-USER-TOKEN": self.token, "Accept": "application/json", "X-SLURM-USER-NAME": user}
         try:
             answer = self.http.request(method, API + path, json=body, params=params, headers=headers)
         except httpx.HTTPError as exc:
@@ -130,6 +129,28 @@ class SlurmRest(ClusterBackend):
         if answer.status_code >= 400:
             raise Problem(502, f"cluster {self.name}: slurmrestd answered {answer.status_code}")
         return found if isinstance(found, dict) else {}
+
+    def account(self, caller: Caller) -> str:
+        """The caller's account name, as this host's users directory has it (the site's one
+        directory): not root, nor the token's own user, nor any name of their uids (the token may act
+        as anyone; the gateway lends nobody the cluster's administrator account), nor a number
+        (Slurm would take it for a uid)."""
+        refused = Problem(403, f"cluster {self.name}: the gateway does not act as {caller.user!r} there",
+                          "PERMISSION_DENIED")
+        if caller.user.isdigit():
+            raise refused
+        try:
+            account = pwd.getpwnam(caller.user)
+        except KeyError:
+            raise Problem(403, f"cluster {self.name}: {caller.user!r} has no account on the gateway's host",
+                          "PERMISSION_DENIED") from None
+        try:
+            admin_uid = pwd.getpwnam(self.token_user).pw_uid
+        except KeyError:
+            admin_uid = 0
+        if account.pw_uid in (0, admin_uid):
+            raise refused
+        return account.pw_name
 
     def _refusal(self, error: dict[str, Any]) -> Problem:
         number = error.get("error_number", error.get("error_code", 0))
@@ -165,16 +186,17 @@ class SlurmRest(ClusterBackend):
             raise Problem(404, f"cluster {self.name}: no job {job_id}")
         return self._found(found[0])
 
-    def submit(self, caller: Caller, spec: api.JobSpec) -> ForeignJob:
-        spec_fields(spec, TAKEN, self.name, self.kind)
-        if not spec.command:
-            raise Problem(400, "a job needs its command")
+    def check(self, spec: api.JobSpec) -> None:
+        super().check(spec)
         if spec.resource_req not in SPANS:
             raise Problem(
                 400,
                 f"cluster {self.name} (slurm) takes no resource requirement but span[hosts=1] "
                 f"(-N 1), not {spec.resource_req[:80]!r}",
             )
+
+    def submit(self, caller: Caller, spec: api.JobSpec) -> ForeignJob:
+        self.check(spec)
         job: dict[str, Any] = {
             "name": spec.name or os.path.basename(spec.command[0])[:128],
             "environment": {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", **spec.env},
@@ -282,7 +304,7 @@ def token_user(token: str) -> str:
 def check_id(job_id: str) -> str:
     """A Slurm job id (`17`, an array's element `16_3`): nothing that would make another path."""
     head, sep, tail = job_id.partition("_")
-    if not head.isdigit() or len(head) > 19 or sep and not (tail.isdigit() and len(tail) <= 10):
+    if not re.fullmatch(r"[0-9]{1,19}(_[0-9]{1,10})?", job_id):
         raise Problem(400, f"a Slurm job id is a number, or an array element 16_3; not {job_id[:40]!r}")
     return job_id
 

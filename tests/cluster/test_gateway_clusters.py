@@ -274,3 +274,55 @@ def test_a_key_scoped_to_one_cluster_is_refused_the_others(three: Three) -> None
     assert {c["name"]: c["in_scope"] for c in listed} == {three.local: False, "hpc": True, "lsf": False}
     unknown = three.rest(scoped, "GET", "/jobs", params={"cluster": "nowhere"})
     assert unknown.status_code == 404 and "hpc" in unknown.json()["detail"]
+    # the local cluster's event stream is the gateway's own: it refuses such a key itself
+    events = three.rest(scoped, "GET", "/events")
+    assert events.status_code == 403 and "not among its clusters" in events.json()["detail"], events.text
+    nameless = httpx.get(f"{three.gateway.url}/xce/v1/jobs", params={"cluster": "nowhere"}, timeout=30)
+    assert nameless.status_code == 401  # no key: no word of which clusters there are
+
+
+def test_what_a_key_may_not_do_elsewhere_it_may_not_do_here_either(three: Three) -> None:
+    """Queues of a scope, numeric and administrator names on Slurm, secrets in the trail, revoked keys,
+    a dry run that would be refused."""
+    queued = three.cluster.new_token(USER, "mcp_operator", scope=api.TokenScope(queues=["debug"]))
+    unnamed = three.rest(queued, "POST", "/jobs", params={"cluster": "hpc"}, json={"command": ["true"]})
+    assert unnamed.status_code == 403 and "names no queue" in unnamed.json()["detail"], unnamed.text
+    for name in ("0", "root"):  # a number is a uid to Slurm; root is the token's own power
+        admin_named = three.cluster.new_token(name, "user")
+        refused = three.rest(
+            admin_named,
+            "POST",
+            "/jobs",
+            params={"cluster": "hpc"},
+            json={"command": ["id"], "cwd": str(three.jobs_dir)},
+        )
+        assert refused.status_code == 403 and "does not act as" in refused.json()["detail"], refused.text
+    operator = three.key("mcp_operator")
+    secret = three.rest(
+        operator,
+        "POST",
+        "/jobs",
+        params={"cluster": "hpc", "dry_run": "true"},
+        json={"command": ["true"], "env": {"MYSECRET": "hunter2"}},
+    )
+    assert secret.status_code == 200, secret.text
+    asking_priority = three.rest(
+        operator,
+        "POST",
+        "/jobs",
+        params={"cluster": "lsf", "dry_run": "true"},
+        json={"command": ["true"], "priority": 7},
+    )
+    assert asking_priority.status_code == 400 and "does not take priority" in asking_priority.json()["detail"]
+    admin = three.cluster.new_token("root", "cluster_admin")
+    rows = three.rest(admin, "GET", "/audit", params={"page_size": 50}).json()["records"]
+    assert any("MYSECRET" in r["params"] for r in rows) and not any("hunter2" in r["params"] for r in rows)
+    listed = three.rest(operator, "GET", "/jobs", params={"cluster": "hpc"})  # no page_size: the default
+    assert listed.status_code == 200 and listed.json()["jobs"], listed.text
+    assert three.rest(operator, "GET", "/jobs", params={"cluster": "hpc"}).status_code == 200  # remembered
+    with three.cluster.client() as client:
+        for token in client.list_tokens():
+            if token.user == USER and token.role == "mcp_operator" and not token.HasField("scope"):
+                client.revoke_token(token.id)
+    revoked = three.rest(operator, "POST", "/jobs", params={"cluster": "hpc"}, json={"command": ["true"]})
+    assert revoked.status_code == 401, revoked.text  # asked again before any write, not remembered

@@ -4,14 +4,17 @@ tests/golden/lsf101) in XCE's words; the clusters file; the ids each backend tak
 
 from __future__ import annotations
 
+import asyncio
 import json
+import pickle
 import time
 from pathlib import Path
 
 import pytest
 
-from gateway.clusters import lsf_commands, lsf_words, registry, slurm_rest, slurm_words
-from gateway.clusters.backend import spec_fields
+from client.credentials import Credentials
+from gateway.clusters import lsf_commands, lsf_words, registry, relay, slurm_rest, slurm_words
+from gateway.clusters.backend import Caller, ForeignJob, Health, Native, spec_fields
 from gateway.problems import Problem
 from xce.v1 import api_pb2 as api
 
@@ -216,3 +219,71 @@ def test_a_bad_clusters_file_is_refused_naming_what_is_wrong(tmp_path: Path, tex
     with pytest.raises(registry.ClustersFileError) as refused:
         registry.load(write(tmp_path, text), local="demo")
     assert words in str(refused.value)
+
+
+def test_unicode_digits_are_no_job_id() -> None:
+    for check, text in (
+        (lsf_commands.check_id, "١٢"),
+        (slurm_rest.check_id, "²"),
+        (slurm_rest.check_id, "1_²"),
+    ):
+        with pytest.raises(Problem):
+            check(text)
+
+
+def test_an_lsf_command_that_bsub_would_take_for_its_option_is_refused() -> None:
+    backend = lsf_commands.LsfCommands("lsf")
+    with pytest.raises(Problem) as refused:
+        backend.check(api.JobSpec(command=["-qprio", "x"]))
+    assert refused.value.status == 400 and "may not start with '-'" in refused.value.detail
+
+
+class Hostile(lsf_commands.LsfCommands):
+    """A cluster whose answers are not what its commands document."""
+
+    def __init__(self, records: object) -> None:
+        super().__init__("bad")
+        self.records = records
+
+    def jobs(self, caller: Caller) -> list[ForeignJob]:
+        return [self._found(r) for r in self.records]  # type: ignore[attr-defined]
+
+    def _found(self, record: dict[str, str]) -> ForeignJob:
+        job, native_id = lsf_words.job_of(record, self.name, 0.0)
+        return ForeignJob(job, Native(native_id, record["STAT"]))
+
+    def health(self) -> Health:
+        raise ValueError("garbage")
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        ["x"],
+        [{"JOBID": "abc", "STAT": "RUN"}],
+        [{"JOBID": str(2**70), "STAT": "RUN"}],
+        None,
+    ],
+)
+def test_what_another_cluster_answers_that_cannot_be_read_is_a_502_not_a_500(records: object) -> None:
+    who = relay.Who("ann", "user", frozenset({"jobs.read"}), True, None)
+
+    async def local(work: object) -> None:
+        raise AssertionError("no local call")
+
+    async def fresh() -> relay.Who:
+        return who
+
+    async def listing() -> object:
+        return await relay.Relay(Hostile(records), who, local, fresh).jobs([], 0)
+
+    with pytest.raises(Problem) as refused:
+        asyncio.run(listing())
+    assert refused.value.status == 502 and "cannot read" in refused.value.detail
+
+
+def test_credentials_keep_munged_s_socket_through_a_pickle() -> None:
+    made = Credentials(insecure=True, munge=True, munge_socket="/run/site/munge.socket")
+    again = pickle.loads(pickle.dumps(made))
+    assert again.munge_socket == "/run/site/munge.socket" and again == made
+    assert again != Credentials(insecure=True, munge=True)
