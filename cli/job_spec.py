@@ -65,6 +65,16 @@ def checkpoint_signal(text: str) -> int:
     raise argparse.ArgumentTypeError(f"{text[:20]!r}: the checkpoint signal is HUP, INT, USR1 or USR2")
 
 
+def signal_number(name: str) -> int | None:
+    """A signal by number (1-64) or name, with or without SIG (USR2, SIGUSR2, 12): --signal, -wa."""
+    import signal
+
+    if name.isdecimal():
+        return int(name) if 1 <= int(name) <= 64 else None
+    found = getattr(signal.Signals, "SIG" + name.upper().removeprefix("SIG"), None)
+    return int(found) if found is not None else None
+
+
 def slot_range(text: str) -> tuple[int, int]:
     """An argparse type for -n: N, or MIN,MAX (bsub -n 4,8)."""
     low, comma, high = text.partition(",")

@@ -38,7 +38,9 @@ protocol simulation runs this very code on a simulated host.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -47,7 +49,7 @@ from typing import Any
 from worker import mail, output_tail, recovery
 from worker.instances import Files, Instances, RealFiles, failed
 from worker.journal import KEEP_ACKED, Journal, JournalStore
-from worker.monitor import Monitor
+from worker.monitor import Monitor, warning_of
 from worker.process_host import ProcessHost, RealProcessHost
 from worker.tasks import Tasks
 from xce.clock import REAL_CLOCK, Clock
@@ -86,7 +88,8 @@ class Executor:
         self._killed_hard: set[Key] = set()  # SIGKILLed by us: the end is known even without a status
         self._acks = 0
         self.tasks = Tasks(self._i, report, tell)
-        self.monitoring = Monitor(self._i, self.tasks, self._terminate, self._given_away, report)
+        self.monitoring = Monitor(self._i, self.tasks, self._terminate, self._given_away, report,
+                                  self._signal_command)
 
     def report(self, report: api.JobReport) -> None:
         self._report(report)
@@ -153,7 +156,7 @@ class Executor:
         with self._i.lock:
             self._i.running[key] = pid
             self.monitoring.track(key, int(record.get("mem_limit_kb", 0)), int(record.get("run_limit_ms", 0)),
-                                  int(record.get("term_time_ms", 0)))
+                                  int(record.get("term_time_ms", 0)), warning_of(record))
         log.info("job %d.%d started, pid %d", job.id, job.attempt, pid)
         self._report(self._started(key, record))
         if job.spec.mail_begin and mail.recipient(job):  # bsub -B
@@ -177,6 +180,9 @@ class Executor:
             record["mem_limit_kb"] = limit
         if job.spec.run_limit_s > 0:
             record["run_limit_ms"] = job.spec.run_limit_s * 1000
+            if job.spec.warning_signal > 0:  # (without a run limit it is never due)
+                record.update(warning_signal=job.spec.warning_signal, warning_to=int(job.spec.warning_to),
+                              warning_ms=max(0, job.spec.run_limit_s - job.spec.warning_time_s) * 1000)
         if job.spec.term_time_ms > 0:
             record["term_time_ms"] = job.spec.term_time_ms
         return record
@@ -253,6 +259,14 @@ class Executor:
             record["checkpointed"] = number
             self.journal.put(key, record)
         self.host.killpg(pid, sig)
+
+    def _signal_command(self, shim: int, sig: int) -> None:
+        """The job's command alone, not its group: the batch shell (sbatch --signal=B:), the child of the
+        shim that leads the group. A simulated host's one process stands for both."""
+        if isinstance(self.host, RealProcessHost):
+            _signal_children(shim, sig)
+        else:
+            self.host.killpg(shim, sig)
 
     def _given_away(self, key: Key) -> bool:
         """Stopped for a preemption: its slots may be another job's now."""
@@ -473,6 +487,45 @@ class Executor:
         if still:
             self._killed_hard.add(key)
             self.host.killpg(pid, signal.SIGKILL)
+
+
+def _signal_children(parent: int, sig: int) -> None:
+    """`sig` to each child of `parent` in its group (a shim's: the job's command), found in /proc and
+    signalled through a pidfd, so that a number that ended meanwhile is never another process's. This
+    machine's processes only: the executor calls it for a RealProcessHost alone."""
+    with os.scandir("/proc") as entries:
+        children = [int(e.name) for e in entries if e.name.isdigit() and _parent_and_group(int(e.name)) == (
+            parent, parent)]
+    for pid in children:
+        _signal_child(pid, parent, sig)
+
+
+def _signal_child(pid: int, parent: int, sig: int) -> None:
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError as exc:
+        if exc.errno == errno.ENOSYS:  # a kernel before 5.3: by its number, just looked at
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        return
+    try:
+        if _parent_and_group(pid) == (parent, parent):  # the process opened is the one looked at
+            signal.pidfd_send_signal(fd, sig)
+    except OSError:
+        pass  # it ended meanwhile
+    finally:
+        os.close(fd)
+
+
+def _parent_and_group(pid: int) -> tuple[int, int] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[1]), int(fields[2])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _stopped_for_preemption(record: dict[str, Any]) -> bool:

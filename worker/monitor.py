@@ -1,12 +1,17 @@
 """While jobs run: their memory and run limits, and their usage for the leader.
 
 Theory of operation. `look` is one look at every instance here (one read
-of the host's processes, ProcessHost.sessions_usage): a job's command past
+of the host's processes, ProcessHost.sessions_usage): a job's command that
+has run its run limit less its warning time (sbatch --signal, bsub -wa/-wt;
+stopped time not counted) is sent its warning signal, once: to its process
+group and its tasks here, to its batch shell alone (--signal=B:), or to its
+tasks alone (--signal without B:, Slurm's steps); a job's command past
 its run limit (-W, less the time it was stopped) is killed with exit
 reason RUNLIMIT; a job's part past its memory limit (-M, else its
 rusage[mem=] on this host) is killed with MEMLIMIT, its command and its
-tasks here. Why it was killed is journaled before the kill, so its end
-says so even after a worker restart. With `report_usage`, each job's usage
+tasks here. Why it was killed, and that its warning was sent, is journaled
+before the kill or the signal, so its end says so, and the warning is not
+sent again, even after a worker restart. With `report_usage`, each job's usage
 on its first host is reported (at the caller's bounded rate): RSS the sum
 over its processes now, CPU what they used so far. The limits are kept
 under the instances' lock; the killing is the executor's (`terminate`).
@@ -17,7 +22,8 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from worker.instances import Instances
 from xce.v1 import api_pb2 as api
@@ -32,42 +38,70 @@ MEMLIMIT_GRACE_S = 1.0  # at most this long from TERM to KILL for a job past its
 DEADLINE_GRACE_S = 600.0  # bsub -t: from SIGUSR2 at the termination time to the kill, as LSF's ten minutes
 
 
+@dataclass(frozen=True)
+class WarningSignal:
+    """A job's warning before its run limit (sbatch --signal, bsub -wa/-wt), as journaled with it."""
+    due_ms: int  # the run time (stopped time not counted) from which it is sent
+    signal: int
+    to: int  # api.WarningTarget
+
+
+def warning_of(record: dict[str, Any]) -> WarningSignal | None:
+    """The warning journaled with an instance (executor.py), unless it was sent (`warned`)."""
+    if not record.get("warning_signal") or record.get("warned"):
+        return None
+    return WarningSignal(int(record.get("warning_ms", 0)), int(record["warning_signal"]),
+                         int(record.get("warning_to", api.WARNING_TO_JOB)))
+
+
 class Monitor:
     def __init__(self, instances: Instances, tasks: Tasks, terminate: Callable[[Key, int, float], None],
-                 given_away: Callable[[Key], bool], report: Callable[[api.JobReport], None]) -> None:
+                 given_away: Callable[[Key], bool], report: Callable[[api.JobReport], None],
+                 signal_command: Callable[[int, int], None]) -> None:
+        """`signal_command(pid, sig)`: the signal to the command alone of the instance whose shim is pid."""
         self._i = instances
         self._tasks = tasks
         self._terminate = terminate
         self._given_away = given_away
         self._report = report
+        self._signal_command = signal_command
         self._limits: dict[Key, int] = {}  # memory limits (KB) of the instances and parts running here
         self._memlimited: set[Key] = set()  # killed for passing theirs
         self._run_limits: dict[Key, int] = {}  # run limits (-W, ms) of the instances running here
         self._deadlines: dict[Key, int] = {}  # termination times (-t, this host's clock, ms)
+        self._warnings: dict[Key, WarningSignal] = {}  # warnings not sent yet
 
-    def track(self, key: Key, mem_limit_kb: int = 0, run_limit_ms: int = 0, term_time_ms: int = 0) -> None:
-        """Watch the instance's limits (0: none). Under the instances' lock."""
+    def track(self, key: Key, mem_limit_kb: int = 0, run_limit_ms: int = 0, term_time_ms: int = 0,
+              warning: WarningSignal | None = None) -> None:
+        """Watch the instance's limits (0: none) and its warning. Under the instances' lock."""
         if mem_limit_kb:
             self._limits[key] = mem_limit_kb
         if run_limit_ms:
             self._run_limits[key] = run_limit_ms
         if term_time_ms:
             self._deadlines[key] = term_time_ms
+        if warning is not None:
+            self._warnings[key] = warning
 
     def forget(self, key: Key) -> None:
         """The instance ended. Under the instances' lock."""
         self._limits.pop(key, None)
         self._run_limits.pop(key, None)
         self._deadlines.pop(key, None)
+        self._warnings.pop(key, None)
         self._memlimited.discard(key)
 
     def look(self, report_usage: bool) -> None:
         with self._i.lock:
             mains, parts = dict(self._i.running), set(self._i.parts)
             limits, run_limits, deadlines = dict(self._limits), dict(self._run_limits), dict(self._deadlines)
+            warnings = dict(self._warnings)
         if not mains and not parts:
             return  # nothing runs here: no need to read every process of the host
         now = self._i.clock.now_ms()
+        for key in sorted(warnings):  # (before the run limits: a warning 0 s before it comes first)
+            if key in mains and self._ran_ms(key, now) >= warnings[key].due_ms:
+                self._warn(key, mains[key], warnings[key])
         ended: set[Key] = set()
         for key, run_limit in sorted(run_limits.items()):
             if key in mains and self._ran_ms(key, now) > run_limit:
@@ -100,6 +134,26 @@ class Monitor:
         record = self._i.journal.get(key) or {}
         stopped = sum(int(end or now) - int(begin) for begin, end in record.get("stops", ()))
         return now - int(record.get("started_ms", now)) - stopped
+
+    def _warn(self, key: Key, pid: int, warning: WarningSignal) -> None:
+        """The warning signal, once: journaled first, so a restarted worker does not send it again."""
+        with self._i.lock:
+            self._warnings.pop(key, None)  # once
+            if not self._mark(key, "warned"):
+                return  # it ended meanwhile
+        tasks = self._tasks.pids(key) if warning.to != api.WARNING_TO_SHELL else []
+        whom: dict[int, str] = {api.WARNING_TO_SHELL: "its batch shell",
+                                api.WARNING_TO_TASKS: f"its tasks here ({len(tasks)})"}
+        log.warning("job %d.%d has run %d s, its run limit less its warning time: signal %d to %s (warning)",
+                    *key, warning.due_ms // 1000, warning.signal,
+                    whom.get(warning.to, f"its process group and its tasks here ({len(tasks)})"))
+        if warning.to == api.WARNING_TO_SHELL:
+            self._signal_command(pid, warning.signal)
+            return
+        if warning.to == api.WARNING_TO_JOB:
+            self._i.host.killpg(pid, warning.signal)
+        for task in tasks:  # each task leads a group of its own, under its shim (tasks.py)
+            self._i.host.killpg(task, warning.signal)
 
     def _runlimit(self, key: Key, pid: int, limit_ms: int) -> None:
         log.warning("job %d.%d ran past its run limit of %d s: killed (RUNLIMIT)", *key, limit_ms // 1000)
@@ -138,9 +192,12 @@ class Monitor:
             self._terminate(key, pid, grace_s)
         self._tasks.over(key, 0.0 if self._given_away(key) else grace_s)
 
-    def _mark(self, key: Key, why: str) -> None:
-        """Journaled before the kill: its end says why, even after a restart. Under the lock."""
+    def _mark(self, key: Key, why: str) -> bool:
+        """Journaled before the kill or the warning: its end says why, and a restart does not warn twice.
+        Under the lock. Whether the instance still runs (else nothing is journaled)."""
         record = self._i.journal.get(key)
         if record is not None and record.get("state") == "running":
             record[why] = True
             self._i.journal.put(key, record)
+            return True
+        return False

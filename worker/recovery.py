@@ -8,7 +8,8 @@ environment (the worker died between the start and journaling the pid).
 A live instance is re-adopted and watched; one that ended while no worker
 watched is ended from its status file, as if watched (H4); one whose start
 never happened (no status file) failed to start. An unacknowledged end is
-reported again. The limits and GPUs of what still runs are taken up again,
+reported again. The limits and GPUs of what still runs are taken up again
+(and its warning signal, unless the journal says it was sent),
 and the tasks of an instance that is over are ended: its end may have come
 while no worker watched.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from worker.monitor import warning_of
 from xce.start_failures import START_FAILED
 from xce.v1 import api_pb2 as api
 
@@ -55,7 +57,8 @@ def _take_up(executor: Executor, key: Key, record: dict[str, Any]) -> None:
     with executor.instances.lock:
         executor.monitoring.track(key, int(record.get("mem_limit_kb") or 0) if state in LIVE else 0,
                                   int(record.get("run_limit_ms") or 0) if state in LIVE[:2] else 0,
-                                  int(record.get("term_time_ms") or 0) if state in LIVE[:2] else 0)
+                                  int(record.get("term_time_ms") or 0) if state in LIVE[:2] else 0,
+                                  warning_of(record) if state in LIVE[:2] else None)  # unless sent
     if record.get("gpus") and (state in LIVE or key in executor.tasks.with_tasks()):
         executor.instances.gpus.restore(key, list(record["gpus"]))
 

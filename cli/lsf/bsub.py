@@ -38,7 +38,7 @@ MAX_JOB_NAME = 4094  # LSF's bound on a job name (worker/spawn.py)
 # LSF 10.1 options XCE does not carry out yet: each refused by name, nothing submitted.
 NOT_YET_WITH_VALUE = ("-i", "-is", "-L", "-app",
                       "-gpu", "-k", "-outdir", "-Jd", "-C", "-c", "-D", "-F", "-p", "-S", "-T",
-                      "-v", "-wa", "-wt", "-s", "-ext", "-data", "-hostfile", "-jsdl", "-jsdl_strict", "-ptl",
+                      "-v", "-s", "-ext", "-data", "-hostfile", "-jsdl", "-jsdl_strict", "-ptl",
                       "-R2", "-stage", "-f", "-rnc", "-cn_cu", "-cn_mem", "-core_isolation", "-csm",
                       "-alloc_flags",
                       "-ln_mem", "-ln_slots", "-nnodes", "-smt", "-step_cgroup", "-network", "-Q", "-XF")
@@ -59,6 +59,10 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
                    help="run limit")
     p.add_argument("-We", dest="estimate", metavar="[hour:]minute", type=job_spec.minutes,
                    help="estimated run time")
+    p.add_argument("-wa", dest="warning_action", metavar="signal",
+                   help="the signal sent to the job -wt before its run limit (URG, USR2, 12 ...)")
+    p.add_argument("-wt", dest="warning_time", metavar="[hour:]minute", type=warning_time,
+                   help="how long before its run limit the job gets its -wa signal")
     p.add_argument("-M", dest="mem_limit", metavar="mem_limit[unit]",
                    help="memory limit per host, in LSF_UNIT_FOR_LIMITS (MB) or with a unit: 4GB")
     p.add_argument("-o", dest="stdout", metavar="output_file",
@@ -126,6 +130,38 @@ def _parser_for_script() -> argparse.ArgumentParser:
     parser = ScriptParser(prog="bsub", add_help=False)
     declare(parser, "bsub")
     return parser
+
+
+MAX_WARNING_TIME_S = 0xFFFF  # XCE's bound (Slurm's): 18:12
+
+
+def warning_time(text: str) -> int:
+    """An argparse type for -wt: LSF's [hour:]minute, in seconds (0 to 18:12)."""
+    hours, colon, mins = text.partition(":")
+    try:
+        total = (int(hours) * 60 + int(mins)) if colon else int(hours)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: [hour:]minute, as 5 or 1:30") from None
+    if total < 0 or colon and not 0 <= int(mins) < 60 or total * 60 > MAX_WARNING_TIME_S:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: [hour:]minute from 0 to 18:12 (minutes below 60 "
+                                         "after a colon)")
+    return total * 60
+
+
+def _warning(spec: api.JobSpec, args: argparse.Namespace) -> None:
+    """-wa and -wt: the signal sent to the job (its process group and its tasks) -wt before its run limit
+    (worker/monitor.py). One without the other is refused: XCE's queues have no JOB_WARNING_ACTION or
+    JOB_ACTION_WARNING_TIME to complete it."""
+    action, time_s = getattr(args, "warning_action", None), getattr(args, "warning_time", None)
+    if action is None and time_s is None:
+        return
+    if action is None or time_s is None:
+        raise UsageError("-wa and -wt go together: the signal, and how long before the run limit it is sent "
+                         "(XCE's queues have no JOB_WARNING_ACTION or JOB_ACTION_WARNING_TIME)")
+    number = job_spec.signal_number(action)
+    if number is None:
+        raise UsageError(f"-wa {action[:20]}: not a signal (a name as USR2 or URG, or a number 1-64)")
+    spec.warning_signal, spec.warning_time_s, spec.warning_to = number, time_s, api.WARNING_TO_JOB
 
 
 def mem_mb(text: str) -> int:
@@ -208,6 +244,7 @@ def build(args: argparse.Namespace, submitter: dict[str, str], here: str,
     if not args.name:
         spec.name = name[:MAX_JOB_NAME]
     _scheduling(spec, args, now)
+    _warning(spec, args)
     env = environment.job_environment(args.env, submitter)
     env["LSB_SUB_HOST"] = here
     env["LSB_SUBCWD"] = _here(submitter)

@@ -61,7 +61,8 @@ ZERO_INDEX_FORMAT = 24  # an array's indices may start at 0 (Slurm's --array=0-9
 COMMENT_FORMAT = 24  # a job's comment (sbatch --comment), checked as text at submit
 MAIL_FORMAT = 24  # -u (mail_user) on specs, checked at submit; -B and -N are the workers' alone
 FOREIGN_AUDIT_FORMAT = 25  # `audit` rows of the gateway's other clusters (one named) may be CONFIRMED
-ENTRY_FORMAT = 25  # the highest this code applies
+WARNING_FORMAT = 26  # a warning signal before the run limit (--signal, -wa/-wt) on specs, checked at submit
+ENTRY_FORMAT = 26  # the highest this code applies
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",

@@ -19,6 +19,12 @@ class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EXIT: _ClassVar[JobState]
     UNKWN: _ClassVar[JobState]
 
+class WarningTarget(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WARNING_TO_JOB: _ClassVar[WarningTarget]
+    WARNING_TO_SHELL: _ClassVar[WarningTarget]
+    WARNING_TO_TASKS: _ClassVar[WarningTarget]
+
 class DependState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DEPEND_NONE: _ClassVar[DependState]
@@ -123,6 +129,9 @@ SSUSP: JobState
 DONE: JobState
 EXIT: JobState
 UNKWN: JobState
+WARNING_TO_JOB: WarningTarget
+WARNING_TO_SHELL: WarningTarget
+WARNING_TO_TASKS: WarningTarget
 DEPEND_NONE: DependState
 DEPEND_PENDING: DependState
 DEPEND_SATISFIED: DependState
@@ -191,7 +200,7 @@ PREEMPT_SUSPEND: PreemptAction
 PREEMPT_REQUEUE: PreemptAction
 
 class JobSpec(_message.Message):
-    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive", "run_limit_s", "estimate_s", "checkpoint_signal", "hold", "begin_time_ms", "term_time_ms", "pre_exec", "post_exec", "job_group", "stdout_overwrite", "stderr_overwrite", "user_group", "reservation", "mail_user", "mail_begin", "mail_end", "comment")
+    __slots__ = ("command", "name", "queue", "slots", "priority", "stdout_path", "stderr_path", "cwd", "user", "env", "resource_req", "rerunnable", "array", "min_slots", "hosts", "mem_limit_mb", "depend", "kill_on_invalid_dep", "project", "exclusive", "run_limit_s", "estimate_s", "checkpoint_signal", "hold", "begin_time_ms", "term_time_ms", "pre_exec", "post_exec", "job_group", "stdout_overwrite", "stderr_overwrite", "user_group", "reservation", "mail_user", "mail_begin", "mail_end", "comment", "warning_signal", "warning_time_s", "warning_to")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -236,6 +245,9 @@ class JobSpec(_message.Message):
     MAIL_BEGIN_FIELD_NUMBER: _ClassVar[int]
     MAIL_END_FIELD_NUMBER: _ClassVar[int]
     COMMENT_FIELD_NUMBER: _ClassVar[int]
+    WARNING_SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    WARNING_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    WARNING_TO_FIELD_NUMBER: _ClassVar[int]
     command: _containers.RepeatedScalarFieldContainer[str]
     name: str
     queue: str
@@ -273,7 +285,10 @@ class JobSpec(_message.Message):
     mail_begin: bool
     mail_end: bool
     comment: str
-    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ..., run_limit_s: _Optional[int] = ..., estimate_s: _Optional[int] = ..., checkpoint_signal: _Optional[int] = ..., hold: _Optional[bool] = ..., begin_time_ms: _Optional[int] = ..., term_time_ms: _Optional[int] = ..., pre_exec: _Optional[str] = ..., post_exec: _Optional[str] = ..., job_group: _Optional[str] = ..., stdout_overwrite: _Optional[bool] = ..., stderr_overwrite: _Optional[bool] = ..., user_group: _Optional[str] = ..., reservation: _Optional[str] = ..., mail_user: _Optional[str] = ..., mail_begin: _Optional[bool] = ..., mail_end: _Optional[bool] = ..., comment: _Optional[str] = ...) -> None: ...
+    warning_signal: int
+    warning_time_s: int
+    warning_to: WarningTarget
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., slots: _Optional[int] = ..., priority: _Optional[int] = ..., stdout_path: _Optional[str] = ..., stderr_path: _Optional[str] = ..., cwd: _Optional[str] = ..., user: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., resource_req: _Optional[str] = ..., rerunnable: _Optional[bool] = ..., array: _Optional[_Union[ArraySpec, _Mapping]] = ..., min_slots: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., mem_limit_mb: _Optional[int] = ..., depend: _Optional[str] = ..., kill_on_invalid_dep: _Optional[bool] = ..., project: _Optional[str] = ..., exclusive: _Optional[bool] = ..., run_limit_s: _Optional[int] = ..., estimate_s: _Optional[int] = ..., checkpoint_signal: _Optional[int] = ..., hold: _Optional[bool] = ..., begin_time_ms: _Optional[int] = ..., term_time_ms: _Optional[int] = ..., pre_exec: _Optional[str] = ..., post_exec: _Optional[str] = ..., job_group: _Optional[str] = ..., stdout_overwrite: _Optional[bool] = ..., stderr_overwrite: _Optional[bool] = ..., user_group: _Optional[str] = ..., reservation: _Optional[str] = ..., mail_user: _Optional[str] = ..., mail_begin: _Optional[bool] = ..., mail_end: _Optional[bool] = ..., comment: _Optional[str] = ..., warning_signal: _Optional[int] = ..., warning_time_s: _Optional[int] = ..., warning_to: _Optional[_Union[WarningTarget, str]] = ...) -> None: ...
 
 class ArraySpec(_message.Message):
     __slots__ = ("ranges", "limit")
