@@ -46,7 +46,7 @@ class SlurmParser(Parser):
             message = f"unrecognized option '{option}'"
         print(f"{self.prog}: {shown(message)}", file=sys.stderr)
         print(f'Try "{self.prog} --help" for more information', file=sys.stderr)
-        raise SystemExit(FAILED)
+        raise SystemExit(255 if self.prog == "sbatch" else FAILED)  # (Slurm 22.05's sbatch: 255)
 
 
 def getopt_words(parser: argparse.ArgumentParser, words: Sequence[str], stop_at_argument: bool) -> list[str]:
@@ -111,7 +111,8 @@ def run(name: str, words: Sequence[str]) -> int:
         if prepare is not None and not prepare(args):
             return 0
     except (UsageError, ValueError, argparse.ArgumentError) as exc:
-        print(f"{name}: error: {shown(str(exc))}", file=sys.stderr)
+        for line in str(exc).splitlines():  # each line of a message Slurm prints on several
+            print(f"{name}: error: {shown(line)}", file=sys.stderr)
         return FAILED
     except SystemExit as exc:  # the parser's refusal, said already (or --help)
         return exc.code if isinstance(exc.code, int) else FAILED

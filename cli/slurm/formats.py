@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import time
 
 from cli.slurm import array_rest
 from xce.v1 import api_pb2 as api
@@ -40,7 +41,8 @@ def state(job: api.Job) -> str:
             return "OUT_OF_MEMORY"
         if reason == "DEADLINE":
             return "DEADLINE"
-        if reason == "OWNER" or job.kill_requested or (not job.start_time_ms and not reason):
+        # (DEPENDENCY: killed as its condition can never hold, as Slurm's kill_invalid_depend cancels it)
+        if reason in ("OWNER", "DEPENDENCY") or job.kill_requested or (not job.start_time_ms and not reason):
             return "CANCELLED"
         if job.exit_status_unknown:
             return "NODE_FAIL"
@@ -64,6 +66,30 @@ def reason(job: api.Job) -> str:
         return {api.DEPEND_PENDING: "Dependency", api.DEPEND_NEVER: "DependencyNeverSatisfied"}.get(
             job.depend_state, "Priority")
     return REASONS.get(job.pending_code, "Priority" if job.pending_code else "None")
+
+
+# Why a job ended, as Slurm 22.05's slurmctld says it (scontrol's Reason=, squeue's %r and %R, the
+# JSON's state_reason): a time limit, memory, a deadline, a lost node; a failure by its exit code, or
+# one that never got to run its script (a start XCE's worker refused for a reason of the job's own).
+END_REASONS = {"TIMEOUT": "TimeLimit", "OUT_OF_MEMORY": "OutOfMemory", "DEADLINE": "DeadLine",
+               "NODE_FAIL": "NodeDown"}
+LAUNCH_FAILURES = frozenset({"COMMAND_NOT_FOUND", "NOT_EXECUTABLE", "CWD_MISSING", "INTERACTIVE_LOST",
+                             "OUTPUT_FILE", "PRE_EXEC_FAILED"})  # (xce/start_failures.py)
+
+
+def state_reason(job: api.Job) -> str:
+    """The job's reason as Slurm's job records hold it: a pending job's (reason), and an ended job's
+    (NonZeroExitCode for an exit code, JobLaunchFailure for a signal or a start that failed,
+    TimeLimit, ...: slurmctld's _job_complete); None for the others, a cancelled job's too."""
+    long = state(job)
+    if long == "PENDING":
+        return reason(job)
+    if long == "FAILED":
+        return "JobLaunchFailure" if job.term_signal or job.exit_reason in LAUNCH_FAILURES \
+            else "NonZeroExitCode"
+    if long == "CANCELLED" and job.exit_reason == "DEPENDENCY":
+        return "DependencyNeverSatisfied"
+    return END_REASONS.get(long, "None")
 
 
 def _at_limit(rest: api.Job) -> bool:
@@ -133,6 +159,98 @@ def timestamp(ms: int) -> str:
     if not ms:
         return "Unknown"
     return datetime.datetime.fromtimestamp(ms / 1000).strftime(time_format)
+
+
+def memory(mb: int) -> str:
+    """MB as Slurm's convert_num_unit prints them exactly (MinMemoryNode=, TRES mem=): 1000M, 8G, 2T; 0."""
+    units, unit = "MGTP", 0
+    while mb and mb % 1024 == 0 and unit < len(units) - 1:
+        mb, unit = mb // 1024, unit + 1
+    return f"{mb}{units[unit]}" if mb else "0"
+
+
+def now_ms() -> int:
+    """The commands' clock (one, so that the tests can set it)."""
+    return int(time.time() * 1000)
+
+
+def started(job: api.Job) -> bool:
+    return bool(job.start_time_ms)
+
+
+YEAR_MINUTES = 365 * 24 * 60  # what Slurm makes a started job's INFINITE limit (MaxTime=INFINITE)
+
+
+def limit_minutes(job: api.Job) -> int | None:
+    """The job's time limit in minutes as Slurm's job record holds it: its -t (rounded up to a minute);
+    without one, none while it waits (NO_VAL: UNLIMITED, null in JSON) and a year once it started (Slurm
+    sets a job that starts without a limit, in a partition without MaxTime, to 365 days)."""
+    if job.spec.run_limit_s:
+        return -(-job.spec.run_limit_s // 60)
+    return YEAR_MINUTES if started(job) else None
+
+
+def limit_seconds(job: api.Job) -> int | None:
+    minutes = limit_minutes(job)
+    return job.spec.run_limit_s or (minutes * 60 if minutes is not None else None)
+
+
+def expected_end_ms(job: api.Job) -> int:
+    """A job's end: when it ended; while it runs, its start plus its limit (Slurm's EndTime); 0 for one
+    that waits (XCE has no estimate of its start)."""
+    if job.state in (api.DONE, api.EXIT):
+        return job.end_time_ms
+    limit = limit_seconds(job)
+    return job.start_time_ms + limit * 1000 if started(job) and limit is not None else 0
+
+
+def held(job: api.Job) -> bool:
+    """Held (XCE's PSUSP): Slurm's priority 0, and no eligible time."""
+    return job.state == api.PSUSP
+
+
+def priority(job: api.Job) -> int:
+    """Slurm's priority of a job: XCE's (higher runs first, as Slurm's), 0 while it is held."""
+    return 0 if held(job) else job.spec.priority
+
+
+def script_name(job: api.Job) -> str:
+    """The batch script a job runs as Slurm names it (scontrol's Command=, squeue's %o): "" for one made
+    by `sbatch --wrap` or read from stdin, which Slurm keeps none of; the script's name for one sbatch
+    read from a file (XCE keeps its text, and its name as $0: cli/lsf/script.py); the command line for
+    another job (xce submit, bsub)."""
+    from cli.lsf import script
+
+    command = list(job.spec.command)
+    if len(command) >= 3 and command[1] in ("-c", "-e") and "\n" in command[2]:  # a script's text
+        shell = script._family(command[0]) in script.SHELLS  # (a shell's $0 follows its text)
+        name = command[3] if shell and len(command) > 3 else ""
+        return "" if name in ("wrap", "sbatch") else name
+    return " ".join(command)
+
+
+DEPEND_KINDS = {"done": "afterok", "ended": "afterany", "exit": "afternotok", "started": "after"}
+
+
+def dependency(job: api.Job) -> str:
+    """A job's dependency in Slurm's words (scontrol's Dependency=, squeue's, the JSON's), as sbatch's -d
+    was written (cli/slurm/sbatch.py makes XCE's condition of it): afterok:17(unfulfilled),
+    afterany:18_3(unfulfilled), `?` between them for any of them; (failed) once it can never hold; ""
+    when there is none or it holds (Slurm drops a dependency once it is satisfied). A condition Slurm
+    has no words for (bsub's -w) is XCE's own."""
+    depend = job.spec.depend
+    if not depend or job.depend_state in (api.DEPEND_NONE, api.DEPEND_SATISFIED):
+        return ""
+    joiner = "?" if " || " in depend else ","
+    status = "(failed)" if job.depend_state == api.DEPEND_NEVER else "(unfulfilled)"
+    terms = []
+    for term in re.split(r" (?:&&|\|\|) ", depend):
+        found = re.fullmatch(r"(done|ended|exit|started)\((\d+)(?:\[(\d+)\])?\)", term.strip())
+        if found is None:
+            return depend
+        ref = f"{found[2]}_{found[3]}" if found[3] else found[2]
+        terms.append(f"{DEPEND_KINDS[found[1]]}:{ref}{status}")
+    return joiner.join(terms)
 
 
 def run_seconds(job: api.Job, now_ms: int) -> int:

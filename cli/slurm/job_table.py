@@ -9,7 +9,6 @@ with an optional `%size`. Each reads one job through the same functions
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 
 from cli.parser import UsageError
@@ -26,17 +25,29 @@ def _nodes(job: api.Job) -> str:
 
 
 def _limit(job: api.Job) -> str:
-    return formats.squeue_time(job.spec.run_limit_s) if job.spec.run_limit_s else "UNLIMITED"
+    seconds = formats.limit_seconds(job)
+    return formats.squeue_time(seconds) if seconds is not None else "UNLIMITED"
 
 
 def _node_count(job: api.Job) -> str:
     return str(len(job.allocation) or 1)
 
 
+# The states whose NODELIST(REASON) is the reason (squeue's _print_job_reason_list); the others' is
+# their nodes (none for a job cancelled before it ran).
+REASON_STATES = frozenset({"PENDING", "TIMEOUT", "OUT_OF_MEMORY", "DEADLINE", "FAILED"})
+
+
 def _reason_or_nodes(job: api.Job, now_ms: int) -> str:
-    if job.state in (api.PEND, api.PSUSP):
-        return f"({formats.reason(job)})"
+    if formats.state(job) in REASON_STATES:
+        return f"({formats.state_reason(job)})"
     return _nodes(job)
+
+
+def _end(job: api.Job) -> str:
+    """%e: when it ended, or (running) when its limit ends it; N/A while it waits."""
+    end = formats.expected_end_ms(job)
+    return formats.timestamp(end) if end and job.state not in (api.PEND, api.PSUSP) else "N/A"
 
 
 def _array_job(job: api.Job) -> str:
@@ -58,12 +69,12 @@ SQUEUE: dict[str, Field] = {
     "t": lambda j, now: formats.short_state(j), "T": lambda j, now: formats.state(j),
     "M": lambda j, now: formats.squeue_time(formats.run_seconds(j, now)), "l": lambda j, now: _limit(j),
     "D": lambda j, now: _node_count(j), "R": _reason_or_nodes, "N": lambda j, now: _nodes(j),
-    "r": lambda j, now: formats.reason(j), "C": lambda j, now: str(j.spec.slots),
+    "r": lambda j, now: formats.state_reason(j), "C": lambda j, now: str(j.spec.slots),
     "S": lambda j, now: formats.timestamp(j.start_time_ms) if j.start_time_ms else "N/A",
     "V": lambda j, now: formats.timestamp(j.submit_time_ms),
-    "e": lambda j, now: formats.timestamp(j.end_time_ms),
-    "Q": lambda j, now: str(j.spec.priority), "Z": lambda j, now: j.spec.cwd,
-    "o": lambda j, now: " ".join(j.spec.command)[:200], "q": lambda j, now: "normal",
+    "e": lambda j, now: _end(j),
+    "Q": lambda j, now: str(formats.priority(j)), "Z": lambda j, now: j.spec.cwd,
+    "o": lambda j, now: formats.script_name(j)[:200] or "(null)", "q": lambda j, now: "normal",
 }
 SQUEUE_HEADERS = {"i": "JOBID", "A": "ARRAY_JOB_ID", "a": "ARRAY_TASK_ID", "F": "ARRAY_JOB_ID",
                   "K": "ARRAY_TASK_ID", "j": "NAME", "u": "USER", "P": "PARTITION", "t": "ST", "T": "STATE",
@@ -92,7 +103,8 @@ SQUEUE_NAMED_WIDTH = 20
 SQUEUE.update({
     "jobid": lambda j, now: str(j.id), "account": lambda j, now: j.spec.project,
     "comment": lambda j, now: j.spec.comment, "numtasks": lambda j, now: j.spec.env.get("SLURM_NTASKS", "1"),
-    "exitcode": lambda j, now: formats.exit_code(j), "dependency": lambda j, now: j.spec.depend or "(null)",
+    "exitcode": lambda j, now: formats.exit_code(j),
+    "dependency": lambda j, now: formats.dependency(j) or "(null)",
     "batchhost": lambda j, now: (_nodes(j).split(",")[0] if _nodes(j) else "n/a"),
     "cpus-per-task": lambda j, now: j.spec.env.get("SLURM_CPUS_PER_TASK", "1"),
     "minmemory": lambda j, now: f"{j.spec.mem_limit_mb}M" if j.spec.mem_limit_mb else "0",
@@ -170,9 +182,10 @@ def squeue_named_format(text: str) -> list[tuple[str, str, int, bool]]:
 
 
 def _time_left(job: api.Job, now_ms: int) -> str:
-    if not job.spec.run_limit_s:
+    seconds = formats.limit_seconds(job)
+    if seconds is None:
         return "UNLIMITED"
-    return formats.squeue_time(job.spec.run_limit_s - formats.run_seconds(job, now_ms))
+    return formats.squeue_time(seconds - formats.run_seconds(job, now_ms))
 
 
 def fit(text: str, size: int, right: bool) -> str:
@@ -189,9 +202,11 @@ def sacct_cell(text: str, width: int, left: bool) -> str:
     return text.ljust(width) if left else text.rjust(width)
 
 
-def squeue_rows(jobs: list[api.Job], fmt: str, header: bool, named: bool = False) -> list[str]:
-    """squeue's table: `fmt` in -o's letters, or -O's names (`named`)."""
-    items, now = squeue_named_format(fmt) if named else squeue_format(fmt), int(time.time() * 1000)
+def squeue_rows(jobs: list[api.Job], fmt: str, header: bool, named: bool = False,
+                now_ms: int | None = None) -> list[str]:
+    """squeue's table: `fmt` in -o's letters, or -O's names (`named`); times run to `now_ms` (now)."""
+    items = squeue_named_format(fmt) if named else squeue_format(fmt)
+    now = formats.now_ms() if now_ms is None else now_ms
     rows = []
     if header:
         rows.append("".join(before + (fit(SQUEUE_HEADERS.get(letter, letter), size, right) if letter else "")

@@ -80,32 +80,53 @@ def _time_limit(job: api.Job) -> int:
     return -(-job.spec.run_limit_s // 60) if job.spec.run_limit_s else INFINITE
 
 
+def _flags(job: api.Job) -> list[str]:
+    """slurmctld's job flags as a real Slurm 22.05 showed them (rest/job_*.json): JOB_WAS_RUNNING while
+    it runs, TRES_STR_CALC once a job that ran has ended, none while it waits."""
+    if not formats.started(job):
+        return []
+    return ["TRES_STR_CALC"] if job.state in (api.DONE, api.EXIT) else ["JOB_WAS_RUNNING"]
+
+
+def _output(path: str, default: str) -> str:
+    """standard_output/error as asked (unexpanded, as Slurm keeps them); "" for sbatch's default (Slurm
+    keeps none: slurm-%j.out is its own), and stderr given no path of its own (it goes with stdout)."""
+    return "" if path == default else path
+
+
 def squeue_job(job: api.Job) -> dict[str, Any]:
-    """One job as Slurm 22.05's squeue --json shows it (its fields in Slurm's order)."""
+    """One job as Slurm 22.05's squeue --json shows it (its fields in Slurm's order, null where Slurm's
+    is: a waiting job's time_limit without -t, its billable_tres; no job_resources until it runs)."""
     spec, hosts = job.spec, _hosts(job)
     nodes = hostlist.compress([h for h, _ in hosts]) if hosts else ""
     rest = array_rest.is_rest(job)
     element = bool(job.array_id) and not rest
     uid, gid, group = _owner(spec.user)
-    return {
-        "account": spec.project, "accrue_time": _seconds(job.submit_time_ms), "admin_comment": "",
+    eligible = 0 if formats.held(job) else _seconds(spec.begin_time_ms or job.submit_time_ms)
+    default_out = "slurm-%A_%a.out" if job.array_id else "slurm-%j.out"
+    shown = {
+        "account": spec.project, "accrue_time": eligible, "admin_comment": "",
         "array_job_id": job.array_id, "array_task_id": job.array_index if element else None,
         "array_max_tasks": (spec.array.limit if rest else job.array_limit) or 0,
         "array_task_string": array_rest.job_id(job, True).partition("_[")[2][:-1] if rest else "",
         "association_id": 0, "batch_features": "", "batch_flag": True,
-        "batch_host": hosts[0][0] if hosts else "", "flags": [], "burst_buffer": "", "burst_buffer_state": "",
-        "cluster": CLUSTER, "cluster_features": "", "command": " ".join(spec.command)[:4096],
+        "batch_host": hosts[0][0] if hosts else "", "flags": _flags(job), "burst_buffer": "",
+        "burst_buffer_state": "", "cluster": CLUSTER, "cluster_features": "",
+        "command": formats.script_name(job)[:4096],
         "comment": spec.comment, "container": "", "contiguous": False, "core_spec": None, "thread_spec": None,
-        "cores_per_socket": None, "billable_tres": float(spec.slots), "cpus_per_task": _cpus_per_task(job),
+        "cores_per_socket": None, "billable_tres": float(spec.slots) if formats.started(job) else None,
+        "cpus_per_task": _cpus_per_task(job),
         "cpu_frequency_minimum": None, "cpu_frequency_maximum": None, "cpu_frequency_governor": None,
-        "cpus_per_tres": "", "deadline": 0, "delay_boot": 0, "dependency": spec.depend,
-        "derived_exit_code": wait_status(job),
-        "eligible_time": _seconds(spec.begin_time_ms or job.submit_time_ms),
-        "end_time": _seconds(job.end_time_ms), "excluded_nodes": "", "exit_code": wait_status(job),
+        "cpus_per_tres": "", "deadline": 0, "delay_boot": 0, "dependency": formats.dependency(job),
+        "derived_exit_code": 0,  # (the highest of its steps' exits: XCE's jobs have no steps, Slurm's 0)
+        "eligible_time": eligible,
+        "end_time": _seconds(formats.expected_end_ms(job)), "excluded_nodes": "",
+        "exit_code": wait_status(job),
         "features": "", "federation_origin": "", "federation_siblings_active": "",
         "federation_siblings_viable": "", "gres_detail": [], "group_id": gid, "group_name": group,
         "job_id": job.id, "job_resources": _resources(hosts, nodes), "job_state": formats.state(job),
-        "last_sched_evaluation": 0, "licenses": "", "max_cpus": 0, "max_nodes": 0, "mcs_label": "",
+        "last_sched_evaluation": _seconds(job.start_time_ms or job.submit_time_ms), "licenses": "",
+        "max_cpus": 0, "max_nodes": 0, "mcs_label": "",
         "memory_per_tres": "", "name": formats.name(job), "nodes": nodes, "nice": None,
         "tasks_per_core": None,
         "tasks_per_node": 0, "tasks_per_socket": None, "tasks_per_board": 0, "cpus": spec.slots,
@@ -113,25 +134,29 @@ def squeue_job(job: api.Job) -> dict[str, Any]:
         "het_job_offset": 0, "partition": spec.queue, "prefer": "",
         "memory_per_node": spec.mem_limit_mb or None,
         "memory_per_cpu": None, "minimum_cpus_per_node": 1, "minimum_tmp_disk_per_node": 0, "preempt_time": 0,
-        "pre_sus_time": 0, "priority": spec.priority, "profile": None, "qos": "", "reboot": False,
+        "pre_sus_time": 0, "priority": formats.priority(job), "profile": None, "qos": "", "reboot": False,
         "required_nodes": ",".join(spec.hosts), "requeue": spec.rerunnable, "resize_time": 0,
         "restart_cnt": job.attempt, "resv_name": "", "shared": None,
         "show_flags": ["SHOW_ALL", "SHOW_DETAIL", "SHOW_LOCAL"], "sockets_per_board": 0,
         "sockets_per_node": None, "start_time": _seconds(job.start_time_ms), "state_description": "",
-        "state_reason": formats.reason(job), "standard_error": spec.stderr_path, "standard_input": "",
-        "standard_output": spec.stdout_path, "submit_time": _seconds(job.submit_time_ms), "suspend_time": 0,
-        "system_comment": "", "time_limit": _time_limit(job), "time_minimum": 0, "threads_per_core": None,
+        "state_reason": formats.state_reason(job),
+        "standard_error": _output(spec.stderr_path, spec.stdout_path), "standard_input": "",
+        "standard_output": _output(spec.stdout_path, default_out),
+        "submit_time": _seconds(job.submit_time_ms), "suspend_time": 0,
+        "system_comment": "", "time_limit": formats.limit_minutes(job), "time_minimum": 0,
+        "threads_per_core": None,
         "tres_bind": "", "tres_freq": "", "tres_per_job": "", "tres_per_node": "", "tres_per_socket": "",
         "tres_per_task": "", "tres_req_str": _tres(job, max(1, len(hosts))),
         "tres_alloc_str": _tres(job, len(hosts)) if hosts else "", "user_id": uid, "user_name": spec.user,
         "wckey": "", "current_working_directory": spec.cwd,
     }
+    if not hosts:  # (Slurm's has no job_resources until the job has some)
+        del shown["job_resources"]
+    return shown
 
 
 def _resources(hosts: list[tuple[str, int]], nodes: str) -> dict[str, Any]:
-    """job_resources: its hosts and the cores it holds on each (a running job's; {} for others)."""
-    if not hosts:
-        return {}
+    """job_resources: its hosts and the cores it holds on each (a job's that has hosts)."""
     return {"nodes": nodes, "allocated_cores": sum(s for _, s in hosts), "allocated_hosts": len(hosts),
             "allocated_nodes": [{"sockets": {"0": {"cores": {str(c): "allocated" for c in range(slots)}}},
                                  "nodename": host, "cpus_used": 0, "memory_used": 0, "memory_allocated": 0}
@@ -155,7 +180,7 @@ def _owner(user: str) -> tuple[int | None, int | None, str]:
 
 
 def _tres(job: api.Job, nodes: int) -> str:
-    memory = f",mem={job.spec.mem_limit_mb}M" if job.spec.mem_limit_mb else ""
+    memory = f",mem={formats.memory(job.spec.mem_limit_mb)}" if job.spec.mem_limit_mb else ""
     return f"cpu={job.spec.slots}{memory},node={nodes},billing={job.spec.slots}"
 
 

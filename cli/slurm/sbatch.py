@@ -18,8 +18,10 @@ caller's of that name before it ended), `--begin` a begin time, `-H` held,
 `--gres=gpu:N` rusage[gpu=N], `--mail-type`/`--mail-user` job mail, `-o`/`-e`
 with `%j %A %a %x %u %%` (default `slurm-%j.out`, `slurm-%A_%a.out` for an
 array, in the working directory). `--parsable` prints the job id alone.
-`--signal` is checked and accepted but not sent (XCE's worker has no
-warning signal yet: sbatch says so), `--wckey` accepted and kept nowhere.
+`--signal=[B:]SIG[@TIME]` sends SIG once the job has run its run limit
+less TIME seconds (60 by default): to its tasks (srun's steps) as Slurm's
+default, to the batch shell alone with `B:` (`R:` does not apply to XCE's
+reservations: sbatch says so). `--wckey` is accepted and kept nowhere.
 The input variables (SBATCH_PARTITION, SBATCH_TIMELIMIT, ...: INPUT_VARIABLES)
 rank between the command line and the #SBATCH lines, as Slurm's. An option
 of Slurm's that XCE does not carry out yet is refused by name and nothing
@@ -37,10 +39,12 @@ import shlex
 import socket
 import sys
 
+from cli import job_spec
 from cli.lsf import environment, script
 from cli.parser import UsageError
 from cli.slurm import formats
 from client.channel import Client, XceError
+from xce.printable import shown
 from xce.rules import array_spec
 from xce.v1 import api_pb2 as api
 
@@ -88,7 +92,8 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("--gres", dest="gres", metavar="gpu:N")
     p.add_argument("--gpus-per-node", dest="gpus_per_node", metavar="[type:]N", help="as --gres=gpu:N")
     p.add_argument("--signal", dest="signal", metavar="[{R|B}:]sig[@time]",
-                   help="checked and kept by sbatch; not sent: XCE's worker has no warning signal yet")
+                   help="send sig time seconds (60) before the run limit: to the job's tasks (srun's), or "
+                        "with B: to the batch shell alone")
     p.add_argument("--wckey", dest="wckey", metavar="wckey", help="accepted; no workload keys are tracked")
     p.add_argument("-w", "--nodelist", dest="nodelist", metavar="hosts")
     p.add_argument("--exclusive", dest="exclusive", action="store_const", const=True)
@@ -133,12 +138,9 @@ def warning_signal(text: str) -> tuple[str, int, int]:
     """--signal=[{R|B}:]SIG[@TIME] as Slurm 22.05 reads it: (whom: "" the job's steps, "B" the batch
     shell alone; the signal's number; the seconds before the run limit, 0-65535, default 60). `R`
     (reservation overlap) is taken as "". UsageError for one Slurm would refuse."""
-    whom, _, rest = text.rpartition(":") if re.match(r"^[A-Za-z]+:", text) else ("", "", text)
-    flags = set(whom.upper()) if whom else set()
-    if not flags <= {"R", "B"}:
-        raise UsageError(f"--signal {text[:40]!r}: write [{{R|B}}:]SIG[@TIME]")
+    flags, rest = _signal_flags(text)
     name, at, seconds = rest.partition("@")
-    number = signal_number(name)
+    number = job_spec.signal_number(name)
     if number is None:
         raise UsageError(f"--signal {text[:40]!r}: {name[:20]!r} is not a signal")
     if at and not (seconds.isdecimal() and int(seconds) <= 0xFFFF):
@@ -146,14 +148,13 @@ def warning_signal(text: str) -> tuple[str, int, int]:
     return ("B" if "B" in flags else ""), number, int(seconds) if at else 60
 
 
-def signal_number(name: str) -> int | None:
-    """A signal by number (1-64) or name, with or without SIG (USR2, SIGUSR2, 12)."""
-    import signal
-
-    if name.isdecimal():
-        return int(name) if 1 <= int(name) <= 64 else None
-    found = getattr(signal.Signals, "SIG" + name.upper().removeprefix("SIG"), None)
-    return int(found) if found is not None else None
+def _signal_flags(text: str) -> tuple[set[str], str]:
+    """--signal's flags before a colon ({"R", "B"} or fewer), and the rest."""
+    whom, _, rest = text.rpartition(":") if re.match(r"^[A-Za-z]+:", text) else ("", "", text)
+    flags = set(whom.upper()) if whom else set()
+    if not flags <= {"R", "B"}:
+        raise UsageError(f"--signal {text[:40]!r}: write [{{R|B}}:]SIG[@TIME]")
+    return flags, rest
 
 
 # Slurm 22.05's input variables of sbatch (`man sbatch`, INPUT ENVIRONMENT VARIABLES): each is the option
@@ -289,8 +290,8 @@ def _read(args: argparse.Namespace) -> tuple[str, str]:
         raise UsageError("Batch script contains DOS line breaks (\\r\\n) instead of expected UNIX line "
                          "breaks (\\n).")
     if not text.startswith("#!"):
-        raise UsageError("This does not look like a batch script.  The first line must start with #! "
-                         "followed by the path to an interpreter.")
+        raise UsageError("This does not look like a batch script.  The first\nline must start with #! "
+                         "followed by the path to an interpreter.\nFor instance: #!/bin/sh")
     return text, name
 
 
@@ -370,10 +371,7 @@ def build(args: argparse.Namespace, submitter: dict[str, str], here: str,
         except formats.TimeError as exc:
             raise UsageError(str(exc)) from None
     if args.signal:
-        warning_signal(args.signal)  # (checked, as Slurm's; not sent: docs/SLURM.md)
-        if spec.run_limit_s:
-            notes.append(f"--signal={args.signal}: not sent before the run limit (XCE's worker has no "
-                         "warning signal yet)")
+        _warning(spec, args.signal, notes)
     if args.dependency:
         spec.depend = dependency(args.dependency)
     if args.begin:
@@ -389,6 +387,16 @@ def build(args: argparse.Namespace, submitter: dict[str, str], here: str,
     if args.cpus:
         spec.env["SLURM_CPUS_PER_TASK"] = str(args.cpus)
     return spec
+
+
+def _warning(spec: api.JobSpec, text: str, notes: list[str]) -> None:
+    """--signal: the job's warning before its run limit (sent by its worker: worker/monitor.py)."""
+    whom, number, seconds = warning_signal(text)
+    spec.warning_signal, spec.warning_time_s = number, seconds
+    spec.warning_to = api.WARNING_TO_SHELL if whom == "B" else api.WARNING_TO_TASKS
+    if "R" in _signal_flags(text)[0]:
+        notes.append(f"--signal={text}: R: (overlapping a reservation's MaxStartDelay) does not apply to "
+                     "XCE; the signal is sent as without it")
 
 
 def _size(spec: api.JobSpec, args: argparse.Namespace) -> None:
@@ -480,7 +488,16 @@ def run(client: Client, args: argparse.Namespace) -> int:
     spec = args.spec
     if "singleton" in spec.depend:
         spec.depend = _singleton(client, spec)
-    job = client.submit([spec]).jobs[0]
+    try:
+        job = client.submit([spec]).jobs[0]
+    except XceError as exc:  # in Slurm's words where Slurm has its own
+        if exc.code_name == "INVALID_ARGUMENT" and exc.message.startswith("unknown queue"):
+            print(f"sbatch: error: invalid partition specified: {shown(spec.queue)}", file=sys.stderr)
+            print("sbatch: error: Batch job submission failed: Invalid partition name specified",
+                  file=sys.stderr)
+        else:
+            print(f"sbatch: error: Batch job submission failed: {shown(exc.message)}", file=sys.stderr)
+        return 1
     print(job.id if args.parsable else f"Submitted batch job {job.id}", flush=True)
     if args.wait:
         return _wait(client, job)

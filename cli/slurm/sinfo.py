@@ -37,6 +37,17 @@ def node_state(host: api.Host) -> str:
     return "mix" if host.slots_used else "idle"
 
 
+def partition_state(queue: api.Queue) -> str:
+    """XCE's queue in Slurm's partition states: closed (no submits, its jobs still dispatched) is DRAIN,
+    inactive (submits taken, nothing dispatched) DOWN, both INACTIVE."""
+    if queue.closed and queue.inactive:
+        return "INACTIVE"
+    return "DRAIN" if queue.closed else "DOWN" if queue.inactive else "UP"
+
+
+AVAIL = {"UP": "up", "DOWN": "down", "DRAIN": "drain", "INACTIVE": "inact"}  # sinfo's %a
+
+
 def _cpus(hosts: list[api.Host]) -> str:
     counts = sorted({h.spec.slots for h in hosts})
     return f"{counts[0]}+" if len(counts) > 1 else str(counts[0] if counts else 0)
@@ -60,7 +71,7 @@ def _node_states(hosts: list[api.Host]) -> str:
 SINFO: dict[str, Field] = {
     "P": lambda q, hs, default: q.name + ("*" if q.name == default else ""),
     "R": lambda q, hs, default: q.name,
-    "a": lambda q, hs, default: "inact" if q.inactive else ("down" if q.closed else "up"),
+    "a": lambda q, hs, default: AVAIL[partition_state(q)],
     "l": lambda q, hs, default: "infinite", "L": lambda q, hs, default: "n/a",
     "D": lambda q, hs, default: str(len(hs)),
     "N": lambda q, hs, default: hostlist.compress([h.spec.name for h in hs]),

@@ -5,7 +5,8 @@ Every user's pending, running and suspended jobs by default (Slurm's);
 fields, `-O/--Format` its names (cli/slurm/job_table.py), `--json` its JSON
 (cli/slurm/json_out.py); `-h` leaves out the header. An array's elements
 that are jobs are listed as jobs of their own (`17_3`), its rest as one
-line (`17_[5-100%5]`: cli/slurm/array_rest.py).
+line (`17_[5-100%5]`: cli/slurm/array_rest.py). In Slurm's default order
+(`P,t,-p`: partition, state, priority; slurm_order).
 """
 
 from __future__ import annotations
@@ -108,6 +109,14 @@ def selected(client: Client, args: argparse.Namespace, live_only: bool) -> list[
                    and (names is None or formats.name(j) in names)), key=order)
 
 
+def slurm_order(jobs: list[api.Job]) -> list[api.Job]:
+    """squeue's default order, Slurm's `P,t,-p`: by partition, by the state's short name (CA, CD, F, PD,
+    R, ...: pending before running), by priority, highest first (a held job's is Slurm's 0: after the
+    others); jobs alike by id (`order`: an array's elements by index)."""
+    return sorted(sorted(jobs, key=order), key=lambda j: (j.spec.queue, formats.short_state(j),
+                                                           formats.held(j), -formats.priority(j)))
+
+
 def order(job: api.Job) -> tuple[int, int, int]:
     """By id; an array's elements by index after its id, its rest last."""
     if job.array_id:
@@ -141,6 +150,7 @@ def run(client: Client, args: argparse.Namespace) -> int:
     elif args.jobs and not jobs:
         print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
         return 1
+    jobs = slurm_order(jobs)
     if args.json:
         print(json_out.document(json_out.SQUEUE_PLUGIN, [json_out.squeue_job(j) for j in jobs]))
         return 0

@@ -96,8 +96,9 @@ def test_lsf_a_workflow_fans_out_fans_in_and_a_failed_job_is_resubmitted(cluster
                                                                         tmp_path: Path) -> None:
     pytest.importorskip("snakemake_executor_plugin_lsf")
     bin_dir = lsf_bin.ensure()
-    work, _ = workflow(cluster, tmp_path, "lsf", "LSB_JOBID", bin_dir,
-                       ["--seconds-between-status-checks", "1"], LSF_ENVDIR=str(Path(bin_dir).parent / "conf"))
+    flags = ["--seconds-between-status-checks", "1"]
+    work, _ = workflow(cluster, tmp_path, "lsf", "LSB_JOBID", bin_dir, flags,
+                       LSF_ENVDIR=str(Path(bin_dir).parent / "conf"))
     with cluster.client() as client:
         jobs = wait_until(lambda: client.list_jobs(), "the jobs listed")
     mine = {j.id: j.spec.name.split("___")[0] for j in jobs if j.spec.name.startswith("Snakemake_rule")}

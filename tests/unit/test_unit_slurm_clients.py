@@ -58,8 +58,7 @@ def test_submitit_s_script_is_taken_whole(tmp_path: Path) -> None:
     assert (spec.name, spec.slots, spec.run_limit_s, spec.array.limit) == ("submitit", 2, 300, 4)
     assert spec.resource_req == "span[hosts=1] rusage[gpu=1]"  # --gpus-per-node as --gres=gpu:1
     assert spec.stdout_path == "/shared/logs/%A_%a_0_log.out" and not spec.stdout_overwrite  # append
-    assert notes == ["--signal=USR2@90: not sent before the run limit (XCE's worker has no warning signal "
-                     "yet)"]
+    assert notes == []  # USR2 90 s before the limit: to the job's tasks (worker/monitor.py)
     untimed, quiet = built(tmp_path, ["--signal=B:TERM@30", "--wckey", "x", "--wrap", "true"])
     assert quiet == [] and untimed.run_limit_s == 0  # no run limit: no signal to miss
 
@@ -154,7 +153,8 @@ def test_squeue_json_as_slurm_22_05_prints_it() -> None:
              "time_limit", "tasks", "cpus")
     assert {k: shown[k] for k in names} == {
         "job_id": 41, "name": "sim", "user_name": "alice", "partition": "normal", "job_state": "FAILED",
-        "state_reason": "None", "exit_code": 512, "nodes": "node[01-02]", "node_count": 2, "array_job_id": 40,
+        "state_reason": "NonZeroExitCode", "exit_code": 512, "nodes": "node[01-02]", "node_count": 2,
+        "array_job_id": 40,
         "array_task_id": 3, "submit_time": 1_700_000_000, "start_time": 1_700_000_001,
         "end_time": 1_700_000_061, "time_limit": 60, "tasks": 4, "cpus": 4}
     rest = json_out.squeue_job(array_rest.rest(_array([(5, 9, api.PEND)], limit=2))[0])

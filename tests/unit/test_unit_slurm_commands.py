@@ -88,7 +88,7 @@ def test_wrap_and_defaults(tmp_path: Path) -> None:
 @pytest.mark.parametrize("words, text, said", [
     (["--wrap", "true", "--qos", "high"], None, "--qos: this option"),
     (["--nta", "2", "--wrap", "true"], None, "unrecognized option '--nta'"),
-    ([], "echo no interpreter\n", "The first line must start with #!"),
+    ([], "echo no interpreter\n", "line must start with #! followed by the path to an interpreter"),
     (["-t", "1:2:3:4", "--wrap", "x"], None, "Invalid time limit specification"),
     (["--dependency=afterwards:1", "--wrap", "x"], None, "--dependency"),
     (["--mem=lots", "--wrap", "x"], None, "invalid memory specification"),
