@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import sys
 from typing import IO, NoReturn
@@ -69,8 +70,10 @@ def signal_number(name: str) -> int | None:
     """A signal by number (1-64) or name, with or without SIG (USR2, SIGUSR2, 12): --signal, -wa."""
     import signal
 
-    if name.isdecimal():
+    if re.fullmatch(r"[0-9]{1,2}", name):
         return int(name) if 1 <= int(name) <= 64 else None
+    if not re.fullmatch(r"[A-Za-z0-9+]{1,16}", name):
+        return None
     found = getattr(signal.Signals, "SIG" + name.upper().removeprefix("SIG"), None)
     return int(found) if found is not None else None
 

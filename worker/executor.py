@@ -41,6 +41,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import select
 import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -50,10 +51,10 @@ from worker import mail, output_tail, recovery
 from worker.instances import Files, Instances, RealFiles, failed
 from worker.journal import KEEP_ACKED, Journal, JournalStore
 from worker.monitor import Monitor, warning_of
-from worker.process_host import ProcessHost, RealProcessHost
+from worker.process_host import ProcessHost, RealProcessHost, start_ticks
 from worker.tasks import Tasks
 from xce.clock import REAL_CLOCK, Clock
-from xce.rules import feasibility
+from xce.rules import feasibility, warning_signal
 from xce.start_failures import CODES, START_FAILED
 from xce.v1 import api_pb2 as api
 
@@ -180,7 +181,10 @@ class Executor:
             record["mem_limit_kb"] = limit
         if job.spec.run_limit_s > 0:
             record["run_limit_ms"] = job.spec.run_limit_s * 1000
-            if job.spec.warning_signal > 0:  # (without a run limit it is never due)
+            wrong = warning_signal.problem(job.spec)
+            if wrong:  # (stored unchecked by a leader older than entry format 26: never acted on)
+                log.warning("job %d.%d: its warning signal is not kept: %s", job.id, job.attempt, wrong)
+            elif job.spec.warning_signal > 0:  # (without a run limit it is never due)
                 record.update(warning_signal=job.spec.warning_signal, warning_to=int(job.spec.warning_to),
                               warning_ms=max(0, job.spec.run_limit_s - job.spec.warning_time_s) * 1000)
         if job.spec.term_time_ms > 0:
@@ -260,13 +264,22 @@ class Executor:
             self.journal.put(key, record)
         self.host.killpg(pid, sig)
 
-    def _signal_command(self, shim: int, sig: int) -> None:
+    def _signal_command(self, key: Key, shim: int, sig: int) -> None:
         """The job's command alone, not its group: the batch shell (sbatch --signal=B:), the child of the
-        shim that leads the group. A simulated host's one process stands for both."""
-        if isinstance(self.host, RealProcessHost):
-            _signal_children(shim, sig)
-        else:
+        shim that leads the group, if it still runs as the job's owner. A simulated host's one process
+        stands for both."""
+        if not isinstance(self.host, RealProcessHost):
             self.host.killpg(shim, sig)
+            return
+        record = self.journal.get(key) or {}
+        account = self.host.account(api.Job.FromString(bytes.fromhex(record["job"])).spec.user) \
+            if record.get("job") else None
+        if account is None or record.get("pid_start") is None:
+            log.warning("job %d.%d: its warning not sent: its owner or its shim's start is not known", *key)
+            return
+        why = _signal_children(shim, int(record["pid_start"]), account.uid, sig)
+        if why:
+            log.warning("job %d.%d: its warning to its batch shell not sent: %s", *key, why)
 
     def _given_away(self, key: Key) -> bool:
         """Stopped for a preemption: its slots may be another job's now."""
@@ -489,34 +502,63 @@ class Executor:
             self.host.killpg(pid, signal.SIGKILL)
 
 
-def _signal_children(parent: int, sig: int) -> None:
-    """`sig` to each child of `parent` in its group (a shim's: the job's command), found in /proc and
-    signalled through a pidfd, so that a number that ended meanwhile is never another process's. This
-    machine's processes only: the executor calls it for a RealProcessHost alone."""
-    with os.scandir("/proc") as entries:
-        children = [int(e.name) for e in entries if e.name.isdigit() and _parent_and_group(int(e.name)) == (
-            parent, parent)]
-    for pid in children:
-        _signal_child(pid, parent, sig)
+def _signal_children(parent: int, parent_ticks: int, uid: int, sig: int) -> str:
+    """`sig` to each child of `parent` in its group (a shim's: the job's command) that runs as `uid`
+    alone; "" or why none was sent. The worker runs as root, so each process is pinned before it is
+    trusted: the shim by a pidfd and the start time journaled with it (its number, reused, is another
+    job's shim), each child by a pidfd, then looked at again, while the shim is seen still running. A
+    child that became another user (sudo, a setuid program) is not signalled by root for the job's
+    owner. This machine's processes only: the executor calls it for a RealProcessHost alone."""
+    try:
+        shim = os.pidfd_open(parent)
+    except OSError as exc:
+        return f"its shim {parent} cannot be pinned ({errno.errorcode.get(exc.errno or 0, exc.errno)})"
+    try:
+        if start_ticks(parent) != parent_ticks:
+            return f"its shim {parent} ended"
+        with os.scandir("/proc") as entries:
+            children = [int(e.name) for e in entries if e.name.isascii() and e.name.isdigit()
+                        and _parent_and_group(int(e.name)) == (parent, parent)]
+        sent = sum(_signal_child(pid, parent, shim, uid, sig) for pid in children)
+        return "" if sent else "no process of the job's owner's is its shim's child"
+    finally:
+        os.close(shim)
 
 
-def _signal_child(pid: int, parent: int, sig: int) -> None:
+def _signal_child(pid: int, parent: int, shim: int, uid: int, sig: int) -> bool:
     try:
         fd = os.pidfd_open(pid)
-    except OSError as exc:
-        if exc.errno == errno.ENOSYS:  # a kernel before 5.3: by its number, just looked at
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                pass
-        return
-    try:
-        if _parent_and_group(pid) == (parent, parent):  # the process opened is the one looked at
-            signal.pidfd_send_signal(fd, sig)
     except OSError:
-        pass  # it ended meanwhile
+        return False  # it ended meanwhile
+    try:
+        # The process opened is the one looked at, it runs as the owner, and its parent is the shim.
+        if _parent_and_group(pid) != (parent, parent) or _uids(pid) != {uid} or _ended(shim):
+            return False
+        signal.pidfd_send_signal(fd, sig)
+        return True
+    except OSError:
+        return False  # it ended meanwhile
     finally:
         os.close(fd)
+
+
+def _uids(pid: int) -> set[int]:
+    """Its real, effective, saved and file-system uids (/proc/PID/status), or none if it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return {int(n) for n in line.split()[1:]}
+    except (OSError, ValueError):
+        pass
+    return set()
+
+
+def _ended(pidfd: int) -> bool:
+    """Whether the pinned process ended (its pidfd is readable then)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _parent_and_group(pid: int) -> tuple[int, int] | None:

@@ -57,8 +57,9 @@ def warning_of(record: dict[str, Any]) -> WarningSignal | None:
 class Monitor:
     def __init__(self, instances: Instances, tasks: Tasks, terminate: Callable[[Key, int, float], None],
                  given_away: Callable[[Key], bool], report: Callable[[api.JobReport], None],
-                 signal_command: Callable[[int, int], None]) -> None:
-        """`signal_command(pid, sig)`: the signal to the command alone of the instance whose shim is pid."""
+                 signal_command: Callable[[Key, int, int], None]) -> None:
+        """`signal_command(key, pid, sig)`: the signal to the command alone of the instance `key`, whose
+        shim is pid."""
         self._i = instances
         self._tasks = tasks
         self._terminate = terminate
@@ -100,8 +101,8 @@ class Monitor:
             return  # nothing runs here: no need to read every process of the host
         now = self._i.clock.now_ms()
         for key in sorted(warnings):  # (before the run limits: a warning 0 s before it comes first)
-            if key in mains and self._ran_ms(key, now) >= warnings[key].due_ms:
-                self._warn(key, mains[key], warnings[key])
+            if key in mains and self._ran_ms(key, now) >= warnings[key].due_ms and not self._stopped(key):
+                self._warn(key, mains[key], warnings[key])  # (a stopped job's waits until it continues)
         ended: set[Key] = set()
         for key, run_limit in sorted(run_limits.items()):
             if key in mains and self._ran_ms(key, now) > run_limit:
@@ -129,6 +130,9 @@ class Monitor:
                 self._report(api.JobReport(job_id=key[0], attempt=key[1], usage_now=api.UsageNow(
                     usage=api.Usage(user_cpu_s=cpu, max_rss_kb=rss, wall_s=wall), time_ms=now)))
 
+    def _stopped(self, key: Key) -> bool:
+        return bool((self._i.journal.get(key) or {}).get("stopped"))
+
     def _ran_ms(self, key: Key, now: int) -> int:
         """How long the instance has run: since its start, less the time it was stopped (journaled)."""
         record = self._i.journal.get(key) or {}
@@ -148,7 +152,7 @@ class Monitor:
                     *key, warning.due_ms // 1000, warning.signal,
                     whom.get(warning.to, f"its process group and its tasks here ({len(tasks)})"))
         if warning.to == api.WARNING_TO_SHELL:
-            self._signal_command(pid, warning.signal)
+            self._signal_command(key, pid, warning.signal)
             return
         if warning.to == api.WARNING_TO_JOB:
             self._i.host.killpg(pid, warning.signal)

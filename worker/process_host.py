@@ -52,7 +52,7 @@ def _shim_arguments(argv: Sequence[str]) -> tuple[str, list[str]] | None:
     return None
 
 
-def _start_ticks(pid: int) -> int | None:
+def start_ticks(pid: int) -> int | None:
     """The process's start time (clock ticks since boot), or None if it is gone."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -93,7 +93,7 @@ def _served_shim(status_path: str) -> int:
             pid, ticks = map(int, f.read().split())
     except (OSError, ValueError):
         return 0
-    return pid if _start_ticks(pid) == ticks else 0
+    return pid if start_ticks(pid) == ticks else 0
 
 
 def _wait_for_served_shim(status_path: str, timeout_s: float = 2.0) -> int:
@@ -440,7 +440,7 @@ class RealProcessHost:
             pass
 
     def start_ticks(self, pid: int) -> int | None:
-        return _start_ticks(pid)
+        return start_ticks(pid)
 
     def find_by_env(self, key: Key, spool: Path) -> int:
         # A served shim wrote its pid and start time beside its status file (its environment and

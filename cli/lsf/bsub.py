@@ -138,10 +138,9 @@ MAX_WARNING_TIME_S = 0xFFFF  # XCE's bound (Slurm's): 18:12
 def warning_time(text: str) -> int:
     """An argparse type for -wt: LSF's [hour:]minute, in seconds (0 to 18:12)."""
     hours, colon, mins = text.partition(":")
-    try:
-        total = (int(hours) * 60 + int(mins)) if colon else int(hours)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r}: [hour:]minute, as 5 or 1:30") from None
+    if not re.fullmatch(r"[0-9]{1,5}(:[0-9]{1,2})?", text):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: [hour:]minute, as 5 or 1:30")
+    total = (int(hours) * 60 + int(mins)) if colon else int(hours)
     if total < 0 or colon and not 0 <= int(mins) < 60 or total * 60 > MAX_WARNING_TIME_S:
         raise argparse.ArgumentTypeError(f"{text[:40]!r}: [hour:]minute from 0 to 18:12 (minutes below 60 "
                                          "after a colon)")

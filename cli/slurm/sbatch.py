@@ -113,7 +113,7 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def _count(text: str) -> int:
-    if not text.isdecimal() or not 1 <= int(text) <= 1 << 20:
+    if not re.fullmatch(r"[0-9]{1,8}", text) or not 1 <= int(text) <= 1 << 20:
         raise argparse.ArgumentTypeError(f"invalid number: {text[:20]!r}")
     return int(text)
 
@@ -143,7 +143,8 @@ def warning_signal(text: str) -> tuple[str, int, int]:
     number = job_spec.signal_number(name)
     if number is None:
         raise UsageError(f"--signal {text[:40]!r}: {name[:20]!r} is not a signal")
-    if at and not (seconds.isdecimal() and int(seconds) <= 0xFFFF):
+    seconds = seconds.strip() or "0"  # Slurm reads `USR1@` (strtol of nothing) as 0, and ignores spaces
+    if at and not (re.fullmatch(r"[0-9]{1,5}", seconds) and int(seconds) <= 0xFFFF):
         raise UsageError(f"--signal {text[:40]!r}: the time is seconds, 0 to 65535")
     return ("B" if "B" in flags else ""), number, int(seconds) if at else 60
 

@@ -52,6 +52,7 @@ from xce.rules import (
     reservations,
     resreq,
     user_groups,
+    warning_signal,
 )
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -79,13 +80,6 @@ def check_request_id(request_id: str) -> None:
 MAX_ASKED = 1000  # names in one job's -m
 CHECKPOINT_SIGNALS = (1, 2, 10, 12)  # what a job's shim outlives (worker/shim.py): HUP, INT, USR1, USR2
 MAX_RUN_LIMIT_S = 10 * 366 * 86400
-MAX_WARNING_TIME_S = 0xFFFF  # Slurm's bound on --signal's @TIME
-# The signals a shim (worker/shim.py: it leads the job's process group, and each task's) outlives: the five
-# it catches, the two Python ignores (PIPE, XFSZ) and those ignored by default (CHLD, URG, WINCH). Any other
-# sent to a group would end its shim before the job (which would end as killed by it), and CONT would
-# continue a job XCE stopped; the batch shell alone (WARNING_TO_SHELL) may be sent any signal.
-GROUP_WARNING_SIGNALS = {1: "HUP", 2: "INT", 10: "USR1", 12: "USR2", 13: "PIPE", 15: "TERM", 17: "CHLD",
-                         23: "URG", 25: "XFSZ", 28: "WINCH"}
 
 
 def check_nesting(resource_req: str = "", condition: str = "") -> None:
@@ -163,23 +157,11 @@ def has_warning(spec: api.JobSpec) -> bool:
 
 def check_warning(spec: api.JobSpec) -> None:
     """sbatch --signal, bsub -wa/-wt: a signal (1-64; to processes under a shim, one it outlives), a time
-    before the run limit (0-65535 s) and whom it goes to. Without a run limit it is never due (Slurm takes
-    it all the same)."""
-    if spec.warning_to not in api.WarningTarget.values():
-        raise invalid(f"warning target {spec.warning_to}: the job (0), its batch shell (1) or its tasks (2)")
-    if not spec.warning_signal:
-        raise invalid("a warning time or target (--signal, -wt) without a warning signal")
-    if not 1 <= spec.warning_signal <= 64:
-        raise invalid(f"warning signal (--signal, -wa) {spec.warning_signal}: a signal is a number from 1 "
-                      "to 64")
-    if spec.warning_to != api.WARNING_TO_SHELL and spec.warning_signal not in GROUP_WARNING_SIGNALS:
-        names = ", ".join(GROUP_WARNING_SIGNALS.values())
-        raise invalid(f"warning signal (--signal, -wa) {spec.warning_signal}: one the shims that lead a "
-                      f"job's processes outlive ({names}); any to the batch shell alone (--signal=B:)")
-    if not 0 <= spec.warning_time_s <= MAX_WARNING_TIME_S:
-        raise invalid(f"warning time (--signal @TIME, -wt) {spec.warning_time_s} s: from 0 to "
-                      f"{MAX_WARNING_TIME_S} seconds before the run limit")
-
+    before the run limit (0-65535 s) and whom it goes to (xce/rules/warning_signal.py). Without a run
+    limit it is never due (Slurm takes it all the same)."""
+    wrong = warning_signal.problem(spec)
+    if wrong:
+        raise invalid(wrong)
 
 
 def check_reservation(tables: Tables, spec: api.JobSpec) -> None:

@@ -25,6 +25,7 @@ from worker.executor import Executor
 from worker.journal import MemoryJournal
 from xce.clock import ManualClock
 from xce.errors import ServiceError
+from xce.rules import warning_signal
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -272,7 +273,7 @@ def test_it_goes_to_whom_it_names(tmp_path: Path, to: int, gets: set[str]) -> No
     worker = Worker(tmp_path, processes, journal, clock)
     shell: list[tuple[int, int]] = []
     # (the executor's own reads /proc: tests/cluster/test_warning_signal.py runs it)
-    worker.x.monitoring._signal_command = lambda pid, sig: shell.append((pid, sig))
+    worker.x.monitoring._signal_command = lambda key, pid, sig: shell.append((pid, sig))
     worker.x.run(job(to), "C")
     [shim] = processes.alive
     task = worker.x.tasks.launch(api.LaunchTask(job_id=KEY[0], attempt=KEY[1], task_id="t1", host="h1",
@@ -281,3 +282,18 @@ def test_it_goes_to_whom_it_names(tmp_path: Path, to: int, gets: set[str]) -> No
     worker.look()
     names = {shim: "shim", task: "task"}
     assert {names[pid] for pid in sent(processes)} | {"shell" for pid, _ in shell if pid == shim} == gets
+
+
+def test_a_warning_the_shims_would_not_outlive_or_that_cannot_reach_the_shell_is_refused() -> None:
+    """PIPE and XFSZ end the wrapper beside a job's command (post-exec, interactive); B: there would
+    reach the wrapper, not the batch shell. The worker asks the same (a spec an older leader stored)."""
+    for fields in ({"warning_signal": 13}, {"warning_signal": 25},
+                   {"warning_signal": 10, "warning_to": api.WARNING_TO_SHELL, "post_exec": "cleanup"}):
+        spec = api.JobSpec(command=["true"], run_limit_s=60, **fields)  # type: ignore[arg-type]
+        assert warning_signal.problem(spec)
+        with pytest.raises(ServiceError):
+            validation.check_warning(spec)
+    interactive = api.JobSpec(command=["sh"], warning_signal=10, warning_to=api.WARNING_TO_SHELL)
+    interactive.env["XCE_INTERACTIVE"] = "127.0.0.1:1"
+    assert "interactive" in warning_signal.problem(interactive)
+    assert warning_signal.problem(api.JobSpec(command=["true"], warning_signal=10)) == ""
