@@ -34,7 +34,7 @@ def main(extra: list[str]) -> int:
         rest = subprocess.Popen(["nice", "-n", "10", *PYTEST, "not cluster", "--durations=15", "tests",
                                  *extra], stdout=rest_output, stderr=subprocess.STDOUT)
         try:
-            cluster = subprocess.run(cluster_tier(extra), check=False).returncode
+            cluster, failures = _shown(cluster_tier(extra))
             cluster_s = time.monotonic() - started
             rest_code = rest.wait()
         finally:
@@ -44,10 +44,26 @@ def main(extra: list[str]) -> int:
         rest_output.seek(0)
         print("\n===== the tests that start no cluster (beside the above, at nice 10) =====", flush=True)
         sys.stdout.write(rest_output.read())
+    if failures:  # again at the end, where a CI log's tail shows them
+        print("\n===== what failed in the cluster tier (its output is above) =====", *failures, sep="\n")
     print(f"\nmake test: cluster tier {cluster_s:.0f} s (exit {cluster}), the rest exit {rest_code}; "
           f"{time.monotonic() - started:.0f} s in all", flush=True)
     # pytest's 5 (nothing collected) is a failure here too: a tier that lost its tests is broken.
     return cluster or rest_code
+
+
+def _shown(command: list[str]) -> tuple[int, list[str]]:
+    """Run `command`, its output passed through as it comes; (its exit status, its FAILED and ERROR
+    summary lines)."""
+    failures: list[str] = []
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            sys.stdout.buffer.write(raw)
+            sys.stdout.buffer.flush()
+            if raw.startswith((b"FAILED ", b"ERROR ")):
+                failures.append(raw.decode(errors="replace").rstrip())
+    return proc.returncode, failures
 
 
 if __name__ == "__main__":

@@ -153,6 +153,8 @@ class Executor:
             return
         record.update(state="running", pid=pid, pid_start=self.host.start_ticks(pid),
                       started_ms=self.clock.now_ms())
+        if record.get("warning_to") == api.WARNING_TO_SHELL:
+            record["uid"] = account.uid  # whom its batch shell must still run as, to be sent its warning
         self.journal.put(key, record)
         with self._i.lock:
             self._i.running[key] = pid
@@ -272,12 +274,10 @@ class Executor:
             self.host.killpg(shim, sig)
             return
         record = self.journal.get(key) or {}
-        account = self.host.account(api.Job.FromString(bytes.fromhex(record["job"])).spec.user) \
-            if record.get("job") else None
-        if account is None or record.get("pid_start") is None:
+        if record.get("uid") is None or record.get("pid_start") is None:
             log.warning("job %d.%d: its warning not sent: its owner or its shim's start is not known", *key)
             return
-        why = _signal_children(shim, int(record["pid_start"]), account.uid, sig)
+        why = _signal_children(shim, int(record["pid_start"]), int(record["uid"]), sig)
         if why:
             log.warning("job %d.%d: its warning to its batch shell not sent: %s", *key, why)
 
