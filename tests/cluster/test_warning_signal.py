@@ -1,7 +1,7 @@
 """A job's warning signal before its run limit, on real processes (sbatch --signal, bsub -wa/-wt): three
-jobs with a 4 s run limit (6 s for the one whose task must start first) and SIGUSR1 2 s before it, each
+jobs with a 5 s run limit (10 s for the one whose task must start first) and SIGUSR1 3 s before it, each
 a batch shell that traps USR1 and a child that traps it too, as a plain child or as a task (`xce
-launch`). The signal comes once the job has run its limit less 2 s, before the limit's kill, which
+launch`). The signal comes once the job has run its limit less 3 s, before the limit's kill, which
 ends the job as before (RUNLIMIT): to the job's process group (LSF's -wa) the shell and its child get
 it; to the batch shell alone (Slurm's B:) only the shell; to the tasks alone (Slurm's steps) only the
 task. One cluster for the module, the three jobs side by side."""
@@ -24,7 +24,8 @@ from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
 
-RUN_LIMIT_S, WARNING_TIME_S = 4, 2
+RUN_LIMIT_S, WARNING_TIME_S = 5, 3  # (3 s: the worker's look may come late on a busy machine)
+TASK_START_S = 5  # more run limit for the task's job: `xce launch` may take seconds to start it there
 # The shell traps USR1, starts its child (a plain one, or a task through `xce launch`), and waits; each
 # process writes a line with the time (ms) when USR1 reaches it. Bounded: an orphan would end in 30 s.
 JOB = r"""#!/bin/bash
@@ -105,7 +106,7 @@ def jobs() -> Iterator[Jobs]:
         submitted = Jobs(cluster, home)
         submitted.submit(api.WARNING_TO_JOB, "child", RUN_LIMIT_S)
         submitted.submit(api.WARNING_TO_SHELL, "child", RUN_LIMIT_S)
-        submitted.submit(api.WARNING_TO_TASKS, "task", RUN_LIMIT_S + 2)  # (time for `xce launch` first)
+        submitted.submit(api.WARNING_TO_TASKS, "task", RUN_LIMIT_S + TASK_START_S)
         yield submitted
     finally:
         scheduler.kill()
@@ -144,6 +145,6 @@ def test_warning_to_the_batch_shell_alone_leaves_its_child_untouched(jobs: Jobs)
 
 def test_warning_to_the_tasks_alone_reaches_the_task_not_the_batch_shell(jobs: Jobs) -> None:
     ended = jobs.ended(api.WARNING_TO_TASKS)
-    check_warned_before_the_limit(ended, "task", RUN_LIMIT_S + 2)
+    check_warned_before_the_limit(ended, "task", RUN_LIMIT_S + TASK_START_S)
     assert "task ready" in ended.lines and "shell" not in ended.lines, ended.lines
-    check_ended_at_its_limit(ended, RUN_LIMIT_S + 2)
+    check_ended_at_its_limit(ended, RUN_LIMIT_S + TASK_START_S)
