@@ -22,7 +22,7 @@ import pytest
 from conftest import NOBODY, nobody_cli_env, wait_until
 
 from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
-from xce import lsf_bin
+from xce import lsf_bin, slurm_bin
 from xce.v1 import api_pb2 as api
 
 SUBMITTED = re.compile(r"^Job <(\d+)> is submitted to (default )?queue <(\w+)>\.$")
@@ -120,3 +120,14 @@ def utc() -> Iterator[None]:
     else:
         os.environ["TZ"] = before
     time.tzset()
+
+
+def slurm_environment(monkeypatch: pytest.MonkeyPatch, cluster: LocalCluster, tmp_path: Path) -> None:
+    """Slurm's commands on PATH for `cluster`, in `tmp_path`, with no Slurm input variable of the
+    caller's (SBATCH_*, SQUEUE_*, ...) reaching them."""
+    monkeypatch.setenv("PATH", f"{slurm_bin.ensure()}:{os.environ['PATH']}")
+    monkeypatch.setenv("XCE_DATA", str(cluster.data))
+    monkeypatch.delenv("XCE_CONTROLLERS", raising=False)
+    for name in [name for name in os.environ if name.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "SACCT_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)

@@ -42,17 +42,7 @@ NOT_YET_FLAGS = ("--no-shell", "--immediate", "-I", "--x11", "--bell", "--no-bel
 def declare(p: argparse.ArgumentParser, name: str) -> None:
     from cli.lsf import not_yet
 
-    p.add_argument("-n", "--ntasks", dest="ntasks", metavar="ntasks", type=sbatch._count)
-    p.add_argument("-N", "--nodes", dest="nodes", metavar="nodes", type=sbatch._nodes)
-    p.add_argument("--ntasks-per-node", dest="per_node", metavar="ntasks", type=sbatch._count)
-    p.add_argument("-c", "--cpus-per-task", dest="cpus", metavar="ncpus", type=sbatch._count)
-    p.add_argument("-J", "--job-name", dest="name", metavar="name")
-    p.add_argument("-p", "--partition", dest="partition", metavar="partition")
-    p.add_argument("-A", "--account", dest="account", metavar="account")
-    p.add_argument("-t", "--time", dest="time", metavar="time")
-    p.add_argument("--mem", dest="mem", metavar="size[units]")
-    p.add_argument("--mem-per-cpu", dest="mem_per_cpu", metavar="size[units]")
-    p.add_argument("-D", "--chdir", dest="chdir", metavar="directory")
+    sbatch.declare_job_size(p)
     p.add_argument("-w", "--nodelist", dest="nodelist", metavar="hosts")
     p.add_argument("--exclusive", dest="exclusive", action="store_true")
     p.add_argument("--gres", dest="gres", metavar="gpu:N")

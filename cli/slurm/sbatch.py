@@ -112,6 +112,21 @@ def declare(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("script", nargs=argparse.REMAINDER, help="the batch script and its arguments")
 
 
+def declare_job_size(p: argparse.ArgumentParser) -> None:
+    """The options of a job's size, name, place and time that srun and salloc take as sbatch reads them."""
+    p.add_argument("-n", "--ntasks", dest="ntasks", metavar="ntasks", type=_count)
+    p.add_argument("-N", "--nodes", dest="nodes", metavar="nodes", type=_nodes)
+    p.add_argument("--ntasks-per-node", dest="per_node", metavar="ntasks", type=_count)
+    p.add_argument("-c", "--cpus-per-task", dest="cpus", metavar="ncpus", type=_count)
+    p.add_argument("-J", "--job-name", dest="name", metavar="name")
+    p.add_argument("-p", "--partition", dest="partition", metavar="partition")
+    p.add_argument("-A", "--account", dest="account", metavar="account")
+    p.add_argument("-t", "--time", dest="time", metavar="time")
+    p.add_argument("--mem", dest="mem", metavar="size[units]")
+    p.add_argument("--mem-per-cpu", dest="mem_per_cpu", metavar="size[units]")
+    p.add_argument("-D", "--chdir", dest="chdir", metavar="directory")
+
+
 def _count(text: str) -> int:
     if not re.fullmatch(r"[0-9]{1,8}", text) or not 1 <= int(text) <= 1 << 20:
         raise argparse.ArgumentTypeError(f"invalid number: {text[:20]!r}")

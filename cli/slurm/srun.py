@@ -33,17 +33,7 @@ from xce.v1 import api_pb2 as api
 
 
 def declare(p: argparse.ArgumentParser, name: str) -> None:
-    p.add_argument("-n", "--ntasks", dest="ntasks", metavar="ntasks", type=sbatch._count)
-    p.add_argument("-N", "--nodes", dest="nodes", metavar="nodes", type=sbatch._nodes)
-    p.add_argument("--ntasks-per-node", dest="per_node", metavar="ntasks", type=sbatch._count)
-    p.add_argument("-c", "--cpus-per-task", dest="cpus", metavar="ncpus", type=sbatch._count)
-    p.add_argument("-J", "--job-name", dest="name", metavar="name")
-    p.add_argument("-p", "--partition", dest="partition", metavar="partition")
-    p.add_argument("-A", "--account", dest="account", metavar="account")
-    p.add_argument("-t", "--time", dest="time", metavar="time")
-    p.add_argument("--mem", dest="mem", metavar="size[units]")
-    p.add_argument("--mem-per-cpu", dest="mem_per_cpu", metavar="size[units]")
-    p.add_argument("-D", "--chdir", dest="chdir", metavar="directory")
+    sbatch.declare_job_size(p)
     p.add_argument("--export", dest="export", metavar="ALL|NONE|VARS")
     p.add_argument("-o", "--output", dest="output", metavar="pattern")
     p.add_argument("-e", "--error", dest="error", metavar="pattern")

@@ -20,7 +20,6 @@ import pytest
 from conftest import FAST_HOSTS, print_logs_if_failed, wait_until
 
 from ops.local_cluster import LocalCluster
-from xce import slurm_bin
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
@@ -41,12 +40,7 @@ def cluster() -> Iterator[LocalCluster]:
 @pytest.fixture
 def site(cluster: LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
          request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
-    monkeypatch.setenv("PATH", f"{slurm_bin.ensure()}:{os.environ['PATH']}")
-    monkeypatch.setenv("XCE_DATA", str(cluster.data))
-    monkeypatch.delenv("XCE_CONTROLLERS", raising=False)
-    for name in [name for name in os.environ if name.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "SACCT_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+    lsf_site.slurm_environment(monkeypatch, cluster, tmp_path)
     yield cluster
     print_logs_if_failed(request, cluster.data)
 
