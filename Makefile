@@ -7,13 +7,15 @@ STAMP := $(VENV)/.installed
 # The product's packages: mypy --strict checks them in `make test` (ruff checks everything, C901 at 15).
 PACKAGES := xce client controller scheduler worker ops cli gateway simulator soak
 
-.PHONY: demo test unit test-slow cluster bench bench-htc bench-scale bench-etcd lint proto soak tlc clean
+.PHONY: demo test unit test-slow test-faults cluster bench bench-htc bench-scale bench-etcd lint proto soak soak-long tlc clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -e '.[dev]' --config-settings editable_mode=compat  # a path entry, not an import hook: 10 ms off every start
 	$(BIN)/python -m compileall -q xce client ops cli controller scheduler worker gateway >/dev/null  # bytecode, as an install has
 	sh scripts/install_munge.sh
+	sh scripts/install_netfault.sh
+	sh scripts/install_faketime.sh
 	sh scripts/install_openmpi.sh
 	sh scripts/install_chromium.sh
 	sh scripts/install_exim.sh
@@ -39,6 +41,11 @@ unit: $(STAMP)
 test-slow: $(STAMP)
 	XCE_SLOW=1 $(BIN)/python -m pytest -q -m slow tests
 
+# Each fault kind of soak/README.md in a short soak of its own, and the checker against the injected
+# bugs (tests marked faults; about 10 minutes on two cores).
+test-faults: $(STAMP)
+	XCE_FAULTS=1 $(BIN)/python -m pytest -q -m faults tests
+
 cluster: $(STAMP)
 	$(BIN)/xce cluster up
 
@@ -59,6 +66,10 @@ tlc: $(STAMP)
 
 soak: $(STAMP)
 	$(BIN)/python -m soak $(SOAK_ARGS)
+
+# Two hours, every fault kind mixed, a fault every 15 s (soak/README.md).
+soak-long: $(STAMP)
+	$(BIN)/python -m soak --duration 7200 --kill-every 15 --faults all --out soak-out/long $(SOAK_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

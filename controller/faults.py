@@ -20,6 +20,15 @@ Never set in production; the replica logs a warning when one is on.
 - member-pause=SECONDS: as leader, this replica waits that long before each
   step of a membership change (membership.py), so that a test can kill it
   between any two steps. Not an entry fault: `member_pause_s` reads it.
+
+Three bugs that only the soak's linearizability check can see (soak/linear/), not entry faults
+(`flags` reads them; the soak's tests show the checker finding each):
+- stale-reads: any replica answers a read from its own state, leader or not, with no ReadIndex
+  (as a follower read without a read barrier would).
+- lease-reads: a replica that believes it leads answers reads from its own state without asking a
+  majority, and never steps down for want of one (a leader lease honoured after its expiry).
+- ack-before-sync: the Raft log and the state are written without fsync (LMDB sync off): a write is
+  acknowledged before it is on disk, and a power loss of a majority loses it.
 """
 
 from __future__ import annotations
@@ -35,7 +44,8 @@ from xce.v1 import log_pb2 as log
 
 logger = logging.getLogger(__name__)
 FAULTS = ("requeue-on-success", "raise-on-entry=KIND", "lacks-entry=KIND", "slow-entry=KIND",
-          "member-pause=SECONDS")
+          "member-pause=SECONDS", "stale-reads", "lease-reads", "ack-before-sync")
+FLAGS = frozenset({"stale-reads", "lease-reads", "ack-before-sync"})
 SLOW_OPERATION_S = 0.001
 
 
@@ -59,6 +69,8 @@ def handlers(spec: str) -> Mapping[str, fsm.Handler]:
             table[kind] = _slowed(table[kind])
         elif name == "member-pause" and _seconds(kind) is not None:
             pass  # the leader's, not apply's (member_pause_s)
+        elif name in FLAGS and not kind:
+            pass  # the replica's, not apply's (flags)
         else:
             raise FaultError(f"unknown XCE_FAULT {fault!r} (known: {', '.join(FAULTS)}; KIND one of "
                              f"{', '.join(sorted(fsm.HANDLERS))})")
@@ -73,6 +85,11 @@ def member_pause_s(spec: str) -> float:
         if name == "member-pause":
             return _seconds(value) or 0.0
     return 0.0
+
+
+def flags(spec: str) -> frozenset[str]:
+    """The faults of `spec` that are not apply's: stale-reads, lease-reads, ack-before-sync."""
+    return frozenset(part.strip() for part in spec.split(",")) & FLAGS
 
 
 def _seconds(text: str) -> float | None:

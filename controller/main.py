@@ -9,6 +9,7 @@ the tests that started it watch).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -44,8 +45,17 @@ def run(config_path: Path, replica_id: int, join: bool = False, force_new_cluste
             from controller.restore import forced_note_done
 
             forced_note_done(config.replica_dir(replica_id))
+        broken = faults.flags(os.environ.get("XCE_FAULT", ""))
+        if "ack-before-sync" in broken:
+            from controller import raft_wal, store
+
+            raft_wal.SYNC = store.SYNC = False
+        if "lease-reads" in broken:  # it never steps down for want of a majority
+            raft = dataclasses.replace(config.raft, leader_fallback_s=3600.0)
+            config = dataclasses.replace(config, raft=raft)
         replica = Replica(config, replica_id, handlers, join=join,
-                          member_pause_s=faults.member_pause_s(os.environ.get("XCE_FAULT", "")))
+                          member_pause_s=faults.member_pause_s(os.environ.get("XCE_FAULT", "")),
+                          read_faults=broken & {"stale-reads", "lease-reads"})
     except (ConfigError, StoreError, ValueError) as exc:
         print(f"xce controller: {exc}", file=sys.stderr)
         return 2

@@ -27,6 +27,8 @@ import lmdb
 from xce.private import private_lmdb
 
 MAP_SIZE = 8 << 30
+# False only under XCE_FAULT ack-before-sync (faults.py): a build that acknowledges before its log is on disk.
+SYNC = True
 
 Entry = tuple[bytes, int, int]  # pysyncobj's (command, index, term)
 
@@ -36,8 +38,8 @@ class LmdbJournal:
                  on_failure: Callable[[BaseException], None] | None = None,
                  check_removal: Callable[[int], None] | None = None) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
-        self._env = lmdb.open(str(private_lmdb(Path(path))), map_size=MAP_SIZE, max_dbs=2, sync=True,
-                              metasync=True, mode=0o600)
+        self._env = lmdb.open(str(private_lmdb(Path(path))), map_size=MAP_SIZE, max_dbs=2, sync=SYNC,
+                              metasync=SYNC, mode=0o600)
         self._log = self._env.open_db(b"log")
         self._meta_db = self._env.open_db(b"meta")
         # Called before entries covered by a snapshot are dropped, so the

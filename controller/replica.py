@@ -173,8 +173,10 @@ def leader_settings(config: ClusterConfig, replica_id: int, kinds: frozenset[str
 class Replica:
     def __init__(self, config: ClusterConfig, replica_id: int,
                  handlers: Mapping[str, fsm.Handler] = fsm.HANDLERS, clock: Clock = REAL_CLOCK,
-                 rng: random.Random | None = None, join: bool = False, member_pause_s: float = 0.0) -> None:
+                 rng: random.Random | None = None, join: bool = False, member_pause_s: float = 0.0,
+                 read_faults: frozenset[str] = frozenset()) -> None:
         self.config = config
+        self.read_faults = read_faults  # XCE_FAULT stale-reads, lease-reads: deliberately broken (faults.py)
         self.me = config.replica(replica_id)
         self.clock = clock
         self.kinds = frozenset(handlers)
@@ -347,6 +349,8 @@ class Replica:
         majority confirmed that after the read arrived, and it applied what was committed then
         (Raft's ReadIndex, read_index.py). Else the refusal a write would get (followers name the
         leader), so clients follow the leader for reads as for writes."""
+        if self.read_faults and ("stale-reads" in self.read_faults or self.core.serving_term() is not None):
+            return
         if self.core.serving_term() is None:
             raise self.core.refusal()
         loop = asyncio.get_running_loop()

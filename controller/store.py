@@ -45,6 +45,7 @@ from xce.v1 import log_pb2 as log
 logger = logging.getLogger(__name__)
 
 MAP_SIZE = 8 << 30  # address space only; the file grows with the data
+SYNC = True  # False only under XCE_FAULT ack-before-sync (faults.py)
 SNAPSHOT_MAGIC = b"XCESNAP1"
 IDENTITY_KEY = b"identity"
 
@@ -202,7 +203,7 @@ class StateStore:
         path.mkdir(parents=True, exist_ok=True)
         try:
             env = lmdb.open(str(private_lmdb(Path(path))), map_size=MAP_SIZE, max_dbs=len(TABLES) + 1,
-                            metasync=False, sync=True, max_readers=512, mode=0o600)
+                            metasync=False, sync=SYNC, max_readers=512, mode=0o600)
             dbs = {t: env.open_db(t.encode()) for t in TABLES}
         except lmdb.Error as exc:
             raise StoreError(f"state store {path} is unreadable (corrupt LMDB file?): {exc}") from exc

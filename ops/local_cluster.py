@@ -305,16 +305,18 @@ class LocalScheduler:
     """An `xce scheduler` process for a LocalCluster; killed at the end."""
 
     def __init__(self, cluster: LocalCluster, name: str = "sched-1", lease_s: float = 3.0,
-                 metrics: str = "") -> None:
+                 metrics: str = "", env: dict[str, str] | None = None) -> None:
+        """`env`: more of its environment, over this process's (soak/clockfault.py's clock)."""
         self.cluster = cluster
         self.name = name
         self.lease_s = lease_s
         self.metrics = metrics
+        self.env = dict(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         cert, key = self.cluster.certificate("scheduler", self.name)
-        env = dict(os.environ)
+        env = {**os.environ, **self.env}
         env.pop("XCE_TOKEN", None)
         if self.cluster.config.tls.insecure:  # no certificates: a token of role scheduler names it
             env["XCE_TOKEN"] = self.cluster.new_token(self.name, "scheduler")
@@ -388,6 +390,7 @@ class LocalWorkers:
     def __init__(self, cluster: LocalCluster) -> None:
         self.cluster = cluster
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.env: dict[str, dict[str, str]] = {}  # per worker, over this process's environment
 
     def config_path(self, name: str) -> Path:
         return self.cluster.data / f"worker-{name}.toml"
@@ -411,7 +414,8 @@ class LocalWorkers:
         with open(self.cluster.data / f"worker-{name}.log", "ab") as out:
             self.procs[name] = subprocess.Popen(
                 [*prefix, sys.executable, "-m", "cli", "worker", "--config", str(path)],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.env.get(name, {})})
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs.pop(name)

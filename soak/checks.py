@@ -32,6 +32,7 @@ KILL_SLACK_MS = 1000  # a start this soon after the kill was already on its way
 KILL_BOUND_S = 10.0   # a kill ends the instance within this, failovers included
 STOP_GAP_S = 1.5      # a stopped job shows at least this long a pause (it is held for 3 s)
 STOP_BOUND_S = 10.0   # ... which starts within this long of the stop, failovers included
+TICK_SLACK_S = 0.15   # a tick job writes every 0.1 s: one written this soon after the stop ran before it
 TICKS = 60            # what a tick job writes in all
 RSS_GROWTH_MB = 40.0  # beyond both bounds, a daemon's memory grew
 RSS_GROWTH_RATIO = 0.25
@@ -73,12 +74,14 @@ class Verdict:
     memory_growth: list[str] = field(default_factory=list)
     stop_gaps_s: dict[int, float] = field(default_factory=dict)  # each stopped job's longest pause
     minority_commits: int = 0  # writes a cut-off leader acknowledged, or that survived the heal
+    linearizable: str = "yes"  # the clients' history, by soak/linear: yes, no, unknown (out of time)
 
     @property
     def ok(self) -> bool:
         return not (self.lost or self.unfinished or self.duplicated or self.over_committed
                     or self.kills_not_effective
-                    or self.stops_not_effective or self.memory_growth or self.minority_commits)
+                    or self.stops_not_effective or self.memory_growth or self.minority_commits) \
+            and self.linearizable == "yes"
 
     def summary(self) -> dict[str, object]:
         return {"ok": self.ok, "lost": len(self.lost), "unfinished": len(self.unfinished),
@@ -87,6 +90,7 @@ class Verdict:
                 "kills_not_effective": len(self.kills_not_effective),
                 "stops_not_effective": len(self.stops_not_effective),
                 "memory_growth": self.memory_growth, "minority_commits": self.minority_commits,
+                "linearizable": self.linearizable,
                 "examples": {"lost": self.lost[:10], "unfinished": self.unfinished[:10],
                              "duplicated": self.duplicated[:10],
                              "over_committed": self.over_committed[:10],
@@ -225,13 +229,17 @@ def longest_pause(ticks: Sequence[float]) -> float:
 def stops_not_effective(stops: Mapping[int, tuple[int, Sequence[float]]]) -> list[int]:
     """stops: job -> (when the stop was acknowledged, ms; the tick times, s, it wrote).
     A stop took effect if the ticks pause within STOP_BOUND_S of it, or if the
-    job had written all its ticks by then (it ended before the stop reached it)."""
+    job had written all its ticks by then (it ended before the stop reached it), or if it wrote
+    none after the stop (it did not run again: its host's processes vanished, say, and the worker
+    that found it gone recorded its end only later)."""
     def effective(acked_ms: int, ticks: Sequence[float]) -> bool:
         acked, bound = acked_ms / 1000, acked_ms / 1000 + STOP_BOUND_S
         if not ticks or ticks[0] > acked:  # stopped before its first tick: the pause starts at the stop
             ticks = [acked, *ticks]
         pauses = [(a, b) for a, b in zip(ticks, ticks[1:], strict=False) if b - a >= STOP_GAP_S]
         if any(acked - 1.0 <= a <= bound for a, _ in pauses):
+            return True
+        if ticks[-1] <= acked + TICK_SLACK_S:
             return True
         return len(ticks) >= TICKS and ticks[-1] <= bound
 

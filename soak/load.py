@@ -28,6 +28,8 @@ from pathlib import Path
 
 from client.channel import Client, XceError
 from client.credentials import Credentials
+from soak.linear.history import History
+from soak.recorded import RecordedClient
 from xce.v1 import api_pb2 as api
 
 QUEUES = ("normal", "priority", "idle")
@@ -41,6 +43,7 @@ def _now_ms() -> int:
 @dataclass
 class LoadRecord:
     acknowledged: dict[int, int] = field(default_factory=dict)  # job -> when its submit was acknowledged
+    order: list[int] = field(default_factory=list)  # the load's acknowledged jobs, in order (readers' picks)
     kills: dict[int, int] = field(default_factory=dict)         # job -> when its kill was acknowledged
     stops: dict[int, int] = field(default_factory=dict)         # job -> when its stop was acknowledged
     stop_log: dict[int, list[str]] = field(default_factory=dict)  # job -> what the generator saw
@@ -51,12 +54,15 @@ class LoadRecord:
 
 class LoadGenerator:
     def __init__(self, addresses: list[str], credentials: Credentials, rate: float, seed: int,
-                 ticks_dir: Path) -> None:
+                 ticks_dir: Path, history: History, on_ack: Callable[[int], None] = lambda job: None) -> None:
         self.rate = rate
         self.rng = random.Random(seed)
         self.ticks_dir = ticks_dir
         ticks_dir.mkdir(parents=True, exist_ok=True)
-        self.client = Client(addresses, credentials, deadline_s=30.0, call_timeout_s=2.0)
+        client = Client(addresses, credentials, deadline_s=30.0, call_timeout_s=2.0)
+        self.client = RecordedClient("load", client, history)
+        self._submitted = 0
+        self._on_ack = on_ack
         self.record = LoadRecord()
         self._stop = threading.Event()
         self._later: list[tuple[float, int, Callable[[], None]]] = []  # (when, seq, action)
@@ -106,24 +112,30 @@ class LoadGenerator:
         rng = self.rng
         kind = rng.choices(("plain", "hold", "kill", "tick"), weights=(82, 6, 6, 6))[0]
         spec = api.JobSpec(command=["sleep", f"{rng.uniform(0, 3):.2f}"], slots=rng.randint(1, 4),
-                           queue=rng.choice(QUEUES), priority=rng.randint(0, 10), name=f"soak-{kind}")
+                           queue=rng.choice(QUEUES), priority=rng.randint(0, 10),
+                           name=f"soak-{kind}-{self._submitted}")
+        self._submitted += 1
         if kind == "plain" and rng.random() < 0.2:  # a GPU on each of its hosts: checked per resource
             spec.resource_req = "rusage[gpu=1]"
         elif kind == "plain" and rng.random() < 0.15:  # over 2-3 hosts, whatever is free: all or nothing
             spec.slots, spec.resource_req = rng.randint(2, 3), "span[ptile=1]"
         if kind == "tick":
+            # Ticks by the host's uptime clock, which no wall-clock fault moves (the soak turns it into
+            # its own wall time, run.py); 10 ms is fine enough for ticks 0.1 s apart.
             script = (f'f={self.ticks_dir}/$XCE_JOB_ID; i=0; while [ $i -lt 60 ]; do '
-                      'date +%s.%N >> "$f"; sleep 0.1; i=$((i+1)); done')
+                      'read up _ < /proc/uptime; echo "$up" >> "$f"; sleep 0.1; i=$((i+1)); done')
             spec.command[:] = ["sh", "-c", script]
             spec.slots = 1
         delay = rng.uniform(1, 3) if kind == "hold" else rng.uniform(0, 3)
         try:
-            job = self.client.submit([spec]).jobs[0]
+            job = self.client.submit(spec)
         except XceError as exc:
             self.record.failed_submits += 1
             self.record.errors.append(f"submit: {exc}"[:200])
             return
         self.record.acknowledged[job.id] = _now_ms()
+        self.record.order.append(job.id)
+        self._on_ack(job.id)
         if kind == "hold":
             self._do(lambda: self._hold(job.id, delay))
         elif kind == "kill":
@@ -141,7 +153,7 @@ class LoadGenerator:
         self.record.kills[job_id] = _now_ms()
 
     def _stop_when_running(self, job_id: int, tries: int) -> None:
-        job = self.client.get_job(job_id)
+        job = self.client.get(job_id)
         if job.state == api.RUN and job.pid > 0:
             self.client.control(job_id, api.STOP)
             self.record.stops[job_id] = _now_ms()

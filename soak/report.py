@@ -127,6 +127,79 @@ def figures(config: SoakConfig, started: float, load_end: float, drain_s: float,
     }
 
 
+def fault_figures(chaos: ChaosRecord) -> dict[str, Any]:
+    """Per fault kind beyond kills: how many, on what, and the failovers they caused."""
+    kinds: dict[str, Any] = {}
+    for event in chaos.events:
+        kind = kinds.setdefault(event.kind, {"n": 0, "targets": {}, "recovered": [], "events": []})
+        kind["n"] += 1
+        kind["targets"][event.target] = kind["targets"].get(event.target, 0) + 1
+        if event.recovered_s is not None:
+            kind["recovered"].append(event.recovered_s)
+        kind["events"].append({"target": event.target, "at": round(event.at, 3),
+                               "length_s": round(event.end - event.at, 2) if event.end else None,
+                               "detail": event.detail,
+                               "recovered_s": _rounded(event.recovered_s)})
+    for name, kind in kinds.items():
+        kind["recovered"] = _stats(kind["recovered"])
+        failovers = [f for f in chaos.failovers if f.kind == name]
+        kind["failover_write"] = _stats([f.write_s for f in failovers if f.write_s is not None])
+        kind["failover_dispatch"] = _stats([f.dispatch_s for f in failovers if f.dispatch_s is not None])
+    return kinds
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def availability(ops: Sequence[Any], bin_s: float = 1.0) -> dict[str, Any]:
+    """The share of time writes succeeded: of the seconds in which a submit was tried, those in
+    which one was acknowledged (an unknown or refused one is not)."""
+    tried: set[int] = set()
+    served: set[int] = set()
+    for op in ops:
+        if op.kind != "submit":
+            continue
+        tried.add(int(op.invoke_ns / 1e9 / bin_s))
+        if op.status == "ok" and op.complete_ns is not None:
+            served.add(int(op.complete_ns / 1e9 / bin_s))
+    share = len(served & tried) / len(tried) if tried else None
+    worst, last = 0.0, None
+    acked = sorted(o.complete_ns for o in ops if o.kind == "submit" and o.status == "ok" and o.complete_ns)
+    for done in acked:
+        if last is not None:
+            worst = max(worst, (done - last) / 1e9)
+        last = done
+    return {"write_seconds": len(tried), "served_share": None if share is None else round(share, 4),
+            "longest_gap_s": round(worst, 2),
+            "operations": len(ops), "unknown": sum(1 for o in ops if o.status == "unknown"),
+            "unknown_share": round(sum(1 for o in ops if o.status == "unknown") / len(ops), 4) if ops else 0}
+
+
+def _fault_lines(result: dict[str, Any]) -> list[str]:
+    lines = []
+    linear = result.get("linearizability")
+    if linear:
+        lines.append(f"history: {linear['operations']} operations checked in {linear['partitions']} "
+                     f"partitions, {linear['elapsed_s']} s: linearizable {linear['linearizable']}")
+    avail = result.get("availability")
+    if avail:
+        lines.append(f"availability: writes served in {avail['served_share']:.1%} of the "
+                     f"{avail['write_seconds']} seconds tried, longest gap {avail['longest_gap_s']} s; "
+                     f"{avail['unknown']} of {avail['operations']} operations unknown "
+                     f"({avail['unknown_share']:.2%})" if avail["served_share"] is not None else
+                     "availability: no write tried")
+    for kind, figures in sorted(result.get("fault_kinds", {}).items()):
+        targets = ", ".join(f"{t} {n}" for t, n in sorted(figures["targets"].items()))
+        recovered = figures["recovered"]
+        lines.append(f"{kind} x{figures['n']} ({targets}): first write after it "
+                     + (f"p50 {figures['failover_write']['p50_ms']} ms" if figures["failover_write"].get("n")
+                        else "-")
+                     + (f"; victim caught up p50 {recovered['p50_ms']} ms, max {recovered['max_ms']} ms"
+                        if recovered.get("n") else ""))
+    return lines
+
+
 def summary(result: dict[str, Any]) -> str:
     v = result["verdict"]
     fk, fp = result["failover_kill"], result["failover_partition"]
@@ -150,7 +223,8 @@ def summary(result: dict[str, Any]) -> str:
     drain = f"+{result['drain_s']} s drain" + ("" if result["drained"] else ", NOT drained")
     resyncs = result["resyncs"]
     lines = [
-        f"soak: {'PASS' if v['ok'] else 'FAIL'} -- {v['lost']} lost, {v['unfinished']} unfinished "
+        f"soak: {'PASS' if v['ok'] else 'FAIL'} -- linearizable: {v.get('linearizable', '?')}, "
+        f"{v['lost']} lost, {v['unfinished']} unfinished "
         f"{v['unfinished_states'] or ''}, {v['duplicated']} duplicated, "
         f"{v['over_committed_hosts']} over-committed hosts, {v['kills_not_effective']} kills and "
         f"{v['stops_not_effective']} stops without effect, memory growth: {v['memory_growth'] or 'none'}",
@@ -168,10 +242,16 @@ def summary(result: dict[str, Any]) -> str:
         f"  a submit to the cut-off leader: {', '.join(fp['minority_writes']) or '-'}; "
         f"minority writes committed: {v['minority_commits']}",
         f"scheduler resyncs: {resyncs['snapshot']} by snapshot, {resyncs['events']} by events",
+        *_fault_lines(result),
     ]
     if v["examples"] and not v["ok"]:
         lines.append(f"examples: {v['examples']}")
     return "\n".join(lines)
+
+
+FAULT_COLOURS = {"kill": "red", "partition": "purple", "pause": "orange", "host-reboot": "brown",
+                 "disk-full": "black", "fsync-stall": "olive", "slow-disk": "yellowgreen",
+                 "power-loss": "darkred", "clock-jump": "teal", "clock-skew": "cyan", "netem": "blue"}
 
 
 def timeline(path: Path, started: float, instances: Sequence[checks.Instance],
@@ -192,13 +272,22 @@ def timeline(path: Path, started: float, instances: Sequence[checks.Instance],
     top.step(xs, ys, where="post", linewidth=0.8, label="running instances")
     for failover in chaos.failovers:
         at = failover.at - started
-        colour = "red" if failover.kind == "kill" else "purple"
+        colour = FAULT_COLOURS.get(failover.kind, "grey")
         top.axvline(at, color=colour, linewidth=0.6, alpha=0.7)
         if failover.write_s is not None:
             top.axvspan(at, at + failover.write_s, color=colour, alpha=0.15)
+    marked: set[str] = set()
+    for event in chaos.events:  # each fault beyond kills as a band along the bottom, its own colour
+        colour = FAULT_COLOURS.get(event.kind, "grey")
+        end = (event.end or event.at + 1.0) - started
+        top.axvspan(event.at - started, end, ymin=0.0, ymax=0.06, color=colour, alpha=0.8,
+                    label=event.kind if event.kind not in marked else None)
+        marked.add(event.kind)
+    if marked:
+        top.legend(loc="upper right", fontsize="small", title="faults (bands)")
     top.set_ylabel("running instances")
-    top.set_title("XCE soak: running instances; leader kills (red), partitions (purple), shaded until "
-                  "the first committed write")
+    top.set_title("XCE soak: running instances; leader kills (red), partitions (purple), other faults "
+                  "(bands); shaded until the first committed write")
     bottom.step([t - started for t, _ in leaders], [leader for _, leader in leaders], where="post")
     bottom.set_yticks([0, 1, 2, 3], ["none", "1", "2", "3"])
     bottom.set_ylabel("leader")

@@ -79,6 +79,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         import tlc  # the long model checks run while the other tests mostly wait on daemons
 
         tlc.start_ahead([key for test, key in tlc.AHEAD.items() if test in selected])
+    faults = pytest.mark.skip(reason="a fault kind's soak: `make test-faults` runs it")
+    for item in items:
+        if "faults" in item.keywords and os.environ.get("XCE_FAULTS") != "1":
+            item.add_marker(faults)
     if os.environ.get("XCE_SLOW") == "1":
         return
     later = pytest.mark.skip(reason="slow: `make test-slow` runs it")

@@ -81,6 +81,14 @@ MAX_BACKOFF_S = 2.0  # a failover takes about a second: do not sleep through it
 OUTPUT_READERS = 4  # output reads at once (the rest time out)
 
 
+def _boot_id() -> str:
+    """This boot's id (Linux), under which monotonic readings of different processes compare; "" if none."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
 def _lsf_bindir() -> dict[str, str]:
     """LSF_BINDIR for every job here (LSF's own jobs have it: `$LSF_BINDIR/blaunch`), the LSF
     commands' directory made if it is not (xce/lsf_bin.py); none if it cannot be."""
@@ -114,7 +122,7 @@ class Worker:
                                  gpus=int(config.host.resources.get("gpu", 0)),
                                  mail_command=config.mail_command)
         self.session = WorkerSession(config.host, self.executor, self.executor.journal, clock,
-                                     config.kill_grace_s, load or LoadMeter().sample)
+                                     config.kill_grace_s, load or LoadMeter().sample, boot_id=_boot_id())
         self.session.read_output = self._read_output
         self.launches: launch_socket.LaunchServer | None = None  # `xce launch` in jobs here (run())
 

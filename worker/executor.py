@@ -152,7 +152,7 @@ class Executor:
             self.end(key, record, failed(job, START_FAILED, f"start failed: {exc}"))
             return
         record.update(state="running", pid=pid, pid_start=self.host.start_ticks(pid),
-                      started_ms=self.clock.now_ms())
+                      started_ms=self.clock.now_ms(), started_mono_ms=self._mono_ms())
         if record.get("warning_to") == api.WARNING_TO_SHELL:
             record["uid"] = account.uid  # whom its batch shell must still run as, to be sent its warning
         self.journal.put(key, record)
@@ -202,7 +202,8 @@ class Executor:
                 return
             known = {"state": "part", "readable_id": job.readable_id, "credential": credential,
                      "job": job.SerializeToString().hex(), "slots": _slots_here(job, self.name),
-                     "part_ms": self.clock.now_ms()}  # when this host learned of its part (the soak reads it)
+                     "part_ms": self.clock.now_ms(),  # when this host learned of its part (the soak reads it)
+                     "part_mono_ms": self._mono_ms()}
             limit = _mem_limit_kb(job, self.name)
             if limit:
                 known["mem_limit_kb"] = limit
@@ -426,6 +427,11 @@ class Executor:
 
         self.host.watch(record["pid"], started_here, record.get("pid_start"), ended)
 
+    def _mono_ms(self) -> int:
+        """The host's monotonic clock (shared by its processes, moved by no wall-clock jump): the soak's
+        evidence of when an instance ran beside the wall-clock times (docs/FAULTS.md)."""
+        return int(self.clock.monotonic_s() * 1000)
+
     def finished(self, key: Key, record: dict[str, Any], shim_signal: int | None) -> api.JobReport:
         report = api.JobReport(job_id=key[0], attempt=key[1])
         status = self._i.read_status(record["status_file"])
@@ -436,6 +442,7 @@ class Executor:
             return report
         finished = report.finished
         finished.time_ms = int(status.get("time_ms") or self.clock.now_ms())
+        record["ended_mono_ms"] = int(status.get("mono_ms") or self._mono_ms())
         if "exit_code" in status:
             finished.exit_code = int(status["exit_code"])
             finished.term_signal = int(status["term_signal"])

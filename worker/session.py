@@ -22,7 +22,10 @@ heartbeat answers how long a worker may go unanswered (`fence_s`); past it,
 `check_fence` kills the rerunnable jobs (HostJobs.fence) so the leader can
 requeue them before it gives the host up. The fence's clock is kept in a
 note (the journal's), so a worker restarted while cut off does not start it
-afresh.
+afresh: on the same boot (`boot_id`) by the monotonic clock, which every
+process of the host shares and no wall-clock jump moves (behind by 10
+minutes, the wall clock would restart the fence afresh while the leader's
+timeout runs on); after a reboot, by the wall clock, all there is.
 
 Reports and task states come from the jobs' own threads: `send` may be
 called from any thread, under the session's lock only for its bookkeeping.
@@ -47,7 +50,7 @@ Send = Callable[[api.WorkerMessage], None]
 ReadOutput = Callable[[api.OutputRequest, Callable[[api.OutputAnswer], None]], None]  # request, answer
 
 MAX_FAILURES_KEPT = 100
-FENCE_NOTE = "fence"  # the journal note: fence_s, unknown_timeout_s, the last answer's wall time
+FENCE_NOTE = "fence"  # the journal note: fence_s, unknown_timeout_s, the last answer's wall and monotonic s
 FENCE_NOTE_EVERY_S = 1.0  # how often the last answer's time is written down
 RESTART_JOIN_S = 10.0  # after a restart, the fence waits this long for a join (two join timeouts)
 DEFAULT_HEARTBEAT_S = 2.0  # until a leader says otherwise
@@ -85,14 +88,16 @@ class Notes(Protocol):
 class WorkerSession:
     def __init__(self, host: api.HostSpec, jobs: HostJobs, notes: Notes, clock: Clock, kill_grace_s: float,
                  load: Callable[[float], dict[str, float]] = lambda now_s: {},
-                 capabilities: Sequence[str] = CAPABILITIES) -> None:
-        """`load`: the host's load indices at a monotonic time."""
+                 capabilities: Sequence[str] = CAPABILITIES, boot_id: str = "") -> None:
+        """`load`: the host's load indices at a monotonic time; `boot_id`: this boot's (the kernel's
+        random boot_id; "": unknown), under which the clock's monotonic readings are comparable."""
         self.host = host
         self.jobs = jobs
         self.notes = notes
         self.clock = clock
         self.kill_grace_s = kill_grace_s
         self.capabilities = tuple(capabilities)
+        self.boot_id = boot_id
         self._load = load
         self.generation = 0
         self.joined = False
@@ -286,7 +291,7 @@ class WorkerSession:
             self._noted_s = now
             self.notes.put_note(FENCE_NOTE, {
                 "fence_s": self.fence_s, "unknown_timeout_s": self.unknown_timeout_s,
-                "answered_ms": self.clock.now_ms()})
+                "answered_ms": self.clock.now_ms(), "answered_s": now, "boot": self.boot_id})
 
     def _load_fence_note(self) -> None:
         """After a restart: the fence as it was, its clock running since the last answer."""
@@ -295,8 +300,11 @@ class WorkerSession:
             return
         self.fence_s = float(note.get("fence_s", 0.0))
         self.unknown_timeout_s = float(note.get("unknown_timeout_s", 0.0))
-        since_s = max(0.0, (self.clock.now_ms() - int(note.get("answered_ms", 0))) / 1000)
         now = self.clock.monotonic_s()
+        if self.boot_id and note.get("boot") == self.boot_id and "answered_s" in note:
+            since_s = max(0.0, now - float(note["answered_s"]))  # same boot: no wall-clock jump counts
+        else:
+            since_s = max(0.0, (self.clock.now_ms() - int(note.get("answered_ms", 0))) / 1000)
         self._answered_s = now - since_s
         # A restart past fence_s has not fenced yet: let it try to join first (its jobs may be
         # UNKWN, not lost), as long as the kill still ends before the leader can give up.

@@ -32,6 +32,9 @@ from xce.private import write_private
 ROLES = ("replica", "worker", "scheduler", "client")
 CA_DAYS = 3650
 LEAF_DAYS = 825
+# Valid from this long before issue (as Let's Encrypt backdates): a host whose clock is behind by up to
+# an hour still accepts a certificate issued just now (soak/README.md: clock faults).
+BACKDATE = datetime.timedelta(hours=1)
 
 
 class PkiError(Exception):
@@ -65,7 +68,7 @@ def init_ca(directory: Path, cluster_id: str) -> Path:
     now = _now()
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_before(now - BACKDATE)
             .not_valid_after(now + datetime.timedelta(days=CA_DAYS))
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
@@ -103,7 +106,7 @@ def issue(directory: Path, role: str, name: str, sans: Sequence[str] = (), days:
                                         x509.NameAttribute(NameOID.COMMON_NAME, name)]))
                .issuer_name(ca_cert.subject).public_key(key.public_key())
                .serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(minutes=5))
+               .not_valid_before(now - BACKDATE)
                .not_valid_after(now + datetime.timedelta(days=days))
                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                .add_extension(x509.ExtendedKeyUsage(usages), critical=False))

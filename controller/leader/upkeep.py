@@ -115,7 +115,7 @@ class Upkeep:
             return
         with self.ctx.state.read() as tables:
             batched = self.ctx.enabled(tables, "host_statuses")
-            changes = watchdog.proposals(tables, now, self.ctx.clock.now_ms(), batched)
+            changes = watchdog.proposals(tables, now, batched)
         for change in changes:
             self.ctx.propose(change.entry, functools.partial(self._watched, leadership, change))
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from worker.config import WorkerConfig
 from worker.daemon import Worker
 from worker.journal import MemoryJournal
@@ -68,6 +70,37 @@ def test_a_restarted_worker_keeps_the_fence_clock_and_first_tries_to_join(tmp_pa
     clock.advance(200)  # 8.1 s after the last answer: 10 - 1 - 1 = 8
     assert daemon.check_fence() == [(1, 0)]
     assert fences == [8.1]
+
+
+class SteppedClock(ManualClock):
+    """A manual clock whose wall reading can be stepped (an NTP step, an operator's `date -s`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.step_ms = 0
+
+    def now_ms(self) -> int:
+        return super().now_ms() + self.step_ms
+
+
+@pytest.mark.parametrize("step_ms", [-600_000, 600_000])
+def test_a_restarted_worker_keeps_the_fence_clock_when_the_wall_clock_stepped(tmp_path: Path,
+                                                                               step_ms: int) -> None:
+    """Same boot: the fence counts by the monotonic clock across the restart. By the wall clock, 10
+    minutes back would restart the fence afresh (it would fire 13 s after the last answer, past the
+    leader's 10 s: a double run), 10 minutes ahead would fence at once, before trying to join."""
+    clock, journal = SteppedClock(), MemoryJournal()
+    first, _ = worker(tmp_path, journal, clock)
+    if not first.boot_id:
+        pytest.skip("no boot id on this system (Linux's /proc/sys/kernel/random/boot_id)")
+    joined(first)
+    clock.advance(5000)
+    clock.step_ms = step_ms
+    daemon, fences = worker(tmp_path, journal, clock)
+    clock.advance(2900)
+    assert daemon.check_fence() == []
+    clock.advance(200)
+    assert daemon.check_fence() == [(1, 0)] and fences == [8.1]
 
 
 def test_a_restarted_worker_that_joins_is_not_fenced(tmp_path: Path) -> None:

@@ -116,7 +116,9 @@ def test_lsf_s_multi_letter_options_are_options(words: list[str]) -> None:
     (["--queue", "normal", "true"], "illegal option -- queue"),
     (["-L", "/bin/csh", "true"], "-L: this option of LSF's is not carried out by XCE yet. Job not"),
     (["-b", "25:00", "true"], "-b '25:00': hour must be in 0..23"),
-    (["-b", "10:00", "-t", "09:00", "true"], "-t: the termination time must come after the begin time"),
+    # Years named: with times of day alone, between 09:00 and 10:00 the -t would be tomorrow's 09:00.
+    (["-b", "2099:1:2:10:00", "-t", "2099:1:2:09:00", "true"],
+     "-t: the termination time must come after the begin time"),
     (["-E", " ", "true"], "-E: an empty command"),
     (["-Is", "-o", "out", "bash"], "-o with an interactive job (-I, -Ip, -Is): not in XCE yet"),
     (["-outdir", "/tmp", "true"], "-outdir: this option"),

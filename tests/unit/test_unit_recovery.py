@@ -208,10 +208,29 @@ def test_the_watchdog_gives_up_an_awaited_host_with_no_jobs_there() -> None:
     state.apply(log.Entry(host_status=log.SetHostStatus(name="h1", generation=generation,
                                                         status=api.HOST_UNAVAIL)), STAMP)
     dog = Watchdog(Liveness(0.0, 1.5), 0.1, unknown_timeout_ms=10_000)
-    early = dog.proposals(state.tables, 1.0, STAMP + 9_000, batched=True)
+    assert not [c for c in dog.proposals(state.tables, 1.0, batched=True) if c.what == "lost"]
+    early = dog.proposals(state.tables, 10.0, batched=True)  # seen UNAVAIL 9 s: not yet
     assert not [c for c in early if c.what == "lost"]
-    [lost] = [c for c in Watchdog(Liveness(0.0, 1.5), 0.1, 10_000).proposals(
-        state.tables, 1.0, STAMP + 11_000, batched=True) if c.what == "lost"]
+    [lost] = [c for c in dog.proposals(state.tables, 11.0, batched=True) if c.what == "lost"]
     assert lost.hosts == (("h1", generation),)
     state.apply(lost.entry)
     assert fsm.read_counter(state.tables, recovery.RECOVERY_COUNTER) == 0 and state.refusal(1, "h2") is None
+
+
+def test_ResolveHost_waits_unknown_timeout_by_the_leaders_monotonic_clock_whatever_the_stamps_say() -> None:
+    """A host marked UNAVAIL by a leader whose wall clock was 10 minutes behind this one's (or this
+    leader's clock jumped 10 minutes ahead since): the committed status time says "unavailable for
+    10 minutes", but the worker may have been cut off for seconds and not fenced yet. Giving it up
+    then would requeue its rerunnable jobs while they still run there (a double run)."""
+    state = _cluster()
+    recovery.prepare(state.tables, "c", MEMBERS, "inc", wait_ms=0, why="test", capabilities=CODE,
+                     derived=fsm.DERIVED)
+    state.join("h2")
+    generation = fsm.read_host(state.tables, "h1").generation  # type: ignore[union-attr]
+    state.apply(log.Entry(host_status=log.SetHostStatus(name="h1", generation=generation,
+                                                        status=api.HOST_UNAVAIL)), STAMP - 600_000)
+    dog = Watchdog(Liveness(100.0, 1.5), 0.1, unknown_timeout_ms=10_000)
+    for now_s in (100.0, 105.0, 109.9):
+        assert not [c for c in dog.proposals(state.tables, now_s, batched=True) if c.what == "lost"]
+    [lost] = [c for c in dog.proposals(state.tables, 110.0, batched=True) if c.what == "lost"]
+    assert lost.hosts == (("h1", generation),)

@@ -97,10 +97,12 @@ def test_a_stop_must_pause_the_job_soon_unless_it_had_ended() -> None:
     late_pause = [at + 0.2 * i for i in range(55)] + [at + 14 + 0.1 * i for i in range(5)]  # from 10.8 s
     never = [at + 0.2 * i for i in range(80)]  # slow ticks, no pause, still going after the bound
     stopped_at_once = [at + 3 + 0.1 * i for i in range(60)]  # the stop came before its first tick
+    gone = [at - 2 + 0.1 * i for i in range(20)]  # its host's processes vanished before the stop
+    one_more = [at - 2 + 0.1 * i for i in range(22)] + [at + 0.3]  # a tick after the stop, then none
     stops = {1: (int(S), steady), 2: (int(S), paused), 3: (int(S), late_pause), 4: (int(S), never),
-             5: (int(S), stopped_at_once)}
-    # 1 ended (all 60 ticks) before the bound: the stop came too late to matter
-    assert checks.stops_not_effective(stops) == [3, 4]
+             5: (int(S), stopped_at_once), 6: (int(S), gone), 7: (int(S), one_more)}
+    # 1 ended (all 60 ticks) before the bound: the stop came too late to matter; 6 never ran after it
+    assert checks.stops_not_effective(stops) == [3, 4, 7]
 
 
 def test_memory_that_keeps_growing_is_reported() -> None:
