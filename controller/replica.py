@@ -79,6 +79,7 @@ from controller.replica_status import peer_status
 from controller.store import StateStore, StoreError, lock_data_dir
 from xce import sd_notify
 from xce.clock import REAL_CLOCK, Clock
+from xce.clock_jumps import ClockJumps
 from xce.errors import ServiceError, unavailable
 from xce.metrics import serve as serve_metrics
 from xce.rlimits import raise_descriptor_limit
@@ -225,6 +226,7 @@ class Replica:
         self.sync_streams_open: Callable[[], int] = lambda: 0  # set by grpc_api (its metrics)
         self.metrics: ReplicaMetrics | None = None  # with [[replicas]] metrics = "host:port"
         self._proposed_at: dict[int, float] = {}  # proposal token -> when, for the commit latency
+        self._clock_jumps = ClockJumps()  # said in the log: the times this replica stamps moved
 
     # -------------------------------------------------------------- from the tick thread
 
@@ -488,6 +490,8 @@ class Replica:
                 await asyncio.wait_for(self._wake.wait(), delay)  # yields to the loop even at 0
             except TimeoutError:
                 pass
+            self._clock_jumps.log_if_moved(logger, f"replica {self.me.id}", self.clock.now_ms() / 1000,
+                                           self.clock.monotonic_s())
             try:
                 self.core.tick()
             except Exception:  # a bug in the core: say so, and keep the timer alive

@@ -38,6 +38,7 @@ from scheduler.planner import pass_view
 from scheduler.view import View
 from xce import daemon_logging, pki, sd_notify
 from xce.clock import REAL_CLOCK, Clock
+from xce.clock_jumps import ClockJumps
 from xce.metrics import BUCKETS
 from xce.metrics import serve as serve_metrics
 from xce.v1 import api_pb2 as api
@@ -59,6 +60,7 @@ class Scheduler:
         self.lease_s = lease_s
         self.min_interval_s = min_interval_s
         self.clock = clock
+        self._clock_jumps = ClockJumps()  # said in the log: the times this scheduler compares moved
         self._pickers: dict[str, Picker] = {}
         self.default_picker = picker
         self.decider = Decider(Lease(self.id, lease_s), self._picker, picker)
@@ -112,6 +114,8 @@ class Scheduler:
                 if self._stop.is_set():
                     break
                 self._urgent.clear()
+                self._clock_jumps.log_if_moved(log, f"scheduler {self.id}", self.clock.now_ms() / 1000,
+                                               self.clock.monotonic_s())
                 self._pass()
                 self._urgent.wait(self.min_interval_s)
         finally:

@@ -64,6 +64,7 @@ from worker.process_host import ProcessHost
 from worker.session import WorkerSession
 from xce import daemon_logging, lsf_bin, sd_notify, worker_wire
 from xce.clock import REAL_CLOCK, Clock
+from xce.clock_jumps import ClockJumps
 from xce.metrics import serve as serve_metrics
 from xce.v1 import api_pb2 as api
 
@@ -124,6 +125,7 @@ class Worker:
         self.session = WorkerSession(config.host, self.executor, self.executor.journal, clock,
                                      config.kill_grace_s, load or LoadMeter().sample, boot_id=_boot_id())
         self.session.read_output = self._read_output
+        self._clock_jumps = ClockJumps()  # said in the log: the times this worker journals moved
         self.launches: launch_socket.LaunchServer | None = None  # `xce launch` in jobs here (run())
 
     def _read_output(self, asked: api.OutputRequest, answer: Callable[[api.OutputAnswer], None]) -> None:
@@ -259,6 +261,9 @@ class Worker:
                 call.cancel()
                 return
             outgoing.put(self.session.heartbeat())
+            clock = self.session.clock
+            self._clock_jumps.log_if_moved(log, f"worker {self.config.host.name}", clock.now_ms() / 1000,
+                                           clock.monotonic_s())
 
 def _drain(outgoing: queue.Queue[api.WorkerMessage | None]) -> Iterator[api.WorkerMessage]:
     """What is queued, reports that queued up together sent as one message."""

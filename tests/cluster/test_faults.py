@@ -111,8 +111,10 @@ def test_wall_clock_jumps_and_drift_of_a_leader_a_scheduler_and_a_worker(tmp_pat
     figures = _clean(tmp_path, kind, "--partitions", "0", duration=50)
     events = _events(figures, kind)
     assert {e["target"].split("-")[0] for e in events} >= {"replica", "sched", "worker"}, events
-    if kind == "clock-jump":  # ahead and behind, by ten minutes
+    if kind == "clock-jump":  # ahead and behind, by ten minutes, and each victim's log says so
         assert {e["detail"].split()[0] for e in events} == {"+600", "-600"}, events
+        every = "".join(p.read_text(errors="replace") for p in (tmp_path / "logs").glob("*.log"))
+        assert "the wall clock jumped by +6" in every and "the wall clock jumped by -6" in every
     # No host was taken for lost while its clock was off (its heartbeats are timed by the monotonic
     # clock): nothing went UNAVAIL, no job UNKWN.
     logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "logs").glob("replica-*.log"))
