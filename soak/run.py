@@ -288,7 +288,7 @@ def _instances(workers: LocalWorkers) -> list[checks.Instance]:
     wall = time.time() - time.monotonic()  # this process's clock is never faked
 
     def when(record: dict[str, Any], mono: str, wall_ms: int) -> int:
-        return int(record[mono] + wall * 1000) if record.get(mono) else wall_ms
+        return int(record[mono] + wall * 1000) if record.get(mono) is not None else wall_ms
 
     out = []
     parts = []

@@ -334,10 +334,14 @@ class Executor:
                 else:
                     record.pop("preempted", None)
                 stops = record.setdefault("stops", [])
+                stops_mono = record.setdefault("stops_mono", [])  # the same, on the monotonic clock
                 if stopped:
                     stops.append([self.clock.now_ms(), 0])
+                    stops_mono.append([self._mono_ms(), 0])
                 elif stops:
                     stops[-1][1] = self.clock.now_ms()
+                    if stops_mono:
+                        stops_mono[-1][1] = self._mono_ms()
                 self.journal.put(key, record)
 
     def _confirm_stopped(self, key: Key, pid: int, tries: int = 0) -> None:
@@ -475,6 +479,7 @@ class Executor:
             given_away = _stopped_for_preemption(latest)
             if latest.get("stops"):
                 record["stops"] = latest["stops"]
+                record["stops_mono"] = latest.get("stops_mono", [])
             self.journal.put(key, record)
             self._i.running.pop(key, None)
             self.monitoring.forget(key)

@@ -126,7 +126,11 @@ class Monitor:
                 self._memlimit(key, mains.get(key), rss, limit)
             if report_usage and key in mains:
                 record = self._i.journal.get(key) or {}
-                wall = max(0.0, (now - int(record.get("started_ms", now))) / 1000)
+                if record.get("started_mono_ms") is not None:  # monotonic where journaled (as _ran_ms)
+                    ran_ms = int(self._i.clock.monotonic_s() * 1000) - int(record["started_mono_ms"])
+                else:
+                    ran_ms = now - int(record.get("started_ms", now))
+                wall = max(0.0, ran_ms / 1000)
                 self._report(api.JobReport(job_id=key[0], attempt=key[1], usage_now=api.UsageNow(
                     usage=api.Usage(user_cpu_s=cpu, max_rss_kb=rss, wall_s=wall), time_ms=now)))
 
@@ -134,10 +138,19 @@ class Monitor:
         return bool((self._i.journal.get(key) or {}).get("stopped"))
 
     def _ran_ms(self, key: Key, now: int) -> int:
-        """How long the instance has run: since its start, less the time it was stopped (journaled)."""
+        """How long the instance has run: since its start, less the time it was stopped (journaled).
+        By the monotonic clock, which no wall-clock step moves (a step ten minutes ahead would end a job
+        for its run limit early), where the journal has it: a live instance started on this boot, whose
+        monotonic readings compare; an instance journaled by older code, by the wall clock."""
         record = self._i.journal.get(key) or {}
-        stopped = sum(int(end or now) - int(begin) for begin, end in record.get("stops", ()))
-        return now - int(record.get("started_ms", now)) - stopped
+        stops_mono = record.get("stops_mono", ())
+        if record.get("started_mono_ms") is not None and len(stops_mono) == len(record.get("stops", ())):
+            now, started, stops = int(self._i.clock.monotonic_s() * 1000), record["started_mono_ms"], \
+                stops_mono
+        else:
+            started, stops = record.get("started_ms", now), record.get("stops", ())
+        stopped = sum(int(end or now) - int(begin) for begin, end in stops)
+        return now - int(started) - stopped
 
     def _warn(self, key: Key, pid: int, warning: WarningSignal) -> None:
         """The warning signal, once: journaled first, so a restarted worker does not send it again."""

@@ -295,6 +295,38 @@ def test_a_job_past_its_run_limit_is_killed_with_runlimit_stopped_time_not_count
     assert [(e.term_signal, e.exit_reason) for e in ends] == [(signal.SIGKILL, "RUNLIMIT")]
 
 
+def test_a_wall_clock_step_neither_ends_a_job_for_its_run_limit_nor_stretches_it(tmp_path: Path) -> None:
+    from xce.clock import ManualClock
+
+    class SteppedClock(ManualClock):  # the wall clock stepped by `offset_ms`; the monotonic one not
+        offset_ms = 0
+
+        def now_ms(self) -> int:
+            return super().now_ms() + self.offset_ms
+
+    processes = Processes()
+    clock = SteppedClock(1_000_000)
+    reports: list[api.JobReport] = []
+    x = Executor(tmp_path / "h1", 1.0, reports.append, host=Host(processes), journal=MemoryJournal(),  # type: ignore[arg-type]
+                 name="h1", clock=clock)
+    job = _one_host_job()
+    job.spec.run_limit_s = 60
+    x.run(job, "C")
+    pid = max(processes.alive)
+    clock.advance(20_000)
+    x.signal((7, 0), api.SIGNAL_STOP)
+    clock.offset_ms = 600_000  # ten minutes ahead, while it is stopped
+    clock.advance(10_000)
+    x.signal((7, 0), api.SIGNAL_CONT)
+    clock.advance(30_000)  # 50 s run, 60 s since the start, 660 s by the wall clock
+    x.monitor(report_usage=False)
+    assert pid in processes.alive and (pid, signal.SIGTERM) not in processes.signals
+    clock.offset_ms = -600_000  # and ten minutes behind: its run time does not shrink
+    clock.advance(15_000)  # 65 s run
+    x.monitor(report_usage=False)
+    assert (pid, signal.SIGTERM) in processes.signals
+
+
 def test_the_tasks_of_a_job_stopped_for_a_preemption_are_killed_at_once_too(tmp_path: Path) -> None:
     processes = Processes()
     worker = Worker("h1", tmp_path, processes)
