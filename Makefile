@@ -41,8 +41,8 @@ unit: $(STAMP)
 test-slow: $(STAMP)
 	XCE_SLOW=1 $(BIN)/python -m pytest -q -m slow tests
 
-# Each fault kind of soak/README.md in a short soak of its own, and the checker against the injected
-# bugs (tests marked faults; about 10 minutes on two cores).
+# Each fault kind of soak/README.md in a short soak of its own, the checker against the injected bugs,
+# and the targeted clock and network fault tests (tests marked faults; about 17 minutes on two cores).
 test-faults: $(STAMP)
 	XCE_FAULTS=1 $(BIN)/python -m pytest -q -m faults tests
 

@@ -19,7 +19,8 @@ from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from soak import clockfault
 from xce.v1 import api_pb2 as api
 
-pytestmark = [pytest.mark.cluster,
+# 30 s; `make test-faults` (make test keeps its budget; the clock faults' soaks run there too).
+pytestmark = [pytest.mark.cluster, pytest.mark.faults,
               pytest.mark.skipif(clockfault.available() is not None, reason=str(clockfault.available()))]
 
 JUMP_S = 600.0

@@ -25,7 +25,7 @@ from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers
 from soak.netns import Net, fault_available
 from xce.v1 import api_pb2 as api
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.faults]  # `make test-faults`: make test keeps its budget
 
 ROOT = Path(__file__).resolve().parents[2]
 # The soak's host timings: a worker whose heartbeats are lost for a while turns UNKNOWN, and its
