@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,20 +71,30 @@ def inject(chaos: Chaos, kind: str) -> None:
 
 def _peer_cut(chaos: Chaos) -> None:
     """The leader cut off from the other replicas, still reached by every client (peer_cut.py)."""
-    assert chaos.net is not None
+    net = chaos.net
+    assert net is not None
+
+    def peers(leader: int) -> tuple[str, list[str]]:
+        return net.namespaces[leader - 1], [a for i, a in enumerate(net.addresses) if i != leader - 1]
+
+    _cut_leader(chaos, "peer-cut", f"{PEER_CUT_S:.0f} s", lambda leader: peer_cut.cut(*peers(leader)),
+                lambda leader: peer_cut.heal(*peers(leader)))
+
+
+def _cut_leader(chaos: Chaos, kind: str, detail: str, cut: Callable[[int], None],
+                heal: Callable[[int], None]) -> None:
+    """The leader cut off by `cut` for PEER_CUT_S, its failover timed, then healed."""
     leader = chaos.cluster.leader(timeout_s=30)
-    namespace = chaos.net.namespaces[leader - 1]
-    peers = [a for i, a in enumerate(chaos.net.addresses) if i != leader - 1]
-    event = FaultEvent("peer-cut", f"replica-{leader}", time.time(), detail=f"{PEER_CUT_S:.0f} s")
+    event = FaultEvent(kind, f"replica-{leader}", time.time(), detail=detail)
     with chaos.lock:
-        peer_cut.cut(namespace, peers)
-    chaos.count("peer-cut")
+        cut(leader)
+    chaos.count(kind)
     try:
-        chaos.measure(chaos.failover("peer-cut", leader))
+        chaos.measure(chaos.failover(kind, leader))
         chaos.stopping.wait(max(0.0, event.at + PEER_CUT_S - time.time()))
     finally:
         with chaos.lock:
-            peer_cut.heal(namespace, peers)
+            heal(leader)
         event.end = time.time()
         chaos.record.events.append(event)
 
@@ -95,19 +106,9 @@ def _netem(chaos: Chaos) -> None:
     net, rng = chaos.net, chaos.rng
     assert net is not None
     if chaos.turn("netem", ("lossy", "one-way")) == "one-way":
-        leader = chaos.cluster.leader(timeout_s=30)
-        event = FaultEvent("netem", f"replica-{leader}", time.time(), detail=f"one-way {PEER_CUT_S:.0f} s")
-        with chaos.lock:
-            net.one_way(leader - 1, "out")
-        chaos.count("netem")
-        try:
-            chaos.measure(chaos.failover("netem", leader))
-            chaos.stopping.wait(max(0.0, event.at + PEER_CUT_S - time.time()))
-        finally:
-            with chaos.lock:
-                net.heal_one_way(leader - 1)
-            event.end = time.time()
-            chaos.record.events.append(event)
+        _cut_leader(chaos, "netem", f"one-way {PEER_CUT_S:.0f} s",
+                    lambda leader: net.one_way(leader - 1, "out"),
+                    lambda leader: net.heal_one_way(leader - 1))
         return
     loss, delay = rng.uniform(0.05, 0.3), rng.uniform(10.0, 80.0)
     jitter, duplicate, reorder = delay / 2, rng.uniform(0.0, 0.05), rng.uniform(0.0, 0.2)
