@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--faults", default=",".join(CLASSIC),
                     help=f"fault kinds, comma-separated, one a round ({', '.join(KINDS)}; all: every one); "
                          "the default is the classic round: leader kills, and --partitions cuts")
+    ap.add_argument("--max-unknown", type=float, default=None,
+                    help="fail if more than this share of the clients' operations had an unknown outcome "
+                         "(make soak-long: 0.02)")
     ap.add_argument("--fault", default="", help=argparse.SUPPRESS)  # tests: a deliberately broken build
     args = ap.parse_args(argv)
     # SIGTERM unwinds like Ctrl-C: every process, namespace and directory is cleaned up.
@@ -34,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run(SoakConfig(duration_s=args.duration, kill_every_s=args.kill_every, seed=args.seed,
                                 partitions=args.partitions, rate=args.rate, drain_s=args.drain, out=args.out,
-                                fault=args.fault, faults=faults))
+                                fault=args.fault, faults=faults, max_unknown=args.max_unknown))
     except SoakError as exc:
         print(f"soak: {exc}", file=sys.stderr)
         return 2

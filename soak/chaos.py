@@ -51,6 +51,10 @@ class ChaosRecord:
     kills: dict[str, int] = field(default_factory=dict)  # victim kind -> count
     errors: list[str] = field(default_factory=list)
     events: list[FaultEvent] = field(default_factory=list)  # the faults beyond kills (fault_kinds.py)
+    # Faults the soak fails on: a daemon that stopped when nothing made it (a fail-stop, a store it
+    # could not open), a victim that never caught up again.
+    unexpected_exits: list[str] = field(default_factory=list)
+    not_recovered: list[str] = field(default_factory=list)
 
 
 class Chaos:
@@ -67,6 +71,7 @@ class Chaos:
         self.rng = random.Random(seed)
         self.record = ChaosRecord()
         self._turns: dict[str, int] = {}
+        self.may_exit: set[int] = set()  # replicas a fault may stop (a full disk), while it lasts
         self.stopping = threading.Event()
         self._timers: list[threading.Timer] = []
         self.lock = threading.Lock()  # restarts (timers) against the loop and the final stop
@@ -288,7 +293,22 @@ class Chaos:
         with self.lock:
             proc = self.cluster.procs.get(replica_id)
             if not self.stopping.is_set() and (proc is None or proc.poll() is not None):
+                self._exited(replica_id)
                 self.cluster.restart(replica_id)
+
+    def _exited(self, replica_id: int) -> None:
+        """A replica found stopped that chaos did not kill (killed ones are out of `procs`) is a fault
+        of the soak's, unless a fault meant it (a full disk: `may_exit`)."""
+        proc = self.cluster.procs.get(replica_id)
+        if proc is None or proc.poll() is None or replica_id in self.may_exit:
+            return
+        log = self.cluster.data / f"replica-{replica_id}.log"
+        try:
+            last = [line for line in log.read_text(errors="replace").splitlines() if "FATAL" in line][-1:]
+        except OSError:
+            last = []
+        self.record.unexpected_exits.append(f"replica-{replica_id} exit {proc.returncode}: "
+                                            f"{(last or ['(no FATAL line)'])[0][-300:]}")
 
     def _restart_scheduler(self, scheduler: LocalScheduler) -> None:
         with self.lock:
@@ -304,6 +324,7 @@ class Chaos:
         for replica in self.cluster.config.replicas:
             proc = self.cluster.procs.get(replica.id)
             if proc is None or proc.poll() is not None:  # killed, or stopped on its own (a full disk)
+                self._exited(replica.id)
                 self.cluster.restart(replica.id)
         for scheduler in self.schedulers:
             if scheduler.proc is None:

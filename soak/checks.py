@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 FINISHED = ("DONE", "EXIT")
@@ -60,6 +60,8 @@ class FinalJob:
     end_ms: int
     hosts: tuple[str, ...] = ()  # its allocation's hosts (the last attempt's), when it ran
     attempt: int = 0  # its last attempt
+    name: str = ""  # the load names each submit apart (load.py)
+    request_id: str = ""  # of the submit that made it
 
 
 @dataclass
@@ -75,13 +77,22 @@ class Verdict:
     stop_gaps_s: dict[int, float] = field(default_factory=dict)  # each stopped job's longest pause
     minority_commits: int = 0  # writes a cut-off leader acknowledged, or that survived the heal
     linearizable: str = "yes"  # the clients' history, by soak/linear: yes, no, unknown (out of time)
+    created_twice: list[int] = field(default_factory=list)  # a second job of one submit
+    fault_failures: list[str] = field(default_factory=list)  # a daemon stopped unbidden, a victim not back
+    unknown_share: float | None = None  # of the history's operations, when bounded (max_unknown)
+    max_unknown: float | None = None
 
     @property
     def ok(self) -> bool:
         return not (self.lost or self.unfinished or self.duplicated or self.over_committed
                     or self.kills_not_effective
-                    or self.stops_not_effective or self.memory_growth or self.minority_commits) \
+                    or self.stops_not_effective or self.memory_growth or self.minority_commits
+                    or self.created_twice or self.fault_failures or self.too_many_unknown) \
             and self.linearizable == "yes"
+
+    @property
+    def too_many_unknown(self) -> bool:
+        return self.max_unknown is not None and (self.unknown_share or 0.0) > self.max_unknown
 
     def summary(self) -> dict[str, object]:
         return {"ok": self.ok, "lost": len(self.lost), "unfinished": len(self.unfinished),
@@ -90,12 +101,27 @@ class Verdict:
                 "kills_not_effective": len(self.kills_not_effective),
                 "stops_not_effective": len(self.stops_not_effective),
                 "memory_growth": self.memory_growth, "minority_commits": self.minority_commits,
-                "linearizable": self.linearizable,
+                "linearizable": self.linearizable, "created_twice": len(self.created_twice),
+                "fault_failures": self.fault_failures[:20], "too_many_unknown": self.too_many_unknown,
                 "examples": {"lost": self.lost[:10], "unfinished": self.unfinished[:10],
                              "duplicated": self.duplicated[:10],
                              "over_committed": self.over_committed[:10],
                              "kills": self.kills_not_effective[:10],
                              "stops": {j: self.stop_gaps_s.get(j) for j in self.stops_not_effective[:10]}}}
+
+
+def created_twice(final: Mapping[int, FinalJob], once: Callable[[str], bool]) -> list[int]:
+    """Jobs that share a submit request id, or a name that only one submit carries (`once`): a
+    retried submit the controller did not recognise made a second job. The later ones."""
+    seen_ids: dict[str, int] = {}
+    seen_names: dict[str, int] = {}
+    twice = []
+    for job in sorted(final.values(), key=lambda j: j.job):
+        if (job.request_id and job.request_id in seen_ids) or (once(job.name) and job.name in seen_names):
+            twice.append(job.job)
+        seen_ids.setdefault(job.request_id, job.job)
+        seen_names.setdefault(job.name, job.job)
+    return twice
 
 
 def lost(acknowledged: Iterable[int], final: Mapping[int, FinalJob]) -> list[int]:
@@ -266,7 +292,8 @@ def verdict(acknowledged: Iterable[int], final: Mapping[int, FinalJob], instance
             host_slots: Mapping[str, int], kills: Mapping[int, int],
             stops: Mapping[int, tuple[int, Sequence[float]]],
             rss: Mapping[str, Sequence[tuple[float, float]]], now_ms: int,
-            host_gpus: Mapping[str, int] | None = None) -> Verdict:
+            host_gpus: Mapping[str, int] | None = None,
+            unique_name: Callable[[str], bool] | None = None) -> Verdict:
     slots = {job: f.slots for job, f in final.items()}
     waiting = unfinished(acknowledged, final)
     states: dict[str, int] = defaultdict(int)
@@ -281,4 +308,5 @@ def verdict(acknowledged: Iterable[int], final: Mapping[int, FinalJob], instance
         kills_not_effective=kills_not_effective(kills, final, [i for i in instances if not i.part]),
         stops_not_effective=stops_not_effective(stops),
         stop_gaps_s={job: round(longest_pause(ticks), 2) for job, (_, ticks) in stops.items()},
-        memory_growth=memory_growth(rss))
+        memory_growth=memory_growth(rss),
+        created_twice=created_twice(final, unique_name or (lambda name: False)))

@@ -39,6 +39,8 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
+from soak.faultio.build import FaultioBuildError, own_dir
+
 LIBRARY = "libfaketimeMT.so.1"  # the threaded build: it serialises its own time() bookkeeping
 FIX_SOURCE = Path(__file__).with_name("clockfault_fix.c")
 FIX_VERSIONS = "GLIBC_2.3.2 { global: pthread_cond_timedwait; };\n"  # the condvar call's default version
@@ -118,14 +120,13 @@ def _library() -> str | None:
 
 @functools.cache
 def _fix() -> str:
-    """The fix library, built once per source (in a folder of this user's that jobs can read)."""
+    """The fix library, built once per source (beside faultio's, in the environment's lib folder)."""
     source = FIX_SOURCE.read_bytes()
     digest = hashlib.sha256(source + FIX_VERSIONS.encode()).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / f"xce-clockfault-{os.getuid()}"
-    folder.mkdir(mode=0o755, exist_ok=True)
-    info = folder.stat()
-    if info.st_uid != os.getuid() or info.st_mode & 0o022:
-        raise ClockFaultError(f"{folder} is not this user's alone: remove it")
+    try:
+        folder = own_dir(Path(sys.prefix) / "lib" / "clockfault")
+    except FaultioBuildError as exc:
+        raise ClockFaultError(str(exc)) from None
     built = folder / f"clockfault-fix-{digest}.so"
     if built.exists():
         return str(built)

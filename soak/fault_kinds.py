@@ -86,10 +86,10 @@ def _cut_leader(chaos: Chaos, kind: str, detail: str, cut: Callable[[int], None]
     """The leader cut off by `cut` for PEER_CUT_S, its failover timed, then healed."""
     leader = chaos.cluster.leader(timeout_s=30)
     event = FaultEvent(kind, f"replica-{leader}", time.time(), detail=detail)
-    with chaos.lock:
-        cut(leader)
-    chaos.count(kind)
-    try:
+    try:  # the heal undoes a cut made only in part too
+        with chaos.lock:
+            cut(leader)
+        chaos.count(kind)
         chaos.measure(chaos.failover(kind, leader))
         chaos.stopping.wait(max(0.0, event.at + PEER_CUT_S - time.time()))
     finally:
@@ -116,11 +116,11 @@ def _netem(chaos: Chaos) -> None:
     event = FaultEvent("netem", "replicas", time.time(),
                        detail=f"loss {loss:.0%}, {delay:.0f}±{jitter:.0f} ms, dup {duplicate:.0%}, "
                               f"reorder {reorder:.0%}, {length:.1f} s")
-    with chaos.lock:
-        for i in range(len(net.namespaces)):
-            net.impair(i, loss, delay, jitter, duplicate, reorder, seed=rng.randrange(1 << 30))
-    chaos.count("netem")
-    try:
+    try:  # the heal clears what was impaired before a failure too
+        with chaos.lock:
+            for i in range(len(net.namespaces)):
+                net.impair(i, loss, delay, jitter, duplicate, reorder, seed=rng.randrange(1 << 30))
+        chaos.count("netem")
         chaos.stopping.wait(length)
     finally:
         with chaos.lock:
@@ -170,14 +170,16 @@ def _host_reboot(chaos: Chaos) -> None:
     name = rng.choice(sorted(chaos.workers.procs))
     down = rng.uniform(1.0, 5.0)
     event = FaultEvent("host-reboot", f"worker-{name}", time.time(), detail=f"down {down:.1f} s")
-    with chaos.lock:
-        chaos.workers.kill(name)
-        kill_jobs_under(chaos.workers.spool(name))
-    chaos.count("host-reboot")
-    chaos.stopping.wait(down)
-    chaos.restart_worker(name)
-    event.end = time.time()
-    chaos.record.events.append(event)
+    try:
+        with chaos.lock:
+            chaos.workers.kill(name)
+            kill_jobs_under(chaos.workers.spool(name))
+        chaos.count("host-reboot")
+        chaos.stopping.wait(down)
+    finally:
+        chaos.restart_worker(name)
+        event.end = time.time()
+        chaos.record.events.append(event)
 
 
 def _disk_full(chaos: Chaos) -> None:
@@ -191,9 +193,11 @@ def _disk_full(chaos: Chaos) -> None:
     path = chaos.cluster.config.replica_dir(victim)
     length = rng.uniform(5.0, 10.0)
     event = FaultEvent("disk-full", f"replica-{victim}", time.time(), detail=f"{length:.1f} s")
-    filled = diskfull.fill(path)
-    chaos.count("disk-full")
-    try:
+    filled = 0
+    chaos.may_exit.add(victim)  # it must stop rather than acknowledge what it cannot write
+    try:  # the ballast goes whatever happens
+        filled = diskfull.fill(path)
+        chaos.count("disk-full")
         if victim == leader:
             chaos.measure(chaos.failover("disk-full", victim))
         chaos.stopping.wait(max(0.0, event.at + length - time.time()))
@@ -206,7 +210,9 @@ def _disk_full(chaos: Chaos) -> None:
             f"replica stopped (exit {proc.returncode})" if stopped and proc else "replica ran on")
         if stopped:
             chaos.restart_replica(victim)
+        chaos.may_exit.discard(victim)
         event.recovered_s = chaos.serving_again(victim, event.at)
+        _recovered(chaos, event)
         chaos.record.events.append(event)
 
 
@@ -235,9 +241,9 @@ def _clock(chaos: Chaos, kind: str) -> None:
         offset, drift = rng.uniform(-60.0, 60.0), rng.choice((0.95, 0.98, 1.02, 1.05))
         length = rng.uniform(10.0, 15.0)
     event = FaultEvent(kind, target, time.time(), detail=f"{offset:+.0f} s, x{drift:g}, {length:.1f} s")
-    clockfault.set_offset(control, offset, drift)
-    chaos.count(kind)
     try:
+        clockfault.set_offset(control, offset, drift)
+        chaos.count(kind)
         chaos.stopping.wait(length)
     finally:
         clockfault.set_offset(control, 0.0)
@@ -273,9 +279,9 @@ def _slow(chaos: Chaos, kind: str) -> None:
     event = FaultEvent(kind, f"replica-{victim}", time.time(),
                        detail=f"fsync {fsync_ms} ms, write {write_ms} ms, {length:.1f} s")
     control = disk_control(chaos.cluster.data, f"replica-{victim}")
-    faultio.set_delays(control, fsync_ms=fsync_ms, write_ms=write_ms)
-    chaos.count(kind)
     try:
+        faultio.set_delays(control, fsync_ms=fsync_ms, write_ms=write_ms)
+        chaos.count(kind)
         if leads:
             chaos.measure(chaos.failover(kind, victim))
         chaos.stopping.wait(max(0.0, event.at + length - time.time()))
@@ -283,7 +289,14 @@ def _slow(chaos: Chaos, kind: str) -> None:
         faultio.set_delays(control)
         event.end = time.time()
         event.recovered_s = chaos.serving_again(victim, event.at)
+        _recovered(chaos, event)
         chaos.record.events.append(event)
+
+
+def _recovered(chaos: Chaos, event: FaultEvent) -> None:
+    if event.recovered_s is None:
+        chaos.record.not_recovered.append(f"{event.kind} of {event.target} at {event.at:.0f}: not caught up "
+                                          "within 60 s")
 
 
 def _power_loss(chaos: Chaos) -> None:
@@ -297,16 +310,18 @@ def _power_loss(chaos: Chaos) -> None:
     if victim == "worker":
         name = rng.choice(sorted(chaos.workers.procs))
         event = FaultEvent("power-loss", f"worker-{name}", time.time(), detail=f"down {down:.1f} s")
-        with chaos.lock:
-            chaos.workers.kill(name)
-            kill_jobs_under(chaos.workers.spool(name))
-            lost = faultio.power_loss(disk_control(chaos.cluster.data, f"worker-{name}"))
-        chaos.count("power-loss")
-        event.detail += f", {lost.bytes_dropped} unsynced bytes dropped in {len(lost.files)} files"
-        chaos.stopping.wait(down)
-        chaos.restart_worker(name)
-        event.end = time.time()
-        chaos.record.events.append(event)
+        try:
+            with chaos.lock:
+                chaos.workers.kill(name)
+                kill_jobs_under(chaos.workers.spool(name))
+                lost = faultio.power_loss(disk_control(chaos.cluster.data, f"worker-{name}"))
+            chaos.count("power-loss")
+            event.detail += f", {lost.bytes_dropped} unsynced bytes dropped in {len(lost.files)} files"
+            chaos.stopping.wait(down)
+        finally:
+            chaos.restart_worker(name)
+            event.end = time.time()
+            chaos.record.events.append(event)
         return
     leader = chaos.cluster.leader(timeout_s=30)
     followers = [r for r in sorted(chaos.cluster.procs) if r != leader]
@@ -331,8 +346,11 @@ def _power_loss(chaos: Chaos) -> None:
         chaos.later(down, lambda r=replica: chaos.restart_replica(r))
     if leader in victims:
         chaos.measure(chaos.failover("power-loss", leader))
+    event.recovered_s = 0.0
     for replica in victims:
         recovered = chaos.serving_again(replica, event.at)
-        event.recovered_s = None if recovered is None else max(event.recovered_s or 0.0, recovered)
+        event.recovered_s = None if recovered is None or event.recovered_s is None \
+            else max(event.recovered_s, recovered)
+    _recovered(chaos, event)
     event.end = time.time()
     chaos.record.events.append(event)

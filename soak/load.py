@@ -36,6 +36,12 @@ QUEUES = ("normal", "priority", "idle")
 STOP_BOUND_S = 10.0  # a committed stop reaches its job within this, failovers included
 
 
+def load_name(name: str) -> bool:
+    """A name the load gives one submit only (`soak-KIND-N`); the probes' repeat."""
+    kind, _, number = name.removeprefix("soak-").rpartition("-")
+    return name.startswith("soak-") and bool(kind) and number.isdigit()
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from client.channel import Client, XceError
+from client.channel import Client, XceError, new_request_id
 from soak.linear.history import History, Op
 from xce.v1 import api_pb2 as api
 
@@ -41,10 +41,12 @@ class RecordedClient:
 
     def submit(self, spec: api.JobSpec) -> api.Job:
         with self._lock:
+            request_id = new_request_id()  # the client's retries carry it: the controller dedupes them
             op = self.history.invoke(self.name, "submit", {"name": spec.name, "slots": spec.slots,
-                                                            "queue": spec.queue, "hold": spec.hold})
+                                                            "queue": spec.queue, "hold": spec.hold,
+                                                            "request_id": request_id})
             try:
-                job = self.client.submit([spec]).jobs[0]
+                job = self.client.submit([spec], request_id=request_id).jobs[0]
             except XceError as exc:
                 if exc.code_name in DECIDED:
                     op.fail({"error": exc.code_name})

@@ -224,7 +224,7 @@ def summary(result: dict[str, Any]) -> str:
     resyncs = result["resyncs"]
     lines = [
         f"soak: {'PASS' if v['ok'] else 'FAIL'} -- linearizable: {v.get('linearizable', '?')}, "
-        f"{v['lost']} lost, {v['unfinished']} unfinished "
+        f"{v['lost']} lost, {v.get('created_twice', 0)} created twice, {v['unfinished']} unfinished "
         f"{v['unfinished_states'] or ''}, {v['duplicated']} duplicated, "
         f"{v['over_committed_hosts']} over-committed hosts, {v['kills_not_effective']} kills and "
         f"{v['stops_not_effective']} stops without effect, memory growth: {v['memory_growth'] or 'none'}",
@@ -244,6 +244,10 @@ def summary(result: dict[str, Any]) -> str:
         f"scheduler resyncs: {resyncs['snapshot']} by snapshot, {resyncs['events']} by events",
         *_fault_lines(result),
     ]
+    if v.get("fault_failures"):
+        lines.append("fault failures: " + "; ".join(v["fault_failures"]))
+    if v.get("too_many_unknown"):
+        lines.append("too many operations with an unknown outcome (--max-unknown)")
     if v["examples"] and not v["ok"]:
         lines.append(f"examples: {v['examples']}")
     return "\n".join(lines)

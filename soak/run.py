@@ -28,7 +28,7 @@ from soak.chaos import Chaos
 from soak.fault_kinds import CLASSIC, CLOCK_KINDS, DISK_KINDS, KINDS, NET_KINDS, clock_control, disk_control
 from soak.linear.__main__ import check_history
 from soak.linear.history import History
-from soak.load import LoadGenerator
+from soak.load import LoadGenerator, load_name
 from soak.netns import Net, available, fault_available
 from soak.observe import DispatchWatch, LeaderWatch, MemoryWatch
 from soak.readers import Readers
@@ -59,6 +59,7 @@ class SoakConfig:
     out: Path = Path("soak-out")
     fault: str = ""  # XCE_FAULT for the controllers: a deliberately broken build (tests)
     faults: tuple[str, ...] = CLASSIC  # the fault kinds chaos injects (fault_kinds.py)
+    max_unknown: float | None = None  # fail if more of the history's operations had an unknown outcome
 
 
 class SoakError(Exception):
@@ -172,7 +173,7 @@ def _run(config: SoakConfig, data: Path, net: Net | None, partitions: int) -> di
             jobs = client.list_jobs()
         final = {j.id: checks.FinalJob(j.id, api.JobState.Name(j.state), j.spec.slots, j.end_time_ms,
                                        tuple(a.host for a in j.allocation) or ((j.host,) if j.host else ()),
-                                       j.attempt)
+                                       j.attempt, j.spec.name, j.request_id)
                  for j in jobs}
         minority = sum(1 for j in jobs if j.spec.name == "soak-minority") \
             + sum(1 for f in chaos.record.failovers if f.minority_write == "ack")
@@ -192,7 +193,8 @@ def _run(config: SoakConfig, data: Path, net: Net | None, partitions: int) -> di
     instances = _instances(workers)
     stops = {job: (acked, _ticks(data / "ticks" / str(job))) for job, acked in load.record.stops.items()}
     verdict = checks.verdict(load.record.acknowledged, final, instances, WORKER_SLOTS, load.record.kills,
-                             stops, memory.samples, int(ended * 1000), host_gpus=WORKER_GPUS)
+                             stops, memory.samples, int(ended * 1000), host_gpus=WORKER_GPUS,
+                             unique_name=load_name)
     verdict.minority_commits = minority
     for job in verdict.stops_not_effective:  # the evidence, for whoever reads the report
         acked, ticks = stops[job]
@@ -205,12 +207,15 @@ def _run(config: SoakConfig, data: Path, net: Net | None, partitions: int) -> di
     ops = history.operations()
     linear = check_history(ops, config.out, "soak history: not linearizable", budget_s=LINEAR_BUDGET_S)
     verdict.linearizable = linear["linearizable"]
+    verdict.fault_failures = chaos.record.unexpected_exits + chaos.record.not_recovered
+    availability = report.availability(ops)
+    verdict.unknown_share, verdict.max_unknown = availability["unknown_share"], config.max_unknown
     result = {"config": {k: str(v) for k, v in asdict(config).items()}, "verdict": verdict.summary(),
               "linearizability": {k: linear[k] for k in ("linearizable", "operations", "partitions",
                                                          "timed_out_partitions", "elapsed_s")}
               | {"violation": linear["failing"][:50]},
               **figures, "fault_kinds": report.fault_figures(chaos.record),
-              "availability": report.availability(ops), "reads": readers.reads,
+              "availability": availability, "reads": readers.reads,
               # what the per-resource and per-part checks had to look at (none: they proved nothing)
               "parallel_jobs": sum(1 for f in final.values() if len(f.hosts) > 1),
               "parts_journaled": sum(1 for i in instances if i.part),

@@ -1,8 +1,9 @@
 """Noticing a daemon's wall clock step or drift away from its monotonic clock, to say so in its log.
 
-Nothing in XCE times a lease, a heartbeat or a timeout by the wall clock (docs/FAULTS.md: clock
-faults), so a jump changes no decision; but the records a leader stamps (submit, start and end
-times), token and reservation times, and what a user reads all follow the wall clock. An operator
+No lease holder, heartbeat or timeout in XCE decides by the wall clock (docs/faults/clock.md; the
+scheduler lease's expiry in the state machine is the leader's stamp, fenced by the lease epoch), so
+a jump changes no safety decision; but the records a leader stamps (submit, start and end times),
+token and reservation times, and what a user reads all follow the wall clock. An operator
 who sees odd times wants to know the clock moved, and when. `ClockJumps.seen(wall_s, mono_s)`,
 called from a daemon's periodic loop, returns how far the wall clock moved against the monotonic
 one since it last reported (None below the threshold): a step of NTP or an operator at once, a

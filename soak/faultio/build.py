@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,18 @@ def cache_dir() -> Path:
     return Path(override) if override else Path(sys.prefix) / "lib" / "faultio"
 
 
+def own_dir(folder: Path) -> Path:
+    """`folder`, made if missing, refused unless it is a real directory (no symlink) of this user's that
+    no one else may write: a library loaded into every daemon must not come from where others could
+    put one."""
+    folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise FaultioBuildError(f"{folder} is not a directory of this user's alone (a symlink, another "
+                                "owner, or writable by others): remove it")
+    return folder
+
+
 def library_path(source: Path = SOURCE) -> Path:
     """Where the library built from `source` is (or will be)."""
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
@@ -39,6 +52,7 @@ def library_path(source: Path = SOURCE) -> Path:
 def build(source: Path = SOURCE) -> Path:
     """The shared library compiled from `source`, compiling it if it is not in the cache."""
     target = library_path(source)
+    own_dir(target.parent)
     if target.exists():
         return target
     gcc = shutil.which("gcc")

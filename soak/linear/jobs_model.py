@@ -209,7 +209,7 @@ class JobsModel(BaseModel):
         by_job: dict[int, list[Operation]] = {}
         acknowledged: dict[str, int] = {}  # request id -> job id, of acknowledged submits
         for op in ops:
-            if op.kind == "submit" and op.output is not None:
+            if op.kind == "submit" and op.output is not None and "id" in op.output:
                 by_job.setdefault(int(op.output["id"]), []).append(op)
                 if op.input.get("request_id"):
                     acknowledged[op.input["request_id"]] = int(op.output["id"])
@@ -270,7 +270,9 @@ def operations(history: Iterable[Op]) -> list[Operation]:
     ops: list[Operation] = []
     for op in history:
         output = op.output or {}
-        observed = op.status == "ok" or (op.status == "fail" and output.get("error") in REFUSALS)
+        # A refused submit observed nothing of any job (it has no id); a refused control or read did.
+        observed = op.status == "ok" or (op.status == "fail" and output.get("error") in REFUSALS
+                                         and op.kind != "submit")
         if not observed and (op.status == "fail" or op.kind in READS):
             continue
         call, ret = float(op.invoke_ns), float(op.complete_ns or 0)

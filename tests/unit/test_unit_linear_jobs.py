@@ -146,6 +146,15 @@ def test_a_definite_refusal_recorded_as_fail_is_still_an_observation() -> None:
     assert s.verdict() == OK
 
 
+def test_a_refused_submit_observes_nothing_and_breaks_nothing() -> None:
+    # FAILED_PRECONDITION (no leader, say) and NOT_FOUND (no such queue) on a submit: no job, no id.
+    s = Script().submit(None, status="fail", input={"request_id": "r1"})
+    s.ops[-1].output = {"error": "FAILED_PRECONDITION"}
+    s.submit(None, status="fail").ops[-1].output = {"error": "NOT_FOUND"}
+    s.submit(1).get(1, "PEND")
+    assert s.verdict() == OK
+
+
 def test_the_violation_is_reduced_to_the_ops_that_matter() -> None:
     s = Script().submit(1)
     for _ in range(10):

@@ -154,3 +154,16 @@ def test_a_parallel_job_counts_only_its_part_on_each_host() -> None:
     instances.append(checks.Instance("w1", 3, 0, S + 100, S + 200, 1))
     assert checks.over_committed(instances, {1: 4, 2: 2, 3: 1}, {"w1": 2, "w2": 2}, now_ms=S + 1000) == \
         ["w1: 3 > 2"]
+
+
+def test_a_second_job_of_one_submit_is_found_by_request_id_or_by_a_load_name() -> None:
+    from soak.load import load_name
+
+    final = {1: FinalJob(1, "DONE", 1, S, name="soak-plain-0", request_id="a"),
+             2: FinalJob(2, "DONE", 1, S, name="soak-plain-1", request_id="b"),
+             3: FinalJob(3, "DONE", 1, S, name="soak-plain-1", request_id="c"),  # a retry made anew
+             4: FinalJob(4, "DONE", 1, S, name="soak-hold-2", request_id="a"),  # one request, two jobs
+             5: FinalJob(5, "DONE", 1, S, name="soak-probe", request_id="p1"),
+             6: FinalJob(6, "DONE", 1, S, name="soak-probe", request_id="p2")}  # probes share a name
+    assert checks.created_twice(final, load_name) == [3, 4]
+    assert load_name("soak-tick-12") and not load_name("soak-probe") and not load_name("soak-minority")
