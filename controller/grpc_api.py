@@ -79,8 +79,9 @@ async def abort(context: grpc.aio.ServicerContext, error: ServiceError) -> NoRet
     raise AssertionError("context.abort returned")  # it raises
 
 
-# Refusals a leader decides from its state before proposing: confirmed before they are answered.
+# Refusals a leader decides from a job's state before proposing: confirmed before they are answered.
 STATE_REFUSALS = frozenset({log.NOT_FOUND, log.FAILED_PRECONDITION})
+CONFIRMED_REFUSALS = frozenset({"ControlJob", "ModifyJob", "RunJob"})
 
 
 def parse(message_class: type[M], raw: bytes) -> M:
@@ -97,17 +98,21 @@ def handlers(replica: Replica, authenticator: Authenticator) -> list[grpc.Generi
     def write(method: str) -> Handler:
         async def call(request: Message, caller: Principal) -> Message:
             await replica.leader_settled(_HOLD_S.get())
+            again = None
+            if method in CONFIRMED_REFUSALS:
+                again = type(request)()
+                again.CopyFrom(request)  # as sent: the core makes the request id the caller's own key
             try:
                 answer = await replica.call(method, request, caller)
             except ServiceError as exc:
-                if exc.code not in STATE_REFUSALS or exc.leader:
+                if again is None or exc.code not in STATE_REFUSALS or exc.leader:
                     raise
                 # Refused from this leader's own state (no such job; not in a state for it), before
                 # anything was proposed: a leader deposed unawares would answer from a stale state. So
                 # the refusal is confirmed as a read is (ReadIndex: still the leader, with everything
                 # committed until now applied) and the request decided again (docs/FAULTS.md).
                 await replica.read_barrier()
-                answer = await replica.call(method, request, caller)
+                answer = await replica.call(method, again, caller)
             # A stored answer (a repeated request id, maybe another user's) shows what the caller may see.
             return services.shown(answer, caller)
 

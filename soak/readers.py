@@ -58,7 +58,8 @@ class Readers:
             return
         self._stop.set()
         for thread in self._threads:
-            thread.join(timeout=60)
+            if thread.is_alive():
+                thread.join(timeout=60)
         for client in self.clients:
             client.close()
 

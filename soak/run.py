@@ -104,18 +104,17 @@ def run(config: SoakConfig) -> dict[str, Any]:
     try:
         if wants_net:
             net = Net(3)
-        result = _run(config, data, net, partitions)
+        return _run(config, data, net, partitions)
     finally:
         os.environ.pop("XCE_FAULT", None)
         if net is not None:
             net.close()
-    logs = config.out / "logs"
-    shutil.rmtree(logs, ignore_errors=True)
-    logs.mkdir()
-    for path in data.glob("*.log"):
-        shutil.copy(path, logs / path.name)
-    shutil.rmtree(data, ignore_errors=True)
-    return result
+        logs = config.out / "logs"  # kept after a failed run too: what went wrong is in them
+        shutil.rmtree(logs, ignore_errors=True)
+        logs.mkdir()
+        for path in data.glob("*.log"):
+            shutil.copy(path, logs / path.name)
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def _run(config: SoakConfig, data: Path, net: Net | None, partitions: int) -> dict[str, Any]:
