@@ -74,6 +74,7 @@ def test_liveness_holds_at_the_smallest_constants() -> None:
     assert result.passed, _explain(result)
 
 
+@pytest.mark.slow  # about 70 s on two busy cores: `make test-slow` (make test keeps its budget)
 def test_liveness_fails_without_the_premise_that_sync_streams_stop_breaking() -> None:
     """The counterexample the premise answers: the lease holder's Sync stream breaks and
     is re-opened forever, so its view never shows the pending job."""
