@@ -22,7 +22,8 @@ from ops.local_cluster import LocalCluster
 from soak import faultio
 from xce.v1 import api_pb2 as api
 
-pytestmark = pytest.mark.cluster
+# About 25 s: `make test-faults` (make test keeps its budget; its fsync-stall and power-loss soaks run there).
+pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 
 STALL_MS = 3000
 LEADERSHIP_MOVES_S = 3.0  # measured ~0.6-1.2 s (election timeouts 0.3-0.7 s): well before the stall ends
