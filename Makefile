@@ -42,7 +42,7 @@ test-slow: $(STAMP)
 	XCE_SLOW=1 $(BIN)/python -m pytest -q -m slow tests
 
 # Each fault kind of soak/README.md in a short soak of its own, the checker against the injected bugs,
-# and the targeted clock and network fault tests (tests marked faults; about 17 minutes on two cores).
+# and the targeted disk, clock and network fault tests (tests marked faults; about 18 minutes on two cores).
 test-faults: $(STAMP)
 	XCE_FAULTS=1 $(BIN)/python -m pytest -q -m faults tests
 
