@@ -12,11 +12,13 @@ OUT/soak.json, OUT/summary.txt and OUT/timeline.png (report.py).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -178,17 +180,18 @@ def _run(config: SoakConfig, data: Path, net: Net | None, partitions: int) -> di
             + sum(1 for f in chaos.record.failovers if f.minority_write == "ack")
         ended = time.time()
     finally:
-        chaos.abort()  # no-ops after a normal end; after an error, no restart may race the teardown
-        load.abort()
-        readers.stop()
-        for part in (watch, leaders, memory):
-            part.stop()
-        for scheduler in schedulers:
-            scheduler.kill()
-        workers.stop()
-        cluster.stop()
-        for disk in disks:
-            diskfull.unmount(disk)
+        # Each step whatever the others did: a failing one must not leave daemons running (a run
+        # stopped early once left its replicas behind when a reader could not be joined).
+        steps: list[Callable[[], object]] = [
+            chaos.abort,  # no-ops after a normal end; after an error, no restart may race the teardown
+            load.abort, readers.stop, *(part.stop for part in (watch, leaders, memory)),
+            *(scheduler.kill for scheduler in schedulers), workers.stop, cluster.stop,
+            *(functools.partial(diskfull.unmount, disk) for disk in disks)]
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - said, and the next step still runs
+                print(f"soak: teardown: {getattr(step, '__qualname__', step)}: {exc!r}", flush=True)
     instances = _instances(workers)
     stops = {job: (acked, _ticks(data / "ticks" / str(job))) for job, acked in load.record.stops.items()}
     verdict = checks.verdict(load.record.acknowledged, final, instances, WORKER_SLOTS, load.record.kills,
