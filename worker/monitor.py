@@ -126,16 +126,18 @@ class Monitor:
                 self._memlimit(key, mains.get(key), rss, limit)
             if report_usage and key in mains:
                 record = self._i.journal.get(key) or {}
-                if record.get("started_mono_ms") is not None:  # monotonic where journaled (as _ran_ms)
-                    ran_ms = int(self._i.clock.monotonic_s() * 1000) - int(record["started_mono_ms"])
-                else:
-                    ran_ms = now - int(record.get("started_ms", now))
-                wall = max(0.0, ran_ms / 1000)
+                wall = max(0.0, self._since_start_ms(record, now) / 1000)
                 self._report(api.JobReport(job_id=key[0], attempt=key[1], usage_now=api.UsageNow(
                     usage=api.Usage(user_cpu_s=cpu, max_rss_kb=rss, wall_s=wall), time_ms=now)))
 
     def _stopped(self, key: Key) -> bool:
         return bool((self._i.journal.get(key) or {}).get("stopped"))
+
+    def _since_start_ms(self, record: dict[str, Any], now: int) -> int:
+        """Since the instance started: by the monotonic clock where journaled, else by the wall clock."""
+        if record.get("started_mono_ms") is not None:
+            return int(self._i.clock.monotonic_s() * 1000) - int(record["started_mono_ms"])
+        return now - int(record.get("started_ms", now))
 
     def _ran_ms(self, key: Key, now: int) -> int:
         """How long the instance has run: since its start, less the time it was stopped (journaled).

@@ -11,6 +11,7 @@ from pathlib import Path
 from worker.executor import Executor
 from worker.journal import MemoryJournal
 from worker.process_host import Account
+from xce.clock import Clock
 from xce.v1 import api_pb2 as api
 
 
@@ -265,11 +266,10 @@ def test_a_resumed_victim_is_killed_with_term_again(tmp_path: Path) -> None:
     assert processes.signals == [(pid, signal.SIGTERM), (pid, signal.SIGCONT)]
 
 
-def test_a_job_past_its_run_limit_is_killed_with_runlimit_stopped_time_not_counted(tmp_path: Path) -> None:
-    from xce.clock import ManualClock
-
+def _running_with_a_run_limit_of_60_s(tmp_path: Path, clock: Clock) -> tuple[
+        Processes, Host, list[api.JobReport], Executor, int]:
+    """A one-host job with a run limit of 60 s started on an executor with `clock`; its pid."""
     processes = Processes()
-    clock = ManualClock(1_000_000)
     reports: list[api.JobReport] = []
     host = Host(processes)
     x = Executor(tmp_path / "h1", 1.0, reports.append, host=host, journal=MemoryJournal(),  # type: ignore[arg-type]
@@ -277,7 +277,14 @@ def test_a_job_past_its_run_limit_is_killed_with_runlimit_stopped_time_not_count
     job = _one_host_job()
     job.spec.run_limit_s = 60
     x.run(job, "C")
-    pid = max(processes.alive)
+    return processes, host, reports, x, max(processes.alive)
+
+
+def test_a_job_past_its_run_limit_is_killed_with_runlimit_stopped_time_not_counted(tmp_path: Path) -> None:
+    from xce.clock import ManualClock
+
+    clock = ManualClock(1_000_000)
+    processes, host, reports, x, pid = _running_with_a_run_limit_of_60_s(tmp_path, clock)
     clock.advance(40_000)
     x.signal((7, 0), api.SIGNAL_STOP)  # stopped 30 s: not run time
     clock.advance(30_000)
@@ -304,15 +311,8 @@ def test_a_wall_clock_step_neither_ends_a_job_for_its_run_limit_nor_stretches_it
         def now_ms(self) -> int:
             return super().now_ms() + self.offset_ms
 
-    processes = Processes()
     clock = SteppedClock(1_000_000)
-    reports: list[api.JobReport] = []
-    x = Executor(tmp_path / "h1", 1.0, reports.append, host=Host(processes), journal=MemoryJournal(),  # type: ignore[arg-type]
-                 name="h1", clock=clock)
-    job = _one_host_job()
-    job.spec.run_limit_s = 60
-    x.run(job, "C")
-    pid = max(processes.alive)
+    processes, _, _, x, pid = _running_with_a_run_limit_of_60_s(tmp_path, clock)
     clock.advance(20_000)
     x.signal((7, 0), api.SIGNAL_STOP)
     clock.offset_ms = 600_000  # ten minutes ahead, while it is stopped
