@@ -4,7 +4,8 @@ Theory of operation. pysyncobj sends and receives through its TCP transport; our
 (`DurableTransport`) stands in front of it:
 - Sending: the WAL is flushed before any message leaves this node (an acknowledgement never covers
   an entry not on disk); AppendEntries and their answers are counted for ReadIndex
-  (read_index.py); an answer carries the term it was sent in (pysyncobj's carry none).
+  (read_index.py), and each AppendEntries carries a sequence number (`SEQUENCE`), which the answer
+  sent while handling it repeats; an answer carries the term it was sent in (pysyncobj's carry none).
 - Receiving an AppendEntries: Raft's receiver rule (raft_append.py) plans it before pysyncobj sees
   it. pysyncobj cuts the log after the message's previous entry whenever the log is longer,
   matching or not, so a delayed or repeated message removed entries the replica had acknowledged
@@ -71,6 +72,7 @@ log = logging.getLogger(__name__)
 
 APPLYING = "xce_applying"  # a follower of this term, busy applying: alive
 KEEPALIVE = "xce_keepalive"  # keeps a silent connection from timing out
+SEQUENCE = "xce_seq"  # an AppendEntries' number for ReadIndex, repeated by its answer
 
 
 class RemovalGuard:
@@ -146,27 +148,38 @@ class DurableTransport(Transport):
     reads: ReadIndex
     guard: RemovalGuard
     arrival: SnapshotArrival | None = None  # the snapshot whose parts are arriving
+    answering: tuple[Any, int] | None = None  # (leader, its AppendEntries' number) while handling one
 
     def send(self, node: Any, message: Any) -> bool:
         self.wal.flush(lazy_commit_index=True)
         kind = _kind(message)
         if kind == APPEND_ENTRIES:
-            if self.connected(node):
-                self.reads.sent(node)  # it goes out on this connection
+            if self.connected(node):  # it goes out on this connection
+                message = {**message, SEQUENCE: self.reads.sent(node)}
         elif kind == ANSWER:
             # pysyncobj's answer names no term; a leader would count the answer to an AppendEntries
             # of its earlier term, which verified the log it had then, in its matchIndex now. Every
             # answer is sent while handling the message it answers, whose term is this node's now.
             message = {**message, "term": self.replica.raftCurrentTerm}
+            if self.answering is not None and self.answering[0] == node:
+                message[SEQUENCE] = self.answering[1]
         return bool(super().send(node, message))
 
     def on_message(self, node: Any, message: Any) -> None:
-        handler = _RECEIVERS.get(_kind(message))
-        if handler is None or handler(self, node, message):
-            self.deliver(node, message)
+        kind = _kind(message)
+        handler = _RECEIVERS.get(kind)
+        sequence = message.get(SEQUENCE) if kind == APPEND_ENTRIES else None
+        self.answering = (node, sequence) if _is_int(sequence) else None
+        try:
+            if handler is None or handler(self, node, message):
+                self.deliver(node, message)
+        finally:
+            self.answering = None
 
     def _answer(self, node: Any, message: dict[str, Any]) -> bool:
-        self.reads.answered(node)  # one answer per AppendEntries, whatever its term: counts stay aligned
+        # One answer per AppendEntries, whatever its term: counts stay aligned (read_index.py).
+        sequence = message.get(SEQUENCE)
+        self.reads.answered(node, sequence if _is_int(sequence) else None)
         term = message.get("term")  # absent from a replica of an earlier build
         return term is None or term == self.replica.raftCurrentTerm
 

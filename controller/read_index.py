@@ -20,6 +20,17 @@ AppendEntries sent after it arrived. A lost connection starts the counts
 over, and the reads waiting on that peer wait on the others. Counting can
 only fall short, never run ahead, so a read is never confirmed early.
 
+Falling short lasts, though: an AppendEntries a follower does not answer (one
+of an old term, sent by a leader about to learn it was deposed) leaves the
+counts of that connection one apart for good, and when this node leads again
+every read waits one more round per answer missing (after a minute of a lossy
+network, half a second a read). So each AppendEntries also carries a sequence
+number of its own (`sent` returns it, per peer, never reused in the process),
+which the follower's answer repeats (raft_transport.py): an answer repeating a
+number at or past the first sent after the read arrived confirms it, whatever
+went unanswered before. Counting stays for answers without a number (a peer of
+an earlier build).
+
 The majority is of the membership the read arrived under (the peers passed
 to `arrived`): members come and go through the log (membership.py), and a
 learner, which receives AppendEntries too, is never among them.
@@ -38,7 +49,8 @@ Done = Callable[[bool], None]  # True: answer from local state now; False: refus
 @dataclass
 class _Read:
     commit_index: int
-    wants: dict[Hashable, tuple[int, int]]  # peer -> (connection generation, answers needed)
+    wants: dict[Hashable, tuple[int, int, int]]  # peer -> (connection generation, answers needed,
+    #   the sequence number an answer must repeat at least)
     deadline_s: float
     done: Done
 
@@ -49,17 +61,23 @@ class ReadIndex:
     _sent: dict[Hashable, int] = field(default_factory=dict)
     _answered: dict[Hashable, int] = field(default_factory=dict)
     _generation: dict[Hashable, int] = field(default_factory=dict)
+    _sequence: dict[Hashable, int] = field(default_factory=dict)  # the last sent, per peer
+    _answered_sequence: dict[Hashable, int] = field(default_factory=dict)  # the highest repeated
     _waiting: list[_Read] = field(default_factory=list)
 
     # ------------------------------------------------------------ the transport
 
-    def sent(self, peer: Hashable) -> None:
-        """An AppendEntries went out to `peer`."""
+    def sent(self, peer: Hashable) -> int:
+        """An AppendEntries goes out to `peer`: the sequence number it carries."""
         self._sent[peer] = self._sent.get(peer, 0) + 1
+        self._sequence[peer] = sequence = self._sequence.get(peer, 0) + 1
+        return sequence
 
-    def answered(self, peer: Hashable) -> None:
-        """`peer` answered an AppendEntries."""
+    def answered(self, peer: Hashable, sequence: int | None = None) -> None:
+        """`peer` answered an AppendEntries (the one numbered `sequence`, if the answer says)."""
         self._answered[peer] = self._answered.get(peer, 0) + 1
+        if sequence is not None and sequence > self._answered_sequence.get(peer, 0):
+            self._answered_sequence[peer] = sequence
 
     def disconnected(self, peer: Hashable) -> None:
         """The connection to `peer` is gone: what was sent on it may never be answered."""
@@ -70,7 +88,8 @@ class ReadIndex:
 
     def arrived(self, commit_index: int, peers: list[Hashable], now_s: float, done: Done) -> None:
         """A read arrived at a leader whose commit index is `commit_index`."""
-        wants = {p: (self._generation.get(p, 0), self._sent.get(p, 0) + 1) for p in peers}
+        wants = {p: (self._generation.get(p, 0), self._sent.get(p, 0) + 1, self._sequence.get(p, 0) + 1)
+                 for p in peers}
         self._waiting.append(_Read(commit_index, wants, now_s + self.timeout_s, done))
 
     def step(self, leader: bool, last_applied: int, now_s: float) -> None:
@@ -95,7 +114,8 @@ class ReadIndex:
         return len(self._waiting)
 
     def _confirmed(self, read: _Read) -> bool:
-        acks = 1 + sum(1 for peer, (generation, needed) in read.wants.items()
-                       if self._generation.get(peer, 0) == generation
-                       and self._answered.get(peer, 0) >= needed)
+        acks = 1 + sum(1 for peer, (generation, needed, sequence) in read.wants.items()
+                       if self._answered_sequence.get(peer, 0) >= sequence
+                       or (self._generation.get(peer, 0) == generation
+                           and self._answered.get(peer, 0) >= needed))
         return acks > (len(read.wants) + 1) // 2

@@ -83,3 +83,44 @@ def test_a_single_replica_answers_at_once() -> None:
     index.arrived(3, [], 0.0, answers.append)
     index.step(leader=True, last_applied=3, now_s=0.0)
     assert answers == [True]
+
+
+def test_an_append_entries_left_unanswered_does_not_slow_every_later_read() -> None:
+    """A follower does not answer an AppendEntries of a term older than its own: sent while this
+    node was being deposed, it leaves the counts one apart for good. When this node leads again, the
+    answer repeating the number of the first AppendEntries sent after a read confirms it, one
+    round later, not one round per answer ever missing."""
+    index = ReadIndex()
+    for _ in range(5):
+        index.sent("b")  # five never answered: b had moved to a newer term
+        index.sent("c")
+    answers = _read(index)
+    b, c = index.sent("b"), index.sent("c")
+    index.answered("b", b)
+    index.step(leader=True, last_applied=10, now_s=0.01)
+    assert answers == [True]
+    assert c == 6
+
+
+def test_an_answer_to_an_append_entries_sent_before_the_read_confirms_nothing() -> None:
+    index = ReadIndex()
+    before = index.sent("b")
+    answers = _read(index)
+    index.answered("b", before)  # arrives after the read, but answers what was sent before it
+    index.step(leader=True, last_applied=10, now_s=0.01)
+    assert answers == []
+    index.answered("c", index.sent("c"))
+    index.step(leader=True, last_applied=10, now_s=0.02)
+    assert answers == [True]
+
+
+def test_a_numbered_answer_on_a_new_connection_confirms_a_read_whose_append_entries_it_answers() -> None:
+    """Numbers are never reused, so unlike the counts they outlive a connection: the answer to an
+    AppendEntries sent after the read is one, on whichever connection it came."""
+    index = ReadIndex()
+    answers = _read(index)
+    index.sent("b")  # lost with its connection
+    index.disconnected("b")
+    index.answered("b", index.sent("b"))
+    index.step(leader=True, last_applied=10, now_s=0.1)
+    assert answers == [True]
