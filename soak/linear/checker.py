@@ -25,6 +25,13 @@ from the papers: Wing & Gong 1993, Lowe 2017, Horn & Kroening 2015):
   search state is the frozenset of every model state the prefix may have
   left; an operation is legal if the set it leads to is not empty.
 - A time budget bounds the search: past it the verdict is "unknown".
+- The parts are searched in turns (`check`): each search is resumable, and
+  every part still undecided gets SLICE_S of search a turn, so one part
+  whose search is long (linearizable or not) does not keep the checker
+  from an illegal part it would decide at once (porcupine searches the
+  parts in parallel and stops at the first illegal one). In porcupine's
+  c50-bad history the first part was still undecided after 60 s while the
+  second was illegal in 0.2 s.
 
 For an illegal history, `reduce` finds a smaller sub-history whose failure
 implies the original's (module docstring of `reduce`), and the longest
@@ -35,7 +42,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -44,6 +51,7 @@ ILLEGAL = "illegal"
 UNKNOWN = "unknown"  # the time budget ran out first
 
 CLOCK_EVERY = 2048  # search steps between two looks at the clock
+SLICE_S = 0.25  # search given to each undecided part a turn
 STEP_CACHE_MAX = 200_000  # memoised step results kept per part (then the cache starts over)
 FINAL_SEARCH_S = 10.0  # the search for the reduced history's longest linearization, past the reducer's budget
 
@@ -132,17 +140,19 @@ def check(model: Model, ops: Sequence[Operation], budget_s: float | None = None,
     start = clock()
     deadline = math.inf if budget_s is None else start + budget_s
     parts = model.partition(ops)
-    timed_out = 0
-    for part in parts:
-        outcome = check_part(model, part, deadline, clock)
-        if outcome.verdict == ILLEGAL:
-            failing, longest, complete = reduce(model, part, start_budget(clock, reduce_budget_s), clock)
-            return Result(ILLEGAL, len(ops), len(parts), clock() - start, timed_out, list(part), failing,
-                          longest, complete)
-        if outcome.verdict == UNKNOWN:
-            timed_out += 1
-    verdict = UNKNOWN if timed_out else OK
-    return Result(verdict, len(ops), len(parts), clock() - start, timed_out)
+    searches = {k: _Search(model, part) for k, part in enumerate(parts)}
+    while searches and clock() <= deadline:
+        for k in list(searches):  # a turn: parts in order, each SLICE_S at most
+            outcome = searches[k].run(min(deadline, clock() + SLICE_S), clock)
+            if outcome.verdict == ILLEGAL:
+                part = parts[k]
+                failing, longest, complete = reduce(model, part, start_budget(clock, reduce_budget_s), clock)
+                return Result(ILLEGAL, len(ops), len(parts), clock() - start, 0, list(part), failing,
+                              longest, complete)
+            if outcome.verdict == OK:
+                del searches[k]
+    verdict = UNKNOWN if searches else OK
+    return Result(verdict, len(ops), len(parts), clock() - start, len(searches))
 
 
 def start_budget(clock: Callable[[], float], seconds: float) -> float:
@@ -185,6 +195,9 @@ class _Search:
             self.nxt[position] = position + 1
             self.prv[position + 1] = position
         self.step_cache: dict[tuple[frozenset[Hashable], int], frozenset[Hashable]] = {}
+        self._walk: Iterator[PartResult | None] | None = None
+        self._longest: list[int] = []
+        self._steps = 0
 
     def _unlink(self, node: int) -> None:
         self.nxt[self.prv[node]] = self.nxt[node]
@@ -214,16 +227,29 @@ class _Search:
         return found
 
     def run(self, deadline: float, clock: Callable[[], float]) -> PartResult:
+        """Search until a verdict or the deadline (then UNKNOWN); a later call goes on from where
+        the last one stopped (the lifted links are the search's own state)."""
+        if self._walk is None:
+            self._walk = self._search()
+        for result in self._walk:
+            if result is not None:
+                return result
+            if clock() > deadline:
+                return PartResult(UNKNOWN, self._ops(self._longest), self._steps)
+        raise AssertionError("the search ended without a verdict")
+
+    def _search(self) -> Iterator[PartResult | None]:
+        """The search; yields None every CLOCK_EVERY steps (a chance to stop), then its verdict."""
         state: frozenset[Hashable] = frozenset([self.model.init()])
         linearized = 0
         seen: set[tuple[int, frozenset[Hashable]]] = set()
         stack: list[tuple[int, frozenset[Hashable]]] = []
-        longest: list[int] = []
-        entry, steps = self.nxt[0], 0
+        self._longest, self._steps = [], 0
+        entry = self.nxt[0]
         while entry != self.end:
-            steps += 1
-            if steps % CLOCK_EVERY == 0 and clock() > deadline:
-                return PartResult(UNKNOWN, self._ops(longest), steps)
+            self._steps += 1
+            if self._steps % CLOCK_EVERY == 0:
+                yield None
             if self.is_call[entry]:
                 i = self.op_of[entry]
                 after = self._step(state, i)
@@ -233,19 +259,20 @@ class _Search:
                     stack.append((entry, state))
                     state, linearized = after, bits
                     self._lift(entry)
-                    if len(stack) > len(longest):
-                        longest = [self.op_of[node] for node, _ in stack]
+                    if len(stack) > len(self._longest):
+                        self._longest = [self.op_of[node] for node, _ in stack]
                     entry = self.nxt[0]
                 else:
                     entry = self.nxt[entry]
                 continue
             if not stack:
-                return PartResult(ILLEGAL, self._ops(longest), steps)
+                yield PartResult(ILLEGAL, self._ops(self._longest), self._steps)
+                return
             entry, state = stack.pop()
             linearized &= ~(1 << self.op_of[entry])
             self._unlift(entry)
             entry = self.nxt[entry]
-        return PartResult(OK, self._ops([self.op_of[node] for node, _ in stack]), steps)
+        yield PartResult(OK, self._ops([self.op_of[node] for node, _ in stack]), self._steps)
 
     def _ops(self, indexes: list[int]) -> list[Operation]:
         return [self.ops[i] for i in indexes]

@@ -247,3 +247,22 @@ def test_command_line_checks_a_history_file(tmp_path: Path, capsys: Any) -> None
     report = json.loads((tmp_path / "bad" / "linear.json").read_text())
     assert report["linearizable"] == "no" and report["failing"]
     assert (tmp_path / "bad" / "violation.html").exists()
+
+
+def test_a_part_whose_search_is_long_does_not_hide_an_illegal_part_after_it() -> None:
+    """porcupine searches the parts in parallel and stops at the first illegal one; ours takes them
+    in turns. Part "a" (ten concurrent appends, then a get no order of them gives) takes minutes to
+    refute; part "b" (twelve concurrent puts, then a get of a value never put) a fraction of a
+    second, past the clock's first look. Checking "a" to the end of the budget first found nothing."""
+    from soak.linear.kv_model import KvModel
+
+    def kv(index: int, key: str, input: dict[str, Any], output: Any, call: float, ret: float) -> Operation:
+        return Operation(index, f"c{index}", {**input, "key": key}, output, call, ret, input["op"])
+
+    slow = [kv(i, "a", {"op": "append", "value": chr(ord("k") + i)}, {}, 0, 10) for i in range(10)]
+    slow.append(kv(10, "a", {"op": "get"}, {"value": "nowhere"}, 20, 30))
+    quick = [kv(11 + i, "b", {"op": "put", "value": str(i)}, {}, 0, 10) for i in range(12)]
+    quick.append(kv(23, "b", {"op": "get"}, {"value": "never put"}, 20, 30))
+    result = check(KvModel(), slow + quick, budget_s=3.0, reduce_budget_s=0.5)
+    assert result.verdict == ILLEGAL
+    assert {o.input["key"] for o in result.failing_partition} == {"b"}

@@ -12,8 +12,9 @@ from soak.linear.porcupine_logs import parse_file, parse_jepsen, parse_kv
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "porcupine"
 
-# porcupine_test.go: TestKv1ClientOk/Bad, TestEtcdJepsen000/002
-EXPECTED = {"c01-ok.txt": OK, "c01-bad.txt": ILLEGAL, "etcd_000.log": ILLEGAL, "etcd_002.log": OK}
+# porcupine_test.go: TestKv1ClientOk/Bad, TestEtcdJepsen000/002/100
+EXPECTED = {"c01-ok.txt": OK, "c01-bad.txt": ILLEGAL, "etcd_000.log": ILLEGAL, "etcd_002.log": OK,
+            "etcd_100.log": OK}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
