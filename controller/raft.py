@@ -81,6 +81,7 @@ from __future__ import annotations
 import collections
 import logging
 import pickle
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -270,7 +271,9 @@ class RaftNode:
             onStateChanged=self._state_changed,
             commandsQueueSize=100_000,
         )
-        self._reads = ReadIndex()
+        # Its numbers start at a random point: an answer to an earlier process's AppendEntries
+        # repeats a number this one never sends (read_index.py).
+        self._reads = ReadIndex(first_sequence=secrets.randbits(62))
         self._read_requests: collections.deque[Done] = collections.deque()  # from any thread
         transport_class = durable_transport(wal, self._reads, guard)
         self._replica = _Replica(self._apply, None if mode == "learner" else self_address,

@@ -29,7 +29,13 @@ number of its own (`sent` returns it, per peer, never reused in the process),
 which the follower's answer repeats (raft_transport.py): an answer repeating a
 number at or past the first sent after the read arrived confirms it, whatever
 went unanswered before. Counting stays for answers without a number (a peer of
-an earlier build).
+an earlier build); a peer whose answers carry numbers is not counted (an
+answer on a new connection to an AppendEntries sent on the old one would make
+the counts run ahead). Numbers start at a random point per process
+(`first_sequence`, drawn by the driver: this module stays pure), and an answer
+repeating a number this process has not sent to that peer is ignored: a late
+answer to the AppendEntries of an earlier process of this replica, reaching
+it on a connection pysyncobj kept, confirms nothing.
 
 The majority is of the membership the read arrived under (the peers passed
 to `arrived`): members come and go through the log (membership.py), and a
@@ -58,6 +64,7 @@ class _Read:
 @dataclass
 class ReadIndex:
     timeout_s: float = 2.0
+    first_sequence: int = 0  # numbers sent to each peer are first_sequence + 1, + 2, ...
     _sent: dict[Hashable, int] = field(default_factory=dict)
     _answered: dict[Hashable, int] = field(default_factory=dict)
     _generation: dict[Hashable, int] = field(default_factory=dict)
@@ -70,13 +77,15 @@ class ReadIndex:
     def sent(self, peer: Hashable) -> int:
         """An AppendEntries goes out to `peer`: the sequence number it carries."""
         self._sent[peer] = self._sent.get(peer, 0) + 1
-        self._sequence[peer] = sequence = self._sequence.get(peer, 0) + 1
+        self._sequence[peer] = sequence = self._sequence.get(peer, self.first_sequence) + 1
         return sequence
 
     def answered(self, peer: Hashable, sequence: int | None = None) -> None:
         """`peer` answered an AppendEntries (the one numbered `sequence`, if the answer says)."""
-        self._answered[peer] = self._answered.get(peer, 0) + 1
-        if sequence is not None and sequence > self._answered_sequence.get(peer, 0):
+        if sequence is None:
+            self._answered[peer] = self._answered.get(peer, 0) + 1
+        elif self.first_sequence < sequence <= self._sequence.get(peer, self.first_sequence) \
+                and sequence > self._answered_sequence.get(peer, 0):
             self._answered_sequence[peer] = sequence
 
     def disconnected(self, peer: Hashable) -> None:
@@ -88,8 +97,8 @@ class ReadIndex:
 
     def arrived(self, commit_index: int, peers: list[Hashable], now_s: float, done: Done) -> None:
         """A read arrived at a leader whose commit index is `commit_index`."""
-        wants = {p: (self._generation.get(p, 0), self._sent.get(p, 0) + 1, self._sequence.get(p, 0) + 1)
-                 for p in peers}
+        wants = {p: (self._generation.get(p, 0), self._sent.get(p, 0) + 1,
+                     self._sequence.get(p, self.first_sequence) + 1) for p in peers}
         self._waiting.append(_Read(commit_index, wants, now_s + self.timeout_s, done))
 
     def step(self, leader: bool, last_applied: int, now_s: float) -> None:

@@ -124,3 +124,32 @@ def test_a_numbered_answer_on_a_new_connection_confirms_a_read_whose_append_entr
     index.answered("b", index.sent("b"))
     index.step(leader=True, last_applied=10, now_s=0.1)
     assert answers == [True]
+
+
+def test_an_answer_repeating_a_number_this_process_never_sent_confirms_nothing() -> None:
+    """A late answer to an AppendEntries of this replica's earlier process (pysyncobj may keep the
+    old connection open a while) carries that process's number: never one of this one's, whose
+    numbers start at a random point."""
+    index = ReadIndex(first_sequence=1000)
+    answers = _read(index)
+    index.answered("b", 5000)  # the earlier process had sent 5000 AppendEntries to b
+    index.answered("b", 7)  # or fewer
+    index.sent("b")
+    index.step(leader=True, last_applied=10, now_s=0.01)
+    assert answers == []
+    index.answered("b", 1001)
+    index.step(leader=True, last_applied=10, now_s=0.02)
+    assert answers == [True]
+
+
+def test_numbered_answers_are_not_counted() -> None:
+    """After a reconnect the counts start over, and answers to what was sent on the old connection
+    may still arrive: counted, they would run ahead of what was sent on the new one."""
+    index = ReadIndex()
+    early = [index.sent("b") for _ in range(3)]
+    index.disconnected("b")
+    answers = _read(index)  # wants the answer to the first AppendEntries on the new connection
+    for number in early:
+        index.answered("b", number)  # late answers to the old connection's
+    index.step(leader=True, last_applied=10, now_s=0.01)
+    assert answers == []
