@@ -176,6 +176,8 @@ class Chaos:
         deadline = time.monotonic() + timeout_s
         target: int | None = None
         while time.monotonic() < deadline:  # the soak's end waits for it: part of the fault's figures
+            if self.stopping.is_set() and not self.running(f"replica-{replica_id}"):
+                return None  # stopped, and no restart may come before the final heal
             try:
                 if target is None:
                     with Client(self.cluster.addresses, self.cluster.credentials, deadline_s=5.0) as client:
@@ -288,6 +290,16 @@ class Chaos:
         timer.daemon = True
         self._timers.append(timer)
         timer.start()
+
+    def running(self, target: str) -> bool:
+        """Whether a replica ("replica-2"), or every one ("replicas"), runs now (other targets: True)."""
+        if target == "replicas":
+            ids = [r.id for r in self.cluster.config.replicas]
+        elif target.startswith("replica-") and target[8:].isdigit():
+            ids = [int(target[8:])]
+        else:
+            return True
+        return all((proc := self.cluster.procs.get(i)) is not None and proc.poll() is None for i in ids)
 
     def restart_replica(self, replica_id: int) -> None:
         with self.lock:

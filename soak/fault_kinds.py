@@ -209,8 +209,9 @@ def _disk_full(chaos: Chaos) -> None:
         event.detail += f", {filled >> 20} MB ballast, " + (
             f"replica stopped (exit {proc.returncode})" if stopped and proc else "replica ran on")
         if stopped:
-            chaos.restart_replica(victim)
-        chaos.may_exit.discard(victim)
+            chaos.restart_replica(victim)  # not once the run is stopping: the final heal restarts it,
+        if not (stopped and chaos.stopping.is_set()):  # and must not take it for an unexpected exit
+            chaos.may_exit.discard(victim)
         event.recovered_s = chaos.serving_again(victim, event.at)
         _recovered(chaos, event)
         chaos.record.events.append(event)
@@ -294,7 +295,9 @@ def _slow(chaos: Chaos, kind: str) -> None:
 
 
 def _recovered(chaos: Chaos, event: FaultEvent) -> None:
-    if event.recovered_s is None:
+    if event.recovered_s is None and chaos.stopping.is_set() and not chaos.running(event.target):
+        event.detail += ", the run ended before it came back (the final heal restarts it)"
+    elif event.recovered_s is None:
         chaos.record.not_recovered.append(f"{event.kind} of {event.target} at {event.at:.0f}: not caught up "
                                           "within 60 s")
 
