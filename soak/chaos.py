@@ -176,7 +176,7 @@ class Chaos:
         deadline = time.monotonic() + timeout_s
         target: int | None = None
         while time.monotonic() < deadline:  # the soak's end waits for it: part of the fault's figures
-            if self.stopping.is_set() and not self.running(f"replica-{replica_id}"):
+            if self.stopping.is_set() and not self._replica_running(replica_id):
                 return None  # stopped, and no restart may come before the final heal
             try:
                 if target is None:
@@ -299,7 +299,11 @@ class Chaos:
             ids = [int(target[8:])]
         else:
             return True
-        return all((proc := self.cluster.procs.get(i)) is not None and proc.poll() is None for i in ids)
+        return all(self._replica_running(i) for i in ids)
+
+    def _replica_running(self, replica_id: int) -> bool:
+        proc = self.cluster.procs.get(replica_id)
+        return proc is not None and proc.poll() is None
 
     def restart_replica(self, replica_id: int) -> None:
         with self.lock:

@@ -83,3 +83,19 @@ def test_a_leader_deposed_and_elected_again_confirms_a_read_in_one_round() -> No
     leader.on_message("b", follower.outbox.pop()[1])
     leader.reads.step(leader=True, last_applied=1, now_s=0.01)
     assert answers == [True]
+
+
+def test_a_number_that_is_not_an_integer_is_neither_repeated_nor_taken() -> None:
+    """A malformed number (a string, a boolean) from a peer: the answer carries none, and an answer
+    carrying one confirms nothing by it (it is counted as an answer of an earlier build)."""
+    leader, follower = _node("a", 3, ["b", "c"]), _node("b", 3, ["a"])
+    heartbeat = _heartbeat(leader, "b")
+    for bad in ("7", True):
+        follower.on_message("a", {**heartbeat, SEQUENCE: bad})
+        assert SEQUENCE not in follower.outbox.pop()[1]
+    answers: list[bool] = []
+    leader.reads.arrived(1, ["b", "c"], 0.0, answers.append)
+    leader.on_message("b", {"type": ANSWER, "next_node_idx": 2, "reset": False, "success": True,
+                            "term": 3, SEQUENCE: "999"})
+    leader.reads.step(leader=True, last_applied=1, now_s=0.01)
+    assert answers == []  # counted, but the read wants the answer to one sent after it
