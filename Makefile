@@ -21,6 +21,7 @@ $(STAMP): pyproject.toml
 	sh scripts/install_exim.sh
 	sh scripts/install_slurmrestd.sh
 	sh scripts/install_tmux.sh
+	sh scripts/install_prometheus.sh
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -205,6 +205,31 @@ def _host_details(response: api.ListHostsResponse) -> None:
                   f"{resource.total} in use")
 
 
+METRICS_ROWS_PER_KIND = 10  # of workers, say: `--json` lists every one
+
+
+def _metrics_table(status: api.StatusResponse) -> None:
+    """Where each daemon serves Prometheus /metrics: the replicas, and the daemons that said so on
+    connecting to the leader (schedulers, gateways, workers)."""
+    rows = [("replica", str(r.id), r.metrics_address) for r in status.replicas if r.metrics_address]
+    shown_of: dict[str, int] = {}
+    hidden_of: dict[str, int] = {}
+    for daemon in status.daemons:
+        if shown_of.get(daemon.kind, 0) < METRICS_ROWS_PER_KIND:
+            shown_of[daemon.kind] = shown_of.get(daemon.kind, 0) + 1
+            rows.append((daemon.kind, daemon.name, daemon.metrics_address))
+        else:
+            hidden_of[daemon.kind] = hidden_of.get(daemon.kind, 0) + 1
+    if not rows:
+        print("metrics: no daemon serves Prometheus metrics")
+        return
+    print(f"{'METRICS OF':<12}{'NAME':<24}/metrics AT")
+    for kind, name, address in rows:
+        print(f"{kind:<12}{shown(name):<24}http://{shown(address)}/metrics")
+    for kind, hidden in sorted(hidden_of.items()):
+        print(f"{kind:<12}and {hidden} more (xce status --json lists them)")
+
+
 def _status_table(status: api.StatusResponse) -> None:
     print(f"cluster {status.cluster_id}")
     print(f"{'ID':>3}  {'ROLE':<12}{'TERM':>6}{'COMMIT':>9}{'APPLIED':>9}{'PID':>8}  {'GRPC':<22}{'FMT':>4}  "
@@ -213,6 +238,7 @@ def _status_table(status: api.StatusResponse) -> None:
         print(f"{r.id:>3}  {r.role:<12}{r.term:>6}{r.commit_index:>9}{r.applied_index:>9}{r.pid:>8}  "
               f"{r.grpc_address:<22}{r.entry_format or '-':>4}  {r.health}")
     print(f"entry kinds in use past the baseline: {', '.join(status.enabled_entry_kinds) or 'none'}")
+    _metrics_table(status)
     recovery = status.recovery
     if recovery.waiting:
         wait = "the fence's wait is over" if recovery.wait_over else \

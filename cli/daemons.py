@@ -21,23 +21,27 @@ def declare_controller(p: argparse.ArgumentParser) -> None:
                    help="a new replica: run as a learner until `xce member add` takes it in")
     p.add_argument("--force-new-cluster", action="store_true",
                    help="disaster recovery: this survivor's state as a one-member cluster (etcd's name)")
+    p.add_argument("--metrics", default="", metavar="HOST:PORT",
+                   help="serve Prometheus /metrics there (default: the cluster file's metrics, if any)")
 
 
 def run_controller(args: argparse.Namespace) -> int:
     from controller.main import run
 
-    return run(args.config, args.id, args.join, args.force_new_cluster)
+    return run(args.config, args.id, args.join, args.force_new_cluster, args.metrics)
 
 
 def declare_worker(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, type=path_arg, help="the worker's file (worker.toml)")
     p.add_argument("--name", help="host name (default: from the config, else this machine's)")
+    p.add_argument("--metrics", default="", metavar="HOST:PORT",
+                   help="serve Prometheus /metrics there (default: the file's metrics, if any)")
 
 
 def run_worker(args: argparse.Namespace) -> int:
     from worker.daemon import run
 
-    return run(args.config, args.name)
+    return run(args.config, args.name, args.metrics)
 
 
 def declare_scheduler(p: argparse.ArgumentParser) -> None:
@@ -68,6 +72,9 @@ def declare_gateway(p: argparse.ArgumentParser) -> None:
                    help="event streams one user may follow at once (default 16)")
     p.add_argument("--clusters", default="", metavar="FILE",
                    help="other clusters to relay to (Slurm, LSF): a TOML file (docs/GATEWAY.md)")
+    p.add_argument("--max-wait", type=float, default=300.0, metavar="S",
+                   help="the longest a blocking read (?index=&wait=) waits; a longer wait is cut to it "
+                        "(default 300: below your proxies' idle timeout)")
     _http_limit_options(p)
 
 
@@ -75,7 +82,7 @@ def run_gateway(args: argparse.Namespace) -> int:
     from gateway.main import run
 
     return run(controllers(args), credentials(args), args.listen, _http_limits(args), args.max_event_streams,
-               args.clusters)
+               args.clusters, args.max_wait)
 
 
 def declare_mcp(p: argparse.ArgumentParser) -> None:

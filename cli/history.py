@@ -1,5 +1,5 @@
 """`xce history` (like bhist / sacct), `xce acct` (like bacct) and `xce audit`: finished jobs, usage
-totals, and the audit trail of the gateway's and agents' writes.
+totals, and the audit trail of the cluster's writes (who, with which key, how it came, what).
 
 Times are given as an ISO date or date-time (UTC unless it names a zone,
 e.g. 2026-11-30T14:00 or 2026-11-30T14:00+01:00) or as an age: 30m, 12h,
@@ -100,12 +100,20 @@ def audit(client: Client, args: argparse.Namespace) -> list[api.AuditRecord]:
 
 
 def print_audit(rows: list[api.AuditRecord]) -> None:
-    """[time] [principal] [action] [params] [dry_run|confirmed|refused], and how it ended."""
-    print(f"{'TIME (UTC)':<20}{'PRINCIPAL':<14}{'VIA':<6}{'ACTION':<9}{'OUTCOME':<10}{'RESULT':<24}PARAMS")
+    """[time] [principal] [via] [key] [action] [dry_run|confirmed|refused], how it ended, [params]. A
+    row without a key was made with a MUNGE credential (or before rows named keys)."""
+    print(f"{'TIME (UTC)':<20}{'PRINCIPAL':<14}{'VIA':<6}{'KEY':<18}{'KEY DESCRIPTION':<22}{'ACTION':<15}"
+          f"{'OUTCOME':<10}{'RESULT':<24}PARAMS")
     for row in rows:
         outcome = api.AuditOutcome.Name(row.outcome).lower()
-        print(f"{_stamp(row.time_ms):<20}{row.principal[:13]:<14}{row.via[:5]:<6}{row.action[:8]:<9}"
-              f"{outcome:<10}{row.result[:23]:<24}{row.params[:200]}")
+        print(f"{_stamp(row.time_ms):<20}{row.principal[:13]:<14}{row.via[:5]:<6}{row.key_id or '-':<18}"
+              f"{_cut(row.key_description, 21) or '-':<22}{row.action[:14]:<15}{outcome:<10}"
+              f"{row.result[:23]:<24}{row.params[:200]}")
+
+
+def _cut(text: str, width: int) -> str:
+    text = " ".join(text.split())  # a description may hold line breaks: one line per row
+    return text if len(text) <= width else text[:width - 1] + "~"
 
 
 def history_request(args: argparse.Namespace) -> api.HistoryRequest:

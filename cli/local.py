@@ -1,5 +1,6 @@
-"""A cluster on this machine: `xce cluster up` (replicas and workers in the foreground) and `xce demo`
-(the whole story in a minute: jobs through a leader kill); `xce lsf-path`, where LSF's commands are."""
+"""A cluster on this machine: `xce cluster up` (replicas, a scheduler, workers and the REST gateway in the
+foreground, each serving /metrics) and `xce demo` (the whole story in a minute: jobs through a leader
+kill); `xce lsf-path`, where LSF's commands are."""
 
 from __future__ import annotations
 

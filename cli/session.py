@@ -37,6 +37,7 @@ def connected(args: argparse.Namespace, run: Callable[[Client, argparse.Namespac
     try:
         addresses = controllers(args)
         creds = credentials(args)
+        creds.client = "cli"  # for the audit trail's `via`: a claim, which decides nothing
         with Client(addresses, creds, deadline_s=wait_s(), transport=Http2Transport(creds)) as client:
             # The leader the last command found goes first; a wrong guess costs one redirect.
             client.prefer(cached_leader(addresses) or addresses[0])

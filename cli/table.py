@@ -104,7 +104,7 @@ COMMANDS: tuple[Command, ...] = (
           "run_history"),
     _read("acct", "usage totals per user and queue over history (like bacct)", "history", "declare_acct",
           "run_acct"),
-    _read("audit", "the audit trail: writes through the gateway and agents, dry runs, refusals (newest "
+    _read("audit", "the audit trail: every write (who, key, via), dry runs, refusals (newest "
                    "first)", "history", "declare_audit", "run_audit"),
     # `save` connects (cli/snapshot.py opens the session itself); `status` and `restore` read files here.
     _local("snapshot", "backups: save the leader's state to a file, check a file", "snapshot",

@@ -45,6 +45,10 @@ if TYPE_CHECKING:  # imported where a channel is made: the command line never ma
 TOKEN_PREFIX = "xce_"
 AUTH_METADATA = "authorization"
 MUNGE_METADATA = "x-xce-munge"
+# For the audit trail only (controller/authn.py): the gateway's own key beside its caller's, which
+# proves the call came through it; and what the client says it is (the command line: `cli`), a claim.
+RELAY_METADATA = "x-xce-relay"
+CLIENT_METADATA = "x-xce-client"
 ADMIN_TOKEN_FILE = "admin.token"
 
 
@@ -127,19 +131,24 @@ class FileWatch:
 class Credentials:
     """What a client presents; equal when they present the same (wherever the files are)."""
 
-    __slots__ = ("insecure", "ca", "cert", "key", "token", "munge", "files", "munge_socket", "_watch")
+    __slots__ = ("insecure", "ca", "cert", "key", "token", "munge", "files", "munge_socket", "relay",
+                 "client", "_watch")
 
     def __init__(self, insecure: bool = False, ca: bytes | None = None, cert: bytes | None = None,
                  key: bytes | None = None, token: str | None = None, munge: bool = False,
-                 files: TlsFiles | None = None, munge_socket: str = "") -> None:
+                 files: TlsFiles | None = None, munge_socket: str = "", relay: str | None = None,
+                 client: str = "") -> None:
         self.insecure, self.ca, self.cert, self.key = insecure, ca, cert, key
         self.token, self.munge = token, munge
         self.munge_socket = munge_socket  # munged's, if not the default: $XCE_MUNGE_SOCKET, or [auth]'s
         self.files = files  # where ca, cert, key came from
+        self.relay = relay  # the gateway's own token, sent beside each caller's (RELAY_METADATA)
+        self.client = client  # what this client says it is: "cli" for the command line (CLIENT_METADATA)
         self._watch = FileWatch()
 
     def _fields(self) -> tuple[Any, ...]:
-        return self.insecure, self.ca, self.cert, self.key, self.token, self.munge, self.munge_socket
+        return (self.insecure, self.ca, self.cert, self.key, self.token, self.munge, self.munge_socket,
+                self.relay, self.client)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Credentials) and self._fields() == other._fields()
@@ -150,10 +159,11 @@ class Credentials:
     def __repr__(self) -> str:  # never the key or the token
         return (f"Credentials(insecure={self.insecure}, ca={'set' if self.ca else None}, "
                 f"cert={'set' if self.cert else None}, key={'set' if self.key else None}, "
-                f"token={'set' if self.token else None}, munge={self.munge}, files={self.files!r})")
+                f"token={'set' if self.token else None}, munge={self.munge}, files={self.files!r}, "
+                f"relay={'set' if self.relay else None}, client={self.client!r})")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return Credentials, (*self._fields()[:6], self.files, self.munge_socket)
+        return Credentials, (*self._fields()[:6], self.files, self.munge_socket, self.relay, self.client)
 
     def tls(self) -> tuple[bytes | None, bytes | None, bytes | None]:
         """(ca, cert, key) as the files hold them now (those given, if not from files)."""
@@ -202,6 +212,10 @@ class Credentials:
             items.append((AUTH_METADATA, f"Bearer {self.token}"))
         if self.munge:
             items.append((MUNGE_METADATA, munge_credential(self.munge_socket)))
+        if self.relay:
+            items.append((RELAY_METADATA, f"Bearer {self.relay}"))
+        if self.client:
+            items.append((CLIENT_METADATA, self.client))
         return tuple(items)
 
     def with_certificate(self, cert: StrPath, key: StrPath) -> Credentials:

@@ -171,16 +171,18 @@ class SyncFollow:
 
 def sync_messages(client: Client, history: bool, resume_after: Callable[[], int], stop: threading.Event,
                   clock: Callable[[], float] = time.monotonic,
-                  give_up_s: float = GIVE_UP_S) -> Iterator[log.SyncMessage]:
+                  give_up_s: float = GIVE_UP_S, metrics_address: str = "") -> Iterator[log.SyncMessage]:
     """The stream's messages, resumed after `resume_after()` (the last event the caller took) when it
     breaks, until `stop` is set. `history`: events only, never a snapshot (a stream resumed after an
     event is always one). Events at or below `resume_after()` are skipped: a resumed stream never
     repeats one. A refusal that is not a retryable one (OUT_OF_RANGE: compacted) raises XceError.
-    Which replica, and the pause between tries, are the client's route (client/leader_route.py)."""
+    Which replica, and the pause between tries, are the client's route (client/leader_route.py).
+    `metrics_address`: where the caller, a daemon, serves its metrics (the leader shows it in Status)."""
 
     def request() -> log.SyncRequest:
         after = resume_after()
-        return log.SyncRequest(from_revision=after, history=history or after > 0)
+        return log.SyncRequest(from_revision=after, history=history or after > 0,
+                               metrics_address=metrics_address)
 
     follow = SyncFollow(client.transport, client.route, client.credentials.metadata, request, stop, clock,
                         policies.RAISING, taken_through=resume_after, give_up_s=give_up_s)

@@ -1,12 +1,18 @@
 """What the leader does for the audit trail and for scoped keys (G6, G7).
 
-An audited request (one that carries an AuditRequest: the gateway and the MCP server set one on every
-write; and every write of a scoped key) gets its action and parameters filled in here before it is
-checked. Then it is proposed as usual, and apply writes its CONFIRMED row (controller/fsm/audit.py);
-or it is a dry run, and the leader proposes a DRY_RUN row with what would happen in words instead;
-or the leader denies it (permission, scope: PERMISSION_DENIED), and proposes a REFUSED row with the
-reason before it answers. Bad input (INVALID_ARGUMENT, NOT_FOUND, ...) changes nothing, the trail
-included.
+Which writes are audited: from entry format 27, every write a person makes (the job writes, force-
+runs, queues, hosts, tokens, members, job groups, reservations), whatever client sent it; before it,
+the writes that asked for it (the gateway sets a note on every write) and every write of a scoped
+key. An audited request gets its note filled in here before it is checked: its action and
+parameters, how it came (`via_of`) and the caller's key. Then it is proposed as usual, and apply
+writes its CONFIRMED row (controller/fsm/audit.py); or it is a dry run, and the leader proposes a
+DRY_RUN row with what would happen in words instead; or the leader denies it (permission, scope:
+PERMISSION_DENIED), and proposes a REFUSED row with the reason before it answers. Bad input
+(INVALID_ARGUMENT, NOT_FOUND, ...) changes nothing, the trail included.
+
+What a row says is proven, but for one word: the principal and the key are the credential's;
+`mcp` is an agent's key (its role), `rest` the gateway's own key beside the caller's; `cli` is
+the client's claim (any client may make it), and so decides nothing; `grpc` is any other client.
 
 Pure but for `unfinished`, which reads the tables it is given.
 """
@@ -21,22 +27,26 @@ from controller import authz
 from controller.authz import Principal
 from controller.fsm import arrays, audit, job_index
 from controller.fsm.records import FINISHED, read_job
-from controller.fsm.versions import ZERO_INDEX_FORMAT
+from controller.fsm.versions import KEYED_AUDIT_FORMAT, ZERO_INDEX_FORMAT
 from controller.tables import Tables
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
-AUDITED = ("SubmitJobs", "ControlJob", "ModifyJob")
+AUDITED = ("SubmitJobs", "ControlJob", "ModifyJob")  # the job writes: the note in the request
+# The other writes of a person, audited from entry format 27 with the note in their entry.
+NOTED = frozenset({"RunJob", "CreateQueue", "UpdateQueue", "CreateToken", "RevokeToken", "AddMember",
+                   "RemoveMember", "ControlHost", "PutJobGroup", "PutReservation"})
 AGENT_ROLE_PREFIX = "mcp_"  # an agent's key (mcp_readonly, mcp_operator, a [roles.mcp_...] of the file)
+ROUTES = ("rest", "cli")  # the routes authn may find besides grpc (controller/authn.py)
 
 
-def via_of(caller: Principal, named: str) -> str:
-    """How the request came, as its row says: from the credential, never from what the request
-    names (any client may name anything): `mcp` for an agent's key, `rest` for a request that named
-    a relay (the gateway names itself), `key` for the other writes of a scoped key."""
+def via_of(caller: Principal) -> str:
+    """How the request came, as its row says, never from what the request names (any client may
+    name anything): `mcp` for an agent's key, whatever route it took (its role is proven); else the
+    route authn found: `rest` (proven by the gateway's own key), `cli` (the client's claim), `grpc`."""
     if caller.role.startswith(AGENT_ROLE_PREFIX):
         return "mcp"
-    return "rest" if named else "key"
+    return caller.route if caller.route in ROUTES else "grpc"
 
 
 def action_of(method: str, request: Any) -> str:
@@ -61,27 +71,32 @@ def params_of(request: Any) -> str:
     return text
 
 
-def prepare(method: str, request: Any, caller: Principal) -> api.AuditRequest | None:
-    """The request's audit, action and parameters filled in; None if it is not audited. Every write
-    of a scoped key is (one outside job work only to record its refusal)."""
-    if method not in AUDITED:
-        if caller.scope is None or method == "GetJobOutput":
+def prepare(method: str, request: Any, caller: Principal, entry_format: int) -> api.AuditRequest | None:
+    """The request's audit note filled in (a job write's is its request's own `audit`, which carries
+    it to apply); None if it is not audited (the module's docstring: which are). Every write of a
+    scoped key is (one outside job work only to record its refusal). The key is named from entry
+    format 27; before, what a client put there is cleared (apply would not copy it)."""
+    every = entry_format >= KEYED_AUDIT_FORMAT
+    if method in AUDITED:
+        if not (every or request.HasField("audit") or caller.scope is not None):
             return None
-        return api.AuditRequest(via=via_of(caller, ""), action=action_of(method, request),
-                                 params=params_of(request))
-    if not (request.HasField("audit") or caller.scope is not None):
+        note: api.AuditRequest = request.audit
+    elif (every and method in NOTED) or (caller.scope is not None and method != "GetJobOutput"):
+        note = api.AuditRequest()
+    else:
         return None
-    note: api.AuditRequest = request.audit
-    note.via = via_of(caller, note.via)
+    note.via = via_of(caller)
     note.action = action_of(method, request)
     note.params = params_of(request)
+    note.key_id = caller.key_id if every else ""
+    note.key_description = caller.key_description[:audit.MAX_KEY_DESCRIPTION] if every else ""
     return note
 
 
 def entry(note: api.AuditRequest, caller: Principal, outcome: api.AuditOutcome, words: str) -> log.Entry:
     """The `audit` entry of a dry run or a refusal."""
     record = api.AuditRecord(via=note.via, action=note.action, params=note.params, outcome=outcome,
-                             result=words[:1000])
+                             result=words[:1000], key_id=note.key_id, key_description=note.key_description)
     return log.Entry(audit=log.AuditEntry(record=record), by=caller.record())
 
 

@@ -9,6 +9,13 @@ tokens table, or a MUNGE credential, decoded by the local munged (`unmunge`),
 which gives the uid and gid of the process that made it. Nothing else is
 believed: not a user name in a request, not $USER.
 
+How a person's request came (`Principal.route`, for the audit trail only):
+`rest` when the gateway proves itself with its own key (role gateway) in
+`x-xce-relay` beside the caller's; else `cli` when the client says it is the
+command line (`x-xce-client: cli`: a claim, which any client can make and
+which decides nothing); else `grpc`. An agent's key is recorded as mcp
+whatever the route (controller/audit_trail.py).
+
 A driver (it reads LMDB, the clock, the password and group databases, and
 runs unmunge); the decisions on what a principal may do are authz.py's.
 """
@@ -24,7 +31,7 @@ from collections.abc import Callable, Mapping
 
 import grpc
 
-from client.credentials import AUTH_METADATA, MUNGE_METADATA, token_hash
+from client.credentials import AUTH_METADATA, CLIENT_METADATA, MUNGE_METADATA, RELAY_METADATA, token_hash
 from controller.authz import Principal, StaticToken
 from controller.fsm import tokens
 from xce import pki
@@ -36,6 +43,8 @@ CACHE_SIZE = 4096
 GROUPS_TTL_S = 60.0
 MUNGE_TIMEOUT_S = 5.0
 MAX_CREDENTIAL = 4096  # bytes; a munge -n credential is about 150
+RELAY_ROLE = "gateway"  # the role of a key that proves a request came through the gateway
+STATIC_KEY = "a token of the cluster file ([[auth.tokens]])"  # a bootstrap token's description
 
 
 class Unauthenticated(ServiceError):
@@ -74,10 +83,10 @@ class Authenticator:
         metadata = {key: value for key, value in (context.invocation_metadata() or ())}
         header = metadata.get(AUTH_METADATA)
         if isinstance(header, str) and header:
-            return self._from_token(header)
+            return self._from_token(header, self._route(metadata))
         credential = metadata.get(MUNGE_METADATA)
         if isinstance(credential, str) and credential:
-            return await self._from_munge(credential)
+            return await self._from_munge(credential, self._route(metadata))
         raise Unauthenticated("no credential: give a token ($XCE_TOKEN, or a 0600 file ~/.config/xce/token)"
                               + (" or a MUNGE credential" if self._munge else ""))
 
@@ -100,14 +109,15 @@ class Authenticator:
 
     # ------------------------------------------------------------ tokens
 
-    def _from_token(self, header: str) -> Principal:
+    def _from_token(self, header: str, route: str = "grpc") -> Principal:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthenticated("the authorization header must be 'Bearer <token>'")
         digest = token_hash(token.strip())
         static = self._static.get(digest)
         if static is not None:
-            return Principal(static.user, static.role, "token", self.groups(static.user))
+            return Principal(static.user, static.role, "token", self.groups(static.user),
+                             key_id=tokens.token_id(digest), key_description=STATIC_KEY, route=route)
         with self._store.read() as tables:  # type: ignore[attr-defined]
             info = tokens.read_token(tables, digest)
         if info is None:
@@ -119,11 +129,26 @@ class Authenticator:
         if info.expires_ms and info.expires_ms <= self._clock.now_ms():
             raise Unauthenticated(f"token {info.id} expired")
         return Principal(info.user, info.role, "token", self.groups(info.user),
-                         scope=info.scope if info.HasField("scope") else None, key_id=info.id)
+                         scope=info.scope if info.HasField("scope") else None, key_id=info.id,
+                         key_description=info.description, route=route)
+
+    def _route(self, metadata: Mapping[str, object]) -> str:
+        """How the request came (the module's docstring): proven for rest, claimed for cli."""
+        relay = metadata.get(RELAY_METADATA)
+        if isinstance(relay, str) and relay and self._is_relay(relay):
+            return "rest"
+        return "cli" if metadata.get(CLIENT_METADATA) == "cli" else "grpc"
+
+    def _is_relay(self, header: str) -> bool:
+        try:
+            relay = self._from_token(header)
+        except ServiceError:  # a revoked or unknown key (or one not applied here yet) proves nothing
+            return False
+        return relay.role == RELAY_ROLE
 
     # ------------------------------------------------------------ MUNGE
 
-    async def _from_munge(self, credential: str) -> Principal:
+    async def _from_munge(self, credential: str, route: str = "grpc") -> Principal:
         if not self._munge:
             raise Unauthenticated("MUNGE is not enabled on this cluster ([auth] munge = true)")
         async with self._unmunge_slots:
@@ -140,7 +165,7 @@ class Authenticator:
             raise Unauthenticated(f"uid {uid} has no account on this controller") from None
         # No cache: munged refuses a credential decoded twice (a replay); the client makes a new one
         # for every attempt of a call.
-        return Principal(name, self._munge_roles.get(name, "user"), "munge", self.groups(name))
+        return Principal(name, self._munge_roles.get(name, "user"), "munge", self.groups(name), route=route)
 
     # ------------------------------------------------------------ groups
 

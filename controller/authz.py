@@ -121,6 +121,10 @@ class Principal:
     # A scoped token's scope (G7) and the token's id, which a refusal names.
     scope: api.TokenScope | None = field(default=None, compare=False, hash=False)
     key_id: str = ""
+    # The rest is for the audit trail only, never for a decision: the key's description, and how the
+    # request came (authn.py: rest when the gateway proved itself, cli when the client says so, grpc).
+    key_description: str = field(default="", compare=False, hash=False)
+    route: str = field(default="grpc", compare=False, hash=False)
 
     def record(self) -> log.Principal:
         return log.Principal(name=self.name, role=self.role, via=self.via)

@@ -30,6 +30,7 @@ import contextvars
 import functools
 import hashlib
 import logging
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -43,7 +44,7 @@ from controller.fsm import audit, membership, tokens
 from controller.replica import Ended, Replica
 from controller.replica_status import peer_status_full
 from controller.store import StateStore
-from xce import worker_wire
+from xce import metrics, worker_wire
 from xce.errors import ServiceError, invalid, unavailable
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -82,6 +83,15 @@ async def abort(context: grpc.aio.ServicerContext, error: ServiceError) -> NoRet
 # Refusals a leader decides from a job's state before proposing: confirmed before they are answered.
 STATE_REFUSALS = frozenset({log.NOT_FOUND, log.FAILED_PRECONDITION})
 CONFIRMED_REFUSALS = frozenset({"ControlJob", "ModifyJob", "RunJob"})
+
+
+def _peer_host(peer: str) -> str:
+    """The host of a gRPC peer string (`ipv4:10.0.0.5:41234`, `ipv6:[::1]:41234`); "" for another kind."""
+    kind, _, address = peer.partition(":")
+    if kind not in ("ipv4", "ipv6"):
+        return ""
+    host = address.rpartition(":")[0]
+    return urllib.parse.unquote(host).strip("[]")
 
 
 def parse(message_class: type[M], raw: bytes) -> M:
@@ -172,6 +182,9 @@ class _Services:
         self.policy = replica.config.policy
         self._sync_streams: dict[tuple[str, str], int] = {}  # per principal (role, name): open Sync streams
         replica.sync_streams_open = lambda: sum(self._sync_streams.values())  # for its metrics
+        # Per open stream whose daemon said where it serves its metrics (Sync, a worker's join): Status.
+        self._daemons: dict[object, api.Daemon] = {}
+        replica.daemons = lambda: sorted(self._daemons.values(), key=lambda d: (d.kind, d.name))
 
     async def _caller(self, context: grpc.aio.ServicerContext, permission: str) -> Principal:
         return await _authorized(self.authenticator, self.policy, self.replica.config.cluster_id, context,
@@ -358,6 +371,7 @@ class _Services:
             self._sync_streams[who] = self._sync_streams.get(who, 0) + 1
             counted = who
             request = parse(log.SyncRequest, raw)
+            self._announced(context, caller, request.metrics_address)
             # Held no longer than a progress mark's period: the scheduler takes a silent stream for dead.
             await replica.leader_settled(min(hold_s(context), PROGRESS_S))
             term = replica.core.serving_term()
@@ -392,12 +406,21 @@ class _Services:
         except ServiceError as exc:
             await abort(context, exc)
         finally:
+            self._daemons.pop(context, None)
             if counted is not None:
                 left = self._sync_streams[counted] - 1
                 if left > 0:
                     self._sync_streams[counted] = left
                 else:
                     del self._sync_streams[counted]
+
+    def _announced(self, context: grpc.aio.ServicerContext, caller: Principal, address: str) -> None:
+        """A daemon said, opening its stream, where it serves its metrics: shown in Status while the
+        stream is open (a wildcard host is the connection's own, as this replica sees it)."""
+        if address:
+            reachable = metrics.reachable(address[:200], _peer_host(context.peer()))
+            self._daemons[context] = api.Daemon(kind=caller.role, name=caller.name, metrics_address=reachable,
+                                                replica=self.replica.me.id)
 
     # -------------------------------------------------------------- backups
 
@@ -441,7 +464,7 @@ class _Services:
             await abort(context, exc)
         await replica.leader_settled(hold_s(context))
         stream, outgoing = replica.worker_opened(caller.name)
-        reader = asyncio.get_running_loop().create_task(self._read_worker(stream, requests))
+        reader = asyncio.get_running_loop().create_task(self._read_worker(stream, requests, context, caller))
         error: ServiceError | None = None
         try:
             while True:
@@ -463,15 +486,21 @@ class _Services:
                     break
         finally:
             reader.cancel()
+            self._daemons.pop(context, None)
             replica.worker_closed(stream)
         if error is not None:
             await abort(context, error)
 
-    async def _read_worker(self, stream: int, requests: AsyncIterator[bytes]) -> None:
+    async def _read_worker(self, stream: int, requests: AsyncIterator[bytes],
+                           context: grpc.aio.ServicerContext, caller: Principal) -> None:
         error: ServiceError | None = None
         try:
             async for raw in requests:
-                self.replica.worker_message(stream, parse(api.WorkerMessage, raw))
+                message = parse(api.WorkerMessage, raw)
+                if message.HasField("join") and message.join.metrics_address:
+                    self._announced(context, caller, message.join.metrics_address)
+                    message.join.ClearField("metrics_address")  # Status's, not the host record's
+                self.replica.worker_message(stream, message)
         except ServiceError as exc:  # a malformed message ends the stream with that error
             error = exc
         except asyncio.CancelledError:

@@ -20,14 +20,22 @@ from controller import faults
 from controller.config import ConfigError, load
 from controller.store import StoreError
 from xce import daemon_logging
+from xce.metrics import split as split_metrics
 
 
-def run(config_path: Path, replica_id: int, join: bool = False, force_new_cluster: bool = False) -> int:
+def run(config_path: Path, replica_id: int, join: bool = False, force_new_cluster: bool = False,
+        metrics: str = "") -> int:
+    """`metrics`: serve Prometheus metrics there, whatever the cluster file says (the unit's default)."""
     daemon_logging.setup(f"replica-{replica_id}")
     try:
         handlers = faults.handlers(os.environ.get("XCE_FAULT", ""))
         config = load(config_path)
         config.replica(replica_id)
+        if metrics:
+            split_metrics(metrics)  # (a ValueError: a usage error, as the file's would be)
+            replicas = tuple(dataclasses.replace(r, metrics=metrics) if r.id == replica_id else r
+                             for r in config.replicas)
+            config = dataclasses.replace(config, replicas=replicas)
         if force_new_cluster:
             from controller.restore import force_new_cluster as force
 

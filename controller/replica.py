@@ -224,6 +224,8 @@ class Replica:
         self._changed = asyncio.Event()  # replaced and set after each input while calls are held
         self._tasks: set[asyncio.Task[Any]] = set()
         self.sync_streams_open: Callable[[], int] = lambda: 0  # set by grpc_api (its metrics)
+        # The daemons whose streams it serves that said where their metrics are: set by grpc_api (Status).
+        self.daemons: Callable[[], list[api.Daemon]] = lambda: []
         self.metrics: ReplicaMetrics | None = None  # with [[replicas]] metrics = "host:port"
         self._proposed_at: dict[int, float] = {}  # proposal token -> when, for the commit latency
         self._clock_jumps = ClockJumps()  # said in the log: the times this replica stamps moved

@@ -23,6 +23,7 @@ from controller import fsm
 from controller.fsm import membership as fsm_membership
 from controller.fsm import versions
 from controller.leader import config_current
+from xce import metrics
 from xce.v1 import api_pb2 as api
 
 if TYPE_CHECKING:
@@ -41,7 +42,8 @@ def local_status(replica: Replica) -> api.ReplicaStatus:
                              applied_index=meta.applied_index, revision=meta.applied_index,
                              pid=os.getpid(), health="ok" if leader else "no leader",
                              leader_grpc_address=leader, log_length=raft.log_length,
-                             entry_kinds=sorted(replica.kinds), entry_format=versions.ENTRY_FORMAT)
+                             entry_kinds=sorted(replica.kinds), entry_format=versions.ENTRY_FORMAT,
+                             metrics_address=metrics.reachable(me.metrics, metrics.split(me.grpc)[0]))
 
 
 async def cluster_status(replica: Replica, request: api.StatusRequest) -> api.StatusResponse:
@@ -65,18 +67,25 @@ async def cluster_status(replica: Replica, request: api.StatusRequest) -> api.St
             waiting=waiting, hosts=sorted(meta.recovery.hosts), until_ms=meta.recovery.until_ms,
             wait_over=meta.recovery.wait_ms == 0, why=meta.recovery.why))
     response.replicas.append(replica.local_status())
+    if not request.local_only or request.daemons:
+        response.daemons.extend(replica.daemons())
     if request.local_only:
         return response
     peers = [m for m in current if m.id != replica.me.id]
-    answers = await asyncio.gather(*(peer_status(replica.peer_credentials, m.grpc_address) for m in peers))
+    answers = await asyncio.gather(*(peer_status_full(replica.peer_credentials, m.grpc_address, daemons=True)
+                                     for m in peers))
     for member, answer in zip(peers, answers, strict=True):
-        if isinstance(answer, api.ReplicaStatus):
-            response.replicas.append(answer)
+        if isinstance(answer, api.StatusResponse):
+            response.replicas.append(answer.replicas[0])
+            response.daemons.extend(answer.daemons)
         else:
             response.replicas.append(api.ReplicaStatus(
                 id=member.id, grpc_address=member.grpc_address, raft_address=member.raft_address,
                 role="unreachable", health=f"unreachable: {answer}"))
     response.replicas.sort(key=lambda r: r.id)
+    ordered = sorted(response.daemons, key=lambda d: (d.kind, d.name, d.replica))
+    del response.daemons[:]
+    response.daemons.extend(ordered)
     return response
 
 
@@ -93,14 +102,15 @@ async def peer_status(credentials: Credentials, address: str) -> api.ReplicaStat
     return answer if isinstance(answer, str) else answer.replicas[0]
 
 
-async def peer_status_full(credentials: Credentials, address: str) -> api.StatusResponse | str:
-    """A replica's own Status (no fan-out), or why it did not answer."""
+async def peer_status_full(credentials: Credentials, address: str,
+                           daemons: bool = False) -> api.StatusResponse | str:
+    """A replica's own Status (no fan-out; with the daemons it serves), or why it did not answer."""
     try:
         async with credentials.aio_channel(address) as channel:
             call = channel.unary_unary("/xce.v1.ClusterService/Status",
                                        request_serializer=api.StatusRequest.SerializeToString,
                                        response_deserializer=api.StatusResponse.FromString)
-            response: api.StatusResponse = await call(api.StatusRequest(local_only=True),
+            response: api.StatusResponse = await call(api.StatusRequest(local_only=True, daemons=daemons),
                                                       timeout=PEER_STATUS_TIMEOUT_S,
                                                       metadata=credentials.metadata())
             if not response.replicas:

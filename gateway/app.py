@@ -19,20 +19,22 @@ from typing import Annotated, Any, TypeVar
 
 import anyio
 import anyio.to_thread
-from fastapi import FastAPI, Query, Request, Response
+from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from client.channel import Client, XceError, new_request_id
 from client.credentials import new_token
-from gateway import dashboard_routes, forms, problems, render, sse
+from gateway import blocking, conditional, dashboard_routes, forms, openapi_doc, problems, render, sse
 from gateway.backend import Backend
 from gateway.clusters.backend import OPERATIONS, ClusterBackend, Health
 from gateway.clusters.relay import Callers, Relay, limiter_of
-from gateway.event_hub import EventHub, Gap, unavailable
+from gateway.event_hub import EventHub, follow, unavailable
 from gateway.problems import Problem
 from xce.v1 import api_pb2 as api
 
@@ -45,12 +47,15 @@ log = logging.getLogger("xce.gateway")
 
 
 def api_key(request: Request) -> str:
-    """The caller's key from `Authorization: Bearer KEY` (or, for a read, the dashboard's HttpOnly
-    cookie: dashboard_routes.py), or a 401 saying what to send."""
+    """The caller's key from `Authorization: Bearer KEY` (or the dashboard's HttpOnly cookie: for a
+    write only with the session's CSRF token and this origin, dashboard_routes.py), or a 401 saying
+    what to send."""
     header = request.headers.get("authorization", "")
     scheme, _, key = header.partition(" ")
     cookie = request.cookies.get(dashboard_routes.COOKIE, "")
-    if not header and cookie and request.method == "GET":
+    if not header and cookie:
+        if request.method != "GET":  # a write on the cookie: only from the dashboard's own page
+            dashboard_routes.check_write(request, cookie)
         header, scheme, key = f"Bearer {cookie}", "Bearer", cookie
     if not header:
         raise Problem(401, "no API key: send 'Authorization: Bearer <key>' (an XCE token; an admin "
@@ -61,6 +66,31 @@ def api_key(request: Request) -> str:
     if not (key.isascii() and key.isprintable()) or len(key) > 512:
         raise Problem(401, "the key is not one XCE makes (printable ASCII, at most 512 characters)")
     return key
+
+
+# The blocking reads' parameters, and the events' resume point, checked by FastAPI against these.
+Wait = Annotated[str | None, Query(pattern=r"^[0-9]{1,9}(ms|s|m)?$", description=(
+    "a blocking read's longest wait: 30s, 500ms, 5m, or seconds (default 60s; at most the gateway's "
+    "--max-wait)"))]
+Index = Annotated[int | None, Query(ge=0, le=(1 << 63) - 1, description=(
+    "block until something this read covers changes after this revision (X-XCE-Index of an earlier answer)"))]
+Since = Annotated[str | None, Query(pattern=r"^[0-9]{1,19}([.][0-9]{1,9})?$", description=(
+    "resume after this event id (as Last-Event-ID)"))]
+
+
+def known_query(request: Request) -> None:
+    """Refuse a query parameter the route does not take (400, naming it), rather than ignore it: a
+    misspelt filter must not answer as if there were none (`/jobs?state=RUN` listing every job)."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None or not request.query_params:
+        return
+    taken = {param.alias for param in dependant.query_params}
+    unknown = sorted({name for name in request.query_params if name not in taken})
+    if unknown:
+        shown = ", ".join(repr(name[:40]) for name in unknown[:5])
+        raise Problem(400, f"unknown query parameter{'s' * (len(unknown) > 1)} {shown}: this route takes "
+                           f"{', '.join(sorted(taken)) or 'none'}")
 
 
 async def read_json(request: Request) -> Any:
@@ -87,6 +117,34 @@ def audit_note(dry_run: bool) -> api.AuditRequest:
     return api.AuditRequest(via="rest", dry_run=dry_run)
 
 
+async def conditional_answer(request: Request, answer: dict[str, Any], revision: int) -> Response:
+    """A read's answer with its ETag and X-XCE-Index; 304 for an If-None-Match that still holds."""
+    tag = conditional.etag(answer)
+    headers = {"ETag": tag}
+    if revision:
+        headers["X-XCE-Index"] = str(revision)
+    if conditional.none_match(request.headers.get("if-none-match"), tag):
+        return Response(status_code=304, headers=headers)
+    return JSONResponse(answer, headers=headers)
+
+
+def written(answer: dict[str, Any]) -> Response:
+    """A write's answer; the job's ETag with it (not a dry run's: nothing was written)."""
+    if "dry_run" in answer:
+        return JSONResponse(answer)
+    return JSONResponse(answer, headers={"ETag": conditional.etag(answer)})
+
+
+def no_blocking(other: Relay, wait: str | None, index: int | None) -> None:
+    if wait is not None or index is not None:
+        raise other.backend.unsupported("answer a blocking read", "poll it instead")
+
+
+def no_match(request: Request) -> None:
+    if request.headers.get("if-match") is not None:
+        raise Problem(400, "If-Match is taken on this gateway's own cluster only")
+
+
 def job_answer(answer: api.JobResponse) -> dict[str, Any]:
     if answer.dry_run:
         return {"dry_run": answer.dry_run, "job": render.message(answer.job)}
@@ -94,9 +152,11 @@ def job_answer(answer: api.JobResponse) -> dict[str, Any]:
 
 
 def make_app(backend: Backend, max_event_streams: int = 16,
-             others: dict[str, ClusterBackend] | None = None) -> FastAPI:
+             others: dict[str, ClusterBackend] | None = None,
+             max_wait_s: float = conditional.MAX_WAIT_S) -> FastAPI:
     """The app; `max_event_streams`: event streams one user (the keys' principal) may follow at once;
-    `others`: the other clusters it relays to, by name (gateway/clusters/)."""
+    `others`: the other clusters it relays to, by name (gateway/clusters/); `max_wait_s`: the
+    longest a blocking read waits."""
     hubs: list[EventHub] = []
     streams_of: Tally[str] = Tally()  # principal -> event streams open (event loop thread only)
 
@@ -118,16 +178,23 @@ def make_app(backend: Backend, max_event_streams: int = 16,
           ).set_function(lambda: float(hubs[0].revision) if hubs else 0.0)
 
     app = FastAPI(title="XCE", version="1", openapi_url=f"{PREFIX}/openapi.json", docs_url=None,
-                  redoc_url=None, lifespan=lifespan,
+                  redoc_url=None, lifespan=lifespan, dependencies=[Depends(known_query)],
                   description="The XCE batch workload manager's REST API. Every request carries an API key "
                   "(Authorization: Bearer); errors are RFC 9457 problem details.")
 
+    from xce.metrics import gateway_request_durations  # (with the one middleware that times requests)
+
+    durations = gateway_request_durations(registry)
+
     @app.middleware("http")
     async def count(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        started = time.perf_counter()
         answer = await call_next(request)
         route = request.scope.get("route")
         method = request.method if request.method in KNOWN_METHODS else "other"  # a label's values are few
-        requests.labels(method, getattr(route, "path", "unmatched"), str(answer.status_code)).inc()
+        path = getattr(route, "path", "unmatched")
+        requests.labels(method, path, str(answer.status_code)).inc()
+        durations.labels(method, path).observe(time.perf_counter() - started)
         return answer
 
     @app.get("/metrics", include_in_schema=False)
@@ -135,14 +202,24 @@ def make_app(backend: Backend, max_event_streams: int = 16,
         """Prometheus metrics: counts only, no key needed (as a daemon's /metrics)."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    call = Caller(backend, others or {})
+    call = Caller(backend, others or {}, hubs, max_wait_s)
     _add_problem_handlers(app)
-    dashboard_routes.add_routes(app, backend, read_json)
+    dashboard_routes.add_routes(app, backend, read_json, api_key, hubs)
     _add_job_routes(app, call)
     _add_job_detail_routes(app, call)
     _add_cluster_routes(app, call)
     _add_event_routes(app, backend, call, hubs, EventStreams(followers, streams_of, max_event_streams))
     _add_key_routes(app, call)
+    _add_health_routes(app, call)
+
+    def contract() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            generated = get_openapi(title=app.title, version=app.version, description=app.description,
+                                    routes=app.routes)
+            app.openapi_schema = openapi_doc.document(generated)
+        return app.openapi_schema
+
+    app.openapi = contract  # type: ignore[method-assign]
     return app
 
 
@@ -150,9 +227,12 @@ class Caller:
     """A request's work on a client of the cluster with the request's key, off the event loop; or,
     for another cluster of the gateway's (`other`), the relay to it."""
 
-    def __init__(self, backend: Backend, others: dict[str, ClusterBackend]) -> None:
+    def __init__(self, backend: Backend, others: dict[str, ClusterBackend], hubs: list[EventHub],
+                 max_wait_s: float = conditional.MAX_WAIT_S) -> None:
         self.backend = backend
+        self.max_wait_s = max_wait_s
         self.others = others
+        self.hubs = hubs  # the event hub, once the app runs (blocking reads wait on it)
         self.callers = Callers()
         self._local_name = ""
         self._health: dict[str, tuple[float, Health]] = {}
@@ -163,6 +243,29 @@ class Caller:
             return await run_in_threadpool(work, client)
         finally:
             self.backend.learned(client)
+
+    async def blocked(self, wait: str | None, index: int | None,
+                      covers: Callable[[sse.Message], bool]) -> None:
+        """A blocking read's wait (none without `index`); 503 while the event hub cannot tell."""
+        wait_s = conditional.wait_of(wait, index, self.max_wait_s)
+        if wait_s is None or index is None:
+            return
+        hub = self.hubs[0]
+        if not hub.usable or hub.floor is None:
+            raise unavailable(hub)
+        await blocking.wait_past(hub, index, covers, wait_s)
+
+    async def check_match(self, request: Request, job_id: str, dry_run: bool) -> None:
+        """`If-Match`: the job as the leader has it now must be the one the client last read, else 412.
+        (Checked just before the write is sent: a change committed between the two is not caught.)"""
+        header = request.headers.get("if-match")
+        if header is None:
+            return
+        current = conditional.etag(render.message(await self(request, lambda c: c.get_job(job_id))))
+        if not conditional.match(header, current):
+            raise Problem(412, f"job {job_id[:80]} has changed since that ETag was read (If-Match "
+                               f"{header[:80]}); it is {current} now: read it again", "FAILED_PRECONDITION",
+                          etag=current)
 
     async def local_name(self) -> str:
         """This cluster's name (its cluster id), as it says it to the gateway's own key."""
@@ -217,6 +320,15 @@ class Caller:
         return health
 
 
+def allowed(request: Request) -> list[str]:
+    methods: set[str] = set()
+    for route in request.app.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})  # any method: which paths match
+        if match != Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return sorted(methods)
+
+
 def problem_response(request: Request, problem: Problem) -> JSONResponse:
     return JSONResponse(problems.body(problem, request.url.path), problem.status,
                         problems.headers(problem), media_type=problems.PROBLEM_TYPE)
@@ -234,7 +346,11 @@ def _add_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException) -> JSONResponse:
         detail = f"no such path: {request.url.path}" if exc.status_code == 404 else str(exc.detail)
-        return problem_response(request, Problem(exc.status_code, detail))
+        answer = problem_response(request, Problem(exc.status_code, detail))
+        answer.headers.update(exc.headers or {})
+        if exc.status_code == 405:  # every method of the path, not only its first route's (RFC 9110)
+            answer.headers["Allow"] = ", ".join(allowed(request))
+        return answer
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -278,35 +394,54 @@ def _add_job_routes(app: FastAPI, call: Caller) -> None:
 
     @app.get(f"{PREFIX}/jobs", summary="List jobs (filter=field:op:value, repeatable)")
     async def list_jobs(request: Request, filters: Annotated[list[str], Query(alias="filter")] = [],  # noqa: B006
-                        page_size: int | None = None, page_token: str = "",
-                        stale: bool = False, cluster: str = "") -> dict[str, Any]:
+                        page_size: int | None = None, page_token: str = "", stale: bool = False,
+                        cluster: str = "", wait: Wait = None, index: Index = None) -> Response:
+        """`index` (and `wait`, 30s by default 60s, at most 300s): answer once a job changed after that
+        revision (X-XCE-Index of an earlier answer), or when the wait is over. `If-None-Match`: 304."""
         size = forms.page_size(page_size)
         other, _ = await call.other(request, cluster)
         if other is not None:
-            return await other.jobs(filters, size)
+            no_blocking(other, wait, index)
+            return await conditional_answer(request, await other.jobs(filters, size), 0)
         wanted = api.ListJobsRequest(filters=filters, page_size=size, page_token=page_token, stale=stale)
+        await call.blocked(wait, index, blocking.of_jobs)
         page = await call(request, lambda c: c.call("JobService", "ListJobs", wanted, api.ListJobsResponse))
-        return {"jobs": render.messages(page.jobs), "next_page_token": page.next_page_token,
-                "revision": str(page.revision)}
+        return await conditional_answer(request, {"jobs": render.messages(page.jobs),
+                                                  "next_page_token": page.next_page_token,
+                                                  "revision": str(page.revision)}, page.revision)
 
     @app.get(f"{PREFIX}/jobs/{{job_id}}", summary="One job: numeric id, readable id, or array element")
-    async def get_job(request: Request, job_id: str, stale: bool = False,
-                      cluster: str = "") -> dict[str, Any]:
+    async def get_job(request: Request, job_id: str, stale: bool = False, cluster: str = "",
+                      wait: Wait = None, index: Index = None) -> Response:
+        """Its `ETag` goes in `If-Match` of a write that must find it unchanged; `If-None-Match`:
+        304; `index` and `wait`: answer once the job changed after that revision (as /jobs)."""
         other, job_id = await call.other(request, cluster, job_id)
         if other is not None:
-            return await other.job(job_id)
-        return render.message(await call(request, lambda c: c.get_job(job_id, stale)))
+            no_blocking(other, wait, index)
+            return await conditional_answer(request, await other.job(job_id), 0)
+
+        def read(c: Client) -> api.JobResponse:
+            return c.call("JobService", "GetJob", api.GetJobRequest(job_id=job_id, stale=stale),
+                          api.JobResponse)
+
+        if conditional.wait_of(wait, index) is not None:
+            first = (await call(request, read)).job  # which job's changes to wait for
+            await call.blocked(wait, index, blocking.of_job({first.id, first.array_id} - {0}))
+        found = await call(request, read)
+        return await conditional_answer(request, render.message(found.job), found.revision)
 
     @app.post(f"{PREFIX}/jobs/{{job_id}}/actions", summary="kill, stop, resume, hold, release or requeue")
-    async def act(request: Request, job_id: str, dry_run: bool = False, cluster: str = "") -> dict[str, Any]:
+    async def act(request: Request, job_id: str, dry_run: bool = False, cluster: str = "") -> Any:
         """The job after the action; `dry_run=true`: {"dry_run": what would happen, "job": as it is}."""
         api_key(request)
         action = forms.action(await read_json(request))
         other, job_id = await call.other(request, cluster, job_id)
         if other is not None:
+            no_match(request)
             return await other.control(job_id, api.ControlAction.Name(action).lower(), dry_run)
+        await call.check_match(request, job_id, dry_run)
         note = audit_note(dry_run)
-        return job_answer(await call(request, lambda c: c.control_job(job_id, action, audit=note)))
+        return written(job_answer(await call(request, lambda c: c.control_job(job_id, action, audit=note))))
 
 
 def _add_job_detail_routes(app: FastAPI, call: Caller) -> None:
@@ -328,16 +463,16 @@ def _add_job_detail_routes(app: FastAPI, call: Caller) -> None:
                                  "X-Content-Type-Options": "nosniff"})
 
     @app.patch(f"{PREFIX}/jobs/{{job_id}}", summary="Modify priority, queue or resource requirement")
-    async def modify(request: Request, job_id: str, dry_run: bool = False,
-                     cluster: str = "") -> dict[str, Any]:
+    async def modify(request: Request, job_id: str, dry_run: bool = False, cluster: str = "") -> Any:
         """The job after the change; `dry_run=true`: {"dry_run": what would happen, "job": as it is}."""
         api_key(request)
         change = forms.modification(await read_json(request))
         other, job_id = await call.other(request, cluster, job_id)
         if other is not None:
             raise other.backend.unsupported("modify a job", "the gateway relays no modification to it")
+        await call.check_match(request, job_id, dry_run)
         note = audit_note(dry_run)
-        return job_answer(await call(request, lambda c: c.modify_job(job_id, **change, audit=note)))
+        return written(job_answer(await call(request, lambda c: c.modify_job(job_id, **change, audit=note))))
 
     @app.get(f"{PREFIX}/audit", summary="The audit trail, newest first (everyone's with audit.read)")
     async def audit(request: Request, principal: str = "", since_ms: int = 0, page_size: int | None = None,
@@ -358,18 +493,28 @@ def _add_job_detail_routes(app: FastAPI, call: Caller) -> None:
 def _add_cluster_routes(app: FastAPI, call: Caller) -> None:
 
     @app.get(f"{PREFIX}/hosts", summary="Hosts, host groups and shared resources")
-    async def hosts(request: Request, stale: bool = False, cluster: str = "") -> dict[str, Any]:
+    async def hosts(request: Request, stale: bool = False, cluster: str = "", wait: Wait = None,
+                    index: Index = None) -> Response:
+        """`ETag`, `If-None-Match`, and blocking with `index` and `wait`, as /jobs (on host changes)."""
         other, _ = await call.other(request, cluster)
         if other is not None:
-            return await other.hosts()
-        return render.message(await call(request, lambda c: c.list_hosts(stale)))
+            no_blocking(other, wait, index)
+            return await conditional_answer(request, await other.hosts(), 0)
+        await call.blocked(wait, index, blocking.of_hosts)
+        found = await call(request, lambda c: c.list_hosts(stale))
+        return await conditional_answer(request, render.message(found), found.revision)
 
     @app.get(f"{PREFIX}/queues", summary="Queues")
-    async def queues(request: Request, stale: bool = False, cluster: str = "") -> dict[str, Any]:
+    async def queues(request: Request, stale: bool = False, cluster: str = "", wait: Wait = None,
+                     index: Index = None) -> Response:
+        """`ETag`, `If-None-Match`, and blocking with `index` and `wait`, as /jobs (on queue changes)."""
         other, _ = await call.other(request, cluster)
         if other is not None:
-            return await other.queues()
-        return render.message(await call(request, lambda c: c.list_queues(stale)))
+            no_blocking(other, wait, index)
+            return await conditional_answer(request, await other.queues(), 0)
+        await call.blocked(wait, index, blocking.of_queues)
+        found = await call(request, lambda c: c.list_queues(stale))
+        return await conditional_answer(request, render.message(found), found.revision)
 
     @app.get(f"{PREFIX}/status", summary="Every replica's role, term and indexes; the scheduler lease")
     async def status(request: Request, cluster: str = "") -> dict[str, Any]:
@@ -436,8 +581,8 @@ def _add_event_routes(app: FastAPI, backend: Backend, call: Caller, hubs: list[E
              response_class=StreamingResponse)
     async def events(request: Request, user: Annotated[list[str], Query()] = [],  # noqa: B006
                      queue: Annotated[list[str], Query()] = [],  # noqa: B006
-                     job: Annotated[list[int], Query()] = [],  # noqa: B006
-                     since: str | None = None, cluster: str = "") -> StreamingResponse:
+                     job: Annotated[list[str], Query()] = [],  # noqa: B006
+                     since: Since = None, cluster: str = "") -> StreamingResponse:
         """`Last-Event-ID` (or `since`) resumes after that message, without a gap or a repeat; without
         it, the stream starts now. `user`, `queue` and `job` keep only those (repeatable). A caller
         is sent only what its key may read (hosts and queues: cluster.read; jobs: jobs.read, only
@@ -454,7 +599,7 @@ def _add_event_routes(app: FastAPI, backend: Backend, call: Caller, hubs: list[E
         held = set(me.permissions)
         audience = sse.Audience(me.name, jobs=bool(held & {"jobs.read", "jobs.read.all"}),
                                 every_job=me.sees_every_job, cluster="cluster.read" in held,
-                                users=frozenset(user), queues=frozenset(queue), job_ids=frozenset(job))
+                                users=frozenset(user), queues=frozenset(queue), job_ids=sse.job_ids(job))
         if not audience.jobs and not audience.cluster:
             raise Problem(403, f"{me.name} (role {me.role}) may not follow events: needs jobs.read or "
                                "cluster.read", "PERMISSION_DENIED")
@@ -501,6 +646,72 @@ def _add_key_routes(app: FastAPI, call: Caller) -> None:
         return render.message((await call(request, lambda c: c.revoke_token(key_id))).token)
 
 
+def _add_health_routes(app: FastAPI, call: Caller) -> None:
+    """Health for load balancers and orchestrators, without a key (Kubernetes' probes carry none):
+    they say whether the gateway serves, never what the cluster holds."""
+    ready = Readiness(call)
+
+    @app.get("/healthz", summary="Liveness: the gateway answers (no key)")
+    async def healthz() -> dict[str, Any]:
+        return {"ok": True}
+
+    @app.get("/readyz", summary="Readiness: a leader answers and the event stream is caught up (no key)")
+    async def readyz() -> JSONResponse:
+        answer = await ready.check()
+        return JSONResponse(answer, status_code=200 if answer["ok"] else 503,
+                            headers={} if answer["ok"] else {"Retry-After": "1"})
+
+
+class Readiness:
+    """Whether the gateway can serve now: a linearizable read through it succeeds (so a leader is
+    known and answers), and its event hub has reached what that read saw. Asked of the cluster at
+    most once a second, whoever calls: a probe without a key must not be a way to load the leader."""
+
+    def __init__(self, call: Caller) -> None:
+        self.call = call
+        self._last: tuple[float, dict[str, Any]] | None = None
+        self._lock = asyncio.Lock()
+
+    async def check(self) -> dict[str, Any]:
+        async with self._lock:
+            now = time.monotonic()
+            if self._last is not None and now - self._last[0] < READY_CACHE_S:
+                return self._last[1]
+            answer = await self._ask()
+            self._last = (time.monotonic(), answer)
+            return answer
+
+    async def _ask(self) -> dict[str, Any]:
+        backend, hub = self.call.backend, self.call.hubs[0] if self.call.hubs else None
+        if not backend.own.token:
+            return {"ok": False, "why": "the gateway has no key of its own ($XCE_TOKEN, role gateway)"}
+        client = backend.client(backend.own.token)
+        try:
+            status = await run_in_threadpool(client.status)
+            queues = await run_in_threadpool(client.list_queues)  # linearizable: the leader answers
+        except XceError as exc:
+            return {"ok": False, "why": f"the cluster did not answer: {exc.code_name}: {exc.message[:200]}"}
+        finally:
+            backend.learned(client)
+        leader = next((f"{r.id} ({r.grpc_address})" for r in status.replicas if r.role == "leader"), "")
+        answer: dict[str, Any] = {"ok": True, "leader": leader, "revision": str(queues.revision)}
+        if not leader:
+            return {**answer, "ok": False, "why": "no replica says it leads"}
+        if hub is None or hub.floor is None:
+            return {**answer, "ok": False, "why": "the event stream has not started"}
+        deadline = time.monotonic() + READY_CACHE_S
+        while hub.revision < queues.revision and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        answer["event_revision"] = str(hub.revision)
+        if hub.revision < queues.revision:
+            return {**answer, "ok": False,
+                    "why": f"the event stream is at revision {hub.revision}, the leader at {queues.revision}"}
+        return answer
+
+
+READY_CACHE_S = 1.0
+
+
 async def counted(gauge: Gauge, stream: AsyncGenerator[bytes, None], streams_of: Tally[str],
                   principal: str) -> AsyncIterator[bytes]:
     gauge.inc()
@@ -517,52 +728,3 @@ async def counted(gauge: Gauge, stream: AsyncGenerator[bytes, None], streams_of:
 
 
 HUB_WAIT_S = 15.0      # for the event hub's first snapshot, or to reach a client's revision
-KEEPALIVE_S = 15.0     # a comment line on an idle stream, so that proxies and clients see it alive
-RECHECK_S = 30.0       # the caller's key is asked about again this often: a revoked key's stream ends
-
-
-async def follow(hub: EventHub, audience: sse.Audience, position: sse.Position | None,
-                 caller: Client) -> AsyncGenerator[bytes, None]:
-    """One client's stream: from the buffer, or from a catch-up first; a keepalive when idle."""
-    yield b"retry: 1000\n\n"
-    if position is not None and position.revision > hub.revision:
-        yield sse.resync(f"event id {position} is ahead of this cluster's revision", hub.revision)
-        position = None
-    place = position or hub.head() or sse.Position(hub.revision)
-    recheck = time.monotonic() + RECHECK_S
-    while True:
-        waiter = hub.waiter()
-        items = hub.after(place)
-        if items is None:
-            async for item in hub.catch_up(place, lambda p: hub.after(p) is not None):
-                if isinstance(item, Gap):
-                    floor = hub.floor or place
-                    yield sse.resync(f"the events after {place} are no longer kept: {item.reason}",
-                                     floor.revision)
-                    place = floor
-                    break
-                if audience.admits(item):
-                    yield item.frame()
-                place = sse.Position(item.revision, -1 if item.last else item.index)
-            continue
-        for item in items:
-            if isinstance(item, Gap):
-                yield sse.resync(item.reason, item.revision)
-                place = sse.Position(item.revision)
-                continue
-            if audience.admits(item):
-                yield item.frame()
-            place = sse.Position(item.revision, -1 if item.last else item.index)
-        if items:
-            continue
-        if time.monotonic() > recheck:
-            try:
-                await run_in_threadpool(caller.who_am_i)
-            except XceError as exc:
-                if exc.code_name in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
-                    return  # the key was revoked or expired: the stream ends
-            recheck = time.monotonic() + RECHECK_S
-        try:
-            await asyncio.wait_for(waiter.wait(), KEEPALIVE_S)
-        except TimeoutError:
-            yield b": keepalive\n\n"

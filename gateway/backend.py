@@ -19,9 +19,10 @@ DEADLINE_S = 15.0  # a failover takes about a second; a leader lost for longer i
 
 class Backend:
     def __init__(self, addresses: Sequence[str], credentials: Credentials,
-                 deadline_s: float = DEADLINE_S) -> None:
-        # The gateway's own key is not sent with callers' requests: each carries its caller's. It is
-        # the event hub's only (gateway/event_hub.py).
+                 deadline_s: float = DEADLINE_S, metrics_address: str = "") -> None:
+        self.metrics_address = metrics_address  # its /metrics (its own address), said on the event hub's Sync
+        # The gateway's own key never acts for a caller: each request carries its caller's, and the own
+        # key only rides beside it as proof of the route (`relay`). It acts only for the event hub.
         self.own = credentials
         self._tls = Credentials(credentials.insecure, credentials.ca, credentials.cert, credentials.key,
                                 files=credentials.files)
@@ -33,7 +34,7 @@ class Backend:
 
     def client(self, token: str) -> Client:
         creds = Credentials(self._tls.insecure, self._tls.ca, self._tls.cert, self._tls.key, token=token,
-                            files=self._tls.files)
+                            files=self._tls.files, relay=self.own.token)
         client = Client(self.addresses, creds, deadline_s=self.deadline_s, transport=self.transport)
         client.prefer(self._leader)
         return client

@@ -9,6 +9,12 @@ reads the events table from there on a stream of its own (at most CATCH_UPS at o
 the buffer. A gap nothing can fill (events compacted, or the hub's stream broke for longer than the
 events table keeps) reaches clients as a `resync` message: list again, then follow.
 
+Each client's task (`follow`) takes what the buffer holds after its place, together with the revision
+the hub has taken through (one look, under the lock), so it knows it has passed every message up to
+there, sent or filtered; a catch-up hands a `Mark` after each event (and after TICK_S with none) for
+the same purpose. A client sent nothing for the hub's `bookmark_s` ($XCE_GATEWAY_BOOKMARK_S, read at
+start) is then sent a bookmark at that revision (sse.Cursor), however busy the rest of the cluster.
+
 A driver: a thread, the event loop, gRPC streams. What is sent to whom is sse.py's.
 """
 
@@ -17,16 +23,22 @@ from __future__ import annotations
 import asyncio
 import bisect
 import concurrent.futures
+import contextlib
 import logging
+import os
 import threading
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
+
+from starlette.concurrency import run_in_threadpool
 
 from client.channel import Client, XceError
 from client.credentials import Credentials
 from client.sync_follow import sync_messages
 from gateway import sse
 from gateway.backend import Backend
+from gateway.live_jobs import LiveJobs
 from gateway.problems import Problem
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log_pb
@@ -35,6 +47,8 @@ BUFFER = 20_000        # messages kept for clients that reconnect or lag (trimme
 CATCH_UPS = 2          # catch-up streams at once (the gateway's key may hold max_sync_streams = 4)
 RETRY_S = 2.0
 END = (1 << 62)        # the index of "after the whole revision", for ordering
+TICK_S = 1.0           # a catch-up that hands nothing for this long hands a Mark: bookmarks stay on time
+RECHECK_S = 30.0       # the caller's key is asked about again this often: a revoked key's stream ends
 logger = logging.getLogger("xce.gateway")
 
 
@@ -50,9 +64,17 @@ class Gap:
     reason: str
 
 
+@dataclass(frozen=True)
+class Mark:
+    """A catch-up handed over every message of every event through `revision`."""
+
+    revision: int
+
+
 class EventHub:
     def __init__(self, backend: Backend, own: Credentials, loop: asyncio.AbstractEventLoop,
-                 buffer: int = BUFFER) -> None:
+                 buffer: int = BUFFER, environ: Mapping[str, str] = os.environ) -> None:
+        self.bookmark_s = sse.bookmark_interval(environ)
         self._backend = backend
         self._own = own
         self._loop = loop
@@ -67,6 +89,7 @@ class EventHub:
         self.stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="event-hub", daemon=True)
         self._catch_ups = asyncio.Semaphore(CATCH_UPS)
+        self.live = LiveJobs()  # every live job and host, counted for GET /xce/v1/stats (read-only to others)
 
     @property
     def usable(self) -> bool:
@@ -96,7 +119,8 @@ class EventHub:
         while not self.stop.is_set():
             try:
                 for message in sync_messages(client, False, lambda: 0 if snapshot[0] else self.revision,
-                                             self.stop):
+                                             self.stop, metrics_address=self._backend.metrics_address):
+                    self.live.observe(message)  # never raises; also its minute timer (progress marks)
                     body = message.WhichOneof("body")
                     if body == "snapshot_begin":
                         classifier = sse.Classifier(complete=True)
@@ -157,13 +181,14 @@ class EventHub:
 
     # ------------------------------------------------------------ clients (the event loop)
 
-    def after(self, position: sse.Position) -> list[sse.Message | Gap] | None:
-        """What the buffer holds after `position`; None if it does not reach back that far."""
+    def after(self, position: sse.Position) -> tuple[list[sse.Message | Gap], int] | None:
+        """What the buffer holds after `position`, and the last revision taken (nothing up to it is
+        missing from the list); None if the buffer does not reach back that far."""
         with self._lock:
             if self.floor is None or key(position) < key(self.floor):
                 return None
             start = bisect.bisect_right(self._keys, key(position))
-            return self._items[start:]
+            return self._items[start:], self.revision
 
     def head(self) -> sse.Position | None:
         with self._lock:
@@ -176,29 +201,29 @@ class EventHub:
         """Set at the next change: take it before looking at the buffer, so that none is missed."""
         return self._changed
 
-    async def catch_up(self, position: sse.Position, done: Callable[[sse.Position], bool]
-                       ) -> AsyncIterator[sse.Message | Gap]:
-        """The events after `position` read from the events table on a stream of the gateway's own,
-        until `done(place)` (the buffer reaches back to it). A compacted range yields a Gap."""
+    async def catch_up(self, position: sse.Position) -> AsyncGenerator[sse.Message | Gap | Mark, None]:
+        """The messages after `position` read from the events table on a stream of the gateway's own,
+        a Mark after each event (and after TICK_S without one), until the caller closes it. A
+        compacted range yields a Gap and ends."""
         async with self._catch_ups:
             reader = _CatchUp(self.client, self._loop, position)
             queue, stop = reader.queue, reader.stop
             thread = threading.Thread(target=reader.read, name="event-catch-up", daemon=True)
             thread.start()
-            place = position
+            handed = Mark(reader.start)
             try:
                 while True:
-                    item = await queue.get()
+                    try:
+                        item = await asyncio.wait_for(queue.get(), TICK_S)
+                    except TimeoutError:  # a get cancelled by the timeout leaves its item queued
+                        item = handed
                     if isinstance(item, BaseException):
                         raise item
-                    if item is None:
-                        if done(place):
-                            return
-                        continue
+                    if isinstance(item, Mark):
+                        handed = item
                     yield item
                     if isinstance(item, Gap):
                         return
-                    place = sse.Position(item.revision, -1 if item.last else item.index)
             finally:
                 stop.set()  # the reader ends at its next message (progress marks come every second)
 
@@ -210,11 +235,11 @@ class _CatchUp:
     def __init__(self, client: Callable[[], Client], loop: asyncio.AbstractEventLoop,
                  position: sse.Position) -> None:
         self.client, self.loop, self.position = client, loop, position
-        self.queue: asyncio.Queue[sse.Message | Gap | BaseException | None] = asyncio.Queue(maxsize=1000)
+        self.queue: asyncio.Queue[sse.Message | Gap | Mark | BaseException] = asyncio.Queue(maxsize=1000)
         self.stop = threading.Event()
         self.start = position.revision if position.index < 0 else position.revision - 1
 
-    def put(self, item: sse.Message | Gap | BaseException | None) -> bool:
+    def put(self, item: sse.Message | Gap | Mark | BaseException) -> bool:
         """Hand `item` to the client's task; False once the client is gone."""
         handed = asyncio.run_coroutine_threadsafe(self.queue.put(item), self.loop)
         while True:
@@ -236,7 +261,7 @@ class _CatchUp:
                     for item in classifier.messages(message.event):
                         if item.after(self.position) and not self.put(item):
                             return
-                    if not self.put(None):  # a mark between events: the client may switch here
+                    if not self.put(Mark(message.event.revision)):  # the client may switch here
                         return
         except XceError as exc:
             self.put(Gap(0, exc.message) if exc.code_name == "OUT_OF_RANGE" else exc)
@@ -246,3 +271,71 @@ class _CatchUp:
 
 def unavailable(hub: EventHub) -> Problem:
     return Problem(503, f"the event stream is not available: {hub.error or 'starting'}")
+
+
+async def follow(hub: EventHub, audience: sse.Audience, position: sse.Position | None,
+                 caller: Client) -> AsyncGenerator[bytes, None]:
+    """One client's stream: from the buffer, or from a catch-up first; a bookmark after each
+    `hub.bookmark_s` in which it was sent nothing."""
+    now = time.monotonic
+    yield b"retry: 1000\n\n"
+    ahead = position is not None and position.revision > hub.revision
+    cursor = sse.Cursor(audience, (None if ahead else position) or hub.head() or sse.Position(hub.revision),
+                        hub.bookmark_s, now())
+    if ahead:
+        yield cursor.resync(f"event id {position} is ahead of this cluster's revision",
+                            sse.Position(hub.revision), now())
+    recheck = now() + RECHECK_S
+    while True:
+        waiter = hub.waiter()
+        window = hub.after(cursor.place)
+        if window is None:
+            async with contextlib.aclosing(_caught_up(hub, cursor)) as frames:
+                async for caught in frames:
+                    yield caught
+            continue
+        items, taken = window
+        for item in items:
+            if isinstance(item, Gap):
+                yield cursor.resync(item.reason, sse.Position(item.revision), now())
+            elif (frame := cursor.give(item, now())) is not None:
+                yield frame
+        cursor.reached(taken)
+        if (frame := cursor.bookmark(now())) is not None:
+            yield frame
+        if now() > recheck:
+            if not await _still_valid(caller):
+                return  # the key was revoked or expired: the stream ends
+            recheck = now() + RECHECK_S
+        if items:
+            continue
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(waiter.wait(), cursor.wait_s(now()))
+
+
+async def _caught_up(hub: EventHub, cursor: sse.Cursor) -> AsyncGenerator[bytes, None]:
+    """A client's frames from a catch-up, until the buffer reaches back to its place."""
+    now = time.monotonic
+    async with contextlib.aclosing(hub.catch_up(cursor.place)) as caught:
+        async for item in caught:
+            if isinstance(item, Gap):
+                floor = hub.floor or cursor.place
+                yield cursor.resync(f"the events after {cursor.place} are no longer kept: {item.reason}",
+                                    floor, now())
+                return
+            if isinstance(item, Mark):
+                cursor.reached(item.revision)
+                if (frame := cursor.bookmark(now())) is not None:
+                    yield frame
+                if hub.after(cursor.place) is not None:
+                    return
+            elif (frame := cursor.give(item, now())) is not None:
+                yield frame
+
+
+async def _still_valid(caller: Client) -> bool:
+    try:
+        await run_in_threadpool(caller.who_am_i)
+    except XceError as exc:
+        return exc.code_name not in ("UNAUTHENTICATED", "PERMISSION_DENIED")
+    return True

@@ -16,6 +16,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from gateway import proto_schema
 from gateway.problems import Problem
 from xce.rules import array_spec
 from xce.v1 import api_pb2 as api
@@ -77,6 +78,7 @@ def job_spec(value: Any, where: str = "the job") -> api.JobSpec:
             fields["name"], array = array_spec.parse_name(name)
         except array_spec.ArraySpecError as exc:
             raise Problem(400, f"{where}: {exc}") from None
+    proto_schema.strict_names(fields, api.JobSpec.DESCRIPTOR, where)
     spec = api.JobSpec()
     try:
         json_format.ParseDict(fields, spec)
@@ -150,6 +152,7 @@ def new_key(value: Any) -> dict[str, Any]:
         raise Problem(400, "description must be a string")
     if "scope" in body:  # {"queues": [...], "users": [...], "actions": [...], "max_jobs": N, "max_slots": N}
         scope = api.TokenScope()
+        proto_schema.strict_names(body["scope"], api.TokenScope.DESCRIPTOR, "scope")
         try:
             json_format.ParseDict(_object(body["scope"], "scope"), scope)
         except (json_format.ParseError, ValueError, TypeError, OverflowError) as exc:

@@ -33,10 +33,11 @@ STATUS_OF_CODE: dict[str, int] = {
 }
 
 TITLES: dict[int, str] = {
-    400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-    409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type", 429: "Too Many Requests",
+    304: "Not Modified", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+    405: "Method Not Allowed", 409: "Conflict", 412: "Precondition Failed", 413: "Content Too Large",
+    415: "Unsupported Media Type", 429: "Too Many Requests",
     499: "Client Closed Request", 500: "Internal Server Error", 501: "Not Implemented",
-    503: "Service Unavailable", 504: "Gateway Timeout",
+    502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout",
 }
 
 

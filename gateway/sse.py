@@ -19,12 +19,23 @@ seen: it types a job's first record from the event alone, `job.created` if the e
 finished again), else `job.updated`; every later record of it exactly.
 A job message carries the job's summary (no command, environment or paths: GET the job for those,
 authorized as every read is); host and queue messages carry the record, as GET /hosts and /queues.
+
+A client's `Cursor` is where it is (the last message it was sent or passed over) and how long it has
+been sent nothing. After `interval_s` of its own silence it is sent a `bookmark`: an id, like any
+message's, that resumes where it is. It is sent only between revisions (never inside a revision it
+is part way through), so a bookmark never passes a message the client is still owed, and never
+names a place before one it was sent. A driver that knows the client was given or passed over
+every message through a revision (the buffer held nothing more; a catch-up between events) says so
+with `reached`, and the bookmark moves there: a filtered client's resume point follows the cluster,
+not its own last matching message.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import struct
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +51,10 @@ SUMMARY_FIELDS = ("id", "readable_id", "state", "submit_time_ms", "modify_time_m
                   "pending_code", "array_id", "array_index", "exit_reason", "preempted_by", "start_error")
 SPEC_FIELDS = ("name", "queue", "slots", "priority", "user", "project")
 MAX_ID = (1 << 63) - 1
+BOOKMARK_S = 15.0                          # a client sent nothing for this long is sent a bookmark
+BOOKMARK_ENV = "XCE_GATEWAY_BOOKMARK_S"    # read when the gateway starts (tests shorten it)
+MAX_BOOKMARK_S = 3600.0
+MAX_JOB_FILTERS = 100                      # ?job= values in one request
 
 
 @dataclass(frozen=True, order=True)
@@ -77,6 +92,7 @@ class Message:
     job_id: int = 0                # for filters and visibility (jobs only)
     user: str = ""
     queue: str = ""
+    readable_id: str = ""
 
     @property
     def id(self) -> str:
@@ -94,6 +110,58 @@ def resync(reason: str, revision: int) -> bytes:
     """A gap the stream cannot fill (events compacted): the client lists again, then follows."""
     data = json.dumps({"reason": reason, "revision": str(revision)}, separators=(",", ":"))
     return f"id: {revision}\nevent: resync\ndata: {data}\n\n".encode()
+
+
+def bookmark(revision: int) -> bytes:
+    """Everything through `revision` this client may see was sent: its id resumes after it."""
+    data = json.dumps({"revision": str(revision)}, separators=(",", ":"))
+    return f"id: {revision}\nevent: bookmark\ndata: {data}\n\n".encode()
+
+
+def bookmark_interval(environ: Mapping[str, str]) -> float:
+    """Seconds of a client's silence before its bookmark: $XCE_GATEWAY_BOOKMARK_S, else 15."""
+    text = environ.get(BOOKMARK_ENV, "").strip()
+    if not text:
+        return BOOKMARK_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_BOOKMARK_S:  # also refuses nan
+        raise ValueError(f"${BOOKMARK_ENV} wants seconds, more than 0 and at most {MAX_BOOKMARK_S:.0f}, "
+                         f"not {text[:40]!r}")
+    return seconds
+
+
+def job_ids(texts: Iterable[str]) -> frozenset[str]:
+    """?job= values as a filter matches them: numeric ids in their plain form, readable ids
+    (cluster-replica-time-seq, an array's element made a job with [index]) as given; else a 400."""
+    out = set()
+    for text in texts:
+        text = text.strip()
+        if _number(text):
+            out.add(str(int(text)))
+        elif _readable(text):
+            out.add(text)
+        else:
+            raise Problem(400, f"bad job id {text[:80]!r} in ?job=: a number, or cluster-replica-time-seq")
+    if len(out) > MAX_JOB_FILTERS:
+        raise Problem(400, f"{len(out)} jobs in ?job=: at most {MAX_JOB_FILTERS}")
+    return frozenset(out)
+
+
+def _number(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 19 and int(text) <= MAX_ID
+
+
+def _readable(text: str) -> bool:
+    head, bracket, index = text.partition("[")
+    if bracket and not (index.endswith("]") and _number(index[:-1])):
+        return False
+    parts = head.rsplit("-", 3)
+    return (len(parts) == 4 and len(text) <= 200 and text.isprintable() and " " not in parts[0]
+            and bool(parts[0]) and _number(parts[1]) and len(parts[2]) == 14 and _number(parts[2])
+            and _number(parts[3]))
 
 
 class Classifier:
@@ -145,7 +213,7 @@ class Classifier:
             kind = "job.finished" if now and not before else "job.updated"
         return Message(event.revision, index, last, kind,
                        {"job": summary(job), "revision": str(event.revision)}, job.id, job.spec.user,
-                       job.spec.queue)
+                       job.spec.queue, job.readable_id)
 
 
 def summary(job: api.Job) -> dict[str, Any]:
@@ -161,7 +229,7 @@ def summary(job: api.Job) -> dict[str, Any]:
 @dataclass
 class Audience:
     """One client of the stream: what it may see (from its key, as the controllers answered WhoAmI)
-    and what it asked for (?user=, ?queue=, ?job=, repeatable)."""
+    and what it asked for (?user=, ?queue=, ?job=, repeatable; jobs as `job_ids` makes them)."""
 
     name: str
     jobs: bool                     # jobs.read
@@ -169,7 +237,7 @@ class Audience:
     cluster: bool                  # cluster.read: hosts and queues
     users: frozenset[str] = frozenset()
     queues: frozenset[str] = frozenset()
-    job_ids: frozenset[int] = frozenset()
+    job_ids: frozenset[str] = frozenset()
     sent: set[int] = field(default_factory=set)  # jobs it was sent a record of (and not their deletion)
 
     def admits(self, message: Message) -> bool:
@@ -187,8 +255,51 @@ class Audience:
         if not self.every_job and message.user != self.name:
             return False
         if self.users and message.user not in self.users or self.queues and message.queue not in self.queues \
-                or self.job_ids and message.job_id not in self.job_ids:
+                or self.job_ids and str(message.job_id) not in self.job_ids \
+                and message.readable_id not in self.job_ids:
             return False
         if self.users or self.queues or self.job_ids or not self.every_job:  # else every deletion passes
             self.sent.add(message.job_id)
         return True
+
+
+class Cursor:
+    """One client's place in the stream and its silence: which messages it is sent, and when and
+    where its bookmarks are. Times are the driver's monotonic clock, in seconds."""
+
+    def __init__(self, audience: Audience, place: Position, interval_s: float, now_s: float) -> None:
+        self.audience = audience
+        self.place = place              # the last message it was sent or passed over
+        self.interval_s = interval_s
+        self.quiet_since_s = now_s      # when it was last sent anything
+
+    def give(self, message: Message, now_s: float) -> bytes | None:
+        """The frame of `message` if this client is sent it; either way it is past it now."""
+        self.place = Position(message.revision, -1 if message.last else message.index)
+        if not self.audience.admits(message):
+            return None
+        return self._sent(message.frame(), now_s)
+
+    def resync(self, reason: str, place: Position, now_s: float) -> bytes:
+        """A gap: the stream goes on after `place`."""
+        self.place = place
+        return self._sent(resync(reason, place.revision), now_s)
+
+    def reached(self, revision: int) -> None:
+        """Every message through `revision` was given or passed over: the place moves there."""
+        if revision >= self.place.revision:
+            self.place = Position(revision)
+
+    def wait_s(self, now_s: float) -> float:
+        """How long until a bookmark is due."""
+        return max(0.0, self.quiet_since_s + self.interval_s - now_s)
+
+    def bookmark(self, now_s: float) -> bytes | None:
+        """A bookmark, if one is due and the place is between revisions (else at the next one)."""
+        if self.wait_s(now_s) > 0 or self.place.index >= 0:
+            return None
+        return self._sent(bookmark(self.place.revision), now_s)
+
+    def _sent(self, frame: bytes, now_s: float) -> bytes:
+        self.quiet_since_s = now_s
+        return frame

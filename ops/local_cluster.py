@@ -181,8 +181,10 @@ class LocalCluster:
         grpc_port, raft_port = free_ports(2)
         pki.issue(self.data / "tls", "replica", str(replica_id), sans=[host, "localhost"])
         path = self.data / f"cluster-{replica_id}.toml"
+        metrics = f'metrics = "{host}:{free_ports(1)[0]}"\n' if any(r.metrics for r in self.config.replicas) \
+            else ""
         entry = (f'\n[[replicas]]\nid = {replica_id}\ngrpc = "{host}:{grpc_port}"\n'
-                 f'raft = "{host}:{raft_port}"\n')
+                 f'raft = "{host}:{raft_port}"\n{metrics}')
         write_private(path, self.config_path.read_bytes() + entry.encode())
         self.joining[replica_id] = path
         return self.replica_config(replica_id)
@@ -354,9 +356,12 @@ class LocalGateway:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 30.0) -> None:
-        """Start it and wait until it answers (its OpenAPI document, which needs no key)."""
-        import urllib.request
+        """Start it and wait until it answers."""
+        self.launch()
+        self.wait_serving(timeout_s)
 
+    def launch(self) -> None:
+        """Start it; `wait_serving` waits for it (other daemons may start meanwhile)."""
         if self.key is None:  # its own key (role gateway) for the event stream; callers bring theirs
             self.key = self.cluster.new_token(self.name, "gateway")
         env = {**os.environ, "XCE_TOKEN": self.key}
@@ -365,12 +370,18 @@ class LocalGateway:
                 [sys.executable, "-m", "cli", "--cluster", str(self.cluster.config_path), "gateway",
                  "--listen", f"127.0.0.1:{self.port}", *self.args], env=env,
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def wait_serving(self, timeout_s: float = 30.0) -> None:
+        """Until it answers (its /metrics, which needs no key and builds nothing)."""
+        import urllib.request
+
+        assert self.proc is not None, "not launched"
         deadline = time.monotonic() + timeout_s
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the gateway exited with {self.proc.returncode}: see {self.name}.log")
             try:
-                with urllib.request.urlopen(f"{self.url}/xce/v1/openapi.json", timeout=2):
+                with urllib.request.urlopen(f"{self.url}/metrics", timeout=2):
                     return
             except OSError:
                 if time.monotonic() > deadline:
@@ -457,11 +468,48 @@ def kill_jobs_under(data: Path) -> None:
                     pass
 
 
+class LocalStack:
+    """What `xce cluster up` runs: the replicas, a scheduler, workers and the REST gateway, every one
+    serving Prometheus /metrics on a free loopback port of its own (the gateway on its own address);
+    `xce status` lists them all (the replicas' from the cluster file, the others' as they connected)."""
+
+    def __init__(self, data: Path, replicas: int = 3, base_port: int = 0, workers: int = 2, slots: int = 4,
+                 extra_config: str = "") -> None:
+        self.cluster = LocalCluster(data, replicas, base_port, extra_config=extra_config, metrics=True)
+        # A cluster file written without metrics addresses (an older data directory): ports for this run.
+        for replica in self.cluster.config.replicas:
+            if not replica.metrics:
+                self.cluster.args[replica.id] = ["--metrics", f"127.0.0.1:{free_ports(1)[0]}"]
+        ports = free_ports(workers + 1)
+        self.scheduler = LocalScheduler(self.cluster, metrics=f"127.0.0.1:{ports[0]}")
+        self.fleet = LocalWorkers(self.cluster)
+        self.workers = {f"node{i + 1}": f"127.0.0.1:{port}" for i, port in enumerate(ports[1:])}
+        self.slots = slots
+        self.gateway = LocalGateway(self.cluster)
+
+    def start(self, leader_timeout_s: float = 30.0) -> int:
+        """Start everything, and wait until the leader and the gateway serve; the leader's id."""
+        self.cluster.start()
+        leader = self.cluster.leader(timeout_s=leader_timeout_s)
+        self.gateway.launch()  # the slowest to start: the others start while it does
+        self.scheduler.start()
+        for name, metrics in self.workers.items():
+            self.fleet.start(name, self.slots, f'metrics = "{metrics}"\n')
+        self.gateway.wait_serving()
+        return leader
+
+    def stop(self) -> None:
+        """Stop everything it started, whatever state it is in."""
+        self.gateway.kill(signal.SIGTERM)
+        self.scheduler.kill(signal.SIGTERM)
+        self.fleet.stop()
+        self.cluster.stop()
+
+
 def up(data: Path, replicas: int, base_port: int, workers: int = 2, slots: int = 4) -> int:
-    """`xce cluster up`: replicas, a scheduler and workers; run until Ctrl-C."""
-    cluster = LocalCluster(data, replicas, base_port)
-    fleet = LocalWorkers(cluster)
-    scheduler = LocalScheduler(cluster)
+    """`xce cluster up`: replicas, a scheduler, workers and the gateway; run until Ctrl-C."""
+    stack = LocalStack(data, replicas, base_port, workers, slots)
+    cluster = stack.cluster
     stopping = False
 
     def on_signal(signum: int, frame: object) -> None:
@@ -471,19 +519,16 @@ def up(data: Path, replicas: int, base_port: int, workers: int = 2, slots: int =
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        cluster.start()
-        leader = cluster.leader(timeout_s=30)
-        scheduler.start()
-        for i in range(workers):
-            fleet.start(f"node{i + 1}", slots)
+        leader = stack.start()
         print(f"xce: cluster {cluster.config.cluster_id} up: {replicas} replicas (leader {leader}), "
-              f"a scheduler, {workers} workers of {slots} slots")
+              f"a scheduler, {workers} workers of {slots} slots, the REST gateway at {stack.gateway.url}")
         print(f"xce: admin token for {_me()} in {cluster.data / ADMIN_TOKEN_FILE} (the CLI finds it there)")
         if os.geteuid() == 0:
             print("xce: started as root: this local cluster's workers run root's jobs "
                   "(allow_root_jobs = true); deployments default to false")
         print(f"xce: configuration {cluster.config_path}")
         print(f"xce: controllers {','.join(cluster.addresses)}")
+        print("xce: every daemon serves Prometheus /metrics; `xce status` lists where")
         print(f"xce: try `XCE_DATA={data} xce submit -- sleep 1`; Ctrl-C stops the cluster", flush=True)
         while not stopping:
             for replica_id, proc in list(cluster.procs.items()):
@@ -493,9 +538,7 @@ def up(data: Path, replicas: int, base_port: int, workers: int = 2, slots: int =
             time.sleep(0.2)
     finally:
         print("xce: stopping the cluster", flush=True)
-        scheduler.kill(signal.SIGTERM)
-        fleet.stop()
-        cluster.stop()
+        stack.stop()
     return 0
 
 

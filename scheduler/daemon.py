@@ -25,7 +25,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from client.channel import Client, XceError
 from client.credentials import Credentials
@@ -39,7 +39,7 @@ from scheduler.view import View
 from xce import daemon_logging, pki, sd_notify
 from xce.clock import REAL_CLOCK, Clock
 from xce.clock_jumps import ClockJumps
-from xce.metrics import BUCKETS
+from xce.metrics import BUCKETS, daemon_registry
 from xce.metrics import serve as serve_metrics
 from xce.v1 import api_pb2 as api
 
@@ -55,7 +55,8 @@ class Scheduler:
     def __init__(self, addresses: Sequence[str], credentials: Credentials, scheduler_id: str | None = None,
                  lease_s: float = 10.0,
                  min_interval_s: float = 0.05, picker: str = "fcfs", clock: Clock = REAL_CLOCK,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, metrics: str = "") -> None:
+        """`metrics`: the address its metrics are served on (`run` serves them), said to the leader."""
         self.id = scheduler_id or f"scheduler-{(rng or random.Random()).getrandbits(32):08x}"
         self.lease_s = lease_s
         self.min_interval_s = min_interval_s
@@ -67,7 +68,8 @@ class Scheduler:
         self._lock = threading.Lock()  # the lease is shared by the pass loop and the lease thread
         self._changed = threading.Event()
         self._urgent = threading.Event()  # a change that should not wait for min_interval_s
-        self.follower = Follower(addresses, credentials, View(), on_change=self._view_changed, clock=clock)
+        self.follower = Follower(addresses, credentials, View(), on_change=self._view_changed, clock=clock,
+                                 metrics_address=metrics)
         # Short calls: a batch sent to a leader that was just cut off must not
         # hold up the passes for long (its outcome is learned from the view anyway).
         self._client = Client(addresses, credentials, deadline_s=5.0, call_timeout_s=1.5)
@@ -79,7 +81,7 @@ class Scheduler:
         self._stop = threading.Event()
         self._renew_now = threading.Event()
         # Prometheus metrics (served only with --metrics): passes, decisions, the lease.
-        self.registry = CollectorRegistry()
+        self.registry = daemon_registry("scheduler")
         self._pass_s = Histogram("xce_scheduler_pass_seconds", "One pass of the decider (a batch or none)",
                                  buckets=BUCKETS, registry=self.registry)
         self._decisions = Counter("xce_scheduler_decisions_total", "Decisions sent, by kind and outcome",
@@ -216,7 +218,7 @@ def run(addresses: Sequence[str], credentials: Credentials, scheduler_id: str | 
         return 2
     if scheduler_id is None and credentials.cert is not None:
         scheduler_id = pki.identity(credentials.cert).name  # the lease is bound to the certificate's name
-    scheduler = Scheduler(addresses, credentials, scheduler_id, lease_s, picker=picker)
+    scheduler = Scheduler(addresses, credentials, scheduler_id, lease_s, picker=picker, metrics=metrics)
     daemon_logging.setup(f"scheduler-{scheduler.id}")
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: scheduler.stop())

@@ -36,8 +36,11 @@ MAX_BACKOFF_S = 0.1  # one stream: retrying fast after a failover costs little, 
 class Follower:
     def __init__(self, addresses: Sequence[str], credentials: Credentials, view: View | None = None,
                  on_change: Callable[[View], None] | None = None, rng: random.Random | None = None,
-                 clock: Clock = REAL_CLOCK) -> None:
+                 clock: Clock = REAL_CLOCK, metrics_address: str = "") -> None:
+        """`metrics_address`: where this daemon serves its metrics, said in each stream's request
+        (the leader shows it in Status)."""
         self.addresses = list(addresses)
+        self.metrics_address = metrics_address
         self.credentials = credentials
         self.view = view or View()
         self.lock = threading.Lock()  # held while the view changes; readers take it too
@@ -84,6 +87,7 @@ class Follower:
         """A new stream's request: the events after the view's revision (or a snapshot)."""
         with self.lock:
             request = self.view.sync_request()
+        request.metrics_address = self.metrics_address
         self._opened, self._first = request, True
         self.connections += 1
         return request

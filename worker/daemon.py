@@ -41,6 +41,7 @@ loop, and the threads that watch the fence and the jobs' usage.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import random
@@ -65,7 +66,9 @@ from worker.session import WorkerSession
 from xce import daemon_logging, lsf_bin, sd_notify, worker_wire
 from xce.clock import REAL_CLOCK, Clock
 from xce.clock_jumps import ClockJumps
+from xce.metrics import daemon_registry
 from xce.metrics import serve as serve_metrics
+from xce.metrics import split as split_metrics
 from xce.v1 import api_pb2 as api
 
 log = logging.getLogger("xce.worker")
@@ -122,7 +125,10 @@ class Worker:
                                  job_env={"XCE_LAUNCH_SOCKET": str(self.launch_socket), **_lsf_bindir()},
                                  gpus=int(config.host.resources.get("gpu", 0)),
                                  mail_command=config.mail_command)
-        self.session = WorkerSession(config.host, self.executor, self.executor.journal, clock,
+        joins_as = api.HostSpec()
+        joins_as.CopyFrom(config.host)
+        joins_as.metrics_address = config.metrics  # said in each join, for Status (never in the host record)
+        self.session = WorkerSession(joins_as, self.executor, self.executor.journal, clock,
                                      config.kill_grace_s, load or LoadMeter().sample, boot_id=_boot_id())
         self.session.read_output = self._read_output
         self._clock_jumps = ClockJumps()  # said in the log: the times this worker journals moved
@@ -287,7 +293,7 @@ def _drain(outgoing: queue.Queue[api.WorkerMessage | None]) -> Iterator[api.Work
 
 def worker_registry(worker: Worker) -> CollectorRegistry:
     """The worker's Prometheus metrics, read when scraped."""
-    registry = CollectorRegistry()
+    registry = daemon_registry("worker")
     Gauge("xce_worker_connected", "1 while joined to a leader", registry=registry).set_function(
         lambda: float(worker.session.joined))
     Gauge("xce_worker_running_jobs", "Job instances running on this host", registry=registry).set_function(
@@ -297,9 +303,16 @@ def worker_registry(worker: Worker) -> CollectorRegistry:
     return registry
 
 
-def run(config_path: Path, name: str | None = None) -> int:
+def run(config_path: Path, name: str | None = None, metrics: str = "") -> int:
+    """`metrics`: serve Prometheus metrics there, whatever the file says (the unit's default)."""
     try:
         config = load(config_path, name)
+        if metrics:
+            split_metrics(metrics)
+            config = dataclasses.replace(config, metrics=metrics)
+    except ValueError as exc:
+        print(f"xce worker: --metrics: {exc}", file=sys.stderr)
+        return 2
     except WorkerConfigError as exc:
         print(f"xce worker: {exc}", file=sys.stderr)
         return 2

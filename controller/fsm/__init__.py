@@ -198,6 +198,8 @@ def _apply(tables: Tables, index: int, entry: log.Entry, meta: log.Meta,
     results = handlers[kind](applier)
     if not results:  # an invariant, its message made only if broken (every entry passes here)
         raise InvariantViolated(f"entry {index} ({kind}) applied without a result")
+    if entry.HasField("audit_note"):
+        audit.confirm_note(applier, results)
     finish(applier, results, rejected=False)
     return Applied(results, applier.event)
 

@@ -62,6 +62,7 @@ class Applier:
     # Chunk leads that left their slot, with their chunks as they were (chunks.py)
     chunks_due: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
     audit_rows: int = 0  # audit rows this entry wrote (audit.py: their keys' order in the entry)
+    requests_run: int = 0  # requests this entry ran (not repeats of an applied request id: requests.py)
 
     @property
     def stamp_ms(self) -> int:

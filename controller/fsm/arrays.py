@@ -245,6 +245,25 @@ def find_target(tables: Tables, text: str, in_history: bool = True,
     return job, wanted
 
 
+def one_job(tables: Tables, text: str, check: Callable[[api.Job], object]) -> str:
+    """`17`, a readable id, or `17[42]` as the id of one job record: an element's own job (live or in
+    history). An element that has not been made a job has no record of its own: it has not run.
+    `check` is given the job or array first (it raises for one the caller may not see)."""
+    record, wanted = find_target(tables, text)
+    check(record)
+    if wanted is None:
+        return text
+    if len(wanted) != 1 or wanted[0].start != wanted[0].end:
+        raise invalid(f"one element at a time: {record.id}[42], not {text[:80]!r}")
+    if not array_spec.positions_of(record.spec.array, wanted):
+        raise ServiceError(log.NOT_FOUND, f"array {record.id} has no index {wanted[0].start}")
+    job_id = element_id(tables, record.id, wanted[0].start)
+    if job_id is None:
+        raise ServiceError(log.FAILED_PRECONDITION, f"element {record.id}[{wanted[0].start}] has not run: "
+                                                    "it has no output yet")
+    return str(job_id)
+
+
 def element_view(tables: Tables, record: api.Job, index: int) -> api.Job:
     """One element as `xce job 17[42]` shows it: its job, or what its run says of it."""
     job_id = element_id(tables, record.id, index)

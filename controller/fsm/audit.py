@@ -1,11 +1,13 @@
 """The audit trail (G6): one row per audited request, written by apply.
 
-A request relayed by the gateway or the MCP server carries an AuditRequest. The leader fills in its
-action and parameters (the request as JSON), then either proposes the request itself, whose apply
-writes the row beside its changes (CONFIRMED, with the result apply gave it), or, for a dry run and
-for a request it refused, an `audit` entry that writes only the row (DRY_RUN, REFUSED). The row's
-time and principal are the entry's. Rows are keyed by revision and their order in the entry, so the
-trail reads in commit order; the newest AUDIT_KEPT are kept.
+An audited request carries an AuditRequest, its note: a job write in the request itself (a submit
+batch: one note per request, however many jobs or array elements it makes), any other write in its
+entry (`audit_note`, entry format 27). The leader fills the note in (action, parameters, how the
+request came, the caller's key), then either proposes the request, whose apply writes the row beside
+its changes (CONFIRMED, with the result apply gave it), or, for a dry run and for a request it
+refused, an `audit` entry that writes only the row (DRY_RUN, REFUSED). The row's time and principal
+are the entry's. Rows are keyed by revision and their order in the entry, so the trail reads in
+commit order; the newest AUDIT_KEPT are kept, and apart from them the newest DRY_RUNS_KEPT dry runs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 from controller.fsm.applier import Applier
 from controller.fsm.requests import guarded
-from controller.fsm.versions import AUDIT_FORMAT, FOREIGN_AUDIT_FORMAT
+from controller.fsm.versions import AUDIT_FORMAT, FOREIGN_AUDIT_FORMAT, KEYED_AUDIT_FORMAT
 from controller.tables import Tables
 from xce.errors import invalid
 from xce.v1 import api_pb2 as api
@@ -27,7 +29,12 @@ DRY_RUNS_KEPT = 10_000  # dry-run rows, kept apart: dry runs cost nothing, and m
 PRUNE_PER_ROW = 4      # rows pruned at most per row written: bounded work per apply
 MAX_PARAMS = 2048      # characters of a request's parameters kept in its row (a row is at most ~3 KB)
 MAX_VIA = 32
+MAX_KEY_DESCRIPTION = 200  # characters of the key's description a row keeps (it is repeated in every row)
 ACTED, DRY = b"a", b"d"  # the two key spaces of the table
+# The entry kinds whose row is the entry's `audit_note` (one request each; the job writes carry their
+# notes in their requests).
+NOTED_KINDS = frozenset({"put_queue", "token", "member_change", "host_control", "job_group", "reservation",
+                         "dispatch"})
 
 
 def key(revision: int, seq: int) -> bytes:
@@ -78,10 +85,29 @@ def audited(applier: Applier, request_id: str, audit: api.AuditRequest | None, b
 
     result = guarded(request_id, applier, run)
     if ran[0] and audit is not None and by is not None and applier.entry.format >= AUDIT_FORMAT:
-        words = "OK" if result.code == log.OK else f"{log.Code.Name(result.code)}: {result.message}"
-        write(applier, api.AuditRecord(via=audit.via, action=audit.action, params=audit.params,
-                                       outcome=api.CONFIRMED, result=words), by)
+        write(applier, confirmed(audit, result, applier.entry.format), by)
     return result
+
+
+def confirm_note(applier: Applier, results: list[log.Result]) -> None:
+    """The CONFIRMED row of a write whose entry carries its note (entry format 27: queues, hosts,
+    tokens, members, ...), if its request ran now (a repeat of a request id writes nothing)."""
+    entry = applier.entry
+    if entry.format < KEYED_AUDIT_FORMAT or applier.kind not in NOTED_KINDS or not applier.requests_run \
+            or not entry.HasField("audit_note") or not entry.HasField("by"):
+        return
+    write(applier, confirmed(entry.audit_note, results[0], entry.format), entry.by)
+
+
+def confirmed(note: api.AuditRequest, result: log.Result, entry_format: int) -> api.AuditRecord:
+    """The CONFIRMED row of a request that ran: its note, and what apply made of it. The key is
+    named from entry format 27 (code before it copied the note's first four fields only)."""
+    words = "OK" if result.code == log.OK else f"{log.Code.Name(result.code)}: {result.message}"
+    record = api.AuditRecord(via=note.via, action=note.action, params=note.params, outcome=api.CONFIRMED,
+                             result=words)
+    if entry_format >= KEYED_AUDIT_FORMAT:
+        record.key_id, record.key_description = note.key_id, note.key_description
+    return record
 
 
 def apply_audit(applier: Applier) -> list[log.Result]:

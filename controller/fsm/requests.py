@@ -26,6 +26,7 @@ def guarded(request_id: str, applier: Applier, body: Callable[[], log.Result]) -
         earlier = read_result(applier.tables, request_id)
         if earlier is not None:
             return earlier
+    applier.requests_run += 1  # (its audit row, if it has one, is written: audit.confirm_note)
     try:
         result = body()
     except ServiceError as exc:

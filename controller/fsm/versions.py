@@ -62,7 +62,8 @@ COMMENT_FORMAT = 24  # a job's comment (sbatch --comment), checked as text at su
 MAIL_FORMAT = 24  # -u (mail_user) on specs, checked at submit; -B and -N are the workers' alone
 FOREIGN_AUDIT_FORMAT = 25  # `audit` rows of the gateway's other clusters (one named) may be CONFIRMED
 WARNING_FORMAT = 26  # a warning signal before the run limit (--signal, -wa/-wt) on specs, checked at submit
-ENTRY_FORMAT = 26  # the highest this code applies
+KEYED_AUDIT_FORMAT = 27  # every write audited (Entry.audit_note: the rest), rows name the key (key_id)
+ENTRY_FORMAT = 27  # the highest this code applies
 BASELINE_KINDS = frozenset({
     "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report",
     "resolve_host", "lease", "decisions", "reports", "joins", "announce",

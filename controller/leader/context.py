@@ -60,6 +60,9 @@ class LeaderContext:
         self.effects: list[Effect] = []
         self.proposals = proposals.Proposals(clock)
         self._format: int | None = None  # the entry format to propose; None: read it again
+        # The audit note of a write being handled whose entry carries it (writes.py: Writes.call), by
+        # its call's token: its handler proposes synchronously, through propose_request.
+        self.audit_notes: dict[int, api.AuditRequest] = {}
 
     # ------------------------------------------------------------ effects
 
@@ -117,7 +120,11 @@ class LeaderContext:
 
     def propose_request(self, leadership: Leadership, token: int, entry: log.Entry, request_id: str,
                         respond: Callable[[Tables, log.Result], Message]) -> None:
-        """Propose a client's request and answer the call from the state its outcome left."""
+        """Propose a client's request and answer the call from the state its outcome left; with its
+        audit note, if the call has one for its entry (its row is written beside its changes)."""
+        note = self.audit_notes.pop(token, None)
+        if note is not None:
+            entry.audit_note.CopyFrom(note)
 
         def done(results: list[log.Result] | None) -> None:
             leadership.writes.release_scoped(token)

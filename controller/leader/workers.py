@@ -120,6 +120,7 @@ class Workers:
         state.parts = "parts" in message.join.capabilities
         state.output = "output" in message.join.capabilities
         message.join.ClearField("capabilities")  # the stream's, not the host record's
+        message.join.ClearField("metrics_address")  # Status's (grpc_api takes it first), not the record's
         if self.ctx.proposal_format() < fsm.versions.RECOVERY_FORMAT:
             message.join.ClearField("running")  # older replicas would store it in the host record
         joins = leadership.workers.joins
@@ -293,7 +294,10 @@ class Workers:
         policy = self.ctx.settings.policy
         tail = output_relay.tail_of(request)
         with self.ctx.state.read() as tables:
-            job = visible_job(tables, policy, request.job_id, caller)
+            def seen(record: api.Job) -> None:  # another's array is not found, whatever its elements
+                visible_job(tables, policy, str(record.id), caller)
+
+            job = visible_job(tables, policy, fsm.arrays.one_job(tables, request.job_id, seen), caller)
         if not authz.owns(caller, job) and not policy.allows(caller, "jobs.env.all"):
             raise authz.denied(caller, "jobs.env.all", f"read the output of job {job.id} of {job.spec.user}")
         authz.check_scope(caller, "", [job.spec.queue], job.spec.user)  # a scoped key: its queues and users

@@ -25,6 +25,7 @@ from google.protobuf.message import Message
 
 from controller import audit_trail, authz, fsm
 from controller.authz import Principal
+from controller.fsm.versions import KEYED_AUDIT_FORMAT
 from controller.leader.context import LeaderContext, WithRequestId, own_request_id
 from controller.leader.job_writes import JobWrites, job_response, visible_job
 from controller.leader.leadership import Leadership
@@ -105,8 +106,10 @@ class Writes:
         note: api.AuditRequest | None = None
         try:
             leadership = self._serving()
-            note = audit_trail.prepare(method, request, caller)
-            if note is not None and not self.audit_ready():
+            format_ = self.ctx.proposal_format()
+            note = audit_trail.prepare(method, request, caller, format_)
+            # (from format 27 every replica applies `audit` entries: no state to read)
+            if note is not None and format_ < KEYED_AUDIT_FORMAT and not self.audit_ready():
                 note = None
                 raise failed_precondition("the audit trail (and scoped keys) wait until every replica runs "
                                           f"entry format {fsm.versions.AUDIT_FORMAT} (xce status)")
@@ -116,9 +119,13 @@ class Writes:
             if method != "SubmitJobs" and isinstance(request, WithRequestId) and request.request_id:
                 with self.ctx.state.read() as tables:
                     own_request_id(tables, request, caller)
+            if note is not None and method in audit_trail.NOTED and format_ >= KEYED_AUDIT_FORMAT:
+                self.ctx.audit_notes[token] = note  # the handler's entry carries it (propose_request)
             handler.handle(leadership, token, request, caller)
         except ServiceError as exc:
             self._refused(token, exc, note, caller)
+        finally:
+            self.ctx.audit_notes.pop(token, None)  # proposed with its entry, or refused, or not audited
 
     def _serving(self) -> Leadership:
         leadership = self.ctx.leadership
@@ -251,9 +258,12 @@ class Writes:
             authz.check_scope(caller, request.action)
         if caller.scope is not None and caller.scope.clusters and cluster not in caller.scope.clusters:
             raise authz.out_of_scope(caller, f"cluster {cluster!r} is not among its clusters")
-        record = api.AuditRecord(via=audit_trail.via_of(caller, "rest"), action=request.action,
+        record = api.AuditRecord(via=audit_trail.via_of(caller), action=request.action,
                                  params=request.params[:fsm.audit.MAX_PARAMS], outcome=request.outcome,
                                  result=request.result[:1000], cluster=cluster)
+        if ctx.proposal_format() >= KEYED_AUDIT_FORMAT:
+            record.key_id = caller.key_id
+            record.key_description = caller.key_description[:fsm.audit.MAX_KEY_DESCRIPTION]
 
         def done(results: list[log.Result] | None) -> None:
             if not results or results[0].code != log.OK:

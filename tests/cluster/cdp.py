@@ -39,12 +39,15 @@ class Browser:
             pages = [t for t in json.load(answer) if t["type"] == "page"]
         self.ws = connect(pages[0]["webSocketDebuggerUrl"], max_size=64 << 20, open_timeout=10)
         self._next = 0
+        self.events: list[dict[str, Any]] = []  # notifications that came while waiting for a reply
 
     def send(self, method: str, **params: Any) -> dict[str, Any]:
         self._next += 1
         self.ws.send(json.dumps({"id": self._next, "method": method, "params": params}))
         while True:
             message = json.loads(self.ws.recv(timeout=60))
+            if "method" in message and len(self.events) < 100_000:
+                self.events.append(message)
             if message.get("id") == self._next:
                 if "error" in message:
                     raise RuntimeError(f"{method}: {message['error']}")

@@ -1,7 +1,8 @@
 """`python tests/cluster/mcp_call.py URL CALLS_JSON`: an MCP client over streamable HTTP (the official
 SDK's), run by the tests as any uid. The key is $MCP_KEY (none if unset). CALLS_JSON is a list of [tool,
-arguments]; it prints one JSON object: {"results": [...]} (each a tool's structured result, or {"error":
-text}), or {"refused": status, "www_authenticate": header} when the server refused the session itself."""
+arguments]; it prints one JSON object: {"tools": [the names the key is shown], "results": [...]} (each a
+tool's structured result, or {"error": text}), or {"refused": status, "www_authenticate": header} when the
+server refused the session itself."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ async def session_calls(url: str, key: str, calls: list[list[Any]]) -> dict[str,
             streamable_http_client(url, http_client=http) as (read, write, *_), \
             ClientSession(read, write) as session:
         await session.initialize()
+        tools = [tool.name for tool in (await session.list_tools()).tools]
         results = []
         for tool, arguments in calls:
             result = await session.call_tool(tool, arguments)
@@ -32,7 +34,7 @@ async def session_calls(url: str, key: str, calls: list[list[Any]]) -> dict[str,
                 value = result.structured_content
                 value = json.loads(text) if value is None else value
                 results.append(value.get("result", value) if set(value) == {"result"} else value)
-        return {"results": results}
+        return {"tools": tools, "results": results}
 
 
 def main(url: str, calls_json: str) -> int:

@@ -94,7 +94,7 @@ def test_under_the_journal_each_line_carries_its_priority(tmp_path: Path,
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
 @pytest.mark.parametrize("unit", ["xce-controller@1.service", "xce-scheduler@sched-a.service",
-                                  "xce-worker.service"])
+                                  "xce-worker.service", "xce-gateway.service"])
 def test_the_units_pass_systemd_analyze_verify(tmp_path: Path, unit: str) -> None:
     xce = Path(sys.executable).parent / "xce"  # the units name /opt/xce/bin/xce; verify wants it to exist
     for source in UNITS.glob("*.service"):

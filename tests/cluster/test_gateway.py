@@ -282,7 +282,8 @@ def test_dry_runs_scopes_and_the_audit_trail(cluster: LocalCluster, gateway: Loc
     assert own[0]["result"] == "OK" and "max_jobs" in own[1]["result"]
     assert '"queue": "priority"' in own[5]["params"]
     admins = [r for r in everyone if r["principal"] == "root"]  # the admin's own writes, via rest
-    assert [(r["action"], r["outcome"], r["via"]) for r in admins] == [("submit", "CONFIRMED", "rest")]
+    assert [(r["action"], r["outcome"], r["via"]) for r in admins][:2] == [
+        ("submit", "CONFIRMED", "rest"), ("createtoken", "CONFIRMED", "rest")]  # (then the gateway's key)
     shown = json.loads(xce_cli(cluster, "audit", "--user", "agent", "--json"))["records"]
     assert [(r["action"], r["outcome"]) for r in shown] == expected
     assert "refused" in xce_cli(cluster, "audit", "-n", "3")
@@ -337,3 +338,58 @@ def test_a_scoped_key_stays_inside_its_limits_and_job_work(cluster: LocalCluster
     assert ("watcher", "submit") in refused_rows  # denied by its role: recorded too
     assert ("agent", "createqueue") in refused_rows and ("agent", "requeue") in refused_rows
     assert refused_rows.count(("agent", "submit")) == 11
+
+
+def test_every_write_is_audited_naming_its_key_and_how_it_came(cluster: LocalCluster,
+                                                                gateway: LocalGateway) -> None:
+    """The command line's writes are in the trail as the gateway's are: each row names the key (its id,
+    as `xce token list` shows it, and its description) and how the write came: cli (the command line
+    says so), rest (the gateway proves it with its own key), grpc (any other client). A client that
+    claims to be the MCP server, or the gateway, with a key that is neither is recorded as grpc."""
+    import subprocess
+    import sys
+
+    from client.credentials import Credentials
+    from tests.conftest import xce_cli
+    from xce.v1 import api_pb2 as api
+
+    with http(gateway, cluster.admin_token) as admin:
+        made = admin.post("/apikeys", json={"user": "ann", "role": "user", "description": "ann's laptop"})
+        assert made.status_code == 201, made.text
+        key, key_id = made.json()["key"], made.json()["id"]
+
+    def as_ann(*args: str) -> str:
+        env = {**os.environ, "XCE_DATA": str(cluster.data), "XCE_TOKEN": key}
+        env.pop("XCE_CONTROLLERS", None)
+        done = subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, env=env,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    out = as_ann("submit", "-J", "by-cli", "--", "sleep", "60")
+    job_id = out.split("<", 1)[1].split(">", 1)[0]
+    assert "now EXIT" in as_ann("kill", job_id)
+    with http(gateway, key) as ann:
+        assert ann.post("/jobs", json={"command": ["true"], "name": "by-rest"}).status_code == 201
+    mine = Credentials(cluster.credentials.insecure, cluster.credentials.ca, cluster.credentials.cert,
+                       cluster.credentials.key, token=key, relay=key, client="mcp")  # two false claims
+    with cluster.client(credentials=mine) as client:
+        client.submit([api.JobSpec(command=["true"], name="by-grpc")],
+                      audit=api.AuditRequest(via="mcp", key_id="forged", key_description="forged"))
+    with http(gateway, cluster.admin_token) as admin:
+        rows = admin.get("/audit", params={"principal": "ann"}).json()["records"]
+    assert [(r["action"], r["via"], r["key_id"], r["key_description"], r["outcome"]) for r in rows] == [
+        ("submit", "grpc", key_id, "ann's laptop", "CONFIRMED"),
+        ("submit", "rest", key_id, "ann's laptop", "CONFIRMED"),
+        ("kill", "cli", key_id, "ann's laptop", "CONFIRMED"),
+        ("submit", "cli", key_id, "ann's laptop", "CONFIRMED")]
+    assert '"by-cli"' in rows[3]["params"] and rows[2]["result"] == "OK"
+    shown = json.loads(xce_cli(cluster, "audit", "--user", "ann", "--json"))["records"]
+    assert [(r["via"], r["key_id"]) for r in shown] == [(r["via"], r["key_id"]) for r in rows]
+    table = xce_cli(cluster, "audit", "--user", "ann", "-n", "1")
+    assert "KEY" in table and key_id in table and "ann's laptop" in table
+    # An admin's write other than a job's, from the command line: in the trail too, under its key.
+    xce_cli(cluster, "token", "create", "--user", "bob", "--role", "user", "--description", "bob's")
+    [row] = json.loads(xce_cli(cluster, "audit", "--user", "root", "-n", "1", "--json"))["records"]
+    assert (row["action"], row["via"], row["outcome"]) == ("createtoken", "cli", "CONFIRMED")
+    assert row["key_id"] and "bob's" in row["params"] and "sha256" not in row["params"]

@@ -1,10 +1,15 @@
 """`GET /xce/v1/events` against a real cluster with a scheduler and workers: a client following with
 Last-Event-ID across a leader kill and a gateway restart is sent exactly the job, host and queue
-changes of the committed events table after its id, once each, in order; what a key may see."""
+changes of the committed events table after its id, once each, in order; what a key may see; a
+filtered client's bookmarks, and its resumption from one.
+
+The gateway's bookmark interval is 0.5 s here ($XCE_GATEWAY_BOOKMARK_S, unless set: run with 15, the
+default, for the real minute)."""
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +26,7 @@ from tests.conftest import FAST_HOSTS, wait_until
 pytestmark = pytest.mark.cluster  # real replicas and a gateway
 
 V1 = "/xce/v1"
+BOOKMARK_S = float(os.environ.get(sse.BOOKMARK_ENV) or 0.5)
 
 
 class Follower:
@@ -30,6 +36,7 @@ class Follower:
                  params: dict[str, Any] | None = None) -> None:
         self.gateway, self.key, self.last_id, self.params = gateway, key, last_id, params or {}
         self.received: list[tuple[str, str, dict[str, Any]]] = []
+        self.bookmarks: list[str] = []  # their ids, kept apart (they carry no change)
         self.connections = 0
         self.refused: list[int] = []
         self.stop = threading.Event()
@@ -61,9 +68,12 @@ class Follower:
             if self.stop.is_set():
                 return
             if not line:
-                if "event" in fields:
+                if fields.get("event") == "bookmark":
+                    assert json.loads(fields["data"]) == {"revision": fields["id"]}
+                    self.bookmarks.append(fields["id"])
+                elif "event" in fields:
                     self.received.append((fields.get("id", ""), fields["event"], json.loads(fields["data"])))
-                    self.last_id = fields.get("id", self.last_id)
+                self.last_id = fields.get("id", self.last_id)  # as an EventSource: any id, a bookmark's too
                 fields = {}
             elif not line.startswith(":"):
                 name, _, value = line.partition(": ")
@@ -78,7 +88,9 @@ class Follower:
 
 
 @pytest.fixture
-def setup(make_scheduled) -> Iterator[tuple[LocalCluster, LocalGateway]]:  # type: ignore[no-untyped-def]
+def setup(make_scheduled,  # type: ignore[no-untyped-def]
+          monkeypatch) -> Iterator[tuple[LocalCluster, LocalGateway]]:
+    monkeypatch.setenv(sse.BOOKMARK_ENV, str(BOOKMARK_S))  # the gateway's environment
     cluster, workers = make_scheduled(FAST_HOSTS)
     workers.start("w1", 2)
     workers.start("w2", 2)
@@ -163,23 +175,64 @@ def _spec(name: str) -> Any:
     return api.JobSpec(command=["sleep", "0.2"], name=name)
 
 
-def test_a_key_is_sent_only_what_it_may_read(setup: tuple[LocalCluster, LocalGateway]) -> None:
+def test_a_key_is_sent_only_what_it_may_read_and_a_filtered_stream_resumes_from_its_bookmark(
+        setup: tuple[LocalCluster, LocalGateway]) -> None:
+    """Alice follows bob's jobs only (held: they do not change again). While other jobs run, her stream
+    is sent nothing of them, but a bookmark each BOOKMARK_S, at the cluster's revision. Reconnected
+    with the last bookmark's id, she is sent bob's job submitted meanwhile, and nothing from before
+    it (a resume from her old position would send bob's first jobs again)."""
     cluster, gateway = setup
     alice, bob = cluster.new_token("alice", "user"), cluster.new_token("bob", "user")
-    start = httpx.get(gateway.url + V1 + "/jobs",
-                      headers={"Authorization": f"Bearer {alice}"}).json()["revision"]
+    as_alice, as_bob, as_admin = (httpx.Client(base_url=gateway.url + V1, timeout=60,
+                                               headers={"Authorization": f"Bearer {key}"})
+                                  for key in (alice, bob, cluster.admin_token))
+    start = as_alice.get("/jobs").json()["revision"]
     mine = Follower(gateway, alice, last_id=start, params={"user": "bob"})
+    made: dict[str, dict[str, Any]] = {}
     try:
-        for key, name in ((alice, "a1"), (bob, "b1"), (bob, "b2")):
-            httpx.post(gateway.url + V1 + "/jobs", json={"command": ["true"], "name": name},
-                       headers={"Authorization": f"Bearer {key}"}).raise_for_status()
+        for who, name in ((as_alice, "a1"), (as_bob, "b1"), (as_bob, "b2")):
+            answer = who.post("/jobs", json={"command": ["true"], "name": name, "hold": True})
+            answer.raise_for_status()
+            made[name] = answer.json()["jobs"][0]
         wait_until(lambda: mine.types().count("job.created") >= 2, "bob's jobs on alice's filtered stream")
         jobs = [d["job"] for _, kind, d in mine.received if kind.startswith("job.")]
         assert jobs and all(job["spec"]["user"] == "bob" for job in jobs)
         assert not any(kind.startswith(("host.", "queue.")) for kind in mine.types())  # a user filter
+        matched = int(mine.received[-1][0].split(".")[0])
+        elsewhere: list[int] = []
+
+        def others_change() -> bool:  # a job that runs each probe; alice's stream is sent none of them
+            as_admin.post("/jobs", json={"command": ["true"], "name": "elsewhere"}).raise_for_status()
+            elsewhere.append(int(as_admin.get("/jobs").json()["revision"]))
+            return sum(int(b) >= elsewhere[0] for b in mine.bookmarks) >= 3
+
+        wait_until(others_change, "three bookmarks while other jobs change", timeout_s=60 + 6 * BOOKMARK_S,
+                   every_s=BOOKMARK_S / 2)
     finally:
         mine.close()
-    for headers, status in (({}, 401), ({"Authorization": "Bearer xce_nobody"}, 401),
-                            ({"Authorization": f"Bearer {alice}", "Last-Event-ID": "x.1"}, 400)):
-        answer = httpx.get(gateway.url + V1 + "/events", headers=headers, timeout=30)
+    last = mine.last_id
+    assert mine.bookmarks[-1] == last and int(last) > matched  # the resume point moved past its matches
+    assert len(mine.received) == len(jobs)  # nothing of the other jobs, nothing of the hosts they ran on
+    as_bob.post("/jobs", json={"command": ["true"], "name": "b3", "hold": True}).raise_for_status()
+    again = Follower(gateway, alice, last_id=last, params={"user": "bob"})
+    try:
+        wait_until(lambda: "job.created" in again.types(), "bob's new job on the resumed stream")
+    finally:
+        again.close()
+    assert {d["job"]["spec"]["name"] for _, kind, d in again.received if kind.startswith("job.")} == {"b3"}
+    assert again.types() == ["job.created"] and sse.parse_position(again.received[0][0]).revision > int(last)
+    by_readable = Follower(gateway, alice, last_id=start, params={"job": made["b1"]["readable_id"]})
+    try:
+        wait_until(lambda: by_readable.received, "b1 followed by its readable id")
+    finally:
+        by_readable.close()
+    assert [(kind, d["job"]["id"]) for _, kind, d in by_readable.received] == [("job.created",
+                                                                                made["b1"]["id"])]
+    for client in (as_alice, as_bob, as_admin):
+        client.close()
+    for headers, params, status in (({}, {}, 401), ({"Authorization": "Bearer xce_nobody"}, {}, 401),
+                                    ({"Authorization": f"Bearer {alice}", "Last-Event-ID": "x.1"}, {}, 400),
+                                    ({"Authorization": f"Bearer {alice}"}, {"job": ["1", "b1-2-x"]}, 400)):
+        answer = httpx.get(gateway.url + V1 + "/events", headers=headers, params=params, timeout=30)
         assert answer.status_code == status and answer.headers["content-type"] == "application/problem+json"
+        assert status != 400 or ("x.1" if "Last-Event-ID" in headers else "b1-2-x") in answer.json()["detail"]

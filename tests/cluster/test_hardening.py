@@ -169,16 +169,20 @@ def test_mcp_http_acts_as_the_key_each_request_carries(site: Site) -> None:
                                           "cwd": "/tmp"}).json()["jobs"][0]["id"]
     jobs = _job_count(site)
     with McpHttp(site, server_key) as mcp:
-        looked = mcp.call_as_nobody(readonly, ("scheduler_list_jobs", {}),
-                                    ("scheduler_submit", {"command": ["id", "-u"], "cwd": str(site.shared)}),
-                                    ("scheduler_cancel", {"job_id": str(roots)}),
-                                    ("scheduler_hold", {"job_id": str(roots)}))["results"]
+        submit = ("scheduler_submit", {"command": ["id", "-u"], "cwd": str(site.shared)})
+        answered = mcp.call_as_nobody(readonly, ("scheduler_list_jobs", {}), submit,
+                                      ("scheduler_cancel", {"job_id": str(roots)}),
+                                      ("scheduler_hold", {"job_id": str(roots)}))
+        looked = answered["results"]
+        assert "scheduler_list_jobs" in answered["tools"] and "scheduler_submit" not in answered["tools"]
         assert any(j["id"] == roots for j in looked[0]["jobs"])
         for refused in looked[1:]:
             assert "Forbidden" in refused["error"] and "mcp_readonly" in refused["error"], refused
         assert _job_count(site) == jobs
-        ran = mcp.call_as_nobody(own, ("scheduler_submit", {"command": ["id", "-u"], "cwd": str(site.shared),
-                                                             "name": "mine"}))["results"][0]
+        answered = mcp.call_as_nobody(own, ("scheduler_submit", {"command": ["id", "-u"],
+                                                                  "cwd": str(site.shared), "name": "mine"}))
+        assert "scheduler_submit" in answered["tools"]  # the same server: each request its own key's list
+        ran = answered["results"][0]
         job = ran["submitted"]["id"]
         assert ran["submitted"]["user"] == "nobody"
         ended = mcp.call_as_nobody(own, ("scheduler_wait_job", {"job_id": str(job), "timeout_s": 60}),

@@ -135,9 +135,14 @@ def _revision(cluster: LocalCluster) -> int:
 BACKGROUND = {"host_loads", "host_status", "host_statuses", "announce"}
 
 
-def _nothing_written_since(cluster: LocalCluster, revision: int) -> None:
+def _nothing_written_since(cluster: LocalCluster, revision: int, refusals: bool = False) -> None:
     """Every entry committed after `revision` (read from the Sync stream's events) is the cluster's
-    own background, none from the attacker."""
+    own background, none from the attacker; but, with `refusals`, the audit rows of its denied job
+    writes (recorded before it is told: each a REFUSED row, checked in the trail)."""
+    if refusals:
+        with cluster.client() as client:
+            rows = client.list_audit(api.ListAuditRequest(principal="nobody"))
+        assert all(r.outcome == api.REFUSED for r in rows if r.revision > revision), rows
     upto = _revision(cluster)
     if upto <= revision:
         return
@@ -153,7 +158,8 @@ def _nothing_written_since(cluster: LocalCluster, revision: int) -> None:
             body = message.WhichOneof("body")
             assert body == "event", f"the Sync stream sent {body} (revision {revision} compacted?)"
             event = message.event
-            assert event.kind in BACKGROUND and not any("nobody" in p for p in event.by), \
+            recorded = refusals and event.kind == "audit"
+            assert recorded or (event.kind in BACKGROUND and not any("nobody" in p for p in event.by)), \
                 f"entry {event.revision} ({event.kind}, by {list(event.by)}) committed during the attack"
             if event.revision >= upto:
                 break
@@ -255,7 +261,8 @@ def test_another_users_job_and_the_cluster_are_not_the_attackers(fleet: tuple[Lo
                  ["token", "create", "--user", "nobody", "--role", "cluster_admin"], ["token", "list"]):
         stderr = nobody.refused("PERMISSION_DENIED", *args)
         assert "needs " in stderr  # the message names the permission
-    _nothing_written_since(cluster, before)
+    _nothing_written_since(cluster, before, refusals=True)
+    before = _revision(cluster)
     with Client(cluster.addresses, cluster.credentials_for(nobody.token)) as client:
         lease = api.LeaseRequest(scheduler_id="nobody", duration_s=3600)
         for call in (lambda c: c.call("SchedulerService", "AcquireLease", lease, api.LeaseResponse),
@@ -282,7 +289,7 @@ def test_another_users_array_and_its_elements_are_not_the_attackers(fleet: tuple
         for args in (["release", target], ["kill", target], ["requeue", target],
                      ["modify", target, "--priority", "99"]):
             assert "needs " in nobody.refused("PERMISSION_DENIED", *args)
-    _nothing_written_since(cluster, before)  # nothing reached the log
+    _nothing_written_since(cluster, before, refusals=True)  # nothing but the refusals' rows
     with cluster.client() as client:
         assert client.get_job(str(array.id)).array.counts[api.PSUSP] == 1000
         client.control(str(array.id), api.KILL)

@@ -49,6 +49,7 @@ def test_the_owner_reads_its_job_s_output_and_a_link_in_its_place_is_refused(
             linker = submit('F="$XCE_SPOOL/users/nobody/$XCE_JOB_ID.$XCE_JOB_ATTEMPT.out"; rm -f "$F"; '
                             'ln -s /etc/shadow "$F"; echo linked >&2; sleep 60')
             held = submit("true")
+            array = submit('echo "element $XCE_ARRAY_INDEX"', name="parts[1-2]")
             http.post(f"/jobs/{held}/actions", headers=nobody, json={"action": "hold"})
 
             def output(job: str, who: dict[str, str], stream: str = "stdout") -> httpx.Response:
@@ -68,6 +69,12 @@ def test_the_owner_reads_its_job_s_output_and_a_link_in_its_place_is_refused(
             unrun = output(held, nobody)
             assert unrun.status_code == 400 and "has not run" in unrun.json()["detail"]
             assert output(talker, nobody, "both").status_code == 400
+            # An array's element by its own id, as bpeek 12[2] (its job, live or finished).
+            second = wait_until(lambda: (r := output(f"{array}[2]", nobody)).status_code == 200 and r,
+                                "the array element's output")
+            assert second.text == "element 2\n"
+            assert output(f"{array}[7]", nobody).status_code == 404  # no such index
+            assert output(f"{array}[1]", alice).status_code in (403, 404)  # not alice's
         assert xce_cli(cluster, "peek", talker) == "hello\n"
     finally:
         gateway.kill()

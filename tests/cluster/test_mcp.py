@@ -1,6 +1,8 @@
 """The MCP server (`xce mcp`) driven by the official SDK's own client over stdio, against a real cluster
 (three replicas, a scheduler, a worker) through a real gateway: every tool, and golden sequences with
-fixed expected results."""
+fixed expected results. The tool list the server sends is the golden contract
+(tests/golden/mcp/tools.json, held to the code by tests/unit/test_unit_mcp_contract.py), and every
+structured result validates against its tool's output schema."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -36,6 +40,8 @@ TOOLS = {"scheduler_cluster_status", "scheduler_list_jobs", "scheduler_get_job",
          "scheduler_hold", "scheduler_release", "scheduler_modify", "scheduler_wait_job",
          "scheduler_analyze_failure", "scheduler_suggest_resources", "scheduler_estimate_wait_time",
          "scheduler_job_output", "scheduler_list_clusters"}
+WRITES = {"scheduler_submit", "scheduler_cancel", "scheduler_hold", "scheduler_release", "scheduler_modify"}
+GOLDEN_TOOLS = Path(__file__).resolve().parents[1] / "golden" / "mcp" / "tools.json"
 
 
 @pytest.fixture
@@ -53,21 +59,26 @@ def served(make_scheduled) -> Iterator[tuple[LocalCluster, LocalGateway, str]]: 
 
 
 class Agent:
-    """An MCP client session; `call` returns a tool's structured result, or its error text."""
+    """An MCP client session; `call` returns a tool's structured result (checked against the tool's
+    output schema, as listed), or its error text."""
 
     def __init__(self, session: ClientSession) -> None:
         self.session = session
         self.progress: list[str] = []
+        self.output_schemas: dict[str, Any] = {}
 
     async def call(self, tool: str, **arguments: Any) -> Any:
         async def progressed(progress: float, total: float | None, message: str | None) -> None:
             self.progress.append(message or "")
 
+        if not self.output_schemas:
+            self.output_schemas = {t.name: t.output_schema for t in (await self.session.list_tools()).tools}
         result = await self.session.call_tool(tool, arguments, progress_callback=progressed)
         text = "".join(getattr(part, "text", "") for part in result.content)
         if result.is_error:
             return {"error": text}
-        return result.structured_content if result.structured_content is not None else json.loads(text)
+        jsonschema.validate(result.structured_content, self.output_schemas[tool])
+        return result.structured_content
 
 
 def with_agent(gateway: LocalGateway, key: str, script: Any) -> Any:
@@ -94,7 +105,9 @@ def test_every_tool_against_a_live_cluster(served: tuple[LocalCluster, LocalGate
     async def script(agent: Agent) -> dict[str, Any]:
         listed = await agent.session.list_tools()
         names = {tool.name for tool in listed.tools}
-        out: dict[str, Any] = {"names": names,
+        out: dict[str, Any] = {"names": names, "contract": [tool.model_dump(mode="json", by_alias=True,
+                                                                            exclude_none=True)
+                                                             for tool in listed.tools],
                                "instructions": agent.session._initialize_result.instructions}  # noqa: SLF001
         for name in ("scheduler_cluster_status", "scheduler_list_hosts", "scheduler_list_queues"):
             out[name] = unwrap(await agent.call(name))
@@ -131,7 +144,7 @@ def test_every_tool_against_a_live_cluster(served: tuple[LocalCluster, LocalGate
         return out
 
     out = with_agent(gateway, key, script)
-    assert out["names"] == TOOLS
+    assert out["names"] == TOOLS and out["contract"] == json.loads(GOLDEN_TOOLS.read_text())
     assert "dry_run" in out["instructions"] and "audit trail" in out["instructions"]
     status = out["scheduler_cluster_status"]
     assert [r["role"] for r in status["replicas"]].count("leader") == 1 and status["hosts"]["up"] == 1
@@ -152,8 +165,33 @@ def test_every_tool_against_a_live_cluster(served: tuple[LocalCluster, LocalGate
     assert out["suggest"]["based_on"] >= 1 and out["suggest"]["program"] == "true"
     assert (out["stdout"]["text"], out["stdout"]["host"], out["stdout"]["size"]) == ("out\n", "w1", 4)
     assert out["stderr"]["text"] == "err\n" and not out["stderr"]["truncated"]
-    assert "unknown template 'gpu_magic'" in out["bad"]["error"]
+    templates = "Input should be 'general_serial', 'multi_core', 'parallel' or 'high_memory'"
+    assert templates in out["bad"]["error"]  # the schema's enum, before anything is asked
     assert "Not Found" in out["unknown"]["error"] and "999999" in out["unknown"]["error"]
+
+    # A read-only key is shown no write tool; one called anyway is refused, and the cluster records
+    # the attempt (the server sends it as a dry run for that), changing nothing.
+    me = pwd.getpwuid(os.getuid()).pw_name
+    readonly = cluster.new_token(me, "mcp_readonly")
+
+    async def looks(agent: Agent) -> dict[str, Any]:
+        return {"names": {tool.name for tool in (await agent.session.list_tools()).tools},
+                "submit": await agent.call("scheduler_submit", command=["true"], name="not-for-it",
+                                           cwd=str(tmp_path)),
+                "hold": await agent.call("scheduler_hold", job_id=out["get"]["id"]),
+                "jobs": unwrap(await agent.call("scheduler_list_jobs", limit=500))}
+
+    seen = with_agent(gateway, readonly, looks)
+    assert seen["names"] == TOOLS - WRITES
+    assert seen["submit"]["error"].startswith("refused: scheduler_submit needs jobs.submit, which role "
+                                              "mcp_readonly"), seen["submit"]
+    assert "Forbidden" in seen["submit"]["error"] and "needs jobs.control" in seen["hold"]["error"]
+    assert "not-for-it" not in {j["name"] for j in seen["jobs"]["jobs"]} and seen["jobs"]["jobs"]
+    admin = cluster.new_token("root", "cluster_admin")
+    rows = httpx.get(f"{gateway.url}/xce/v1/audit", params={"principal": me, "page_size": 1000},
+                     headers={"Authorization": f"Bearer {admin}"}, timeout=30).json()["records"]
+    refused = [(r["action"], r["outcome"]) for r in rows if r["role"] == "mcp_readonly"]
+    assert sorted(refused) == [("hold", "REFUSED"), ("submit", "REFUSED")], rows
 
 
 def test_golden_submit_wait_analyze_a_job_out_of_memory(served: tuple[LocalCluster, LocalGateway, str],

@@ -470,6 +470,7 @@ def test_the_owner_is_the_caller_and_the_entry_records_who_asked() -> None:
 
 
 def test_another_users_job_is_refused_before_the_log_an_operator_may() -> None:
+    """Refused before the write reaches the log; only its audit row does, before the answer."""
     h = Harness()
     h.serve()
     h.call(1, "SubmitJobs", submit("a"), ALICE)
@@ -477,6 +478,9 @@ def test_another_users_job_is_refused_before_the_log_an_operator_may() -> None:
     for token, method, request in ((2, "ControlJob", api.ControlJobRequest(job_id="1", action=api.HOLD)),
                                    (3, "ModifyJob", api.ModifyJobRequest(job_id="1", priority=5))):
         h.call(token, method, request, MALLORY)
+        assert token not in h.replies
+        [row] = h.commit()
+        assert row.audit.record.outcome == api.REFUSED and row.by.name == MALLORY.name
         refused = h.replies[token]
         assert isinstance(refused, ServiceError) and refused.code == log.PERMISSION_DENIED
         assert "jobs." in refused.message and "alice" in refused.message
@@ -645,3 +649,26 @@ def test_a_user_who_submits_faster_than_the_rate_waits_for_the_bucket() -> None:
     h.call(4, "SubmitJobs", submit("r3", jobs=1_000), ann)
     h.commit()
     assert isinstance(h.replies[4], api.SubmitJobsResponse)
+
+
+def test_every_write_carries_its_audit_note_in_its_own_entry() -> None:
+    """From entry format 27 a plain client's writes are audited too: a job write's note in its
+    request, another write's in its entry, each naming the caller's key and how the call came."""
+    h = Harness()
+    h.serve()
+    ann = Principal("ann", "user", key_id="0123456789abcdef", key_description="laptop", route="cli")
+    h.call(1, "SubmitJobs", submit("a", jobs=3), ann)
+    [batch] = h.commit()
+    note = batch.submit.requests[0].audit
+    assert (note.via, note.action, note.key_id, note.key_description) == \
+        ("cli", "submit", ann.key_id, "laptop")
+    admin = dataclasses.replace(ADMIN, key_id="fedcba9876543210", route="rest")
+    h.call(2, "CreateQueue", api.PutQueueRequest(queue=api.Queue(name="short")), admin)
+    [made] = h.commit()
+    assert (made.audit_note.via, made.audit_note.action, made.audit_note.key_id) == \
+        ("rest", "createqueue", "fedcba9876543210")
+    assert not h.core.ctx.audit_notes  # none left behind for a later call
+    with h.store.read() as tables:
+        rows = fsm.audit.read(tables, "", 0, 10, "")[0]
+    assert [(r.principal, r.action, r.via) for r in rows] == [("admin", "createqueue", "rest"),
+                                                             ("ann", "submit", "cli")]

@@ -514,19 +514,23 @@ class SubmitJobsRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobSpec, _Mapping]]] = ..., audit: _Optional[_Union[AuditRequest, _Mapping]] = ...) -> None: ...
 
 class AuditRequest(_message.Message):
-    __slots__ = ("via", "dry_run", "action", "params")
+    __slots__ = ("via", "dry_run", "action", "params", "key_id", "key_description")
     VIA_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     PARAMS_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     via: str
     dry_run: bool
     action: str
     params: str
-    def __init__(self, via: _Optional[str] = ..., dry_run: _Optional[bool] = ..., action: _Optional[str] = ..., params: _Optional[str] = ...) -> None: ...
+    key_id: str
+    key_description: str
+    def __init__(self, via: _Optional[str] = ..., dry_run: _Optional[bool] = ..., action: _Optional[str] = ..., params: _Optional[str] = ..., key_id: _Optional[str] = ..., key_description: _Optional[str] = ...) -> None: ...
 
 class AuditRecord(_message.Message):
-    __slots__ = ("revision", "time_ms", "principal", "role", "via", "action", "params", "outcome", "result", "cluster")
+    __slots__ = ("revision", "time_ms", "principal", "role", "via", "action", "params", "outcome", "result", "cluster", "key_id", "key_description")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
@@ -537,6 +541,8 @@ class AuditRecord(_message.Message):
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     revision: int
     time_ms: int
     principal: str
@@ -547,7 +553,9 @@ class AuditRecord(_message.Message):
     outcome: AuditOutcome
     result: str
     cluster: str
-    def __init__(self, revision: _Optional[int] = ..., time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., role: _Optional[str] = ..., via: _Optional[str] = ..., action: _Optional[str] = ..., params: _Optional[str] = ..., outcome: _Optional[_Union[AuditOutcome, str]] = ..., result: _Optional[str] = ..., cluster: _Optional[str] = ...) -> None: ...
+    key_id: str
+    key_description: str
+    def __init__(self, revision: _Optional[int] = ..., time_ms: _Optional[int] = ..., principal: _Optional[str] = ..., role: _Optional[str] = ..., via: _Optional[str] = ..., action: _Optional[str] = ..., params: _Optional[str] = ..., outcome: _Optional[_Union[AuditOutcome, str]] = ..., result: _Optional[str] = ..., cluster: _Optional[str] = ..., key_id: _Optional[str] = ..., key_description: _Optional[str] = ...) -> None: ...
 
 class RecordAuditRequest(_message.Message):
     __slots__ = ("cluster", "action", "params", "outcome", "result")
@@ -806,7 +814,7 @@ class ReservationResponse(_message.Message):
     def __init__(self, reservation: _Optional[_Union[Reservation, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class ReplicaStatus(_message.Message):
-    __slots__ = ("id", "grpc_address", "raft_address", "role", "term", "commit_index", "applied_index", "revision", "pid", "health", "leader_grpc_address", "log_length", "entry_kinds", "entry_format")
+    __slots__ = ("id", "grpc_address", "raft_address", "role", "term", "commit_index", "applied_index", "revision", "pid", "health", "leader_grpc_address", "log_length", "entry_kinds", "entry_format", "metrics_address")
     ID_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -821,6 +829,7 @@ class ReplicaStatus(_message.Message):
     LOG_LENGTH_FIELD_NUMBER: _ClassVar[int]
     ENTRY_KINDS_FIELD_NUMBER: _ClassVar[int]
     ENTRY_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    METRICS_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     id: int
     grpc_address: str
     raft_address: str
@@ -835,13 +844,28 @@ class ReplicaStatus(_message.Message):
     log_length: int
     entry_kinds: _containers.RepeatedScalarFieldContainer[str]
     entry_format: int
-    def __init__(self, id: _Optional[int] = ..., grpc_address: _Optional[str] = ..., raft_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., revision: _Optional[int] = ..., pid: _Optional[int] = ..., health: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., log_length: _Optional[int] = ..., entry_kinds: _Optional[_Iterable[str]] = ..., entry_format: _Optional[int] = ...) -> None: ...
+    metrics_address: str
+    def __init__(self, id: _Optional[int] = ..., grpc_address: _Optional[str] = ..., raft_address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., revision: _Optional[int] = ..., pid: _Optional[int] = ..., health: _Optional[str] = ..., leader_grpc_address: _Optional[str] = ..., log_length: _Optional[int] = ..., entry_kinds: _Optional[_Iterable[str]] = ..., entry_format: _Optional[int] = ..., metrics_address: _Optional[str] = ...) -> None: ...
+
+class Daemon(_message.Message):
+    __slots__ = ("kind", "name", "metrics_address", "replica")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    METRICS_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    name: str
+    metrics_address: str
+    replica: int
+    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., metrics_address: _Optional[str] = ..., replica: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
-    __slots__ = ("local_only",)
+    __slots__ = ("local_only", "daemons")
     LOCAL_ONLY_FIELD_NUMBER: _ClassVar[int]
+    DAEMONS_FIELD_NUMBER: _ClassVar[int]
     local_only: bool
-    def __init__(self, local_only: _Optional[bool] = ...) -> None: ...
+    daemons: bool
+    def __init__(self, local_only: _Optional[bool] = ..., daemons: _Optional[bool] = ...) -> None: ...
 
 class Member(_message.Message):
     __slots__ = ("id", "grpc_address", "raft_address", "role")
@@ -894,7 +918,7 @@ class MembersResponse(_message.Message):
     def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., bootstrap: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., revision: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("cluster_id", "replicas", "scheduler_lease_holder", "scheduler_lease_epoch", "scheduler_lease_expires_ms", "enabled_entry_kinds", "announced_members", "config_current", "members", "bootstrap", "recovery")
+    __slots__ = ("cluster_id", "replicas", "scheduler_lease_holder", "scheduler_lease_epoch", "scheduler_lease_expires_ms", "enabled_entry_kinds", "announced_members", "config_current", "members", "bootstrap", "recovery", "daemons")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULER_LEASE_HOLDER_FIELD_NUMBER: _ClassVar[int]
@@ -906,6 +930,7 @@ class StatusResponse(_message.Message):
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     BOOTSTRAP_FIELD_NUMBER: _ClassVar[int]
     RECOVERY_FIELD_NUMBER: _ClassVar[int]
+    DAEMONS_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     replicas: _containers.RepeatedCompositeFieldContainer[ReplicaStatus]
     scheduler_lease_holder: str
@@ -917,7 +942,8 @@ class StatusResponse(_message.Message):
     members: _containers.RepeatedCompositeFieldContainer[Member]
     bootstrap: _containers.RepeatedCompositeFieldContainer[Member]
     recovery: RecoveryStatus
-    def __init__(self, cluster_id: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., scheduler_lease_holder: _Optional[str] = ..., scheduler_lease_epoch: _Optional[int] = ..., scheduler_lease_expires_ms: _Optional[int] = ..., enabled_entry_kinds: _Optional[_Iterable[str]] = ..., announced_members: _Optional[_Iterable[int]] = ..., config_current: _Optional[bool] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., bootstrap: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., recovery: _Optional[_Union[RecoveryStatus, _Mapping]] = ...) -> None: ...
+    daemons: _containers.RepeatedCompositeFieldContainer[Daemon]
+    def __init__(self, cluster_id: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[ReplicaStatus, _Mapping]]] = ..., scheduler_lease_holder: _Optional[str] = ..., scheduler_lease_epoch: _Optional[int] = ..., scheduler_lease_expires_ms: _Optional[int] = ..., enabled_entry_kinds: _Optional[_Iterable[str]] = ..., announced_members: _Optional[_Iterable[int]] = ..., config_current: _Optional[bool] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., bootstrap: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., recovery: _Optional[_Union[RecoveryStatus, _Mapping]] = ..., daemons: _Optional[_Iterable[_Union[Daemon, _Mapping]]] = ...) -> None: ...
 
 class RecoveryStatus(_message.Message):
     __slots__ = ("waiting", "hosts", "until_ms", "wait_over", "why")
@@ -934,7 +960,7 @@ class RecoveryStatus(_message.Message):
     def __init__(self, waiting: _Optional[bool] = ..., hosts: _Optional[_Iterable[str]] = ..., until_ms: _Optional[int] = ..., wait_over: _Optional[bool] = ..., why: _Optional[str] = ...) -> None: ...
 
 class HostSpec(_message.Message):
-    __slots__ = ("name", "slots", "memory_mb", "resources", "tags", "running", "ncpus", "capabilities")
+    __slots__ = ("name", "slots", "memory_mb", "resources", "tags", "running", "ncpus", "capabilities", "metrics_address")
     class ResourcesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -950,6 +976,7 @@ class HostSpec(_message.Message):
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     NCPUS_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    METRICS_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     name: str
     slots: int
     memory_mb: int
@@ -958,7 +985,8 @@ class HostSpec(_message.Message):
     running: _containers.RepeatedCompositeFieldContainer[InstanceKey]
     ncpus: int
     capabilities: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., memory_mb: _Optional[int] = ..., resources: _Optional[_Mapping[str, float]] = ..., tags: _Optional[_Iterable[str]] = ..., running: _Optional[_Iterable[_Union[InstanceKey, _Mapping]]] = ..., ncpus: _Optional[int] = ..., capabilities: _Optional[_Iterable[str]] = ...) -> None: ...
+    metrics_address: str
+    def __init__(self, name: _Optional[str] = ..., slots: _Optional[int] = ..., memory_mb: _Optional[int] = ..., resources: _Optional[_Mapping[str, float]] = ..., tags: _Optional[_Iterable[str]] = ..., running: _Optional[_Iterable[_Union[InstanceKey, _Mapping]]] = ..., ncpus: _Optional[int] = ..., capabilities: _Optional[_Iterable[str]] = ..., metrics_address: _Optional[str] = ...) -> None: ...
 
 class InstanceKey(_message.Message):
     __slots__ = ("job_id", "attempt")

@@ -49,11 +49,12 @@ UNAVAILABLE: Code
 UNAUTHENTICATED: Code
 
 class Entry(_message.Message):
-    __slots__ = ("stamp_ms", "proposer", "format", "by", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins", "announce", "host_statuses", "token", "member_change", "host_control", "host_loads", "audit", "job_group", "reservation")
+    __slots__ = ("stamp_ms", "proposer", "format", "by", "audit_note", "submit", "control", "modify", "put_queue", "init", "join_host", "host_status", "dispatch", "report", "resolve_host", "lease", "decisions", "reports", "joins", "announce", "host_statuses", "token", "member_change", "host_control", "host_loads", "audit", "job_group", "reservation")
     STAMP_MS_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     BY_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_NOTE_FIELD_NUMBER: _ClassVar[int]
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
     CONTROL_FIELD_NUMBER: _ClassVar[int]
     MODIFY_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +82,7 @@ class Entry(_message.Message):
     proposer: int
     format: int
     by: Principal
+    audit_note: _api_pb2.AuditRequest
     submit: SubmitBatch
     control: _api_pb2.ControlJobRequest
     modify: _api_pb2.ModifyJobRequest
@@ -104,7 +106,7 @@ class Entry(_message.Message):
     audit: AuditEntry
     job_group: _api_pb2.PutJobGroupRequest
     reservation: _api_pb2.PutReservationRequest
-    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., format: _Optional[int] = ..., by: _Optional[_Union[Principal, _Mapping]] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ..., joins: _Optional[_Union[HostJoins, _Mapping]] = ..., announce: _Optional[_Union[Announce, _Mapping]] = ..., host_statuses: _Optional[_Union[HostStatuses, _Mapping]] = ..., token: _Optional[_Union[TokenEntry, _Mapping]] = ..., member_change: _Optional[_Union[MemberChange, _Mapping]] = ..., host_control: _Optional[_Union[_api_pb2.ControlHostRequest, _Mapping]] = ..., host_loads: _Optional[_Union[HostLoads, _Mapping]] = ..., audit: _Optional[_Union[AuditEntry, _Mapping]] = ..., job_group: _Optional[_Union[_api_pb2.PutJobGroupRequest, _Mapping]] = ..., reservation: _Optional[_Union[_api_pb2.PutReservationRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, stamp_ms: _Optional[int] = ..., proposer: _Optional[int] = ..., format: _Optional[int] = ..., by: _Optional[_Union[Principal, _Mapping]] = ..., audit_note: _Optional[_Union[_api_pb2.AuditRequest, _Mapping]] = ..., submit: _Optional[_Union[SubmitBatch, _Mapping]] = ..., control: _Optional[_Union[_api_pb2.ControlJobRequest, _Mapping]] = ..., modify: _Optional[_Union[_api_pb2.ModifyJobRequest, _Mapping]] = ..., put_queue: _Optional[_Union[PutQueueEntry, _Mapping]] = ..., init: _Optional[_Union[InitCluster, _Mapping]] = ..., join_host: _Optional[_Union[_api_pb2.HostSpec, _Mapping]] = ..., host_status: _Optional[_Union[SetHostStatus, _Mapping]] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., report: _Optional[_Union[HostReport, _Mapping]] = ..., resolve_host: _Optional[_Union[SetHostStatus, _Mapping]] = ..., lease: _Optional[_Union[LeaseEntry, _Mapping]] = ..., decisions: _Optional[_Union[_api_pb2.DecisionBatch, _Mapping]] = ..., reports: _Optional[_Union[HostReports, _Mapping]] = ..., joins: _Optional[_Union[HostJoins, _Mapping]] = ..., announce: _Optional[_Union[Announce, _Mapping]] = ..., host_statuses: _Optional[_Union[HostStatuses, _Mapping]] = ..., token: _Optional[_Union[TokenEntry, _Mapping]] = ..., member_change: _Optional[_Union[MemberChange, _Mapping]] = ..., host_control: _Optional[_Union[_api_pb2.ControlHostRequest, _Mapping]] = ..., host_loads: _Optional[_Union[HostLoads, _Mapping]] = ..., audit: _Optional[_Union[AuditEntry, _Mapping]] = ..., job_group: _Optional[_Union[_api_pb2.PutJobGroupRequest, _Mapping]] = ..., reservation: _Optional[_Union[_api_pb2.PutReservationRequest, _Mapping]] = ...) -> None: ...
 
 class AuditEntry(_message.Message):
     __slots__ = ("record",)
@@ -431,14 +433,16 @@ class Recovery(_message.Message):
     def __init__(self, from_revision: _Optional[int] = ..., hosts: _Optional[_Iterable[str]] = ..., until_ms: _Optional[int] = ..., why: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
-    __slots__ = ("from_revision", "cluster_id", "history")
+    __slots__ = ("from_revision", "cluster_id", "history", "metrics_address")
     FROM_REVISION_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
+    METRICS_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     from_revision: int
     cluster_id: str
     history: bool
-    def __init__(self, from_revision: _Optional[int] = ..., cluster_id: _Optional[str] = ..., history: _Optional[bool] = ...) -> None: ...
+    metrics_address: str
+    def __init__(self, from_revision: _Optional[int] = ..., cluster_id: _Optional[str] = ..., history: _Optional[bool] = ..., metrics_address: _Optional[str] = ...) -> None: ...
 
 class SyncMessage(_message.Message):
     __slots__ = ("snapshot_begin", "snapshot_chunk", "snapshot_end", "event", "progress")
