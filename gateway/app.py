@@ -83,8 +83,8 @@ def known_query(request: Request) -> None:
     misspelt filter must not answer as if there were none (`/jobs?state=RUN` listing every job)."""
     route = request.scope.get("route")
     dependant = getattr(route, "dependant", None)
-    if dependant is None or not request.query_params:
-        return
+    if dependant is None or not request.query_params or not request.url.path.startswith(PREFIX + "/"):
+        return  # (probes, /metrics and the dashboard's files may be sent what they ignore)
     taken = {param.alias for param in dependant.query_params}
     unknown = sorted({name for name in request.query_params if name not in taken})
     if unknown:
@@ -128,9 +128,10 @@ async def conditional_answer(request: Request, answer: dict[str, Any], revision:
     return JSONResponse(answer, headers=headers)
 
 
-def written(answer: dict[str, Any]) -> Response:
-    """A write's answer; the job's ETag with it (not a dry run's: nothing was written)."""
-    if "dry_run" in answer:
+def written(answer: dict[str, Any], job_id: str) -> Response:
+    """A write's answer; the job's ETag with it. Not a dry run's (nothing was written), nor an array
+    element's: the answer is then its array's record, whose ETag is not the element's."""
+    if "dry_run" in answer or "[" in job_id:
         return JSONResponse(answer)
     return JSONResponse(answer, headers={"ETag": conditional.etag(answer)})
 
@@ -233,6 +234,7 @@ class Caller:
         self.max_wait_s = max_wait_s
         self.others = others
         self.hubs = hubs  # the event hub, once the app runs (blocking reads wait on it)
+        self.blocked_now = 0  # blocking reads waiting (event loop thread only)
         self.callers = Callers()
         self._local_name = ""
         self._health: dict[str, tuple[float, Health]] = {}
@@ -253,7 +255,14 @@ class Caller:
         hub = self.hubs[0]
         if not hub.usable or hub.floor is None:
             raise unavailable(hub)
-        await blocking.wait_past(hub, index, covers, wait_s)
+        if self.blocked_now >= MAX_BLOCKED:  # each waits on the hub: their number is bounded, as streams
+            raise Problem(429, f"{self.blocked_now} blocking reads wait already (at most {MAX_BLOCKED} at "
+                               "once): poll, or wait and retry", "RESOURCE_EXHAUSTED")
+        self.blocked_now += 1
+        try:
+            await blocking.wait_past(hub, index, covers, wait_s)
+        finally:
+            self.blocked_now -= 1
 
     async def check_match(self, request: Request, job_id: str, dry_run: bool) -> None:
         """`If-Match`: the job as the leader has it now must be the one the client last read, else 412.
@@ -441,7 +450,8 @@ def _add_job_routes(app: FastAPI, call: Caller) -> None:
             return await other.control(job_id, api.ControlAction.Name(action).lower(), dry_run)
         await call.check_match(request, job_id, dry_run)
         note = audit_note(dry_run)
-        return written(job_answer(await call(request, lambda c: c.control_job(job_id, action, audit=note))))
+        return written(job_answer(await call(request, lambda c: c.control_job(job_id, action, audit=note))),
+                       job_id)
 
 
 def _add_job_detail_routes(app: FastAPI, call: Caller) -> None:
@@ -472,7 +482,8 @@ def _add_job_detail_routes(app: FastAPI, call: Caller) -> None:
             raise other.backend.unsupported("modify a job", "the gateway relays no modification to it")
         await call.check_match(request, job_id, dry_run)
         note = audit_note(dry_run)
-        return written(job_answer(await call(request, lambda c: c.modify_job(job_id, **change, audit=note))))
+        return written(job_answer(await call(request, lambda c: c.modify_job(job_id, **change, audit=note))),
+                       job_id)
 
     @app.get(f"{PREFIX}/audit", summary="The audit trail, newest first (everyone's with audit.read)")
     async def audit(request: Request, principal: str = "", since_ms: int = 0, page_size: int | None = None,
@@ -658,13 +669,15 @@ def _add_health_routes(app: FastAPI, call: Caller) -> None:
     @app.get("/readyz", summary="Readiness: a leader answers and the event stream is caught up (no key)")
     async def readyz() -> JSONResponse:
         answer = await ready.check()
-        return JSONResponse(answer, status_code=200 if answer["ok"] else 503,
+        shown = {"ok": answer["ok"]} if answer["ok"] else {"ok": False, "why": answer["why"]}
+        return JSONResponse(shown, status_code=200 if answer["ok"] else 503,
                             headers={} if answer["ok"] else {"Retry-After": "1"})
 
 
 class Readiness:
     """Whether the gateway can serve now: a linearizable read through it succeeds (so a leader is
-    known and answers), and its event hub has reached what that read saw. Asked of the cluster at
+    known and answers), and its event hub has reached what that read saw. Its answer says why not in
+    words that tell nothing of the cluster (the log has the details). Asked of the cluster at
     most once a second, whoever calls: a probe without a key must not be a way to load the leader."""
 
     def __init__(self, call: Caller) -> None:
@@ -690,7 +703,8 @@ class Readiness:
             status = await run_in_threadpool(client.status)
             queues = await run_in_threadpool(client.list_queues)  # linearizable: the leader answers
         except XceError as exc:
-            return {"ok": False, "why": f"the cluster did not answer: {exc.code_name}: {exc.message[:200]}"}
+            log.warning("not ready: the cluster did not answer: %s: %s", exc.code_name, exc.message[:200])
+            return {"ok": False, "why": f"the cluster did not answer ({exc.code_name})"}
         finally:
             backend.learned(client)
         leader = next((f"{r.id} ({r.grpc_address})" for r in status.replicas if r.role == "leader"), "")
@@ -704,12 +718,14 @@ class Readiness:
             await asyncio.sleep(0.02)
         answer["event_revision"] = str(hub.revision)
         if hub.revision < queues.revision:
-            return {**answer, "ok": False,
-                    "why": f"the event stream is at revision {hub.revision}, the leader at {queues.revision}"}
+            log.warning("not ready: the event stream is at revision %d, the leader at %d", hub.revision,
+                        queues.revision)
+            return {**answer, "ok": False, "why": "the event stream is behind the leader"}
         return answer
 
 
 READY_CACHE_S = 1.0
+MAX_BLOCKED = 1024  # blocking reads waiting at once, whoever sends them
 
 
 async def counted(gauge: Gauge, stream: AsyncGenerator[bytes, None], streams_of: Tally[str],

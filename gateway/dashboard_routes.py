@@ -102,6 +102,10 @@ def add_routes(app: FastAPI, backend: Backend, read_json: Any, api_key: Callable
 def _add_session_routes(app: FastAPI, backend: Backend, read_json: Any) -> None:
     @app.post("/ui/session", include_in_schema=False)
     async def sign_in(request: Request) -> Response:
+        # Said, not assumed: another site's form can post without a type, never as application/json
+        # (which a browser sends across sites only after a preflight this gateway does not answer).
+        if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+            raise Problem(415, "sign in with a JSON body: Content-Type: application/json")
         body = await read_json(request)
         key = body.get("key") if isinstance(body, dict) else None
         if not isinstance(key, str) or not key.strip() or not key.isascii() or len(key) > 512:
@@ -114,7 +118,7 @@ def _add_session_routes(app: FastAPI, backend: Backend, read_json: Any) -> None:
                           headers={"Cache-Control": "no-store"})
         for name, value in ((COOKIE, key), (SESSION_COOKIE, session)):
             answer.set_cookie(name, value, max_age=SESSION_S, httponly=True, samesite="strict",
-                              secure=request.url.scheme == "https", path="/")
+                              secure=_https(request), path="/")
         return answer
 
     @app.get("/ui/session", include_in_schema=False)
@@ -178,3 +182,10 @@ def _file(name: str) -> Response:
     if name.startswith("vendor/"):
         headers["Cache-Control"] = VENDOR_CACHE
     return Response((FILES / name).read_bytes(), media_type=CONTENT[name], headers=headers)
+
+
+def _https(request: Request) -> bool:
+    """Whether the browser came over TLS: to the gateway, or to a proxy in front that says so. A
+    client that says so falsely only gets a cookie its own browser keeps off plain HTTP."""
+    forwarded = request.headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
+    return request.url.scheme == "https" or forwarded == "https"

@@ -287,6 +287,10 @@ async def follow(hub: EventHub, audience: sse.Audience, position: sse.Position |
                             sse.Position(hub.revision), now())
     recheck = now() + RECHECK_S
     while True:
+        if now() > recheck:  # before anything more is sent: a revoked key's stream gets nothing after
+            if not await _still_valid(caller):
+                return  # the key was revoked or expired: the stream ends
+            recheck = now() + RECHECK_S
         waiter = hub.waiter()
         window = hub.after(cursor.place)
         if window is None:
@@ -303,14 +307,10 @@ async def follow(hub: EventHub, audience: sse.Audience, position: sse.Position |
         cursor.reached(taken)
         if (frame := cursor.bookmark(now())) is not None:
             yield frame
-        if now() > recheck:
-            if not await _still_valid(caller):
-                return  # the key was revoked or expired: the stream ends
-            recheck = now() + RECHECK_S
         if items:
             continue
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(waiter.wait(), cursor.wait_s(now()))
+        with contextlib.suppress(TimeoutError):  # up to the next bookmark, or the key's next check
+            await asyncio.wait_for(waiter.wait(), max(0.0, min(cursor.wait_s(now()), recheck - now())))
 
 
 async def _caught_up(hub: EventHub, cursor: sse.Cursor) -> AsyncGenerator[bytes, None]:

@@ -25,10 +25,8 @@ from prometheus_client import (
 # Commit latencies and pass times are short; buckets from a millisecond to ten seconds.
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
-# The metrics ports of a deployment's daemons (deploy/systemd): the replica's is in the cluster file
-# (`xce init` writes gRPC port + 200); a scheduler's and a worker's are fixed, one of each per host.
-SCHEDULER_PORT = 7401
-WORKER_PORT = 7501
+# The metrics ports of a deployment's daemons are set by their units (deploy/systemd: --metrics):
+# replica 7301, scheduler 7401, worker 7501, the gateway on its API's address.
 
 
 def split(listen: str) -> tuple[str, int]:

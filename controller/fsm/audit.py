@@ -7,7 +7,9 @@ request came, the caller's key), then either proposes the request, whose apply w
 its changes (CONFIRMED, with the result apply gave it), or, for a dry run and for a request it
 refused, an `audit` entry that writes only the row (DRY_RUN, REFUSED). The row's time and principal
 are the entry's. Rows are keyed by revision and their order in the entry, so the trail reads in
-commit order; the newest AUDIT_KEPT are kept, and apart from them the newest DRY_RUNS_KEPT dry runs.
+commit order; the newest AUDIT_KEPT are kept, and apart from them the newest DRY_RUNS_KEPT dry runs
+and (from entry format 27, when any client's denied write leaves a row) the newest REFUSED_KEPT
+refusals: a caller denied in a loop pushes out only refusals, never a row of what was done.
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ from xce.v1 import log_pb2 as log
 
 AUDIT_KEPT = 50_000    # confirmed and refused rows kept; the oldest go first
 DRY_RUNS_KEPT = 10_000  # dry-run rows, kept apart: dry runs cost nothing, and must not push the rest out
+REFUSED_KEPT = 10_000  # refused rows, kept apart from format 27: anyone may be refused, as often as they like
 PRUNE_PER_ROW = 4      # rows pruned at most per row written: bounded work per apply
 MAX_PARAMS = 2048      # characters of a request's parameters kept in its row (a row is at most ~3 KB)
 MAX_VIA = 32
 MAX_KEY_DESCRIPTION = 200  # characters of the key's description a row keeps (it is repeated in every row)
-ACTED, DRY = b"a", b"d"  # the two key spaces of the table
+ACTED, DRY, REFUSED = b"a", b"d", b"r"  # the key spaces of the table
 # The entry kinds whose row is the entry's `audit_note` (one request each; the job writes carry their
 # notes in their requests).
 NOTED_KINDS = frozenset({"put_queue", "token", "member_change", "host_control", "job_group", "reservation",
@@ -49,12 +52,16 @@ def write(applier: Applier, record: api.AuditRecord, by: log.Principal) -> None:
     row.time_ms = applier.stamp_ms
     row.principal, row.role = by.name, by.role
     space = DRY if row.outcome == api.DRY_RUN else ACTED
+    if row.outcome == api.REFUSED and applier.entry.format >= KEYED_AUDIT_FORMAT:
+        space = REFUSED
     applier.tables.put("audit", space + key(applier.index, applier.audit_rows),
                        row.SerializeToString(deterministic=True))
     applier.audit_rows += 1
     meta = applier.meta
     if space == DRY:
         meta.audit_dry_rows = _prune(applier, DRY, meta.audit_dry_rows + 1, DRY_RUNS_KEPT)
+    elif space == REFUSED:
+        meta.audit_refused_rows = _prune(applier, REFUSED, meta.audit_refused_rows + 1, REFUSED_KEPT)
     else:
         meta.audit_rows = _prune(applier, ACTED, meta.audit_rows + 1, AUDIT_KEPT)
 
@@ -136,7 +143,8 @@ def read(tables: Tables, principal: str, since_ms: int, page_size: int, page_tok
         raise invalid(f"bad page token {page_token[:40]!r}")
     rows: list[api.AuditRecord] = []
     last = b""
-    for k, raw in heapq.merge(_back(tables, ACTED, start), _back(tables, DRY, start), reverse=True):
+    spaces = (_back(tables, space, start) for space in (ACTED, DRY, REFUSED))
+    for k, raw in heapq.merge(*spaces, reverse=True):
         if page_token and k == start:
             continue  # the last row of the page before
         record = api.AuditRecord.FromString(raw)

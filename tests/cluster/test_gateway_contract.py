@@ -163,6 +163,5 @@ def test_health_needs_no_key(live: Live) -> None:
     assert httpx.get(f"{gw.url}/healthz", timeout=30).json() == {"ok": True}
     ready = httpx.get(f"{gw.url}/readyz", timeout=30)
     assert ready.status_code == 200, ready.text
-    body = ready.json()
-    assert body["ok"] and body["leader"] and int(body["event_revision"]) >= int(body["revision"])
+    assert ready.json() == {"ok": True}  # and nothing of the cluster: the probe carries no key
     assert httpx.get(f"{gw.url}{V1}/jobs", timeout=30).status_code == 401  # the rest still needs one

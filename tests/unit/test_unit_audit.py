@@ -386,3 +386,25 @@ def test_the_route_is_proven_for_rest_and_only_claimed_for_cli() -> None:
     sent = dict(Credentials(insecure=True, token="xce_ann", relay="xce_gw", client="cli").metadata())
     assert sent == {AUTH_METADATA: "Bearer xce_ann", RELAY_METADATA: "Bearer xce_gw", CLIENT_METADATA: "cli"}
     assert dict(Credentials(insecure=True, token="xce_ann").metadata()) == {AUTH_METADATA: "Bearer xce_ann"}
+
+
+def test_refusals_are_kept_apart_from_what_was_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From format 27 anyone's denied write leaves a row, as often as they like: a caller denied in a
+    loop pushes out only refusals, never a row of what was done (before 27 they shared one bound)."""
+    monkeypatch.setattr(audit, "AUDIT_KEPT", 3)
+    monkeypatch.setattr(audit, "REFUSED_KEPT", 2)
+    note = api.AuditRequest(via="grpc", action="kill", params="{}")
+    for format_, done_left in ((KEYED_AUDIT_FORMAT, 3), (KEYED_AUDIT_FORMAT - 1, 0)):
+        state = State(format_=format_)
+        for i in range(3):
+            submit = api.SubmitJobsRequest(request_id=f"s{i}", jobs=[api.JobSpec(command=["x"], user="ann")])
+            prepared(submit, "SubmitJobs")
+            state.step(log.Entry(submit=log.SubmitBatch(requests=[submit], by=[CLI_ANN.record()])))
+        for i in range(10):
+            state.step(audit_trail.entry(note, authz.Principal("eve", "user"), api.REFUSED, f"no {i}"))
+        rows = state.rows()
+        assert sum(r.outcome == api.CONFIRMED for r in rows) == done_left, format_
+        if format_ >= KEYED_AUDIT_FORMAT:
+            assert [r.result for r in rows if r.outcome == api.REFUSED] == ["no 8", "no 9"]
+            meta = fsm.read_meta(state.tables)
+            assert (meta.audit_rows, meta.audit_refused_rows) == (3, 2)

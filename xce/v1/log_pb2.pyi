@@ -356,7 +356,7 @@ class Capabilities(_message.Message):
     def __init__(self, kinds: _Optional[_Iterable[str]] = ..., format: _Optional[int] = ...) -> None: ...
 
 class Meta(_message.Message):
-    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members", "clean_period_ms", "history_retention_ms", "membership", "incarnation", "recovery", "host_groups", "resources_digest", "limits_digest", "audit_rows", "audit_dry_rows", "user_groups", "user_groups_digest", "next_reservation_ms")
+    __slots__ = ("applied_index", "cluster_id", "next_job_id", "events_floor", "default_queue", "max_slots_per_job", "config_digest", "events_bytes", "events_kept", "lease_holder", "lease_epoch", "lease_expires_ms", "members", "clean_period_ms", "history_retention_ms", "membership", "incarnation", "recovery", "host_groups", "resources_digest", "limits_digest", "audit_rows", "audit_dry_rows", "user_groups", "user_groups_digest", "next_reservation_ms", "audit_refused_rows")
     class MembersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -390,6 +390,7 @@ class Meta(_message.Message):
     USER_GROUPS_FIELD_NUMBER: _ClassVar[int]
     USER_GROUPS_DIGEST_FIELD_NUMBER: _ClassVar[int]
     NEXT_RESERVATION_MS_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_REFUSED_ROWS_FIELD_NUMBER: _ClassVar[int]
     applied_index: int
     cluster_id: str
     next_job_id: int
@@ -416,7 +417,8 @@ class Meta(_message.Message):
     user_groups: _containers.RepeatedCompositeFieldContainer[_api_pb2.UserGroup]
     user_groups_digest: str
     next_reservation_ms: int
-    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., membership: _Optional[_Iterable[_Union[_api_pb2.Member, _Mapping]]] = ..., incarnation: _Optional[str] = ..., recovery: _Optional[_Union[Recovery, _Mapping]] = ..., host_groups: _Optional[_Iterable[_Union[_api_pb2.HostGroup, _Mapping]]] = ..., resources_digest: _Optional[str] = ..., limits_digest: _Optional[str] = ..., audit_rows: _Optional[int] = ..., audit_dry_rows: _Optional[int] = ..., user_groups: _Optional[_Iterable[_Union[_api_pb2.UserGroup, _Mapping]]] = ..., user_groups_digest: _Optional[str] = ..., next_reservation_ms: _Optional[int] = ...) -> None: ...
+    audit_refused_rows: int
+    def __init__(self, applied_index: _Optional[int] = ..., cluster_id: _Optional[str] = ..., next_job_id: _Optional[int] = ..., events_floor: _Optional[int] = ..., default_queue: _Optional[str] = ..., max_slots_per_job: _Optional[int] = ..., config_digest: _Optional[str] = ..., events_bytes: _Optional[int] = ..., events_kept: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_epoch: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., members: _Optional[_Mapping[int, Capabilities]] = ..., clean_period_ms: _Optional[int] = ..., history_retention_ms: _Optional[int] = ..., membership: _Optional[_Iterable[_Union[_api_pb2.Member, _Mapping]]] = ..., incarnation: _Optional[str] = ..., recovery: _Optional[_Union[Recovery, _Mapping]] = ..., host_groups: _Optional[_Iterable[_Union[_api_pb2.HostGroup, _Mapping]]] = ..., resources_digest: _Optional[str] = ..., limits_digest: _Optional[str] = ..., audit_rows: _Optional[int] = ..., audit_dry_rows: _Optional[int] = ..., user_groups: _Optional[_Iterable[_Union[_api_pb2.UserGroup, _Mapping]]] = ..., user_groups_digest: _Optional[str] = ..., next_reservation_ms: _Optional[int] = ..., audit_refused_rows: _Optional[int] = ...) -> None: ...
 
 class Recovery(_message.Message):
     __slots__ = ("from_revision", "hosts", "until_ms", "why", "wait_ms")
