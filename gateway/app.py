@@ -235,6 +235,7 @@ class Caller:
         self.others = others
         self.hubs = hubs  # the event hub, once the app runs (blocking reads wait on it)
         self.blocked_now = 0  # blocking reads waiting (event loop thread only)
+        self.blocked_of: Tally[str] = Tally()  # ... by principal
         self.callers = Callers()
         self._local_name = ""
         self._health: dict[str, tuple[float, Health]] = {}
@@ -246,23 +247,31 @@ class Caller:
         finally:
             self.backend.learned(client)
 
-    async def blocked(self, wait: str | None, index: int | None,
+    async def blocked(self, request: Request, wait: str | None, index: int | None,
                       covers: Callable[[sse.Message], bool]) -> None:
-        """A blocking read's wait (none without `index`); 503 while the event hub cannot tell."""
+        """A blocking read's wait (none without `index`); 503 while the event hub cannot tell. The key
+        is proven first (a wait costs the gateway, so no one without a key may hold one), and waits
+        are bounded per principal and in all."""
         wait_s = conditional.wait_of(wait, index, self.max_wait_s)
         if wait_s is None or index is None:
             return
         hub = self.hubs[0]
         if not hub.usable or hub.floor is None:
             raise unavailable(hub)
-        if self.blocked_now >= MAX_BLOCKED:  # each waits on the hub: their number is bounded, as streams
-            raise Problem(429, f"{self.blocked_now} blocking reads wait already (at most {MAX_BLOCKED} at "
-                               "once): poll, or wait and retry", "RESOURCE_EXHAUSTED")
+        who = (await self(request, lambda c: c.who_am_i())).name
+        if self.blocked_now >= MAX_BLOCKED or self.blocked_of[who] >= MAX_BLOCKED_PER_USER:
+            raise Problem(429, f"too many blocking reads wait already ({self.blocked_of[who]} of {who[:64]}, "
+                               f"{self.blocked_now} in all; at most {MAX_BLOCKED_PER_USER} and {MAX_BLOCKED})"
+                               ": poll, or wait and retry", "RESOURCE_EXHAUSTED")
         self.blocked_now += 1
+        self.blocked_of[who] += 1
         try:
             await blocking.wait_past(hub, index, covers, wait_s)
         finally:
             self.blocked_now -= 1
+            self.blocked_of[who] -= 1
+            if self.blocked_of[who] <= 0:
+                del self.blocked_of[who]
 
     async def check_match(self, request: Request, job_id: str, dry_run: bool) -> None:
         """`If-Match`: the job as the leader has it now must be the one the client last read, else 412.
@@ -302,6 +311,7 @@ class Caller:
             return None, job_id
         found = self.others.get(cluster)
         if found is None:
+            await self(request, lambda c: c.who_am_i())  # a key the cluster takes, before any name is said
             known = ", ".join(sorted({await self.local_name(), *self.others}))
             raise Problem(404, f"no cluster {cluster[:64]!r} (the gateway's clusters: {known})")
 
@@ -413,7 +423,7 @@ def _add_job_routes(app: FastAPI, call: Caller) -> None:
             no_blocking(other, wait, index)
             return await conditional_answer(request, await other.jobs(filters, size), 0)
         wanted = api.ListJobsRequest(filters=filters, page_size=size, page_token=page_token, stale=stale)
-        await call.blocked(wait, index, blocking.of_jobs)
+        await call.blocked(request, wait, index, blocking.of_jobs)
         page = await call(request, lambda c: c.call("JobService", "ListJobs", wanted, api.ListJobsResponse))
         return await conditional_answer(request, {"jobs": render.messages(page.jobs),
                                                   "next_page_token": page.next_page_token,
@@ -435,7 +445,7 @@ def _add_job_routes(app: FastAPI, call: Caller) -> None:
 
         if conditional.wait_of(wait, index) is not None:
             first = (await call(request, read)).job  # which job's changes to wait for
-            await call.blocked(wait, index, blocking.of_job({first.id, first.array_id} - {0}))
+            await call.blocked(request, wait, index, blocking.of_job({first.id, first.array_id} - {0}))
         found = await call(request, read)
         return await conditional_answer(request, render.message(found.job), found.revision)
 
@@ -511,7 +521,7 @@ def _add_cluster_routes(app: FastAPI, call: Caller) -> None:
         if other is not None:
             no_blocking(other, wait, index)
             return await conditional_answer(request, await other.hosts(), 0)
-        await call.blocked(wait, index, blocking.of_hosts)
+        await call.blocked(request, wait, index, blocking.of_hosts)
         found = await call(request, lambda c: c.list_hosts(stale))
         return await conditional_answer(request, render.message(found), found.revision)
 
@@ -523,7 +533,7 @@ def _add_cluster_routes(app: FastAPI, call: Caller) -> None:
         if other is not None:
             no_blocking(other, wait, index)
             return await conditional_answer(request, await other.queues(), 0)
-        await call.blocked(wait, index, blocking.of_queues)
+        await call.blocked(request, wait, index, blocking.of_queues)
         found = await call(request, lambda c: c.list_queues(stale))
         return await conditional_answer(request, render.message(found), found.revision)
 
@@ -726,6 +736,7 @@ class Readiness:
 
 READY_CACHE_S = 1.0
 MAX_BLOCKED = 1024  # blocking reads waiting at once, whoever sends them
+MAX_BLOCKED_PER_USER = 64  # ... of one principal's keys
 
 
 async def counted(gauge: Gauge, stream: AsyncGenerator[bytes, None], streams_of: Tally[str],

@@ -10,7 +10,10 @@ one, and a few processes exhaust the server's descriptors (slowloris). `GuardedP
   either is closed there, before asyncio makes a transport of it, so the server's descriptors
   never run out (the total stays below the descriptor limit, which `serve` raises to its hard limit
   first) and one peer cannot crowd out the others. A connection counts from its accept until its
-  socket is released (a finalizer), whatever ended it (a TLS handshake that failed included);
+  socket is closed (`CountedSocket.close`, which asyncio calls however the connection ended, a TLS
+  handshake that failed included; a finalizer too, should a socket be dropped unclosed). Not until
+  it is collected: a socket closed inside a reference cycle may wait minutes for the collector, and
+  a client that connects and hangs up in a loop would fill its count, then everyone's;
 - a header deadline: a request's line and headers must arrive within `header_timeout_s` of its
   first byte (of the connection, for the first request), or the connection is closed;
 - a body deadline: its body within `body_timeout_s` of its headers;
@@ -79,15 +82,45 @@ class GuardedSocket(socket.socket):
 
     def accept(self) -> tuple[socket.socket, Any]:
         while True:
-            conn, address = super().accept()  # BlockingIOError once none is waiting: asyncio's cue
+            fd, address = self._accept()  # type: ignore[attr-defined]  # BlockingIOError: asyncio's cue
+            conn = CountedSocket(self.family, self.type, self.proto, fileno=fd)
             peer = str(address[0]) if isinstance(address, tuple) else ""
             refused = self.guard.admit(peer)
             if not refused:
-                weakref.finalize(conn, self.guard.release, peer)
+                place = Place(self.guard, peer)
+                conn.place = place
+                weakref.finalize(conn, place.release)
                 return conn, address
             self.guard.refused += 1
             conn.close()
             log.warning("connection refused: %s", refused)
+
+
+class Place:
+    """One admitted connection's place in the guard's counts, given back once."""
+
+    def __init__(self, guard: Guard, peer: str) -> None:
+        self.guard, self.peer = guard, peer
+        self._held = True
+
+    def release(self) -> None:
+        with self.guard._lock:
+            held, self._held = self._held, False
+        if held:
+            self.guard.release(self.peer)
+
+
+class CountedSocket(socket.socket):
+    """An accepted connection that gives its place back when it is closed."""
+
+    place: Place | None = None
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self.place is not None:
+                self.place.release()
 
 
 class GuardedProtocol(H11Protocol):

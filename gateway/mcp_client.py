@@ -43,6 +43,14 @@ class Gateway:
             params["cluster"] = cluster
         return self._answer(await self._send("GET", path, params=params))
 
+    async def watch(self, path: str, index: int, wait_s: float) -> tuple[Any, int]:
+        """A blocking read of this gateway's own cluster (docs/GATEWAY.md): the answer once what it
+        covers changed after `index` (0: at once), or after `wait_s`; and the index to give next."""
+        params = {"index": index, "wait": f"{max(1, int(wait_s * 1000))}ms"} if index else {}
+        answer = await self._send("GET", path, params=params)
+        found = self._answer(answer)
+        return found, int(answer.headers.get("x-xce-index", "0") or 0)
+
     async def send(self, method: str, path: str, body: Any, dry_run: bool = False, cluster: str = "") -> Any:
         params = {"dry_run": "true"} if dry_run else {}
         if cluster:

@@ -60,7 +60,8 @@ from gateway.mcp_schema import (
     WorkingDir,
 )
 
-POLL_S = 1.0            # scheduler_wait_job asks this often
+POLL_S = 1.0            # scheduler_wait_job asks another cluster this often
+WATCH_S = 20.0          # ... and waits at most this long in one blocking read of the gateway's own
 ENDED = ("DONE", "EXIT")
 CLUSTER_NOTE = " Takes `cluster` (scheduler_list_clusters); default XCE's own."
 
@@ -244,6 +245,28 @@ def _add_write_tools(server: MCPServer, gateway: Gateway) -> None:
         return {"dry_run": done["dry_run"], "job": row(done["job"])} if dry_run else {"job": row(done)}
 
 
+async def _wait_job(gateway: Gateway, job_id: str, ctx: Context, timeout_s: float, cluster: str) -> Waited:
+    deadline = time.monotonic() + timeout_s
+    last, index = "", 0
+    while True:
+        if cluster:  # another cluster's: asked again every POLL_S
+            job = await gateway.get(f"/jobs/{quoted(job_id)}", cluster)
+        else:  # this one's: a blocking read answers at the job's next change, at no cost meanwhile
+            left = max(0.001, min(WATCH_S, deadline - time.monotonic()))
+            job, index = await gateway.watch(f"/jobs/{quoted(job_id)}", index, left)
+        state = job.get("state", "")
+        if state != last:
+            await ctx.report_progress(1.0 if state in ENDED else 0.5, 1.0, f"job {job.get('id')} is {state}")
+            last = state
+        if state in ENDED:
+            return {"ended": True, "job": row(job), "exit_code": agent_advice.number(job.get("exit_code"))}
+        if time.monotonic() >= deadline:
+            return {"ended": False, "job": row(job),
+                    "note": f"not ended after {timeout_s:.0f} s; it is {state}"}
+        if cluster or not index:
+            await asyncio.sleep(POLL_S)
+
+
 def _add_advanced_tools(server: MCPServer, gateway: Gateway) -> None:
 
     @_tool(server, "scheduler_wait_job",
@@ -251,22 +274,7 @@ def _add_advanced_tools(server: MCPServer, gateway: Gateway) -> None:
            "changes. Says so if it has not ended by then." + CLUSTER_NOTE)
     async def wait_job(job_id: JobId, ctx: Context, timeout_s: TimeoutS = 300.0,
                        cluster: Cluster = "") -> Waited:
-        deadline = time.monotonic() + timeout_s
-        last = ""
-        while True:
-            job = await gateway.get(f"/jobs/{quoted(job_id)}", cluster)
-            state = job.get("state", "")
-            if state != last:
-                await ctx.report_progress(1.0 if state in ENDED else 0.5, 1.0,
-                                          f"job {job.get('id')} is {state}")
-                last = state
-            if state in ENDED:
-                return {"ended": True, "job": row(job),
-                        "exit_code": agent_advice.number(job.get("exit_code"))}
-            if time.monotonic() >= deadline:
-                return {"ended": False, "job": row(job),
-                        "note": f"not ended after {timeout_s:.0f} s; it is {state}"}
-            await asyncio.sleep(POLL_S)
+        return await _wait_job(gateway, job_id, ctx, timeout_s, cluster)
 
     @_tool(server, "scheduler_analyze_failure",
            "Why a job ended as it did: exit code, signal, memory or run limit, lost host, dependency; "

@@ -26,7 +26,7 @@ from google.protobuf.message import Message
 from controller import audit_trail, authz, fsm
 from controller.authz import Principal
 from controller.fsm.versions import KEYED_AUDIT_FORMAT
-from controller.leader.context import LeaderContext, WithRequestId, own_request_id
+from controller.leader.context import LeaderContext, WithRequestId, logger, own_request_id
 from controller.leader.job_writes import JobWrites, job_response, visible_job
 from controller.leader.leadership import Leadership
 from controller.submit_rates import SubmitRates
@@ -46,6 +46,10 @@ if TYPE_CHECKING:
 MAX_DECISIONS = 10_000
 
 RECORD_RATE, RECORD_BURST = 5.0, 50  # RecordAudit rows a second per principal, and at once
+# Denials recorded a second per principal, and at once: past that, a denial is still answered, its row
+# left out (and counted in the log). Anyone may be denied as often as they like; each row costs a
+# committed entry, and refusals' rows push out older refusals.
+REFUSAL_RATE, REFUSAL_BURST = 5.0, 100
 
 # What a scoped key may call at all (its scope then decides on each job).
 SCOPED_METHODS = frozenset({"SubmitJobs", "ControlJob", "ModifyJob", "GetJobOutput", "RecordAudit"})
@@ -72,6 +76,7 @@ class Writes:
     def __init__(self, ctx: LeaderContext, jobs: JobWrites, workers: Workers, membership: Membership) -> None:
         self.ctx = ctx
         self._audit_rates = SubmitRates(RECORD_RATE, RECORD_BURST)
+        self._refusal_rates = SubmitRates(REFUSAL_RATE, REFUSAL_BURST)
         self.table: dict[str, Route] = {
             "SubmitJobs": route(api.SubmitJobsRequest, jobs.submit),
             "ControlJob": route(api.ControlJobRequest, jobs.control),
@@ -146,6 +151,11 @@ class Writes:
         """A denied action (permission, scope) is recorded before the caller hears of it; bad
         input changes nothing, the trail included."""
         if note is None or refusal.code != log.PERMISSION_DENIED:
+            self.ctx.reply(token, refusal)
+            return
+        if self._refusal_rates.take(caller.name, 1, self.ctx.clock.monotonic_s()):
+            logger.warning("%s is denied faster than %g a second: its denials go unrecorded in the audit "
+                           "trail for now", caller.name, REFUSAL_RATE)
             self.ctx.reply(token, refusal)
             return
         words = f"{log.Code.Name(refusal.code)}: {refusal.message}"

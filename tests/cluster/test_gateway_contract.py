@@ -153,6 +153,12 @@ def test_a_blocking_read_answers_at_the_change_or_at_the_wait(
         print(f"blocking read answered {1000 * (answered_at - changed_at):.0f} ms after the write's answer")
         assert answered_at - changed_at < 30  # at the change, not at the end of its 60 s
 
+        # A key the cluster does not take holds no wait: 401 at once.
+        started = time.monotonic()
+        fake = httpx.get(f"{gw.url}{V1}/queues", params={"index": index, "wait": "30s"}, timeout=60,
+                         headers={"Authorization": "Bearer xce_not_a_key"})
+        assert fake.status_code == 401 and time.monotonic() - started < 15
+
         # A list blocks on any job's change; a bad wait is refused before any wait.
         assert admin.get("/jobs", params={"index": index, "wait": "soon"}).status_code == 400
         assert admin.get("/jobs", params={"wait": "5s"}).status_code == 400  # wait needs index

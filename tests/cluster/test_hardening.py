@@ -264,6 +264,39 @@ def test_a_slowloris_of_5000_connections_leaves_the_gateway_serving(site: Site) 
         gateway.kill()
 
 
+_HANG_UPS = """
+import socket, sys
+source, port = sys.argv[1], int(sys.argv[2])
+for _ in range(300):  # connect and hang up at once, five times the cap
+    s = socket.socket(); s.bind((source, 0)); s.connect(("127.0.0.1", port)); s.close()
+"""
+
+
+def test_connections_that_hang_up_at_once_give_their_place_back(site: Site) -> None:
+    """uid 65534 connects and hangs up 300 times from 127.0.0.3, past its cap of 64: each place is
+    given back when the connection closes (not when its socket is collected, which may take minutes),
+    so the same address, and everyone else, is served right after."""
+    gateway = LocalGateway(site.cluster, "gateway-hangups", ["--max-connections-per-peer", "64"])
+    gateway.start()
+    try:
+        attack = subprocess.run([*AS_NOBODY, sys.executable, "-c", _HANG_UPS, "127.0.0.3", str(gateway.port)],
+                                capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin"})
+        assert attack.returncode == 0, attack.stderr
+
+        def served_from(source: str) -> bool:
+            try:
+                with httpx.Client(transport=httpx.HTTPTransport(local_address=source), timeout=5) as c:
+                    return c.get(f"{gateway.url}/healthz").status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_until(lambda: served_from("127.0.0.3"), "the address that hung up 300 times served again",
+                   timeout_s=20)
+        assert served_from("127.0.0.1")
+    finally:
+        gateway.kill()
+
+
 def test_a_spoofed_via_header_is_not_believed(site: Site) -> None:
     """Any REST client may send `X-XCE-Via: mcp`: its row says rest, as its key is not an agent's."""
     key = site.cluster.new_token("nobody", "user")

@@ -672,3 +672,23 @@ def test_every_write_carries_its_audit_note_in_its_own_entry() -> None:
         rows = fsm.audit.read(tables, "", 0, 10, "")[0]
     assert [(r.principal, r.action, r.via) for r in rows] == [("admin", "createqueue", "rest"),
                                                              ("ann", "submit", "cli")]
+
+
+def test_a_caller_denied_in_a_loop_leaves_rows_only_at_a_bounded_rate() -> None:
+    """Each denial is answered at once; past REFUSAL_BURST at once (then REFUSAL_RATE a second) its row
+    is left out, so a flood of denied writes costs no committed entry and pushes no row out."""
+    from controller.leader.writes import REFUSAL_BURST
+
+    h = Harness()
+    h.serve()
+    h.call(1, "SubmitJobs", submit("a"), ALICE)
+    h.commit()
+    rows = 0
+    for token in range(2, REFUSAL_BURST + 22):
+        h.call(token, "ControlJob", api.ControlJobRequest(job_id="1", action=api.HOLD), MALLORY)
+        rows += len(h.commit())
+        refused = h.replies[token]
+        assert isinstance(refused, ServiceError) and refused.code == log.PERMISSION_DENIED
+    assert rows == REFUSAL_BURST  # the rest were answered without a row (the clock did not move)
+    h.call(999, "ControlJob", api.ControlJobRequest(job_id="1", action=api.HOLD), Principal("op", "operator"))
+    assert kinds(h.commit()) == ["control"]  # another caller is not held back
