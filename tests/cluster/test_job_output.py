@@ -44,12 +44,13 @@ def test_the_owner_reads_its_job_s_output_and_a_link_in_its_place_is_refused(
                 assert answer.status_code == 201, answer.text
                 return str(answer.json()["jobs"][0]["id"])
 
+            # The array first: its elements end at once, before the two sleepers below take both slots.
+            array = submit('echo "element $XCE_ARRAY_INDEX"', name="parts[1-2]")
             talker = submit("echo hello; echo oops >&2; sleep 60")
             # What a hostile job could do: put a link to a file only root may read where its output was.
             linker = submit('F="$XCE_SPOOL/users/nobody/$XCE_JOB_ID.$XCE_JOB_ATTEMPT.out"; rm -f "$F"; '
                             'ln -s /etc/shadow "$F"; echo linked >&2; sleep 60')
             held = submit("true")
-            array = submit('echo "element $XCE_ARRAY_INDEX"', name="parts[1-2]")
             http.post(f"/jobs/{held}/actions", headers=nobody, json={"action": "hold"})
 
             def output(job: str, who: dict[str, str], stream: str = "stdout") -> httpx.Response:
