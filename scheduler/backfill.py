@@ -169,9 +169,13 @@ class Block:
             if self.at_ms is not None:
                 self.profile.take(self.at_ms, need, estimate_ms(self.head))
             return
-        for end, slots in sorted((e for e in ends.known if e[0] is not None), key=lambda e: e[0] or 0):
+        known = sorted((e for e in ends.known if e[0] is not None), key=lambda e: e[0] or 0)
+        for i, (end, slots) in enumerate(known):
             free += slots
             if free >= need:
+                # The extra slots are all those free at that time (Mu'alem & Feitelson's shadow time):
+                # every job ending at the same time gives its slots back too, not only the first.
+                free += sum(more for at, more in known[i + 1:] if at == end)
                 self.at_ms, self.extra = end, free - need
                 return
 

@@ -197,3 +197,15 @@ def test_a_conservative_job_that_finds_no_host_of_its_shape_is_reserved_for_from
                            context=picker.PassContext(jobs, {}, NOW))
     words = {d.job_id: d.reason for d in result.decisions if isinstance(d, Pend)}
     assert words[13] == "would delay earlier jobs' reservations (job 10 first); its own: room in 250 s"
+
+
+def test_easy_counts_every_job_that_ends_at_the_reservation_in_its_extra_slots() -> None:
+    """Jobs 1 and 2 both end in 50 s; 2 slots are free and the head needs 3. At its reservation (50 s)
+    4 slots are free, not 3: one extra slot, on which EASY starts the long job 12 (Mu'alem & Feitelson:
+    the extra processors are those free at the shadow time). Counting only the first of the equal ends
+    made that 0 and held 12."""
+    running = [run(1, "h1", 1, 0, 50), run(2, "h2", 1, 0, 50)]
+    hosts = {"h1": (1, 1), "h2": (1, 1), "h3": (1, 0), "h4": (1, 0)}
+    waiting = [pend(10, 3, 100), pend(12, 1, 200), pend(14, 1, 300)]
+    easy = one_pass("easy", [*running, *waiting], hosts)
+    assert (easy[10], easy[12], easy[14]) == ("PEND_NO_FREE_SLOTS", "run", "PEND_RESERVATION")
