@@ -46,6 +46,9 @@ def declare_sim(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backfill", choices=("any", "none", "easy", "end_before", "conservative"),
                    help="the queue's backfill for an SWF or synthetic trace (default: any)")
     p.add_argument("--window", metavar="FIRST:COUNT", help="only COUNT jobs of an SWF trace from index FIRST")
+    p.add_argument("--conventions", choices=("rlscheduler", "pyss"), default="rlscheduler",
+                   help="how an SWF trace's jobs are prepared, as the simulator whose figures are to be "
+                        "reproduced does (docs/SIMULATION.md; default rlscheduler)")
     p.add_argument("--load", type=float, default=0.8, help="synthetic: the offered load (default 0.8)")
     p.add_argument("--seed", type=int, default=1, help="synthetic: the generator's seed (default 1)")
     p.add_argument("--plot", type=Path, metavar="DIR", help="write PNG plots to DIR")
@@ -133,7 +136,7 @@ def _workload(args: argparse.Namespace) -> workload.Workload:
         queue = api.Queue(name=workload.DEFAULT_QUEUE, backfill=_backfill(args))
         return workload.synthetic(args.synthetic, count, slots, args.load, args.seed, queue)
     if args.swf is not None:
-        trace = swf.read(args.swf)
+        trace = swf.read(args.swf, args.conventions)
         if not trace.jobs:
             raise ValueError(f"{args.swf}: no jobs")
         if args.window:

@@ -5,13 +5,19 @@ whitespace-separated fields; the ones read here (1-based): 1 job id, 2 submit
 time (s), 3 wait, 4 run time, 5 allocated processors, 8 requested processors,
 9 requested time, 11 status, 12 user, 15 queue. -1 is "unknown".
 
-Cleaning (../shared/traces/README.md, the rule behind the published figures):
-a job's processors are max(allocated, requested); its estimate is the
-requested time, or its run time when that is unknown; a job whose run time is
-0 is dropped, a negative run time becomes 10 s; a job with no processor count
-(both fields below 1) is skipped and reported with its line; jobs are sorted
-by id. A malformed line is an error naming the file and the line, as is a
-trace with no job left.
+Cleaning, by the conventions of the simulator whose figures are to be
+reproduced (CONVENTIONS, `xce sim --conventions`):
+- `rlscheduler` (the default; ../shared/traces/README.md, the rule behind the
+  published figures, as the RLScheduler code base prepares jobs): a job's
+  processors are max(allocated, requested); its estimate is the requested
+  time, or its run time when that is unknown; a job whose run time is 0 is
+  dropped, a negative run time becomes 10 s;
+- `pyss` (as pyss prepares them): a job whose run time or requested time is 0
+  or less is dropped; its run time is min(run, requested time) (a job is
+  killed at its limit); its processors are the requested ones.
+Either way a job with no processor count (below 1) is skipped and reported
+with its line, and jobs are sorted by id. A malformed line is an error naming
+the file and the line, as is a trace with no job left.
 
 Pure: a file in, records out.
 """
@@ -25,6 +31,7 @@ from pathlib import Path
 
 FIELDS = 18
 NEGATIVE_RUN_S = 10  # what a negative run time becomes (the published protocol's rule)
+CONVENTIONS = ("rlscheduler", "pyss")  # how a trace's jobs are prepared (above)
 
 
 class SwfError(ValueError):
@@ -61,7 +68,7 @@ class Trace:
         return max(job.procs for job in self.jobs)
 
 
-def read(path: str | Path) -> Trace:
+def read(path: str | Path, conventions: str = "rlscheduler") -> Trace:
     """The trace in `path` (`.gz`: gzip), cleaned; SwfError naming the line for a malformed one."""
     path = Path(path)
     try:
@@ -72,10 +79,12 @@ def read(path: str | Path) -> Trace:
             text = path.read_text(encoding="utf-8", errors="replace")
     except (OSError, EOFError) as exc:
         raise SwfError(f"{path}: cannot read: {exc}") from None
-    return parse(text.splitlines(), str(path))
+    return parse(text.splitlines(), str(path), conventions)
 
 
-def parse(lines: Iterable[str], where: str = "<trace>") -> Trace:
+def parse(lines: Iterable[str], where: str = "<trace>", conventions: str = "rlscheduler") -> Trace:
+    if conventions not in CONVENTIONS:
+        raise SwfError(f"unknown conventions {conventions!r}: one of {', '.join(CONVENTIONS)}")
     trace = Trace([])
     seen: dict[int, int] = {}
     for number, raw in enumerate(lines, start=1):
@@ -102,22 +111,33 @@ def parse(lines: Iterable[str], where: str = "<trace>") -> Trace:
         seen[job_id] = number
         if submit < 0:
             raise SwfError(f"{where}:{number}: job {job_id} has a negative submit time ({submit})")
-        procs = max(allocated, requested)
+        procs = requested if conventions == "pyss" else max(allocated, requested)
         if procs < 1:
             trace.skipped.append((number, f"job {job_id}: no processor count (allocated {allocated}, "
                                           f"requested {requested})"))
             continue
-        if run == 0:
+        kept = _run_time(run, requested_time, conventions)
+        if kept is None:
             trace.dropped_zero_run += 1
             continue
-        if run < 0:
-            run = NEGATIVE_RUN_S
+        run = kept
         estimate = requested_time if requested_time > 0 else run
         trace.jobs.append(Job(job_id, submit, wait, run, procs, estimate, status, user, queue, number))
     if not trace.jobs:
-        raise SwfError(f"{where}: no job in the trace")
+        left = trace.dropped_zero_run + len(trace.skipped)
+        left_out = f" ({left} left out by the {conventions} conventions)" if left else ""
+        raise SwfError(f"{where}: no job in the trace{left_out}")
     trace.jobs.sort(key=lambda job: job.id)
     return trace
+
+
+def _run_time(run: int, requested_time: int, conventions: str) -> int | None:
+    """The run time a job is simulated with, by the conventions; None: the job is left out."""
+    if conventions == "pyss":
+        return min(run, requested_time) if run > 0 and requested_time > 0 else None
+    if run == 0:
+        return None
+    return NEGATIVE_RUN_S if run < 0 else run
 
 
 def _number(text: str) -> float:

@@ -99,7 +99,7 @@ def from_swf(trace: swf.Trace, source: str, hosts: Sequence[api.HostSpec] = (),
         jobs.append(SimJob(job.id, job.submit_s * 1000, job.run_s * 1000, spec))
     notes = [f"{len(trace.skipped)} lines skipped by the cleaning rules"] if trace.skipped else []
     if trace.dropped_zero_run:
-        notes.append(f"{trace.dropped_zero_run} jobs of no run time left out")
+        notes.append(f"{trace.dropped_zero_run} jobs of no run time (pyss: or no requested time) left out")
     if too_big:
         notes.append(f"{too_big} jobs larger than the machine ({total} slots) left out")
     return Workload(_ordered(jobs), fleet, [queue], source, tuple(notes))

@@ -42,6 +42,25 @@ def test_the_cleaning_rule_of_the_published_figures() -> None:
     assert (third.id, third.run_s, third.estimate_s) == (3, swf.NEGATIVE_RUN_S, swf.NEGATIVE_RUN_S)
 
 
+def test_pyss_conventions_drop_jobs_without_a_limit_cut_runs_at_it_and_take_requested_processors() -> None:
+    lines = [
+        job_line(id=1, run=100, alloc=2, req=8, reqtime=3600),   # requested processors, not max(...)
+        job_line(id=2, run=5000, alloc=4, req=4, reqtime=3600),  # killed at its limit: run 3600
+        job_line(id=3, run=100, alloc=4, req=4, reqtime=-1),     # no requested time: dropped
+        job_line(id=4, run=-1, alloc=4, req=4, reqtime=60),      # no run time: dropped (not 10 s)
+        job_line(id=5, run=100, alloc=4, req=-1, reqtime=60),    # no requested processors: skipped
+    ]
+    pyss = swf.parse(lines, "t.swf", "pyss")
+    assert [(j.id, j.procs, j.run_s, j.estimate_s) for j in pyss.jobs] == [
+        (1, 8, 100, 3600), (2, 4, 3600, 3600)]
+    assert pyss.dropped_zero_run == 2 and [line for line, _ in pyss.skipped] == [5]
+    ours = swf.parse(lines, "t.swf")  # the published figures' rules keep all five
+    assert [(j.id, j.procs, j.run_s) for j in ours.jobs] == [
+        (1, 8, 100), (2, 4, 5000), (3, 4, 100), (4, 4, swf.NEGATIVE_RUN_S), (5, 4, 100)]
+    with pytest.raises(swf.SwfError, match="unknown conventions"):
+        swf.parse(lines, "t.swf", "accasim?")
+
+
 def test_a_job_without_a_processor_count_is_reported_and_skipped() -> None:
     trace = swf.parse([job_line(id=1), job_line(id=2, alloc=-3, req=-1)], "t.swf")
     assert [job.id for job in trace.jobs] == [1]
@@ -54,7 +73,7 @@ def test_a_job_without_a_processor_count_is_reported_and_skipped() -> None:
     ([job_line(), job_line(id=1)], "t.swf:2: job 1 again (first on line 1)"),
     ([job_line(submit=-5)], "t.swf:1: job 1 has a negative submit time (-5)"),
     (["; MaxNodes: 8", ""], "t.swf: no job in the trace"),
-    ([job_line(run=0)], "t.swf: no job in the trace"),
+    ([job_line(run=0)], "t.swf: no job in the trace (1 left out by the rlscheduler conventions)"),
 ])
 def test_bad_input_is_named_by_its_line(lines: list[str], message: str) -> None:
     with pytest.raises(swf.SwfError) as caught:
