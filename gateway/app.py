@@ -111,10 +111,10 @@ async def read_json(request: Request) -> Any:
 
 
 def audit_note(dry_run: bool) -> api.AuditRequest:
-    """Every write through the gateway is audited, as relayed by rest. No header of the request's says
-    otherwise: the leader records an agent's key (mcp_readonly, mcp_operator) as relayed by mcp, from
-    the credential (controller/audit_trail.py)."""
-    return api.AuditRequest(via="rest", dry_run=dry_run)
+    """Every write through the gateway asks for its audit row. How it came is the leader's to say
+    (controller/audit_trail.py via_of: `rest` proven by the gateway's own key, `mcp` by an agent's
+    role), never the request's, so the note names none."""
+    return api.AuditRequest(dry_run=dry_run)
 
 
 async def conditional_answer(request: Request, answer: dict[str, Any], revision: int) -> Response:
