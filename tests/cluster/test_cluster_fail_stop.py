@@ -24,7 +24,7 @@ from pathlib import Path
 
 import lmdb
 import pytest
-from conftest import FAST_HOSTS, replica_dump
+from conftest import FAST_HOSTS, replica_dump, wait_until
 
 from client.channel import Client, XceError
 from controller.raft import FAIL_STOP_EXIT
@@ -182,7 +182,12 @@ def test_a_rolling_upgrade_turns_a_new_entry_kind_on_only_once_every_replica_kno
     workers = LocalWorkers(cluster)
     try:
         with cluster.client() as client:
-            response = client.status()
+            # Each replica's capabilities are committed a moment after it starts: wait for all three.
+            def settled() -> api.StatusResponse | None:
+                found = client.status()
+                return found if sorted(found.announced_members) == [1, 2, 3] else None
+
+            response = wait_until(settled, "every replica's capabilities committed")
         assert "host_statuses" not in response.enabled_entry_kinds  # the kinds all three know are on
         assert sorted(response.announced_members) == [1, 2, 3]
         kinds = {r.id: set(r.entry_kinds) for r in response.replicas}
