@@ -34,6 +34,7 @@ FRAME = struct.Struct("!BI")
 CHUNK = 65536
 ACCEPT_WAIT_S = 30.0  # a task that connected not by then never will (srun's own wait for its end rules)
 DRAIN_WAIT_S = 10.0  # after its tasks ended, the longest srun waits for their last bytes
+ACCEPT_POLL_S = 0.05  # how soon the acceptor sees that srun closes
 MAX_READERS = 1024  # connections read at once (every task's, of the largest srun, and then some)
 
 
@@ -49,8 +50,9 @@ class Relay:
         self.listener.bind(("", 0))
         self.listener.listen(64)
         self.readers: list[threading.Thread] = []
-        self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.closing = False
+        self.acceptor = threading.Thread(target=self._accept, daemon=True)
+        self.acceptor.start()
 
     def env(self) -> dict[str, str]:
         """What a task needs to connect: this host's name (resolved where the task runs) and the key."""
@@ -58,9 +60,17 @@ class Relay:
         return {"XCE_SRUN_RELAY": f"{socket.gethostname()}:{port}", "XCE_SRUN_KEY": self.key}
 
     def _accept(self) -> None:
-        while not self.closed:
+        self.listener.settimeout(ACCEPT_POLL_S)
+        while True:
+            # A task that ended has connected: its connection waits in the listener's backlog even if
+            # not accepted yet. Once srun closes (every task ended), the backlog is emptied, then no more.
+            closing = self.closing
             try:
                 conn, _ = self.listener.accept()
+            except TimeoutError:
+                if closing:
+                    return
+                continue
             except OSError:
                 return
             # Anyone on the network may connect before the key is checked: a flood of connections
@@ -101,10 +111,12 @@ class Relay:
             self.streams[stream].flush()
 
     def close(self) -> None:
-        """After the tasks ended: their last bytes read (for DRAIN_WAIT_S at most), the listener shut."""
-        self.closed = True
+        """After the tasks ended: every connection they made accepted (none is left in the backlog), their
+        last bytes read (for DRAIN_WAIT_S at most), the listener shut."""
+        self.closing = True
+        self.acceptor.join()
         self.listener.close()
-        for reader in list(self.readers):
+        for reader in self.readers:
             reader.join(DRAIN_WAIT_S)
 
 

@@ -205,6 +205,33 @@ def test_salloc_runs_a_command_in_its_allocation_and_srun_inside_it(site: LocalC
     assert job.spec.name == "alloc" and job.exit_code == 4
 
 
+def test_srun_s_relay_reads_every_task_that_connected_before_it_closes() -> None:
+    """A task that ended has connected, but on a busy host srun's acceptor may not have taken its
+    connection from the backlog yet when srun closes: it must still be read (a line was lost so)."""
+    import io
+    import threading
+
+    from cli.slurm import task_relay
+
+    go = threading.Event()
+
+    class Late(task_relay.Relay):
+        def _accept(self) -> None:
+            go.wait(30)  # (the acceptor as a busy host runs it: after every task ended)
+            super()._accept()
+
+    out, err = io.BytesIO(), io.BytesIO()
+    relay = Late(True, out, err)
+    port = relay.listener.getsockname()[1]
+    for rank in range(5):
+        with socket.create_connection(("127.0.0.1", port)) as task:
+            line = f"node={rank}\n".encode()
+            task.sendall(f"{relay.key} {rank}\n".encode() + task_relay.FRAME.pack(1, len(line)) + line)
+    go.set()
+    relay.close()
+    assert sorted(out.getvalue().decode().splitlines()) == [f"{r}: node={r}" for r in range(5)]
+
+
 def test_an_array_s_rest_in_squeue_sacct_and_their_json(site: LocalCluster) -> None:
     held = int(slurm("sbatch", "--parsable", "-H", "--wrap", "true").stdout)
     array = int(slurm("sbatch", "--parsable", "--array=0-40%3", "-d", f"afterok:{held}", "-J", "waits",
