@@ -45,6 +45,7 @@ def window(trace: swf.Trace, start: int, mode: str) -> float:
     pending: dict[int, api.Job] = {}
     running: dict[int, tuple[api.Job, list[str]]] = {}
     started: dict[int, int] = {}
+    kept: dict[int, int] = {}
     events = [(job.submit_s, 0, job.id) for job in jobs]  # (time, 0 arrival | 1 end, job): arrivals first
     heapq.heapify(events)
     while events:
@@ -60,7 +61,8 @@ def window(trace: swf.Trace, start: int, mode: str) -> float:
                  for name, n in used.items()]
         view = [*(r[0] for r in running.values()), *pending.values()]
         result = core.run_pass(view, queues, fleet, core.CoreConfig(max_dispatches=10**6), {},
-                               context=picker.PassContext(view, {}, now * 1000))
+                               context=picker.PassContext(view, {}, now * 1000, kept))
+        kept = result.reservations  # the head's, kept while it waits (as the planner keeps them)
         for decision in result.decisions:
             if isinstance(decision, Dispatch):
                 placed = pending.pop(decision.job_id)

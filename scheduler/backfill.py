@@ -6,10 +6,13 @@ queue for the rest of the pass, by the queue's mode:
 - `any` (the default; no Block is made): any later job that fits starts;
 - `none`: strict order: every later job waits behind the head;
 - `end_before`: the head's reservation is the earliest time at which the
-  running jobs' expected ends free enough slots for it (computed once, when
-  it blocks); a later job starts only if it fits now and ends (now plus its
-  estimate) strictly before that: the rule behind the published FCFS with
-  backfilling figures (../shared/traces/README.md);
+  running jobs' expected ends free enough slots for it, computed in the
+  first pass in which it waits and kept (in the planner's state) for as long
+  as it heads its queue, even if jobs end before their estimates; a later
+  job starts only if it fits now and ends (now plus its estimate) strictly
+  before that: the rule behind the published FCFS with backfilling figures
+  (../shared/traces/README.md; RLScheduler computes it once, when the head
+  blocks);
 - `easy`: EASY backfilling: a later job starts if it fits now and ends by
   the reservation, or takes no more than the slots the reservation leaves
   over (its "extra" slots, used up as such jobs start);
@@ -261,7 +264,7 @@ class Block:
             self.stuck = job
 
 
-def free_slots(states: dict[str, feasibility.HostState]) -> int:
+def free_slots(states: Mapping[str, feasibility.HostState]) -> int:
     return sum(max(0, s.slots - s.used) for s in states.values() if s.available and not s.closed)
 
 
@@ -274,9 +277,11 @@ class Holds:
     """One pass's queue heads (a Block per queue with a mode whose head is known) and the running jobs'
     expected ends, made when a reservation first needs them; the pass's placements until then."""
 
-    def __init__(self, modes: Mapping[str, str], jobs: Sequence[api.Job], now_ms: int) -> None:
+    def __init__(self, modes: Mapping[str, str], jobs: Sequence[api.Job], now_ms: int,
+                 kept: Mapping[int, int] | None = None) -> None:
         self.modes = modes  # queue -> its backfill mode, for the queues whose mode is not `any`
         self.blocks: dict[str, Block] = {}
+        self._kept = kept or {}  # end_before heads' reservations from earlier passes: job -> ms
         self._jobs = jobs  # the view's, running ones among them
         self._now_ms = now_ms
         self._ends: Ends | None = None
@@ -293,7 +298,7 @@ class Holds:
             if owner != job.spec.queue and block.mode == "none":
                 continue
             if block.mode != "none" and not block.computed:
-                block.reserve(free_slots(states), self._ends_of(states), self._now_ms)
+                self._reserve(block, states)
             reason, cap = block.verdict(job, least, self._now_ms)
             if reason is not None:
                 return reason, most, charged
@@ -324,6 +329,25 @@ class Holds:
     def missed(self, charged: Iterable[Block], job: api.Job, least: int) -> None:
         for block in charged:
             block.missed(job, least, self._now_ms)
+
+    def _reserve(self, block: Block, states: Mapping[str, feasibility.HostState]) -> None:
+        at = self._kept.get(block.head.id) if block.mode == "end_before" else None
+        if at is not None:
+            block.at_ms, block.computed = at, True
+        else:
+            block.reserve(free_slots(states), self._ends_of(states), self._now_ms)
+
+    def kept(self, states: Mapping[str, feasibility.HostState]) -> dict[int, int]:
+        """At the pass's end: the end_before heads' reservations for the next passes (computed now for a
+        head no later job asked about: it is the time as of the pass in which the head first waited)."""
+        kept = {}
+        for block in self.blocks.values():
+            if block.mode == "end_before":
+                if not block.computed:
+                    self._reserve(block, states)
+                if block.at_ms is not None:
+                    kept[block.head.id] = block.at_ms
+        return kept
 
     def _ends_of(self, states: Mapping[str, feasibility.HostState]) -> Ends:
         if self._ends is None:

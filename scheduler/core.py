@@ -139,6 +139,8 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
         if reason.code != job.pending_code or (reason.words != job.pending_reason and (
                 recount or _shape(reason.words) != _shape(job.pending_reason))):
             decisions.append(Pend(job.id, reason.words, reason.code))
+    if state.holds is not None:
+        state.result.reservations = state.holds.kept(usage.states)
     return state.result
 
 

@@ -41,3 +41,4 @@ class PassResult:
     decisions: list[Decision]
     waiting: Counter[int] = field(default_factory=Counter)  # jobs not dispatched, per pending reason code
     refusals: Counter[str] = field(default_factory=Counter)  # hosts refused, per check, over explanations
+    reservations: dict[int, int] = field(default_factory=dict)  # end_before heads' reservations to keep

@@ -62,7 +62,8 @@ class PassState:
         self.tried_moving: set[NoRoomKey] = set()  # ... until the next placement
         # A queue's backfill (scheduler/backfill.py): its first job that finds no room holds the rest.
         modes = {q.name: q.backfill for q in queues if q.backfill and q.backfill != "any"}
-        self.holds = backfill.Holds(modes, context.jobs, context.now_ms) if modes else None
+        self.holds = (backfill.Holds(modes, context.jobs, context.now_ms, context.reservations) if modes
+                      else None)
         # Running jobs as the view has them (a dispatch in flight is not among `jobs`, but it runs).
         preempts = any(preemption.preemptive(q) for q in queues)
         self.fallback = PreemptFallback(context.jobs, queue_map, context.now_ms,

@@ -36,6 +36,8 @@ class PassContext:
     jobs: Sequence[api.Job] = ()
     share_usage: Mapping[str, Mapping[tuple[str, str], tuple[int, int]]] = field(default_factory=dict)
     now_ms: int = 0
+    # end_before queues' heads' reservations kept from earlier passes: job -> ms (planner.PlannerState)
+    reservations: Mapping[int, int] = field(default_factory=dict)
 
 
 class Fcfs:

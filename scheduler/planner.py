@@ -105,6 +105,8 @@ class PlannerState:
     await_revision: int = 0  # the last batch's revision: the next pass waits for the view to reach it
     await_until_ms: int = 0
     recounted_ms: int | None = None  # when reasons were last sent for their counts alone
+    # end_before queues' heads: job -> its reservation (ms), computed when it first waited (backfill.py)
+    reservations: Mapping[int, int] = field(default_factory=dict)
 
     def digest(self) -> str:
         canonical = _CANONICAL.encode({
@@ -113,6 +115,7 @@ class PlannerState:
             "refusals_seen": sorted(self.refusals_seen),
             "await": [self.await_revision, self.await_until_ms],
             **({} if self.recounted_ms is None else {"recounted": self.recounted_ms}),
+            **({"reservations": sorted(self.reservations.items())} if self.reservations else {}),
         })
         return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -128,7 +131,9 @@ class PlannerState:
             cooldown=[api.Cooldown(host=h, until_ms=u) for h, u in sorted(self.cooldown.items())],
             refusals_seen=[api.JobAttempt(job_id=j, attempt=a) for j, a in sorted(self.refusals_seen)],
             await_revision=self.await_revision, await_until_ms=self.await_until_ms,
-            recounted=self.recounted_ms is not None, recounted_ms=self.recounted_ms or 0)
+            recounted=self.recounted_ms is not None, recounted_ms=self.recounted_ms or 0,
+            reservations=[api.HeadReservation(job_id=j, at_ms=at)
+                          for j, at in sorted(self.reservations.items())])
 
     @staticmethod
     def from_proto(state: api.PlannerState) -> PlannerState:
@@ -136,7 +141,8 @@ class PlannerState:
                             {c.host: c.until_ms for c in state.cooldown},
                             frozenset((r.job_id, r.attempt) for r in state.refusals_seen),
                             state.await_revision, state.await_until_ms,
-                            state.recounted_ms if state.recounted else None)
+                            state.recounted_ms if state.recounted else None,
+                            {r.job_id: r.at_ms for r in state.reservations})
 
 
 @dataclass(frozen=True)
@@ -222,7 +228,7 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
     pending = [j for j in waiting if not (j.id in in_flight and in_flight[j.id][0] == j.attempt)]
     wall = view.now_ms if wall_ms is None else wall_ms
     result = run_pass(pending, view.queues, usable, config.core, view.counters, recount, view.shared,
-                      view.limits, PassContext(view.jobs, view.share_usage, wall), fleet)
+                      view.limits, PassContext(view.jobs, view.share_usage, wall, state.reservations), fleet)
     refused = {j.id for j in pending if j.pending_code == api.PEND_DISPATCH_REFUSED}
     # A worker's refusal says more than what a pass without that host would say.
     decisions = [d for d in result.decisions if not (isinstance(d, Pend) and d.job_id in refused)] \
@@ -235,7 +241,7 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
             for follower in decision.chunk:  # (pending still, until the view shows it in the chunk)
                 in_flight[follower] = (pending_at.get(follower, 0), now_ms)
     next_state = PlannerState(in_flight, cooldown, seen, state.await_revision, state.await_until_ms,
-                              now_ms if recount else state.recounted_ms)
+                              now_ms if recount else state.recounted_ms, result.reservations)
     return Plan(decisions, next_state, result, cooled, deferred)
 
 
@@ -348,4 +354,4 @@ def after_reply(state: PlannerState, batch: api.DecisionBatch, reply: api.Decisi
                     in_flight.pop(follower, None)
     stale = api.REJECT_STALE_LEASE in codes
     return PlannerState(in_flight, state.cooldown, state.refusals_seen, reply.revision,
-                        clock_ms + config.await_view_ms, state.recounted_ms), stale
+                        clock_ms + config.await_view_ms, state.recounted_ms, state.reservations), stale

@@ -59,6 +59,26 @@ def test_a_job_past_its_run_limit_is_killed_with_runlimit() -> None:
     assert report.report(result, "x")["run_limit_kills"] == 1
 
 
+def test_end_before_keeps_the_head_s_reservation_from_when_it_first_waited() -> None:
+    """RLScheduler's rule: the head's reservation is computed when it first waits and kept, though a
+    job it waited for ends early. Four one-slot hosts: A (2, estimate 100 s, runs 10 s) and B (2, 50 s)
+    run; the head H (4) waits from t=1 with its reservation at 100 s (A's estimated end). A ends at 10:
+    C (2, 60 s) fits and ends at 70 < 100, so it starts at 10. Reckoned again at 10, the reservation
+    would be 50 (B's end), C would wait, and H would start at 50."""
+    rows = [(0, 10, 2, 100), (0, 50, 2, 50), (1, 10, 4, 10), (2, 60, 2, 60)]
+    jobs = [workload.SimJob(i + 1, submit * 1000, run * 1000, api.JobSpec(
+                command=["sim"], queue="normal", slots=slots, user="ann", estimate_s=estimate))
+            for i, (submit, run, slots, estimate) in enumerate(rows)]
+    w = workload.Workload(jobs, workload.one_slot_hosts(4), [api.Queue(name="normal", backfill="end_before")],
+                          "end_before")
+    done = _by_key(engine.simulate(w))
+    assert done[4].start_ms == 10_000  # C, past the head, against the reservation kept from t=1
+    assert done[3].start_ms == 70_000  # H, once B (50) and C (70) have ended
+    easy = dataclasses.replace(w, queues=[api.Queue(name="normal", backfill="easy")])
+    done = _by_key(engine.simulate(easy))  # EASY reckons the shadow time again at each pass (at 10: 50)
+    assert (done[3].start_ms, done[4].start_ms) == (50_000, 60_000)
+
+
 def test_preemption_suspends_a_victim_whose_clock_stops_until_it_resumes() -> None:
     queues = [api.Queue(name="urgent", priority=60, preemptive=["low"]),
               api.Queue(name="low", priority=5, preemptable=True)]

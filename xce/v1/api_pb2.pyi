@@ -1280,7 +1280,7 @@ class DecisionBatch(_message.Message):
     def __init__(self, lease_epoch: _Optional[int] = ..., base_revision: _Optional[int] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., scheduler_id: _Optional[str] = ..., now_ms: _Optional[int] = ..., planner_digest: _Optional[str] = ..., clock_ms: _Optional[int] = ..., planner_state: _Optional[_Union[PlannerState, _Mapping]] = ..., planner: _Optional[_Union[PlannerSettings, _Mapping]] = ...) -> None: ...
 
 class PlannerState(_message.Message):
-    __slots__ = ("in_flight", "cooldown", "refusals_seen", "await_revision", "await_until_ms", "recounted", "recounted_ms")
+    __slots__ = ("in_flight", "cooldown", "refusals_seen", "await_revision", "await_until_ms", "recounted", "recounted_ms", "reservations")
     IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     COOLDOWN_FIELD_NUMBER: _ClassVar[int]
     REFUSALS_SEEN_FIELD_NUMBER: _ClassVar[int]
@@ -1288,6 +1288,7 @@ class PlannerState(_message.Message):
     AWAIT_UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
     RECOUNTED_FIELD_NUMBER: _ClassVar[int]
     RECOUNTED_MS_FIELD_NUMBER: _ClassVar[int]
+    RESERVATIONS_FIELD_NUMBER: _ClassVar[int]
     in_flight: _containers.RepeatedCompositeFieldContainer[InFlight]
     cooldown: _containers.RepeatedCompositeFieldContainer[Cooldown]
     refusals_seen: _containers.RepeatedCompositeFieldContainer[JobAttempt]
@@ -1295,7 +1296,16 @@ class PlannerState(_message.Message):
     await_until_ms: int
     recounted: bool
     recounted_ms: int
-    def __init__(self, in_flight: _Optional[_Iterable[_Union[InFlight, _Mapping]]] = ..., cooldown: _Optional[_Iterable[_Union[Cooldown, _Mapping]]] = ..., refusals_seen: _Optional[_Iterable[_Union[JobAttempt, _Mapping]]] = ..., await_revision: _Optional[int] = ..., await_until_ms: _Optional[int] = ..., recounted: _Optional[bool] = ..., recounted_ms: _Optional[int] = ...) -> None: ...
+    reservations: _containers.RepeatedCompositeFieldContainer[HeadReservation]
+    def __init__(self, in_flight: _Optional[_Iterable[_Union[InFlight, _Mapping]]] = ..., cooldown: _Optional[_Iterable[_Union[Cooldown, _Mapping]]] = ..., refusals_seen: _Optional[_Iterable[_Union[JobAttempt, _Mapping]]] = ..., await_revision: _Optional[int] = ..., await_until_ms: _Optional[int] = ..., recounted: _Optional[bool] = ..., recounted_ms: _Optional[int] = ..., reservations: _Optional[_Iterable[_Union[HeadReservation, _Mapping]]] = ...) -> None: ...
+
+class HeadReservation(_message.Message):
+    __slots__ = ("job_id", "at_ms")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    at_ms: int
+    def __init__(self, job_id: _Optional[int] = ..., at_ms: _Optional[int] = ...) -> None: ...
 
 class InFlight(_message.Message):
     __slots__ = ("job_id", "attempt", "sent_ms")
