@@ -55,6 +55,9 @@ def declare_sim(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interactive", action="store_true",
                    help="step the simulation from standard input: events, passes, the view, pending reasons, "
                         "snapshots and restores, what-ifs from any point ('help' lists the commands)")
+    p.add_argument("--faithful", action="store_true",
+                   help="every event through the real apply and scheduler, even where counting slots gives "
+                        "the same results faster (one-slot hosts, one queue: docs/SIMULATION.md)")
     p.add_argument("--out", type=Path, help="with --replay: write the re-run batches here (JSON lines)")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
 
@@ -71,7 +74,7 @@ def simulate(args: argparse.Namespace) -> int:
     """`xce sim --swf | --synthetic | --workload`: run it, and again with the what-ifs if any."""
     # The simulator (the controller's state machine, the scheduler) only once a simulation runs:
     # not for building the parser, nor for --replay.
-    from simulator import engine, recording_file, report, swf, whatif
+    from simulator import counting, engine, recording_file, report, swf, whatif
 
     try:
         changes = whatif.parse(args.set)
@@ -96,7 +99,8 @@ def simulate(args: argparse.Namespace) -> int:
         runs = [("as given", base, engine.Settings())]
         if changed is not None:
             runs.append(("what-if", changed, engine.Settings(whatif=changes)))
-        results = [(name, w, engine.simulate(w, settings, _progress(name))) for name, w, settings in runs]
+        results = [(name, w, counting.run(w, settings, _progress(name), args.faithful))
+                   for name, w, settings in runs]
     except engine.SimulationError as exc:
         print(f"xce sim: {exc}", file=sys.stderr)
         return 1

@@ -117,6 +117,7 @@ class Result:
     unfinished: int = 0  # jobs still pending or running when nothing more could happen
     actions: int = 0  # a workload's actions done (holds, kills, modifications...)
     actions_refused: int = 0  # ... refused by apply, as the simulated job was not where it was then
+    path: str = "faithful"  # or "counted" (simulator/counting.py)
 
 
 class Engine:

@@ -66,7 +66,8 @@ def report(result: Result, source: str, notes: Iterable[str] = ()) -> dict[str, 
         "users": {u: figures(jobs, result.slots).as_dict() for u, jobs in by_user.items()},
         "run_limit_kills": sum(1 for j in done if j.exit_reason == "RUNLIMIT"),
         "unfinished": result.unfinished,
-        "simulation": {"passes": result.passes, "batches": result.batches, "entries": result.entries,
+        "simulation": {"path": result.path, "passes": result.passes, "batches": result.batches,
+                       "entries": result.entries,
                        "actions": result.actions, "actions_refused": result.actions_refused},
     }
 
@@ -78,6 +79,9 @@ def as_json(figures_: dict[str, Any]) -> str:
 def as_text(figures_: dict[str, Any], top_users: int = 10) -> str:
     lines = [f"simulated {figures_['source']}"]
     lines += [f"  ({note})" for note in figures_["notes"]]
+    if figures_["simulation"]["path"] == "counted":
+        lines.append("  (counted: one-slot hosts, one queue, the same starts as every event applied; "
+                     "--faithful applies them)")
     lines.append(f"{'':<16} {'jobs':>8} {'avg wait s':>12} {'max wait s':>12} {'avg bsld':>10} "
                  f"{'util':>7} {'makespan s':>12}")
     lines.append(_row("all", figures_["overall"]))

@@ -131,6 +131,20 @@ def parse(lines: Iterable[str], where: str = "<trace>", conventions: str = "rlsc
     return trace
 
 
+def lines(trace: Trace) -> list[str]:
+    """The trace as SWF lines (its header, then one line per job: the fields read here, -1 for the
+    others), for another simulator to read the very same jobs."""
+    out = [f"; {key}: {value}" for key, value in trace.header.items()]
+    for job in trace.jobs:
+        fields = [-1] * FIELDS
+        fields[0], fields[1], fields[2] = job.id, job.submit_s, job.wait_s
+        fields[3], fields[4] = job.run_s, job.procs
+        fields[7], fields[8], fields[10], fields[11], fields[14] = (job.procs, job.estimate_s, job.status,
+                                                                   job.user, job.queue)
+        out.append(" ".join(str(f) for f in fields))
+    return out
+
+
 def _run_time(run: int, requested_time: int, conventions: str) -> int | None:
     """The run time a job is simulated with, by the conventions; None: the job is left out."""
     if conventions == "pyss":

@@ -130,6 +130,28 @@ def synthetic(jobs: int, hosts: int, slots_per_host: int, load: float, seed: int
     return Workload(made, host_specs(hosts, slots_per_host), [queue], source)
 
 
+def wide_trace(jobs: int, hosts: int = 100, widths: tuple[int, int] = (8, 64), load: float = 0.9,
+               seed: int = 1) -> swf.Trace:
+    """A seeded SWF trace of jobs `widths` hosts wide (uniform) on `hosts` one-slot hosts: Poisson
+    arrivals at the offered `load`, run times log-uniform from 1 minute to 4 hours, estimates 1-3 times
+    the run time, 20 users. widths (1, 1): one-host jobs, for comparison."""
+    low, high = widths
+    if jobs <= 0 or not 0 < low <= high <= hosts or not 0 < load <= 10:
+        raise ValueError("wide trace: jobs above 0, widths 1 <= low <= high <= hosts, a load in (0, 10]")
+    rng = random.Random(seed)
+    sizes = [rng.randint(low, high) for _ in range(jobs)]
+    runs = [int(math.exp(rng.uniform(math.log(60), math.log(4 * 3600)))) for _ in range(jobs)]
+    rate = load * hosts / (sum(s * r for s, r in zip(sizes, runs, strict=True)) / jobs)
+    now, made = 0.0, []
+    for i in range(jobs):
+        now += rng.expovariate(rate)
+        estimate = int(runs[i] * rng.uniform(1.0, 3.0))
+        user = rng.randint(1, 20)
+        made.append(swf.Job(i + 1, int(now), -1, runs[i], sizes[i], estimate, 1, user, 1, i + 1))
+    return swf.Trace(made, {"MaxNodes": str(hosts), "MaxProcs": str(hosts),
+                            "Note": f"wide_trace jobs={jobs} widths={low}-{high} load={load} seed={seed}"})
+
+
 def from_recording(recording: Recording, source: str) -> Workload:
     """Every job the recording saw submitted (or pending at its start), with its recorded run time, and
     what users did to them."""
