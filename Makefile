@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # The product's packages: mypy --strict checks them in `make test` (ruff checks everything, C901 at 15).
 PACKAGES := xce client controller scheduler worker ops cli gateway simulator soak
 
-.PHONY: demo test unit test-slow test-faults cluster bench bench-htc bench-scale bench-etcd lint proto soak soak-long tlc clean
+.PHONY: demo test unit test-slow test-faults cluster bench bench-htc bench-scale bench-etcd crossval lint proto soak soak-long tlc clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -60,6 +60,10 @@ bench-htc: $(STAMP)
 # 1,000,000 finished jobs and 100,000 live ones on a real cluster (bench/history_scale.py; ~10 min).
 bench-scale: $(STAMP)
 	$(BIN)/python bench/history_scale.py $(SCALE_ARGS)
+
+# xce sim against AccaSim, job by job, on every shared trace and twenty wide-job traces (~3 min).
+crossval: $(STAMP)
+	$(BIN)/python bench/crossval_accasim.py $(CROSSVAL_ARGS)
 
 # The larger TLC models of tla/README.md (tens of minutes each on 2 cores).
 tlc: $(STAMP)

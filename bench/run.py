@@ -245,8 +245,8 @@ def print_summary(report: dict[str, Any], args: argparse.Namespace, levels: list
             print(f"published figures, {figures['trace']} backfill={figures['backfill']}: bsld "
                   f"{figures['bsld']} (published {figures['published']}, off {figures['off_pct']} %), "
                   f"{figures['jobs_per_s']} jobs/s")
-    for figures in report["sim_speed"].get("runs", ()):
-        print(sim_speed.summary(figures))
+    if "traces" in report["sim_speed"]:
+        print("\n".join(sim_speed.summary(report["sim_speed"])))
     if "rest" in report["gateway"]:
         print(gateway_bench.summary(report["gateway"]))
     if "placements_per_s" in report.get("fleet", {}):

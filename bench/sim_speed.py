@@ -1,13 +1,15 @@
-"""How fast `xce sim` simulates: jobs simulated per second through the real apply and passes.
+"""How fast `xce sim` simulates: jobs simulated per second, counted and faithful.
 
-Two workloads: the NASA iPSC trace (128 one-slot hosts; all its 18,066 jobs, or the first
---nasa-jobs) and a synthetic trace (simulator/workload.py: synthetic, Poisson arrivals, seed 1) of
---jobs jobs (default 100,000) on --hosts (default 1,000 of 16 slots) at an offered load of 0.8. Each
-runs whole (every event an apply, the passes after each); the rate is jobs ended / wall seconds, and
-the time 100,000 jobs take at that rate is printed beside the issue's target (60 s). Asserts nothing.
+Each trace of ../shared/traces whole, by the counted simulation (simulator/counting.py: one-slot hosts,
+one queue, what `xce sim --swf` runs) under backfill `any` and `easy`, beside the faithful path (every
+event a real apply, every pass a real pass) on its first --faithful-jobs jobs, the rate before the
+counted path; the counted starts are checked to be the faithful ones on those jobs. Wide jobs: seeded
+traces of --wide-jobs jobs 8-64 hosts wide, and of one-host jobs, on 100 one-slot hosts (the same load):
+the per-job cost ratio. And a synthetic trace of --jobs jobs on --hosts (1,000 hosts of 16 slots by
+default: the faithful path, as hosts of several slots need). Asserts nothing.
 
-`.venv/bin/python bench/sim_speed.py [--jobs 100000] [--nasa-jobs N] [--hosts 1000x16]`; part of
-`make bench` (about 1.5 minutes).
+`.venv/bin/python bench/sim_speed.py [--jobs 100000] [--faithful-jobs 2000] [--wide-jobs 20000]`; part
+of `make bench` (about 3 minutes).
 """
 
 from __future__ import annotations
@@ -17,56 +19,102 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from simulator import (  # noqa: E402
-    engine,
-    report,
-    swf,  # noqa: E402
-    workload,
-)
+from simulator import counting, engine, report, swf, workload  # noqa: E402
+from xce.v1 import api_pb2 as api  # noqa: E402
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
-TARGET_JOBS, TARGET_S = 100_000, 60.0
+SHARED = ("lublin_256.swf", "lublin_256_new2.swf", "NASA-iPSC-1993-3.1-cln.swf.gz")
+TARGET_JOBS_S = 5000  # every shared trace
+WIDE_RATIO = 3.0  # wide jobs no more than this much slower per job than one-host jobs
+TARGET_JOBS, TARGET_S = 100_000, 60.0  # the synthetic trace, faithful
 
 
-def measure(name: str, w: workload.Workload) -> dict[str, object]:
+def _timed(w: workload.Workload, faithful: bool) -> tuple[engine.Result, float]:
     began = time.perf_counter()
-    result = engine.simulate(w)
-    seconds = time.perf_counter() - began
-    rate = len(result.finished) / seconds if seconds > 0 else 0.0
-    overall = report.figures(result.finished, result.slots)
-    return {"workload": name, "jobs": len(result.finished), "hosts": len(w.hosts), "slots": w.slots,
-            "seconds": round(seconds, 1), "jobs_per_s": round(rate, 1), "passes": result.passes,
-            "entries": result.entries, "utilization": overall.utilization, "avg_bsld": overall.avg_bsld,
+    result = counting.run(w, faithful=faithful)
+    return result, time.perf_counter() - began
+
+
+def _rate(result: engine.Result, seconds: float) -> float:
+    return round(len(result.finished) / seconds) if seconds > 0 else 0.0
+
+
+def trace_speed(name: str, mode: str, faithful_jobs: int) -> dict[str, object]:
+    trace = swf.read(TRACES / name)
+    queue = api.Queue(name=workload.DEFAULT_QUEUE, backfill="" if mode == "any" else mode)
+    counted, seconds = _timed(workload.from_swf(trace, name, queue=queue), False)
+    first = workload.from_swf(swf.Trace(trace.jobs[:faithful_jobs], trace.header), name, queue=queue)
+    faithful, faithful_s = _timed(first, True)
+    again, _ = _timed(first, False)
+    same = [(f.key, f.start_ms, f.end_ms) for f in again.finished] == \
+        [(f.key, f.start_ms, f.end_ms) for f in faithful.finished]
+    return {"trace": name, "backfill": mode, "jobs": len(counted.finished), "path": counted.path,
+            "seconds": round(seconds, 2), "jobs_per_s": _rate(counted, seconds),
+            "target_jobs_per_s": TARGET_JOBS_S, "faithful_jobs": len(faithful.finished),
+            "faithful_jobs_per_s": _rate(faithful, faithful_s), "same_starts_as_faithful": same,
+            "avg_bsld": report.figures(counted.finished, counted.slots).avg_bsld}
+
+
+def wide_speed(jobs: int) -> dict[str, object]:
+    rates = {}
+    for label, widths in (("one_host", (1, 1)), ("wide", (8, 64))):
+        trace = workload.wide_trace(jobs, 100, widths, load=0.9, seed=1)
+        w = workload.from_swf(trace, label, queue=api.Queue(name=workload.DEFAULT_QUEUE, backfill="easy"))
+        result, seconds = _timed(w, False)
+        rates[label] = _rate(result, seconds)
+    ratio = round(rates["one_host"] / rates["wide"], 2) if rates["wide"] else None
+    return {"jobs": jobs, "hosts": 100, "backfill": "easy", "one_host_jobs_per_s": rates["one_host"],
+            "wide_jobs_per_s": rates["wide"], "slower_per_job": ratio, "target_at_most": WIDE_RATIO}
+
+
+def synthetic_speed(jobs: int, hosts: str) -> dict[str, object]:
+    count, _, slots = hosts.partition("x")
+    result, seconds = _timed(workload.synthetic(jobs, int(count), int(slots or 1), 0.8, seed=1), False)
+    rate = _rate(result, seconds)
+    return {"workload": f"synthetic {jobs} jobs on {hosts} at load 0.8", "path": result.path,
+            "jobs": len(result.finished), "seconds": round(seconds, 1), "jobs_per_s": rate,
             "projected_100k_s": round(TARGET_JOBS / rate) if rate else None, "target_100k_s": TARGET_S}
 
 
-def run(jobs: int = TARGET_JOBS, hosts: str = "1000x16", nasa_jobs: int | None = None) -> dict[str, object]:
-    nasa = swf.read(TRACES / "NASA-iPSC-1993-3.1-cln.swf.gz")
-    first = swf.Trace(nasa.jobs[:nasa_jobs], nasa.header)
-    count, _, slots = hosts.partition("x")
-    return {"runs": [measure(f"NASA iPSC, {len(first.jobs)} jobs", workload.from_swf(first, "nasa")),
-                     measure(f"synthetic {jobs} jobs on {hosts} at load 0.8",
-                             workload.synthetic(jobs, int(count), int(slots or 1), 0.8, seed=1))]}
+def run(jobs: int = TARGET_JOBS, hosts: str = "1000x16", faithful_jobs: int = 2000,
+        wide_jobs: int = 20_000) -> dict[str, object]:
+    return {"traces": [trace_speed(name, mode, faithful_jobs) for name in SHARED for mode in ("any", "easy")],
+            "wide": wide_speed(wide_jobs), "synthetic": synthetic_speed(jobs, hosts) if jobs else None}
 
 
-def summary(figures: dict[str, object]) -> str:
-    return (f"xce sim, {figures['workload']}: {figures['jobs']} jobs in {figures['seconds']} s, "
-            f"{figures['jobs_per_s']} jobs/s; 100,000 jobs take ~{figures['projected_100k_s']} s at that "
-            f"rate (target {TARGET_S:.0f} s)")
+def summary(figures: dict[str, Any]) -> list[str]:
+    lines = []
+    for t in figures["traces"]:
+        lines.append(f"xce sim {t['trace']} backfill={t['backfill']}: {t['jobs']} jobs, {t['jobs_per_s']} "
+                     f"jobs/s ({t['path']}; target {TARGET_JOBS_S}); faithful "
+                     f"{t['faithful_jobs_per_s']} jobs/s on the first {t['faithful_jobs']} (same starts: "
+                     f"{t['same_starts_as_faithful']})")
+    w = figures["wide"]
+    lines.append(f"xce sim wide jobs (8-64 of 100 hosts): {w['wide_jobs_per_s']} jobs/s, one-host jobs "
+                 f"{w['one_host_jobs_per_s']}: {w['slower_per_job']}x slower per job "
+                 f"(target <= {WIDE_RATIO})")
+    s = figures.get("synthetic")
+    if s:
+        lines.append(f"xce sim {s['workload']}: {s['jobs_per_s']} jobs/s ({s['path']}); 100,000 jobs take "
+                     f"~{s['projected_100k_s']} s (target {TARGET_S:.0f} s)")
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=TARGET_JOBS, help="synthetic jobs (default 100000)")
-    parser.add_argument("--nasa-jobs", type=int, default=None, help="the NASA trace's first N (default all)")
+    parser.add_argument("--jobs", type=int, default=TARGET_JOBS,
+                        help="synthetic jobs (default 100000; 0: none)")
     parser.add_argument("--hosts", default="1000x16", help="the synthetic machine (default 1000x16)")
+    parser.add_argument("--faithful-jobs", type=int, default=2000, help="faithful path: each trace's first N")
+    parser.add_argument("--wide-jobs", type=int, default=20_000, help="jobs of each wide-job trace")
     args = parser.parse_args()
-    for figures in run(args.jobs, args.hosts, args.nasa_jobs)["runs"]:  # type: ignore[union-attr]
-        print(summary(figures))
-        print(json.dumps(figures))
+    figures = run(args.jobs, args.hosts, args.faithful_jobs, args.wide_jobs)
+    print("\n".join(summary(figures)))
+    print(json.dumps(figures))
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ def declare_sim(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backfill", choices=("any", "none", "easy", "end_before", "conservative"),
                    help="the queue's backfill for an SWF or synthetic trace (default: any)")
     p.add_argument("--window", metavar="FIRST:COUNT", help="only COUNT jobs of an SWF trace from index FIRST")
-    p.add_argument("--conventions", choices=("rlscheduler", "pyss"), default="rlscheduler",
+    p.add_argument("--conventions", choices=("rlscheduler", "pyss", "accasim"), default="rlscheduler",
                    help="how an SWF trace's jobs are prepared, as the simulator whose figures are to be "
                         "reproduced does (docs/SIMULATION.md; default rlscheduler)")
     p.add_argument("--load", type=float, default=0.8, help="synthetic: the offered load (default 0.8)")
@@ -55,19 +55,50 @@ def declare_sim(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interactive", action="store_true",
                    help="step the simulation from standard input: events, passes, the view, pending reasons, "
                         "snapshots and restores, what-ifs from any point ('help' lists the commands)")
+    p.add_argument("--sweep", type=Path, metavar="FILE",
+                   help="many what-ifs of the workload, one a line (a name, then --set/--add-hosts/"
+                        "--scale-arrivals), each in a process of its own: one table (docs/SIMULATION.md)")
+    p.add_argument("--parallel", type=int, default=0, metavar="N",
+                   help="with --sweep: processes at once (default: one a CPU)")
+    p.add_argument("--on-cluster", action="store_true",
+                   help="with --sweep: run them as a job array on the cluster, gather the same table")
+    p.add_argument("--sweep-index", type=int, help=argparse.SUPPRESS)  # an element of --on-cluster's array
     p.add_argument("--faithful", action="store_true",
                    help="every event through the real apply and scheduler, even where counting slots gives "
                         "the same results faster (one-slot hosts, one queue: docs/SIMULATION.md)")
-    p.add_argument("--out", type=Path, help="with --replay: write the re-run batches here (JSON lines)")
+    p.add_argument("--out", type=Path, help="with --replay: write the re-run batches here (JSON lines); with "
+                                           "--sweep --on-cluster: where the elements write their reports")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
 
 
 def run_sim(args: argparse.Namespace) -> int:
+    if args.sweep is not None:
+        return _sweep(args)
+    if args.on_cluster or args.sweep_index is not None or args.parallel:
+        print("xce sim: --on-cluster and --parallel are for --sweep", file=sys.stderr)
+        return 2
     if args.replay is None and args.verify is None:
         return simulate(args)
     from cli import recordings
 
     return recordings.replay(args)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from cli import sweep
+
+    if args.replay is not None or args.verify is not None or args.interactive:
+        print("xce sim: --sweep runs a workload (--swf, --synthetic or --workload), not with --replay, "
+              "--verify or --interactive", file=sys.stderr)
+        return 2
+    if args.set or args.add_hosts or args.scale_arrivals:
+        print("xce sim: with --sweep, the what-ifs are the sweep file's (one configuration a line)",
+              file=sys.stderr)
+        return 2
+    if args.parallel < 0:
+        print("xce sim: --parallel: 1 or more", file=sys.stderr)
+        return 2
+    return sweep.run(args)
 
 
 def simulate(args: argparse.Namespace) -> int:
@@ -91,14 +122,16 @@ def simulate(args: argparse.Namespace) -> int:
     if not base.jobs:
         print("xce sim: the workload has no jobs", file=sys.stderr)
         return 2
+    ordering = swf.ORDERING[args.conventions] if args.swf is not None else "each"
     if args.interactive:  # the workload with its what-ifs from the start; more with `set`
         from cli import interactive_sim
 
-        return interactive_sim.serve(engine.Engine(changed or base, engine.Settings(whatif=changes)))
+        return interactive_sim.serve(engine.Engine(changed or base, engine.Settings(whatif=changes,
+                                                                                    ordering=ordering)))
     try:
-        runs = [("as given", base, engine.Settings())]
+        runs = [("as given", base, engine.Settings(ordering=ordering))]
         if changed is not None:
-            runs.append(("what-if", changed, engine.Settings(whatif=changes)))
+            runs.append(("what-if", changed, engine.Settings(whatif=changes, ordering=ordering)))
         results = [(name, w, counting.run(w, settings, _progress(name), args.faithful))
                    for name, w, settings in runs]
     except engine.SimulationError as exc:

@@ -9,7 +9,9 @@ counts, without the state machine, the view or the pass's host checks, by
 the rules of scheduler/backfill.py as they act on such a machine:
 
 - a pass after each event (arrivals before ends at equal times; ends at
-  equal times in the order their jobs started), jobs in arrival order;
+  equal times in the order their jobs started), or with the ordering
+  "time" one pass once every end and then every arrival of a time are in
+  (engine.Settings.ordering); jobs in arrival order;
 - a job that fits starts; the first that does not is its queue's head:
   `any` lets any later job that fits start, `none` none of them;
 - `easy`: the head's shadow time is the first expected end (start plus
@@ -55,13 +57,15 @@ def run(workload: Workload, settings: Settings | None = None,
     `faithful`) on the faithful path."""
     settings = settings or Settings()
     counted = None if faithful else countable(workload, settings)
-    return simulate(counted) if counted is not None else engine.simulate(workload, settings, progress)
+    if counted is None:
+        return engine.simulate(workload, settings, progress)
+    return simulate(counted, settings.ordering)
 
 
 def countable(workload: Workload, settings: Settings) -> Workload | None:
     """The workload with its queues' what-ifs applied, if the counted simulation gives the faithful
     path's results for it with these settings; else None."""
-    if replace(settings, whatif=WhatIf()) != Settings() or settings.whatif.scheduler:
+    if replace(settings, whatif=WhatIf(), ordering="each") != Settings() or settings.whatif.scheduler:
         return None
     changed = replace(workload, queues=[settings.whatif.queue(q) for q in workload.queues])
     return changed if why_not(changed) is None else None
@@ -90,13 +94,14 @@ def why_not(workload: Workload) -> str | None:
     return None
 
 
-def simulate(workload: Workload) -> Result:
-    """The workload's jobs, counted (why_not() must be None)."""
-    return _Counted(workload).run()
+def simulate(workload: Workload, ordering: str = "each") -> Result:
+    """The workload's jobs, counted (why_not() must be None); `ordering` as engine.Settings'."""
+    return _Counted(workload, ordering).run()
 
 
 class _Counted:
-    def __init__(self, workload: Workload) -> None:
+    def __init__(self, workload: Workload, ordering: str) -> None:
+        self.ordering = ordering
         self.jobs: Sequence[SimJob] = workload.jobs
         self.mode = workload.queues[0].backfill or "any"
         self.queue = workload.queues[0].name
@@ -121,10 +126,14 @@ class _Counted:
         heap = self.heap
         while heap:
             now, kind, _, i = heapq.heappop(heap)
-            if kind == ARRIVAL:
-                self.pending.append(i)
+            if self.ordering == "time":  # every end at this time, then every arrival, then the pass
+                events = [(kind, i)]
+                while heap and heap[0][0] == now:
+                    events.append(heapq.heappop(heap)[1::2])
+                for kind, i in sorted(events, key=lambda e: e[0] != END):
+                    self._event(kind, i, now)
             else:
-                self._ended(i, now)
+                self._event(kind, i, now)
             if self.pending:
                 self.result.passes += 1
                 self._pass(now)
@@ -132,6 +141,12 @@ class _Counted:
                 self.result.samples.append(Sample(now, len(self.pending), self.slots - self.free))
                 self.next_sample = now + self.sample_ms
         return self.result
+
+    def _event(self, kind: int, i: int, now: int) -> None:
+        if kind == ARRIVAL:
+            self.pending.append(i)
+        else:
+            self._ended(i, now)
 
     # -------------------------------------------------------------- the pass
 

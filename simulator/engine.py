@@ -69,6 +69,10 @@ class Settings:
     # the job's start time (entry format 18), and a report at the same virtual instant changes only
     # the job's pid: without them, a quarter fewer entries (the tests hold both to the same results).
     start_reports: bool = False
+    # When passes run: "each" (a pass after each event, arrivals before ends at equal times: the
+    # RLScheduler code base's order, and a live scheduler's) or "time" (at each time, every end, then
+    # every arrival, then the passes: AccaSim's order).
+    ordering: str = "each"
 
 
 @dataclass
@@ -181,15 +185,31 @@ class Engine:
         if not self._heap:
             return False
         self.now_ms, kind, _, payload = heapq.heappop(self._heap)
+        if self.settings.ordering == "time":
+            for each, what in self._at_once(kind, payload):
+                self._event(each, what)
+        else:
+            self._event(kind, payload)
+        self._passes()  # after each event, as a live scheduler passes after each change it sees
+        self._sample()
+        return True
+
+    def _event(self, kind: int, payload: object) -> None:
         if kind == ARRIVAL:
             self._arrive(payload)  # type: ignore[arg-type]
         elif kind == ACTION:
             self._act(payload)  # type: ignore[arg-type]
         else:
             self._end(*payload)  # type: ignore[misc]
-        self._passes()  # after each event, as a live scheduler passes after each change it sees
-        self._sample()
-        return True
+
+    def _at_once(self, kind: int, payload: object) -> list[tuple[int, object]]:
+        """Every event at this time (the first given), ends first, each kind in its order."""
+        events = [(kind, payload)]
+        while self._heap and self._heap[0][0] == self.now_ms:
+            _, more, _, what = heapq.heappop(self._heap)
+            events.append((more, what))
+        first = {END: 0, REACT: 1, ARRIVAL: 2, ACTION: 3}
+        return sorted(events, key=lambda e: first[e[0]])  # (stable: each kind in its order)
 
     def next_event_ms(self) -> int | None:
         """When the next event happens (the workload's time), if any."""

@@ -4,8 +4,9 @@ byte for byte (a PNG holds the library's version)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from simulator.engine import Result
 
@@ -55,6 +56,31 @@ def write(runs: Sequence[tuple[str, Result]], out: Path) -> list[Path]:
     figure.suptitle("Utilization and queue length over time")
     written.append(_save(figure, out / "over_time.png", plt))
     return written
+
+
+def sweep(rows: Sequence[tuple[str, Mapping[str, Any]]], out: Path) -> Path:
+    """A sweep's configurations side by side (their reports' overall figures): sweep.png in `out`."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise RuntimeError("plots need matplotlib (pip install matplotlib)") from None
+    out.mkdir(parents=True, exist_ok=True)
+    names = [name for name, _ in rows]
+    figure, panels = plt.subplots(1, 3, figsize=(max(9, 0.6 * len(rows) + 6), 4.5))
+    for axes, (key, title) in zip(panels, (("avg_wait_s", "average wait (s)"), ("avg_bsld", "average bounded "
+                                           "slowdown"), ("utilization", "utilization")), strict=True):
+        values = [figures["overall"][key] for _, figures in rows]
+        axes.bar(range(len(rows)), values, color=["grey", *["C0"] * (len(rows) - 1)])
+        if key != "utilization" and min(values) > 0 and max(values) > 50 * min(values):
+            axes.set_yscale("log")  # (one configuration far off must not flatten the others)
+        axes.set_xticks(range(len(rows)), names, rotation=60, ha="right", fontsize=8)
+        axes.set_title(title)
+        axes.grid(True, axis="y", alpha=0.3)
+    figure.suptitle("Sweep: each configuration beside the workload as given (grey)")
+    return _save(figure, out / "sweep.png", plt)
 
 
 def _save(figure: object, path: Path, plt: object) -> Path:

@@ -14,7 +14,11 @@ reproduced (CONVENTIONS, `xce sim --conventions`):
   dropped, a negative run time becomes 10 s;
 - `pyss` (as pyss prepares them): a job whose run time or requested time is 0
   or less is dropped; its run time is min(run, requested time) (a job is
-  killed at its limit); its processors are the requested ones.
+  killed at its limit); its processors are the requested ones;
+- `accasim` (as AccaSim 1.1.3's SWF reader does): its processors are the
+  requested ones, else the allocated ones; a job whose run time is 0 or less
+  is dropped; its estimate is the requested time, else its run time (AccaSim
+  keeps -1 there); and its events are ordered as AccaSim orders them (ORDERING).
 Either way a job with no processor count (below 1) is skipped and reported
 with its line, and jobs are sorted by id. A malformed line is an error naming
 the file and the line, as is a trace with no job left.
@@ -31,7 +35,10 @@ from pathlib import Path
 
 FIELDS = 18
 NEGATIVE_RUN_S = 10  # what a negative run time becomes (the published protocol's rule)
-CONVENTIONS = ("rlscheduler", "pyss")  # how a trace's jobs are prepared (above)
+CONVENTIONS = ("rlscheduler", "pyss", "accasim")  # how a trace's jobs are prepared (above)
+# When the simulation's passes run, by the conventions (engine.Settings.ordering): after each event,
+# arrivals before ends at equal times; or at each time once its every end and then every arrival is in.
+ORDERING = {"rlscheduler": "each", "pyss": "each", "accasim": "time"}
 
 
 class SwfError(ValueError):
@@ -111,7 +118,7 @@ def parse(lines: Iterable[str], where: str = "<trace>", conventions: str = "rlsc
         seen[job_id] = number
         if submit < 0:
             raise SwfError(f"{where}:{number}: job {job_id} has a negative submit time ({submit})")
-        procs = requested if conventions == "pyss" else max(allocated, requested)
+        procs = _procs(allocated, requested, conventions)
         if procs < 1:
             trace.skipped.append((number, f"job {job_id}: no processor count (allocated {allocated}, "
                                           f"requested {requested})"))
@@ -145,10 +152,20 @@ def lines(trace: Trace) -> list[str]:
     return out
 
 
+def _procs(allocated: int, requested: int, conventions: str) -> int:
+    if conventions == "pyss":
+        return requested
+    if conventions == "accasim":
+        return requested if requested != -1 else allocated
+    return max(allocated, requested)
+
+
 def _run_time(run: int, requested_time: int, conventions: str) -> int | None:
     """The run time a job is simulated with, by the conventions; None: the job is left out."""
     if conventions == "pyss":
         return min(run, requested_time) if run > 0 and requested_time > 0 else None
+    if conventions == "accasim":
+        return run if run > 0 else None
     if run == 0:
         return None
     return NEGATIVE_RUN_S if run < 0 else run

@@ -96,6 +96,20 @@ def test_a_recorded_live_run_re_runs_byte_identical_and_a_changed_policy_diverge
     assert sim["as_given"]["simulation"]["actions"] >= 3, sim["as_given"]["simulation"]
     assert sim["what_if"]["slots"] == sim["as_given"]["slots"] + 8 == 16
 
+    # What-ifs as a sweep run by this cluster: a job array, one element a configuration, each writing its
+    # report where the submitter reads them; the table is the one a sweep run here gives.
+    sweep = tmp_path / "sweep.txt"
+    sweep.write_text("strict --set queue.batch.backfill=none\nbigger --add-hosts 2x4\n")
+    here = json.loads(_cli(cluster, tmp_path, "sim", "--workload", str(out), "--sweep", str(sweep),
+                           "--json").stdout)
+    there = _cli(cluster, tmp_path, "sim", "--workload", str(out), "--sweep", str(sweep), "--on-cluster",
+                 "--out", str(tmp_path / "swept"), "--json")
+    assert json.loads(there.stdout) == here, there.stderr
+    assert [c["name"] for c in here["configurations"]] == ["as given", "strict", "bigger"]
+    assert here["configurations"][2]["report"]["slots"] == 16
+    assert sorted(p.name for p in (tmp_path / "swept").glob("*.json")) == ["0.json", "1.json", "2.json"]
+    assert "Job array <" in there.stderr
+
 
 
 def _run_the_workload(cluster: LocalCluster, workers: LocalWorkers, tmp_path: Path, hold_on: str,

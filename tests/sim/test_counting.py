@@ -26,10 +26,10 @@ def _queue(mode: str) -> api.Queue:
     return api.Queue(name="normal", backfill="" if mode == "any" else mode)
 
 
-def _same(w: workload.Workload) -> tuple[dict[int, int], engine.Result]:
+def _same(w: workload.Workload, ordering: str = "each") -> tuple[dict[int, int], engine.Result]:
     """Both paths' results held equal; the start times by key."""
     assert counting.why_not(w) is None
-    counted, faithful = counting.simulate(w), engine.simulate(w)
+    counted, faithful = counting.simulate(w, ordering), engine.simulate(w, engine.Settings(ordering=ordering))
     assert faithful.unfinished == counted.unfinished == 0
     assert [(f.key, f.job_id, f.start_ms, f.end_ms, f.state) for f in counted.finished] == \
         [(f.key, f.job_id, f.start_ms, f.end_ms, f.state) for f in faithful.finished]
@@ -55,6 +55,28 @@ def test_counted_starts_are_the_faithful_ones_on_each_shared_trace(name: str, mo
 @pytest.mark.parametrize("name", SHARED)
 def test_counted_starts_are_the_faithful_ones_on_each_whole_shared_trace(name: str, mode: str) -> None:
     _same(workload.from_swf(swf.read(TRACES / name), name, queue=_queue(mode)))
+
+
+@pytest.mark.parametrize("mode", ("none", "easy"))
+def test_counted_starts_are_the_faithful_ones_in_accasim_s_event_order(mode: str) -> None:
+    trace = swf.read(TRACES / "lublin_256.swf", "accasim")
+    window = swf.Trace(trace.jobs[1981:2281], trace.header)
+    _same(workload.from_swf(window, "lublin", queue=_queue(mode)), "time")
+
+
+def test_accasim_s_order_passes_once_every_end_and_arrival_of_a_time_is_in() -> None:
+    """Three one-slot hosts: A (ends at 10) and C run; H (2 slots) waits from 1; B (1) arrives at 10.
+    After each event, arrivals first (backfill any): B starts in the free slot at once, and H waits for
+    it to end (15). At each time: A's end and B's arrival are both in before the pass, H (first) starts,
+    and B waits for it (20)."""
+    rows = [(0, 10, 1), (0, 100, 1), (1, 10, 2), (10, 5, 1)]
+    jobs = [workload.SimJob(i + 1, submit * 1000, run * 1000, api.JobSpec(
+                command=["sim"], queue="normal", slots=slots, user="ann", estimate_s=run))
+            for i, (submit, run, slots) in enumerate(rows)]
+    w = workload.Workload(jobs, workload.one_slot_hosts(3), [_queue("any")], "order")
+    each, _ = _same(w)
+    at_once, _ = _same(w, "time")
+    assert (each[4], each[3]) == (10_000, 15_000) and (at_once[3], at_once[4]) == (10_000, 20_000)
 
 
 def _wide(seed: int, jobs: int, mode: str) -> None:

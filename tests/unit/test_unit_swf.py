@@ -61,6 +61,24 @@ def test_pyss_conventions_drop_jobs_without_a_limit_cut_runs_at_it_and_take_requ
         swf.parse(lines, "t.swf", "accasim?")
 
 
+def test_accasim_conventions_take_requested_else_allocated_processors_and_drop_runs_of_zero() -> None:
+    lines = [
+        job_line(id=1, run=100, alloc=2, req=8, reqtime=3600),   # requested processors
+        job_line(id=2, run=100, alloc=16, req=4, reqtime=-1),    # requested, though fewer; run as estimate
+        job_line(id=3, run=100, alloc=6, req=-1, reqtime=60),    # no requested processors: the allocated
+        job_line(id=4, run=0, alloc=4, req=4, reqtime=60),       # no run time: dropped
+        job_line(id=5, run=-1, alloc=4, req=4, reqtime=60),      # ... (not 10 s)
+    ]
+    accasim = swf.parse(lines, "t.swf", "accasim")
+    assert [(j.id, j.procs, j.run_s, j.estimate_s) for j in accasim.jobs] == [
+        (1, 8, 100, 3600), (2, 4, 100, 100), (3, 6, 100, 60)]
+    assert accasim.dropped_zero_run == 2 and swf.ORDERING["accasim"] == "time"
+    written = swf.parse(swf.lines(accasim), "again.swf", "accasim")  # what another simulator is given
+    assert written.jobs == [swf.Job(j.id, j.submit_s, j.wait_s, j.run_s, j.procs, j.estimate_s, j.status,
+                                    j.user, j.queue, line)
+                            for j, line in zip(accasim.jobs, (1, 2, 3), strict=True)]
+
+
 def test_a_job_without_a_processor_count_is_reported_and_skipped() -> None:
     trace = swf.parse([job_line(id=1), job_line(id=2, alloc=-3, req=-1)], "t.swf")
     assert [job.id for job in trace.jobs] == [1]

@@ -1,0 +1,38 @@
+"""`xce sim` against AccaSim 1.1.3 run unmodified (bench/crossval_accasim.py), on windows of the shared
+traces and on seeded wide-job traces: FIFO gives XCE's `backfill none` start times job for job, and
+AccaSim's EASY gives those of the two rules of its own that make it differ from EASY (the model in the
+bench), which do differ from XCE's EASY. `make crossval` runs the whole traces and twenty seeds."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import crossval_accasim  # noqa: E402
+
+from simulator import swf, workload  # noqa: E402
+
+pytest.importorskip("accasim")
+
+
+def _window(name: str, first: int, count: int) -> swf.Trace:
+    trace = swf.read(crossval_accasim.TRACES / name)
+    return swf.Trace(trace.jobs[first:first + count], trace.header)
+
+
+@pytest.mark.parametrize(("name", "trace", "nodes"), [
+    ("lublin_256.swf 1981:300", _window("lublin_256.swf", 1981, 300), 256),
+    ("NASA 0:400", _window("NASA-iPSC-1993-3.1-cln.swf.gz", 0, 400), 128),
+    ("wide seed 1", workload.wide_trace(150, 100, (8, 64), seed=1), 100),
+    ("wide seed 2", workload.wide_trace(150, 100, (8, 64), seed=2), 100),
+])
+def test_accasim_s_fifo_is_xce_s_strict_order_and_its_easy_is_its_two_rules(name: str, trace: swf.Trace,
+                                                                           nodes: int) -> None:
+    row = crossval_accasim.compare(name, trace, nodes, faithful=False)
+    assert row["fifo_vs_none"] == 0 and row["ebf_vs_its_rules"] == 0, row
+    if name.startswith(("lublin", "wide")):
+        assert row["ebf_vs_easy"], row  # (the rules matter on these)
