@@ -38,7 +38,7 @@ test: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
 
-# The tests marked slow (longer model checks and runs, ~6 min), which `make test` skips.
+# The tests marked slow (longer model checks and runs, ~12 min), which `make test` skips.
 test-slow: $(STAMP)
 	XCE_SLOW=1 $(BIN)/python -m pytest -q -m slow tests
 
