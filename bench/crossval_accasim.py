@@ -1,6 +1,6 @@
 """`xce sim` against an independent simulator, AccaSim 1.1.3 (PyPI), job by job.
 
-For each trace of ../shared/traces (its jobs prepared by the rlscheduler conventions) and for seeded
+For each trace of ../shared/traces (its jobs prepared by the accasim conventions) and for seeded
 traces of wide jobs (simulator/workload.py: wide_trace; 8-64 of 100 one-slot hosts), the very same jobs
 are written as an SWF file and run by AccaSim (bench/accasim_runner.py, its own process) and by XCE with
 AccaSim's event order (`--conventions accasim`: at each time every end, then every arrival, then the
@@ -154,7 +154,7 @@ def compare(name: str, trace: swf.Trace, nodes: int, faithful: bool) -> dict[str
 def traces(seeds: int, wide_jobs: int) -> list[tuple[str, swf.Trace, int]]:
     out = []
     for name in SHARED:
-        trace = swf.read(TRACES / name)
+        trace = swf.read(TRACES / name, "accasim")
         out.append((name, trace, trace.max_nodes()))
     for seed in range(1, seeds + 1):
         out.append((f"wide seed {seed}", workload.wide_trace(wide_jobs, 100, (8, 64), seed=seed), 100))

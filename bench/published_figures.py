@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scheduler import core, picker  # noqa: E402
+from scheduler import backfill, core, picker  # noqa: E402
 from scheduler.decisions import Dispatch  # noqa: E402
 from simulator import swf  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
@@ -45,7 +45,7 @@ def window(trace: swf.Trace, start: int, mode: str) -> float:
     pending: dict[int, api.Job] = {}
     running: dict[int, tuple[api.Job, list[str]]] = {}
     started: dict[int, int] = {}
-    kept: dict[int, int] = {}
+    kept: dict[int, backfill.Kept] = {}
     events = [(job.submit_s, 0, job.id) for job in jobs]  # (time, 0 arrival | 1 end, job): arrivals first
     heapq.heapify(events)
     while events:

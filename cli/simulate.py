@@ -15,7 +15,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from simulator import whatif, workload
@@ -122,7 +122,7 @@ def simulate(args: argparse.Namespace) -> int:
     if not base.jobs:
         print("xce sim: the workload has no jobs", file=sys.stderr)
         return 2
-    ordering = swf.ORDERING[args.conventions] if args.swf is not None else "each"
+    ordering = ordering_of(args)
     if args.interactive:  # the workload with its what-ifs from the start; more with `set`
         from cli import interactive_sim
 
@@ -164,12 +164,19 @@ def simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def ordering_of(args: argparse.Namespace) -> Literal["each", "time"]:
+    """When passes run: as the conventions' simulator runs them (an SWF trace's), else after each event."""
+    from simulator import swf
+
+    return swf.ORDERING[args.conventions] if args.swf is not None else "each"
+
+
 def _workload(args: argparse.Namespace) -> workload.Workload:
     from simulator import recording_file, swf, workload
     from xce.v1 import api_pb2 as api
 
     if args.synthetic is not None:
-        count, slots = _hosts(args.hosts or "1000x16")
+        count, slots = workload.hosts_option(args.hosts or "1000x16")
         queue = api.Queue(name=workload.DEFAULT_QUEUE, backfill=_backfill(args))
         return workload.synthetic(args.synthetic, count, slots, args.load, args.seed, queue)
     if args.swf is not None:
@@ -180,7 +187,7 @@ def _workload(args: argparse.Namespace) -> workload.Workload:
             first, count = _window(args.window)
             trace = swf.Trace(trace.jobs[first:first + count], trace.header, trace.skipped,
                               trace.dropped_zero_run)
-        hosts = workload.host_specs(*_hosts(args.hosts)) if args.hosts else []
+        hosts = workload.host_specs(*workload.hosts_option(args.hosts)) if args.hosts else []
         queue = api.Queue(name=workload.DEFAULT_QUEUE, backfill=_backfill(args))
         return workload.from_swf(trace, str(args.swf), hosts, queue)
     if args.hosts or args.backfill:
@@ -196,21 +203,10 @@ def _what_if(base: workload.Workload, args: argparse.Namespace,
         return None
     changed = base
     if args.add_hosts:
-        changed = workload.more_hosts(changed, *_hosts(args.add_hosts))
+        changed = workload.more_hosts(changed, *workload.hosts_option(args.add_hosts))
     if args.scale_arrivals:
         changed = workload.scaled_arrivals(changed, args.scale_arrivals)
     return changed
-
-
-def _hosts(text: str) -> tuple[int, int]:
-    count, _, slots = text.lower().partition("x")
-    try:
-        n, s = int(count), int(slots or "1")
-    except ValueError:
-        raise ValueError(f"hosts {text!r}: N or NxS, whole numbers (64x32: 64 hosts of 32 slots)") from None
-    if not (0 < n <= 100_000 and 0 < s <= 100_000):
-        raise ValueError(f"hosts {text!r}: 1 to 100,000 hosts of 1 to 100,000 slots")
-    return n, s
 
 
 def _window(text: str) -> tuple[int, int]:

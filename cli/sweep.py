@@ -2,11 +2,12 @@
 each simulated in a process of its own, compared in one table (and a plot with `--plot DIR`).
 
 With `--on-cluster` the same runs are a job array on the cluster `xce` talks to, one element a
-configuration (element 0 the workload as given): each element runs `xce sim` with the same options and
-`--sweep-index I`, its report (JSON) to `--out DIR` (default: a new directory `xce-sweep-<array>` in
-the current one, which the cluster's hosts must see, as a job's output file); `xce sim` waits for the
-array to end and prints the same table from the elements' reports. So a site's own cluster runs its
-what-ifs, as its users' jobs.
+configuration (element 0 the workload as given): each element runs `xce sim` (this Python, which the
+cluster's hosts must have at the same path) with the same options and `--sweep-index I` on a copy of the
+sweep file, its report (JSON) to `--out DIR` (an empty or new directory; default a new `xce-sweep-*`
+in the current one; the hosts must see it and the trace, as a job's output file); `xce sim` waits for
+the array to end, saying how far it is, and prints the same table from the elements' reports. So a
+site's own cluster runs its what-ifs, as its users' jobs.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from simulator import sweep
 
 ARRAY_NAME = "xce-sweep"
 POLL_S = 1.0
+SAY_EVERY_S = 10.0  # how often the wait says how far the array is
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,8 +98,8 @@ def one(options: dict[str, Any], config: sweep.Config | None) -> dict[str, Any]:
         unknown = changes.unknown_queues([q.name for q in base.queues])
         if unknown:
             return {"error": f"--set names queues the workload does not have: {', '.join(unknown)}"}
-        ordering = swf.ORDERING[args.conventions] if args.swf is not None else "each"
-        result = counting.run(w, engine.Settings(whatif=changes, ordering=ordering), faithful=args.faithful)
+        settings = engine.Settings(whatif=changes, ordering=simulate.ordering_of(args))
+        result = counting.run(w, settings, faithful=args.faithful)
     except (whatif.WhatIfError, swf.SwfError, recording_file.RecordingError, ValueError,
             engine.SimulationError) as exc:
         return {"error": str(exc)}
@@ -106,17 +108,20 @@ def one(options: dict[str, Any], config: sweep.Config | None) -> dict[str, Any]:
 
 def _shown(args: argparse.Namespace, runs: list[sweep.Config | None],
            reports: list[dict[str, Any]]) -> int:
+    """The table of the runs that gave a report (the first must: it is what the others are compared
+    with); each that did not, named on stderr (exit 1)."""
     names = [sweep.AS_GIVEN if c is None else c.name for c in runs]
     failed = [(name, r["error"]) for name, r in zip(names, reports, strict=True) if "error" in r]
-    if failed:
-        for name, error in failed:
-            print(f"xce sim: {name}: {error}", file=sys.stderr)
-        return 2
-    rows = list(zip(names, reports, strict=True))
+    for name, error in failed:
+        print(f"xce sim: {name}: {error}", file=sys.stderr)
+    if "error" in reports[0]:
+        return 1
+    kept = [(name, c, r) for name, c, r in zip(names, runs, reports, strict=True) if "error" not in r]
+    rows = [(name, r) for name, _, r in kept]
     if args.json:
         print(json.dumps({"configurations": [
-            {"name": name, "options": [] if c is None else c.options(), "report": r}
-            for name, c, r in zip(names, runs, reports, strict=True)]}, sort_keys=True, indent=1))
+            {"name": name, "options": [] if c is None else c.options(), "report": r} for name, c, r in kept],
+            "failed": [name for name, _ in failed]}, sort_keys=True, indent=1))
     else:
         sys.stdout.write(sweep.table(rows))
     if args.plot is not None:
@@ -128,32 +133,52 @@ def _shown(args: argparse.Namespace, runs: list[sweep.Config | None],
             print(f"xce sim: {exc}", file=sys.stderr)
             return 1
         print(f"plot: {written}", file=sys.stderr)
-    return 0
+    return 1 if failed else 0
 
 
 def _on_cluster(client: Any, args: argparse.Namespace, configs: list[sweep.Config]) -> int:
     from xce.rules import array_spec
     from xce.v1 import api_pb2 as api
 
-    out = Path(args.out).resolve() if args.out else Path(tempfile.mkdtemp(prefix="xce-sweep-", dir="."))
-    out.mkdir(parents=True, exist_ok=True)
+    if args.out:
+        out = Path(args.out).resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        if any(out.iterdir()):  # (an old report must not be read as this sweep's)
+            print(f"xce sim: --out {out}: not empty", file=sys.stderr)
+            return 2
+    else:
+        out = Path(tempfile.mkdtemp(prefix="xce-sweep-", dir=".")).resolve()
+    copy = out / "sweep.txt"  # what the elements run, whatever becomes of the file meanwhile
+    copy.write_text(args.sweep.read_text(encoding="utf-8"), encoding="utf-8")
     _, array = array_spec.parse_name(f"{ARRAY_NAME}[0-{len(configs)}]", lowest=0)
     # The element's index comes from its environment: the shell in front of xce sim reads it.
     command = ["/bin/sh", "-c", 'exec "$0" "$@" --sweep-index "$XCE_ARRAY_INDEX"', sys.executable, "-m",
-               "cli", "sim", *element_options(args)]
-    spec = api.JobSpec(command=command, name=ARRAY_NAME, cwd=os.getcwd(), stdout_path=f"{out}/%I.json",
-                       stderr_path=f"{out}/%I.err", slots=1)
+               "cli", "sim", *element_options(args, copy)]
+    where = str(out).replace("%", "%%")  # (an output path's % starts a pattern)
+    spec = api.JobSpec(command=command, name=ARRAY_NAME, cwd=os.getcwd(), stdout_path=f"{where}/%I.json",
+                       stderr_path=f"{where}/%I.err", stdout_overwrite=True, stderr_overwrite=True, slots=1)
     assert array is not None
     spec.array.CopyFrom(array)
     job = client.submit([spec]).jobs[0]
-    print(f"Job array <{job.id}> of {len(configs) + 1} simulations; their reports in {out}", file=sys.stderr)
-    while True:
-        job = client.get_job(job.id)
-        counts = list(job.array.counts) + [0] * 16
-        ended = counts[api.DONE] + counts[api.EXIT]
-        if ended >= len(configs) + 1:
-            break
-        time.sleep(POLL_S)
+    total = len(configs) + 1
+    print(f"Job array <{job.id}> of {total} simulations; their reports in {out}", file=sys.stderr)
+    said = time.monotonic()
+    try:
+        while True:
+            job = client.get_job(job.id)
+            counts = list(job.array.counts) + [0] * 16
+            ended = counts[api.DONE] + counts[api.EXIT]
+            if ended >= total:
+                break
+            if time.monotonic() - said >= SAY_EVERY_S:
+                said = time.monotonic()
+                print(f"xce sim: {ended} of {total} ended, {counts[api.RUN]} running, {counts[api.PEND]} "
+                      "pending", file=sys.stderr)
+            time.sleep(POLL_S)
+    except KeyboardInterrupt:
+        print(f"xce sim: no longer waiting; the array runs on (`xce kill {job.id}` stops it), its reports "
+              f"in {out}", file=sys.stderr)
+        raise
     reports = []
     for index in range(len(configs) + 1):
         try:
@@ -165,9 +190,9 @@ def _on_cluster(client: Any, args: argparse.Namespace, configs: list[sweep.Confi
     return _shown(args, [None, *configs], reports)
 
 
-def element_options(args: argparse.Namespace) -> list[str]:
+def element_options(args: argparse.Namespace, sweep_file: Path) -> list[str]:
     """xce sim's options for the workload (paths made absolute), as an element is to run it."""
-    words = ["--sweep", str(Path(args.sweep).resolve())]
+    words = ["--sweep", str(sweep_file)]
     if args.swf is not None:
         words += ["--swf", str(Path(args.swf).resolve()), "--conventions", args.conventions]
     elif args.workload is not None:

@@ -7,12 +7,16 @@ queue for the rest of the pass, by the queue's mode:
 - `none`: strict order: every later job waits behind the head;
 - `end_before`: the head's reservation is the earliest time at which the
   running jobs' expected ends free enough slots for it, computed in the
-  first pass in which it waits and kept (in the planner's state) for as long
-  as it heads its queue, even if jobs end before their estimates; a later
-  job starts only if it fits now and ends (now plus its estimate) strictly
+  first pass in which it waits and kept (in the planner's state: Kept) while
+  it heads its queue, even if jobs end before their estimates; a later job
+  starts only if it fits now and ends (now plus its estimate) strictly
   before that: the rule behind the published FCFS with backfilling figures
   (../shared/traces/README.md; RLScheduler computes it once, when the head
-  blocks);
+  blocks). What the rule never meets is not papered over: a reservation
+  reckoned again as unknown (a job it waits for stopped, lost its host's
+  word) is unknown, and one kept from a larger machine (hosts lost or
+  closed since), for another attempt or another queue is reckoned again, as
+  is every one after a scheduler restart (the state is the scheduler's);
 - `easy`: EASY backfilling: a later job starts if it fits now and ends by
   the reservation, or takes no more than the slots the reservation leaves
   over (its "extra" slots, used up as such jobs start);
@@ -83,6 +87,17 @@ class Ends:
 
 
 DEPTH = 200  # conservative: the jobs after the head that a pass reserves for
+
+
+@dataclass(frozen=True)
+class Kept:
+    """An end_before head's reservation, kept from the pass in which it first waited, with what it was
+    reckoned for: that attempt of the job, in that queue, on that many slots of hosts taking jobs."""
+
+    at_ms: int
+    attempt: int
+    queue: str
+    capacity: int
 
 
 @dataclass
@@ -268,6 +283,11 @@ def free_slots(states: Mapping[str, feasibility.HostState]) -> int:
     return sum(max(0, s.slots - s.used) for s in states.values() if s.available and not s.closed)
 
 
+def capacity(states: Mapping[str, feasibility.HostState]) -> int:
+    """The slots of the hosts that take jobs."""
+    return sum(s.slots for s in states.values() if s.available and not s.closed)
+
+
 # A job waiting for room (not for a limit, a dependency or a host it names) holds its queue's order.
 _HOLDS_ITS_QUEUE = frozenset({api.PEND_NO_FREE_SLOTS, api.PEND_NO_FREE_RESOURCES,
                               api.PEND_PREEMPTION_PENDING})
@@ -278,10 +298,10 @@ class Holds:
     expected ends, made when a reservation first needs them; the pass's placements until then."""
 
     def __init__(self, modes: Mapping[str, str], jobs: Sequence[api.Job], now_ms: int,
-                 kept: Mapping[int, int] | None = None) -> None:
+                 kept: Mapping[int, Kept] | None = None) -> None:
         self.modes = modes  # queue -> its backfill mode, for the queues whose mode is not `any`
         self.blocks: dict[str, Block] = {}
-        self._kept = kept or {}  # end_before heads' reservations from earlier passes: job -> ms
+        self._kept = kept or {}  # end_before heads' reservations from earlier passes, by job
         self._jobs = jobs  # the view's, running ones among them
         self._now_ms = now_ms
         self._ends: Ends | None = None
@@ -331,22 +351,33 @@ class Holds:
             block.missed(job, least, self._now_ms)
 
     def _reserve(self, block: Block, states: Mapping[str, feasibility.HostState]) -> None:
-        at = self._kept.get(block.head.id) if block.mode == "end_before" else None
-        if at is not None:
-            block.at_ms, block.computed = at, True
-        else:
-            block.reserve(free_slots(states), self._ends_of(states), self._now_ms)
+        block.reserve(free_slots(states), self._ends_of(states), self._now_ms)
+        if block.mode != "end_before" or block.at_ms is None:
+            return  # (an unknown reservation stays unknown, whatever was kept)
+        kept = self._valid(block.head, states)
+        if kept is not None:
+            block.at_ms = kept.at_ms
 
-    def kept(self, states: Mapping[str, feasibility.HostState]) -> dict[int, int]:
+    def _valid(self, head: api.Job, states: Mapping[str, feasibility.HostState]) -> Kept | None:
+        kept = self._kept.get(head.id)
+        if kept is None or kept.attempt != head.attempt or kept.queue != head.spec.queue or \
+                kept.capacity > capacity(states):
+            return None
+        return kept
+
+    def kept(self, states: Mapping[str, feasibility.HostState]) -> dict[int, Kept]:
         """At the pass's end: the end_before heads' reservations for the next passes (computed now for a
         head no later job asked about: it is the time as of the pass in which the head first waited)."""
-        kept = {}
+        kept: dict[int, Kept] = {}
         for block in self.blocks.values():
             if block.mode == "end_before":
                 if not block.computed:
                     self._reserve(block, states)
+                head = block.head
                 if block.at_ms is not None:
-                    kept[block.head.id] = block.at_ms
+                    before = self._valid(head, states)
+                    kept[head.id] = before if before is not None and before.at_ms == block.at_ms else Kept(
+                        block.at_ms, head.attempt, head.spec.queue, capacity(states))
         return kept
 
     def _ends_of(self, states: Mapping[str, feasibility.HostState]) -> Ends:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from scheduler.backfill import Kept
 from xce.v1 import api_pb2 as api
 
 
@@ -41,4 +42,4 @@ class PassResult:
     decisions: list[Decision]
     waiting: Counter[int] = field(default_factory=Counter)  # jobs not dispatched, per pending reason code
     refusals: Counter[str] = field(default_factory=Counter)  # hosts refused, per check, over explanations
-    reservations: dict[int, int] = field(default_factory=dict)  # end_before heads' reservations to keep
+    reservations: dict[int, Kept] = field(default_factory=dict)  # end_before heads' reservations to keep

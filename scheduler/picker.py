@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol
 
+from scheduler.backfill import Kept
 from xce.rules import fairshare
 from xce.v1 import api_pb2 as api
 
@@ -36,8 +37,8 @@ class PassContext:
     jobs: Sequence[api.Job] = ()
     share_usage: Mapping[str, Mapping[tuple[str, str], tuple[int, int]]] = field(default_factory=dict)
     now_ms: int = 0
-    # end_before queues' heads' reservations kept from earlier passes: job -> ms (planner.PlannerState)
-    reservations: Mapping[int, int] = field(default_factory=dict)
+    # end_before queues' heads' reservations kept from earlier passes, by job (planner.PlannerState)
+    reservations: Mapping[int, Kept] = field(default_factory=dict)
 
 
 class Fcfs:

@@ -48,6 +48,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scheduler.backfill import Kept
 from scheduler.core import WAITING, CoreConfig, run_pass
 from scheduler.decisions import Decision, Dispatch, PassResult, Pend, Preempt
 from scheduler.host_index import Fleet
@@ -105,8 +106,8 @@ class PlannerState:
     await_revision: int = 0  # the last batch's revision: the next pass waits for the view to reach it
     await_until_ms: int = 0
     recounted_ms: int | None = None  # when reasons were last sent for their counts alone
-    # end_before queues' heads: job -> its reservation (ms), computed when it first waited (backfill.py)
-    reservations: Mapping[int, int] = field(default_factory=dict)
+    # end_before queues' heads: job -> its reservation, reckoned when it first waited (backfill.py)
+    reservations: Mapping[int, Kept] = field(default_factory=dict)
 
     def digest(self) -> str:
         canonical = _CANONICAL.encode({
@@ -115,7 +116,8 @@ class PlannerState:
             "refusals_seen": sorted(self.refusals_seen),
             "await": [self.await_revision, self.await_until_ms],
             **({} if self.recounted_ms is None else {"recounted": self.recounted_ms}),
-            **({"reservations": sorted(self.reservations.items())} if self.reservations else {}),
+            **({"reservations": sorted((j, k.at_ms, k.attempt, k.queue, k.capacity)
+                                       for j, k in self.reservations.items())} if self.reservations else {}),
         })
         return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -132,8 +134,9 @@ class PlannerState:
             refusals_seen=[api.JobAttempt(job_id=j, attempt=a) for j, a in sorted(self.refusals_seen)],
             await_revision=self.await_revision, await_until_ms=self.await_until_ms,
             recounted=self.recounted_ms is not None, recounted_ms=self.recounted_ms or 0,
-            reservations=[api.HeadReservation(job_id=j, at_ms=at)
-                          for j, at in sorted(self.reservations.items())])
+            reservations=[api.HeadReservation(job_id=j, at_ms=k.at_ms, attempt=k.attempt, queue=k.queue,
+                                              capacity=k.capacity)
+                          for j, k in sorted(self.reservations.items())])
 
     @staticmethod
     def from_proto(state: api.PlannerState) -> PlannerState:
@@ -142,7 +145,8 @@ class PlannerState:
                             frozenset((r.job_id, r.attempt) for r in state.refusals_seen),
                             state.await_revision, state.await_until_ms,
                             state.recounted_ms if state.recounted else None,
-                            {r.job_id: r.at_ms for r in state.reservations})
+                            {r.job_id: Kept(r.at_ms, r.attempt, r.queue, r.capacity)
+                             for r in state.reservations})
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,9 @@ import heapq
 from bisect import bisect_left, insort
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Literal
 
+from controller.fsm import validation
 from simulator import engine
 from simulator.engine import Finished, Result, Sample, Settings
 from simulator.whatif import WhatIf
@@ -89,18 +91,19 @@ def why_not(workload: Workload) -> str | None:
         spec = job.spec
         plain = api.JobSpec(command=spec.command, queue=queue.name, slots=spec.slots, user=spec.user,
                             estimate_s=spec.estimate_s)
-        if spec != plain or job.held or spec.estimate_s <= 0 or not 0 < spec.slots <= len(workload.hosts):
-            return f"job {job.key} asks for more than slots and an estimate"
+        if spec != plain or job.held or not 0 < spec.estimate_s <= validation.MAX_RUN_LIMIT_S \
+                or not 0 < spec.slots <= len(workload.hosts):
+            return f"job {job.key} asks for more than slots and an estimate (of at most ten years)"
     return None
 
 
-def simulate(workload: Workload, ordering: str = "each") -> Result:
+def simulate(workload: Workload, ordering: Literal["each", "time"] = "each") -> Result:
     """The workload's jobs, counted (why_not() must be None); `ordering` as engine.Settings'."""
     return _Counted(workload, ordering).run()
 
 
 class _Counted:
-    def __init__(self, workload: Workload, ordering: str) -> None:
+    def __init__(self, workload: Workload, ordering: Literal["each", "time"]) -> None:
         self.ordering = ordering
         self.jobs: Sequence[SimJob] = workload.jobs
         self.mode = workload.queues[0].backfill or "any"

@@ -9,7 +9,9 @@ share) reading a real `View`, fed each applied entry's event as the Sync
 stream would feed it. No Raft, no gRPC, no processes, no wall clock.
 
 Time moves from event to event (a heap; arrivals before ends at equal
-times), with passes after each event, as many as keep making decisions (a
+times; with Settings.ordering "time", every end and then every arrival of
+a time before its passes), with passes after each event, as many as keep
+making decisions (a
 live scheduler passes after each change it sees, and again at once after a
 batch): the published simulations pass so too (bench/published_figures.py). The simulated workers
 watch the events as real workers watch their streams: a job that became
@@ -27,8 +29,10 @@ import copy
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from controller import fsm
+from controller.fsm import validation
 from controller.fsm.versions import ENTRY_FORMAT
 from controller.tables import MemoryTables
 from scheduler import picker, planner
@@ -72,7 +76,11 @@ class Settings:
     # When passes run: "each" (a pass after each event, arrivals before ends at equal times: the
     # RLScheduler code base's order, and a live scheduler's) or "time" (at each time, every end, then
     # every arrival, then the passes: AccaSim's order).
-    ordering: str = "each"
+    ordering: Literal["each", "time"] = "each"
+
+    def __post_init__(self) -> None:
+        if self.ordering not in ("each", "time"):
+            raise ValueError(f"ordering {self.ordering!r}: each or time")
 
 
 @dataclass
@@ -256,8 +264,11 @@ class Engine:
     def _start(self) -> None:
         queues = [self.settings.whatif.queue(q) for q in self.workload.queues]
         # Finished jobs leave the live tables at once (the report keeps them); few events are kept.
+        # A job may be as wide as the machine (an SWF trace's widest), past a cluster's default cap.
+        widest = max(validation.DEFAULT_MAX_SLOTS, sum(h.slots for h in self.workload.hosts))
         init = log.InitCluster(cluster_id="sim", config_digest="sim", queues=queues, events_kept=1000,
-                               clean_period_ms=1, default_queue=queues[0].name if queues else "")
+                               clean_period_ms=1, default_queue=queues[0].name if queues else "",
+                               max_slots_per_job=min(widest, 2**31 - 1))
         self._apply(log.Entry(init=init))
         lease = self._apply(log.Entry(lease=log.LeaseEntry(scheduler_id=SCHEDULER,
                                                           duration_ms=int(LEASE_S * 1000))))[0]

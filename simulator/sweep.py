@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from simulator import whatif
+from simulator import whatif, workload
 
 MAX_CONFIGS = 200
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]{0,39}")
@@ -57,15 +57,14 @@ def parse(text: str, where: str = "<sweep>") -> list[Config]:
     configs: list[Config] = []
     seen: dict[str, int] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
         try:
-            words = shlex.split(line)
+            words = shlex.split(raw, comments=True)
         except ValueError as exc:
             raise SweepError(f"{where}:{number}: {exc}") from None
+        if not words:
+            continue
         name, rest = words[0], words[1:]
-        if not NAME.fullmatch(name) or name == AS_GIVEN:
+        if not NAME.fullmatch(name):
             raise SweepError(f"{where}:{number}: {name[:50]!r} is not a configuration name (a letter or "
                              "digit, then up to 39 of them or . _ + = -)")
         if name in seen:
@@ -92,15 +91,21 @@ def _config(name: str, words: Sequence[str], where: str) -> Config:
         value = words[i + 1]
         if option == "--set":
             sets.append(value)
+        elif (add_hosts if option == "--add-hosts" else scale) is not None:
+            raise SweepError(f"{where}: {option} twice")
         elif option == "--add-hosts":
+            try:
+                workload.hosts_option(value)
+            except ValueError as exc:
+                raise SweepError(f"{where}: --add-hosts: {exc}") from None
             add_hosts = value
         else:
             try:
                 scale = float(value)
             except ValueError:
                 raise SweepError(f"{where}: --scale-arrivals {value[:30]!r}: a number") from None
-            if not 0 < scale <= 100:
-                raise SweepError(f"{where}: --scale-arrivals {value}: above 0, at most 100")
+            if not 0 < scale <= 1000:
+                raise SweepError(f"{where}: --scale-arrivals {value}: above 0, at most 1000")
         i += 2
     try:
         whatif.parse(sets)

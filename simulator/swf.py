@@ -16,9 +16,11 @@ reproduced (CONVENTIONS, `xce sim --conventions`):
   or less is dropped; its run time is min(run, requested time) (a job is
   killed at its limit); its processors are the requested ones;
 - `accasim` (as AccaSim 1.1.3's SWF reader does): its processors are the
-  requested ones, else the allocated ones; a job whose run time is 0 or less
-  is dropped; its estimate is the requested time, else its run time (AccaSim
-  keeps -1 there); and its events are ordered as AccaSim orders them (ORDERING).
+  requested ones, else the allocated ones; its estimate is the requested
+  time, else its run time (AccaSim keeps -1 there); and its events are
+  ordered as AccaSim orders them (ORDERING). A job whose run time is 0 or
+  less is dropped here, where AccaSim runs it (a 0 s job takes its
+  processors for no time, a negative one "ends" before it starts).
 Either way a job with no processor count (below 1) is skipped and reported
 with its line, and jobs are sorted by id. A malformed line is an error naming
 the file and the line, as is a trace with no job left.
@@ -32,13 +34,14 @@ import gzip
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 FIELDS = 18
 NEGATIVE_RUN_S = 10  # what a negative run time becomes (the published protocol's rule)
 CONVENTIONS = ("rlscheduler", "pyss", "accasim")  # how a trace's jobs are prepared (above)
 # When the simulation's passes run, by the conventions (engine.Settings.ordering): after each event,
 # arrivals before ends at equal times; or at each time once its every end and then every arrival is in.
-ORDERING = {"rlscheduler": "each", "pyss": "each", "accasim": "time"}
+ORDERING: dict[str, Literal["each", "time"]] = {"rlscheduler": "each", "pyss": "each", "accasim": "time"}
 
 
 class SwfError(ValueError):

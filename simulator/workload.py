@@ -73,6 +73,18 @@ class Workload:
         return sum(h.slots for h in self.hosts)
 
 
+def hosts_option(text: str) -> tuple[int, int]:
+    """`--hosts` and `--add-hosts`: N or NxS, as (hosts, slots each); ValueError saying what it takes."""
+    count, _, slots = text.lower().partition("x")
+    try:
+        n, s = int(count), int(slots or "1")
+    except ValueError:
+        raise ValueError(f"hosts {text!r}: N or NxS, whole numbers (64x32: 64 hosts of 32 slots)") from None
+    if not (0 < n <= 100_000 and 0 < s <= 100_000):
+        raise ValueError(f"hosts {text!r}: 1 to 100,000 hosts of 1 to 100,000 slots")
+    return n, s
+
+
 def one_slot_hosts(count: int, prefix: str = "n") -> list[api.HostSpec]:
     width = len(str(count))
     return [api.HostSpec(name=f"{prefix}{i:0{width}d}", slots=1) for i in range(count)]

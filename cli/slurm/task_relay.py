@@ -28,6 +28,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from typing import BinaryIO
 
 FRAME = struct.Struct("!BI")
@@ -61,10 +62,14 @@ class Relay:
 
     def _accept(self) -> None:
         self.listener.settimeout(ACCEPT_POLL_S)
+        drained_by: float | None = None
         while True:
             # A task that ended has connected: its connection waits in the listener's backlog even if
-            # not accepted yet. Once srun closes (every task ended), the backlog is emptied, then no more.
+            # not accepted yet. Once srun closes (every task ended), the backlog is emptied, then no more
+            # (within DRAIN_WAIT_S: strangers connecting without end must not keep srun from exiting).
             closing = self.closing
+            if closing and drained_by is None:
+                drained_by = time.monotonic() + DRAIN_WAIT_S
             try:
                 conn, _ = self.listener.accept()
             except TimeoutError:
@@ -72,6 +77,9 @@ class Relay:
                     return
                 continue
             except OSError:
+                return
+            if drained_by is not None and time.monotonic() > drained_by:
+                conn.close()
                 return
             # Anyone on the network may connect before the key is checked: a flood of connections
             # holds at most MAX_READERS threads (a task's own connection waits at most ACCEPT_WAIT_S).
@@ -114,7 +122,7 @@ class Relay:
         """After the tasks ended: every connection they made accepted (none is left in the backlog), their
         last bytes read (for DRAIN_WAIT_S at most), the listener shut."""
         self.closing = True
-        self.acceptor.join()
+        self.acceptor.join(DRAIN_WAIT_S + 1)
         self.listener.close()
         for reader in self.readers:
             reader.join(DRAIN_WAIT_S)

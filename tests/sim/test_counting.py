@@ -131,6 +131,16 @@ def test_only_what_counting_decides_alike_is_counted() -> None:
     limited = dataclasses.replace(w.jobs[0], spec=api.JobSpec(command=["sim"], queue="normal", slots=1,
                                                               estimate_s=5, run_limit_s=10))
     assert counting.why_not(dataclasses.replace(w, jobs=[limited, *w.jobs[1:]])) is not None
+    # Wider than a cluster's default cap (1,024 slots): the simulated cluster takes it, on both paths;
+    # an estimate past apply's ten years is left to the faithful path, which refuses it.
+    def one(slots: int, estimate_s: int) -> workload.Workload:
+        spec = api.JobSpec(command=["sim"], queue="normal", slots=slots, user="ann", estimate_s=estimate_s)
+        return workload.Workload([workload.SimJob(1, 0, 10_000, spec)], workload.one_slot_hosts(1100),
+                                 [_queue("any")], "one")
+    assert _same(one(1100, 60))[0] == {1: 0}
+    assert counting.why_not(one(1, 11 * 366 * 86400)) is not None
+    with pytest.raises(engine.SimulationError, match="ten years"):
+        counting.run(one(1, 11 * 366 * 86400))
     fair = engine.Settings(default_picker="fairshare")
     assert counting.countable(w, fair) is None
     # A queue's what-if is counted, applied to the queue (as the faithful path applies it at the start).

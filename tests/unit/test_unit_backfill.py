@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import core, picker
+from scheduler import backfill, core, picker
 from scheduler.decisions import Dispatch, Pend
 from xce.v1 import api_pb2 as api
 
@@ -209,3 +209,43 @@ def test_easy_counts_every_job_that_ends_at_the_reservation_in_its_extra_slots()
     waiting = [pend(10, 3, 100), pend(12, 1, 200), pend(14, 1, 300)]
     easy = one_pass("easy", [*running, *waiting], hosts)
     assert (easy[10], easy[12], easy[14]) == ("PEND_NO_FREE_SLOTS", "run", "PEND_RESERVATION")
+
+
+def _end_before(jobs: list[api.Job], hosts: dict[str, tuple[int, int]],
+                kept: dict[int, backfill.Kept]) -> tuple[dict[int, str], dict[int, backfill.Kept]]:
+    fleet = [api.Host(spec=api.HostSpec(name=name, slots=slots), slots_used=used, status=api.HOST_OK)
+             for name, (slots, used) in sorted(hosts.items())]
+    result = core.run_pass(jobs, [api.Queue(name="q", backfill="end_before")], fleet, core.CoreConfig(), {},
+                           context=picker.PassContext(jobs, {}, NOW, kept))
+    return {d.job_id: "run" if isinstance(d, Dispatch) else api.PendingReason.Name(d.code)
+            for d in result.decisions if isinstance(d, Dispatch | Pend)}, result.reservations
+
+
+def test_end_before_keeps_a_reservation_only_for_what_it_was_reckoned_for() -> None:
+    """Head 10 (3 slots) waits on four one-slot hosts; reckoned now its reservation is in 50 s (job 2's
+    end). Kept from an earlier pass at 120 s, job 12 (ends in 100 s) starts past it; kept for another
+    attempt, another queue or a larger machine, it is reckoned again and 12 waits. A reservation
+    reckoned as unknown now (a head of all four slots waits for job 2, stopped) stays unknown, whatever
+    was kept."""
+    jobs = [*RUNNING, pend(10, 3, 100), pend(12, 1, 100)]
+    outcome, kept = _end_before(jobs, HOSTS, {})
+    assert outcome[12] == "PEND_RESERVATION" and kept == {10: backfill.Kept(NOW + 50_000, 0, "q", 4)}
+    later = backfill.Kept(NOW + 120_000, 0, "q", 4)
+    outcome, kept = _end_before(jobs, HOSTS, {10: later})
+    assert outcome[12] == "run" and kept == {10: later}
+    for stale in (backfill.Kept(NOW + 120_000, 1, "q", 4), backfill.Kept(NOW + 120_000, 0, "other", 4),
+                  backfill.Kept(NOW + 120_000, 0, "q", 5)):
+        outcome, kept = _end_before(jobs, HOSTS, {10: stale})
+        assert outcome[12] == "PEND_RESERVATION" and kept == {10: backfill.Kept(NOW + 50_000, 0, "q", 4)}
+    stopped = [run(1, "h1", 1, 10, 100), api.Job(id=2, state=api.USUSP, host="h2", start_time_ms=NOW,
+                                                  spec=api.JobSpec(queue="q", slots=1, estimate_s=50))]
+    outcome, kept = _end_before([*stopped, pend(10, 4, 100), pend(12, 1, 1)], HOSTS, {10: later})
+    assert outcome[12] == "PEND_RESERVATION" and kept == {}
+
+
+def test_a_planner_state_with_kept_reservations_is_recorded_and_read_back_whole() -> None:
+    from scheduler.planner import PlannerState
+
+    state = PlannerState(reservations={10: backfill.Kept(NOW, 2, "q", 64)})
+    again = PlannerState.from_proto(api.PlannerState.FromString(state.to_proto().SerializeToString()))
+    assert again == state and again.digest() == state.digest() != PlannerState().digest()

@@ -12,7 +12,8 @@ from simulator import sweep
 FILE = """# name      what-ifs
 fcfs        --set queue.normal.backfill=none
 easy+16     --set queue.normal.backfill=easy --add-hosts 16x1   # more hosts
-busier      --scale-arrivals 1.2
+   # a comment alone
+busier      --scale-arrivals 1.2 --set 'queue.normal.picker=fcfs'  # (#: a comment)
 """
 
 
@@ -20,7 +21,7 @@ def test_configurations_are_read_in_order_with_their_what_ifs() -> None:
     configs = sweep.parse(FILE, "s.txt")
     assert [c.name for c in configs] == ["fcfs", "easy+16", "busier"]
     assert configs[1] == sweep.Config("easy+16", ("queue.normal.backfill=easy",), "16x1")
-    assert configs[2].options() == ["--scale-arrivals", "1.2"]
+    assert configs[2].options() == ["--set", "queue.normal.picker=fcfs", "--scale-arrivals", "1.2"]
     assert configs[1].options() == ["--set", "queue.normal.backfill=easy", "--add-hosts", "16x1"]
 
 
@@ -31,6 +32,8 @@ def test_configurations_are_read_in_order_with_their_what_ifs() -> None:
     ("a --set queue.q.bogus=1\n", "s.txt:1: "),
     ("a --scale-arrivals zero\n", "s.txt:1: --scale-arrivals 'zero': a number"),
     ("a --scale-arrivals -1\n", "above 0"),
+    ("a --add-hosts lots\n", "s.txt:1: --add-hosts: hosts 'lots': N or NxS"),
+    ("a --add-hosts 2 --add-hosts 3\n", "s.txt:1: --add-hosts twice"),
     ("a\n\nb\na\n", "s.txt:4: a again (first on line 1)"),
     ("bad/name\n", "s.txt:1: 'bad/name' is not a configuration name"),
     ("a 'open\n", "s.txt:1: No closing quotation"),

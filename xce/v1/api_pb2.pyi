@@ -1300,12 +1300,18 @@ class PlannerState(_message.Message):
     def __init__(self, in_flight: _Optional[_Iterable[_Union[InFlight, _Mapping]]] = ..., cooldown: _Optional[_Iterable[_Union[Cooldown, _Mapping]]] = ..., refusals_seen: _Optional[_Iterable[_Union[JobAttempt, _Mapping]]] = ..., await_revision: _Optional[int] = ..., await_until_ms: _Optional[int] = ..., recounted: _Optional[bool] = ..., recounted_ms: _Optional[int] = ..., reservations: _Optional[_Iterable[_Union[HeadReservation, _Mapping]]] = ...) -> None: ...
 
 class HeadReservation(_message.Message):
-    __slots__ = ("job_id", "at_ms")
+    __slots__ = ("job_id", "at_ms", "attempt", "queue", "capacity")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     at_ms: int
-    def __init__(self, job_id: _Optional[int] = ..., at_ms: _Optional[int] = ...) -> None: ...
+    attempt: int
+    queue: str
+    capacity: int
+    def __init__(self, job_id: _Optional[int] = ..., at_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., queue: _Optional[str] = ..., capacity: _Optional[int] = ...) -> None: ...
 
 class InFlight(_message.Message):
     __slots__ = ("job_id", "attempt", "sent_ms")
