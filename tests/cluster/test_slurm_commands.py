@@ -181,8 +181,16 @@ def test_submitit_runs_twenty_functions_an_exception_comes_back(site: LocalClust
         else:
             results[index] = job.result()
     assert results == {i: i * i for i in range(19) if i != 13}
-    polled = slurm("sacct", "-o", "JobID,State,NodeList", "--parsable2", "-j", array_id, "-j", alone.job_id)
-    rows = {line.split("|")[0]: line.split("|")[1:] for line in polled.stdout.splitlines()[1:]}
+
+    def ended() -> dict[str, list[str]] | None:
+        # A function's result is written before its job ends (srun and the script still have to exit).
+        polled = slurm("sacct", "-o", "JobID,State,NodeList", "--parsable2", "-j", array_id, "-j",
+                       alone.job_id)
+        rows = {line.split("|")[0]: line.split("|")[1:] for line in polled.stdout.splitlines()[1:]}
+        done = len(rows) == 20 and all(state in ("COMPLETED", "FAILED") for state, _ in rows.values())
+        return rows if done else None
+
+    rows = wait_until(ended, "every job of the twenty ended in sacct", every_s=0.5)
     assert rows[f"{array_id}_13"][0] == "FAILED" and rows[alone.job_id][0] == "COMPLETED"
     assert {key for key, (state, _) in rows.items() if state == "COMPLETED"} == {
         alone.job_id, *(f"{array_id}_{i}" for i in range(19) if i != 13)}

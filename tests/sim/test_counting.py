@@ -42,12 +42,14 @@ def _window(name: str, first: int, count: int) -> swf.Trace:
     return swf.Trace(trace.jobs[first:first + count], trace.header)
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", SHARED)
+# Every mode on Lublin-1's first published window (from 1981, where its queue is long); EASY on the other
+# traces (the slow tier: every mode on 3,000 jobs of each).
+@pytest.mark.parametrize(("name", "mode"), [*(("lublin_256.swf", mode) for mode in MODES),
+                                            ("lublin_256_new2.swf", "easy"),
+                                            ("NASA-iPSC-1993-3.1-cln.swf.gz", "easy")])
 def test_counted_starts_are_the_faithful_ones_on_each_shared_trace(name: str, mode: str) -> None:
-    # Lublin-1's first published window starts at 1981, where its queue is long.
     first = 1981 if name.startswith("lublin") else 0
-    _same(workload.from_swf(_window(name, first, 300), name, queue=_queue(mode)))
+    _same(workload.from_swf(_window(name, first, 200), name, queue=_queue(mode)))
 
 
 @pytest.mark.slow
@@ -62,7 +64,7 @@ def test_counted_starts_are_the_faithful_ones_on_3000_jobs_of_each_shared_trace(
 @pytest.mark.parametrize("mode", ("none", "easy"))
 def test_counted_starts_are_the_faithful_ones_in_accasim_s_event_order(mode: str) -> None:
     trace = swf.read(TRACES / "lublin_256.swf", "accasim")
-    window = swf.Trace(trace.jobs[1981:2281], trace.header)
+    window = swf.Trace(trace.jobs[1981:2131], trace.header)
     _same(workload.from_swf(window, "lublin", queue=_queue(mode)), "time")
 
 
@@ -88,9 +90,8 @@ def _wide(seed: int, jobs: int, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("seed", (1, 2))
-def test_counted_starts_are_the_faithful_ones_on_seeded_wide_job_traces(seed: int, mode: str) -> None:
-    _wide(seed, 120, mode)
+def test_counted_starts_are_the_faithful_ones_on_a_seeded_wide_job_trace(mode: str) -> None:
+    _wide(1, 100, mode)
 
 
 @pytest.mark.slow
