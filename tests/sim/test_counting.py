@@ -1,7 +1,8 @@
 """The counted simulation (simulator/counting.py) against the faithful one (every event through the real
 apply and scheduler): the same start, end and job id for every job, the same samples, on every shared
 trace and on seeded traces of wide jobs, under each backfill mode; and the rules on a hand-made trace.
-Windows here; 3,000 jobs of each trace and twenty seeds under `make test-slow` (and bench/sim_speed.py)."""
+Windows here (every mode on Lublin-1's, EASY on the others'); every mode on 3,000 jobs of each trace and
+twenty seeds under `make test-slow` (and bench/sim_speed.py)."""
 
 from __future__ import annotations
 
