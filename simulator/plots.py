@@ -13,13 +13,7 @@ from simulator.engine import Result
 
 def write(runs: Sequence[tuple[str, Result]], out: Path) -> list[Path]:
     """One PNG per figure in `out` (made if missing); the paths written."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise RuntimeError("plots need matplotlib (pip install matplotlib)") from None
+    plt = _pyplot()
     out.mkdir(parents=True, exist_ok=True)
     written = []
 
@@ -60,13 +54,7 @@ def write(runs: Sequence[tuple[str, Result]], out: Path) -> list[Path]:
 
 def sweep(rows: Sequence[tuple[str, Mapping[str, Any]]], out: Path) -> Path:
     """A sweep's configurations side by side (their reports' overall figures): sweep.png in `out`."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise RuntimeError("plots need matplotlib (pip install matplotlib)") from None
+    plt = _pyplot()
     out.mkdir(parents=True, exist_ok=True)
     names = [name for name, _ in rows]
     figure, panels = plt.subplots(1, 3, figsize=(max(9, 0.6 * len(rows) + 6), 4.5))
@@ -81,6 +69,18 @@ def sweep(rows: Sequence[tuple[str, Mapping[str, Any]]], out: Path) -> Path:
         axes.grid(True, axis="y", alpha=0.3)
     figure.suptitle("Sweep: each configuration beside the workload as given (grey)")
     return _save(figure, out / "sweep.png", plt)
+
+
+def _pyplot() -> Any:
+    """matplotlib's pyplot, drawing to files (no display)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise RuntimeError("plots need matplotlib (pip install matplotlib)") from None
+    return plt
 
 
 def _save(figure: object, path: Path, plt: object) -> Path:
