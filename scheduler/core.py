@@ -55,6 +55,10 @@ class CoreConfig:
     max_dispatches: int = 4000  # per pass: one entry of ~100 KB, applied in ~0.05 s
     max_explains: int = 200  # requirements explained per pass (each reads every host: ~20 ms at 5,000)
     max_preemptions: int = 16  # PREEMPT decisions per pass (each looks at the hosts with victims)
+    # A job that asks for nothing but slots takes the short way to its host (host_checks.place_plain), in
+    # a pass without limits, backfill order or chunks. Off: every job the general way (the same decisions:
+    # tests compare the two).
+    plain_lane: bool = True
 
 
 # The states of the jobs a pass may act on: pending ones, and suspended ones it may resume.
@@ -92,9 +96,7 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
     """run_pass, on its hosts' states and index."""
     context = context or PassContext(jobs)
     state = PassState(usage, index, context, config, queues, queue_map, limit_defs)
-    # An array's record is never dispatched: its elements are jobs of their own (fsm/arrays.py).
-    pend = api.PEND
-    pending = [j for j in jobs if j.state == pend and not j.spec.HasField("array")]
+    pending, suspended = _waiting(jobs)
     blocked: list[api.Job] = []
     bounded = state.limited or any(j.array_limit for j in pending)
     if bounded:
@@ -110,31 +112,27 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
     decisions, waiting_for = state.decisions, state.result.waiting
     chunking = Chunking.of(waiting, queue_map)
     # (a resume in flight is not among `jobs`)
-    for job in itertools.chain(with_resumes(waiting, jobs, queue_map), blocked):
+    place, place_plain = host_checks.place, host_checks.place_plain
+    lane = config.plain_lane and not slot_gates and chunking is None
+    ssusp = api.SSUSP
+    for job in itertools.chain(with_resumes(waiting, suspended, queue_map), blocked):
         if chunking is not None and job.id in chunking.taken:
             continue  # it waits in a chunk dispatched in this pass
         kept = fallback.kept.pop(job.id, None) if fallback is not None and fallback.kept else None
-        if job.state == api.SSUSP:  # a preempted job whose slots were given back: it takes them again
+        if job.state == ssusp:  # a preempted job whose slots were given back: it takes them again
             if state.dispatched < state.max_dispatches and (resumed := resume(job, usage, index)) is not None:
                 state.dispatched += 1
                 decisions.append(resumed)
             continue
-        for gate in job_gates:
-            reason = gate(job, state)
-            if reason is not None:
-                break
-        else:
-            state.least, state.most, state.charged = feasibility.least_slots(job), job.spec.slots, ()
-            for gate in slot_gates:
-                reason = gate(job, state)
-                if reason is not None:
-                    break
-            else:  # every gate let it through: its hosts
-                reason = host_checks.place(job, kept, state)
-                if reason is None:
-                    if chunking is not None:
-                        chunking.fill(job, state)
-                    continue  # dispatched, preempted for, or unexplained this pass
+        reason = _gated(job, job_gates, slot_gates, state)
+        if reason is None:  # every gate let it through: its hosts
+            if lane and kept is None and place_plain(job, state):
+                continue
+            reason = place(job, kept, state)
+            if reason is None:
+                if chunking is not None:
+                    chunking.fill(job, state)
+                continue  # dispatched, preempted for, or unexplained this pass
         waiting_for[reason.code] += 1
         if reason.code != job.pending_code or (reason.words != job.pending_reason and (
                 recount or _shape(reason.words) != _shape(job.pending_reason))):
@@ -142,6 +140,34 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
     if state.holds is not None:
         state.result.reservations = state.holds.kept(usage.states)
     return state.result
+
+
+def _waiting(jobs: Sequence[api.Job]) -> tuple[list[api.Job], list[api.Job]]:
+    """(the pending jobs, the suspended ones), in one read of the jobs. An array's record is never
+    dispatched: its elements are jobs of their own (fsm/arrays.py)."""
+    pend, ssusp = api.PEND, api.SSUSP
+    pending: list[api.Job] = []
+    suspended: list[api.Job] = []
+    for job in jobs:
+        if (job_state := job.state) == pend:
+            if not job.spec.HasField("array"):
+                pending.append(job)
+        elif job_state == ssusp:
+            suspended.append(job)
+    return pending, suspended
+
+
+def _gated(job: api.Job, job_gates: Sequence[gates.JobGate], slot_gates: Sequence[gates.JobGate],
+           state: PassState) -> feasibility.Reason | None:
+    """The first gate's refusal; None if every gate lets the job through (the slots it may take set)."""
+    for gate in job_gates:
+        if (reason := gate(job, state)) is not None:
+            return reason
+    state.least, state.most, state.charged = feasibility.least_slots(job), job.spec.slots, ()
+    for gate in slot_gates:
+        if (reason := gate(job, state)) is not None:
+            return reason
+    return None
 
 
 @dataclass

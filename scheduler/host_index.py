@@ -92,23 +92,29 @@ class HostIndex:
         if not state.available or state.closed:
             free_after = 0
         entries = self._all
-        position = bisect.bisect_left(entries, (-free_before, name))
-        if position < len(entries) and entries[position] == (-free_before, name):
+        before = (-free_before, name)
+        # (most often the first: the host a job was just placed on)
+        position = 0 if entries and entries[0] == before else bisect.bisect_left(entries, before)
+        if position < len(entries) and entries[position] == before:
             del entries[position]
         if free_after > 0:
             bisect.insort(entries, (-free_after, name))
-        for ranking in self._rankings.values():
-            ranking.moved(name, free_after)
+        if self._rankings:
+            for ranking in self._rankings.values():
+                ranking.moved(name, free_after)
+
+    def most_free(self) -> Entry | None:
+        """The first host of the order (most free slots, then by name), if any has a free slot."""
+        return self._all[0] if self._all else None
 
     def plan(self, need: feasibility.Need, least: int, most: int) -> plans.Plan | None:
         """The job's allocation: the plan for the most slots in [least, most] that has one."""
         if least == most and need.plain:  # (most passes: the host with the most free slots, if it is enough)
-            entries = self._all
-            if not entries:
+            top = self.most_free()
+            if top is None:
                 return None
-            negative_free, name = entries[0]
-            if -negative_free >= most >= 1:
-                return (plans.Placement(name, most),)
+            if -top[0] >= most >= 1:
+                return (plans.Placement(top[1], most),)
         req = need.requirement
         by_free = not req.order
         candidates: Iterable[tuple[str, int]] = self.candidates(need)

@@ -52,6 +52,7 @@ class PassState:
         self.recovering = usage.counter(feasibility.RECOVERY_COUNTER) > 0
         self.limited = bool(usage.limits()) or bool(limit_defs)
         self.by_queue: dict[str, feasibility.Reason | None] = {}  # the queue checks, once per queue
+        self.queues_with_req = frozenset(q.name for q in queues if q.res_req)  # (no job of these is plain)
         self.limit_refused: dict[LimitKey, feasibility.Reason] = {}
         self.blocked: dict[int, feasibility.Reason] = {}  # job -> the limit that refuses it all the pass
         self.no_plan: dict[NoRoomKey, feasibility.Explanation] = {}
@@ -78,17 +79,18 @@ class PassState:
         for forgotten in (self.no_plan, self.until_placed, self.tried_static, self.tried_moving):
             forgotten.clear()
 
-    def placed(self, job: api.Job, need: feasibility.Need, plan: plans.Plan,
-               parts: Sequence[feasibility.Allocation]) -> None:
+    def placed(self, job: api.Job, need: feasibility.Need, plan: plans.Plan) -> None:
         """The job dispatched on its plan: taken, counted and decided."""
         usage = self.usage
-        usage.take(parts, need, self.index)
+        usage.take(plan, need, self.index)
         if self.limited or job.array_limit:
-            usage.hold(job, sum(part.slots for part in parts), need, len(parts))
+            usage.hold(job, sum(part.slots for part in plan), need, len(plan))
         if need.shared_usage:
             usage.hold_shared(need)
-        self.until_placed.clear()
-        self.tried_moving.clear()
+        if self.until_placed:
+            self.until_placed.clear()
+        if self.tried_moving:
+            self.tried_moving.clear()
         self.dispatched += 1
         single = len(plan) == 1 and plan[0].slots == job.spec.slots
         self.decisions.append(Dispatch(job.id, job.attempt, plan[0].host,

@@ -139,6 +139,12 @@ class PassUsage:
 
     def take(self, parts: Sequence[feasibility.Allocation], need: feasibility.Need, index: HostIndex) -> None:
         """A placement: its slots and reserved consumables, taken on each of its hosts."""
+        if need is feasibility.NO_NEED:  # (most placements: slots alone)
+            for name, slots in parts:
+                before = self.states[name]
+                self._put(name, _with_use(before, before.used + slots, before.reserved))
+                index.moved(name, before.slots - before.used, before.slots - before.used - slots)
+            return
         for part in parts:
             before = self.states[part.host]
             reserved = before.reserved

@@ -39,12 +39,11 @@ import bisect
 import heapq
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
-from typing import NamedTuple
 
+from xce.rules import feasibility
 
-class Placement(NamedTuple):
-    host: str
-    slots: int
+# One host's part of a plan: the allocation apply re-checks, as it is (the barrier copies nothing).
+Placement = feasibility.Allocation
 
 
 Plan = tuple[Placement, ...]

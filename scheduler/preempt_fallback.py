@@ -113,12 +113,11 @@ def resume(job: api.Job, usage: PassUsage, index: HostIndex) -> Dispatch | None:
         (part.host, part.slots) for part in job.allocation))
 
 
-def with_resumes(waiting: list[api.Job], jobs: Sequence[api.Job],
+def with_resumes(waiting: list[api.Job], suspended: Sequence[api.Job],
                  queues: Mapping[str, api.Queue]) -> list[api.Job]:
-    """The pass's order with the suspended victims that gave back their slots first in their queue:
-    after the pending jobs of queues above theirs (which might only preempt them again)."""
-    ssusp = api.SSUSP
-    resumable = sorted((j for j in jobs if j.state == ssusp and j.released and not j.kill_requested
+    """The pass's order with the suspended victims (of `suspended`) that gave back their slots first in
+    their queue: after the pending jobs of queues above theirs (which might only preempt them again)."""
+    resumable = sorted((j for j in suspended if j.released and not j.kill_requested
                         and not j.requeue_requested),
                        key=lambda j: (-j.spec.priority, j.start_time_ms, j.id))
     if not resumable:

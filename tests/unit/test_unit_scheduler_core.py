@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler import core, picker, plans
 from scheduler.core import CoreConfig, schedule
@@ -243,3 +245,55 @@ def test_the_index_plans_a_job_as_plans_lays_out_its_candidates(requirement: str
         expected = next(plans.plans(slots, list(index.candidates(need)), need.requirement.span_hosts,
                                     need.requirement.ptile, True), None)
         assert index.plan(need, slots, slots) == expected
+
+
+# ---------------------------------------------------------------- the plain lane decides as the general way
+
+LANE_QUEUES = [api.Queue(name="normal", priority=30),
+               api.Queue(name="gpu", priority=40, res_req="select[gpu]"),
+               api.Queue(name="off", priority=50, inactive=True), api.Queue(name="slow", priority=10)]
+LANE_ASKS = [{}, {}, {}, {"resource_req": "rusage[mem=100]"}, {"hosts": ["h1"]}, {"exclusive": True},
+             {"min_slots": 1}, {"queue": "gpu"}, {"queue": "off"}, {"queue": "nowhere"},
+             {"depend": "done(1)"}, {"slots": 0}]
+
+
+@settings(max_examples=150, deadline=None)
+@given(hosts=st.lists(st.tuples(st.integers(0, 8), st.integers(0, 8), st.sampled_from(["ok", "ok", "down",
+                                                                                        "closed"]),
+                                st.sampled_from([0, 1, 2])), min_size=0, max_size=7),
+       jobs=st.lists(st.tuples(st.integers(1, 5), st.sampled_from(range(len(LANE_ASKS))), st.integers(0, 3),
+                               st.booleans()), min_size=1, max_size=25),
+       cap=st.sampled_from([1, 3, 4000]), limit=st.booleans(), backfill=st.booleans())
+def test_the_plain_lane_decides_exactly_what_the_general_way_decides(
+        hosts: list[tuple[int, int, str, int]], jobs: list[tuple[int, int, int, bool]], cap: int, limit: bool,
+        backfill: bool) -> None:
+    """A pass with the short way for jobs that ask only for slots makes the same decisions, in the same
+    order, as one that takes every job the general way: mixed with jobs that use -R, -m, -x, -n min,max,
+    queues with a RES_REQ, inactive or unknown queues, dependencies, on hosts up, down, closed and full,
+    with a dispatch cap, a queue slot limit (the lane stands aside) and a backfill queue."""
+    records = [api.Host(spec=api.HostSpec(name=f"h{i}", slots=slots, memory_mb=1000,
+                                          resources={"gpu": gpus} if gpus else {}),
+                        slots_used=min(used, slots), closed=kind == "closed",
+                        status=api.HOST_UNAVAIL if kind == "down" else api.HOST_OK)
+               for i, (slots, used, kind, gpus) in enumerate(hosts)]
+    queues = [api.Queue(name=q.name, priority=q.priority, res_req=q.res_req, inactive=q.inactive,
+                        slot_limit=3 if limit and q.name == "normal" else 0,
+                        backfill="easy" if backfill and q.name == "slow" else "")
+              for q in LANE_QUEUES]
+    pending = []
+    for i, (slots, ask, priority, refused) in enumerate(jobs):
+        fields: dict[str, object] = {"command": ["t"], "queue": "normal", "slots": slots,
+                                     "priority": priority, "run_limit_s": 60}
+        fields.update(LANE_ASKS[ask])
+        if "min_slots" in fields:
+            fields["min_slots"] = max(1, slots - 1)
+        if fields.get("queue") == "normal" and i % 5 == 4:
+            fields["queue"] = "slow"
+        pending.append(api.Job(id=i + 1, state=api.PEND, submit_time_ms=1000 + i, attempt=1 if refused else 0,
+                               refused_owner={"h0": 1} if refused else {},
+                               depend_state=api.DEPEND_SATISFIED if i % 3 else api.DEPEND_PENDING,
+                               spec=api.JobSpec(**fields)))  # type: ignore[arg-type]
+    context = picker.PassContext(pending, now_ms=5000)
+    decided = [core.run_pass(pending, queues, records, CoreConfig(max_dispatches=cap, plain_lane=lane), {},
+                             context=context).decisions for lane in (True, False)]
+    assert decided[0] == decided[1]

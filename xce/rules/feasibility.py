@@ -162,7 +162,9 @@ def held_slots(job: api.Job) -> int:
 
 def least_slots(job: api.Job) -> int:
     """The fewest slots it may run with: -n min,max's min, else its slots."""
-    return job.spec.min_slots if job.spec.HasField("min_slots") and job.spec.min_slots > 0 else job.spec.slots
+    spec = job.spec
+    least = spec.min_slots  # (0 when not set: HasField would say no more, at twice the cost)
+    return least if least > 0 else spec.slots
 
 
 class Part(NamedTuple):
@@ -229,9 +231,24 @@ class Need:
     avoid: frozenset[str] = frozenset()
     reservation: str = ""  # -U: only in this advance reservation's slots (xce/rules/reservations.py)
 
-    @property
+    def __hash__(self) -> int:
+        """Computed once (a pass keys its answers of no room by Need: hashing every field, parsed
+        requirement included, was a tenth of a pass)."""
+        found: int | None = self.__dict__.get("_hash")
+        if found is None:
+            found = hash((self.requirement, self.host_usage, self.select_words, self.asked, self.shared_usage,
+                          self.exclusive, self.avoid, self.reservation))
+            object.__setattr__(self, "_hash", found)
+        return found
+
+    def __getstate__(self) -> dict[str, object]:
+        """Without the kept hash: another process hashes strings differently."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "plain")}
+
+    @functools.cached_property
     def plain(self) -> bool:
-        """Nothing asked beyond slots: any host, in the default order."""
+        """Nothing asked beyond slots: any host, in the default order (worked out once: a pass asks
+        it of every job it places)."""
         req = self.requirement
         return req.select is None and not self.host_usage and not req.order and not req.span_hosts \
             and not req.ptile and not req.same and not self.asked and not self.exclusive and not self.avoid \
@@ -282,15 +299,19 @@ def _parsed(text: str) -> resreq.Requirement:
 def job_need(job: api.Job, usage: Usage, groups_and_shared: bool = True) -> Need:
     """The job's Need; `groups_and_shared=False` reads neither -m nor shared resources (entries
     before format 7, whose replicas did not)."""
-    queue = usage.queue(job.spec.queue)
+    spec = job.spec
+    queue = usage.queue(spec.queue)
+    queue_req = queue.res_req if queue is not None else ""
     if not groups_and_shared:
-        return need(queue.res_req if queue is not None else "", job.spec.resource_req)
-    found = need(queue.res_req if queue is not None else "", job.spec.resource_req, tuple(job.spec.hosts),
-                 frozenset(usage.shared()))
-    if job.spec.exclusive:
+        return need(queue_req, spec.resource_req)
+    if not queue_req and not spec.resource_req and not spec.hosts:
+        found = NO_NEED  # (most jobs: what need() would say, without hashing a set of shared names)
+    else:
+        found = need(queue_req, spec.resource_req, tuple(spec.hosts), frozenset(usage.shared()))
+    if spec.exclusive:
         found = dataclasses.replace(found, exclusive=True)
-    if job.spec.reservation:
-        found = dataclasses.replace(found, reservation=job.spec.reservation)
+    if spec.reservation:
+        found = dataclasses.replace(found, reservation=spec.reservation)
     if job.attempt and job.refused_owner:  # (only a job refused before: set from entry format 19 on)
         avoid = refused_owner(job, usage)
         if avoid:
@@ -383,7 +404,7 @@ def limit_refusal(job: api.Job, usage: Usage, slots: int | None = None, need_: N
     """The checks that depend on the cluster-wide counters (they move as jobs are placed). Without
     `need_` (before a plan) the configured limits' consumables are not looked at."""
     bounds = usage.limits()
-    own = own_bounds(job)
+    own: Mapping[str, int] = own_bounds(job) if job.array_limit else _EMPTY
     if bounds or own:
         for name, amount in demands(job, slots).items():
             bound = own.get(name, bounds.get(name))
@@ -502,6 +523,12 @@ def shape_refusal(job: api.Job, parts: Sequence[Allocation], need_: Need,
                   usage: Usage | None = None) -> Reason | None:
     """Whether the allocation is one the job's requirement allows: distinct hosts, the count
     within -n min,max, span[] and same[] (the planner's rule, scheduler/plans.py, re-checked)."""
+    if len(parts) == 1:  # (most allocations: one host, and no rule on how slots spread can refuse it)
+        count = parts[0].slots
+        ptile = need_.requirement.ptile
+        if count >= 1 and least_slots(job) <= count <= job.spec.slots and (not ptile or count <= ptile):
+            return None
+
     def bad(words: str) -> Reason:
         return Reason(api.PEND_NO_HOST_MATCHES, words, "shape")
 
@@ -538,8 +565,8 @@ def check(job: api.Job, allocation: Allocation | Sequence[Allocation], usage: Us
     not. `forced`: an operator's run (brun), which skips the policy checks (job-level, select[]
     and the allocation's shape), never the capacity ones (slots and consumables). `shape=False`:
     entries before format 6, whose replicas read neither -n min,max nor span[]."""
-    parts = [allocation] if isinstance(allocation, Allocation) else list(allocation)
-    count = sum(part.slots for part in parts)
+    parts: Sequence[Allocation] = (allocation,) if isinstance(allocation, Allocation) else allocation
+    count = parts[0].slots if len(parts) == 1 else sum(part.slots for part in parts)
     reason = safety_refusal(job, usage) if forced else job_refusal(job, usage, count, need_, len(parts))
     if reason is not None:
         return reason

@@ -1,0 +1,43 @@
+"""How the pass benchmarks time a pass: the median of a few runs, two ways.
+
+`cold`: `run_pass` on the hosts' records, making each host's feasibility state in the pass.
+`kept`: as the scheduler daemon runs it: the view keeps those states, and the index's order of
+the hosts with free slots, between passes (scheduler/view.py: View.fleet) and changes only the hosts
+an event touched, so a pass starts from them. Both are reported; the targets are the daemon's (kept).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+from scheduler.decisions import PassResult
+from scheduler.host_index import Fleet
+from xce.rules import feasibility
+from xce.v1 import api_pb2 as api
+
+Pass = Callable[[Fleet | None], PassResult]
+
+
+def kept_fleet(hosts: Sequence[api.Host]) -> Fleet:
+    """What View.fleet holds for these hosts."""
+    return Fleet.of({h.spec.name: feasibility.host_state(h, load=True) for h in hosts})
+
+
+def timed(one_pass: Pass, hosts: Sequence[api.Host], repeat: int) -> tuple[PassResult, dict[str, float]]:
+    """(the last kept pass's result, {cold_s, pass_s_median, pass_s_max}); the runs interleaved."""
+    fleet = kept_fleet(hosts)
+    cold: list[float] = []
+    kept: list[float] = []
+    result: PassResult | None = None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        one_pass(None)
+        cold.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        result = one_pass(fleet)
+        kept.append(time.perf_counter() - started)
+    assert result is not None
+    return result, {"pass_s_median": round(statistics.median(kept), 3), "pass_s_max": round(max(kept), 3),
+                    "cold_s_median": round(statistics.median(cold), 3)}
