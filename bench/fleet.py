@@ -177,8 +177,8 @@ def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
                 cpu_before = {role: _cpu_s(pid) for role, pid in roles.items()}
                 if profile is not None:  # from the first placement on
                     wait_for("a first placement", lambda: fleet is not None and fleet.progress()[0] > 0, 120)
-                profilers = _profile(profile, {"leader": cluster.procs[cluster.leader()].pid,
-                                               "scheduler": scheduler.pid()})
+                profilers = _profile(profile, {role: pid for role, pid in roles.items()
+                                               if not role.startswith("fleet")})
                 wait_for(f"{jobs} placements", lambda: fleet is not None and fleet.progress()[0] >= jobs, 600)
                 cpu = {role: round(_cpu_s(pid) - cpu_before[role], 1) for role, pid in roles.items()}
                 submit(client, jobs, (2, 30), rng, requirements)  # the next wave, as slots free up
@@ -272,7 +272,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=None,
                     help="default 20,000 (--requirements: 90%% of the slots)")
     ap.add_argument("--kills", type=int, default=5)
-    ap.add_argument("--profile", type=Path, help="py-spy the leader and scheduler into this directory")
+    ap.add_argument("--profile", type=Path, help="py-spy each replica and the scheduler into this directory")
     ap.add_argument("--logs", type=Path, help="copy the daemons' logs into this directory")
     ap.add_argument("--insecure", action="store_true", help="plaintext gRPC (tokens still checked)")
     ap.add_argument("--requirements", action="store_true",
