@@ -63,19 +63,31 @@ class Applier:
     chunks_due: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
     audit_rows: int = 0  # audit rows this entry wrote (audit.py: their keys' order in the entry)
     requests_run: int = 0  # requests this entry ran (not repeats of an applied request id: requests.py)
+    # Job records as the table holds them now (None: no such job), of the jobs this entry read with
+    # `job` or wrote: `put_job` takes what it replaces from here instead of reading and parsing it again.
+    jobs_seen: dict[int, bytes | None] = field(default_factory=dict)
 
     @property
     def stamp_ms(self) -> int:
         return self.entry.stamp_ms
 
+    def job(self, job_id: int) -> api.Job | None:
+        """The job's record as this entry has it so far (fsm.read_job, remembered for `put_job`)."""
+        seen = self.jobs_seen
+        if job_id not in seen:
+            seen[job_id] = self.tables.get("jobs", job_key(job_id))
+        raw = seen[job_id]
+        return None if raw is None else api.Job.FromString(raw)
+
     def put_job(self, job: api.Job) -> None:
         key = job_key(job.id)
-        raw = self.tables.get("jobs", key)
+        raw = self.jobs_seen[job.id] if job.id in self.jobs_seen else self.tables.get("jobs", key)
         before = None if raw is None else api.Job.FromString(raw)
         if before is None or before.state != job.state:
             timeline.note(job, before, self.stamp_ms, self.entry.format)
         value = job.SerializeToString(deterministic=True)
         self._put("jobs", key, value)
+        self.jobs_seen[job.id] = value
         job_index.update(self.tables, before, job)
         for follow in self.derived.follow:
             follow(self, before, job, value)
@@ -90,6 +102,7 @@ class Applier:
         if job is not None:
             self.delete("jobs", key)
             job_index.update(self.tables, job, None)
+        self.jobs_seen[job_id] = None
 
     def put_host(self, host: api.Host) -> None:
         self._put("hosts", host.spec.name.encode(), host.SerializeToString(deterministic=True))

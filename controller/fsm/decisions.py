@@ -30,7 +30,6 @@ from dataclasses import replace
 from controller.fsm import chunks, preempt
 from controller.fsm.applier import Applier
 from controller.fsm.holdings import CommittedUsage, place
-from controller.fsm.records import read_job
 from controller.fsm.requests import guarded
 from controller.fsm.versions import (
     ALLOCATION_FORMAT,
@@ -125,7 +124,7 @@ def apply_dispatch(applier: Applier) -> list[log.Result]:
     dispatch = applier.entry.dispatch
 
     def body() -> log.Result:
-        job = read_job(applier.tables, dispatch.job_id)
+        job = applier.job(dispatch.job_id)
         if job is None:
             raise ServiceError(log.NOT_FOUND, f"no job {dispatch.job_id}")
         usage = CommittedUsage(applier.tables, applier)
@@ -188,7 +187,7 @@ def _decide(applier: Applier, usage: CommittedUsage, decision: api.Decision) -> 
     kind = decision.WhichOneof("body")
     if kind == "dispatch":
         dispatch = decision.dispatch
-        job = read_job(applier.tables, dispatch.job_id)
+        job = applier.job(dispatch.job_id)
         if job is None:
             return api.DecisionOutcome(code=api.REJECT_NO_JOB, message=f"no job {dispatch.job_id}")
         if job.state == api.SSUSP and job.released and applier.entry.format >= PREEMPT_FORMAT:
@@ -209,7 +208,7 @@ def _decide(applier: Applier, usage: CommittedUsage, decision: api.Decision) -> 
             chunks.attach(applier, job, dispatch.chunk)
         return None
     if kind == "pend":
-        job = read_job(applier.tables, decision.pend.job_id)
+        job = applier.job(decision.pend.job_id)
         if job is None or job.state != api.PEND:
             return api.DecisionOutcome(code=api.REJECT_NOT_PENDING, message="job is not pending")
         reason = decision.pend.reason[:200]

@@ -15,7 +15,7 @@ from controller.fsm import preempt, recovery, refusals
 from controller.fsm.applier import Applier, each
 from controller.fsm.holdings import release
 from controller.fsm.jobs import EXIT_KILLED, requeue_ended, settle_lost
-from controller.fsm.records import RUNNING, read_host, read_job
+from controller.fsm.records import RUNNING, read_host
 from controller.fsm.versions import FENCE_FORMAT as FENCE_FORMAT
 from controller.fsm.versions import KILLED_FORMAT, PREEMPT_FORMAT, RECOVERY_FORMAT, USAGE_FORMAT
 from controller.fsm.versions import PART_FORMAT as PART_FORMAT
@@ -35,7 +35,7 @@ def apply_reports(applier: Applier) -> list[log.Result]:
 def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
     report = relayed.report
     host = read_host(applier.tables, relayed.host)
-    job = read_job(applier.tables, report.job_id)
+    job = applier.job(report.job_id)
     if host is None or host.generation != relayed.generation:
         return log.Result(code=log.FAILED_PRECONDITION, message="report from a stale connection")
     applied, kind = _newer_body(applier, job, relayed, report.WhichOneof("body"))
@@ -43,7 +43,7 @@ def report_one(applier: Applier, relayed: log.HostReport) -> log.Result:
         return applied
     if kind in ("finished", "dispatch_failed") and applier.entry.format >= RECOVERY_FORMAT \
             and recovery.instance_ended(applier, relayed.host, report.job_id, report.attempt):  # if a stray
-        job = read_job(applier.tables, report.job_id)  # its record changed
+        job = applier.job(report.job_id)  # its record changed
     if job is None or job.host != relayed.host or job.attempt != report.attempt or job.state not in RUNNING:
         return log.Result(code=log.FAILED_PRECONDITION, message="report about an instance not wanted")
     if kind == "dispatch_failed" and report.dispatch_failed.code >= 0:  # M3: only a failure requeues
