@@ -78,11 +78,11 @@ def run(jobs: int = 50_000, hosts: int = 5_000, repeat: int = 3) -> dict[str, ob
     assert isinstance(all_jobs, list)
     config = CoreConfig(queue_pickers={"normal": picker.FairShare()})
     context = picker.PassContext(all_jobs, made["usage"], NOW)  # type: ignore[arg-type]
-    hosts = made["hosts"]
-    assert isinstance(hosts, list)
+    fleet_hosts = made["hosts"]
+    assert isinstance(fleet_hosts, list)
     result, figures = timed(lambda kept: run_pass(
-        all_jobs, made["queues"], hosts, config, made["counters"],
-        limit_defs=made["limits"], context=context, fleet=kept), hosts, repeat)
+        all_jobs, made["queues"], fleet_hosts, config, made["counters"],
+        limit_defs=made["limits"], context=context, fleet=kept), fleet_hosts, repeat)
     placed = [d for d in result.decisions if isinstance(d, Dispatch)]
     preempts = [d for d in result.decisions if isinstance(d, Preempt)]
     reasons = [d for d in result.decisions if isinstance(d, Pend)]

@@ -34,9 +34,9 @@ def main(extra: list[str]) -> int:
         rest = subprocess.Popen(["nice", "-n", "10", *PYTEST, "not cluster", "--durations=15", "tests",
                                  *extra], stdout=rest_output, stderr=subprocess.STDOUT)
         try:
-            cluster, failures = _shown(cluster_tier(extra))
+            cluster, failures, cluster_cpu = _shown(cluster_tier(extra))
             cluster_s = time.monotonic() - started
-            rest_code = rest.wait()
+            rest_code, rest_cpu = _reaped(rest)
         finally:
             if rest.poll() is None:
                 rest.kill()
@@ -46,15 +46,18 @@ def main(extra: list[str]) -> int:
         sys.stdout.write(rest_output.read())
     if failures:  # again at the end, where a CI log's tail shows them
         print("\n===== what failed in the cluster tier (its output is above) =====", *failures, sep="\n")
-    print(f"\nmake test: cluster tier {cluster_s:.0f} s (exit {cluster}), the rest exit {rest_code}; "
-          f"{time.monotonic() - started:.0f} s in all", flush=True)
+    # CPU seconds of each tier and what it started (what was reaped: a daemon a test left would not count).
+    # The two tiers share two cores: when their sum nears twice the wall time, the suite is CPU-bound.
+    print(f"\nmake test: cluster tier {cluster_s:.0f} s (exit {cluster}, {cluster_cpu:.0f} s of CPU), "
+          f"the rest exit {rest_code} ({rest_cpu:.0f} s of CPU); {time.monotonic() - started:.0f} s in all",
+          flush=True)
     # pytest's 5 (nothing collected) is a failure here too: a tier that lost its tests is broken.
     return cluster or rest_code
 
 
-def _shown(command: list[str]) -> tuple[int, list[str]]:
+def _shown(command: list[str]) -> tuple[int, list[str], float]:
     """Run `command`, its output passed through as it comes; (its exit status, its FAILED and ERROR
-    summary lines)."""
+    summary lines, its CPU seconds)."""
     failures: list[str] = []
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
         assert proc.stdout is not None
@@ -63,7 +66,16 @@ def _shown(command: list[str]) -> tuple[int, list[str]]:
             sys.stdout.buffer.flush()
             if raw.startswith((b"FAILED ", b"ERROR ")):
                 failures.append(raw.decode(errors="replace").rstrip())
-    return proc.returncode, failures
+        code, cpu = _reaped(proc)
+    return code, failures, cpu
+
+
+def _reaped(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
+    """Wait for `proc`: (its exit status, the CPU seconds, user and system, of it and the children it
+    reaped)."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 if __name__ == "__main__":
