@@ -72,6 +72,7 @@ def test_slots_go_in_the_ratio_of_the_shares_and_recent_usage_decays(
                 admin.control(str(job_id), api.KILL)
         wait_until(lambda: not admin.list_jobs(["queue:eq:fair", "state:in:RUN,PEND"]), "the queue drained",
                    60)
+        dispatched = {j: _dispatched_ms(admin.get_job(j)) for j in [*late_a, *b_ids]}
     runs = {job_id: (start, end) for job_id, _, start, end in _instances(workers, ["w1", "w2"])}
     # The window in which both had jobs pending: from the first start to A's last start.
     low = min(start for start, _ in runs.values())
@@ -90,7 +91,15 @@ def test_slots_go_in_the_ratio_of_the_shares_and_recent_usage_decays(
     assert a_slots / b_slots == pytest.approx(3.0, rel=0.10), \
         (a_slot_ms, b_slot_ms, a_runs, b_runs, idle_per_run, high - low)
     # After B ran alone, the slots that come free go to A's new jobs ahead of B's waiting ones: once the
-    # first of A's started (the scheduler sees them), no job of B starts until A's last one has.
-    first_a, last_a = min(runs[j][0] for j in late_a), max(runs[j][0] for j in late_a)
-    between = sorted((runs[j][0], j) for j in b_ids if j in runs and first_a < runs[j][0] < last_a)
+    # first of A's is dispatched (the scheduler sees them), no job of B is dispatched in a later entry
+    # until A's last one has been. By the dispatches' commit stamps (the jobs' timelines): the processes'
+    # start times on two workers may come in another order than the dispatches of one batch, or of two
+    # batches a few milliseconds apart.
+    first_a, last_a = min(dispatched[j] for j in late_a), max(dispatched[j] for j in late_a)
+    between = sorted((at, j) for j in b_ids if (at := dispatched[j]) and first_a < at < last_a)
     assert not between and last_a - first_a < 10_000, (first_a, last_a, between)
+
+
+def _dispatched_ms(job: api.Job) -> int:
+    """When the job was first dispatched: its timeline's first RUN (the commit stamp), 0 if never."""
+    return min((event.time_ms for event in job.timeline if event.state == api.RUN), default=0)
