@@ -252,14 +252,15 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _profile(into: Path | None, pids: dict[str, int]) -> list[subprocess.Popen[bytes]]:
-    """py-spy (if installed) on these processes for the placement phase: raw stacks into `into`."""
+def _profile(into: Path | None, pids: dict[str, int], seconds: int = 15) -> list[subprocess.Popen[bytes]]:
+    """py-spy (if installed) on these processes for `seconds` (the placement phase): raw stacks into
+    `into`, a file per process name."""
     spy = Path(sys.executable).parent / "py-spy"
     if into is None or not spy.exists():
         return []
     into.mkdir(parents=True, exist_ok=True)
-    return [subprocess.Popen([str(spy), "record", "--gil", "-p", str(pid), "-d", "15", "-f", "raw", "-o",
-                              str(into / f"{name}.txt")], stdout=subprocess.DEVNULL,
+    return [subprocess.Popen([str(spy), "record", "--gil", "-p", str(pid), "-d", str(seconds), "-f", "raw",
+                              "-o", str(into / f"{name}.txt")], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
             for name, pid in pids.items()]
 

@@ -15,7 +15,6 @@ CPU figure, not in the split. py-spy (in the dev dependencies) must be allowed t
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 import time
@@ -97,11 +96,7 @@ def submit(out: Path, seconds: float = 10.0) -> str:
             roles = {("leader" if rid == leader else f"follower-{rid}"): p.pid
                      for rid, p in cluster.procs.items()}
             before = {role: fleet._cpu_s(pid) for role, pid in roles.items()}
-            spy = str(Path(sys.executable).parent / "py-spy")
-            spies = [subprocess.Popen([spy, "record", "--gil", "-p", str(pid), "-d", str(int(seconds)), "-f",
-                                       "raw", "-o", str(raws / f"{role}.txt")],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                     for role, pid in roles.items()]
+            spies = fleet._profile(raws, roles, int(seconds))
             started = time.monotonic()
             load = xce_bench.throughput(cluster, 16, seconds, 100_000)
             cpu = {role: fleet._cpu_s(pid) - before[role] for role, pid in roles.items()}
