@@ -140,6 +140,7 @@ class ClusterConfig:
     unknown_timeout_s: float = _HOSTS.unknown_timeout_s
     fence_s: float = _HOSTS.fence_s
     load_commit_s: float = _HOSTS.load_commit_s
+    resend_s: float = _HOSTS.resend_s
     events_kept: int = 100_000
     clean_period_s: float = 3600.0            # finished jobs leave the live tables (history keeps them)
     history_days: float = 30.0                # history is kept this long

@@ -39,7 +39,7 @@ READ_S = 10.0  # how long reading the file may take
 # What a running replica cannot take from a re-read file: it was built from them.
 NEEDS_RESTART = ("cluster_id", "password", "data_dir", "replicas", "raft", "group_commit_max_requests",
                  "group_commit_max_bytes", "group_commit_max_in_flight", "heartbeat_s", "heartbeat_timeout_s",
-                 "unknown_timeout_s", "fence_s", "load_commit_s", "tls", "static_tokens", "munge",
+                 "unknown_timeout_s", "fence_s", "load_commit_s", "resend_s", "tls", "static_tokens", "munge",
                  "munge_roles", "munge_socket", "max_sync_streams", "max_sync_streams_total",
                  "handshake_timeout_s", "idle_connection_timeout_s", "policy")
 

@@ -165,7 +165,7 @@ def leader_settings(config: ClusterConfig, replica_id: int, kinds: frozenset[str
         bootstrap=bootstrap_members(config),
         heartbeat_s=config.heartbeat_s, heartbeat_timeout_s=config.heartbeat_timeout_s,
         unknown_timeout_s=config.unknown_timeout_s, fence_s=config.fence_s,
-        load_commit_s=config.load_commit_s,
+        load_commit_s=config.load_commit_s, session_full_look_s=config.resend_s,
         submit_max_requests=config.group_commit_max_requests,
         submit_max_bytes=config.group_commit_max_bytes,
         submit_max_in_flight=config.group_commit_max_in_flight, policy=config.policy)

@@ -40,11 +40,12 @@ from typing import Protocol
 
 from controller import fsm
 from controller.tables import Tables
+from xce import host_timing
 from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
-RESEND_S = 5.0
+RESEND_S = host_timing.HostTiming.resend_s  # [hosts] resend_s
 
 Key = tuple[int, int]  # (job id, attempt)
 

@@ -158,6 +158,10 @@ MCView == <<log, commit, term, leaderUp, ready, acked, syncVars, rpc, workerVars
 
 Symmetry == Permutations(Jobs) \cup Permutations(Hosts)
 
+\* What each action of the next-state relation reached, printed once the check ends: a POSTCONDITION
+\* of a run with TLC counting its actions' states (-Dtlc2.TLCGlobals.coverage=1; tests/tlc.py).
+ActionsTaken == PrintT(<<"actions taken", TLCGet("spec").actions>>)
+
 -----------------------------------------------------------------------------
 (* The injected bugs of tests/protocol_sim/bugs.py, one variant each.     *)
 

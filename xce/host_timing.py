@@ -1,7 +1,8 @@
 """How the cluster times its hosts: the cluster file's [hosts] table.
 
 Both sides read it: the controller (heartbeats expected, when a silent host
-is UNAVAIL and when it is given up, how often load indices are committed)
+is UNAVAIL and when it is given up, how often load indices are committed, how often a
+worker is sent its whole set of jobs again)
 and a worker that is given the cluster file (its fence must end before the
 leader gives it up: worker/config.py). The rules between the periods are
 checked here, once: a worker must not fence while the leader still waits
@@ -23,6 +24,7 @@ class HostTiming:
     unknown_timeout_s: float = 300.0
     fence_s: float = 150.0  # the worker-side fence (0: none); below unknown_timeout_s
     load_commit_s: float = 15.0  # a host's load indices committed at most this often (0: never)
+    resend_s: float = 5.0  # the leader re-sends a worker its whole set of jobs at least this often
 
 
 def parse(hosts: dict[str, Any], path: Path, error: type[Exception]) -> HostTiming:
@@ -45,6 +47,9 @@ def parse(hosts: dict[str, Any], path: Path, error: type[Exception]) -> HostTimi
     load_commit_s = hosts.get("load_commit_s", 15.0)
     if not isinstance(load_commit_s, int | float) or isinstance(load_commit_s, bool) or load_commit_s < 0:
         raise error(f"{path}: [hosts] load_commit_s must be 0 (load indices not committed) or positive")
+    resend_s = hosts.get("resend_s", HostTiming.resend_s)
+    if not isinstance(resend_s, int | float) or isinstance(resend_s, bool) or resend_s <= 0:
+        raise error(f"{path}: [hosts] resend_s must be positive")
     return HostTiming(heartbeat_s=float(heartbeat_s), heartbeat_timeout_s=float(heartbeat_timeout_s),
                       unknown_timeout_s=float(unknown_timeout_s), fence_s=float(fence_s),
-                      load_commit_s=float(load_commit_s))
+                      load_commit_s=float(load_commit_s), resend_s=float(resend_s))

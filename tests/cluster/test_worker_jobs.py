@@ -14,6 +14,7 @@ import pytest
 
 from client.channel import Client, XceError
 from ops.local_cluster import LocalCluster, LocalWorkers
+from tests.conftest import FAST_HOSTS
 from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
@@ -311,10 +312,11 @@ def test_resume_while_the_worker_is_down_reaches_the_job(
 
 
 def test_requeue_of_a_running_job_kills_its_instance_and_the_next_attempt_runs(
-        setup: tuple[LocalCluster, LocalWorkers], tmp_path: Path) -> None:
+        make_fleet: Callable[[str], tuple[LocalCluster, LocalWorkers]], tmp_path: Path) -> None:
     # The requeue kills the running instance at once, and the job is pending
-    # again only once that instance has ended: never two at a time.
-    cluster, workers = setup
+    # again only once that instance has ended: never two at a time. The leader's
+    # periodic full look (which would kill it too) is put out of the test's reach.
+    cluster, workers = make_fleet(FAST_HOSTS + "resend_s = 600\n")
     workers.start("w1", 2)
     _wait_hosts(cluster, {"w1"})
     with cluster.client() as client:
@@ -324,8 +326,8 @@ def test_requeue_of_a_running_job_kills_its_instance_and_the_next_attempt_runs(
         pid = client.get_job(job.id).pid
         requeued = client.control(job.id, api.REQUEUE)
         assert requeued.state == api.RUN and requeued.requeue_requested
-        # Killed on the requeue's commit, not only by the leader's periodic full look (5 s).
-        _wait(lambda: _gone(pid), timeout_s=3.0)
+        # Killed on the requeue's commit, not by the leader's periodic full look (600 s here).
+        _wait(lambda: _gone(pid), timeout_s=60.0)
         assert _gone(pid), "the old attempt still runs"
         _wait(lambda: client.get_job(job.id).state == api.PEND)
         client.run(job.id, "w1")

@@ -313,6 +313,24 @@ def test_load_indices_are_committed_every_15_s_by_default_and_0_turns_them_off(t
     assert config.load(path).load_commit_s == 0
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "true", '"5"'])
+def test_a_resend_period_that_is_not_a_positive_duration_is_refused(tmp_path: Path, value: str) -> None:
+    refused = load_error(tmp_path, GOOD + f"\n[hosts]\nresend_s = {value}\n")
+    assert "[hosts] resend_s must be positive" in refused
+
+
+def test_a_worker_is_sent_its_whole_set_of_jobs_every_5_s_by_default_and_the_leader_takes_the_file_s(
+        tmp_path: Path) -> None:
+    from controller.replica import leader_settings
+
+    path = tmp_path / "cluster.toml"
+    path.write_text(GOOD)
+    assert config.load(path).resend_s == 5.0
+    path.write_text(GOOD + "\n[hosts]\nresend_s = 600\n")
+    loaded = config.load(path)
+    assert leader_settings(loaded, loaded.replicas[0].id, frozenset()).session_full_look_s == 600
+
+
 def test_a_worker_whose_kill_grace_outlasts_the_fence_window_is_refused(tmp_path: Path) -> None:
     from worker.config import WorkerConfigError
     from worker.config import load as load_worker

@@ -130,7 +130,13 @@ echo $! >"$RUN/unshare.pid"
 ctld_up() { scontrol ping 2>/dev/null | grep -q "is UP"; }
 wait_until 30 ctld_up || failed "slurmctld did not come up"
 all_idle() { [[ "$(sinfo -h -N -p "$PARTITION" -t idle -o %N | sort -u | wc -l)" -eq "$NODES" ]]; }
-wait_until 60 all_idle || failed "not all nodes idle: $(sinfo -N 2>&1)"
+# A slurmd registers once at its start (retrying only while slurmctld cannot be reached); on a starved
+# machine a node was seen still UNKNOWN (unk*) a minute later. `scontrol reconfigure` asks every slurmd
+# to register again, as an operator would.
+if ! wait_until 30 all_idle; then
+	scontrol reconfigure >/dev/null 2>&1 || true
+	wait_until 90 all_idle || failed "not all nodes idle, 30 s and a reconfigure later: $(sinfo -N 2>&1)"
+fi
 rest_up() { curl -s -o /dev/null -m 2 "http://127.0.0.1:$REST_PORT/openapi/v3"; }
 wait_until 30 rest_up || failed "slurmrestd does not answer on 127.0.0.1:$REST_PORT"
 
