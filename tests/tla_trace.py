@@ -133,7 +133,7 @@ def validate(steps: list[Step], start: Start = None,
     unknown = sorted({k for step in steps for k in step.observed} - OBSERVABLE)
     if unknown:
         raise ValueError(f"observations TraceXceBarrier does not compare: {unknown}")
-    result = run("TraceXceBarrier", module="TraceXceBarrier", workers=1, files={
+    result = run("TraceXceBarrier", module="TraceXceBarrier", workers=1, quick=True, files={
         "TraceData.tla": trace_module(steps, start),
         "TraceXceBarrier.cfg": trace_config(constants),
     })

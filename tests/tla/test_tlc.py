@@ -50,7 +50,7 @@ def test_allocation_model_takes_parallel_and_gpu_jobs_all_or_nothing_and_gives_b
 
 
 def test_tlc_catches_a_barrier_that_checks_only_an_allocation_s_first_host() -> None:
-    result = run("MCAllocCI", ("ApplyBatch <- MutApplyBatchFirstOnly",))
+    result = run("MCAllocCI", ("ApplyBatch <- MutApplyBatchFirstOnly",), quick=True)
     print(result.summary())
     print("\n".join(result.trace()))
     assert result.code == EXIT_INVARIANT and result.violated() == "CapacitySafe", _explain(result)
@@ -88,7 +88,7 @@ def test_liveness_fails_without_the_premise_that_sync_streams_stop_breaking() ->
 def test_the_premise_does_not_excuse_a_stream_never_reopened() -> None:
     """The premise assumes the breaks stop, not that streams are up: a protocol that never
     re-opens a broken stream still fails EventuallyDispatched."""
-    result = run("MCLive", ("Resync <- NoResync",))
+    result = run("MCLive", ("Resync <- NoResync",), quick=True)
     assert result.code == EXIT_PROPERTY and result.violated() == "EventuallyDispatched", _explain(result)
 
 
@@ -121,7 +121,7 @@ def test_every_simulated_bug_has_a_spec_mutation() -> None:
                                  for b in sorted(MUTATIONS)])
 def test_tlc_catches_the_injected_bug(bug: str) -> None:
     model, override, caught_by = MUTATIONS[bug]
-    result = run(model, (override,))
+    result = run(model, (override,), quick=bug != "requeue_on_success")
     print(result.summary())
     print("\n".join(result.trace()))
     assert result.code == EXIT_INVARIANT and result.violated() in caught_by, _explain(result)
