@@ -11,7 +11,9 @@ default, spread over two processes.
    last of the 20,000: committed placements per second. Also from the
    scheduler's start (it first reads the whole state).
 2. Failover under load: the jobs end after 2-30 s and as many again wait,
-   so dispatches go on; the leader is killed with SIGKILL `kills` times.
+   so dispatches go on; the leader is killed with SIGKILL `kills` times,
+   each time with at least MIN_WAITING jobs waiting (the jobs submitted then
+   run 20-60 s, so that the slots free up slower than the bench submits).
    Measured: kill -> the first RunJob of a (job, attempt) no host had seen
    before, i.e. a new committed dispatch delivered by the new leader.
 
@@ -53,6 +55,8 @@ from xce.v1 import api_pb2 as api  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 JOBS_PER_REQUEST = 1000
+KILL_PHASE_SECONDS = (20, 60)  # how long the jobs submitted during the kills run
+MIN_WAITING = 2000  # jobs waiting before a kill: what the new leader's first dispatch takes
 STALL_S = 60.0  # a kill with no new dispatch this long after it is a stall (its sample: this)
 SIM_PROCESSES = 2
 
@@ -188,14 +192,18 @@ def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
                     profiler.wait(timeout=60)
                 submitted = 2 * jobs
 
-                def backlog() -> None:
+                def backlog() -> int:
+                    """Jobs waiting (submitted, not placed yet) after topping them up to two waves."""
                     nonlocal submitted
                     assert fleet is not None
                     # Two waves' worth: a wave refills the slots idle since the last ended, the other waits.
+                    # They run longer than the first waves: slots of 2-30 s jobs free up faster (~1,250/s)
+                    # than one client submits (~700/s), and the backlog was gone by every kill.
                     more = 2 * jobs - (submitted - fleet.progress()[0])
                     if more > 0:
-                        submit(client, more, (2, 30), rng, requirements)
+                        submit(client, more, KILL_PHASE_SECONDS, rng, requirements)
                         submitted += more
+                    return submitted - fleet.progress()[0]
 
                 kill_times = _kill_leaders(cluster, fleet, kills, backlog)
                 time.sleep(2.0)  # the last kill's first new dispatch reaches the records
@@ -266,14 +274,16 @@ def _profile(into: Path | None, pids: dict[str, int], seconds: int = 15) -> list
 
 
 def _kill_leaders(cluster: LocalCluster, fleet: SimFleet, kills: int,
-                  top_up: Callable[[], None]) -> list[tuple[float, str]]:
+                  top_up: Callable[[], int]) -> list[tuple[float, str]]:
     """kill -9 the leader `kills` times while dispatches go on: (kill time, its address) each. Before
     each kill `top_up` brings the jobs waiting back to two waves' worth: the slots free up as the waves
     before end, the backlog drains within seconds, and a kill with nothing left to dispatch would wait
     for a dispatch that never comes."""
     kill_times = []
     for _ in range(kills):
-        top_up()
+        deadline = time.monotonic() + STALL_S
+        while top_up() < MIN_WAITING and time.monotonic() < deadline:
+            time.sleep(1.0)
         time.sleep(3.0)  # dispatches flowing before the kill
         leader = cluster.leader(timeout_s=60)
         before = fleet.progress()[0]
