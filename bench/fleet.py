@@ -276,9 +276,8 @@ def _profile(into: Path | None, pids: dict[str, int], seconds: int = 15) -> list
 def _kill_leaders(cluster: LocalCluster, fleet: SimFleet, kills: int,
                   top_up: Callable[[], int]) -> list[tuple[float, str]]:
     """kill -9 the leader `kills` times while dispatches go on: (kill time, its address) each. Before
-    each kill `top_up` brings the jobs waiting back to two waves' worth: the slots free up as the waves
-    before end, the backlog drains within seconds, and a kill with nothing left to dispatch would wait
-    for a dispatch that never comes."""
+    each kill `top_up` (which says how many jobs wait) is called until MIN_WAITING jobs wait, for at
+    most STALL_S: a kill with nothing left to dispatch would wait for a dispatch that never comes."""
     kill_times = []
     for _ in range(kills):
         deadline = time.monotonic() + STALL_S
