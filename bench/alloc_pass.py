@@ -64,7 +64,7 @@ def world(jobs: int, hosts: int, seed: int = 16) -> tuple[list[api.Job], list[ap
 def run(jobs: int = 50_000, hosts: int = 5_000, repeat: int = 3) -> dict[str, object]:
     pending, queues, fleet = world(jobs, hosts)
     config = CoreConfig()
-    result, figures = timed(lambda kept: run_pass(pending, queues, fleet, config, {}, fleet=kept), fleet,
+    result, figures = timed(lambda kept: run_pass(pending, queues, fleet, config, {}, **kept), fleet, pending,
                             repeat)
     placed = [d for d in result.decisions if isinstance(d, Dispatch)]
     reasons = [d for d in result.decisions if isinstance(d, Pend)]

@@ -82,7 +82,7 @@ def run(jobs: int = 50_000, hosts: int = 5_000, repeat: int = 3) -> dict[str, ob
     assert isinstance(fleet_hosts, list)
     result, figures = timed(lambda kept: run_pass(
         all_jobs, made["queues"], fleet_hosts, config, made["counters"],
-        limit_defs=made["limits"], context=context, fleet=kept), fleet_hosts, repeat)
+        limit_defs=made["limits"], context=context, **kept), fleet_hosts, all_jobs, repeat)
     placed = [d for d in result.decisions if isinstance(d, Dispatch)]
     preempts = [d for d in result.decisions if isinstance(d, Preempt)]
     reasons = [d for d in result.decisions if isinstance(d, Pend)]

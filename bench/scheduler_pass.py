@@ -38,7 +38,7 @@ def world(jobs: int, hosts: int, seed: int = 7) -> tuple[list[api.Job], list[api
 def run(jobs: int = 50_000, hosts: int = 5_000, repeat: int = 3) -> dict[str, object]:
     pending, queues, fleet = world(jobs, hosts)
     config = CoreConfig(max_dispatches=jobs)
-    result, figures = timed(lambda kept: run_pass(pending, queues, fleet, config, {}, fleet=kept), fleet,
+    result, figures = timed(lambda kept: run_pass(pending, queues, fleet, config, {}, **kept), fleet, pending,
                             repeat)
     placed = [d for d in result.decisions if isinstance(d, Dispatch)]
     # The next pass: those placements taken, the other jobs waiting, a pass of the usual bound.
@@ -50,7 +50,8 @@ def run(jobs: int = 50_000, hosts: int = 5_000, repeat: int = 3) -> dict[str, ob
     after = [api.Host(spec=h.spec, status=h.status, slots_used=h.slots_used + on_host.get(h.spec.name, 0))
              for h in fleet]
     rest = [j for j in pending if j.id not in taken]
-    _, steady = timed(lambda kept: run_pass(rest, queues, after, CoreConfig(), {}, fleet=kept), after, repeat)
+    _, steady = timed(lambda kept: run_pass(rest, queues, after, CoreConfig(), {}, **kept), after, rest,
+                      repeat)
     return {"jobs": jobs, "hosts": hosts, "placed": len(placed), **figures, "target_s": 0.3,
             "next_pass_jobs": len(rest), "next_pass_s_median": steady["pass_s_median"]}
 

@@ -14,7 +14,10 @@ module apply re-checks every DISPATCH with. A suspended victim whose slots
 were given back resumes first in its queue (preempt_fallback.py). Every job
 the pass does not dispatch gets a pending reason, and a PEND decision is
 made only when that reason differs from the job's committed one, so a busy
-cluster does not churn the log.
+cluster does not churn the log. What the pass reads of each job is its
+digest (job_digest.py), which the caller may keep between passes; a job that
+asks for nothing but slots takes the plain lane (plain_lane.py), which
+decides as the stack would without reading the job's fields.
 
 Pure: no I/O, no clock, no threads; the same inputs give the same decisions.
 What happens across passes (decisions in flight, hosts cooling down after a
@@ -23,18 +26,18 @@ refusal) is the planner's (planner.py).
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduler import gates, host_checks
-from scheduler.decisions import Decision, Dispatch, PassResult, Pend
+from scheduler.decisions import Decision, Dispatch, PassResult
 from scheduler.host_index import Fleet, HostIndex
+from scheduler.job_digest import Digest, Digests
 from scheduler.pass_state import PassState
 from scheduler.pass_usage import PassUsage
-from scheduler.picker import Fcfs, PassContext, Picker, ordered
+from scheduler.picker import Fcfs, PassContext, Picker, in_order
+from scheduler.plain_lane import PlainLane
 from scheduler.preempt_fallback import resume, with_resumes
 from xce.rules import chunks, feasibility
 from xce.v1 import api_pb2 as api
@@ -55,9 +58,9 @@ class CoreConfig:
     max_dispatches: int = 4000  # per pass: one entry of ~100 KB, applied in ~0.05 s
     max_explains: int = 200  # requirements explained per pass (each reads every host: ~20 ms at 5,000)
     max_preemptions: int = 16  # PREEMPT decisions per pass (each looks at the hosts with victims)
-    # A job that asks for nothing but slots takes the short way to its host (host_checks.place_plain), in
-    # a pass without limits, backfill order or chunks. Off: every job the general way (the same decisions:
-    # tests compare the two).
+    # A job that asks for nothing but slots takes the plain lane (plain_lane.py) in a pass without limits,
+    # backfill order, chunks or recovery. Off: every job the general way (the same decisions: tests compare
+    # the two).
     plain_lane: bool = True
 
 
@@ -75,97 +78,89 @@ def schedule(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
 def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequence[api.Host],
              config: CoreConfig, counters: Mapping[str, int], recount: bool = True,
              shared: Mapping[str, int] | None = None, limit_defs: Sequence[api.Limit] = (),
-             context: PassContext | None = None, fleet: Fleet | None = None) -> PassResult:
+             context: PassContext | None = None, fleet: Fleet | None = None,
+             digests: Digests | None = None) -> PassResult:
     """One pass. `recount`: also send reasons whose only change is in their counts (the planner
     allows it at a bounded rate); a changed code or wording is always sent. `fleet`: what the pass
     would make of `hosts`, if the caller keeps it between passes (the pass changes it as it places
-    jobs, and puts it back as it was before it returns)."""
+    jobs, and puts it back as it was before it returns); `digests`: what it would make of each job
+    (scheduler/job_digest.py), if the caller keeps them (the pass adds those it lacks)."""
     queue_map = {q.name: q for q in queues}
     usage = PassUsage(hosts, queue_map, counters, shared or {}, limit_defs,
                       lent=fleet.states if fleet is not None else None)
     index = HostIndex(usage.states, fleet)
     try:
-        return _placed(jobs, queues, queue_map, config, recount, limit_defs, context, usage, index)
+        return _placed(jobs, queues, queue_map, config, recount, limit_defs, context, usage, index,
+                       digests if digests is not None else Digests())
     finally:
         usage.give_back()
 
 
 def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Mapping[str, api.Queue],
             config: CoreConfig, recount: bool, limit_defs: Sequence[api.Limit], context: PassContext | None,
-            usage: PassUsage, index: HostIndex) -> PassResult:
+            usage: PassUsage, index: HostIndex, digests: Digests) -> PassResult:
     """run_pass, on its hosts' states and index."""
     context = context or PassContext(jobs)
     state = PassState(usage, index, context, config, queues, queue_map, limit_defs)
-    pending, suspended = _waiting(jobs)
-    blocked: list[api.Job] = []
-    bounded = state.limited or any(j.array_limit for j in pending)
+    pending, suspended = digests.waiting(jobs)  # (an array's record is never dispatched: fsm/arrays.py)
+    blocked: list[Digest] = []
+    bounded = state.limited or any(made.limits[5] for made in pending)  # (an array's limit)
     if bounded:
         # A job a limit refuses at the pass's start is refused all through it: such jobs are not
         # ordered (their reasons do not depend on their places), and the jobs that may run are
         # ordered without them (LSF skips the jobs of a user at its limit too).
         pending, blocked = gates.limit_blocked(pending, state)
-    waiting = ordered(pending, queue_map, config.picker, config.queue_pickers, context)
+    waiting = in_order(pending, queue_map, config.picker, config.queue_pickers, context, digests)
     fallback = state.fallback
     if fallback is not None:
-        fallback.keep(waiting, usage, index)
+        fallback.keep([made.job for made in waiting], usage, index)
     job_gates, slot_gates = gates.stack(state, bounded)
-    decisions, waiting_for = state.decisions, state.result.waiting
+    free_gates = gates.for_free(job_gates, state)
+    decisions = state.decisions
     chunking = Chunking.of(waiting, queue_map)
-    # (a resume in flight is not among `jobs`)
-    place, place_plain = host_checks.place, host_checks.place_plain
-    lane = config.plain_lane and not slot_gates and chunking is None
+    if suspended:  # (a resume in flight is not among `jobs`)
+        resumes = with_resumes([made.job for made in waiting], suspended, queue_map)
+        waiting = [digests.of(job) for job in resumes]
+    # A job that asks for nothing but slots and waits for nothing takes the plain lane (plain_lane.py) in a
+    # pass without limits, backfill order, chunks or recovery.
+    lane = PlainLane(state, recount) if config.plain_lane and not slot_gates and chunking is None \
+        and not state.recovering else None
+    place = host_checks.place
     ssusp = api.SSUSP
-    for job in itertools.chain(with_resumes(waiting, suspended, queue_map), blocked):
-        if chunking is not None and job.id in chunking.taken:
+    for made in itertools.chain(waiting, blocked):
+        job = made.job
+        if chunking is not None and made.id in chunking.taken:
             continue  # it waits in a chunk dispatched in this pass
-        kept = fallback.kept.pop(job.id, None) if fallback is not None and fallback.kept else None
+        kept = fallback.kept.pop(made.id, None) if fallback is not None and fallback.kept else None
+        if lane is not None and made.lane and kept is None and lane.took(made):
+            continue
         if job.state == ssusp:  # a preempted job whose slots were given back: it takes them again
             if state.dispatched < state.max_dispatches and (resumed := resume(job, usage, index)) is not None:
                 state.dispatched += 1
                 decisions.append(resumed)
             continue
-        reason = _gated(job, job_gates, slot_gates, state)
+        reason = _gated(made, free_gates if made.free else job_gates, slot_gates, state)
         if reason is None:  # every gate let it through: its hosts
-            if lane and kept is None and place_plain(job, state):
-                continue
             reason = place(job, kept, state)
             if reason is None:
                 if chunking is not None:
                     chunking.fill(job, state)
                 continue  # dispatched, preempted for, or unexplained this pass
-        waiting_for[reason.code] += 1
-        if reason.code != job.pending_code or (reason.words != job.pending_reason and (
-                recount or _shape(reason.words) != _shape(job.pending_reason))):
-            decisions.append(Pend(job.id, reason.words, reason.code))
+        state.pended(job, reason, recount)
     if state.holds is not None:
         state.result.reservations = state.holds.kept(usage.states)
     return state.result
 
 
-def _waiting(jobs: Sequence[api.Job]) -> tuple[list[api.Job], list[api.Job]]:
-    """(the pending jobs, the suspended ones), in one read of the jobs. An array's record is never
-    dispatched: its elements are jobs of their own (fsm/arrays.py)."""
-    pend, ssusp = api.PEND, api.SSUSP
-    pending: list[api.Job] = []
-    suspended: list[api.Job] = []
-    for job in jobs:
-        if (job_state := job.state) == pend:
-            if not job.spec.HasField("array"):
-                pending.append(job)
-        elif job_state == ssusp:
-            suspended.append(job)
-    return pending, suspended
-
-
-def _gated(job: api.Job, job_gates: Sequence[gates.JobGate], slot_gates: Sequence[gates.JobGate],
+def _gated(made: Digest, job_gates: Sequence[gates.JobGate], slot_gates: Sequence[gates.JobGate],
            state: PassState) -> feasibility.Reason | None:
     """The first gate's refusal; None if every gate lets the job through (the slots it may take set)."""
     for gate in job_gates:
-        if (reason := gate(job, state)) is not None:
+        if (reason := gate(made, state)) is not None:
             return reason
-    state.least, state.most, state.charged = feasibility.least_slots(job), job.spec.slots, ()
+    state.least, state.most, state.charged = made.limits[3], made.slots, ()
     for gate in slot_gates:
-        if (reason := gate(job, state)) is not None:
+        if (reason := gate(made, state)) is not None:
             return reason
     return None
 
@@ -176,18 +171,19 @@ class Chunking:
     order, and those taken into a dispatched job's chunk."""
 
     queues: Mapping[str, api.Queue]
-    by_key: dict[chunks.Key, list[api.Job]]
+    by_key: dict[chunks.Key, list[Digest]]
     taken: set[int] = field(default_factory=set)
 
     @classmethod
-    def of(cls, waiting: Sequence[api.Job], queues: Mapping[str, api.Queue]) -> Chunking | None:
+    def of(cls, waiting: Sequence[Digest], queues: Mapping[str, api.Queue]) -> Chunking | None:
         """None when no queue chunks (most passes)."""
         if not any(chunks.size(q) for q in queues.values()):
             return None
-        by_key: dict[chunks.Key, list[api.Job]] = {}
-        for job in waiting:
-            if not job.chunk_lead and chunks.chunkable(job, queues.get(job.spec.queue)):
-                by_key.setdefault(chunks.key(job), []).append(job)
+        by_key: dict[chunks.Key, list[Digest]] = {}
+        for made in waiting:
+            job = made.job
+            if not job.chunk_lead and chunks.chunkable(job, queues.get(made.queue)):
+                by_key.setdefault(chunks.key(job), []).append(made)
         return cls(queues, by_key)
 
     def fill(self, lead: api.Job, state: PassState) -> None:
@@ -200,23 +196,12 @@ class Chunking:
             return  # a job waits for room with a reservation: a chunk would hold the slot past the lead's end
         alike, room = self.by_key.get(chunks.key(lead), []), chunks.size(queue) - 1
         found: list[int] = []
-        start = next((i for i, job in enumerate(alike) if job.id == lead.id), len(alike)) + 1
-        for job in alike[start:]:
+        start = next((i for i, made in enumerate(alike) if made.id == lead.id), len(alike)) + 1
+        for made in alike[start:]:
             if len(found) >= room:
                 break
-            if job.id not in self.taken and gates.waits(job, state) is None:
-                found.append(job.id)
+            if made.id not in self.taken and gates.waits(made, state) is None:
+                found.append(made.id)
         if found:
             self.taken.update(found)
-            state.decisions[-1] = dataclasses.replace(last, chunk=tuple(found))
-
-
-_DIGITS = str.maketrans("", "", "0123456789")
-
-
-@functools.lru_cache(maxsize=4096)  # a pass compares each waiting job's words: the same few, pass after pass
-def _shape(words: str) -> str:
-    """A reason's words without its numbers: what changes only when the counts do not."""
-    return words.translate(_DIGITS)
-
-
+            state.decisions[-1] = last._replace(chunk=tuple(found))

@@ -2,7 +2,8 @@
 
 Theory of operation. A gate is a small function `(job, state) -> Reason |
 None` (Nomad's feasibility checkers, asked of the job rather than of each
-node): None lets the job through, a Reason is the pending reason the pass
+node), the job given as its digest (scheduler/job_digest.py: what a pass
+reads of it, kept between passes): None lets the job through, a Reason is the pending reason the pass
 records for it, exactly as `xce jobs -p` shows it. `stack()` composes them,
 in one place and in the order they are asked: the first refusal is the
 job's reason. The gates on slots (limits, backfill) narrow the most slots
@@ -16,12 +17,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from scheduler.pass_state import LimitKey, PassState
+from scheduler.job_digest import Digest
+from scheduler.pass_state import PassState
 from xce import start_failures
 from xce.rules import dependency_conditions, feasibility
 from xce.v1 import api_pb2 as api
 
-JobGate = Callable[[api.Job, PassState], "feasibility.Reason | None"]
+JobGate = Callable[[Digest, PassState], "feasibility.Reason | None"]
 
 _UNSEEN = feasibility.Reason(api.PENDING_REASON_UNSPECIFIED, "", "unseen")  # a cache miss
 
@@ -38,21 +40,28 @@ def stack(state: PassState, bounded: bool) -> tuple[tuple[JobGate, ...], tuple[J
     return (queue_active, waits, dispatch_cap), tuple(slot_gates)
 
 
-def queue_active(job: api.Job, state: PassState) -> feasibility.Reason | None:
+def for_free(job_gates: tuple[JobGate, ...], state: PassState) -> tuple[JobGate, ...]:
+    """The job gates for a job that waits for nothing of its own (scheduler/job_digest.py: its digest's
+    `free`): `waits` would let it through, unless the cluster is recovering."""
+    return job_gates if state.recovering else tuple(gate for gate in job_gates if gate is not waits)
+
+
+def queue_active(made: Digest, state: PassState) -> feasibility.Reason | None:
     """The queue's own checks (active, its slot limit's counter), once per queue and pass."""
-    queue = job.spec.queue
+    queue = made.queue
     reason = state.by_queue.get(queue, _UNSEEN)
     if reason is _UNSEEN:
         reason = state.by_queue[queue] = feasibility.queue_refusal(queue, state.usage)
     return reason
 
 
-def waits(job: api.Job, state: PassState) -> feasibility.Reason | None:
+def waits(made: Digest, state: PassState) -> feasibility.Reason | None:
     """What the job itself waits for, in one gate (each is a test of a field or two; a call each
     was a tenth of a pass over 50,000 jobs): its -w condition (apply's verdict), the backoff after
     its own start failed, its begin time (-b), its termination time passed (-t: it would be killed
     as it starts), and a host it may still run on (a cluster recovering; hosts it ran on gone
     silent)."""
+    job = made.job
     spec = job.spec
     if job.chunk_lead:  # it runs after its chunk's lead, on its slot (xce/rules/chunks.py): as apply said
         return feasibility.Reason(api.PEND_CHUNK_WAIT, job.pending_reason, "chunk")
@@ -69,29 +78,29 @@ def waits(job: api.Job, state: PassState) -> feasibility.Reason | None:
     return None
 
 
-def dispatch_cap(job: api.Job, state: PassState) -> feasibility.Reason | None:
+def dispatch_cap(made: Digest, state: PassState) -> feasibility.Reason | None:
     """The pass's own bound on dispatches (a job its limits refuse gets their reason, looked at below)."""
-    if state.dispatched >= state.max_dispatches and job.id not in state.blocked:
+    if state.dispatched >= state.max_dispatches and made.id not in state.blocked:
         return limit_reached(state.max_dispatches)
     return None
 
 
-def within_limits(job: api.Job, state: PassState) -> feasibility.Reason | None:
+def within_limits(made: Digest, state: PassState) -> feasibility.Reason | None:
     """The limits at its least slots; -n min,max: as many as the limits leave."""
-    if not (state.limited or job.array_limit):
+    if not (state.limited or made.limits[5]):  # (the job's array limit)
         return None
-    reason = state.blocked.get(job.id) or limit_reason(job, state)
+    reason = state.blocked.get(made.id) or limit_reason(made, state)
     if state.least < state.most:  # (least fits: checked just above)
-        state.most = min(state.most, state.usage.room(job, state.most))
+        state.most = min(state.most, state.usage.room(made.job, state.most))
     return reason
 
 
-def backfill_order(job: api.Job, state: PassState) -> feasibility.Reason | None:
+def backfill_order(made: Digest, state: PassState) -> feasibility.Reason | None:
     """Its queue's head, and the reservations of the queues before it (scheduler/backfill.py)."""
     holds = state.holds
     if holds is None or not holds.blocks:
         return None
-    reason, state.most, state.charged = holds.verdict(job, state.least, state.most, state.usage.states)
+    reason, state.most, state.charged = holds.verdict(made.job, state.least, state.most, state.usage.states)
     return reason
 
 
@@ -101,36 +110,31 @@ def limit_reached(max_dispatches: int) -> feasibility.Reason:
                               "the next pass looks again", "dispatch_limit")
 
 
-def _key_of(job: api.Job) -> LimitKey:
-    """What a job's limits read of it: jobs with the same key are refused alike."""
-    spec = job.spec
-    return (spec.queue, spec.user, spec.project, feasibility.least_slots(job), job.array_id, job.array_limit,
-            spec.job_group)
-
-
-def limit_reason(job: api.Job, state: PassState) -> feasibility.Reason | None:
-    """limit_refusal at the job's least slots; a refusal is kept for the rest of the pass."""
-    key = _key_of(job)
+def limit_reason(made: Digest, state: PassState) -> feasibility.Reason | None:
+    """limit_refusal at the job's least slots; a refusal is kept for the rest of the pass, for every job
+    whose limits read the same of it (its digest's `limits`)."""
+    key = made.limits
     refused = state.limit_refused
     reason = refused.get(key)
     if reason is None:
-        reason = feasibility.limit_refusal(job, state.usage, key[3])
+        reason = feasibility.limit_refusal(made.job, state.usage, key[3])
         if reason is not None:
             refused[key] = reason
     return reason
 
 
-def limit_blocked(pending: list[api.Job], state: PassState) -> tuple[list[api.Job], list[api.Job]]:
+def limit_blocked(pending: list[Digest], state: PassState) -> tuple[list[Digest], list[Digest]]:
     """(the jobs no limit refuses now, the ones one does); why, by job, in state.blocked. Counters only
     grow in a pass: a job a limit refuses at its start is refused all through it."""
     open_, blocked = [], []
-    for job in pending:
-        reason = limit_reason(job, state) if state.limited or job.array_limit else None
+    limited = state.limited
+    for made in pending:
+        reason = limit_reason(made, state) if limited or made.limits[5] else None
         if reason is None:
-            open_.append(job)
+            open_.append(made)
         else:
-            blocked.append(job)
-            state.blocked[job.id] = reason
+            blocked.append(made)
+            state.blocked[made.id] = reason
     return open_, blocked
 
 

@@ -67,30 +67,6 @@ def place(job: api.Job, kept: list[api.HostAllocation] | None, state: PassState)
     return _waits(job, need, explanation.reason or NO_ALLOCATION, kept, state)
 
 
-def place_plain(job: api.Job, state: PassState) -> bool:
-    """`place` for a job that asks for nothing but its slots (no -R, -m, -x, -U, -n min,max; its queue
-    has no RES_REQ), in a pass where no limit, backfill order or chunk applies (core.py decides): the
-    host with the most free slots, if it has enough. True if dispatched; False leaves the job to
-    `place`. Its barrier is apply's host check: the job-level checks of `feasibility.check` can refuse
-    nothing here (no bound, no license, one host with the job's slots; the gates asked the queue and
-    safety already), so a job that uses no feature pays for none."""
-    spec = job.spec
-    slots = spec.slots
-    if spec.resource_req or spec.hosts or spec.exclusive or spec.reservation or spec.min_slots > 0 \
-            or slots < 1 or (job.attempt and job.refused_owner) or spec.queue in state.queues_with_req:
-        return False
-    first = state.index.most_free()
-    if first is None or -first[0] < slots:
-        return False
-    name = first[1]
-    refusal = feasibility.host_refusal(name, state.usage.host(name), slots)
-    if refusal is not None:  # the index and the definition disagree: a bug
-        raise InvariantViolated(f"the host index chose {name} for job {job.id}, which does not fit "
-                                f"there: {refusal}")
-    state.placed(job, feasibility.NO_NEED, (plans.Placement(name, slots),))
-    return True
-
-
 def _barrier(job: api.Job, need: feasibility.Need, plan: plans.Plan,
              state: PassState) -> feasibility.Explanation | None:
     """The plan, if apply's own check takes it: dispatched (None). Else why not: a limit on consumables,

@@ -14,12 +14,14 @@ the backfill reservations it would start on (`charged`). Pure: no I/O.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from scheduler import backfill, plans, preemption
-from scheduler.decisions import Dispatch, PassResult
+from scheduler.decisions import Dispatch, PassResult, Pend
 from scheduler.host_index import HostIndex
+from scheduler.job_digest import LimitKey
 from scheduler.pass_usage import PassUsage
 from scheduler.picker import PassContext
 from scheduler.preempt_fallback import PreemptFallback
@@ -30,7 +32,6 @@ if TYPE_CHECKING:
     from scheduler.core import CoreConfig
 
 NoRoomKey = tuple[int, int, feasibility.Need]  # (fewest slots, most slots, requirement)
-LimitKey = tuple[str, str, str, int, int, int, str]  # what a job's limits read of it (gates.py)
 
 
 class PassState:
@@ -98,8 +99,36 @@ class PassState:
         if self.holds is not None:
             self.holds.placed(job, sum(p.slots for p in plan), self.charged)
 
+    def placed_plain(self, job: api.Job, host: str, before: feasibility.HostState, slots: int) -> None:
+        """placed() of a job that asks for nothing but `slots`, on one host (its state `before`), in a pass
+        without limits or backfill order (scheduler/plain_lane.py)."""
+        self.usage.take_slots(host, before, slots, self.index)
+        if self.until_placed:
+            self.until_placed.clear()
+        if self.tried_moving:
+            self.tried_moving.clear()
+        self.dispatched += 1
+        self.decisions.append(Dispatch(job.id, job.attempt, host))
+
+    def pended(self, job: api.Job, reason: feasibility.Reason, recount: bool) -> None:
+        """The job waits for `reason` at the end of the pass: counted, and a PEND decision if its committed
+        reason differs (`recount`: also if only its counts do)."""
+        self.result.waiting[reason.code] += 1
+        if reason.code != job.pending_code or (reason.words != job.pending_reason and (
+                recount or _shape(reason.words) != _shape(job.pending_reason))):
+            self.decisions.append(Pend(job.id, reason.words, reason.code))
+
     def waits(self, job: api.Job, code: int) -> None:
         """The job, placed on no host, waits for `code`: it may become its queue's head."""
         if self.holds is not None:
             self.holds.hold(job, code)
             self.holds.missed(self.charged, job, self.least)
+
+
+_DIGITS = str.maketrans("", "", "0123456789")
+
+
+@functools.lru_cache(maxsize=4096)  # a pass compares each waiting job's words: the same few, pass after pass
+def _shape(words: str) -> str:
+    """A reason's words without its numbers: what changes only when the counts do not."""
+    return words.translate(_DIGITS)

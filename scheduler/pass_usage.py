@@ -137,13 +137,20 @@ class PassUsage:
             self._put(part.host, after)
             index.moved(part.host, before.slots - before.used, after.slots - after.used)
 
+    def take_slots(self, name: str, before: feasibility.HostState, slots: int, index: HostIndex) -> None:
+        """take() of slots alone, on one host (its state now: `before`)."""
+        lent = self._lent
+        if lent is not None and name not in lent:
+            lent[name] = before
+        self.states[name] = _with_use(before, before.used + slots, before.reserved)
+        free = before.slots - before.used
+        index.moved(name, free, free - slots)
+
     def take(self, parts: Sequence[feasibility.Allocation], need: feasibility.Need, index: HostIndex) -> None:
         """A placement: its slots and reserved consumables, taken on each of its hosts."""
         if need is feasibility.NO_NEED:  # (most placements: slots alone)
             for name, slots in parts:
-                before = self.states[name]
-                self._put(name, _with_use(before, before.used + slots, before.reserved))
-                index.moved(name, before.slots - before.used, before.slots - before.used - slots)
+                self.take_slots(name, self.states[name], slots, index)
             return
         for part in parts:
             before = self.states[part.host]

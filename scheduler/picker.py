@@ -13,16 +13,19 @@ a replay or a simulation must order jobs as the live pass did.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Protocol
 
 from scheduler.backfill import Kept
+from scheduler.job_digest import Digest, Digests
 from xce.rules import fairshare
 from xce.v1 import api_pb2 as api
 
 ENTRY_POINT_GROUP = "xce.pickers"
+_RANK = operator.itemgetter(0)  # a Digest's rank
 
 
 class Picker(Protocol):
@@ -117,19 +120,39 @@ def load(name: str) -> Picker:
 def ordered(jobs: Iterable[api.Job], queues: Mapping[str, api.Queue], default: Picker,
             overrides: Mapping[str, Picker], context: PassContext | None = None) -> list[api.Job]:
     """All jobs in pass order: queues by priority, each queue ordered by its picker."""
-    by_queue: dict[str, list[api.Job]] = {}
-    for job in jobs:
-        by_queue.setdefault(job.spec.queue, []).append(job)
+    digests = Digests()
+    return [d.job for d in in_order([digests.of(j) for j in jobs], queues, default, overrides, context,
+                                    digests)]
+
+
+def in_order(pending: Iterable[Digest], queues: Mapping[str, api.Queue], default: Picker,
+             overrides: Mapping[str, Picker], context: PassContext | None, digests: Digests) -> list[Digest]:
+    """ordered(), of the jobs' digests (scheduler/job_digest.py): a queue of the FCFS picker is ordered by
+    its digests alone, reading no job."""
+    by_queue: dict[str, list[Digest]] = {}
+    for made in pending:
+        group = by_queue.get(made.queue)
+        if group is None:
+            by_queue[made.queue] = [made]
+        else:
+            group.append(made)
 
     def queue_key(name: str) -> tuple[int, str]:
         queue = queues.get(name)
         return (-(queue.priority if queue else 0), name)
 
-    result: list[api.Job] = []
+    result: list[Digest] = []
     for name in sorted(by_queue, key=queue_key) if len(by_queue) > 1 else by_queue:
         chosen = overrides.get(name, default)
+        group = by_queue[name]
+        if type(chosen) is Fcfs:  # (its order within one queue is the digests' rank)
+            group.sort(key=_RANK)
+            result.extend(group)
+            continue
+        jobs = [made.job for made in group]
         if getattr(chosen, "reads_context", False):
-            result.extend(chosen.order(by_queue[name], queues, context))  # type: ignore[call-arg]
+            jobs = chosen.order(jobs, queues, context)  # type: ignore[call-arg]
         else:
-            result.extend(chosen.order(by_queue[name], queues))
+            jobs = chosen.order(jobs, queues)
+        result.extend(digests.of(job) for job in jobs)
     return result

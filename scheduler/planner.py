@@ -52,6 +52,7 @@ from scheduler.backfill import Kept
 from scheduler.core import WAITING, CoreConfig, run_pass
 from scheduler.decisions import Decision, Dispatch, PassResult, Pend, Preempt
 from scheduler.host_index import Fleet
+from scheduler.job_digest import Digests
 from scheduler.picker import PassContext, Picker
 from scheduler.view import View
 from xce.rules import feasibility
@@ -165,6 +166,7 @@ class PassView:
     fleet: Fleet | None = None  # what a pass makes of the hosts, if the view keeps it (View.fleet)
     # The jobs a pass may act on (View.waiting: pending or suspended), by id, if the view keeps them.
     waiting: Sequence[api.Job] | None = None
+    digests: Digests | None = None  # what a pass derives of each of them, if the view keeps it (View.digests)
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,8 @@ def pass_view(view: View) -> PassView:
     if not waiting:
         return PassView([], view.queues(), [], view.counters(), view.revision, waiting=waiting)
     return PassView(view.jobs(), view.queues(), view.hosts(), view.counters(), view.revision, view.shared(),
-                    view.limits(), view.share_usage(), fleet=view.fleet(), waiting=waiting)
+                    view.limits(), view.share_usage(), fleet=view.fleet(), waiting=waiting,
+                    digests=view.digests())
 
 
 def idle(waiting: Sequence[api.Job], state: PlannerState, clock_ms: int, config: PlannerConfig) -> bool:
@@ -232,7 +235,8 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
     pending = [j for j in waiting if not (j.id in in_flight and in_flight[j.id][0] == j.attempt)]
     wall = view.now_ms if wall_ms is None else wall_ms
     result = run_pass(pending, view.queues, usable, config.core, view.counters, recount, view.shared,
-                      view.limits, PassContext(view.jobs, view.share_usage, wall, state.reservations), fleet)
+                      view.limits, PassContext(view.jobs, view.share_usage, wall, state.reservations), fleet,
+                      view.digests)
     refused = {j.id for j in pending if j.pending_code == api.PEND_DISPATCH_REFUSED}
     # A worker's refusal says more than what a pass without that host would say.
     decisions = [d for d in result.decisions if not (isinstance(d, Pend) and d.job_id in refused)] \

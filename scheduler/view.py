@@ -21,6 +21,7 @@ from google.protobuf.message import Message
 
 from scheduler.core import WAITING
 from scheduler.host_index import MOVING_ALWAYS, Entry, Fleet, free_entry
+from scheduler.job_digest import Digests
 from xce.rules import fairshare, feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -39,8 +40,9 @@ class View:
         self.last_kind = ""  # the entry kind of the last event applied
         self._jobs_written: list[tuple[bytes, bytes]] | None = None  # (apply_event's `jobs`)
         # jobs, hosts and queues kept parsed, in key order, between reads: only what changed is parsed again
-        self._parsed_tables = {"jobs": _Parsed(api.Job, waits), "hosts": _Parsed(api.Host, touches=True),
-                               "queues": _Parsed(api.Queue)}
+        self._digests = Digests()  # of the waiting jobs, made as their records are parsed (digests())
+        self._parsed_tables = {"jobs": _Parsed(api.Job, waits, digests=self._digests),
+                               "hosts": _Parsed(api.Host, touches=True), "queues": _Parsed(api.Queue)}
         self._fleet: Fleet | None = None  # what a pass makes of the hosts, as the view has them
         # ... its states and its free entries, updated in place
         self._states: dict[str, feasibility.HostState] = {}
@@ -135,6 +137,13 @@ class View:
         parsed = self._parsed_tables["jobs"]
         parsed.refresh(self.tables["jobs"])
         return parsed.kept()  # type: ignore[return-value]
+
+    def digests(self) -> Digests:
+        """What a pass derives of each waiting job (scheduler/job_digest.py), kept like waiting(): made
+        again only for the jobs whose records changed. run_pass adds those it lacks."""
+        parsed = self._parsed_tables["jobs"]
+        parsed.refresh(self.tables["jobs"])
+        return self._digests
 
     def parsed_job(self, key: bytes, raw: bytes) -> api.Job:
         """`raw`, the record an event wrote at `key` of the jobs, parsed: the one jobs() keeps if the
@@ -243,9 +252,11 @@ class _Parsed:
     records it holds true of are also kept apart, in key order (kept())."""
 
     def __init__(self, kind: type[Message], keep: Callable[[Message], bool] | None = None,
-                 touches: bool = False) -> None:
+                 touches: bool = False, digests: Digests | None = None) -> None:
+        """`digests`: the kept records' digests, kept with them (jobs only)."""
         self.kind = kind
         self.keep = keep
+        self.digests = digests
         self.touches = touches  # keep `touched` (a reader clears it: View.fleet)
         self.keys: list[bytes] = []
         self.records: list[Message] = []
@@ -286,6 +297,8 @@ class _Parsed:
                 keep = self.keep
                 self._kept = {k: r for k, r in zip(self.keys, self.records, strict=True) if keep(r)}
                 self._kept_keys = list(self._kept)  # (in key order, as self.keys)
+                if self.digests is not None:
+                    self.digests.reset(self._kept.values())  # type: ignore[arg-type]
         elif self.dirty:
             keys, records = self.keys, self.records
             for key in sorted(self.dirty):
@@ -316,6 +329,10 @@ class _Parsed:
             kept[key] = record
             if not was:
                 bisect.insort(self._kept_keys, key)
+            if self.digests is not None:
+                self.digests.put(record)  # type: ignore[arg-type]
         elif was:
             del kept[key]
             del self._kept_keys[bisect.bisect_left(self._kept_keys, key)]
+            if self.digests is not None:
+                self.digests.drop(struct.unpack(">Q", key)[0])

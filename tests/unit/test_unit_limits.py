@@ -185,3 +185,22 @@ def test_a_bad_project_is_refused_at_submit(project: str) -> None:
         request_id="p", jobs=[api.JobSpec(command=["true"], project=project)])])))
     assert result.code == log.INVALID_ARGUMENT and "-P" in result.message
     assert not list(state.tables.scan("jobs"))
+
+
+def test_jobs_alike_but_for_their_job_group_are_refused_apart() -> None:
+    """A pass keeps a limit's refusal for every job whose limits read the same of it (its digest's
+    `limits`): a job of a group at its limit does not refuse a job of another group, ordered before or
+    after it."""
+    full = api.Limit(name="g1", groups=["/g1"], slots=1)
+    counters = {limits.counter("g1", limits.ALL, "slots"): 1}
+    hosts = [api.Host(spec=api.HostSpec(name="h1", slots=4), status=api.HOST_OK)]
+    for first, second in (("/g1", "/g2"), ("/g2", "/g1")):
+        jobs = [api.Job(id=n, state=api.PEND, submit_time_ms=n,
+                        spec=api.JobSpec(command=["true"], queue="normal", user="u", slots=1, job_group=group))
+                for n, group in ((1, first), (2, second))]
+        decisions = core.run_pass(jobs, [api.Queue(name="normal")], hosts, core.CoreConfig(), counters,
+                                  limit_defs=[full]).decisions
+        placed = {d.job_id for d in decisions if isinstance(d, Dispatch)}
+        refused = {d.job_id: d.code for d in decisions if isinstance(d, Pend)}
+        g1 = 1 if first == "/g1" else 2
+        assert placed == {3 - g1} and refused == {g1: api.PEND_LIMIT_REACHED}

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler import core, picker, plans
+from scheduler import core, job_digest, picker, plans
 from scheduler.core import CoreConfig, schedule
 from scheduler.decisions import Decision, Dispatch, Pend
 from scheduler.host_index import HostIndex
@@ -254,7 +254,8 @@ LANE_QUEUES = [api.Queue(name="normal", priority=30),
                api.Queue(name="off", priority=50, inactive=True), api.Queue(name="slow", priority=10)]
 LANE_ASKS = [{}, {}, {}, {"resource_req": "rusage[mem=100]"}, {"hosts": ["h1"]}, {"exclusive": True},
              {"min_slots": 1}, {"queue": "gpu"}, {"queue": "off"}, {"queue": "nowhere"},
-             {"depend": "done(1)"}, {"slots": 0}]
+             {"depend": "done(1)"}, {"slots": 0}, {"begin_time_ms": 9000}, {"begin_time_ms": 100},
+             {"term_time_ms": 4000}, {"term_time_ms": 90000}]
 
 
 @settings(max_examples=150, deadline=None)
@@ -270,7 +271,9 @@ def test_the_plain_lane_decides_exactly_what_the_general_way_decides(
     """A pass with the short way for jobs that ask only for slots makes the same decisions, in the same
     order, as one that takes every job the general way: mixed with jobs that use -R, -m, -x, -n min,max,
     queues with a RES_REQ, inactive or unknown queues, dependencies, on hosts up, down, closed and full,
-    with a dispatch cap, a queue slot limit (the lane stands aside) and a backfill queue."""
+    with a dispatch cap, a queue slot limit (the lane stands aside) and a backfill queue; and so does a
+    pass given digests kept from other records of the same jobs (scheduler/job_digest.py: made again),
+    and from these records."""
     records = [api.Host(spec=api.HostSpec(name=f"h{i}", slots=slots, memory_mb=1000,
                                           resources={"gpu": gpus} if gpus else {}),
                         slots_used=min(used, slots), closed=kind == "closed",
@@ -297,3 +300,9 @@ def test_the_plain_lane_decides_exactly_what_the_general_way_decides(
     decided = [core.run_pass(pending, queues, records, CoreConfig(max_dispatches=cap, plain_lane=lane), {},
                              context=context).decisions for lane in (True, False)]
     assert decided[0] == decided[1]
+    others = [api.Job(id=j.id, state=api.PEND, submit_time_ms=j.submit_time_ms,
+                      spec=api.JobSpec(command=["t"], queue="normal", slots=1)) for j in pending]
+    kept = job_digest.Digests(others)
+    for _ in range(2):
+        assert core.run_pass(pending, queues, records, CoreConfig(max_dispatches=cap), {}, context=context,
+                             digests=kept).decisions == decided[1]

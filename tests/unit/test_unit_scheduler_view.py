@@ -78,14 +78,15 @@ def test_events_available_only_above_the_floor_of_a_known_revision() -> None:
 def test_records_kept_parsed_between_reads_are_what_a_fresh_parse_gives() -> None:
     """The view parses only the keys an event changed (scheduler/view.py: _Parsed): after random adds,
     changes, deletions and a snapshot, every read equals a fresh parse of the rows (the waiting
-    jobs, its subset), host states equal fresh ones, and a list handed out before is not changed by
-    later events."""
+    jobs, its subset), host states and the waiting jobs' digests equal fresh ones, and a list handed
+    out before is not changed by later events."""
     import random
 
-    from scheduler import core, host_index
+    from scheduler import core, host_index, job_digest
     from xce.rules import feasibility
 
     rng = random.Random(7)
+    specs = random.Random(8)  # (its own, so that the rest draws what it drew before)
     view = View()
     rows: dict[str, dict[bytes, bytes]] = {"jobs": {}, "hosts": {}}
     handed: list[tuple[list[api.Job], list[bytes]]] = []
@@ -101,7 +102,10 @@ def test_records_kept_parsed_between_reads_are_what_a_fresh_parse_gives() -> Non
                 continue
             if table == "jobs":
                 state = rng.choice([api.PEND, api.RUN, api.SSUSP, api.DONE])
-                value = api.Job(id=number, attempt=rng.randint(0, 9), state=state).SerializeToString()
+                spec = api.JobSpec(queue="normal", slots=specs.randint(1, 3), priority=specs.randint(0, 2),
+                                   resource_req=specs.choice(["", "", "select[gpu]"]))
+                made = api.Job(id=number, attempt=rng.randint(0, 9), state=state, spec=spec)
+                value = made.SerializeToString()
             else:  # (some with a consumable, which names a moving value)
                 host = api.Host(spec=api.HostSpec(name=key.decode(), slots=8), status=api.HOST_OK,
                                 slots_used=rng.randint(0, 8), closed=rng.random() < 0.1)
@@ -126,6 +130,8 @@ def test_records_kept_parsed_between_reads_are_what_a_fresh_parse_gives() -> Non
             assert [j.SerializeToString() for j in jobs] == [rows["jobs"][k] for k in sorted(rows["jobs"])]
             assert [j.SerializeToString() for j in view.waiting()] == [
                 j.SerializeToString() for j in jobs if j.state in core.WAITING]
+            assert sorted(view.digests(), key=lambda made: made.id) == [
+                job_digest.digest(j) for j in view.waiting()]
             hosts = [api.Host.FromString(rows["hosts"][k]) for k in sorted(rows["hosts"])]
             assert view.hosts() == hosts
             fresh = host_index.Fleet.of({h.spec.name: feasibility.host_state(h, load=True) for h in hosts})
