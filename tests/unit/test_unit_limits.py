@@ -195,8 +195,8 @@ def test_jobs_alike_but_for_their_job_group_are_refused_apart() -> None:
     counters = {limits.counter("g1", limits.ALL, "slots"): 1}
     hosts = [api.Host(spec=api.HostSpec(name="h1", slots=4), status=api.HOST_OK)]
     for first, second in (("/g1", "/g2"), ("/g2", "/g1")):
-        jobs = [api.Job(id=n, state=api.PEND, submit_time_ms=n,
-                        spec=api.JobSpec(command=["true"], queue="normal", user="u", slots=1, job_group=group))
+        jobs = [api.Job(id=n, state=api.PEND, submit_time_ms=n, spec=api.JobSpec(
+                    command=["true"], queue="normal", user="u", slots=1, job_group=group))
                 for n, group in ((1, first), (2, second))]
         decisions = core.run_pass(jobs, [api.Queue(name="normal")], hosts, core.CoreConfig(), counters,
                                   limit_defs=[full]).decisions
