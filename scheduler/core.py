@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from scheduler import gates, host_checks
 from scheduler.decisions import Decision, Dispatch, PassResult
 from scheduler.host_index import Fleet, HostIndex
-from scheduler.job_digest import Digest, Digests
+from scheduler.job_digest import SUSPENDED, Digest, Digests
 from scheduler.pass_state import PassState
 from scheduler.pass_usage import PassUsage
 from scheduler.picker import Fcfs, PassContext, Picker, in_order
@@ -126,7 +126,6 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
     lane = PlainLane(state, recount) if config.plain_lane and not slot_gates and chunking is None \
         and not state.recovering else None
     place = host_checks.place
-    ssusp = api.SSUSP
     for made in itertools.chain(waiting, blocked):
         job = made.job
         if chunking is not None and made.id in chunking.taken:
@@ -134,7 +133,7 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
         kept = fallback.kept.pop(made.id, None) if fallback is not None and fallback.kept else None
         if lane is not None and made.lane and kept is None and lane.took(made):
             continue
-        if job.state == ssusp:  # a preempted job whose slots were given back: it takes them again
+        if made.kind == SUSPENDED:  # a preempted job whose slots were given back: it takes them again
             if state.dispatched < state.max_dispatches and (resumed := resume(job, usage, index)) is not None:
                 state.dispatched += 1
                 decisions.append(resumed)
@@ -146,7 +145,7 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
                 if chunking is not None:
                     chunking.fill(job, state)
                 continue  # dispatched, preempted for, or unexplained this pass
-        state.pended(job, reason, recount)
+        state.pended(made, reason, recount)
     if state.holds is not None:
         state.result.reservations = state.holds.kept(usage.states)
     return state.result

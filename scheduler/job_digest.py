@@ -35,6 +35,8 @@ class Digest(NamedTuple):
     slots: int
     lane: int  # its slots, if it asks for nothing but slots and waits for nothing; else 0
     limits: LimitKey
+    pending_code: int  # its committed pending reason (a pass proposes a new one only if it differs)
+    pending_reason: str
 
 
 def digest(job: api.Job) -> Digest:
@@ -57,7 +59,8 @@ def digest(job: api.Job) -> Digest:
     queue = spec.queue
     return Digest(rank(spec.priority, job.submit_time_ms, job.id), job.id, job, queue, kind, bool(free),
                   slots, slots if plain else 0,
-                  (queue, spec.user, spec.project, least, job.array_id, job.array_limit, spec.job_group))
+                  (queue, spec.user, spec.project, least, job.array_id, job.array_limit, spec.job_group),
+                  job.pending_code, job.pending_reason)
 
 
 def rank(priority: int, submit_time_ms: int, job_id: int) -> int:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from scheduler import backfill, plans, preemption
 from scheduler.decisions import Dispatch, PassResult, Pend
 from scheduler.host_index import HostIndex
-from scheduler.job_digest import LimitKey
+from scheduler.job_digest import Digest, LimitKey
 from scheduler.pass_usage import PassUsage
 from scheduler.picker import PassContext
 from scheduler.preempt_fallback import PreemptFallback
@@ -110,13 +110,13 @@ class PassState:
         self.dispatched += 1
         self.decisions.append(Dispatch(job.id, job.attempt, host))
 
-    def pended(self, job: api.Job, reason: feasibility.Reason, recount: bool) -> None:
+    def pended(self, made: Digest, reason: feasibility.Reason, recount: bool) -> None:
         """The job waits for `reason` at the end of the pass: counted, and a PEND decision if its committed
         reason differs (`recount`: also if only its counts do)."""
         self.result.waiting[reason.code] += 1
-        if reason.code != job.pending_code or (reason.words != job.pending_reason and (
-                recount or _shape(reason.words) != _shape(job.pending_reason))):
-            self.decisions.append(Pend(job.id, reason.words, reason.code))
+        if reason.code != made.pending_code or (reason.words != made.pending_reason and (
+                recount or _shape(reason.words) != _shape(made.pending_reason))):
+            self.decisions.append(Pend(made.id, reason.words, reason.code))
 
     def waits(self, job: api.Job, code: int) -> None:
         """The job, placed on no host, waits for `code`: it may become its queue's head."""

@@ -63,5 +63,5 @@ class PlainLane:
                 return True  # dispatched over several hosts, preempted for, or unexplained
             if self._keeps_no_room:
                 self._no_room[slots] = reason
-        state.pended(made.job, reason, self._recount)
+        state.pended(made, reason, self._recount)
         return True

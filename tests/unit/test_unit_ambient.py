@@ -44,7 +44,7 @@ CORES = ("controller/leader/__init__.py", "scheduler/planner.py", "scheduler/cor
          "xce/rules/feasibility.py", "controller/fsm/__init__.py", "controller/raft_append.py")
 CORES += ("scheduler/gates.py", "scheduler/host_checks.py", "scheduler/pass_state.py",  # the pass's stack
           "scheduler/pass_usage.py", "scheduler/host_index.py", "scheduler/preempt_fallback.py",
-          "scheduler/decisions.py")
+          "scheduler/decisions.py", "scheduler/job_digest.py", "scheduler/plain_lane.py")
 FORBIDDEN_IN_CORES = {"grpc", "lmdb", "pysyncobj", "asyncio", "threading", "socket", "subprocess"}
 PRODUCTION = ("controller", "scheduler", "worker", "xce")
 # What the simulation may not import: the parts behind the real entry points.
