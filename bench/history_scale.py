@@ -12,7 +12,9 @@ three-replica LocalCluster starts from it as from a Raft snapshot. Then, on that
 - each replica's RSS, the state's and the snapshot's size;
 - a snapshot install: a follower's data wiped, the time until it has caught up again;
 - compactions at this size: `[raft] compaction_min_entries` is set low, writes make every
-  replica snapshot the whole state; the term must not move (the copy runs off the tick thread).
+  replica snapshot the whole state; the term must not move (the copy runs off the tick thread);
+- the scheduler's pass on 100,000 pending jobs and 10,000 hosts (bench/scheduler_pass.py: scale),
+  pure, as the daemon runs it.
 
 Prints figures and one JSON line; asserts nothing.
 """
@@ -35,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import big_state  # noqa: E402
+import scheduler_pass  # noqa: E402
 
 from client.channel import Client  # noqa: E402
 from ops.local_cluster import LocalCluster  # noqa: E402
@@ -158,6 +161,8 @@ def main() -> int:
     finally:
         cluster.stop()
         shutil.rmtree(home, ignore_errors=True)
+    print("timing the scheduler's pass at 10,000 hosts and 100,000 pending jobs", file=sys.stderr)
+    results["pass_at_scale"] = scheduler_pass.scale()
     print(json.dumps(results, indent=2))
     print(json.dumps(results))
     return 0
