@@ -18,6 +18,7 @@ the view, not from the reply.
 
 from __future__ import annotations
 
+import collections
 import logging
 import random
 import signal
@@ -185,10 +186,16 @@ class Scheduler:
             self._renew_now.set()  # maybe a new leader, or a stale lease: confirm it now
 
     def _count(self, batch: api.DecisionBatch, reply: api.DecisionBatchResponse | None) -> None:
+        # Counted here, then added once per kind and outcome (a labelled counter's increment per decision
+        # was a seventh of the scheduler's CPU at 4,000 decisions a batch).
+        counted: collections.Counter[tuple[str, str]] = collections.Counter()
+        rejections = list(reply.rejections) if reply is not None else []
         for i, decision in enumerate(batch.decisions):
             outcome = "unknown" if reply is None else \
-                "rejected" if i < len(reply.rejections) and reply.rejections[i] else "accepted"
-            self._decisions.labels(decision.WhichOneof("body") or "empty", outcome).inc()
+                "rejected" if i < len(rejections) and rejections[i] else "accepted"
+            counted[(decision.WhichOneof("body") or "empty", outcome)] += 1
+        for (kind, outcome), count in counted.items():
+            self._decisions.labels(kind, outcome).inc(count)
 
     def _to_leader(self, client: Client) -> None:
         """Calls go where the Sync stream is served, which only the leader does: after a
