@@ -26,6 +26,7 @@ refusal) is the planner's (planner.py).
 
 from __future__ import annotations
 
+import gc
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -89,11 +90,18 @@ def run_pass(jobs: Sequence[api.Job], queues: Sequence[api.Queue], hosts: Sequen
     usage = PassUsage(hosts, queue_map, counters, shared or {}, limit_defs,
                       lent=fleet.states if fleet is not None else None)
     index = HostIndex(usage.states, fleet)
+    # The cyclic collector is paused while a pass runs: its collections during a pass walked every record the
+    # process holds (13 % of a pass placing 35,000 jobs), and what a pass makes is freed by its reference
+    # counts (a cycle would wait for the first collection after the pass).
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return _placed(jobs, queues, queue_map, config, recount, limit_defs, context, usage, index,
                        digests if digests is not None else Digests())
     finally:
         usage.give_back()
+        if collecting:
+            gc.enable()
 
 
 def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Mapping[str, api.Queue],

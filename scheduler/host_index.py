@@ -56,47 +56,50 @@ class Fleet:
 
 
 class _ByFree:
-    """Entries (-free slots, name) in order, as a sorted list per free count: a placement moves a host
-    from one short list to another (one list of every host moved thousands of pointers each time, a
-    sixth of a pass of one-slot jobs at 5,000 hosts)."""
+    """Entries (-free slots, name) in order, as a sorted list of names per free count: a placement moves a
+    host from one short list to another (one list of every host moved thousands of pointers each time, a
+    sixth of a pass of one-slot jobs at 5,000 hosts), and makes no entry to keep."""
 
     def __init__(self, entries: Iterable[Entry]) -> None:
         """`entries`: sorted."""
-        self._lists: dict[int, list[Entry]] = {}  # by -free
-        for entry in entries:
-            found = self._lists.get(entry[0])
+        self._names: dict[int, list[str]] = {}  # by -free
+        for negative_free, name in entries:
+            found = self._names.get(negative_free)
             if found is None:
-                self._lists[entry[0]] = [entry]
+                self._names[negative_free] = [name]
             else:
-                found.append(entry)
-        self._keys = sorted(self._lists)  # (-free) of the lists, most free first
+                found.append(name)
+        self._keys = sorted(self._names)  # (-free) of the lists, most free first
 
     def __iter__(self) -> Iterator[Entry]:
-        lists = self._lists
-        return itertools.chain.from_iterable([lists[key] for key in self._keys])
+        names = self._names
+        return itertools.chain.from_iterable([zip(itertools.repeat(key), names[key]) for key in self._keys])
 
     def first(self) -> Entry | None:
-        return self._lists[self._keys[0]][0] if self._keys else None
+        if not self._keys:
+            return None
+        key = self._keys[0]
+        return key, self._names[key][0]
 
-    def remove(self, entry: Entry) -> None:
-        """The entry, if there (a host that had no free slot has none)."""
-        found = self._lists.get(entry[0])
+    def remove(self, negative_free: int, name: str) -> None:
+        """The host's entry, if there (a host that had no free slot has none)."""
+        found = self._names.get(negative_free)
         if found is None:
             return
-        position = 0 if found[0] == entry else bisect.bisect_left(found, entry)  # (most often the first)
-        if position < len(found) and found[position] == entry:
+        position = 0 if found[0] == name else bisect.bisect_left(found, name)  # (most often the first)
+        if position < len(found) and found[position] == name:
             del found[position]
             if not found:
-                del self._lists[entry[0]]
-                del self._keys[bisect.bisect_left(self._keys, entry[0])]
+                del self._names[negative_free]
+                del self._keys[bisect.bisect_left(self._keys, negative_free)]
 
-    def add(self, entry: Entry) -> None:
-        found = self._lists.get(entry[0])
+    def add(self, negative_free: int, name: str) -> None:
+        found = self._names.get(negative_free)
         if found is None:
-            self._lists[entry[0]] = [entry]
-            bisect.insort(self._keys, entry[0])
+            self._names[negative_free] = [name]
+            bisect.insort(self._keys, negative_free)
         else:
-            bisect.insort(found, entry)
+            bisect.insort(found, name)
 
 
 class HostIndex:
@@ -136,9 +139,9 @@ class HostIndex:
         if not state.available or state.closed:
             free_after = 0
         entries = self._all
-        entries.remove((-free_before, name))
+        entries.remove(-free_before, name)
         if free_after > 0:
-            entries.add((-free_after, name))
+            entries.add(-free_after, name)
         if self._rankings:
             for ranking in self._rankings.values():
                 ranking.moved(name, free_after)

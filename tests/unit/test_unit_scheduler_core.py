@@ -306,3 +306,23 @@ def test_the_plain_lane_decides_exactly_what_the_general_way_decides(
     for _ in range(2):
         assert core.run_pass(pending, queues, records, CoreConfig(max_dispatches=cap), {}, context=context,
                              digests=kept).decisions == decided[1]
+
+
+def test_a_pass_leaves_the_cyclic_collector_as_it_found_it() -> None:
+    """run_pass pauses the collector while it runs: on after a pass if it was on before, even when the
+    pass raises; off after it if it was off."""
+    import gc
+
+    hosts = [host("h1", 4)]
+    assert gc.isenabled()
+    core.run_pass([job(1, "normal")], QUEUES, hosts, CoreConfig(), {})
+    assert gc.isenabled()
+    with pytest.raises(AttributeError):
+        core.run_pass([None], QUEUES, hosts, CoreConfig(), {})  # type: ignore[list-item]
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        core.run_pass([job(1, "normal")], QUEUES, hosts, CoreConfig(), {})
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
