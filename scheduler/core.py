@@ -112,7 +112,7 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
     state = PassState(usage, index, context, config, queues, queue_map, limit_defs)
     pending, suspended = digests.waiting(jobs)  # (an array's record is never dispatched: fsm/arrays.py)
     blocked: list[Digest] = []
-    bounded = state.limited or any(made.limits[5] for made in pending)  # (an array's limit)
+    bounded = state.limited or any(made.array_limit for made in pending)
     if bounded:
         # A job a limit refuses at the pass's start is refused all through it: such jobs are not
         # ordered (their reasons do not depend on their places), and the jobs that may run are
@@ -165,7 +165,7 @@ def _gated(made: Digest, job_gates: Sequence[gates.JobGate], slot_gates: Sequenc
     for gate in job_gates:
         if (reason := gate(made, state)) is not None:
             return reason
-    state.least, state.most, state.charged = made.limits[3], made.slots, ()
+    state.least, state.most, state.charged = made.least, made.slots, ()
     for gate in slot_gates:
         if (reason := gate(made, state)) is not None:
             return reason

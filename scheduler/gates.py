@@ -3,13 +3,15 @@
 Theory of operation. A gate is a small function `(job, state) -> Reason |
 None` (Nomad's feasibility checkers, asked of the job rather than of each
 node), the job given as its digest (scheduler/job_digest.py: what a pass
-reads of it, kept between passes): None lets the job through, a Reason is the pending reason the pass
-records for it, exactly as `xce jobs -p` shows it. `stack()` composes them,
-in one place and in the order they are asked: the first refusal is the
-job's reason. The gates on slots (limits, backfill) narrow the most slots
-the job in hand may take (PassState.most). A pass leaves out the gates that
-cannot refuse anything in it (no limit and no array limit; no queue with a
-backfill mode). Pure: the pass's time is in its state.
+reads of it, kept between passes): None lets the job through, a Reason is
+the pending reason the pass records for it, exactly as `xce jobs -p` shows
+it. `stack()` composes them, in one place and in the order they are asked:
+the first refusal is the job's reason. The gates on slots (limits, backfill)
+narrow the most slots the job in hand may take (PassState.most). A pass
+leaves out the gates that cannot refuse anything in it (no limit and no
+array limit; no queue with a backfill mode), and `waits` for a job that
+waits for nothing of its own (`for_free`). Pure: the pass's time is in its
+state.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def dispatch_cap(made: Digest, state: PassState) -> feasibility.Reason | None:
 
 def within_limits(made: Digest, state: PassState) -> feasibility.Reason | None:
     """The limits at its least slots; -n min,max: as many as the limits leave."""
-    if not (state.limited or made.limits[5]):  # (the job's array limit)
+    if not (state.limited or made.array_limit):
         return None
     reason = state.blocked.get(made.id) or limit_reason(made, state)
     if state.least < state.most:  # (least fits: checked just above)
@@ -117,7 +119,7 @@ def limit_reason(made: Digest, state: PassState) -> feasibility.Reason | None:
     refused = state.limit_refused
     reason = refused.get(key)
     if reason is None:
-        reason = feasibility.limit_refusal(made.job, state.usage, key[3])
+        reason = feasibility.limit_refusal(made.job, state.usage, made.least)
         if reason is not None:
             refused[key] = reason
     return reason
@@ -129,7 +131,7 @@ def limit_blocked(pending: list[Digest], state: PassState) -> tuple[list[Digest]
     open_, blocked = [], []
     limited = state.limited
     for made in pending:
-        reason = limit_reason(made, state) if limited or made.limits[5] else None
+        reason = limit_reason(made, state) if limited or made.array_limit else None
         if reason is None:
             open_.append(made)
         else:

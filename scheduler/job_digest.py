@@ -33,7 +33,9 @@ class Digest(NamedTuple):
     kind: int  # OTHER, PENDING or SUSPENDED
     free: bool  # it waits for nothing of its own (gates.waits would let it through, but for a recovery)
     slots: int
+    least: int  # the fewest slots it may run with (-n min,max's min, else its slots)
     lane: int  # its slots, if it asks for nothing but slots and waits for nothing; else 0
+    array_limit: int  # its array's limit of elements running at once (0: none)
     limits: LimitKey
     pending_code: int  # its committed pending reason (a pass proposes a new one only if it differs)
     pending_reason: str
@@ -58,7 +60,7 @@ def digest(job: api.Job) -> Digest:
     least = spec.min_slots if spec.min_slots > 0 else slots  # (feasibility.least_slots)
     queue = spec.queue
     return Digest(rank(spec.priority, job.submit_time_ms, job.id), job.id, job, queue, kind, bool(free),
-                  slots, slots if plain else 0,
+                  slots, least, slots if plain else 0, job.array_limit,
                   (queue, spec.user, spec.project, least, job.array_id, job.array_limit, spec.job_group),
                   job.pending_code, job.pending_reason)
 
