@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from scheduler import gates, host_checks
 from scheduler.decisions import Decision, Dispatch, PassResult
 from scheduler.host_index import Fleet, HostIndex
-from scheduler.job_digest import SUSPENDED, Digest, Digests
+from scheduler.job_digest import PENDING, SUSPENDED, Digest, Digests
 from scheduler.pass_state import PassState
 from scheduler.pass_usage import PassUsage
 from scheduler.picker import Fcfs, PassContext, Picker, in_order
@@ -122,41 +122,69 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
     fallback = state.fallback
     if fallback is not None:
         fallback.keep([made.job for made in waiting], usage, index)
-    job_gates, slot_gates = gates.stack(state, bounded)
-    free_gates = gates.for_free(job_gates, state)
-    decisions = state.decisions
     chunking = Chunking.of(waiting, queue_map)
     if suspended:  # (a resume in flight is not among `jobs`)
         resumes = with_resumes([made.job for made in waiting], suspended, queue_map)
         waiting = [digests.of(job) for job in resumes]
-    # A job that asks for nothing but slots and waits for nothing takes the plain lane (plain_lane.py) in a
-    # pass without limits, backfill order, chunks or recovery.
-    lane = PlainLane(state, recount) if config.plain_lane and not slot_gates and chunking is None \
-        and not state.recovering else None
-    place = host_checks.place
-    for made in itertools.chain(waiting, blocked):
-        job = made.job
-        if chunking is not None and made.id in chunking.taken:
-            continue  # it waits in a chunk dispatched in this pass
-        kept = fallback.kept.pop(made.id, None) if fallback is not None and fallback.kept else None
-        if lane is not None and made.lane and kept is None and lane.took(made):
-            continue
-        if made.kind == SUSPENDED:  # a preempted job whose slots were given back: it takes them again
-            if state.dispatched < state.max_dispatches and (resumed := resume(job, usage, index)) is not None:
-                state.dispatched += 1
-                decisions.append(resumed)
-            continue
-        reason = _gated(made, free_gates if made.free else job_gates, slot_gates, state)
-        if reason is None:  # every gate let it through: its hosts
-            reason = place(job, kept, state)
-            if reason is None:
-                if chunking is not None:
-                    chunking.fill(job, state)
-                continue  # dispatched, preempted for, or unexplained this pass
-        state.pended(made, reason, recount)
+    one = _OneJob(state, recount, bounded, chunking, config.plain_lane)
+    order = itertools.chain(waiting, blocked)
+    for made in order:
+        one(made)
+        if state.dispatched >= state.max_dispatches:
+            break
+    # Past the pass's cap (dispatches only grow): a pending job that waits for nothing of its own, in no
+    # chunk, kept nothing and refused by no limit gets its queue's refusal or the cap's, as its gates would
+    # give it (most jobs of a long queue, every pass), without the rest of the stack.
+    capped = gates.limit_reached(state.max_dispatches)
+    quick = not state.recovering
+    blocked_ids, fallback = state.blocked, state.fallback
+    for made in order:
+        if quick and made.free and made.kind == PENDING and made.id not in blocked_ids \
+                and (chunking is None or made.id not in chunking.taken) \
+                and (fallback is None or made.id not in fallback.kept):
+            state.pended(made, gates.queue_active(made, state) or capped, recount)
+        else:
+            one(made)
     if state.holds is not None:
         state.result.reservations = state.holds.kept(usage.states)
     return state.result
+
+
+class _OneJob:
+    """The pass's way with one job, in its order: the plain lane, a resume, or its gates and hosts."""
+
+    def __init__(self, state: PassState, recount: bool, bounded: bool, chunking: Chunking | None,
+                 plain_lane: bool) -> None:
+        self.state, self.recount, self.chunking = state, recount, chunking
+        self.job_gates, self.slot_gates = gates.stack(state, bounded)
+        self.free_gates = gates.for_free(self.job_gates, state)
+        # A job that asks for nothing but slots and waits for nothing takes the plain lane (plain_lane.py)
+        # in a pass without limits, backfill order, chunks or recovery.
+        self.lane = PlainLane(state, recount) if plain_lane and not self.slot_gates and chunking is None \
+            and not state.recovering else None
+
+    def __call__(self, made: Digest) -> None:
+        state, chunking, fallback = self.state, self.chunking, self.state.fallback
+        if chunking is not None and made.id in chunking.taken:
+            return  # it waits in a chunk dispatched in this pass
+        kept = fallback.kept.pop(made.id, None) if fallback is not None and fallback.kept else None
+        if self.lane is not None and made.lane and kept is None and self.lane.took(made):
+            return
+        job = made.job
+        if made.kind == SUSPENDED:  # a preempted job whose slots were given back: it takes them again
+            if state.dispatched < state.max_dispatches and \
+                    (resumed := resume(job, state.usage, state.index)) is not None:
+                state.dispatched += 1
+                state.decisions.append(resumed)
+            return
+        reason = _gated(made, self.free_gates if made.free else self.job_gates, self.slot_gates, state)
+        if reason is None:  # every gate let it through: its hosts
+            reason = host_checks.place(job, kept, state)
+            if reason is None:
+                if chunking is not None:
+                    chunking.fill(job, state)
+                return  # dispatched, preempted for, or unexplained this pass
+        state.pended(made, reason, self.recount)
 
 
 def _gated(made: Digest, job_gates: Sequence[gates.JobGate], slot_gates: Sequence[gates.JobGate],

@@ -28,6 +28,7 @@ OTHER, PENDING, SUSPENDED = 0, 1, 2  # what a pass does with the job: nothing (a
 class Digest(NamedTuple):
     rank: int  # the FCFS picker's order within one queue, in one number: see `rank`
     id: int
+    attempt: int
     job: api.Job
     queue: str
     kind: int  # OTHER, PENDING or SUSPENDED
@@ -59,8 +60,8 @@ def digest(job: api.Job) -> Digest:
         or job.array_limit or (job.attempt and job.refused_owner))
     least = spec.min_slots if spec.min_slots > 0 else slots  # (feasibility.least_slots)
     queue = spec.queue
-    return Digest(rank(spec.priority, job.submit_time_ms, job.id), job.id, job, queue, kind, bool(free),
-                  slots, least, slots if plain else 0, job.array_limit,
+    return Digest(rank(spec.priority, job.submit_time_ms, job.id), job.id, job.attempt, job, queue, kind,
+                  bool(free), slots, least, slots if plain else 0, job.array_limit,
                   (queue, spec.user, spec.project, least, job.array_id, job.array_limit, spec.job_group),
                   job.pending_code, job.pending_reason)
 

@@ -52,7 +52,7 @@ from scheduler.backfill import Kept
 from scheduler.core import WAITING, CoreConfig, run_pass
 from scheduler.decisions import Decision, Dispatch, PassResult, Pend, Preempt
 from scheduler.host_index import Fleet
-from scheduler.job_digest import Digests
+from scheduler.job_digest import Digest, Digests
 from scheduler.picker import PassContext, Picker
 from scheduler.view import View
 from xce.rules import feasibility
@@ -217,10 +217,12 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
     # A dispatch stays in flight until the view shows it (the job no longer pending at that attempt),
     # at most in_flight_ms: what the view shows cannot come back, as attempts only grow.
     waiting = view.waiting if view.waiting is not None else [j for j in view.jobs if j.state in WAITING]
-    pending_at = {j.id: j.attempt for j in waiting if j.state == api.PEND}
+    digests = view.digests if view.digests is not None else Digests()
+    pending_made, _ = digests.waiting(waiting)  # (what the pass reads of each: scheduler/job_digest.py)
+    pending_at = {made.id: made.attempt for made in pending_made}
     in_flight = {j: (a, t) for j, (a, t) in state.in_flight.items()
                  if now_ms - t < config.in_flight_ms and pending_at.get(j) == a}
-    cooldown, seen, cooled = _note_refusals(waiting, state, now_ms, config)
+    cooldown, seen, cooled = _note_refusals(pending_made, state, now_ms, config)
     recount = state.recounted_ms is None or now_ms - state.recounted_ms >= config.recount_ms
     if not waiting:  # a pass decides nothing (run_pass: no job to act on); its bookkeeping all the same
         return Plan([], PlannerState(in_flight, cooldown, seen, state.await_revision, state.await_until_ms,
@@ -232,12 +234,14 @@ def plan(view: PassView, state: PlannerState, clock_ms: int, config: PlannerConf
     if fleet is not None and cooling:
         fleet = Fleet.of({**fleet.states, **{h.spec.name: feasibility.host_state(h, load=True)
                                             for h in usable if h.spec.name in cooling}})
-    pending = [j for j in waiting if not (j.id in in_flight and in_flight[j.id][0] == j.attempt)]
+    # (every job in flight is pending at the attempt sent: just above)
+    pending = [j for j in waiting if j.id not in in_flight] if in_flight else waiting
     wall = view.now_ms if wall_ms is None else wall_ms
     result = run_pass(pending, view.queues, usable, config.core, view.counters, recount, view.shared,
                       view.limits, PassContext(view.jobs, view.share_usage, wall, state.reservations), fleet,
-                      view.digests)
-    refused = {j.id for j in pending if j.pending_code == api.PEND_DISPATCH_REFUSED}
+                      digests)
+    refused = {made.id for made in pending_made
+               if made.pending_code == api.PEND_DISPATCH_REFUSED and made.id not in in_flight}
     # A worker's refusal says more than what a pass without that host would say.
     decisions = [d for d in result.decisions if not (isinstance(d, Pend) and d.job_id in refused)] \
         if refused else list(result.decisions)
@@ -276,6 +280,8 @@ def _within_bounds(decisions: Decisions, config: PlannerConfig, recorded: int) -
     size, pends = recorded + SETTINGS_BYTES, 0
     for decision in ordered:
         is_pend = isinstance(decision, Pend)
+        if len(kept) >= config.max_decisions or (is_pend and pends >= config.max_pends):
+            break  # nothing more fits (PENDs come last): what is left comes next pass
         if isinstance(decision, Pend):
             cost = DECISION_OVERHEAD_BYTES + len(decision.reason.encode())
         elif isinstance(decision, Preempt):
@@ -284,8 +290,7 @@ def _within_bounds(decisions: Decisions, config: PlannerConfig, recorded: int) -
             cost = DECISION_OVERHEAD_BYTES + len(decision.host.encode()) + sum(
                 HOST_SLOTS_OVERHEAD_BYTES + len(host.encode()) for host, _ in decision.hosts) + \
                 CHUNK_ID_BYTES * len(decision.chunk)
-        if len(kept) >= config.max_decisions or size + cost > config.max_batch_bytes \
-                or (is_pend and pends >= config.max_pends):
+        if size + cost > config.max_batch_bytes:
             continue  # a smaller one further on may still fit; what is left comes next pass
         kept.append(decision)
         size += cost
@@ -303,11 +308,11 @@ def _unavailable(host: api.Host) -> api.Host:
 _NONE_SEEN: frozenset[tuple[int, int]] = frozenset()
 
 
-def _note_refusals(jobs: Sequence[api.Job], state: PlannerState, now_ms: int, config: PlannerConfig,
+def _note_refusals(pending: Sequence[Digest], state: PlannerState, now_ms: int, config: PlannerConfig,
                    ) -> tuple[dict[str, int], frozenset[tuple[int, int]], list[tuple[str, int]]]:
     cooldown = {h: until for h, until in state.cooldown.items() if until > now_ms}
-    refused = {(j.id, j.attempt): j.refused_host for j in jobs
-               if j.state == api.PEND and j.pending_code == api.PEND_DISPATCH_REFUSED and j.refused_host}
+    refused = {(made.id, made.attempt): made.job.refused_host for made in pending
+               if made.pending_code == api.PEND_DISPATCH_REFUSED and made.job.refused_host}
     if not refused:  # (the common case: none seen, none to keep)
         return cooldown, _NONE_SEEN, []
     cooled = []

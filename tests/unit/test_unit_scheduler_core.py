@@ -326,3 +326,19 @@ def test_a_pass_leaves_the_cyclic_collector_as_it_found_it() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_past_the_dispatch_cap_each_job_gets_the_reason_its_first_gate_gives() -> None:
+    """Once a pass has made its last dispatch, a job that waits for something of its own still says what
+    (its begin time, its dependency, its inactive queue), and only the others wait for the cap."""
+    queues = [*QUEUES, api.Queue(name="off", priority=30, inactive=True)]
+    waiting = [job(1, "normal"), job(2, "normal", submit=1001), job(3, "off", submit=1002),
+               job(4, "normal", submit=1003), job(5, "normal", submit=1004)]
+    waiting[1].spec.begin_time_ms = 10**13
+    waiting[3].spec.depend = "done(99)"
+    decided = core.run_pass(waiting, queues, [host("h1", 8)], CoreConfig(max_dispatches=1), {},
+                            context=picker.PassContext(waiting, now_ms=5000)).decisions
+    assert [d.job_id for d in decided if isinstance(d, Dispatch)] == [1]
+    assert {d.job_id: d.code for d in decided if isinstance(d, Pend)} == {
+        2: api.PEND_BEGIN_TIME, 3: api.PEND_QUEUE_INACTIVE, 4: api.PEND_DEPENDENCY,
+        5: api.PEND_DISPATCH_LIMIT}
