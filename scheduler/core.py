@@ -127,22 +127,24 @@ def _placed(jobs: Sequence[api.Job], queues: Sequence[api.Queue], queue_map: Map
         resumes = with_resumes([made.job for made in waiting], suspended, queue_map)
         waiting = [digests.of(job) for job in resumes]
     one = _OneJob(state, recount, bounded, chunking, config.plain_lane)
-    order = itertools.chain(waiting, blocked)
+    order = iter(waiting)
     for made in order:
         one(made)
         if state.dispatched >= state.max_dispatches:
             break
-    # Past the pass's cap (dispatches only grow): a pending job that waits for nothing of its own, in no
-    # chunk, kept nothing and refused by no limit gets its queue's refusal or the cap's, as its gates would
-    # give it (most jobs of a long queue, every pass), without the rest of the stack.
+    # Past the pass's cap (dispatches only grow), and for a job a limit refuses all through the pass: a
+    # pending job that waits for nothing of its own, in no chunk and keeping nothing gets its queue's
+    # refusal, else the cap's or the limit's, as its gates would give it (most jobs of a long queue, every
+    # pass), without the rest of the stack.
     capped = gates.limit_reached(state.max_dispatches)
     quick = not state.recovering
-    blocked_ids, fallback = state.blocked, state.fallback
-    for made in order:
-        if quick and made.free and made.kind == PENDING and made.id not in blocked_ids \
+    refused_by_limit, fallback = state.blocked, state.fallback
+    for made in itertools.chain(order, blocked):
+        if quick and made.free and made.kind == PENDING \
                 and (chunking is None or made.id not in chunking.taken) \
                 and (fallback is None or made.id not in fallback.kept):
-            state.pended(made, gates.queue_active(made, state) or capped, recount)
+            reason = gates.queue_active(made, state) or refused_by_limit.get(made.id, capped)
+            state.pended(made, reason, recount)
         else:
             one(made)
     if state.holds is not None:

@@ -204,3 +204,18 @@ def test_jobs_alike_but_for_their_job_group_are_refused_apart() -> None:
         refused = {d.job_id: d.code for d in decisions if isinstance(d, Pend)}
         g1 = 1 if first == "/g1" else 2
         assert placed == {3 - g1} and refused == {g1: api.PEND_LIMIT_REACHED}
+
+
+def test_a_job_a_limit_refuses_still_says_first_what_its_queue_or_itself_waits_for() -> None:
+    """A job refused by a limit all through the pass gets the reason its first gate gives: its queue's if
+    inactive, its begin time if not reached, else the limit."""
+    full = api.Limit(name="one", per_user=True, slots=1)
+    counters = {limits.counter("one", "u=u", "slots"): 1}
+    queues = [api.Queue(name="normal"), api.Queue(name="off", inactive=True)]
+    jobs = [api.Job(id=n, state=api.PEND, submit_time_ms=n, spec=api.JobSpec(
+                command=["true"], queue=queue, user="u", slots=1, begin_time_ms=begin))
+            for n, queue, begin in ((1, "normal", 0), (2, "off", 0), (3, "normal", 10**13))]
+    hosts = [api.Host(spec=api.HostSpec(name="h1", slots=4), status=api.HOST_OK)]
+    decisions = core.run_pass(jobs, queues, hosts, core.CoreConfig(), counters, limit_defs=[full]).decisions
+    assert {d.job_id: d.code for d in decisions if isinstance(d, Pend)} == {
+        1: api.PEND_LIMIT_REACHED, 2: api.PEND_QUEUE_INACTIVE, 3: api.PEND_BEGIN_TIME}
