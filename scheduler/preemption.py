@@ -37,7 +37,9 @@ class Candidates:
     preemptor pass over a host where no set could beat the best it has (most hosts, most passes)."""
 
     def __init__(self, by_host: Mapping[str, Sequence[api.Job]], queues: Mapping[str, api.Queue],
-                 now_ms: int) -> None:
+                 now_ms: int, bounds: dict[str, tuple[tuple[int, int], int]] | None = None) -> None:
+        """`bounds`: bound()'s, if the caller made them already, over the same jobs (all of preemptable
+        queues)."""
         self.queues = queues
         self.now_ms = now_ms
         self._jobs = by_host
@@ -46,7 +48,7 @@ class Candidates:
         self._for_queue: dict[tuple[str, str], list[Candidate]] = {}  # (preemptor's queue, host) -> ...
         # (preemptor's queue, host) -> what its candidates there give back together, and the most one does
         self._sums: dict[tuple[str, str], tuple[int, int]] = {}
-        self._bounds: dict[str, tuple[tuple[int, int], int]] | None = None
+        self._bounds = bounds
         self._preemptable = {name for name, queue in queues.items() if queue.preemptable}
 
     def hosts(self) -> list[str]:

@@ -229,3 +229,27 @@ def test_a_preemptor_whose_victim_s_host_went_silent_waits_for_it() -> None:
     assert not [d for d in result.decisions if isinstance(d, Preempt)]
     assert {d.job_id: d.code for d in result.decisions if isinstance(d, Pend)} == \
         {9: api.PEND_PREEMPTION_PENDING}
+
+
+def test_the_pass_bounds_each_host_s_victims_as_the_search_would_itself() -> None:
+    """PreemptFallback makes each host's bounds (lowest rank, most slots one victim holds) in its one
+    look at the running jobs: the same as Candidates makes of the jobs it is given."""
+    import random
+
+    from scheduler.preempt_fallback import PreemptFallback
+
+    rng = random.Random(5)
+    for _ in range(50):
+        jobs = []
+        for n in range(rng.randint(0, 30)):
+            job = running(n + 1, rng.choice(["low", "mid", "other", "high"]), rng.randint(1, 4),
+                          host=rng.choice(["h1", "h2", "h3"]), priority=rng.randint(0, 3))
+            if rng.random() < 0.3:
+                job.allocation.add(host=job.host, slots=job.spec.slots + rng.randint(0, 2))
+            if rng.random() < 0.1:
+                job.state = api.SSUSP
+            jobs.append(job)
+        fallback = PreemptFallback(jobs, QUEUES, NOW, 16)
+        made_here = preemption.Candidates(fallback.by_host, QUEUES, NOW)
+        for host in ("h1", "h2", "h3", "h4"):
+            assert fallback.bounds.get(host) == made_here.bound(host), host
