@@ -1,15 +1,17 @@
 """What a pass derives of a waiting job that holds as long as its record does not change.
 
-Theory of operation. Every pass reads the same few fields of every waiting
-job: whether it is pending or suspended, its place in its queue's first-come
-order, whether it asks for nothing but slots and waits for nothing (the
-plain lane: scheduler/core.py), and its queue. Reading a field of a parsed
-record costs as much as a dictionary lookup, and a job waits through many
-passes, so the scheduler's view (scheduler/view.py: View.digests) makes a
-job's Digest once, when its record is parsed, and keeps it while the record
-stays the same object; a pass given them reads no job field for a job that
-takes the plain lane but its pending reason. A pass without them (a test,
-a first look) makes them as it goes. Pure: no I/O, no clock.
+Theory of operation. Every pass reads the same fields of every waiting job:
+whether it is pending or suspended, its place in its queue's first-come
+order, whether it waits for anything of its own, whether it asks for nothing
+but slots (the plain lane: scheduler/plain_lane.py), its queue, slots, what
+its limits read, its committed reason. Reading a field of a parsed record
+costs as much as a dictionary lookup, and a job waits through many passes,
+so the scheduler's view (scheduler/view.py: View.digests) makes a job's
+Digest once, when its record is parsed, and keeps it while the record stays
+the same object; a pass given them reads no field of a job that takes the
+plain lane or that it leaves waiting at its queue's or the dispatch cap's
+reason. A pass without them (a test, a first look) makes them as it goes.
+Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
