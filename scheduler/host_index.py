@@ -105,11 +105,11 @@ class _ByFree:
 class HostIndex:
     """The available hosts with free slots, most free first (then by name), kept sorted as the
     pass places jobs (a sorted list per free count: an update is a bisection and a move of a few
-    pointers, fast at thousands of hosts). A job's candidates are read from it in that order, filtered by its
-    requirement: the terms of its select[] that read static attributes only, and -m, are looked
-    at once per host and pass and remembered (static attributes do not change in a pass; a job
-    that takes the first host that passes reads no further); the terms on usage or load, and the
-    rusage[] free, each time. scheduler/plans.py lays them out.
+    pointers, fast at thousands of hosts). A job's candidates are read from it in that order,
+    filtered by its requirement: the terms of its select[] that read static attributes only, and
+    -m, are looked at once per host and pass and remembered (static attributes do not change in a
+    pass; a job that takes the first host that passes reads no further); the terms on usage or
+    load, and the rusage[] free, each time. scheduler/plans.py lays them out.
 
     A job with order[] reads its candidates from a ranking of the hosts by that order, made once
     a pass per order and kept sorted as placements move hosts (as the list by free slots is), so

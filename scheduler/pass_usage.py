@@ -139,10 +139,7 @@ class PassUsage:
 
     def take_slots(self, name: str, before: feasibility.HostState, slots: int, index: HostIndex) -> None:
         """take() of slots alone, on one host (its state now: `before`)."""
-        lent = self._lent
-        if lent is not None and name not in lent:
-            lent[name] = before
-        self.states[name] = _with_use(before, before.used + slots, before.reserved)
+        self._put(name, _with_use(before, before.used + slots, before.reserved))
         free = before.slots - before.used
         index.moved(name, free, free - slots)
 

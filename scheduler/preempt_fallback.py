@@ -43,7 +43,7 @@ class PreemptFallback:
         self.freed: dict[int, list[api.HostAllocation]] = {}  # preemptor -> what its victims gave back
         preemptable = {name for name, queue in queues.items() if queue.preemptable}
         priority = {name: queue.priority for name, queue in queues.items()}
-        bounds: dict[str, tuple[tuple[int, int], int]] = {}
+        bounds: dict[str, preemption.Bound] = {}
         run, ssusp, unknown = api.RUN, api.SSUSP, api.UNKWN
         for job in jobs:
             state = job.state

@@ -26,7 +26,11 @@ from xce.rules.preemption import (
 )
 from xce.v1 import api_pb2 as api
 
-__all__ = ["Candidates", "Choice", "choose", "preemptive"]  # preemptive: the pass asks before it builds
+# (preemptive: the pass asks before it builds)
+__all__ = ["Bound", "Candidates", "Choice", "choose", "preemptive"]
+
+# A host's bound over its possible victims: the lowest rank among them, the most slots one holds.
+Bound = tuple[tuple[int, int], int]
 
 
 class Candidates:
@@ -37,7 +41,7 @@ class Candidates:
     preemptor pass over a host where no set could beat the best it has (most hosts, most passes)."""
 
     def __init__(self, by_host: Mapping[str, Sequence[api.Job]], queues: Mapping[str, api.Queue],
-                 now_ms: int, bounds: dict[str, tuple[tuple[int, int], int]] | None = None) -> None:
+                 now_ms: int, bounds: dict[str, Bound] | None = None) -> None:
         """`bounds`: bound()'s, if the caller made them already, over the same jobs (all of preemptable
         queues)."""
         self.queues = queues
@@ -54,7 +58,7 @@ class Candidates:
     def hosts(self) -> list[str]:
         return self._hosts
 
-    def bound(self, host: str) -> tuple[tuple[int, int], int] | None:
+    def bound(self, host: str) -> Bound | None:
         """No victim on `host` ranks below the first, nor gives back more slots than the second (None:
         it has no running job of a preemptable queue). Bounds over all of them, eligible or not."""
         if self._bounds is None:
