@@ -14,10 +14,12 @@ With coverage, TLC counts each action's states and the model's ActionsTaken
 (a POSTCONDITION) prints them at the end: `Run.coverage` reads them.
 
 Ahead of time (`start_ahead`, from conftest.py when test_tlc.py is collected):
-the long models run in the background at the lowest CPU priority (nice 19)
-while the other tests mostly wait on daemons, one run at a time; `result`
-gives a run started ahead (waiting for it) or runs it now. Every TLC this
-module started is killed at the session's end (`stop_all`).
+the long models run in the background at a lower CPU priority (nice +5: 15 in
+`make test`'s computing tier; at 19, the lowest, they got only what every other
+test left and ran ~70 s past them) while the other tests mostly wait on
+daemons, one run at a time; `result` gives a run started ahead (waiting for
+it) or runs it now. Every TLC this module started is killed at the session's
+end (`stop_all`).
 """
 
 from __future__ import annotations
@@ -218,7 +220,7 @@ def config(model: str, overrides: tuple[str, ...] = ()) -> str:
 
 def start_ahead(runs: list[tuple[str, tuple[str, ...], bool]]) -> None:
     """Start these (model, overrides, coverage) runs in the background, one after the other, at
-    nice 19: `result` picks them up."""
+    nice +5: `result` picks them up."""
     if not runs:
         return
     for key in runs:
@@ -262,8 +264,8 @@ def run(model: str, overrides: tuple[str, ...] = (), *, coverage: bool = False, 
         timeout: float = 1800, module: str = "MCXceBarrier", files: dict[str, str] | None = None,
         nice: bool = False, quick: bool = False) -> Run:
     """TLC on a copy of tla/ with the model's configuration (tla/<model>.cfg, or `files` may
-    hold `<model>.cfg` and generated modules); output kept whatever the result. `nice`: at the
-    lowest CPU priority (a run ahead: the tests that run meanwhile come first). `quick`: a run of
+    hold `<model>.cfg` and generated modules); output kept whatever the result. `nice`: at a
+    lower CPU priority (+5; a run ahead: the tests that run meanwhile come first). `quick`: a run of
     seconds, on the JVM's first compiler only: the optimizing compiler's threads took more CPU than
     they saved there (3.4 against 1.6 s for an injected bug's run), though they halve a long run's."""
     files = files or {}
@@ -274,7 +276,9 @@ def run(model: str, overrides: tuple[str, ...] = (), *, coverage: bool = False, 
         for name, text in files.items():
             (directory / name).write_text(text)
         cfg = files.get(f"{model}.cfg") or config(model, overrides)
-        java = ["java", "-XX:+UseParallelGC", *(["-XX:TieredStopAtLevel=1"] if quick else [])]
+        # TLC makes a directory of its own in the JVM's temporary directory each run (tlc-NNN): in ours.
+        java = ["java", "-XX:+UseParallelGC", f"-Djava.io.tmpdir={directory}",
+                *(["-XX:TieredStopAtLevel=1"] if quick else [])]
         if coverage:  # TLC counts each action's states (not each expression's, as -coverage would) and
             java.append(f"-D{ACTION_COUNTS}=1")  # the model prints them when the check ends
             cfg += "\nPOSTCONDITION ActionsTaken\n"
@@ -282,7 +286,7 @@ def run(model: str, overrides: tuple[str, ...] = (), *, coverage: bool = False, 
         command = [*java, "-cp", str(jar()), "tlc2.TLC", "-workers", str(workers),
                    "-metadir", str(directory / "states"), "-config", f"{model}.run.cfg", "-noGenerateSpecTE"]
         if nice:
-            command = ["nice", "-n", "19", *command]
+            command = ["nice", "-n", "5", *command]
         start = time.monotonic()
         with _PROCS_LOCK:
             if _STOPPING.is_set():

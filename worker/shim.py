@@ -476,8 +476,11 @@ def main(argv: list[str]) -> int:
         return 2
     status_path, command = argv[0], argv[2:]
     # The group's signals are the command's: a kill's TERM, and a checkpoint's (-k: HUP, INT, USR1 or
-    # USR2) must not end this shim first.
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+    # USR2) must not end this shim first. Held (blocked) until the command's process exists: one that
+    # arrived before would reach only this shim, and a kill just after the start would wait for its
+    # grace's KILL (a served shim is forked with them held).
+    signal.pthread_sigmask(signal.SIG_BLOCK, PASSED_ON)
+    for sig in PASSED_ON:
         signal.signal(sig, _ignore)
     started = time.monotonic()
     interactive = options.get("interactive", "")
@@ -497,13 +500,16 @@ def main(argv: list[str]) -> int:
         os.close(read_end)
         # Python ignores PIPE and XFSZ, and an ignored signal stays ignored across exec: the
         # command gets the defaults (`yes | head` ends quietly).
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
-                    signal.SIGPIPE, signal.SIGXFSZ):
+        for sig in (*PASSED_ON, signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)  # one that came since the fork: its default
         _child(options.get("user"), options["cwd"], options["stdout"], options["stderr"], command, write_end,
                options.get("cwd-fallback"), options.get("spool-outputs", ""), options.get("pre-exec", ""),
                options.get("post-exec", ""), interactive, pty_fds, options.get("overwrite", ""))
     os.close(write_end)
+    for sig in signal.sigpending() & set(PASSED_ON):  # sent before the fork: the command's too
+        os.kill(pid, sig)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)
     if pty_fds is not None:
         os.close(pty_fds[0])
         os.close(pty_fds[1])
@@ -701,7 +707,13 @@ def _fork_shim(sock: socket.socket, message: bytes, fds: list[int], own: tuple[i
             os.close(fd)
         sock.send(b"F malformed request")
         return
+    # The worker signals the job's group by the pid this answers: the answer waits until the shim
+    # leads a session of its own (else a kill just after the start finds no group), and the shim is
+    # forked with the group's signals held (its main() passes on what came meanwhile).
+    ready_r = ready_w = -1
+    signal.pthread_sigmask(signal.SIG_BLOCK, PASSED_ON)
     try:
+        ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
     except OSError as exc:
         pid = -1
@@ -712,9 +724,10 @@ def _fork_shim(sock: socket.socket, message: bytes, fds: list[int], own: tuple[i
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             sock.close()
-            for fd in own:
+            for fd in (*own, ready_r):
                 os.close(fd)
             os.setsid()
+            os.close(ready_w)
             os.dup2(fds[0], 0)
             os.dup2(fds[1], 1)
             os.dup2(fds[1], 2)
@@ -731,6 +744,12 @@ def _fork_shim(sock: socket.socket, message: bytes, fds: list[int], own: tuple[i
             os.write(2, f"shim {os.getpid()}: {type(exc).__name__}: {exc}\n".encode(errors="replace"))
         finally:
             os._exit(code)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)
+    if ready_w >= 0:
+        os.close(ready_w)
+        if pid > 0:
+            os.read(ready_r, 1)  # its end of the pipe closes once it has its session (or it ended)
+        os.close(ready_r)
     for fd in fds:
         os.close(fd)
     sock.send(f"S {pid}".encode() if pid > 0 else f"F fork failed: {reason}".encode())

@@ -134,13 +134,15 @@ def test_bsub_is_bash_through_a_leader_failover(site: tuple[LocalCluster, dict[s
         term.expect(r"XCE\$ ")
         term.type("echo $((6*7)) $LSB_JOBID\r")
         term.expect(r"\r\n42 \d+\r\n")
-        term.type("stty size\r")
-        term.expect(r"\r\n30 100\r\n")  # the submitter's window
+        # The size is marked (size=), never its echo (size=$(...)): bash redraws its line on a
+        # SIGWINCH, and the output may then follow the typed keys without a line break.
+        term.type("echo size=$(stty size)\r")
+        term.expect(r"size=30 100\r\n")  # the submitter's window
         fcntl.ioctl(term.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # and as it changes
         deadline = time.monotonic() + 60  # (bsub may read keys typed at once before its SIGWINCH)
         while True:
-            term.type("stty size\r")
-            if term.expect(r"\r\n\d+ \d+\r\n").strip() == "40 120":
+            term.type("echo size=$(stty size)\r")
+            if term.expect(r"size=\d+ \d+\r\n") == "size=40 120\r\n":
                 break
             assert time.monotonic() < deadline, "the new window size never reached the job"
         term.type("sleep 300.4242\r")

@@ -40,7 +40,11 @@ def applied(cluster: LocalCluster, replica_id: int) -> int:
 
 def test_a_cluster_started_from_a_large_state_reads_it_right_and_compacts_without_an_election(
         make_cluster: Callable[..., LocalCluster], tmp_path: Path) -> None:
-    cluster = make_cluster(extra_config=f"\n[raft]\ncompaction_min_entries = {COMPACT_EVERY}\n")
+    # Elections wait 1.0-1.3 s of silence here, not 0.3-0.4 s: on a busy CI machine a replica's
+    # threads can starve that long whatever it does, and the term must move only for what this test
+    # is about (a copy that held the tick thread; test_unit_store holds that the copy never does).
+    cluster = make_cluster(extra_config=f"\n[raft]\ncompaction_min_entries = {COMPACT_EVERY}\n"
+                                        "election_min_s = 1.0\nelection_max_s = 1.3\n")
     built = big_state.build(tmp_path / "built", cluster.config.cluster_id, list(cluster.config.queues),
                             FINISHED, LIVE, RUNNING)
     big_state.seed(cluster, built)

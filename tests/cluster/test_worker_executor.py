@@ -93,6 +93,26 @@ def test_kill_escalates_to_sigkill_after_the_grace(executor, tmp_path: Path) -> 
     assert _wait_final(reports, 1).finished.term_signal == signal.SIGKILL
 
 
+def test_a_kill_at_once_after_the_start_ends_the_command_with_its_term(tmp_path: Path) -> None:
+    """A TERM to the job's group before the command's process has its default handlers (the shim
+    holds the group's signals over its fork and passes on what came), or before the shim leads its
+    session (a served shim's pid is answered only then), still ends the command at once: not the
+    grace's KILL, a minute later (scancel right after sbatch once showed 0:9 for 0:15)."""
+    reports: list[api.JobReport] = []
+    ex = Executor(tmp_path / "spool", kill_grace_s=60, report=reports.append, allow_root_jobs=True)
+    try:
+        for n in range(1, 21):
+            ex.run(_job(n, "sleep", "60", cwd=tmp_path))
+            ex.signal((n, 0), api.SIGNAL_KILL)
+        ended = {n: _wait_final(reports, n, timeout_s=45).finished.term_signal for n in range(1, 21)}
+        assert ended == dict.fromkeys(range(1, 21), signal.SIGTERM)
+    finally:
+        for key in ex.running():  # (a failure leaves no sleep behind)
+            if pid := ex._i.running.get(key):
+                ex.host.killpg(pid, signal.SIGKILL)
+        ex.close()
+
+
 def test_a_killed_or_unknown_job_is_never_started(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     ex, reports = executor
     ledger = tmp_path / "ledger"

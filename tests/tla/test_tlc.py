@@ -3,7 +3,7 @@ smallest constants, and the five injected protocol bugs, each of which TLC must 
 
 TLC is built from source on first use (tests/tlc.py); the whole file takes about
 four minutes on 2 cores, most of it the exhaustive CI model. The three long
-runs (tlc.AHEAD) start when this file is collected and run at nice 19 while
+runs (tlc.AHEAD) start when this file is collected and run at nice +5 while
 the other tests mostly wait on daemons; their tests pick up the results. A
 failure prints TLC's counterexample one line per step.
 """
