@@ -57,7 +57,7 @@ bench: $(STAMP)
 bench-htc: $(STAMP)
 	$(BIN)/python bench/htc.py $(HTC_ARGS)
 
-# 1,000,000 finished jobs and 100,000 live ones on a real cluster (bench/history_scale.py; ~10 min).
+# 1,000,000 finished jobs, 100,000 pending and 10,000 hosts on a real cluster (bench/history_scale.py; ~10 min).
 bench-scale: $(STAMP)
 	$(BIN)/python bench/history_scale.py $(SCALE_ARGS)
 

@@ -1,6 +1,6 @@
 """A large committed state, built offline by the real apply, and a cluster started on it.
 
-`build(dir, finished, live, running)` applies real log entries (an init, host
+`build(dir, finished, live, running, hosts=)` applies real log entries (an init, host
 joins, submits, KILLs that finish jobs, DISPATCHes) with `fsm.apply` to a
 fresh LMDB state store, many entries per write transaction (the only
 shortcut: a replica commits one transaction per entry), with stamps that
@@ -73,13 +73,15 @@ class _Applier:
 
 
 def build(directory: Path, cluster_id: str, queues: list[api.Queue], finished: int, live: int,
-          running: int, progress: bool = False) -> Built:
+          running: int, progress: bool = False, hosts: int = HOSTS) -> Built:
     """The state at `directory/state` and its snapshot at `directory/snapshot` (reused if built)."""
     done = directory / "built.json"
+    args = [cluster_id, finished, live, running, hosts]
     if done.exists():
         info = json.loads(done.read_text())
-        if info["args"] == [cluster_id, finished, live, running]:
+        if info["args"] == args:
             return Built(directory / "snapshot", info["applied"], finished, live, running)
+    shutil.rmtree(directory / "state", ignore_errors=True)  # another size's, or half a build
     store = StateStore(directory / "state", cluster_id)
     apply = _Applier(store)
     # Stamps end about now, so the cluster's own entries (stamped now) find the history within
@@ -88,8 +90,8 @@ def build(directory: Path, cluster_id: str, queues: list[api.Queue], finished: i
     apply(log.Entry(init=log.InitCluster(cluster_id=cluster_id, default_queue="normal", config_digest="big",
                                          queues=queues, clean_period_ms=3600_000,
                                          history_retention_ms=RETENTION_MS)), t0_ms)
-    apply(log.Entry(joins=log.HostJoins(joins=[api.HostSpec(name=f"h{i:04d}", slots=HOST_SLOTS)
-                                               for i in range(HOSTS)])), t0_ms)
+    apply(log.Entry(joins=log.HostJoins(joins=[api.HostSpec(name=f"h{i:05d}", slots=HOST_SLOTS)
+                                               for i in range(hosts)])), t0_ms)
     total, next_id = finished + live, 1
     while next_id <= total:
         count = min(SUBMIT_PER_ENTRY, total - next_id + 1)
@@ -105,7 +107,7 @@ def build(directory: Path, cluster_id: str, queues: list[api.Queue], finished: i
         if progress and job_id % 100_000 == 0:
             print(f"  {job_id:,} jobs finished", file=sys.stderr)
     for n, job_id in enumerate(range(finished + 1, finished + 1 + running)):
-        apply(log.Entry(dispatch=log.Dispatch(job_id=job_id, host=f"h{n % HOSTS:04d}", attempt=0)), stamp)
+        apply(log.Entry(dispatch=log.Dispatch(job_id=job_id, host=f"h{n % hosts:05d}", attempt=0)), stamp)
     # An hour and more later: the last finished jobs are cleaned too (each entry cleans 256 at most).
     for _ in range(finished // 256 + 2):
         stamp += 1000
@@ -116,7 +118,7 @@ def build(directory: Path, cluster_id: str, queues: list[api.Queue], finished: i
     with open(directory / "snapshot", "wb") as out:
         store.write_snapshot(out, header)
     store.close()
-    done.write_text(json.dumps({"args": [cluster_id, finished, live, running], "applied": applied}))
+    done.write_text(json.dumps({"args": args, "applied": applied}))
     return Built(directory / "snapshot", applied, finished, live, running)
 
 

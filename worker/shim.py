@@ -11,7 +11,11 @@ the worker that started it died meanwhile: a restarted worker cannot wait
 for processes that are not its children, but it can read this file. The shim
 ignores SIGTERM/SIGINT/SIGHUP (the command gets them, through the process
 group, with default handling restored at exec) so it outlives the command;
-only SIGKILL takes it down first, and then the status is unknown. When the
+only SIGKILL takes it down first, and then the status is unknown. Those signals
+are held (blocked) from the shim's start until its child has its default
+handlers, and one that came meanwhile is passed on to the child: a kill just
+after a job's start (scancel after sbatch) would otherwise reach only the shim
+and wait for the grace's KILL. When the
 command ends, whatever it left in the process group is killed, as Slurm does
 with a job step's processes.
 
@@ -46,7 +50,9 @@ request (a fork of a small process that has started already: ~1 ms) instead
 of executing a new interpreter; each forked shim is then exactly the shim
 above, the leader of its own session, with its stdin and log from the
 request (SCM_RIGHTS) and its pid written beside its status file (a worker
-that died before journaling the pid finds it there). The server reaps its
+that died before journaling the pid finds it there); the server answers a
+request's pid only once that shim leads its session (the worker signals the
+job by its group, which exists from then). The server reaps its
 shims and says how each ended (`E pid status`, as wait4 gives it); it exits
 when the worker's end of the socket closes, leaving running shims to go on
 alone (init reaps them). The socket is an unnamed pair, closed in every shim
