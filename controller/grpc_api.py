@@ -479,8 +479,8 @@ class _Services:
                         ended = queued
                         break
                     frame += queued
-                for part in worker_wire.split(frame):  # by count and by bytes
-                    yield worker_wire.controller_frame(part).SerializeToString()
+                for raw in worker_wire.controller_frames(frame):  # bounded by count and by bytes
+                    yield raw
                 if ended is not None:
                     error = ended.error
                     break

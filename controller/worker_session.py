@@ -41,7 +41,6 @@ from typing import Protocol
 from controller import fsm
 from controller.tables import Tables
 from xce import host_timing
-from xce.rules import feasibility
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -60,7 +59,7 @@ class StateReader(Protocol):
 class Routed:
     """What one applied entry changed, for the worker sessions."""
 
-    jobs: dict[str, list[api.Job]] = field(default_factory=dict)  # by the host each is on, or just left
+    jobs: dict[str, list[log.JobHosts]] = field(default_factory=dict)  # by the host each is on, or just left
     hosts: set[str] = field(default_factory=set)  # host records written (join, status, slots)
 
 
@@ -75,15 +74,18 @@ def route(event: log.Event) -> Routed:
             left.setdefault(job_key, []).append(host.decode())
     for change in event.changes:
         if change.table == "jobs" and not change.deleted:  # a deleted job (cleaned) had finished
-            job = api.Job.FromString(change.value)
+            job = log.JobHosts.FromString(change.value)  # its hosts only: a session reads the job itself
             for host in dict.fromkeys([*hosts_of(job), *left.get(change.key, ())]):
                 routed.jobs.setdefault(host, []).append(job)
     return routed
 
 
-def hosts_of(job: api.Job) -> list[str]:
-    """The hosts of the job's allocation, its first host (which runs the command) first."""
-    return [part.host for part in feasibility.allocation_of(job)]
+def hosts_of(job: api.Job | log.JobHosts) -> list[str]:
+    """The hosts of the job's allocation, its first host (which runs the command) first: those of
+    feasibility.allocation_of, without making its parts (every changed job of every entry is routed)."""
+    if job.allocation:
+        return [part.host for part in job.allocation]
+    return [job.host] if job.host else []
 
 
 class SessionOver(Exception):
@@ -110,7 +112,7 @@ class WorkerSession:
     derived_at: int = 0  # the revision the last full derivation read: older changes say nothing new
     last_full_s: float = float("-inf")
 
-    def changed(self, revision: int, jobs: list[api.Job], host_record: bool) -> None:
+    def changed(self, revision: int, jobs: list[log.JobHosts], host_record: bool) -> None:
         self.inbox += [(revision, job.id) for job in jobs]
         self.recheck = self.recheck or host_record
 

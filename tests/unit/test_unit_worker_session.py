@@ -6,7 +6,7 @@ from __future__ import annotations
 from memory_state import MemoryState
 
 from controller import fsm
-from controller.worker_session import WorkerSession, route
+from controller.worker_session import WorkerSession, hosts_of, route
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -159,3 +159,23 @@ def test_every_host_of_a_parallel_job_gets_its_run_with_the_credential_and_is_ki
     ended = fsm.read_job(replica.store.tables, job)
     assert ended is not None and ended.state == api.DONE and ended.usage.user_cpu_s >= 2.5
     assert ended.usage.max_rss_kb >= 900
+
+
+def test_a_job_read_for_its_hosts_is_the_job_s_fields_of_the_same_numbers() -> None:
+    """route parses a changed job as log.JobHosts (its id, host and allocation only): the same field
+    numbers and types as api.Job's, and the same hosts as the whole record gives, first host first."""
+    job_fields = api.Job.DESCRIPTOR.fields_by_number
+    for one in log.JobHosts.DESCRIPTOR.fields:
+        same = job_fields[one.number]
+        assert (same.name, same.type, same.is_repeated, getattr(same.message_type, "full_name", None)) == \
+            (one.name, one.type, one.is_repeated, getattr(one.message_type, "full_name", None))
+    spec = api.JobSpec(command=["sleep", "1"], user="u", env={"A": "b"}, slots=3)
+    records = [api.Job(id=1, state=api.PEND, spec=spec),
+               api.Job(id=2, state=api.RUN, host="n7", spec=spec),
+               api.Job(id=3, state=api.RUN, host="n2", spec=spec, allocation=[
+                   api.HostAllocation(host="n2", slots=2), api.HostAllocation(host="n1", slots=1,
+                                                                              resources={"gpu": 1})])]
+    for record in records:
+        read = log.JobHosts.FromString(record.SerializeToString())
+        assert (read.id, hosts_of(read)) == (record.id, hosts_of(record))
+    assert [hosts_of(r) for r in records] == [[], ["n7"], ["n2", "n1"]]

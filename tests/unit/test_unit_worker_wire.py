@@ -39,3 +39,29 @@ def test_frames_are_bounded_in_count_and_in_bytes_and_keep_the_order() -> None:
     assert len(parts) > 1 and all(sum(m.ByteSize() for m in p[:-1]) < worker_wire.MAX_FRAME_BYTES
                                   for p in parts)
     assert [m.run.job.id for p in parts for m in p] == list(range(30))
+
+
+def test_frames_as_bytes_are_the_frames_serialized() -> None:
+    """controller_frames (the leader's stream) writes a frame's wire bytes by hand: the same frames as
+    the messages split, framed and serialized (byte for byte where no map field makes the order of
+    its entries free), a lone message as itself, in order."""
+    big_spec = api.JobSpec(command=["x" * 1000], env={f"K{i}": "v" * 1000 for i in range(400)})  # ~400 kB
+    cases = [
+        ([api.ControllerMessage(ack=api.ReportAck(job_id=1, attempt=0, kind="started"))], True),
+        ([api.ControllerMessage(run=api.RunJob(job=api.Job(id=i, host="h1"), credential="c" * 64))
+          for i in range(3)], True),
+        ([api.ControllerMessage(ack=api.ReportAck(job_id=i, attempt=i % 3, kind="started"))
+          for i in range(2 * worker_wire.MAX_PER_FRAME + 7)], True),
+        ([api.ControllerMessage(signal=api.SignalJob(job_id=1 << 40, attempt=2, kind=api.SIGNAL_KILL)),
+          api.ControllerMessage(run=api.RunJob(job=api.Job(id=9, spec=api.JobSpec(command=["y" * 200]))))],
+         True),
+        ([api.ControllerMessage(run=api.RunJob(job=api.Job(id=i, spec=big_spec))) for i in range(25)], False),
+    ]
+    for messages, exact in cases:
+        parts = worker_wire.split(messages)
+        frames = worker_wire.controller_frames(messages)
+        if exact:
+            assert frames == [worker_wire.controller_frame(part).SerializeToString() for part in parts]
+        assert len(frames) == len(parts)
+        for raw, part in zip(frames, parts, strict=True):
+            assert list(worker_wire.controller_messages(api.ControllerMessage.FromString(raw))) == part

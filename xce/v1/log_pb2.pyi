@@ -460,6 +460,16 @@ class SyncMessage(_message.Message):
     progress: int
     def __init__(self, snapshot_begin: _Optional[_Union[SnapshotBegin, _Mapping]] = ..., snapshot_chunk: _Optional[_Union[SnapshotChunk, _Mapping]] = ..., snapshot_end: _Optional[_Union[SnapshotEnd, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., progress: _Optional[int] = ...) -> None: ...
 
+class JobHosts(_message.Message):
+    __slots__ = ("id", "host", "allocation")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    host: str
+    allocation: _containers.RepeatedCompositeFieldContainer[_api_pb2.HostAllocation]
+    def __init__(self, id: _Optional[int] = ..., host: _Optional[str] = ..., allocation: _Optional[_Iterable[_Union[_api_pb2.HostAllocation, _Mapping]]] = ...) -> None: ...
+
 class SnapshotBegin(_message.Message):
     __slots__ = ("revision", "cluster_id")
     REVISION_FIELD_NUMBER: _ClassVar[int]
