@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -111,6 +112,29 @@ def writes_beside_empty(built: big_state.Built, clients: int, seconds: float,
     empty, scale = statistics.median(figures["empty"]), statistics.median(figures["scale"])
     return {"clients": clients, "seconds": seconds, "submits_per_s": figures, "leader_rss_mb": rss,
             "scale_over_empty": round(scale / empty, 3) if empty else None}
+
+
+RSS_TARGET_MB = 2048  # a replica's, at 10,000 hosts and 100,000 pending
+WRITES_TARGET = 0.9  # submits/s at this size over an empty cluster's ("within 10 %")
+
+
+def targets(results: dict[str, Any]) -> str:
+    """The issue's scale targets beside the figures (bench/README.md)."""
+    rss = max([*results["replica_rss_mb"].values(), *results.get("replica_rss_mb_after", {}).values()])
+    writes = results["writes"]["scale_over_empty"]
+    passed = results["pass_at_scale"]
+    lines = [f"replica RSS at most {rss} MB (target <= {RSS_TARGET_MB} MB: {_met(rss <= RSS_TARGET_MB)})",
+             f"submits/s here over an empty cluster's: {writes} (target >= {WRITES_TARGET}: "
+             f"{_met(writes is not None and writes >= WRITES_TARGET)})"]
+    if "pass_s_median" in passed:
+        took, most = passed["pass_s_median"], passed["target_s"]
+        lines.append(f"the pass at {passed['jobs']:,} pending x {passed['hosts']:,} hosts: {took} s "
+                     f"(target <= {most} s: {_met(took <= most)})")
+    return "\n".join(lines)
+
+
+def _met(met: bool) -> str:
+    return "met" if met else "NOT met"
 
 
 def main() -> int:
@@ -206,6 +230,7 @@ def main() -> int:
     print("timing the scheduler's pass at 10,000 hosts and 100,000 pending jobs", file=sys.stderr)
     results["pass_at_scale"] = scheduler_pass.scale()
     print(json.dumps(results, indent=2))
+    print(targets(results))
     print(json.dumps(results))
     return 0
 

@@ -50,6 +50,14 @@ _SCRIPT = Path(sys.executable).parent / "xce"
 XCE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "cli"]
 
 
+CLI_TARGET_MS = 40  # `xce submit` and `bsub`, exec to exit, p50 (with TLS and a token)
+TURNOVER_TARGET_MS = 10  # a slot's end -> the next job's start on it, p50
+
+
+def _verdict(met: bool) -> str:
+    return ": met" if met else ": NOT met"
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
@@ -295,24 +303,30 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     figures["slurm"] = {"error": "skipped (--no-slurm)"} if args.no_slurm else slurm_figures(args.n)
     xce, slurm = figures["xce"], figures["slurm"]
-    print(f"{'':34}{'XCE':>14}{'Slurm':>14}{'ratio':>8}")
-    for key, what in (("a_cli_loop", f"(a) {args.n} jobs, a CLI per submit"),
-                      ("b_array", f"(b) one array of {args.n}")):
+    print(f"{'':34}{'XCE':>14}{'Slurm':>14}{'ratio':>8}   target")
+    for key, what, target in (("a_cli_loop", f"(a) {args.n} jobs, a CLI per submit", 1.0),
+                              ("b_array", f"(b) one array of {args.n}", 10.0)):
         ours, theirs = xce[key]["jobs_per_s"], slurm.get(key, {}).get("jobs_per_s")
         ratio = f"{ours / theirs:.2f}x" if theirs else "-"
-        print(f"{what:<34}{ours:>10.1f}/s {(f'{theirs:.1f}/s' if theirs else '-'):>13}{ratio:>8}")
+        print(f"{what:<34}{ours:>10.1f}/s {(f'{theirs:.1f}/s' if theirs else '-'):>13}{ratio:>8}   "
+              f">= {target:g}x{_verdict(ours / theirs >= target) if theirs else ''}")
     lat = xce["submit_latency_ms"]
-    print(f"xce submit, exec to exit: p50 {lat['p50']} ms, p99 {lat['p99']} ms ({lat['n']} runs)")
+    print(f"xce submit, exec to exit: p50 {lat['p50']} ms, p99 {lat['p99']} ms ({lat['n']} runs); "
+          f"target p50 <= {CLI_TARGET_MS} ms{_verdict(lat['p50'] <= CLI_TARGET_MS)}")
     for name, figures_of in xce["lsf_latency_ms"].items():
+        goal = f"; target p50 <= {CLI_TARGET_MS} ms{_verdict(figures_of['p50'] <= CLI_TARGET_MS)}" \
+            if name == "bsub" else ""
         print(f"{name + ',':<11} exec to exit: p50 {figures_of['p50']} ms, p99 {figures_of['p99']} ms "
-              f"({figures_of['n']} runs)")
+              f"({figures_of['n']} runs){goal}")
     for size in (1_000, 1_000_000):
         a = xce[f"array_submit_{size}"]
         print(f"array of {size:>9,}: submit {a['ms']} ms, {a['request_bytes']} request bytes, "
               f"{a['records']} records")
     print("turnover of a slot, per hop (p50 / p90 ms):")
     for hop, v in xce["turnover_ms"].items():
-        print(f"  {hop:<36}{v['p50_ms']:>8} {v['p90_ms']:>8}  (n={v['n']})")
+        goal = f"  target p50 <= {TURNOVER_TARGET_MS} ms{_verdict(v['p50_ms'] <= TURNOVER_TARGET_MS)}" \
+            if hop == "slot_idle_total" else ""
+        print(f"  {hop:<36}{v['p50_ms']:>8} {v['p90_ms']:>8}  (n={v['n']}){goal}")
     if "error" in slurm:
         print(f"Slurm: {slurm['error']}")
     print(json.dumps(figures, sort_keys=True))

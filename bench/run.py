@@ -80,6 +80,9 @@ def guarded(part: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         return {"error": f"{part} failed: {type(exc).__name__}: {exc}"}
 
 
+WRITE_TARGETS = {16: 1.0, 1: 0.5}  # committed submits/s against etcd's, by client processes
+
+
 def ratios(xce: dict[str, Any], etcd: dict[str, Any], levels: Sequence[int]) -> dict[str, Any]:
     """XCE/etcd: above 1 means XCE is faster for throughput, slower for failover."""
     out: dict[str, Any] = {}
@@ -240,6 +243,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def print_summary(report: dict[str, Any], args: argparse.Namespace, levels: list[int]) -> None:
     print(f"XCE code {report['code']}, {os.cpu_count()} CPUs, {args.seconds:g} s per level")
     print(table(report, levels))
+    for clients, target in WRITE_TARGETS.items():  # the speed targets beside etcd (bench/README.md)
+        ratio = report["ratios"].get(f"throughput_{clients}c")
+        if ratio is not None:
+            print(f"writes/s, {clients} client{'s' if clients != 1 else ''}: {ratio:.2f}x etcd (target >= "
+                  f"{target}x: {'met' if ratio >= target else 'NOT met'})")
     print_passes(report)
     for figures in report["published_figures"]:
         if "bsld" in figures:
