@@ -54,7 +54,8 @@ def main(extra: list[str]) -> int:
                 rests.append((what, subprocess.Popen(["nice", "-n", "10", *command], stdout=kept,
                                                      stderr=subprocess.STDOUT), kept))
             reapers = [threading.Thread(target=lambda w=what, p=proc: ends.append((w, *_reaped(p),
-                                                                                 time.monotonic() - started)))
+                                                                                 time.monotonic() - started)),
+                                        daemon=True)  # (an interrupted run does not wait for them)
                        for what, proc, _ in rests]
             for reaper in reapers:
                 reaper.start()
