@@ -142,6 +142,7 @@ class SimHost:
     def __init__(self, name: str, slots: int, fleet: Fleet, target: str, index: int = 0,
                  attributes: bool = False) -> None:
         self.fleet = fleet
+        self.joined = False  # the current stream had joined (its end is then a fresh start)
         self.route = LeaderRoute(fleet.addresses, fleet.rng, MAX_BACKOFF_S, INITIAL_BACKOFF_S)
         self.route.target = target  # the hosts start spread over the replicas
         spec = api.HostSpec(name=name, slots=slots)
@@ -161,14 +162,19 @@ class SimHost:
         route = self.route
         while True:
             target = route.target
+            self.joined = False
             try:
-                if await self._session(target):
-                    route.reset()
+                await self._session(target)
             except grpc.aio.AioRpcError as exc:
+                if self.joined:  # as worker/daemon.py: a stream that had joined ends a fresh start
+                    route.reset()
                 leader = leader_hint(exc)
                 if leader and leader != target and route.redirected(target, leader):
                     continue
                 route.failed(target)
+            else:
+                if self.joined:
+                    route.reset()
             await asyncio.sleep(route.pause_s())
 
     async def _session(self, target: str) -> bool:
@@ -184,7 +190,7 @@ class SimHost:
         try:
             async for frame in call:
                 if self.session.receive(frame, outbox.put_nowait):
-                    joined = True
+                    joined = self.joined = True
                     heartbeat = asyncio.get_running_loop().create_task(
                         self._heartbeat(outbox, max(0.05, self.session.heartbeat_s)))
         finally:

@@ -46,3 +46,19 @@ def test_the_same_seed_gives_the_same_pauses() -> None:
     first = LeaderRoute(REPLICAS, random.Random(3), max_backoff_s=1.0)
     second = LeaderRoute(REPLICAS, random.Random(3), max_backoff_s=1.0)
     assert [first.pause_s() for _ in range(6)] == [second.pause_s() for _ in range(6)]
+
+
+def test_the_leader_named_in_a_refusal_is_read_from_grpc_and_grpc_aio_errors() -> None:
+    """grpc.aio's errors are no grpc.Call: the hint was read from the synchronous ones only, and the
+    fleet's simulated hosts (asyncio) went round the replicas in their backoff after every kill."""
+    import grpc
+
+    from client.grpc_transport import LEADER_METADATA, leader_hint
+
+    named = grpc.aio.Metadata((LEADER_METADATA, "127.0.0.1:7001"))
+    refused = grpc.aio.AioRpcError(grpc.StatusCode.FAILED_PRECONDITION, grpc.aio.Metadata(), named,
+                                   "not the leader")
+    assert leader_hint(refused) == "127.0.0.1:7001"
+    unnamed = grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata())
+    assert leader_hint(unnamed) is None
+    assert leader_hint(grpc.RpcError()) is None  # no call behind it: nothing to read
