@@ -16,7 +16,7 @@ three-replica LocalCluster starts from it as from a Raft snapshot. Then, on that
 - compactions at this size: `[raft] compaction_min_entries` is set low, writes make every
   replica snapshot the whole state; the term must not move (the copy runs off the tick thread);
 - committed submits/s (16 clients, one job a call) on clusters started from the state and on
-  empty ones, alternately (`--write-rounds`), with the leader's RSS: the ratio is the issue's
+  empty ones, alternately (`--write-rounds`), with the leader's RSS: the ratio is the speed target's
   "within 10 % of an empty cluster's";
 - the scheduler's pass on 100,000 pending jobs and 10,000 hosts (bench/scheduler_pass.py: scale),
   pure, as the daemon runs it.
@@ -119,7 +119,7 @@ WRITES_TARGET = 0.9  # submits/s at this size over an empty cluster's ("within 1
 
 
 def targets(results: dict[str, Any]) -> str:
-    """The issue's scale targets beside the figures (bench/README.md)."""
+    """The scale targets beside the figures (bench/README.md)."""
     rss = max([*results["replica_rss_mb"].values(), *results.get("replica_rss_mb_after", {}).values()])
     writes = results["writes"]["scale_over_empty"]
     passed = results["pass_at_scale"]
