@@ -163,21 +163,22 @@ class SimHost:
         while True:
             target = route.target
             self.joined = False
+            error: grpc.aio.AioRpcError | None = None
             try:
                 await self._session(target)
             except grpc.aio.AioRpcError as exc:
-                if self.joined:  # as worker/daemon.py: a stream that had joined ends a fresh start
-                    route.reset()
-                leader = leader_hint(exc)
+                error = exc
+            if self.joined:  # as worker/daemon.py: a stream that had joined ends a fresh start
+                route.reset()
+            if error is not None:
+                leader = leader_hint(error)
                 if leader and leader != target and route.redirected(target, leader):
                     continue
                 route.failed(target)
-            else:
-                if self.joined:
-                    route.reset()
             await asyncio.sleep(route.pause_s())
 
-    async def _session(self, target: str) -> bool:
+    async def _session(self, target: str) -> None:
+        """One stream: join (setting `joined`), heartbeat until it ends."""
         outbox: asyncio.Queue[api.WorkerMessage | None] = asyncio.Queue()
         outbox.put_nowait(self.session.opening())
         token = self.fleet.tokens[self.session.host.name]
@@ -185,12 +186,11 @@ class SimHost:
             CONNECT, request_serializer=api.WorkerMessage.SerializeToString,
             response_deserializer=api.ControllerMessage.FromString)(
                 _drain(outbox), metadata=(("authorization", f"Bearer {token}"),))
-        joined = False
         heartbeat: asyncio.Task[None] | None = None
         try:
             async for frame in call:
                 if self.session.receive(frame, outbox.put_nowait):
-                    joined = self.joined = True
+                    self.joined = True
                     heartbeat = asyncio.get_running_loop().create_task(
                         self._heartbeat(outbox, max(0.05, self.session.heartbeat_s)))
         finally:
@@ -199,7 +199,6 @@ class SimHost:
                 heartbeat.cancel()
             outbox.put_nowait(None)
             call.cancel()
-        return joined
 
     async def _heartbeat(self, outbox: asyncio.Queue[api.WorkerMessage | None], period_s: float) -> None:
         while True:

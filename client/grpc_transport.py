@@ -45,8 +45,8 @@ def channel_options(keepalive_ms: int = KEEPALIVE_MS) -> list[tuple[str, Any]]:
 
 def leader_hint(exc: grpc.RpcError) -> str | None:
     """The leader's address a follower named in its refusal, if any; from a call of grpc's or of
-    grpc.aio's (whose errors are no `grpc.Call`: read by that test alone, an asyncio caller never
-    saw a hint and went round the replicas in its backoff instead)."""
+    grpc.aio's (whose errors are no `grpc.Call`: a test of `grpc.Call` alone left asyncio callers
+    without the hint, going round the replicas in their backoff instead)."""
     call = isinstance(exc, grpc.Call | grpc.aio.AioRpcError)
     trailing = exc.trailing_metadata() if call else None
     for key, value in trailing or ():
