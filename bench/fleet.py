@@ -69,6 +69,7 @@ class SimFleet:
         self.data = data
         self.procs: list[subprocess.Popen[bytes]] = []
         self.outs: list[Path] = []
+        self.joins: list[tuple[float, str]] = []  # every host's joins (when, to which replica), once stopped
         share = -(-hosts // SIM_PROCESSES)
         for first in range(0, hosts, share):
             out = data / f"fleet-{first}.json"
@@ -109,8 +110,11 @@ class SimFleet:
                 proc.kill()
                 proc.wait()
             if out.exists():
-                times += [(row[0], row[1]) for row in json.loads(out.read_text())["first_seen"]]
+                record = json.loads(out.read_text())
+                times += [(row[0], row[1]) for row in record["first_seen"]]
+                self.joins += [(t, target) for t, target in record["joins"]]
         self.procs.clear()
+        self.joins.sort()
         return sorted(times)
 
 
@@ -217,13 +221,17 @@ def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
                 cluster.stop()
                 if logs is not None:
                     logs.mkdir(parents=True, exist_ok=True)
-                    for path in data.glob("*.log"):
+                    for path in [*data.glob("*.log"), *data.glob("fleet-*.json")]:
                         shutil.copy(path, logs / path.name)
     wave = [t for t, _ in times[:jobs]]
     span = wave[-1] - wave[0] if len(wave) == jobs else float("nan")
     # A RunJob the dead leader sent just before the kill may land just after it: not a failover.
     gaps = [next((t for t, source in times if t > kill and source != killed), float("nan")) - kill
             for kill, killed in kill_times]
+    # Where each kill's time went: the first host's join to another replica (the new leader serving).
+    joins = fleet.joins if fleet is not None else []
+    first_joins = [next((t for t, target in joins if t > kill and target != killed), float("nan")) - kill
+                   for kill, killed in kill_times]
     missing = sum(1 for g in gaps if g != g or g > STALL_S)
     gaps = [g if g == g and g <= STALL_S else STALL_S for g in gaps]  # a stall counts as at least STALL_S
     return {
@@ -237,6 +245,8 @@ def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
         "cpu_s_during_placement": cpu,
         "failover": {"kills": len(kill_times), "no_new_dispatch_seen": missing,
                      "samples_ms": [ms(g) for g in gaps],
+                     "kill_to_first_join_ms": [ms(g) for g in first_joins],
+                     "killed_at": [round(kill, 3) for kill, _ in kill_times],
                      "p50_ms": ms(percentile(gaps, 50)) if gaps else None,
                      "p99_ms": ms(percentile(gaps, 99)) if gaps else None,
                      "max_ms": ms(max(gaps)) if gaps else None},
@@ -320,6 +330,11 @@ def main() -> int:
     return 0
 
 
+def _p50(samples_ms: list[float | None]) -> float | None:
+    seen = [s for s in samples_ms if s is not None]
+    return ms(percentile([s / 1000 for s in seen], 50)) if seen else None
+
+
 def summary(result: dict[str, Any]) -> str:
     failover = result["failover"]
     mode = (" with -R requirements" if result.get("requirements") else "") + \
@@ -331,7 +346,8 @@ def summary(result: dict[str, Any]) -> str:
             f"{result['target_placements_per_s']:,}/s)\n"
             f"failover under that load ({failover['kills']} kills): kill -> first new dispatch p50 "
             f"{failover['p50_ms']} ms, p99 {failover['p99_ms']} ms, max {failover['max_ms']} ms; "
-            f"{failover['no_new_dispatch_seen']} with none within {STALL_S:.0f} s "
+            f"{failover['no_new_dispatch_seen']} with none within {STALL_S:.0f} s; the first host re-joined "
+            f"p50 {_p50(failover['kill_to_first_join_ms'])} ms after the kill "
             f"(target p99 <= {result['target_failover_p99_ms']} ms over 10 kills)")
 
 

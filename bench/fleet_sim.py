@@ -39,6 +39,7 @@ from client.credentials import Credentials, for_cluster  # noqa: E402
 from client.grpc_transport import channel_options, leader_hint  # noqa: E402
 from client.leader_route import LeaderRoute  # noqa: E402
 from worker.daemon import INITIAL_BACKOFF_S, MAX_BACKOFF_S, WORKER_KEEPALIVE_MS  # noqa: E402
+from worker.executor import holds_start  # noqa: E402
 from worker.journal import MemoryJournal  # noqa: E402
 from worker.session import WorkerSession  # noqa: E402
 from xce import worker_wire  # noqa: E402
@@ -93,7 +94,9 @@ class SleepingJobs:
         if key in self._ended:  # a repeat: say again how it ended
             self.report(self._ended[key])
         elif key in self._running:
-            self.report(self._started[key])
+            started = self._started[key].started
+            if not holds_start(job, {"pid": started.pid, "started_ms": started.time_ms}):
+                self.report(self._again(key))
         else:
             self.fleet.first_run(key, self.source())
             self._started[key] = api.JobReport(job_id=key[0], attempt=key[1], started=api.JobStarted(
@@ -120,7 +123,14 @@ class SleepingJobs:
 
     def rereport(self, key: Key, acknowledged_too: bool = False) -> None:
         if key in self._running:
-            self.report(self._started[key])
+            self.report(self._again(key))
+
+    def _again(self, key: Key) -> api.JobReport:
+        """The instance's start, said again (as worker/executor.py's rereport marks it)."""
+        report = api.JobReport()
+        report.CopyFrom(self._started[key])
+        report.started.again = True
+        return report
 
     def fence(self, grace_s: float) -> list[Key]:
         return []  # the fleet's hosts are never cut off from the cluster
@@ -191,6 +201,7 @@ class SimHost:
             async for frame in call:
                 if self.session.receive(frame, outbox.put_nowait):
                     self.joined = True
+                    self.fleet.joins.append((time.time(), target))
                     heartbeat = asyncio.get_running_loop().create_task(
                         self._heartbeat(outbox, max(0.05, self.session.heartbeat_s)))
         finally:
@@ -227,6 +238,7 @@ class Fleet:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self.rng = random.Random()  # the hosts' backoff jitter
         self.first_seen: dict[Key, tuple[float, str]] = {}  # when, and from which replica
+        self.joins: list[tuple[float, str]] = []  # each join of a host: when, to which replica
 
     def channel(self, target: str) -> grpc.aio.Channel:
         if target not in self._channels:
@@ -260,7 +272,8 @@ async def main(out: Path, addresses: list[str], first: int, count: int, slots: i
     for task in tasks:
         task.cancel()
     out.write_text(json.dumps({"first_seen": [[t, source, k[0], k[1]]
-                                              for k, (t, source) in fleet.first_seen.items()]}))
+                                              for k, (t, source) in fleet.first_seen.items()],
+                                "joins": fleet.joins}))
 
 
 if __name__ == "__main__":

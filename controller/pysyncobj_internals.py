@@ -80,7 +80,8 @@ INTERNALS: tuple[Internal, ...] = (
     Internal(SyncObj, "_SyncObj__raftState", None, "the role, read at each tick"),
     Internal(SyncObj, "_SyncObj__noopIDx", None, "a new leader serves once its own first entry applied"),
     Internal(SyncObj, "_SyncObj__connectedNodes", None, "the members that could answer now"),
-    Internal(SyncObj, "_SyncObj__raftElectionDeadline", None, "a standby starts no election"),
+    Internal(SyncObj, "_SyncObj__raftElectionDeadline", None,
+             "a standby starts no election; a follower whose leader's connection dropped starts one soon"),
     Internal(SyncObj, "_SyncObj__lastResponseTime", None, "a busy follower is alive to its leader"),
     Internal(SyncObj, "_SyncObj__raftMatchIndex", None, "tests: what a leader counted"),
     Internal(SyncObj, "_isLeader", (), "the role, without a status copy"),
@@ -162,6 +163,11 @@ def connected_nodes(replica: SyncObj) -> list[Any]:
 def hold_election(replica: SyncObj, until: float) -> None:
     """Start no election before `until` (pysyncobj's monotonic clock)."""
     replica._SyncObj__raftElectionDeadline = until
+
+
+def election_deadline(replica: SyncObj) -> float:
+    """When this node starts an election unless it hears from a leader first (pysyncobj's clock)."""
+    return float(replica._SyncObj__raftElectionDeadline)
 
 
 def heard_from(replica: SyncObj, node: Any, at: float) -> None:

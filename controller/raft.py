@@ -34,6 +34,14 @@ What we change about pysyncobj, and why:
 - Staggered election windows per replica and a 10 ms tick (pysyncobj only
   looks at its election deadline once per tick), so that the survivors of a
   leader kill do not split the vote.
+- A follower that sees its leader's connection drop (a killed process's
+  sockets are closed by its kernel) moves its election to `leader_lost_s`
+  (0.05 s) from then, staggered by its rank among the other voters, instead
+  of waiting out the election timeout (0.3-0.7 s after the last heartbeat).
+  A leader that is silent but connected (a partition, a stalled host) is
+  still found out by the timeout alone. Safety does not depend on when an
+  election starts; a connection that drops under a live leader costs one
+  early election (pysyncobj has no pre-vote).
 - A node stays heard while it applies an entry that takes long (10,000 jobs
   in one submit, on a busy machine, take a second): pysyncobj applies in its
   tick thread, which neither sends nor reads meanwhile, so a leader would miss
@@ -98,6 +106,7 @@ from controller.pysyncobj_internals import (
     ROLES,
     apply_membership_change,
     connected_nodes,
+    election_deadline,
     hold_election,
     install_connection_class,
     install_journal_factory,
@@ -150,6 +159,7 @@ FAIL_NAMES = {value: name for name, value in vars(FAIL_REASON).items() if name.i
 ProposalCallback = Callable[[Any, int], None]
 ChangeCallback = Callable[[bool, str], None]  # (done, why not): in the tick thread
 MODES = ("voter", "standby", "learner")
+MAX_RANK = 4  # the last of five replicas in address order: its election window is the latest
 STANDBY_HOLD_S = 3600.0  # a standby's election deadline, pushed this far ahead every tick
 TRANSFER_TRY_S = 2.0  # a leadership transfer is tried every tick this long (a member must be caught up)
 
@@ -170,6 +180,13 @@ class RaftSettings:
     election_min_s: float = 0.3
     election_max_s: float = 0.4
     election_stagger_s: float = 0.15
+    # A leader whose process died closes its connections: a follower that
+    # sees its leader's connection drop starts its election this soon after
+    # (plus its rank among the others times the stagger, so the survivors do
+    # not split the vote), not a whole election timeout after the last
+    # heartbeat. A leader that is silent while connected (a partition, a
+    # stalled host) is still found out by the timeout alone. 0 turns it off.
+    leader_lost_s: float = 0.05
     leader_fallback_s: float = 1.0
     heartbeat_s: float = 0.05
     # pysyncobj checks election deadlines only once per tick; a coarse tick
@@ -189,6 +206,12 @@ class RaftSettings:
             raise ValueError("election_max_s must be more than election_min_s")
         if self.election_stagger_s < 0 or self.tick_s <= 0 or self.compaction_min_entries < 2:
             raise ValueError("election_stagger_s, tick_s and compaction_min_entries must be positive")
+        if self.connection_timeout_s < self.election_max_s + MAX_RANK * self.election_stagger_s:
+            # pysyncobj asserts it for each replica's window (a bare AssertionError at start)
+            raise ValueError(f"connection_timeout_s must be at least election_max_s + {MAX_RANK} x "
+                             "election_stagger_s (the latest election timeout of a 5-replica cluster)")
+        if self.leader_lost_s < 0:
+            raise ValueError("leader_lost_s must not be negative (0 turns it off)")
 
 
 @dataclass(frozen=True)
@@ -284,6 +307,7 @@ class RaftNode:
         self._last_keepalive = 0.0
         self._last_pulse = 0.0
         self._known_leader: str | None = None  # as leader() said at the last tick
+        self._lost_leader: Any = None  # the leader node whose connection this follower saw drop
         self._replica.addOnTickCallback(self._on_tick)
         # pysyncobj's utility commands would let anyone with the password change the configuration.
         self._transport.disable_utility_commands()
@@ -531,6 +555,8 @@ class RaftNode:
             self._try_transfer()
         if self._standby:  # pysyncobj looks at the deadline before the callbacks of the same tick
             hold_election(self._replica, monotonic() + STANDBY_HOLD_S)
+        else:
+            self._elect_soon_if_leader_lost()
         self._reads_tick()
         if self._on_role_change is not None and (leader := self.leader()) != self._known_leader:
             self._known_leader = leader  # a follower's leader changed, or went: its role may not have
@@ -543,6 +569,27 @@ class RaftNode:
             self._last_keepalive = now
             for node in self._replica.otherNodes:
                 self._transport.send(node, {"type": KEEPALIVE})
+
+    def _elect_soon_if_leader_lost(self) -> None:  # tick thread
+        """A follower whose leader's connection dropped (its process died, or it closed the
+        connection) moves its election deadline to `leader_lost_s` from now, staggered by its rank
+        among the other voters, once per lost connection."""
+        replica, delay_s = self._replica, self.settings.leader_lost_s
+        node = leader_node(replica)
+        if node is None or delay_s <= 0 or self.mode != "voter" or is_leader(replica) \
+                or self._transport.connected(node):
+            self._lost_leader = None
+            return
+        if self._lost_leader is node:
+            return
+        self._lost_leader = node
+        others = sorted(self.voters() - {str(node.address)})
+        rank = others.index(self.self_address) if self.self_address in others else 0
+        soon = monotonic() + delay_s + rank * self.settings.election_stagger_s
+        if soon < election_deadline(replica):
+            hold_election(replica, soon)
+            log.info("the leader's connection (%s) dropped: an election in %.2f s unless it is back",
+                        node.address, soon - monotonic())
 
     def _state_changed(self, old: int, new: int) -> None:
         if self._on_role_change is not None:

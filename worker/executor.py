@@ -67,6 +67,7 @@ CONFIRM_EVERY_S, CONFIRM_TRIES = 0.05, 600  # a stopped group is looked for in /
 
 
 STOPPED = (api.USUSP, api.SSUSP)
+RUNNING_STATES = (api.RUN, *STOPPED)
 
 
 class Executor:
@@ -118,7 +119,10 @@ class Executor:
         if known is not None and known.get("readable_id", job.readable_id) == job.readable_id:
             # Its end too, even once acknowledged: a RunJob means the leader's state holds it as
             # running (a state restored from before its end, say), and only the end corrects that.
-            self.rereport(key, acknowledged_too=True)
+            # A start the RunJob already holds as this host has it is not said again (a new
+            # leader restates every running instance: thousands of reports that change nothing).
+            if not (known.get("state") == "running" and holds_start(job, known)):
+                self.rereport(key, acknowledged_too=True)
             self._hold(key, job)  # a RunJob states whether the job should be stopped
             return  # (a record of another cluster's job with the same numbers is replaced below)
         if job.state == api.UNKWN:  # the leader asks after an instance this host never had
@@ -393,10 +397,10 @@ class Executor:
         if record.get("state") == "part":  # after a re-join: the leader kills it if the job is over
             self._report(api.JobReport(job_id=key[0], attempt=key[1], started=api.JobStarted(part=True)))
         elif record.get("state") == "running":
-            self._report(self._started(key, record))
+            self._report(self._started(key, record, again=True))
         elif record.get("state") == "ended" and (acknowledged_too or not record.get("acked")):
             if record.get("pid"):
-                self._report(self._started(key, record))
+                self._report(self._started(key, record, again=True))
             self._report(_report_from(record["final"]))
 
     def acknowledged(self, key: Key, kind: str) -> None:
@@ -502,9 +506,9 @@ class Executor:
             mail.send(self.mail_command, mail.recipient(job),
                       mail.end_message(job, self.name, report, int(record.get("started_ms", 0))))
 
-    def _started(self, key: Key, record: dict[str, Any]) -> api.JobReport:
+    def _started(self, key: Key, record: dict[str, Any], again: bool = False) -> api.JobReport:
         return api.JobReport(job_id=key[0], attempt=key[1], started=api.JobStarted(
-            pid=int(record.get("pid", 0)), time_ms=int(record.get("started_ms", 0))))
+            pid=int(record.get("pid", 0)), time_ms=int(record.get("started_ms", 0)), again=again))
 
     def _kill_hard(self, key: Key, pid: int) -> None:
         with self._i.lock:
@@ -604,3 +608,11 @@ def _slots_here(job: api.Job, host: str = "") -> int:
 
 def _report_from(hex_bytes: str) -> api.JobReport:
     return api.JobReport.FromString(bytes.fromhex(hex_bytes))
+
+
+def holds_start(job: api.Job, record: dict[str, Any]) -> bool:
+    """The leader's record of the job (a RunJob's) has this instance started as the journal
+    `record` has it: running (not UNKWN, which only its start report ends), same pid and time."""
+    started_ms = int(record.get("started_ms", 0))
+    return job.state in RUNNING_STATES and started_ms != 0 and job.start_time_ms == started_ms \
+        and job.pid == int(record.get("pid", 0))

@@ -43,6 +43,7 @@ from xce.v1 import log_pb2 as log
 
 SESSION_SWEEP_S = 0.25  # how often sessions are checked for their periodic full look
 SESSION_STEPS_PER_TURN = 32
+RESTATED = log.Result(code=log.OK)  # a report's outcome when it restated the committed state
 
 
 class Workers:
@@ -195,6 +196,14 @@ class Workers:
 
     def _relay(self, leadership: Leadership, stream: int, session: WorkerSession,
                reports: list[api.JobReport]) -> None:
+        restated = session.restated(reports)
+        if any(restated):  # acknowledged from the committed state: no entry
+            session.relayed([r for r, again in zip(reports, restated, strict=True) if again],
+                            [RESTATED] * sum(restated))
+            self.send(leadership, stream)
+            reports = [r for r, again in zip(reports, restated, strict=True) if not again]
+            if not reports:
+                return
         group = leadership.workers.reports
         for report in reports:
             relayed = log.HostReport(host=session.name, generation=session.generation, report=report)

@@ -61,6 +61,33 @@ def test_runs_once_and_reports_exit_code_and_usage(executor, tmp_path: Path) -> 
     assert len(again) == len(ended) + 1 and again[-1].finished.exit_code == 4  # repeated, not re-run
 
 
+def test_a_repeated_run_job_restates_a_start_only_when_the_leader_does_not_hold_it(  # type: ignore[no-untyped-def]
+        executor, tmp_path: Path) -> None:
+    """A new leader restates every running instance with a RunJob: one that already holds the start
+    as this host has it gets no report (a failover's thousands of them changed nothing); one that
+    does not (its start never committed, or the job UNKWN) gets the start again, marked `again`."""
+    ex, reports = executor
+    job = _job(1, "sleep", "30", cwd=tmp_path)
+    ex.run(job)
+    deadline = time.monotonic() + 10
+    while not any(r.WhichOneof("body") == "started" for r in reports):
+        assert time.monotonic() < deadline, reports
+        time.sleep(0.02)
+    [first] = reports
+    assert first.started.pid > 0 and first.started.time_ms > 0 and not first.started.again
+    held = api.Job()
+    held.CopyFrom(job)
+    held.pid, held.start_time_ms = first.started.pid, first.started.time_ms
+    ex.run(held)
+    assert reports == [first]
+    for differs in ({"start_time_ms": 0, "pid": 0}, {"state": api.UNKWN, "state_before_unknown": api.RUN}):
+        ex.run(api.Job(**{**{f.name: v for f, v in held.ListFields()}, **differs}))  # type: ignore[arg-type]
+        restated = reports[-1]
+        assert (restated.started.pid, restated.started.time_ms, restated.started.again) == \
+            (first.started.pid, first.started.time_ms, True)
+    assert len(reports) == 3
+
+
 def test_start_failures_are_negative_codes_that_say_whose_fault(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Each of the job's own failures has its code (xce/start_failures.py sorts them), none the host's
     START_FAILED: an output file was -5 once, and cooled the host for everyone."""

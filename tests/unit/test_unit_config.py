@@ -355,3 +355,13 @@ def test_a_metrics_address_must_be_host_and_port(tmp_path: Path) -> None:
     worker.write_text('cluster_config = "cluster.toml"\nname = "n1"\ninsecure = true\nmetrics = "x:99999"\n')
     with pytest.raises(WorkerConfigError, match="metrics is HOST:PORT"):
         load_worker(worker)
+
+
+def test_raft_settings_pysyncobj_would_refuse_are_a_clear_error() -> None:
+    from controller.raft import RaftSettings
+
+    for bad, words in (({"election_max_s": 4.0, "election_min_s": 3.0}, "connection_timeout_s"),
+                       ({"leader_lost_s": -1.0}, "leader_lost_s")):
+        with pytest.raises(ValueError, match=words):
+            RaftSettings(**bad).check()  # type: ignore[arg-type]
+    RaftSettings(election_min_s=6.0, election_max_s=6.5, connection_timeout_s=10.0).check()

@@ -306,6 +306,36 @@ def test_reports_are_relayed_with_the_connection_s_generation_and_acked_after_co
     assert job is not None and job.state == api.DONE
 
 
+def test_a_start_said_again_as_committed_is_acknowledged_without_an_entry() -> None:
+    """A re-joined worker restates every instance it runs: what the state holds already takes no
+    entry (a failover's 40,000 of them delayed the new leader's first dispatch); news still does."""
+    h = Harness()
+    h.serve()
+    join(h, 5)
+    h.call(1, "SubmitJobs", submit("a", jobs=2))
+    h.commit()
+    for job in (1, 2):
+        h.call(2 + job, "RunJob", api.RunJobRequest(job_id=str(job), host="n1", request_id=f"run-{job}"))
+        h.commit()
+    h.core.worker_message(5, api.WorkerMessage(reports=api.Reports(reports=[
+        api.JobReport(job_id=1, attempt=0, started=api.JobStarted(pid=9, time_ms=1_000))])))
+    h.effects()
+    h.commit()
+    before = len(h.sent[5])
+    again = [api.JobReport(job_id=1, attempt=0, started=api.JobStarted(pid=9, time_ms=1_000, again=True)),
+             api.JobReport(job_id=2, attempt=0, started=api.JobStarted(pid=10, time_ms=1_000, again=True))]
+    h.core.worker_message(5, api.WorkerMessage(reports=api.Reports(reports=again)))
+    h.effects()
+    # Job 1's start is committed as said: acknowledged now. Job 2's was never committed: relayed.
+    assert [(m.ack.job_id, m.ack.kind) for m in h.sent[5][before:] if m.HasField("ack")] == [(1, "started")]
+    [proposal] = h.proposed
+    assert [r.report.job_id for r in proposal.entry.reports.reports] == [2]
+    h.commit()
+    with h.store.read() as tables:
+        job = fsm.read_job(tables, 2)
+    assert job is not None and job.pid == 10 and job.start_time_ms == 1_000
+
+
 def test_a_malformed_first_message_ends_the_stream_with_invalid_argument() -> None:
     h = Harness()
     h.serve()

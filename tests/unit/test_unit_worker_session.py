@@ -179,3 +179,45 @@ def test_a_job_read_for_its_hosts_is_the_job_s_fields_of_the_same_numbers() -> N
         read = log.JobHosts.FromString(record.SerializeToString())
         assert (read.id, hosts_of(read)) == (record.id, hosts_of(record))
     assert [hosts_of(r) for r in records] == [[], ["n7"], ["n2", "n1"]]
+
+
+def _start(replica: _Replica, job: int, pid: int, time_ms: int, generation: int = 1) -> None:
+    replica.store.apply(log.Entry(stamp_ms=S + 1, report=log.HostReport(host="n1", generation=generation,
+                                                                         report=_started(job, pid, time_ms))))
+
+
+def _started(job: int, pid: int, time_ms: int, again: bool = True, attempt: int = 0) -> api.JobReport:
+    started = api.JobStarted(pid=pid, time_ms=time_ms, again=again)
+    return api.JobReport(job_id=job, attempt=attempt, started=started)
+
+
+def test_a_start_said_again_is_answered_from_the_state_only_when_the_state_holds_it_so() -> None:
+    replica, job, session = _running()
+    # Not yet started in the state: the report is news, relayed (even if the worker says "again").
+    assert session.restated([_started(job, 7, S + 5)]) == [False]
+    _start(replica, job, 7, S + 5)
+    restated = session.restated([
+        _started(job, 7, S + 5),                    # as committed: answered at once
+        _started(job, 7, S + 5, again=False),       # not said again: relayed (a first report is never read)
+        _started(job, 8, S + 5),                    # another pid
+        _started(job, 7, S + 6),                    # another start time
+        _started(job, 7, 0),                        # no time: its entry would stamp one
+        _started(job, 7, S + 5, attempt=1),         # another attempt
+        api.JobReport(job_id=job, started=api.JobStarted(pid=7, time_ms=S + 5, again=True, part=True)),
+        api.JobReport(job_id=job, attempt=0, finished=api.JobFinished(exit_code=0)),
+    ])
+    assert restated == [True, False, False, False, False, False, False, False]
+    # Its host went UNAVAIL: the job is UNKWN, and the same start is news again (it restores RUN).
+    replica.store.apply(log.Entry(stamp_ms=S, host_status=log.SetHostStatus(name="n1", generation=1,
+                                                                            status=api.HOST_UNAVAIL)))
+    assert session.restated([_started(job, 7, S + 5)]) == [False]
+    replica.store.apply(log.Entry(stamp_ms=S, join_host=api.HostSpec(name="n1", slots=4)))  # generation 2
+    rejoined = WorkerSession(replica.store, "n1", 2)
+    assert rejoined.restated([_started(job, 7, S + 5)]) == [False]  # UNKWN: relayed
+    _start(replica, job, 7, S + 5, generation=2)
+    record = fsm.read_job(replica.store.tables, job)
+    assert record is not None and record.state == api.RUN  # the relayed start restored it
+    assert rejoined.restated([_started(job, 7, S + 5)]) == [True]
+    assert session.restated([_started(job, 7, S + 5)]) == [False]  # a superseded connection's: relayed
+
+

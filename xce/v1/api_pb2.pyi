@@ -1509,14 +1509,16 @@ class TaskState(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., attempt: _Optional[int] = ..., task_id: _Optional[str] = ..., host: _Optional[str] = ..., phase: _Optional[_Union[TaskPhase, str]] = ..., pid: _Optional[int] = ..., exit_code: _Optional[int] = ..., term_signal: _Optional[int] = ..., reason: _Optional[str] = ..., retry: _Optional[bool] = ..., origin: _Optional[str] = ...) -> None: ...
 
 class JobStarted(_message.Message):
-    __slots__ = ("pid", "time_ms", "part")
+    __slots__ = ("pid", "time_ms", "part", "again")
     PID_FIELD_NUMBER: _ClassVar[int]
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
     PART_FIELD_NUMBER: _ClassVar[int]
+    AGAIN_FIELD_NUMBER: _ClassVar[int]
     pid: int
     time_ms: int
     part: bool
-    def __init__(self, pid: _Optional[int] = ..., time_ms: _Optional[int] = ..., part: _Optional[bool] = ...) -> None: ...
+    again: bool
+    def __init__(self, pid: _Optional[int] = ..., time_ms: _Optional[int] = ..., part: _Optional[bool] = ..., again: _Optional[bool] = ...) -> None: ...
 
 class JobFinished(_message.Message):
     __slots__ = ("exit_code", "term_signal", "status_unknown", "usage", "time_ms", "fenced", "exit_reason")
