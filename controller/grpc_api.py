@@ -462,7 +462,8 @@ class _Services:
             caller = await self._caller(context, "worker.connect")
         except ServiceError as exc:
             await abort(context, exc)
-        await replica.leader_settled(hold_s(context))
+        if await replica.leader_settled(hold_s(context)):  # held through an election: not all at once
+            await asyncio.sleep(replica.rejoin_pause_s())
         stream, outgoing = replica.worker_opened(caller.name)
         reader = asyncio.get_running_loop().create_task(self._read_worker(stream, requests, context, caller))
         error: ServiceError | None = None

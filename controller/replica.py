@@ -87,6 +87,12 @@ from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
 logger = logging.getLogger(__name__)
+# A failover holds every worker's new stream until a leader is known, then lets them all go at once:
+# 500 hosts' joins, and their sessions' first derivations, in one moment held the new leader's event
+# loop for up to a second, and the scheduler's first batch waited behind them. Each held stream
+# pauses a random part of this first.
+WORKER_REJOIN_SPREAD_S = 0.5
+
 
 @dataclass(frozen=True)
 class Ended:
@@ -221,6 +227,7 @@ class Replica:
         self._streams: dict[int, asyncio.Queue[Outgoing]] = {}
         self._wake = asyncio.Event()
         self._held = 0  # calls waiting in leader_settled
+        self._spread = random.Random()  # the pauses of worker streams held through an election
         self._changed = asyncio.Event()  # replaced and set after each input while calls are held
         self._tasks: set[asyncio.Task[Any]] = set()
         self.sync_streams_open: Callable[[], int] = lambda: 0  # set by grpc_api (its metrics)
@@ -324,25 +331,34 @@ class Replica:
         finally:
             self._calls.pop(token, None)
 
-    async def leader_settled(self, hold_s: float) -> None:
+    async def leader_settled(self, hold_s: float) -> bool:
         """Return once this replica serves as the leader or knows a leader to refer callers to, or
         after hold_s. While an election is on (a leader was just killed), a follower knows none, and
         the UNAVAILABLE it would answer at once sends the caller into a backoff that can outlast the
         election by a second; held here, a worker or client hears of the new leader as soon as this
-        replica does (a long poll)."""
+        replica does (a long poll). True when the call was held (it came while no leader was known)."""
+        if self._settled():
+            return False
         deadline = self.clock.monotonic_s() + min(hold_s, self.raft.election_s())
         self._held += 1
         try:
             while not self._settled():
                 left = deadline - self.clock.monotonic_s()
                 if left <= 0:
-                    return
+                    return True
                 try:
                     await asyncio.wait_for(self._changed.wait(), left)
                 except TimeoutError:
-                    return
+                    return True
         finally:
             self._held -= 1
+        return True
+
+    def rejoin_pause_s(self) -> float:
+        """How long a worker's stream that was held through an election waits before it goes on:
+        spread over WORKER_REJOIN_SPREAD_S, so the workers held until a leader is known do not all
+        join (or follow the refusal to the leader) in the same moment."""
+        return self._spread.uniform(0.0, WORKER_REJOIN_SPREAD_S)
 
     def _settled(self) -> bool:
         """This replica serves as the leader, or names one in its refusal."""
