@@ -90,8 +90,9 @@ def build(directory: Path, cluster_id: str, queues: list[api.Queue], finished: i
     apply(log.Entry(init=log.InitCluster(cluster_id=cluster_id, default_queue="normal", config_digest="big",
                                          queues=queues, clean_period_ms=3600_000,
                                          history_retention_ms=RETENTION_MS)), t0_ms)
-    apply(log.Entry(joins=log.HostJoins(joins=[api.HostSpec(name=f"h{i:05d}", slots=HOST_SLOTS)
-                                               for i in range(hosts)])), t0_ms)
+    if hosts:  # none: a history beside another cluster's hosts (bench/fleet.py --history)
+        apply(log.Entry(joins=log.HostJoins(joins=[api.HostSpec(name=f"h{i:05d}", slots=HOST_SLOTS)
+                                                   for i in range(hosts)])), t0_ms)
     total, next_id = finished + live, 1
     while next_id <= total:
         count = min(SUBMIT_PER_ENTRY, total - next_id + 1)

@@ -46,6 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import big_state  # noqa: E402
 from loadgen import ms, percentile  # noqa: E402
 
 from client.channel import Client  # noqa: E402
@@ -54,6 +55,7 @@ from ops.local_cluster import LocalCluster, LocalScheduler  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+HISTORY_WORK = Path(tempfile.gettempdir()) / "xce-big-state-history"  # --history's state, built once
 JOBS_PER_REQUEST = 1000
 KILL_PHASE_SECONDS = (20, 60)  # how long the jobs submitted during the kills run
 MIN_WAITING = 2000  # jobs waiting before a kill: what the new leader's first dispatch takes
@@ -155,9 +157,10 @@ def worker_tokens(hosts: int) -> tuple[dict[str, str], str]:
 
 def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
         seed: int = 1, profile: Path | None = None, logs: Path | None = None,
-        insecure: bool = False, requirements: bool = False) -> dict[str, Any]:
+        insecure: bool = False, requirements: bool = False, history: int = 0) -> dict[str, Any]:
     """`insecure`: plaintext gRPC (tokens are still checked), to compare with TLS. `requirements`:
-    hosts with attributes and load, jobs with -R (the module's docstring)."""
+    hosts with attributes and load, jobs with -R (the module's docstring). `history`: the cluster
+    starts from a state holding this many finished jobs in its history (bench/big_state.py)."""
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="xce-fleet-") as tmp:
         data = Path(tmp)
@@ -168,6 +171,10 @@ def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
         token_file.write_text(json.dumps(tokens))
         scheduler = LocalScheduler(cluster, "fleet-sched", lease_s=5.0)
         fleet: SimFleet | None = None
+        if history:
+            built = big_state.build(HISTORY_WORK, cluster.config.cluster_id, list(cluster.config.queues),
+                                    finished=history, live=0, running=0, progress=True, hosts=0)
+            big_state.seed(cluster, built)
         try:
             cluster.start()
             cluster.leader(timeout_s=60)
@@ -236,7 +243,7 @@ def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
     gaps = [g if g == g and g <= STALL_S else STALL_S for g in gaps]  # a stall counts as at least STALL_S
     return {
         "hosts": hosts, "slots_per_host": slots, "jobs": jobs, "join_s": round(joined_s, 2),
-        "requirements": requirements, "tls": not insecure,
+        "requirements": requirements, "tls": not insecure, "history": history,
         "placements_per_s": round(jobs / span, 1) if span > 0 else None,
         "first_to_last_s": round(span, 2),
         "scheduler_start_to_last_s": round(wave[-1] - scheduler_start, 2) if wave else None,
@@ -318,13 +325,15 @@ def main() -> int:
     ap.add_argument("--profile", type=Path, help="py-spy each replica and the scheduler into this directory")
     ap.add_argument("--logs", type=Path, help="copy the daemons' logs into this directory")
     ap.add_argument("--insecure", action="store_true", help="plaintext gRPC (tokens still checked)")
+    ap.add_argument("--history", type=int, default=0,
+                    help="start from a state with this many finished jobs in history (built once, cached)")
     ap.add_argument("--requirements", action="store_true",
                     help="hosts with attributes and load, jobs with -R (default jobs: 90%% of the slots)")
     args = ap.parse_args()
     jobs = args.jobs if args.jobs is not None else \
         int(args.hosts * args.slots * 0.9) if args.requirements else 20_000
     result = run(args.hosts, args.slots, jobs, args.kills, profile=args.profile, logs=args.logs,
-                 insecure=args.insecure, requirements=args.requirements)
+                 insecure=args.insecure, requirements=args.requirements, history=args.history)
     print(summary(result))
     print(json.dumps(result))
     return 0
@@ -337,7 +346,8 @@ def _p50(samples_ms: list[float | None]) -> float | None:
 
 def summary(result: dict[str, Any]) -> str:
     failover = result["failover"]
-    mode = (" with -R requirements" if result.get("requirements") else "") + \
+    mode = (f", {result['history']:,} finished jobs in history" if result.get("history") else "") + \
+        (" with -R requirements" if result.get("requirements") else "") + \
         (", TLS" if result.get("tls") else ", plaintext")
     return (f"fleet: {result['hosts']} hosts x {result['slots_per_host']} slots, "
             f"{result['jobs']:,} jobs{mode}: "

@@ -25,7 +25,9 @@ Reports from the worker (started, finished, dispatch failed) are relayed by
 the leader core (leader.py) with this connection's generation through its
 report group commit (many workers' reports in one entry), in the order they
 arrived; once applied (accepted, or recognised as stale) `relayed` acks them
-and the worker may forget them.
+and the worker may forget them. A start the worker says again (`again`, after
+a re-join) that committed state already holds as said is acked at once, with
+no entry (`restated`).
 
 Pure: no I/O, no clock (the time is passed in), no asyncio; what to send is
 queued in `outbox` and taken by the leader core.

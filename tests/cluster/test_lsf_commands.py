@@ -373,6 +373,8 @@ def test_job_mail_at_start_and_end_reaches_the_local_mta_s_mailbox(site: Site) -
     assert site.finished(job).exit_code == 3
 
     def delivered() -> str:
+        if not mailbox.exists():  # a fresh machine's first mail creates it
+            return ""
         with mailbox.open("rb") as box:
             box.seek(before)
             text = box.read().decode(errors="replace")
