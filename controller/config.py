@@ -309,6 +309,7 @@ def parse(raw: dict[str, Any], path: Path) -> ClusterConfig:
     try:
         raft = RaftSettings(**raft_raw)
         raft.check()
+        raft.check_voters(len(replicas))
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: [raft]: {exc}") from exc
     return ClusterConfig(path=path, cluster_id=cluster_id, password=password,

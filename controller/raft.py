@@ -159,7 +159,6 @@ FAIL_NAMES = {value: name for name, value in vars(FAIL_REASON).items() if name.i
 ProposalCallback = Callable[[Any, int], None]
 ChangeCallback = Callable[[bool, str], None]  # (done, why not): in the tick thread
 MODES = ("voter", "standby", "learner")
-MAX_RANK = 4  # the last of five replicas in address order: its election window is the latest
 STANDBY_HOLD_S = 3600.0  # a standby's election deadline, pushed this far ahead every tick
 TRANSFER_TRY_S = 2.0  # a leadership transfer is tried every tick this long (a member must be caught up)
 
@@ -198,6 +197,16 @@ class RaftSettings:
     reconnect_s: float = 0.3
 
 
+    def check_voters(self, voters: int) -> None:
+        """Raise ValueError unless every one of `voters` replicas' election windows fits pysyncobj's
+        rule (its connection timeout at least the latest election timeout: else a bare
+        AssertionError when the replica starts)."""
+        latest = self.election_max_s + (voters - 1) * self.election_stagger_s
+        if self.connection_timeout_s < latest:
+            raise ValueError(f"connection_timeout_s ({self.connection_timeout_s:g}) must be at least "
+                             f"election_max_s + {voters - 1} x election_stagger_s ({latest:g}) with "
+                             f"{voters} replicas")
+
     def check(self) -> None:
         """Raise ValueError for settings pysyncobj would refuse or that cannot work."""
         if self.election_min_s <= 3 * self.heartbeat_s:
@@ -206,10 +215,6 @@ class RaftSettings:
             raise ValueError("election_max_s must be more than election_min_s")
         if self.election_stagger_s < 0 or self.tick_s <= 0 or self.compaction_min_entries < 2:
             raise ValueError("election_stagger_s, tick_s and compaction_min_entries must be positive")
-        if self.connection_timeout_s < self.election_max_s + MAX_RANK * self.election_stagger_s:
-            # pysyncobj asserts it for each replica's window (a bare AssertionError at start)
-            raise ValueError(f"connection_timeout_s must be at least election_max_s + {MAX_RANK} x "
-                             "election_stagger_s (the latest election timeout of a 5-replica cluster)")
         if self.leader_lost_s < 0:
             raise ValueError("leader_lost_s must not be negative (0 turns it off)")
 
@@ -270,6 +275,7 @@ class RaftNode:
         _journals[marker] = wal
         s = self.settings
         rank = sorted(set(peers) | {self_address}).index(self_address)
+        s.check_voters(rank + 1)
         conf = SyncObjConf(
             password=password,
             # Exactly the configured address: pysyncobj would listen on 0.0.0.0 for an IPv4 one.
@@ -576,7 +582,7 @@ class RaftNode:
         among the other voters, once per lost connection."""
         replica, delay_s = self._replica, self.settings.leader_lost_s
         node = leader_node(replica)
-        if node is None or delay_s <= 0 or self.mode != "voter" or is_leader(replica) \
+        if node is None or delay_s <= 0 or self.mode == "learner" or is_leader(replica) \
                 or self._transport.connected(node):
             self._lost_leader = None
             return

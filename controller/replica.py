@@ -336,7 +336,8 @@ class Replica:
         after hold_s. While an election is on (a leader was just killed), a follower knows none, and
         the UNAVAILABLE it would answer at once sends the caller into a backoff that can outlast the
         election by a second; held here, a worker or client hears of the new leader as soon as this
-        replica does (a long poll). True when the call was held (it came while no leader was known)."""
+        replica does (a long poll). True when the call was held until a leader was known (it came
+        during an election); False when it was not held, or no leader came within hold_s."""
         if self._settled():
             return False
         deadline = self.clock.monotonic_s() + min(hold_s, self.raft.election_s())
@@ -345,11 +346,11 @@ class Replica:
             while not self._settled():
                 left = deadline - self.clock.monotonic_s()
                 if left <= 0:
-                    return True
+                    return False
                 try:
                     await asyncio.wait_for(self._changed.wait(), left)
                 except TimeoutError:
-                    return True
+                    return False
         finally:
             self._held -= 1
         return True

@@ -80,12 +80,20 @@ def test_a_repeated_run_job_restates_a_start_only_when_the_leader_does_not_hold_
     held.pid, held.start_time_ms = first.started.pid, first.started.time_ms
     ex.run(held)
     assert reports == [first]
-    for differs in ({"start_time_ms": 0, "pid": 0}, {"state": api.UNKWN, "state_before_unknown": api.RUN}):
+    for n, differs in enumerate(({"start_time_ms": 0, "pid": 0}, {"pid": first.started.pid + 1},
+                                 {"state": api.UNKWN, "state_before_unknown": api.RUN}), start=2):
         ex.run(api.Job(**{**{f.name: v for f, v in held.ListFields()}, **differs}))  # type: ignore[arg-type]
+        assert len(reports) == n, (differs, reports)
         restated = reports[-1]
         assert (restated.started.pid, restated.started.time_ms, restated.started.again) == \
             (first.started.pid, first.started.time_ms, True)
-    assert len(reports) == 3
+    # Once it ended, a RunJob that holds its start still gets the end (only the end corrects it).
+    ex.signal((1, 0), api.SIGNAL_KILL)
+    final = _wait_final(reports, 1)
+    ended = len(reports)
+    ex.run(held)
+    assert [r.WhichOneof("body") for r in reports[ended:]] == ["started", "finished"]
+    assert reports[-1] == final
 
 
 def test_start_failures_are_negative_codes_that_say_whose_fault(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

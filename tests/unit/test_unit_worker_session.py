@@ -207,6 +207,9 @@ def test_a_start_said_again_is_answered_from_the_state_only_when_the_state_holds
         api.JobReport(job_id=job, attempt=0, finished=api.JobFinished(exit_code=0)),
     ])
     assert restated == [True, False, False, False, False, False, False, False]
+    # Another host's session may not answer for this host's job, however exactly it says it.
+    replica.store.apply(log.Entry(stamp_ms=S, join_host=api.HostSpec(name="n2", slots=4)))
+    assert WorkerSession(replica.store, "n2", 1).restated([_started(job, 7, S + 5)]) == [False]
     # Its host went UNAVAIL: the job is UNKWN, and the same start is news again (it restores RUN).
     replica.store.apply(log.Entry(stamp_ms=S, host_status=log.SetHostStatus(name="n1", generation=1,
                                                                             status=api.HOST_UNAVAIL)))
@@ -219,5 +222,10 @@ def test_a_start_said_again_is_answered_from_the_state_only_when_the_state_holds
     assert record is not None and record.state == api.RUN  # the relayed start restored it
     assert rejoined.restated([_started(job, 7, S + 5)]) == [True]
     assert session.restated([_started(job, 7, S + 5)]) == [False]  # a superseded connection's: relayed
+    # Once it finished, its start said again is relayed (refused there: the session kills a stray).
+    finished = api.JobReport(job_id=job, attempt=0, finished=api.JobFinished(exit_code=0))
+    relayed = log.HostReport(host="n1", generation=2, report=finished)
+    replica.store.apply(log.Entry(stamp_ms=S + 9, report=relayed))
+    assert rejoined.restated([_started(job, 7, S + 5)]) == [False]
 
 
