@@ -196,7 +196,6 @@ class RaftSettings:
     connection_timeout_s: float = 3.5
     reconnect_s: float = 0.3
 
-
     def check_voters(self, voters: int) -> None:
         """Raise ValueError unless every one of `voters` replicas' election windows fits pysyncobj's
         rule (its connection timeout at least the latest election timeout: else a bare
@@ -595,7 +594,7 @@ class RaftNode:
         if soon < election_deadline(replica):
             hold_election(replica, soon)
             log.info("the leader's connection (%s) dropped: an election in %.2f s unless it is back",
-                        node.address, soon - monotonic())
+                     node.address, soon - monotonic())
 
     def _state_changed(self, old: int, new: int) -> None:
         if self._on_role_change is not None:
