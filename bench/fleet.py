@@ -233,12 +233,9 @@ def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
     wave = [t for t, _ in times[:jobs]]
     span = wave[-1] - wave[0] if len(wave) == jobs else float("nan")
     # A RunJob the dead leader sent just before the kill may land just after it: not a failover.
-    gaps = [next((t for t, source in times if t > kill and source != killed), float("nan")) - kill
-            for kill, killed in kill_times]
+    gaps = _first_after_each_kill(times, kill_times)
     # Where each kill's time went: the first host's join to another replica (the new leader serving).
-    joins = fleet.joins if fleet is not None else []
-    first_joins = [next((t for t, target in joins if t > kill and target != killed), float("nan")) - kill
-                   for kill, killed in kill_times]
+    first_joins = _first_after_each_kill(fleet.joins if fleet is not None else [], kill_times)
     missing = sum(1 for g in gaps if g != g or g > STALL_S)
     gaps = [g if g == g and g <= STALL_S else STALL_S for g in gaps]  # a stall counts as at least STALL_S
     return {
@@ -258,6 +255,14 @@ def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
                      "p99_ms": ms(percentile(gaps, 99)) if gaps else None,
                      "max_ms": ms(max(gaps)) if gaps else None},
     }
+
+
+def _first_after_each_kill(events: list[tuple[float, str]],
+                           kill_times: list[tuple[float, str]]) -> list[float]:
+    """For each kill, the time to the first event (time, replica) of another replica than the killed
+    one (nan: none)."""
+    return [next((t for t, replica in events if t > kill and replica != killed), float("nan")) - kill
+            for kill, killed in kill_times]
 
 
 def _roles(cluster: LocalCluster, scheduler: LocalScheduler, fleet: SimFleet) -> dict[str, int]:
@@ -341,7 +346,7 @@ def main() -> int:
 
 def _p50(samples_ms: list[float | None]) -> float | None:
     seen = [s for s in samples_ms if s is not None]
-    return ms(percentile([s / 1000 for s in seen], 50)) if seen else None
+    return round(percentile(seen, 50), 2) if seen else None
 
 
 def summary(result: dict[str, Any]) -> str:

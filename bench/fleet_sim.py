@@ -39,11 +39,11 @@ from client.credentials import Credentials, for_cluster  # noqa: E402
 from client.grpc_transport import channel_options, leader_hint  # noqa: E402
 from client.leader_route import LeaderRoute  # noqa: E402
 from worker.daemon import INITIAL_BACKOFF_S, MAX_BACKOFF_S, WORKER_KEEPALIVE_MS  # noqa: E402
-from worker.executor import holds_start  # noqa: E402
 from worker.journal import MemoryJournal  # noqa: E402
 from worker.session import WorkerSession  # noqa: E402
 from xce import worker_wire  # noqa: E402
 from xce.clock import REAL_CLOCK  # noqa: E402
+from xce.start_held import holds_start  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 Key = tuple[int, int]
@@ -94,8 +94,7 @@ class SleepingJobs:
         if key in self._ended:  # a repeat: say again how it ended
             self.report(self._ended[key])
         elif key in self._running:
-            started = self._started[key].started
-            if not holds_start(job, {"pid": started.pid, "started_ms": started.time_ms}):
+            if not holds_start(job, self._started[key].started):
                 self.report(self._again(key))
         else:
             self.fleet.first_run(key, self.source())

@@ -43,6 +43,7 @@ from typing import Protocol
 from controller import fsm
 from controller.tables import Tables
 from xce import host_timing
+from xce.start_held import holds_start
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
 
@@ -286,9 +287,6 @@ def _said_again(report: api.JobReport) -> bool:
 
 
 def _holds(job: api.Job | None, host: str, report: api.JobReport) -> bool:
-    """The committed record already says what this start says (fsm/reports.py's _started would
-    change nothing but the record's modify time)."""
-    started = report.started
+    """The committed record already says what this start of this host's instance says."""
     return job is not None and job.host == host and job.attempt == report.attempt \
-        and job.state in fsm.RUNNING and job.state != api.UNKWN \
-        and started.time_ms != 0 and job.start_time_ms == started.time_ms and job.pid == started.pid
+        and holds_start(job, report.started)

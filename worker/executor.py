@@ -56,6 +56,7 @@ from worker.tasks import Tasks
 from xce.clock import REAL_CLOCK, Clock
 from xce.rules import feasibility, warning_signal
 from xce.start_failures import CODES, START_FAILED
+from xce.start_held import holds_start
 from xce.v1 import api_pb2 as api
 
 log = logging.getLogger("xce.worker")
@@ -67,7 +68,6 @@ CONFIRM_EVERY_S, CONFIRM_TRIES = 0.05, 600  # a stopped group is looked for in /
 
 
 STOPPED = (api.USUSP, api.SSUSP)
-RUNNING_STATES = (api.RUN, *STOPPED)
 
 
 class Executor:
@@ -121,7 +121,7 @@ class Executor:
             # running (a state restored from before its end, say), and only the end corrects that.
             # A start the RunJob already holds as this host has it is not said again (a new
             # leader restates every running instance: thousands of reports that change nothing).
-            if not (known.get("state") == "running" and holds_start(job, known)):
+            if not (known.get("state") == "running" and holds_start(job, self._started(key, known).started)):
                 self.rereport(key, acknowledged_too=True)
             self._hold(key, job)  # a RunJob states whether the job should be stopped
             return  # (a record of another cluster's job with the same numbers is replaced below)
@@ -609,10 +609,3 @@ def _slots_here(job: api.Job, host: str = "") -> int:
 def _report_from(hex_bytes: str) -> api.JobReport:
     return api.JobReport.FromString(bytes.fromhex(hex_bytes))
 
-
-def holds_start(job: api.Job, record: dict[str, Any]) -> bool:
-    """The leader's record of the job (a RunJob's) has this instance started as the journal
-    `record` has it: running (not UNKWN, which only its start report ends), same pid and time."""
-    started_ms = int(record.get("started_ms", 0))
-    return job.state in RUNNING_STATES and started_ms != 0 and job.start_time_ms == started_ms \
-        and job.pid == int(record.get("pid", 0))

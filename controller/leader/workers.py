@@ -198,10 +198,10 @@ class Workers:
                reports: list[api.JobReport]) -> None:
         restated = session.restated(reports)
         if any(restated):  # acknowledged from the committed state: no entry
-            session.relayed([r for r, again in zip(reports, restated, strict=True) if again],
-                            [RESTATED] * sum(restated))
-            self.send(leadership, stream)
+            held = [r for r, again in zip(reports, restated, strict=True) if again]
             reports = [r for r, again in zip(reports, restated, strict=True) if not again]
+            session.relayed(held, [RESTATED] * len(held))
+            self.send(leadership, stream)
             if not reports:
                 return
         group = leadership.workers.reports
