@@ -17,11 +17,14 @@ import os
 import re
 import shlex
 import sys
-from typing import IO, NoReturn
 
 from cli.parser import Parser, UsageError
 from xce.rules import array_spec
 from xce.v1 import api_pb2 as api
+
+TYPE_CHECKING = False  # not typing's: importing it is ~2 ms of every command's start
+if TYPE_CHECKING:
+    from typing import IO, NoReturn
 
 INT32_MAX = (1 << 31) - 1
 

@@ -13,11 +13,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
 from cli import session
 from cli.parser import build_parser, command_word
 from cli.table import BY_NAME
+from xce import proto_load
+
+TYPE_CHECKING = False  # not typing's: importing it is ~2 ms of every command's start
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 # Commands that only talk to the cluster and print: nothing of theirs is left to run once they return.
 FAST_EXIT = frozenset(command.name for command in BY_NAME.values() if command.fast_exit)
@@ -43,9 +47,11 @@ def entry() -> NoReturn:
     """The `xce` program. A client command (FAST_EXIT) ends with os._exit once its output is
     flushed: tearing the interpreter down (upb's descriptors, ssl, every module) costs ~20 ms of
     each command, and by then the answer is printed, the leader cache written and the connection
-    closed. Daemons and commands that write files exit as usual (atexit, logging's flush)."""
+    closed. Daemons and commands that write files exit as usual (atexit, logging's flush). A client
+    command also leaves protobuf's well-known types out (xce/proto_load.py)."""
     if command_word(sys.argv[1:]) not in FAST_EXIT:
         sys.exit(main())
+    proto_load.without_well_known_types()
     try:
         code: object = main()
     except SystemExit as exc:  # as the interpreter would: None is 0, a message goes to stderr with 1

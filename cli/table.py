@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple, cast
 
+TYPE_CHECKING = False  # not typing's: importing it is ~2 ms of every command's start
 if TYPE_CHECKING:
     import argparse
+    from typing import Any
 
     from client.channel import Client
 
@@ -26,26 +27,35 @@ RunLocal = Callable[["argparse.Namespace"], int]
 RunOnCluster = Callable[["Client", "argparse.Namespace"], int]
 
 
-class Command(NamedTuple):
-    name: str
-    help: str
-    module: str  # in cli/: imported only once the command is named
-    declare: str  # its function adding the command's arguments to its parser
-    run: str  # its function running the command, returning the exit status
-    connects: bool  # run(client, args) inside the session's boundary; else run(args)
-    fast_exit: bool  # nothing of it is left to run once it returns: os._exit after the output (cli/main.py)
-    writes: bool = False  # it changes the cluster: an unanswered one may still take effect
+class Command:
+    """A row of the table (a plain class: typing's NamedTuple costs the command line its import)."""
+
+    __slots__ = ("name", "help", "module", "declare", "run", "connects", "fast_exit", "writes")
+
+    def __init__(self, name: str, help: str, module: str, declare: str, run: str, *, connects: bool,
+                 fast_exit: bool, writes: bool = False) -> None:
+        self.name = name
+        self.help = help
+        self.module = module  # in cli/: imported only once the command is named
+        self.declare = declare  # its function adding the command's arguments to its parser
+        self.run = run  # its function running the command, returning the exit status
+        self.connects = connects  # run(client, args) inside the session's boundary; else run(args)
+        self.fast_exit = fast_exit  # nothing left once it returns: os._exit after the output (cli/main.py)
+        self.writes = writes  # it changes the cluster: an unanswered one may still take effect
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        cast(Declare, self._function(self.declare))(parser)
+        declare: Declare = self._function(self.declare)
+        declare(parser)
 
     def run_local(self, args: argparse.Namespace) -> int:
-        return cast(RunLocal, self._function(self.run))(args)
+        run: RunLocal = self._function(self.run)
+        return run(args)
 
     def run_on(self, client: Client, args: argparse.Namespace) -> int:
-        return cast(RunOnCluster, self._function(self.run))(client, args)
+        run: RunOnCluster = self._function(self.run)
+        return run(client, args)
 
-    def _function(self, name: str) -> object:
+    def _function(self, name: str) -> Any:
         return getattr(importlib.import_module(f"cli.{self.module}"), name)
 
 

@@ -14,24 +14,29 @@ channel and the token or MUNGE metadata.
 from __future__ import annotations
 
 import os
-import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
 from google.protobuf.message import Message
 
 from client.credentials import Credentials
 from client.http2 import RpcFailure
-from client.leader_route import LeaderRoute
+from client.leader_route import LeaderRoute, UrandomDraws
 from xce.v1 import api_pb2 as api
 
+TYPE_CHECKING = False  # not typing's: importing it is ~2 ms of every command's start
 if TYPE_CHECKING:
+    from typing import Any, BinaryIO, TypeVar
+
     import grpc
 
+    from client.leader_route import Draws
+    from client.transport import Transport
+
+    M = TypeVar("M", bound=Message)
+    T = TypeVar("T")
+
 LEADER_METADATA = "x-xce-leader"
-M = TypeVar("M", bound=Message)
-T = TypeVar("T")
 # Outcomes unknown, so retried: every write carries a request id, which makes a repeat return the
 # first answer. This client never cancels its own calls, so CANCELLED is the server's gRPC core
 # giving up on one (seen once in a few runs while a leader of 5,000 worker streams stepped down).
@@ -54,33 +59,6 @@ class XceError(Exception):
         return grpc.StatusCode[self.code_name]
 
 
-class Transport(Protocol):
-    """How calls reach a replica: grpc (client/grpc_transport.py) or the CLI's own HTTP/2 (client/http2.py).
-    Failures are RpcFailure, with gRPC's code names and the trailing metadata."""
-
-    def unary(self, address: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]],
-              timeout_s: float) -> bytes: ...
-
-    def stream(self, address: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]],
-               timeout_s: float) -> Iterator[bytes]: ...
-
-    def open_stream(self, address: str, path: str, request: bytes, metadata: Sequence[tuple[str, str]],
-                    timeout_s: float) -> StreamCall:
-        """`stream`, as a handle another thread can cancel (a follower's silence watchdog, its stop)."""
-        ...
-
-    def close(self) -> None: ...
-
-
-class StreamCall(Protocol):
-    """One server stream: its messages as they come (RpcFailure when it fails), and a way to end it
-    from another thread, after which reading raises RpcFailure("CANCELLED")."""
-
-    def __iter__(self) -> Iterator[bytes]: ...
-
-    def cancel(self) -> None: ...
-
-
 def new_request_id() -> str:
     """128 random bits in hex (what uuid4().hex gave, without importing uuid and platform)."""
     return os.urandom(16).hex()
@@ -89,9 +67,9 @@ def new_request_id() -> str:
 class Client:
     def __init__(self, addresses: Sequence[str], credentials: Credentials, deadline_s: float = 30.0,
                  call_timeout_s: float = 5.0,
-                 max_backoff_s: float = 0.1, rng: random.Random | None = None,
+                 max_backoff_s: float = 0.1, rng: Draws | None = None,
                  follow_leader: bool = True, transport: Transport | None = None) -> None:
-        self.route = LeaderRoute(addresses, rng or random.Random(), max_backoff_s)
+        self.route = LeaderRoute(addresses, rng or UrandomDraws(), max_backoff_s)
         self.addresses = self.route.addresses
         self.credentials = credentials
         self.deadline_s = deadline_s

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
 
 from client.channel import Client, XceError
 from client.credentials import Credentials
@@ -27,9 +26,15 @@ PROBE_S = 0.3   # each replica's answer is waited for this long (they are asked 
 EX_TEMPFAIL = 75  # sysexits: try again later
 
 
-class Seen(NamedTuple):  # (not a dataclass: the command line does not import dataclasses)
-    address: str
-    replica: api.ReplicaStatus | None  # None: it did not answer
+class Seen:
+    """A replica asked, and its answer. (A plain class: the command line imports neither
+    dataclasses nor typing.)"""
+
+    __slots__ = ("address", "replica")
+
+    def __init__(self, address: str, replica: api.ReplicaStatus | None) -> None:
+        self.address = address
+        self.replica = replica  # None: it did not answer
 
 
 def probe(addresses: Sequence[str], ask: Callable[[str], api.ReplicaStatus]) -> list[Seen]:

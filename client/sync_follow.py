@@ -27,10 +27,11 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, assert_never
 
 from client import sync_policy as policies
-from client.channel import Client, StreamCall, XceError, hint
+from client.channel import Client, XceError, hint
 from client.http2 import RpcFailure
 from client.leader_route import LeaderRoute
 from client.sync_policy import FailurePolicy, Step
+from client.transport import StreamCall
 from xce.v1 import log_pb2 as log
 
 SYNC = "/xce.v1.SyncService/Sync"

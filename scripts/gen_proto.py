@@ -23,6 +23,9 @@ def generate(out_root: Path) -> None:
         raise SystemExit("protoc failed")
     if any("\nextend " in (ROOT / "proto" / p).read_text() for p in protos):
         raise SystemExit("a proto with extensions: xce/proto_load.py does not load them")
+    if any('import "google/protobuf/' in (ROOT / "proto" / p).read_text() for p in protos):
+        raise SystemExit("a proto using protobuf's well-known types: the command line leaves them out "
+                         "(xce/proto_load.py without_well_known_types)")
     for module in sorted((out_root / "xce").rglob("*_pb2.py")):
         module.write_text(lean_preamble(module.read_text()))
 

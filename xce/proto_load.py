@@ -13,7 +13,12 @@ upb is not the implementation (PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python).
 from __future__ import annotations
 
 import os
-from typing import Any
+import sys
+import types
+
+TYPE_CHECKING = False  # not typing's: importing it is ~2 ms of every command's start
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _upb() -> Any:
@@ -28,6 +33,30 @@ def _upb() -> Any:
 
 _UPB = _upb()
 UPB = _UPB is not None
+_WELL_KNOWN = "google.protobuf.internal.well_known_types"
+
+
+class _NoWellKnownTypes(types.ModuleType):
+    """What a short-lived command gives upb in place of protobuf's well-known types' module."""
+
+    WKTBASES: dict[str, type] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"{_WELL_KNOWN}.{name}: this command left protobuf's well-known types out "
+                             "(xce.proto_load.without_well_known_types)")
+
+
+def without_well_known_types() -> None:
+    """Spare a short-lived command the import of protobuf's well-known types (~7 ms: calendar,
+    datetime, locale, typing, protobuf's descriptor layer). upb imports that module when it makes
+    its first message class, only to find the helpers of Timestamp, Any, Struct... by full name,
+    and keeps the table it read for the life of the process. xce's own files use none of those
+    types (scripts/gen_proto.py refuses a proto that imports one), so a client command hands upb
+    an empty table; a well-known type made later in the same process would lack its helpers, and
+    anything reaching for the module's other names fails loudly. Daemons do not call this. Does
+    nothing when upb is not the implementation or the module is already imported."""
+    if _UPB is not None and _WELL_KNOWN not in sys.modules:
+        sys.modules[_WELL_KNOWN] = _NoWellKnownTypes(_WELL_KNOWN)
 
 
 def load(serialized: bytes, module_name: str, module: dict[str, Any]) -> Any:
@@ -56,7 +85,20 @@ def load(serialized: bytes, module_name: str, module: dict[str, Any]) -> Any:
         body: dict[str, Any] = {name: message_class(nested, f"{prefix}{d.name}.")
                                 for name, nested in d.nested_types_by_name.items()}
         body.update(DESCRIPTOR=d, __module__=module_name, __qualname__=prefix + d.name)
-        return _UPB.MessageMeta(d.name, (message.Message,), body)
+        made = _UPB.MessageMeta(d.name, (message.Message,), body)
+        # upb keeps one class per descriptor: one it made for a submessage before the module
+        # named it comes back as it is, without our names.
+        made.__module__, made.__qualname__ = module_name, prefix + d.name
+        return made
+
+    classes = dict(fd.message_types_by_name)
+
+    def __getattr__(name: str) -> Any:  # noqa: N807 (PEP 562's hook)
+        d = classes.get(name)
+        if d is None:
+            raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+        made = module[name] = message_class(d, "")
+        return made
 
     for name, d in fd.message_types_by_name.items():
         descriptors(d, "_" + name.upper())
@@ -67,6 +109,8 @@ def load(serialized: bytes, module_name: str, module: dict[str, Any]) -> Any:
             module[value.name] = value.number
     for name, service in fd.services_by_name.items():
         module["_" + name.upper()] = service
-    for name, d in fd.message_types_by_name.items():
-        module[name] = message_class(d, "")
+    # A message class is made when first named (PEP 562): making one costs ~0.1 ms, and a
+    # command uses a dozen of the files' 150.
+    module["__getattr__"] = __getattr__
+    module["__dir__"] = lambda: sorted({*module, *classes})
     return fd

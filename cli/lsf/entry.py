@@ -13,12 +13,24 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn, Protocol, cast
 
 from cli import session
 from cli.parser import Parser, UsageError
 from client.channel import Client, XceError
+from xce import proto_load
 from xce.printable import shown
+
+TYPE_CHECKING = False  # not typing's: importing it is ~2 ms of every command's start
+if TYPE_CHECKING:
+    from typing import Any, NoReturn, Protocol
+
+    class Command(Protocol):
+        """A module of cli/lsf/. It may also have `prepare(args) -> bool`, run before connecting (False:
+        nothing to ask the cluster); a UsageError or ValueError there is refused in LSF's words."""
+
+        def declare(self, parser: argparse.ArgumentParser, name: str) -> None: ...
+        def run(self, client: Client, args: argparse.Namespace) -> int: ...
+        def refused(self, args: argparse.Namespace, exc: XceError) -> str: ...
 
 FAILED = 255  # what LSF's commands exit with when they fail (-1)
 # Commands and the module of cli/lsf/ that runs them (several LSF commands share one).
@@ -35,15 +47,6 @@ WRITES = frozenset({"bsub", "bkill", "bstop", "bresume", "brequeue", "badmin", "
                     "btop", "bbot", "bgadd", "bgmod", "bgdel", "brsvadd", "brsvdel"})
 
 
-class Command(Protocol):
-    """A module of cli/lsf/. It may also have `prepare(args) -> bool`, run before connecting (False:
-    nothing to ask the cluster); a UsageError or ValueError there is refused in LSF's words."""
-
-    def declare(self, parser: argparse.ArgumentParser, name: str) -> None: ...
-    def run(self, client: Client, args: argparse.Namespace) -> int: ...
-    def refused(self, args: argparse.Namespace, exc: XceError) -> str: ...
-
-
 class LsfParser(Parser):
     """As strict as `xce`'s (no abbreviation, no value run into an option), in LSF's words."""
 
@@ -56,7 +59,7 @@ class LsfParser(Parser):
 
 
 def parse(name: str, words: Sequence[str]) -> tuple[Command, argparse.Namespace]:
-    module = cast(Command, importlib.import_module(f"cli.lsf.{MODULES[name]}"))
+    module: Command = importlib.import_module(f"cli.lsf.{MODULES[name]}")  # (a module of that shape)
     parser = LsfParser(prog=name, add_help=False)
     parser.add_argument("-h", action="help", help="this help")
     module.declare(parser, name)
@@ -88,7 +91,8 @@ def run(name: str, words: Sequence[str]) -> int:
         return FAILED
 
     if getattr(module, "LOCAL", False):  # needs no connection of its own (blaunch: the worker's)
-        return module.run(cast(Client, None), args)
+        no_client: Any = None
+        return module.run(no_client, args)
     return session.connected(args, module.run, words, name in WRITES, refused)
 
 
@@ -101,6 +105,7 @@ def said(message: str, name: str) -> str:
 
 def main(name: str) -> NoReturn:
     """The script's body (xce/lsf_bin.py): run the command, flush, and leave at once."""
+    proto_load.without_well_known_types()
     try:
         code: object = run(name, sys.argv[1:])
     except SystemExit as exc:

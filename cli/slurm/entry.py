@@ -16,25 +16,28 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn, Protocol, cast
 
 from cli import session
 from cli.parser import Parser, UsageError
 from client.channel import Client, XceError
+from xce import proto_load
 from xce.printable import shown
+
+TYPE_CHECKING = False  # not typing's: importing it is ~2 ms of every command's start
+if TYPE_CHECKING:
+    from typing import Any, NoReturn, Protocol
+
+    class Command(Protocol):
+        """A module of cli/slurm/: `declare`, `run`, and optionally `prepare(args) -> bool` (before
+        connecting; False: nothing to ask the cluster)."""
+
+        def declare(self, parser: argparse.ArgumentParser, name: str) -> None: ...
+        def run(self, client: Client, args: argparse.Namespace) -> int: ...
 
 FAILED = 1  # what Slurm's commands exit with when they fail
 MODULES = {"sbatch": "sbatch", "squeue": "squeue", "scancel": "scancel", "sacct": "sacct", "sinfo": "sinfo",
            "scontrol": "scontrol", "srun": "srun", "salloc": "salloc"}
 WRITES = frozenset({"sbatch", "scancel", "scontrol", "srun", "salloc"})
-
-
-class Command(Protocol):
-    """A module of cli/slurm/: `declare`, `run`, and optionally `prepare(args) -> bool` (before
-    connecting; False: nothing to ask the cluster)."""
-
-    def declare(self, parser: argparse.ArgumentParser, name: str) -> None: ...
-    def run(self, client: Client, args: argparse.Namespace) -> int: ...
 
 
 class SlurmParser(Parser):
@@ -89,7 +92,7 @@ def getopt_words(parser: argparse.ArgumentParser, words: Sequence[str], stop_at_
 
 
 def parse(name: str, words: Sequence[str]) -> tuple[Command, argparse.Namespace]:
-    module = cast(Command, importlib.import_module(f"cli.slurm.{MODULES[name]}"))
+    module: Command = importlib.import_module(f"cli.slurm.{MODULES[name]}")  # (a module of that shape)
     parser = SlurmParser(prog=name, add_help=False)
     # (squeue's -h is --noheader)
     help_flags = ("--help",) if name in ("squeue", "sinfo") else ("-h", "--help")
@@ -124,7 +127,8 @@ def run(name: str, words: Sequence[str]) -> int:
     local = getattr(module, "local", None)
     if local is not None and local(args):  # (srun inside an allocation: the worker carries it)
         try:
-            return module.run(cast(Client, None), args)
+            no_client: Any = None
+            return module.run(no_client, args)
         except UsageError as exc:
             print(f"{name}: error: {shown(str(exc))}", file=sys.stderr)
             return FAILED
@@ -135,6 +139,7 @@ def main(name: str) -> NoReturn:
     """The script's body (xce/slurm_bin.py): run the command, flush, and leave at once."""
     from cli.lsf.entry import leave
 
+    proto_load.without_well_known_types()
     try:
         code: object = run(name, sys.argv[1:])
     except SystemExit as exc:

@@ -128,9 +128,10 @@ def test_client_commands_import_no_grpc_asyncio_or_controller_and_cache_the_lead
              "except SystemExit as exc:\n    code = exc.code\n"
              "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
              "('grpc', 'asyncio', 'controller', 'pysyncobj', 'lmdb'))\n"
-             "slow = [m for m in ('tomllib', 'dataclasses', 'pathlib', 'shutil', "
-             "'google.protobuf.internal.python_message') if m in sys.modules]\n"
-             "print('HEAVY', heavy, code, 'SLOW', slow, file=sys.stderr)\n")
+             "slow = [m for m in ('tomllib', 'dataclasses', 'pathlib', 'shutil', 'typing', 'random', "
+             "'calendar', 'google.protobuf.internal.python_message') if m in sys.modules]\n"
+             "wkt = type(sys.modules.get('google.protobuf.internal.well_known_types')).__name__\n"
+             "print('HEAVY', heavy, code, 'SLOW', slow, 'WKT', wkt, file=sys.stderr)\n")
     leader = live.address(live.leader())
     follower = next(a for a in live.addresses if a != leader)
     with pytest.MonkeyPatch.context() as patch:
@@ -146,8 +147,10 @@ def test_client_commands_import_no_grpc_asyncio_or_controller_and_cache_the_lead
             assert "HEAVY [] 0" in done.stderr, (args, done.stderr[-2000:])
             job_id = job_id or done.stdout.split("<", 1)[1].split(">", 1)[0]
             # Past the first command the cluster file's parsed copy is cached: no TOML parser (nor
-            # dataclasses, pathlib, shutil, nor protobuf's pure-Python layers) in any of them.
+            # dataclasses, pathlib, shutil, typing, random, nor protobuf's pure-Python layers or its
+            # well-known types, whose module upb would import for its first class) in any of them.
             assert n == 0 or "SLOW []" in done.stderr, (args, done.stderr[-2000:])
+            assert "WKT _NoWellKnownTypes" in done.stderr, (args, done.stderr[-2000:])
         assert cached_leader(live.addresses) == leader
 
 

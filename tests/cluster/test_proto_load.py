@@ -19,9 +19,10 @@ from xce.v1 import api_pb2, log_pb2
 
 out = {}
 for module in (api_pb2, log_pb2):
-    for name, value in vars(module).items():
+    for name in dir(module):  # (a lean module makes each message class when it is first named)
         if name.startswith("__") or name in ("_runtime_version", "_proto_load", "_globals"):
             continue
+        value = getattr(module, name)
         key = f"{module.__name__}.{name}"
         if isinstance(value, type):
             out[key] = ["class", value.__qualname__, value.__module__, value.DESCRIPTOR.full_name,
@@ -63,3 +64,70 @@ def test_upb_loading_makes_what_protobufs_builder_makes() -> None:
     assert "google.protobuf.internal.python_message" in builder["modules"]
     assert "google.protobuf.internal.python_message" not in lean["modules"]
     assert "google.protobuf.descriptor_pool" not in lean["modules"]
+
+
+FIRST_MADE_BY_UPB = r"""
+import pickle, sys
+from xce import proto_load
+from xce.v1 import api_pb2
+assert "JobSpec" not in vars(api_pb2)  # not made until named
+request = api_pb2.SubmitJobsRequest()
+made = type(request.jobs.add())  # upb makes JobSpec's class for the submessage, before the module names it
+assert api_pb2.JobSpec is made and isinstance(request.jobs[0], api_pb2.JobSpec)
+assert (made.__module__, made.__qualname__) == ("xce.v1.api_pb2", "JobSpec")
+assert api_pb2.JobSpec.EnvEntry.__qualname__ == "JobSpec.EnvEntry"
+request.jobs[0].command.append("true")
+assert pickle.loads(pickle.dumps(request)) == request
+try:
+    api_pb2.NoSuchMessage
+except AttributeError as exc:
+    assert "NoSuchMessage" in str(exc)
+else:
+    raise AssertionError("a name the file does not have")
+print("ok")
+"""
+
+LEFT_OUT = r"""
+import sys
+from xce import proto_load
+proto_load.without_well_known_types()
+from xce.v1 import api_pb2, log_pb2
+entry = log_pb2.Entry(stamp_ms=1, audit_note=api_pb2.AuditRequest(), submit=log_pb2.SubmitBatch(
+    requests=[api_pb2.SubmitJobsRequest(jobs=[api_pb2.JobSpec(command=["x"])])]))
+assert log_pb2.Entry.FromString(entry.SerializeToString()) == entry
+left_out = [m for m in ("calendar", "datetime", "google.protobuf.descriptor") if m in sys.modules]
+from google.protobuf.internal import well_known_types
+try:
+    well_known_types.Timestamp
+except AttributeError as exc:
+    print("refused:", exc)
+print("left out:", left_out)
+"""
+
+
+def run(script: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION": "upb"})
+
+
+def test_a_class_upb_made_for_a_submessage_first_is_the_modules_own() -> None:
+    done = run(FIRST_MADE_BY_UPB)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_command_leaves_the_well_known_types_out_and_a_reach_for_them_fails_loudly() -> None:
+    done = run(LEFT_OUT)
+    assert done.returncode == 0, done.stderr
+    assert "refused: google.protobuf.internal.well_known_types.Timestamp" in done.stdout
+    assert "left out: []" in done.stdout
+    # Where the real module was imported first, it stays: the call changes nothing.
+    done = run("import google.protobuf.internal.well_known_types\n" + LEFT_OUT)
+    assert done.returncode == 0 and "refused" not in done.stdout, done.stderr
+
+
+def test_no_proto_of_ours_uses_a_well_known_type() -> None:
+    """What lets a command leave them out (scripts/gen_proto.py refuses such a proto)."""
+    from xce.v1 import api_pb2, log_pb2
+
+    for module in (api_pb2, log_pb2):
+        assert not [d.name for d in module.DESCRIPTOR.dependencies if d.name.startswith("google/")]
