@@ -125,12 +125,15 @@ def test_a_client_command_ends_as_the_interpreter_would_but_without_its_teardown
     def exit_now(status: int) -> None:
         raise _Exited(status)
 
+    left_out: list[bool] = []  # (not in this test process itself: it may use the well-known types)
     monkeypatch.setattr(cli, "main", main)
     monkeypatch.setattr(cli.os, "_exit", exit_now)
+    monkeypatch.setattr(cli.proto_load, "without_well_known_types", lambda: left_out.append(True))
     monkeypatch.setattr(cli.sys, "argv", ["xce", "--cluster", "c.toml", "jobs"])
     with pytest.raises(_Exited) as exited:
         cli.entry()
     assert exited.value.code == code
+    assert left_out == [True]  # a client command leaves protobuf's well-known types out
     out, err = capsys.readouterr()
     assert out == "answer\n" and err.strip() == stderr
 
@@ -138,6 +141,8 @@ def test_a_client_command_ends_as_the_interpreter_would_but_without_its_teardown
 def test_daemons_and_file_writers_exit_through_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli, "main", lambda: 0)
     monkeypatch.setattr(cli.os, "_exit", lambda status: pytest.fail("os._exit for a daemon"))
+    monkeypatch.setattr(cli.proto_load, "without_well_known_types",
+                        lambda: pytest.fail("a daemon left protobuf's well-known types out"))
     for argv in (["controller", "--config", "x"], ["worker"], ["cluster", "up"], ["snapshot", "save"],
                  ["-h"]):
         monkeypatch.setattr(cli.sys, "argv", ["xce", *argv])
@@ -160,6 +165,7 @@ def test_output_that_cannot_be_written_exits_120_as_the_interpreter_does(
 
     monkeypatch.setattr(cli, "main", lambda: 0)
     monkeypatch.setattr(cli.os, "_exit", exit_now)
+    monkeypatch.setattr(cli.proto_load, "without_well_known_types", lambda: None)
     monkeypatch.setattr(cli.sys, "argv", ["xce", "jobs"])
     monkeypatch.setattr(cli.sys, "stdout", Full())
     with pytest.raises(_Exited) as exited:
