@@ -50,6 +50,7 @@ def entry() -> NoReturn:
     closed. Daemons and commands that write files exit as usual (atexit, logging's flush). A client
     command also leaves protobuf's well-known types out (xce/proto_load.py)."""
     if command_word(sys.argv[1:]) not in FAST_EXIT:
+        proto_load.make_all()  # a daemon, or a command that writes files: no class made by chance
         sys.exit(main())
     proto_load.without_well_known_types()
     try:

@@ -15,7 +15,6 @@ Pure: the caller sleeps, and passes the random source.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 TYPE_CHECKING = False  # not typing's: importing it is ~2 ms of every command's start
@@ -23,19 +22,11 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     class Draws(Protocol):
-        """A random source: random.Random, or UrandomDraws."""
+        """A random source: random.Random, or client.channel's UrandomDraws."""
 
         def random(self) -> float: ...
 
 INITIAL_BACKOFF_S = 0.02
-
-
-class UrandomDraws:
-    """random.Random's `random()` from os.urandom: the command line's source (importing random is
-    ~1 ms of each command's start, and a command draws only when it backs off)."""
-
-    def random(self) -> float:
-        return (int.from_bytes(os.urandom(7), "big") >> 3) / (1 << 53)
 
 
 class LeaderRoute:

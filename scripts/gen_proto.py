@@ -12,6 +12,8 @@ from pathlib import Path
 from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
+_EXTEND = re.compile(r"^\s*extend\s", re.M)
+_WELL_KNOWN = re.compile(r"""^\s*import\s+(?:public\s+|weak\s+)?["']google/protobuf/""", re.M)
 
 
 def generate(out_root: Path) -> None:
@@ -19,13 +21,15 @@ def generate(out_root: Path) -> None:
     include = str(Path(protoc.__file__).parent / "_proto")
     args = ["protoc", f"-I{ROOT / 'proto'}", f"-I{include}", f"--python_out={out_root}",
             f"--pyi_out={out_root}", f"--grpc_python_out={out_root}", *protos]
-    if protoc.main(args) != 0:
-        raise SystemExit("protoc failed")
-    if any("\nextend " in (ROOT / "proto" / p).read_text() for p in protos):
+    # Refused before protoc writes anything.
+    texts = [(ROOT / "proto" / p).read_text() for p in protos]
+    if any(_EXTEND.search(text) for text in texts):
         raise SystemExit("a proto with extensions: xce/proto_load.py does not load them")
-    if any('import "google/protobuf/' in (ROOT / "proto" / p).read_text() for p in protos):
+    if any(_WELL_KNOWN.search(text) for text in texts):
         raise SystemExit("a proto using protobuf's well-known types: the command line leaves them out "
                          "(xce/proto_load.py without_well_known_types)")
+    if protoc.main(args) != 0:
+        raise SystemExit("protoc failed")
     for module in sorted((out_root / "xce").rglob("*_pb2.py")):
         module.write_text(lean_preamble(module.read_text()))
 

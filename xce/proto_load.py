@@ -8,6 +8,11 @@ preamble to call `load`, which does what protobuf's builder does for upb
 (the same descriptors in the same default pool, the same message classes,
 enum wrappers and module names) and falls back to the builder itself when
 upb is not the implementation (PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python).
+
+Through upb, a module makes each message class when it is first named (a
+command uses a dozen of the 150); a daemon makes them all at its start
+(`make_all`). A client command also leaves protobuf's well-known types out
+(`without_well_known_types`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import types
+from collections.abc import Iterable
 
 TYPE_CHECKING = False  # not typing's: importing it is ~2 ms of every command's start
 if TYPE_CHECKING:
@@ -93,7 +99,7 @@ def load(serialized: bytes, module_name: str, module: dict[str, Any]) -> Any:
 
     classes = dict(fd.message_types_by_name)
 
-    def __getattr__(name: str) -> Any:  # noqa: N807 (PEP 562's hook)
+    def __getattr__(name: str) -> Any:  # PEP 562's hook
         d = classes.get(name)
         if d is None:
             raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
@@ -113,4 +119,29 @@ def load(serialized: bytes, module_name: str, module: dict[str, Any]) -> Any:
     # command uses a dozen of the files' 150.
     module["__getattr__"] = __getattr__
     module["__dir__"] = lambda: sorted({*module, *classes})
+    _LOADED.append((module, tuple(classes)))
+    if _EAGER:
+        _make(module, classes)
     return fd
+
+
+_LOADED: list[tuple[dict[str, Any], tuple[str, ...]]] = []  # each module loaded, its message names
+_EAGER = False  # make_all was called: modules loaded later make their classes at once
+
+
+def _make(module: dict[str, Any], names: Iterable[str]) -> None:
+    for name in names:
+        if name not in module:
+            module["__getattr__"](name)
+
+
+def make_all() -> None:
+    """Make every message class now, and those of modules loaded later as they load: a daemon's
+    start (cli/main.py). A class upb makes by itself for a submessage the module has not named yet
+    takes its module name from whatever code runs then (pickling it fails until the module names
+    it), and two threads making a process's first class at once could race inside upb; a
+    long-lived process pays the ~15 ms once instead."""
+    global _EAGER
+    _EAGER = True
+    for module, names in _LOADED:
+        _make(module, names)

@@ -59,7 +59,7 @@ class LsfParser(Parser):
 
 
 def parse(name: str, words: Sequence[str]) -> tuple[Command, argparse.Namespace]:
-    module: Command = importlib.import_module(f"cli.lsf.{MODULES[name]}")  # (a module of that shape)
+    module: Command = importlib.import_module(f"cli.lsf.{MODULES[name]}")
     parser = LsfParser(prog=name, add_help=False)
     parser.add_argument("-h", action="help", help="this help")
     module.declare(parser, name)

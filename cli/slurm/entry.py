@@ -92,7 +92,7 @@ def getopt_words(parser: argparse.ArgumentParser, words: Sequence[str], stop_at_
 
 
 def parse(name: str, words: Sequence[str]) -> tuple[Command, argparse.Namespace]:
-    module: Command = importlib.import_module(f"cli.slurm.{MODULES[name]}")  # (a module of that shape)
+    module: Command = importlib.import_module(f"cli.slurm.{MODULES[name]}")
     parser = SlurmParser(prog=name, add_help=False)
     # (squeue's -h is --noheader)
     help_flags = ("--help",) if name in ("squeue", "sinfo") else ("-h", "--help")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from client.leader_route import LeaderRoute
 
 REPLICAS = ["a:1", "b:2", "c:3"]
@@ -62,3 +64,12 @@ def test_the_leader_named_in_a_refusal_is_read_from_grpc_and_grpc_aio_errors() -
     unnamed = grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata())
     assert leader_hint(unnamed) is None
     assert leader_hint(grpc.RpcError()) is None  # no call behind it: nothing to read
+
+
+def test_the_clients_own_draws_are_53_bits_in_zero_to_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from client import channel
+
+    draws = channel.UrandomDraws()
+    for raw, expected in ((b"\0" * 7, 0.0), (b"\xff" * 7, 1 - 2 ** -53), (b"\x80" + b"\0" * 6, 0.5)):
+        monkeypatch.setattr(channel.os, "urandom", lambda n, raw=raw: raw[:n])
+        assert draws.random() == expected

@@ -155,3 +155,28 @@ def test_overwritten_output_files() -> None:
     spec = job(["-o", "out", "-eo", "err", "true"])
     assert (spec.stdout_overwrite, spec.stderr_path, spec.stderr_overwrite) == (False, "err", True)
     assert "defined(xce_lsf)" in spec.resource_req  # an older worker would append
+
+
+@pytest.mark.parametrize("script", ["lsf", "slurm"])
+def test_lsfs_and_slurms_commands_leave_the_well_known_types_out(monkeypatch: pytest.MonkeyPatch,
+                                                                 script: str) -> None:
+    """As `xce`'s client commands (cli/main.py), each script's body does before its imports' first
+    message class: protobuf's well-known types are left out of the short-lived command."""
+    from cli.lsf import entry as lsf_entry
+    from cli.slurm import entry as slurm_entry
+
+    said: list[str] = []
+
+    class Left(Exception):
+        pass
+
+    def leave(code: object, failed: int) -> None:
+        raise Left
+
+    module = lsf_entry if script == "lsf" else slurm_entry
+    monkeypatch.setattr(module.proto_load, "without_well_known_types", lambda: said.append("left out"))
+    monkeypatch.setattr(module, "run", lambda name, words: said.append(f"ran {name}") or 0)
+    monkeypatch.setattr(lsf_entry, "leave", leave)
+    with pytest.raises(Left):
+        module.main("bsub" if script == "lsf" else "sbatch")
+    assert said == ["left out", f"ran {'bsub' if script == 'lsf' else 'sbatch'}"]
