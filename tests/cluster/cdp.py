@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -22,11 +24,15 @@ class Browser:
     def __init__(self, profile: Path, width: int = 1280, height: int = 900) -> None:
         assert BINARY is not None, "chromium is not installed (make's install step installs it)"
         profile.mkdir(parents=True, exist_ok=True)
+        # Its own TMPDIR, for the singleton socket's directory it makes there and leaves behind (a
+        # short path: a unix socket's must fit in 108 bytes, which a test's tmp_path may not).
+        self.tmp = tempfile.mkdtemp(prefix="xce-chromium-")
         self.proc = subprocess.Popen(
             [BINARY, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
              "--no-first-run", "--no-default-browser-check", "--remote-debugging-port=0",
              f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            env={**os.environ, "TMPDIR": self.tmp})
         port_file = profile / "DevToolsActivePort"
         deadline = time.monotonic() + 60
         while not (port_file.exists() and port_file.read_text().strip()):
@@ -71,7 +77,6 @@ class Browser:
         if ws is not None:
             ws.close()
         if self.proc.poll() is None:
-            import os
-
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)
+        shutil.rmtree(self.tmp, ignore_errors=True)

@@ -19,6 +19,7 @@ from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
 
+dask = pytest.importorskip("dask")
 dask_array = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 dask_jobqueue = pytest.importorskip("dask_jobqueue")
@@ -45,8 +46,11 @@ def site(make_cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
 def test_lsf_cluster_scales_to_four_workers_computes_and_scales_to_zero(site: LocalCluster,
                                                                         tmp_path: Path) -> None:
     logs = tmp_path / "logs"
-    with dask_jobqueue.LSFCluster(cores=1, processes=1, memory="1GB", walltime="00:10", interface="lo",
-                                  log_directory=str(logs), death_timeout=60) as lsf:
+    scratch = str(tmp_path / "scratch")  # the workers' and this process's, not /tmp's dask-scratch-space
+    with dask.config.set({"temporary-directory": scratch}), \
+            dask_jobqueue.LSFCluster(cores=1, processes=1, memory="1GB", walltime="00:10", interface="lo",
+                                     log_directory=str(logs), death_timeout=60,
+                                     local_directory=scratch) as lsf:
         assert "#BSUB -M 1000" in lsf.job_script()  # its unit read from lsf.conf: MB
         lsf.scale(4)
         with distributed.Client(lsf) as client:

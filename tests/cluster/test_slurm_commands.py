@@ -24,6 +24,7 @@ from xce.v1 import api_pb2 as api
 
 pytestmark = pytest.mark.cluster
 
+dask = pytest.importorskip("dask")
 dask_array = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 dask_jobqueue = pytest.importorskip("dask_jobqueue")
@@ -90,8 +91,11 @@ def test_sbatch_squeue_sacct_scancel_and_the_job_s_variables(site: LocalCluster,
 def test_slurm_cluster_scales_to_four_workers_computes_and_scales_to_zero(site: LocalCluster,
                                                                           tmp_path: Path) -> None:
     logs = tmp_path / "logs"
-    with dask_jobqueue.SLURMCluster(cores=1, processes=1, memory="1GB", walltime="00:10:00", interface="lo",
-                                    log_directory=str(logs), death_timeout=60) as cluster:
+    scratch = str(tmp_path / "scratch")  # the workers' and this process's, not /tmp's dask-scratch-space
+    with dask.config.set({"temporary-directory": scratch}), \
+            dask_jobqueue.SLURMCluster(cores=1, processes=1, memory="1GB", walltime="00:10:00",
+                                       interface="lo", log_directory=str(logs), death_timeout=60,
+                                       local_directory=scratch) as cluster:
         script = cluster.job_script()
         assert "#SBATCH -n 1" in script and "#SBATCH --mem=" in script
         cluster.scale(4)
