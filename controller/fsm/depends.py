@@ -54,9 +54,12 @@ _STATE_NAMES = {value: name for name, value in api.JobState.items()}
 # ---------------------------------------------------------------- what conditions read
 
 
-def facts_key(job: api.Job) -> tuple[object, ...]:
-    """What a condition reads of a job: when this changes, its dependents are evaluated again."""
-    return (job.state, job.exit_code, tuple(job.array.counts))
+def facts_moved(before: api.Job, job: api.Job) -> bool:
+    """Whether what a condition reads of a job changed (its state, exit code, an array's counts):
+    then its dependents are evaluated again. An array's counts are compared only for an array
+    (reading a record's unset `array` makes a message: 1.5 us of every started report's apply)."""
+    return before.state != job.state or before.exit_code != job.exit_code or (
+        (before.HasField("array") or job.HasField("array")) and before.array.counts != job.array.counts)
 
 
 def lookup(tables: Tables) -> dependency_conditions.Lookup:
@@ -112,8 +115,7 @@ def verdict(tables: Tables, job: api.Job) -> api.DependState:
 
 def follow(applier: Applier, before: api.Job | None, job: api.Job, written: bytes) -> None:
     """After a job write: note what may move a condition."""
-    # The state first: most writes move it, and then the facts' key (a tuple of the counts) is not needed.
-    if before is None or before.state != job.state or facts_key(before) != facts_key(job):
+    if before is None or facts_moved(before, job):
         applier.depend_touched.add(job.id)
         if job.array_id:
             applier.depend_touched.add(job.array_id)
