@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import multiprocessing
 import os
+import select
 import socket
 import statistics
 import subprocess
@@ -30,6 +31,7 @@ import tempfile
 import time
 from concurrent import futures
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -95,17 +97,21 @@ def serve(kind: str, port: int, tls: Path, threads: int) -> None:
         asyncio.run(main())
 
 
-def _client(port: int, ca: bytes, seconds: float, start_at: float, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+def _client(port: int, ca: bytes, seconds: float, ready: Any, go: Any, start_at: Any, out: Any) -> None:
+    """A client process: connected and warm, it says so (`ready`), then calls from the common
+    start (`go`, `start_at`) for `seconds` and puts how many calls it made."""
     channel = grpc.secure_channel(f"127.0.0.1:{port}", grpc.ssl_channel_credentials(ca),
                                   options=[("grpc.ssl_target_name_override", "127.0.0.1")])
     call = channel.unary_unary(METHOD, request_serializer=api.SubmitJobsRequest.SerializeToString,
                                response_deserializer=api.SubmitJobsResponse.FromString)
     request = api.SubmitJobsRequest(request_id="r" * 32, jobs=[job_spec()])
-    call(request, timeout=10)  # connected and warm before the clock starts
-    while time.time() < start_at:
+    call(request, timeout=10)
+    ready.put(True)
+    go.wait(120)
+    while time.time() < start_at.value:
         time.sleep(0.001)
     calls = 0
-    while time.time() < start_at + seconds:
+    while time.time() < start_at.value + seconds:
         call(request, timeout=10)
         calls += 1
     channel.close()
@@ -125,31 +131,42 @@ def _free_port() -> int:
 
 def measure(kind: str, tls: Path, clients: int, seconds: float, threads: int) -> dict[str, float]:
     port = _free_port()
-    server = subprocess.Popen([sys.executable, __file__, "--serve", kind, "--port", str(port),
-                               "--tls", str(tls), "--threads", str(threads)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert server.stdout is not None
-        if server.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"the {kind} server did not start")
-        context = multiprocessing.get_context("spawn")
-        out: multiprocessing.Queue = context.Queue()  # type: ignore[type-arg]
-        start_at = time.time() + 3.0  # every client connected and warm by then
-        workers = [context.Process(target=_client, args=(port, (tls / "ca.crt").read_bytes(), seconds,
-                                                          start_at, out)) for _ in range(clients)]
-        for worker in workers:
-            worker.start()
-        while time.time() < start_at:
-            time.sleep(0.001)
-        cpu_before = _cpu_s(server.pid)
-        calls = sum(out.get(timeout=seconds + 60) for _ in workers)
-        cpu = _cpu_s(server.pid) - cpu_before  # (the last client's end: within a call of the load's)
-        for worker in workers:
-            worker.join(timeout=30)
-        return {"calls_per_s": calls / seconds, "server_us_per_call": cpu / calls * 1e6}
-    finally:
-        server.kill()
-        server.wait(timeout=30)
+    context = multiprocessing.get_context("spawn")
+    workers: list[Any] = []
+    with subprocess.Popen([sys.executable, __file__, "--serve", kind, "--port", str(port), "--tls", str(tls),
+                           "--threads", str(threads)], stdout=subprocess.PIPE, text=True) as server:
+        try:
+            assert server.stdout is not None
+            started = select.select([server.stdout], [], [], 60)[0]
+            if not started or server.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"the {kind} server did not start")
+            ready, out, go = context.Queue(), context.Queue(), context.Event()
+            start_at = context.Value("d", 0.0)
+            ca = (tls / "ca.crt").read_bytes()
+            workers = [context.Process(target=_client, args=(port, ca, seconds, ready, go, start_at, out))
+                       for _ in range(clients)]
+            for worker in workers:
+                worker.start()
+            for _ in workers:  # every client connected and warm before the clock starts
+                ready.get(timeout=120)
+            start_at.value = time.time() + 0.2
+            go.set()
+            while time.time() < start_at.value:
+                time.sleep(0.001)
+            cpu_before = _cpu_s(server.pid)
+            calls = sum(out.get(timeout=seconds + 60) for _ in workers)
+            cpu = _cpu_s(server.pid) - cpu_before  # (the last client's end: within a call of the load's)
+            for worker in workers:
+                worker.join(timeout=30)
+                if worker.exitcode != 0:
+                    raise RuntimeError(f"a client ended with {worker.exitcode}")
+            return {"calls_per_s": calls / seconds, "server_us_per_call": cpu / calls * 1e6}
+        finally:
+            for worker in workers:
+                if worker.is_alive():
+                    worker.terminate()
+                worker.join(timeout=30)
+            server.kill()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from controller import fsm
-from controller.fsm import arrays, job_index
+from controller.fsm import arrays, depends, job_index
 from controller.fsm.versions import DEPEND_FORMAT
 from scheduler import core
 from scheduler.decisions import Pend
@@ -178,3 +178,30 @@ def test_the_leader_refuses_w_until_every_replica_reads_it() -> None:
     with pytest.raises(ServiceError, match="entry format 10"):
         check_min_slots_known(api.JobSpec(command=["x"], depend="done(1)"), FORMAT - 1)
     check_min_slots_known(api.JobSpec(command=["x"], depend="done(1)"), FORMAT)
+
+
+def _record(array: str, exit_code: int = 0, state: int = api.RUN) -> api.Job:
+    job = api.Job(id=1, state=state, exit_code=exit_code)
+    if array == "empty":
+        job.array.SetInParent()  # set, with no counts
+    elif array == "size only":
+        job.array.size = 3
+    elif array:
+        job.array.counts.extend(int(n) for n in array.split(","))
+    return job
+
+
+ARRAYS = ("", "empty", "size only", "0", "1,2", "1,2,0", "2,1")
+
+
+@pytest.mark.parametrize("before", ARRAYS)
+@pytest.mark.parametrize("after", ARRAYS)
+@pytest.mark.parametrize("exit_codes", [(0, 0), (0, 1)])
+def test_what_a_condition_reads_moved_exactly_when_state_exit_code_or_counts_did(
+        before: str, after: str, exit_codes: tuple[int, int]) -> None:
+    """facts_moved: the key of state, exit code and an array's counts compared, without reading an
+    unset `array` (a record without one compares as one with no counts)."""
+    old, new = _record(before, exit_codes[0]), _record(after, exit_codes[1])
+    key = lambda job: (job.state, job.exit_code, tuple(job.array.counts))  # noqa: E731 - the rule, plainly
+    assert depends.facts_moved(old, new) == (key(old) != key(new))
+    assert depends.facts_moved(old, _record(before, exit_codes[0], api.DONE))  # the state alone moves it
