@@ -193,7 +193,9 @@ def serve(app: Any, host: str, port: int, limits: HttpLimits, **more: Any) -> No
     cap = min(limits.max_connections, max(16, descriptors * 3 // 4))
     guard = Guard(HttpLimits(cap, limits.max_connections_per_peer, limits.header_timeout_s,
                              limits.body_timeout_s, limits.idle_timeout_s))
-    config = uvicorn.Config(app, host=host, port=port, http=protocol_for(guard),
+    # asyncio's own loop, whatever is installed: the caps are held in the listening socket's accept,
+    # which asyncio calls and uvloop (uvicorn's pick when present) bypasses, accepting in C.
+    config = uvicorn.Config(app, host=host, port=port, http=protocol_for(guard), loop="asyncio",
                             timeout_keep_alive=max(1, round(limits.idle_timeout_s)), **more)
     uvicorn.Server(config).run(sockets=[listening_socket(host, port, guard, config.backlog)])
 
