@@ -191,13 +191,13 @@ def run(hosts: int = 500, slots: int = 40, jobs: int = 20_000, kills: int = 5,
                 scheduler_start = time.time()
                 scheduler.start()
                 roles = _roles(cluster, scheduler, fleet)
-                cpu_before = {role: _cpu_s(pid) for role, pid in roles.items()}
+                cpu_before = {role: cpu_s(pid) for role, pid in roles.items()}
                 if profile is not None:  # from the first placement on
                     wait_for("a first placement", lambda: fleet is not None and fleet.progress()[0] > 0, 120)
                 profilers = _profile(profile, {role: pid for role, pid in roles.items()
                                                if not role.startswith("fleet")})
                 wait_for(f"{jobs} placements", lambda: fleet is not None and fleet.progress()[0] >= jobs, 600)
-                cpu = {role: round(_cpu_s(pid) - cpu_before[role], 1) for role, pid in roles.items()}
+                cpu = {role: round(cpu_s(pid) - cpu_before[role], 1) for role, pid in roles.items()}
                 submit(client, jobs, (2, 30), rng, requirements)  # the next wave, as slots free up
                 for profiler in profilers:
                     profiler.wait(timeout=60)
@@ -273,7 +273,7 @@ def _roles(cluster: LocalCluster, scheduler: LocalScheduler, fleet: SimFleet) ->
     return roles
 
 
-def _cpu_s(pid: int) -> float:
+def cpu_s(pid: int) -> float:
     """User + system CPU seconds of a live process (Linux /proc)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
-import os
 import select
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,13 +36,14 @@ import grpc
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import fleet  # noqa: E402
 from xce_bench import job_spec  # noqa: E402
 
+from ops.local_cluster import free_ports  # noqa: E402
 from xce import pki  # noqa: E402
 from xce.v1 import api_pb2 as api  # noqa: E402
 
 METHOD = "/bench.Bench/Submit"
-TICKS = os.sysconf("SC_CLK_TCK")
 KINDS = ("aio", "aio-uvloop", "sync")
 
 
@@ -118,19 +117,8 @@ def _client(port: int, ca: bytes, seconds: float, ready: Any, go: Any, start_at:
     out.put(calls)
 
 
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def measure(kind: str, tls: Path, clients: int, seconds: float, threads: int) -> dict[str, float]:
-    port = _free_port()
+    port = free_ports(1)[0]
     context = multiprocessing.get_context("spawn")
     workers: list[Any] = []
     with subprocess.Popen([sys.executable, __file__, "--serve", kind, "--port", str(port), "--tls", str(tls),
@@ -153,9 +141,9 @@ def measure(kind: str, tls: Path, clients: int, seconds: float, threads: int) ->
             go.set()
             while time.time() < start_at.value:
                 time.sleep(0.001)
-            cpu_before = _cpu_s(server.pid)
+            cpu_before = fleet.cpu_s(server.pid)
             calls = sum(out.get(timeout=seconds + 60) for _ in workers)
-            cpu = _cpu_s(server.pid) - cpu_before  # (the last client's end: within a call of the load's)
+            cpu = fleet.cpu_s(server.pid) - cpu_before  # (to the last client's end: within a call)
             for worker in workers:
                 worker.join(timeout=30)
                 if worker.exitcode != 0:

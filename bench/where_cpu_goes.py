@@ -95,11 +95,11 @@ def submit(out: Path, seconds: float = 10.0) -> str:
             leader = cluster.leader()
             roles = {("leader" if rid == leader else f"follower-{rid}"): p.pid
                      for rid, p in cluster.procs.items()}
-            before = {role: fleet._cpu_s(pid) for role, pid in roles.items()}
+            before = {role: fleet.cpu_s(pid) for role, pid in roles.items()}
             spies = fleet._profile(raws, roles, int(seconds))
             started = time.monotonic()
             load = xce_bench.throughput(cluster, 16, seconds, 100_000)
-            cpu = {role: fleet._cpu_s(pid) - before[role] for role, pid in roles.items()}
+            cpu = {role: fleet.cpu_s(pid) - before[role] for role, pid in roles.items()}
             for spy in spies:
                 spy.wait(timeout=60)
             elapsed = time.monotonic() - started
