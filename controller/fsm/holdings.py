@@ -44,6 +44,9 @@ class CommittedUsage:
         self._tables = tables
         self._applier = applier
         self._hosts: dict[str, api.Host | None] = {}
+        # Each host's record and the state last made of it: what comes of its spec and groups alone
+        # (no entry changes those through this object) is taken from it again (~3 us a dispatch).
+        self._states: dict[str, tuple[api.Host, feasibility.HostState]] = {}
         self._queues: dict[str, api.Queue | None] = {}
         self._limits: dict[str, int] | None = None
         self._shared: dict[str, int] | None = None
@@ -57,7 +60,11 @@ class CommittedUsage:
 
     def host(self, name: str) -> feasibility.HostState | None:
         record = self.host_record(name)
-        return None if record is None else feasibility.host_state(record)
+        if record is None:
+            return None
+        state = feasibility.host_state(record, earlier=self._states.get(name))
+        self._states[name] = (record, state)
+        return state
 
     def reservation(self, name: str) -> api.Reservation | None:
         """An advance reservation's record (controller/fsm/reservations.py)."""

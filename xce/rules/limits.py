@@ -116,6 +116,8 @@ def demands(limits: Iterable[api.Limit], job: api.Job, slots: int, hosts: int = 
             per_host: Sequence[tuple[str, int]] = (), shared: Sequence[tuple[str, int]] = ()) -> list[Demand]:
     """The bounded counters a running attempt of `job` with `slots` over `hosts` hosts holds
     (`per_host`: what its rusage[] reserves on each host; `shared`: the licenses it takes)."""
+    if not limits:  # (a cluster without limits: every dispatch passes here)
+        return []
     found = []
     matches = limits.matching(job) if isinstance(limits, LimitSet) else _matching(limits, job)
     for limit, key in matches:
