@@ -1,6 +1,6 @@
-"""Where the CPU of one placement and of one submit goes, on each process.
+"""Where the CPU of one placement, of one submit and of one short job goes, on each process.
 
-    .venv/bin/python bench/where_cpu_goes.py [--part placement|submit|both] [--out DIR]
+    .venv/bin/python bench/where_cpu_goes.py [--part placement|submit|htc|both|all] [--out DIR]
 
 Placement: the fleet (bench/fleet.py: 500 simulated hosts x 40 slots, 20,000 one-slot jobs, TLS),
 py-spy on every replica and the scheduler while the jobs are placed. Submit: 16 client processes
@@ -9,12 +9,16 @@ process: its CPU seconds over the operations done (microseconds an operation), s
 GIL-holding samples were doing (the rules below: the first that names a frame of a sample takes it).
 A sample is the Python stack holding the GIL: C work done without it (TLS, LMDB's sync) shows in the
 CPU figure, not in the split. py-spy (in the dev dependencies) must be allowed to read the processes
-(root here). Prints tables; asserts nothing.
+(root here). Short job (`--part htc`, not profiled): `make bench-htc`'s array (b), 500 `true` elements
+on 2 workers of 4 slots, and each process's CPU over the elements (a worker's with its shims' and
+its jobs', which its server of shims reaps), beside the whole machine's (/proc/stat). Prints tables;
+asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -27,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import fleet  # noqa: E402
 import xce_bench  # noqa: E402
 
-from ops.local_cluster import LocalCluster  # noqa: E402
+from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers  # noqa: E402
+from xce.v1 import api_pb2 as api  # noqa: E402
 
 # (what, any of these in a sample's frames): the first rule that matches takes the sample.
 RULES: list[tuple[str, tuple[str, ...]]] = [
@@ -109,16 +114,93 @@ def submit(out: Path, seconds: float = 10.0) -> str:
                  f"submits/s while profiled, {elapsed:.0f} s)", cpu, load.ops, raws)
 
 
+def htc(elements: int = 500) -> str:
+    with tempfile.TemporaryDirectory(prefix="xce-where-") as data:
+        cluster = LocalCluster(Path(data) / "cluster")
+        workers, scheduler = LocalWorkers(cluster), LocalScheduler(cluster)
+        try:
+            cluster.start()
+            leader = cluster.leader()
+            scheduler.start()
+            for name in ("w1", "w2"):
+                workers.start(name, 4)
+            with cluster.client() as client:
+                deadline = time.monotonic() + 60
+                while sum(h.status == api.HOST_OK for h in client.list_hosts().hosts) < 2:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the workers did not join")
+                    time.sleep(0.1)
+                roots = {("leader" if rid == leader else f"follower-{rid}"): p.pid
+                         for rid, p in cluster.procs.items()}
+                roots["scheduler"] = scheduler.pid()
+                roots |= {f"worker {name}": proc.pid for name, proc in workers.procs.items()}
+                own_before = {name: fleet.cpu_s(proc.pid) for name, proc in workers.procs.items()}
+                before, machine, started = _tree_cpu(roots), _machine_cpu_s(), time.monotonic()
+                spec = api.JobSpec(command=["true"], name="htc", cwd=data,
+                                   array=api.ArraySpec(ranges=[api.IndexRange(start=1, end=elements)]))
+                array = client.submit([spec]).jobs[0]
+                while client.get_job(str(array.id)).state not in (api.DONE, api.EXIT):
+                    time.sleep(0.25)
+                took = time.monotonic() - started
+                cpu = {role: seconds - before[role] for role, seconds in _tree_cpu(roots).items()}
+                for name, proc in workers.procs.items():  # the daemon apart from its shims and jobs
+                    cpu[f"worker {name}: the daemon"] = fleet.cpu_s(proc.pid) - own_before[name]
+                    cpu[f"worker {name}"] -= cpu[f"worker {name}: the daemon"]
+                machine = _machine_cpu_s() - machine
+        finally:
+            scheduler.kill()
+            workers.stop()
+            cluster.stop()
+    lines = [f"## One short job (an array of {elements:,} `true` on 2 x 4 slots, TLS: {elements / took:.1f} "
+             f"jobs/s; the machine's CPU {machine / elements * 1000:.1f} ms a job)", "",
+             "| process | CPU a job |", "|---|---|"]
+    named = {role if not role.startswith("worker") or role.endswith("daemon") else
+             f"{role}: its server of shims, shims and jobs": seconds for role, seconds in cpu.items()}
+    lines += [f"| {role} | {seconds / elements * 1000:.2f} ms |" for role, seconds in sorted(named.items())]
+    rest = machine - sum(cpu.values())
+    lines.append(f"| the rest (kernel threads, this client, the processes of other work) | "
+                 f"{rest / elements * 1000:.2f} ms |")
+    return "\n".join(lines)
+
+
+def _tree_cpu(roots: dict[str, int]) -> dict[str, float]:
+    """CPU seconds of each process, its live descendants and the children they reaped."""
+    def tree(pid: int) -> list[int]:
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return [pid]
+        return [pid, *(p for child in children for p in tree(int(child)))]
+
+    def reaped(pid: int) -> float:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+    return {role: sum(fleet.cpu_s(p) + reaped(p) for p in tree(pid)) for role, pid in roots.items()}
+
+
+def _machine_cpu_s() -> float:
+    """CPU seconds the machine spent busy (all CPUs, /proc/stat)."""
+    ticks = [int(n) for n in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--part", choices=("placement", "submit", "both"), default="both")
+    ap.add_argument("--part", choices=("placement", "submit", "htc", "both", "all"), default="both",
+                    help="both: placement and submit; all: the three")
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "xce-where-cpu-goes",
                     help="py-spy's raw stacks go here")
     args = ap.parse_args()
-    if args.part in ("placement", "both"):
+    if args.part in ("placement", "both", "all"):
         print(placement(args.out), end="\n\n", flush=True)
-    if args.part in ("submit", "both"):
-        print(submit(args.out), flush=True)
+    if args.part in ("submit", "both", "all"):
+        print(submit(args.out), end="\n\n", flush=True)
+    if args.part in ("htc", "all"):
+        print(htc(), flush=True)
     return 0
 
 
