@@ -273,13 +273,15 @@ def _roles(cluster: LocalCluster, scheduler: LocalScheduler, fleet: SimFleet) ->
     return roles
 
 
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a live process (Linux /proc)."""
+def cpu_s(pid: int, reaped: bool = False) -> float:
+    """User + system CPU seconds of a live process (Linux /proc); `reaped`: with those of the
+    children it has waited for."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if reaped else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _profile(into: Path | None, pids: dict[str, int], seconds: int = 15) -> list[subprocess.Popen[bytes]]:

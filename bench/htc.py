@@ -136,6 +136,15 @@ def xce_env(cluster: LocalCluster) -> dict[str, str]:
     return env
 
 
+def wait_hosts_ok(client: Client, count: int, timeout_s: float = 60) -> None:
+    """Until `count` hosts are OK (the workers joined)."""
+    deadline = time.monotonic() + timeout_s
+    while sum(h.status == api.HOST_OK for h in client.list_hosts().hosts) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the workers did not join")
+        time.sleep(0.1)
+
+
 def wait_done(client: Client, ids: list[int], timeout_s: float = 900) -> float:
     deadline = time.monotonic() + timeout_s
     pending = set(ids)
@@ -184,11 +193,7 @@ def xce_figures(n: int, latency_samples: int, work: Path) -> dict[str, Any]:
         workers.start("w2", 4)
         env = xce_env(cluster)
         with cluster.client() as client:
-            deadline = time.monotonic() + 60
-            while sum(h.status == api.HOST_OK for h in client.list_hosts().hosts) < 2:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the workers did not join")
-                time.sleep(0.1)
+            wait_hosts_ok(client, 2)
             recorder = Recorder(cluster)
             # `xce submit` from exec to exit (the printed id is committed before it exits).
             lat = []

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import fleet  # noqa: E402
+import htc as htc_bench  # noqa: E402
 import xce_bench  # noqa: E402
 
 from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers  # noqa: E402
@@ -125,11 +126,7 @@ def htc(elements: int = 500) -> str:
             for name in ("w1", "w2"):
                 workers.start(name, 4)
             with cluster.client() as client:
-                deadline = time.monotonic() + 60
-                while sum(h.status == api.HOST_OK for h in client.list_hosts().hosts) < 2:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("the workers did not join")
-                    time.sleep(0.1)
+                htc_bench.wait_hosts_ok(client, 2)
                 roots = {("leader" if rid == leader else f"follower-{rid}"): p.pid
                          for rid, p in cluster.procs.items()}
                 roots["scheduler"] = scheduler.pid()
@@ -172,14 +169,7 @@ def _tree_cpu(roots: dict[str, int]) -> dict[str, float]:
             return [pid]
         return [pid, *(p for child in children for p in tree(int(child)))]
 
-    def reaped(pid: int) -> float:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
-
-    return {role: sum(fleet.cpu_s(p) + reaped(p) for p in tree(pid)) for role, pid in roots.items()}
+    return {role: sum(fleet.cpu_s(p, reaped=True) for p in tree(pid)) for role, pid in roots.items()}
 
 
 def _machine_cpu_s() -> float:

@@ -11,6 +11,7 @@ their leader sent.
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import subprocess
 import sys
@@ -243,15 +244,7 @@ def test_append_entries_captured_from_a_real_leader_and_replayed_change_nothing(
         return bool(send(transport, to, message))
 
     monkeypatch.setattr(TCPTransport, "send", capturing)
-    addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    stores = [StateStore(tmp_path / f"r{k}" / "state", CLUSTER) for k in range(2)]
-    nodes = [RaftNode(address, addresses, tmp_path / f"r{k}", "pw", store)
-             for k, (address, store) in enumerate(zip(addresses, stores, strict=True))]
-    try:
-        leader = wait_until(lambda: next((n for n in nodes if n.ready_to_serve()), None), "a leader", 15)
-        follower = next(n for n in nodes if n is not leader)
-        _propose(leader, log.Entry(init=log.InitCluster(cluster_id=CLUSTER, config_digest="d",
-                                                        queues=[api.Queue(name="normal")])))
+    with _two_replicas(tmp_path) as (leader, follower):
         for i in range(5):
             _propose(leader, _submit(i))
         done = leader.status().applied_index
@@ -266,10 +259,6 @@ def test_append_entries_captured_from_a_real_leader_and_replayed_change_nothing(
         assert follower.status().applied_index == done
         _propose(leader, _submit(9))  # a majority of two: the follower still answers right
         assert "truncating already-applied" not in caplog.text
-    finally:
-        for node, store in zip(nodes, stores, strict=True):
-            node.close()
-            store.close()
 
 
 def test_a_commit_rides_on_the_next_append_entries_not_a_round_of_its_own(
@@ -288,15 +277,7 @@ def test_a_commit_rides_on_the_next_append_entries_not_a_round_of_its_own(
         return bool(send(transport, to, message))
 
     monkeypatch.setattr(TCPTransport, "send", capturing)
-    addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    stores = [StateStore(tmp_path / f"r{k}" / "state", CLUSTER) for k in range(2)]
-    nodes = [RaftNode(address, addresses, tmp_path / f"r{k}", "pw", store, RaftSettings(commit_notice_s=60.0))
-             for k, (address, store) in enumerate(zip(addresses, stores, strict=True))]
-    try:
-        leader = wait_until(lambda: next((n for n in nodes if n.ready_to_serve()), None), "a leader", 15)
-        follower = next(n for n in nodes if n is not leader)
-        _propose(leader, log.Entry(init=log.InitCluster(cluster_id=CLUSTER, config_digest="d",
-                                                        queues=[api.Queue(name="normal")])))
+    with _two_replicas(tmp_path, RaftSettings(commit_notice_s=60.0)) as (leader, follower):
         first = len(sent)
         proposed = 20
         for i in range(proposed):
@@ -312,6 +293,21 @@ def test_a_commit_rides_on_the_next_append_entries_not_a_round_of_its_own(
         assert alone < proposed // 2, f"{alone} of {proposed} commits went out on a round of their own"
         done = leader.status().applied_index
         wait_until(lambda: follower.status().applied_index == done, "the follower applies everything", 10)
+
+
+@contextlib.contextmanager
+def _two_replicas(tmp_path: Path,
+                  settings: RaftSettings | None = None) -> Iterator[tuple[RaftNode, RaftNode]]:
+    """(leader, follower) of two real replicas, the cluster's first entry committed; both closed after."""
+    addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    stores = [StateStore(tmp_path / f"r{k}" / "state", CLUSTER) for k in range(2)]
+    nodes = [RaftNode(address, addresses, tmp_path / f"r{k}", "pw", store, settings)
+             for k, (address, store) in enumerate(zip(addresses, stores, strict=True))]
+    try:
+        leader = wait_until(lambda: next((n for n in nodes if n.ready_to_serve()), None), "a leader", 15)
+        _propose(leader, log.Entry(init=log.InitCluster(cluster_id=CLUSTER, config_digest="d",
+                                                        queues=[api.Queue(name="normal")])))
+        yield leader, next(n for n in nodes if n is not leader)
     finally:
         for node, store in zip(nodes, stores, strict=True):
             node.close()
