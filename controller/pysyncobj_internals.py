@@ -151,6 +151,8 @@ class LazyCommitNotice(SyncObj):  # type: ignore[misc]
         return False
 
     def _SyncObj__sendAppendEntries(self) -> None:
+        # Noted first: a round that fails on the way leaves it ahead of what the followers heard,
+        # which the next heartbeat carries (never later than a heartbeat, as before).
         self._xce_commit_sent = int(self.raftCommitIndex)
         super()._SyncObj__sendAppendEntries()
 

@@ -45,7 +45,10 @@ class CommittedUsage:
         self._applier = applier
         self._hosts: dict[str, api.Host | None] = {}
         # Each host's record and the state last made of it: what comes of its spec and groups alone
-        # (no entry changes those through this object) is taken from it again (~3 us a dispatch).
+        # is taken from it again (feasibility.host_state's `earlier`, whose check of the spec is
+        # always true here: the record is the same object). So nothing may change a host's spec or
+        # groups through a live CommittedUsage: only joins and host configuration change them, and
+        # they read their records themselves.
         self._states: dict[str, tuple[api.Host, feasibility.HostState]] = {}
         self._queues: dict[str, api.Queue | None] = {}
         self._limits: dict[str, int] | None = None
@@ -53,7 +56,8 @@ class CommittedUsage:
         self._limit_defs: limits.LimitSet | None = None
 
     def host_record(self, name: str) -> api.Host | None:
-        """The host record, read once per entry; `place` updates this same object."""
+        """The host record, read once per entry; `place` updates this same object (what it holds,
+        never its spec or groups: `host` keeps what it made of those)."""
         if name not in self._hosts:
             self._hosts[name] = read_host(self._tables, name)
         return self._hosts[name]

@@ -105,8 +105,8 @@ def readable_id(cluster_id: str, proposer: int, stamp_ms: int, seq: int) -> str:
 @functools.lru_cache(maxsize=16)
 def _readable_prefix(cluster_id: str, proposer: int, stamp_s: int) -> str:
     # Every job of an entry shares it, and every entry of the same second (keyed by the second, not
-    # the millisecond: each small submit's entry formatted it again, ~10 us); formatting the time
-    # was a sixth of a large submit's apply. From the stamp's whole seconds by time.gmtime (a
+    # the millisecond: each small submit's entry formatted it again); formatting the time was a
+    # sixth of a large submit's apply. From the stamp's whole seconds by time.gmtime (a
     # conversion; no clock is read): the text a UTC datetime's strftime gave over the whole stamp
     # range (test_unit_fsm), in a third of the time.
     return f"{cluster_id}-{proposer}-{time.strftime('%Y%m%d%H%M%S', time.gmtime(stamp_s))}"
