@@ -24,10 +24,6 @@ The patches, and why each exists:
   standby pushes it ahead), a peer's last answer time (a busy follower's `xce_applying` counts as
   one), sending AppendEntries or an answer outside pysyncobj's own schedule, and applying a
   membership entry of the log that pysyncobj has not replayed (`apply_membership_change`).
-- Two of its methods overridden (`LazyCommitNotice`): after a tick that applied entries, a leader
-  with appendEntriesUseBatch off sends an AppendEntries round only to carry the new commit index;
-  the subclass never asks for it and notes the commit index each round carries (`commit_sent`),
-  so the adapter sends one only when nothing else carried it soon enough (raft.py).
 - Its peer protocol: message types and fields the adapter reads or rewrites, and the first byte
   of a log command (`NO_OP_COMMAND`, `MEMBERSHIP_COMMAND`).
 """
@@ -90,9 +86,7 @@ INTERNALS: tuple[Internal, ...] = (
     Internal(SyncObj, "_SyncObj__raftMatchIndex", None, "tests: what a leader counted"),
     Internal(SyncObj, "_isLeader", (), "the role, without a status copy"),
     Internal(SyncObj, "_getLeader", (), "the leader this node knows"),
-    Internal(SyncObj, "_SyncObj__sendAppendEntries", (),
-             "heartbeats from inside a long apply; ReadIndex; the commit index each round carries"),
-    Internal(SyncObj, "_SyncObj__applyLogEntries", (), "no AppendEntries round only for a new commit index"),
+    Internal(SyncObj, "_SyncObj__sendAppendEntries", (), "heartbeats from inside a long apply; ReadIndex"),
     Internal(SyncObj, "_SyncObj__sendNextNodeIdx", ("node", "reset", "nextNodeIdx", "success"),
              "the answer to an AppendEntries whose entries are all present"),
     Internal(SyncObj, "_SyncObj__doChangeCluster", ("request", "reverse"),
@@ -137,30 +131,6 @@ def install_connection_class(connection_class: type[Connection]) -> None:
 
 
 # -------------------------------------------------------------- the replica (tick thread)
-
-class LazyCommitNotice(SyncObj):  # type: ignore[misc]
-    """pysyncobj's replica, but a tick that applied entries asks for no AppendEntries round of its
-    own (its `__applyLogEntries` returns whether one is wanted: with appendEntriesUseBatch off,
-    always after applying), and each round notes the commit index it carries. Every other round
-    (new entries, heartbeats, the adapter's) goes as before."""
-
-    _xce_commit_sent = 0
-
-    def _SyncObj__applyLogEntries(self) -> bool:
-        super()._SyncObj__applyLogEntries()
-        return False
-
-    def _SyncObj__sendAppendEntries(self) -> None:
-        # Noted first: a round that fails on the way leaves it ahead of what the followers heard,
-        # which the next heartbeat carries (never later than a heartbeat, as before).
-        self._xce_commit_sent = int(self.raftCommitIndex)
-        super()._SyncObj__sendAppendEntries()
-
-
-def commit_sent(replica: LazyCommitNotice) -> int:
-    """The commit index the leader's last AppendEntries round carried to its followers."""
-    return replica._xce_commit_sent
-
 
 def transport_of(replica: SyncObj) -> Transport:
     transport: Transport = replica._SyncObj__transport
