@@ -33,7 +33,6 @@ import htc as htc_bench  # noqa: E402
 import xce_bench  # noqa: E402
 
 from ops.local_cluster import LocalCluster, LocalScheduler, LocalWorkers  # noqa: E402
-from xce.v1 import api_pb2 as api  # noqa: E402
 
 # (what, any of these in a sample's frames): the first rule that matches takes the sample.
 RULES: list[tuple[str, tuple[str, ...]]] = [
@@ -132,13 +131,8 @@ def htc(elements: int = 500) -> str:
                 roots["scheduler"] = scheduler.pid()
                 roots |= {f"worker {name}": proc.pid for name, proc in workers.procs.items()}
                 own_before = {name: fleet.cpu_s(proc.pid) for name, proc in workers.procs.items()}
-                before, machine, started = _tree_cpu(roots), _machine_cpu_s(), time.monotonic()
-                spec = api.JobSpec(command=["true"], name="htc", cwd=data,
-                                   array=api.ArraySpec(ranges=[api.IndexRange(start=1, end=elements)]))
-                array = client.submit([spec]).jobs[0]
-                while client.get_job(str(array.id)).state not in (api.DONE, api.EXIT):
-                    time.sleep(0.25)
-                took = time.monotonic() - started
+                before, machine = _tree_cpu(roots), _machine_cpu_s()
+                _, took = htc_bench.run_array(client, elements, Path(data))
                 cpu = {role: seconds - before[role] for role, seconds in _tree_cpu(roots).items()}
                 for name, proc in workers.procs.items():  # the daemon apart from its shims and jobs
                     cpu[f"worker {name}: the daemon"] = fleet.cpu_s(proc.pid) - own_before[name]
