@@ -410,7 +410,7 @@ class Executor:
         record = self.journal.get(key)
         if record is not None and record.get("state") == "ended" and kind != "started":
             record["acked"] = True
-            self.journal.put(key, record)
+            self.journal.put_lazily(key, record)  # lost to a crash, the end is reported again
             self._acks += 1
             if self._acks % PRUNE_EVERY_ACKS == 0:  # a full scan of the journal: not on every ack
                 self.journal.prune_acked()

@@ -7,11 +7,18 @@ protobuf) and whether the leader acknowledged it. Written before the process
 is started (`starting`), after (`running`), and when it ends; read back after
 a worker restart to re-adopt, report, or re-send. Beside the instances, a
 few named notes (JSON) that outlive a restart: the fence's clock (daemon.py).
+
+An end's acknowledgement is written lazily (`put_lazily`): kept in memory and
+committed with the next synced write, or at close. Losing it to a crash only
+means the end is reported again, which the leader acknowledges again; synced,
+it cost every job a commit's flush on the thread that reads the leader's
+commands (a RunJob behind an acknowledgement waited for it).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,6 +43,9 @@ class Journal:
                               metasync=True, mode=0o600)
         self._db = self._env.open_db(b"instances")
         self._notes = self._env.open_db(b"notes")
+        self._lazy: dict[bytes, bytes] = {}  # records not committed yet (put_lazily), by key
+        self._lazy_lock = threading.Lock()
+        self._writing = threading.Lock()  # one write transaction at a time (LMDB's rule too)
 
     def put_note(self, name: str, note: dict[str, Any]) -> None:
         with self._env.begin(write=True) as txn:
@@ -65,31 +75,63 @@ class Journal:
             txn.delete(name.encode(), db=self._notes)
 
     def put(self, key: Key, record: dict[str, Any]) -> None:
-        with self._env.begin(write=True) as txn:
-            txn.put(_key(key), json.dumps(record, sort_keys=True).encode(), db=self._db)
+        """Committed and synced, with the records put lazily before it."""
+        raw_key = _key(key)
+        with self._lazy_lock:
+            self._lazy.pop(raw_key, None)  # this record supersedes it
+        self._commit({raw_key: json.dumps(record, sort_keys=True).encode()})
+
+    def put_lazily(self, key: Key, record: dict[str, Any]) -> None:
+        """Read back at once, committed with the next `put` (or at close): a change a crash may lose."""
+        with self._lazy_lock:
+            self._lazy[_key(key)] = json.dumps(record, sort_keys=True).encode()
+
+    def _commit(self, rows: dict[bytes, bytes], deleted: tuple[bytes, ...] = ()) -> None:
+        with self._writing:
+            with self._lazy_lock:
+                pending = dict(self._lazy)
+            with self._env.begin(write=True) as txn:
+                for raw_key, raw in (*pending.items(), *rows.items()):
+                    txn.put(raw_key, raw, db=self._db)
+                for raw_key in deleted:
+                    txn.delete(raw_key, db=self._db)
+            with self._lazy_lock:  # until now get() read them here; the store has them now
+                for raw_key, raw in pending.items():
+                    if self._lazy.get(raw_key) is raw:
+                        del self._lazy[raw_key]
+                for raw_key in deleted:
+                    self._lazy.pop(raw_key, None)
 
     def get(self, key: Key) -> dict[str, Any] | None:
-        with self._env.begin() as txn:
-            raw = txn.get(_key(key), db=self._db)
-        return None if raw is None else dict(json.loads(bytes(raw)))
+        raw_key = _key(key)
+        with self._lazy_lock:
+            raw: bytes | None = self._lazy.get(raw_key)
+        if raw is None:
+            with self._env.begin() as txn:
+                stored = txn.get(raw_key, db=self._db)
+            raw = None if stored is None else bytes(stored)
+        return None if raw is None else dict(json.loads(raw))
 
     def items(self) -> Iterator[tuple[Key, dict[str, Any]]]:
+        with self._lazy_lock:
+            lazy = dict(self._lazy)
         with self._env.begin() as txn:
-            rows = [(bytes(k).decode(), bytes(v)) for k, v in txn.cursor(db=self._db)]
-        for key, raw in rows:
-            job, attempt = key.split(".")
-            yield (int(job), int(attempt)), dict(json.loads(raw))
+            rows = {bytes(k): bytes(v) for k, v in txn.cursor(db=self._db)}
+        rows.update(lazy)
+        for raw_key in sorted(rows):
+            job, attempt = raw_key.decode().split(".")
+            yield (int(job), int(attempt)), dict(json.loads(rows[raw_key]))
 
     def prune_acked(self) -> None:
         acked = [key for key, record in self.items() if record.get("acked")]
         if len(acked) <= self.keep_acked:
             return
         acked.sort()
-        with self._env.begin(write=True) as txn:
-            for key in acked[:len(acked) - self.keep_acked]:
-                txn.delete(_key(key), db=self._db)
+        self._commit({}, tuple(_key(key) for key in acked[:len(acked) - self.keep_acked]))
 
     def close(self) -> None:
+        if self._lazy:
+            self._commit({})
         self._env.close()
 
 
@@ -97,6 +139,8 @@ class JournalStore(Protocol):
     """What the executor needs of a journal: the LMDB one, or MemoryJournal."""
 
     def put(self, key: Key, record: dict[str, Any]) -> None: ...
+
+    def put_lazily(self, key: Key, record: dict[str, Any]) -> None: ...
 
     def get(self, key: Key) -> dict[str, Any] | None: ...
 
@@ -143,6 +187,8 @@ class MemoryJournal:
 
     def put(self, key: Key, record: dict[str, Any]) -> None:
         self._rows[_key(key)] = json.dumps(record, sort_keys=True)
+
+    put_lazily = put
 
     def get(self, key: Key) -> dict[str, Any] | None:
         raw = self._rows.get(_key(key))
