@@ -24,6 +24,9 @@ The patches, and why each exists:
   standby pushes it ahead), a peer's last answer time (a busy follower's `xce_applying` counts as
   one), sending AppendEntries or an answer outside pysyncobj's own schedule, and applying a
   membership entry of the log that pysyncobj has not replayed (`apply_membership_change`).
+- Its tick (`_onTick`) overridden (`FlushedTicks`): each starts with the adapter's `before_tick`
+  (the WAL's flush), ahead of the leader's count of who holds each entry, in which the leader counts
+  itself (its AppendEntries leave before its own entries are durable: raft_transport.py).
 - Its peer protocol: message types and fields the adapter reads or rewrites, and the first byte
   of a log command (`NO_OP_COMMAND`, `MEMBERSHIP_COMMAND`).
 """
@@ -84,6 +87,7 @@ INTERNALS: tuple[Internal, ...] = (
              "a standby starts no election; a follower whose leader's connection dropped starts one soon"),
     Internal(SyncObj, "_SyncObj__lastResponseTime", None, "a busy follower is alive to its leader"),
     Internal(SyncObj, "_SyncObj__raftMatchIndex", None, "tests: what a leader counted"),
+    Internal(SyncObj, "_onTick", ("timeToWait",), "the WAL flushed before a leader counts itself"),
     Internal(SyncObj, "_isLeader", (), "the role, without a status copy"),
     Internal(SyncObj, "_getLeader", (), "the leader this node knows"),
     Internal(SyncObj, "_SyncObj__sendAppendEntries", (), "heartbeats from inside a long apply; ReadIndex"),
@@ -131,6 +135,18 @@ def install_connection_class(connection_class: type[Connection]) -> None:
 
 
 # -------------------------------------------------------------- the replica (tick thread)
+
+class FlushedTicks(SyncObj):  # type: ignore[misc]
+    """pysyncobj's replica, whose every tick starts with `before_tick`: before a leader counts, at
+    the top of its tick, the members that hold each entry (itself among them), and before it applies."""
+
+    def before_tick(self) -> None:
+        pass
+
+    def _onTick(self, timeToWait: float = 0.0) -> None:  # noqa: N802, N803 - pysyncobj's names
+        self.before_tick()
+        super()._onTick(timeToWait)
+
 
 def transport_of(replica: SyncObj) -> Transport:
     transport: Transport = replica._SyncObj__transport

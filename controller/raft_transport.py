@@ -139,10 +139,11 @@ def _kind(message: Any) -> Any:
 
 
 class DurableTransport(Transport):
-    """Flushes the WAL before any Raft message leaves this node; counts AppendEntries and their
-    answers for ReadIndex; hands pysyncobj each AppendEntries as Raft's rule plans it, and an
-    answer only of the term it leads in; refuses commands forwarded by followers. pysyncobj makes
-    the transport itself, from a class: `durable_transport` binds one to a replica's parts."""
+    """Flushes the WAL before any Raft message but a leader's AppendEntries leaves this node;
+    counts AppendEntries and their answers for ReadIndex; hands pysyncobj each AppendEntries as
+    Raft's rule plans it, and an answer only of the term it leads in; refuses commands forwarded by
+    followers. pysyncobj makes the transport itself, from a class: `durable_transport` binds one to
+    a replica's parts."""
 
     wal: LmdbJournal
     reads: ReadIndex
@@ -151,8 +152,15 @@ class DurableTransport(Transport):
     answering: tuple[Any, int] | None = None  # (leader, its AppendEntries' number) while handling one
 
     def send(self, node: Any, message: Any) -> bool:
-        self.wal.flush(lazy_commit_index=True)
         kind = _kind(message)
+        if kind != APPEND_ENTRIES or not is_leader(self.replica):
+            self.wal.flush(lazy_commit_index=True)
+        # A leader's AppendEntries leaves before its own entries are durable: the followers write
+        # theirs while it writes its own (Raft allows it: Ongaro's thesis, 10.2.1). The leader
+        # counts itself as holding its entries only at the top of a tick, after the WAL's flush
+        # (FlushedTicks, raft.py's _Replica); an entry lost in a crash before that flush was
+        # never committed, and the followers that hold it keep it or lose it by Raft's rule like
+        # any entry of a deposed leader.
         if kind == APPEND_ENTRIES:
             if self.connected(node):  # it goes out on this connection
                 message = {**message, SEQUENCE: self.reads.sent(node)}

@@ -37,14 +37,17 @@ class Node(DurableTransport, Wire):
 
 
 class Wal(list[tuple[bytes, int, int]]):
+    flushes = 0
+
     def flush(self, lazy_commit_index: bool = False) -> None:
-        pass
+        self.flushes += 1
 
 
-def _node(name: str, term: int, peers: list[str]) -> Node:
+def _node(name: str, term: int, peers: list[str], leads: bool = False) -> Node:
     node = object.__new__(Node)
     node.wal, node.reads, node.guard, node.outbox = Wal([(b"", 1, 1)]), ReadIndex(), None, []
-    node._syncObj = SimpleNamespace(raftCurrentTerm=term, raftLastApplied=1, name=name,
+    node._syncObj = SimpleNamespace(raftCurrentTerm=term, raftLastApplied=1, name=name, leads=leads,
+                                    _isLeader=lambda: node._syncObj.leads,
                                     _SyncObj__sendNextNodeIdx=lambda to, nextNodeIdx, success: node.answer(
                                         to, nextNodeIdx, success))
     node._connections = {p: SimpleNamespace(state=CONNECTION_STATE.CONNECTED) for p in peers}
@@ -99,3 +102,18 @@ def test_a_number_that_is_not_an_integer_is_neither_repeated_nor_taken() -> None
                             "term": 3, SEQUENCE: "999"})
     leader.reads.step(leader=True, last_applied=1, now_s=0.01)
     assert answers == []  # counted, but the read wants the answer to one sent after it
+
+
+def test_a_leader_s_append_entries_leave_unflushed_and_every_other_message_after_a_flush() -> None:
+    """The followers write a leader's entries while it writes them (its flush comes at the top of its
+    next tick, before it counts itself: FlushedTicks); an answer, a vote, or anything a node that does
+    not lead sends, goes out only once its WAL is durable."""
+    leader, follower = _node("a", 3, ["b"], leads=True), _node("b", 3, ["a"])
+    follower.on_message("a", _heartbeat(leader, "b"))
+    assert leader.wal.flushes == 0
+    assert follower.wal.flushes == 1 and follower.outbox[0][1]["type"] == ANSWER
+    leader.send("b", {"type": "request_vote", "term": 4})
+    assert leader.wal.flushes == 1
+    leader.replica.leads = False  # deposed: an AppendEntries it still sends is flushed first
+    _heartbeat(leader, "b")
+    assert leader.wal.flushes == 2
