@@ -83,7 +83,10 @@ def test_a_preemptor_suspends_the_fewest_victims_and_they_resume_after_it(
         assert len(suspended) == 2, [api.JobState.Name(client.get_job(str(j)).state) for j in batch]
         for job_id in suspended:
             pid = client.get_job(str(job_id)).pid
-            assert _states(pid) == {"T"}, (job_id, _states(pid))
+            states = _states(pid)
+            # Stopped, but for a child that ended as the stop came (its `sleep`): a zombie until the
+            # shell, stopped, reaps it after the resume.
+            assert "T" in states and states <= {"T", "Z"}, (job_id, states)
         assert client.get_job(str(same)).state == api.PEND  # equal priority: it waits, preempting nobody
         shown = _cli(cluster, tmp_path, "job", str(suspended[0])).stdout
         assert f"preempted by job {urgent}" in shown, shown
