@@ -27,6 +27,10 @@ The patches, and why each exists:
 - Its tick (`_onTick`) overridden (`FlushedTicks`): each starts with the adapter's `before_tick`
   (the WAL's flush), ahead of the leader's count of who holds each entry, in which the leader counts
   itself (its AppendEntries leave before its own entries are durable: raft_transport.py).
+- Two of its methods overridden (`LazyCommitNotice`): after a tick that applied entries, a leader
+  with appendEntriesUseBatch off sends an AppendEntries round only to carry the new commit index;
+  the subclass never asks for it and notes the commit index each round carries (`commit_sent`),
+  so the adapter sends one only when nothing else carried it soon enough (raft.py).
 - Its peer protocol: message types and fields the adapter reads or rewrites, and the first byte
   of a log command (`NO_OP_COMMAND`, `MEMBERSHIP_COMMAND`).
 """
@@ -90,7 +94,9 @@ INTERNALS: tuple[Internal, ...] = (
     Internal(SyncObj, "_onTick", ("timeToWait",), "the WAL flushed before a leader counts itself"),
     Internal(SyncObj, "_isLeader", (), "the role, without a status copy"),
     Internal(SyncObj, "_getLeader", (), "the leader this node knows"),
-    Internal(SyncObj, "_SyncObj__sendAppendEntries", (), "heartbeats from inside a long apply; ReadIndex"),
+    Internal(SyncObj, "_SyncObj__sendAppendEntries", (),
+             "heartbeats from inside a long apply; ReadIndex; the commit index each round carries"),
+    Internal(SyncObj, "_SyncObj__applyLogEntries", (), "no AppendEntries round only for a new commit index"),
     Internal(SyncObj, "_SyncObj__sendNextNodeIdx", ("node", "reset", "nextNodeIdx", "success"),
              "the answer to an AppendEntries whose entries are all present"),
     Internal(SyncObj, "_SyncObj__doChangeCluster", ("request", "reverse"),
@@ -146,6 +152,30 @@ class FlushedTicks(SyncObj):  # type: ignore[misc]
     def _onTick(self, timeToWait: float = 0.0) -> None:  # noqa: N802, N803 - pysyncobj's names
         self.before_tick()
         super()._onTick(timeToWait)
+
+
+class LazyCommitNotice(FlushedTicks):
+    """pysyncobj's replica, but a tick that applied entries asks for no AppendEntries round of its
+    own (its `__applyLogEntries` returns whether one is wanted: with appendEntriesUseBatch off,
+    always after applying), and each round notes the commit index it carries. Every other round
+    (new entries, heartbeats, the adapter's) goes as before."""
+
+    _xce_commit_sent = 0
+
+    def _SyncObj__applyLogEntries(self) -> bool:
+        super()._SyncObj__applyLogEntries()
+        return False
+
+    def _SyncObj__sendAppendEntries(self) -> None:
+        # Noted first: a round that fails on the way leaves it ahead of what the followers heard,
+        # which the next heartbeat carries (never later than a heartbeat, as before).
+        self._xce_commit_sent = int(self.raftCommitIndex)
+        super()._SyncObj__sendAppendEntries()
+
+
+def commit_sent(replica: LazyCommitNotice) -> int:
+    """The commit index the leader's last AppendEntries round carried to its followers."""
+    return replica._xce_commit_sent
 
 
 def transport_of(replica: SyncObj) -> Transport:

@@ -11,6 +11,7 @@ their leader sent.
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from pysyncobj.node import TCPNode
 from pysyncobj.transport import TCPTransport
 
 from controller import fail_stop, pysyncobj_internals
-from controller.raft import SUCCESS, RaftNode
+from controller.raft import SUCCESS, RaftNode, RaftSettings
 from controller.raft_snapshot import entry_json
 from controller.raft_wal import LmdbJournal
 from controller.store import StateStore
@@ -243,15 +244,7 @@ def test_append_entries_captured_from_a_real_leader_and_replayed_change_nothing(
         return bool(send(transport, to, message))
 
     monkeypatch.setattr(TCPTransport, "send", capturing)
-    addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    stores = [StateStore(tmp_path / f"r{k}" / "state", CLUSTER) for k in range(2)]
-    nodes = [RaftNode(address, addresses, tmp_path / f"r{k}", "pw", store)
-             for k, (address, store) in enumerate(zip(addresses, stores, strict=True))]
-    try:
-        leader = wait_until(lambda: next((n for n in nodes if n.ready_to_serve()), None), "a leader", 15)
-        follower = next(n for n in nodes if n is not leader)
-        _propose(leader, log.Entry(init=log.InitCluster(cluster_id=CLUSTER, config_digest="d",
-                                                        queues=[api.Queue(name="normal")])))
+    with _two_replicas(tmp_path) as (leader, follower):
         for i in range(5):
             _propose(leader, _submit(i))
         done = leader.status().applied_index
@@ -266,6 +259,58 @@ def test_append_entries_captured_from_a_real_leader_and_replayed_change_nothing(
         assert follower.status().applied_index == done
         _propose(leader, _submit(9))  # a majority of two: the follower still answers right
         assert "truncating already-applied" not in caplog.text
+
+
+def test_a_commit_rides_on_the_next_append_entries_not_a_round_of_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two real replicas, entries proposed one after another: each new commit index reaches the
+    follower on the AppendEntries of the next entry (or a heartbeat), not on a round the leader
+    sends only for it after applying (pysyncobj's own, with appendEntriesUseBatch off, sent one
+    per commit). Heartbeats are slow here, and commit_notice_s nearly as slow, so that on a busy
+    machine (an entry proposed only after the last one applied) neither carries the commits."""
+    sent: list[dict[str, Any]] = []
+    send = TCPTransport.send
+
+    def capturing(transport: Any, to: Any, message: Any) -> bool:
+        if isinstance(message, dict) and message.get("type") == "append_entries":
+            sent.append(message)
+        return bool(send(transport, to, message))
+
+    monkeypatch.setattr(TCPTransport, "send", capturing)
+    slow = RaftSettings(heartbeat_s=0.5, election_min_s=1.6, election_max_s=2.0, leader_fallback_s=5.0,
+                        commit_notice_s=0.45)
+    slow.check()
+    with _two_replicas(tmp_path, slow) as (leader, follower):
+        first = len(sent)
+        proposed = 20
+        for i in range(proposed):
+            _propose(leader, _submit(i))
+        term = leader.status().term
+        carried, alone = 0, 0
+        for message in sent[first:]:
+            if message["term"] != term or message["commit_index"] <= carried:
+                continue
+            carried = message["commit_index"]
+            alone += not message.get("entries")  # a new commit index, and nothing else to send
+        assert carried >= leader.status().commit_index - 1, (carried, leader.status())
+        assert alone < proposed // 2, f"{alone} of {proposed} commits went out on a round of their own"
+        done = leader.status().applied_index
+        wait_until(lambda: follower.status().applied_index == done, "the follower applies everything", 10)
+
+
+@contextlib.contextmanager
+def _two_replicas(tmp_path: Path,
+                  settings: RaftSettings | None = None) -> Iterator[tuple[RaftNode, RaftNode]]:
+    """(leader, follower) of two real replicas, the cluster's first entry committed; both closed after."""
+    addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    stores = [StateStore(tmp_path / f"r{k}" / "state", CLUSTER) for k in range(2)]
+    nodes = [RaftNode(address, addresses, tmp_path / f"r{k}", "pw", store, settings)
+             for k, (address, store) in enumerate(zip(addresses, stores, strict=True))]
+    try:
+        leader = wait_until(lambda: next((n for n in nodes if n.ready_to_serve()), None), "a leader", 15)
+        _propose(leader, log.Entry(init=log.InitCluster(cluster_id=CLUSTER, config_digest="d",
+                                                        queues=[api.Queue(name="normal")])))
+        yield leader, next(n for n in nodes if n is not leader)
     finally:
         for node, store in zip(nodes, stores, strict=True):
             node.close()
