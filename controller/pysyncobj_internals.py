@@ -24,9 +24,10 @@ The patches, and why each exists:
   standby pushes it ahead), a peer's last answer time (a busy follower's `xce_applying` counts as
   one), sending AppendEntries or an answer outside pysyncobj's own schedule, and applying a
   membership entry of the log that pysyncobj has not replayed (`apply_membership_change`).
-- Its tick (`_onTick`) overridden (`FlushedTicks`): each starts with the adapter's `before_tick`
-  (the WAL's flush), ahead of the leader's count of who holds each entry, in which the leader counts
-  itself (its AppendEntries leave before its own entries are durable: raft_transport.py).
+- Its tick (`_onTick`) and its becoming the leader (`__onBecomeLeader`) overridden (`FlushedTicks`):
+  each is followed by the adapter's `flush_log` (the WAL's flush; a tick, preceded), ahead of the
+  leader's count of who holds each entry, in which the leader counts itself (its AppendEntries
+  leave before its own entries are durable: raft_transport.py).
 - Two of its methods overridden (`LazyCommitNotice`): after a tick that applied entries, a leader
   with appendEntriesUseBatch off sends an AppendEntries round only to carry the new commit index;
   the subclass never asks for it and notes the commit index each round carries (`commit_sent`),
@@ -92,6 +93,7 @@ INTERNALS: tuple[Internal, ...] = (
     Internal(SyncObj, "_SyncObj__lastResponseTime", None, "a busy follower is alive to its leader"),
     Internal(SyncObj, "_SyncObj__raftMatchIndex", None, "tests: what a leader counted"),
     Internal(SyncObj, "_onTick", ("timeToWait",), "the WAL flushed before a leader counts itself"),
+    Internal(SyncObj, "_SyncObj__onBecomeLeader", (), "a new leader's first entry flushed first"),
     Internal(SyncObj, "_isLeader", (), "the role, without a status copy"),
     Internal(SyncObj, "_getLeader", (), "the leader this node knows"),
     Internal(SyncObj, "_SyncObj__sendAppendEntries", (),
@@ -143,15 +145,21 @@ def install_connection_class(connection_class: type[Connection]) -> None:
 # -------------------------------------------------------------- the replica (tick thread)
 
 class FlushedTicks(SyncObj):  # type: ignore[misc]
-    """pysyncobj's replica, whose every tick starts with `before_tick`: before a leader counts, at
-    the top of its tick, the members that hold each entry (itself among them), and before it applies."""
+    """pysyncobj's replica, whose log is flushed (`flush_log`) at the start of every tick, before a
+    leader counts, at the top of its tick, the members that hold each entry (itself among them), and
+    right after it becomes the leader: its first entry of the term is appended then, and a lone voter
+    elects itself and counts that entry within the same tick."""
 
-    def before_tick(self) -> None:
+    def flush_log(self) -> None:
         pass
 
     def _onTick(self, timeToWait: float = 0.0) -> None:  # noqa: N802, N803 - pysyncobj's names
-        self.before_tick()
+        self.flush_log()
         super()._onTick(timeToWait)
+
+    def _SyncObj__onBecomeLeader(self) -> None:  # noqa: N802 - pysyncobj's name
+        super()._SyncObj__onBecomeLeader()
+        self.flush_log()
 
 
 class LazyCommitNotice(FlushedTicks):

@@ -249,14 +249,14 @@ class RaftStatus:
 
 
 class _Replica(LazyCommitNotice):
-    def __init__(self, apply_fn: Callable[[int, bytes], Any], before_tick: Callable[[], None], *args: Any,
+    def __init__(self, apply_fn: Callable[[int, bytes], Any], flush_log: Callable[[], None], *args: Any,
                  **kwargs: Any) -> None:
         self._xce_apply = apply_fn
-        self._xce_before_tick = before_tick
+        self._xce_flush_log = flush_log
         super().__init__(*args, **kwargs)
 
-    def before_tick(self) -> None:
-        self._xce_before_tick()
+    def flush_log(self) -> None:
+        self._xce_flush_log()
 
     @replicated  # type: ignore[untyped-decorator]
     def apply_entry(self, data: bytes) -> Any:
@@ -328,7 +328,7 @@ class RaftNode:
         self._reads = ReadIndex(first_sequence=secrets.randbits(62))
         self._read_requests: collections.deque[Done] = collections.deque()  # from any thread
         transport_class = durable_transport(wal, self._reads, guard)
-        self._replica = _Replica(self._apply, self._before_tick, None if mode == "learner" else self_address,
+        self._replica = _Replica(self._apply, self._flush_log, None if mode == "learner" else self_address,
                                  [p for p in peers if p != self_address], conf=conf,
                                  transportClass=transport_class)
         guard.last_applied = lambda: int(self._replica.raftLastApplied)
@@ -459,6 +459,10 @@ class RaftNode:
             elif add:
                 self._replica.addNodeToCluster(address, callback=callback)
             else:
+                # Dropped from the peers as the change is appended: the commits no round carried yet
+                # (its REMOVING, which makes it hold its elections) go to it first.
+                if int(self._replica.raftCommitIndex) > commit_sent(self._replica):
+                    send_append_entries(self._replica)
                 self._replica.removeNodeFromCluster(address, callback=callback)
 
         self._tick_tasks.append(change)
@@ -537,15 +541,14 @@ class RaftNode:
             self._on_applied(index)
         return result
 
-    def _before_tick(self) -> None:
+    def _flush_log(self) -> None:
         self._wal.flush(lazy_commit_index=True)  # a leader's entries sent unflushed, before it counts
-        self._last_pulse = self._clock.monotonic_s()  # the tick's applies pulse from now (_pulse)
 
     def _pulse(self) -> None:
         """Inside an apply, between two table operations (module docstring), once a heartbeat period
-        after the tick began (the tick before sent what was due): an apply that is not long sends
-        nothing. Sending is what the tick would do at the heartbeat anyway: pysyncobj's AppendEntries
-        reads the log, the commit index and each peer's next index, none of which the apply changes."""
+        after the last tick ended (it sent what was due): an apply that is not long sends nothing.
+        Sending is what the tick would do at the heartbeat anyway: pysyncobj's AppendEntries reads
+        the log, the commit index and each peer's next index, none of which the apply changes."""
         if self._clock.monotonic_s() - self._last_pulse < self.settings.heartbeat_s:
             return
         replica = self._replica
@@ -607,6 +610,7 @@ class RaftNode:
             self._known_leader = leader  # a follower's leader changed, or went: its role may not have
             self._on_role_change(role(self._replica))
         self._wal.flush(lazy_commit_index=True)
+        self._last_pulse = self._clock.monotonic_s()  # the next tick's applies pulse from now (_pulse)
         if self._wal.size_bytes > self.settings.compaction_max_bytes:
             self._replica.forceLogCompaction()
         now = self._clock.monotonic_s()

@@ -2,10 +2,12 @@
 
 Theory of operation. pysyncobj sends and receives through its TCP transport; ours
 (`DurableTransport`) stands in front of it:
-- Sending: the WAL is flushed before any message leaves this node (an acknowledgement never covers
-  an entry not on disk); AppendEntries and their answers are counted for ReadIndex
-  (read_index.py), and each AppendEntries carries a sequence number (`SEQUENCE`), which the answer
-  sent while handling it repeats; an answer carries the term it was sent in (pysyncobj's carry none).
+- Sending: the WAL is flushed before any message but a leader's AppendEntries leaves this node (an
+  acknowledgement never covers an entry not on disk; the leader counts itself as holding its
+  entries only after its own flush: pysyncobj_internals.FlushedTicks); AppendEntries and their
+  answers are counted for ReadIndex (read_index.py), and each AppendEntries carries a sequence
+  number (`SEQUENCE`), which the answer sent while handling it repeats; an answer carries the term
+  it was sent in (pysyncobj's carry none).
 - Receiving an AppendEntries: Raft's receiver rule (raft_append.py) plans it before pysyncobj sees
   it. pysyncobj cuts the log after the message's previous entry whenever the log is longer,
   matching or not, so a delayed or repeated message removed entries the replica had acknowledged

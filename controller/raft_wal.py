@@ -3,9 +3,11 @@
 Theory of operation. pysyncobj's own FileJournal never fsyncs. This journal
 keeps every entry in memory (pysyncobj indexes and slices it constantly) and
 in LMDB, where it becomes durable at `flush()`: one write transaction, synced.
-The Raft adapter calls `flush()` before any message leaves this node and at
-the end of every tick, so an entry is on disk before anyone (a follower's
-acknowledgement, or the leader counting itself in a majority) relies on it.
+The Raft adapter calls `flush()` before any message but a leader's
+AppendEntries leaves this node, at the start and the end of every tick and
+when this node becomes the leader, so an entry is on disk before anyone (a
+follower's acknowledgement, or the leader counting itself in a majority)
+relies on it.
 The current term and vote are written synchronously, as Raft requires, before
 the vote request or grant that reflects them is sent.
 

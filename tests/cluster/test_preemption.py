@@ -69,7 +69,8 @@ def test_a_preemptor_suspends_the_fewest_victims_and_they_resume_after_it(
     cluster, workers = preemptive
     workers.start("w1", 4)
     go, urgent_go = tmp_path / "go", tmp_path / "urgent-go"
-    wait = f"while [ ! -e {go} ]; do sleep 0.05; done"
+    # A child that lives as long as the job: stopping the shell alone would leave it sleeping (S).
+    wait = f"sleep 600 & while [ ! -e {go} ]; do sleep 0.05; done"
     batch = [_array_id(_cli(cluster, tmp_path, "submit", "-q", "batch", "--", "sh", "-c", wait).stdout)
              for _ in range(4)]
     with cluster.client() as client:

@@ -32,6 +32,25 @@ def test_the_wal_is_flushed_before_pysyncobj_s_tick_counts_anything(monkeypatch:
     node = object.__new__(RaftNode)  # its parts, without a pysyncobj node (no threads, no sockets)
     node._wal, node._clock = wal, ManualClock()
     replica = object.__new__(_Replica)
-    replica._xce_before_tick = node._before_tick
+    replica._xce_flush_log = node._flush_log
     replica._onTick(0.01)
     assert seen == [[]]
+
+
+def test_a_new_leader_s_first_entry_is_flushed_before_anything_counts_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """pysyncobj appends the new term's first entry as the node becomes the leader; a lone voter
+    elects itself and counts that entry within the same tick."""
+    wal = Wal()
+    wal.pending.clear()
+
+    def become_leader(replica: Any) -> None:
+        wal.pending.append("the term's first entry")
+
+    monkeypatch.setattr(SyncObj, "_SyncObj__onBecomeLeader", become_leader, raising=False)
+    node = object.__new__(RaftNode)
+    node._wal, node._clock = wal, ManualClock()
+    replica = object.__new__(_Replica)
+    replica._xce_flush_log = node._flush_log
+    replica._SyncObj__onBecomeLeader()
+    assert wal.pending == []
