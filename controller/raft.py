@@ -461,7 +461,7 @@ class RaftNode:
             else:
                 # Dropped from the peers as the change is appended: the commits no round carried yet
                 # (its REMOVING, which makes it hold its elections) go to it first.
-                if int(self._replica.raftCommitIndex) > commit_sent(self._replica):
+                if self._commit_uncarried():
                     send_append_entries(self._replica)
                 self._replica.removeNodeFromCluster(address, callback=callback)
 
@@ -583,14 +583,17 @@ class RaftNode:
         if self._reads.waiting:
             self._reads.step(leader, int(replica.raftLastApplied), now)
 
+    def _commit_uncarried(self) -> bool:  # tick thread
+        """This node leads, and its commit index is past what its last AppendEntries round carried."""
+        replica = self._replica
+        return is_leader(replica) and int(replica.raftCommitIndex) > commit_sent(replica)
+
     def _notice_commit(self) -> None:  # tick thread
         """A leader's commit that no AppendEntries has carried for commit_notice_s gets a round."""
-        replica = self._replica
-        ahead = is_leader(replica) and replica.raftCommitIndex > commit_sent(replica)
-        due, self._commit_owed_since = commit_notice(ahead, self._commit_owed_since,
+        due, self._commit_owed_since = commit_notice(self._commit_uncarried(), self._commit_owed_since,
                                                      self._clock.monotonic_s(), self.settings.commit_notice_s)
         if due:
-            send_append_entries(replica)
+            send_append_entries(self._replica)
 
     def _on_tick(self) -> None:
         if not self._replayed and self.mode != "learner":
@@ -609,7 +612,7 @@ class RaftNode:
         if self._on_role_change is not None and (leader := self.leader()) != self._known_leader:
             self._known_leader = leader  # a follower's leader changed, or went: its role may not have
             self._on_role_change(role(self._replica))
-        self._wal.flush(lazy_commit_index=True)
+        self._flush_log()
         self._last_pulse = self._clock.monotonic_s()  # the next tick's applies pulse from now (_pulse)
         if self._wal.size_bytes > self.settings.compaction_max_bytes:
             self._replica.forceLogCompaction()
