@@ -213,6 +213,53 @@ def test_an_output_file_in_the_workers_spool_is_the_hosts_fault_one_the_job_chos
     assert code("--spool-outputs", "1,2") == START_FAILED
 
 
+@pytest.mark.parametrize("way", ["spawned", "forked"])
+def test_a_start_by_posix_spawn_and_one_by_a_child_that_becomes_the_owner_end_alike(
+        tmp_path: Path, way: str) -> None:
+    """The shim alone: a job whose owner the shim is already (no --user: a worker that is not root)
+    starts by posix_spawn, any other (or one with a pre-exec, as here, "forked") by a forked child
+    that becomes the owner first. The same
+    search of the job's PATH (a command found not executable in an earlier directory: run from a later
+    one, else NOT_EXECUTABLE), the same working directory and its fallback's note, output paths
+    relative to it, the same start failures."""
+    import json
+    import subprocess
+    import sys
+
+    from worker.process_host import SHIM
+    from worker.spawn import env_bytes
+
+    bin_a, bin_b = tmp_path / "a", tmp_path / "b"
+    for where, mode in ((bin_a, 0o644), (bin_b, 0o755)):
+        where.mkdir()
+        (where / "both").write_text("#!/bin/sh\necho \"ran $0 in $PWD\"\n")
+        (where / "both").chmod(mode)
+    (bin_a / "only-a").write_text("#!/bin/sh\ntrue\n")
+    (bin_a / "only-a").chmod(0o644)
+    work = tmp_path / "work"
+    work.mkdir()
+    extra = ["--user", ME, "--pre-exec", "true"] if way == "forked" else []
+
+    def start(command: str, cwd: Path, *more: str) -> dict[str, object]:
+        status = tmp_path / "status"
+        status.unlink(missing_ok=True)
+        shim = [sys.executable, "-I", "-S", SHIM, str(status), "--cwd", str(cwd), *more,
+                "--stdout", "out", "--stderr", "out", *extra, "--", command]
+        env = env_bytes({"PATH": f"{bin_a}:{bin_b}", "HOME": str(tmp_path)})
+        subprocess.run(shim, input=env, timeout=30, check=False, cwd="/", start_new_session=True)  # its group ends with it
+        return dict(json.loads(status.read_text()))
+
+    assert start("both", work)["exit_code"] == 0
+    assert (work / "out").read_text() == f"ran {bin_b}/both in {work}\n"
+    assert start("only-a", work)["code"] == NOT_EXECUTABLE
+    missing = start("no-such-command-xce", work)
+    assert missing["code"] == COMMAND_NOT_FOUND and "no-such-command-xce" in str(missing["start_error"])
+    assert start("both", tmp_path / "gone")["code"] == CWD_MISSING
+    assert start("both", tmp_path / "gone", "--cwd-fallback", str(work))["exit_code"] == 0
+    note, ran = (work / "out").read_text().splitlines()[-2:]
+    assert note.startswith(f"xce: home directory {tmp_path / 'gone'} not accessible") and ran.endswith(str(work))
+
+
 def test_the_shim_writes_json_and_reads_the_environment_by_hand() -> None:
     import json
 
