@@ -165,7 +165,8 @@ class _Step:
             code = NOT_EXECUTABLE if exc.errno in NOT_EXECUTABLE_ERRNOS else START_FAILED
             doing = f"cannot run {command[0]}"
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-        return f"{code} {doing}: {detail}".encode()[:1000].decode(errors="replace")
+        # (replace: a path or command from undecodable bytes must not lose the failure itself)
+        return f"{code} {doing}: {detail}".encode(errors="replace")[:1000].decode(errors="replace")
 
 
 def _enter(step: _Step, cwd: str, fallback: str | None) -> str:
@@ -274,21 +275,23 @@ def _spawned(cwd: str, stdout: str, stderr: str, command: list[str], fallback: s
     steps of _child, in the same order and with the same failures, done here; no copy of this
     process is made to do them in (a fork of the shim, its pages copied as it runs, and its end cost
     ~1.5 ms of CPU a job, a third of a short job's on its host). This process stays in the job's
-    working directory: nothing it does after names a relative path."""
+    working directory: nothing it does after names a relative path. Unlike the child, it holds the
+    group's signals meanwhile: a kill while a hung file system holds the start waits for the grace's
+    KILL, and one that comes before a start failure is not the command's (it never ran)."""
     step = _Step()
     opened: list[int] = []
     try:
         step.at(START_FAILED, "reading the job's environment")
         env = parse_env(os.read(0, 1 << 24))
+        opened.append(os.open(os.devnull, os.O_RDONLY))
         note = _enter(step, cwd, fallback)
         for fd, path in ((1, stdout), (2, stderr)):
             opened.append(_open_output(step, fd, path, spool_outputs, overwrite))
         if note:
-            os.write(opened[1], note.encode(errors="replace"))
+            os.write(opened[2], note.encode(errors="replace"))
         step.at(COMMAND_NOT_FOUND, f"command not found: {command[0]}")
-        return _spawn_on_path(command, env, [(os.POSIX_SPAWN_DUP2, opened[0], 1),
-                                             (os.POSIX_SPAWN_DUP2, opened[1], 2),
-                                             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)]), ""
+        return _spawn_on_path(command, env, [(os.POSIX_SPAWN_DUP2, fd, number)
+                                             for number, fd in enumerate(opened)]), ""
     except Exception as exc:  # noqa: BLE001 - whatever it is, it is the start's failure
         return 0, step.failure(exc, command)
     finally:
@@ -627,7 +630,7 @@ def main(argv: list[str]) -> int:
 def _pass_on_held(pid: int) -> None:
     """The group's signals that came while they were held go to the command (`pid`, 0: none started)
     too, and are no longer held."""
-    for sig in signal.sigpending() & set(PASSED_ON) if pid else ():
+    for sig in (signal.sigpending() & set(PASSED_ON)) if pid else ():
         os.kill(pid, sig)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)
 

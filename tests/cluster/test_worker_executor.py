@@ -238,26 +238,37 @@ def test_a_start_by_posix_spawn_and_one_by_a_child_that_becomes_the_owner_end_al
     (bin_a / "only-a").chmod(0o644)
     work = tmp_path / "work"
     work.mkdir()
-    extra = ["--user", ME, "--pre-exec", "true"] if way == "forked" else []
+    extra = ["--pre-exec", "true"] if way == "forked" else []
 
     def start(command: str, cwd: Path, *more: str) -> dict[str, object]:
         status = tmp_path / "status"
         status.unlink(missing_ok=True)
         shim = [sys.executable, "-I", "-S", SHIM, str(status), "--cwd", str(cwd), *more,
                 "--stdout", "out", "--stderr", "out", *extra, "--", command]
-        env = env_bytes({"PATH": f"{bin_a}:{bin_b}", "HOME": str(tmp_path)})
-        subprocess.run(shim, input=env, timeout=30, check=False, cwd="/", start_new_session=True)  # its group ends with it
+        env = env_bytes({"PATH": f"{bin_a}:{bin_b}:/usr/bin:/bin", "HOME": str(tmp_path)})
+        # (a session of its own: the shim's group ends with it)
+        subprocess.run(shim, input=env, timeout=30, check=False, cwd="/", start_new_session=True)
         return dict(json.loads(status.read_text()))
 
     assert start("both", work)["exit_code"] == 0
     assert (work / "out").read_text() == f"ran {bin_b}/both in {work}\n"
+    # Which way it went: a spawning shim has moved to the job's directory (it runs from /); the
+    # command's stdin is /dev/null either way, not the memfd of its environment.
+    (bin_b / "where").write_text("#!/bin/sh\nreadlink /proc/$PPID/cwd /proc/self/fd/0\n")
+    (bin_b / "where").chmod(0o755)
+    (work / "out").unlink()
+    assert start("where", work)["exit_code"] == 0
+    shim_cwd = str(work) if way == "spawned" else "/"
+    assert (work / "out").read_text().splitlines() == [shim_cwd, os.devnull]
     assert start("only-a", work)["code"] == NOT_EXECUTABLE
     missing = start("no-such-command-xce", work)
     assert missing["code"] == COMMAND_NOT_FOUND and "no-such-command-xce" in str(missing["start_error"])
     assert start("both", tmp_path / "gone")["code"] == CWD_MISSING
+    assert start("both", tmp_path / "gone\udcff")["code"] == CWD_MISSING  # a name not UTF-8 (b"\xff")
     assert start("both", tmp_path / "gone", "--cwd-fallback", str(work))["exit_code"] == 0
     note, ran = (work / "out").read_text().splitlines()[-2:]
-    assert note.startswith(f"xce: home directory {tmp_path / 'gone'} not accessible") and ran.endswith(str(work))
+    assert note.startswith(f"xce: home directory {tmp_path / 'gone'} not accessible")
+    assert ran.endswith(str(work))
 
 
 def test_the_shim_writes_json_and_reads_the_environment_by_hand() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from worker import shim
 
 
@@ -18,3 +20,15 @@ def test_a_shim_starts_the_command_itself_only_for_an_owner_it_is_already() -> N
     assert not shim._is_self((uid, gid, [*groups, max([gid, *groups]) + 1]))  # one group more
     if set(groups) - {gid}:
         assert not shim._is_self((uid, gid, []))  # one group fewer
+
+
+def test_a_shim_whose_real_effective_and_saved_ids_differ_is_no_one_yet(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its command would start with the ids the shim holds, whichever: all three must be the owner's."""
+    uid, gid, groups = os.getuid(), os.getgid(), os.getgroups()
+    for ids in ((uid, uid + 1, uid), (uid + 1, uid, uid), (uid, uid, uid + 1)):
+        monkeypatch.setattr(shim.os, "getresuid", lambda ids=ids: ids)
+        assert not shim._is_self((uid, gid, groups))
+    monkeypatch.setattr(shim.os, "getresuid", lambda: (uid, uid, uid))
+    monkeypatch.setattr(shim.os, "getresgid", lambda: (gid, gid + 1, gid))
+    assert not shim._is_self((uid, gid, groups))
