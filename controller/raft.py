@@ -137,7 +137,7 @@ from controller.raft_snapshot import Snapshots
 from controller.raft_transport import APPLYING, KEEPALIVE, RemovalGuard, durable_transport
 from controller.raft_wal import LmdbJournal
 from controller.read_index import Done, ReadIndex
-from controller.store import StateStore, fsync_path
+from controller.store import StateStore, StoreError, fsync_path
 from xce.clock import REAL_CLOCK, Clock
 
 log = logging.getLogger(__name__)
@@ -292,6 +292,12 @@ class RaftNode:
         wal = LmdbJournal(data_dir / "wal", before_truncate=self._sync_snapshot_dir,
                           on_failure=lambda exc: fail_stop.fail_stop(exc), check_removal=guard.check)
         self._wal = wal
+        if store.rebuilt and not self._snapshot_path.exists() and len(wal) and wal[0][1] > 1:
+            raise StoreError(  # (it held entries before its log's first: a snapshot made them)
+                f"the state store in {data_dir} was not synced when the machine went down and was set "
+                f"aside, and this replica has no Raft snapshot to rebuild it from (its log starts at "
+                f"entry {wal[0][1]}): replace it as a dead replica is replaced (`xce member remove`, "
+                "then a new data directory added back with `xce member add`: docs/DEPLOY.md)")
         self._snapshots = Snapshots(store, self._snapshot_path, wal, guard,
                                     lambda: int(self._replica.raftLastApplied), clock)
         marker = f"{_WAL_MARKER}{data_dir}"

@@ -12,6 +12,7 @@ import lmdb
 import pytest
 
 from controller import fsm
+from controller import store as store_module
 from controller.store import PULSE_EVERY, SNAPSHOT_MAGIC, LmdbTables, StateStore, StoreError
 from xce.v1 import api_pb2 as api
 from xce.v1 import log_pb2 as log
@@ -79,7 +80,7 @@ def test_snapshot_restores_into_another_store_of_the_cluster(
     assert target.canonical_dump() == source.canonical_dump()
     assert target.meta().applied_index == 5
     # The swap leaves no side directories behind, and the store goes on.
-    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["state"]
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["state", "state.unsynced"]  # (its note)
     assert target.apply(5, submit_entry("late")) is None
     fill(target, 6, 1)
     fill(source, 6, 1)
@@ -152,7 +153,7 @@ def test_interrupted_restore_swap_finishes_at_next_open(tmp_path: Path, stores: 
     (tmp_path / "b" / "state.old").mkdir()
     target = open_store(stores, tmp_path / "b" / "state")
     assert target.canonical_dump() == source.canonical_dump()
-    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["state"]
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["state", "state.unsynced"]  # (its note)
 
 
 # ---------------------------------------------------------------- identity and corruption
@@ -393,3 +394,41 @@ def test_a_long_apply_calls_pulse_as_it_goes_and_ends_in_the_same_state(
     assert results[0] == results[1] and results[0] is not None and len(results[0][0].job_ids) == 2000
     assert len(calls) >= 2000 * 3 // PULSE_EVERY  # every job's writes count: more than one per job
     assert plain.canonical_dump() == pulsed.canonical_dump()
+
+
+# ---------------------------------------------------------------- commits without a sync
+
+
+def test_a_store_closed_is_synced_and_one_left_open_in_this_boot_is_used_as_it_was(
+        tmp_path: Path, stores: list[StateStore]) -> None:
+    """Commits are not synced: a close syncs and removes the store's note of its boot; a store that
+    was not closed (its process died) is used as it was when this boot opens it again."""
+    path = tmp_path / "r" / "state"
+    note = path.with_name("state.unsynced")
+    first = StateStore(path, CLUSTER)
+    assert note.read_text() == store_module.boot_id() != ""
+    fill(first, 1, 4)
+    first.close()
+    assert not note.exists()
+    died = StateStore(path, CLUSTER)
+    fill(died, 5, 2)
+    died._env.close()  # as a killed process leaves it: no sync, the note stays
+    again = open_store(stores, path)
+    assert not again.rebuilt and again.meta().applied_index == 6 and note.exists()
+
+
+def test_a_store_left_unsynced_by_another_boot_is_set_aside_and_starts_empty(
+        tmp_path: Path, stores: list[StateStore]) -> None:
+    """The machine went down: the disk may hold some commits since the last sync and not others, so
+    the state is not used; the replica rebuilds it from its snapshot and log (raft.py)."""
+    path = tmp_path / "r" / "state"
+    died = StateStore(path, CLUSTER)
+    fill(died, 1, 4)
+    died._env.close()
+    path.with_name("state.unsynced").write_text("another-boot")
+    again = open_store(stores, path)
+    assert again.rebuilt and again.meta().applied_index == 0
+    assert path.with_name("state.untrusted").is_dir()
+    assert path.with_name("state.unsynced").read_text() == store_module.boot_id()
+    fill(again, 1, 2)  # and the log replays into it
+    assert again.meta().applied_index == 2
