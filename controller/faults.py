@@ -27,8 +27,8 @@ Three bugs that only the soak's linearizability check can see (soak/linear/), no
   (as a follower read without a read barrier would).
 - lease-reads: a replica that believes it leads answers reads from its own state without asking a
   majority, and never steps down for want of one (a leader lease honoured after its expiry).
-- ack-before-sync: the Raft log and the state are written without fsync (LMDB sync off): a write is
-  acknowledged before it is on disk, and a power loss of a majority loses it.
+- ack-before-sync: the Raft log is written without fsync (LMDB sync off; the state is always): a
+  write is acknowledged before it is on disk, and a power loss of a majority loses it.
 """
 
 from __future__ import annotations
