@@ -292,12 +292,15 @@ class RaftNode:
         wal = LmdbJournal(data_dir / "wal", before_truncate=self._sync_snapshot_dir,
                           on_failure=lambda exc: fail_stop.fail_stop(exc), check_removal=guard.check)
         self._wal = wal
-        if store.rebuilt and not self._snapshot_path.exists() and len(wal) and wal[0][1] > 1:
-            raise StoreError(  # (it held entries before its log's first: a snapshot made them)
-                f"the state store in {data_dir} was not synced when the machine went down and was set "
-                f"aside, and this replica has no Raft snapshot to rebuild it from (its log starts at "
-                f"entry {wal[0][1]}): replace it as a dead replica is replaced (`xce member remove`, "
-                "then a new data directory added back with `xce member add`: docs/DEPLOY.md)")
+        applied = store.meta().applied_index
+        if not self._snapshot_path.exists() and len(wal) and wal[0][1] > applied + 1:
+            raise StoreError(  # (the entries between were dropped for a snapshot, which is gone)
+                f"the state in {data_dir} holds entries up to {applied}, this replica's log starts at "
+                f"entry {wal[0][1]}, and there is no Raft snapshot to fill the gap (the state was set "
+                "aside after the machine went down, or lost): replace the replica as a dead one is "
+                "replaced (`xce member remove`, then a new data directory added with `xce member add`: "
+                "docs/DEPLOY.md)")
+        store.start_syncing(lambda exc: fail_stop.fail_stop(exc, "syncing the state"))
         self._snapshots = Snapshots(store, self._snapshot_path, wal, guard,
                                     lambda: int(self._replica.raftLastApplied), clock)
         marker = f"{_WAL_MARKER}{data_dir}"

@@ -24,7 +24,11 @@ synced before its first commit, removed once a close has synced it) of the
 boot it was written in; opened after a boot other than the note's, the
 state is not used (moved to `state.untrusted`) and the replica rebuilds it
 from its Raft snapshot and WAL (`rebuilt`; raft.py refuses to start if they
-cannot make it, with what to do).
+cannot make it, with what to do). A replica also syncs the state every
+second (`start_syncing`): a write-back error, which the kernel reports to
+one sync only, surfaces there (or at a snapshot's or the close's sync),
+marks the note so that no boot trusts the state again, and stops the
+replica.
 
 The environment has an identity record (cluster id) written when it is
 created; opening it for another cluster, or opening a corrupt file, fails
@@ -57,6 +61,8 @@ logger = logging.getLogger(__name__)
 MAP_SIZE = 8 << 30  # address space only; the file grows with the data
 UNSYNCED = ".unsynced"  # beside the store: the boot its commits since the last sync were made in
 UNTRUSTED = ".untrusted"  # beside the store: the last state set aside after a machine went down
+SYNC_EVERY_S = 1.0  # the replica's state synced this often: a write-back error surfaces within it
+NOT_SYNCED = b"sync-failed"  # the note after a failed sync: no boot trusts the state since
 SNAPSHOT_MAGIC = b"XCESNAP1"
 IDENTITY_KEY = b"identity"
 
@@ -206,6 +212,7 @@ class StateStore:
         self._lock = _ReadWriteLock()
         self._finish_interrupted_swap()
         self._unsynced = self.path.with_name(self.path.name + UNSYNCED)
+        self._closed = threading.Event()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rebuilt = self._set_aside_after_a_machine_crash()  # the caller rebuilds from the log
         write_private(self._unsynced, boot_id().encode())  # before the first commit that is not synced
@@ -269,11 +276,47 @@ class StateStore:
             shutil.rmtree(old)
 
     def close(self) -> None:
+        self._closed.set()
         with self._lock.write():
-            self._env.sync(True)
-            self._env.close()
+            try:
+                self._sync_or_distrust()
+            finally:
+                self._env.close()
         self._unsynced.unlink(missing_ok=True)  # synced: whatever boot opens it next may use it
         fsync_path(self.path.parent)
+
+    def sync(self) -> None:
+        """Everything committed so far, on disk. A failure (a write-back error, which the kernel
+        reports once) marks the state untrusted before StoreError: the next start rebuilds it."""
+        with self._lock.read():
+            if not self._closed.is_set():
+                self._sync_or_distrust()
+
+    def start_syncing(self, on_failure: Callable[[BaseException], None],
+                      every_s: float = SYNC_EVERY_S) -> None:
+        """Sync every `every_s` in a thread of its own, until closed: a write-back error the commits
+        no longer see surfaces within it, and `on_failure` hears of it (the replica stops)."""
+        def run() -> None:
+            while not self._closed.wait(every_s):
+                try:
+                    self.sync()
+                except StoreError as exc:
+                    on_failure(exc)
+                    return
+
+        threading.Thread(target=run, daemon=True, name="state-sync").start()
+
+    def _sync_or_distrust(self) -> None:
+        try:
+            self._env.sync(True)
+        except lmdb.Error as exc:
+            try:
+                write_private(self._unsynced, NOT_SYNCED)
+                fsync_path(self._unsynced)
+            except OSError:
+                pass  # (a disk that takes not even this: the replica stops all the same)
+            raise StoreError(f"state store {self.path}: a sync failed ({exc}): the state is not trusted "
+                             "again; the next start rebuilds it from the Raft snapshot and log") from exc
 
     # -------------------------------------------------------------- apply
 
@@ -317,7 +360,7 @@ class StateStore:
 
     def write_snapshot(self, out: BinaryIO, header: dict[str, Any]) -> None:
         """Header, then a consistent copy of the environment."""
-        self._env.sync(True)
+        self.sync()
         with self._lock.read(), self._env.begin() as txn:
             meta = fsm.read_meta(LmdbTables(txn, self._dbs))
             header = {**header, "cluster_id": self.cluster_id, "applied_index": meta.applied_index,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -432,3 +433,46 @@ def test_a_store_left_unsynced_by_another_boot_is_set_aside_and_starts_empty(
     assert path.with_name("state.unsynced").read_text() == store_module.boot_id()
     fill(again, 1, 2)  # and the log replays into it
     assert again.meta().applied_index == 2
+
+
+class _FailingSync:
+    """An environment whose syncs fail, as after a write-back error the kernel reports."""
+
+    def __init__(self, env: lmdb.Environment) -> None:
+        self.env = env
+
+    def sync(self, force: bool = False) -> None:
+        raise lmdb.Error("EIO")
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def test_a_failed_sync_leaves_the_state_untrusted_whatever_boot_opens_it_next(
+        tmp_path: Path, stores: list[StateStore]) -> None:
+    path = tmp_path / "r" / "state"
+    failing = StateStore(path, CLUSTER)
+    fill(failing, 1, 3)
+    failing._env = _FailingSync(failing._env)  # type: ignore[assignment]
+    with pytest.raises(StoreError, match="a sync failed"):
+        failing.sync()
+    with pytest.raises(StoreError, match="a sync failed"):
+        failing.close()  # the close's sync too: the note stays, marked
+    assert path.with_name("state.unsynced").read_bytes() == store_module.NOT_SYNCED
+    again = open_store(stores, path)  # this very boot
+    assert again.rebuilt and again.meta().applied_index == 0
+
+
+def test_the_state_is_synced_in_the_background_until_closed(tmp_path: Path, stores: list[StateStore]) -> None:
+    store = open_store(stores, tmp_path / "r" / "state")
+    fill(store, 1, 2)
+    failures: list[BaseException] = []
+    store._env = _FailingSync(store._env)  # type: ignore[assignment]
+    store.start_syncing(failures.append, every_s=0.01)
+    deadline = time.monotonic() + 10
+    while not failures and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert failures and isinstance(failures[0], StoreError)
+    stores.remove(store)
+    store._closed.set()
+    store._env.close()
