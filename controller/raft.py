@@ -294,6 +294,7 @@ class RaftNode:
         self._wal = wal
         applied = store.meta().applied_index
         if not self._snapshot_path.exists() and len(wal) and wal[0][1] > applied + 1:
+            wal.close()
             raise StoreError(  # (the entries between were dropped for a snapshot, which is gone)
                 f"the state in {data_dir} holds entries up to {applied}, this replica's log starts at "
                 f"entry {wal[0][1]}, and there is no Raft snapshot to fill the gap (the state was set "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.raft import RaftNode, RaftSettings
 from controller.raft_wal import LmdbJournal
 from controller.store import StateStore, StoreError
 from ops.local_cluster import free_ports
@@ -40,6 +41,7 @@ def _run_then_crash(data: Path, address: str, snapshot_at: int | None) -> tuple[
         dump, applied = store.canonical_dump(), store.meta().applied_index
     finally:
         node.close()
+        store._closed.set()  # its syncs stop, as the process's death stops them
         store._env.close()  # not the store's close (which syncs): the process died with the machine
     (data / "state.unsynced").write_text("a-boot-before-this-one")
     return dump, applied
@@ -81,5 +83,9 @@ def test_a_replica_that_cannot_rebuild_its_state_refuses_to_start_and_says_what_
     wal.deleteEntriesTo(5)  # compacted once, and its snapshot lost since
     wal.close()
     for _ in range(2):  # and again: the first start's store noted this boot, and its state is empty
-        with pytest.raises(StoreError, match="replace the replica as a dead one"):
-            _node(data, address)
+        store = StateStore(data / "state", CLUSTER)
+        try:
+            with pytest.raises(StoreError, match="replace the replica as a dead one"):
+                RaftNode(address, [address], data, "pw", store, RaftSettings())
+        finally:
+            store.close()
