@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from controller.raft import SUCCESS, RaftNode, RaftSettings
+from controller.raft_snapshot import Entry
 from controller.raft_wal import LmdbJournal
 from controller.store import StateStore
 from ops.local_cluster import free_ports
@@ -53,23 +54,37 @@ def _submit(i: int) -> log.Entry:
     return log.Entry(submit=log.SubmitBatch(requests=[request]))
 
 
+def _twenty_submits(node: RaftNode) -> None:
+    """The cluster's start, then twenty one-job submits, each applied."""
+    _wait_leader(node)
+    _propose(node, log.Entry(init=log.InitCluster(cluster_id=CLUSTER, config_digest="d",
+                                                 queues=[api.Queue(name="normal")])))
+    for i in range(20):
+        _propose(node, _submit(i))
+
+
+def _snapshot_at(node: RaftNode, store: StateStore, data: Path, address: str,
+                 position: int) -> tuple[Entry, Entry]:
+    """What pysyncobj writes when it compacts: a snapshot whose last entry is the log's at
+    `position`; (its prev, its last)."""
+    entries = list(node._wal[:])
+    prev, last = entries[position - 1], entries[position]
+    with open(data / "snapshot", "wb") as out:
+        store.write_snapshot(out, {"last": [last[0].hex(), last[1], last[2]],
+                                   "prev": [prev[0].hex(), prev[1], prev[2]], "cluster": [address]})
+    return prev, last
+
+
 def test_restart_between_snapshot_and_log_truncation_keeps_the_log_tail(tmp_path: Path) -> None:
     address = f"127.0.0.1:{free_ports(1)[0]}"
     data = tmp_path / "replica"
     node, store = _node(data, address)
     try:
-        _wait_leader(node)
-        _propose(node, log.Entry(init=log.InitCluster(cluster_id=CLUSTER, config_digest="d",
-                                                             queues=[api.Queue(name="normal")])))
-        for i in range(20):
-            _propose(node, _submit(i))
+        _twenty_submits(node)
         # What pysyncobj would have written at some earlier point: a snapshot
         # whose last two entries sit in the middle of the log.
         wal_entries = list(node._wal[:])
-        prev, last = wal_entries[5], wal_entries[6]
-        with open(data / "snapshot", "wb") as out:
-            store.write_snapshot(out, {"last": [last[0].hex(), last[1], last[2]],
-                                       "prev": [prev[0].hex(), prev[1], prev[2]], "cluster": [address]})
+        prev, last = _snapshot_at(node, store, data, address, 6)
         applied = store.meta().applied_index
     finally:
         node.close()

@@ -17,8 +17,15 @@ from controller.raft import RaftNode, RaftSettings
 from controller.raft_wal import LmdbJournal
 from controller.store import StateStore, StoreError
 from ops.local_cluster import free_ports
-from tests.cluster.test_raft_snapshot_restart import CLUSTER, _node, _propose, _submit, _wait_leader
-from xce.v1 import api_pb2 as api
+from tests.cluster.test_raft_snapshot_restart import (
+    CLUSTER,
+    _node,
+    _propose,
+    _snapshot_at,
+    _submit,
+    _twenty_submits,
+    _wait_leader,
+)
 from xce.v1 import log_pb2 as log
 
 
@@ -27,17 +34,9 @@ def _run_then_crash(data: Path, address: str, snapshot_at: int | None) -> tuple[
     dump and the applied index the state had."""
     node, store = _node(data, address)
     try:
-        _wait_leader(node)
-        _propose(node, log.Entry(init=log.InitCluster(cluster_id=CLUSTER, config_digest="d",
-                                                     queues=[api.Queue(name="normal")])))
-        for i in range(20):
-            _propose(node, _submit(i))
-        if snapshot_at is not None:  # what pysyncobj writes when it compacts
-            entries = list(node._wal[:])
-            prev, last = entries[snapshot_at - 1], entries[snapshot_at]
-            with open(data / "snapshot", "wb") as out:
-                store.write_snapshot(out, {"last": [last[0].hex(), last[1], last[2]],
-                                           "prev": [prev[0].hex(), prev[1], prev[2]], "cluster": [address]})
+        _twenty_submits(node)
+        if snapshot_at is not None:
+            _snapshot_at(node, store, data, address, snapshot_at)
         dump, applied = store.canonical_dump(), store.meta().applied_index
     finally:
         node.close()
