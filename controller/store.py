@@ -213,6 +213,7 @@ class StateStore:
         self._finish_interrupted_swap()
         self._unsynced = self.path.with_name(self.path.name + UNSYNCED)
         self._closed = threading.Event()
+        self._on_sync_failure: Callable[[BaseException], None] | None = None  # set by start_syncing
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rebuilt = self._set_aside_after_a_machine_crash()  # the caller rebuilds from the log
         write_private(self._unsynced, boot_id().encode())  # before the first commit that is not synced
@@ -295,13 +296,16 @@ class StateStore:
     def start_syncing(self, on_failure: Callable[[BaseException], None],
                       every_s: float = SYNC_EVERY_S) -> None:
         """Sync every `every_s` in a thread of its own, until closed: a write-back error the commits
-        no longer see surfaces within it, and `on_failure` hears of it (the replica stops)."""
+        no longer see surfaces within it. `on_failure` hears of any sync that fails, this thread's, a
+        snapshot's (whose writer would try again, and the kernel reports such an error once) or the
+        close's: the replica stops."""
+        self._on_sync_failure = on_failure
+
         def run() -> None:
             while not self._closed.wait(every_s):
                 try:
                     self.sync()
-                except StoreError as exc:
-                    on_failure(exc)
+                except StoreError:
                     return
 
         threading.Thread(target=run, daemon=True, name="state-sync").start()
@@ -315,8 +319,11 @@ class StateStore:
                 fsync_path(self._unsynced)
             except OSError:
                 pass  # (a disk that takes not even this: the replica stops all the same)
-            raise StoreError(f"state store {self.path}: a sync failed ({exc}): the state is not trusted "
-                             "again; the next start rebuilds it from the Raft snapshot and log") from exc
+            error = StoreError(f"state store {self.path}: a sync failed ({exc}): the state is not trusted "
+                               "again; the next start rebuilds it from the Raft snapshot and log")
+            if self._on_sync_failure is not None:
+                self._on_sync_failure(error)
+            raise error from exc
 
     # -------------------------------------------------------------- apply
 
