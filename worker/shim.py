@@ -274,7 +274,8 @@ def _spawned(cwd: str, stdout: str, stderr: str, command: list[str], fallback: s
     post-exec, not interactive): (its pid, "") or (0, the start failure as _child reports it). The
     steps of _child, in the same order and with the same failures, done here; no copy of this
     process is made to do them in (a fork of the shim, its pages copied as it runs, and its end cost
-    ~1.5 ms of CPU a job, a third of a short job's on its host). This process stays in the job's
+    1-1.5 ms of CPU a job, more than a third of what its shim and command cost: bench/shim_cost.py).
+    This process stays in the job's
     working directory: nothing it does after names a relative path. Unlike the child, it holds the
     group's signals meanwhile: a kill while a hung file system holds the start waits for the grace's
     KILL, and one that comes before a start failure is not the command's (it never ran)."""
