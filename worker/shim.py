@@ -34,7 +34,7 @@ already (a worker that is not root, or root's job on a root worker: the same
 uid, gid and groups) needs no child to become anyone: the shim does the same
 steps itself, in the same order and with the same failures, and starts the
 command with posix_spawn, which copies nothing of the shim (a forked child's
-copied pages, faults and end were ~1.5 ms of CPU a job). Not with a pre- or
+copied pages, faults and end were 1-1.5 ms of CPU a job). Not with a pre- or
 post-exec, nor interactive: those run in the forked child. `--cwd-fallback`: the working
 directory is the owner's home, not one the job named; if the owner cannot
 enter it (a user without a home), the job runs in the fallback (/tmp) and
@@ -275,10 +275,10 @@ def _spawned(cwd: str, stdout: str, stderr: str, command: list[str], fallback: s
     steps of _child, in the same order and with the same failures, done here; no copy of this
     process is made to do them in (a fork of the shim, its pages copied as it runs, and its end cost
     1-1.5 ms of CPU a job, more than a third of what its shim and command cost: bench/shim_cost.py).
-    This process stays in the job's
-    working directory: nothing it does after names a relative path. Unlike the child, it holds the
-    group's signals meanwhile: a kill while a hung file system holds the start waits for the grace's
-    KILL, and one that comes before a start failure is not the command's (it never ran)."""
+    This process stays in the job's working directory: nothing it does after names a relative path.
+    Unlike the child, it holds the group's signals meanwhile: a kill while a hung file system holds
+    the start waits for the grace's KILL, and one that comes before a start failure is not the
+    command's (it never ran)."""
     step = _Step()
     opened: list[int] = []
     try:
