@@ -53,6 +53,7 @@ import lmdb
 
 from controller import fsm
 from controller.tables import TABLES
+from xce.clock import boot_id
 from xce.private import private_lmdb, write_private
 from xce.v1 import log_pb2 as log
 
@@ -216,9 +217,7 @@ class StateStore:
         self._on_sync_failure: Callable[[BaseException], None] | None = None  # set by start_syncing
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rebuilt = self._set_aside_after_a_machine_crash()  # the caller rebuilds from the log
-        write_private(self._unsynced, boot_id().encode())  # before the first commit that is not synced
-        fsync_path(self._unsynced)
-        fsync_path(self.path.parent)
+        self._note(boot_id().encode())  # before the first commit that is not synced ("": never trusted)
         self._env, self._dbs = self._open(self.path)
 
     # -------------------------------------------------------------- opening
@@ -310,13 +309,18 @@ class StateStore:
 
         threading.Thread(target=run, daemon=True, name="state-sync").start()
 
+    def _note(self, content: bytes) -> None:
+        """The note beside the store (module docstring), on disk."""
+        write_private(self._unsynced, content)
+        fsync_path(self._unsynced)
+        fsync_path(self.path.parent)
+
     def _sync_or_distrust(self) -> None:
         try:
             self._env.sync(True)
         except lmdb.Error as exc:
             try:
-                write_private(self._unsynced, NOT_SYNCED)
-                fsync_path(self._unsynced)
+                self._note(NOT_SYNCED)
             except OSError:
                 pass  # (a disk that takes not even this: the replica stops all the same)
             error = StoreError(f"state store {self.path}: a sync failed ({exc}): the state is not trusted "
@@ -495,15 +499,6 @@ def set_identity(path: Path, cluster_id: str) -> None:
             txn.put(IDENTITY_KEY, cluster_id.encode(), db=env.open_db(b"meta", txn=txn))
     finally:
         env.close()
-
-
-def boot_id() -> str:
-    """This boot's id (the kernel's; "" where there is none: a state left unsynced is then never
-    trusted)."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
 
 
 def fsync_path(path: Path) -> None:

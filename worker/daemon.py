@@ -64,7 +64,7 @@ from worker.journal import JournalStore
 from worker.process_host import ProcessHost
 from worker.session import WorkerSession
 from xce import daemon_logging, lsf_bin, sd_notify, worker_wire
-from xce.clock import REAL_CLOCK, Clock
+from xce.clock import REAL_CLOCK, Clock, boot_id
 from xce.clock_jumps import ClockJumps
 from xce.metrics import daemon_registry
 from xce.metrics import serve as serve_metrics
@@ -83,14 +83,6 @@ WORKER_KEEPALIVE_MS = 10_000
 JOIN_TIMEOUT_S = 5.0  # a join is one commit: far less than this unless the replica is unreachable
 MAX_BACKOFF_S = 2.0  # a failover takes about a second: do not sleep through it
 OUTPUT_READERS = 4  # output reads at once (the rest time out)
-
-
-def _boot_id() -> str:
-    """This boot's id (Linux), under which monotonic readings of different processes compare; "" if none."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
 
 
 def _lsf_bindir() -> dict[str, str]:
@@ -129,7 +121,7 @@ class Worker:
         joins_as.CopyFrom(config.host)
         joins_as.metrics_address = config.metrics  # said in each join, for Status (never in the host record)
         self.session = WorkerSession(joins_as, self.executor, self.executor.journal, clock,
-                                     config.kill_grace_s, load or LoadMeter().sample, boot_id=_boot_id())
+                                     config.kill_grace_s, load or LoadMeter().sample, boot_id=boot_id())
         self.session.read_output = self._read_output
         self._clock_jumps = ClockJumps()  # said in the log: the times this worker journals moved
         self.launches: launch_socket.LaunchServer | None = None  # `xce launch` in jobs here (run())

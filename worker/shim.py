@@ -195,11 +195,16 @@ def _open_output(step: _Step, fd: int, path: str, spool_outputs: str, overwrite:
 Owner = tuple[int, int, list[int]]  # uid, gid, groups
 
 
+def _account(user: str) -> Owner:
+    """The account's ids and groups (KeyError, OSError: they cannot be read)."""
+    entry = pwd.getpwnam(user)
+    return entry.pw_uid, entry.pw_gid, os.getgrouplist(user, entry.pw_gid)
+
+
 def _owner(user: str) -> Owner | None:
     """The account's ids and groups, or None if they cannot be read (the child then says why)."""
     try:
-        entry = pwd.getpwnam(user)
-        return entry.pw_uid, entry.pw_gid, os.getgrouplist(user, entry.pw_gid)
+        return _account(user)
     except (KeyError, OSError):
         return None
 
@@ -223,9 +228,7 @@ def _child(user: str | None, owner: Owner | None, cwd: str, stdout: str, stderr:
     try:
         if user is not None:
             step.at(UNKNOWN_USER, f"user {user}")
-            if owner is None:  # the shim could not read the account: say why, as the lookup does
-                entry = pwd.getpwnam(user)
-                owner = entry.pw_uid, entry.pw_gid, os.getgrouplist(user, entry.pw_gid)
+            owner = owner or _account(user)  # (None: the shim could not read it; the lookup says why)
             os.setgroups(owner[2])
             os.setgid(owner[1])
             os.setuid(owner[0])

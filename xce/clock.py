@@ -12,6 +12,7 @@ that go into log entries and reports), and `monotonic_s`, for intervals
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Protocol
 
 
@@ -53,3 +54,12 @@ class ManualClock:
 
 
 REAL_CLOCK = RealClock()
+
+
+def boot_id() -> str:
+    """This boot's id (Linux's), which changes when the machine restarts: monotonic readings of
+    different processes compare under one, and a page cache lives no longer than one; "" if none."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
