@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from worker import spawn
+from worker import shim, spawn
 from worker.gpus import GpuIndices
 from worker.journal import JournalStore
 from worker.process_host import SHIM_PATH, Account, ProcessHost
@@ -45,14 +45,18 @@ class Files(Protocol):
     def make_spool(self, path: Path) -> None:
         """The spool: the worker's alone, but passable by owners (their directories are inside)."""
 
-    def read_json(self, path: str) -> dict[str, Any]:
-        """A JSON object, or {} if the file is missing, unreadable or holds something else."""
+    def read_status(self, path: str) -> dict[str, Any]:
+        """A shim's status file: its JSON object (shim.read_status), or {} if the file is missing,
+        unreadable or holds something else."""
 
     def exists(self, path: str) -> bool: ...
 
     def write_new(self, path: Path, text: str) -> None:
         """Write a file readable by everyone, in a directory only the worker writes, through no
         symbolic link (OSError if it cannot)."""
+
+    def write_shared(self, path: Path, text: str) -> None:
+        """As write_new, for a file jobs share: kept if it holds `text` already, else replaced whole."""
 
     def remove(self, path: Path) -> None:
         """Gone, if it was there."""
@@ -66,9 +70,9 @@ class RealFiles:
         path.mkdir(parents=True, exist_ok=True, mode=0o711)
         path.chmod(0o711)
 
-    def read_json(self, path: str) -> dict[str, Any]:
+    def read_status(self, path: str) -> dict[str, Any]:
         try:
-            value = json.loads(Path(path).read_text())
+            value = json.loads(shim.read_status(Path(path).read_text()))
         except (OSError, ValueError):
             return {}
         return value if isinstance(value, dict) else {}
@@ -82,6 +86,19 @@ class RealFiles:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         with os.fdopen(fd, "w") as out:
             out.write(text)
+
+    def write_shared(self, path: Path, text: str) -> None:
+        # Read back at each use: on a worker that is not root, a job (of the worker's user) may change it.
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(fd) as held:
+                if held.read() == text:
+                    return
+        except (OSError, ValueError):
+            pass
+        beside = path.with_name(f".{path.name}.{threading.get_ident()}")  # a job reads it whole or not at all
+        self.write_new(beside, text)
+        os.replace(beside, path)
 
     def remove(self, path: Path) -> None:
         try:
@@ -102,9 +119,9 @@ class MemoryFiles:
     def make_spool(self, path: Path) -> None:
         pass
 
-    def read_json(self, path: str) -> dict[str, Any]:
+    def read_status(self, path: str) -> dict[str, Any]:
         try:
-            value = json.loads(self.files[str(path)])
+            value = json.loads(shim.read_status(self.files[str(path)]))
         except (KeyError, ValueError):
             return {}
         return value if isinstance(value, dict) else {}
@@ -113,6 +130,9 @@ class MemoryFiles:
         return str(path) in self.files
 
     def write_new(self, path: Path, text: str) -> None:
+        self.files[str(path)] = text
+
+    def write_shared(self, path: Path, text: str) -> None:
         self.files[str(path)] = text
 
     def remove(self, path: Path) -> None:
@@ -153,10 +173,15 @@ class Instances:
 
     def read_status(self, path: str) -> dict[str, Any]:
         """A shim's status file, or {} if it left none."""
-        return self.files.read_json(path)
+        return self.files.read_status(path)
 
     def hostfile(self, key: Key) -> Path:
+        """A job's own host file (an allocation of several hosts); one of a host alone is shared."""
         return self.spool / "hosts" / f"{key[0]}.{key[1]}"
+
+    def shared_hostfile(self, slots: int) -> Path:
+        """The host file of every allocation of `slots` on this host alone (named unlike a job's)."""
+        return self.spool / "hosts" / f"here.{slots}"
 
     def forget_hostfile(self, key: Key) -> None:
         self.files.remove(self.hostfile(key))
@@ -191,7 +216,7 @@ class Instances:
                    self.output(cwd, job.spec.stderr_path, job, account, "err"))
         ids = spawn.ids_env(job, self.spool, task)
         where = spawn.hosts_env(job, self.name, credential or (task.credential if task is not None else ""),
-                                self._write_hostfile(job))
+                                self.write_hostfile(job))
         env = spawn.job_env(job, account, task, self.job_env, where, ids, gpus, self.gpus.count)
         command = spawn.shim_command(job, account, status_file, task, outputs, self.host.euid() == 0)
         return self.host.spawn(command, {"PATH": SHIM_PATH, **ids}, spawn.env_bytes(env),
@@ -204,11 +229,19 @@ class Instances:
         return str(self.host.owner_dir(self.spool / "users" / account.name, account) /
                    f"{job.id}.{job.attempt}.{suffix}")
 
-    def _write_hostfile(self, job: api.Job) -> str | None:
-        """The job's host file (a host per slot), readable by everyone through the 0711 spool."""
-        hostfile = self.hostfile((job.id, job.attempt))
+    def write_hostfile(self, job: api.Job) -> str | None:
+        """The job's host file (a host per slot), readable by everyone through the 0711 spool. That of
+        an allocation on this host alone is shared by all of its size, and kept: a file's creation and
+        removal cost this host ~0.5 ms of kernel time a job (its file system's inode allocation)."""
+        hosts = spawn.per_slot_hosts(job, self.name)
+        text = "".join(f"{h}\n" for h in hosts)
         try:
-            self.files.write_new(hostfile, "".join(f"{h}\n" for h in spawn.per_slot_hosts(job, self.name)))
+            if set(hosts) == {self.name}:
+                hostfile = self.shared_hostfile(len(hosts))
+                self.files.write_shared(hostfile, text)
+            else:
+                hostfile = self.hostfile((job.id, job.attempt))
+                self.files.write_new(hostfile, text)
         except OSError as exc:
             log.warning("job %d.%d: no host file %s: %s", job.id, job.attempt, hostfile, exc)
             return None

@@ -90,7 +90,7 @@ def _served_shim(status_path: str) -> int:
     """The pid a served shim wrote beside `status_path`, if that process still runs; else 0."""
     try:
         with open(pid_path(status_path)) as f:
-            pid, ticks = map(int, f.read().split())
+            pid, ticks = map(int, f.readline().split())  # (the status may follow: shim.write_status)
     except (OSError, ValueError):
         return 0
     return pid if start_ticks(pid) == ticks else 0

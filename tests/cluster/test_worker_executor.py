@@ -358,6 +358,40 @@ def test_a_worker_that_died_before_journaling_the_pid_finds_the_shim_by_its_pid_
     finally:
         go.touch()  # the job ends even when an assertion failed: no process outlives the test
         second.close()
+    # The pid file became the status file (the status after its line): no file of the shim's is left.
+    assert sorted(p.name for p in spool.glob("1.0.*")) == ["1.0.status"]
+    assert (spool / "1.0.status").read_text().startswith(f"{pid} ")
+
+
+def test_a_served_shims_pid_file_names_it_while_its_status_is_written_after_the_line(tmp_path: Path) -> None:
+    """The window a restarted worker may read it in: the line first, the status partly written."""
+    from worker.process_host import _served_shim, start_ticks
+
+    status, ticks = tmp_path / "3.0.status", start_ticks(os.getpid())
+    assert ticks is not None
+    (tmp_path / "3.0.pid").write_text(f"{os.getpid()} {ticks}\n{{\"exit_co")
+    assert _served_shim(str(status)) == os.getpid()
+    (tmp_path / "3.0.pid").write_text(f"{os.getpid()} {ticks + 1}\n")
+    assert _served_shim(str(status)) == 0  # a reused pid is not the shim
+
+
+def test_a_shared_file_is_kept_while_it_holds_the_text_and_replaced_whole_otherwise(tmp_path: Path) -> None:
+    from worker.instances import RealFiles
+
+    files, path, elsewhere = RealFiles(), tmp_path / "hosts" / "here.2", tmp_path / "elsewhere"
+    files.write_shared(path, "h\nh\n")
+    inode = path.stat().st_ino
+    files.write_shared(path, "h\nh\n")
+    assert path.stat().st_ino == inode  # not written again
+    path.write_text("changed by a job\n")  # (a worker that is not root: a job of its user may)
+    files.write_shared(path, "h\nh\n")
+    assert path.read_text() == "h\nh\n" and path.stat().st_ino != inode
+    elsewhere.write_text("theirs\n")
+    path.unlink()
+    path.symlink_to(elsewhere)
+    files.write_shared(path, "h\nh\n")  # the link is replaced, never written through
+    assert elsewhere.read_text() == "theirs\n" and not path.is_symlink() and path.read_text() == "h\nh\n"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["here.2"]
 
 
 def test_a_job_that_ends_after_its_executor_closed_is_left_to_the_next_one(tmp_path: Path) -> None:

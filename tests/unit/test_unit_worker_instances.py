@@ -112,3 +112,29 @@ def test_gpu_indices_are_the_lowest_free_ones_and_come_back() -> None:
     gpus.release((1, 0))
     assert gpus.take((2, 0), gpu_job((2, 0), "h", 3), "h") == [0, 1, 3]
     assert gpus.held_text() == "2.0: [0, 1, 3], 3.0: [2]"
+
+
+def test_a_job_on_this_host_alone_shares_its_host_file_and_one_on_several_has_its_own() -> None:
+    files = MemoryFiles()
+    ex, _ = executor(MemoryJournal(), files, Host({}))
+    here = api.Job(id=5, attempt=0, spec=api.JobSpec(slots=2))
+    also_here = api.Job(id=6, attempt=1, spec=api.JobSpec(slots=2))
+    wide = api.Job(id=7, attempt=0, spec=api.JobSpec(slots=3))
+    wide.allocation.add(host="here", slots=2)
+    wide.allocation.add(host="there", slots=1)
+    shared = ex.instances.write_hostfile(here)
+    assert shared == ex.instances.write_hostfile(also_here) == str(SPOOL / "hosts" / "here.2")
+    assert files.files[shared] == "here\nhere\n"
+    own = ex.instances.write_hostfile(wide)
+    assert own == str(SPOOL / "hosts" / "7.0") and files.files[own] == "here\nhere\nthere\n"
+    ex.instances.forget_hostfile((7, 0))
+    ex.instances.forget_hostfile((5, 0))  # a job's end takes its own file, never the shared one
+    assert list(files.files) == [shared]
+
+
+def test_a_status_file_is_read_after_the_pid_line_a_served_shim_leaves_first() -> None:
+    files = MemoryFiles()
+    files.files["a"] = '{"exit_code": 3}'  # a shim run alone (or by the build before)
+    files.files["b"] = '4242 1187\n{"exit_code": 4}'
+    files.files["c"] = '4242 1187\n{"exit_co'  # never renamed to the status file: not read whole
+    assert [files.read_status(p).get("exit_code") for p in "abc"] == [3, 4, None]
