@@ -1,6 +1,6 @@
 """What starting a short job costs its host: the server of shims, a shim and its command, per job.
 
-    .venv/bin/python bench/shim_cost.py [--jobs 400] [--rounds 3] [--command true]
+    .venv/bin/python bench/shim_cost.py [--jobs 400] [--rounds 3] [--command true] [--path DIRS]
 
 The worker's own way of starting a job (worker/process_host.py: a `RealProcessHost` and its server of
 shims), without a worker or a cluster: jobs of the running user (a root worker's root jobs, or a
@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from worker.process_host import SHIM, RealProcessHost  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"  # a job's own when its submitter sent none (worker/spawn.py)
 
 
 def _cpu(pid: int) -> tuple[float, float, int]:
@@ -36,14 +37,14 @@ def _cpu(pid: int) -> tuple[float, float, int]:
     return own / TICK, children / TICK, int(fields[8])
 
 
-def one_round(jobs: int, command: str) -> dict[str, float]:
+def one_round(jobs: int, command: str, path: str = DEFAULT_PATH) -> dict[str, float]:
     """Microseconds a job: server, shims and commands, this process; and the wall time."""
     with tempfile.TemporaryDirectory(prefix="xce-shim-cost-") as work:
         here = Path(work)
         host = RealProcessHost()
         ended = threading.Semaphore(0)
         user = os.environ.get("USER") or "root"
-        env = b"PATH=/usr/local/bin:/usr/bin:/bin\0HOME=" + str(here).encode()
+        env = f"PATH={path}\0HOME={here}".encode()
 
         def start(number: int) -> None:
             argv = [sys.executable, "-I", "-S", SHIM, str(here / f"{number}.status"), "--cwd", str(here),
@@ -80,8 +81,9 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--command", default="true", help="each job's command (found on the PATH)")
+    ap.add_argument("--path", default=DEFAULT_PATH, help="the jobs' PATH (bsub, sbatch send the submitter's)")
     args = ap.parse_args()
-    runs = [one_round(args.jobs, args.command) for _ in range(args.rounds)]
+    runs = [one_round(args.jobs, args.command, args.path) for _ in range(args.rounds)]
     print(f"## Starting a short job ({args.jobs} `{args.command}` one after another, "
           f"median of {args.rounds})\n")
     print("| per job | microseconds |\n|---|---|")

@@ -32,3 +32,24 @@ def test_a_shim_whose_real_effective_and_saved_ids_differ_is_no_one_yet(
     monkeypatch.setattr(shim.os, "getresuid", lambda: (uid, uid, uid))
     monkeypatch.setattr(shim.os, "getresgid", lambda: (gid, gid + 1, gid))
     assert not shim._is_self((uid, gid, groups))
+
+
+def test_the_path_search_spawns_only_where_a_file_is(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Directories of the PATH without the command are passed over by a stat (a failed spawn costs a
+    vfork and a child): one spawn, at the first that has it; none, and ENOENT, when none has."""
+    spawned: list[str] = []
+
+    def spawn(path: str, *args: object, **kwargs: object) -> int:
+        spawned.append(path)
+        return 42
+
+    monkeypatch.setattr(shim.os, "posix_spawn", spawn)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "job").write_text("#!/bin/sh\n")
+    (tmp_path / "file").write_text("")
+    path = f"{tmp_path}/none:{tmp_path}/file:{tmp_path}/bin:/bin"  # (file: ENOTDIR as a directory)
+    assert shim._spawn_on_path(["job"], {"PATH": path}, []) == 42 and spawned == [f"{tmp_path}/bin/job"]
+    spawned.clear()
+    with pytest.raises(FileNotFoundError):
+        shim._spawn_on_path(["job"], {"PATH": f"{tmp_path}/file:{tmp_path}/none"}, [])  # (the last's error)
+    assert spawned == []
