@@ -232,7 +232,7 @@ class Instances:
     def write_hostfile(self, job: api.Job) -> str | None:
         """The job's host file (a host per slot), readable by everyone through the 0711 spool. That of
         an allocation on this host alone is shared by all of its size, and kept: a file's creation and
-        removal cost this host ~0.5 ms of kernel time a job (its file system's inode allocation)."""
+        removal cost this host up to ~0.5 ms of kernel time a job (its file system's inode allocation)."""
         hosts = spawn.per_slot_hosts(job, self.name)
         text = "".join(f"{h}\n" for h in hosts)
         try:

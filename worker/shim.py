@@ -114,7 +114,7 @@ def write_status(path: str, status: dict[str, object]) -> None:
     """The status, whole or not at all (written beside, then renamed). A served shim writes it after
     the line of its pid file and renames that file: its line stays first, so a restarted worker that
     reads it meanwhile still finds the shim, and a job creates one file fewer (creating one costs
-    this host's file system 0.1-0.5 ms of kernel time). `read_status` skips the line."""
+    this host's file system 30-500 us of kernel time). `read_status` skips the line."""
     global _pid_file
     if _pid_file is not None:
         (fd, source), _pid_file = _pid_file, None
