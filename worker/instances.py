@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -88,17 +90,28 @@ class RealFiles:
             out.write(text)
 
     def write_shared(self, path: Path, text: str) -> None:
-        # Read back at each use: on a worker that is not root, a job (of the worker's user) may change it.
+        # Read back at each use: on a worker that is not root, a job (of the worker's user) may change
+        # it, or put a FIFO or a large file in its place (no wait, no more read than the text's size).
+        wanted = text.encode()
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-            with os.fdopen(fd) as held:
-                if held.read() == text:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                if stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, len(wanted) + 1) == wanted:
                     return
-        except (OSError, ValueError):
+            finally:
+                os.close(fd)
+        except OSError:
             pass
-        beside = path.with_name(f".{path.name}.{threading.get_ident()}")  # a job reads it whole or not at all
-        self.write_new(beside, text)
-        os.replace(beside, path)
+        path.parent.mkdir(mode=0o755, exist_ok=True)
+        fd, beside = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # read whole or not at all
+        try:
+            with os.fdopen(fd, "wb") as out:
+                os.fchmod(out.fileno(), 0o644)
+                out.write(wanted)
+            os.replace(beside, path)
+        except BaseException:
+            os.unlink(beside)
+            raise
 
     def remove(self, path: Path) -> None:
         try:

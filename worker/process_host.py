@@ -96,10 +96,23 @@ def _served_shim(status_path: str) -> int:
     return pid if start_ticks(pid) == ticks else 0
 
 
+def _ended_served_shim(status_path: str) -> int:
+    """The pid of the served shim that wrote `status_path` and ended (the pid line its status file
+    begins with: shim.write_status); else 0."""
+    try:
+        with open(status_path) as f:
+            pid, _ = f.readline().split()
+        return int(pid)
+    except (OSError, ValueError):
+        return 0
+
+
 def _wait_for_served_shim(status_path: str, timeout_s: float = 2.0) -> int:
-    """_served_shim, given the time a just-forked shim takes to write its pid file."""
+    """_served_shim, given the time a just-forked shim takes to write its pid file; or the pid of one
+    that ended already (a short job's shim renames its pid file to the status file as it ends)."""
     deadline = time.monotonic() + timeout_s
-    while not (pid := _served_shim(status_path)) and time.monotonic() < deadline:
+    while not (pid := _served_shim(status_path) or _ended_served_shim(status_path)) \
+            and time.monotonic() < deadline:
         time.sleep(0.02)
     return pid
 

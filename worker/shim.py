@@ -686,6 +686,8 @@ def _forked(options: dict[str, str], user: str | None, owner: Owner | None,
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
+        if _pid_file is not None:  # the shim's own: this child becomes the owner and may live as long
+            os.close(_pid_file[0])  # as the job (a pre- or post-exec, an interactive relay)
         # Python ignores PIPE and XFSZ, and an ignored signal stays ignored across exec: the
         # command gets the defaults (`yes | head` ends quietly).
         for sig in (*PASSED_ON, signal.SIGPIPE, signal.SIGXFSZ):
@@ -905,7 +907,8 @@ def _fork_shim(sock: socket.socket, message: bytes, fds: list[int], own: tuple[i
                 ticks = stat.read().rsplit(b")", 1)[1].split()[19].decode()
             fd = os.open(pid_path(status_path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             os.write(fd, f"{os.getpid()} {ticks}\n".encode())
-            _pid_file = (fd, pid_path(os.path.abspath(status_path)))  # (close-on-exec: no job has it)
+            # Kept for write_status: close-on-exec, and closed in a child that becomes the owner (_forked).
+            _pid_file = (fd, pid_path(os.path.abspath(status_path)))
             code = main(argv)
         except BaseException as exc:  # noqa: BLE001 - a shim never returns into the server's loop
             os.write(2, f"shim {os.getpid()}: {type(exc).__name__}: {exc}\n".encode(errors="replace"))

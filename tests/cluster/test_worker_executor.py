@@ -391,7 +391,35 @@ def test_a_shared_file_is_kept_while_it_holds_the_text_and_replaced_whole_otherw
     path.symlink_to(elsewhere)
     files.write_shared(path, "h\nh\n")  # the link is replaced, never written through
     assert elsewhere.read_text() == "theirs\n" and not path.is_symlink() and path.read_text() == "h\nh\n"
+    path.unlink()
+    os.mkfifo(path)  # no writer: a read of it would wait forever
+    files.write_shared(path, "h\nh\n")
+    assert path.is_file() and path.read_text() == "h\nh\n" and path.stat().st_mode & 0o777 == 0o644
     assert sorted(p.name for p in path.parent.iterdir()) == ["here.2"]
+
+
+def test_a_start_whose_server_died_answering_finds_its_shim_ended_already(tmp_path: Path) -> None:
+    """A short job's shim renames its pid file to its status file as it ends: the job ran."""
+    from worker.process_host import _wait_for_served_shim
+
+    status = tmp_path / "4.0.status"
+    status.write_text('4242 1187\n{"exit_code": 0}')
+    assert _wait_for_served_shim(str(status), timeout_s=0.1) == 4242
+    status.write_text('{"exit_code": 0}')  # a shim run on its own: no pid in its status
+    assert _wait_for_served_shim(str(status), timeout_s=0.1) == 0
+
+
+def test_a_child_that_becomes_the_owner_holds_no_file_of_its_shim(executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """With a post-exec, the shim's child lives as long as the job, as its owner (the command runs in a
+    child of it): the pid file its shim keeps open for the status is not among its files."""
+    ex, reports = executor
+    fds = tmp_path / "fds"
+    job = _job(1, "sh", "-c", f"ls -l /proc/$PPID/fd > {fds}.tmp; mv {fds}.tmp {fds}", cwd=tmp_path)
+    job.spec.post_exec = "true"
+    ex.run(job)
+    assert _wait_final(reports, 1).finished.exit_code == 0
+    listing = fds.read_text()
+    assert "/dev/null" in listing and ".pid" not in listing and ".status" not in listing
 
 
 def test_a_job_that_ends_after_its_executor_closed_is_left_to_the_next_one(tmp_path: Path) -> None:

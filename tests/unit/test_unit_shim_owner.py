@@ -4,6 +4,7 @@ first (worker/shim.py `_is_self`): only when the owner's uid, gid and groups are
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -34,7 +35,7 @@ def test_a_shim_whose_real_effective_and_saved_ids_differ_is_no_one_yet(
     assert not shim._is_self((uid, gid, groups))
 
 
-def test_the_path_search_spawns_only_where_a_file_is(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_path_search_spawns_only_where_a_file_is(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Directories of the PATH without the command are passed over by a stat (a failed spawn costs a
     vfork and a child): one spawn, at the first that has it; none, and ENOENT, when none has."""
     spawned: list[str] = []
