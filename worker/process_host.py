@@ -98,13 +98,13 @@ def _served_shim(status_path: str) -> int:
 
 def _ended_served_shim(status_path: str) -> int:
     """The pid of the served shim that wrote `status_path` and ended (the pid line its status file
-    begins with: shim.write_status); else 0."""
+    begins with: shim.write_status), unless that pid names another process by now; else 0."""
     try:
         with open(status_path) as f:
-            pid, _ = f.readline().split()
-        return int(pid)
+            pid, ticks = map(int, f.readline().split())
     except (OSError, ValueError):
         return 0
+    return pid if start_ticks(pid) in (None, ticks) else 0
 
 
 def _wait_for_served_shim(status_path: str, timeout_s: float = 2.0) -> int:

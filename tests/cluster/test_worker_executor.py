@@ -400,11 +400,16 @@ def test_a_shared_file_is_kept_while_it_holds_the_text_and_replaced_whole_otherw
 
 def test_a_start_whose_server_died_answering_finds_its_shim_ended_already(tmp_path: Path) -> None:
     """A short job's shim renames its pid file to its status file as it ends: the job ran."""
+    import subprocess
+
     from worker.process_host import _wait_for_served_shim
 
-    status = tmp_path / "4.0.status"
-    status.write_text('4242 1187\n{"exit_code": 0}')
-    assert _wait_for_served_shim(str(status), timeout_s=0.1) == 4242
+    status, gone = tmp_path / "4.0.status", subprocess.Popen(["true"])
+    gone.wait()  # a pid no process has now
+    status.write_text(f'{gone.pid} 1187\n{{"exit_code": 0}}')
+    assert _wait_for_served_shim(str(status), timeout_s=0.1) == gone.pid
+    status.write_text(f'{os.getpid()} 1187\n{{"exit_code": 0}}')  # its pid another process's by now
+    assert _wait_for_served_shim(str(status), timeout_s=0.1) == 0
     status.write_text('{"exit_code": 0}')  # a shim run on its own: no pid in its status
     assert _wait_for_served_shim(str(status), timeout_s=0.1) == 0
 
