@@ -458,6 +458,27 @@ def test_files_at_rest_are_their_owners_only(fleet: tuple[LocalCluster, LocalWor
     assert _mode(out) == 0o600 and out.stat().st_uid == NOBODY.pw_uid
 
 
+def test_a_job_cannot_change_the_host_file_the_hosts_other_jobs_share(fleet: tuple[LocalCluster, LocalWorkers],
+                                                                       nobody: Attacker) -> None:
+    """A one-host job's host file is shared by every job of its size there (worker/instances.py):
+    uid 65534's job may read it, never change, replace or remove it."""
+    cluster, _ = fleet
+    attack = ('cat "$LSB_DJOB_HOSTFILE"; echo w9 >> "$LSB_DJOB_HOSTFILE"; rm -f "$LSB_DJOB_HOSTFILE"; '
+              'mv "$LSB_DJOB_HOSTFILE" "$LSB_DJOB_HOSTFILE.x"; ln -sf /tmp "$LSB_DJOB_HOSTFILE"; true')
+    done = nobody.run("submit", "--json", "--", "sh", "-c", attack)
+    job_id = int(json.loads(done.stdout)["id"])
+    with cluster.client() as client:
+        client.run(job_id, "w1")
+    _wait_job(cluster, job_id, lambda j: j.state == api.DONE, "the job ran")
+    shared = cluster.data / "xce-spool-w1" / "hosts" / "here.1"
+    assert shared.read_text() == "w1\n" and not shared.is_symlink()
+    assert _mode(shared) == 0o644 and shared.stat().st_uid == 0
+    assert sorted(p.name for p in shared.parent.iterdir()) == ["here.1"]
+    mine = cluster.data / "xce-spool-w1" / "users" / "nobody"
+    said = (mine / f"{job_id}.0.out").read_text() + (mine / f"{job_id}.0.err").read_text()
+    assert said.startswith("w1\n") and "denied" in said  # it read the file, and every change was refused
+
+
 def test_a_worker_cannot_report_on_a_job_that_is_not_on_its_host(fleet: tuple[LocalCluster, LocalWorkers],
                                                                   shared: Path) -> None:
     cluster, _ = fleet
