@@ -458,8 +458,8 @@ def test_files_at_rest_are_their_owners_only(fleet: tuple[LocalCluster, LocalWor
     assert _mode(out) == 0o600 and out.stat().st_uid == NOBODY.pw_uid
 
 
-def test_a_job_cannot_change_the_host_file_the_hosts_other_jobs_share(fleet: tuple[LocalCluster, LocalWorkers],
-                                                                       nobody: Attacker) -> None:
+def test_a_job_cannot_change_the_host_file_the_hosts_other_jobs_share(
+        fleet: tuple[LocalCluster, LocalWorkers], nobody: Attacker) -> None:
     """A one-host job's host file is shared by every job of its size there (worker/instances.py):
     uid 65534's job may read it, never change, replace or remove it."""
     cluster, _ = fleet
