@@ -86,25 +86,28 @@ def sessions_usage() -> dict[int, tuple[int, float]]:
     return found
 
 
+def _pid_line(path: str) -> tuple[int, int] | None:
+    """(pid, start ticks): the line a served shim's pid file begins with, and then its status file
+    (shim.write_status); None if there is none."""
+    try:
+        with open(path) as f:
+            pid, ticks = map(int, f.readline().split())
+    except (OSError, ValueError):
+        return None
+    return pid, ticks
+
+
 def _served_shim(status_path: str) -> int:
     """The pid a served shim wrote beside `status_path`, if that process still runs; else 0."""
-    try:
-        with open(pid_path(status_path)) as f:
-            pid, ticks = map(int, f.readline().split())  # (the status may follow: shim.write_status)
-    except (OSError, ValueError):
-        return 0
-    return pid if start_ticks(pid) == ticks else 0
+    found = _pid_line(pid_path(status_path))
+    return found[0] if found is not None and start_ticks(found[0]) == found[1] else 0
 
 
 def _ended_served_shim(status_path: str) -> int:
-    """The pid of the served shim that wrote `status_path` and ended (the pid line its status file
-    begins with: shim.write_status), unless that pid names another process by now; else 0."""
-    try:
-        with open(status_path) as f:
-            pid, ticks = map(int, f.readline().split())
-    except (OSError, ValueError):
-        return 0
-    return pid if start_ticks(pid) in (None, ticks) else 0
+    """The pid of the served shim that wrote `status_path` and ended, unless that pid names another
+    process by now; else 0."""
+    found = _pid_line(status_path)
+    return found[0] if found is not None and start_ticks(found[0]) in (None, found[1]) else 0
 
 
 def _wait_for_served_shim(status_path: str, timeout_s: float = 2.0) -> int:

@@ -106,8 +106,8 @@ def _ignore(signum: int, frame: object) -> None:
     pass  # a handler, not SIG_IGN: exec resets it to the default for the command
 
 
-# A served shim's pid file, open: (its fd, its path). It becomes the status file (write_status).
-_pid_file: tuple[int, str] | None = None
+# A served shim's pid file, open (at pid_path of its status file): it becomes the status file.
+_pid_fd: int | None = None
 
 
 def write_status(path: str, status: dict[str, object]) -> None:
@@ -115,9 +115,9 @@ def write_status(path: str, status: dict[str, object]) -> None:
     the line of its pid file and renames that file: its line stays first, so a restarted worker that
     reads it meanwhile still finds the shim, and a job creates one file fewer (creating one costs
     this host's file system 30-500 us of kernel time). `read_status` skips the line."""
-    global _pid_file
-    if _pid_file is not None:
-        (fd, source), _pid_file = _pid_file, None
+    global _pid_fd
+    if _pid_fd is not None:
+        fd, source, _pid_fd = _pid_fd, pid_path(path), None
     else:
         source = os.path.splitext(path)[0] + ".tmp"
         fd = os.open(source, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -686,8 +686,8 @@ def _forked(options: dict[str, str], user: str | None, owner: Owner | None,
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
-        if _pid_file is not None:  # the shim's own: this child becomes the owner and may live as long
-            os.close(_pid_file[0])  # as the job (a pre- or post-exec, an interactive relay)
+        if _pid_fd is not None:  # the shim's own: this child becomes the owner and may live as long
+            os.close(_pid_fd)  # as the job (a pre- or post-exec, an interactive relay)
         # Python ignores PIPE and XFSZ, and an ignored signal stays ignored across exec: the
         # command gets the defaults (`yes | head` ends quietly).
         for sig in (*PASSED_ON, signal.SIGPIPE, signal.SIGXFSZ):
@@ -861,7 +861,7 @@ def _fork_reader(reader: object, fds: list[int], readers: set[int], own: tuple[i
 
 
 def _fork_shim(sock: socket.socket, message: bytes, fds: list[int], own: tuple[int, int]) -> None:
-    global _pid_file
+    global _pid_fd
     argv: list[str] = []
     if message == b"R" and len(fds) == 3:
         chunks = []
@@ -907,8 +907,7 @@ def _fork_shim(sock: socket.socket, message: bytes, fds: list[int], own: tuple[i
                 ticks = stat.read().rsplit(b")", 1)[1].split()[19].decode()
             fd = os.open(pid_path(status_path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             os.write(fd, f"{os.getpid()} {ticks}\n".encode())
-            # Kept for write_status: close-on-exec, and closed in a child that becomes the owner (_forked).
-            _pid_file = (fd, pid_path(os.path.abspath(status_path)))
+            _pid_fd = fd  # for write_status: close-on-exec, and closed in a child that becomes the owner
             code = main(argv)
         except BaseException as exc:  # noqa: BLE001 - a shim never returns into the server's loop
             os.write(2, f"shim {os.getpid()}: {type(exc).__name__}: {exc}\n".encode(errors="replace"))
