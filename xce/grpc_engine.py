@@ -7,11 +7,11 @@ the sockets in the thread that polls the queue, is still there behind the same s
 that only parses its request and answers, TLS (bench/grpc_server_cost.py, grpc.aio, 2026-12-08,
 medians of 3 interleaved runs): 1 client 483 -> 399 us of the server's CPU a call (1,483 -> 1,662
 calls/s), 16 client processes 340 -> 293 us (2,324 -> 2,670 calls/s). The replicas (the daemons
-that serve gRPC) serve on the older path unless GRPC_EXPERIMENTS says otherwise. Clients keep the
-engine: on the older client path (`-event_engine_client`) the gateway's channel did not reach a
-cluster whose replicas had all restarted, within a minute. gRPC reads the variable when its core
-starts, so this runs before the replica's first import of grpc; a replica's children (MUNGE's
-`unmunge`) use no gRPC.
+that serve gRPC) serve on the older path unless GRPC_EXPERIMENTS says otherwise. The client switch
+is left as gRPC sets it: with the older client path (`-event_engine_client`) too, the gateway's
+channel did not reach a cluster whose replicas had all restarted, within a minute. gRPC reads the
+variable when its core starts, so this runs before the replica's first import of grpc; a replica's
+children (MUNGE's `unmunge`) use no gRPC.
 """
 
 from __future__ import annotations

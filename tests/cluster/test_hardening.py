@@ -70,8 +70,12 @@ def site(reachable_by_nobody: None) -> Iterator[Site]:
         gateway.start()
         made = Site(cluster, workers, gateway, shared)
         with made.admin() as admin:
-            wait_until(lambda: [h["status"] for h in admin.get("/hosts").json()["hosts"]] == ["HOST_OK"] * 2,
-                       "both workers joined")
+            def joined() -> bool:  # (an answer other than 200: the gateway is still finding the leader)
+                answer = admin.get("/hosts")
+                return answer.status_code == 200 and \
+                    [h["status"] for h in answer.json()["hosts"]] == ["HOST_OK"] * 2
+
+            wait_until(joined, "both workers joined")
         yield made
     finally:
         gateway.kill()
