@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from cli.locate import controllers, credentials
 from cli.parser import path_arg
-from xce.grpc_engine import use_polled_listener
 
 if TYPE_CHECKING:
     from gateway.http_limits import HttpLimits
@@ -27,7 +26,6 @@ def declare_controller(p: argparse.ArgumentParser) -> None:
 
 
 def run_controller(args: argparse.Namespace) -> int:
-    use_polled_listener()
     from controller.main import run
 
     return run(args.config, args.id, args.join, args.force_new_cluster, args.metrics)
