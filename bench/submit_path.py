@@ -31,24 +31,31 @@ TICK = os.sysconf("SC_CLK_TCK")
 WARM = 100
 
 
+def stat_ticks(path: str) -> tuple[str, int, int]:
+    """(name, user ticks, system ticks) of a /proc stat file: a thread's, or a whole process's
+    (whose figures hold its ended threads too). The user and system split is what fleet.cpu_s,
+    which sums them, leaves out."""
+    stat = Path(path).read_text()
+    fields = stat.rsplit(")", 1)[1].split()
+    return stat[stat.index("(") + 1:stat.rindex(")")], int(fields[11]), int(fields[12])
+
+
 def threads_cpu(pid: int) -> dict[tuple[int, str], tuple[int, int]]:
     """(thread id, name) -> (user, system) ticks, for each thread of `pid`."""
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            name, user, system = stat_ticks(f"/proc/{pid}/task/{tid}/stat")
         except OSError:
             continue  # ended meanwhile
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat.rsplit(")", 1)[1].split()
-        out[(int(tid), name)] = (int(fields[11]), int(fields[12]))
+        out[(int(tid), name)] = (user, system)
     return out
 
 
 def process_cpu(pid: int) -> tuple[int, int]:
     """(user, system) ticks of the whole process, threads that ended included."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]), int(fields[12])
+    _, user, system = stat_ticks(f"/proc/{pid}/stat")
+    return user, system
 
 
 def one_round(submits: int) -> str:

@@ -70,7 +70,7 @@ def site(reachable_by_nobody: None) -> Iterator[Site]:
         gateway.start()
         made = Site(cluster, workers, gateway, shared)
         with made.admin() as admin:
-            def joined() -> bool:  # (an answer other than 200: the gateway is still finding the leader)
+            def joined() -> bool:  # an answer other than 200 (seen once on a busy machine) is waited through
                 answer = admin.get("/hosts")
                 return answer.status_code == 200 and \
                     [h["status"] for h in answer.json()["hosts"]] == ["HOST_OK"] * 2
